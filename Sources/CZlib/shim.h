@@ -1,0 +1,13 @@
+#ifndef PACKAGER_CZLIB_SHIM_H
+#define PACKAGER_CZLIB_SHIM_H
+#include <zlib.h>
+
+// deflateInit2 and inflateInit2 are macros; Swift cannot call them directly.
+static inline int czlib_deflate_init_raw(z_streamp strm, int level) {
+    return deflateInit2(strm, level, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
+}
+
+static inline int czlib_inflate_init_raw(z_streamp strm) {
+    return inflateInit2(strm, -MAX_WBITS);
+}
+#endif

@@ -1,0 +1,315 @@
+import Crypto
+import Foundation
+
+/// A bundle file opened read-only, answering lookups from its compact index.
+///
+/// Mounting reads the ZIP end records, the central directory and `index.bin`;
+/// it never reads a body. A body is read, inflated and checked only when
+/// ``body(of:)`` asks for it. A mounted bundle is immutable and safe to share
+/// between any number of tasks and threads.
+///
+/// ```swift
+/// let bundle = try MountedBundle(path: "site.bundle.zip")
+/// if let entry = bundle.entry(for: "https://example.com/docs/") {
+///     let html = try bundle.body(of: entry)
+/// }
+/// ```
+public final class MountedBundle: Sendable {
+    /// Options that decide what mounting insists on and how reads are checked.
+    public struct Options: Sendable {
+        /// How each body read is checked before it is returned.
+        public enum Verification: Sendable {
+            /// CRC-32 of the inflated bytes (fast; catches damage, not tampering).
+            case crc32
+            /// CRC-32 and SHA-256 of the inflated bytes against the index.
+            case sha256
+        }
+
+        /// When set, the bundle must carry a valid Ed25519 signature by this key (32 raw bytes).
+        public var requiredPublicKey: [UInt8]?
+        /// How body reads are checked. Defaults to SHA-256 when a key is required, else CRC-32.
+        public var verification: Verification?
+        /// Largest inflated size a single body may have; larger bodies are refused as hostile.
+        public var maxBodySize: UInt64
+        /// Largest inflated-to-stored ratio a deflated body may claim (deflate cannot exceed about 1032:1).
+        public var maxCompressionRatio: UInt64
+
+        /// Creates options.
+        public init(requiredPublicKey: [UInt8]? = nil, verification: Verification? = nil, maxBodySize: UInt64 = 4 << 30, maxCompressionRatio: UInt64 = 1100) {
+            self.requiredPublicKey = requiredPublicKey
+            self.verification = verification
+            self.maxBodySize = maxBodySize
+            self.maxCompressionRatio = maxCompressionRatio
+        }
+    }
+
+    /// The path the bundle was mounted from.
+    public var path: String { file.path }
+    /// The bundle digest: SHA-256 of `index.bin`, in lowercase hex, as the ZIP comment records it.
+    public let digest: String
+    /// Whether the bundle carries a signature block (verified only when a key was required).
+    public let isSigned: Bool
+    /// The number of request keys the bundle answers.
+    public var entryCount: Int { index.entryCount }
+    /// The number of distinct bodies stored.
+    public var bodyCount: Int { index.bodyCount }
+    /// The rules that turn URLs into this bundle's request keys.
+    public let canonicalizer: RequestKeyCanonicalizer
+
+    package let file: BundleFile
+    package let index: BundleIndex
+    package let directory: ZipDirectory
+    package let metadata: [String: ZipCentralEntry]
+    private let verification: Options.Verification
+    private let maxBodySize: UInt64
+
+    /// Mounts the bundle at `path`.
+    ///
+    /// - Throws: ``BundleError`` when the file cannot be read, is not a bundle,
+    ///   is truncated, damaged or hostile, or lacks a valid signature by
+    ///   `options.requiredPublicKey`.
+    public init(path: String, options: Options = Options()) throws {
+        let file = try BundleFile(path: path)
+        let directory = try ZipDirectory.locate(in: file)
+        let cd = try directory.readCentralDirectory(from: file)
+        var metadata = [String: ZipCentralEntry]()
+        var bodyEntries = 0
+        var firstMetadataOffset = directory.centralDirectoryOffset
+        try directory.forEachEntry(in: cd) { entry in
+            if entry.nameBytes.count == 71, entry.nameBytes.starts(with: "bodies/".utf8) {
+                bodyEntries += 1
+            } else {
+                guard metadata[entry.name] == nil else {
+                    throw BundleError(.hostile, "the central directory lists \(entry.name) twice", entry: entry.name)
+                }
+                metadata[entry.name] = entry
+                firstMetadataOffset = min(firstMetadataOffset, entry.localHeaderOffset)
+            }
+            return true
+        }
+        guard let indexEntry = metadata[BundleFormat.indexEntryName] else {
+            throw BundleError(.notABundle, "\(path) is a ZIP file but holds no \(BundleFormat.indexEntryName): it is not a packager bundle")
+        }
+        let comment = String(decoding: directory.comment, as: UTF8.self)
+        guard comment.hasPrefix(BundleFormat.commentPrefix + "sha256:") else {
+            throw BundleError(.notABundle, "\(path) lacks the packager bundle comment; it is not a bundle, or its end record is damaged")
+        }
+        let recordedDigest = String(comment.dropFirst(BundleFormat.commentPrefix.count + 7).prefix(64))
+
+        let indexBytes = try Self.readMetadataEntry(indexEntry, from: file, limit: 1 << 32, bodyArea: directory.centralDirectoryOffset)
+        let index = try BundleIndex(bytes: indexBytes, bodyArea: firstMetadataOffset, maxRatio: options.maxCompressionRatio)
+        guard index.bodyCount == bodyEntries else {
+            throw BundleError(.corruptIndex, "index.bin lists \(index.bodyCount) bodies but the central directory holds \(bodyEntries)")
+        }
+
+        var signed = false
+        if let signatureEntry = metadata[BundleFormat.signatureEntryName] {
+            signed = true
+            if let key = options.requiredPublicKey {
+                let signature = try Self.readMetadataEntry(signatureEntry, from: file, limit: 1 << 16, bodyArea: directory.centralDirectoryOffset)
+                let actual = hexString(Array(SHA256.hash(data: indexBytes)))
+                guard actual == recordedDigest else {
+                    throw BundleError(.signature, "the bundle digest in the ZIP comment does not match index.bin: the bundle was altered")
+                }
+                try SignatureBlock.verify(json: signature, bundleDigestHex: actual, publicKey: key)
+            }
+        } else if options.requiredPublicKey != nil {
+            throw BundleError(.signature, "the bundle is not signed, and a signature by the configured public key is required")
+        }
+
+        self.file = file
+        self.directory = directory
+        self.metadata = metadata
+        self.index = index
+        self.digest = recordedDigest
+        self.isSigned = signed
+        self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: index.dropQueryParameters)
+        self.verification = options.verification ?? (options.requiredPublicKey == nil ? .crc32 : .sha256)
+        self.maxBodySize = options.maxBodySize
+    }
+
+    // MARK: Lookup
+
+    /// The entry that answers `url` after canonicalization, or nil when the bundle has none.
+    public func entry(for url: String) -> BundleEntry? {
+        var url = url
+        return url.withUTF8 { buffer -> BundleEntry? in
+            guard let key = canonicalizer.canonicalBytes(UnsafeRawBufferPointer(buffer)) else { return nil }
+            return key.withUnsafeBytes { index.find(canonicalKey: $0) }.map(makeEntry)
+        }
+    }
+
+    /// The entry whose canonical key is exactly `key`, or nil.
+    public func entry(forKey key: String) -> BundleEntry? {
+        var key = key
+        return key.withUTF8 { index.find(canonicalKey: UnsafeRawBufferPointer($0)) }.map(makeEntry)
+    }
+
+    /// Every entry, in key order.
+    public var entries: [BundleEntry] { (0..<index.entryCount).map(makeEntry) }
+
+    private func makeEntry(_ i: Int) -> BundleEntry {
+        let fields = index.entryFields(i)
+        let body = fields.body.map { b -> BundleEntry.Body in
+            let record = index.body(at: b)
+            return BundleEntry.Body(index: b, sha256: hexString(record.sha256), size: record.size, storedSize: record.storedSize, compression: record.compression, crc32: record.crc32)
+        }
+        return BundleEntry(position: i, bundle: self, status: Int(fields.status), kind: fields.kind, body: body)
+    }
+
+    package func headers(ofEntryAt i: Int) -> [(name: String, value: String)] { index.entryHeaders(i) }
+    package func key(ofEntryAt i: Int) -> String { index.entryKey(i) }
+
+    // MARK: Bodies
+
+    /// The entry's body, inflated and checked; empty when the entry has none.
+    ///
+    /// - Throws: ``BundleError`` with code `.corruptBody` when the bytes do not
+    ///   match the recorded CRC-32 (and SHA-256 when so configured), `.hostile`
+    ///   when they claim more than `maxBodySize`, `.corruptDirectory` when the
+    ///   local header disagrees with the index. Wrong bytes are never returned.
+    public func body(of entry: BundleEntry) throws -> Data {
+        guard let body = entry.body else { return Data() }
+        return Data(try bodyBytes(at: body.index, verification: verification))
+    }
+
+    /// The stored deflate stream of a compressed body, with what a gzip trailer needs.
+    ///
+    /// A server can send `gzipHeader + data + trailer(crc32, size)` to a client
+    /// that accepts gzip without inflating anything. Returns nil when the body is
+    /// stored uncompressed. The stream is checked by inflating it once, unless
+    /// `verify` is false.
+    public func deflatedBody(of entry: BundleEntry, verify: Bool = true) throws -> DeflatedBody? {
+        guard let body = entry.body, body.compression == .deflate else { return nil }
+        let record = index.body(at: body.index)
+        let raw = try readStored(record, name: BundleFormat.bodyPrefix + body.sha256)
+        if verify {
+            _ = try raw.withUnsafeBytes { try checkedInflate($0, record: record, name: BundleFormat.bodyPrefix + body.sha256, verification: .crc32) }
+        }
+        return DeflatedBody(data: Data(raw), crc32: record.crc32, size: record.size)
+    }
+
+    package func bodyBytes(at bodyIndex: Int, verification: Options.Verification) throws -> [UInt8] {
+        let record = index.body(at: bodyIndex)
+        let name = BundleFormat.bodyPrefix + hexString(record.sha256)
+        guard record.size <= maxBodySize else {
+            throw BundleError(.hostile, "body claims \(record.size) bytes, over the limit of \(maxBodySize)", entry: name)
+        }
+        let raw = try readStored(record, name: name)
+        return try raw.withUnsafeBytes { try checkedInflate($0, record: record, name: name, verification: verification) }
+    }
+
+    /// Reads a body's local header and stored bytes in one read, checking the header against the index.
+    private func readStored(_ record: IndexBodyRecord, name: String) throws -> [UInt8] {
+        let headerLength = Int(record.dataOffset - record.localHeaderOffset)
+        guard record.storedSize <= UInt64(Int.max - headerLength) else {
+            throw BundleError(.hostile, "body claims an impossible stored size", entry: name)
+        }
+        var bytes = try file.read(at: record.localHeaderOffset, count: headerLength + Int(record.storedSize), what: "body \(name)")
+        try LocalHeader.check(bytes, expectedName: name, method: record.compression.rawValue, crc32: record.crc32,
+                              storedSize: record.storedSize, size: record.size, headerLength: headerLength)
+        bytes.removeFirst(headerLength)
+        return bytes
+    }
+
+    private func checkedInflate(_ raw: UnsafeRawBufferPointer, record: IndexBodyRecord, name: String, verification: Options.Verification) throws -> [UInt8] {
+        let output: [UInt8]
+        switch record.compression {
+        case .stored: output = Array(raw)
+        case .deflate: output = try RawInflate.inflate(raw, expectedSize: Int(record.size), entry: name)
+        }
+        let crc = CRC32.checksum(output)
+        guard crc == record.crc32 else {
+            throw BundleError(.corruptBody, String(format: "body CRC-32 is %08x, the index records %08x: the body is damaged", crc, record.crc32), entry: name)
+        }
+        if verification == .sha256 {
+            let digest = Array(SHA256.hash(data: output))
+            guard digest == record.sha256 else {
+                throw BundleError(.corruptBody, "body SHA-256 is \(hexString(digest)): the body is damaged or was replaced", entry: name)
+            }
+        }
+        return output
+    }
+
+    /// Reads a metadata entry (index, manifest, signature) in full and checks its CRC-32.
+    package static func readMetadataEntry(_ entry: ZipCentralEntry, from file: BundleFile, limit: UInt64, bodyArea: UInt64) throws -> [UInt8] {
+        guard entry.uncompressedSize <= limit, entry.compressedSize <= limit else {
+            throw BundleError(.hostile, "\(entry.name) claims \(entry.uncompressedSize) bytes, over the limit of \(limit)", entry: entry.name)
+        }
+        let fixed = try file.read(at: entry.localHeaderOffset, count: ZipConstants.localHeaderSize, what: entry.name)
+        guard fixed.u32(0) == ZipConstants.localHeaderSignature else {
+            throw BundleError(.corruptDirectory, "the local header of \(entry.name) is damaged", entry: entry.name)
+        }
+        let dataOffset = entry.localHeaderOffset + UInt64(ZipConstants.localHeaderSize) + UInt64(fixed.u16(26)) + UInt64(fixed.u16(28))
+        guard dataOffset + entry.compressedSize <= bodyArea else {
+            throw BundleError(.hostile, "\(entry.name) runs into the central directory", entry: entry.name)
+        }
+        let stored = try file.read(at: dataOffset, count: Int(entry.compressedSize), what: entry.name)
+        let bytes: [UInt8]
+        switch entry.method {
+        case 0:
+            guard entry.compressedSize == entry.uncompressedSize else {
+                throw BundleError(.corruptDirectory, "\(entry.name) is stored but its sizes differ", entry: entry.name)
+            }
+            bytes = stored
+        case 8:
+            guard entry.uncompressedSize <= max(entry.compressedSize, 1) * 1100 else {
+                throw BundleError(.hostile, "\(entry.name) claims an absurd compression ratio", entry: entry.name)
+            }
+            bytes = try stored.withUnsafeBytes { try RawInflate.inflate($0, expectedSize: Int(entry.uncompressedSize), entry: entry.name) }
+        default:
+            throw BundleError(.unsupported, "\(entry.name) uses compression method \(entry.method)", entry: entry.name)
+        }
+        guard CRC32.checksum(bytes) == entry.crc32 else {
+            throw BundleError(.corruptIndex, "\(entry.name) fails its CRC-32 check: it is damaged", entry: entry.name)
+        }
+        return bytes
+    }
+}
+
+/// A deflate stream as stored, ready to be framed as gzip.
+public struct DeflatedBody: Sendable {
+    /// The raw deflate stream (RFC 1951).
+    public var data: Data
+    /// CRC-32 of the inflated bytes.
+    public var crc32: UInt32
+    /// Size of the inflated bytes.
+    public var size: UInt64
+
+    /// The 10-byte gzip member header that precedes ``data`` (no name, no timestamp, OS unknown).
+    public static let gzipHeader = Data([0x1f, 0x8b, 0x08, 0x00, 0, 0, 0, 0, 0x00, 0xff])
+
+    /// The 8-byte gzip trailer that follows ``data``: CRC-32 and size modulo 2^32, little-endian.
+    public var gzipTrailer: Data {
+        var trailer = Data()
+        withUnsafeBytes(of: crc32.littleEndian) { trailer.append(contentsOf: $0) }
+        withUnsafeBytes(of: UInt32(truncatingIfNeeded: size).littleEndian) { trailer.append(contentsOf: $0) }
+        return trailer
+    }
+
+    /// The complete gzip member.
+    public var gzip: Data { Self.gzipHeader + data + gzipTrailer }
+}
+
+/// Checks a body's local header against what the index says of it.
+package enum LocalHeader {
+    package static func check(_ bytes: [UInt8], expectedName: String, method: UInt16, crc32: UInt32, storedSize: UInt64, size: UInt64, headerLength: Int) throws {
+        guard bytes.count >= ZipConstants.localHeaderSize, bytes.u32(0) == ZipConstants.localHeaderSignature else {
+            throw BundleError(.corruptDirectory, "the local header is damaged (bad signature)", entry: expectedName)
+        }
+        let nameLength = Int(bytes.u16(26)), extraLength = Int(bytes.u16(28))
+        guard ZipConstants.localHeaderSize + nameLength + extraLength == headerLength else {
+            throw BundleError(.corruptDirectory, "the local header's length disagrees with the index", entry: expectedName)
+        }
+        guard bytes[30..<(30 + nameLength)].elementsEqual(expectedName.utf8) else {
+            throw BundleError(.corruptDirectory, "the local header names another entry", entry: expectedName)
+        }
+        guard bytes.u16(8) == method else {
+            throw BundleError(.corruptDirectory, "the local header's compression method disagrees with the index", entry: expectedName)
+        }
+        let crc = bytes.u32(14), c = bytes.u32(18), u = bytes.u32(22)
+        guard crc == crc32, c == 0xFFFF_FFFF || UInt64(c) == storedSize, u == 0xFFFF_FFFF || UInt64(u) == size else {
+            throw BundleError(.corruptDirectory, "the local header's CRC or sizes disagree with the index", entry: expectedName)
+        }
+    }
+}

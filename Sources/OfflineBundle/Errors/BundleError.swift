@@ -1,0 +1,82 @@
+/// An error raised while mounting, reading or checking a bundle.
+///
+/// Every error carries a ``code`` that callers can switch on, a sentence for
+/// people, and, where the problem is local to one part of the file, the name of
+/// the ZIP entry or the request key concerned.
+public struct BundleError: Error, Sendable, CustomStringConvertible {
+    /// What kind of problem this is.
+    ///
+    /// Codes are a struct over a private enum so that new codes can be added
+    /// without breaking callers that switch over the known ones.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Value: Hashable, Sendable {
+            case io, notABundle, truncated, corruptDirectory, corruptIndex, corruptBody
+            case hostile, unsupported, signature, notFound, invalidArgument
+        }
+        private let value: Value
+        private init(_ value: Value) { self.value = value }
+
+        /// The file could not be opened or read.
+        public static let io = Code(.io)
+        /// The file is not a ZIP container, or not one that holds a bundle.
+        public static let notABundle = Code(.notABundle)
+        /// The file ends before a structure it declares.
+        public static let truncated = Code(.truncated)
+        /// The ZIP central directory or a local header is damaged or inconsistent.
+        public static let corruptDirectory = Code(.corruptDirectory)
+        /// The compact index is damaged or disagrees with the container.
+        public static let corruptIndex = Code(.corruptIndex)
+        /// A body's bytes do not match its recorded size, CRC-32 or SHA-256.
+        public static let corruptBody = Code(.corruptBody)
+        /// The file is built to harm a reader: overlapping entries, absurd ratios, sizes that lie.
+        public static let hostile = Code(.hostile)
+        /// The file uses a format version or feature this reader does not know.
+        public static let unsupported = Code(.unsupported)
+        /// A signature is missing, does not verify, or was made by another key.
+        public static let signature = Code(.signature)
+        /// A requested entry is not in the bundle.
+        public static let notFound = Code(.notFound)
+        /// A caller passed a value that cannot be used.
+        public static let invalidArgument = Code(.invalidArgument)
+
+        public var description: String {
+            switch value {
+            case .io: "io"
+            case .notABundle: "not-a-bundle"
+            case .truncated: "truncated"
+            case .corruptDirectory: "corrupt-directory"
+            case .corruptIndex: "corrupt-index"
+            case .corruptBody: "corrupt-body"
+            case .hostile: "hostile"
+            case .unsupported: "unsupported"
+            case .signature: "signature"
+            case .notFound: "not-found"
+            case .invalidArgument: "invalid-argument"
+            }
+        }
+    }
+
+    /// What kind of problem this is.
+    public var code: Code
+    /// A sentence that says what is wrong.
+    public var message: String
+    /// The ZIP entry name or request key the problem concerns, when there is one.
+    public var entry: String?
+    /// The error that caused this one, when there is one.
+    public var underlying: (any Error & Sendable)?
+
+    /// Creates an error.
+    public init(_ code: Code, _ message: String, entry: String? = nil, underlying: (any Error & Sendable)? = nil) {
+        self.code = code
+        self.message = message
+        self.entry = entry
+        self.underlying = underlying
+    }
+
+    public var description: String {
+        var text = message
+        if let entry { text += " (entry \(entry))" }
+        if let underlying { text += ": \(underlying)" }
+        return text
+    }
+}

@@ -1,0 +1,90 @@
+/// Constants of the bundle format, version 1 (see docs/FORMAT.md).
+public enum BundleFormat {
+    /// The format version this library writes and reads.
+    public static let version: UInt32 = 1
+    /// The ZIP entry that holds the compact binary index.
+    public static let indexEntryName = "index.bin"
+    /// The ZIP entry that holds the human-readable JSON manifest.
+    public static let manifestEntryName = "manifest.json"
+    /// The ZIP entry that holds the optional Ed25519 signature block.
+    public static let signatureEntryName = "signature.json"
+    /// The folder prefix of body entries; a body is `bodies/` + 64 lowercase hex digits of its SHA-256.
+    public static let bodyPrefix = "bodies/"
+    /// The prefix of the ZIP archive comment, followed by `sha256:` and the bundle digest.
+    public static let commentPrefix = "packager-bundle/1 "
+    /// The domain-separation line that starts every signed message.
+    public static let signatureDomain = "packager-bundle-signature/1\n"
+
+    /// The ZIP entry name of the body with this SHA-256 digest.
+    public static func bodyEntryName(sha256Hex: String) -> String { bodyPrefix + sha256Hex }
+
+    /// The exact bytes an Ed25519 signature covers, for a bundle whose digest is `bundleDigestHex`.
+    ///
+    /// The bundle digest is the SHA-256 of `index.bin`, which holds the SHA-256 of
+    /// `manifest.json` and of every body, so the signature covers all of them.
+    public static func signedMessage(bundleDigestHex: String) -> [UInt8] {
+        Array((signatureDomain + "sha256:" + bundleDigestHex + "\n").utf8)
+    }
+}
+
+/// How an entry came to be in the bundle.
+public enum EntryKind: UInt8, Sendable, Codable, CaseIterable, CustomStringConvertible {
+    /// A response recorded from a server (or packed from a local folder as if served).
+    case recorded = 0
+    /// A remote URL answered by a local file, as the declaration asked.
+    case substituted = 1
+    /// A URL the declaration blocks: answered with an empty response, never fetched.
+    case blocked = 2
+
+    public var description: String {
+        switch self {
+        case .recorded: "recorded"
+        case .substituted: "substituted"
+        case .blocked: "blocked"
+        }
+    }
+
+    /// Parses the manifest spelling of a kind.
+    public init?(name: String) {
+        guard let kind = Self.allCases.first(where: { $0.description == name }) else { return nil }
+        self = kind
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let name = try decoder.singleValueContainer().decode(String.self)
+        guard let kind = EntryKind(name: name) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "unknown entry kind \(name)"))
+        }
+        self = kind
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+}
+
+/// How a body is stored in its ZIP entry.
+public enum BodyCompression: UInt16, Sendable, Codable, CustomStringConvertible {
+    /// Stored as is (ZIP method 0).
+    case stored = 0
+    /// Raw deflate (ZIP method 8).
+    case deflate = 8
+
+    public var description: String { self == .stored ? "stored" : "deflate" }
+
+    public init(from decoder: any Decoder) throws {
+        let name = try decoder.singleValueContainer().decode(String.self)
+        switch name {
+        case "stored": self = .stored
+        case "deflate": self = .deflate
+        default:
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "unknown compression \(name)"))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+}

@@ -1,0 +1,64 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A read-only file read with positional reads, so that many threads can read at once.
+package final class BundleFile: Sendable {
+    package let path: String
+    package let size: UInt64
+    private let descriptor: Int32
+
+    package init(path: String) throws {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw BundleError(.io, "cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            let message = String(cString: strerror(errno))
+            close(fd)
+            throw BundleError(.io, "cannot stat \(path): \(message)")
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            close(fd)
+            throw BundleError(.notABundle, "\(path) is not a regular file")
+        }
+        self.path = path
+        self.descriptor = fd
+        self.size = UInt64(info.st_size)
+    }
+
+    deinit { close(descriptor) }
+
+    /// Reads exactly `count` bytes at `offset`, or throws `.truncated` when the file ends first.
+    package func read(at offset: UInt64, count: Int, what: @autoclosure () -> String) throws -> [UInt8] {
+        guard count >= 0 else { throw BundleError(.invalidArgument, "negative read size") }
+        guard offset <= size, UInt64(count) <= size - offset else {
+            throw BundleError(.truncated, "\(what()) lies beyond the end of the file (offset \(offset), \(count) bytes, file \(size) bytes)")
+        }
+        return try [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            try readFully(into: UnsafeMutableRawBufferPointer(buffer), at: offset, what: what())
+            initialized = count
+        }
+    }
+
+    /// Fills `buffer` from `offset`.
+    package func readFully(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64, what: @autoclosure () -> String) throws {
+        var done = 0
+        while done < buffer.count {
+            let n = pread(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw BundleError(.io, "cannot read \(what()) from \(path): \(String(cString: strerror(errno)))")
+            }
+            if n == 0 {
+                throw BundleError(.truncated, "\(what()) is cut short: the file ends at \(offset + UInt64(done))")
+            }
+            done += n
+        }
+    }
+}

@@ -1,0 +1,270 @@
+/// Turns URLs into the canonical request keys that a bundle's index is keyed by.
+///
+/// Two URLs that a server treats as the same resource give the same key:
+/// - the scheme and host are lowercased, and user information is dropped;
+/// - the default port (80 for http, 443 for https) is dropped;
+/// - an empty path becomes `/`, and `.` and `..` segments are resolved;
+/// - percent-escapes of unreserved characters are decoded, other escapes use
+///   uppercase hex, and bytes that may not appear raw are escaped;
+/// - query parameters that match a drop pattern are removed, the others are
+///   sorted (by their bytes, stable), and an empty query disappears;
+/// - the fragment is dropped.
+///
+/// The rules are specified in docs/FORMAT.md so that writers in other
+/// languages produce the same keys.
+public struct RequestKeyCanonicalizer: Sendable {
+    /// Query parameter name patterns to drop, where `*` matches any run of characters (ASCII case-insensitive).
+    public let dropQueryParameters: [String]
+    private let patterns: [[UInt8]]
+
+    /// Creates a canonicalizer that drops query parameters matching `dropQueryParameters`.
+    public init(dropQueryParameters: [String] = []) {
+        self.dropQueryParameters = dropQueryParameters
+        self.patterns = dropQueryParameters.map { Array($0.lowercased().utf8) }
+    }
+
+    /// The canonical key for `url`, or nil when it is not an absolute URL with a host.
+    public func canonicalize(_ url: String) -> String? {
+        var input = url
+        return input.withUTF8 { buffer in
+            canonicalBytes(UnsafeRawBufferPointer(buffer)).map { String(decoding: $0, as: UTF8.self) }
+        }
+    }
+
+    /// The canonical key as UTF-8 bytes, or nil when the input is not an absolute URL with a host.
+    package func canonicalBytes(_ s: UnsafeRawBufferPointer) -> [UInt8]? {
+        var start = 0
+        var end = s.count
+        while start < end, s[start] <= 0x20 { start += 1 }
+        while end > start, s[end - 1] <= 0x20 { end -= 1 }
+        // Scheme.
+        var i = start
+        guard i < end, isAlpha(s[i]) else { return nil }
+        while i < end, s[i] != UInt8(ascii: ":") {
+            let c = s[i]
+            guard isAlpha(c) || isDigit(c) || c == UInt8(ascii: "+") || c == UInt8(ascii: "-") || c == UInt8(ascii: ".") else { return nil }
+            i += 1
+        }
+        guard i < end, i + 2 < end, s[i + 1] == UInt8(ascii: "/"), s[i + 2] == UInt8(ascii: "/") else { return nil }
+        var out = [UInt8]()
+        out.reserveCapacity(end - start + 8)
+        for j in start..<i { out.append(lower(s[j])) }
+        let schemeEnd = out.count
+        out.append(contentsOf: [UInt8(ascii: ":"), UInt8(ascii: "/"), UInt8(ascii: "/")])
+        let isHTTP = out[0..<schemeEnd].elementsEqual("http".utf8)
+        let isHTTPS = out[0..<schemeEnd].elementsEqual("https".utf8)
+        // Authority.
+        var authStart = i + 3
+        var authEnd = authStart
+        while authEnd < end, s[authEnd] != UInt8(ascii: "/"), s[authEnd] != UInt8(ascii: "?"), s[authEnd] != UInt8(ascii: "#") {
+            authEnd += 1
+        }
+        // Drop user information: it is a credential, never part of a key.
+        var k = authEnd
+        while k > authStart {
+            k -= 1
+            if s[k] == UInt8(ascii: "@") { authStart = k + 1; break }
+        }
+        // Split host and port, minding IPv6 literals.
+        var hostEnd = authEnd
+        var portStart: Int?
+        var p = authEnd
+        while p > authStart {
+            p -= 1
+            let c = s[p]
+            if c == UInt8(ascii: ":") { hostEnd = p; portStart = p + 1; break }
+            if c == UInt8(ascii: "]") || !isDigit(c) { break }
+        }
+        guard hostEnd > authStart else { return nil }
+        for j in authStart..<hostEnd {
+            let c = s[j]
+            if c == UInt8(ascii: "%") || c >= 0x80 || c <= 0x20 { return nil }
+            out.append(lower(c))
+        }
+        if let portStart {
+            var q = portStart
+            while q < authEnd, s[q] == UInt8(ascii: "0"), q + 1 < authEnd { q += 1 }
+            let port = UnsafeRawBufferPointer(rebasing: s[q..<authEnd])
+            let isDefault =
+                port.isEmpty || (isHTTP && port.elementsEqual("80".utf8)) || (isHTTPS && port.elementsEqual("443".utf8))
+            if !isDefault {
+                out.append(UInt8(ascii: ":"))
+                out.append(contentsOf: port)
+            }
+        }
+        // Path.
+        var pathEnd = authEnd
+        while pathEnd < end, s[pathEnd] != UInt8(ascii: "?"), s[pathEnd] != UInt8(ascii: "#") { pathEnd += 1 }
+        let pathStart = out.count
+        if pathEnd == authEnd {
+            out.append(UInt8(ascii: "/"))
+        } else {
+            appendNormalized(UnsafeRawBufferPointer(rebasing: s[authEnd..<pathEnd]), to: &out, inQuery: false)
+            removeDotSegments(&out, from: pathStart)
+        }
+        // Query.
+        if pathEnd < end, s[pathEnd] == UInt8(ascii: "?") {
+            var queryEnd = pathEnd + 1
+            while queryEnd < end, s[queryEnd] != UInt8(ascii: "#") { queryEnd += 1 }
+            appendQuery(UnsafeRawBufferPointer(rebasing: s[(pathEnd + 1)..<queryEnd]), to: &out)
+        }
+        return out
+    }
+
+    private func appendQuery(_ query: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        guard !query.isEmpty else { return }
+        var params = [[UInt8]]()
+        var startOfParam = 0
+        for j in 0...query.count where j == query.count || query[j] == UInt8(ascii: "&") {
+            if j > startOfParam {
+                let raw = UnsafeRawBufferPointer(rebasing: query[startOfParam..<j])
+                var nameEnd = 0
+                while nameEnd < raw.count, raw[nameEnd] != UInt8(ascii: "=") { nameEnd += 1 }
+                if !isDropped(UnsafeRawBufferPointer(rebasing: raw[0..<nameEnd])) {
+                    var param = [UInt8]()
+                    param.reserveCapacity(raw.count)
+                    appendNormalized(raw, to: &param, inQuery: true)
+                    params.append(param)
+                }
+            }
+            startOfParam = j + 1
+        }
+        guard !params.isEmpty else { return }
+        if params.count > 1 {
+            // Sort by name, then value, comparing bytes; stable for equal parameters.
+            params = params.enumerated().sorted { a, b in
+                if a.element == b.element { return a.offset < b.offset }
+                return a.element.lexicographicallyPrecedes(b.element)
+            }.map(\.element)
+        }
+        out.append(UInt8(ascii: "?"))
+        for (n, param) in params.enumerated() {
+            if n > 0 { out.append(UInt8(ascii: "&")) }
+            out.append(contentsOf: param)
+        }
+    }
+
+    private func isDropped(_ name: UnsafeRawBufferPointer) -> Bool {
+        guard !patterns.isEmpty else { return false }
+        // Decode the name so that `utm%5Fsource` matches `utm_*`.
+        var decoded = [UInt8]()
+        decoded.reserveCapacity(name.count)
+        var j = 0
+        while j < name.count {
+            if name[j] == UInt8(ascii: "%"), j + 2 < name.count, let hi = hexValue(name[j + 1]), let lo = hexValue(name[j + 2]) {
+                decoded.append(lower(hi << 4 | lo))
+                j += 3
+            } else {
+                decoded.append(lower(name[j]))
+                j += 1
+            }
+        }
+        return patterns.contains { globMatch($0[...], decoded[...]) }
+    }
+}
+
+/// Matches `text` against `pattern` where `*` matches any run of bytes.
+package func globMatch(_ pattern: ArraySlice<UInt8>, _ text: ArraySlice<UInt8>) -> Bool {
+    var p = pattern.startIndex
+    var t = text.startIndex
+    var star: Int?
+    var mark = t
+    while t < text.endIndex {
+        if p < pattern.endIndex, pattern[p] == UInt8(ascii: "*") {
+            star = p
+            p += 1
+            mark = t
+        } else if p < pattern.endIndex, pattern[p] == text[t] {
+            p += 1
+            t += 1
+        } else if let s = star {
+            p = s + 1
+            mark += 1
+            t = mark
+        } else {
+            return false
+        }
+    }
+    while p < pattern.endIndex, pattern[p] == UInt8(ascii: "*") { p += 1 }
+    return p == pattern.endIndex
+}
+
+@inline(__always) private func isAlpha(_ c: UInt8) -> Bool { (c | 0x20) >= UInt8(ascii: "a") && (c | 0x20) <= UInt8(ascii: "z") }
+@inline(__always) private func isDigit(_ c: UInt8) -> Bool { c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9") }
+@inline(__always) private func lower(_ c: UInt8) -> UInt8 { c >= UInt8(ascii: "A") && c <= UInt8(ascii: "Z") ? c | 0x20 : c }
+@inline(__always) private func isUnreserved(_ c: UInt8) -> Bool {
+    isAlpha(c) || isDigit(c) || c == UInt8(ascii: "-") || c == UInt8(ascii: ".") || c == UInt8(ascii: "_") || c == UInt8(ascii: "~")
+}
+
+/// Bytes that may stand raw in a path or query; everything else is percent-escaped.
+@inline(__always) private func mayStandRaw(_ c: UInt8, inQuery: Bool) -> Bool {
+    if isUnreserved(c) { return true }
+    switch c {
+    case UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"),
+        UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="), UInt8(ascii: ":"),
+        UInt8(ascii: "@"), UInt8(ascii: "/"):
+        return true
+    case UInt8(ascii: "?"): return inQuery
+    default: return false
+    }
+}
+
+private let upperHex: [UInt8] = Array("0123456789ABCDEF".utf8)
+
+private func appendNormalized(_ raw: UnsafeRawBufferPointer, to out: inout [UInt8], inQuery: Bool) {
+    var j = 0
+    while j < raw.count {
+        let c = raw[j]
+        if c == UInt8(ascii: "%"), j + 2 < raw.count, let hi = hexValue(raw[j + 1]), let lo = hexValue(raw[j + 2]) {
+            let decoded = hi << 4 | lo
+            if isUnreserved(decoded) {
+                out.append(decoded)
+            } else {
+                out.append(UInt8(ascii: "%"))
+                out.append(upperHex[Int(hi)])
+                out.append(upperHex[Int(lo)])
+            }
+            j += 3
+        } else if mayStandRaw(c, inQuery: inQuery) {
+            out.append(c)
+            j += 1
+        } else {
+            out.append(UInt8(ascii: "%"))
+            out.append(upperHex[Int(c >> 4)])
+            out.append(upperHex[Int(c & 0xF)])
+            j += 1
+        }
+    }
+}
+
+/// RFC 3986 section 5.2.4, in place over `out[from...]`, which starts with `/`.
+private func removeDotSegments(_ out: inout [UInt8], from start: Int) {
+    // Fast path: no dot segment at all.
+    var hasDot = false
+    var j = start
+    while j < out.count {
+        if out[j] == UInt8(ascii: "."), out[j - 1] == UInt8(ascii: "/") { hasDot = true; break }
+        j += 1
+    }
+    guard hasDot else { return }
+    let path = Array(out[start...])
+    var segments = [ArraySlice<UInt8>]()
+    var trailingSlash = false
+    for segment in path.dropFirst().split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
+        trailingSlash = false
+        if segment.elementsEqual(".".utf8) {
+            trailingSlash = true
+        } else if segment.elementsEqual("..".utf8) {
+            if !segments.isEmpty { segments.removeLast() }
+            trailingSlash = true
+        } else {
+            segments.append(segment)
+        }
+    }
+    out.removeSubrange(start...)
+    for segment in segments {
+        out.append(UInt8(ascii: "/"))
+        out.append(contentsOf: segment)
+    }
+    if trailingSlash || segments.isEmpty { out.append(UInt8(ascii: "/")) }
+}

@@ -1,0 +1,202 @@
+/// ZIP signatures and sizes (APPNOTE 6.3), as this project reads and writes them.
+package enum ZipConstants {
+    package static let localHeaderSignature: UInt32 = 0x0403_4b50
+    package static let centralHeaderSignature: UInt32 = 0x0201_4b50
+    package static let endOfCentralDirectorySignature: UInt32 = 0x0605_4b50
+    package static let zip64EndSignature: UInt32 = 0x0606_4b50
+    package static let zip64LocatorSignature: UInt32 = 0x0706_4b50
+    package static let localHeaderSize = 30
+    package static let centralHeaderSize = 46
+    package static let endSize = 22
+    package static let zip64EndSize = 56
+    package static let zip64LocatorSize = 20
+    package static let zip64ExtraID: UInt16 = 0x0001
+    /// DOS date 1980-01-01, the fixed timestamp of every entry.
+    package static let fixedDosDate: UInt16 = 0x0021
+    package static let fixedDosTime: UInt16 = 0
+}
+
+/// One central directory record.
+package struct ZipCentralEntry: Sendable {
+    package var name: String
+    package var nameBytes: [UInt8]
+    package var flags: UInt16
+    package var method: UInt16
+    package var crc32: UInt32
+    package var compressedSize: UInt64
+    package var uncompressedSize: UInt64
+    package var localHeaderOffset: UInt64
+    package var externalAttributes: UInt32
+    package var versionMadeBy: UInt16
+    /// Offset of this record inside the central directory.
+    package var recordOffset: Int
+}
+
+/// The located central directory of a ZIP file.
+package struct ZipDirectory: Sendable {
+    package var centralDirectoryOffset: UInt64
+    package var centralDirectorySize: UInt64
+    package var entryCount: UInt64
+    /// Where the end records start (the ZIP64 end record when there is one): nothing of an entry may lie past it.
+    package var endOfEntries: UInt64
+    package var comment: [UInt8]
+    package var isZip64: Bool
+
+    /// Finds and validates the end of central directory records of `file`.
+    package static func locate(in file: BundleFile) throws -> ZipDirectory {
+        let size = file.size
+        guard size >= UInt64(ZipConstants.endSize) else {
+            throw BundleError(.notABundle, "\(file.path) is \(size) bytes, too short to be a ZIP file")
+        }
+        let tailCount = Int(min(size, UInt64(ZipConstants.endSize + 0xFFFF)))
+        let tailStart = size - UInt64(tailCount)
+        let tail = try file.read(at: tailStart, count: tailCount, what: "the end of the file")
+        // The end record is the last signature whose comment runs exactly to the end of the file.
+        var found: Int?
+        tail.withUnsafeBytes { raw in
+            var i = tailCount - ZipConstants.endSize
+            while i >= 0 {
+                if raw.u32(i) == ZipConstants.endOfCentralDirectorySignature,
+                    i + ZipConstants.endSize + Int(raw.u16(i + 20)) == tailCount
+                {
+                    found = i
+                    return
+                }
+                i -= 1
+            }
+        }
+        guard let end = found else {
+            throw BundleError(.notABundle, "no ZIP end of central directory record: \(file.path) is truncated or not a ZIP file")
+        }
+        let endOffset = tailStart + UInt64(end)
+        var directory = tail.withUnsafeBytes { raw in
+            ZipDirectory(
+                centralDirectoryOffset: UInt64(raw.u32(end + 16)),
+                centralDirectorySize: UInt64(raw.u32(end + 12)),
+                entryCount: UInt64(raw.u16(end + 10)),
+                endOfEntries: endOffset,
+                comment: Array(raw[(end + 22)...]),
+                isZip64: false)
+        }
+        let (disk, cdDisk, onDisk) = tail.withUnsafeBytes { ($0.u16(end + 4), $0.u16(end + 6), $0.u16(end + 8)) }
+        let needsZip64 =
+            directory.centralDirectoryOffset == 0xFFFF_FFFF || directory.centralDirectorySize == 0xFFFF_FFFF
+            || directory.entryCount == 0xFFFF
+        if needsZip64 || endOffset >= UInt64(ZipConstants.zip64LocatorSize) {
+            // Look for a ZIP64 locator just before the end record.
+            let locatorOffset = endOffset - UInt64(ZipConstants.zip64LocatorSize)
+            let locator =
+                endOffset >= UInt64(ZipConstants.zip64LocatorSize)
+                ? try file.read(at: locatorOffset, count: ZipConstants.zip64LocatorSize, what: "the ZIP64 locator") : []
+            if locator.count == ZipConstants.zip64LocatorSize, locator.u32(0) == ZipConstants.zip64LocatorSignature {
+                let zip64Offset = locator.u64(8)
+                guard zip64Offset <= locatorOffset, locatorOffset - zip64Offset >= UInt64(ZipConstants.zip64EndSize) else {
+                    throw BundleError(.corruptDirectory, "the ZIP64 locator points outside the file")
+                }
+                let record = try file.read(at: zip64Offset, count: ZipConstants.zip64EndSize, what: "the ZIP64 end record")
+                guard record.u32(0) == ZipConstants.zip64EndSignature else {
+                    throw BundleError(.corruptDirectory, "the ZIP64 end of central directory record is damaged")
+                }
+                directory.entryCount = record.u64(32)
+                directory.centralDirectorySize = record.u64(40)
+                directory.centralDirectoryOffset = record.u64(48)
+                directory.endOfEntries = zip64Offset
+                directory.isZip64 = true
+                guard record.u32(16) == 0, record.u32(20) == 0 else {
+                    throw BundleError(.unsupported, "multi-disk ZIP files are not supported")
+                }
+            } else if needsZip64 {
+                throw BundleError(.corruptDirectory, "the end record asks for ZIP64 but there is no ZIP64 locator")
+            }
+        }
+        guard directory.isZip64 || (disk == 0 && cdDisk == 0 && UInt64(onDisk) == directory.entryCount) else {
+            throw BundleError(.unsupported, "multi-disk ZIP files are not supported")
+        }
+        let cdEnd = directory.centralDirectoryOffset.addingReportingOverflow(directory.centralDirectorySize)
+        guard !cdEnd.overflow, cdEnd.partialValue <= directory.endOfEntries else {
+            throw BundleError(.truncated, "the central directory (offset \(directory.centralDirectoryOffset), \(directory.centralDirectorySize) bytes) lies outside the file: it is truncated or damaged")
+        }
+        guard directory.centralDirectorySize <= UInt64(Int.max),
+            directory.entryCount <= directory.centralDirectorySize / UInt64(ZipConstants.centralHeaderSize)
+        else {
+            throw BundleError(.corruptDirectory, "the central directory claims \(directory.entryCount) entries, more than its \(directory.centralDirectorySize) bytes can hold")
+        }
+        return directory
+    }
+
+    /// Reads the whole central directory.
+    package func readCentralDirectory(from file: BundleFile) throws -> [UInt8] {
+        try file.read(at: centralDirectoryOffset, count: Int(centralDirectorySize), what: "the central directory")
+    }
+
+    /// Walks the central directory records, calling `body` with each; stops early when `body` returns false.
+    package func forEachEntry(in cd: [UInt8], _ body: (ZipCentralEntry) throws -> Bool) throws {
+        try cd.withUnsafeBytes { raw in
+            var pos = 0
+            var index: UInt64 = 0
+            while index < entryCount {
+                guard pos + ZipConstants.centralHeaderSize <= raw.count else {
+                    throw BundleError(.corruptDirectory, "the central directory ends inside record \(index)")
+                }
+                guard raw.u32(pos) == ZipConstants.centralHeaderSignature else {
+                    throw BundleError(.corruptDirectory, "central directory record \(index) has a bad signature at offset \(centralDirectoryOffset + UInt64(pos))")
+                }
+                let nameLength = Int(raw.u16(pos + 28))
+                let extraLength = Int(raw.u16(pos + 30))
+                let commentLength = Int(raw.u16(pos + 32))
+                let recordLength = ZipConstants.centralHeaderSize + nameLength + extraLength + commentLength
+                guard pos + recordLength <= raw.count else {
+                    throw BundleError(.corruptDirectory, "central directory record \(index) runs past the directory's end")
+                }
+                let nameBytes = Array(raw[(pos + 46)..<(pos + 46 + nameLength)])
+                var entry = ZipCentralEntry(
+                    name: String(decoding: nameBytes, as: UTF8.self),
+                    nameBytes: nameBytes,
+                    flags: raw.u16(pos + 8),
+                    method: raw.u16(pos + 10),
+                    crc32: raw.u32(pos + 16),
+                    compressedSize: UInt64(raw.u32(pos + 20)),
+                    uncompressedSize: UInt64(raw.u32(pos + 24)),
+                    localHeaderOffset: UInt64(raw.u32(pos + 42)),
+                    externalAttributes: raw.u32(pos + 38),
+                    versionMadeBy: raw.u16(pos + 4),
+                    recordOffset: pos)
+                if raw.u16(pos + 34) != 0 {
+                    throw BundleError(.unsupported, "multi-disk ZIP files are not supported", entry: entry.name)
+                }
+                try Self.applyZip64Extra(
+                    UnsafeRawBufferPointer(rebasing: raw[(pos + 46 + nameLength)..<(pos + 46 + nameLength + extraLength)]),
+                    to: &entry)
+                pos += recordLength
+                index += 1
+                if try !body(entry) { return }
+            }
+        }
+    }
+
+    private static func applyZip64Extra(_ extra: UnsafeRawBufferPointer, to entry: inout ZipCentralEntry) throws {
+        var pos = 0
+        while pos + 4 <= extra.count {
+            let id = extra.u16(pos)
+            let length = Int(extra.u16(pos + 2))
+            guard pos + 4 + length <= extra.count else {
+                throw BundleError(.corruptDirectory, "an extra field runs past its record", entry: entry.name)
+            }
+            if id == ZipConstants.zip64ExtraID {
+                var field = pos + 4
+                let end = field + length
+                func next() throws -> UInt64 {
+                    guard field + 8 <= end else {
+                        throw BundleError(.corruptDirectory, "the ZIP64 extra field is too short", entry: entry.name)
+                    }
+                    defer { field += 8 }
+                    return extra.u64(field)
+                }
+                if entry.uncompressedSize == 0xFFFF_FFFF { entry.uncompressedSize = try next() }
+                if entry.compressedSize == 0xFFFF_FFFF { entry.compressedSize = try next() }
+                if entry.localHeaderOffset == 0xFFFF_FFFF { entry.localHeaderOffset = try next() }
+            }
+            pos += 4 + length
+        }
+    }
+}

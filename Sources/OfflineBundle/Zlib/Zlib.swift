@@ -1,0 +1,80 @@
+internal import CZlib
+
+/// CRC-32 (the ZIP and gzip polynomial), through zlib.
+package enum CRC32 {
+    package static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return crc }
+        var value = UInt(crc)
+        var pointer = base.assumingMemoryBound(to: UInt8.self)
+        var remaining = bytes.count
+        // zlib's length parameter is 32-bit; feed large buffers in slices.
+        while remaining > 0 {
+            let n = min(remaining, 1 << 30)
+            value = crc32(value, pointer, UInt32(n))
+            pointer += n
+            remaining -= n
+        }
+        return UInt32(truncatingIfNeeded: value)
+    }
+
+    package static func checksum(_ bytes: [UInt8], continuing crc: UInt32 = 0) -> UInt32 {
+        bytes.withUnsafeBytes { checksum($0, continuing: crc) }
+    }
+}
+
+/// Inflates a raw deflate stream whose inflated size is known in advance.
+package enum RawInflate {
+    /// Inflates `input` into exactly `expectedSize` bytes.
+    ///
+    /// Throws when the stream is damaged, when it would produce more or fewer
+    /// bytes than `expectedSize`, or when input is left over: a body whose
+    /// recorded sizes lie is refused instead of being cut or padded.
+    package static func inflate(_ input: UnsafeRawBufferPointer, expectedSize: Int, entry: String) throws -> [UInt8] {
+        var stream = z_stream()
+        guard czlib_inflate_init_raw(&stream) == Z_OK else {
+            throw BundleError(.io, "zlib could not start inflating", entry: entry)
+        }
+        defer { inflateEnd(&stream) }
+        // One spare byte lets us notice a stream that inflates to more than it claims.
+        let capacity = expectedSize + 1
+        var output = [UInt8](repeating: 0, count: capacity)
+        var produced = 0
+        var consumed = 0
+        var status: Int32 = Z_OK
+        output.withUnsafeMutableBytes { out in
+            var inPos = 0
+            while true {
+                let inChunk = min(input.count - inPos, Int(UInt32.max))
+                let outChunk = min(capacity - produced, Int(UInt32.max))
+                stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress?.assumingMemoryBound(to: UInt8.self).advanced(by: inPos))
+                stream.avail_in = UInt32(inChunk)
+                stream.next_out = out.baseAddress!.assumingMemoryBound(to: UInt8.self).advanced(by: produced)
+                stream.avail_out = UInt32(outChunk)
+                status = CZlib.inflate(&stream, Z_NO_FLUSH)
+                let usedIn = inChunk - Int(stream.avail_in)
+                let usedOut = outChunk - Int(stream.avail_out)
+                inPos += usedIn
+                produced += usedOut
+                if status != Z_OK { break }
+                if usedIn == 0 && usedOut == 0 { status = Z_BUF_ERROR; break }
+                if produced >= capacity { break }
+            }
+            consumed = inPos
+        }
+        if status == Z_STREAM_END {
+            guard produced == expectedSize else {
+                throw BundleError(.corruptBody, "the body inflates to \(produced) bytes, not the \(expectedSize) recorded", entry: entry)
+            }
+            guard consumed == input.count else {
+                throw BundleError(.corruptBody, "the deflate stream ends \(input.count - consumed) bytes before its recorded compressed size", entry: entry)
+            }
+            output.removeLast()
+            return output
+        }
+        if produced > expectedSize {
+            throw BundleError(.hostile, "the body inflates past its recorded size of \(expectedSize) bytes", entry: entry)
+        }
+        let reason = stream.msg.map { String(cString: $0) } ?? "the stream ends early"
+        throw BundleError(.corruptBody, "the deflate stream is damaged (\(reason))", entry: entry)
+    }
+}

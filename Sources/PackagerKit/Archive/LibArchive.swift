@@ -1,0 +1,177 @@
+internal import CArchive
+import Foundation
+
+/// The one place that talks to libarchive's C API.
+///
+/// Swift types own the `archive` handles and free them in `deinit`; every
+/// return code goes through ``check(_:_:_:)``, which turns a failure into a
+/// ``PackagerError`` carrying libarchive's own message.
+enum LibArchive {
+    /// What an archive entry is.
+    enum EntryType: Sendable, Equatable {
+        case file, directory, symlink, hardlink, other
+    }
+
+    /// One archive entry's header.
+    struct EntryHeader: Sendable {
+        var path: String
+        var type: EntryType
+        var size: Int64
+        var linkTarget: String?
+    }
+
+    static func check(_ handle: OpaquePointer?, _ code: Int32, _ what: @autoclosure () -> String) throws {
+        guard code < ARCHIVE_WARN else { return }
+        let message = handle.flatMap { archive_error_string($0) }.map { String(cString: $0) } ?? "unknown error"
+        throw PackagerError(.archive, "\(what()): \(message)")
+    }
+
+    /// Reads entries from any archive format and compression libarchive knows.
+    final class Reader {
+        private let handle: OpaquePointer
+        private let path: String
+
+        init(path: String) throws {
+            guard let handle = archive_read_new() else { throw PackagerError(.internal, "libarchive could not allocate a reader") }
+            self.handle = handle
+            self.path = path
+            archive_read_support_filter_all(handle)
+            archive_read_support_format_all(handle)
+            try LibArchive.check(handle, archive_read_open_filename(handle, path, 1 << 16), "cannot open \(path) as an archive")
+        }
+
+        deinit { archive_read_free(handle) }
+
+        /// The next entry's header, or nil at the end.
+        func next() throws -> EntryHeader? {
+            var entry: OpaquePointer?
+            let status = archive_read_next_header(handle, &entry)
+            if status == ARCHIVE_EOF { return nil }
+            try LibArchive.check(handle, status, "cannot read the next entry of \(path)")
+            guard let entry else { return nil }
+            let name = archive_entry_pathname_utf8(entry).map { String(cString: $0) }
+                ?? archive_entry_pathname(entry).map { String(cString: $0) } ?? ""
+            let hardlink = archive_entry_hardlink(entry).map { String(cString: $0) }
+            let symlink = archive_entry_symlink(entry).map { String(cString: $0) }
+            let type: EntryType
+            if hardlink != nil {
+                type = .hardlink
+            } else {
+                switch archive_entry_filetype(entry) {
+                case carchive_type_regular: type = .file
+                case carchive_type_directory: type = .directory
+                case carchive_type_symlink: type = .symlink
+                default: type = .other
+                }
+            }
+            return EntryHeader(path: name, type: type, size: archive_entry_size_is_set(entry) != 0 ? archive_entry_size(entry) : -1, linkTarget: hardlink ?? symlink)
+        }
+
+        /// Reads the current entry's data in blocks.
+        func readData(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            while true {
+                let n = buffer.withUnsafeMutableBytes { archive_read_data(handle, $0.baseAddress, $0.count) }
+                if n == 0 { return }
+                if n < 0 { try LibArchive.check(handle, Int32(n), "cannot read data from \(path)") }
+                try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            }
+        }
+
+        /// The archive's format name (after the first header was read).
+        var formatName: String { archive_format_name(handle).map { String(cString: $0) } ?? "unknown" }
+        /// The compression filter's name (after the first header was read).
+        var filterName: String { archive_filter_name(handle, 0).map { String(cString: $0) } ?? "none" }
+    }
+
+    /// Extracts entries of a reader to disk with libarchive's own safety checks on.
+    final class DiskWriter {
+        private let handle: OpaquePointer
+
+        init() throws {
+            guard let handle = archive_write_disk_new() else { throw PackagerError(.internal, "libarchive could not allocate a disk writer") }
+            self.handle = handle
+            // Names were checked and joined to an absolute root by the caller, so absolute targets are expected here.
+            let flags = ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT
+                | ARCHIVE_EXTRACT_NO_OVERWRITE
+            try LibArchive.check(handle, archive_write_disk_set_options(handle, flags), "cannot configure extraction")
+        }
+
+        deinit { archive_write_free(handle) }
+
+        /// Writes a regular file or directory at `path` with `contents` produced by `fill`.
+        func write(path: String, type: EntryType, size: Int64, fill: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void) throws {
+            guard let entry = archive_entry_new() else { throw PackagerError(.internal, "libarchive could not allocate an entry") }
+            defer { archive_entry_free(entry) }
+            archive_entry_set_pathname_utf8(entry, path)
+            archive_entry_set_filetype(entry, type == .directory ? carchive_type_directory : carchive_type_regular)
+            archive_entry_set_perm(entry, type == .directory ? 0o755 : 0o644)
+            if type == .file { archive_entry_set_size(entry, size) }
+            try LibArchive.check(handle, archive_write_header(handle, entry), "cannot create \(path)")
+            if type == .file {
+                try fill { block in
+                    guard block.count > 0 else { return }
+                    let n = archive_write_data(handle, block.baseAddress, block.count)
+                    if n < 0 { try LibArchive.check(handle, Int32(n), "cannot write \(path)") }
+                }
+            }
+            try LibArchive.check(handle, archive_write_finish_entry(handle), "cannot finish \(path)")
+        }
+
+        func close() throws { try LibArchive.check(handle, archive_write_close(handle), "cannot finish extraction") }
+    }
+
+    /// Writes a new archive (tar with a compression filter, or zip) deterministically.
+    final class ArchiveWriter {
+        enum Format: String, CaseIterable, Sendable {
+            case tarZstd = "tar.zst", tarGzip = "tar.gz", tarXz = "tar.xz", tar = "tar", zip = "zip"
+        }
+        private let handle: OpaquePointer
+
+        init(path: String, format: Format) throws {
+            guard let handle = archive_write_new() else { throw PackagerError(.internal, "libarchive could not allocate a writer") }
+            self.handle = handle
+            switch format {
+            case .zip:
+                try LibArchive.check(handle, archive_write_set_format_zip(handle), "cannot select zip")
+            default:
+                try LibArchive.check(handle, archive_write_set_format_pax_restricted(handle), "cannot select tar")
+            }
+            switch format {
+            case .tarZstd: try LibArchive.check(handle, archive_write_add_filter_zstd(handle), "this libarchive cannot write zstd")
+            case .tarGzip:
+                try LibArchive.check(handle, archive_write_add_filter_gzip(handle), "cannot select gzip")
+                // No name or timestamp in the gzip header: reproducible output.
+                try LibArchive.check(handle, archive_write_set_filter_option(handle, "gzip", "timestamp", nil), "cannot configure gzip")
+            case .tarXz: try LibArchive.check(handle, archive_write_add_filter_xz(handle), "this libarchive cannot write xz")
+            case .tar, .zip: break
+            }
+            try LibArchive.check(handle, archive_write_open_filename(handle, path), "cannot create \(path)")
+        }
+
+        deinit { archive_write_free(handle) }
+
+        /// Adds a regular file with fixed metadata (mtime 0, root-owned, 0644).
+        func addFile(path: String, bytes: UnsafeRawBufferPointer) throws {
+            guard let entry = archive_entry_new() else { throw PackagerError(.internal, "libarchive could not allocate an entry") }
+            defer { archive_entry_free(entry) }
+            archive_entry_set_pathname_utf8(entry, path)
+            archive_entry_set_filetype(entry, carchive_type_regular)
+            archive_entry_set_perm(entry, 0o644)
+            archive_entry_set_size(entry, Int64(bytes.count))
+            archive_entry_set_mtime(entry, 0, 0)
+            archive_entry_set_uid(entry, 0)
+            archive_entry_set_gid(entry, 0)
+            try LibArchive.check(handle, archive_write_header(handle, entry), "cannot add \(path)")
+            var done = 0
+            while done < bytes.count {
+                let n = archive_write_data(handle, bytes.baseAddress! + done, bytes.count - done)
+                if n < 0 { try LibArchive.check(handle, Int32(n), "cannot write \(path)") }
+                if n == 0 { throw PackagerError(.archive, "libarchive wrote nothing for \(path)") }
+                done += n
+            }
+        }
+
+        func close() throws { try LibArchive.check(handle, archive_write_close(handle), "cannot finish the archive") }
+    }
+}

@@ -1,0 +1,195 @@
+import Crypto
+import Foundation
+import OfflineBundle
+
+/// The full offline integrity check behind `packager check`.
+///
+/// Unlike mounting, it reads everything: every central directory record and
+/// local header, every body (inflated, CRC-32 and SHA-256), the manifest
+/// against the index, the bundle digest, and the signature when there is one.
+public enum Checker {
+    /// One thing found wrong.
+    public struct Issue: Sendable, Equatable, CustomStringConvertible {
+        /// The ZIP entry or request key concerned, when there is one.
+        public var entry: String?
+        /// What is wrong.
+        public var message: String
+        public var description: String { entry.map { "\($0): \(message)" } ?? message }
+    }
+
+    /// The outcome of a check.
+    public struct Report: Sendable {
+        public var path: String
+        public var issues: [Issue]
+        public var entries: Int
+        public var bodies: Int
+        public var bytesVerified: UInt64
+        public var digest: String?
+        /// nil when unsigned; true when the signature verified.
+        public var signatureValid: Bool?
+        public var isValid: Bool { issues.isEmpty }
+    }
+
+    /// Checks the bundle at `path`.
+    ///
+    /// - Parameter publicKey: when given (32 raw bytes), the bundle must carry a valid signature by it.
+    public static func check(path: String, publicKey: [UInt8]? = nil) -> Report {
+        var report = Report(path: path, issues: [], entries: 0, bodies: 0, bytesVerified: 0)
+        func issue(_ entry: String?, _ message: String) { report.issues.append(Issue(entry: entry, message: message)) }
+        func issue(_ error: any Error) {
+            if let e = error as? BundleError { issue(e.entry, e.message) } else { issue(nil, "\(error)") }
+        }
+
+        let bundle: MountedBundle
+        do {
+            bundle = try MountedBundle(path: path, options: .init(verification: .sha256))
+        } catch {
+            issue(error)
+            return report
+        }
+        report.entries = bundle.entryCount
+        report.bodies = bundle.bodyCount
+        report.digest = bundle.digest
+
+        // The container: every record, its local header, no overlaps, nothing unexpected.
+        var cdBodies = [String: ZipCentralEntry]()
+        do {
+            let cd = try bundle.directory.readCentralDirectory(from: bundle.file)
+            var extents = [(start: UInt64, end: UInt64, name: String)]()
+            var seen = Set<String>()
+            try bundle.directory.forEachEntry(in: cd) { entry in
+                if !seen.insert(entry.name).inserted { issue(entry.name, "listed twice in the central directory") }
+                let isBody = entry.name.hasPrefix(BundleFormat.bodyPrefix) && entry.nameBytes.count == 71
+                    && bytesFromHex(String(entry.name.dropFirst(7))) != nil
+                let known = [BundleFormat.indexEntryName, BundleFormat.manifestEntryName, BundleFormat.signatureEntryName]
+                if isBody {
+                    cdBodies[entry.name] = entry
+                } else if !known.contains(entry.name) {
+                    issue(entry.name, "unexpected entry in a bundle")
+                }
+                do {
+                    let header = try bundle.file.read(at: entry.localHeaderOffset, count: ZipConstants.localHeaderSize, what: "local header of \(entry.name)")
+                    guard header.u32(0) == ZipConstants.localHeaderSignature else {
+                        issue(entry.name, "the local header is damaged (bad signature at offset \(entry.localHeaderOffset))")
+                        return true
+                    }
+                    let nameLength = Int(header.u16(26))
+                    let name = try bundle.file.read(at: entry.localHeaderOffset + 30, count: nameLength, what: "local name of \(entry.name)")
+                    if name != entry.nameBytes { issue(entry.name, "the local header names \(String(decoding: name, as: UTF8.self))") }
+                    if header.u16(8) != entry.method { issue(entry.name, "local and central compression methods differ") }
+                    if header.u32(14) != entry.crc32 { issue(entry.name, "local and central CRC-32 differ") }
+                    let end = entry.localHeaderOffset + 30 + UInt64(nameLength) + UInt64(header.u16(28)) + entry.compressedSize
+                    extents.append((entry.localHeaderOffset, end, entry.name))
+                } catch {
+                    issue(error)
+                }
+                return true
+            }
+            extents.sort { $0.start < $1.start }
+            for (a, b) in zip(extents, extents.dropFirst()) where a.end > b.start {
+                issue(b.name, "overlaps \(a.name)")
+            }
+            if let last = extents.last, last.end > bundle.directory.centralDirectoryOffset {
+                issue(last.name, "runs into the central directory")
+            }
+        } catch {
+            issue(error)
+        }
+
+        // The index against the container, and every body read back.
+        var referenced = Set<Int>()
+        for position in 0..<bundle.entryCount {
+            if let b = bundle.index.entryFields(position).body { referenced.insert(b) }
+        }
+        for b in 0..<bundle.bodyCount {
+            let record = bundle.index.body(at: b)
+            let name = BundleFormat.bodyPrefix + hexString(record.sha256)
+            if let entry = cdBodies.removeValue(forKey: name) {
+                if entry.localHeaderOffset != record.localHeaderOffset || entry.compressedSize != record.storedSize
+                    || entry.uncompressedSize != record.size || entry.crc32 != record.crc32 || entry.method != record.compression.rawValue
+                {
+                    issue(name, "the index and the central directory disagree about this body")
+                }
+            } else {
+                issue(name, "the index lists this body but the central directory does not")
+            }
+            if !referenced.contains(b) { issue(name, "no entry uses this body") }
+            do {
+                let bytes = try bundle.bodyBytes(at: b, verification: .sha256)
+                report.bytesVerified += UInt64(bytes.count)
+            } catch {
+                issue(error)
+            }
+        }
+        for name in cdBodies.keys.sorted() { issue(name, "stored in the ZIP but not listed in the index") }
+
+        // The hash table finds every key.
+        for position in 0..<bundle.entryCount {
+            var key = Array(bundle.index.entryKey(position).utf8)
+            if key.withUnsafeMutableBytes({ bundle.index.find(canonicalKey: UnsafeRawBufferPointer($0)) }) != position {
+                issue(bundle.index.entryKey(position), "the index's hash table does not find this key")
+            }
+        }
+
+        // The manifest against the index.
+        if let manifestEntry = bundle.metadata[BundleFormat.manifestEntryName] {
+            do {
+                let bytes = try MountedBundle.readMetadataEntry(manifestEntry, from: bundle.file, limit: 1 << 32, bodyArea: bundle.directory.centralDirectoryOffset)
+                if Array(SHA256.hash(data: bytes)) != bundle.index.manifestSHA256 {
+                    issue(BundleFormat.manifestEntryName, "its SHA-256 differs from the one index.bin records")
+                }
+                let manifest = try JSONDecoder().decode(Manifest.self, from: Data(bytes))
+                compare(manifest, with: bundle, issue: issue)
+            } catch let error as DecodingError {
+                issue(BundleFormat.manifestEntryName, "is not a valid manifest: \(error)")
+            } catch {
+                issue(error)
+            }
+        } else {
+            issue(BundleFormat.manifestEntryName, "missing")
+        }
+
+        // The bundle digest and the signature.
+        if let indexEntry = bundle.metadata[BundleFormat.indexEntryName],
+            let indexBytes = try? MountedBundle.readMetadataEntry(indexEntry, from: bundle.file, limit: 1 << 32, bodyArea: bundle.directory.centralDirectoryOffset)
+        {
+            let actual = hexString(Array(SHA256.hash(data: indexBytes)))
+            if actual != bundle.digest {
+                issue(BundleFormat.indexEntryName, "the bundle digest in the ZIP comment (\(bundle.digest)) is not the SHA-256 of index.bin (\(actual))")
+            }
+            if let signatureEntry = bundle.metadata[BundleFormat.signatureEntryName] {
+                do {
+                    let json = try MountedBundle.readMetadataEntry(signatureEntry, from: bundle.file, limit: 1 << 16, bodyArea: bundle.directory.centralDirectoryOffset)
+                    let block = try JSONDecoder().decode(SignatureBlock.self, from: Data(json))
+                    let key = publicKey ?? Data(base64Encoded: block.publicKey).map(Array.init) ?? []
+                    try SignatureBlock.verify(json: json, bundleDigestHex: actual, publicKey: key)
+                    report.signatureValid = true
+                } catch {
+                    report.signatureValid = false
+                    issue(error)
+                }
+            } else if publicKey != nil {
+                issue(nil, "the bundle is not signed, but a public key was given")
+            }
+        }
+        return report
+    }
+
+    private static func compare(_ manifest: Manifest, with bundle: MountedBundle, issue: (String?, String) -> Void) {
+        if manifest.format != "packager-bundle" || manifest.formatVersion != Int(BundleFormat.version) {
+            issue(BundleFormat.manifestEntryName, "has format \(manifest.format) version \(manifest.formatVersion)")
+        }
+        if manifest.entries.count != bundle.entryCount {
+            issue(BundleFormat.manifestEntryName, "lists \(manifest.entries.count) entries; index.bin has \(bundle.entryCount)")
+            return
+        }
+        let entries = bundle.entries
+        for (position, item) in manifest.entries.enumerated() {
+            let entry = entries[position]
+            if item.key != entry.key { issue(item.key, "the manifest and the index disagree on the key at position \(position)"); continue }
+            if item.status != entry.status || item.kind != entry.kind { issue(item.key, "the manifest and the index disagree on status or kind") }
+            if item.body?.sha256 != entry.body?.sha256 { issue(item.key, "the manifest and the index name different bodies") }
+            if item.headers != entry.headers.map({ [$0.name, $0.value] }) { issue(item.key, "the manifest and the index store different headers") }
+        }
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+import OfflineBundle
+
+/// Lists what a bundle, or any archive libarchive reads, holds: the model behind `packager inspect`.
+public enum Inspector {
+    /// One request key of a bundle.
+    public struct Row: Codable, Sendable, Equatable {
+        public var key: String
+        public var status: Int
+        public var kind: EntryKind
+        public var mediaType: String?
+        public var size: UInt64?
+        public var storedSize: UInt64?
+        public var compression: BodyCompression?
+        public var sha256: String?
+        public var redirectTo: String?
+    }
+
+    /// A bundle's listing.
+    public struct BundleListing: Codable, Sendable {
+        public var path: String
+        public var fileSize: UInt64
+        public var digest: String
+        public var signed: Bool
+        public var generator: String
+        public var createdAt: String?
+        public var dropQueryParameters: [String]
+        public var entries: [Row]
+        public var totals: ManifestTotals
+    }
+
+    /// One entry of a plain archive.
+    public struct ArchiveRow: Codable, Sendable, Equatable {
+        public var path: String
+        public var type: String
+        public var size: Int64
+    }
+
+    /// A plain archive's listing.
+    public struct ArchiveListing: Codable, Sendable {
+        public var path: String
+        public var format: String
+        public var filter: String
+        public var entries: [ArchiveRow]
+        public var totalSize: Int64
+    }
+
+    /// What ``inspect(path:)`` found.
+    public enum Listing: Sendable {
+        case bundle(BundleListing)
+        case archive(ArchiveListing)
+    }
+
+    /// Lists the bundle or archive at `path`.
+    ///
+    /// A packager bundle is listed by request key from its manifest; any other
+    /// archive is listed by entry through libarchive.
+    public static func inspect(path: String) throws -> Listing {
+        do {
+            return .bundle(try inspectBundle(path: path))
+        } catch let error as BundleError where error.code == .notABundle {
+            return .archive(try inspectArchive(path: path))
+        }
+    }
+
+    /// Lists a bundle.
+    public static func inspectBundle(path: String) throws -> BundleListing {
+        let bundle = try MountedBundle(path: path)
+        guard let manifestEntry = bundle.metadata[BundleFormat.manifestEntryName] else {
+            throw BundleError(.corruptIndex, "the bundle has no manifest.json", entry: BundleFormat.manifestEntryName)
+        }
+        let bytes = try MountedBundle.readMetadataEntry(manifestEntry, from: bundle.file, limit: 1 << 32, bodyArea: bundle.directory.centralDirectoryOffset)
+        let manifest: Manifest
+        do {
+            manifest = try JSONDecoder().decode(Manifest.self, from: Data(bytes))
+        } catch {
+            throw BundleError(.corruptIndex, "manifest.json cannot be decoded: \(error)", entry: BundleFormat.manifestEntryName)
+        }
+        let rows = manifest.entries.map {
+            Row(key: $0.key, status: $0.status, kind: $0.kind, mediaType: $0.mediaType, size: $0.body?.size, storedSize: $0.body?.storedSize, compression: $0.body?.compression, sha256: $0.body?.sha256, redirectTo: $0.redirectTo)
+        }
+        return BundleListing(path: path, fileSize: bundle.file.size, digest: bundle.digest, signed: bundle.isSigned, generator: manifest.generator, createdAt: manifest.createdAt, dropQueryParameters: manifest.dropQueryParameters, entries: rows, totals: manifest.totals)
+    }
+
+    /// Lists any archive libarchive reads.
+    public static func inspectArchive(path: String) throws -> ArchiveListing {
+        let reader = try LibArchive.Reader(path: path)
+        var rows = [ArchiveRow]()
+        while let header = try reader.next() {
+            let type: String
+            switch header.type {
+            case .file: type = "file"
+            case .directory: type = "directory"
+            case .symlink: type = "symlink -> \(header.linkTarget ?? "?")"
+            case .hardlink: type = "hardlink -> \(header.linkTarget ?? "?")"
+            case .other: type = "other"
+            }
+            rows.append(ArchiveRow(path: header.path, type: type, size: max(header.size, 0)))
+        }
+        return ArchiveListing(path: path, format: reader.formatName, filter: reader.filterName, entries: rows, totalSize: rows.reduce(0) { $0 + $1.size })
+    }
+}

@@ -1,0 +1,140 @@
+import Crypto
+import Foundation
+import OfflineBundle
+
+/// Turns a folder, or an archive of one, into a bundle whose entries answer for a base URL.
+///
+/// `about/index.html` answers for `BASE/about/index.html` and `BASE/about/`;
+/// `BASE/about` answers with a 301 to `BASE/about/`, as a web server would.
+/// Media types come from file extensions (``MediaTypes``).
+public struct Packer: Sendable {
+    /// Settings for a pack.
+    public struct Options: Sendable {
+        /// The URL that the folder's root answers for.
+        public var baseURL: String
+        /// File names that answer for their folder's URL.
+        public var indexFiles: [String]
+        /// Charset added to textual media types (nil adds none).
+        public var charset: String?
+        /// Leading path components removed from archive entry names.
+        public var stripComponents: Int
+        /// Whether files and folders whose names start with a dot are packed (`.well-known` always is).
+        public var includeHidden: Bool
+        /// Settings passed to the writer.
+        public var writer: BundleWriter.Options
+
+        /// Creates options.
+        public init(baseURL: String, indexFiles: [String] = ["index.html", "index.htm"], charset: String? = "utf-8", stripComponents: Int = 0, includeHidden: Bool = false, writer: BundleWriter.Options = .init()) {
+            self.baseURL = baseURL
+            self.indexFiles = indexFiles
+            self.charset = charset
+            self.stripComponents = stripComponents
+            self.includeHidden = includeHidden
+            self.writer = writer
+        }
+    }
+
+    /// What a pack produced.
+    public struct Summary: Sendable {
+        public var files: Int
+        public var skipped: [String]
+        public var write: BundleWriter.Summary
+    }
+
+    public var options: Options
+
+    /// Creates a packer.
+    public init(options: Options) { self.options = options }
+
+    /// Packs `source` (a folder, or a `.zip`, `.tar`, `.tar.gz`, `.tar.zst`... archive) into a bundle at `output`.
+    ///
+    /// - Throws: ``PackagerError`` when the source cannot be read, the base URL
+    ///   is not an absolute http(s) URL, or the bundle cannot be written.
+    public func pack(source: String, output: String) throws -> Summary {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory) else {
+            throw PackagerError(.invalidInput, "\(source) does not exist", subject: source)
+        }
+        if isDirectory.boolValue { return try packFolder(source, output: output) }
+        // An archive: extract it safely next to the output, pack, and remove the copy.
+        let folder = URL(fileURLWithPath: output).deletingLastPathComponent().path
+        let staging = folder + "/.packager-staging-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        TemporaryFiles.shared.register(staging)
+        defer {
+            try? FileManager.default.removeItem(atPath: staging)
+            TemporaryFiles.shared.unregister(staging)
+        }
+        try Extractor.extract(archive: source, to: staging, stripComponents: options.stripComponents)
+        return try packFolder(staging, output: output)
+    }
+
+    /// The files of `folder` as writer entries.
+    public func entries(forFolder folder: String) throws -> (entries: [BundleWriter.Entry], skipped: [String]) {
+        guard var base = URL(string: options.baseURL), let scheme = base.scheme?.lowercased(), ["http", "https"].contains(scheme), base.host != nil else {
+            throw PackagerError(.invalidInput, "the base URL \(options.baseURL) is not an absolute http or https URL")
+        }
+        if !base.absoluteString.hasSuffix("/") { base = URL(string: base.absoluteString + "/")! }
+        let root = URL(fileURLWithPath: folder).standardizedFileURL.resolvingSymlinksInPath()
+        guard let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: [.isRegularFileKey, .isDirectoryKey, .isSymbolicLinkKey], options: []) else {
+            throw PackagerError(.io, "cannot read the folder \(folder)", subject: folder)
+        }
+        var entries = [BundleWriter.Entry]()
+        var skipped = [String]()
+        let rootPath = root.path.hasSuffix("/") ? root.path : root.path + "/"
+        for case let url as URL in walker {
+            let name = url.lastPathComponent
+            let values = try url.resourceValues(forKeys: [.isRegularFileKey, .isDirectoryKey, .isSymbolicLinkKey])
+            if name.hasPrefix("."), name != ".well-known", !options.includeHidden {
+                if values.isDirectory == true { walker.skipDescendants() }
+                continue
+            }
+            let path = url.standardizedFileURL.path
+            guard path.hasPrefix(rootPath) else { continue }
+            let relative = String(path.dropFirst(rootPath.count))
+            if values.isSymbolicLink == true {
+                skipped.append(relative + " (symbolic link)")
+                continue
+            }
+            guard values.isRegularFile == true else { continue }
+            let encoded = relative.split(separator: "/", omittingEmptySubsequences: false).map { Self.encodeSegment(String($0)) }.joined(separator: "/")
+            let url = base.absoluteString + encoded
+            let headers = [(name: "content-type", value: contentType(for: name))]
+            entries.append(BundleWriter.Entry(url: url, headers: headers, body: .file(path), synthesizeETag: true))
+            if options.indexFiles.contains(name) {
+                let folderURL = String(url.dropLast(Self.encodeSegment(name).count))
+                if !entries.contains(where: { $0.url == folderURL }) {
+                    entries.append(BundleWriter.Entry(url: folderURL, headers: headers, body: .file(path), synthesizeETag: true))
+                    if folderURL != base.absoluteString {
+                        entries.append(BundleWriter.Entry(url: String(folderURL.dropLast()), status: 301, headers: [(name: "location", value: folderURL)]))
+                    }
+                }
+            }
+        }
+        return (entries, skipped)
+    }
+
+    private func packFolder(_ folder: String, output: String) throws -> Summary {
+        let (entries, skipped) = try entries(forFolder: folder)
+        var writer = BundleWriter(options: options.writer)
+        for entry in entries { writer.add(entry) }
+        let write = try writer.write(to: output)
+        return Summary(files: Set(entries.compactMap { entry -> String? in if case .file(let path) = entry.body { return path }; return nil }).count, skipped: skipped, write: write)
+    }
+
+    func contentType(for name: String) -> String {
+        let type = MediaTypes.mediaType(forPath: name)
+        guard let charset = options.charset else { return type }
+        let textual = type.hasPrefix("text/") || ["application/javascript", "application/json", "application/xml", "image/svg+xml", "application/manifest+json", "application/ld+json"].contains(type)
+        return textual ? "\(type); charset=\(charset)" : type
+    }
+
+    private static let segmentAllowed: CharacterSet = {
+        var set = CharacterSet.alphanumerics.intersection(CharacterSet(charactersIn: Unicode.Scalar(0)...Unicode.Scalar(127)))
+        set.insert(charactersIn: "-._~!$&'()*+,;=:@")
+        return set
+    }()
+
+    static func encodeSegment(_ segment: String) -> String {
+        segment.addingPercentEncoding(withAllowedCharacters: segmentAllowed) ?? segment
+    }
+}

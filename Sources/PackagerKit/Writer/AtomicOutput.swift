@@ -1,0 +1,117 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A file written under a temporary name in the destination's folder and renamed into place only when complete.
+///
+/// An interrupted or failed write leaves nothing at the destination path:
+/// the temporary file is removed on failure, on deinit, and by the signal
+/// handler the CLI installs (``TemporaryFiles``).
+final class AtomicOutput {
+    let destination: String
+    let temporaryPath: String
+    private var fd: Int32
+    private var buffer: [UInt8] = []
+    private(set) var offset: UInt64 = 0
+    private var committed = false
+    private static let bufferSize = 1 << 20
+
+    init(destination: String) throws {
+        let url = URL(fileURLWithPath: destination)
+        let folder = url.deletingLastPathComponent().path
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw PackagerError(.io, "the output folder \(folder) does not exist", subject: destination)
+        }
+        self.destination = destination
+        self.temporaryPath = folder + "/." + url.lastPathComponent + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        fd = open(temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw PackagerError(.io, "cannot create \(temporaryPath): \(String(cString: strerror(errno)))", subject: destination)
+        }
+        TemporaryFiles.shared.register(temporaryPath)
+        buffer.reserveCapacity(Self.bufferSize)
+    }
+
+    deinit {
+        if fd >= 0 { close(fd) }
+        if !committed {
+            unlink(temporaryPath)
+            TemporaryFiles.shared.unregister(temporaryPath)
+        }
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        offset += UInt64(bytes.count)
+        if buffer.count + bytes.count > Self.bufferSize { try flush() }
+        if bytes.count >= Self.bufferSize {
+            try writeAll(bytes)
+        } else {
+            buffer.append(contentsOf: bytes)
+        }
+    }
+
+    func write(_ bytes: [UInt8]) throws { try bytes.withUnsafeBytes { try write($0) } }
+
+    func flush() throws {
+        guard !buffer.isEmpty else { return }
+        try buffer.withUnsafeBytes { try writeAll($0) }
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    private func writeAll(_ bytes: UnsafeRawBufferPointer) throws {
+        var done = 0
+        while done < bytes.count {
+            let n = systemWrite(fd, bytes.baseAddress! + done, bytes.count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw PackagerError(.io, "cannot write \(temporaryPath): \(String(cString: strerror(errno)))", subject: destination)
+            }
+            done += n
+        }
+    }
+
+    /// Flushes, syncs and renames the file into place.
+    func commit() throws {
+        try flush()
+        guard fsync(fd) == 0 else {
+            throw PackagerError(.io, "cannot sync \(temporaryPath): \(String(cString: strerror(errno)))", subject: destination)
+        }
+        close(fd)
+        fd = -1
+        guard rename(temporaryPath, destination) == 0 else {
+            throw PackagerError(.io, "cannot rename the finished bundle to \(destination): \(String(cString: strerror(errno)))", subject: destination)
+        }
+        committed = true
+        TemporaryFiles.shared.unregister(temporaryPath)
+    }
+}
+
+/// Temporary files and folders the process must remove if it is interrupted.
+public final class TemporaryFiles: @unchecked Sendable {
+    /// The process-wide registry.
+    public static let shared = TemporaryFiles()
+    private let lock = NSLock()
+    private var paths = Set<String>()
+
+    func register(_ path: String) { lock.withLock { _ = paths.insert(path) } }
+    func unregister(_ path: String) { lock.withLock { _ = paths.remove(path) } }
+
+    /// Removes every registered path. Called from signal handlers before exiting.
+    public func removeAll() {
+        let current = lock.withLock { paths }
+        for path in current { try? FileManager.default.removeItem(atPath: path) }
+    }
+}
+
+private func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+    #if canImport(Glibc)
+    Glibc.write(fd, buffer, count)
+    #else
+    Darwin.write(fd, buffer, count)
+    #endif
+}

@@ -1,0 +1,236 @@
+import Crypto
+import Dispatch
+import Foundation
+import OfflineBundle
+
+/// Writes a bundle: bodies stored once each by SHA-256, compressed by media type, reproducibly.
+///
+/// Add entries, then call ``write(to:)``. Bodies are hashed and compressed in
+/// parallel, kept in memory up to a budget and spooled beyond it, then written
+/// in digest order to a temporary file that is renamed into place only once it
+/// is complete and synced.
+public struct BundleWriter: Sendable {
+    /// Where an entry's body comes from.
+    public enum BodySource: Sendable {
+        /// A local file, read when the bundle is written.
+        case file(String)
+        /// Bytes in memory.
+        case data(Data)
+    }
+
+    /// One request key and its response.
+    public struct Entry: Sendable {
+        /// The request URL; it is canonicalized into the key.
+        public var url: String
+        /// The HTTP status.
+        public var status: Int
+        /// How the entry came to be.
+        public var kind: EntryKind
+        /// Response headers as received; hop-by-hop and credential headers are dropped on write.
+        public var headers: [(name: String, value: String)]
+        /// The body, or nil for none.
+        public var body: BodySource?
+        /// When the response was fetched.
+        public var fetchedAt: Date?
+        /// For substituted entries: the local file that answered, as the declaration names it.
+        public var source: String?
+        /// Whether to add a strong ETag derived from the body's SHA-256 when the headers have none.
+        public var synthesizeETag: Bool
+
+        /// Creates an entry.
+        public init(url: String, status: Int = 200, kind: EntryKind = .recorded, headers: [(name: String, value: String)] = [], body: BodySource? = nil, fetchedAt: Date? = nil, source: String? = nil, synthesizeETag: Bool = false) {
+            self.synthesizeETag = synthesizeETag
+            self.url = url
+            self.status = status
+            self.kind = kind
+            self.headers = headers
+            self.body = body
+            self.fetchedAt = fetchedAt
+            self.source = source
+        }
+    }
+
+    /// Settings for a write.
+    public struct Options: Sendable {
+        /// Query parameter patterns dropped from request keys; recorded in the bundle for the loader.
+        public var dropQueryParameters: [String]
+        /// Recorded as the manifest's `createdAt`; nil keeps the bundle free of any time.
+        public var createdAt: Date?
+        /// When set, the bundle is signed with this Ed25519 key.
+        public var signingKey: Curve25519.Signing.PrivateKey?
+        /// zlib level for deflated bodies (1 fastest, 9 smallest).
+        public var compressionLevel: Int
+        /// How many bodies are hashed and compressed at once.
+        public var concurrency: Int
+        /// Compressed bytes kept in memory before further ones are spooled to disk.
+        public var memoryBudget: Int
+
+        /// Creates options.
+        public init(dropQueryParameters: [String] = [], createdAt: Date? = nil, signingKey: Curve25519.Signing.PrivateKey? = nil, compressionLevel: Int = 6, concurrency: Int = ProcessInfo.processInfo.activeProcessorCount, memoryBudget: Int = 256 << 20) {
+            self.dropQueryParameters = dropQueryParameters
+            self.createdAt = createdAt
+            self.signingKey = signingKey
+            self.compressionLevel = compressionLevel
+            self.concurrency = concurrency
+            self.memoryBudget = memoryBudget
+        }
+    }
+
+    /// What a write produced.
+    public struct Summary: Sendable, Equatable {
+        public var entries: Int
+        public var bodies: Int
+        /// Bodies that were identical to another and stored once.
+        public var deduplicated: Int
+        public var bodyBytes: UInt64
+        public var storedBytes: UInt64
+        public var fileSize: UInt64
+        /// SHA-256 of index.bin, lowercase hex.
+        public var digest: String
+        public var signed: Bool
+    }
+
+    /// The generator string recorded in manifests.
+    public static let generator = "packager \(PackagerVersion.string)"
+
+    /// Headers never written into a bundle: credentials, and hop-by-hop headers that describe one connection.
+    public static let droppedHeaders: Set<String> = [
+        "authorization", "proxy-authorization", "cookie", "set-cookie", "set-cookie2",
+        "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection",
+        "content-length",
+    ]
+
+    public var options: Options
+    public private(set) var entries: [Entry] = []
+
+    /// Creates an empty writer.
+    public init(options: Options = Options()) { self.options = options }
+
+    /// Adds an entry.
+    public mutating func add(_ entry: Entry) { entries.append(entry) }
+
+    /// Writes the bundle to `path`, atomically.
+    ///
+    /// - Throws: ``PackagerError`` when a key is malformed or answered twice,
+    ///   a body cannot be read, or the output cannot be written. On any error
+    ///   nothing is left at `path` (a bundle already there is kept).
+    @discardableResult
+    public func write(to path: String) throws -> Summary {
+        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: options.dropQueryParameters)
+        // Canonical keys, checked for duplicates.
+        var keyed = [(key: String, entry: Entry)]()
+        keyed.reserveCapacity(entries.count)
+        for entry in entries {
+            guard let key = canonicalizer.canonicalize(entry.url) else {
+                throw PackagerError(.invalidInput, "\(entry.url) is not an absolute URL with a host", subject: entry.url)
+            }
+            keyed.append((key, entry))
+        }
+        keyed.sort { Array($0.key.utf8).lexicographicallyPrecedes(Array($1.key.utf8)) }
+        for i in keyed.indices.dropFirst() where keyed[i - 1].key == keyed[i].key {
+            throw PackagerError(.duplicate, "two entries answer the same request key \(keyed[i].key) (from \(keyed[i - 1].entry.url) and \(keyed[i].entry.url))", subject: keyed[i].key)
+        }
+
+        let output = try AtomicOutput(destination: path)
+        let spool = try Spool(folder: URL(fileURLWithPath: path).deletingLastPathComponent().path)
+        let prepared = try BodyPreparer(options: options, spool: spool).prepare(keyed.map(\.entry))
+
+        // Unique bodies in digest order.
+        var bodyByDigest = [[UInt8]: Int]()
+        var uniqueBodies = [PreparedBody]()
+        for body in prepared.compactMap({ $0 }) where bodyByDigest[body.digest] == nil {
+            bodyByDigest[body.digest] = 0
+            uniqueBodies.append(body)
+        }
+        uniqueBodies.sort { $0.digest.lexicographicallyPrecedes($1.digest) }
+        for (i, body) in uniqueBodies.enumerated() { bodyByDigest[body.digest] = i }
+
+        let zip = ZipWriter(output: output)
+        var bodyRecords = [IndexBodyRecord]()
+        bodyRecords.reserveCapacity(uniqueBodies.count)
+        var copyBuffer = [UInt8](repeating: 0, count: 1 << 20)
+        for body in uniqueBodies {
+            let name = BundleFormat.bodyEntryName(sha256Hex: hexString(body.digest))
+            let offsets = try zip.beginEntry(name: name, method: body.compression.rawValue, crc32: body.crc32, compressedSize: body.storedSize, size: body.size)
+            try body.storage.copy(to: output, storedSize: body.storedSize, expectedCRC: body.compression == .stored ? body.crc32 : nil, spool: spool, buffer: &copyBuffer)
+            bodyRecords.append(IndexBodyRecord(sha256: body.digest, localHeaderOffset: offsets.localHeaderOffset, dataOffset: offsets.dataOffset, storedSize: body.storedSize, size: body.size, crc32: body.crc32, compression: body.compression))
+        }
+
+        // Manifest and index.
+        var manifestEntries = [ManifestEntry]()
+        var indexEntries = [IndexEntryRecord]()
+        manifestEntries.reserveCapacity(keyed.count)
+        indexEntries.reserveCapacity(keyed.count)
+        let formatter = ISO8601DateFormatter()
+        for (i, item) in keyed.enumerated() {
+            var headers = item.entry.headers
+                .map { (name: $0.name.lowercased(), value: $0.value.trimmingCharacters(in: .whitespaces)) }
+                .filter { !Self.droppedHeaders.contains($0.name) }
+            if item.entry.synthesizeETag, let digest = prepared[i]?.digest, !headers.contains(where: { $0.name == "etag" }) {
+                headers.append((name: "etag", value: "\"" + hexString(digest.prefix(16)) + "\""))
+            }
+            let bodyIndex = prepared[i].flatMap { bodyByDigest[$0.digest] }
+            let body = prepared[i].map { ManifestBody(sha256: hexString($0.digest), size: $0.size, storedSize: $0.storedSize, compression: $0.compression, crc32: $0.crc32) }
+            guard (0...999).contains(item.entry.status) else {
+                throw PackagerError(.invalidInput, "status \(item.entry.status) is not an HTTP status", subject: item.key)
+            }
+            func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
+            let contentType = header("content-type")
+            let mediaType = contentType.map { String($0.split(separator: ";", maxSplits: 1)[0]).trimmingCharacters(in: .whitespaces).lowercased() }
+            let charset = contentType.flatMap(Self.charset(of:))
+            let location = header("location")
+            let redirectTo = location.flatMap { URL(string: $0, relativeTo: URL(string: item.key))?.absoluteURL.absoluteString }
+            manifestEntries.append(ManifestEntry(
+                key: item.key, kind: item.entry.kind, status: item.entry.status, headers: headers.map { [$0.name, $0.value] },
+                mediaType: mediaType, charset: charset, body: body, etag: header("etag"), lastModified: header("last-modified"),
+                cacheControl: header("cache-control"), expires: header("expires"),
+                fetchedAt: item.entry.fetchedAt.map { formatter.string(from: $0) },
+                redirectTo: (300...399).contains(item.entry.status) ? redirectTo : nil, source: item.entry.source,
+                contentEncoding: body == nil ? nil : (header("content-encoding") ?? "identity")))
+            indexEntries.append(IndexEntryRecord(key: item.key, status: UInt16(item.entry.status), kind: item.entry.kind, headers: headers, body: bodyIndex))
+        }
+        let totals = ManifestTotals(entries: keyed.count, bodies: uniqueBodies.count, bodyBytes: uniqueBodies.reduce(0) { $0 + $1.size }, storedBytes: uniqueBodies.reduce(0) { $0 + $1.storedSize })
+        let manifest = Manifest(generator: Self.generator, createdAt: options.createdAt.map { formatter.string(from: $0) }, dropQueryParameters: options.dropQueryParameters, entries: manifestEntries, totals: totals)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let manifestBytes = Array(try encoder.encode(manifest))
+        let indexBytes = try IndexBuilder.build(entries: indexEntries, bodies: bodyRecords, manifestSHA256: Array(SHA256.hash(data: manifestBytes)), dropQueryParameters: options.dropQueryParameters)
+        let digest = hexString(Array(SHA256.hash(data: indexBytes)))
+
+        try zip.addEntry(name: BundleFormat.indexEntryName, method: 0, crc32: CRC32.checksum(indexBytes), size: UInt64(indexBytes.count), data: indexBytes)
+        let manifestCRC = CRC32.checksum(manifestBytes)
+        if let deflated = try manifestBytes.withUnsafeBytes({ try RawDeflate.deflate($0, level: Int32(options.compressionLevel)) }) {
+            try zip.addEntry(name: BundleFormat.manifestEntryName, method: 8, crc32: manifestCRC, size: UInt64(manifestBytes.count), data: deflated)
+        } else {
+            try zip.addEntry(name: BundleFormat.manifestEntryName, method: 0, crc32: manifestCRC, size: UInt64(manifestBytes.count), data: manifestBytes)
+        }
+        if let key = options.signingKey {
+            let signature = try key.signature(for: BundleFormat.signedMessage(bundleDigestHex: digest))
+            let block = SignatureBlock(publicKey: key.publicKey.rawRepresentation.base64EncodedString(), signedDigest: "sha256:" + digest, signature: signature.base64EncodedString())
+            let blockBytes = Array(try encoder.encode(block))
+            try zip.addEntry(name: BundleFormat.signatureEntryName, method: 0, crc32: CRC32.checksum(blockBytes), size: UInt64(blockBytes.count), data: blockBytes)
+        }
+        try zip.finish(comment: Array((BundleFormat.commentPrefix + "sha256:" + digest).utf8))
+        let fileSize = output.offset
+        try output.commit()
+        return Summary(
+            entries: keyed.count, bodies: uniqueBodies.count, deduplicated: prepared.compactMap { $0 }.count - uniqueBodies.count,
+            bodyBytes: totals.bodyBytes, storedBytes: totals.storedBytes, fileSize: fileSize, digest: digest, signed: options.signingKey != nil)
+    }
+
+    static func charset(of contentType: String) -> String? {
+        for parameter in contentType.split(separator: ";").dropFirst() {
+            let parts = parameter.split(separator: "=", maxSplits: 1)
+            if parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces).lowercased() == "charset" {
+                return parts[1].trimmingCharacters(in: CharacterSet(charactersIn: " \"")).lowercased()
+            }
+        }
+        return nil
+    }
+}
+
+/// The version of the packager tool and library.
+public enum PackagerVersion {
+    /// Semantic version.
+    public static let string = "0.1.0"
+}

@@ -1,0 +1,54 @@
+import ArgumentParser
+import Foundation
+import OfflineBundle
+import PackagerKit
+
+extension Packager {
+    struct Check: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check a bundle offline: every body's digest, the index against the manifest, the signature.",
+            discussion: "Exits 0 when the bundle is intact, 1 with every problem listed when it is not."
+        )
+
+        @Argument(help: "The bundle to check.")
+        var path: String
+
+        @Option(name: .customLong("public-key"), help: "A file with the Ed25519 public key (32 raw bytes or base64) the bundle must be signed by.")
+        var publicKey: String?
+
+        @Flag(help: "Print JSON.")
+        var json = false
+
+        func run() throws {
+            try reportingErrors {
+                var key: [UInt8]?
+                if let publicKey {
+                    guard let data = FileManager.default.contents(atPath: publicKey) else {
+                        throw PackagerError(.invalidInput, "cannot read the public key file \(publicKey)")
+                    }
+                    let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                    key = data.count == 32 ? Array(data) : Data(base64Encoded: text).map(Array.init)
+                    guard key?.count == 32 else { throw PackagerError(.invalidInput, "\(publicKey) does not hold a 32-byte Ed25519 public key") }
+                }
+                let report = Checker.check(path: path, publicKey: key)
+                if json {
+                    let object: [String: Any] = [
+                        "path": report.path, "valid": report.isValid, "entries": report.entries, "bodies": report.bodies,
+                        "bytesVerified": report.bytesVerified, "digest": report.digest ?? NSNull(),
+                        "signatureValid": report.signatureValid.map { $0 as Any } ?? NSNull(),
+                        "issues": report.issues.map { ["entry": $0.entry ?? NSNull(), "message": $0.message] as [String: Any] },
+                    ]
+                    let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+                    print(String(decoding: data, as: UTF8.self))
+                } else if report.isValid {
+                    let signature = report.signatureValid == true ? ", signature valid" : ", unsigned"
+                    print("ok: \(report.path): \(report.entries) entries, \(report.bodies) bodies, \(formatBytes(report.bytesVerified)) verified\(signature)")
+                } else {
+                    print("FAILED: \(report.path): \(report.issues.count) problem\(report.issues.count == 1 ? "" : "s")")
+                    for issue in report.issues { print("  \(issue)") }
+                }
+                if !report.isValid { throw ExitCode(1) }
+            }
+        }
+    }
+}

@@ -1,0 +1,29 @@
+import ArgumentParser
+import PackagerKit
+
+extension Exporter.Format: ExpressibleByArgument {}
+
+extension Packager {
+    struct Export: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write a bundle's manifest and bodies (inflated and checked) as a tarball.",
+            discussion: "Formats: \(Exporter.Format.allCases.map(\.rawValue).joined(separator: ", ")). The output is reproducible."
+        )
+
+        @Argument(help: "The bundle to export.")
+        var bundle: String
+
+        @Option(help: "The archive format.")
+        var format: Exporter.Format = .tarZstd
+
+        @Option(name: [.short, .customLong("output")], help: "Where to write the archive.")
+        var output: String
+
+        func run() throws {
+            try reportingErrors {
+                let count = try Exporter.export(bundle: bundle, to: output, format: format)
+                print("exported \(count) files to \(output)")
+            }
+        }
+    }
+}

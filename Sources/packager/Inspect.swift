@@ -1,0 +1,84 @@
+import ArgumentParser
+import Foundation
+import OfflineBundle
+import PackagerKit
+
+extension Packager {
+    struct Inspect: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List a bundle's entries (or any archive's files) with sizes, media types and compression."
+        )
+
+        @Argument(help: "The bundle or archive to list.")
+        var path: String
+
+        @Flag(help: "Print JSON instead of a table.")
+        var json = false
+
+        func run() throws {
+            try reportingErrors {
+                let listing = try Inspector.inspect(path: path)
+                if json {
+                    let encoder = JSONEncoder()
+                    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+                    let data: Data
+                    switch listing {
+                    case .bundle(let b): data = try encoder.encode(b)
+                    case .archive(let a): data = try encoder.encode(a)
+                    }
+                    print(String(decoding: data, as: UTF8.self))
+                    return
+                }
+                switch listing {
+                case .bundle(let b): printBundle(b)
+                case .archive(let a): printArchive(a)
+                }
+            }
+        }
+
+        private func printBundle(_ b: Inspector.BundleListing) {
+            print("bundle \(b.path)  (\(formatBytes(b.fileSize)), \(b.signed ? "signed" : "unsigned"), \(b.generator))")
+            print("digest sha256:\(b.digest)")
+            if !b.dropQueryParameters.isEmpty { print("drops query parameters: \(b.dropQueryParameters.joined(separator: ", "))") }
+            print("")
+            let header = ["STATUS", "KIND", "TYPE", "SIZE", "STORED", "METHOD", "KEY"]
+            var rows = [header]
+            for e in b.entries {
+                var key = e.key
+                if let target = e.redirectTo { key += " -> " + target }
+                rows.append([
+                    String(e.status), e.kind.description, e.mediaType ?? "-", e.size.map(String.init) ?? "-",
+                    e.storedSize.map(String.init) ?? "-", e.compression?.description ?? "-", key,
+                ])
+            }
+            printTable(rows)
+            let t = b.totals
+            let ratio = t.bodyBytes == 0 ? 100 : Double(t.storedBytes) * 100 / Double(t.bodyBytes)
+            print("")
+            print("\(t.entries) entries, \(t.bodies) distinct bodies, \(formatBytes(t.bodyBytes)) stored as \(formatBytes(t.storedBytes)) (\(String(format: "%.0f", ratio))%)")
+        }
+
+        private func printArchive(_ a: Inspector.ArchiveListing) {
+            print("archive \(a.path)  (\(a.format), \(a.filter)); not a packager bundle")
+            print("")
+            var rows = [["SIZE", "TYPE", "PATH"]]
+            for e in a.entries { rows.append([String(e.size), e.type, e.path]) }
+            printTable(rows)
+            print("")
+            print("\(a.entries.count) entries, \(formatBytes(UInt64(a.totalSize)))")
+        }
+    }
+}
+
+func printTable(_ rows: [[String]]) {
+    guard let columns = rows.first?.count else { return }
+    var widths = [Int](repeating: 0, count: columns)
+    for row in rows { for (i, cell) in row.enumerated() where i < columns - 1 { widths[i] = max(widths[i], cell.count) } }
+    for row in rows {
+        var line = ""
+        for (i, cell) in row.enumerated() {
+            line += i == columns - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) + "  "
+        }
+        print(line)
+    }
+}

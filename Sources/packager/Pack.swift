@@ -1,0 +1,61 @@
+import ArgumentParser
+import Foundation
+import PackagerKit
+
+extension Packager {
+    struct Pack: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Pack a folder, or a .zip/.tar.gz/.tar.zst of one, into a bundle that answers for a base URL.",
+            discussion: """
+                Each file answers for BASE-URL + its relative path; index.html also answers for its \
+                folder's URL. Media types come from file extensions.
+
+                Example: packager pack dist --base-url https://docs.example.com/ -o docs.bundle.zip
+                """
+        )
+
+        @Argument(help: "The folder or archive to pack.")
+        var source: String
+
+        @Option(name: .customLong("base-url"), help: "The URL the folder's root answers for.")
+        var baseURL: String
+
+        @Option(name: [.short, .customLong("output")], help: "Where to write the bundle.")
+        var output: String
+
+        @Option(name: .customLong("strip-components"), help: "Leading path components to drop from archive entries.")
+        var stripComponents: Int = 0
+
+        @Option(name: .customLong("drop-query"), help: "A query parameter pattern to drop from request keys (repeatable, e.g. 'utm_*').")
+        var dropQuery: [String] = []
+
+        @Option(help: "Charset added to text media types; 'none' adds none.")
+        var charset: String = "utf-8"
+
+        @Flag(name: .customLong("include-hidden"), help: "Also pack files and folders whose names start with a dot.")
+        var includeHidden = false
+
+        @Option(name: .customLong("compression-level"), help: "zlib level for text bodies, 1 (fast) to 9 (small).")
+        var compressionLevel: Int = 6
+
+        func validate() throws {
+            guard (1...9).contains(compressionLevel) else { throw ValidationError("--compression-level must be 1 to 9") }
+            guard stripComponents >= 0 else { throw ValidationError("--strip-components cannot be negative") }
+        }
+
+        func run() throws {
+            try reportingErrors {
+                let packer = Packer(options: .init(
+                    baseURL: baseURL, charset: charset == "none" ? nil : charset, stripComponents: stripComponents, includeHidden: includeHidden,
+                    writer: .init(dropQueryParameters: dropQuery, compressionLevel: compressionLevel)))
+                let summary = try packer.pack(source: source, output: output)
+                let w = summary.write
+                print("packed \(summary.files) files into \(output)")
+                print("  \(w.entries) request keys, \(w.bodies) bodies (\(w.deduplicated) duplicates stored once)")
+                print("  \(formatBytes(w.bodyBytes)) of content stored in \(formatBytes(w.storedBytes)); bundle \(formatBytes(w.fileSize))")
+                print("  digest sha256:\(w.digest)")
+                for skipped in summary.skipped { print("  skipped \(skipped)") }
+            }
+        }
+    }
+}

@@ -1,0 +1,64 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import OfflineBundle
+import PackagerKit
+
+@main
+struct Packager: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "packager",
+        abstract: "Package web content into offline bundles, check them, and take them apart.",
+        discussion: """
+            A bundle is a ZIP file of responses keyed by URL, with a JSON manifest and a \
+            compact index that services mount at launch (docs/FORMAT.md).
+            """,
+        version: PackagerVersion.string,
+        subcommands: [Pack.self, Inspect.self, Check.self, Extract.self, Export.self]
+    )
+}
+
+/// Runs a command body, turning the project's errors into one clear line and an exit code.
+func reportingErrors(_ body: () throws -> Void) throws {
+    Interrupts.install()
+    do {
+        try body()
+    } catch let error as PackagerError {
+        FileHandle.standardError.write(Data("packager: \(error)\n".utf8))
+        throw ExitCode(error.code == .invalidInput ? 2 : 1)
+    } catch let error as BundleError {
+        FileHandle.standardError.write(Data("packager: \(error)\n".utf8))
+        throw ExitCode(error.code == .invalidArgument ? 2 : 1)
+    }
+}
+
+/// Removes temporary files when the process is interrupted, so no partial bundle or spool file is left.
+enum Interrupts {
+    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
+
+    static func install() {
+        guard sources.isEmpty else { return }
+        for signalNumber in [SIGINT, SIGTERM, SIGHUP] {
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+            source.setEventHandler {
+                TemporaryFiles.shared.removeAll()
+                FileHandle.standardError.write(Data("packager: interrupted; nothing was written to the output path\n".utf8))
+                exit(128 + signalNumber)
+            }
+            source.resume()
+            sources.append(source)
+        }
+    }
+}
+
+func formatBytes(_ n: UInt64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    var value = Double(n)
+    var unit = 0
+    while value >= 1024, unit < units.count - 1 {
+        value /= 1024
+        unit += 1
+    }
+    return unit == 0 ? "\(n) B" : String(format: "%.1f %@", value, units[unit])
+}
