@@ -1,0 +1,170 @@
+import Foundation
+import OfflineBundle
+import Testing
+
+@testable import PackagerKit
+
+@Suite("pack: folders and archives into bundles")
+struct PackTests {
+    @Test("a packed bundle lists, tests and extracts with unzip, bsdtar and Python's zipfile")
+    func standardTools() throws {
+        let site = try TemporaryFolder()
+        try makeSite(in: site)
+        let out = try TemporaryFolder()
+        let bundle = out.path + "/site.zip"
+        let summary = try packSite(site, to: bundle)
+        #expect(summary.files == 8)
+        #expect(summary.write.deduplicated >= 1)
+
+        let test = try run("unzip", ["-t", bundle])
+        #expect(test.status == 0)
+        #expect(test.output.contains("No errors detected"))
+
+        let list = try run("bsdtar", ["-tf", bundle])
+        #expect(list.status == 0)
+        let names = list.output.split(separator: "\n").map(String.init)
+        #expect(names.contains("index.bin"))
+        #expect(names.contains("manifest.json"))
+        #expect(names.filter { $0.hasPrefix("bodies/") }.count == summary.write.bodies)
+        #expect(names == names.sorted())
+
+        let extracted = out.path + "/bsdtar"
+        try FileManager.default.createDirectory(atPath: extracted, withIntermediateDirectories: true)
+        #expect(try run("bsdtar", ["-xf", bundle, "-C", extracted]).status == 0)
+        let unzipped = out.path + "/unzip"
+        #expect(try run("unzip", ["-q", bundle, "-d", unzipped]).status == 0)
+
+        // Every body, extracted by each tool, hashes to its name.
+        let python = """
+            import hashlib, json, sys, zipfile
+            z = zipfile.ZipFile(sys.argv[1])
+            assert z.testzip() is None
+            m = json.loads(z.read("manifest.json"))
+            for name in z.namelist():
+                if name.startswith("bodies/"):
+                    assert hashlib.sha256(z.read(name)).hexdigest() == name[7:], name
+                    for folder in sys.argv[2:]:
+                        assert open(folder + "/" + name, "rb").read() == z.read(name), name
+            print(len(m["entries"]), z.comment.decode())
+            """
+        let result = try run("python3", ["-c", python, bundle, extracted, unzipped])
+        #expect(result.status == 0, "\(result.output)")
+        #expect(result.output.contains("packager-bundle/1 sha256:\(summary.write.digest)"))
+    }
+
+    @Test("packing the same folder twice gives byte-identical files")
+    func reproducible() throws {
+        let site = try TemporaryFolder()
+        try makeSite(in: site)
+        let out = try TemporaryFolder()
+        _ = try packSite(site, to: out.path + "/a.zip")
+        // Touch every file: timestamps must not leak into the bundle.
+        let later = Date(timeIntervalSinceNow: 3600)
+        for case let file as String in FileManager.default.enumerator(atPath: site.path)! {
+            try? FileManager.default.setAttributes([.modificationDate: later], ofItemAtPath: site.path + "/" + file)
+        }
+        _ = try packSite(site, to: out.path + "/b.zip", options: .init(concurrency: 1))
+        let a = try Data(contentsOf: URL(fileURLWithPath: out.path + "/a.zip"))
+        let b = try Data(contentsOf: URL(fileURLWithPath: out.path + "/b.zip"))
+        #expect(a == b)
+    }
+
+    @Test("keys, folder URLs, redirects, media types and compression by content")
+    func entries() throws {
+        let site = try TemporaryFolder()
+        try makeSite(in: site)
+        let out = try TemporaryFolder()
+        let path = out.path + "/site.zip"
+        _ = try packSite(site, to: path)
+        let bundle = try MountedBundle(path: path)
+
+        let home = try #require(bundle.entry(for: "https://EXAMPLE.com:443/site/"))
+        #expect(home.status == 200)
+        #expect(home.header("content-type") == "text/html; charset=utf-8")
+        #expect(home.body?.compression == .deflate)
+        #expect(String(decoding: try bundle.body(of: home), as: UTF8.self).hasPrefix("<!doctype html><title>Home"))
+        #expect(bundle.entry(for: "https://example.com/site/index.html")?.body == home.body)
+
+        let docs = try #require(bundle.entry(for: "https://example.com/site/docs"))
+        #expect(docs.status == 301)
+        #expect(docs.header("location") == "https://example.com/site/docs/")
+        #expect(docs.body == nil)
+        #expect(bundle.entry(for: "https://example.com/site/docs/")?.status == 200)
+
+        let photo = try #require(bundle.entry(for: "https://example.com/site/img/photo.jpg"))
+        #expect(photo.header("content-type") == "image/jpeg")
+        #expect(photo.body?.compression == .stored)
+        #expect(try bundle.body(of: photo) == noise(20_000, seed: 1))
+        #expect(bundle.entry(for: "https://example.com/site/img/copy-of-photo.jpg")?.body?.sha256 == photo.body?.sha256)
+        #expect(photo.header("etag") == "\"\(photo.body!.sha256.prefix(32))\"")
+
+        #expect(bundle.entry(for: "https://example.com/site/files/report%202026%20(final).txt") != nil)
+        #expect(bundle.entry(for: "https://example.com/site/files/report 2026 (final).txt") != nil)
+        #expect(bundle.entry(for: "https://example.com/site/data/fixture.json")?.header("content-type") == "application/json; charset=utf-8")
+        #expect(bundle.entry(for: "https://example.com/site/.git/config") == nil)
+        #expect(bundle.entry(for: "https://example.com/site/missing.html") == nil)
+    }
+
+    @Test("pack reads .tar.gz, .tar.zst and .zip archives of a site, with --strip-components", arguments: ["tar.gz", "tar.zst", "zip"])
+    func archives(format: String) throws {
+        let parent = try TemporaryFolder()
+        let site = try TemporaryFolder()
+        try makeSite(in: site)
+        let dist = parent.path + "/dist"
+        try FileManager.default.copyItem(atPath: site.path, toPath: dist)
+        let archive = parent.path + "/site.\(format)"
+        #expect(try run("bsdtar", ["-a", "-cf", archive, "dist"], in: parent.path).status == 0)
+
+        let out = try TemporaryFolder()
+        let fromArchive = try Packer(options: .init(baseURL: "https://example.com/site/", stripComponents: 1)).pack(source: archive, output: out.path + "/a.zip")
+        let fromFolder = try packSite(site, to: out.path + "/b.zip")
+        #expect(fromArchive.write.digest == fromFolder.write.digest)
+        // Nothing staged is left next to the output.
+        #expect(try out.contents() == ["a.zip", "b.zip"])
+    }
+
+    @Test("a failed write leaves the previous bundle in place and no temporary files")
+    func atomicWrite() throws {
+        let site = try TemporaryFolder()
+        try makeSite(in: site)
+        let out = try TemporaryFolder()
+        let path = out.path + "/site.zip"
+        _ = try packSite(site, to: path)
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+
+        var writer = BundleWriter()
+        writer.add(.init(url: "https://example.com/a", headers: [("content-type", "text/plain")], body: .data(Data("a".utf8))))
+        writer.add(.init(url: "https://example.com/b", headers: [("content-type", "text/plain")], body: .file(site.path + "/does-not-exist")))
+        #expect(throws: PackagerError.self) { try writer.write(to: path) }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+        #expect(try out.contents() == ["site.zip"])
+    }
+
+    @Test("two entries for one request key are refused, naming the key")
+    func duplicateKeys() throws {
+        let out = try TemporaryFolder()
+        var writer = BundleWriter(options: .init(dropQueryParameters: ["utm_*"]))
+        writer.add(.init(url: "https://example.com/a?utm_source=x", body: .data(Data("1".utf8))))
+        writer.add(.init(url: "https://EXAMPLE.com/a", body: .data(Data("2".utf8))))
+        let error = try #require(throws: PackagerError.self) { try writer.write(to: out.path + "/x.zip") }
+        #expect(error.code == .duplicate)
+        #expect(error.message.contains("https://example.com/a"))
+    }
+
+    @Test("credentials and hop-by-hop headers are never stored")
+    func droppedHeaders() throws {
+        let out = try TemporaryFolder()
+        let path = out.path + "/x.zip"
+        var writer = BundleWriter()
+        writer.add(.init(url: "https://example.com/", headers: [
+            ("Content-Type", "text/plain"), ("Set-Cookie", "session=SECRET-COOKIE"), ("Authorization", "Bearer SECRET-TOKEN"),
+            ("Transfer-Encoding", "chunked"), ("ETag", "\"v1\""),
+        ], body: .data(Data("hello".utf8))))
+        try writer.write(to: path)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(bytes.range(of: Data("SECRET".utf8)) == nil)
+        let bundle = try MountedBundle(path: path)
+        let entry = try #require(bundle.entry(for: "https://example.com/"))
+        #expect(entry.headers.map(\.name) == ["content-type", "etag"])
+    }
+}
