@@ -1,0 +1,211 @@
+import Crypto
+import Foundation
+import OfflineBundle
+import Testing
+
+@testable import PackagerKit
+
+@Suite("check and the reader refuse damaged bundles")
+struct IntegrityTests {
+    /// A bundle with a stored body whose bytes are easy to find in the file.
+    func makeBundle(in folder: TemporaryFolder) throws -> (path: String, marker: Data) {
+        let marker = noise(4096, seed: 42)
+        var writer = BundleWriter()
+        writer.add(.init(url: "https://example.com/photo.jpg", headers: [("content-type", "image/jpeg")], body: .data(marker)))
+        writer.add(.init(url: "https://example.com/", headers: [("content-type", "text/html")], body: .data(Data(String(repeating: "<p>hello</p>", count: 200).utf8))))
+        writer.add(.init(url: "https://example.com/blocked.js", status: 204, kind: .blocked))
+        let path = folder.path + "/b.zip"
+        try writer.write(to: path)
+        return (path, marker)
+    }
+
+    @Test("an intact bundle checks clean")
+    func intact() throws {
+        let folder = try TemporaryFolder()
+        let (path, _) = try makeBundle(in: folder)
+        let report = Checker.check(path: path)
+        #expect(report.isValid, "\(report.issues)")
+        #expect(report.entries == 3)
+        #expect(report.bodies == 2)
+    }
+
+    @Test("one flipped byte in a body: check names the body, the reader refuses it")
+    func flippedBodyByte() throws {
+        let folder = try TemporaryFolder()
+        let (path, marker) = try makeBundle(in: folder)
+        let at = try #require(try offset(of: marker, in: path))
+        try flipByte(at: at + 1000, in: path)
+        let digest = hexString(Array(SHA256.hash(data: marker)))
+
+        let report = Checker.check(path: path)
+        #expect(!report.isValid)
+        #expect(report.issues.contains { $0.entry == "bodies/" + digest && $0.message.contains("CRC-32") })
+
+        let bundle = try MountedBundle(path: path)  // mounting does not read bodies
+        let entry = try #require(bundle.entry(for: "https://example.com/photo.jpg"))
+        let error = try #require(throws: BundleError.self) { try bundle.body(of: entry) }
+        #expect(error.code == .corruptBody)
+        #expect(error.entry == "bodies/" + digest)
+        // The other body is still served.
+        #expect(try bundle.body(of: try #require(bundle.entry(for: "https://example.com/"))).count == 2400)
+    }
+
+    @Test("a flipped byte in a deflated body is refused too, also when handed out raw")
+    func flippedDeflatedByte() throws {
+        let folder = try TemporaryFolder()
+        let (path, _) = try makeBundle(in: folder)
+        let bundle0 = try MountedBundle(path: path)
+        let html = try #require(bundle0.entry(for: "https://example.com/"))
+        let record = bundle0.index.body(at: html.body!.index)
+        try flipByte(at: Int(record.dataOffset) + 5, in: path)
+        let bundle = try MountedBundle(path: path)
+        let entry = try #require(bundle.entry(for: "https://example.com/"))
+        #expect(throws: BundleError.self) { try bundle.body(of: entry) }
+        #expect(throws: BundleError.self) { try bundle.deflatedBody(of: entry) }
+        #expect(!Checker.check(path: path).isValid)
+    }
+
+    @Test("a truncated file is refused at mount and by check, at every cut")
+    func truncated() throws {
+        let folder = try TemporaryFolder()
+        let (path, _) = try makeBundle(in: folder)
+        let whole = try Data(contentsOf: URL(fileURLWithPath: path))
+        let cut = folder.path + "/cut.zip"
+        for length in Array(stride(from: 0, to: whole.count, by: 97)) + [whole.count - 1, whole.count - 22, whole.count - 100] {
+            try whole.prefix(length).write(to: URL(fileURLWithPath: cut))
+            #expect(throws: BundleError.self, "cut at \(length)") { try MountedBundle(path: cut) }
+            let report = Checker.check(path: cut)
+            #expect(!report.isValid)
+        }
+        try whole.prefix(whole.count / 2).write(to: URL(fileURLWithPath: cut))
+        let message = try #require(Checker.check(path: cut).issues.first).message
+        #expect(message.contains("truncated"))
+    }
+
+    @Test("a damaged central directory is refused with a message that says so")
+    func damagedCentralDirectory() throws {
+        let folder = try TemporaryFolder()
+        let (path, _) = try makeBundle(in: folder)
+        let directory = try ZipDirectory.locate(in: try BundleFile(path: path))
+        // Break the signature of the second central directory record.
+        let cd = try directory.readCentralDirectory(from: try BundleFile(path: path))
+        var second = 0
+        try directory.forEachEntry(in: cd) { entry in
+            if entry.recordOffset > 0 { second = entry.recordOffset; return false }
+            return true
+        }
+        try flipByte(at: Int(directory.centralDirectoryOffset) + second, in: path)
+        let error = try #require(throws: BundleError.self) { try MountedBundle(path: path) }
+        #expect(error.code == .corruptDirectory)
+        #expect(error.message.contains("central directory record 1 has a bad signature"))
+        let report = Checker.check(path: path)
+        #expect(report.issues.contains { $0.message.contains("central directory") })
+    }
+
+    @Test("a damaged index is refused at mount")
+    func damagedIndex() throws {
+        let folder = try TemporaryFolder()
+        let (path, _) = try makeBundle(in: folder)
+        let bundle = try MountedBundle(path: path)
+        let indexEntry = try #require(bundle.metadata["index.bin"])
+        try flipByte(at: Int(indexEntry.localHeaderOffset) + 30 + 9 + 200, in: path)
+        let error = try #require(throws: BundleError.self) { try MountedBundle(path: path) }
+        #expect(error.code == .corruptIndex)
+        #expect(error.message.contains("index.bin"))
+    }
+
+    @Test("a file that is not a ZIP, or a ZIP that is not a bundle, says so")
+    func notABundle() throws {
+        let folder = try TemporaryFolder()
+        try folder.file("plain.txt", String(repeating: "just text\n", count: 10))
+        let e1 = try #require(throws: BundleError.self) { try MountedBundle(path: folder.path + "/plain.txt") }
+        #expect(e1.code == .notABundle)
+        try folder.file("a/x.txt", "x")
+        #expect(try run("bsdtar", ["-a", "-cf", "plain.zip", "a"], in: folder.path).status == 0)
+        let e2 = try #require(throws: BundleError.self) { try MountedBundle(path: folder.path + "/plain.zip") }
+        #expect(e2.code == .notABundle)
+        #expect(e2.message.contains("not a packager bundle"))
+        let e3 = try #require(throws: BundleError.self) { try MountedBundle(path: folder.path + "/missing.zip") }
+        #expect(e3.code == .io)
+    }
+}
+
+@Suite("hostile bundles: lying sizes, overlaps, bombs")
+struct HostileTests {
+    /// Writes a bundle whose index was altered by `transform`, with CRCs fixed so only the lie remains.
+    func forged(_ folder: TemporaryFolder, transform: (inout [UInt8], BundleIndex) -> Void) throws -> String {
+        var writer = BundleWriter()
+        writer.add(.init(url: "https://example.com/a.txt", headers: [("content-type", "text/plain")], body: .data(Data(String(repeating: "a", count: 5000).utf8))))
+        writer.add(.init(url: "https://example.com/b.txt", headers: [("content-type", "text/plain")], body: .data(Data(String(repeating: "bc", count: 3000).utf8))))
+        let path = folder.path + "/h.zip"
+        try writer.write(to: path)
+        let bundle = try MountedBundle(path: path)
+        let entry = try #require(bundle.metadata["index.bin"])
+        var bytes = bundle.index.bytes
+        transform(&bytes, bundle.index)
+        let crc = CRC32.checksum(bytes)
+        var file = try Data(contentsOf: URL(fileURLWithPath: path))
+        let dataStart = Int(entry.localHeaderOffset) + 30 + entry.nameBytes.count
+        file.replaceSubrange(dataStart..<(dataStart + bytes.count), with: bytes)
+        withUnsafeBytes(of: crc.littleEndian) { file.replaceSubrange((Int(entry.localHeaderOffset) + 14)..<(Int(entry.localHeaderOffset) + 18), with: $0) }
+        let cdRecord = Int(bundle.directory.centralDirectoryOffset) + entry.recordOffset
+        withUnsafeBytes(of: crc.littleEndian) { file.replaceSubrange((cdRecord + 16)..<(cdRecord + 20), with: $0) }
+        try file.write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    func setU64(_ bytes: inout [UInt8], _ at: Int, _ value: UInt64) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.replaceSubrange(at..<(at + 8), with: $0) }
+    }
+
+    @Test("a body claiming an absurd compression ratio is refused at mount")
+    func zipBomb() throws {
+        let folder = try TemporaryFolder()
+        let path = try forged(folder) { bytes, index in
+            setU64(&bytes, index.bodiesOffset + 56, 1 << 40)  // size of body 0
+        }
+        let error = try #require(throws: BundleError.self) { try MountedBundle(path: path) }
+        #expect(error.code == .hostile)
+        #expect(error.message.contains("ratio"))
+    }
+
+    @Test("overlapping bodies are refused at mount")
+    func overlap() throws {
+        let folder = try TemporaryFolder()
+        let path = try forged(folder) { bytes, index in
+            let first = index.body(at: 0)
+            let r = index.bodiesOffset + IndexLayout.bodyRecordSize
+            setU64(&bytes, r + 32, first.localHeaderOffset)
+            setU64(&bytes, r + 40, first.dataOffset)
+        }
+        let error = try #require(throws: BundleError.self) { try MountedBundle(path: path) }
+        #expect(error.code == .hostile)
+        #expect(error.message.contains("overlaps"))
+    }
+
+    @Test("a body pointing outside the file is refused at mount")
+    func outside() throws {
+        let folder = try TemporaryFolder()
+        let path = try forged(folder) { bytes, index in
+            let r = index.bodiesOffset + IndexLayout.bodyRecordSize
+            setU64(&bytes, r + 48, 1 << 50)
+        }
+        let error = try #require(throws: BundleError.self) { try MountedBundle(path: path) }
+        #expect(error.code == .hostile)
+        #expect(error.message.contains("outside the body area"))
+    }
+
+    @Test("a size that lies by one byte is refused when the body is read")
+    func lyingSize() throws {
+        let folder = try TemporaryFolder()
+        let path = try forged(folder) { bytes, index in
+            setU64(&bytes, index.bodiesOffset + 56, index.body(at: 0).size + 1)
+        }
+        let bundle = try MountedBundle(path: path)
+        let body = bundle.index.body(at: 0)
+        let entry = try #require(bundle.entries.first { $0.body?.sha256 == hexString(body.sha256) })
+        let error = try #require(throws: BundleError.self) { try bundle.body(of: entry) }
+        #expect(error.code == .corruptDirectory || error.code == .corruptBody)
+        #expect(!Checker.check(path: path).isValid)
+    }
+}
