@@ -1,0 +1,54 @@
+import OfflineBundle
+import Testing
+
+@Suite("request keys")
+struct RequestKeyTests {
+    static let cases: [(String, String?)] = [
+        ("https://example.com", "https://example.com/"),
+        ("HTTPS://Example.COM:443/a/b", "https://example.com/a/b"),
+        ("http://example.com:80/", "http://example.com/"),
+        ("http://example.com:8080/", "http://example.com:8080/"),
+        ("https://example.com:80/", "https://example.com:80/"),
+        ("https://user:secret@example.com/x", "https://example.com/x"),
+        ("https://example.com/a/./b/../c", "https://example.com/a/c"),
+        ("https://example.com/a/b/..", "https://example.com/a/"),
+        ("https://example.com/%7Euser/%41%2f", "https://example.com/~user/A%2F"),
+        ("https://example.com/a b", "https://example.com/a%20b"),
+        ("https://example.com/caf\u{e9}", "https://example.com/caf%C3%A9"),
+        ("https://example.com/p?b=2&a=1", "https://example.com/p?a=1&b=2"),
+        ("https://example.com/p?a=2&a=1", "https://example.com/p?a=1&a=2"),
+        ("https://example.com/p?", "https://example.com/p"),
+        ("https://example.com/p?&&x=1&", "https://example.com/p?x=1"),
+        ("https://example.com/p#section", "https://example.com/p"),
+        ("https://example.com/p?q=1#frag", "https://example.com/p?q=1"),
+        ("https://[2001:DB8::1]:443/", "https://[2001:db8::1]/"),
+        ("  https://example.com/trim  ", "https://example.com/trim"),
+        ("/relative/path", nil),
+        ("example.com/no-scheme", nil),
+        ("mailto:someone@example.com", nil),
+        ("https:///no-host", nil),
+    ]
+
+    @Test("canonical forms", arguments: cases)
+    func canonical(input: String, expected: String?) {
+        #expect(RequestKeyCanonicalizer().canonicalize(input) == expected)
+    }
+
+    @Test("drop patterns remove tracking parameters, case-insensitively and through escapes")
+    func dropped() {
+        let c = RequestKeyCanonicalizer(dropQueryParameters: ["utm_*", "fbclid", "v"])
+        #expect(c.canonicalize("https://e.com/p?utm_source=a&UTM_Medium=b&id=7&fbclid=z") == "https://e.com/p?id=7")
+        #expect(c.canonicalize("https://e.com/app.js?v=123") == "https://e.com/app.js")
+        #expect(c.canonicalize("https://e.com/p?utm%5Fsource=a&view=1") == "https://e.com/p?view=1")
+        #expect(c.canonicalize("https://e.com/p?version=2") == "https://e.com/p?version=2")
+    }
+
+    @Test("canonicalizing a key gives the same key")
+    func idempotent() {
+        let c = RequestKeyCanonicalizer(dropQueryParameters: ["utm_*"])
+        for (input, _) in Self.cases {
+            guard let key = c.canonicalize(input) else { continue }
+            #expect(c.canonicalize(key) == key)
+        }
+    }
+}

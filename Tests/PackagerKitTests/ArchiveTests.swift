@@ -1,0 +1,94 @@
+import Foundation
+import OfflineBundle
+import Testing
+
+@testable import PackagerKit
+
+@Suite("extract, export and inspect through libarchive")
+struct ArchiveTests {
+    @Test("extract refuses '..', absolute names and links before writing anything", arguments: [
+        ("zip", "../escape.txt", "'..' component"),
+        ("zip", "/tmp/absolute.txt", "absolute path"),
+        ("tar", "link", "link"),
+        ("tar", "hardlink", "link"),
+    ])
+    func refusesUnsafeEntries(format: String, name: String, expected: String) throws {
+        let folder = try TemporaryFolder()
+        let archive = folder.path + "/evil.\(format)"
+        let python = """
+            import io, sys, tarfile, zipfile
+            fmt, name, path = sys.argv[1], sys.argv[2], sys.argv[3]
+            if fmt == "zip":
+                with zipfile.ZipFile(path, "w") as z:
+                    z.writestr("ok.txt", "fine")
+                    z.writestr(name, "gotcha")
+            else:
+                with tarfile.open(path, "w") as t:
+                    data = b"fine"
+                    info = tarfile.TarInfo("ok.txt"); info.size = len(data); t.addfile(info, io.BytesIO(data))
+                    info = tarfile.TarInfo(name)
+                    info.type = tarfile.SYMTYPE if name == "link" else tarfile.LNKTYPE
+                    info.linkname = "/etc/passwd" if name == "link" else "ok.txt"
+                    t.addfile(info)
+            """
+        #expect(try run("python3", ["-c", python, format, name, archive]).status == 0)
+        let destination = folder.path + "/out"
+        let error = try #require(throws: PackagerError.self) { try Extractor.extract(archive: archive, to: destination) }
+        #expect(error.code == .unsafeEntry)
+        #expect(error.message.contains(expected))
+        #expect(!FileManager.default.fileExists(atPath: destination + "/ok.txt"))
+        #expect(!FileManager.default.fileExists(atPath: folder.path + "/escape.txt"))
+    }
+
+    @Test("extract writes a bundle's entries, identical to unzip's")
+    func extractBundle() throws {
+        let site = try TemporaryFolder()
+        try makeSite(in: site)
+        let out = try TemporaryFolder()
+        let bundle = out.path + "/site.zip"
+        let summary = try packSite(site, to: bundle)
+        let result = try Extractor.extract(archive: bundle, to: out.path + "/mine")
+        #expect(result.files == summary.write.bodies + 2)
+        #expect(try run("unzip", ["-q", bundle, "-d", out.path + "/theirs"]).status == 0)
+        #expect(try run("diff", ["-r", out.path + "/mine", out.path + "/theirs"]).status == 0)
+    }
+
+    @Test("export writes a reproducible tar.zst that bsdtar reads, bodies inflated")
+    func export() throws {
+        let site = try TemporaryFolder()
+        try makeSite(in: site)
+        let out = try TemporaryFolder()
+        let bundle = out.path + "/site.zip"
+        let summary = try packSite(site, to: bundle)
+        try Exporter.export(bundle: bundle, to: out.path + "/a.tar.zst", format: .tarZstd)
+        try Exporter.export(bundle: bundle, to: out.path + "/b.tar.zst", format: .tarZstd)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: out.path + "/a.tar.zst")) == Data(contentsOf: URL(fileURLWithPath: out.path + "/b.tar.zst")))
+        let list = try run("bsdtar", ["-tf", out.path + "/a.tar.zst"])
+        #expect(list.status == 0)
+        #expect(list.output.split(separator: "\n").count == summary.write.bodies + 2)
+        #expect(try run("bsdtar", ["-xf", out.path + "/a.tar.zst", "-C", site.path, "manifest.json"]).status == 0)
+        let listing = try Inspector.inspect(path: out.path + "/a.tar.zst")
+        guard case .archive(let archive) = listing else { Issue.record("a tarball is not a bundle"); return }
+        #expect(archive.filter == "zstd")
+        #expect(archive.entries.contains { $0.path == "manifest.json" })
+    }
+
+    @Test("inspect lists a bundle by request key with media types and compression")
+    func inspectBundle() throws {
+        let site = try TemporaryFolder()
+        try makeSite(in: site)
+        let out = try TemporaryFolder()
+        _ = try packSite(site, to: out.path + "/site.zip")
+        guard case .bundle(let listing) = try Inspector.inspect(path: out.path + "/site.zip") else {
+            Issue.record("a bundle was listed as a plain archive")
+            return
+        }
+        let photo = try #require(listing.entries.first { $0.key.hasSuffix("/img/photo.jpg") })
+        #expect(photo.mediaType == "image/jpeg")
+        #expect(photo.compression == .stored)
+        let css = try #require(listing.entries.first { $0.key.hasSuffix("/css/site.css") })
+        #expect(css.compression == .deflate)
+        #expect(css.storedSize! < css.size!)
+        #expect(listing.totals.entries == listing.entries.count)
+    }
+}
