@@ -1,1 +1,200 @@
-print("bench")
+// The benchmark behind `make bench`: packing and mounting, side by side with bsdtar.
+//
+// Usage: packager-bench PACKAGER_BINARY WORK_FOLDER REPORT.md [--quick]
+import Foundation
+import OfflineBundle
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 4 else {
+    print("usage: packager-bench PACKAGER_BINARY WORK_FOLDER REPORT.md [--quick]")
+    exit(2)
+}
+let packager = arguments[1]
+let work = arguments[2]
+let reportPath = arguments[3]
+let quick = arguments.contains("--quick")
+let fm = FileManager.default
+
+func now() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+func residentBytes() -> UInt64 {
+    guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+    let fields = text.split(separator: " ")
+    return (UInt64(fields[1]) ?? 0) * UInt64(sysconf(Int32(_SC_PAGESIZE)))
+}
+
+@discardableResult
+func shell(_ command: String) -> (seconds: Double, status: Int32) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.arguments = ["-c", command]
+    process.standardOutput = FileHandle.nullDevice
+    let start = now()
+    try! process.run()
+    process.waitUntilExit()
+    return (now() - start, process.terminationStatus)
+}
+
+func best(of runs: Int, _ command: String) -> Double {
+    var times = [Double]()
+    for _ in 0..<runs {
+        let r = shell(command)
+        guard r.status == 0 else { fatalError("failed: \(command)") }
+        times.append(r.seconds)
+    }
+    return times.min()!
+}
+
+func fileSize(_ path: String) -> UInt64 { (try? fm.attributesOfItem(atPath: path)[.size] as? UInt64) ?? 0 }
+
+/// Deterministic words, so text compresses like text.
+func text(_ n: Int, seed: Int) -> Data {
+    let words = ["forecast", "pressure", "humidity", "the", "of", "and", "wind", "radar", "station", "api", "request", "cache", "offline", "bundle", "service", "response", "<p>", "</p>", "<div class=\"card\">", "</div>"]
+    var out = ""
+    var state = UInt64(seed) &* 6364136223846793005 &+ 1442695040888963407
+    while out.utf8.count < n {
+        state = state &* 6364136223846793005 &+ 1442695040888963407
+        out += words[Int(state >> 33) % words.count] + " "
+    }
+    return Data(out.utf8.prefix(n))
+}
+
+func noise(_ n: Int, seed: Int) -> Data {
+    var state = UInt64(seed) &+ 0x9E37_79B9_7F4A_7C15
+    var data = Data(count: n)
+    data.withUnsafeMutableBytes { raw in
+        let words = raw.bindMemory(to: UInt64.self)
+        for i in 0..<words.count {
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            words[i] = state
+        }
+    }
+    return data
+}
+
+/// Site of many small files: HTML, CSS, JS, JSON, and some small images.
+func makeSmallSite(_ root: String, count: Int) throws {
+    if fm.fileExists(atPath: root + "/.complete-\(count)") { return }
+    try? fm.removeItem(atPath: root)
+    for i in 0..<count {
+        let folder = root + "/section-\(i / 1000)"
+        if i % 1000 == 0 { try fm.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+        let kind = i % 10
+        let (name, data): (String, Data) =
+            kind < 6 ? ("page-\(i).html", text(800 + (i * 37) % 1500, seed: i))
+            : kind < 8 ? ("style-\(i).css", text(500 + (i * 13) % 800, seed: i))
+            : kind == 8 ? ("data-\(i).json", text(300 + (i * 7) % 600, seed: i))
+            : ("thumb-\(i).png", noise(600 + (i * 11) % 1200, seed: i))
+        try data.write(to: URL(fileURLWithPath: folder + "/" + name))
+    }
+    _ = fm.createFile(atPath: root + "/.complete-\(count)", contents: nil)
+}
+
+/// Site of large files: half photos (incompressible), half text.
+func makeLargeSite(_ root: String, count: Int, size: Int) throws {
+    if fm.fileExists(atPath: root + "/.complete-\(count)") { return }
+    try? fm.removeItem(atPath: root)
+    try fm.createDirectory(atPath: root + "/media", withIntermediateDirectories: true)
+    for i in 0..<count {
+        let data = i % 2 == 0 ? noise(size, seed: i) : text(size, seed: i)
+        try data.write(to: URL(fileURLWithPath: root + "/media/file-\(i)" + (i % 2 == 0 ? ".jpg" : ".html")))
+    }
+    _ = fm.createFile(atPath: root + "/.complete-\(count)", contents: nil)
+}
+
+struct Row { var name: String; var ours: String; var peer: String; var ratio: String; var target: String }
+var rows = [Row]()
+var notes = [String]()
+
+@MainActor
+func measureSite(label: String, root: String, files: Int, mountTarget: Double?) throws {
+    let bundle = work + "/\(label).bundle.zip"
+    let peerZip = work + "/\(label).bsdtar.zip"
+    try? fm.removeItem(atPath: peerZip)
+    let runs = quick ? 1 : 3
+    // Warm the page cache so both tools read from memory.
+    shell("cat $(find '\(root)' -type f | head -200000) > /dev/null 2>&1; true")
+    let packTime = best(of: runs, "'\(packager)' pack '\(root)' --base-url https://bench.example/ -o '\(bundle)'")
+    let peerTime = best(of: runs, "rm -f '\(peerZip)' && cd '\(root)' && bsdtar -a -cf '\(peerZip)' .")
+    let ours = fileSize(bundle), peer = fileSize(peerZip)
+    // libarchive with one method for every entry, the other way to write a bundle with it.
+    let storeZip = work + "/\(label).bsdtar-store.zip"
+    let storeTime = best(of: runs, "rm -f '\(storeZip)' && cd '\(root)' && bsdtar --options zip:compression=store -a -cf '\(storeZip)' .")
+    notes.append("\(label): libarchive storing every entry (one method for all, no per-entry choice) takes " + String(format: "%.2f s", storeTime) + " and writes \(fileSize(storeZip) / 1024) KiB (" + String(format: "%.2fx", Double(fileSize(storeZip)) / Double(ours)) + " packager's size).")
+    try? fm.removeItem(atPath: storeZip)
+    rows.append(Row(name: "\(label): pack \(files) files", ours: String(format: "%.2f s", packTime), peer: String(format: "bsdtar -a -cf: %.2f s", peerTime), ratio: String(format: "%.2fx time", packTime / peerTime), target: "<= 1.0x"))
+    rows.append(Row(name: "\(label): output size", ours: "\(ours / 1024) KiB", peer: "\(peer / 1024) KiB", ratio: String(format: "%.3fx size", Double(ours) / Double(peer)), target: "<= 1.0x"))
+
+    // Mount: median of repeated mounts, in process.
+    let rssBefore = residentBytes()
+    var mounts = [Double]()
+    var mounted: MountedBundle?
+    for _ in 0..<(quick ? 3 : 11) {
+        let start = now()
+        mounted = try MountedBundle(path: bundle)
+        mounts.append(now() - start)
+    }
+    mounts.sort()
+    let mount = mounts[mounts.count / 2]
+    let bundleHandle = mounted!
+    let rssAfter = residentBytes()
+    let keys = bundleHandle.entries.prefix(100_000).map(\.key)
+    // First lookup on a fresh mount.
+    let fresh = try MountedBundle(path: bundle)
+    let firstStart = now()
+    let firstEntry = fresh.entry(for: keys[keys.count / 2])
+    let firstBody = try fresh.body(of: firstEntry!)
+    let firstLatency = now() - firstStart
+    _ = firstBody
+    // Lookups per second from URL strings, one core.
+    let urls = keys.map { $0.replacingOccurrences(of: "https://bench.example/", with: "https://BENCH.example:443/") }
+    let lookups = quick ? 200_000 : 1_000_000
+    var found = 0
+    let lookupStart = now()
+    for i in 0..<lookups where bundleHandle.entry(for: urls[i % urls.count]) != nil { found += 1 }
+    let perSecond = Double(lookups) / (now() - lookupStart)
+    precondition(found == lookups, "lookups missed")
+
+    let extractFolder = work + "/\(label)-extract"
+    let extract = best(of: runs, "rm -rf '\(extractFolder)' && mkdir -p '\(extractFolder)' && bsdtar -xf '\(bundle)' -C '\(extractFolder)'")
+    try? fm.removeItem(atPath: extractFolder)
+    rows.append(Row(name: "\(label): mount (index only)", ours: String(format: "%.2f ms", mount * 1000), peer: String(format: "bsdtar -xf: %.0f ms", extract * 1000), ratio: String(format: "%.4fx time", mount / extract), target: mountTarget.map { String(format: "< %.0f ms", $0) } ?? "-"))
+    rows.append(Row(name: "\(label): first lookup + body read", ours: String(format: "%.3f ms", firstLatency * 1000), peer: "-", ratio: "-", target: "-"))
+    rows.append(Row(name: "\(label): lookups/s from a URL string, 1 core", ours: String(format: "%.0f", perSecond), peer: "-", ratio: "-", target: "> 500,000"))
+    rows.append(Row(name: "\(label): resident memory added by mount", ours: "\((rssAfter > rssBefore ? rssAfter - rssBefore : 0) / 1024) KiB", peer: "bundle \(ours / 1024) KiB", ratio: String(format: "%.3fx", Double(rssAfter > rssBefore ? rssAfter - rssBefore : 0) / Double(ours)), target: "well under 1x"))
+}
+
+try fm.createDirectory(atPath: work, withIntermediateDirectories: true)
+let smallCount = quick ? 10_000 : 100_000
+let largeCount = quick ? 100 : 1_000
+print("generating sites in \(work) ...")
+try makeSmallSite(work + "/small-site", count: smallCount)
+try makeLargeSite(work + "/large-site", count: largeCount, size: 1 << 20)
+print("measuring \(smallCount) small files ...")
+try measureSite(label: "small", root: work + "/small-site", files: smallCount, mountTarget: 20)
+print("measuring \(largeCount) files of 1 MiB ...")
+try measureSite(label: "large", root: work + "/large-site", files: largeCount, mountTarget: nil)
+
+var cpu = "unknown CPU"
+if let info = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8), let line = info.split(separator: "\n").first(where: { $0.hasPrefix("model name") }) {
+    cpu = String(line.split(separator: ":", maxSplits: 1)[1]).trimmingCharacters(in: .whitespaces)
+}
+let date = ISO8601DateFormatter().string(from: Date())
+var md = "## Bundle format: pack and mount\n\n"
+md += "Run by `make bench` (Sources/PackagerBench) on \(date), \(ProcessInfo.processInfo.activeProcessorCount) cores (\(cpu)), \(quick ? "quick mode (smaller sites)" : "full size").\n"
+md += "Sites: \(smallCount) small files (60% HTML, 20% CSS, 10% JSON, 10% PNG-like noise) and \(largeCount) files of 1 MiB (half JPEG-like noise, half text). "
+md += "Times are the best of \(quick ? 1 : 3) runs with a warm page cache; the peer runs in the same process tree right after packager.\n\n"
+md += "| measure | packager | peer | ratio | target |\n|---|---|---|---|---|\n"
+for r in rows { md += "| \(r.name) | \(r.ours) | \(r.peer) | \(r.ratio) | \(r.target) |\n" }
+md += "\n"
+for n in notes { md += "- \(n)\n" }
+try md.write(toFile: reportPath, atomically: true, encoding: .utf8)
+print(md)

@@ -27,6 +27,7 @@ struct RequestKeyTests {
         ("example.com/no-scheme", nil),
         ("mailto:someone@example.com", nil),
         ("https:///no-host", nil),
+        ("http://example.com:abc/", nil),
     ]
 
     @Test("canonical forms", arguments: cases)

@@ -75,9 +75,9 @@ package struct BundleIndex: Sendable {
                 guard raw[r + 22] <= EntryKind.blocked.rawValue else { throw fail("entry \(i) has an unknown kind") }
                 if i > 0 {
                     let previous = r - IndexLayout.entryRecordSize
-                    let a = UnsafeRawBufferPointer(rebasing: raw[(sOff + Int(raw.u32(previous)))..<(sOff + Int(raw.u32(previous)) + Int(raw.u32(previous + 4)))])
-                    let b = UnsafeRawBufferPointer(rebasing: raw[(sOff + keyOffset)..<(sOff + keyOffset + keyLength)])
-                    guard a.lexicographicallyPrecedes(b) else { throw fail("entries are not sorted by key at entry \(i)") }
+                    let aLength = Int(raw.u32(previous + 4))
+                    let c = memcmp(raw.baseAddress! + sOff + Int(raw.u32(previous)), raw.baseAddress! + sOff + keyOffset, min(aLength, keyLength))
+                    guard c < 0 || (c == 0 && aLength < keyLength) else { throw fail("entries are not sorted by key at entry \(i)") }
                 }
             }
         }
@@ -87,11 +87,11 @@ package struct BundleIndex: Sendable {
             var previousEnd: UInt64 = 0
             for i in 0..<bCount {
                 let r = bOff + i * IndexLayout.bodyRecordSize
-                let name = "bodies/" + hexString(UnsafeRawBufferPointer(rebasing: raw[r..<(r + 32)]))
+                var name: String { "bodies/" + hexString(UnsafeRawBufferPointer(rebasing: raw[r..<(r + 32)])) }
                 if i > 0 {
-                    let a = UnsafeRawBufferPointer(rebasing: raw[(r - IndexLayout.bodyRecordSize)..<(r - IndexLayout.bodyRecordSize + 32)])
-                    let b = UnsafeRawBufferPointer(rebasing: raw[r..<(r + 32)])
-                    guard a.lexicographicallyPrecedes(b) else { throw fail("bodies are not sorted by digest", entry: name) }
+                    guard memcmp(raw.baseAddress! + r - IndexLayout.bodyRecordSize, raw.baseAddress! + r, 32) < 0 else {
+                        throw fail("bodies are not sorted by digest", entry: name)
+                    }
                 }
                 let lho = raw.u64(r + 32), dataOffset = raw.u64(r + 40), stored = raw.u64(r + 48), size = raw.u64(r + 56)
                 let method = raw.u16(r + 68)
@@ -100,7 +100,8 @@ package struct BundleIndex: Sendable {
                 }
                 let minimumHeader = UInt64(ZipConstants.localHeaderSize + 7 + 64)
                 let (dataEnd, overflow) = dataOffset.addingReportingOverflow(stored)
-                guard dataOffset >= lho + minimumHeader, dataOffset - lho <= minimumHeader + 0xFFFF, !overflow, dataEnd <= bodyArea else {
+                let (headerEnd, headerOverflow) = lho.addingReportingOverflow(minimumHeader)
+                guard !headerOverflow, dataOffset >= headerEnd, dataOffset - lho <= minimumHeader + 0xFFFF, !overflow, dataEnd <= bodyArea else {
                     throw BundleError(.hostile, "body extent \(lho)..<\(dataEnd) lies outside the body area 0..<\(bodyArea)", entry: name)
                 }
                 switch method {

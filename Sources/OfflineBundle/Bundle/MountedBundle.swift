@@ -75,22 +75,30 @@ public final class MountedBundle: Sendable {
         var metadata = [String: ZipCentralEntry]()
         var bodyEntries = 0
         var firstMetadataOffset = directory.centralDirectoryOffset
-        try directory.forEachEntry(in: cd) { entry in
-            if entry.nameBytes.count == 71, entry.nameBytes.starts(with: "bodies/".utf8) {
+        let bodyPrefix = Array(BundleFormat.bodyPrefix.utf8)
+        try directory.forEachEntry(
+            in: cd,
+            skip: { name in
+                // Body records are not decoded at mount: the index describes them, and reads check their local headers.
+                guard name.count == 71, name.starts(with: bodyPrefix) else { return false }
                 bodyEntries += 1
-            } else {
-                guard metadata[entry.name] == nil else {
-                    throw BundleError(.hostile, "the central directory lists \(entry.name) twice", entry: entry.name)
-                }
-                metadata[entry.name] = entry
-                firstMetadataOffset = min(firstMetadataOffset, entry.localHeaderOffset)
+                return true
             }
+        ) { entry in
+            guard metadata[entry.name] == nil else {
+                throw BundleError(.hostile, "the central directory lists \(entry.name) twice", entry: entry.name)
+            }
+            metadata[entry.name] = entry
+            firstMetadataOffset = min(firstMetadataOffset, entry.localHeaderOffset)
             return true
         }
         guard let indexEntry = metadata[BundleFormat.indexEntryName] else {
             throw BundleError(.notABundle, "\(path) is a ZIP file but holds no \(BundleFormat.indexEntryName): it is not a packager bundle")
         }
         let comment = String(decoding: directory.comment, as: UTF8.self)
+        if comment.hasPrefix("packager-bundle/"), !comment.hasPrefix(BundleFormat.commentPrefix) {
+            throw BundleError(.unsupported, "\(path) is a packager bundle of another format version (\(comment.prefix(20))…); this reader knows version \(BundleFormat.version)")
+        }
         guard comment.hasPrefix(BundleFormat.commentPrefix + "sha256:") else {
             throw BundleError(.notABundle, "\(path) lacks the packager bundle comment; it is not a bundle, or its end record is damaged")
         }
@@ -182,9 +190,12 @@ public final class MountedBundle: Sendable {
     public func deflatedBody(of entry: BundleEntry, verify: Bool = true) throws -> DeflatedBody? {
         guard let body = entry.body, body.compression == .deflate else { return nil }
         let record = index.body(at: body.index)
+        guard record.size <= maxBodySize else {
+            throw BundleError(.hostile, "body claims \(record.size) bytes, over the limit of \(maxBodySize)", entry: BundleFormat.bodyPrefix + body.sha256)
+        }
         let raw = try readStored(record, name: BundleFormat.bodyPrefix + body.sha256)
         if verify {
-            _ = try raw.withUnsafeBytes { try checkedInflate($0, record: record, name: BundleFormat.bodyPrefix + body.sha256, verification: .crc32) }
+            _ = try raw.withUnsafeBytes { try checkedInflate($0, record: record, name: BundleFormat.bodyPrefix + body.sha256, verification: verification) }
         }
         return DeflatedBody(data: Data(raw), crc32: record.crc32, size: record.size)
     }

@@ -76,9 +76,12 @@ public struct RequestKeyCanonicalizer: Sendable {
             if c == UInt8(ascii: "]") || !isDigit(c) { break }
         }
         guard hostEnd > authStart else { return nil }
+        let isBracketed = s[authStart] == UInt8(ascii: "[")
         for j in authStart..<hostEnd {
             let c = s[j]
             if c == UInt8(ascii: "%") || c >= 0x80 || c <= 0x20 { return nil }
+            // A colon outside an IPv6 literal means a port that is not a number.
+            if c == UInt8(ascii: ":"), !isBracketed { return nil }
             out.append(lower(c))
         }
         if let portStart {

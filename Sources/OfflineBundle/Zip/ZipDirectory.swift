@@ -130,7 +130,9 @@ package struct ZipDirectory: Sendable {
     }
 
     /// Walks the central directory records, calling `body` with each; stops early when `body` returns false.
-    package func forEachEntry(in cd: [UInt8], _ body: (ZipCentralEntry) throws -> Bool) throws {
+    ///
+    /// Records whose name `skip` accepts are checked for structure but not decoded (mounting skips bodies this way).
+    package func forEachEntry(in cd: [UInt8], skip: ((UnsafeRawBufferPointer) -> Bool)? = nil, _ body: (ZipCentralEntry) throws -> Bool) throws {
         try cd.withUnsafeBytes { raw in
             var pos = 0
             var index: UInt64 = 0
@@ -147,6 +149,11 @@ package struct ZipDirectory: Sendable {
                 let recordLength = ZipConstants.centralHeaderSize + nameLength + extraLength + commentLength
                 guard pos + recordLength <= raw.count else {
                     throw BundleError(.corruptDirectory, "central directory record \(index) runs past the directory's end")
+                }
+                if let skip, skip(UnsafeRawBufferPointer(rebasing: raw[(pos + 46)..<(pos + 46 + nameLength)])) {
+                    pos += recordLength
+                    index += 1
+                    continue
                 }
                 let nameBytes = Array(raw[(pos + 46)..<(pos + 46 + nameLength)])
                 var entry = ZipCentralEntry(

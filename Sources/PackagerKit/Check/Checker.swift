@@ -78,7 +78,8 @@ public enum Checker {
                     if name != entry.nameBytes { issue(entry.name, "the local header names \(String(decoding: name, as: UTF8.self))") }
                     if header.u16(8) != entry.method { issue(entry.name, "local and central compression methods differ") }
                     if header.u32(14) != entry.crc32 { issue(entry.name, "local and central CRC-32 differ") }
-                    let end = entry.localHeaderOffset + 30 + UInt64(nameLength) + UInt64(header.u16(28)) + entry.compressedSize
+                    let end = entry.localHeaderOffset &+ 30 &+ UInt64(nameLength) &+ UInt64(header.u16(28)) &+ entry.compressedSize
+                    if end < entry.localHeaderOffset { issue(entry.name, "its sizes overflow the file's address space") }
                     extents.append((entry.localHeaderOffset, end, entry.name))
                 } catch {
                     issue(error)

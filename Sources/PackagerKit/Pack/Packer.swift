@@ -81,13 +81,21 @@ public struct Packer: Sendable {
         var entries = [BundleWriter.Entry]()
         var skipped = [String]()
         let rootPath = root.path.hasSuffix("/") ? root.path : root.path + "/"
+        // Walk in a fixed order, so that which index file answers for a folder never depends on the file system.
+        var found = [URL]()
         for case let url as URL in walker {
+            if url.lastPathComponent.hasPrefix("."), url.lastPathComponent != ".well-known", !options.includeHidden,
+                (try? url.resourceValues(forKeys: [.isDirectoryKey]).isDirectory) == true
+            {
+                walker.skipDescendants()
+            }
+            found.append(url)
+        }
+        found.sort { $0.path < $1.path }
+        for url in found {
             let name = url.lastPathComponent
             let values = try url.resourceValues(forKeys: [.isRegularFileKey, .isDirectoryKey, .isSymbolicLinkKey])
-            if name.hasPrefix("."), name != ".well-known", !options.includeHidden {
-                if values.isDirectory == true { walker.skipDescendants() }
-                continue
-            }
+            if name.hasPrefix("."), name != ".well-known", !options.includeHidden { continue }
             let path = url.standardizedFileURL.path
             guard path.hasPrefix(rootPath) else { continue }
             let relative = String(path.dropFirst(rootPath.count))

@@ -170,7 +170,8 @@ public struct BundleWriter: Sendable {
                 headers.append((name: "etag", value: "\"" + hexString(digest.prefix(16)) + "\""))
             }
             let bodyIndex = prepared[i].flatMap { bodyByDigest[$0.digest] }
-            let body = prepared[i].map { ManifestBody(sha256: hexString($0.digest), size: $0.size, storedSize: $0.storedSize, compression: $0.compression, crc32: $0.crc32) }
+            // Describe the copy actually stored: identical bytes under two media types are stored once, one way.
+            let body = bodyIndex.map { uniqueBodies[$0] }.map { ManifestBody(sha256: hexString($0.digest), size: $0.size, storedSize: $0.storedSize, compression: $0.compression, crc32: $0.crc32) }
             guard (0...999).contains(item.entry.status) else {
                 throw PackagerError(.invalidInput, "status \(item.entry.status) is not an HTTP status", subject: item.key)
             }
