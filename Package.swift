@@ -55,8 +55,10 @@ let package = Package(
             dependencies: ["PackagerKit", "OfflineBundle"],
             path: "Sources/PackagerBench"
         ),
-        .testTarget(name: "OfflineBundleTests", dependencies: ["OfflineBundle", "PackagerKit"]),
-        .testTarget(name: "PackagerKitTests", dependencies: ["PackagerKit", "OfflineBundle"]),
+        // Helpers both test targets share: temporary folders, running tools, sample sites.
+        .target(name: "TestSupport", dependencies: ["PackagerKit", "OfflineBundle"], path: "Tests/TestSupport"),
+        .testTarget(name: "OfflineBundleTests", dependencies: ["OfflineBundle", "PackagerKit", "TestSupport"]),
+        .testTarget(name: "PackagerKitTests", dependencies: ["PackagerKit", "OfflineBundle", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

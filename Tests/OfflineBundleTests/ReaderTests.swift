@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import OfflineBundle
+import TestSupport
 import Testing
 
 @testable import PackagerKit

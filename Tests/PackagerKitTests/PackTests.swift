@@ -1,5 +1,6 @@
 import Foundation
 import OfflineBundle
+import TestSupport
 import Testing
 
 @testable import PackagerKit

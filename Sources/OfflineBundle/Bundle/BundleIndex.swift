@@ -189,18 +189,6 @@ package struct BundleIndex: Sendable {
             return nil
         }
     }
-
-    /// The entry at a sorted position whose key is `key`, by binary search; used to check the hash table.
-    package func binarySearch(_ key: [UInt8]) -> Int? {
-        var lo = 0, hi = entryCount
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            let k = Array(entryKey(mid).utf8)
-            if k == key { return mid }
-            if k.lexicographicallyPrecedes(key) { lo = mid + 1 } else { hi = mid }
-        }
-        return nil
-    }
 }
 
 #if canImport(Glibc)

@@ -28,7 +28,7 @@ public enum Exporter {
         }
         var count = 0
         do {
-            let writer = try LibArchive.ArchiveWriter(path: temporary, format: LibArchive.ArchiveWriter.Format(rawValue: format.rawValue)!)
+            let writer = try LibArchive.ArchiveWriter(path: temporary, format: format)
             for b in 0..<bundle.bodyCount {
                 let bytes = try bundle.bodyBytes(at: b, verification: .sha256)
                 let name = BundleFormat.bodyPrefix + hexString(bundle.index.body(at: b).sha256)

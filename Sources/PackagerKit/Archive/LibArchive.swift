@@ -123,12 +123,9 @@ enum LibArchive {
 
     /// Writes a new archive (tar with a compression filter, or zip) deterministically.
     final class ArchiveWriter {
-        enum Format: String, CaseIterable, Sendable {
-            case tarZstd = "tar.zst", tarGzip = "tar.gz", tarXz = "tar.xz", tar = "tar", zip = "zip"
-        }
         private let handle: OpaquePointer
 
-        init(path: String, format: Format) throws {
+        init(path: String, format: Exporter.Format) throws {
             guard let handle = archive_write_new() else { throw PackagerError(.internal, "libarchive could not allocate a writer") }
             self.handle = handle
             switch format {

@@ -151,10 +151,9 @@ public enum Checker {
         }
 
         // The bundle digest and the signature.
-        if let indexEntry = bundle.metadata[BundleFormat.indexEntryName],
-            let indexBytes = try? MountedBundle.readMetadataEntry(indexEntry, from: bundle.file, limit: 1 << 32, bodyArea: bundle.directory.centralDirectoryOffset)
-        {
-            let actual = hexString(Array(SHA256.hash(data: indexBytes)))
+        do {
+            // Mounting already read and CRC-checked index.bin; hash those bytes rather than reading them again.
+            let actual = hexString(Array(SHA256.hash(data: bundle.index.bytes)))
             if actual != bundle.digest {
                 issue(BundleFormat.indexEntryName, "the bundle digest in the ZIP comment (\(bundle.digest)) is not the SHA-256 of index.bin (\(actual))")
             }

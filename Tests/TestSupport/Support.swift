@@ -3,31 +3,31 @@ import OfflineBundle
 import PackagerKit
 
 /// A fresh temporary folder, removed when the value is released.
-final class TemporaryFolder {
-    let path: String
-    init() throws {
+public final class TemporaryFolder {
+    public let path: String
+    public init() throws {
         path = FileManager.default.temporaryDirectory.appendingPathComponent("packager-test-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
     deinit { try? FileManager.default.removeItem(atPath: path) }
 
-    func file(_ relative: String, _ contents: String) throws { try file(relative, Data(contents.utf8)) }
-    func file(_ relative: String, _ data: Data) throws {
+    public func file(_ relative: String, _ contents: String) throws { try file(relative, Data(contents.utf8)) }
+    public func file(_ relative: String, _ data: Data) throws {
         let url = URL(fileURLWithPath: path + "/" + relative)
         try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
         try data.write(to: url)
     }
-    func contents() throws -> [String] { try FileManager.default.contentsOfDirectory(atPath: path).sorted() }
+    public func contents() throws -> [String] { try FileManager.default.contentsOfDirectory(atPath: path).sorted() }
 }
 
-struct ToolResult {
-    var status: Int32
-    var output: String
+public struct ToolResult {
+    public var status: Int32
+    public var output: String
 }
 
 /// Runs a command-line tool and captures its output (stdout and stderr together).
 @discardableResult
-func run(_ tool: String, _ arguments: [String], in folder: String? = nil) throws -> ToolResult {
+public func run(_ tool: String, _ arguments: [String], in folder: String? = nil) throws -> ToolResult {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = [tool] + arguments
@@ -42,7 +42,7 @@ func run(_ tool: String, _ arguments: [String], in folder: String? = nil) throws
 }
 
 /// Deterministic pseudo-random bytes (incompressible), for JPEG-like bodies.
-func noise(_ count: Int, seed: UInt64) -> Data {
+public func noise(_ count: Int, seed: UInt64) -> Data {
     var state = seed &+ 0x9E37_79B9_7F4A_7C15
     var data = Data(count: count)
     for i in 0..<count {
@@ -55,7 +55,7 @@ func noise(_ count: Int, seed: UInt64) -> Data {
 }
 
 /// A small site: HTML in folders, CSS, a JPEG-like file, a duplicate file, a name that needs escaping.
-func makeSite(in folder: TemporaryFolder) throws {
+public func makeSite(in folder: TemporaryFolder) throws {
     try folder.file("index.html", "<!doctype html><title>Home</title><link rel=stylesheet href=/css/site.css><p>" + String(repeating: "Welcome home. ", count: 50))
     try folder.file("docs/index.html", "<!doctype html><title>Docs</title>" + String(repeating: "<p>Read the docs.</p>", count: 40))
     try folder.file("docs/guide.html", "<!doctype html><title>Guide</title>" + String(repeating: "<p>Step by step.</p>", count: 40))
@@ -67,19 +67,19 @@ func makeSite(in folder: TemporaryFolder) throws {
     try folder.file(".git/config", "[core]\n")
 }
 
-func packSite(_ site: TemporaryFolder, to output: String, base: String = "https://example.com/site/", options: BundleWriter.Options = .init()) throws -> Packer.Summary {
+public func packSite(_ site: TemporaryFolder, to output: String, base: String = "https://example.com/site/", options: BundleWriter.Options = .init()) throws -> Packer.Summary {
     try Packer(options: .init(baseURL: base, writer: options)).pack(source: site.path, output: output)
 }
 
 /// Flips one bit of the byte at `offset`.
-func flipByte(at offset: Int, in path: String) throws {
+public func flipByte(at offset: Int, in path: String) throws {
     var data = try Data(contentsOf: URL(fileURLWithPath: path))
     data[offset] ^= 0x01
     try data.write(to: URL(fileURLWithPath: path))
 }
 
 /// The offset of the first occurrence of `needle` in the file.
-func offset(of needle: Data, in path: String) throws -> Int? {
+public func offset(of needle: Data, in path: String) throws -> Int? {
     let data = try Data(contentsOf: URL(fileURLWithPath: path))
     return data.range(of: needle).map { $0.lowerBound }
 }
