@@ -12,6 +12,12 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/jpsim/Yams", "5.0.1"..<"7.0.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         // zlib: the only C library the runtime links.
@@ -40,7 +46,13 @@ let package = Package(
                 "CZlib",
                 "CArchive",
                 .product(name: "Crypto", package: "swift-crypto"),
-            ]
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            resources: [.embedInCode("Resources/packager.yml")]
         ),
         .executableTarget(
             name: "packager",
@@ -56,7 +68,16 @@ let package = Package(
             path: "Sources/PackagerBench"
         ),
         // Helpers both test targets share: temporary folders, running tools, sample sites.
-        .target(name: "TestSupport", dependencies: ["PackagerKit", "OfflineBundle"], path: "Tests/TestSupport"),
+        .target(
+            name: "TestSupport",
+            dependencies: [
+                "PackagerKit", "OfflineBundle",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/TestSupport"
+        ),
         .testTarget(name: "OfflineBundleTests", dependencies: ["OfflineBundle", "PackagerKit", "TestSupport"]),
         .testTarget(name: "PackagerKitTests", dependencies: ["PackagerKit", "OfflineBundle", "TestSupport"]),
     ],

@@ -8,13 +8,13 @@ import PackagerKit
 struct Packager: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "packager",
-        abstract: "Package web content into offline bundles, check them, and take them apart.",
+        abstract: "Crawl or pack web content into offline bundles, check them, and take them apart.",
         discussion: """
             A bundle is a ZIP file of responses keyed by URL, with a JSON manifest and a \
             compact index that services mount at launch (docs/FORMAT.md).
             """,
         version: PackagerVersion.string,
-        subcommands: [Pack.self, Inspect.self, Check.self, Extract.self, Export.self]
+        subcommands: [Init.self, Build.self, Pack.self, Inspect.self, Check.self, Extract.self, Export.self]
     )
 }
 
@@ -23,6 +23,20 @@ func reportingErrors(_ body: () throws -> Void) throws {
     Interrupts.install()
     do {
         try body()
+    } catch let error as PackagerError {
+        FileHandle.standardError.write(Data("packager: \(error)\n".utf8))
+        throw ExitCode(error.code == .invalidInput ? 2 : 1)
+    } catch let error as BundleError {
+        FileHandle.standardError.write(Data("packager: \(error)\n".utf8))
+        throw ExitCode(error.code == .invalidArgument ? 2 : 1)
+    }
+}
+
+/// The async form of ``reportingErrors(_:)``, for commands that crawl or serve.
+func reportingErrors(_ body: () async throws -> Void) async throws {
+    Interrupts.install()
+    do {
+        try await body()
     } catch let error as PackagerError {
         FileHandle.standardError.write(Data("packager: \(error)\n".utf8))
         throw ExitCode(error.code == .invalidInput ? 2 : 1)

@@ -83,3 +83,13 @@ public func offset(of needle: Data, in path: String) throws -> Int? {
     let data = try Data(contentsOf: URL(fileURLWithPath: path))
     return data.range(of: needle).map { $0.lowerBound }
 }
+
+/// The `packager` executable next to the test bundle (swift test builds it with the tests).
+public var packagerExecutable: String {
+    var folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    // On macOS the runner is inside an .xctest bundle.
+    while !FileManager.default.fileExists(atPath: folder.appendingPathComponent("packager").path), folder.path != "/" {
+        folder.deleteLastPathComponent()
+    }
+    return folder.appendingPathComponent("packager").path
+}

@@ -108,7 +108,8 @@ public final class TemporaryFiles: @unchecked Sendable {
     }
 }
 
-private func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+/// write(2), retried by callers on EINTR.
+func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
     #if canImport(Glibc)
     Glibc.write(fd, buffer, count)
     #else

@@ -1,0 +1,81 @@
+import Crypto
+import Foundation
+
+/// `packager build`: crawls what a declaration names and writes the bundle.
+///
+/// The bundle is written only when the build succeeds (every declared URL
+/// fetched, failures within `max-errors`), atomically, so a pipeline never
+/// ships a partial crawl and a previous bundle at the output path survives a
+/// failed or interrupted build. Spool files are removed in every case.
+public struct Builder: Sendable {
+    /// Settings the command line adds to the declaration.
+    public struct Options: Sendable {
+        /// Overrides the declaration's `output`.
+        public var output: String?
+        /// Overrides the declaration's `max-errors`.
+        public var maxErrors: Int?
+        /// Signs the bundle with this key.
+        public var signingKey: Curve25519.Signing.PrivateKey?
+        /// Recorded as the bundle's creation time.
+        public var createdAt: Date?
+
+        public init(output: String? = nil, maxErrors: Int? = nil, signingKey: Curve25519.Signing.PrivateKey? = nil, createdAt: Date? = Date()) {
+            self.output = output
+            self.maxErrors = maxErrors
+            self.signingKey = signingKey
+            self.createdAt = createdAt
+        }
+    }
+
+    public var declaration: Declaration
+    public var options: Options
+
+    public init(declaration: Declaration, options: Options = Options()) {
+        self.declaration = declaration
+        self.options = options
+    }
+
+    /// The output path, from the options or the declaration.
+    public var outputPath: String? { options.output.map { declaration.resolve($0) } ?? declaration.outputPath }
+
+    /// Crawls and writes the bundle.
+    ///
+    /// - Parameter progress: called after each response, from any thread.
+    /// - Returns: the report; ``BuildReport/succeeded`` says whether a bundle was written.
+    /// - Throws: ``PackagerError`` when there is no output path, its folder is missing, or the bundle cannot be written.
+    public func run(progress: (@Sendable (CrawlProgress) -> Void)? = nil) async throws -> BuildReport {
+        guard let output = outputPath else {
+            throw PackagerError(.invalidInput, "no output path: give 'output' in the declaration or -o PATH")
+        }
+        let folder = (output as NSString).deletingLastPathComponent
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: folder.isEmpty ? "." : folder, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw PackagerError(.io, "the output folder \(folder) does not exist", subject: output)
+        }
+        let spool = try SpoolFolder(in: folder.isEmpty ? "." : folder)
+        defer { spool.remove() }
+
+        let started = Date()
+        let crawl = await Crawler(declaration: declaration, spool: spool, progress: progress).run()
+        let maxErrors = options.maxErrors ?? declaration.maxErrors
+        let declaredFailed = crawl.failures.contains { $0.declared }
+        let tooMany = maxErrors.map { crawl.failures.count > $0 } ?? false
+        var report = BuildReport(
+            output: nil, digest: nil, entries: crawl.entries.count, bodies: 0, fetched: crawl.stats.done, blocked: crawl.stats.blocked,
+            substituted: crawl.stats.substituted, bytesFetched: crawl.stats.bytes, fileSize: 0, seconds: 0, failures: crawl.failures,
+            skipped: crawl.skipped, limitsReached: crawl.limitsReached, succeeded: !declaredFailed && !tooMany && !crawl.entries.isEmpty)
+        if report.succeeded {
+            var writer = BundleWriter(options: .init(
+                dropQueryParameters: declaration.dropQueryParameters, createdAt: options.createdAt, signingKey: options.signingKey, memoryBudget: 64 << 20))
+            for entry in crawl.entries { writer.add(entry) }
+            let summary = try writer.write(to: output)
+            report.output = output
+            report.digest = summary.digest
+            report.entries = summary.entries
+            report.bodies = summary.bodies
+            report.fileSize = summary.fileSize
+        }
+        report.seconds = Date().timeIntervalSince(started)
+        return report
+    }
+}

@@ -1,0 +1,270 @@
+import Foundation
+import OfflineBundle
+
+/// Crawls what a declaration names: fetches, follows requisites and in-scope links, and records every response.
+///
+/// Bodies stream to spool files, so memory stays bounded whatever the size
+/// of the site; each request key is fetched once. The result is a list of
+/// writer entries (pointing at spool files) and a list of failures.
+final class Crawler: Sendable {
+    /// What the crawl produced.
+    struct Result: Sendable {
+        var entries: [BundleWriter.Entry]
+        var failures: [BuildReport.Failure]
+        var skipped: [String: Int]
+        var limitsReached: [String]
+        var stats: CrawlProgress
+    }
+
+    let declaration: Declaration
+    let scope: CrawlScope
+    let canonicalizer: RequestKeyCanonicalizer
+    let fetcher: Fetcher
+    let spool: SpoolFolder
+    let state: CrawlState
+    let robots: RobotsCache
+    let progress: (@Sendable (CrawlProgress) -> Void)?
+    /// Pages and style sheets larger than this are stored but not searched for links.
+    static let parseLimit: Int64 = 32 << 20
+    static let maxRedirects = 10
+
+    init(declaration: Declaration, spool: SpoolFolder, progress: (@Sendable (CrawlProgress) -> Void)?) {
+        self.declaration = declaration
+        self.scope = CrawlScope(declaration)
+        self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: declaration.dropQueryParameters)
+        self.fetcher = Fetcher(settings: .init(
+            headers: declaration.headers, userAgent: declaration.userAgent, timeouts: declaration.timeouts, retries: declaration.retries,
+            perHost: declaration.concurrency.perHost, contentEncoding: declaration.contentEncoding))
+        self.spool = spool
+        self.state = CrawlState(maxResources: declaration.scope.maxResources, maxBytes: declaration.scope.maxBytes)
+        self.robots = RobotsCache()
+        self.progress = progress
+    }
+
+    /// Runs the crawl to the end.
+    func run() async -> Result {
+        let frontier = Frontier(perHost: declaration.concurrency.perHost)
+        let seeds: [(String, CrawlScope.Role)] =
+            declaration.seeds.map { ($0, .seed) } + declaration.urls.map { ($0, .declared) } + declaration.sitemaps.map { ($0, .sitemap) }
+        for (url, role) in seeds {
+            await offer(url, role: role, depth: 0, referrer: nil, frontier: frontier)
+        }
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<declaration.concurrency.total {
+                group.addTask {
+                    while let job = await frontier.next() {
+                        await self.process(job, frontier: frontier)
+                        await frontier.finish(job)
+                        self.progress?(self.state.snapshot(queued: await frontier.queued))
+                    }
+                }
+            }
+        }
+        await fetcher.shutdown()
+        return state.result()
+    }
+
+    // MARK: - Taking URLs in
+
+    /// Considers a raw URL met somewhere; queues it, records it, or counts why not.
+    func offer(_ raw: String, role: CrawlScope.Role, depth: Int, referrer: String?, frontier: Frontier, chain: [String] = []) async {
+        guard let key = canonicalizer.canonicalize(raw), let host = URL(string: key)?.host?.lowercased() else {
+            if role == .seed || role == .declared || role == .sitemap {
+                state.fail(.init(url: raw, reason: "not a URL that can be fetched", declared: true, referrer: referrer))
+            }
+            return
+        }
+        guard await frontier.claim(key) else { return }
+        let isDeclared = chain.isEmpty && (role == .seed || role == .declared || role == .sitemap)
+        switch scope.decide(key, role: role) {
+        case .block:
+            state.add(BundleWriter.Entry(url: key, status: 204, kind: .blocked), kind: .blocked)
+        case .substitute(let file, let declared):
+            await substitute(key: key, file: file, declared: declared, role: role, depth: depth, referrer: referrer, frontier: frontier)
+        case .outOfScope(let reason):
+            state.skip(reason)
+        case .fetch:
+            guard state.reserveResource() else {
+                state.skip("scope.max-resources reached")
+                state.limit("scope.max-resources (\(declaration.scope.maxResources)) reached: the crawl stopped taking new URLs")
+                if isDeclared { state.fail(.init(url: key, reason: "not fetched: scope.max-resources reached", declared: true, referrer: referrer)) }
+                return
+            }
+            await frontier.enqueue(.init(key: key, host: host, role: role, depth: depth, referrer: referrer, redirectChain: chain))
+        }
+    }
+
+    private func substitute(key: String, file: String, declared: String, role: CrawlScope.Role, depth: Int, referrer: String?, frontier: Frontier) async {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: file), attributes[.type] as? FileAttributeType == .typeRegular else {
+            state.fail(.init(url: key, reason: "the substitution file \(declared) does not exist or is not a file", declared: true, referrer: referrer))
+            return
+        }
+        let type = MediaTypes.mediaType(forPath: file)
+        let contentType = MediaTypes.isCompressible(type) && !type.contains("charset") && type.hasPrefix("text/") ? type + "; charset=utf-8" : type
+        state.add(
+            BundleWriter.Entry(
+                url: key, status: 200, kind: .substituted, headers: [("content-type", contentType)], body: .file(file), source: declared,
+                synthesizeETag: true), kind: .substituted)
+        // A substituted page or style sheet still names requisites that must be in the bundle.
+        await discover(in: file, size: (attributes[.size] as? NSNumber)?.int64Value ?? 0, mediaType: type, url: key, role: role, depth: depth, frontier: frontier)
+    }
+
+    // MARK: - Fetching
+
+    func process(_ job: Frontier.Job, frontier: Frontier) async {
+        if declaration.respectRobots {
+            let rules = await robots.rules(for: job.key, fetcher: fetcher, spool: spool)
+            if let rules, !rules.allows(Self.pathAndQuery(job.key)) {
+                state.skip("disallowed by robots.txt")
+                state.unreserveResource()
+                if job.role == .seed || job.role == .declared || job.role == .sitemap {
+                    state.fail(.init(url: job.key, reason: "robots.txt disallows it (set 'robots: false' to crawl anyway)", declared: true, referrer: job.referrer))
+                }
+                return
+            }
+        }
+        let path = spool.newFile(state.nextSpoolNumber())
+        let state = self.state
+        let outcome = await fetcher.fetch(job.key, spoolPath: path, withinBudget: { state.withinByteLimit(adding: $0) })
+        switch outcome {
+        case .failure(let failure):
+            state.fail(.init(
+                url: job.key, reason: failure.message, status: failure.status, attempts: failure.attempts,
+                declared: job.role != .requisite && job.role != .link && job.redirectChain.isEmpty, referrer: job.referrer))
+        case .success(let response) where Fetcher.retryable(status: response.status):
+            // Still failing after the retries: a transient answer, not content to ship.
+            if let path = response.bodyPath { unlink(path) }
+            state.fail(.init(
+                url: job.key, reason: "HTTP \(response.status)", status: response.status, attempts: response.attempts,
+                declared: job.role != .requisite && job.role != .link && job.redirectChain.isEmpty, referrer: job.referrer))
+        case .success(let response):
+            state.commitBytes(response.bodySize)
+            let headers = storedHeaders(response.headers)
+            state.add(
+                BundleWriter.Entry(
+                    url: job.key, status: response.status, headers: headers, body: response.bodyPath.map { .file($0) }, fetchedAt: response.fetchedAt),
+                kind: .fetched)
+            if response.status >= 400 {
+                let declared = job.role != .requisite && job.role != .link && job.redirectChain.isEmpty
+                state.fail(.init(url: job.key, reason: "HTTP \(response.status)", status: response.status, attempts: response.attempts, declared: declared, referrer: job.referrer, recorded: true))
+            }
+            if (300...399).contains(response.status), let location = response.headers.first(where: { $0.name == "location" })?.value {
+                await followRedirect(from: job, location: location, frontier: frontier)
+                return
+            }
+            guard (200...299).contains(response.status), let bodyPath = response.bodyPath else { return }
+            let type = response.headers.first { $0.name == "content-type" }.map { Self.mediaType($0.value) } ?? ""
+            await discover(in: bodyPath, size: response.bodySize, mediaType: type, url: job.key, role: job.role, depth: job.depth, frontier: frontier)
+        }
+    }
+
+    private func followRedirect(from job: Frontier.Job, location: String, frontier: Frontier) async {
+        guard let target = Self.resolve(location, against: job.key), let targetKey = canonicalizer.canonicalize(target) else {
+            state.fail(.init(url: job.key, reason: "redirects to '\(location)', which is not an http or https URL", declared: false, referrer: job.referrer))
+            return
+        }
+        let chain = job.redirectChain + [job.key]
+        if chain.contains(targetKey) {
+            let loop = (chain + [targetKey]).joined(separator: " -> ")
+            state.fail(.init(url: chain[0], reason: "redirect loop: \(loop)", declared: job.role == .seed || job.role == .declared, referrer: job.referrer))
+            return
+        }
+        if chain.count >= Self.maxRedirects {
+            state.fail(.init(url: chain[0], reason: "more than \(Self.maxRedirects) redirects in a row", declared: job.role == .seed || job.role == .declared, referrer: job.referrer))
+            return
+        }
+        await offer(targetKey, role: job.role, depth: job.depth, referrer: job.referrer, frontier: frontier, chain: chain)
+    }
+
+    // MARK: - Discovery
+
+    private func discover(in path: String, size: Int64, mediaType: String, url: String, role: CrawlScope.Role, depth: Int, frontier: Frontier) async {
+        let isHTML = mediaType == "text/html" || mediaType == "application/xhtml+xml"
+        let isCSS = mediaType == "text/css"
+        let isSitemap = role == .sitemap
+        guard role != .declared, isHTML || isCSS || isSitemap, size <= Self.parseLimit,
+            let data = FileManager.default.contents(atPath: path)
+        else { return }
+        let bytes = [UInt8](data)
+        if isSitemap {
+            let found = LinkExtractor.sitemap(bytes)
+            for page in found.pages {
+                if let absolute = Self.resolve(page, against: url) { await offer(absolute, role: .link, depth: 0, referrer: url, frontier: frontier) }
+            }
+            for nested in found.sitemaps {
+                if let absolute = Self.resolve(nested, against: url) { await offer(absolute, role: .sitemap, depth: 0, referrer: url, frontier: frontier) }
+            }
+            return
+        }
+        if isCSS {
+            for raw in LinkExtractor.css(bytes) {
+                if let absolute = Self.resolve(raw, against: url) { await offer(absolute, role: .requisite, depth: depth, referrer: url, frontier: frontier) }
+            }
+            return
+        }
+        let links = LinkExtractor.html(bytes)
+        let base = links.baseHref.flatMap { Self.resolve($0, against: url) } ?? url
+        for raw in links.requisites {
+            if let absolute = Self.resolve(raw, against: base) { await offer(absolute, role: .requisite, depth: depth, referrer: url, frontier: frontier) }
+        }
+        // Links are followed from pages reached as seeds or links, within the depth limit; a requisite (an iframe) only brings its own requisites.
+        guard role == .seed || role == .link else { return }
+        if let maxDepth = declaration.scope.maxDepth, depth >= maxDepth { return }
+        for raw in links.links {
+            if let absolute = Self.resolve(raw, against: base) { await offer(absolute, role: .link, depth: depth + 1, referrer: url, frontier: frontier) }
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// Headers worth keeping: what a client needs to use the response and what verify compares. Credentials, cookies and
+    /// anything carrying a secret from the environment are never kept.
+    func storedHeaders(_ headers: [(name: String, value: String)]) -> [(name: String, value: String)] {
+        let secrets = declaration.secrets
+        return headers.filter { header in
+            guard Self.keptHeaders.contains(header.name) else { return false }
+            if header.name == "content-encoding" && declaration.contentEncoding == .decoded { return false }
+            return !secrets.contains { header.value.contains($0) }
+        }
+    }
+
+    /// The response headers a bundle keeps.
+    static let keptHeaders: Set<String> = [
+        "content-type", "content-language", "content-encoding", "content-disposition", "etag", "last-modified", "cache-control", "expires", "vary",
+        "location", "link", "access-control-allow-origin", "content-security-policy", "x-content-type-options", "refresh",
+    ]
+
+    /// The media type of a Content-Type value, lowercased, without parameters.
+    static func mediaType(_ contentType: String) -> String {
+        String(contentType.prefix { $0 != ";" }).trimmingCharacters(in: .whitespaces).lowercased()
+    }
+
+    /// Characters that may stand in a URL as written; others (spaces, non-ASCII) are percent-encoded before parsing.
+    private static let urlCharacters: CharacterSet = {
+        var set = CharacterSet()
+        for byte in UInt8(0x21)...UInt8(0x7E) where !"\"<>\\^`{|}".utf8.contains(byte) { set.insert(Unicode.Scalar(byte)) }
+        return set
+    }()
+
+    /// `raw` resolved against `base` as an absolute http(s) URL without its fragment, or nil.
+    static func resolve(_ raw: String, against base: String) -> String? {
+        // Browsers drop tabs and newlines inside URLs and trim surrounding spaces; so do we.
+        var text = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        text.removeAll { $0 == "\t" || $0 == "\n" || $0 == "\r" }
+        guard !text.isEmpty, !text.hasPrefix("#") else { return nil }
+        let encoded = text.addingPercentEncoding(withAllowedCharacters: urlCharacters) ?? text
+        guard let baseURL = URL(string: base), let url = URL(string: encoded, relativeTo: baseURL)?.absoluteURL,
+            let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host?.isEmpty == false
+        else { return nil }
+        var absolute = url.absoluteString
+        if let hash = absolute.firstIndex(of: "#") { absolute = String(absolute[..<hash]) }
+        return absolute
+    }
+
+    /// The path and query robots.txt rules are matched against.
+    static func pathAndQuery(_ key: String) -> String {
+        guard let url = URL(string: key) else { return "/" }
+        let path = url.path.isEmpty ? "/" : (URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? url.path)
+        return url.query.map { path + "?" + $0 } ?? path
+    }
+}

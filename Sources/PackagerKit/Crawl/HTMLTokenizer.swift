@@ -1,0 +1,655 @@
+/// A token the HTML tokenizer hands out: only what link discovery needs.
+enum HTMLToken: Sendable, Equatable {
+    /// One attribute of a start tag; the name is ASCII-lowercased, the value has its character references decoded.
+    struct Attribute: Sendable, Equatable {
+        var name: String
+        var value: String
+    }
+
+    case startTag(name: String, attributes: [Attribute], selfClosing: Bool)
+    case endTag(name: String)
+    /// The whole text content of a raw text or RCDATA element (RCDATA text has its character references decoded).
+    case rawText(element: String, text: String)
+}
+
+/// Splits HTML bytes into start tags, end tags and the text of chosen raw text elements.
+///
+/// It follows the tokenization states of the WHATWG HTML standard for tags, attributes, comments,
+/// bogus comments and DOCTYPEs, and the tree builder's switches into RAWTEXT (`style`, `xmp`,
+/// `iframe`, `noembed`, `noframes`), RCDATA (`title`, `textarea`), script data (`script`, with its
+/// escaped and double-escaped states) and PLAINTEXT. Text outside those elements is skipped rather
+/// than emitted. Simplifications: foreign content (SVG, MathML) is not tracked, so a `<style>` or
+/// `<title>` inside `<svg>` is still treated as raw text, and `<noscript>` is tokenized as markup
+/// (as with scripting disabled), which exposes its fallback images. Every state consumes input or
+/// moves to a state that does, so any input ends in linear time.
+struct HTMLTokenizer {
+    private let bytes: [UInt8]
+    private var pos = 0
+    /// Set after a start tag that switches the tokenizer out of the data state.
+    private var pendingContent: Content?
+    private let textElements: Set<String>
+
+    /// - Parameter textElements: elements whose raw text or RCDATA content is emitted as `rawText`.
+    init(_ bytes: [UInt8], emittingTextOf textElements: Set<String> = ["style"]) {
+        // The standard's input preprocessing turns CR LF and lone CR into LF; doing it once keeps every state simple.
+        self.bytes = bytes.contains(0x0D) ? Self.normalizingNewlines(bytes) : bytes
+        self.textElements = textElements
+    }
+
+    private enum Content {
+        case rawText(String), rcdata(String), script, plaintext
+
+        var element: String {
+            switch self {
+            case .rawText(let name), .rcdata(let name): name
+            case .script: "script"
+            case .plaintext: "plaintext"
+            }
+        }
+    }
+
+    /// The next token, or nil at the end of the input.
+    mutating func next() -> HTMLToken? {
+        while pos < bytes.count {
+            if let content = pendingContent {
+                pendingContent = nil
+                if let token = consumeContent(content) { return token }
+                continue
+            }
+            // Data state: only a '<' can start anything the caller wants.
+            var i = pos
+            while i < bytes.count && bytes[i] != UInt8(ascii: "<") { i += 1 }
+            guard i < bytes.count else { break }
+            pos = i + 1
+            if let token = tagOpen() { return token }
+        }
+        pos = bytes.count
+        return nil
+    }
+
+    // MARK: - Markup
+
+    /// The tag open state; `pos` is just past the '<'.
+    private mutating func tagOpen() -> HTMLToken? {
+        guard pos < bytes.count else { return nil }
+        let c = bytes[pos]
+        if c == UInt8(ascii: "!") {
+            pos += 1
+            markupDeclarationOpen()
+            return nil
+        }
+        if c == UInt8(ascii: "/") {
+            pos += 1
+            guard pos < bytes.count else { return nil }
+            let d = bytes[pos]
+            if Self.isAlpha(d) { return tag(isEnd: true) }
+            if d == UInt8(ascii: ">") {
+                pos += 1  // "</>" is dropped
+                return nil
+            }
+            skipBogusComment()
+            return nil
+        }
+        if Self.isAlpha(c) { return tag(isEnd: false) }
+        if c == UInt8(ascii: "?") { skipBogusComment() }
+        // Anything else: the '<' was text, and c is reconsumed in the data state.
+        return nil
+    }
+
+    /// The markup declaration open state; `pos` is just past "<!".
+    private mutating func markupDeclarationOpen() {
+        if hasPrefix("--", caseInsensitive: false) {
+            pos += 2
+            skipComment()
+        } else if hasPrefix("doctype", caseInsensitive: true) {
+            // Every DOCTYPE state ends at the first '>', even inside a quoted identifier.
+            pos += 7
+            skipBogusComment()
+        } else {
+            // Includes "[CDATA[", which is a bogus comment outside foreign content.
+            skipBogusComment()
+        }
+    }
+
+    /// The comment states; `pos` is just past "<!--".
+    private mutating func skipComment() {
+        let n = bytes.count
+        // "<!-->" and "<!--->" are complete (abruptly closed) empty comments.
+        if pos < n && bytes[pos] == UInt8(ascii: ">") {
+            pos += 1
+            return
+        }
+        if pos + 1 < n && bytes[pos] == UInt8(ascii: "-") && bytes[pos + 1] == UInt8(ascii: ">") {
+            pos += 2
+            return
+        }
+        // Otherwise the comment states end at the first "-->" or "--!>"; the nested "<!--" states only report errors.
+        var i = pos
+        while i + 2 < n {
+            if bytes[i] == UInt8(ascii: "-") && bytes[i + 1] == UInt8(ascii: "-") {
+                if bytes[i + 2] == UInt8(ascii: ">") {
+                    pos = i + 3
+                    return
+                }
+                if bytes[i + 2] == UInt8(ascii: "!") && i + 3 < n && bytes[i + 3] == UInt8(ascii: ">") {
+                    pos = i + 4
+                    return
+                }
+            }
+            i += 1
+        }
+        pos = n
+    }
+
+    /// The bogus comment state: everything up to and including the next '>'.
+    private mutating func skipBogusComment() {
+        while pos < bytes.count && bytes[pos] != UInt8(ascii: ">") { pos += 1 }
+        if pos < bytes.count { pos += 1 }
+    }
+
+    private func hasPrefix(_ literal: StaticString, caseInsensitive: Bool) -> Bool {
+        let count = literal.utf8CodeUnitCount
+        guard pos + count <= bytes.count else { return false }
+        let start = literal.utf8Start
+        for k in 0..<count {
+            let b = caseInsensitive ? Self.lowered(bytes[pos + k]) : bytes[pos + k]
+            if b != start[k] { return false }
+        }
+        return true
+    }
+
+    // MARK: - Tags
+
+    private enum TagState {
+        case tagName, beforeAttributeName, attributeName, afterAttributeName, beforeAttributeValue
+        case doubleQuotedValue, singleQuotedValue, unquotedValue, afterQuotedValue, selfClosingStartTag
+    }
+
+    /// The tag states from "tag name" on; `pos` is at the name's first letter. Nil when the input ends inside the tag, which drops it.
+    private mutating func tag(isEnd: Bool) -> HTMLToken? {
+        var builder = TagBuilder(keepsAttributes: !isEnd)
+        var state = TagState.tagName
+        let n = bytes.count
+        while pos < n {
+            let c = bytes[pos]
+            switch state {
+            case .tagName:
+                if Self.isSpace(c) {
+                    state = .beforeAttributeName
+                } else if c == UInt8(ascii: "/") {
+                    state = .selfClosingStartTag
+                } else if c == UInt8(ascii: ">") {
+                    pos += 1
+                    return emit(builder, isEnd: isEnd, selfClosing: false)
+                } else {
+                    Self.appendLowered(c, to: &builder.name)
+                }
+                pos += 1
+            case .beforeAttributeName:
+                if Self.isSpace(c) {
+                    pos += 1
+                } else if c == UInt8(ascii: "/") || c == UInt8(ascii: ">") {
+                    state = .afterAttributeName
+                } else if c == UInt8(ascii: "=") {
+                    // A leading '=' starts the attribute's name.
+                    builder.startAttribute()
+                    builder.attributeName.append(c)
+                    pos += 1
+                    state = .attributeName
+                } else {
+                    builder.startAttribute()
+                    state = .attributeName
+                }
+            case .attributeName:
+                if Self.isSpace(c) || c == UInt8(ascii: "/") || c == UInt8(ascii: ">") {
+                    state = .afterAttributeName
+                } else if c == UInt8(ascii: "=") {
+                    state = .beforeAttributeValue
+                    pos += 1
+                } else {
+                    Self.appendLowered(c, to: &builder.attributeName)
+                    pos += 1
+                }
+            case .afterAttributeName:
+                if Self.isSpace(c) {
+                    pos += 1
+                } else if c == UInt8(ascii: "/") {
+                    state = .selfClosingStartTag
+                    pos += 1
+                } else if c == UInt8(ascii: "=") {
+                    state = .beforeAttributeValue
+                    pos += 1
+                } else if c == UInt8(ascii: ">") {
+                    pos += 1
+                    return emit(builder, isEnd: isEnd, selfClosing: false)
+                } else {
+                    builder.startAttribute()
+                    state = .attributeName
+                }
+            case .beforeAttributeValue:
+                if Self.isSpace(c) {
+                    pos += 1
+                } else if c == UInt8(ascii: "\"") {
+                    state = .doubleQuotedValue
+                    pos += 1
+                } else if c == UInt8(ascii: "'") {
+                    state = .singleQuotedValue
+                    pos += 1
+                } else if c == UInt8(ascii: ">") {
+                    pos += 1
+                    return emit(builder, isEnd: isEnd, selfClosing: false)
+                } else {
+                    state = .unquotedValue
+                }
+            case .doubleQuotedValue, .singleQuotedValue:
+                let quote = state == .doubleQuotedValue ? UInt8(ascii: "\"") : UInt8(ascii: "'")
+                // Copy the plain run in one go; values are where most of a tag's bytes are.
+                var end = pos
+                while end < n {
+                    let b = bytes[end]
+                    if b == quote || b == UInt8(ascii: "&") || b == 0 { break }
+                    end += 1
+                }
+                builder.attributeValue.append(contentsOf: bytes[pos..<end])
+                pos = end
+                guard pos < n else { break }
+                let b = bytes[pos]
+                if b == quote {
+                    state = .afterQuotedValue
+                    pos += 1
+                } else if b == UInt8(ascii: "&") {
+                    Self.characterReference(in: bytes, at: &pos, into: &builder.attributeValue, inAttribute: true)
+                } else {
+                    builder.attributeValue.append(contentsOf: Self.replacementCharacter)
+                    pos += 1
+                }
+            case .unquotedValue:
+                if Self.isSpace(c) {
+                    state = .beforeAttributeName
+                    pos += 1
+                } else if c == UInt8(ascii: "&") {
+                    Self.characterReference(in: bytes, at: &pos, into: &builder.attributeValue, inAttribute: true)
+                } else if c == UInt8(ascii: ">") {
+                    pos += 1
+                    return emit(builder, isEnd: isEnd, selfClosing: false)
+                } else if c == 0 {
+                    builder.attributeValue.append(contentsOf: Self.replacementCharacter)
+                    pos += 1
+                } else {
+                    builder.attributeValue.append(c)
+                    pos += 1
+                }
+            case .afterQuotedValue:
+                if Self.isSpace(c) {
+                    state = .beforeAttributeName
+                    pos += 1
+                } else if c == UInt8(ascii: "/") {
+                    state = .selfClosingStartTag
+                    pos += 1
+                } else if c == UInt8(ascii: ">") {
+                    pos += 1
+                    return emit(builder, isEnd: isEnd, selfClosing: false)
+                } else {
+                    state = .beforeAttributeName
+                }
+            case .selfClosingStartTag:
+                if c == UInt8(ascii: ">") {
+                    pos += 1
+                    return emit(builder, isEnd: isEnd, selfClosing: true)
+                }
+                state = .beforeAttributeName
+            }
+        }
+        // End of input inside a tag: the standard emits nothing for it.
+        return nil
+    }
+
+    private mutating func emit(_ builder: TagBuilder, isEnd: Bool, selfClosing: Bool) -> HTMLToken {
+        var builder = builder
+        let name = String(decoding: builder.name, as: UTF8.self)
+        if isEnd { return .endTag(name: name) }
+        builder.finishAttribute()
+        // The tree builder switches the tokenizer for these elements whether or not the tag is self-closing.
+        switch name {
+        case "script": pendingContent = .script
+        case "style", "xmp", "iframe", "noembed", "noframes": pendingContent = .rawText(name)
+        case "title", "textarea": pendingContent = .rcdata(name)
+        case "plaintext": pendingContent = .plaintext
+        default: break
+        }
+        return .startTag(name: name, attributes: builder.attributes, selfClosing: selfClosing)
+    }
+
+    /// A tag under construction.
+    private struct TagBuilder {
+        let keepsAttributes: Bool
+        var name: [UInt8] = []
+        var attributes: [HTMLToken.Attribute] = []
+        var attributeName: [UInt8] = []
+        var attributeValue: [UInt8] = []
+        var hasAttribute = false
+        /// Built once a tag has many attributes, so duplicate checks stay linear on hostile input.
+        var seenNames: Set<String>?
+
+        init(keepsAttributes: Bool) { self.keepsAttributes = keepsAttributes }
+
+        mutating func startAttribute() {
+            finishAttribute()
+            hasAttribute = true
+        }
+
+        /// Keeps the attribute under construction unless an earlier one has the same name (the first one wins).
+        mutating func finishAttribute() {
+            guard hasAttribute else { return }
+            hasAttribute = false
+            defer {
+                attributeName.removeAll(keepingCapacity: true)
+                attributeValue.removeAll(keepingCapacity: true)
+            }
+            guard keepsAttributes else { return }
+            let name = String(decoding: attributeName, as: UTF8.self)
+            let duplicate: Bool
+            if attributes.count < 16 {
+                duplicate = attributes.contains { $0.name == name }
+            } else {
+                if seenNames == nil { seenNames = Set(attributes.map(\.name)) }
+                duplicate = !seenNames!.insert(name).inserted
+            }
+            if !duplicate { attributes.append(.init(name: name, value: String(decoding: attributeValue, as: UTF8.self))) }
+        }
+    }
+
+    // MARK: - Element content
+
+    /// Skips (and, for elements in `textElements`, returns) the content of a raw text, RCDATA, script or PLAINTEXT element.
+    private mutating func consumeContent(_ content: Content) -> HTMLToken? {
+        let start = pos
+        let end: Int
+        switch content {
+        case .rawText(let name), .rcdata(let name): end = endTag(named: name, from: pos) ?? bytes.count
+        case .script: end = scriptDataEnd(from: pos) ?? bytes.count
+        case .plaintext: end = bytes.count
+        }
+        // The end tag itself is left for the data state to tokenize.
+        pos = end
+        let element = content.element
+        guard end > start, textElements.contains(element) else { return nil }
+        let text: String
+        if case .rcdata = content {
+            var decoded: [UInt8] = []
+            decoded.reserveCapacity(end - start)
+            var i = start
+            while i < end {
+                if bytes[i] == UInt8(ascii: "&") {
+                    Self.characterReference(in: bytes, at: &i, into: &decoded, inAttribute: false, limit: end)
+                } else {
+                    decoded.append(bytes[i])
+                    i += 1
+                }
+            }
+            text = String(decoding: decoded, as: UTF8.self)
+        } else {
+            text = String(decoding: bytes[start..<end], as: UTF8.self)
+        }
+        return .rawText(element: element, text: text)
+    }
+
+    /// Where the appropriate end tag for `name` starts, from the RAWTEXT and RCDATA end tag states.
+    private func endTag(named name: String, from start: Int) -> Int? {
+        var i = start
+        while i < bytes.count {
+            if bytes[i] == UInt8(ascii: "<") && isAppropriateEndTag(name, at: i) { return i }
+            i += 1
+        }
+        return nil
+    }
+
+    /// Whether "</name" followed by whitespace, '/' or '>' starts at `i` (an end tag at the end of input is text).
+    private func isAppropriateEndTag(_ name: String, at i: Int) -> Bool {
+        guard i + 1 < bytes.count, bytes[i + 1] == UInt8(ascii: "/") else { return false }
+        var k = i + 2
+        for b in name.utf8 {
+            guard k < bytes.count, Self.lowered(bytes[k]) == b else { return false }
+            k += 1
+        }
+        guard k < bytes.count else { return false }
+        let c = bytes[k]
+        return Self.isSpace(c) || c == UInt8(ascii: "/") || c == UInt8(ascii: ">")
+    }
+
+    private enum ScriptState {
+        case data, escaped, escapedDash, escapedDashDash, doubleEscaped, doubleEscapedDash, doubleEscapedDashDash
+    }
+
+    /// Where the script's end tag starts, following the script data states: inside "<!--" a nested
+    /// "<script" enters the double-escaped state, where "</script>" does not end the element.
+    private func scriptDataEnd(from start: Int) -> Int? {
+        let n = bytes.count
+        var state = ScriptState.data
+        var i = start
+        while i < n {
+            let c = bytes[i]
+            switch state {
+            case .data:
+                if c == UInt8(ascii: "<") {
+                    if isAppropriateEndTag("script", at: i) { return i }
+                    if i + 3 < n && bytes[i + 1] == UInt8(ascii: "!") && bytes[i + 2] == UInt8(ascii: "-") && bytes[i + 3] == UInt8(ascii: "-") {
+                        state = .escapedDashDash
+                        i += 4
+                        continue
+                    }
+                }
+                i += 1
+            case .escaped, .escapedDash, .escapedDashDash:
+                if c == UInt8(ascii: "-") {
+                    state = state == .escaped ? .escapedDash : .escapedDashDash
+                    i += 1
+                } else if c == UInt8(ascii: "<") {
+                    if isAppropriateEndTag("script", at: i) { return i }
+                    state = .escaped
+                    i += 1
+                    if i < n && bytes[i] == UInt8(ascii: "/") {
+                        i += 1
+                    } else if i < n && Self.isAlpha(bytes[i]) {
+                        // Script data double escape start.
+                        let (isScript, after) = scriptWord(at: i)
+                        if isScript {
+                            state = .doubleEscaped
+                            i = after + 1
+                        } else {
+                            i = after
+                        }
+                    }
+                } else if c == UInt8(ascii: ">") && state == .escapedDashDash {
+                    state = .data
+                    i += 1
+                } else {
+                    state = .escaped
+                    i += 1
+                }
+            case .doubleEscaped, .doubleEscapedDash, .doubleEscapedDashDash:
+                if c == UInt8(ascii: "-") {
+                    state = state == .doubleEscaped ? .doubleEscapedDash : .doubleEscapedDashDash
+                    i += 1
+                } else if c == UInt8(ascii: "<") {
+                    state = .doubleEscaped
+                    i += 1
+                    if i < n && bytes[i] == UInt8(ascii: "/") {
+                        // Script data double escape end.
+                        let (isScript, after) = scriptWord(at: i + 1)
+                        if isScript {
+                            state = .escaped
+                            i = after + 1
+                        } else {
+                            i = after
+                        }
+                    }
+                } else if c == UInt8(ascii: ">") && state == .doubleEscapedDashDash {
+                    state = .data
+                    i += 1
+                } else {
+                    state = .doubleEscaped
+                    i += 1
+                }
+            }
+        }
+        return nil
+    }
+
+    /// Reads the letters at `i`: whether they spell "script" (any case) followed by whitespace, '/' or '>', and where the letters end.
+    private func scriptWord(at start: Int) -> (Bool, Int) {
+        var i = start
+        while i < bytes.count && Self.isAlpha(bytes[i]) { i += 1 }
+        guard i < bytes.count, i - start == 6 else { return (false, i) }
+        let c = bytes[i]
+        guard Self.isSpace(c) || c == UInt8(ascii: "/") || c == UInt8(ascii: ">") else { return (false, i) }
+        for (k, b) in "script".utf8.enumerated() where Self.lowered(bytes[start + k]) != b { return (false, i) }
+        return (true, i)
+    }
+
+    // MARK: - Character references
+
+    /// The named references decoded: the ones URLs use. `legacy` ones may appear without their semicolon.
+    private static let namedReferences: [(name: [UInt8], scalar: UInt32, legacy: Bool)] = [
+        (Array("amp".utf8), 0x26, true), (Array("AMP".utf8), 0x26, true),
+        (Array("lt".utf8), 0x3C, true), (Array("LT".utf8), 0x3C, true),
+        (Array("gt".utf8), 0x3E, true), (Array("GT".utf8), 0x3E, true),
+        (Array("quot".utf8), 0x22, true), (Array("QUOT".utf8), 0x22, true),
+        (Array("apos".utf8), 0x27, false),
+        (Array("nbsp".utf8), 0xA0, true),
+    ]
+
+    /// What numeric references to 0x80...0x9F mean: the Windows-1252 characters, as the standard specifies.
+    private static let windows1252: [UInt32: UInt32] = [
+        0x80: 0x20AC, 0x82: 0x201A, 0x83: 0x0192, 0x84: 0x201E, 0x85: 0x2026, 0x86: 0x2020, 0x87: 0x2021, 0x88: 0x02C6,
+        0x89: 0x2030, 0x8A: 0x0160, 0x8B: 0x2039, 0x8C: 0x0152, 0x8E: 0x017D, 0x91: 0x2018, 0x92: 0x2019, 0x93: 0x201C,
+        0x94: 0x201D, 0x95: 0x2022, 0x96: 0x2013, 0x97: 0x2014, 0x98: 0x02DC, 0x99: 0x2122, 0x9A: 0x0161, 0x9B: 0x203A,
+        0x9C: 0x0153, 0x9E: 0x017E, 0x9F: 0x0178,
+    ]
+
+    private static let replacementCharacter: [UInt8] = [0xEF, 0xBF, 0xBD]
+
+    /// The character reference state at `i` (a '&'): appends the decoded character, or the text as written when it is
+    /// not a reference, and moves `i` past what it used (always at least the '&').
+    static func characterReference(in bytes: [UInt8], at i: inout Int, into out: inout [UInt8], inAttribute: Bool, limit: Int? = nil) {
+        let n = limit ?? bytes.count
+        let start = i
+        i += 1
+        guard i < n else {
+            out.append(UInt8(ascii: "&"))
+            return
+        }
+        if bytes[i] == UInt8(ascii: "#") {
+            var k = i + 1
+            var hex = false
+            if k < n && (bytes[k] == UInt8(ascii: "x") || bytes[k] == UInt8(ascii: "X")) {
+                hex = true
+                k += 1
+            }
+            let digitsStart = k
+            var value: UInt32 = 0
+            while k < n, let digit = hex ? hexValue(bytes[k]) : decimalValue(bytes[k]) {
+                // Saturate: anything past U+10FFFF becomes U+FFFD anyway.
+                if value <= 0x10FFFF { value = value * (hex ? 16 : 10) + UInt32(digit) }
+                k += 1
+            }
+            guard k > digitsStart else {
+                // No digits: "&#" or "&#x" is text.
+                out.append(contentsOf: bytes[start..<digitsStart])
+                i = digitsStart
+                return
+            }
+            if k < n && bytes[k] == UInt8(ascii: ";") { k += 1 }
+            i = k
+            if value == 0 || value > 0x10FFFF || (0xD800...0xDFFF).contains(value) {
+                value = 0xFFFD
+            } else if let mapped = windows1252[value] {
+                value = mapped
+            }
+            appendUTF8(value, to: &out)
+            return
+        }
+        var k = i
+        while k < n && isAlphanumeric(bytes[k]) { k += 1 }
+        let run = bytes[i..<k]
+        let semicolon = k < n && bytes[k] == UInt8(ascii: ";")
+        if semicolon, let match = namedReferences.first(where: { $0.name.elementsEqual(run) }) {
+            appendUTF8(match.scalar, to: &out)
+            i = k + 1
+            return
+        }
+        if inAttribute {
+            // In attributes a reference without its semicolon only counts when it is the whole name and no '=' follows,
+            // so query strings like "?a=1&copy=2" survive.
+            let equals = k < n && bytes[k] == UInt8(ascii: "=")
+            if !equals, let match = namedReferences.first(where: { $0.legacy && $0.name.elementsEqual(run) }) {
+                appendUTF8(match.scalar, to: &out)
+                i = k
+                return
+            }
+        } else {
+            // In text the longest legacy name at the start of the run counts ("&ampx" is "&x").
+            var best: (length: Int, scalar: UInt32)?
+            for entry in namedReferences where entry.legacy && run.starts(with: entry.name) && entry.name.count > (best?.length ?? 0) {
+                best = (entry.name.count, entry.scalar)
+            }
+            if let best {
+                appendUTF8(best.scalar, to: &out)
+                i += best.length
+                return
+            }
+        }
+        out.append(UInt8(ascii: "&"))
+        out.append(contentsOf: run)
+        i = k
+    }
+
+    static func appendUTF8(_ scalar: UInt32, to out: inout [UInt8]) {
+        let scalar = Unicode.Scalar(scalar) ?? "\u{FFFD}"
+        out.append(contentsOf: UTF8.encode(scalar)!)
+    }
+
+    // MARK: - Bytes
+
+    private static func normalizingNewlines(_ bytes: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var i = 0
+        while i < bytes.count {
+            let b = bytes[i]
+            if b == 0x0D {
+                out.append(0x0A)
+                if i + 1 < bytes.count && bytes[i + 1] == 0x0A { i += 1 }
+            } else {
+                out.append(b)
+            }
+            i += 1
+        }
+        return out
+    }
+
+    /// Tab, LF, FF and space (CR is gone after preprocessing).
+    @inline(__always) static func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0C || b == 0x0D }
+    @inline(__always) static func isAlpha(_ b: UInt8) -> Bool { (b | 0x20) >= UInt8(ascii: "a") && (b | 0x20) <= UInt8(ascii: "z") }
+    @inline(__always) static func isAlphanumeric(_ b: UInt8) -> Bool { isAlpha(b) || decimalValue(b) != nil }
+    @inline(__always) static func lowered(_ b: UInt8) -> UInt8 { b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z") ? b | 0x20 : b }
+
+    @inline(__always) static func decimalValue(_ b: UInt8) -> UInt8? {
+        b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") ? b - UInt8(ascii: "0") : nil
+    }
+
+    @inline(__always) static func hexValue(_ b: UInt8) -> UInt8? {
+        if let d = decimalValue(b) { return d }
+        let l = b | 0x20
+        return l >= UInt8(ascii: "a") && l <= UInt8(ascii: "f") ? l - UInt8(ascii: "a") + 10 : nil
+    }
+
+    /// Appends a name byte: ASCII lowercased, NUL replaced by U+FFFD.
+    @inline(__always) private static func appendLowered(_ b: UInt8, to out: inout [UInt8]) {
+        if b == 0 {
+            out.append(contentsOf: replacementCharacter)
+        } else {
+            out.append(lowered(b))
+        }
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+
+/// robots.txt, fetched once per origin the first time a URL on it is about to be fetched.
+///
+/// Following RFC 9309: a 4xx answer means no rules; a robots.txt that cannot
+/// be fetched (5xx or unreachable after retries) means everything is
+/// disallowed; its body is read up to 500 KiB.
+actor RobotsCache {
+    private var tasks: [String: Task<RobotsRules?, Never>] = [:]
+
+    /// The rules for the origin of `key`, or nil when none apply.
+    func rules(for key: String, fetcher: Fetcher, spool: SpoolFolder) async -> RobotsRules? {
+        guard let url = URL(string: key), let scheme = url.scheme, let host = url.host else { return nil }
+        let origin = "\(scheme)://\(host)" + (url.port.map { ":\($0)" } ?? "")
+        if let task = tasks[origin] { return await task.value }
+        let task = Task<RobotsRules?, Never> {
+            let path = spool.newFile(Int.random(in: 1_000_000_000...Int.max))
+            defer { unlink(path) }
+            var target = origin + "/robots.txt"
+            // RFC 9309 asks crawlers to follow at least five redirects for robots.txt.
+            for _ in 0..<6 {
+                let outcome = await fetcher.fetch(target, spoolPath: path, withinBudget: { $0 <= 500 * 1024 })
+                guard case .success(let response) = outcome else { break }
+                switch response.status {
+                case 200...299:
+                    let data = response.bodyPath.flatMap { FileManager.default.contents(atPath: $0) } ?? Data()
+                    return RobotsRules(parsing: String(decoding: data, as: UTF8.self), userAgent: Self.productToken(fetcher.settings.userAgent))
+                case 300...399:
+                    guard let location = response.headers.first(where: { $0.name == "location" })?.value,
+                        let next = Crawler.resolve(location, against: target)
+                    else { return nil }
+                    target = next
+                    continue
+                case 400...499:
+                    return nil
+                default:
+                    break
+                }
+                break
+            }
+            return RobotsRules(parsing: "User-agent: *\nDisallow: /\n", userAgent: "*")
+        }
+        tasks[origin] = task
+        return await task.value
+    }
+
+    /// The product token of a User-Agent (`packager` in `packager/0.1.0`), as robots.txt groups name crawlers.
+    static func productToken(_ userAgent: String) -> String {
+        String(userAgent.prefix { $0 != "/" && $0 != " " })
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+
+/// What `packager build` crawls and how: the model of a declaration file (`packager.yml`).
+///
+/// ``DeclarationParser`` reads it from YAML; `docs/DECLARATION.md` describes
+/// every key. The quick run (`packager build --seed URL`) builds one from
+/// flags with the defaults below.
+public struct Declaration: Sendable, Equatable {
+    /// Where the bundle is written, relative to ``baseDirectory`` unless absolute.
+    public var output: String?
+    /// Pages to crawl from: fetched, then their requisites and in-scope links.
+    public var seeds: [String] = []
+    /// URLs fetched as they are, without following their links (their requisites are not fetched either).
+    public var urls: [String] = []
+    /// sitemap.xml files whose in-scope pages are crawled like seeds.
+    public var sitemaps: [String] = []
+    /// What the crawl may reach.
+    public var scope = Scope()
+    /// Whether robots.txt rules are obeyed.
+    public var respectRobots = true
+    /// Sent on every request; also the product token robots.txt groups are matched against.
+    public var userAgent = "packager/\(PackagerVersion.string)"
+    /// Request headers, with `${NAME}` already replaced from the environment.
+    public var headers: [Header] = []
+    /// How many requests run at once, in all and per host.
+    public var concurrency = Concurrency()
+    /// Timeouts, in seconds.
+    public var timeouts = Timeouts()
+    /// Retries on connection errors, 429 and 5xx.
+    public var retries = Retries()
+    /// Remote URLs (or URL prefixes) answered by local files instead of the network.
+    public var substitutions: [Substitution] = []
+    /// URL patterns answered with an empty response and never fetched.
+    public var block: [String] = []
+    /// Query parameter name patterns dropped from request keys (`utm_*`, `fbclid`).
+    public var dropQueryParameters: [String] = []
+    /// Whether bodies sent with a Content-Encoding are stored decoded or as sent.
+    public var contentEncoding = ContentEncodingPolicy.decoded
+    /// Discovered resources that may fail before the build fails; nil for no limit. Declared URLs always count.
+    public var maxErrors: Int?
+    /// The folder relative paths (output, substitution files) are resolved against: the declaration's folder.
+    public var baseDirectory: String = FileManager.default.currentDirectoryPath
+
+    /// Creates an empty declaration with the defaults.
+    public init() {}
+
+    /// The crawl's limits.
+    public struct Scope: Sendable, Equatable {
+        /// Hosts whose URLs may be fetched (`*.example.com` matches subdomains); empty means the hosts of the seeds, URLs and sitemaps.
+        public var hosts: [String] = []
+        /// When not empty, a discovered URL must match one of these patterns (`*` matches any run of characters).
+        public var include: [String] = []
+        /// Discovered URLs matching any of these patterns are not fetched.
+        public var exclude: [String] = []
+        /// Links followed from a seed at most this many times; nil for no limit. Page requisites do not count.
+        public var maxDepth: Int?
+        /// At most this many responses are fetched.
+        public var maxResources = 100_000
+        /// At most this many body bytes are fetched in all.
+        public var maxBytes: Int64 = 4 << 30
+        /// Whether page requisites (images, CSS, scripts) are fetched from hosts outside ``hosts``, as browsers would.
+        public var requisitesFromAnyHost = false
+        public init() {}
+    }
+
+    /// One request header; ``secret`` when its value came from the environment.
+    public struct Header: Sendable, Equatable {
+        public var name: String
+        public var value: String
+        /// Values from `${NAME}` are secrets: never stored, never printed.
+        public var secret: Bool
+        public init(name: String, value: String, secret: Bool = false) {
+            self.name = name
+            self.value = value
+            self.secret = secret
+        }
+    }
+
+    /// Limits on requests in flight.
+    public struct Concurrency: Sendable, Equatable {
+        public var total = 8
+        public var perHost = 8
+        public init() {}
+    }
+
+    /// Timeouts, in seconds.
+    public struct Timeouts: Sendable, Equatable {
+        /// To establish a connection.
+        public var connect: Double = 10
+        /// For a whole response, headers and body.
+        public var request: Double = 60
+        public init() {}
+    }
+
+    /// How failed requests are retried.
+    public struct Retries: Sendable, Equatable {
+        /// Attempts after the first one.
+        public var attempts = 3
+        /// The first backoff, in seconds; doubled each time, with jitter.
+        public var backoff: Double = 0.5
+        /// The longest wait, in seconds, whether from backoff or Retry-After.
+        public var maxBackoff: Double = 30
+        public init() {}
+    }
+
+    /// A URL, or every URL under a prefix, answered from local files.
+    public struct Substitution: Sendable, Equatable {
+        public enum Match: Sendable, Equatable {
+            /// Exactly this URL, answered by a file.
+            case url(String, file: String)
+            /// Every URL starting with this prefix, answered by the file at the rest of its path in a folder.
+            case prefix(String, folder: String)
+        }
+        public var match: Match
+        /// The line in the declaration, for messages.
+        public var line: Int?
+        public init(_ match: Match, line: Int? = nil) {
+            self.match = match
+            self.line = line
+        }
+    }
+
+    /// Whether a body sent gzip- or deflate-encoded is stored decoded (and served as identity) or as sent.
+    public enum ContentEncodingPolicy: String, Sendable, Equatable, CaseIterable {
+        /// Decode before storing; the manifest says `identity` and the writer compresses by media type.
+        case decoded
+        /// Store the bytes as sent, with their Content-Encoding header; the manifest names the encoding.
+        case encoded
+    }
+
+    /// The values of headers that came from the environment: searched for and kept out of anything written.
+    public var secrets: [String] { headers.filter(\.secret).map(\.value).filter { !$0.isEmpty } }
+
+    /// ``output`` resolved against ``baseDirectory``.
+    public var outputPath: String? { output.map { resolve($0) } }
+
+    /// A path from the declaration resolved against its folder.
+    public func resolve(_ path: String) -> String {
+        path.hasPrefix("/") ? path : (baseDirectory as NSString).appendingPathComponent(path)
+    }
+}

@@ -1,0 +1,374 @@
+import Foundation
+import Yams
+
+/// Reads a declaration from YAML, with errors that name the file, line and column.
+///
+/// Every key is checked: an unknown one is an error that suggests the nearest
+/// known key, a value of the wrong shape says what was expected. `${NAME}` in
+/// header values is replaced from the environment, and such values are marked
+/// secret so that nothing writes them anywhere.
+public struct DeclarationParser: Sendable {
+    /// The environment `${NAME}` is looked up in.
+    public var environment: [String: String]
+
+    /// Creates a parser that reads variables from `environment`.
+    public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+        self.environment = environment
+    }
+
+    /// Reads and parses the declaration file at `path`; relative paths in it resolve against its folder.
+    public func parse(contentsOf path: String) throws -> Declaration {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw PackagerError(.io, "cannot read the declaration", subject: path)
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw PackagerError(.invalidInput, "\(path): the declaration is not UTF-8 text")
+        }
+        let folder = (URL(fileURLWithPath: path).standardizedFileURL.path as NSString).deletingLastPathComponent
+        return try parse(text, file: path, baseDirectory: folder)
+    }
+
+    /// Parses declaration text; `file` names it in errors.
+    public func parse(_ text: String, file: String = "packager.yml", baseDirectory: String = FileManager.default.currentDirectoryPath) throws
+        -> Declaration
+    {
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: text)
+        } catch let error as YamlError {
+            throw Self.syntaxError(error, file: file)
+        }
+        guard let root else { throw PackagerError(.invalidInput, "\(file): the declaration is empty; it needs at least 'seeds' or 'urls'") }
+        var reader = Reader(file: file, environment: environment)
+        var declaration = try reader.declaration(root)
+        declaration.baseDirectory = baseDirectory
+        return declaration
+    }
+
+    /// Yams's message, reduced to `file:line:column: problem`.
+    static func syntaxError(_ error: YamlError, file: String) -> PackagerError {
+        switch error {
+        case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _),
+            .composer(let context, let problem, let mark, _):
+            let detail = [context?.text, problem].compactMap { $0 }.filter { !$0.isEmpty }.joined(separator: " ")
+            return PackagerError(.invalidInput, "\(file):\(mark.line):\(mark.column): invalid YAML: \(detail)")
+        default:
+            return PackagerError(.invalidInput, "\(file): invalid YAML: \(error)")
+        }
+    }
+}
+
+/// Walks the YAML nodes, checking each key and value.
+private struct Reader {
+    let file: String
+    let environment: [String: String]
+
+    func fail(_ node: Node?, _ message: String) -> PackagerError {
+        if let mark = node?.mark { return PackagerError(.invalidInput, "\(file):\(mark.line):\(mark.column): \(message)") }
+        return PackagerError(.invalidInput, "\(file): \(message)")
+    }
+
+    static let topKeys = [
+        "output", "seeds", "urls", "sitemaps", "scope", "robots", "user-agent", "headers", "concurrency", "timeouts", "retries",
+        "substitutions", "block", "drop-query-parameters", "content-encoding", "max-errors",
+    ]
+
+    mutating func declaration(_ root: Node) throws -> Declaration {
+        var d = Declaration()
+        for (keyNode, value) in try mapping(root, in: "the declaration", keys: Self.topKeys) {
+            switch keyNode.string ?? "" {
+            case "output": d.output = try string(value, "output")
+            case "seeds": d.seeds = try urlList(value, "seeds")
+            case "urls": d.urls = try urlList(value, "urls")
+            case "sitemaps": d.sitemaps = try urlList(value, "sitemaps")
+            case "scope": d.scope = try scope(value)
+            case "robots": d.respectRobots = try bool(value, "robots")
+            case "user-agent": d.userAgent = try string(value, "user-agent")
+            case "headers": d.headers = try headers(value)
+            case "concurrency": d.concurrency = try concurrency(value)
+            case "timeouts": d.timeouts = try timeouts(value)
+            case "retries": d.retries = try retries(value)
+            case "substitutions": d.substitutions = try substitutions(value)
+            case "block": d.block = try stringList(value, "block")
+            case "drop-query-parameters": d.dropQueryParameters = try stringList(value, "drop-query-parameters")
+            case "content-encoding":
+                let text = try string(value, "content-encoding")
+                guard let policy = Declaration.ContentEncodingPolicy(rawValue: text) else {
+                    throw fail(value, "content-encoding must be 'decoded' or 'encoded', not '\(text)'")
+                }
+                d.contentEncoding = policy
+            case "max-errors": d.maxErrors = try integer(value, "max-errors", minimum: 0)
+            default: break
+            }
+        }
+        if d.seeds.isEmpty && d.urls.isEmpty && d.sitemaps.isEmpty {
+            throw fail(root, "nothing to fetch: give at least one of 'seeds', 'urls' or 'sitemaps'")
+        }
+        return d
+    }
+
+    func scope(_ node: Node) throws -> Declaration.Scope {
+        var s = Declaration.Scope()
+        let keys = ["hosts", "include", "exclude", "max-depth", "max-resources", "max-bytes", "requisites-from-any-host"]
+        for (key, value) in try mapping(node, in: "scope", keys: keys) {
+            switch key.string ?? "" {
+            case "hosts": s.hosts = try stringList(value, "scope.hosts").map { $0.lowercased() }
+            case "include": s.include = try stringList(value, "scope.include")
+            case "exclude": s.exclude = try stringList(value, "scope.exclude")
+            case "max-depth": s.maxDepth = try integer(value, "scope.max-depth", minimum: 0)
+            case "max-resources": s.maxResources = try integer(value, "scope.max-resources", minimum: 1)
+            case "max-bytes": s.maxBytes = try size(value, "scope.max-bytes")
+            case "requisites-from-any-host": s.requisitesFromAnyHost = try bool(value, "scope.requisites-from-any-host")
+            default: break
+            }
+        }
+        return s
+    }
+
+    func headers(_ node: Node) throws -> [Declaration.Header] {
+        guard case .mapping(let map) = node else { throw fail(node, "headers must be a mapping of header names to values") }
+        var result: [Declaration.Header] = []
+        for (key, value) in map {
+            let name = try string(key, "a header name")
+            guard !name.isEmpty, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ":") }) else {
+                throw fail(key, "'\(name)' is not a valid header name")
+            }
+            if result.contains(where: { $0.name.lowercased() == name.lowercased() }) { throw fail(key, "header '\(name)' is given twice") }
+            let (expanded, secret) = try expand(try string(value, "header '\(name)'"), at: value)
+            guard !expanded.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
+                throw fail(value, "the value of header '\(name)' contains a line break")
+            }
+            result.append(.init(name: name, value: expanded, secret: secret))
+        }
+        return result
+    }
+
+    /// Replaces `${NAME}` from the environment; `$$` is a literal dollar sign.
+    func expand(_ text: String, at node: Node) throws -> (String, secret: Bool) {
+        guard text.contains("$") else { return (text, false) }
+        var output = ""
+        var secret = false
+        var rest = Substring(text)
+        while let dollar = rest.firstIndex(of: "$") {
+            output += rest[..<dollar]
+            let after = rest[rest.index(after: dollar)...]
+            if after.hasPrefix("$") {
+                output += "$"
+                rest = after.dropFirst()
+            } else if after.hasPrefix("{"), let close = after.firstIndex(of: "}") {
+                let name = String(after[after.index(after: after.startIndex)..<close])
+                guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+                    throw fail(node, "'${\(name)}' is not a valid environment variable reference")
+                }
+                guard let value = environment[name] else {
+                    throw fail(node, "environment variable \(name) is not set (it is used in a header)")
+                }
+                output += value
+                secret = true
+                rest = after[after.index(after: close)...]
+            } else {
+                throw fail(node, "a '$' must start '${NAME}' or be doubled as '$$'")
+            }
+        }
+        output += rest
+        return (output, secret)
+    }
+
+    func concurrency(_ node: Node) throws -> Declaration.Concurrency {
+        var c = Declaration.Concurrency()
+        if case .scalar = node {
+            c.total = try integer(node, "concurrency", minimum: 1)
+            c.perHost = c.total
+            return c
+        }
+        var perHostGiven = false
+        for (key, value) in try mapping(node, in: "concurrency", keys: ["total", "per-host"]) {
+            if key.string == "total" { c.total = try integer(value, "concurrency.total", minimum: 1) }
+            if key.string == "per-host" {
+                c.perHost = try integer(value, "concurrency.per-host", minimum: 1)
+                perHostGiven = true
+            }
+        }
+        if !perHostGiven { c.perHost = c.total }
+        return c
+    }
+
+    func timeouts(_ node: Node) throws -> Declaration.Timeouts {
+        var t = Declaration.Timeouts()
+        for (key, value) in try mapping(node, in: "timeouts", keys: ["connect", "request"]) {
+            if key.string == "connect" { t.connect = try duration(value, "timeouts.connect") }
+            if key.string == "request" { t.request = try duration(value, "timeouts.request") }
+        }
+        return t
+    }
+
+    func retries(_ node: Node) throws -> Declaration.Retries {
+        var r = Declaration.Retries()
+        if case .scalar = node {
+            r.attempts = try integer(node, "retries", minimum: 0)
+            return r
+        }
+        for (key, value) in try mapping(node, in: "retries", keys: ["attempts", "backoff", "max-backoff"]) {
+            switch key.string ?? "" {
+            case "attempts": r.attempts = try integer(value, "retries.attempts", minimum: 0)
+            case "backoff": r.backoff = try duration(value, "retries.backoff")
+            case "max-backoff": r.maxBackoff = try duration(value, "retries.max-backoff")
+            default: break
+            }
+        }
+        return r
+    }
+
+    func substitutions(_ node: Node) throws -> [Declaration.Substitution] {
+        guard case .sequence(let items) = node else {
+            throw fail(node, "substitutions must be a list of {url, file} or {prefix, folder} mappings")
+        }
+        var result: [Declaration.Substitution] = []
+        for item in items {
+            var fields: [String: (String, Node)] = [:]
+            for (key, value) in try mapping(item, in: "a substitution", keys: ["url", "file", "prefix", "folder"]) {
+                fields[key.string ?? ""] = (try string(value, "substitution \(key.string ?? "")"), value)
+            }
+            let line = item.mark?.line
+            switch (fields["url"], fields["file"], fields["prefix"], fields["folder"]) {
+            case (let url?, let file?, nil, nil):
+                try checkURL(url.0, at: url.1, "substitution url")
+                result.append(.init(.url(url.0, file: file.0), line: line))
+            case (nil, nil, let prefix?, let folder?):
+                try checkURL(prefix.0, at: prefix.1, "substitution prefix")
+                result.append(.init(.prefix(prefix.0, folder: folder.0), line: line))
+            default:
+                throw fail(item, "a substitution needs either 'url' and 'file', or 'prefix' and 'folder'")
+            }
+        }
+        return result
+    }
+
+    // MARK: - Shapes
+
+    /// The pairs of a mapping, after checking every key against `keys`.
+    func mapping(_ node: Node, in place: String, keys: [String]) throws -> [(Node, Node)] {
+        guard case .mapping(let map) = node else { throw fail(node, "\(place) must be a mapping of keys to values") }
+        var seen: Set<String> = []
+        var pairs: [(Node, Node)] = []
+        for (key, value) in map {
+            guard let name = key.string else { throw fail(key, "keys in \(place) must be plain names") }
+            guard keys.contains(name) else {
+                let hint = nearest(name, in: keys).map { "; did you mean '\($0)'?" } ?? "; known keys: \(keys.joined(separator: ", "))"
+                throw fail(key, "unknown key '\(name)' in \(place)\(hint)")
+            }
+            guard seen.insert(name).inserted else { throw fail(key, "'\(name)' is given twice in \(place)") }
+            pairs.append((key, value))
+        }
+        return pairs
+    }
+
+    func string(_ node: Node, _ what: String) throws -> String {
+        guard case .scalar(let scalar) = node else { throw fail(node, "\(what) must be a single value, not a list or mapping") }
+        return scalar.string
+    }
+
+    func stringList(_ node: Node, _ what: String) throws -> [String] {
+        switch node {
+        case .scalar(let scalar): return [scalar.string]
+        case .sequence(let items): return try items.map { try string($0, "each item of \(what)") }
+        default: throw fail(node, "\(what) must be a list of values")
+        }
+    }
+
+    func urlList(_ node: Node, _ what: String) throws -> [String] {
+        let items: [Node]
+        switch node {
+        case .sequence(let list): items = Array(list)
+        case .scalar: items = [node]
+        default: throw fail(node, "\(what) must be a list of URLs")
+        }
+        return try items.map { item in
+            let text = try string(item, "each item of \(what)")
+            try checkURL(text, at: item, "\(what) item")
+            return text
+        }
+    }
+
+    func checkURL(_ text: String, at node: Node, _ what: String) throws {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host?.isEmpty == false
+        else { throw fail(node, "\(what) '\(text)' is not an absolute http or https URL") }
+    }
+
+    func bool(_ node: Node, _ what: String) throws -> Bool {
+        guard let value = node.bool else { throw fail(node, "\(what) must be true or false") }
+        return value
+    }
+
+    func integer(_ node: Node, _ what: String, minimum: Int) throws -> Int {
+        guard case .scalar(let scalar) = node, let value = Int(scalar.string.replacingOccurrences(of: "_", with: "")) else {
+            throw fail(node, "\(what) must be a whole number")
+        }
+        guard value >= minimum else { throw fail(node, "\(what) must be at least \(minimum)") }
+        return value
+    }
+
+    /// Seconds, from a number or `500ms`, `10s`, `2m`, `1h`.
+    func duration(_ node: Node, _ what: String) throws -> Double {
+        guard case .scalar(let scalar) = node else { throw fail(node, "\(what) must be a duration such as 10s or 500ms") }
+        let text = scalar.string.trimmingCharacters(in: .whitespaces).lowercased()
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
+        var number = Double(text)
+        if number == nil {
+            for (suffix, factor) in units where text.hasSuffix(suffix) {
+                if let value = Double(text.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)) {
+                    number = value * factor
+                    break
+                }
+            }
+        }
+        guard let seconds = number, seconds.isFinite, seconds >= 0 else { throw fail(node, "\(what) must be a duration such as 10s or 500ms, not '\(scalar.string)'") }
+        return seconds
+    }
+
+    /// Bytes, from a number or `500KB`, `20MiB`, `1GB` (KB/MB/GB are powers of 1000, KiB/MiB/GiB of 1024).
+    func size(_ node: Node, _ what: String) throws -> Int64 {
+        guard case .scalar(let scalar) = node else { throw fail(node, "\(what) must be a size such as 500MB or 2GiB") }
+        let text = scalar.string.trimmingCharacters(in: .whitespaces)
+        let units: [(String, Double)] = [
+            ("kib", 1024), ("mib", 1_048_576), ("gib", 1_073_741_824), ("tib", 1_099_511_627_776), ("kb", 1e3), ("mb", 1e6), ("gb", 1e9), ("tb", 1e12), ("k", 1024),
+            ("m", 1_048_576), ("g", 1_073_741_824), ("b", 1),
+        ]
+        let lower = text.lowercased()
+        var bytes = Double(lower)
+        if bytes == nil {
+            for (suffix, factor) in units where lower.hasSuffix(suffix) {
+                if let value = Double(lower.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)) {
+                    bytes = value * factor
+                    break
+                }
+            }
+        }
+        guard let value = bytes, value.isFinite, value >= 1, value < 9e18 else { throw fail(node, "\(what) must be a size such as 500MB or 2GiB, not '\(text)'") }
+        return Int64(value)
+    }
+
+    /// The known key closest to `name` by edit distance, when it is close enough to be a typo.
+    func nearest(_ name: String, in keys: [String]) -> String? {
+        let scored = keys.map { ($0, editDistance(name.lowercased(), $0)) }.min { $0.1 < $1.1 }
+        guard let (key, distance) = scored, distance <= max(2, key.count / 3) else { return nil }
+        return key
+    }
+
+    func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a.utf8)
+        let b = Array(b.utf8)
+        if a.isEmpty || b.isEmpty { return max(a.count, b.count) }
+        var previous = Array(0...b.count)
+        var current = previous
+        for i in 1...a.count {
+            current[0] = i
+            for j in 1...b.count {
+                let substitution = previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, substitution)
+            }
+            swap(&previous, &current)
+        }
+        return previous[b.count]
+    }
+}

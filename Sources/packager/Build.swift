@@ -1,0 +1,190 @@
+import ArgumentParser
+import Foundation
+import PackagerKit
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension Packager {
+    struct Build: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Crawl the URLs a declaration names (or --seed URLs) into a bundle.",
+            discussion: """
+                With a declaration: packager build packager.yml
+                Without one, like wget -r -p: packager build --seed https://docs.example.com/ -o docs.bundle.zip
+
+                Exit status: 0 when every declared URL was fetched and failures stayed within \
+                --max-errors; 1 when not (no bundle is written, a previous one is kept); 2 when the \
+                declaration or the arguments are wrong.
+                """
+        )
+
+        @Argument(help: "The declaration file (default: packager.yml, unless --seed or --url is given).")
+        var declaration: String?
+
+        @Option(name: .customLong("seed"), help: "A page to crawl from (repeatable); crawls without a declaration.")
+        var seeds: [String] = []
+
+        @Option(name: .customLong("url"), help: "A URL to fetch as it is, without following links (repeatable).")
+        var urls: [String] = []
+
+        @Option(name: [.short, .customLong("output")], help: "Where to write the bundle (overrides the declaration's output).")
+        var output: String?
+
+        @Option(help: "Requests in flight at once (overrides the declaration).")
+        var concurrency: Int?
+
+        @Option(name: .customLong("per-host"), help: "Requests in flight at once per host (overrides the declaration).")
+        var perHost: Int?
+
+        @Option(name: .customLong("max-depth"), help: "Links followed from a seed (page requisites do not count).")
+        var maxDepth: Int?
+
+        @Option(name: .customLong("max-errors"), help: "Failures of discovered URLs allowed before the build fails.")
+        var maxErrors: Int?
+
+        @Flag(name: .customLong("no-robots"), help: "Do not obey robots.txt.")
+        var noRobots = false
+
+        @Flag(help: "Print the report as JSON on standard output instead of text.")
+        var json = false
+
+        func validate() throws {
+            if let concurrency, concurrency < 1 { throw ValidationError("--concurrency must be at least 1") }
+            if let perHost, perHost < 1 { throw ValidationError("--per-host must be at least 1") }
+            if let maxDepth, maxDepth < 0 { throw ValidationError("--max-depth cannot be negative") }
+            if let maxErrors, maxErrors < 0 { throw ValidationError("--max-errors cannot be negative") }
+            if declaration != nil && !(seeds.isEmpty && urls.isEmpty) {
+                throw ValidationError("give a declaration file or --seed/--url, not both")
+            }
+            if declaration == nil && !(seeds.isEmpty && urls.isEmpty) && output == nil {
+                throw ValidationError("--seed and --url need -o PATH for the bundle")
+            }
+        }
+
+        func run() async throws {
+            try await reportingErrors {
+                var declared = try loadDeclaration()
+                if let concurrency {
+                    declared.concurrency.total = concurrency
+                    if perHost == nil { declared.concurrency.perHost = min(declared.concurrency.perHost, concurrency) }
+                }
+                if let perHost { declared.concurrency.perHost = perHost }
+                if let maxDepth { declared.scope.maxDepth = maxDepth }
+                if noRobots { declared.respectRobots = false }
+
+                let builder = Builder(declaration: declared, options: .init(output: output, maxErrors: maxErrors))
+                let display = ProgressDisplay(enabled: !json)
+                let report = try await builder.run(progress: { display.update($0) })
+                display.finish()
+                if json {
+                    let encoder = JSONEncoder()
+                    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+                    print(String(decoding: try encoder.encode(report), as: UTF8.self))
+                } else {
+                    printSummary(report, output: builder.outputPath ?? "")
+                }
+                if !report.succeeded { throw ExitCode(1) }
+            }
+        }
+
+        func loadDeclaration() throws -> Declaration {
+            if declaration == nil && !(seeds.isEmpty && urls.isEmpty) {
+                var quick = Declaration()
+                for url in seeds + urls {
+                    guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""), parsed.host != nil else {
+                        throw PackagerError(.invalidInput, "'\(url)' is not an absolute http or https URL")
+                    }
+                }
+                quick.seeds = seeds
+                quick.urls = urls
+                return quick
+            }
+            let path = declaration ?? "packager.yml"
+            guard FileManager.default.fileExists(atPath: path) else {
+                throw PackagerError(
+                    .invalidInput, declaration == nil ? "no packager.yml here: give a declaration file, or --seed URL -o PATH (packager init writes a starter)" : "no such declaration file", subject: path)
+            }
+            return try DeclarationParser().parse(contentsOf: path)
+        }
+
+        func printSummary(_ report: BuildReport, output: String) {
+            let style = TerminalStyle(fd: STDOUT_FILENO)
+            var lines: [String] = []
+            if report.succeeded, let written = report.output {
+                lines.append(style.green("built") + " \(written): \(report.entries) entries, \(report.bodies) bodies, \(formatBytes(report.fileSize))")
+            } else {
+                lines.append(style.red("build failed") + ": no bundle written" + (FileManager.default.fileExists(atPath: output) ? "; the previous \(output) is unchanged" : ""))
+            }
+            lines.append(
+                "  fetched \(report.fetched) (\(formatBytes(UInt64(report.bytesFetched)))), blocked \(report.blocked), substituted \(report.substituted), "
+                    + "failed \(report.failures.count), in \(String(format: "%.1f", report.seconds)) s")
+            if let digest = report.digest { lines.append("  digest sha256:\(digest)") }
+            for (reason, count) in report.skipped.sorted(by: { $0.key < $1.key }) { lines.append("  skipped \(count): \(reason)") }
+            for limit in report.limitsReached { lines.append("  " + style.yellow("limit") + ": \(limit)") }
+            if !report.failures.isEmpty {
+                lines.append("failures:")
+                for failure in report.failures {
+                    var line = "  " + style.red(failure.declared ? "declared" : "failed") + " \(failure.url): \(failure.reason)"
+                    if failure.attempts > 1 { line += " (after \(failure.attempts) attempts)" }
+                    if let referrer = failure.referrer { line += ", linked from \(referrer)" }
+                    lines.append(line)
+                }
+            }
+            print(lines.joined(separator: "\n"))
+        }
+    }
+}
+
+/// Colours for a terminal, off when the stream is not one or NO_COLOR is set.
+struct TerminalStyle {
+    let enabled: Bool
+
+    init(fd: Int32) {
+        let environment = ProcessInfo.processInfo.environment
+        enabled = isatty(fd) == 1 && environment["NO_COLOR"].map(\.isEmpty) ?? true && environment["TERM"] != "dumb"
+    }
+
+    func red(_ s: String) -> String { paint(s, "31") }
+    func green(_ s: String) -> String { paint(s, "32") }
+    func yellow(_ s: String) -> String { paint(s, "33") }
+    private func paint(_ s: String, _ code: String) -> String { enabled ? "\u{1B}[\(code)m\(s)\u{1B}[0m" : s }
+}
+
+/// The live progress line on a terminal; in CI, a plain line every ten seconds.
+final class ProgressDisplay: @unchecked Sendable {
+    private let lock = NSLock()
+    private let live: Bool
+    private let enabled: Bool
+    private var last = Date.distantPast
+    private var shown = false
+
+    init(enabled: Bool) {
+        self.enabled = enabled
+        live = isatty(STDERR_FILENO) == 1 && ProcessInfo.processInfo.environment["TERM"] != "dumb"
+    }
+
+    func update(_ p: CrawlProgress) {
+        guard enabled else { return }
+        lock.withLock {
+            let now = Date()
+            guard now.timeIntervalSince(last) >= (live ? 0.1 : 10) else { return }
+            last = now
+            let rate = p.elapsed > 0 ? Double(p.bytes) / p.elapsed : 0
+            let text = "done \(p.done)  queued \(p.queued)  failed \(p.failed)  \(formatBytes(UInt64(p.bytes)))  \(formatBytes(UInt64(rate)))/s"
+            if live {
+                FileHandle.standardError.write(Data(("\r\u{1B}[K" + text).utf8))
+                shown = true
+            } else {
+                FileHandle.standardError.write(Data(("progress: " + text + "\n").utf8))
+            }
+        }
+    }
+
+    func finish() {
+        lock.withLock { if shown { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) } }
+    }
+}

@@ -1,0 +1,130 @@
+import Foundation
+import HTTPTypes
+import Logging
+import Hummingbird
+import NIOCore
+
+/// A real HTTP origin on loopback whose content, faults and validators a test sets and changes while it runs.
+///
+/// Built on Hummingbird. Every request is logged with its headers, so tests
+/// can check what the crawler sent; resources can be slow, fail a number of
+/// times with Retry-After, cut their body short, or refuse HEAD.
+public final class Origin: @unchecked Sendable {
+    /// What the origin answers for one path (with its query, when it has one).
+    public struct Resource: Sendable {
+        public var status: Int
+        public var headers: [(String, String)]
+        public var body: [UInt8]
+        /// Seconds to wait before answering.
+        public var delay: Double = 0
+        /// The first this-many requests get ``failureStatus`` (with ``retryAfter`` when set).
+        public var failures = 0
+        public var failureStatus = 503
+        public var retryAfter: String?
+        /// Sends a Content-Length for the whole body, then only this many bytes, then closes the connection.
+        public var truncateAt: Int?
+        /// Whether HEAD is answered (405 otherwise).
+        public var allowsHEAD = true
+
+        public init(status: Int = 200, headers: [(String, String)] = [], body: [UInt8] = []) {
+            self.status = status
+            self.headers = headers
+            self.body = body
+        }
+
+        /// A text resource with its Content-Type.
+        public static func text(_ text: String, type: String, status: Int = 200, headers: [(String, String)] = []) -> Resource {
+            Resource(status: status, headers: [("Content-Type", type)] + headers, body: Array(text.utf8))
+        }
+
+        /// A redirect to `location`.
+        public static func redirect(_ location: String, status: Int = 301) -> Resource {
+            Resource(status: status, headers: [("Location", location)])
+        }
+    }
+
+    /// One request the origin received.
+    public struct Received: Sendable {
+        public var method: String
+        public var path: String
+        public var headers: [String: String]
+    }
+
+    private let lock = NSLock()
+    private var resources: [String: Resource] = [:]
+    private var served: [String: Int] = [:]
+    private var log: [Received] = []
+    private var task: Task<Void, any Error>?
+    public private(set) var port = 0
+
+    public init() {}
+
+    /// `http://127.0.0.1:PORT`.
+    public var base: String { "http://127.0.0.1:\(port)" }
+
+    public func set(_ path: String, _ resource: Resource) { lock.withLock { resources[path] = resource } }
+    public func remove(_ path: String) { lock.withLock { _ = resources.removeValue(forKey: path) } }
+    public var requests: [Received] { lock.withLock { log } }
+    public func count(_ path: String) -> Int { lock.withLock { log.filter { $0.path == path }.count } }
+
+    /// Starts listening on a free loopback port.
+    public func start() async throws {
+        let (stream, continuation) = AsyncStream<Int>.makeStream()
+        let responder = CallbackResponder<BasicRequestContext> { [self] request, _ in try await self.respond(request) }
+        let app = Application(
+            responder: responder, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in
+                continuation.yield(channel.localAddress?.port ?? 0)
+                continuation.finish()
+            }, logger: Logger(label: "origin", factory: { _ in SwiftLogNoOpLogHandler() }))
+        task = Task { try await app.run() }
+        for await port in stream { self.port = port }
+    }
+
+    /// Stops the server; requests to it then fail to connect.
+    public func stop() async {
+        task?.cancel()
+        _ = try? await task?.value
+        task = nil
+    }
+
+    private func respond(_ request: Request) async throws -> Response {
+        let path = request.uri.path + (request.uri.query.map { "?" + $0 } ?? "")
+        var headers: [String: String] = [:]
+        for field in request.headers { headers[field.name.canonicalName] = field.value }
+        let (resource, attempt): (Resource?, Int) = lock.withLock {
+            log.append(Received(method: request.method.rawValue, path: path, headers: headers))
+            let resource = resources[path]
+            served[path, default: 0] += 1
+            return (resource, served[path]!)
+        }
+        guard let resource else { return Response(status: .notFound, headers: [.contentType: "text/plain"], body: .init(byteBuffer: ByteBuffer(string: "not found"))) }
+        if resource.delay > 0 { try await Task.sleep(nanoseconds: UInt64(resource.delay * 1e9)) }
+        if attempt <= resource.failures {
+            var fields = HTTPFields()
+            if let retryAfter = resource.retryAfter { fields[.retryAfter] = retryAfter }
+            return Response(status: .init(code: resource.failureStatus), headers: fields)
+        }
+        if request.method == .head && !resource.allowsHEAD { return Response(status: .methodNotAllowed) }
+        var fields = HTTPFields()
+        for (name, value) in resource.headers {
+            if let field = HTTPField.Name(name) { fields.append(HTTPField(name: field, value: value)) }
+        }
+        // Conditional requests, as a real server answers them.
+        if let etag = fields[.eTag], let match = headers["if-none-match"], match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag }) {
+            return Response(status: .notModified, headers: fields)
+        }
+        let body = resource.body
+        if let cut = resource.truncateAt {
+            return Response(status: .init(code: resource.status), headers: fields, body: ResponseBody(contentLength: body.count) { writer in
+                try await writer.write(ByteBuffer(bytes: body.prefix(cut)))
+                throw CancellationError()
+            })
+        }
+        if request.method == .head {
+            fields[.contentLength] = String(body.count)
+            return Response(status: .init(code: resource.status), headers: fields)
+        }
+        return Response(status: .init(code: resource.status), headers: fields, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}
