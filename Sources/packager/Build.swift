@@ -159,7 +159,7 @@ final class ProgressDisplay: @unchecked Sendable {
     private let lock = NSLock()
     private let live: Bool
     private let enabled: Bool
-    private var last = Date.distantPast
+    private var last = Date()
     private var shown = false
 
     init(enabled: Bool) {

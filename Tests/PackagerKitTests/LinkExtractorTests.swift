@@ -1,4 +1,5 @@
 import Testing
+
 @testable import PackagerKit
 
 private func html(_ text: String) -> ExtractedLinks { LinkExtractor.html(Array(text.utf8)) }
@@ -15,11 +16,19 @@ private func tokens(_ text: String, text elements: Set<String> = ["style"]) -> [
 struct HTMLTokenizerTests {
     @Test("Attributes in every quoting style, lowercased names, self-closing")
     func attributes() {
-        #expect(tokens(#"<A B=c D='e f' G="h>i" J k/>"#) == [
-            .startTag(name: "a", attributes: [.init(name: "b", value: "c"), .init(name: "d", value: "e f"), .init(name: "g", value: "h>i"),
-                .init(name: "j", value: ""), .init(name: "k", value: "")], selfClosing: true)
-        ])
-        #expect(tokens("<br/><p/ x>") == [.startTag(name: "br", attributes: [], selfClosing: true), .startTag(name: "p", attributes: [.init(name: "x", value: "")], selfClosing: false)])
+        #expect(
+            tokens(#"<A B=c D='e f' G="h>i" J k/>"#) == [
+                .startTag(
+                    name: "a",
+                    attributes: [
+                        .init(name: "b", value: "c"), .init(name: "d", value: "e f"), .init(name: "g", value: "h>i"),
+                        .init(name: "j", value: ""), .init(name: "k", value: ""),
+                    ], selfClosing: true)
+            ])
+        #expect(
+            tokens("<br/><p/ x>") == [
+                .startTag(name: "br", attributes: [], selfClosing: true), .startTag(name: "p", attributes: [.init(name: "x", value: "")], selfClosing: false),
+            ])
     }
 
     @Test("End tags drop their attributes; the first of duplicate attributes wins")
@@ -31,7 +40,11 @@ struct HTMLTokenizerTests {
     @Test("Quirky attribute syntax follows the standard")
     func quirks() {
         // A leading '=' is part of the name; a quote right after a quoted value starts a new attribute.
-        #expect(tokens(#"<x =a=b c="d"e>"#) == [.startTag(name: "x", attributes: [.init(name: "=a", value: "b"), .init(name: "c", value: "d"), .init(name: "e", value: "")], selfClosing: false)])
+        #expect(
+            tokens(#"<x =a=b c="d"e>"#) == [
+                .startTag(
+                    name: "x", attributes: [.init(name: "=a", value: "b"), .init(name: "c", value: "d"), .init(name: "e", value: "")], selfClosing: false)
+            ])
         // '<' inside a tag is just a character.
         #expect(tokens("<a<b c<d=e>") == [.startTag(name: "a<b", attributes: [.init(name: "c<d", value: "e")], selfClosing: false)])
         // Not a tag: "< a", "<3".
@@ -43,33 +56,37 @@ struct HTMLTokenizerTests {
         #expect(tokens("<a\r\ntitle='x\r\ny\rz'>") == [.startTag(name: "a", attributes: [.init(name: "title", value: "x\ny\nz")], selfClosing: false)])
     }
 
-    @Test("Character references in attribute values", arguments: [
-        ("?a=1&amp;b=2", "?a=1&b=2"),
-        ("?a=1&amp=2", "?a=1&amp=2"),
-        ("?a=1&ampb", "?a=1&ampb"),
-        ("x&amp", "x&"),
-        ("&lt;&gt;&quot;&apos;&nbsp;", "<>\"'\u{A0}"),
-        ("&AMP;&LT;&GT;&QUOT;", "&<>\""),
-        ("&apos", "&apos"),
-        ("&copy;&unknown;", "&copy;&unknown;"),
-        ("&#47;p&#x2F;q&#X2f;", "/p/q/"),
-        ("&#47p", "/p"),
-        ("&#128;&#0;&#x110000;&#xD800;", "\u{20AC}\u{FFFD}\u{FFFD}\u{FFFD}"),
-        ("&#99999999999999999999;", "\u{FFFD}"),
-        ("&#;&#x;&;& &", "&#;&#x;&;& &"),
-    ])
+    @Test(
+        "Character references in attribute values",
+        arguments: [
+            ("?a=1&amp;b=2", "?a=1&b=2"),
+            ("?a=1&amp=2", "?a=1&amp=2"),
+            ("?a=1&ampb", "?a=1&ampb"),
+            ("x&amp", "x&"),
+            ("&lt;&gt;&quot;&apos;&nbsp;", "<>\"'\u{A0}"),
+            ("&AMP;&LT;&GT;&QUOT;", "&<>\""),
+            ("&apos", "&apos"),
+            ("&copy;&unknown;", "&copy;&unknown;"),
+            ("&#47;p&#x2F;q&#X2f;", "/p/q/"),
+            ("&#47p", "/p"),
+            ("&#128;&#0;&#x110000;&#xD800;", "\u{20AC}\u{FFFD}\u{FFFD}\u{FFFD}"),
+            ("&#99999999999999999999;", "\u{FFFD}"),
+            ("&#;&#x;&;& &", "&#;&#x;&;& &"),
+        ])
     func characterReferences(written: String, decoded: String) {
         #expect(tokens("<a href=\"\(written)\">") == [.startTag(name: "a", attributes: [.init(name: "href", value: decoded)], selfClosing: false)])
     }
 
     @Test("Raw text and RCDATA elements end only at their own end tag")
     func rawText() {
-        #expect(tokens("<style>a<b>c</styles></STYLE >") == [
-            .startTag(name: "style", attributes: [], selfClosing: false), .rawText(element: "style", text: "a<b>c</styles>"), .endTag(name: "style"),
-        ])
-        #expect(tokens("<title>&amp;x &ampy <b></title>", text: ["title"]) == [
-            .startTag(name: "title", attributes: [], selfClosing: false), .rawText(element: "title", text: "&x &y <b>"), .endTag(name: "title"),
-        ])
+        #expect(
+            tokens("<style>a<b>c</styles></STYLE >") == [
+                .startTag(name: "style", attributes: [], selfClosing: false), .rawText(element: "style", text: "a<b>c</styles>"), .endTag(name: "style"),
+            ])
+        #expect(
+            tokens("<title>&amp;x &ampy <b></title>", text: ["title"]) == [
+                .startTag(name: "title", attributes: [], selfClosing: false), .rawText(element: "title", text: "&x &y <b>"), .endTag(name: "title"),
+            ])
         // Self-closing syntax does not stop the switch; an end tag at the very end of input is text.
         #expect(tokens("<style/>x</style") == [.startTag(name: "style", attributes: [], selfClosing: true), .rawText(element: "style", text: "x</style")])
     }
@@ -77,7 +94,11 @@ struct HTMLTokenizerTests {
     @Test("Script data escapes: a nested <script> inside <!-- hides the first </script>")
     func scriptData() {
         let page = "<script><!-- <script> x </script> <b> --></script><i>"
-        #expect(tokens(page) == [.startTag(name: "script", attributes: [], selfClosing: false), .endTag(name: "script"), .startTag(name: "i", attributes: [], selfClosing: false)])
+        #expect(
+            tokens(page) == [
+                .startTag(name: "script", attributes: [], selfClosing: false), .endTag(name: "script"),
+                .startTag(name: "i", attributes: [], selfClosing: false),
+            ])
         #expect(tokens("<script><!-- </script><i>").count == 3)
         #expect(tokens("<script>a<!--b--></script><i>").count == 3)
         #expect(tokens("<script><!--<script>--></script><i>").count == 3)
@@ -105,11 +126,12 @@ struct HTMLLinkTests {
             <div style="background-image: url('div.png')"></div><svg><image href=svg.png /></svg>
             </body></html>
             """
-        #expect(html(page).requisites == [
-            "s.css", "i.ico", "t.png", "tp.png", "m.svg", "p.woff2", "mp.js", "pf.js", "app.webmanifest", "hero.jpg", "hero-2x.jpg", "app.js", "bg.png",
-            "body.png", "a.png", "a2.png", "p.webp", "p2.webp", "p.png", "v.mp4", "poster.jpg", "v.webm", "subs.vtt", "a.mp3", "e.swf", "o.pdf", "btn.png",
-            "frame.html", "f.html", "tb.png", "td.png", "th.png", "div.png", "svg.png",
-        ])
+        #expect(
+            html(page).requisites == [
+                "s.css", "i.ico", "t.png", "tp.png", "m.svg", "p.woff2", "mp.js", "pf.js", "app.webmanifest", "hero.jpg", "hero-2x.jpg", "app.js", "bg.png",
+                "body.png", "a.png", "a2.png", "p.webp", "p2.webp", "p.png", "v.mp4", "poster.jpg", "v.webm", "subs.vtt", "a.mp3", "e.swf", "o.pdf", "btn.png",
+                "frame.html", "f.html", "tb.png", "td.png", "th.png", "div.png", "svg.png",
+            ])
         #expect(html(page).links.isEmpty)
     }
 
@@ -120,21 +142,23 @@ struct HTMLLinkTests {
         #expect(found.requisites.isEmpty)
     }
 
-    @Test("srcset candidates", arguments: [
-        ("a.jpg 1x, b.jpg 2x", ["a.jpg", "b.jpg"]),
-        ("a.jpg 100w,b.jpg 200w", ["a.jpg", "b.jpg"]),
-        ("a,b.jpg 100w, c,d.jpg 200w", ["a,b.jpg", "c,d.jpg"]),
-        ("x.jpg,y.jpg", ["x.jpg,y.jpg"]),
-        ("x.jpg, y.jpg", ["x.jpg", "y.jpg"]),
-        ("x.jpg,, y.jpg 2x,", ["x.jpg", "y.jpg"]),
-        ("  one.png  ", ["one.png"]),
-        ("data:image/png;base64,AAA= 1x, b.png 2x", ["data:image/png;base64,AAA=", "b.png"]),
-        ("a.png 100w 50h, b.png 1.5x, c.png .5x", ["a.png", "b.png", "c.png"]),
-        ("bad.png 2q, bad2.png 1x 2x, bad3.png 100w 1x, bad4.png 50h, bad5.png 0w, bad6.png -1x, ok.png", ["ok.png"]),
-        ("f(1).png 1x, g.png (a, b) 2x", ["f(1).png"]),
-        ("", []),
-        (",,,", []),
-    ])
+    @Test(
+        "srcset candidates",
+        arguments: [
+            ("a.jpg 1x, b.jpg 2x", ["a.jpg", "b.jpg"]),
+            ("a.jpg 100w,b.jpg 200w", ["a.jpg", "b.jpg"]),
+            ("a,b.jpg 100w, c,d.jpg 200w", ["a,b.jpg", "c,d.jpg"]),
+            ("x.jpg,y.jpg", ["x.jpg,y.jpg"]),
+            ("x.jpg, y.jpg", ["x.jpg", "y.jpg"]),
+            ("x.jpg,, y.jpg 2x,", ["x.jpg", "y.jpg"]),
+            ("  one.png  ", ["one.png"]),
+            ("data:image/png;base64,AAA= 1x, b.png 2x", ["data:image/png;base64,AAA=", "b.png"]),
+            ("a.png 100w 50h, b.png 1.5x, c.png .5x", ["a.png", "b.png", "c.png"]),
+            ("bad.png 2q, bad2.png 1x 2x, bad3.png 100w 1x, bad4.png 50h, bad5.png 0w, bad6.png -1x, ok.png", ["ok.png"]),
+            ("f(1).png 1x, g.png (a, b) 2x", ["f(1).png"]),
+            ("", []),
+            (",,,", []),
+        ])
     func srcset(value: String, expected: [String]) {
         #expect(LinkExtractor.srcsetURLs(value) == expected)
     }
@@ -146,21 +170,23 @@ struct HTMLLinkTests {
         #expect(html("<a href=x>").baseHref == nil)
     }
 
-    @Test("Meta refresh targets", arguments: [
-        ("5; url=/next", "/next"),
-        ("0;URL='/quoted'junk", "/quoted"),
-        ("0; Url = \"/double\"", "/double"),
-        ("1, url=/comma", "/comma"),
-        ("0 /bare", "/bare"),
-        ("0.5; /fraction", "/fraction"),
-        (".5;url=/dot", "/dot"),
-        ("0; urx", "urx"),
-        ("0; url", "url"),
-        ("3", nil),
-        ("3;", nil),
-        ("abc; url=/x", nil),
-        ("3x; url=/x", nil),
-    ] as [(String, String?)])
+    @Test(
+        "Meta refresh targets",
+        arguments: [
+            ("5; url=/next", "/next"),
+            ("0;URL='/quoted'junk", "/quoted"),
+            ("0; Url = \"/double\"", "/double"),
+            ("1, url=/comma", "/comma"),
+            ("0 /bare", "/bare"),
+            ("0.5; /fraction", "/fraction"),
+            (".5;url=/dot", "/dot"),
+            ("0; urx", "urx"),
+            ("0; url", "url"),
+            ("3", nil),
+            ("3;", nil),
+            ("abc; url=/x", nil),
+            ("3x; url=/x", nil),
+        ] as [(String, String?)])
     func refresh(content: String, expected: String?) {
         #expect(LinkExtractor.refreshURL(content) == expected)
     }
@@ -205,19 +231,21 @@ struct HTMLLinkTests {
         #expect(found.links.isEmpty)
     }
 
-    @Test("Unterminated input keeps what came before", arguments: [
-        "<a href=ok><a href=\"unterminated",
-        "<a href=ok><a href=unterminated",
-        "<a href=ok><!-- <a href=x>",
-        "<a href=ok><script><a href=x>",
-        "<a href=ok><style>a{background:url(",
-        "<a href=ok><a",
-        "<a href=ok><",
-        "<a href=ok></",
-        "<a href=ok><!",
-        "<a href=ok><!DOCTYPE",
-        "<a href=ok><a href='x' /",
-    ])
+    @Test(
+        "Unterminated input keeps what came before",
+        arguments: [
+            "<a href=ok><a href=\"unterminated",
+            "<a href=ok><a href=unterminated",
+            "<a href=ok><!-- <a href=x>",
+            "<a href=ok><script><a href=x>",
+            "<a href=ok><style>a{background:url(",
+            "<a href=ok><a",
+            "<a href=ok><",
+            "<a href=ok></",
+            "<a href=ok><!",
+            "<a href=ok><!DOCTYPE",
+            "<a href=ok><a href='x' /",
+        ])
     func unterminated(page: String) {
         #expect(html(page).links == ["ok"])
     }
@@ -237,9 +265,11 @@ struct CSSScannerTests {
     @Test("@import with a string or url(), flagged as imports")
     func imports() {
         let sheet = "@import \"e.css\"; @import url(f.css) screen; @IMPORT url( 'g.css' ); @import /* note */ 'h.css'; x { content: \"not-a-url.png\" }"
-        #expect(CSSScanner.references(in: Array(sheet.utf8)) == [
-            .init(url: "e.css", isImport: true), .init(url: "f.css", isImport: true), .init(url: "g.css", isImport: true), .init(url: "h.css", isImport: true),
-        ])
+        #expect(
+            CSSScanner.references(in: Array(sheet.utf8)) == [
+                .init(url: "e.css", isImport: true), .init(url: "f.css", isImport: true), .init(url: "g.css", isImport: true),
+                .init(url: "h.css", isImport: true),
+            ])
         #expect(CSSScanner.references(in: Array("p { background: url(p.png) }".utf8)) == [.init(url: "p.png", isImport: false)])
     }
 
@@ -251,7 +281,8 @@ struct CSSScannerTests {
 
     @Test("Escapes in strings and urls")
     func escapes() {
-        #expect(css(#"a { background: url(a\ b.png) } b { background: url("x\26 y.png") } c { background: url(a\).png) }"#) == ["a b.png", "x&y.png", "a).png"])
+        #expect(
+            css(#"a { background: url(a\ b.png) } b { background: url("x\26 y.png") } c { background: url(a\).png) }"#) == ["a b.png", "x&y.png", "a).png"])
         #expect(css("a { background: url(\"q\\\"uote.png\") } b { background: url('line\\\ncontinued.png') }") == ["q\"uote.png", "linecontinued.png"])
         #expect(css(#"\75 rl(escaped-name.png) u\72l("escaped-fn.png")"#) == ["escaped-name.png", "escaped-fn.png"])
     }
@@ -361,29 +392,33 @@ struct RobotsRulesTests {
         #expect(rules.allows("/y"))
     }
 
-    @Test("Wildcards and end anchors", arguments: [
-        ("/*.pdf$", "/files/a.pdf", false),
-        ("/*.pdf$", "/files/a.pdf?x", true),
-        ("/*.pdf", "/files/a.pdf?x", false),
-        ("/private*/", "/private-stuff/x", false),
-        ("/private*/", "/private-stuff", true),
-        ("/a*b*c", "/axxbyyc", false),
-        ("/a*b*c", "/axxcyyb", true),
-        ("/exact$", "/exact", false),
-        ("/exact$", "/exact/", true),
-        ("*", "/", false),
-        ("/$", "/", false),
-        ("/$", "/x", true),
-        ("/a$b", "/a$b/c", false),
-        ("/*?q=", "/search?q=x", false),
-    ])
+    @Test(
+        "Wildcards and end anchors",
+        arguments: [
+            ("/*.pdf$", "/files/a.pdf", false),
+            ("/*.pdf$", "/files/a.pdf?x", true),
+            ("/*.pdf", "/files/a.pdf?x", false),
+            ("/private*/", "/private-stuff/x", false),
+            ("/private*/", "/private-stuff", true),
+            ("/a*b*c", "/axxbyyc", false),
+            ("/a*b*c", "/axxcyyb", true),
+            ("/exact$", "/exact", false),
+            ("/exact$", "/exact/", true),
+            ("*", "/", false),
+            ("/$", "/", false),
+            ("/$", "/x", true),
+            ("/a$b", "/a$b/c", false),
+            ("/*?q=", "/search?q=x", false),
+        ])
     func patterns(pattern: String, path: String, allowed: Bool) {
         #expect(RobotsRules(parsing: "User-agent: *\nDisallow: \(pattern)", userAgent: "packager").allows(path) == allowed)
     }
 
     @Test("The longest match wins; an allow wins a tie")
     func precedence() {
-        let rules = RobotsRules(parsing: "User-agent: *\nDisallow: /a\nAllow: /a/b\nDisallow: /a/b/c\nAllow: /tie\nDisallow: /tie\nAllow: /*.css$\nDisallow: /assets/", userAgent: "x")
+        let rules = RobotsRules(
+            parsing: "User-agent: *\nDisallow: /a\nAllow: /a/b\nDisallow: /a/b/c\nAllow: /tie\nDisallow: /tie\nAllow: /*.css$\nDisallow: /assets/",
+            userAgent: "x")
         #expect(!rules.allows("/a"))
         #expect(rules.allows("/a/b"))
         #expect(!rules.allows("/a/b/c"))
@@ -473,7 +508,7 @@ struct ParserRobustnessTests {
         var random = Generator(state: 0x9E37_79B9_7F4A_7C15)
         var total = 0
         for _ in 0..<3000 {
-            let bytes = randomInput(&random)
+            let bytes = Self.randomInput(&random)
             var tokenizer = HTMLTokenizer(bytes, emittingTextOf: ["style", "title", "textarea", "script", "plaintext"])
             while tokenizer.next() != nil { total += 1 }
             let links = LinkExtractor.html(bytes)

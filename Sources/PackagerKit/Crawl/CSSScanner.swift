@@ -57,6 +57,7 @@ enum CSSScanner {
         return found
     }
 
+    /// The functions whose arguments can hold URLs.
     enum FunctionKind {
         /// `url(` followed by a string, or `src(`.
         case url
@@ -64,6 +65,7 @@ enum CSSScanner {
         case other
     }
 
+    /// A CSS token, reduced to what URL discovery tells apart.
     enum Token {
         case whitespace
         case string([UInt8])

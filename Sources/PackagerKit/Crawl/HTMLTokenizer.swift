@@ -36,8 +36,11 @@ struct HTMLTokenizer {
         self.textElements = textElements
     }
 
+    /// What follows a start tag that switches the tokenizer: the element's content model.
     private enum Content {
-        case rawText(String), rcdata(String), script, plaintext
+        case rawText(String)
+        case rcdata(String)
+        case script, plaintext
 
         var element: String {
             switch self {
@@ -160,6 +163,7 @@ struct HTMLTokenizer {
 
     // MARK: - Tags
 
+    /// The tokenizer states inside a tag, named as in the standard.
     private enum TagState {
         case tagName, beforeAttributeName, attributeName, afterAttributeName, beforeAttributeValue
         case doubleQuotedValue, singleQuotedValue, unquotedValue, afterQuotedValue, selfClosingStartTag
@@ -417,6 +421,7 @@ struct HTMLTokenizer {
         return Self.isSpace(c) || c == UInt8(ascii: "/") || c == UInt8(ascii: ">")
     }
 
+    /// The script data states that matter for finding the end of a script, named as in the standard.
     private enum ScriptState {
         case data, escaped, escapedDash, escapedDashDash, doubleEscaped, doubleEscapedDash, doubleEscapedDashDash
     }
@@ -628,7 +633,7 @@ struct HTMLTokenizer {
         return out
     }
 
-    /// Tab, LF, FF and space (CR is gone after preprocessing).
+    /// ASCII whitespace: tab, LF, FF, space, and CR (which preprocessing has already turned into LF here).
     @inline(__always) static func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0C || b == 0x0D }
     @inline(__always) static func isAlpha(_ b: UInt8) -> Bool { (b | 0x20) >= UInt8(ascii: "a") && (b | 0x20) <= UInt8(ascii: "z") }
     @inline(__always) static func isAlphanumeric(_ b: UInt8) -> Bool { isAlpha(b) || decimalValue(b) != nil }

@@ -94,7 +94,7 @@ enum LinkExtractor {
             case "object":
                 requisite(value("data"))
             case "input":
-                if let type = value("type"), asciiLowercased(trimmed(type)) == "image" { requisite(value("src")) }
+                if let type = value("type"), asciiLowercased(type) == "image" { requisite(value("src")) }
             case "body", "table", "td", "th":
                 requisite(value("background"))
             case "link":
@@ -163,6 +163,7 @@ enum LinkExtractor {
         }
     }
 
+    /// The states of the srcset descriptor tokenizer.
     private enum DescriptorState { case inDescriptor, inParentheses, afterDescriptor }
 
     /// The descriptor tokenizer of the srcset algorithm; `i` ends past the candidate's comma (or at the end).

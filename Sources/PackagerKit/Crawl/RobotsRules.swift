@@ -9,6 +9,7 @@
 /// printable ASCII encoded. `Sitemap:` lines are collected wherever they appear. Unknown or
 /// malformed lines are ignored; CR, LF and CR LF all end lines, and a leading BOM is skipped.
 struct RobotsRules: Sendable {
+    /// One allow or disallow line, prepared for matching.
     private struct Rule: Sendable {
         /// The pattern split at its wildcards, normalized; `$` removed.
         let pieces: [[UInt8]]

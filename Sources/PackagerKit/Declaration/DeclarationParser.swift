@@ -52,6 +52,9 @@ public struct DeclarationParser: Sendable {
             .composer(let context, let problem, let mark, _):
             let detail = [context?.text, problem].compactMap { $0 }.filter { !$0.isEmpty }.joined(separator: " ")
             return PackagerError(.invalidInput, "\(file):\(mark.line):\(mark.column): invalid YAML: \(detail)")
+        case .duplicatedKeysInMapping(let duplicates, let context):
+            let keys = duplicates.sorted().map { "'\($0)'" }.joined(separator: ", ")
+            return PackagerError(.invalidInput, "\(file):\(context.mark.line):\(context.mark.column): \(keys) given more than once in the mapping that starts here")
         default:
             return PackagerError(.invalidInput, "\(file): invalid YAML: \(error)")
         }

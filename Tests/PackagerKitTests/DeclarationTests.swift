@@ -1,0 +1,82 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import PackagerKit
+
+@Suite("declarations: every key read, every mistake located")
+struct DeclarationTests {
+    let parser = DeclarationParser(environment: ["TOKEN": "abc123"])
+
+    func error(_ yaml: String) -> String {
+        do {
+            _ = try parser.parse(yaml, file: "site.yml")
+            return "no error"
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    @Test("the starter template parses, with its defaults")
+    func starter() throws {
+        let d = try parser.parse(StarterDeclaration.text)
+        #expect(d.seeds == ["https://docs.example.com/"])
+        #expect(d.scope.maxBytes == 2 << 30)
+        #expect(d.scope.maxDepth == 10)
+        #expect(d.concurrency.total == 8 && d.concurrency.perHost == 4)
+        #expect(d.retries.backoff == 0.5 && d.retries.maxBackoff == 30)
+        #expect(d.substitutions == [.init(.url("https://docs.example.com/assets/logo.svg", file: "assets/logo.svg"), line: 61)])
+        #expect(d.dropQueryParameters == ["utm_*", "fbclid", "gclid"])
+    }
+
+    @Test("every key is read")
+    func everyKey() throws {
+        let d = try parser.parse(
+            """
+            output: out.zip
+            seeds: https://a.example/
+            urls: [https://b.example/x.json]
+            sitemaps: [https://a.example/sitemap.xml]
+            scope: {hosts: [A.example, "*.cdn.example"], include: ["*/docs/*"], exclude: ["*.pdf"], max-depth: 2, max-resources: 50, max-bytes: 10MB, requisites-from-any-host: true}
+            robots: false
+            user-agent: bot/1
+            headers: {Authorization: "Bearer ${TOKEN}", X-Price: "$$5"}
+            concurrency: 3
+            timeouts: {connect: 2s, request: 1m}
+            retries: {attempts: 0, backoff: 250ms, max-backoff: 5}
+            substitutions: [{prefix: "https://a.example/static/", folder: static}]
+            block: "*/ads/*"
+            drop-query-parameters: [v]
+            content-encoding: encoded
+            max-errors: 4
+            """, baseDirectory: "/srv/site")
+        #expect(d.outputPath == "/srv/site/out.zip")
+        #expect(d.seeds == ["https://a.example/"] && d.urls == ["https://b.example/x.json"] && d.sitemaps.count == 1)
+        #expect(d.scope.hosts == ["a.example", "*.cdn.example"] && d.scope.maxDepth == 2 && d.scope.maxResources == 50 && d.scope.maxBytes == 10_000_000)
+        #expect(d.scope.requisitesFromAnyHost && !d.respectRobots && d.userAgent == "bot/1")
+        #expect(d.headers == [.init(name: "Authorization", value: "Bearer abc123", secret: true), .init(name: "X-Price", value: "$5", secret: false)])
+        #expect(d.secrets == ["Bearer abc123"])
+        #expect(d.concurrency.total == 3 && d.concurrency.perHost == 3)
+        #expect(d.timeouts.connect == 2 && d.timeouts.request == 60)
+        #expect(d.retries.attempts == 0 && d.retries.backoff == 0.25 && d.retries.maxBackoff == 5)
+        #expect(d.substitutions.first?.match == .prefix("https://a.example/static/", folder: "static"))
+        #expect(d.block == ["*/ads/*"] && d.dropQueryParameters == ["v"] && d.contentEncoding == .encoded && d.maxErrors == 4)
+    }
+
+    @Test("mistakes name the file, line and column, and what is wrong", arguments: [
+        ("seeds: [https://a.example/]\nscope:\n  max-dept: 3\n", "site.yml:3:3: unknown key 'max-dept' in scope; did you mean 'max-depth'?"),
+        ("seed: https://a.example/\n", "site.yml:1:1: unknown key 'seed' in the declaration; did you mean 'seeds'?"),
+        ("seeds: [https://a.example/]\nconcurrency: {total: zero}\n", "site.yml:2:22: concurrency.total must be a whole number"),
+        ("seeds: [ftp://a.example/]\n", "site.yml:1:9: seeds item 'ftp://a.example/' is not an absolute http or https URL"),
+        ("seeds: [https://a.example/]\nheaders:\n  Authorization: Bearer ${MISSING}\n", "site.yml:3:18: environment variable MISSING is not set (it is used in a header)"),
+        ("seeds: [https://a.example/]\ntimeouts: {request: soon}\n", "site.yml:2:21: timeouts.request must be a duration such as 10s or 500ms, not 'soon'"),
+        ("seeds: [https://a.example/]\nsubstitutions:\n  - url: https://a.example/x\n", "site.yml:3:5: a substitution needs either 'url' and 'file', or 'prefix' and 'folder'"),
+        ("seeds: [https://a.example/\n", "site.yml:2:1: invalid YAML"),
+        ("output: x.zip\n", "site.yml:1:1: nothing to fetch: give at least one of 'seeds', 'urls' or 'sitemaps'"),
+        ("seeds: [https://a.example/]\nseeds: [https://b.example/]\n", "site.yml:1:1: 'seeds' given more than once in the mapping that starts here"),
+    ])
+    func locatedErrors(yaml: String, expected: String) {
+        let message = error(yaml)
+        #expect(message.hasPrefix(expected), "got: \(message)")
+    }
+}
