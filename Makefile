@@ -1,15 +1,18 @@
 # A thin front end; Package.swift works without it.
 SWIFT ?= swift
-DEBIAN_PACKAGES = libarchive-dev libarchive-tools zlib1g-dev unzip zstd python3
+DEBIAN_PACKAGES = libarchive-dev libarchive-tools zlib1g-dev unzip zstd gzip curl python3
+# The peers the benchmarks compare with, and the tools that drive them.
+BENCH_PACKAGES = nginx wget2 wrk time
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 OUT ?= out
 BENCH_WORK ?= /tmp/packager-bench
+BIN_RELEASE = $$($(SWIFT) build -c release --show-bin-path)
 
 .PHONY: deps build test demo bench bench-quick lint format clean
 
 # Install the Debian packages the build and the tests need (skipped when already present).
 deps:
-	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(DEBIAN_PACKAGES) $(EXTRA_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
@@ -33,14 +36,25 @@ demo: deps
 	@echo
 	@echo "demo bundle: $(OUT)/demo.bundle.zip   tarball: $(OUT)/demo.tar.zst"
 
-# Every benchmark, side by side with its peer; writes docs/BENCHMARKS.md.
-bench: deps
+# Every benchmark, side by side with its peer, in one run; writes docs/BENCHMARKS.md from the figures measured.
+bench:
+	$(MAKE) deps EXTRA_PACKAGES="$(BENCH_PACKAGES)"
 	$(SWIFT) build -c release
-	$$($(SWIFT) build -c release --show-bin-path)/packager-bench $$($(SWIFT) build -c release --show-bin-path)/packager $(BENCH_WORK) docs/BENCHMARKS.md
+	mkdir -p $(BENCH_WORK)
+	$(BIN_RELEASE)/packager-bench $(BIN_RELEASE)/packager $(BENCH_WORK)/format $(BENCH_WORK)/format.md
+	scripts/bench-build.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/build $(BENCH_WORK)/build.md
+	scripts/bench-serve.sh $(BIN_RELEASE) $(BENCH_WORK)/serve $(BENCH_WORK)/serve.md
+	scripts/bench-report.sh docs/BENCHMARKS.md $(BENCH_WORK)/format.md $(BENCH_WORK)/build.md $(BENCH_WORK)/serve.md
 
-bench-quick: deps
+# The same benchmarks on small inputs, to check the scripts; writes /tmp/BENCHMARKS-quick.md.
+bench-quick:
+	$(MAKE) deps EXTRA_PACKAGES="$(BENCH_PACKAGES)"
 	$(SWIFT) build -c release
-	$$($(SWIFT) build -c release --show-bin-path)/packager-bench $$($(SWIFT) build -c release --show-bin-path)/packager $(BENCH_WORK)-quick /tmp/BENCHMARKS-quick.md --quick
+	mkdir -p $(BENCH_WORK)-quick
+	$(BIN_RELEASE)/packager-bench $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/format $(BENCH_WORK)-quick/format.md --quick
+	scripts/bench-build.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/build $(BENCH_WORK)-quick/build.md --quick
+	scripts/bench-serve.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/serve $(BENCH_WORK)-quick/serve.md --quick
+	scripts/bench-report.sh /tmp/BENCHMARKS-quick.md $(BENCH_WORK)-quick/format.md $(BENCH_WORK)-quick/build.md $(BENCH_WORK)-quick/serve.md
 
 lint:
 	$(SWIFT) format lint --recursive --strict Sources Tests Package.swift

@@ -6,6 +6,8 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .library(name: "OfflineBundle", targets: ["OfflineBundle"]),
+        .library(name: "OfflineBundleHummingbird", targets: ["OfflineBundleHummingbird"]),
+        .library(name: "OfflineBundleHTTPClient", targets: ["OfflineBundleHTTPClient"]),
         .library(name: "PackagerKit", targets: ["PackagerKit"]),
         .executable(name: "packager", targets: ["packager"]),
     ],
@@ -16,6 +18,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/jpsim/Yams", "5.0.1"..<"7.0.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
@@ -36,6 +39,27 @@ let package = Package(
             dependencies: [
                 "CZlib",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+        // Hummingbird middleware that serves a mounted bundle; apart, so the runtime never pulls in NIO.
+        .target(
+            name: "OfflineBundleHummingbird",
+            dependencies: [
+                "OfflineBundle",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        // AsyncHTTPClient wrapper that answers from a bundle by policy.
+        .target(
+            name: "OfflineBundleHTTPClient",
+            dependencies: [
+                "OfflineBundle",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
         // The build side: writer, packer, checker, libarchive edges.
@@ -59,6 +83,9 @@ let package = Package(
             dependencies: [
                 "PackagerKit",
                 "OfflineBundle",
+                "OfflineBundleHummingbird",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -66,6 +93,12 @@ let package = Package(
             name: "packager-bench",
             dependencies: ["PackagerKit", "OfflineBundle"],
             path: "Sources/PackagerBench"
+        ),
+        // The serve benchmark's peer: Hummingbird's FileMiddleware serving files from disk.
+        .executableTarget(
+            name: "packager-bench-fileserver",
+            dependencies: [.product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log")],
+            path: "Sources/PackagerBenchFileServer"
         ),
         // Helpers both test targets share: temporary folders, running tools, sample sites.
         .target(
@@ -75,11 +108,23 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Tests/TestSupport"
         ),
         .testTarget(name: "OfflineBundleTests", dependencies: ["OfflineBundle", "PackagerKit", "TestSupport"]),
         .testTarget(name: "PackagerKitTests", dependencies: ["PackagerKit", "OfflineBundle", "TestSupport"]),
+        .testTarget(
+            name: "OfflineBundleHummingbirdTests",
+            dependencies: [
+                "OfflineBundleHummingbird", "OfflineBundle", "TestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ]
+        ),
+        .testTarget(
+            name: "OfflineBundleHTTPClientTests",
+            dependencies: ["OfflineBundleHTTPClient", "OfflineBundle", "TestSupport"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

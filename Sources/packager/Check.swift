@@ -21,15 +21,7 @@ extension Packager {
 
         func run() throws {
             try reportingErrors {
-                var key: [UInt8]?
-                if let publicKey {
-                    guard let data = FileManager.default.contents(atPath: publicKey) else {
-                        throw PackagerError(.invalidInput, "cannot read the public key file \(publicKey)")
-                    }
-                    let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-                    key = data.count == 32 ? Array(data) : Data(base64Encoded: text).map(Array.init)
-                    guard key?.count == 32 else { throw PackagerError(.invalidInput, "\(publicKey) does not hold a 32-byte Ed25519 public key") }
-                }
+                let key = try publicKey.map(readPublicKey)
                 let report = Checker.check(path: path, publicKey: key)
                 if json {
                     let object: [String: Any] = [

@@ -1,0 +1,191 @@
+import Foundation
+
+/// Answers HTTP requests from a mounted bundle, as the origin would have answered them.
+///
+/// - GET and HEAD are answered (HEAD from the GET entry, without a body);
+///   other methods are misses.
+/// - Recorded redirects and error pages are answered as recorded; blocked
+///   entries with their empty response.
+/// - Conditional requests: `If-None-Match` (weak comparison, `*`) and, when it
+///   is absent, `If-Modified-Since` against `Last-Modified`, answer 304.
+/// - `Range` (one `bytes=` range; `If-Range` honoured) answers 206, or 416 when
+///   nothing of the body is in range. A request for several ranges is answered
+///   with the whole body (200), which RFC 9110 allows a server to do.
+/// - A deflated body goes to a client that accepts gzip as `Content-Encoding:
+///   gzip`, without inflating it.
+///
+/// Bodies are read lazily from the ``BundleResponse``.
+public struct BundleResponder: Sendable {
+    public let bundle: MountedBundle
+
+    public init(bundle: MountedBundle) { self.bundle = bundle }
+
+    /// The response for `request`, or nil when the bundle has no entry for it (a miss).
+    public func respond(to request: BundleRequest) -> BundleResponse? {
+        let method = request.method.uppercased()
+        guard method == "GET" || method == "HEAD", let entry = bundle.entry(for: request.url) else { return nil }
+        return respond(to: request, with: entry, head: method == "HEAD")
+    }
+
+    /// The response `entry` gives to `request`.
+    public func respond(to request: BundleRequest, with entry: BundleEntry, head: Bool) -> BundleResponse {
+        var headers = entry.headers.filter { $0.name != "content-length" }
+        let size = entry.body?.size ?? 0
+        let etag = entry.header("etag")
+        let lastModified = entry.header("last-modified")
+        func response(_ status: Int, _ body: BundleResponse.Body, length: UInt64, extra: [(String, String)] = []) -> BundleResponse {
+            var all = headers + extra.map { (name: $0.0, value: $0.1) }
+            // RFC 9110 §8.6: no Content-Length on 204 (a blocked entry) or 304.
+            if status != 204 && status != 304 { all.append(("content-length", String(length))) }
+            return BundleResponse(status: status, headers: all, body: head ? .empty : body, entry: entry, bundle: bundle)
+        }
+        guard entry.status == 200, entry.body != nil else {
+            return response(entry.status, entry.body == nil ? .empty : .entry(entry), length: size)
+        }
+        headers.append(("accept-ranges", "bytes"))
+
+        // Conditional requests (RFC 9110 §13.2.2: If-None-Match first, If-Modified-Since only without it).
+        if let match = request.header("if-none-match") {
+            if let etag, Self.weakMatch(match, etag) { return notModified(entry, headers: headers) }
+        } else if let since = request.header("if-modified-since"), let lastModified,
+            let sinceDate = HTTPDates.parse(since), let modified = HTTPDates.parse(lastModified), modified <= sinceDate
+        {
+            return notModified(entry, headers: headers)
+        }
+
+        // Range, unless If-Range names another version.
+        if let rangeHeader = request.header("range"), Self.ifRangeHolds(request.header("if-range"), etag: etag, lastModified: lastModified) {
+            switch Self.parseRange(rangeHeader, size: size) {
+            case .single(let range):
+                return response(206, .range(entry, range), length: range.upperBound - range.lowerBound, extra: [("content-range", "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(size)")])
+            case .unsatisfiable:
+                return BundleResponse(
+                    status: 416, headers: headers.filter { $0.name != "content-type" } + [("content-range", "bytes */\(size)"), ("content-length", "0")], body: .empty,
+                    entry: entry, bundle: bundle)
+            case .ignored:
+                break
+            }
+        }
+
+        if let body = entry.body, body.compression == .deflate, Self.acceptsGzip(request.header("accept-encoding")), !headers.contains(where: { $0.name == "content-encoding" }) {
+            let gzipLength = UInt64(DeflatedBody.gzipHeader.count) + body.storedSize + 8
+            return response(200, .gzip(entry), length: gzipLength, extra: [("content-encoding", "gzip"), ("vary", "Accept-Encoding")])
+        }
+        return response(200, .entry(entry), length: size, extra: entry.body?.compression == .deflate ? [("vary", "Accept-Encoding")] : [])
+    }
+
+    private func notModified(_ entry: BundleEntry, headers: [(name: String, value: String)]) -> BundleResponse {
+        // A 304 carries the validators and caching headers a 200 would, and no body.
+        let kept: Set<String> = ["etag", "last-modified", "cache-control", "expires", "vary", "content-location"]
+        return BundleResponse(status: 304, headers: headers.filter { kept.contains($0.name) }, body: .empty, entry: entry, bundle: bundle)
+    }
+
+    // MARK: - HTTP rules
+
+    /// Whether an If-None-Match list matches `etag` by weak comparison (RFC 9110 §8.8.3.2).
+    static func weakMatch(_ list: String, _ etag: String) -> Bool {
+        let trimmed = list.trimmingCharacters(in: .whitespaces)
+        if trimmed == "*" { return true }
+        let opaque = { (tag: Substring) -> Substring in
+            let t = tag.trimmingCharacters(in: .whitespaces)
+            return Substring(t.hasPrefix("W/") ? String(t.dropFirst(2)) : t)
+        }
+        let target = opaque(Substring(etag))
+        return trimmed.split(separator: ",").contains { opaque($0) == target }
+    }
+
+    /// Whether a Range should be honoured given If-Range: a strong ETag match or an exact Last-Modified.
+    static func ifRangeHolds(_ ifRange: String?, etag: String?, lastModified: String?) -> Bool {
+        guard let ifRange = ifRange?.trimmingCharacters(in: .whitespaces) else { return true }
+        if ifRange.hasPrefix("\"") || ifRange.hasPrefix("W/") {
+            guard let etag, !etag.hasPrefix("W/"), !ifRange.hasPrefix("W/") else { return false }
+            return ifRange == etag
+        }
+        return lastModified == ifRange
+    }
+
+    enum RangeRequest: Equatable {
+        case single(Range<UInt64>)
+        case unsatisfiable
+        /// Malformed, not bytes, or several ranges: answered with the whole body.
+        case ignored
+    }
+
+    /// Parses `bytes=a-b`, `bytes=a-`, `bytes=-n` against a body of `size` bytes.
+    static func parseRange(_ header: String, size: UInt64) -> RangeRequest {
+        let text = header.trimmingCharacters(in: .whitespaces)
+        guard text.lowercased().hasPrefix("bytes=") else { return .ignored }
+        let specs = text.dropFirst(6).split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        guard specs.count == 1, let spec = specs.first, let dash = spec.firstIndex(of: "-") else { return .ignored }
+        let first = spec[..<dash]
+        let last = spec[spec.index(after: dash)...]
+        if first.isEmpty {
+            guard let suffix = UInt64(last), !last.isEmpty else { return .ignored }
+            guard suffix > 0, size > 0 else { return .unsatisfiable }
+            return .single((size - min(suffix, size))..<size)
+        }
+        guard let start = UInt64(first), first.allSatisfy(\.isNumber) else { return .ignored }
+        var end = size
+        if !last.isEmpty {
+            guard let value = UInt64(last), last.allSatisfy(\.isNumber), value >= start else { return .ignored }
+            end = min(value + 1, size)
+        }
+        guard start < size else { return .unsatisfiable }
+        return .single(start..<end)
+    }
+
+    /// Whether an Accept-Encoding value accepts gzip (a `q=0` refuses it).
+    static func acceptsGzip(_ header: String?) -> Bool {
+        guard let header else { return false }
+        for item in header.lowercased().split(separator: ",") {
+            let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard let coding = parts.first, coding == "gzip" || coding == "x-gzip" || coding == "*" else { continue }
+            let q = parts.dropFirst().first { $0.hasPrefix("q=") }.flatMap { Double($0.dropFirst(2)) } ?? 1
+            return q > 0
+        }
+        return false
+    }
+}
+
+/// HTTP-date parsing for conditional requests: IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form every
+/// current server sends; the obsolete RFC 850 and asctime forms go through a DateFormatter.
+enum HTTPDates {
+    static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+
+    static func parse(_ text: String) -> Date? {
+        let b = Array(text.trimmingCharacters(in: .whitespaces).utf8)
+        if b.count == 29, b[3] == UInt8(ascii: ","), b[28] == UInt8(ascii: "T") {
+            func number(_ r: Range<Int>) -> Int? {
+                var n = 0
+                for i in r {
+                    guard b[i] >= 48 && b[i] <= 57 else { return nil }
+                    n = n * 10 + Int(b[i] - 48)
+                }
+                return n
+            }
+            let month = String(decoding: b[8..<11], as: UTF8.self).lowercased()
+            guard let day = number(5..<7), let m = months.firstIndex(of: month), let year = number(12..<16), let hour = number(17..<19),
+                let minute = number(20..<22), let second = number(23..<25)
+            else { return nil }
+            return Date(timeIntervalSince1970: TimeInterval(daysFromCivil(year, m + 1, day) * 86400 + hour * 3600 + minute * 60 + second))
+        }
+        for format in ["EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"] {
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "GMT")
+            formatter.dateFormat = format
+            if let date = formatter.date(from: text) { return date }
+        }
+        return nil
+    }
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date.
+    static func daysFromCivil(_ year: Int, _ month: Int, _ day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146097 + dayOfEra - 719468
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+
+/// A request to answer from a bundle: method, absolute URL and headers.
+public struct BundleRequest: Sendable {
+    public var method: String
+    /// The absolute URL; canonicalized before lookup.
+    public var url: String
+    public var headers: [(name: String, value: String)]
+
+    public init(method: String = "GET", url: String, headers: [(name: String, value: String)] = []) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+    }
+
+    /// The first value of a header, by case-insensitive name.
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+}
+
+/// A response answered from a bundle.
+///
+/// The body is read only when asked for (``bodyData()`` or ``bodyChunks(size:)``),
+/// and every read is checked against the bundle's CRC-32 (and SHA-256 when
+/// the bundle was mounted with a required key), so wrong bytes are never served.
+public struct BundleResponse: Sendable {
+    /// What the body is made of.
+    public enum Body: Sendable {
+        /// No body (HEAD, 204, 304, redirects without one).
+        case empty
+        /// The whole body of an entry, inflated.
+        case entry(BundleEntry)
+        /// Part of an entry's body (a Range request).
+        case range(BundleEntry, Range<UInt64>)
+        /// The stored deflate stream of an entry, framed as gzip.
+        case gzip(BundleEntry)
+        /// Bytes built for this response (a 416 or multipart body).
+        case bytes(Data)
+    }
+
+    public var status: Int
+    /// Response headers, names lowercased; Content-Length is included.
+    public var headers: [(name: String, value: String)]
+    public var body: Body
+    /// The entry that answered.
+    public var entry: BundleEntry
+    let bundle: MountedBundle
+
+    /// The first value of a header, by lowercase name.
+    public func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
+
+    /// The whole body.
+    ///
+    /// - Throws: ``BundleError`` when the stored bytes fail their checks.
+    public func bodyData() throws -> Data {
+        switch body {
+        case .empty: return Data()
+        case .bytes(let data): return data
+        case .entry(let entry): return try bundle.body(of: entry)
+        case .range(let entry, let range): return try bundle.body(of: entry)[Int(range.lowerBound)..<Int(range.upperBound)]
+        case .gzip(let entry):
+            guard let deflated = try bundle.deflatedBody(of: entry) else { return try bundle.body(of: entry) }
+            return deflated.gzip
+        }
+    }
+
+    /// The body as chunks of at most `size` bytes, for streaming to a client.
+    public func bodyChunks(size: Int = 64 * 1024) -> AsyncThrowingStream<Data, any Error> {
+        let response = self
+        return AsyncThrowingStream { continuation in
+            do {
+                let data = try response.bodyData()
+                var offset = data.startIndex
+                while offset < data.endIndex {
+                    let end = min(offset + size, data.endIndex)
+                    continuation.yield(data[offset..<end])
+                    offset = end
+                }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+    }
+}

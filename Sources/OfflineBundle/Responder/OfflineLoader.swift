@@ -1,0 +1,90 @@
+import Foundation
+import Logging
+import Metrics
+
+/// When to answer from the bundle and when from the network.
+public enum OfflinePolicy: Sendable, Equatable {
+    /// Offline: only the bundle answers; a miss is an error.
+    case bundleOnly
+    /// The bundle answers what it has (substitutions included); the network answers the rest.
+    case bundleFirst
+    /// The network answers; the bundle answers when the network fails or takes longer than `timeout` seconds.
+    case networkFirst(timeout: Double)
+}
+
+/// A policy for the URLs that match a pattern: a host (`api.example.com`, `*.example.com`) or a URL pattern with `*`.
+public struct PolicyOverride: Sendable {
+    public var pattern: String
+    public var policy: OfflinePolicy
+    public init(_ pattern: String, _ policy: OfflinePolicy) {
+        self.pattern = pattern
+        self.policy = policy
+    }
+
+    func matches(_ url: String, host: String) -> Bool {
+        let p = pattern.lowercased()
+        if !p.contains("/") {
+            if p.hasPrefix("*.") { return host.hasSuffix(p.dropFirst(1)) || host == p.dropFirst(2) }
+            return host == p
+        }
+        return globMatch(Array(p.utf8)[...], Array(url.lowercased().utf8)[...])
+    }
+}
+
+/// What services configure at launch: mounted bundles, a policy, overrides, and counters.
+///
+/// The URLSession protocol, the AsyncHTTPClient wrapper and the Hummingbird
+/// middleware all ask a loader. Lookups try each bundle in order. Hits, misses
+/// and errors are counted through swift-metrics (`offline_bundle_lookups`,
+/// dimension `result`) and logged at debug level through swift-log.
+public final class OfflineLoader: Sendable {
+    public let bundles: [MountedBundle]
+    public let policy: OfflinePolicy
+    public let overrides: [PolicyOverride]
+    let logger: Logger
+    let hits = Counter(label: "offline_bundle_lookups", dimensions: [("result", "hit")])
+    let misses = Counter(label: "offline_bundle_lookups", dimensions: [("result", "miss")])
+    let errors = Counter(label: "offline_bundle_lookups", dimensions: [("result", "error")])
+
+    /// Creates a loader over already mounted bundles.
+    public init(bundles: [MountedBundle], policy: OfflinePolicy = .bundleOnly, overrides: [PolicyOverride] = [], logger: Logger = Logger(label: "offline-bundle")) {
+        self.bundles = bundles
+        self.policy = policy
+        self.overrides = overrides
+        self.logger = logger
+    }
+
+    /// Mounts the bundle at `path` (requiring a signature by `publicKey` when given) and creates a loader over it.
+    ///
+    /// - Throws: ``BundleError`` when the bundle is missing, corrupt, or not signed by the key.
+    public convenience init(path: String, publicKey: [UInt8]? = nil, policy: OfflinePolicy = .bundleOnly, overrides: [PolicyOverride] = []) throws {
+        try self.init(bundles: [MountedBundle(path: path, options: .init(requiredPublicKey: publicKey))], policy: policy, overrides: overrides)
+    }
+
+    /// The policy for `url`: the first matching override, else the default.
+    public func policy(for url: String) -> OfflinePolicy {
+        guard !overrides.isEmpty else { return policy }
+        let host = URL(string: url)?.host?.lowercased() ?? ""
+        return overrides.first { $0.matches(url, host: host) }?.policy ?? policy
+    }
+
+    /// The bundle's response to `request`, or nil on a miss.
+    public func response(for request: BundleRequest) -> BundleResponse? {
+        for bundle in bundles {
+            if let response = BundleResponder(bundle: bundle).respond(to: request) {
+                hits.increment()
+                logger.debug("bundle hit", metadata: ["url": "\(request.url)", "status": "\(response.status)"])
+                return response
+            }
+        }
+        misses.increment()
+        logger.debug("bundle miss", metadata: ["url": "\(request.url)"])
+        return nil
+    }
+
+    /// Counts a body that failed its checks while being served.
+    public func recordError(_ error: any Error, url: String) {
+        errors.increment()
+        logger.error("bundle body failed its checks", metadata: ["url": "\(url)", "error": "\(error)"])
+    }
+}

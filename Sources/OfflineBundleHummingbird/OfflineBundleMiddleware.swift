@@ -1,0 +1,88 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import OfflineBundle
+
+/// Hummingbird middleware that serves a mounted bundle's content over HTTP.
+///
+/// A request is mapped to a request key by path prefix or by Host (see
+/// ``Route``), answered by the ``OfflineLoader`` with the recorded status and
+/// headers (ETag, Last-Modified, Cache-Control), 304 on a matching
+/// conditional request, 206 on Range, HEAD without a body, and a deflated body
+/// as `Content-Encoding: gzip` without inflating it when the client accepts
+/// gzip. A miss falls through to the next responder.
+public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware {
+    /// Which requests the bundle answers, and for which origin.
+    public struct Route: Sendable {
+        /// Requests whose Host is this (without port), or any Host when nil.
+        public var host: String?
+        /// Requests whose path starts with this prefix; it is removed before the origin is prepended.
+        public var pathPrefix: String
+        /// The origin the bundle recorded, like `https://docs.example.com`.
+        public var origin: String
+
+        public init(host: String? = nil, pathPrefix: String = "/", origin: String) {
+            self.host = host?.lowercased()
+            self.pathPrefix = pathPrefix.hasSuffix("/") ? pathPrefix : pathPrefix + "/"
+            self.origin = origin.hasSuffix("/") ? String(origin.dropLast()) : origin
+        }
+    }
+
+    public let loader: OfflineLoader
+    public let routes: [Route]
+
+    /// Serves `loader`'s bundles through `routes`, tried in order.
+    public init(loader: OfflineLoader, routes: [Route]) {
+        self.loader = loader
+        self.routes = routes
+    }
+
+    /// Serves one bundle's single origin at the root (or under `pathPrefix`); the origin is read from the bundle.
+    ///
+    /// - Throws: ``BundleError`` with code `.invalidArgument` when the bundle records more than one origin (give routes then).
+    public init(loader: OfflineLoader, pathPrefix: String = "/") throws {
+        let origins = Set(loader.bundles.flatMap { $0.origins })
+        guard origins.count == 1, let origin = origins.first else {
+            throw BundleError(.invalidArgument, "the bundle records \(origins.count) origins (\(origins.sorted().joined(separator: ", "))); give a route for each")
+        }
+        self.init(loader: loader, routes: [Route(pathPrefix: pathPrefix, origin: origin)])
+    }
+
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let url = key(for: request) else { return try await next(request, context) }
+        var headers: [(name: String, value: String)] = []
+        for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
+        guard let answer = loader.response(for: BundleRequest(method: request.method.rawValue, url: url, headers: headers)) else {
+            return try await next(request, context)
+        }
+        let body: Data
+        do {
+            body = try answer.bodyData()
+        } catch {
+            // Never half-serve: a body that fails its checks is an error response, counted and logged.
+            loader.recordError(error, url: url)
+            throw HTTPError(.internalServerError, message: "the bundle's copy of this resource is damaged")
+        }
+        var fields = HTTPFields()
+        for (name, value) in answer.headers {
+            if let fieldName = HTTPField.Name(name) { fields.append(HTTPField(name: fieldName, value: value)) }
+        }
+        let status = HTTPResponse.Status(code: answer.status)
+        if body.isEmpty { return Response(status: status, headers: fields) }
+        return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    /// The absolute URL a request stands for, or nil when no route takes it.
+    func key(for request: Request) -> String? {
+        let target = request.uri.string
+        let host = request.head.authority.map { String($0.split(separator: ":").first ?? "").lowercased() }
+        for route in routes {
+            if let wanted = route.host, wanted != host { continue }
+            if route.pathPrefix == "/" { return route.origin + target }
+            if target.hasPrefix(route.pathPrefix) { return route.origin + "/" + target.dropFirst(route.pathPrefix.count) }
+            if target == String(route.pathPrefix.dropLast()) { return route.origin + "/" }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,87 @@
+import ArgumentParser
+import Foundation
+import Hummingbird
+import Logging
+import OfflineBundle
+import OfflineBundleHummingbird
+import PackagerKit
+
+extension Packager {
+    struct Serve: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Serve a bundle over HTTP, as the origin answered when it was built.",
+            discussion: """
+                Requests map to request keys by path: GET /guide/ answers the bundle's https://docs.example.com/guide/. \
+                A bundle with several origins needs --origin, or --route HOST=ORIGIN to choose by Host. \
+                What the bundle does not hold is a 404.
+
+                Example: packager serve docs.bundle.zip --port 8080
+                """
+        )
+
+        @Argument(help: "The bundle to serve.")
+        var bundle: String
+
+        @Option(help: "The address to listen on.")
+        var host = "127.0.0.1"
+
+        @Option(help: "The port to listen on (0 picks a free one).")
+        var port = 8080
+
+        @Option(help: "The origin whose keys are served at the root (default: the bundle's only origin).")
+        var origin: String?
+
+        @Option(name: .customLong("route"), help: "HOST=ORIGIN: requests with this Host answer from this origin (repeatable).")
+        var routes: [String] = []
+
+        @Option(name: .customLong("public-key"), help: "A file with the Ed25519 public key (32 raw bytes or base64) the bundle must be signed by.")
+        var publicKey: String?
+
+        func run() async throws {
+            try await reportingErrors {
+                let key = try publicKey.map(readPublicKey)
+                let loader = try OfflineLoader(path: bundle, publicKey: key)
+                let middleware: OfflineBundleMiddleware<BasicRequestContext>
+                if !routes.isEmpty {
+                    middleware = OfflineBundleMiddleware(loader: loader, routes: try routes.map { text in
+                        let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
+                        guard parts.count == 2 else { throw PackagerError(.invalidInput, "--route takes HOST=ORIGIN, not '\(text)'") }
+                        return .init(host: parts[0], origin: parts[1])
+                    })
+                } else if let origin {
+                    middleware = OfflineBundleMiddleware(loader: loader, routes: [.init(origin: origin)])
+                } else {
+                    do {
+                        middleware = try OfflineBundleMiddleware(loader: loader)
+                    } catch let error as BundleError {
+                        throw PackagerError(.invalidInput, error.message + "; use --origin ORIGIN or --route HOST=ORIGIN")
+                    }
+                }
+                let router = Router()
+                router.add(middleware: middleware)
+                var logger = Logger(label: "packager-serve")
+                logger.logLevel = .warning
+                let app = Application(
+                    router: router, configuration: .init(address: .hostname(host, port: port), serverName: "packager"),
+                    onServerRunning: { channel in
+                        let bound = channel.localAddress?.port ?? port
+                        // Written straight to the descriptor so a script reading the port sees it at once.
+                        FileHandle.standardOutput.write(Data("serving \(bundle) (\(loader.bundles[0].entryCount) entries) on http://\(host):\(bound)/\n".utf8))
+                    }, logger: logger)
+                try await app.runService()
+            }
+        }
+    }
+}
+
+/// An Ed25519 public key from a file holding 32 raw bytes or their base64.
+func readPublicKey(_ path: String) throws -> [UInt8] {
+    guard let data = FileManager.default.contents(atPath: path) else {
+        throw PackagerError(.invalidInput, "cannot read the public key file \(path)")
+    }
+    let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    guard let key = data.count == 32 ? Array(data) : Data(base64Encoded: text).map(Array.init), key.count == 32 else {
+        throw PackagerError(.invalidInput, "\(path) does not hold a 32-byte Ed25519 public key")
+    }
+    return key
+}

@@ -1,0 +1,55 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import OfflineBundle
+import OfflineBundleHTTPClient
+import TestSupport
+import Testing
+
+@Suite("AsyncHTTPClient wrapper: policies with the network up and down")
+struct OfflineHTTPClientTests {
+    func body(_ response: HTTPClientResponse) async throws -> String {
+        String(buffer: try await response.body.collect(upTo: 1 << 20))
+    }
+
+    @Test("bundle only, bundle first and network first, up and down, with overrides")
+    func policies() async throws {
+        let live = Origin()
+        live.set("/", .text("live page", type: "text/html"))
+        live.set("/only-live.txt", .text("only on the network", type: "text/plain"))
+        try await live.start()
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: live.base, to: folder.path + "/b.zip")
+        let bundle = try MountedBundle(path: folder.path + "/b.zip")
+        func client(_ policy: OfflinePolicy, overrides: [PolicyOverride] = []) -> OfflineHTTPClient {
+            OfflineHTTPClient(loader: OfflineLoader(bundles: [bundle], policy: policy, overrides: overrides))
+        }
+        func get(_ client: OfflineHTTPClient, _ path: String, headers: [(String, String)] = []) async throws -> HTTPClientResponse {
+            var request = HTTPClientRequest(url: live.base + path)
+            for (name, value) in headers { request.headers.add(name: name, value: value) }
+            return try await client.execute(request, timeout: .seconds(5))
+        }
+
+        // Network up.
+        #expect(try await body(get(client(.bundleOnly), "/")) == samplePage)
+        await #expect(throws: BundleError.self) { try await get(client(.bundleOnly), "/only-live.txt") }
+        #expect(try await body(get(client(.bundleFirst), "/")) == samplePage)
+        #expect(try await body(get(client(.bundleFirst), "/only-live.txt")) == "only on the network")
+        #expect(try await body(get(client(.networkFirst(timeout: 5)), "/")) == "live page")
+        let notModified = try await get(client(.bundleOnly), "/", headers: [("If-None-Match", "\"page-v1\"")])
+        #expect(notModified.status.code == 304)
+        let range = try await get(client(.bundleOnly), "/logo.png", headers: [("Range", "bytes=0-9")])
+        #expect(range.status.code == 206 && range.headers.first(name: "content-range") == "bytes 0-9/50000")
+        // An override sends one path to the network whatever the default.
+        let mixed = client(.bundleOnly, overrides: [PolicyOverride("*/only-live.txt", .bundleFirst)])
+        #expect(try await body(get(mixed, "/only-live.txt")) == "only on the network")
+        #expect(live.count("/") == 1)
+
+        // Network down.
+        await live.stop()
+        #expect(try await body(get(client(.bundleOnly), "/")) == samplePage)
+        #expect(try await body(get(client(.bundleFirst), "/")) == samplePage)
+        #expect(try await body(get(client(.networkFirst(timeout: 1)), "/")) == samplePage)
+        await #expect(throws: (any Error).self) { try await get(client(.networkFirst(timeout: 1)), "/only-live.txt") }
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import OfflineBundle
+import OfflineBundleHummingbird
+import TestSupport
+import Testing
+
+@Suite("Hummingbird middleware serving a mounted bundle")
+struct MiddlewareTests {
+    func app(_ folder: TemporaryFolder, prefix: String = "/") throws -> some ApplicationProtocol {
+        try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
+        let loader = try OfflineLoader(path: folder.path + "/b.zip")
+        let router = Router()
+        router.add(middleware: try OfflineBundleMiddleware(loader: loader, pathPrefix: prefix))
+        router.get("/health") { _, _ in "ok" }
+        return Application(router: router)
+    }
+
+    @Test("200 with the recorded headers, 304, 206, gzip or identity, HEAD, blocked, and a miss falling through")
+    func serves() async throws {
+        let folder = try TemporaryFolder()
+        try await app(folder).test(.router) { client in
+            try await client.execute(uri: "/", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[.eTag] == "\"page-v1\"" && response.headers[.cacheControl] == "max-age=300")
+                #expect(response.headers[.lastModified] == "Sat, 21 Nov 2026 10:00:00 GMT")
+                #expect(response.headers[.contentEncoding] == nil)
+                #expect(String(buffer: response.body) == samplePage)
+            }
+            try await client.execute(uri: "/", method: .get, headers: [.ifNoneMatch: "\"page-v1\""]) { response in
+                #expect(response.status == .notModified && response.body.readableBytes == 0)
+            }
+            try await client.execute(uri: "/logo.png", method: .get, headers: [.range: "bytes=10-19"]) { response in
+                #expect(response.status == .partialContent && response.headers[.contentRange] == "bytes 10-19/50000")
+                #expect(Data(buffer: response.body) == sampleImage[10..<20])
+            }
+            let gzipped = try await client.execute(uri: "/", method: .get, headers: [.acceptEncoding: "gzip"])
+            #expect(gzipped.headers[.contentEncoding] == "gzip")
+            #expect(try gunzip(Data(buffer: gzipped.body)) == Data(samplePage.utf8))
+            try await client.execute(uri: "/", method: .head) { response in
+                #expect(response.status == .ok && response.body.readableBytes == 0)
+            }
+            try await client.execute(uri: "/ads.js", method: .get) { response in
+                #expect(response.status == .noContent && response.body.readableBytes == 0)
+            }
+            try await client.execute(uri: "/old", method: .get) { response in
+                #expect(response.status == .movedPermanently && response.headers[.location] == "/")
+            }
+            try await client.execute(uri: "/health", method: .get) { response in
+                #expect(response.status == .ok && String(buffer: response.body) == "ok")
+            }
+            try await client.execute(uri: "/not-in-bundle", method: .get) { response in
+                #expect(response.status == .notFound)
+            }
+        }
+    }
+
+    @Test("under a path prefix, only that prefix answers from the bundle")
+    func prefix() async throws {
+        let folder = try TemporaryFolder()
+        try await app(folder, prefix: "/docs").test(.router) { client in
+            try await client.execute(uri: "/docs/", method: .get) { #expect($0.status == .ok && String(buffer: $0.body) == samplePage) }
+            try await client.execute(uri: "/docs/logo.png", method: .get) { #expect($0.status == .ok && $0.body.readableBytes == 50_000) }
+            try await client.execute(uri: "/logo.png", method: .get) { #expect($0.status == .notFound) }
+        }
+    }
+}

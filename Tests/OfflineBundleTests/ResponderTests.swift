@@ -1,0 +1,194 @@
+import Crypto
+import Foundation
+import OfflineBundle
+import PackagerKit
+import TestSupport
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+@Suite("answering requests from a mounted bundle")
+struct ResponderTests {
+    let origin = "https://docs.example.com"
+
+    func loader(_ folder: TemporaryFolder, policy: OfflinePolicy = .bundleOnly) throws -> OfflineLoader {
+        try writeSampleBundle(origin: origin, to: folder.path + "/b.zip")
+        return try OfflineLoader(path: folder.path + "/b.zip", policy: policy)
+    }
+
+    func ask(_ loader: OfflineLoader, _ path: String, method: String = "GET", _ headers: [(String, String)] = []) -> BundleResponse? {
+        loader.response(for: BundleRequest(method: method, url: origin + path, headers: headers.map { (name: $0.0, value: $0.1) }))
+    }
+
+    @Test("200 with the recorded headers; HEAD has them without a body")
+    func recorded() throws {
+        let folder = try TemporaryFolder()
+        let loader = try loader(folder)
+        let page = try #require(ask(loader, "/"))
+        #expect(page.status == 200)
+        #expect(page.header("etag") == "\"page-v1\"" && page.header("cache-control") == "max-age=300")
+        #expect(page.header("last-modified") == "Sat, 21 Nov 2026 10:00:00 GMT")
+        #expect(page.header("content-length") == String(samplePage.utf8.count))
+        #expect(try page.bodyData() == Data(samplePage.utf8))
+        let head = try #require(ask(loader, "/", method: "HEAD"))
+        #expect(try head.status == 200 && head.header("content-length") == String(samplePage.utf8.count) && (head.bodyData()).isEmpty)
+        // Canonical matching: host case, default port, fragment.
+        #expect(loader.response(for: BundleRequest(url: "HTTPS://Docs.Example.com:443/#top"))?.status == 200)
+        #expect(ask(loader, "/", method: "POST") == nil)
+        #expect(ask(loader, "/nothing") == nil)
+    }
+
+    @Test("conditional requests answer 304 with the validators")
+    func conditional() throws {
+        let folder = try TemporaryFolder()
+        let loader = try loader(folder)
+        #expect(ask(loader, "/", [("If-None-Match", "\"page-v1\"")])?.status == 304)
+        #expect(ask(loader, "/", [("If-None-Match", "W/\"page-v1\", \"other\"")])?.status == 304)
+        #expect(ask(loader, "/", [("If-None-Match", "\"other\"")])?.status == 200)
+        #expect(ask(loader, "/", [("If-None-Match", "*")])?.status == 304)
+        #expect(ask(loader, "/", [("If-Modified-Since", "Sun, 22 Nov 2026 10:00:00 GMT")])?.status == 304)
+        #expect(ask(loader, "/", [("If-Modified-Since", "Fri, 20 Nov 2026 10:00:00 GMT")])?.status == 200)
+        // If-None-Match wins over If-Modified-Since.
+        #expect(ask(loader, "/", [("If-None-Match", "\"other\""), ("If-Modified-Since", "Sun, 22 Nov 2026 10:00:00 GMT")])?.status == 200)
+        let notModified = try #require(ask(loader, "/", [("If-None-Match", "\"page-v1\"")]))
+        #expect(try notModified.header("etag") == "\"page-v1\"" && notModified.header("content-type") == nil && (notModified.bodyData()).isEmpty)
+    }
+
+    @Test("Range answers 206, 416 out of range, and the whole body for several ranges or a stale If-Range")
+    func ranges() throws {
+        let folder = try TemporaryFolder()
+        let loader = try loader(folder)
+        let part = try #require(ask(loader, "/logo.png", [("Range", "bytes=100-199")]))
+        #expect(part.status == 206 && part.header("content-range") == "bytes 100-199/50000" && part.header("content-length") == "100")
+        #expect(try part.bodyData() == sampleImage[100..<200])
+        let tail = try #require(ask(loader, "/logo.png", [("Range", "bytes=-10")]))
+        #expect(try tail.status == 206 && (tail.bodyData()) == sampleImage[49_990...])
+        let open = try #require(ask(loader, "/logo.png", [("Range", "bytes=49000-")]))
+        #expect(try open.status == 206 && (open.bodyData()).count == 1000)
+        let beyond = try #require(ask(loader, "/logo.png", [("Range", "bytes=60000-")]))
+        #expect(beyond.status == 416 && beyond.header("content-range") == "bytes */50000")
+        #expect(ask(loader, "/logo.png", [("Range", "bytes=0-1,5-6")])?.status == 200)
+        #expect(ask(loader, "/logo.png", [("Range", "bytes=0-1"), ("If-Range", "\"logo-0\"")])?.status == 200)
+        #expect(ask(loader, "/logo.png", [("Range", "bytes=0-1"), ("If-Range", "\"logo-1\"")])?.status == 206)
+    }
+
+    @Test("gzip when the client accepts it, identity when not; redirects, blocked entries and 404s as recorded")
+    func encodingAndKinds() throws {
+        let folder = try TemporaryFolder()
+        let loader = try loader(folder)
+        let gzipped = try #require(ask(loader, "/", [("Accept-Encoding", "br, gzip;q=0.8")]))
+        #expect(gzipped.header("content-encoding") == "gzip" && gzipped.header("vary") == "Accept-Encoding")
+        let bytes = try gzipped.bodyData()
+        #expect(gzipped.header("content-length") == String(bytes.count) && bytes.count < samplePage.utf8.count / 4)
+        #expect(try gunzip(bytes) == Data(samplePage.utf8))
+        #expect(ask(loader, "/", [("Accept-Encoding", "gzip;q=0")])?.header("content-encoding") == nil)
+        #expect(ask(loader, "/")?.header("content-encoding") == nil)
+        // A stored (incompressible) body is never gzip-framed.
+        #expect(ask(loader, "/logo.png", [("Accept-Encoding", "gzip")])?.header("content-encoding") == nil)
+
+        let redirect = try #require(ask(loader, "/old"))
+        #expect(redirect.status == 301 && redirect.header("location") == "/")
+        let blocked = try #require(ask(loader, "/ads.js"))
+        #expect(try blocked.status == 204 && blocked.entry.kind == .blocked && (blocked.bodyData()).isEmpty && blocked.header("content-length") == nil)
+        let gone = try #require(ask(loader, "/gone.html"))
+        #expect(try gone.status == 404 && (gone.bodyData()) == Data("<h1>Not here</h1>".utf8))
+    }
+
+    @Test("a tampered bundle is refused at mount when a public key is required")
+    func tamperedRefused() throws {
+        let folder = try TemporaryFolder()
+        let key = Curve25519.Signing.PrivateKey()
+        try writeSampleBundle(origin: origin, to: folder.path + "/signed.zip", signingKey: key)
+        let publicKey = Array(key.publicKey.rawRepresentation)
+        #expect(throws: Never.self) { try OfflineLoader(path: folder.path + "/signed.zip", publicKey: publicKey) }
+        // Change one byte of the index (its first entry record) and the signature no longer holds.
+        let index = try #require(try offset(of: Data("https://docs.example.com/".utf8), in: folder.path + "/signed.zip"))
+        try flipByte(at: index + 10, in: folder.path + "/signed.zip")
+        #expect(throws: BundleError.self) { try OfflineLoader(path: folder.path + "/signed.zip", publicKey: publicKey) }
+        // An unsigned bundle is refused too.
+        try writeSampleBundle(origin: origin, to: folder.path + "/unsigned.zip")
+        #expect(throws: BundleError.self) { try OfflineLoader(path: folder.path + "/unsigned.zip", publicKey: publicKey) }
+    }
+
+    @Test("many tasks look up and read bodies at once, each checked against its digest")
+    func concurrentReads() async throws {
+        let folder = try TemporaryFolder()
+        var writer = BundleWriter()
+        var expected: [String: String] = [:]
+        for i in 0..<200 {
+            let body = i % 2 == 0 ? Data(String(repeating: "page \(i) ", count: 50 + i).utf8) : noise(1000 + i * 37, seed: UInt64(i))
+            expected["https://c.example/\(i)"] = SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined()
+            writer.add(.init(url: "https://c.example/\(i)", headers: [("content-type", i % 2 == 0 ? "text/plain" : "image/png")], body: .data(body)))
+        }
+        try writer.write(to: folder.path + "/c.zip")
+        let loader = try OfflineLoader(path: folder.path + "/c.zip")
+        let digests = expected
+        let failures = await withTaskGroup(of: Int.self) { group in
+            for task in 0..<32 {
+                group.addTask {
+                    var bad = 0
+                    for step in 0..<200 {
+                        let url = "https://c.example/\((task * 7 + step * 13) % 200)"
+                        let gzip = step % 3 == 0
+                        guard let response = loader.response(for: BundleRequest(url: url, headers: gzip ? [("accept-encoding", "gzip")] : [])),
+                            var body = try? response.bodyData()
+                        else {
+                            bad += 1
+                            continue
+                        }
+                        if response.header("content-encoding") == "gzip" { body = (try? gunzipInMemory(body)) ?? Data() }
+                        if SHA256.hash(data: body).map({ String(format: "%02x", $0) }).joined() != digests[url] { bad += 1 }
+                    }
+                    return bad
+                }
+            }
+            return await group.reduce(0, +)
+        }
+        #expect(failures == 0)
+    }
+
+    @Test("URLSession: bundle only, bundle first and network first, with the network up and down")
+    func urlSessionPolicies() async throws {
+        let live = Origin()
+        live.set("/", .text("live page", type: "text/html"))
+        live.set("/only-live.txt", .text("only on the network", type: "text/plain"))
+        try await live.start()
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: live.base, to: folder.path + "/b.zip")
+        let bundle = try MountedBundle(path: folder.path + "/b.zip")
+
+        func get(_ path: String, _ policy: OfflinePolicy) async -> (Int, String)? {
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.useOfflineBundle(OfflineLoader(bundles: [bundle], policy: policy))
+            let session = URLSession(configuration: configuration)
+            guard let (data, response) = try? await session.data(from: URL(string: live.base + path)!) else { return nil }
+            return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+        }
+
+        // Network up.
+        #expect(await get("/", .bundleOnly)?.1 == samplePage)
+        #expect(await get("/only-live.txt", .bundleOnly) == nil)
+        #expect(await get("/", .bundleFirst)?.1 == samplePage)
+        #expect(await get("/only-live.txt", .bundleFirst)?.1 == "only on the network")
+        #expect(await get("/", .networkFirst(timeout: 5))?.1 == "live page")
+        #expect(await get("/gone.html", .bundleOnly)?.0 == 404)
+        // Network down: bundle-backed policies still answer what the bundle holds.
+        await live.stop()
+        #expect(await get("/", .bundleOnly)?.1 == samplePage)
+        #expect(await get("/", .bundleFirst)?.1 == samplePage)
+        #expect(await get("/", .networkFirst(timeout: 5))?.1 == samplePage)
+        #expect(await get("/only-live.txt", .networkFirst(timeout: 5)) == nil)
+    }
+}
+
+/// A gzip member (as the responder frames it) inflated in memory with the reader's own zlib binding.
+func gunzipInMemory(_ data: Data) throws -> Data {
+    let bytes = [UInt8](data)
+    guard bytes.count >= 18 else { throw BundleError(.corruptBody, "short gzip") }
+    let n = bytes.count
+    let size = Int(bytes[n - 4]) | Int(bytes[n - 3]) << 8 | Int(bytes[n - 2]) << 16 | Int(bytes[n - 1]) << 24
+    let raw = Array(bytes[10..<(n - 8)])
+    return Data(try raw.withUnsafeBytes { try RawInflate.inflate($0, expectedSize: size, entry: "test") })
+}

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Benchmark of `packager serve` (a bundle) against nginx and Hummingbird's FileMiddleware (the same files
+# on disk), with wrk on loopback, in the same run. Usage: scripts/bench-serve.sh BIN_FOLDER WORK OUTPUT.md [--quick]
+set -euo pipefail
+bin=$1
+work=$2
+out=$3
+quick=${4:-}
+duration=10
+[ "$quick" = "--quick" ] && duration=3
+rm -rf "$work" && mkdir -p "$work/site/p" "$work/site/img" "$work/nginx"
+work=$(cd "$work" && pwd)
+
+# 1000 HTML pages of about 6 KiB and 200 images of 20 KiB; wrk asks for them in turn.
+python3 - "$work/site" <<'PY'
+import os, random, sys
+root = sys.argv[1]
+rng = random.Random(5)
+words = "offline bundle serve request response header cache etag range gzip".split()
+for i in range(1000):
+    body = "".join(f"<p>{' '.join(rng.choice(words) for _ in range(60))}</p>\n" for _ in range(15))
+    open(f"{root}/p/{i}.html", "w").write(f"<!doctype html><html><head><title>{i}</title></head><body>{body}</body></html>")
+for i in range(200):
+    open(f"{root}/img/{i}.png", "wb").write(b"\x89PNG\r\n\x1a\n" + os.urandom(20000))
+PY
+cat > "$work/pages.lua" <<'LUA'
+local n = 0
+request = function()
+  n = n + 1
+  if n % 5 == 0 then return wrk.format("GET", "/img/" .. (n % 200) .. ".png") end
+  return wrk.format("GET", "/p/" .. (n % 1000) .. ".html")
+end
+LUA
+"$bin/packager" pack "$work/site" --base-url http://bench.local/ -o "$work/site.zip" >/dev/null
+
+cat > "$work/nginx/nginx.conf" <<NGINX
+worker_processes 1;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log;
+user root;
+events { worker_connections 1024; }
+http {
+    include /etc/nginx/mime.types;
+    access_log off;
+    sendfile on;
+    keepalive_requests 1000000;
+    server { listen 127.0.0.1:18091; root $work/site; etag on; }
+}
+NGINX
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; nginx -c "$work/nginx/nginx.conf" -s stop 2>/dev/null || true; }
+trap cleanup EXIT
+nginx -c "$work/nginx/nginx.conf"
+"$bin/packager" serve "$work/site.zip" --port 18092 >/dev/null 2>&1 & pids+=($!)
+"$bin/packager-bench-fileserver" "$work/site" 18093 >/dev/null 2>&1 & pids+=($!)
+for port in 18091 18092 18093; do
+    for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/p/1.html" >/dev/null && break; sleep 0.1; done
+    # Every server must give the same bytes.
+    curl -sf "http://127.0.0.1:$port/p/7.html" | cmp - "$work/site/p/7.html"
+done
+
+rps() { wrk -t1 -c32 -d${duration}s -s "$work/pages.lua" "http://127.0.0.1:$1/" | awk '/Requests\/sec/ {print $2}'; }
+# Warm up each, then measure each in turn, twice, keeping the best.
+for port in 18091 18092 18093; do wrk -t1 -c8 -d1s -s "$work/pages.lua" "http://127.0.0.1:$port/" >/dev/null; done
+best() { local a b; a=$(rps "$1"); b=$(rps "$1"); python3 -c "print(max($a, $b))"; }
+r_nginx=$(best 18091); r_packager=$(best 18092); r_file=$(best 18093)
+ratio_file=$(python3 -c "print(f'{$r_packager / $r_file:.2f}')")
+ratio_nginx=$(python3 -c "print(f'{$r_packager / $r_nginx:.2f}')")
+cores=$(nproc); cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+{
+    echo "## packager serve: requests per second"
+    echo
+    echo "Run by \`make bench\` (scripts/bench-serve.sh) on $(date -u +%Y-%m-%dT%H:%M:%SZ), $cores cores ($cpu)."
+    echo "1000 HTML pages (~6 KiB, deflated in the bundle, served identity) and 200 images (20 KiB, stored), asked for in turn (4 pages, 1 image);"
+    echo "wrk -t1 -c32 -d${duration}s on loopback, best of 2 runs each, after a warm-up; client and servers share the machine's $cores cores."
+    echo "nginx: 1 worker, sendfile, files on disk. FileMiddleware: Hummingbird $(grep -A3 '"hummingbird"' Package.resolved 2>/dev/null | grep -o '"version" : "[^"]*"' | cut -d'"' -f4) serving the folder."
+    echo
+    echo "| server | requests/s | packager serve vs it | target |"
+    echo "|---|---|---|---|"
+    echo "| packager serve (bundle) | $r_packager | - | - |"
+    echo "| Hummingbird FileMiddleware (disk) | $r_file | ${ratio_file}x | >= 1.2x |"
+    echo "| nginx (disk) | $r_nginx | ${ratio_nginx}x | reported |"
+    echo
+} >"$out"
+cat "$out"
