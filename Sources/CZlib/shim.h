@@ -10,4 +10,9 @@ static inline int czlib_deflate_init_raw(z_streamp strm, int level) {
 static inline int czlib_inflate_init_raw(z_streamp strm) {
     return inflateInit2(strm, -MAX_WBITS);
 }
+
+// Inflates gzip or zlib streams, detected from their header (window bits 15 + 32).
+static inline int czlib_inflate_init_auto(z_streamp strm) {
+    return inflateInit2(strm, MAX_WBITS + 32);
+}
 #endif

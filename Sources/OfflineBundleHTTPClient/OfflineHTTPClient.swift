@@ -50,18 +50,32 @@ public struct OfflineHTTPClient: Sendable {
     }
 
     /// The bundle's answer to `request`, or nil on a miss.
+    ///
+    /// Recorded redirects are followed inside the bundle (up to 10 hops), as AsyncHTTPClient follows network ones;
+    /// a redirect whose target the bundle lacks is returned as recorded. Accept-Encoding is left out, so bodies
+    /// come back as identity (AsyncHTTPClient's decompression never sees these responses).
     public func fromBundle(_ request: HTTPClientRequest) throws -> HTTPClientResponse? {
-        let bundleRequest = BundleRequest(method: request.method.rawValue, url: request.url, headers: request.headers.map { ($0.name, $0.value) })
-        guard let answer = loader.response(for: bundleRequest) else { return nil }
+        let headers = request.headers.filter { $0.name.lowercased() != "accept-encoding" }.map { (name: $0.name, value: $0.value) }
+        var url = request.url
+        guard var answer = loader.response(for: BundleRequest(method: request.method.rawValue, url: url, headers: headers)) else { return nil }
+        var hops = 0
+        while (300...399).contains(answer.status), answer.status != 304, hops < 10, let location = answer.header("location"),
+            let target = URL(string: location, relativeTo: URL(string: url))?.absoluteURL.absoluteString,
+            let next = loader.response(for: BundleRequest(method: request.method.rawValue, url: target, headers: headers))
+        {
+            answer = next
+            url = target
+            hops += 1
+        }
         let body: Data
         do {
             body = try answer.bodyData()
         } catch {
-            loader.recordError(error, url: request.url)
+            loader.recordError(error, url: url)
             throw error
         }
-        var headers = HTTPHeaders()
-        for (name, value) in answer.headers { headers.add(name: name, value: value) }
-        return HTTPClientResponse(status: HTTPResponseStatus(statusCode: answer.status), headers: headers, body: .bytes(ByteBuffer(bytes: body)))
+        var fields = HTTPHeaders()
+        for (name, value) in answer.headers { fields.add(name: name, value: value) }
+        return HTTPClientResponse(status: HTTPResponseStatus(statusCode: answer.status), headers: fields, body: .bytes(ByteBuffer(bytes: body)))
     }
 }

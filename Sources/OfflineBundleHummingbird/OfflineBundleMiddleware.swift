@@ -27,6 +27,14 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
             self.pathPrefix = pathPrefix.hasSuffix("/") ? pathPrefix : pathPrefix + "/"
             self.origin = origin.hasSuffix("/") ? String(origin.dropLast()) : origin
         }
+
+        /// A Location value as this server serves it: the origin's absolute URLs, and its absolute paths, under the prefix.
+        func localize(_ location: String) -> String {
+            if location.lowercased().hasPrefix(origin.lowercased() + "/") { return pathPrefix + location.dropFirst(origin.count + 1) }
+            if location.lowercased() == origin.lowercased() { return pathPrefix }
+            if location.hasPrefix("/") && !location.hasPrefix("//") { return pathPrefix + location.dropFirst() }
+            return location
+        }
     }
 
     public let loader: OfflineLoader
@@ -50,7 +58,7 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
     }
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard let url = key(for: request) else { return try await next(request, context) }
+        guard let (url, route) = key(for: request) else { return try await next(request, context) }
         var headers: [(name: String, value: String)] = []
         for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
         guard let answer = loader.response(for: BundleRequest(method: request.method.rawValue, url: url, headers: headers)) else {
@@ -66,7 +74,10 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
         }
         var fields = HTTPFields()
         for (name, value) in answer.headers {
-            if let fieldName = HTTPField.Name(name) { fields.append(HTTPField(name: fieldName, value: value)) }
+            guard let fieldName = HTTPField.Name(name) else { continue }
+            // A recorded redirect to the origin itself stays on this server.
+            let local = (name == "location" || name == "content-location") ? route.localize(value) : value
+            fields.append(HTTPField(name: fieldName, value: local))
         }
         let status = HTTPResponse.Status(code: answer.status)
         if body.isEmpty { return Response(status: status, headers: fields) }
@@ -74,14 +85,14 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
     }
 
     /// The absolute URL a request stands for, or nil when no route takes it.
-    func key(for request: Request) -> String? {
+    func key(for request: Request) -> (String, Route)? {
         let target = request.uri.string
         let host = request.head.authority.map { String($0.split(separator: ":").first ?? "").lowercased() }
         for route in routes {
             if let wanted = route.host, wanted != host { continue }
-            if route.pathPrefix == "/" { return route.origin + target }
-            if target.hasPrefix(route.pathPrefix) { return route.origin + "/" + target.dropFirst(route.pathPrefix.count) }
-            if target == String(route.pathPrefix.dropLast()) { return route.origin + "/" }
+            if route.pathPrefix == "/" { return (route.origin + target, route) }
+            if target.hasPrefix(route.pathPrefix) { return (route.origin + "/" + target.dropFirst(route.pathPrefix.count), route) }
+            if target == String(route.pathPrefix.dropLast()) { return (route.origin + "/", route) }
         }
         return nil
     }

@@ -34,6 +34,7 @@ struct OfflineHTTPClientTests {
         #expect(try await body(get(client(.bundleOnly), "/")) == samplePage)
         await #expect(throws: BundleError.self) { try await get(client(.bundleOnly), "/only-live.txt") }
         #expect(try await body(get(client(.bundleFirst), "/")) == samplePage)
+        #expect(try await body(get(client(.bundleOnly), "/old")) == samplePage)
         #expect(try await body(get(client(.bundleFirst), "/only-live.txt")) == "only on the network")
         #expect(try await body(get(client(.networkFirst(timeout: 5)), "/")) == "live page")
         let notModified = try await get(client(.bundleOnly), "/", headers: [("If-None-Match", "\"page-v1\"")])

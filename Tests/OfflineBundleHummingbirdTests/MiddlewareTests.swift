@@ -64,6 +64,8 @@ struct MiddlewareTests {
             try await client.execute(uri: "/docs/", method: .get) { #expect($0.status == .ok && String(buffer: $0.body) == samplePage) }
             try await client.execute(uri: "/docs/logo.png", method: .get) { #expect($0.status == .ok && $0.body.readableBytes == 50_000) }
             try await client.execute(uri: "/logo.png", method: .get) { #expect($0.status == .notFound) }
+            // A recorded redirect to the origin's root stays under the prefix.
+            try await client.execute(uri: "/docs/old", method: .get) { #expect($0.status == .movedPermanently && $0.headers[.location] == "/docs/") }
         }
     }
 }

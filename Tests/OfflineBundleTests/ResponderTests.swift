@@ -72,6 +72,8 @@ struct ResponderTests {
         #expect(ask(loader, "/logo.png", [("Range", "bytes=0-1,5-6")])?.status == 200)
         #expect(ask(loader, "/logo.png", [("Range", "bytes=0-1"), ("If-Range", "\"logo-0\"")])?.status == 200)
         #expect(ask(loader, "/logo.png", [("Range", "bytes=0-1"), ("If-Range", "\"logo-1\"")])?.status == 206)
+        // Ranges are for GET: HEAD gets the whole representation's headers.
+        #expect(ask(loader, "/logo.png", method: "HEAD", [("Range", "bytes=0-1")])?.status == 200)
     }
 
     @Test("gzip when the client accepts it, identity when not; redirects, blocked entries and 404s as recorded")
@@ -84,6 +86,12 @@ struct ResponderTests {
         #expect(gzipped.header("content-length") == String(bytes.count) && bytes.count < samplePage.utf8.count / 4)
         #expect(try gunzip(bytes) == Data(samplePage.utf8))
         #expect(ask(loader, "/", [("Accept-Encoding", "gzip;q=0")])?.header("content-encoding") == nil)
+        #expect(ask(loader, "/", [("Accept-Encoding", "*;q=1, gzip;q=0")])?.header("content-encoding") == nil)
+        #expect(ask(loader, "/", [("Accept-Encoding", "*")])?.header("content-encoding") == "gzip")
+        // The gzip representation has its own strong validator; both carry Vary, 304s included.
+        #expect(gzipped.header("etag") == "\"page-v1-gzip\"")
+        #expect(ask(loader, "/", [("Accept-Encoding", "gzip"), ("If-None-Match", "\"page-v1-gzip\"")])?.status == 304)
+        #expect(ask(loader, "/", [("If-None-Match", "\"page-v1\"")])?.header("vary") == "Accept-Encoding")
         #expect(ask(loader, "/")?.header("content-encoding") == nil)
         // A stored (incompressible) body is never gzip-framed.
         #expect(ask(loader, "/logo.png", [("Accept-Encoding", "gzip")])?.header("content-encoding") == nil)
@@ -169,6 +177,8 @@ struct ResponderTests {
 
         // Network up.
         #expect(await get("/", .bundleOnly)?.1 == samplePage)
+        // A recorded redirect is followed, as URLSession follows network ones.
+        #expect(await get("/old", .bundleOnly)?.1 == samplePage)
         #expect(await get("/only-live.txt", .bundleOnly) == nil)
         #expect(await get("/", .bundleFirst)?.1 == samplePage)
         #expect(await get("/only-live.txt", .bundleFirst)?.1 == "only on the network")

@@ -186,4 +186,54 @@ struct BuildTests {
         #expect(!report.succeeded)
         #expect(try again.contents().isEmpty)
     }
+
+    @Test("a declared URL that redirects to a failure fails the build")
+    func declaredRedirectFailure() async throws {
+        let origin = Origin()
+        origin.set("/docs", .redirect("/docs/"))
+        var down = Origin.Resource.text("later", type: "text/html")
+        down.failures = 100
+        origin.set("/docs/", down)
+        try await origin.start()
+        defer { Task { await origin.stop() } }
+        let folder = try TemporaryFolder()
+        var declaration = Declaration()
+        declaration.seeds = [origin.base + "/docs"]
+        declaration.retries.attempts = 1
+        declaration.retries.backoff = 0.05
+        let report = try await Builder(declaration: declaration, options: .init(output: folder.path + "/x.zip")).run()
+        #expect(!report.succeeded)
+        #expect(report.failures.map(\.url) == [origin.base + "/docs/"] && report.failures.first?.declared == true)
+        #expect(try folder.contents().isEmpty)
+    }
+
+    @Test("gzip-encoded responses: stored decoded by default, or as sent, and their links found either way", arguments: [false, true])
+    func contentEncoding(encoded: Bool) async throws {
+        let folder = try TemporaryFolder()
+        try folder.file("page.html", "<html><body><img src=\"/pic.png\"><a href=\"/next.html\">next</a></body></html>")
+        _ = try run("gzip", ["-k", "-n", folder.path + "/page.html"])
+        let gzipped = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/page.html.gz"))
+        let origin = Origin()
+        origin.set("/", Origin.Resource(headers: [("Content-Type", "text/html"), ("Content-Encoding", "gzip")], body: Array(gzipped)))
+        origin.set("/pic.png", Origin.Resource(headers: [("Content-Type", "image/png")], body: [1, 2, 3]))
+        origin.set("/next.html", .text("<p>next</p>", type: "text/html"))
+        try await origin.start()
+        defer { Task { await origin.stop() } }
+        var declaration = Declaration()
+        declaration.seeds = [origin.base + "/"]
+        declaration.contentEncoding = encoded ? .encoded : .decoded
+        let report = try await Builder(declaration: declaration, options: .init(output: folder.path + "/x.zip")).run()
+        #expect(report.succeeded && report.entries == 3)
+        let bundle = try MountedBundle(path: folder.path + "/x.zip")
+        let page = try #require(bundle.entry(for: origin.base + "/"))
+        let html = try String(contentsOfFile: folder.path + "/page.html", encoding: .utf8)
+        if encoded {
+            #expect(try page.header("content-encoding") == "gzip" && bundle.body(of: page) == gzipped)
+        } else {
+            #expect(try page.header("content-encoding") == nil && bundle.body(of: page) == Data(html.utf8))
+        }
+        let manifestText = try run("unzip", ["-p", folder.path + "/x.zip", "manifest.json"]).output
+        let manifest = try JSONDecoder().decode(Manifest.self, from: Data(manifestText.utf8))
+        #expect(manifest.entries.first { $0.key == origin.base + "/" }?.contentEncoding == (encoded ? "gzip" : "identity"))
+    }
 }

@@ -39,24 +39,34 @@ public struct BundleResponder: Sendable {
             if status != 204 && status != 304 { all.append(("content-length", String(length))) }
             return BundleResponse(status: status, headers: all, body: head ? .empty : body, entry: entry, bundle: bundle)
         }
-        guard entry.status == 200, entry.body != nil else {
+        guard entry.status == 200, let body = entry.body else {
             return response(entry.status, entry.body == nil ? .empty : .entry(entry), length: size)
         }
         headers.append(("accept-ranges", "bytes"))
+        // A deflated body has two representations (identity and gzip); caches must key on Accept-Encoding,
+        // and the gzip one gets its own strong validator so a Range resumed with If-Range never splices the two.
+        let compressed = body.compression == .deflate && !headers.contains(where: { $0.name == "content-encoding" })
+        if compressed { headers.append(("vary", "Accept-Encoding")) }
+        let gzip = compressed && Self.acceptsGzip(request.header("accept-encoding"))
+        if gzip, let etag, let index = headers.firstIndex(where: { $0.name == "etag" }) { headers[index].value = Self.gzipETag(etag) }
 
         // Conditional requests (RFC 9110 §13.2.2: If-None-Match first, If-Modified-Since only without it).
         if let match = request.header("if-none-match") {
-            if let etag, Self.weakMatch(match, etag) { return notModified(entry, headers: headers) }
+            let current = gzip ? etag.map(Self.gzipETag) : etag
+            if match.trimmingCharacters(in: .whitespaces) == "*" || (current.map { Self.weakMatch(match, $0) } ?? false) {
+                return notModified(entry, headers: headers)
+            }
         } else if let since = request.header("if-modified-since"), let lastModified,
             let sinceDate = HTTPDates.parse(since), let modified = HTTPDates.parse(lastModified), modified <= sinceDate
         {
             return notModified(entry, headers: headers)
         }
 
-        // Range, unless If-Range names another version.
-        if let rangeHeader = request.header("range"), Self.ifRangeHolds(request.header("if-range"), etag: etag, lastModified: lastModified) {
+        // Range, for GET only (RFC 9110 §14.2), unless If-Range names another version. Ranges address the identity bytes.
+        if !head, let rangeHeader = request.header("range"), Self.ifRangeHolds(request.header("if-range"), etag: etag, lastModified: lastModified) {
             switch Self.parseRange(rangeHeader, size: size) {
             case .single(let range):
+                if let index = headers.firstIndex(where: { $0.name == "etag" }), let etag { headers[index].value = etag }
                 return response(206, .range(entry, range), length: range.upperBound - range.lowerBound, extra: [("content-range", "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(size)")])
             case .unsatisfiable:
                 return BundleResponse(
@@ -67,11 +77,17 @@ public struct BundleResponder: Sendable {
             }
         }
 
-        if let body = entry.body, body.compression == .deflate, Self.acceptsGzip(request.header("accept-encoding")), !headers.contains(where: { $0.name == "content-encoding" }) {
+        if gzip {
             let gzipLength = UInt64(DeflatedBody.gzipHeader.count) + body.storedSize + 8
-            return response(200, .gzip(entry), length: gzipLength, extra: [("content-encoding", "gzip"), ("vary", "Accept-Encoding")])
+            return response(200, .gzip(entry), length: gzipLength, extra: [("content-encoding", "gzip")])
         }
-        return response(200, .entry(entry), length: size, extra: entry.body?.compression == .deflate ? [("vary", "Accept-Encoding")] : [])
+        return response(200, .entry(entry), length: size)
+    }
+
+    /// The strong validator of the gzip representation: the identity ETag with `-gzip` inside its quotes.
+    static func gzipETag(_ etag: String) -> String {
+        guard etag.hasSuffix("\""), etag.count >= 2 else { return etag }
+        return String(etag.dropLast()) + "-gzip\""
     }
 
     private func notModified(_ entry: BundleEntry, headers: [(name: String, value: String)]) -> BundleResponse {
@@ -137,13 +153,19 @@ public struct BundleResponder: Sendable {
     /// Whether an Accept-Encoding value accepts gzip (a `q=0` refuses it).
     static func acceptsGzip(_ header: String?) -> Bool {
         guard let header else { return false }
+        var gzipQ: Double?
+        var anyQ: Double?
         for item in header.lowercased().split(separator: ",") {
             let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
-            guard let coding = parts.first, coding == "gzip" || coding == "x-gzip" || coding == "*" else { continue }
             let q = parts.dropFirst().first { $0.hasPrefix("q=") }.flatMap { Double($0.dropFirst(2)) } ?? 1
-            return q > 0
+            switch parts.first {
+            case "gzip", "x-gzip": gzipQ = q
+            case "*": anyQ = q
+            default: break
+            }
         }
-        return false
+        // An explicit gzip item wins over "*" (RFC 9110 §12.5.3).
+        return (gzipQ ?? anyQ ?? 0) > 0
     }
 }
 

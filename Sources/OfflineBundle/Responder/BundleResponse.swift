@@ -58,7 +58,7 @@ public struct BundleResponse: Sendable {
         case .empty: return Data()
         case .bytes(let data): return data
         case .entry(let entry): return try bundle.body(of: entry)
-        case .range(let entry, let range): return try bundle.body(of: entry)[Int(range.lowerBound)..<Int(range.upperBound)]
+        case .range(let entry, let range): return Data(try bundle.body(of: entry)[Int(range.lowerBound)..<Int(range.upperBound)])
         case .gzip(let entry):
             guard let deflated = try bundle.deflatedBody(of: entry) else { return try bundle.body(of: entry) }
             return deflated.gzip

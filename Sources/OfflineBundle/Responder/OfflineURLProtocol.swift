@@ -16,6 +16,8 @@ public final class OfflineURLProtocol: URLProtocol {
     nonisolated(unsafe) private static var installed: OfflineLoader?
     private static let network = URLSession(configuration: .ephemeral)
     private var networkTask: URLSessionDataTask?
+    private let stateLock = NSLock()
+    private var stopped = false
 
     /// Makes `loader` the one this protocol asks.
     public static func install(_ loader: OfflineLoader) { lock.withLock { installed = loader } }
@@ -40,13 +42,13 @@ public final class OfflineURLProtocol: URLProtocol {
 
     private func load() {
         guard let loader = Self.loader, let url = request.url else {
-            client?.urlProtocol(self, didFailWithError: URLError(.unsupportedURL))
+            deliver { $0.urlProtocol(self, didFailWithError: URLError(.unsupportedURL)) }
             return
         }
         switch loader.policy(for: url.absoluteString) {
         case .bundleOnly:
             if !answerFromBundle(loader, url: url) {
-                client?.urlProtocol(self, didFailWithError: URLError(.resourceUnavailable, userInfo: [NSLocalizedDescriptionKey: "not in the offline bundle: \(url)"]))
+                deliver { $0.urlProtocol(self, didFailWithError: URLError(.resourceUnavailable, userInfo: [NSLocalizedDescriptionKey: "not in the offline bundle: \(url)"])) }
             }
         case .bundleFirst:
             if !answerFromBundle(loader, url: url) { fetch(timeout: request.timeoutInterval, fallback: nil) }
@@ -56,25 +58,60 @@ public final class OfflineURLProtocol: URLProtocol {
         }
     }
 
-    public override func stopLoading() { networkTask?.cancel() }
+    public override func stopLoading() {
+        stateLock.withLock { stopped = true }
+        networkTask?.cancel()
+    }
+
+    /// Calls the client unless loading was stopped: no callback arrives after stopLoading.
+    private func deliver(_ call: (any URLProtocolClient) -> Void) {
+        guard let client, !stateLock.withLock({ stopped }) else { return }
+        call(client)
+    }
 
     /// Delivers the bundle's response; false on a miss.
     private func answerFromBundle(_ loader: OfflineLoader, url: URL) -> Bool {
+        // Accept-Encoding is left out: URLSession does not decode what a protocol hands it, so bodies go out as identity.
         var headers: [(name: String, value: String)] = []
-        for (name, value) in request.allHTTPHeaderFields ?? [:] { headers.append((name, value)) }
-        let bundleRequest = BundleRequest(method: request.httpMethod ?? "GET", url: url.absoluteString, headers: headers)
-        guard let answer = loader.response(for: bundleRequest) else { return false }
+        for (name, value) in request.allHTTPHeaderFields ?? [:] where name.lowercased() != "accept-encoding" { headers.append((name, value)) }
+        let method = request.httpMethod ?? "GET"
+        guard var answer = loader.response(for: BundleRequest(method: method, url: url.absoluteString, headers: headers)) else { return false }
+        var finalURL = url
+        #if canImport(FoundationNetworking)
+        // swift-corelibs-foundation cannot follow a redirect a protocol reports, so recorded hops are followed
+        // here, inside the bundle (up to 10), and the final response is delivered.
+        var hops = 0
+        while (300...399).contains(answer.status), answer.status != 304, hops < 10, let location = answer.header("location"),
+            let target = URL(string: location, relativeTo: finalURL)?.absoluteURL,
+            let next = loader.response(for: BundleRequest(method: method, url: target.absoluteString, headers: headers))
+        {
+            answer = next
+            finalURL = target
+            hops += 1
+        }
+        #endif
         do {
             let body = try answer.bodyData()
             var fields: [String: String] = [:]
             for (name, value) in answer.headers { fields[name] = fields[name].map { $0 + ", " + value } ?? value }
-            guard let response = HTTPURLResponse(url: url, statusCode: answer.status, httpVersion: "HTTP/1.1", headerFields: fields) else { return false }
-            client?.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
-            if !body.isEmpty { client?.urlProtocol(self, didLoad: body) }
-            client?.urlProtocolDidFinishLoading(self)
+            guard let response = HTTPURLResponse(url: finalURL, statusCode: answer.status, httpVersion: "HTTP/1.1", headerFields: fields) else { return false }
+            #if !canImport(FoundationNetworking)
+            // On Apple platforms URLSession follows a recorded redirect as it follows a network one.
+            if (300...399).contains(answer.status), answer.status != 304, let location = answer.header("location"),
+                let target = URL(string: location, relativeTo: url)?.absoluteURL
+            {
+                var next = request
+                next.url = target
+                deliver { $0.urlProtocol(self, wasRedirectedTo: next, redirectResponse: response) }
+                return true
+            }
+            #endif
+            deliver { $0.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed) }
+            if !body.isEmpty { deliver { $0.urlProtocol(self, didLoad: body) } }
+            deliver { $0.urlProtocolDidFinishLoading(self) }
         } catch {
             loader.recordError(error, url: url.absoluteString)
-            client?.urlProtocol(self, didFailWithError: URLError(.cannotDecodeContentData, userInfo: [NSLocalizedDescriptionKey: "\(error)"]))
+            deliver { $0.urlProtocol(self, didFailWithError: URLError(.cannotDecodeContentData, userInfo: [NSLocalizedDescriptionKey: "\(error)"])) }
         }
         return true
     }
@@ -86,17 +123,17 @@ public final class OfflineURLProtocol: URLProtocol {
         // URLSession calls back on its own queue; the protocol instance is only touched there after startLoading returns.
         let this = Unchecked(value: self)
         let task = Self.network.dataTask(with: networkRequest) { data, response, error in
-            let protocolInstance = this.value
+            let instance = this.value
+            if (error as? URLError)?.code == .cancelled { return }  // stopLoading: the client wants nothing more
             let failed = error != nil || ((response as? HTTPURLResponse)?.statusCode ?? 0) >= 500
             if failed, let fallback, fallback() { return }
-            let client = protocolInstance.client
             if let error {
-                client?.urlProtocol(protocolInstance, didFailWithError: error)
+                instance.deliver { $0.urlProtocol(instance, didFailWithError: error) }
                 return
             }
-            if let response { client?.urlProtocol(protocolInstance, didReceive: response, cacheStoragePolicy: .notAllowed) }
-            if let data, !data.isEmpty { client?.urlProtocol(protocolInstance, didLoad: data) }
-            client?.urlProtocolDidFinishLoading(protocolInstance)
+            if let response { instance.deliver { $0.urlProtocol(instance, didReceive: response, cacheStoragePolicy: .notAllowed) } }
+            if let data, !data.isEmpty { instance.deliver { $0.urlProtocol(instance, didLoad: data) } }
+            instance.deliver { $0.urlProtocolDidFinishLoading(instance) }
         }
         networkTask = task
         task.resume()

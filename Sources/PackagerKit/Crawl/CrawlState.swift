@@ -32,6 +32,7 @@ final class CrawlState: @unchecked Sendable {
     private var counts = CrawlProgress()
     private var reservedResources = 0
     private var committedBytes: Int64 = 0
+    private var reservedBytes: Int64 = 0
     private var spoolCounter = 0
     private let started = Date()
     let maxResources: Int
@@ -82,12 +83,19 @@ final class CrawlState: @unchecked Sendable {
 
     func unreserveResource() { lock.withLock { reservedResources -= 1 } }
 
-    /// Whether a body of `received` bytes still fits within scope.max-bytes with what was already stored.
-    func withinByteLimit(adding received: Int64) -> Bool {
-        let fits = lock.withLock { committedBytes + received <= maxBytes }
+    /// Reserves `delta` more bytes for a body being received; false when that would pass scope.max-bytes,
+    /// counting the bodies still in flight, so concurrent downloads cannot overshoot the limit together.
+    func reserveBytes(_ delta: Int64) -> Bool {
+        let fits = lock.withLock {
+            guard committedBytes + reservedBytes + delta <= maxBytes else { return false }
+            reservedBytes += delta
+            return true
+        }
         if !fits { limit("scope.max-bytes (\(maxBytes) bytes) reached: larger bodies were not stored") }
         return fits
     }
+
+    func releaseBytes(_ n: Int64) { lock.withLock { reservedBytes -= n } }
 
     func commitBytes(_ n: Int64) {
         lock.withLock {
@@ -118,6 +126,33 @@ final class CrawlState: @unchecked Sendable {
             stats.elapsed = Date().timeIntervalSince(started)
             let sortedFailures = failures.sorted { ($0.declared ? 0 : 1, $0.url) < ($1.declared ? 0 : 1, $1.url) }
             return .init(entries: entries, failures: sortedFailures, skipped: skipped, limitsReached: limits, stats: stats)
+        }
+    }
+}
+
+/// The bytes one body in flight holds against scope.max-bytes.
+final class ByteReservation: @unchecked Sendable {
+    private let state: CrawlState
+    private let lock = NSLock()
+    private var held: Int64 = 0
+
+    init(state: CrawlState) { self.state = state }
+
+    /// Grows the reservation to `total` bytes received; false when the limit does not allow it.
+    func grow(to total: Int64) -> Bool {
+        lock.withLock {
+            guard total > held else { return true }
+            guard state.reserveBytes(total - held) else { return false }
+            held = total
+            return true
+        }
+    }
+
+    /// Gives the reservation back (the body was either committed or discarded).
+    func release() {
+        lock.withLock {
+            state.releaseBytes(held)
+            held = 0
         }
     }
 }

@@ -47,7 +47,7 @@ final class Crawler: Sendable {
         let seeds: [(String, CrawlScope.Role)] =
             declaration.seeds.map { ($0, .seed) } + declaration.urls.map { ($0, .declared) } + declaration.sitemaps.map { ($0, .sitemap) }
         for (url, role) in seeds {
-            await offer(url, role: role, depth: 0, referrer: nil, frontier: frontier)
+            await offer(url, role: role, depth: 0, referrer: nil, frontier: frontier, declared: true)
         }
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<declaration.concurrency.total {
@@ -67,31 +67,48 @@ final class Crawler: Sendable {
     // MARK: - Taking URLs in
 
     /// Considers a raw URL met somewhere; queues it, records it, or counts why not.
-    func offer(_ raw: String, role: CrawlScope.Role, depth: Int, referrer: String?, frontier: Frontier, chain: [String] = []) async {
+    ///
+    /// A URL left out of scope is not claimed, so the same URL met later in a role the scope admits
+    /// (a requisite from another host, say) is still fetched.
+    func offer(
+        _ raw: String, role: CrawlScope.Role, depth: Int, referrer: String?, frontier: Frontier, chain: [String] = [], declared: Bool = false
+    ) async {
         guard let key = canonicalizer.canonicalize(raw), let host = URL(string: key)?.host?.lowercased() else {
-            if role == .seed || role == .declared || role == .sitemap {
-                state.fail(.init(url: raw, reason: "not a URL that can be fetched", declared: true, referrer: referrer))
-            }
+            if declared { state.fail(.init(url: raw, reason: "not a URL that can be fetched", declared: true, referrer: referrer)) }
+            return
+        }
+        let decision = scope.decide(key, role: role)
+        if case .outOfScope(let reason) = decision {
+            if await !frontier.isSeen(key), await frontier.noteSkipped(key) { state.skip(reason) }
             return
         }
         guard await frontier.claim(key) else { return }
-        let isDeclared = chain.isEmpty && (role == .seed || role == .declared || role == .sitemap)
-        switch scope.decide(key, role: role) {
+        switch decision {
         case .block:
             state.add(BundleWriter.Entry(url: key, status: 204, kind: .blocked), kind: .blocked)
-        case .substitute(let file, let declared):
-            await substitute(key: key, file: file, declared: declared, role: role, depth: depth, referrer: referrer, frontier: frontier)
-        case .outOfScope(let reason):
-            state.skip(reason)
+        case .substitute(let file, let declaredFile):
+            await substitute(key: key, file: file, declared: declaredFile, role: role, depth: depth, referrer: referrer, frontier: frontier)
+        case .outOfScope:
+            break
         case .fetch:
             guard state.reserveResource() else {
                 state.skip("scope.max-resources reached")
                 state.limit("scope.max-resources (\(declaration.scope.maxResources)) reached: the crawl stopped taking new URLs")
-                if isDeclared { state.fail(.init(url: key, reason: "not fetched: scope.max-resources reached", declared: true, referrer: referrer)) }
+                if declared { state.fail(.init(url: key, reason: "not fetched: scope.max-resources reached", declared: true, referrer: referrer)) }
                 return
             }
-            await frontier.enqueue(.init(key: key, host: host, role: role, depth: depth, referrer: referrer, redirectChain: chain))
+            let url = Self.withoutDroppedParameters(raw, key: key)
+            await frontier.enqueue(.init(url: url, key: key, host: host, role: role, depth: depth, referrer: referrer, redirectChain: chain, declared: declared))
         }
+    }
+
+    /// The URL to request: as written, unless parameters were dropped from its key, in which case the key
+    /// (the server then sees the same request every variant stands for).
+    static func withoutDroppedParameters(_ raw: String, key: String) -> String {
+        guard let written = URLComponents(string: raw), let canonical = URLComponents(string: key) else { return key }
+        let writtenNames = Set((written.queryItems ?? []).map(\.name))
+        let keptNames = Set((canonical.queryItems ?? []).map(\.name))
+        return writtenNames == keptNames ? raw : key
     }
 
     private func substitute(key: String, file: String, declared: String, role: CrawlScope.Role, depth: Int, referrer: String?, frontier: Frontier) async {
@@ -117,7 +134,7 @@ final class Crawler: Sendable {
             if let rules, !rules.allows(Self.pathAndQuery(job.key)) {
                 state.skip("disallowed by robots.txt")
                 state.unreserveResource()
-                if job.role == .seed || job.role == .declared || job.role == .sitemap {
+                if job.declared {
                     state.fail(.init(url: job.key, reason: "robots.txt disallows it (set 'robots: false' to crawl anyway)", declared: true, referrer: job.referrer))
                 }
                 return
@@ -125,18 +142,20 @@ final class Crawler: Sendable {
         }
         let path = spool.newFile(state.nextSpoolNumber())
         let state = self.state
-        let outcome = await fetcher.fetch(job.key, spoolPath: path, withinBudget: { state.withinByteLimit(adding: $0) })
+        let reservation = ByteReservation(state: state)
+        let outcome = await fetcher.fetch(job.url, spoolPath: path, withinBudget: { reservation.grow(to: $0) })
+        defer { reservation.release() }
         switch outcome {
         case .failure(let failure):
             state.fail(.init(
                 url: job.key, reason: failure.message, status: failure.status, attempts: failure.attempts,
-                declared: job.role != .requisite && job.role != .link && job.redirectChain.isEmpty, referrer: job.referrer))
+                declared: job.declared, referrer: job.referrer))
         case .success(let response) where Fetcher.retryable(status: response.status):
             // Still failing after the retries: a transient answer, not content to ship.
             if let path = response.bodyPath { unlink(path) }
             state.fail(.init(
                 url: job.key, reason: "HTTP \(response.status)", status: response.status, attempts: response.attempts,
-                declared: job.role != .requisite && job.role != .link && job.redirectChain.isEmpty, referrer: job.referrer))
+                declared: job.declared, referrer: job.referrer))
         case .success(let response):
             state.commitBytes(response.bodySize)
             let headers = storedHeaders(response.headers)
@@ -145,8 +164,9 @@ final class Crawler: Sendable {
                     url: job.key, status: response.status, headers: headers, body: response.bodyPath.map { .file($0) }, fetchedAt: response.fetchedAt),
                 kind: .fetched)
             if response.status >= 400 {
-                let declared = job.role != .requisite && job.role != .link && job.redirectChain.isEmpty
-                state.fail(.init(url: job.key, reason: "HTTP \(response.status)", status: response.status, attempts: response.attempts, declared: declared, referrer: job.referrer, recorded: true))
+                state.fail(.init(
+                    url: job.key, reason: "HTTP \(response.status)", status: response.status, attempts: response.attempts, declared: job.declared,
+                    referrer: job.referrer, recorded: true))
             }
             if (300...399).contains(response.status), let location = response.headers.first(where: { $0.name == "location" })?.value {
                 await followRedirect(from: job, location: location, frontier: frontier)
@@ -154,38 +174,44 @@ final class Crawler: Sendable {
             }
             guard (200...299).contains(response.status), let bodyPath = response.bodyPath else { return }
             let type = response.headers.first { $0.name == "content-type" }.map { Self.mediaType($0.value) } ?? ""
-            await discover(in: bodyPath, size: response.bodySize, mediaType: type, url: job.key, role: job.role, depth: job.depth, frontier: frontier)
+            let encoding = declaration.contentEncoding == .encoded ? response.headers.first { $0.name == "content-encoding" }?.value : nil
+            await discover(
+                in: bodyPath, size: response.bodySize, mediaType: type, url: job.key, role: job.role, depth: job.depth, frontier: frontier, encoding: encoding)
         }
     }
 
     private func followRedirect(from job: Frontier.Job, location: String, frontier: Frontier) async {
         guard let target = Self.resolve(location, against: job.key), let targetKey = canonicalizer.canonicalize(target) else {
-            state.fail(.init(url: job.key, reason: "redirects to '\(location)', which is not an http or https URL", declared: false, referrer: job.referrer))
+            state.fail(.init(url: job.key, reason: "redirects to '\(location)', which is not an http or https URL", declared: job.declared, referrer: job.referrer))
             return
         }
         let chain = job.redirectChain + [job.key]
         if chain.contains(targetKey) {
             let loop = (chain + [targetKey]).joined(separator: " -> ")
-            state.fail(.init(url: chain[0], reason: "redirect loop: \(loop)", declared: job.role == .seed || job.role == .declared, referrer: job.referrer))
+            state.fail(.init(url: chain[0], reason: "redirect loop: \(loop)", declared: job.declared, referrer: job.referrer))
             return
         }
-        if chain.count >= Self.maxRedirects {
-            state.fail(.init(url: chain[0], reason: "more than \(Self.maxRedirects) redirects in a row", declared: job.role == .seed || job.role == .declared, referrer: job.referrer))
+        if chain.count > Self.maxRedirects {
+            state.fail(.init(url: chain[0], reason: "more than \(Self.maxRedirects) redirects in a row", declared: job.declared, referrer: job.referrer))
             return
         }
-        await offer(targetKey, role: job.role, depth: job.depth, referrer: job.referrer, frontier: frontier, chain: chain)
+        await offer(target, role: job.role, depth: job.depth, referrer: job.referrer, frontier: frontier, chain: chain, declared: job.declared)
     }
 
     // MARK: - Discovery
 
-    private func discover(in path: String, size: Int64, mediaType: String, url: String, role: CrawlScope.Role, depth: Int, frontier: Frontier) async {
+    private func discover(
+        in path: String, size: Int64, mediaType: String, url: String, role: CrawlScope.Role, depth: Int, frontier: Frontier, encoding: String? = nil
+    ) async {
         let isHTML = mediaType == "text/html" || mediaType == "application/xhtml+xml"
         let isCSS = mediaType == "text/css"
         let isSitemap = role == .sitemap
         guard role != .declared, isHTML || isCSS || isSitemap, size <= Self.parseLimit,
             let data = FileManager.default.contents(atPath: path)
         else { return }
-        let bytes = [UInt8](data)
+        var bytes = [UInt8](data)
+        // Bodies stored as sent are still read decoded.
+        if let encoding, let decoded = ContentDecoding.decode(bytes, encoding: encoding, limit: Int(Self.parseLimit)) { bytes = decoded }
         if isSitemap {
             let found = LinkExtractor.sitemap(bytes)
             for page in found.pages {
@@ -223,7 +249,10 @@ final class Crawler: Sendable {
         let secrets = declaration.secrets
         return headers.filter { header in
             guard Self.keptHeaders.contains(header.name) else { return false }
-            if header.name == "content-encoding" && declaration.contentEncoding == .decoded { return false }
+            // AsyncHTTPClient decodes gzip and deflate; any other coding is kept, since the bytes still carry it.
+            if header.name == "content-encoding" && declaration.contentEncoding == .decoded && ["gzip", "x-gzip", "deflate"].contains(header.value.lowercased()) {
+                return false
+            }
             return !secrets.contains { header.value.contains($0) }
         }
     }

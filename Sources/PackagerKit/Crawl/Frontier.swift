@@ -6,6 +6,9 @@
 actor Frontier {
     /// One URL to fetch, and why.
     struct Job: Sendable {
+        /// The URL as written (absolute, without its fragment): what is fetched.
+        var url: String
+        /// The canonical request key: what is deduplicated and stored.
         var key: String
         var host: String
         var role: CrawlScope.Role
@@ -15,9 +18,12 @@ actor Frontier {
         var referrer: String?
         /// Keys of earlier hops when this URL is a redirect target.
         var redirectChain: [String] = []
+        /// Whether the declaration named this URL (or it is a redirect target of one): its failure fails the build.
+        var declared: Bool
     }
 
     private var seen: Set<String> = []
+    private var skipped: Set<String> = []
     private var queues: [String: FIFO] = [:]
     private var hostOrder: [String] = []
     private var cursor = 0
@@ -32,6 +38,9 @@ actor Frontier {
 
     /// Whether `key` was already taken in; marks it seen.
     func claim(_ key: String) -> Bool { seen.insert(key).inserted }
+
+    /// Whether `key` is left out for the first time (so it is counted once).
+    func noteSkipped(_ key: String) -> Bool { skipped.insert(key).inserted }
 
     /// Whether `key` has been claimed.
     func isSeen(_ key: String) -> Bool { seen.contains(key) }

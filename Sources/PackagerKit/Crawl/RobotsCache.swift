@@ -10,26 +10,37 @@ actor RobotsCache {
 
     /// The rules for the origin of `key`, or nil when none apply.
     func rules(for key: String, fetcher: Fetcher, spool: SpoolFolder) async -> RobotsRules? {
-        guard let url = URL(string: key), let scheme = url.scheme, let host = url.host else { return nil }
-        let origin = "\(scheme)://\(host)" + (url.port.map { ":\($0)" } ?? "")
+        // The origin as the key spells it (an IPv6 host keeps its brackets).
+        guard let schemeEnd = key.range(of: "://") else { return nil }
+        let rest = key[schemeEnd.upperBound...]
+        let origin = String(key[..<(rest.firstIndex(of: "/") ?? rest.endIndex)])
         if let task = tasks[origin] { return await task.value }
         let task = Task<RobotsRules?, Never> {
             let path = spool.newFile(Int.random(in: 1_000_000_000...Int.max))
             defer { unlink(path) }
             var target = origin + "/robots.txt"
             // RFC 9309 asks crawlers to follow at least five redirects for robots.txt.
+            var redirects = 0
             for _ in 0..<6 {
-                let outcome = await fetcher.fetch(target, spoolPath: path, withinBudget: { $0 <= 500 * 1024 })
+                let outcome = await fetcher.fetch(target, spoolPath: path, withinBudget: { $0 <= 8 << 20 })
                 guard case .success(let response) = outcome else { break }
                 switch response.status {
                 case 200...299:
-                    let data = response.bodyPath.flatMap { FileManager.default.contents(atPath: $0) } ?? Data()
-                    return RobotsRules(parsing: String(decoding: data, as: UTF8.self), userAgent: Self.productToken(fetcher.settings.userAgent))
+                    // RFC 9309 §2.5: at least the first 500 KiB are parsed; the rest may be ignored.
+                    var bytes = [UInt8](response.bodyPath.flatMap { FileManager.default.contents(atPath: $0) } ?? Data())
+                    if let encoding = response.headers.first(where: { $0.name == "content-encoding" })?.value,
+                        let decoded = ContentDecoding.decode(bytes, encoding: encoding, limit: 500 * 1024)
+                    {
+                        bytes = decoded
+                    }
+                    let text = String(decoding: bytes.prefix(500 * 1024), as: UTF8.self)
+                    return RobotsRules(parsing: text, userAgent: Self.productToken(fetcher.settings.userAgent))
                 case 300...399:
                     guard let location = response.headers.first(where: { $0.name == "location" })?.value,
                         let next = Crawler.resolve(location, against: target)
                     else { return nil }
                     target = next
+                    redirects += 1
                     continue
                 case 400...499:
                     return nil
@@ -38,6 +49,9 @@ actor RobotsCache {
                 }
                 break
             }
+            // Too many redirects: robots.txt is unavailable, so no rules apply. Otherwise it was unreachable
+            // (5xx or no connection after the retries), and RFC 9309 §2.3.1.4 says to assume everything is disallowed.
+            if redirects == 6 { return nil }
             return RobotsRules(parsing: "User-agent: *\nDisallow: /\n", userAgent: "*")
         }
         tasks[origin] = task

@@ -199,8 +199,8 @@ private struct Reader {
     func timeouts(_ node: Node) throws -> Declaration.Timeouts {
         var t = Declaration.Timeouts()
         for (key, value) in try mapping(node, in: "timeouts", keys: ["connect", "request"]) {
-            if key.string == "connect" { t.connect = try duration(value, "timeouts.connect") }
-            if key.string == "request" { t.request = try duration(value, "timeouts.request") }
+            if key.string == "connect" { t.connect = try duration(value, "timeouts.connect", positive: true) }
+            if key.string == "request" { t.request = try duration(value, "timeouts.request", positive: true) }
         }
         return t
     }
@@ -312,7 +312,7 @@ private struct Reader {
     }
 
     /// Seconds, from a number or `500ms`, `10s`, `2m`, `1h`.
-    func duration(_ node: Node, _ what: String) throws -> Double {
+    func duration(_ node: Node, _ what: String, positive: Bool = false) throws -> Double {
         guard case .scalar(let scalar) = node else { throw fail(node, "\(what) must be a duration such as 10s or 500ms") }
         let text = scalar.string.trimmingCharacters(in: .whitespaces).lowercased()
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
@@ -326,6 +326,9 @@ private struct Reader {
             }
         }
         guard let seconds = number, seconds.isFinite, seconds >= 0 else { throw fail(node, "\(what) must be a duration such as 10s or 500ms, not '\(scalar.string)'") }
+        if positive && seconds <= 0 { throw fail(node, "\(what) must be more than zero") }
+        // A day bounds every wait: longer is a mistake, and keeps the arithmetic on nanoseconds safe.
+        guard seconds <= 86_400 else { throw fail(node, "\(what) must be at most a day (24h)") }
         return seconds
     }
 
