@@ -182,7 +182,7 @@ struct ResponderTests {
         #expect(await get("/only-live.txt", .bundleOnly) == nil)
         #expect(await get("/", .bundleFirst)?.1 == samplePage)
         #expect(await get("/only-live.txt", .bundleFirst)?.1 == "only on the network")
-        #expect(await get("/", .networkFirst(timeout: 5))?.1 == "live page")
+        #expect(await get("/", .networkFirst(timeout: 30))?.1 == "live page")
         #expect(await get("/gone.html", .bundleOnly)?.0 == 404)
         // Network down: bundle-backed policies still answer what the bundle holds.
         await live.stop()

@@ -50,6 +50,8 @@ public struct BuildReport: Codable, Sendable {
     public var fileSize: UInt64
     /// Wall time of the crawl and the write, in seconds.
     public var seconds: Double
+    /// Wall time of the crawl alone, in seconds.
+    public var crawlSeconds: Double = 0
     public var failures: [Failure]
     /// URLs left out, by reason (out of scope, robots.txt, limits).
     public var skipped: [String: Int]

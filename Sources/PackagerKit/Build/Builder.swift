@@ -64,6 +64,7 @@ public struct Builder: Sendable {
             output: nil, digest: nil, entries: crawl.entries.count, bodies: 0, fetched: crawl.stats.done, blocked: crawl.stats.blocked,
             substituted: crawl.stats.substituted, bytesFetched: crawl.stats.bytes, fileSize: 0, seconds: 0, failures: crawl.failures,
             skipped: crawl.skipped, limitsReached: crawl.limitsReached, succeeded: !declaredFailed && !tooMany && !crawl.entries.isEmpty)
+        report.crawlSeconds = Date().timeIntervalSince(started)
         if report.succeeded {
             var writer = BundleWriter(options: .init(
                 dropQueryParameters: declaration.dropQueryParameters, createdAt: options.createdAt, signingKey: options.signingKey, memoryBudget: 64 << 20))

@@ -24,6 +24,8 @@ final class Crawler: Sendable {
     let state: CrawlState
     let robots: RobotsCache
     let progress: (@Sendable (CrawlProgress) -> Void)?
+    /// Small bodies are kept in memory up to this budget (64 MiB in all, 256 KiB each); the rest go to spool files.
+    let memory = MemoryBudget(total: 64 << 20, perBody: 256 << 10)
     /// Pages and style sheets larger than this are stored but not searched for links.
     static let parseLimit: Int64 = 32 << 20
     static let maxRedirects = 10
@@ -123,7 +125,9 @@ final class Crawler: Sendable {
                 url: key, status: 200, kind: .substituted, headers: [("content-type", contentType)], body: .file(file), source: declared,
                 synthesizeETag: true), kind: .substituted)
         // A substituted page or style sheet still names requisites that must be in the bundle.
-        await discover(in: file, size: (attributes[.size] as? NSNumber)?.int64Value ?? 0, mediaType: type, url: key, role: role, depth: depth, frontier: frontier)
+        let size = (attributes[.size] as? NSNumber)?.int64Value ?? 0
+        let local = Fetcher.Response(status: 200, headers: [], body: .file(file), bodySize: size, fetchedAt: Date(), attempts: 0)
+        await discover(in: local, mediaType: type, url: key, role: role, depth: depth, frontier: frontier)
     }
 
     // MARK: - Fetching
@@ -143,7 +147,7 @@ final class Crawler: Sendable {
         let path = spool.newFile(state.nextSpoolNumber())
         let state = self.state
         let reservation = ByteReservation(state: state)
-        let outcome = await fetcher.fetch(job.url, spoolPath: path, withinBudget: { reservation.grow(to: $0) })
+        let outcome = await fetcher.fetch(job.url, spoolPath: path, memory: memory, withinBudget: { reservation.grow(to: $0) })
         defer { reservation.release() }
         switch outcome {
         case .failure(let failure):
@@ -152,7 +156,7 @@ final class Crawler: Sendable {
                 declared: job.declared, referrer: job.referrer))
         case .success(let response) where Fetcher.retryable(status: response.status):
             // Still failing after the retries: a transient answer, not content to ship.
-            if let path = response.bodyPath { unlink(path) }
+            response.discard()
             state.fail(.init(
                 url: job.key, reason: "HTTP \(response.status)", status: response.status, attempts: response.attempts,
                 declared: job.declared, referrer: job.referrer))
@@ -161,7 +165,7 @@ final class Crawler: Sendable {
             let headers = storedHeaders(response.headers)
             state.add(
                 BundleWriter.Entry(
-                    url: job.key, status: response.status, headers: headers, body: response.bodyPath.map { .file($0) }, fetchedAt: response.fetchedAt),
+                    url: job.key, status: response.status, headers: headers, body: Self.source(response.body), fetchedAt: response.fetchedAt),
                 kind: .fetched)
             if response.status >= 400 {
                 state.fail(.init(
@@ -172,11 +176,11 @@ final class Crawler: Sendable {
                 await followRedirect(from: job, location: location, frontier: frontier)
                 return
             }
-            guard (200...299).contains(response.status), let bodyPath = response.bodyPath else { return }
+            guard (200...299).contains(response.status), response.bodySize > 0 else { return }
             let type = response.headers.first { $0.name == "content-type" }.map { Self.mediaType($0.value) } ?? ""
             let encoding = declaration.contentEncoding == .encoded ? response.headers.first { $0.name == "content-encoding" }?.value : nil
             await discover(
-                in: bodyPath, size: response.bodySize, mediaType: type, url: job.key, role: job.role, depth: job.depth, frontier: frontier, encoding: encoding)
+                in: response, mediaType: type, url: job.key, role: job.role, depth: job.depth, frontier: frontier, encoding: encoding)
         }
     }
 
@@ -201,15 +205,13 @@ final class Crawler: Sendable {
     // MARK: - Discovery
 
     private func discover(
-        in path: String, size: Int64, mediaType: String, url: String, role: CrawlScope.Role, depth: Int, frontier: Frontier, encoding: String? = nil
+        in response: Fetcher.Response, mediaType: String, url: String, role: CrawlScope.Role, depth: Int, frontier: Frontier, encoding: String? = nil
     ) async {
         let isHTML = mediaType == "text/html" || mediaType == "application/xhtml+xml"
         let isCSS = mediaType == "text/css"
         let isSitemap = role == .sitemap
-        guard role != .declared, isHTML || isCSS || isSitemap, size <= Self.parseLimit,
-            let data = FileManager.default.contents(atPath: path)
-        else { return }
-        var bytes = [UInt8](data)
+        guard role != .declared, isHTML || isCSS || isSitemap, response.bodySize <= Self.parseLimit else { return }
+        var bytes = response.bodyBytes()
         // Bodies stored as sent are still read decoded.
         if let encoding, let decoded = ContentDecoding.decode(bytes, encoding: encoding, limit: Int(Self.parseLimit)) { bytes = decoded }
         if isSitemap {
@@ -262,6 +264,15 @@ final class Crawler: Sendable {
         "content-type", "content-language", "content-encoding", "content-disposition", "etag", "last-modified", "cache-control", "expires", "vary",
         "location", "link", "access-control-allow-origin", "content-security-policy", "x-content-type-options", "refresh",
     ]
+
+    /// A received body as the writer takes it.
+    static func source(_ body: Fetcher.Body) -> BundleWriter.BodySource? {
+        switch body {
+        case .none: return nil
+        case .memory(let data): return .data(data)
+        case .file(let path): return .file(path)
+        }
+    }
 
     /// The media type of a Content-Type value, lowercased, without parameters.
     static func mediaType(_ contentType: String) -> String {

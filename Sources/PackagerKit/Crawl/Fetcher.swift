@@ -11,15 +11,22 @@ import NIOHTTP1
 /// declared maximum. A body shorter than its Content-Length, or cut off by
 /// the connection, is an error, never a stored body.
 final class Fetcher: Sendable {
-    /// A response whose body is in a spool file.
+    /// Where a received body is kept.
+    enum Body: Sendable {
+        case none
+        /// Small bodies, within the crawl's memory budget.
+        case memory(Data)
+        /// Larger ones, or any once the budget is spent: a spool file.
+        case file(String)
+    }
+
+    /// A response and its body.
     struct Response: Sendable {
         var status: Int
         /// Names lowercased, in received order.
         var headers: [(name: String, value: String)]
-        /// The spool file, or nil when the body was empty.
-        var bodyPath: String?
+        var body: Body
         var bodySize: Int64
-        var sha256: String
         var fetchedAt: Date
         /// Attempts it took, 1 when the first succeeded.
         var attempts: Int
@@ -68,15 +75,17 @@ final class Fetcher: Sendable {
     /// Fetches `url` into `spoolPath`, with retries.
     ///
     /// - Parameter withinBudget: called as bytes arrive; returning false aborts the fetch as over the byte limit.
-    func fetch(_ url: String, method: HTTPMethod = .GET, spoolPath: String, withinBudget: Budget) async -> Result<Response, Failure> {
+    func fetch(
+        _ url: String, method: HTTPMethod = .GET, spoolPath: String, memory: MemoryBudget? = nil, withinBudget: Budget
+    ) async -> Result<Response, Failure> {
         var attempt = 0
         while true {
             attempt += 1
-            let outcome = await fetchOnce(url, method: method, spoolPath: spoolPath, withinBudget: withinBudget)
+            let outcome = await fetchOnce(url, method: method, spoolPath: spoolPath, memory: memory, withinBudget: withinBudget)
             switch outcome {
             case .success(var response):
                 if Self.retryable(status: response.status), attempt <= settings.retries.attempts {
-                    if let path = response.bodyPath { unlink(path) }
+                    response.discard()
                     let wait = delay(attempt: attempt, retryAfter: response.headers.first { $0.name == "retry-after" }?.value)
                     guard let wait else {
                         return .failure(Failure(message: "HTTP \(response.status), and Retry-After asks for a longer wait than retries.max-backoff", status: response.status, attempts: attempt))
@@ -121,7 +130,9 @@ final class Fetcher: Sendable {
         var retryable: Bool
     }
 
-    private func fetchOnce(_ url: String, method: HTTPMethod, spoolPath: String, withinBudget: Budget) async -> Result<Response, AttemptFailure> {
+    private func fetchOnce(
+        _ url: String, method: HTTPMethod, spoolPath: String, memory: MemoryBudget?, withinBudget: Budget
+    ) async -> Result<Response, AttemptFailure> {
         var request = HTTPClientRequest(url: url)
         request.method = method
         request.headers.add(name: "User-Agent", value: settings.userAgent)
@@ -132,41 +143,32 @@ final class Fetcher: Sendable {
         }
         let started = Date()
         let deadline = NIODeadline.now() + .milliseconds(Int64(settings.timeouts.request * 1000))
-        let spool: SpoolWriter
-        do {
-            spool = try SpoolWriter(path: spoolPath)
-        } catch {
-            return .failure(AttemptFailure(message: "\(error)", retryable: false))
-        }
+        let sink = BodySink(spoolPath: spoolPath, memory: memory)
         do {
             let response = try await client.execute(request, deadline: deadline)
             let headers = response.headers.map { (name: $0.name.lowercased(), value: $0.value) }
             let expected = response.headers.first(name: "content-length").flatMap { Int64($0) }
             let encoded = response.headers.first(name: "content-encoding").map { !$0.isEmpty && $0.lowercased() != "identity" } ?? false
             for try await chunk in response.body {
-                try chunk.withUnsafeReadableBytes { try spool.write($0) }
-                guard withinBudget(spool.size) else {
-                    spool.discard()
-                    return .failure(AttemptFailure(message: "the body passed the declared byte limit (scope.max-bytes) after \(spool.size) bytes", retryable: false))
+                try chunk.withUnsafeReadableBytes { try sink.write($0) }
+                guard withinBudget(sink.size) else {
+                    sink.discard()
+                    return .failure(AttemptFailure(message: "the body passed the declared byte limit (scope.max-bytes) after \(sink.size) bytes", retryable: false))
                 }
                 if NIODeadline.now() > deadline {
-                    spool.discard()
+                    sink.discard()
                     return .failure(AttemptFailure(message: "timed out after \(settings.timeouts.request)s while receiving the body", retryable: true))
                 }
             }
             // When the body was decoded, Content-Length counts the encoded bytes; otherwise it must match exactly.
-            if let expected, method != .HEAD, !(encoded && settings.contentEncoding == .decoded), expected != spool.size {
-                spool.discard()
-                return .failure(AttemptFailure(message: "the body ended after \(spool.size) of \(expected) bytes (Content-Length)", retryable: true))
+            if let expected, method != .HEAD, !(encoded && settings.contentEncoding == .decoded), expected != sink.size {
+                sink.discard()
+                return .failure(AttemptFailure(message: "the body ended after \(sink.size) of \(expected) bytes (Content-Length)", retryable: true))
             }
-            let size = spool.size
-            let digest = spool.finish()
-            if size == 0 { unlink(spoolPath) }
-            return .success(Response(
-                status: Int(response.status.code), headers: headers, bodyPath: size == 0 ? nil : spoolPath, bodySize: size, sha256: digest,
-                fetchedAt: started, attempts: 1))
+            let size = sink.size
+            return .success(Response(status: Int(response.status.code), headers: headers, body: sink.finish(), bodySize: size, fetchedAt: started, attempts: 1))
         } catch {
-            spool.discard()
+            sink.discard()
             return .failure(Self.describe(error))
         }
     }
@@ -189,6 +191,95 @@ final class Fetcher: Sendable {
         }
         if let error = error as? PackagerError { return .init(message: error.message, retryable: false) }
         return .init(message: "\(error)", retryable: true)
+    }
+}
+
+extension Fetcher.Response {
+    /// The body's bytes (read from its spool file when it has one).
+    func bodyBytes() -> [UInt8] {
+        switch body {
+        case .none: return []
+        case .memory(let data): return [UInt8](data)
+        case .file(let path): return [UInt8](FileManager.default.contents(atPath: path) ?? Data())
+        }
+    }
+
+    /// Deletes the spool file, if any.
+    func discard() {
+        if case .file(let path) = body { unlink(path) }
+    }
+}
+
+/// The bytes the crawl may keep in memory instead of spool files, shared by all fetches.
+final class MemoryBudget: @unchecked Sendable {
+    private let lock = NSLock()
+    private var left: Int
+    /// Bodies larger than this always go to a spool file.
+    let perBody: Int
+
+    init(total: Int, perBody: Int) {
+        left = total
+        self.perBody = perBody
+    }
+
+    /// Takes `n` bytes of the budget; false when it is spent.
+    func take(_ n: Int) -> Bool {
+        lock.withLock {
+            guard n <= left else { return false }
+            left -= n
+            return true
+        }
+    }
+
+    func give(_ n: Int) { lock.withLock { left += n } }
+}
+
+/// Receives one body: in memory while it is small and the budget allows, in a spool file otherwise.
+final class BodySink {
+    private let spoolPath: String
+    private let memory: MemoryBudget?
+    private var buffer: [UInt8] = []
+    private var taken = 0
+    private var spool: SpoolWriter?
+    private(set) var size: Int64 = 0
+
+    init(spoolPath: String, memory: MemoryBudget?) {
+        self.spoolPath = spoolPath
+        self.memory = memory
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        size += Int64(bytes.count)
+        if spool == nil, let memory, buffer.count + bytes.count <= memory.perBody, memory.take(bytes.count) {
+            buffer.append(contentsOf: bytes)
+            taken += bytes.count
+            return
+        }
+        if spool == nil {
+            let writer = try SpoolWriter(path: spoolPath)
+            try buffer.withUnsafeBytes { try writer.write($0) }
+            memory?.give(taken)
+            taken = 0
+            buffer = []
+            spool = writer
+        }
+        try spool?.write(bytes)
+    }
+
+    /// The body as received; its memory stays taken from the budget until the bundle is written.
+    func finish() -> Fetcher.Body {
+        if let spool {
+            _ = spool.finish()
+            return .file(spoolPath)
+        }
+        return buffer.isEmpty ? .none : .memory(Data(buffer))
+    }
+
+    func discard() {
+        spool?.discard()
+        memory?.give(taken)
+        taken = 0
+        buffer = []
     }
 }
 

@@ -27,7 +27,7 @@ actor RobotsCache {
                 switch response.status {
                 case 200...299:
                     // RFC 9309 §2.5: at least the first 500 KiB are parsed; the rest may be ignored.
-                    var bytes = [UInt8](response.bodyPath.flatMap { FileManager.default.contents(atPath: $0) } ?? Data())
+                    var bytes = response.bodyBytes()
                     if let encoding = response.headers.first(where: { $0.name == "content-encoding" })?.value,
                         let decoded = ContentDecoding.decode(bytes, encoding: encoding, limit: 500 * 1024)
                     {
