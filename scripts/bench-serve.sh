@@ -74,7 +74,7 @@ cores=$(nproc); cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's
     echo "Run by \`make bench\` (scripts/bench-serve.sh) on $(date -u +%Y-%m-%dT%H:%M:%SZ), $cores cores ($cpu)."
     echo "1000 HTML pages (~6 KiB, deflated in the bundle, served identity) and 200 images (20 KiB, stored), asked for in turn (4 pages, 1 image);"
     echo "wrk -t1 -c32 -d${duration}s on loopback, best of 2 runs each, after a warm-up; client and servers share the machine's $cores cores."
-    echo "nginx: 1 worker, sendfile, files on disk. FileMiddleware: Hummingbird $(grep -A3 '"hummingbird"' Package.resolved 2>/dev/null | grep -o '"version" : "[^"]*"' | cut -d'"' -f4) serving the folder."
+    echo "nginx: 1 worker, sendfile, files on disk. FileMiddleware: Hummingbird $(python3 -c "import json; print(next(p['state'].get('version', '?') for p in json.load(open('Package.resolved'))['pins'] if p['identity'] == 'hummingbird'))" 2>/dev/null) serving the folder."
     echo
     echo "| server | requests/s | packager serve vs it | target |"
     echo "|---|---|---|---|"
