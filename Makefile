@@ -2,13 +2,13 @@
 SWIFT ?= swift
 DEBIAN_PACKAGES = libarchive-dev libarchive-tools zlib1g-dev unzip zstd gzip curl python3
 # The peers the benchmarks compare with, and the tools that drive them.
-BENCH_PACKAGES = nginx wget2 wrk time
+BENCH_PACKAGES = nginx wget2 wrk time iproute2
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 OUT ?= out
 BENCH_WORK ?= /tmp/packager-bench
 BIN_RELEASE = $$($(SWIFT) build -c release --show-bin-path)
 
-.PHONY: deps build test demo bench bench-quick lint format clean
+.PHONY: deps build test test-tsan demo bench bench-quick lint format clean
 
 # Install the Debian packages the build and the tests need (skipped when already present).
 deps:
@@ -44,7 +44,8 @@ bench:
 	$(BIN_RELEASE)/packager-bench $(BIN_RELEASE)/packager $(BENCH_WORK)/format $(BENCH_WORK)/format.md
 	scripts/bench-build.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/build $(BENCH_WORK)/build.md
 	scripts/bench-serve.sh $(BIN_RELEASE) $(BENCH_WORK)/serve $(BENCH_WORK)/serve.md
-	scripts/bench-report.sh docs/BENCHMARKS.md $(BENCH_WORK)/format.md $(BENCH_WORK)/build.md $(BENCH_WORK)/serve.md
+	scripts/bench-verify.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/verify $(BENCH_WORK)/verify.md
+	scripts/bench-report.sh docs/BENCHMARKS.md $(BENCH_WORK)/format.md $(BENCH_WORK)/build.md $(BENCH_WORK)/serve.md $(BENCH_WORK)/verify.md
 
 # The same benchmarks on small inputs, to check the scripts; writes /tmp/BENCHMARKS-quick.md.
 bench-quick:
@@ -54,7 +55,12 @@ bench-quick:
 	$(BIN_RELEASE)/packager-bench $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/format $(BENCH_WORK)-quick/format.md --quick
 	scripts/bench-build.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/build $(BENCH_WORK)-quick/build.md --quick
 	scripts/bench-serve.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/serve $(BENCH_WORK)-quick/serve.md --quick
-	scripts/bench-report.sh /tmp/BENCHMARKS-quick.md $(BENCH_WORK)-quick/format.md $(BENCH_WORK)-quick/build.md $(BENCH_WORK)-quick/serve.md
+	scripts/bench-verify.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/verify $(BENCH_WORK)-quick/verify.md --quick
+	scripts/bench-report.sh /tmp/BENCHMARKS-quick.md $(BENCH_WORK)-quick/format.md $(BENCH_WORK)-quick/build.md $(BENCH_WORK)-quick/serve.md $(BENCH_WORK)-quick/verify.md
+
+# The concurrent-read test under the thread sanitizer (a separate build folder, .build-tsan).
+test-tsan: deps
+	$(SWIFT) test --scratch-path .build-tsan --sanitize=thread --filter "concurrentReads|crawlsTheSite"
 
 lint:
 	$(SWIFT) format lint --recursive --strict Sources Tests Package.swift

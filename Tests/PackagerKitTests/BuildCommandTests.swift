@@ -13,7 +13,7 @@ struct BuildCommandTests {
         try await origin.start()
         defer { Task { await origin.stop() } }
         let folder = try TemporaryFolder()
-        let result = try run(packagerExecutable, ["build", "--seed", origin.base + "/", "--concurrency", "4", "-o", "site.zip", "--json"], in: folder.path)
+        let result = try await run(packagerExecutable, ["build", "--seed", origin.base + "/", "--concurrency", "4", "-o", "site.zip", "--json"], in: folder.path)
         #expect(result.status == 0, "\(result.output)")
         let json = try #require(result.output.firstIndex(of: "{").map { String(result.output[$0...]) })
         let report = try JSONDecoder().decode(BuildReport.self, from: Data(json.utf8))
@@ -22,31 +22,31 @@ struct BuildCommandTests {
         // the about page with its utm_source are all fetched.
         #expect(report.entries == 20 && report.blocked == 0)
         #expect(Set(report.failures.map(\.url)) == Set(["/missing.html", "/assets/logo.svg", "/about.html?utm_source=news"].map { origin.base + $0 }))
-        #expect(try run("bsdtar", ["-tf", folder.path + "/site.zip"]).status == 0)
+        #expect(try await run("bsdtar", ["-tf", folder.path + "/site.zip"]).status == 0)
     }
 
     @Test("wrong arguments and a broken declaration exit 2 with a sentence that says what to fix")
-    func badInput() throws {
+    func badInput() async throws {
         let folder = try TemporaryFolder()
         try folder.file("typo.yml", "seeds: [https://a.example/]\nretries:\n  attempt: 3\n")
-        var result = try run(packagerExecutable, ["build", "typo.yml"], in: folder.path)
+        var result = try await run(packagerExecutable, ["build", "typo.yml"], in: folder.path)
         #expect(result.status == 2)
         #expect(result.output.contains("typo.yml:3:3: unknown key 'attempt' in retries; did you mean 'attempts'?"))
-        result = try run(packagerExecutable, ["build"], in: folder.path)
+        result = try await run(packagerExecutable, ["build"], in: folder.path)
         #expect(result.status == 2 && result.output.contains("no packager.yml here"))
-        result = try run(packagerExecutable, ["build", "--seed", "https://a.example/"], in: folder.path)
+        result = try await run(packagerExecutable, ["build", "--seed", "https://a.example/"], in: folder.path)
         #expect(result.status != 0 && result.output.contains("--seed and --url need -o PATH"))
-        result = try run(packagerExecutable, ["build", "--seed", "not a url", "-o", "x.zip"], in: folder.path)
+        result = try await run(packagerExecutable, ["build", "--seed", "not a url", "-o", "x.zip"], in: folder.path)
         #expect(result.status == 2 && result.output.contains("'not a url' is not an absolute http or https URL"))
         #expect(try folder.contents() == ["typo.yml"])
     }
 
     @Test("packager init writes the starter, and refuses to overwrite it")
-    func initCommand() throws {
+    func initCommand() async throws {
         let folder = try TemporaryFolder()
-        #expect(try run(packagerExecutable, ["init"], in: folder.path).status == 0)
+        #expect(try await run(packagerExecutable, ["init"], in: folder.path).status == 0)
         #expect(try String(contentsOfFile: folder.path + "/packager.yml", encoding: .utf8) == StarterDeclaration.text)
-        let again = try run(packagerExecutable, ["init"], in: folder.path)
+        let again = try await run(packagerExecutable, ["init"], in: folder.path)
         #expect(again.status == 2 && again.output.contains("--force"))
     }
 
@@ -73,7 +73,7 @@ struct BuildCommandTests {
         #expect(origin.count("/img/slow.png") == 1)
         #expect(try folder.contents().contains { $0.hasPrefix(".packager-spool-") })
         process.interrupt()
-        process.waitUntilExit()
+        try await offPool { process.waitUntilExit() }
         #expect(process.terminationStatus == 128 + SIGINT)
         #expect(try folder.contents() == ["site.zip"])
         #expect(try String(contentsOfFile: folder.path + "/site.zip", encoding: .utf8) == "the previous bundle")

@@ -135,7 +135,7 @@ struct BuildTests {
         // The secret is nowhere in the bundle's bytes, and the bundle passes standard tools.
         let bytes = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/out/site.bundle.zip"))
         #expect(bytes.range(of: Data(secret.utf8)) == nil)
-        #expect(try run("unzip", ["-tq", folder.path + "/out/site.bundle.zip"]).status == 0)
+        #expect(try await run("unzip", ["-tq", folder.path + "/out/site.bundle.zip"]).status == 0)
         #expect(Checker.check(path: folder.path + "/out/site.bundle.zip").issues.isEmpty)
         #expect(try folder.contents() == ["local", "out", "packager.yml"])
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path + "/out") == ["site.bundle.zip"])
@@ -211,7 +211,7 @@ struct BuildTests {
     func contentEncoding(encoded: Bool) async throws {
         let folder = try TemporaryFolder()
         try folder.file("page.html", "<html><body><img src=\"/pic.png\"><a href=\"/next.html\">next</a></body></html>")
-        _ = try run("gzip", ["-k", "-n", folder.path + "/page.html"])
+        _ = try await run("gzip", ["-k", "-n", folder.path + "/page.html"])
         let gzipped = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/page.html.gz"))
         let origin = Origin()
         origin.set("/", Origin.Resource(headers: [("Content-Type", "text/html"), ("Content-Encoding", "gzip")], body: Array(gzipped)))
@@ -232,7 +232,7 @@ struct BuildTests {
         } else {
             #expect(try page.header("content-encoding") == nil && bundle.body(of: page) == Data(html.utf8))
         }
-        let manifestText = try run("unzip", ["-p", folder.path + "/x.zip", "manifest.json"]).output
+        let manifestText = try await run("unzip", ["-p", folder.path + "/x.zip", "manifest.json"]).output
         let manifest = try JSONDecoder().decode(Manifest.self, from: Data(manifestText.utf8))
         #expect(manifest.entries.first { $0.key == origin.base + "/" }?.contentEncoding == (encoded ? "gzip" : "identity"))
     }

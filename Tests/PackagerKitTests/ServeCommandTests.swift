@@ -5,7 +5,7 @@ import Testing
 @Suite("packager serve, checked with curl")
 struct ServeCommandTests {
     /// Starts `packager serve` on a free port and returns the process and its base URL.
-    func serve(_ bundle: String) throws -> (Process, String) {
+    func serve(_ bundle: String) async throws -> (Process, String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: packagerExecutable)
         process.arguments = ["serve", bundle, "--port", "0"]
@@ -13,47 +13,51 @@ struct ServeCommandTests {
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice
         try process.run()
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = pipe.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            line += chunk
+        let reader = pipe.fileHandleForReading
+        let line = try await offPool { () -> Data in
+            var line = Data()
+            while !line.contains(UInt8(ascii: "\n")) {
+                let chunk = reader.availableData
+                if chunk.isEmpty { break }
+                line += chunk
+            }
+            return line
         }
         let text = String(decoding: line, as: UTF8.self)
         guard let start = text.range(of: "http://") else { process.terminate(); throw CocoaError(.fileReadUnknown) }
         return (process, String(text[start.lowerBound...].prefix { !$0.isWhitespace }).trimmingCharacters(in: CharacterSet(charactersIn: "/")))
     }
 
-    func curl(_ arguments: [String]) throws -> String { try run("curl", ["-s"] + arguments).output }
+    func curl(_ arguments: [String]) async throws -> String { try await run("curl", ["-s"] + arguments).output }
 
     @Test("200 with the recorded headers, 304, 206, gzip when asked, identity when not, 404 on a miss, the blocked entry empty")
-    func curlAgainstServe() throws {
+    func curlAgainstServe() async throws {
         let folder = try TemporaryFolder()
         try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
-        let (process, base) = try serve(folder.path + "/b.zip")
+        let (process, base) = try await serve(folder.path + "/b.zip")
         defer { process.terminate(); process.waitUntilExit() }
 
-        let headers = try curl(["-D", "-", "-o", "/dev/null", base + "/"]).lowercased()
+        let headers = try await curl(["-D", "-", "-o", "/dev/null", base + "/"]).lowercased()
         #expect(headers.hasPrefix("http/1.1 200"))
         #expect(headers.contains("etag: \"page-v1\"") && headers.contains("cache-control: max-age=300"))
         #expect(headers.contains("last-modified: sat, 21 nov 2026 10:00:00 gmt") && !headers.contains("content-encoding"))
-        #expect(try curl([base + "/"]) == samplePage)
-        #expect(try curl(["-o", "/dev/null", "-w", "%{http_code}", "-H", "If-None-Match: \"page-v1\"", base + "/"]) == "304")
-        #expect(try curl(["-o", "/dev/null", "-w", "%{http_code} %{size_download}", "-r", "100-199", base + "/logo.png"]) == "206 100")
-        let gzipHeaders = try curl(["-D", "-", "-o", "/dev/null", "-H", "Accept-Encoding: gzip", base + "/"]).lowercased()
+        #expect(try await curl([base + "/"]) == samplePage)
+        #expect(try await curl(["-o", "/dev/null", "-w", "%{http_code}", "-H", "If-None-Match: \"page-v1\"", base + "/"]) == "304")
+        #expect(try await curl(["-o", "/dev/null", "-w", "%{http_code} %{size_download}", "-r", "100-199", base + "/logo.png"]) == "206 100")
+        let gzipHeaders = try await curl(["-D", "-", "-o", "/dev/null", "-H", "Accept-Encoding: gzip", base + "/"]).lowercased()
         #expect(gzipHeaders.contains("content-encoding: gzip"))
-        #expect(try curl(["--compressed", base + "/"]) == samplePage)
-        #expect(try curl(["-o", "/dev/null", "-w", "%{http_code}", base + "/not-there"]) == "404")
-        #expect(try curl(["-o", "/dev/null", "-w", "%{http_code} %{size_download}", base + "/ads.js"]) == "204 0")
-        let head = try curl(["-I", base + "/logo.png"]).lowercased()
+        #expect(try await curl(["--compressed", base + "/"]) == samplePage)
+        #expect(try await curl(["-o", "/dev/null", "-w", "%{http_code}", base + "/not-there"]) == "404")
+        #expect(try await curl(["-o", "/dev/null", "-w", "%{http_code} %{size_download}", base + "/ads.js"]) == "204 0")
+        let head = try await curl(["-I", base + "/logo.png"]).lowercased()
         #expect(head.hasPrefix("http/1.1 200") && head.contains("content-length: 50000"))
     }
 
     @Test("a bundle that is not one is refused with a clear error")
-    func refusesCorrupt() throws {
+    func refusesCorrupt() async throws {
         let folder = try TemporaryFolder()
         try folder.file("junk.zip", "not a bundle at all")
-        let result = try run(packagerExecutable, ["serve", folder.path + "/junk.zip", "--port", "0"])
+        let result = try await run(packagerExecutable, ["serve", folder.path + "/junk.zip", "--port", "0"])
         #expect(result.status == 1 && result.output.contains("packager:"))
     }
 }

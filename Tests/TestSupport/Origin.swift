@@ -3,6 +3,7 @@ import HTTPTypes
 import Logging
 import Hummingbird
 import NIOCore
+import ServiceLifecycle
 
 /// A real HTTP origin on loopback whose content, faults and validators a test sets and changes while it runs.
 ///
@@ -55,6 +56,7 @@ public final class Origin: @unchecked Sendable {
     private var served: [String: Int] = [:]
     private var log: [Received] = []
     private var task: Task<Void, any Error>?
+    private var group: ServiceGroup?
     public private(set) var port = 0
 
     public init() {}
@@ -77,15 +79,19 @@ public final class Origin: @unchecked Sendable {
                 continuation.yield(channel.localAddress?.port ?? 0)
                 continuation.finish()
             }, logger: Logger(label: "origin", factory: { _ in SwiftLogNoOpLogHandler() }))
-        task = Task { try await app.run() }
+        // Stopped with a graceful shutdown, which lets open responses finish, rather than by cancellation.
+        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: app.logger))
+        self.group = group
+        task = Task { try await group.run() }
         for await port in stream { self.port = port }
     }
 
     /// Stops the server; requests to it then fail to connect.
     public func stop() async {
-        task?.cancel()
+        await group?.triggerGracefulShutdown()
         _ = try? await task?.value
         task = nil
+        group = nil
     }
 
     private func respond(_ request: Request) async throws -> Response {
@@ -112,6 +118,9 @@ public final class Origin: @unchecked Sendable {
         }
         // Conditional requests, as a real server answers them.
         if let etag = fields[.eTag], let match = headers["if-none-match"], match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag }) {
+            return Response(status: .notModified, headers: fields)
+        }
+        if headers["if-none-match"] == nil, let modified = fields[.lastModified], headers["if-modified-since"] == modified {
             return Response(status: .notModified, headers: fields)
         }
         let body = resource.body

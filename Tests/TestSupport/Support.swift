@@ -20,7 +20,7 @@ public final class TemporaryFolder {
     public func contents() throws -> [String] { try FileManager.default.contentsOfDirectory(atPath: path).sorted() }
 }
 
-public struct ToolResult {
+public struct ToolResult: Sendable {
     public var status: Int32
     public var output: String
 }
@@ -39,6 +39,25 @@ public func run(_ tool: String, _ arguments: [String], in folder: String? = nil)
     let data = pipe.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     return ToolResult(status: process.terminationStatus, output: String(decoding: data, as: UTF8.self))
+}
+
+/// Runs a command-line tool off the concurrency pool and captures its output.
+///
+/// Async tests must use this form: the loopback servers they start run on the
+/// same two-thread pool, and a thread blocked waiting for a child process that
+/// talks to them would starve them.
+@discardableResult
+public func run(_ tool: String, _ arguments: [String], in folder: String? = nil) async throws -> ToolResult {
+    try await offPool { try run(tool, arguments, in: folder) }
+}
+
+/// Runs blocking work on a Dispatch thread, outside Swift's cooperative pool.
+public func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async {
+            do { continuation.resume(returning: try work()) } catch { continuation.resume(throwing: error) }
+        }
+    }
 }
 
 /// Deterministic pseudo-random bytes (incompressible), for JPEG-like bodies.

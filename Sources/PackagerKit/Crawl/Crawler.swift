@@ -248,14 +248,19 @@ final class Crawler: Sendable {
     /// Headers worth keeping: what a client needs to use the response and what verify compares. Credentials, cookies and
     /// anything carrying a secret from the environment are never kept.
     func storedHeaders(_ headers: [(name: String, value: String)]) -> [(name: String, value: String)] {
-        let secrets = declaration.secrets
-        return headers.filter { header in
-            guard Self.keptHeaders.contains(header.name) else { return false }
+        Self.storedHeaders(headers, policy: declaration.contentEncoding, secrets: declaration.secrets)
+    }
+
+    static func storedHeaders(
+        _ headers: [(name: String, value: String)], policy: Declaration.ContentEncodingPolicy, secrets: [String]
+    ) -> [(name: String, value: String)] {
+        headers.filter { header in
+            guard keptHeaders.contains(header.name) else { return false }
             // AsyncHTTPClient decodes gzip and deflate; any other coding is kept, since the bytes still carry it.
-            if header.name == "content-encoding" && declaration.contentEncoding == .decoded && ["gzip", "x-gzip", "deflate"].contains(header.value.lowercased()) {
+            if header.name == "content-encoding" && policy == .decoded && ["gzip", "x-gzip", "deflate"].contains(header.value.lowercased()) {
                 return false
             }
-            return !secrets.contains { header.value.contains($0) }
+            return !secrets.contains { !$0.isEmpty && header.value.contains($0) }
         }
     }
 

@@ -107,14 +107,8 @@ final class Fetcher: Sendable {
 
     static func retryable(status: Int) -> Bool { status == 429 || status == 500 || status == 502 || status == 503 || status == 504 }
 
-    /// Seconds to wait before attempt `attempt + 1`; nil when Retry-After asks for more than the maximum.
     func delay(attempt: Int, retryAfter: String?) -> Double? {
-        if let retryAfter, let seconds = Self.retryAfterSeconds(retryAfter) {
-            return seconds <= settings.retries.maxBackoff ? seconds : nil
-        }
-        let ceiling = min(settings.retries.maxBackoff, settings.retries.backoff * pow(2, Double(attempt - 1)))
-        // Full jitter: spread retries from many workers so they do not arrive together.
-        return Double.random(in: (ceiling / 2)...max(ceiling / 2, ceiling))
+        RetryPolicy(retries: settings.retries).delay(attempt: attempt, retryAfter: retryAfter)
     }
 
     /// Retry-After as delay-seconds or an HTTP-date.
@@ -280,6 +274,21 @@ final class BodySink {
         memory?.give(taken)
         taken = 0
         buffer = []
+    }
+}
+
+/// Exponential backoff with full jitter, and Retry-After honoured up to the declared maximum.
+struct RetryPolicy: Sendable {
+    let retries: Declaration.Retries
+
+    /// Seconds to wait before attempt `attempt + 1`; nil when Retry-After asks for more than the maximum.
+    func delay(attempt: Int, retryAfter: String?) -> Double? {
+        if let retryAfter, let seconds = Fetcher.retryAfterSeconds(retryAfter) {
+            return seconds <= retries.maxBackoff ? seconds : nil
+        }
+        let ceiling = min(retries.maxBackoff, retries.backoff * pow(2, Double(attempt - 1)))
+        // Full jitter: spread retries from many workers so they do not arrive together.
+        return Double.random(in: (ceiling / 2)...max(ceiling / 2, ceiling))
     }
 }
 

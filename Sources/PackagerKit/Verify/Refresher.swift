@@ -1,0 +1,82 @@
+import Foundation
+import OfflineBundle
+
+/// `packager refresh`: re-fetches only what verify finds stale, gone or moved, and writes a new bundle.
+///
+/// Every other entry is carried over as it was: the same status, headers,
+/// body bytes, fetch time and source, so its manifest record and body are
+/// byte-identical in the new bundle. Refetched entries record the live
+/// response (a 404 for a gone page, the new redirect for a moved one).
+public struct Refresher: Sendable {
+    /// What a refresh did.
+    public struct Summary: Sendable {
+        public var verify: VerifyReport
+        /// Keys re-fetched, with their new status.
+        public var refreshed: [(url: String, status: Int)]
+        /// Keys whose re-fetch failed; they keep their old response.
+        public var failed: [(url: String, reason: String)]
+        public var write: BundleWriter.Summary
+    }
+
+    public var options: Verifier.Options
+    /// Verdicts whose entries are re-fetched.
+    public var refreshVerdicts: Set<Verdict> = [.stale, .gone, .moved]
+
+    public init(options: Verifier.Options = .init()) { self.options = options }
+
+    /// Verifies `path`, re-fetches what changed, and writes the result to `output` (atomically; it may be `path`).
+    public func refresh(bundleAt path: String, output: String) async throws -> Summary {
+        let report = try await Verifier(options: options).verify(bundleAt: path)
+        let targets = Set(report.entries.filter { refreshVerdicts.contains($0.verdict) }.map(\.url))
+        let bundle = try MountedBundle(path: path)
+        let manifest = try Self.manifest(of: bundle)
+        let records = Dictionary(manifest.entries.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
+
+        let folder = (output as NSString).deletingLastPathComponent
+        let spool = try SpoolFolder(in: folder.isEmpty ? "." : folder)
+        defer { spool.remove() }
+        let fetcher = Fetcher(settings: .init(
+            headers: options.headers, userAgent: options.userAgent, timeouts: options.timeouts, retries: options.retries, perHost: options.perHost,
+            contentEncoding: .decoded))
+        let secrets = options.headers.filter(\.secret).map(\.value)
+        var refreshed: [(String, Int)] = []
+        var failed: [(String, String)] = []
+        var fresh: [String: BundleWriter.Entry] = [:]
+        var n = 0
+        for url in targets.sorted() {
+            n += 1
+            switch await fetcher.fetch(url, spoolPath: spool.newFile(n), withinBudget: { _ in true }) {
+            case .success(let response):
+                let headers = Crawler.storedHeaders(response.headers, policy: .decoded, secrets: secrets)
+                fresh[url] = BundleWriter.Entry(url: url, status: response.status, headers: headers, body: Crawler.source(response.body), fetchedAt: response.fetchedAt)
+                refreshed.append((url, response.status))
+            case .failure(let failure):
+                failed.append((url, failure.message))
+            }
+        }
+        await fetcher.shutdown()
+
+        let formatter = ISO8601DateFormatter()
+        var writer = BundleWriter(options: .init(dropQueryParameters: manifest.dropQueryParameters, createdAt: Date()))
+        for entry in bundle.entries {
+            if let replacement = fresh[entry.key] {
+                writer.add(replacement)
+                continue
+            }
+            let record = records[entry.key]
+            writer.add(BundleWriter.Entry(
+                url: entry.key, status: entry.status, kind: entry.kind, headers: entry.headers, body: entry.body == nil ? nil : .data(try bundle.body(of: entry)),
+                fetchedAt: record?.fetchedAt.flatMap { formatter.date(from: $0) }, source: record?.source))
+        }
+        let summary = try writer.write(to: output)
+        return Summary(verify: report, refreshed: refreshed, failed: failed, write: summary)
+    }
+
+    static func manifest(of bundle: MountedBundle) throws -> Manifest {
+        guard let entry = bundle.metadata[BundleFormat.manifestEntryName] else {
+            throw BundleError(.corruptIndex, "the bundle has no manifest.json", entry: BundleFormat.manifestEntryName)
+        }
+        let bytes = try MountedBundle.readMetadataEntry(entry, from: bundle.file, limit: 1 << 32, bodyArea: bundle.directory.centralDirectoryOffset)
+        return try JSONDecoder().decode(Manifest.self, from: Data(bytes))
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+import Mustache
+
+/// Renders a ``VerifyReport`` for people (a terminal table, Markdown, HTML) and for machines (JSON, JUnit XML).
+public enum ReportFormatter {
+    /// The forms `--format` accepts.
+    public enum Format: String, CaseIterable, Sendable {
+        case text, json, junit, markdown, html
+    }
+
+    public static func render(_ report: VerifyReport, as format: Format, color: Bool = false) throws -> String {
+        switch format {
+        case .text: return text(report, color: color)
+        case .json: return try json(report)
+        case .junit: return junit(report)
+        case .markdown: return markdown(report)
+        case .html: return try html(report)
+        }
+    }
+
+    // MARK: - Text
+
+    static func text(_ report: VerifyReport, color: Bool) -> String {
+        func paint(_ verdict: Verdict) -> String {
+            let name = verdict.rawValue.padding(toLength: 12, withPad: " ", startingAt: 0)
+            guard color else { return name }
+            let code =
+                switch verdict {
+                case .fresh: "32"
+                case .stale, .gone, .moved: "31"
+                case .unreachable: "35"
+                default: "33"
+                }
+            return "\u{1B}[\(code)m\(name)\u{1B}[0m"
+        }
+        var lines = ["VERDICT      STATUS  URL"]
+        // Fresh entries are summed up, not listed: the table is for what needs attention.
+        for entry in report.entries where entry.verdict != .fresh {
+            let status = entry.liveStatus.map(String.init) ?? "-"
+            lines.append("\(paint(entry.verdict)) \(status.padding(toLength: 7, withPad: " ", startingAt: 0))\(entry.url)")
+            lines.append("             \(entry.summary)")
+        }
+        lines.append("")
+        lines.append(summaryLine(report))
+        return lines.joined(separator: "\n")
+    }
+
+    /// `120 entries: 110 fresh, 4 stale, ...` in a fixed order, zeros left out.
+    public static func summaryLine(_ report: VerifyReport) -> String {
+        let parts = Verdict.allCases.compactMap { verdict -> String? in
+            let n = report.counts[verdict.rawValue] ?? 0
+            return n == 0 ? nil : "\(n) \(verdict.rawValue)"
+        }
+        return "\(report.entries.count) entries: " + parts.joined(separator: ", ") + String(format: " (in %.1f s)", report.seconds)
+    }
+
+    // MARK: - JSON
+
+    static func json(_ report: VerifyReport) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(report), as: UTF8.self)
+    }
+
+    // MARK: - JUnit
+
+    /// One test suite per host, one test case per entry; failing verdicts are failures, substituted,
+    /// blocked and unverifiable entries are skipped. Jenkins and GitLab read this form.
+    static func junit(_ report: VerifyReport) -> String {
+        let failOn = Set(report.failOn)
+        let hosts = Dictionary(grouping: report.entries, by: \.host).sorted { $0.key < $1.key }
+        let failures = report.failures.count
+        var xml = ["<?xml version=\"1.0\" encoding=\"UTF-8\"?>"]
+        xml.append(
+            "<testsuites name=\"packager verify\" tests=\"\(report.entries.count)\" failures=\"\(failures)\" errors=\"0\" time=\"\(String(format: "%.3f", report.seconds))\">"
+        )
+        for (host, entries) in hosts {
+            let hostFailures = entries.filter { failOn.contains($0.verdict) }.count
+            let skipped = entries.filter { !failOn.contains($0.verdict) && $0.verdict != .fresh }.count
+            xml.append(
+                "  <testsuite name=\"\(escape(host))\" tests=\"\(entries.count)\" failures=\"\(hostFailures)\" errors=\"0\" skipped=\"\(skipped)\" timestamp=\"\(report.checkedAt)\">"
+            )
+            for entry in entries {
+                xml.append("    <testcase classname=\"\(escape(host))\" name=\"\(escape(entry.url))\">")
+                if failOn.contains(entry.verdict) {
+                    xml.append("      <failure type=\"\(entry.verdict.rawValue)\" message=\"\(escape(entry.verdict.rawValue + ": " + entry.summary))\"/>")
+                } else if entry.verdict != .fresh {
+                    xml.append("      <skipped message=\"\(escape(entry.verdict.rawValue + ": " + entry.summary))\"/>")
+                }
+                xml.append("    </testcase>")
+            }
+            xml.append("  </testsuite>")
+        }
+        xml.append("</testsuites>")
+        return xml.joined(separator: "\n") + "\n"
+    }
+
+    static func escape(_ s: String) -> String {
+        var out = ""
+        for c in s.unicodeScalars {
+            switch c {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&apos;"
+            default:
+                // XML 1.0 cannot carry most control characters, even escaped.
+                if c.value < 0x20 && c != "\n" && c != "\t" && c != "\r" { out += "?" } else { out.unicodeScalars.append(c) }
+            }
+        }
+        return out
+    }
+
+    // MARK: - Markdown
+
+    /// A summary table and the entries that need attention, fit for a pull-request comment.
+    static func markdown(_ report: VerifyReport) -> String {
+        var md = ["### packager verify: \(report.failures.isEmpty ? "all fresh" : "\(report.failures.count) to look at")", ""]
+        md.append("| verdict | entries |")
+        md.append("|---|---|")
+        for verdict in Verdict.allCases where (report.counts[verdict.rawValue] ?? 0) > 0 {
+            md.append("| \(verdict.rawValue) | \(report.counts[verdict.rawValue] ?? 0) |")
+        }
+        let attention = report.entries.filter { $0.verdict != .fresh }
+        if !attention.isEmpty {
+            md.append("")
+            md.append("| verdict | URL | what changed |")
+            md.append("|---|---|---|")
+            for entry in attention {
+                md.append("| \(entry.verdict.rawValue) | \(markdownCell(entry.url)) | \(markdownCell(entry.summary)) |")
+            }
+        }
+        md.append("")
+        md.append("<sub>\(report.bundle), checked \(report.checkedAt) in \(String(format: "%.1f", report.seconds)) s</sub>")
+        return md.joined(separator: "\n") + "\n"
+    }
+
+    static func markdownCell(_ s: String) -> String {
+        s.replacingOccurrences(of: "|", with: "\\|").replacingOccurrences(of: "\n", with: " ")
+    }
+
+    // MARK: - HTML
+
+    /// The Mustache template in Templates/verify-report.html.mustache, with a chart of verdicts by host.
+    static func html(_ report: VerifyReport) throws -> String {
+        let template = try MustacheTemplate(string: String(decoding: PackageResources.verify_report_html_mustache, as: UTF8.self))
+        let hosts = Dictionary(grouping: report.entries, by: \.host).sorted { $0.key < $1.key }
+        let widest = max(1, hosts.map(\.value.count).max() ?? 1)
+        let chart: [[String: Any]] = hosts.map { host, entries in
+            let bars: [[String: Any]] = Verdict.allCases.compactMap { verdict in
+                let n = entries.filter { $0.verdict == verdict }.count
+                guard n > 0 else { return nil }
+                return ["verdict": verdict.rawValue, "count": n, "width": String(format: "%.1f", 100.0 * Double(n) / Double(widest))]
+            }
+            return ["host": host, "total": entries.count, "bars": bars]
+        }
+        let rows: [[String: Any]] = report.entries.filter { $0.verdict != .fresh }.map {
+            ["verdict": $0.verdict.rawValue, "url": $0.url, "status": $0.liveStatus.map(String.init) ?? "-", "summary": $0.summary, "method": $0.method]
+        }
+        let counts: [[String: Any]] = Verdict.allCases.map { ["verdict": $0.rawValue, "count": report.counts[$0.rawValue] ?? 0] }
+        let context: [String: Any] = [
+            "bundle": report.bundle, "checkedAt": report.checkedAt, "seconds": String(format: "%.1f", report.seconds), "total": report.entries.count,
+            "failures": report.failures.count, "ok": report.failures.isEmpty, "counts": counts, "hosts": chart, "rows": rows, "hasRows": !rows.isEmpty,
+            "summary": summaryLine(report),
+        ]
+        return template.render(context)
+    }
+}

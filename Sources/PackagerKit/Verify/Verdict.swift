@@ -1,0 +1,111 @@
+import Foundation
+
+/// What `packager verify` concluded about one entry.
+public enum Verdict: String, Codable, Sendable, CaseIterable, Comparable {
+    /// The live server still answers as recorded.
+    case fresh
+    /// It answers with something else; ``EntryVerification/changes`` says what.
+    case stale
+    /// It answers 404 or 410 where the bundle recorded content.
+    case gone
+    /// A recorded redirect now points elsewhere, or content now redirects.
+    case moved
+    /// No answer after the retries (connection errors, timeouts, 429 or 5xx).
+    case unreachable
+    /// The server gives no validators and `--deep` was not asked for.
+    case unverifiable
+    /// Answered from a local file at build time: reported, not probed.
+    case substituted
+    /// Answered by a block rule: reported, not probed.
+    case blocked
+
+    public static func < (a: Verdict, b: Verdict) -> Bool {
+        allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!
+    }
+
+    /// The verdicts that fail a nightly job unless `--fail-on` says otherwise.
+    public static let failingByDefault: Set<Verdict> = [.stale, .gone, .moved, .unreachable]
+}
+
+/// One difference between the recorded response and the live one.
+public struct Change: Codable, Sendable, Equatable {
+    /// What differs: status, etag, last-modified, content-length, content-type, location, sha256.
+    public var field: String
+    public var recorded: String?
+    public var live: String?
+
+    public init(_ field: String, recorded: String?, live: String?) {
+        self.field = field
+        self.recorded = recorded
+        self.live = live
+    }
+}
+
+/// The verdict for one entry, with the evidence.
+public struct EntryVerification: Codable, Sendable, Equatable {
+    /// The request key.
+    public var url: String
+    public var verdict: Verdict
+    /// The recorded status, and the live one when the server answered.
+    public var recordedStatus: Int
+    public var liveStatus: Int?
+    /// How the entry was checked: conditional GET, HEAD, GET, deep GET, or not probed.
+    public var method: String
+    public var changes: [Change]
+    /// For unreachable entries: the last error.
+    public var error: String?
+    public var attempts: Int
+
+    /// The host the entry belongs to, for grouping.
+    public var host: String { URL(string: url)?.host ?? "" }
+
+    /// One line that says why, for tables and reports.
+    public var summary: String {
+        if let error { return error }
+        if changes.isEmpty {
+            switch verdict {
+            case .fresh: return method == "conditional GET" ? "304 Not Modified" : "unchanged"
+            case .unverifiable: return "no ETag or Last-Modified; use --deep to compare bodies"
+            case .substituted: return "answered from a local file; not probed"
+            case .blocked: return "blocked at build time; not probed"
+            default: return verdict.rawValue
+            }
+        }
+        return changes.map { "\($0.field) \($0.recorded ?? "none") -> \($0.live ?? "none")" }.joined(separator: "; ")
+    }
+}
+
+/// Every entry's verdict and the counts, as reports print them.
+public struct VerifyReport: Codable, Sendable {
+    public var bundle: String
+    public var checkedAt: String
+    public var seconds: Double
+    public var entries: [EntryVerification]
+    public var counts: [String: Int]
+    /// The verdicts that fail the job.
+    public var failOn: [Verdict]
+
+    public init(bundle: String, checkedAt: Date, seconds: Double, entries: [EntryVerification], failOn: Set<Verdict>) {
+        self.bundle = bundle
+        let formatter = ISO8601DateFormatter()
+        self.checkedAt = formatter.string(from: checkedAt)
+        self.seconds = seconds
+        self.entries = entries.sorted { $0.url < $1.url }
+        var counts: [String: Int] = [:]
+        for verdict in Verdict.allCases { counts[verdict.rawValue] = 0 }
+        for entry in entries { counts[entry.verdict.rawValue, default: 0] += 1 }
+        self.counts = counts
+        self.failOn = failOn.sorted()
+    }
+
+    /// Entries whose verdict fails the job.
+    public var failures: [EntryVerification] { entries.filter { failOn.contains($0.verdict) } }
+
+    /// The documented exit status: 0 nothing fails; 2 when an entry is unreachable and that fails the job
+    /// (the check itself is incomplete); 1 when something else fails it.
+    public var exitCode: Int32 {
+        let failing = Set(failures.map(\.verdict))
+        if failing.isEmpty { return 0 }
+        return failing.contains(.unreachable) ? 2 : 1
+    }
+}

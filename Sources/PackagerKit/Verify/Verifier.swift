@@ -1,0 +1,415 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import NIOCore
+import NIOHTTP1
+import OfflineBundle
+
+/// `packager verify`: asks the live servers, as cheaply as each entry allows, whether its content moved on.
+///
+/// - An entry with an ETag or Last-Modified gets a conditional GET; 304 means fresh.
+/// - One without gets a HEAD (a GET whose body is not read when the server
+///   refuses HEAD); with `deep`, a full GET whose SHA-256 is compared.
+/// - Recorded redirects are asked again without following, and their target compared.
+/// - Substituted and blocked entries are reported, not probed.
+///
+/// Requests run with bounded concurrency, a per-host limit and an optional
+/// rate limit; connection errors, 429 and 5xx are retried with backoff,
+/// honouring Retry-After. Request headers (from a declaration) are sent and
+/// never printed.
+public struct Verifier: Sendable {
+    /// How to verify.
+    public struct Options: Sendable {
+        /// Download and hash bodies of entries without validators.
+        public var deep = false
+        public var concurrency = 16
+        public var perHost = 8
+        /// Requests per second in all; nil for no limit.
+        public var rate: Double?
+        public var retries = Declaration.Retries()
+        public var timeouts = Declaration.Timeouts()
+        /// Sent with every request (values from the environment are secrets).
+        public var headers: [Declaration.Header] = []
+        public var userAgent = "packager/\(PackagerVersion.string)"
+        public var failOn = Verdict.failingByDefault
+
+        public init() {}
+
+        /// Takes headers, retries, timeouts, user agent and concurrency from a declaration.
+        public init(declaration: Declaration) {
+            headers = declaration.headers
+            retries = declaration.retries
+            timeouts = declaration.timeouts
+            userAgent = declaration.userAgent
+            concurrency = declaration.concurrency.total
+            perHost = declaration.concurrency.perHost
+        }
+    }
+
+    public var options: Options
+
+    public init(options: Options = Options()) { self.options = options }
+
+    /// Verifies every entry of the bundle at `path`.
+    ///
+    /// - Parameter progress: called after each entry with the number done and the total.
+    /// - Throws: ``BundleError`` when the bundle cannot be mounted.
+    public func verify(bundleAt path: String, progress: (@Sendable (Int, Int) -> Void)? = nil) async throws -> VerifyReport {
+        let bundle = try MountedBundle(path: path)
+        let started = Date()
+        let entries = bundle.entries
+        let client = HTTPClient(
+            eventLoopGroupProvider: .singleton,
+            configuration: .init(
+                redirectConfiguration: .disallow,
+                timeout: .init(connect: .milliseconds(Int64(options.timeouts.connect * 1000)), read: .milliseconds(Int64(options.timeouts.request * 1000))),
+                connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: options.perHost)))
+        let limiter = HostLimiter(total: options.concurrency, perHost: options.perHost)
+        let pacer = options.rate.map { Pacer(perSecond: $0) }
+        let done = Counter()
+        let results = await withTaskGroup(of: EntryVerification.self) { group in
+            var collected: [EntryVerification] = []
+            collected.reserveCapacity(entries.count)
+            var next = 0
+            // Keep a bounded number of tasks alive; the limiter decides who may send.
+            let window = options.concurrency * 4
+            func schedule(_ entry: BundleEntry) {
+                let key = entry.key
+                let host = URL(string: key)?.host ?? ""
+                let record = Recorded(entry: entry)
+                group.addTask {
+                    await limiter.acquire(host)
+                    let result = await Probe(options: options, client: client, pacer: pacer).verify(record)
+                    await limiter.release(host)
+                    return result
+                }
+            }
+            while next < entries.count && next < window {
+                schedule(entries[next])
+                next += 1
+            }
+            for await result in group {
+                collected.append(result)
+                progress?(done.increment(), entries.count)
+                if next < entries.count {
+                    schedule(entries[next])
+                    next += 1
+                }
+            }
+            return collected
+        }
+        try? await client.shutdown()
+        return VerifyReport(bundle: path, checkedAt: started, seconds: Date().timeIntervalSince(started), entries: results, failOn: options.failOn)
+    }
+}
+
+/// What the bundle recorded for one entry, copied out so probes need not touch the bundle.
+struct Recorded: Sendable {
+    var url: String
+    var kind: EntryKind
+    var status: Int
+    var etag: String?
+    var lastModified: String?
+    var contentType: String?
+    var location: String?
+    var size: UInt64?
+    var sha256: String?
+
+    init(entry: BundleEntry) {
+        url = entry.key
+        kind = entry.kind
+        status = entry.status
+        etag = entry.header("etag")
+        lastModified = entry.header("last-modified")
+        contentType = entry.header("content-type")
+        location = entry.header("location")
+        size = entry.body?.size
+        sha256 = entry.body?.sha256
+    }
+}
+
+/// One entry's requests and the comparison of their answers.
+struct Probe: Sendable {
+    let options: Verifier.Options
+    let client: HTTPClient
+    let pacer: Pacer?
+
+    /// The live answer's parts that matter.
+    struct Answer {
+        var status: Int
+        var headers: HTTPHeaders
+        var sha256: String?
+        var attempts: Int
+        func header(_ name: String) -> String? { headers.first(name: name) }
+    }
+
+    struct Unreachable: Error {
+        var message: String
+        var attempts: Int
+    }
+
+    func verify(_ recorded: Recorded) async -> EntryVerification {
+        var result = EntryVerification(
+            url: recorded.url, verdict: .fresh, recordedStatus: recorded.status, liveStatus: nil, method: "", changes: [], error: nil, attempts: 0)
+        switch recorded.kind {
+        case .substituted:
+            result.verdict = .substituted
+            result.method = "not probed"
+            return result
+        case .blocked:
+            result.verdict = .blocked
+            result.method = "not probed"
+            return result
+        case .recorded:
+            break
+        }
+        do {
+            if (300...399).contains(recorded.status) {
+                result.method = "GET"
+                let answer = try await send(recorded.url, method: .GET, headers: [], body: .skip)
+                judgeRedirect(recorded, answer, into: &result)
+            } else if recorded.etag != nil || recorded.lastModified != nil {
+                result.method = "conditional GET"
+                var conditions: [(String, String)] = []
+                if let etag = recorded.etag { conditions.append(("If-None-Match", etag)) }
+                if let lastModified = recorded.lastModified { conditions.append(("If-Modified-Since", lastModified)) }
+                let answer = try await send(recorded.url, method: .GET, headers: conditions, body: .skip)
+                judge(recorded, answer, into: &result, validated: true)
+            } else {
+                result.method = "HEAD"
+                var answer = try await send(recorded.url, method: .HEAD, headers: [], body: .skip)
+                if answer.status == 405 || answer.status == 501 {
+                    result.method = "GET"
+                    answer = try await send(recorded.url, method: .GET, headers: [], body: .skip)
+                }
+                if options.deep, (200...299).contains(answer.status) {
+                    result.method = "deep GET"
+                    answer = try await send(recorded.url, method: .GET, headers: [], body: .hash)
+                }
+                judge(recorded, answer, into: &result, validated: false)
+            }
+        } catch let error as Unreachable {
+            result.verdict = .unreachable
+            result.error = error.message
+            result.attempts = error.attempts
+        } catch {
+            result.verdict = .unreachable
+            result.error = "\(error)"
+        }
+        return result
+    }
+
+    /// Judges a content entry from the live answer.
+    func judge(_ recorded: Recorded, _ answer: Answer, into result: inout EntryVerification, validated: Bool) {
+        result.liveStatus = answer.status
+        result.attempts = answer.attempts
+        if answer.status == 304 && validated { return }
+        if (answer.status == 404 || answer.status == 410) && recorded.status != answer.status {
+            result.verdict = .gone
+            result.changes = [Change("status", recorded: String(recorded.status), live: String(answer.status))]
+            return
+        }
+        if (300...399).contains(answer.status) {
+            result.verdict = .moved
+            result.changes = [Change("location", recorded: nil, live: answer.header("location").map { Self.absolute($0, base: recorded.url) })]
+            return
+        }
+        var changes: [Change] = []
+        if answer.status != recorded.status { changes.append(Change("status", recorded: String(recorded.status), live: String(answer.status))) }
+        let liveETag = answer.header("etag")
+        if let etag = recorded.etag, let liveETag, !Self.sameETag(etag, liveETag) { changes.append(Change("etag", recorded: etag, live: liveETag)) }
+        let liveModified = answer.header("last-modified")
+        if let modified = recorded.lastModified, let liveModified, !Self.sameDate(modified, liveModified) {
+            changes.append(Change("last-modified", recorded: modified, live: liveModified))
+        }
+        // Content-Length compares only identity bodies (verify asks for identity).
+        if let size = recorded.size, let length = answer.header("content-length").flatMap(UInt64.init), answer.header("content-encoding") == nil,
+            length != size
+        {
+            changes.append(Change("content-length", recorded: String(size), live: String(length)))
+        }
+        if let type = recorded.contentType, let liveType = answer.header("content-type"), Self.normalizedType(type) != Self.normalizedType(liveType) {
+            changes.append(Change("content-type", recorded: type, live: liveType))
+        }
+        if let digest = answer.sha256, let recordedDigest = recorded.sha256 ?? (recorded.size == nil ? Self.emptyDigest : nil), digest != recordedDigest {
+            changes.append(Change("sha256", recorded: recordedDigest, live: digest))
+        }
+        if !changes.isEmpty {
+            result.verdict = .stale
+            result.changes = changes
+        } else if !validated && answer.sha256 == nil && liveETag == nil && liveModified == nil {
+            // Nothing to compare but sizes and types, which matched: the content itself cannot be vouched for.
+            result.verdict = .unverifiable
+        } else if !validated && answer.sha256 == nil && recorded.etag == nil && recorded.lastModified == nil {
+            result.verdict = .unverifiable
+        }
+    }
+
+    /// Judges a recorded redirect: the same target is fresh; another is moved.
+    func judgeRedirect(_ recorded: Recorded, _ answer: Answer, into result: inout EntryVerification) {
+        result.liveStatus = answer.status
+        result.attempts = answer.attempts
+        let was = recorded.location.map { Self.absolute($0, base: recorded.url) }
+        if (300...399).contains(answer.status) {
+            let now = answer.header("location").map { Self.absolute($0, base: recorded.url) }
+            if now != was {
+                result.verdict = .moved
+                result.changes = [Change("location", recorded: was, live: now)]
+            } else if answer.status != recorded.status {
+                result.verdict = .stale
+                result.changes = [Change("status", recorded: String(recorded.status), live: String(answer.status))]
+            }
+            return
+        }
+        result.verdict = answer.status == 404 || answer.status == 410 ? .gone : .stale
+        result.changes = [Change("status", recorded: String(recorded.status), live: String(answer.status))]
+    }
+
+    enum BodyHandling { case skip, hash }
+
+    /// Sends one request with retries on connection errors, timeouts, 429 and 5xx.
+    func send(_ url: String, method: HTTPMethod, headers extra: [(String, String)], body: BodyHandling) async throws -> Answer {
+        let retry = RetryPolicy(retries: options.retries)
+        var attempt = 0
+        while true {
+            attempt += 1
+            if let pacer { await pacer.wait() }
+            var request = HTTPClientRequest(url: url)
+            request.method = method
+            request.headers.add(name: "User-Agent", value: options.userAgent)
+            // Identity, so Content-Length and digests compare with the stored (decoded) body.
+            request.headers.add(name: "Accept-Encoding", value: "identity")
+            for header in options.headers { request.headers.replaceOrAdd(name: header.name, value: header.value) }
+            for (name, value) in extra { request.headers.replaceOrAdd(name: name, value: value) }
+            do {
+                let response = try await client.execute(request, timeout: .milliseconds(Int64(options.timeouts.request * 1000)))
+                var digest: String?
+                if body == .hash {
+                    var hasher = SHA256()
+                    for try await chunk in response.body { chunk.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) } }
+                    digest = hexString(Array(hasher.finalize()))
+                } else {
+                    // The body is not needed: stop reading it (the connection is closed if it was not empty).
+                    for try await _ in response.body { break }
+                }
+                let status = Int(response.status.code)
+                if Fetcher.retryable(status: status), attempt <= options.retries.attempts {
+                    guard let wait = retry.delay(attempt: attempt, retryAfter: response.headers.first(name: "retry-after")) else {
+                        throw Unreachable(message: "HTTP \(status); Retry-After asks for longer than retries.max-backoff", attempts: attempt)
+                    }
+                    try? await Task.sleep(nanoseconds: UInt64(wait * 1e9))
+                    continue
+                }
+                if Fetcher.retryable(status: status) { throw Unreachable(message: "HTTP \(status) after \(attempt) attempts", attempts: attempt) }
+                return Answer(status: status, headers: response.headers, sha256: digest, attempts: attempt)
+            } catch let error as Unreachable {
+                throw error
+            } catch {
+                if attempt <= options.retries.attempts, let wait = retry.delay(attempt: attempt, retryAfter: nil) {
+                    try? await Task.sleep(nanoseconds: UInt64(wait * 1e9))
+                    continue
+                }
+                throw Unreachable(message: Self.describe(error), attempts: attempt)
+            }
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? HTTPClientError {
+            if error == .connectTimeout || error == .deadlineExceeded || error == .readTimeout { return "timed out" }
+            if error == .remoteConnectionClosed { return "the server closed the connection" }
+        }
+        if let error = error as? IOError { return "cannot connect: \(error)" }
+        if "\(type(of: error))".contains("Connect") { return "cannot connect: \(error)" }
+        return "\(error)"
+    }
+
+    static let emptyDigest = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+    /// Weak comparison (RFC 9110 §8.8.3.2): equal opaque tags, W/ or not.
+    static func sameETag(_ a: String, _ b: String) -> Bool {
+        func opaque(_ s: String) -> String {
+            let t = s.trimmingCharacters(in: .whitespaces)
+            return t.hasPrefix("W/") ? String(t.dropFirst(2)) : t
+        }
+        return opaque(a) == opaque(b)
+    }
+
+    static func sameDate(_ a: String, _ b: String) -> Bool {
+        if a == b { return true }
+        guard let x = HTTPDate.parse(a), let y = HTTPDate.parse(b) else { return false }
+        return x == y
+    }
+
+    static func normalizedType(_ type: String) -> String { type.lowercased().replacingOccurrences(of: " ", with: "") }
+
+    static func absolute(_ location: String, base: String) -> String {
+        URL(string: location, relativeTo: URL(string: base))?.absoluteURL.absoluteString ?? location
+    }
+}
+
+/// Total and per-host limits on requests in flight.
+actor HostLimiter {
+    let total: Int
+    let perHost: Int
+    private var inFlight = 0
+    private var byHost: [String: Int] = [:]
+    private var waiters: [(host: String, continuation: CheckedContinuation<Void, Never>)] = []
+
+    init(total: Int, perHost: Int) {
+        self.total = total
+        self.perHost = perHost
+    }
+
+    func acquire(_ host: String) async {
+        if inFlight < total && byHost[host, default: 0] < perHost {
+            take(host)
+            return
+        }
+        await withCheckedContinuation { waiters.append((host, $0)) }
+    }
+
+    func release(_ host: String) {
+        inFlight -= 1
+        byHost[host, default: 1] -= 1
+        var index = 0
+        while index < waiters.count && inFlight < total {
+            let waiter = waiters[index]
+            if byHost[waiter.host, default: 0] < perHost {
+                waiters.remove(at: index)
+                take(waiter.host)
+                waiter.continuation.resume()
+            } else {
+                index += 1
+            }
+        }
+    }
+
+    private func take(_ host: String) {
+        inFlight += 1
+        byHost[host, default: 0] += 1
+    }
+}
+
+/// Spaces requests evenly to stay under a rate.
+actor Pacer {
+    let interval: Double
+    private var next = Date.distantPast
+
+    init(perSecond: Double) { interval = 1 / max(perSecond, 0.001) }
+
+    func wait() async {
+        let now = Date()
+        let slot = max(now, next)
+        next = slot.addingTimeInterval(interval)
+        let delay = slot.timeIntervalSince(now)
+        if delay > 0 { try? await Task.sleep(nanoseconds: UInt64(delay * 1e9)) }
+    }
+}
+
+/// A thread-safe count.
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = 0
+    func increment() -> Int { lock.withLock { value += 1; return value } }
+}

@@ -1,0 +1,194 @@
+import ArgumentParser
+import Foundation
+import PackagerKit
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Options verify and refresh share: how to ask the live servers.
+struct ProbeOptions: ParsableArguments {
+    @Option(name: .customLong("declaration"), help: "Take request headers (with ${ENV} values), retries, timeouts and concurrency from this declaration.")
+    var declaration: String?
+
+    @Flag(help: "Download bodies of entries without ETag or Last-Modified and compare their SHA-256.")
+    var deep = false
+
+    @Option(help: "Requests in flight at once.")
+    var concurrency: Int?
+
+    @Option(name: .customLong("per-host"), help: "Requests in flight at once per host.")
+    var perHost: Int?
+
+    @Option(help: "At most this many requests per second, in all.")
+    var rate: Double?
+
+    @Option(help: "Retries after the first attempt on connection errors, timeouts, 429 and 5xx.")
+    var retries: Int?
+
+    @Option(help: "Seconds a request may take.")
+    var timeout: Double?
+
+    @Option(name: .customLong("connect-timeout"), help: "Seconds to keep trying to connect to a server.")
+    var connectTimeout: Double?
+
+    func validate() throws {
+        if let concurrency, concurrency < 1 { throw ValidationError("--concurrency must be at least 1") }
+        if let perHost, perHost < 1 { throw ValidationError("--per-host must be at least 1") }
+        if let rate, rate <= 0 { throw ValidationError("--rate must be more than zero") }
+        if let retries, retries < 0 { throw ValidationError("--retries cannot be negative") }
+        if let timeout, timeout <= 0 { throw ValidationError("--timeout must be more than zero") }
+        if let connectTimeout, connectTimeout <= 0 { throw ValidationError("--connect-timeout must be more than zero") }
+    }
+
+    func verifierOptions() throws -> Verifier.Options {
+        var options = try declaration.map { Verifier.Options(declaration: try DeclarationParser().parse(contentsOf: $0)) } ?? Verifier.Options()
+        options.deep = deep
+        if let concurrency { options.concurrency = concurrency }
+        if let perHost { options.perHost = perHost }
+        options.rate = rate
+        if let retries { options.retries.attempts = retries }
+        if let timeout { options.timeouts.request = timeout }
+        if let connectTimeout { options.timeouts.connect = connectTimeout }
+        return options
+    }
+}
+
+extension Packager {
+    struct Verify: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Ask the live servers whether each entry of a bundle is still fresh.",
+            discussion: """
+                Entries with an ETag or Last-Modified get a conditional GET; others a HEAD (GET when HEAD is \
+                refused); --deep compares bodies by SHA-256. Verdicts: fresh, stale, gone, moved, unreachable, \
+                unverifiable; substituted and blocked entries are reported, not probed.
+
+                Exit status: 0 when no entry has a failing verdict; 1 when one is stale, gone or moved; \
+                2 when one is unreachable (the check is incomplete), or on a usage error. --fail-on chooses \
+                the failing verdicts (default: stale,gone,moved,unreachable).
+
+                Example: packager verify docs.bundle.zip --format junit --output verify.xml
+                """
+        )
+
+        @Argument(help: "The bundle to verify.")
+        var bundle: String
+
+        @OptionGroup var probe: ProbeOptions
+
+        @Option(help: "Report format: text, json, junit, markdown or html.")
+        var format: String = "text"
+
+        @Option(name: [.short, .customLong("output")], help: "Write the report to this file (the summary still goes to the terminal).")
+        var output: String?
+
+        @Option(name: .customLong("fail-on"), help: "Comma-separated verdicts that fail the job.")
+        var failOn: String = "stale,gone,moved,unreachable"
+
+        func validate() throws {
+            guard ReportFormatter.Format(rawValue: format) != nil else {
+                throw ValidationError("--format must be one of \(ReportFormatter.Format.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            _ = try failingVerdicts()
+        }
+
+        func failingVerdicts() throws -> Set<Verdict> {
+            var set = Set<Verdict>()
+            for name in failOn.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
+                guard let verdict = Verdict(rawValue: name) else {
+                    throw ValidationError("--fail-on: '\(name)' is not a verdict (\(Verdict.allCases.map(\.rawValue).joined(separator: ", ")))")
+                }
+                set.insert(verdict)
+            }
+            return set
+        }
+
+        func run() async throws {
+            var code: Int32 = 0
+            try await reportingErrors {
+                var options = try probe.verifierOptions()
+                options.failOn = try failingVerdicts()
+                let live = isatty(STDERR_FILENO) == 1
+                let report = try await Verifier(options: options).verify(bundleAt: bundle) { done, total in
+                    if live && (done % 25 == 0 || done == total) { FileHandle.standardError.write(Data("\r\u{1B}[Kverified \(done)/\(total)".utf8)) }
+                }
+                if live { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+                let kind = ReportFormatter.Format(rawValue: format) ?? .text
+                let color = output == nil && kind == .text && TerminalStyle(fd: STDOUT_FILENO).enabled
+                let text = try ReportFormatter.render(report, as: kind, color: color)
+                if let output {
+                    guard FileManager.default.createFile(atPath: output, contents: Data(text.utf8)) else { throw PackagerError(.io, "cannot write \(output)") }
+                    print(ReportFormatter.summaryLine(report))
+                    print("report (\(kind.rawValue)) written to \(output)")
+                } else {
+                    print(text)
+                }
+                code = report.exitCode
+            }
+            if code != 0 { throw ExitCode(code) }
+        }
+    }
+
+    struct Refresh: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Re-fetch what verify finds stale, gone or moved, and write a new bundle.",
+            discussion: "Every unchanged entry is carried over byte for byte. Example: packager refresh docs.bundle.zip -o docs.new.zip"
+        )
+
+        @Argument(help: "The bundle to refresh.")
+        var bundle: String
+
+        @Option(name: [.short, .customLong("output")], help: "Where to write the new bundle (default: replace BUNDLE, atomically).")
+        var output: String?
+
+        @OptionGroup var probe: ProbeOptions
+
+        func run() async throws {
+            try await reportingErrors {
+                let summary = try await Refresher(options: try probe.verifierOptions()).refresh(bundleAt: bundle, output: output ?? bundle)
+                print(ReportFormatter.summaryLine(summary.verify))
+                for (url, status) in summary.refreshed { print("  refreshed \(url) (now \(status))") }
+                for (url, reason) in summary.failed { print("  kept the old \(url): \(reason)") }
+                print("wrote \(output ?? bundle): \(summary.write.entries) entries, \(formatBytes(summary.write.fileSize)), digest sha256:\(summary.write.digest)")
+            }
+        }
+    }
+
+    struct Diff: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show what changed between two bundles: keys added, removed and changed, with sizes.",
+            discussion: "Exit status: 0 when they answer alike, 1 when they differ."
+        )
+
+        @Argument(help: "The older bundle.")
+        var old: String
+
+        @Argument(help: "The newer bundle.")
+        var new: String
+
+        @Flag(help: "Print the difference as JSON.")
+        var json = false
+
+        func run() throws {
+            var differs = false
+            try reportingErrors {
+                let diff = try BundleDiff.compare(old: old, new: new)
+                differs = !diff.isEmpty
+                if json {
+                    let encoder = JSONEncoder()
+                    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+                    print(String(decoding: try encoder.encode(diff), as: UTF8.self))
+                    return
+                }
+                func size(_ n: UInt64?) -> String { n.map { formatBytes($0) } ?? "-" }
+                for item in diff.added { print("+ \(item.url)  \(size(item.newSize))") }
+                for item in diff.removed { print("- \(item.url)  \(size(item.oldSize))") }
+                for item in diff.changed { print("~ \(item.url)  \(size(item.oldSize)) -> \(size(item.newSize))  (\(item.changes.joined(separator: ", ")))") }
+                print("\(diff.added.count) added, \(diff.removed.count) removed, \(diff.changed.count) changed, \(diff.unchanged) unchanged")
+            }
+            if differs { throw ExitCode(1) }
+        }
+    }
+}

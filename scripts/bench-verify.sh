@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Benchmark of `packager verify` against `curl --parallel --parallel-max N -I` over the same URLs at the same
+# concurrency, both asking nginx, first on loopback, then with 50 ms of added round-trip delay.
+# The delay comes from a network namespace, a veth pair and tc netem when the kernel has netem; otherwise
+# (netem missing, as on the Firecracker VMs this project runs on) from scripts/delay-proxy.py on loopback.
+# Usage: scripts/bench-verify.sh PACKAGER WORK OUTPUT.md [--quick]
+set -euo pipefail
+packager=$1
+work=$2
+out=$3
+quick=${4:-}
+entries=10000
+concurrency=32
+[ "$quick" = "--quick" ] && entries=1000
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$work" && mkdir -p "$work/site" "$work/nginx"
+work=$(cd "$work" && pwd)
+
+python3 - "$work/site" "$entries" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    d = f"{root}/d{i // 1000}"
+    os.makedirs(d, exist_ok=True)
+    open(f"{d}/{i}.html", "w").write(f"<!doctype html><title>{i}</title><p>entry {i}</p>\n" * 4)
+PY
+
+cat > "$work/nginx/nginx.conf" <<NGINX
+worker_processes 1;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log;
+user root;
+events { worker_connections 4096; }
+http {
+    include /etc/nginx/mime.types;
+    access_log off;
+    keepalive_requests 1000000;
+    server { listen 0.0.0.0:18095; root $work/site; etag on; }
+}
+NGINX
+
+pids=()
+netns=""
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    nginx -c "$work/nginx/nginx.conf" -s stop 2>/dev/null || true
+    if [ -n "$netns" ]; then ip netns del "$netns" 2>/dev/null || true; ip link del pkgveth0 2>/dev/null || true; fi
+}
+trap cleanup EXIT
+nginx -c "$work/nginx/nginx.conf"
+for _ in $(seq 50); do curl -sf "http://127.0.0.1:18095/d0/0.html" >/dev/null && break; sleep 0.1; done
+
+# One run of each tool against BASE; prints "packager_seconds curl_seconds".
+measure() {
+    local base=$1 prefix=$2
+    "$packager" pack "$work/site" --base-url "$base/" -o "$work/b.zip" >/dev/null
+    python3 - "$work/site" "$base" >"$work/curl.cfg" <<'PY'
+import os, sys
+root, base = sys.argv[1], sys.argv[2]
+for folder, _, names in sorted(os.walk(root)):
+    for n in sorted(names):
+        rel = os.path.relpath(os.path.join(folder, n), root)
+        print(f'url = "{base}/{rel}"\noutput = "/dev/null"')
+PY
+    local t0 t1 t2
+    t0=$(date +%s.%N)
+    $prefix "$packager" verify "$work/b.zip" --concurrency $concurrency --per-host $concurrency --format json -o "$work/verify.json" >/dev/null || true
+    t1=$(date +%s.%N)
+    $prefix curl --parallel --parallel-max $concurrency -s -I -K "$work/curl.cfg" >/dev/null || true
+    t2=$(date +%s.%N)
+    fresh=$(python3 -c "import json; print(json.load(open('$work/verify.json'))['counts']['fresh'])")
+    python3 -c "print(f'{$t1 - $t0:.2f} {$t2 - $t1:.2f} $fresh')"
+}
+
+read -r p_loop c_loop fresh_loop < <(measure "http://127.0.0.1:18095" "")
+
+delay_how=""
+if ip netns add pkgbench 2>/dev/null; then
+    netns=pkgbench
+    ip link add pkgveth0 type veth peer name pkgveth1
+    ip link set pkgveth1 netns pkgbench
+    ip addr add 10.203.0.1/24 dev pkgveth0 && ip link set pkgveth0 up
+    ip netns exec pkgbench ip addr add 10.203.0.2/24 dev pkgveth1
+    ip netns exec pkgbench ip link set pkgveth1 up
+    ip netns exec pkgbench ip link set lo up
+    if ip netns exec pkgbench tc qdisc add dev pkgveth1 root netem delay 50ms 2>/dev/null; then
+        delay_how="network namespace + veth + tc netem delay 50ms"
+        read -r p_slow c_slow fresh_slow < <(measure "http://10.203.0.1:18095" "ip netns exec pkgbench")
+    fi
+fi
+if [ -z "$delay_how" ]; then
+    python3 "$here/delay-proxy.py" 18097 127.0.0.1 18095 25 & pids+=($!)
+    for _ in $(seq 50); do curl -sf "http://127.0.0.1:18097/d0/0.html" >/dev/null && break; sleep 0.1; done
+    delay_how="tc netem is not available in this kernel; a TCP proxy delaying each direction by 25 ms (scripts/delay-proxy.py)"
+    read -r p_slow c_slow fresh_slow < <(measure "http://127.0.0.1:18097" "")
+fi
+
+cores=$(nproc); cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+{
+    echo "## packager verify: ask the live server about every entry"
+    echo
+    echo "Run by \`make bench\` (scripts/bench-verify.sh) on $(date -u +%Y-%m-%dT%H:%M:%SZ), $cores cores ($cpu)."
+    echo "$entries entries served by nginx (ETag and Last-Modified on each); packager verify sends a conditional GET per entry and compares the answer,"
+    echo "curl --parallel --parallel-max $concurrency -I sends a HEAD per URL and compares nothing. Both at concurrency $concurrency, one run each."
+    echo "Added delay: $delay_how."
+    echo
+    echo "| network | packager verify | curl --parallel -I | ratio | target | fresh verdicts |"
+    echo "|---|---|---|---|---|---|"
+    echo "| loopback | ${p_loop} s | ${c_loop} s | $(ratio "$p_loop" "$c_loop")x | <= 1.2x | $fresh_loop of $entries |"
+    echo "| +50 ms round trip | ${p_slow} s | ${c_slow} s | $(ratio "$p_slow" "$c_slow")x | <= 1.2x | $fresh_slow of $entries |"
+    echo
+} >"$out"
+cat "$out"

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""A TCP proxy that delays every chunk by a fixed time in each direction, to add round-trip latency.
+
+Used by scripts/bench-verify.sh when the kernel has no netem qdisc (tc ... netem fails with
+"Specified qdisc kind is unknown"). Usage: delay-proxy.py LISTEN_PORT TARGET_HOST TARGET_PORT ONE_WAY_MS
+"""
+import asyncio
+import sys
+
+
+async def pipe(reader, writer, delay):
+    loop = asyncio.get_running_loop()
+    try:
+        while True:
+            data = await reader.read(65536)
+            if not data:
+                break
+            due = loop.time() + delay
+            # Chunks keep their order: each waits until its own due time, then is written.
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, asyncio.CancelledError):
+        pass
+    finally:
+        try:
+            writer.close()
+        except Exception:
+            pass
+
+
+async def handle(client_reader, client_writer, host, port, delay):
+    try:
+        server_reader, server_writer = await asyncio.open_connection(host, port)
+    except OSError:
+        client_writer.close()
+        return
+    await asyncio.gather(pipe(client_reader, server_writer, delay), pipe(server_reader, client_writer, delay))
+
+
+async def main():
+    listen, host, port, ms = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    server = await asyncio.start_server(lambda r, w: handle(r, w, host, port, ms / 1000), "127.0.0.1", listen, backlog=1024)
+    async with server:
+        await server.serve_forever()
+
+
+asyncio.run(main())
