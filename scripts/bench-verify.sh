@@ -19,10 +19,14 @@ work=$(cd "$work" && pwd)
 python3 - "$work/site" "$entries" <<'PY'
 import os, sys
 root, n = sys.argv[1], int(sys.argv[2])
+links = []
 for i in range(n):
     d = f"{root}/d{i // 1000}"
     os.makedirs(d, exist_ok=True)
     open(f"{d}/{i}.html", "w").write(f"<!doctype html><title>{i}</title><p>entry {i}</p>\n" * 4)
+    links.append(f'<a href="d{i // 1000}/{i}.html">{i}</a>')
+# The seed page the bundle is built from; packager build records nginx's own ETag and Last-Modified.
+open(f"{root}/index.html", "w").write("<!doctype html><body>" + "\n".join(links) + "</body>")
 PY
 
 cat > "$work/nginx/nginx.conf" <<NGINX
@@ -53,7 +57,7 @@ for _ in $(seq 50); do curl -sf "http://127.0.0.1:18095/d0/0.html" >/dev/null &&
 # One run of each tool against BASE; prints "packager_seconds curl_seconds".
 measure() {
     local base=$1 prefix=$2
-    "$packager" pack "$work/site" --base-url "$base/" -o "$work/b.zip" >/dev/null
+    "$packager" build --seed "$base/" --concurrency 64 --per-host 64 --no-robots -o "$work/b.zip" >/dev/null
     python3 - "$work/site" "$base" >"$work/curl.cfg" <<'PY'
 import os, sys
 root, base = sys.argv[1], sys.argv[2]
@@ -62,17 +66,20 @@ for folder, _, names in sorted(os.walk(root)):
         rel = os.path.relpath(os.path.join(folder, n), root)
         print(f'url = "{base}/{rel}"\noutput = "/dev/null"')
 PY
-    local t0 t1 t2
-    t0=$(date +%s.%N)
-    $prefix "$packager" verify "$work/b.zip" --concurrency $concurrency --per-host $concurrency --format json -o "$work/verify.json" >/dev/null || true
-    t1=$(date +%s.%N)
-    $prefix curl --parallel --parallel-max $concurrency -s -I -K "$work/curl.cfg" >/dev/null || true
-    t2=$(date +%s.%N)
+    local runs=$3 best_p=999999 best_c=999999 t0 t1 t2
+    for _ in $(seq "$runs"); do
+        t0=$(date +%s.%N)
+        $prefix "$packager" verify "$work/b.zip" --concurrency $concurrency --per-host $concurrency --format json -o "$work/verify.json" >/dev/null || true
+        t1=$(date +%s.%N)
+        $prefix curl --parallel --parallel-max $concurrency -s -I -K "$work/curl.cfg" >/dev/null || true
+        t2=$(date +%s.%N)
+        best_p=$(python3 -c "print(min($best_p, $t1 - $t0))"); best_c=$(python3 -c "print(min($best_c, $t2 - $t1))")
+    done
     fresh=$(python3 -c "import json; print(json.load(open('$work/verify.json'))['counts']['fresh'])")
-    python3 -c "print(f'{$t1 - $t0:.2f} {$t2 - $t1:.2f} $fresh')"
+    python3 -c "print(f'{$best_p:.2f} {$best_c:.2f} $fresh')"
 }
 
-read -r p_loop c_loop fresh_loop < <(measure "http://127.0.0.1:18095" "")
+read -r p_loop c_loop fresh_loop < <(measure "http://127.0.0.1:18095" "" 3)
 
 delay_how=""
 if ip netns add pkgbench 2>/dev/null; then
@@ -85,14 +92,14 @@ if ip netns add pkgbench 2>/dev/null; then
     ip netns exec pkgbench ip link set lo up
     if ip netns exec pkgbench tc qdisc add dev pkgveth1 root netem delay 50ms 2>/dev/null; then
         delay_how="network namespace + veth + tc netem delay 50ms"
-        read -r p_slow c_slow fresh_slow < <(measure "http://10.203.0.1:18095" "ip netns exec pkgbench")
+        read -r p_slow c_slow fresh_slow < <(measure "http://10.203.0.1:18095" "ip netns exec pkgbench" 1)
     fi
 fi
 if [ -z "$delay_how" ]; then
     python3 "$here/delay-proxy.py" 18097 127.0.0.1 18095 25 & pids+=($!)
     for _ in $(seq 50); do curl -sf "http://127.0.0.1:18097/d0/0.html" >/dev/null && break; sleep 0.1; done
     delay_how="tc netem is not available in this kernel; a TCP proxy delaying each direction by 25 ms (scripts/delay-proxy.py)"
-    read -r p_slow c_slow fresh_slow < <(measure "http://127.0.0.1:18097" "")
+    read -r p_slow c_slow fresh_slow < <(measure "http://127.0.0.1:18097" "" 1)
 fi
 
 cores=$(nproc); cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
@@ -101,14 +108,15 @@ ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
     echo "## packager verify: ask the live server about every entry"
     echo
     echo "Run by \`make bench\` (scripts/bench-verify.sh) on $(date -u +%Y-%m-%dT%H:%M:%SZ), $cores cores ($cpu)."
-    echo "$entries entries served by nginx (ETag and Last-Modified on each); packager verify sends a conditional GET per entry and compares the answer,"
-    echo "curl --parallel --parallel-max $concurrency -I sends a HEAD per URL and compares nothing. Both at concurrency $concurrency, one run each."
+    echo "$entries pages and their index, crawled from nginx with packager build (so the bundle holds nginx's ETag and Last-Modified), then verified:"
+    echo "packager verify sends a conditional GET per entry and compares the answer (304 = fresh),"
+    echo "curl --parallel --parallel-max $concurrency -I sends a HEAD per URL and compares nothing. Both at concurrency $concurrency; best of 3 runs on loopback, one run with the delay."
     echo "Added delay: $delay_how."
     echo
     echo "| network | packager verify | curl --parallel -I | ratio | target | fresh verdicts |"
     echo "|---|---|---|---|---|---|"
-    echo "| loopback | ${p_loop} s | ${c_loop} s | $(ratio "$p_loop" "$c_loop")x | <= 1.2x | $fresh_loop of $entries |"
-    echo "| +50 ms round trip | ${p_slow} s | ${c_slow} s | $(ratio "$p_slow" "$c_slow")x | <= 1.2x | $fresh_slow of $entries |"
+    echo "| loopback | ${p_loop} s | ${c_loop} s | $(ratio "$p_loop" "$c_loop")x | <= 1.2x | $fresh_loop of $((entries + 1)) |"
+    echo "| +50 ms round trip | ${p_slow} s | ${c_slow} s | $(ratio "$p_slow" "$c_slow")x | <= 1.2x | $fresh_slow of $((entries + 1)) |"
     echo
 } >"$out"
 cat "$out"

@@ -74,9 +74,8 @@ public struct Verifier: Sendable {
             // Keep a bounded number of tasks alive; the limiter decides who may send.
             let window = options.concurrency * 4
             func schedule(_ entry: BundleEntry) {
-                let key = entry.key
-                let host = URL(string: key)?.host ?? ""
                 let record = Recorded(entry: entry)
+                let host = Self.hostPart(record.url)
                 group.addTask {
                     await limiter.acquire(host)
                     let result = await Probe(options: options, client: client, pacer: pacer).verify(record)
@@ -103,6 +102,15 @@ public struct Verifier: Sendable {
     }
 }
 
+extension Verifier {
+    /// The authority of a canonical key (`host[:port]`), found without parsing a URL.
+    static func hostPart(_ key: String) -> String {
+        guard let start = key.range(of: "://")?.upperBound else { return key }
+        let rest = key[start...]
+        return String(rest[..<(rest.firstIndex(of: "/") ?? rest.endIndex)])
+    }
+}
+
 /// What the bundle recorded for one entry, copied out so probes need not touch the bundle.
 struct Recorded: Sendable {
     var url: String
@@ -119,10 +127,13 @@ struct Recorded: Sendable {
         url = entry.key
         kind = entry.kind
         status = entry.status
-        etag = entry.header("etag")
-        lastModified = entry.header("last-modified")
-        contentType = entry.header("content-type")
-        location = entry.header("location")
+        // One decode of the headers, not one per field.
+        let headers = entry.headers
+        func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
+        etag = header("etag")
+        lastModified = header("last-modified")
+        contentType = header("content-type")
+        location = header("location")
         size = entry.body?.size
         sha256 = entry.body?.sha256
     }
