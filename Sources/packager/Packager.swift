@@ -16,6 +16,24 @@ struct Packager: AsyncParsableCommand {
         version: PackagerVersion.string,
         subcommands: [Init.self, Build.self, Serve.self, Verify.self, Refresh.self, Diff.self, Pack.self, Inspect.self, Check.self, Extract.self, Export.self]
     )
+
+    /// Runs the command, with wrong arguments exiting 2 (as the commands document) instead of ArgumentParser's 64.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            if exitCode(for: error) == .validationFailure {
+                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                Foundation.exit(2)
+            }
+            exit(withError: error)
+        }
+    }
 }
 
 /// Runs a command body, turning the project's errors into one clear line and an exit code.

@@ -37,6 +37,10 @@ extension Packager {
         @Option(name: .customLong("public-key"), help: "A file with the Ed25519 public key (32 raw bytes or base64) the bundle must be signed by.")
         var publicKey: String?
 
+        func validate() throws {
+            guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
+        }
+
         func run() async throws {
             try await reportingErrors {
                 let key = try publicKey.map(readPublicKey)

@@ -108,6 +108,7 @@ extension Packager {
         func run() async throws {
             var code: Int32 = 0
             try await reportingErrors {
+                guard FileManager.default.fileExists(atPath: bundle) else { throw PackagerError(.invalidInput, "no such bundle", subject: bundle) }
                 var options = try probe.verifierOptions()
                 options.failOn = try failingVerdicts()
                 let live = isatty(STDERR_FILENO) == 1
