@@ -69,13 +69,14 @@ PY
     local runs=$3 best_p=999999 best_c=999999 t0 t1 t2
     for _ in $(seq "$runs"); do
         t0=$(date +%s.%N)
-        $prefix "$packager" verify "$work/b.zip" --concurrency $concurrency --per-host $concurrency --format json -o "$work/verify.json" >/dev/null || true
+        $prefix "$packager" verify "$work/b.zip" --concurrency $concurrency --per-host $concurrency --format junit -o "$work/verify.xml" >/dev/null || true
         t1=$(date +%s.%N)
         $prefix curl --parallel --parallel-max $concurrency -s -I -K "$work/curl.cfg" >/dev/null || true
         t2=$(date +%s.%N)
         best_p=$(python3 -c "print(min($best_p, $t1 - $t0))"); best_c=$(python3 -c "print(min($best_c, $t2 - $t1))")
     done
-    fresh=$(python3 -c "import json; print(json.load(open('$work/verify.json'))['counts']['fresh'])")
+    # Fresh = test cases without a failure or skipped element in the JUnit report.
+    fresh=$(python3 -c "import xml.etree.ElementTree as ET; r = ET.parse('$work/verify.xml').getroot(); print(sum(1 for c in r.iter('testcase') if len(c) == 0))")
     python3 -c "print(f'{$best_p:.2f} {$best_c:.2f} $fresh')"
 }
 
@@ -109,7 +110,7 @@ ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
     echo
     echo "Run by \`make bench\` (scripts/bench-verify.sh) on $(date -u +%Y-%m-%dT%H:%M:%SZ), $cores cores ($cpu)."
     echo "$entries pages and their index, crawled from nginx with packager build (so the bundle holds nginx's ETag and Last-Modified), then verified:"
-    echo "packager verify sends a conditional GET per entry and compares the answer (304 = fresh),"
+    echo "packager verify sends a conditional GET per entry, compares the answer (304 = fresh) and writes a JUnit report, as a nightly job runs it;"
     echo "curl --parallel --parallel-max $concurrency -I sends a HEAD per URL and compares nothing. Both at concurrency $concurrency; best of 3 runs on loopback, one run with the delay."
     echo "Added delay: $delay_how."
     echo
