@@ -26,15 +26,8 @@ test: deps
 
 # The main job on the embedded demo site: pack it, inspect it, check it, and read it back with standard tools.
 demo: deps
-	$(SWIFT) build --product packager
-	@mkdir -p $(OUT)
-	$$($(SWIFT) build --show-bin-path)/packager pack Templates/demo-site --base-url http://127.0.0.1:8080/ --drop-query 'utm_*' -o $(OUT)/demo.bundle.zip
-	$$($(SWIFT) build --show-bin-path)/packager inspect $(OUT)/demo.bundle.zip
-	$$($(SWIFT) build --show-bin-path)/packager check $(OUT)/demo.bundle.zip
-	unzip -tq $(OUT)/demo.bundle.zip
-	$$($(SWIFT) build --show-bin-path)/packager export $(OUT)/demo.bundle.zip --format tar.zst -o $(OUT)/demo.tar.zst
-	@echo
-	@echo "demo bundle: $(OUT)/demo.bundle.zip   tarball: $(OUT)/demo.tar.zst"
+	$(SWIFT) build
+	scripts/demo.sh $$($(SWIFT) build --show-bin-path)/packager $(OUT)
 
 # Every benchmark, side by side with its peer, in one run; writes docs/BENCHMARKS.md from the figures measured.
 bench:
