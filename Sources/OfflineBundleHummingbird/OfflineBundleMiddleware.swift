@@ -52,7 +52,8 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
     public init(loader: OfflineLoader, pathPrefix: String = "/") throws {
         let origins = Set(loader.bundles.flatMap { $0.origins })
         guard origins.count == 1, let origin = origins.first else {
-            throw BundleError(.invalidArgument, "the bundle records \(origins.count) origins (\(origins.sorted().joined(separator: ", "))); give a route for each")
+            throw BundleError(
+                .invalidArgument, "the bundle records \(origins.count) origins (\(origins.sorted().joined(separator: ", "))); give a route for each")
         }
         self.init(loader: loader, routes: [Route(pathPrefix: pathPrefix, origin: origin)])
     }

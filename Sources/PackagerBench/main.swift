@@ -5,7 +5,7 @@ import Foundation
 import OfflineBundle
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 let arguments = CommandLine.arguments
@@ -57,11 +57,14 @@ func fileSize(_ path: String) -> UInt64 { (try? fm.attributesOfItem(atPath: path
 
 /// Deterministic words, so text compresses like text.
 func text(_ n: Int, seed: Int) -> Data {
-    let words = ["forecast", "pressure", "humidity", "the", "of", "and", "wind", "radar", "station", "api", "request", "cache", "offline", "bundle", "service", "response", "<p>", "</p>", "<div class=\"card\">", "</div>"]
+    let words = [
+        "forecast", "pressure", "humidity", "the", "of", "and", "wind", "radar", "station", "api", "request", "cache", "offline", "bundle", "service",
+        "response", "<p>", "</p>", "<div class=\"card\">", "</div>",
+    ]
     var out = ""
-    var state = UInt64(seed) &* 6364136223846793005 &+ 1442695040888963407
+    var state = UInt64(seed) &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
     while out.utf8.count < n {
-        state = state &* 6364136223846793005 &+ 1442695040888963407
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
         out += words[Int(state >> 33) % words.count] + " "
     }
     return Data(out.utf8.prefix(n))
@@ -73,7 +76,9 @@ func noise(_ n: Int, seed: Int) -> Data {
     data.withUnsafeMutableBytes { raw in
         let words = raw.bindMemory(to: UInt64.self)
         for i in 0..<words.count {
-            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
             words[i] = state
         }
     }
@@ -89,10 +94,13 @@ func makeSmallSite(_ root: String, count: Int) throws {
         if i % 1000 == 0 { try fm.createDirectory(atPath: folder, withIntermediateDirectories: true) }
         let kind = i % 10
         let (name, data): (String, Data) =
-            kind < 6 ? ("page-\(i).html", text(800 + (i * 37) % 1500, seed: i))
-            : kind < 8 ? ("style-\(i).css", text(500 + (i * 13) % 800, seed: i))
-            : kind == 8 ? ("data-\(i).json", text(300 + (i * 7) % 600, seed: i))
-            : ("thumb-\(i).png", noise(600 + (i * 11) % 1200, seed: i))
+            kind < 6
+            ? ("page-\(i).html", text(800 + (i * 37) % 1500, seed: i))
+            : kind < 8
+                ? ("style-\(i).css", text(500 + (i * 13) % 800, seed: i))
+                : kind == 8
+                    ? ("data-\(i).json", text(300 + (i * 7) % 600, seed: i))
+                    : ("thumb-\(i).png", noise(600 + (i * 11) % 1200, seed: i))
         try data.write(to: URL(fileURLWithPath: folder + "/" + name))
     }
     _ = fm.createFile(atPath: root + "/.complete-\(count)", contents: nil)
@@ -110,7 +118,13 @@ func makeLargeSite(_ root: String, count: Int, size: Int) throws {
     _ = fm.createFile(atPath: root + "/.complete-\(count)", contents: nil)
 }
 
-struct Row { var name: String; var ours: String; var peer: String; var ratio: String; var target: String }
+struct Row {
+    var name: String
+    var ours: String
+    var peer: String
+    var ratio: String
+    var target: String
+}
 var rows = [Row]()
 var notes = [String]()
 
@@ -124,14 +138,23 @@ func measureSite(label: String, root: String, files: Int, mountTarget: Double?) 
     shell("cat $(find '\(root)' -type f | head -200000) > /dev/null 2>&1; true")
     let packTime = best(of: runs, "'\(packager)' pack '\(root)' --base-url https://bench.example/ -o '\(bundle)'")
     let peerTime = best(of: runs, "rm -f '\(peerZip)' && cd '\(root)' && bsdtar -a -cf '\(peerZip)' .")
-    let ours = fileSize(bundle), peer = fileSize(peerZip)
+    let ours = fileSize(bundle)
+    let peer = fileSize(peerZip)
     // libarchive with one method for every entry, the other way to write a bundle with it.
     let storeZip = work + "/\(label).bsdtar-store.zip"
     let storeTime = best(of: runs, "rm -f '\(storeZip)' && cd '\(root)' && bsdtar --options zip:compression=store -a -cf '\(storeZip)' .")
-    notes.append("\(label): libarchive storing every entry (one method for all, no per-entry choice) takes " + String(format: "%.2f s", storeTime) + " and writes \(fileSize(storeZip) / 1024) KiB (" + String(format: "%.2fx", Double(fileSize(storeZip)) / Double(ours)) + " packager's size).")
+    notes.append(
+        "\(label): libarchive storing every entry (one method for all, no per-entry choice) takes " + String(format: "%.2f s", storeTime)
+            + " and writes \(fileSize(storeZip) / 1024) KiB (" + String(format: "%.2fx", Double(fileSize(storeZip)) / Double(ours)) + " packager's size).")
     try? fm.removeItem(atPath: storeZip)
-    rows.append(Row(name: "\(label): pack \(files) files", ours: String(format: "%.2f s", packTime), peer: String(format: "bsdtar -a -cf: %.2f s", peerTime), ratio: String(format: "%.2fx time", packTime / peerTime), target: "<= 1.0x"))
-    rows.append(Row(name: "\(label): output size", ours: "\(ours / 1024) KiB", peer: "\(peer / 1024) KiB", ratio: String(format: "%.3fx size", Double(ours) / Double(peer)), target: "<= 1.0x"))
+    rows.append(
+        Row(
+            name: "\(label): pack \(files) files", ours: String(format: "%.2f s", packTime), peer: String(format: "bsdtar -a -cf: %.2f s", peerTime),
+            ratio: String(format: "%.2fx time", packTime / peerTime), target: "<= 1.0x"))
+    rows.append(
+        Row(
+            name: "\(label): output size", ours: "\(ours / 1024) KiB", peer: "\(peer / 1024) KiB",
+            ratio: String(format: "%.3fx size", Double(ours) / Double(peer)), target: "<= 1.0x"))
 
     // Mount: median of repeated mounts, in process.
     let rssBefore = residentBytes()
@@ -166,10 +189,17 @@ func measureSite(label: String, root: String, files: Int, mountTarget: Double?) 
     let extractFolder = work + "/\(label)-extract"
     let extract = best(of: runs, "rm -rf '\(extractFolder)' && mkdir -p '\(extractFolder)' && bsdtar -xf '\(bundle)' -C '\(extractFolder)'")
     try? fm.removeItem(atPath: extractFolder)
-    rows.append(Row(name: "\(label): mount (index only)", ours: String(format: "%.2f ms", mount * 1000), peer: String(format: "bsdtar -xf: %.0f ms", extract * 1000), ratio: String(format: "%.4fx time", mount / extract), target: mountTarget.map { String(format: "< %.0f ms", $0) } ?? "-"))
+    rows.append(
+        Row(
+            name: "\(label): mount (index only)", ours: String(format: "%.2f ms", mount * 1000), peer: String(format: "bsdtar -xf: %.0f ms", extract * 1000),
+            ratio: String(format: "%.4fx time", mount / extract), target: mountTarget.map { String(format: "< %.0f ms", $0) } ?? "-"))
     rows.append(Row(name: "\(label): first lookup + body read", ours: String(format: "%.3f ms", firstLatency * 1000), peer: "-", ratio: "-", target: "-"))
     rows.append(Row(name: "\(label): lookups/s from a URL string, 1 core", ours: String(format: "%.0f", perSecond), peer: "-", ratio: "-", target: "> 500,000"))
-    rows.append(Row(name: "\(label): resident memory added by mount", ours: "\((rssAfter > rssBefore ? rssAfter - rssBefore : 0) / 1024) KiB", peer: "bundle \(ours / 1024) KiB", ratio: String(format: "%.3fx", Double(rssAfter > rssBefore ? rssAfter - rssBefore : 0) / Double(ours)), target: "well under 1x"))
+    rows.append(
+        Row(
+            name: "\(label): resident memory added by mount", ours: "\((rssAfter > rssBefore ? rssAfter - rssBefore : 0) / 1024) KiB",
+            peer: "bundle \(ours / 1024) KiB", ratio: String(format: "%.3fx", Double(rssAfter > rssBefore ? rssAfter - rssBefore : 0) / Double(ours)),
+            target: "well under 1x"))
 }
 
 try fm.createDirectory(atPath: work, withIntermediateDirectories: true)
@@ -184,12 +214,14 @@ print("measuring \(largeCount) files of 1 MiB ...")
 try measureSite(label: "large", root: work + "/large-site", files: largeCount, mountTarget: nil)
 
 var cpu = "unknown CPU"
-if let info = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8), let line = info.split(separator: "\n").first(where: { $0.hasPrefix("model name") }) {
+if let info = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8), let line = info.split(separator: "\n").first(where: { $0.hasPrefix("model name") })
+{
     cpu = String(line.split(separator: ":", maxSplits: 1)[1]).trimmingCharacters(in: .whitespaces)
 }
 let date = ISO8601DateFormatter().string(from: Date())
 var md = "## Bundle format: pack and mount\n\n"
-md += "Run by `make bench` (Sources/PackagerBench) on \(date), \(ProcessInfo.processInfo.activeProcessorCount) cores (\(cpu)), \(quick ? "quick mode (smaller sites)" : "full size").\n"
+md +=
+    "Run by `make bench` (Sources/PackagerBench) on \(date), \(ProcessInfo.processInfo.activeProcessorCount) cores (\(cpu)), \(quick ? "quick mode (smaller sites)" : "full size").\n"
 md += "Sites: \(smallCount) small files (60% HTML, 20% CSS, 10% JSON, 10% PNG-like noise) and \(largeCount) files of 1 MiB (half JPEG-like noise, half text). "
 md += "Times are the best of \(quick ? 1 : 3) runs with a warm page cache; the peer runs in the same process tree right after packager.\n\n"
 md += "| measure | packager | peer | ratio | target |\n|---|---|---|---|---|\n"

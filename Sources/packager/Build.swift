@@ -3,9 +3,9 @@ import Foundation
 import PackagerKit
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 extension Packager {
@@ -106,7 +106,10 @@ extension Packager {
             let path = declaration ?? "packager.yml"
             guard FileManager.default.fileExists(atPath: path) else {
                 throw PackagerError(
-                    .invalidInput, declaration == nil ? "no packager.yml here: give a declaration file, or --seed URL -o PATH (packager init writes a starter)" : "no such declaration file", subject: path)
+                    .invalidInput,
+                    declaration == nil
+                        ? "no packager.yml here: give a declaration file, or --seed URL -o PATH (packager init writes a starter)" : "no such declaration file",
+                    subject: path)
             }
             return try DeclarationParser().parse(contentsOf: path)
         }
@@ -117,7 +120,9 @@ extension Packager {
             if report.succeeded, let written = report.output {
                 lines.append(style.green("built") + " \(written): \(report.entries) entries, \(report.bodies) bodies, \(formatBytes(report.fileSize))")
             } else {
-                lines.append(style.red("build failed") + ": no bundle written" + (FileManager.default.fileExists(atPath: output) ? "; the previous \(output) is unchanged" : ""))
+                lines.append(
+                    style.red("build failed") + ": no bundle written"
+                        + (FileManager.default.fileExists(atPath: output) ? "; the previous \(output) is unchanged" : ""))
             }
             lines.append(
                 "  fetched \(report.fetched) (\(formatBytes(UInt64(report.bytesFetched)))), blocked \(report.blocked), substituted \(report.substituted), "

@@ -55,7 +55,9 @@ extension Packager {
             let t = b.totals
             let ratio = t.bodyBytes == 0 ? 100 : Double(t.storedBytes) * 100 / Double(t.bodyBytes)
             print("")
-            print("\(t.entries) entries, \(t.bodies) distinct bodies, \(formatBytes(t.bodyBytes)) stored as \(formatBytes(t.storedBytes)) (\(String(format: "%.0f", ratio))%)")
+            print(
+                "\(t.entries) entries, \(t.bodies) distinct bodies, \(formatBytes(t.bodyBytes)) stored as \(formatBytes(t.storedBytes)) (\(String(format: "%.0f", ratio))%)"
+            )
         }
 
         private func printArchive(_ a: Inspector.ArchiveListing) {

@@ -45,9 +45,10 @@ extension Packager {
 
         func run() throws {
             try reportingErrors {
-                let packer = Packer(options: .init(
-                    baseURL: baseURL, charset: charset == "none" ? nil : charset, stripComponents: stripComponents, includeHidden: includeHidden,
-                    writer: .init(dropQueryParameters: dropQuery, compressionLevel: compressionLevel)))
+                let packer = Packer(
+                    options: .init(
+                        baseURL: baseURL, charset: charset == "none" ? nil : charset, stripComponents: stripComponents, includeHidden: includeHidden,
+                        writer: .init(dropQueryParameters: dropQuery, compressionLevel: compressionLevel)))
                 let summary = try packer.pack(source: source, output: output)
                 let w = summary.write
                 print("packed \(summary.files) files into \(output)")

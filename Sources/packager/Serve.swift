@@ -47,11 +47,13 @@ extension Packager {
                 let loader = try OfflineLoader(path: bundle, publicKey: key)
                 let middleware: OfflineBundleMiddleware<BasicRequestContext>
                 if !routes.isEmpty {
-                    middleware = OfflineBundleMiddleware(loader: loader, routes: try routes.map { text in
-                        let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
-                        guard parts.count == 2 else { throw PackagerError(.invalidInput, "--route takes HOST=ORIGIN, not '\(text)'") }
-                        return .init(host: parts[0], origin: parts[1])
-                    })
+                    middleware = OfflineBundleMiddleware(
+                        loader: loader,
+                        routes: try routes.map { text in
+                            let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
+                            guard parts.count == 2 else { throw PackagerError(.invalidInput, "--route takes HOST=ORIGIN, not '\(text)'") }
+                            return .init(host: parts[0], origin: parts[1])
+                        })
                 } else if let origin {
                     middleware = OfflineBundleMiddleware(loader: loader, routes: [.init(origin: origin)])
                 } else {

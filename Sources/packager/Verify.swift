@@ -3,9 +3,9 @@ import Foundation
 import PackagerKit
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Options verify and refresh share: how to ask the live servers.
@@ -152,7 +152,9 @@ extension Packager {
                 print(ReportFormatter.summaryLine(summary.verify))
                 for (url, status) in summary.refreshed { print("  refreshed \(url) (now \(status))") }
                 for (url, reason) in summary.failed { print("  kept the old \(url): \(reason)") }
-                print("wrote \(output ?? bundle): \(summary.write.entries) entries, \(formatBytes(summary.write.fileSize)), digest sha256:\(summary.write.digest)")
+                print(
+                    "wrote \(output ?? bundle): \(summary.write.entries) entries, \(formatBytes(summary.write.fileSize)), digest sha256:\(summary.write.digest)"
+                )
             }
         }
     }

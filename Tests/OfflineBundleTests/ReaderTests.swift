@@ -109,7 +109,8 @@ struct ReaderTests {
         // Swap in the signature block of a different bundle signed by the right key.
         let donor = try write("donor.zip", signingKey: key, text: "other content")
         let donorBundle = try MountedBundle(path: donor)
-        let donorBlock = try MountedBundle.readMetadataEntry(donorBundle.metadata["signature.json"]!, from: donorBundle.file, limit: 1 << 16, bodyArea: donorBundle.directory.centralDirectoryOffset)
+        let donorBlock = try MountedBundle.readMetadataEntry(
+            donorBundle.metadata["signature.json"]!, from: donorBundle.file, limit: 1 << 16, bodyArea: donorBundle.directory.centralDirectoryOffset)
         let target = try MountedBundle(path: signed)
         let entry = target.metadata["signature.json"]!
         var file = try Data(contentsOf: URL(fileURLWithPath: signed))

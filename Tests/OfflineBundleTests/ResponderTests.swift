@@ -6,7 +6,7 @@ import TestSupport
 import Testing
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 @Suite("answering requests from a mounted bundle")

@@ -7,12 +7,14 @@ import Testing
 
 @Suite("extract, export and inspect through libarchive")
 struct ArchiveTests {
-    @Test("extract refuses '..', absolute names and links before writing anything", arguments: [
-        ("zip", "../escape.txt", "'..' component"),
-        ("zip", "/tmp/absolute.txt", "absolute path"),
-        ("tar", "link", "link"),
-        ("tar", "hardlink", "link"),
-    ])
+    @Test(
+        "extract refuses '..', absolute names and links before writing anything",
+        arguments: [
+            ("zip", "../escape.txt", "'..' component"),
+            ("zip", "/tmp/absolute.txt", "absolute path"),
+            ("tar", "link", "link"),
+            ("tar", "hardlink", "link"),
+        ])
     func refusesUnsafeEntries(format: String, name: String, expected: String) throws {
         let folder = try TemporaryFolder()
         let archive = folder.path + "/evil.\(format)"
@@ -69,7 +71,10 @@ struct ArchiveTests {
         #expect(list.output.split(separator: "\n").count == summary.write.bodies + 2)
         #expect(try run("bsdtar", ["-xf", out.path + "/a.tar.zst", "-C", site.path, "manifest.json"]).status == 0)
         let listing = try Inspector.inspect(path: out.path + "/a.tar.zst")
-        guard case .archive(let archive) = listing else { Issue.record("a tarball is not a bundle"); return }
+        guard case .archive(let archive) = listing else {
+            Issue.record("a tarball is not a bundle")
+            return
+        }
         #expect(archive.filter == "zstd")
         #expect(archive.entries.contains { $0.path == "manifest.json" })
     }

@@ -13,7 +13,8 @@ struct BuildCommandTests {
         try await origin.start()
         defer { Task { await origin.stop() } }
         let folder = try TemporaryFolder()
-        let result = try await run(packagerExecutable, ["build", "--seed", origin.base + "/", "--concurrency", "4", "-o", "site.zip", "--json"], in: folder.path)
+        let result = try await run(
+            packagerExecutable, ["build", "--seed", origin.base + "/", "--concurrency", "4", "-o", "site.zip", "--json"], in: folder.path)
         #expect(result.status == 0, "\(result.output)")
         let json = try #require(result.output.firstIndex(of: "{").map { String(result.output[$0...]) })
         let report = try JSONDecoder().decode(BuildReport.self, from: Data(json.utf8))

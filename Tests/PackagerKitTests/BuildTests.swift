@@ -27,8 +27,11 @@ func serveSite(_ origin: Origin) {
             <a href="http://other.invalid/">Elsewhere</a> <a href="mailto:team@example.com">Mail</a>
             <!-- <a href="/commented.html">not a link</a> -->
             </body></html>
-            """, type: html, headers: [("ETag", "\"home-1\""), ("Last-Modified", "Sat, 21 Nov 2026 10:00:00 GMT"), ("Cache-Control", "max-age=60"),
-                                      ("Set-Cookie", "session=abc"), ("X-Internal", "debug")]))
+            """, type: html,
+            headers: [
+                ("ETag", "\"home-1\""), ("Last-Modified", "Sat, 21 Nov 2026 10:00:00 GMT"), ("Cache-Control", "max-age=60"),
+                ("Set-Cookie", "session=abc"), ("X-Internal", "debug"),
+            ]))
     origin.set("/about.html", .text("<html><body><a href=\"/\">Home</a><img src=\"img/a-1x.png\"></body></html>", type: html))
     origin.set("/css/site.css", .text("@import url(\"base.css\");\nbody { background: url(../img/bg.png) }\n/* url(/css/ignored.png) */", type: "text/css"))
     origin.set("/css/base.css", .text("@font-face { font-family: X; src: url('/fonts/x.woff2') format('woff2') }", type: "text/css"))

@@ -63,18 +63,26 @@ struct DeclarationTests {
         #expect(d.block == ["*/ads/*"] && d.dropQueryParameters == ["v"] && d.contentEncoding == .encoded && d.maxErrors == 4)
     }
 
-    @Test("mistakes name the file, line and column, and what is wrong", arguments: [
-        ("seeds: [https://a.example/]\nscope:\n  max-dept: 3\n", "site.yml:3:3: unknown key 'max-dept' in scope; did you mean 'max-depth'?"),
-        ("seed: https://a.example/\n", "site.yml:1:1: unknown key 'seed' in the declaration; did you mean 'seeds'?"),
-        ("seeds: [https://a.example/]\nconcurrency: {total: zero}\n", "site.yml:2:22: concurrency.total must be a whole number"),
-        ("seeds: [ftp://a.example/]\n", "site.yml:1:9: seeds item 'ftp://a.example/' is not an absolute http or https URL"),
-        ("seeds: [https://a.example/]\nheaders:\n  Authorization: Bearer ${MISSING}\n", "site.yml:3:18: environment variable MISSING is not set (it is used in a header)"),
-        ("seeds: [https://a.example/]\ntimeouts: {request: soon}\n", "site.yml:2:21: timeouts.request must be a duration such as 10s or 500ms, not 'soon'"),
-        ("seeds: [https://a.example/]\nsubstitutions:\n  - url: https://a.example/x\n", "site.yml:3:5: a substitution needs either 'url' and 'file', or 'prefix' and 'folder'"),
-        ("seeds: [https://a.example/\n", "site.yml:2:1: invalid YAML"),
-        ("output: x.zip\n", "site.yml:1:1: nothing to fetch: give at least one of 'seeds', 'urls' or 'sitemaps'"),
-        ("seeds: [https://a.example/]\nseeds: [https://b.example/]\n", "site.yml:1:1: 'seeds' given more than once in the mapping that starts here"),
-    ])
+    @Test(
+        "mistakes name the file, line and column, and what is wrong",
+        arguments: [
+            ("seeds: [https://a.example/]\nscope:\n  max-dept: 3\n", "site.yml:3:3: unknown key 'max-dept' in scope; did you mean 'max-depth'?"),
+            ("seed: https://a.example/\n", "site.yml:1:1: unknown key 'seed' in the declaration; did you mean 'seeds'?"),
+            ("seeds: [https://a.example/]\nconcurrency: {total: zero}\n", "site.yml:2:22: concurrency.total must be a whole number"),
+            ("seeds: [ftp://a.example/]\n", "site.yml:1:9: seeds item 'ftp://a.example/' is not an absolute http or https URL"),
+            (
+                "seeds: [https://a.example/]\nheaders:\n  Authorization: Bearer ${MISSING}\n",
+                "site.yml:3:18: environment variable MISSING is not set (it is used in a header)"
+            ),
+            ("seeds: [https://a.example/]\ntimeouts: {request: soon}\n", "site.yml:2:21: timeouts.request must be a duration such as 10s or 500ms, not 'soon'"),
+            (
+                "seeds: [https://a.example/]\nsubstitutions:\n  - url: https://a.example/x\n",
+                "site.yml:3:5: a substitution needs either 'url' and 'file', or 'prefix' and 'folder'"
+            ),
+            ("seeds: [https://a.example/\n", "site.yml:2:1: invalid YAML"),
+            ("output: x.zip\n", "site.yml:1:1: nothing to fetch: give at least one of 'seeds', 'urls' or 'sitemaps'"),
+            ("seeds: [https://a.example/]\nseeds: [https://b.example/]\n", "site.yml:1:1: 'seeds' given more than once in the mapping that starts here"),
+        ])
     func locatedErrors(yaml: String, expected: String) {
         let message = error(yaml)
         #expect(message.hasPrefix(expected), "got: \(message)")

@@ -13,7 +13,8 @@ struct IntegrityTests {
         let marker = noise(4096, seed: 42)
         var writer = BundleWriter()
         writer.add(.init(url: "https://example.com/photo.jpg", headers: [("content-type", "image/jpeg")], body: .data(marker)))
-        writer.add(.init(url: "https://example.com/", headers: [("content-type", "text/html")], body: .data(Data(String(repeating: "<p>hello</p>", count: 200).utf8))))
+        writer.add(
+            .init(url: "https://example.com/", headers: [("content-type", "text/html")], body: .data(Data(String(repeating: "<p>hello</p>", count: 200).utf8))))
         writer.add(.init(url: "https://example.com/blocked.js", status: 204, kind: .blocked))
         let path = folder.path + "/b.zip"
         try writer.write(to: path)
@@ -92,7 +93,10 @@ struct IntegrityTests {
         let cd = try directory.readCentralDirectory(from: try BundleFile(path: path))
         var second = 0
         try directory.forEachEntry(in: cd) { entry in
-            if entry.recordOffset > 0 { second = entry.recordOffset; return false }
+            if entry.recordOffset > 0 {
+                second = entry.recordOffset
+                return false
+            }
             return true
         }
         try flipByte(at: Int(directory.centralDirectoryOffset) + second, in: path)
@@ -136,8 +140,10 @@ struct HostileTests {
     /// Writes a bundle whose index was altered by `transform`, with CRCs fixed so only the lie remains.
     func forged(_ folder: TemporaryFolder, transform: (inout [UInt8], BundleIndex) -> Void) throws -> String {
         var writer = BundleWriter()
-        writer.add(.init(url: "https://example.com/a.txt", headers: [("content-type", "text/plain")], body: .data(Data(String(repeating: "a", count: 5000).utf8))))
-        writer.add(.init(url: "https://example.com/b.txt", headers: [("content-type", "text/plain")], body: .data(Data(String(repeating: "bc", count: 3000).utf8))))
+        writer.add(
+            .init(url: "https://example.com/a.txt", headers: [("content-type", "text/plain")], body: .data(Data(String(repeating: "a", count: 5000).utf8))))
+        writer.add(
+            .init(url: "https://example.com/b.txt", headers: [("content-type", "text/plain")], body: .data(Data(String(repeating: "bc", count: 3000).utf8))))
         let path = folder.path + "/h.zip"
         try writer.write(to: path)
         let bundle = try MountedBundle(path: path)

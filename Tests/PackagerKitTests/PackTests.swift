@@ -117,7 +117,8 @@ struct PackTests {
         #expect(try run("bsdtar", ["-a", "-cf", archive, "dist"], in: parent.path).status == 0)
 
         let out = try TemporaryFolder()
-        let fromArchive = try Packer(options: .init(baseURL: "https://example.com/site/", stripComponents: 1)).pack(source: archive, output: out.path + "/a.zip")
+        let fromArchive = try Packer(options: .init(baseURL: "https://example.com/site/", stripComponents: 1)).pack(
+            source: archive, output: out.path + "/a.zip")
         let fromFolder = try packSite(site, to: out.path + "/b.zip")
         #expect(fromArchive.write.digest == fromFolder.write.digest)
         // Nothing staged is left next to the output.
@@ -157,10 +158,13 @@ struct PackTests {
         let out = try TemporaryFolder()
         let path = out.path + "/x.zip"
         var writer = BundleWriter()
-        writer.add(.init(url: "https://example.com/", headers: [
-            ("Content-Type", "text/plain"), ("Set-Cookie", "session=SECRET-COOKIE"), ("Authorization", "Bearer SECRET-TOKEN"),
-            ("Transfer-Encoding", "chunked"), ("ETag", "\"v1\""),
-        ], body: .data(Data("hello".utf8))))
+        writer.add(
+            .init(
+                url: "https://example.com/",
+                headers: [
+                    ("Content-Type", "text/plain"), ("Set-Cookie", "session=SECRET-COOKIE"), ("Authorization", "Bearer SECRET-TOKEN"),
+                    ("Transfer-Encoding", "chunked"), ("ETag", "\"v1\""),
+                ], body: .data(Data("hello".utf8))))
         try writer.write(to: path)
         let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
         #expect(bytes.range(of: Data("SECRET".utf8)) == nil)

@@ -24,7 +24,10 @@ struct ServeCommandTests {
             return line
         }
         let text = String(decoding: line, as: UTF8.self)
-        guard let start = text.range(of: "http://") else { process.terminate(); throw CocoaError(.fileReadUnknown) }
+        guard let start = text.range(of: "http://") else {
+            process.terminate()
+            throw CocoaError(.fileReadUnknown)
+        }
         return (process, String(text[start.lowerBound...].prefix { !$0.isWhitespace }).trimmingCharacters(in: CharacterSet(charactersIn: "/")))
     }
 
@@ -35,7 +38,10 @@ struct ServeCommandTests {
         let folder = try TemporaryFolder()
         try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
         let (process, base) = try await serve(folder.path + "/b.zip")
-        defer { process.terminate(); process.waitUntilExit() }
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
 
         let headers = try await curl(["-D", "-", "-o", "/dev/null", base + "/"]).lowercased()
         #expect(headers.hasPrefix("http/1.1 200"))

@@ -28,7 +28,10 @@ struct VerifyTests {
         var writer = BundleWriter()
         let base = origin.base
         writer.add(.init(url: base + "/same.html", headers: [("content-type", html), ("etag", "\"s1\"")], body: .data(Data("<p>same</p>".utf8))))
-        writer.add(.init(url: base + "/dated.html", headers: [("content-type", html), ("last-modified", "Sat, 21 Nov 2026 10:00:00 GMT")], body: .data(Data("<p>dated</p>".utf8))))
+        writer.add(
+            .init(
+                url: base + "/dated.html", headers: [("content-type", html), ("last-modified", "Sat, 21 Nov 2026 10:00:00 GMT")],
+                body: .data(Data("<p>dated</p>".utf8))))
         writer.add(.init(url: base + "/edited.html", headers: [("content-type", html), ("etag", "\"e1\"")], body: .data(Data("<p>edited</p>".utf8))))
         writer.add(.init(url: base + "/deleted.html", headers: [("content-type", html), ("etag", "\"d1\"")], body: .data(Data("<p>gone</p>".utf8))))
         writer.add(.init(url: base + "/redirect", status: 301, headers: [("location", "/target.html")]))
@@ -138,7 +141,10 @@ struct VerifyTests {
         let folder = try TemporaryFolder()
         let bundle = try scenario(origin, folder: folder)
         let summary = try await Refresher(options: options()).refresh(bundleAt: bundle, output: folder.path + "/new.zip")
-        #expect(Set(summary.refreshed.map { $0.url.replacingOccurrences(of: origin.base, with: "") }) == ["/edited.html", "/deleted.html", "/redirect", "/now-redirects.html"])
+        #expect(
+            Set(summary.refreshed.map { $0.url.replacingOccurrences(of: origin.base, with: "") }) == [
+                "/edited.html", "/deleted.html", "/redirect", "/now-redirects.html",
+            ])
         let old = try MountedBundle(path: bundle)
         let new = try MountedBundle(path: folder.path + "/new.zip")
         for entry in old.entries {
@@ -152,7 +158,10 @@ struct VerifyTests {
 
         let diff = try BundleDiff.compare(old: bundle, new: folder.path + "/new.zip")
         #expect(diff.added.isEmpty && diff.removed.isEmpty)
-        #expect(Set(diff.changed.map { $0.url.replacingOccurrences(of: origin.base, with: "") }) == ["/edited.html", "/deleted.html", "/redirect", "/now-redirects.html"])
+        #expect(
+            Set(diff.changed.map { $0.url.replacingOccurrences(of: origin.base, with: "") }) == [
+                "/edited.html", "/deleted.html", "/redirect", "/now-redirects.html",
+            ])
         #expect(diff.unchanged == 8)
         let cli = try await run(packagerExecutable, ["diff", bundle, folder.path + "/new.zip"])
         #expect(cli.status == 1 && cli.output.contains("0 added, 0 removed, 4 changed, 8 unchanged"))

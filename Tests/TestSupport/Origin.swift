@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
-import Logging
 import Hummingbird
+import Logging
 import NIOCore
 import ServiceLifecycle
 
@@ -104,7 +104,9 @@ public final class Origin: @unchecked Sendable {
             served[path, default: 0] += 1
             return (resource, served[path]!)
         }
-        guard let resource else { return Response(status: .notFound, headers: [.contentType: "text/plain"], body: .init(byteBuffer: ByteBuffer(string: "not found"))) }
+        guard let resource else {
+            return Response(status: .notFound, headers: [.contentType: "text/plain"], body: .init(byteBuffer: ByteBuffer(string: "not found")))
+        }
         if resource.delay > 0 { try await Task.sleep(nanoseconds: UInt64(resource.delay * 1e9)) }
         if attempt <= resource.failures {
             var fields = HTTPFields()
@@ -117,7 +119,9 @@ public final class Origin: @unchecked Sendable {
             if let field = HTTPField.Name(name) { fields.append(HTTPField(name: field, value: value)) }
         }
         // Conditional requests, as a real server answers them.
-        if let etag = fields[.eTag], let match = headers["if-none-match"], match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag }) {
+        if let etag = fields[.eTag], let match = headers["if-none-match"],
+            match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag })
+        {
             return Response(status: .notModified, headers: fields)
         }
         if headers["if-none-match"] == nil, let modified = fields[.lastModified], headers["if-modified-since"] == modified {
@@ -125,10 +129,12 @@ public final class Origin: @unchecked Sendable {
         }
         let body = resource.body
         if let cut = resource.truncateAt {
-            return Response(status: .init(code: resource.status), headers: fields, body: ResponseBody(contentLength: body.count) { writer in
-                try await writer.write(ByteBuffer(bytes: body.prefix(cut)))
-                throw CancellationError()
-            })
+            return Response(
+                status: .init(code: resource.status), headers: fields,
+                body: ResponseBody(contentLength: body.count) { writer in
+                    try await writer.write(ByteBuffer(bytes: body.prefix(cut)))
+                    throw CancellationError()
+                })
         }
         if request.method == .head {
             fields[.contentLength] = String(body.count)

@@ -12,11 +12,13 @@ public let sampleImage = noise(50_000, seed: 11)
 @discardableResult
 public func writeSampleBundle(origin: String, to path: String, signingKey: Curve25519.Signing.PrivateKey? = nil) throws -> BundleWriter.Summary {
     var writer = BundleWriter(options: .init(signingKey: signingKey))
-    writer.add(.init(
-        url: origin + "/", headers: [
-            ("content-type", "text/html; charset=utf-8"), ("etag", "\"page-v1\""), ("last-modified", "Sat, 21 Nov 2026 10:00:00 GMT"),
-            ("cache-control", "max-age=300"),
-        ], body: .data(Data(samplePage.utf8))))
+    writer.add(
+        .init(
+            url: origin + "/",
+            headers: [
+                ("content-type", "text/html; charset=utf-8"), ("etag", "\"page-v1\""), ("last-modified", "Sat, 21 Nov 2026 10:00:00 GMT"),
+                ("cache-control", "max-age=300"),
+            ], body: .data(Data(samplePage.utf8))))
     writer.add(.init(url: origin + "/logo.png", headers: [("content-type", "image/png"), ("etag", "\"logo-1\"")], body: .data(sampleImage)))
     writer.add(.init(url: origin + "/old", status: 301, headers: [("location", "/")]))
     writer.add(.init(url: origin + "/ads.js", status: 204, kind: .blocked))

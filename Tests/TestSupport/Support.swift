@@ -75,7 +75,8 @@ public func noise(_ count: Int, seed: UInt64) -> Data {
 
 /// A small site: HTML in folders, CSS, a JPEG-like file, a duplicate file, a name that needs escaping.
 public func makeSite(in folder: TemporaryFolder) throws {
-    try folder.file("index.html", "<!doctype html><title>Home</title><link rel=stylesheet href=/css/site.css><p>" + String(repeating: "Welcome home. ", count: 50))
+    try folder.file(
+        "index.html", "<!doctype html><title>Home</title><link rel=stylesheet href=/css/site.css><p>" + String(repeating: "Welcome home. ", count: 50))
     try folder.file("docs/index.html", "<!doctype html><title>Docs</title>" + String(repeating: "<p>Read the docs.</p>", count: 40))
     try folder.file("docs/guide.html", "<!doctype html><title>Guide</title>" + String(repeating: "<p>Step by step.</p>", count: 40))
     try folder.file("css/site.css", String(repeating: "body { color: #333; margin: 0 auto; }\n", count: 30))
@@ -86,7 +87,9 @@ public func makeSite(in folder: TemporaryFolder) throws {
     try folder.file(".git/config", "[core]\n")
 }
 
-public func packSite(_ site: TemporaryFolder, to output: String, base: String = "https://example.com/site/", options: BundleWriter.Options = .init()) throws -> Packer.Summary {
+public func packSite(_ site: TemporaryFolder, to output: String, base: String = "https://example.com/site/", options: BundleWriter.Options = .init()) throws
+    -> Packer.Summary
+{
     try Packer(options: .init(baseURL: base, writer: options)).pack(source: site.path, output: output)
 }
 

@@ -65,8 +65,10 @@ package struct BundleIndex: Sendable {
         try bytes.withUnsafeBytes { raw in
             for i in 0..<entryCount {
                 let r = eOff + i * IndexLayout.entryRecordSize
-                let keyOffset = Int(raw.u32(r)), keyLength = Int(raw.u32(r + 4))
-                let headerOffset = Int(raw.u32(r + 8)), headerLength = Int(raw.u32(r + 12))
+                let keyOffset = Int(raw.u32(r))
+                let keyLength = Int(raw.u32(r + 4))
+                let headerOffset = Int(raw.u32(r + 8))
+                let headerLength = Int(raw.u32(r + 12))
                 guard keyOffset + keyLength <= sLen, headerOffset + headerLength <= sLen, keyLength > 0 else {
                     throw fail("entry \(i) points outside the strings")
                 }
@@ -93,7 +95,10 @@ package struct BundleIndex: Sendable {
                         throw fail("bodies are not sorted by digest", entry: name)
                     }
                 }
-                let lho = raw.u64(r + 32), dataOffset = raw.u64(r + 40), stored = raw.u64(r + 48), size = raw.u64(r + 56)
+                let lho = raw.u64(r + 32)
+                let dataOffset = raw.u64(r + 40)
+                let stored = raw.u64(r + 48)
+                let size = raw.u64(r + 56)
                 let method = raw.u16(r + 68)
                 guard lho >= previousEnd else {
                     throw BundleError(.hostile, "body overlaps the entry before it", entry: name)
@@ -192,9 +197,9 @@ package struct BundleIndex: Sendable {
 }
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif

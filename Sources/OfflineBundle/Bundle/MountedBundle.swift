@@ -97,7 +97,9 @@ public final class MountedBundle: Sendable {
         }
         let comment = String(decoding: directory.comment, as: UTF8.self)
         if comment.hasPrefix("packager-bundle/"), !comment.hasPrefix(BundleFormat.commentPrefix) {
-            throw BundleError(.unsupported, "\(path) is a packager bundle of another format version (\(comment.prefix(20))…); this reader knows version \(BundleFormat.version)")
+            throw BundleError(
+                .unsupported,
+                "\(path) is a packager bundle of another format version (\(comment.prefix(20))…); this reader knows version \(BundleFormat.version)")
         }
         guard comment.hasPrefix(BundleFormat.commentPrefix + "sha256:") else {
             throw BundleError(.notABundle, "\(path) lacks the packager bundle comment; it is not a bundle, or its end record is damaged")
@@ -160,7 +162,9 @@ public final class MountedBundle: Sendable {
         let fields = index.entryFields(i)
         let body = fields.body.map { b -> BundleEntry.Body in
             let record = index.body(at: b)
-            return BundleEntry.Body(index: b, sha256: hexString(record.sha256), size: record.size, storedSize: record.storedSize, compression: record.compression, crc32: record.crc32)
+            return BundleEntry.Body(
+                index: b, sha256: hexString(record.sha256), size: record.size, storedSize: record.storedSize, compression: record.compression,
+                crc32: record.crc32)
         }
         return BundleEntry(position: i, bundle: self, status: Int(fields.status), kind: fields.kind, body: body)
     }
@@ -217,8 +221,9 @@ public final class MountedBundle: Sendable {
             throw BundleError(.hostile, "body claims an impossible stored size", entry: name)
         }
         var bytes = try file.read(at: record.localHeaderOffset, count: headerLength + Int(record.storedSize), what: "body \(name)")
-        try LocalHeader.check(bytes, expectedName: name, method: record.compression.rawValue, crc32: record.crc32,
-                              storedSize: record.storedSize, size: record.size, headerLength: headerLength)
+        try LocalHeader.check(
+            bytes, expectedName: name, method: record.compression.rawValue, crc32: record.crc32,
+            storedSize: record.storedSize, size: record.size, headerLength: headerLength)
         bytes.removeFirst(headerLength)
         return bytes
     }
@@ -304,11 +309,13 @@ public struct DeflatedBody: Sendable {
 
 /// Checks a body's local header against what the index says of it.
 package enum LocalHeader {
-    package static func check(_ bytes: [UInt8], expectedName: String, method: UInt16, crc32: UInt32, storedSize: UInt64, size: UInt64, headerLength: Int) throws {
+    package static func check(_ bytes: [UInt8], expectedName: String, method: UInt16, crc32: UInt32, storedSize: UInt64, size: UInt64, headerLength: Int) throws
+    {
         guard bytes.count >= ZipConstants.localHeaderSize, bytes.u32(0) == ZipConstants.localHeaderSignature else {
             throw BundleError(.corruptDirectory, "the local header is damaged (bad signature)", entry: expectedName)
         }
-        let nameLength = Int(bytes.u16(26)), extraLength = Int(bytes.u16(28))
+        let nameLength = Int(bytes.u16(26))
+        let extraLength = Int(bytes.u16(28))
         guard ZipConstants.localHeaderSize + nameLength + extraLength == headerLength else {
             throw BundleError(.corruptDirectory, "the local header's length disagrees with the index", entry: expectedName)
         }
@@ -318,7 +325,9 @@ package enum LocalHeader {
         guard bytes.u16(8) == method else {
             throw BundleError(.corruptDirectory, "the local header's compression method disagrees with the index", entry: expectedName)
         }
-        let crc = bytes.u32(14), c = bytes.u32(18), u = bytes.u32(22)
+        let crc = bytes.u32(14)
+        let c = bytes.u32(18)
+        let u = bytes.u32(22)
         guard crc == crc32, c == 0xFFFF_FFFF || UInt64(c) == storedSize, u == 0xFFFF_FFFF || UInt64(u) == size else {
             throw BundleError(.corruptDirectory, "the local header's CRC or sizes disagree with the index", entry: expectedName)
         }

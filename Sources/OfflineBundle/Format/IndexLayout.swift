@@ -53,7 +53,8 @@ package struct IndexBodyRecord: Sendable, Equatable {
     package var crc32: UInt32
     package var compression: BodyCompression
 
-    package init(sha256: [UInt8], localHeaderOffset: UInt64, dataOffset: UInt64, storedSize: UInt64, size: UInt64, crc32: UInt32, compression: BodyCompression) {
+    package init(sha256: [UInt8], localHeaderOffset: UInt64, dataOffset: UInt64, storedSize: UInt64, size: UInt64, crc32: UInt32, compression: BodyCompression)
+    {
         self.sha256 = sha256
         self.localHeaderOffset = localHeaderOffset
         self.dataOffset = dataOffset

@@ -67,10 +67,13 @@ public struct BundleResponder: Sendable {
             switch Self.parseRange(rangeHeader, size: size) {
             case .single(let range):
                 if let index = headers.firstIndex(where: { $0.name == "etag" }), let etag { headers[index].value = etag }
-                return response(206, .range(entry, range), length: range.upperBound - range.lowerBound, extra: [("content-range", "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(size)")])
+                return response(
+                    206, .range(entry, range), length: range.upperBound - range.lowerBound,
+                    extra: [("content-range", "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(size)")])
             case .unsatisfiable:
                 return BundleResponse(
-                    status: 416, headers: headers.filter { $0.name != "content-type" } + [("content-range", "bytes */\(size)"), ("content-length", "0")], body: .empty,
+                    status: 416, headers: headers.filter { $0.name != "content-type" } + [("content-range", "bytes */\(size)"), ("content-length", "0")],
+                    body: .empty,
                     entry: entry, bundle: bundle)
             case .ignored:
                 break

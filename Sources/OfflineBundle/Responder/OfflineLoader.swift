@@ -47,7 +47,9 @@ public final class OfflineLoader: Sendable {
     let errors = Counter(label: "offline_bundle_lookups", dimensions: [("result", "error")])
 
     /// Creates a loader over already mounted bundles.
-    public init(bundles: [MountedBundle], policy: OfflinePolicy = .bundleOnly, overrides: [PolicyOverride] = [], logger: Logger = Logger(label: "offline-bundle")) {
+    public init(
+        bundles: [MountedBundle], policy: OfflinePolicy = .bundleOnly, overrides: [PolicyOverride] = [], logger: Logger = Logger(label: "offline-bundle")
+    ) {
         self.bundles = bundles
         self.policy = policy
         self.overrides = overrides

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// A `URLProtocol` that answers URLSession requests from an ``OfflineLoader``, by its policy.
@@ -48,7 +48,10 @@ public final class OfflineURLProtocol: URLProtocol {
         switch loader.policy(for: url.absoluteString) {
         case .bundleOnly:
             if !answerFromBundle(loader, url: url) {
-                deliver { $0.urlProtocol(self, didFailWithError: URLError(.resourceUnavailable, userInfo: [NSLocalizedDescriptionKey: "not in the offline bundle: \(url)"])) }
+                deliver {
+                    $0.urlProtocol(
+                        self, didFailWithError: URLError(.resourceUnavailable, userInfo: [NSLocalizedDescriptionKey: "not in the offline bundle: \(url)"]))
+                }
             }
         case .bundleFirst:
             if !answerFromBundle(loader, url: url) { fetch(timeout: request.timeoutInterval, fallback: nil) }
@@ -78,17 +81,17 @@ public final class OfflineURLProtocol: URLProtocol {
         guard var answer = loader.response(for: BundleRequest(method: method, url: url.absoluteString, headers: headers)) else { return false }
         var finalURL = url
         #if canImport(FoundationNetworking)
-        // swift-corelibs-foundation cannot follow a redirect a protocol reports, so recorded hops are followed
-        // here, inside the bundle (up to 10), and the final response is delivered.
-        var hops = 0
-        while (300...399).contains(answer.status), answer.status != 304, hops < 10, let location = answer.header("location"),
-            let target = URL(string: location, relativeTo: finalURL)?.absoluteURL,
-            let next = loader.response(for: BundleRequest(method: method, url: target.absoluteString, headers: headers))
-        {
-            answer = next
-            finalURL = target
-            hops += 1
-        }
+            // swift-corelibs-foundation cannot follow a redirect a protocol reports, so recorded hops are followed
+            // here, inside the bundle (up to 10), and the final response is delivered.
+            var hops = 0
+            while (300...399).contains(answer.status), answer.status != 304, hops < 10, let location = answer.header("location"),
+                let target = URL(string: location, relativeTo: finalURL)?.absoluteURL,
+                let next = loader.response(for: BundleRequest(method: method, url: target.absoluteString, headers: headers))
+            {
+                answer = next
+                finalURL = target
+                hops += 1
+            }
         #endif
         do {
             let body = try answer.bodyData()
@@ -96,15 +99,15 @@ public final class OfflineURLProtocol: URLProtocol {
             for (name, value) in answer.headers { fields[name] = fields[name].map { $0 + ", " + value } ?? value }
             guard let response = HTTPURLResponse(url: finalURL, statusCode: answer.status, httpVersion: "HTTP/1.1", headerFields: fields) else { return false }
             #if !canImport(FoundationNetworking)
-            // On Apple platforms URLSession follows a recorded redirect as it follows a network one.
-            if (300...399).contains(answer.status), answer.status != 304, let location = answer.header("location"),
-                let target = URL(string: location, relativeTo: url)?.absoluteURL
-            {
-                var next = request
-                next.url = target
-                deliver { $0.urlProtocol(self, wasRedirectedTo: next, redirectResponse: response) }
-                return true
-            }
+                // On Apple platforms URLSession follows a recorded redirect as it follows a network one.
+                if (300...399).contains(answer.status), answer.status != 304, let location = answer.header("location"),
+                    let target = URL(string: location, relativeTo: url)?.absoluteURL
+                {
+                    var next = request
+                    next.url = target
+                    deliver { $0.urlProtocol(self, wasRedirectedTo: next, redirectResponse: response) }
+                    return true
+                }
             #endif
             deliver { $0.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed) }
             if !body.isEmpty { deliver { $0.urlProtocol(self, didLoad: body) } }

@@ -63,7 +63,10 @@ public struct RequestKeyCanonicalizer: Sendable {
         var k = authEnd
         while k > authStart {
             k -= 1
-            if s[k] == UInt8(ascii: "@") { authStart = k + 1; break }
+            if s[k] == UInt8(ascii: "@") {
+                authStart = k + 1
+                break
+            }
         }
         // Split host and port, minding IPv6 literals.
         var hostEnd = authEnd
@@ -72,7 +75,11 @@ public struct RequestKeyCanonicalizer: Sendable {
         while p > authStart {
             p -= 1
             let c = s[p]
-            if c == UInt8(ascii: ":") { hostEnd = p; portStart = p + 1; break }
+            if c == UInt8(ascii: ":") {
+                hostEnd = p
+                portStart = p + 1
+                break
+            }
             if c == UInt8(ascii: "]") || !isDigit(c) { break }
         }
         guard hostEnd > authStart else { return nil }
@@ -246,7 +253,10 @@ private func removeDotSegments(_ out: inout [UInt8], from start: Int) {
     var hasDot = false
     var j = start
     while j < out.count {
-        if out[j] == UInt8(ascii: "."), out[j - 1] == UInt8(ascii: "/") { hasDot = true; break }
+        if out[j] == UInt8(ascii: "."), out[j - 1] == UInt8(ascii: "/") {
+            hasDot = true
+            break
+        }
         j += 1
     }
     guard hasDot else { return }

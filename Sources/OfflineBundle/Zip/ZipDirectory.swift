@@ -114,12 +114,17 @@ package struct ZipDirectory: Sendable {
         }
         let cdEnd = directory.centralDirectoryOffset.addingReportingOverflow(directory.centralDirectorySize)
         guard !cdEnd.overflow, cdEnd.partialValue <= directory.endOfEntries else {
-            throw BundleError(.truncated, "the central directory (offset \(directory.centralDirectoryOffset), \(directory.centralDirectorySize) bytes) lies outside the file: it is truncated or damaged")
+            throw BundleError(
+                .truncated,
+                "the central directory (offset \(directory.centralDirectoryOffset), \(directory.centralDirectorySize) bytes) lies outside the file: it is truncated or damaged"
+            )
         }
         guard directory.centralDirectorySize <= UInt64(Int.max),
             directory.entryCount <= directory.centralDirectorySize / UInt64(ZipConstants.centralHeaderSize)
         else {
-            throw BundleError(.corruptDirectory, "the central directory claims \(directory.entryCount) entries, more than its \(directory.centralDirectorySize) bytes can hold")
+            throw BundleError(
+                .corruptDirectory,
+                "the central directory claims \(directory.entryCount) entries, more than its \(directory.centralDirectorySize) bytes can hold")
         }
         return directory
     }
@@ -141,7 +146,8 @@ package struct ZipDirectory: Sendable {
                     throw BundleError(.corruptDirectory, "the central directory ends inside record \(index)")
                 }
                 guard raw.u32(pos) == ZipConstants.centralHeaderSignature else {
-                    throw BundleError(.corruptDirectory, "central directory record \(index) has a bad signature at offset \(centralDirectoryOffset + UInt64(pos))")
+                    throw BundleError(
+                        .corruptDirectory, "central directory record \(index) has a bad signature at offset \(centralDirectoryOffset + UInt64(pos))")
                 }
                 let nameLength = Int(raw.u16(pos + 28))
                 let extraLength = Int(raw.u16(pos + 30))

@@ -56,7 +56,10 @@ package enum RawInflate {
                 inPos += usedIn
                 produced += usedOut
                 if status != Z_OK { break }
-                if usedIn == 0 && usedOut == 0 { status = Z_BUF_ERROR; break }
+                if usedIn == 0 && usedOut == 0 {
+                    status = Z_BUF_ERROR
+                    break
+                }
                 if produced >= capacity { break }
             }
             consumed = inPos

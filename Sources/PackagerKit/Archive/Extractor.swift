@@ -29,7 +29,8 @@ public enum Extractor {
             case .file, .directory:
                 if let relative { plan.append((relative, header.type)) }
             case .symlink, .hardlink:
-                throw PackagerError(.unsafeEntry, "the archive holds a link (\(header.path) -> \(header.linkTarget ?? "?")); links are refused", subject: header.path)
+                throw PackagerError(
+                    .unsafeEntry, "the archive holds a link (\(header.path) -> \(header.linkTarget ?? "?")); links are refused", subject: header.path)
             case .other:
                 throw PackagerError(.unsafeEntry, "the archive holds a device, FIFO or socket; only files and folders are extracted", subject: header.path)
             }

@@ -49,7 +49,8 @@ enum LibArchive {
             if status == ARCHIVE_EOF { return nil }
             try LibArchive.check(handle, status, "cannot read the next entry of \(path)")
             guard let entry else { return nil }
-            let name = archive_entry_pathname_utf8(entry).map { String(cString: $0) }
+            let name =
+                archive_entry_pathname_utf8(entry).map { String(cString: $0) }
                 ?? archive_entry_pathname(entry).map { String(cString: $0) } ?? ""
             let hardlink = archive_entry_hardlink(entry).map { String(cString: $0) }
             let symlink = archive_entry_symlink(entry).map { String(cString: $0) }
@@ -64,7 +65,8 @@ enum LibArchive {
                 default: type = .other
                 }
             }
-            return EntryHeader(path: name, type: type, size: archive_entry_size_is_set(entry) != 0 ? archive_entry_size(entry) : -1, linkTarget: hardlink ?? symlink)
+            return EntryHeader(
+                path: name, type: type, size: archive_entry_size_is_set(entry) != 0 ? archive_entry_size(entry) : -1, linkTarget: hardlink ?? symlink)
         }
 
         /// Reads the current entry's data in blocks.
@@ -92,7 +94,8 @@ enum LibArchive {
             guard let handle = archive_write_disk_new() else { throw PackagerError(.internal, "libarchive could not allocate a disk writer") }
             self.handle = handle
             // Names were checked and joined to an absolute root by the caller, so absolute targets are expected here.
-            let flags = ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT
+            let flags =
+                ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT
                 | ARCHIVE_EXTRACT_NO_OVERWRITE
             try LibArchive.check(handle, archive_write_disk_set_options(handle, flags), "cannot configure extraction")
         }

@@ -66,8 +66,9 @@ public struct Builder: Sendable {
             skipped: crawl.skipped, limitsReached: crawl.limitsReached, succeeded: !declaredFailed && !tooMany && !crawl.entries.isEmpty)
         report.crawlSeconds = Date().timeIntervalSince(started)
         if report.succeeded {
-            var writer = BundleWriter(options: .init(
-                dropQueryParameters: declaration.dropQueryParameters, createdAt: options.createdAt, signingKey: options.signingKey, memoryBudget: 64 << 20))
+            var writer = BundleWriter(
+                options: .init(
+                    dropQueryParameters: declaration.dropQueryParameters, createdAt: options.createdAt, signingKey: options.signingKey, memoryBudget: 64 << 20))
             for entry in crawl.entries { writer.add(entry) }
             let summary = try writer.write(to: output)
             report.output = output

@@ -59,7 +59,8 @@ public enum Checker {
             var seen = Set<String>()
             try bundle.directory.forEachEntry(in: cd) { entry in
                 if !seen.insert(entry.name).inserted { issue(entry.name, "listed twice in the central directory") }
-                let isBody = entry.name.hasPrefix(BundleFormat.bodyPrefix) && entry.nameBytes.count == 71
+                let isBody =
+                    entry.name.hasPrefix(BundleFormat.bodyPrefix) && entry.nameBytes.count == 71
                     && bytesFromHex(String(entry.name.dropFirst(7))) != nil
                 let known = [BundleFormat.indexEntryName, BundleFormat.manifestEntryName, BundleFormat.signatureEntryName]
                 if isBody {
@@ -135,7 +136,8 @@ public enum Checker {
         // The manifest against the index.
         if let manifestEntry = bundle.metadata[BundleFormat.manifestEntryName] {
             do {
-                let bytes = try MountedBundle.readMetadataEntry(manifestEntry, from: bundle.file, limit: 1 << 32, bodyArea: bundle.directory.centralDirectoryOffset)
+                let bytes = try MountedBundle.readMetadataEntry(
+                    manifestEntry, from: bundle.file, limit: 1 << 32, bodyArea: bundle.directory.centralDirectoryOffset)
                 if Array(SHA256.hash(data: bytes)) != bundle.index.manifestSHA256 {
                     issue(BundleFormat.manifestEntryName, "its SHA-256 differs from the one index.bin records")
                 }
@@ -159,7 +161,8 @@ public enum Checker {
             }
             if let signatureEntry = bundle.metadata[BundleFormat.signatureEntryName] {
                 do {
-                    let json = try MountedBundle.readMetadataEntry(signatureEntry, from: bundle.file, limit: 1 << 16, bodyArea: bundle.directory.centralDirectoryOffset)
+                    let json = try MountedBundle.readMetadataEntry(
+                        signatureEntry, from: bundle.file, limit: 1 << 16, bodyArea: bundle.directory.centralDirectoryOffset)
                     let block = try JSONDecoder().decode(SignatureBlock.self, from: Data(json))
                     let key = publicKey ?? Data(base64Encoded: block.publicKey).map(Array.init) ?? []
                     try SignatureBlock.verify(json: json, bundleDigestHex: actual, publicKey: key)
@@ -186,7 +189,10 @@ public enum Checker {
         let entries = bundle.entries
         for (position, item) in manifest.entries.enumerated() {
             let entry = entries[position]
-            if item.key != entry.key { issue(item.key, "the manifest and the index disagree on the key at position \(position)"); continue }
+            if item.key != entry.key {
+                issue(item.key, "the manifest and the index disagree on the key at position \(position)")
+                continue
+            }
             if item.status != entry.status || item.kind != entry.kind { issue(item.key, "the manifest and the index disagree on status or kind") }
             if item.body?.sha256 != entry.body?.sha256 { issue(item.key, "the manifest and the index name different bodies") }
             if item.headers != entry.headers.map({ [$0.name, $0.value] }) { issue(item.key, "the manifest and the index store different headers") }

@@ -34,9 +34,10 @@ final class Crawler: Sendable {
         self.declaration = declaration
         self.scope = CrawlScope(declaration)
         self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: declaration.dropQueryParameters)
-        self.fetcher = Fetcher(settings: .init(
-            headers: declaration.headers, userAgent: declaration.userAgent, timeouts: declaration.timeouts, retries: declaration.retries,
-            perHost: declaration.concurrency.perHost, contentEncoding: declaration.contentEncoding))
+        self.fetcher = Fetcher(
+            settings: .init(
+                headers: declaration.headers, userAgent: declaration.userAgent, timeouts: declaration.timeouts, retries: declaration.retries,
+                perHost: declaration.concurrency.perHost, contentEncoding: declaration.contentEncoding))
         self.spool = spool
         self.state = CrawlState(maxResources: declaration.scope.maxResources, maxBytes: declaration.scope.maxBytes)
         self.robots = RobotsCache()
@@ -100,7 +101,8 @@ final class Crawler: Sendable {
                 return
             }
             let url = Self.withoutDroppedParameters(raw, key: key)
-            await frontier.enqueue(.init(url: url, key: key, host: host, role: role, depth: depth, referrer: referrer, redirectChain: chain, declared: declared))
+            await frontier.enqueue(
+                .init(url: url, key: key, host: host, role: role, depth: depth, referrer: referrer, redirectChain: chain, declared: declared))
         }
     }
 
@@ -139,7 +141,8 @@ final class Crawler: Sendable {
                 state.skip("disallowed by robots.txt")
                 state.unreserveResource()
                 if job.declared {
-                    state.fail(.init(url: job.key, reason: "robots.txt disallows it (set 'robots: false' to crawl anyway)", declared: true, referrer: job.referrer))
+                    state.fail(
+                        .init(url: job.key, reason: "robots.txt disallows it (set 'robots: false' to crawl anyway)", declared: true, referrer: job.referrer))
                 }
                 return
             }
@@ -151,15 +154,17 @@ final class Crawler: Sendable {
         defer { reservation.release() }
         switch outcome {
         case .failure(let failure):
-            state.fail(.init(
-                url: job.key, reason: failure.message, status: failure.status, attempts: failure.attempts,
-                declared: job.declared, referrer: job.referrer))
+            state.fail(
+                .init(
+                    url: job.key, reason: failure.message, status: failure.status, attempts: failure.attempts,
+                    declared: job.declared, referrer: job.referrer))
         case .success(let response) where Fetcher.retryable(status: response.status):
             // Still failing after the retries: a transient answer, not content to ship.
             response.discard()
-            state.fail(.init(
-                url: job.key, reason: "HTTP \(response.status)", status: response.status, attempts: response.attempts,
-                declared: job.declared, referrer: job.referrer))
+            state.fail(
+                .init(
+                    url: job.key, reason: "HTTP \(response.status)", status: response.status, attempts: response.attempts,
+                    declared: job.declared, referrer: job.referrer))
         case .success(let response):
             state.commitBytes(response.bodySize)
             let headers = storedHeaders(response.headers)
@@ -168,9 +173,10 @@ final class Crawler: Sendable {
                     url: job.key, status: response.status, headers: headers, body: Self.source(response.body), fetchedAt: response.fetchedAt),
                 kind: .fetched)
             if response.status >= 400 {
-                state.fail(.init(
-                    url: job.key, reason: "HTTP \(response.status)", status: response.status, attempts: response.attempts, declared: job.declared,
-                    referrer: job.referrer, recorded: true))
+                state.fail(
+                    .init(
+                        url: job.key, reason: "HTTP \(response.status)", status: response.status, attempts: response.attempts, declared: job.declared,
+                        referrer: job.referrer, recorded: true))
             }
             if (300...399).contains(response.status), let location = response.headers.first(where: { $0.name == "location" })?.value {
                 await followRedirect(from: job, location: location, frontier: frontier)
@@ -186,7 +192,8 @@ final class Crawler: Sendable {
 
     private func followRedirect(from job: Frontier.Job, location: String, frontier: Frontier) async {
         guard let target = Self.resolve(location, against: job.key), let targetKey = canonicalizer.canonicalize(target) else {
-            state.fail(.init(url: job.key, reason: "redirects to '\(location)', which is not an http or https URL", declared: job.declared, referrer: job.referrer))
+            state.fail(
+                .init(url: job.key, reason: "redirects to '\(location)', which is not an http or https URL", declared: job.declared, referrer: job.referrer))
             return
         }
         let chain = job.redirectChain + [job.key]

@@ -88,7 +88,10 @@ final class Fetcher: Sendable {
                     response.discard()
                     let wait = delay(attempt: attempt, retryAfter: response.headers.first { $0.name == "retry-after" }?.value)
                     guard let wait else {
-                        return .failure(Failure(message: "HTTP \(response.status), and Retry-After asks for a longer wait than retries.max-backoff", status: response.status, attempts: attempt))
+                        return .failure(
+                            Failure(
+                                message: "HTTP \(response.status), and Retry-After asks for a longer wait than retries.max-backoff", status: response.status,
+                                attempts: attempt))
                     }
                     try? await Task.sleep(nanoseconds: UInt64(wait * 1e9))
                     continue
@@ -147,7 +150,8 @@ final class Fetcher: Sendable {
                 try chunk.withUnsafeReadableBytes { try sink.write($0) }
                 guard withinBudget(sink.size) else {
                     sink.discard()
-                    return .failure(AttemptFailure(message: "the body passed the declared byte limit (scope.max-bytes) after \(sink.size) bytes", retryable: false))
+                    return .failure(
+                        AttemptFailure(message: "the body passed the declared byte limit (scope.max-bytes) after \(sink.size) bytes", retryable: false))
                 }
                 if NIODeadline.now() > deadline {
                     sink.discard()

@@ -3,9 +3,9 @@ import Foundation
 import OfflineBundle
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A private folder of spool files: each fetched body streams into one while its SHA-256 is computed.

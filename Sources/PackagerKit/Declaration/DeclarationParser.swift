@@ -54,7 +54,8 @@ public struct DeclarationParser: Sendable {
             return PackagerError(.invalidInput, "\(file):\(mark.line):\(mark.column): invalid YAML: \(detail)")
         case .duplicatedKeysInMapping(let duplicates, let context):
             let keys = duplicates.sorted().map { "'\($0)'" }.joined(separator: ", ")
-            return PackagerError(.invalidInput, "\(file):\(context.mark.line):\(context.mark.column): \(keys) given more than once in the mapping that starts here")
+            return PackagerError(
+                .invalidInput, "\(file):\(context.mark.line):\(context.mark.column): \(keys) given more than once in the mapping that starts here")
         default:
             return PackagerError(.invalidInput, "\(file): invalid YAML: \(error)")
         }
@@ -325,7 +326,9 @@ private struct Reader {
                 }
             }
         }
-        guard let seconds = number, seconds.isFinite, seconds >= 0 else { throw fail(node, "\(what) must be a duration such as 10s or 500ms, not '\(scalar.string)'") }
+        guard let seconds = number, seconds.isFinite, seconds >= 0 else {
+            throw fail(node, "\(what) must be a duration such as 10s or 500ms, not '\(scalar.string)'")
+        }
         if positive && seconds <= 0 { throw fail(node, "\(what) must be more than zero") }
         // A day bounds every wait: longer is a mistake, and keeps the arithmetic on nanoseconds safe.
         guard seconds <= 86_400 else { throw fail(node, "\(what) must be at most a day (24h)") }
@@ -337,7 +340,8 @@ private struct Reader {
         guard case .scalar(let scalar) = node else { throw fail(node, "\(what) must be a size such as 500MB or 2GiB") }
         let text = scalar.string.trimmingCharacters(in: .whitespaces)
         let units: [(String, Double)] = [
-            ("kib", 1024), ("mib", 1_048_576), ("gib", 1_073_741_824), ("tib", 1_099_511_627_776), ("kb", 1e3), ("mb", 1e6), ("gb", 1e9), ("tb", 1e12), ("k", 1024),
+            ("kib", 1024), ("mib", 1_048_576), ("gib", 1_073_741_824), ("tib", 1_099_511_627_776), ("kb", 1e3), ("mb", 1e6), ("gb", 1e9), ("tb", 1e12),
+            ("k", 1024),
             ("m", 1_048_576), ("g", 1_073_741_824), ("b", 1),
         ]
         let lower = text.lowercased()
@@ -350,7 +354,9 @@ private struct Reader {
                 }
             }
         }
-        guard let value = bytes, value.isFinite, value >= 1, value < 9e18 else { throw fail(node, "\(what) must be a size such as 500MB or 2GiB, not '\(text)'") }
+        guard let value = bytes, value.isFinite, value >= 1, value < 9e18 else {
+            throw fail(node, "\(what) must be a size such as 500MB or 2GiB, not '\(text)'")
+        }
         return Int64(value)
     }
 

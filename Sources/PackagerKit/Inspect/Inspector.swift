@@ -77,9 +77,13 @@ public enum Inspector {
             throw BundleError(.corruptIndex, "manifest.json cannot be decoded: \(error)", entry: BundleFormat.manifestEntryName)
         }
         let rows = manifest.entries.map {
-            Row(key: $0.key, status: $0.status, kind: $0.kind, mediaType: $0.mediaType, size: $0.body?.size, storedSize: $0.body?.storedSize, compression: $0.body?.compression, sha256: $0.body?.sha256, redirectTo: $0.redirectTo)
+            Row(
+                key: $0.key, status: $0.status, kind: $0.kind, mediaType: $0.mediaType, size: $0.body?.size, storedSize: $0.body?.storedSize,
+                compression: $0.body?.compression, sha256: $0.body?.sha256, redirectTo: $0.redirectTo)
         }
-        return BundleListing(path: path, fileSize: bundle.file.size, digest: bundle.digest, signed: bundle.isSigned, generator: manifest.generator, createdAt: manifest.createdAt, dropQueryParameters: manifest.dropQueryParameters, entries: rows, totals: manifest.totals)
+        return BundleListing(
+            path: path, fileSize: bundle.file.size, digest: bundle.digest, signed: bundle.isSigned, generator: manifest.generator,
+            createdAt: manifest.createdAt, dropQueryParameters: manifest.dropQueryParameters, entries: rows, totals: manifest.totals)
     }
 
     /// Lists any archive libarchive reads.

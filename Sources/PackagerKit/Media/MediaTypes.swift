@@ -73,7 +73,8 @@ public enum MediaTypes {
     /// - Parameter mediaType: A media type or full Content-Type value.
     /// - Returns: `true` if deflating the body is likely to pay off.
     public static func isCompressible(_ mediaType: String) -> Bool {
-        let essence = mediaType
+        let essence =
+            mediaType
             .split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)
             .first
             .map { $0.trimmingWhitespace().lowercased() } ?? ""
@@ -86,7 +87,8 @@ public enum MediaTypes {
             return true
         }
         if subtype == "json" || subtype == "xml"
-            || subtype.hasSuffix("+json") || subtype.hasSuffix("+xml") {
+            || subtype.hasSuffix("+json") || subtype.hasSuffix("+xml")
+        {
             return true
         }
         return compressibleTypes.contains(essence)

@@ -24,7 +24,10 @@ public struct Packer: Sendable {
         public var writer: BundleWriter.Options
 
         /// Creates options.
-        public init(baseURL: String, indexFiles: [String] = ["index.html", "index.htm"], charset: String? = "utf-8", stripComponents: Int = 0, includeHidden: Bool = false, writer: BundleWriter.Options = .init()) {
+        public init(
+            baseURL: String, indexFiles: [String] = ["index.html", "index.htm"], charset: String? = "utf-8", stripComponents: Int = 0,
+            includeHidden: Bool = false, writer: BundleWriter.Options = .init()
+        ) {
             self.baseURL = baseURL
             self.indexFiles = indexFiles
             self.charset = charset
@@ -75,7 +78,10 @@ public struct Packer: Sendable {
         }
         if !base.absoluteString.hasSuffix("/") { base = URL(string: base.absoluteString + "/")! }
         let root = URL(fileURLWithPath: folder).standardizedFileURL.resolvingSymlinksInPath()
-        guard let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: [.isRegularFileKey, .isDirectoryKey, .isSymbolicLinkKey], options: []) else {
+        guard
+            let walker = FileManager.default.enumerator(
+                at: root, includingPropertiesForKeys: [.isRegularFileKey, .isDirectoryKey, .isSymbolicLinkKey], options: [])
+        else {
             throw PackagerError(.io, "cannot read the folder \(folder)", subject: folder)
         }
         var entries = [BundleWriter.Entry]()
@@ -126,13 +132,22 @@ public struct Packer: Sendable {
         var writer = BundleWriter(options: options.writer)
         for entry in entries { writer.add(entry) }
         let write = try writer.write(to: output)
-        return Summary(files: Set(entries.compactMap { entry -> String? in if case .file(let path) = entry.body { return path }; return nil }).count, skipped: skipped, write: write)
+        return Summary(
+            files: Set(
+                entries.compactMap { entry -> String? in
+                    if case .file(let path) = entry.body { return path }
+                    return nil
+                }
+            ).count, skipped: skipped, write: write)
     }
 
     func contentType(for name: String) -> String {
         let type = MediaTypes.mediaType(forPath: name)
         guard let charset = options.charset else { return type }
-        let textual = type.hasPrefix("text/") || ["application/javascript", "application/json", "application/xml", "image/svg+xml", "application/manifest+json", "application/ld+json"].contains(type)
+        let textual =
+            type.hasPrefix("text/")
+            || ["application/javascript", "application/json", "application/xml", "image/svg+xml", "application/manifest+json", "application/ld+json"].contains(
+                type)
         return textual ? "\(type); charset=\(charset)" : type
     }
 

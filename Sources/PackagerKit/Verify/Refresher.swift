@@ -35,9 +35,10 @@ public struct Refresher: Sendable {
         let folder = (output as NSString).deletingLastPathComponent
         let spool = try SpoolFolder(in: folder.isEmpty ? "." : folder)
         defer { spool.remove() }
-        let fetcher = Fetcher(settings: .init(
-            headers: options.headers, userAgent: options.userAgent, timeouts: options.timeouts, retries: options.retries, perHost: options.perHost,
-            contentEncoding: .decoded))
+        let fetcher = Fetcher(
+            settings: .init(
+                headers: options.headers, userAgent: options.userAgent, timeouts: options.timeouts, retries: options.retries, perHost: options.perHost,
+                contentEncoding: .decoded))
         let secrets = options.headers.filter(\.secret).map(\.value)
         var refreshed: [(String, Int)] = []
         var failed: [(String, String)] = []
@@ -48,7 +49,8 @@ public struct Refresher: Sendable {
             switch await fetcher.fetch(url, spoolPath: spool.newFile(n), withinBudget: { _ in true }) {
             case .success(let response):
                 let headers = Crawler.storedHeaders(response.headers, policy: .decoded, secrets: secrets)
-                fresh[url] = BundleWriter.Entry(url: url, status: response.status, headers: headers, body: Crawler.source(response.body), fetchedAt: response.fetchedAt)
+                fresh[url] = BundleWriter.Entry(
+                    url: url, status: response.status, headers: headers, body: Crawler.source(response.body), fetchedAt: response.fetchedAt)
                 refreshed.append((url, response.status))
             case .failure(let failure):
                 failed.append((url, failure.message))
@@ -64,9 +66,11 @@ public struct Refresher: Sendable {
                 continue
             }
             let record = records[entry.key]
-            writer.add(BundleWriter.Entry(
-                url: entry.key, status: entry.status, kind: entry.kind, headers: entry.headers, body: entry.body == nil ? nil : .data(try bundle.body(of: entry)),
-                fetchedAt: record?.fetchedAt.flatMap { formatter.date(from: $0) }, source: record?.source))
+            writer.add(
+                BundleWriter.Entry(
+                    url: entry.key, status: entry.status, kind: entry.kind, headers: entry.headers,
+                    body: entry.body == nil ? nil : .data(try bundle.body(of: entry)),
+                    fetchedAt: record?.fetchedAt.flatMap { formatter.date(from: $0) }, source: record?.source))
         }
         let summary = try writer.write(to: output)
         return Summary(verify: report, refreshed: refreshed, failed: failed, write: summary)

@@ -1,9 +1,9 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A file written under a temporary name in the destination's folder and renamed into place only when complete.
@@ -111,8 +111,8 @@ public final class TemporaryFiles: @unchecked Sendable {
 /// write(2), retried by callers on EINTR.
 func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
     #if canImport(Glibc)
-    Glibc.write(fd, buffer, count)
+        Glibc.write(fd, buffer, count)
     #else
-    Darwin.write(fd, buffer, count)
+        Darwin.write(fd, buffer, count)
     #endif
 }

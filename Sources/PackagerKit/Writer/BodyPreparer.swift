@@ -4,9 +4,9 @@ import Foundation
 import OfflineBundle
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A body hashed and compressed, waiting to be written.
@@ -147,7 +147,9 @@ struct BodyPreparer {
         return results.values
     }
 
-    private static func prepare(_ source: BundleWriter.BodySource, entry: BundleWriter.Entry, level: Int32, spool: Spool, results: ResultSlots) throws -> PreparedBody {
+    private static func prepare(_ source: BundleWriter.BodySource, entry: BundleWriter.Entry, level: Int32, spool: Spool, results: ResultSlots) throws
+        -> PreparedBody
+    {
         let data: Data
         switch source {
         case .data(let bytes): data = bytes
@@ -167,9 +169,11 @@ struct BodyPreparer {
             if compressible, raw.count > 0, let deflated = try RawDeflate.deflate(raw, level: level) {
                 let storage: PreparedBody.Storage =
                     results.reserveMemory(deflated.count) ? .memory(deflated) : .spool(offset: try spool.append(deflated))
-                return PreparedBody(digest: digest, crc32: crc, size: UInt64(raw.count), storedSize: UInt64(deflated.count), compression: .deflate, storage: storage)
+                return PreparedBody(
+                    digest: digest, crc32: crc, size: UInt64(raw.count), storedSize: UInt64(deflated.count), compression: .deflate, storage: storage)
             }
-            return PreparedBody(digest: digest, crc32: crc, size: UInt64(raw.count), storedSize: UInt64(raw.count), compression: .stored, storage: .source(source))
+            return PreparedBody(
+                digest: digest, crc32: crc, size: UInt64(raw.count), storedSize: UInt64(raw.count), compression: .stored, storage: .source(source))
         }
     }
 }

@@ -38,7 +38,10 @@ public struct BundleWriter: Sendable {
         public var synthesizeETag: Bool
 
         /// Creates an entry.
-        public init(url: String, status: Int = 200, kind: EntryKind = .recorded, headers: [(name: String, value: String)] = [], body: BodySource? = nil, fetchedAt: Date? = nil, source: String? = nil, synthesizeETag: Bool = false) {
+        public init(
+            url: String, status: Int = 200, kind: EntryKind = .recorded, headers: [(name: String, value: String)] = [], body: BodySource? = nil,
+            fetchedAt: Date? = nil, source: String? = nil, synthesizeETag: Bool = false
+        ) {
             self.synthesizeETag = synthesizeETag
             self.url = url
             self.status = status
@@ -66,7 +69,10 @@ public struct BundleWriter: Sendable {
         public var memoryBudget: Int
 
         /// Creates options.
-        public init(dropQueryParameters: [String] = [], createdAt: Date? = nil, signingKey: Curve25519.Signing.PrivateKey? = nil, compressionLevel: Int = 6, concurrency: Int = ProcessInfo.processInfo.activeProcessorCount, memoryBudget: Int = 256 << 20) {
+        public init(
+            dropQueryParameters: [String] = [], createdAt: Date? = nil, signingKey: Curve25519.Signing.PrivateKey? = nil, compressionLevel: Int = 6,
+            concurrency: Int = ProcessInfo.processInfo.activeProcessorCount, memoryBudget: Int = 256 << 20
+        ) {
             self.dropQueryParameters = dropQueryParameters
             self.createdAt = createdAt
             self.signingKey = signingKey
@@ -128,7 +134,9 @@ public struct BundleWriter: Sendable {
         }
         keyed.sort { Array($0.key.utf8).lexicographicallyPrecedes(Array($1.key.utf8)) }
         for i in keyed.indices.dropFirst() where keyed[i - 1].key == keyed[i].key {
-            throw PackagerError(.duplicate, "two entries answer the same request key \(keyed[i].key) (from \(keyed[i - 1].entry.url) and \(keyed[i].entry.url))", subject: keyed[i].key)
+            throw PackagerError(
+                .duplicate, "two entries answer the same request key \(keyed[i].key) (from \(keyed[i - 1].entry.url) and \(keyed[i].entry.url))",
+                subject: keyed[i].key)
         }
 
         let output = try AtomicOutput(destination: path)
@@ -152,8 +160,12 @@ public struct BundleWriter: Sendable {
         for body in uniqueBodies {
             let name = BundleFormat.bodyEntryName(sha256Hex: hexString(body.digest))
             let offsets = try zip.beginEntry(name: name, method: body.compression.rawValue, crc32: body.crc32, compressedSize: body.storedSize, size: body.size)
-            try body.storage.copy(to: output, storedSize: body.storedSize, expectedCRC: body.compression == .stored ? body.crc32 : nil, spool: spool, buffer: &copyBuffer)
-            bodyRecords.append(IndexBodyRecord(sha256: body.digest, localHeaderOffset: offsets.localHeaderOffset, dataOffset: offsets.dataOffset, storedSize: body.storedSize, size: body.size, crc32: body.crc32, compression: body.compression))
+            try body.storage.copy(
+                to: output, storedSize: body.storedSize, expectedCRC: body.compression == .stored ? body.crc32 : nil, spool: spool, buffer: &copyBuffer)
+            bodyRecords.append(
+                IndexBodyRecord(
+                    sha256: body.digest, localHeaderOffset: offsets.localHeaderOffset, dataOffset: offsets.dataOffset, storedSize: body.storedSize,
+                    size: body.size, crc32: body.crc32, compression: body.compression))
         }
 
         // Manifest and index.
@@ -171,7 +183,9 @@ public struct BundleWriter: Sendable {
             }
             let bodyIndex = prepared[i].flatMap { bodyByDigest[$0.digest] }
             // Describe the copy actually stored: identical bytes under two media types are stored once, one way.
-            let body = bodyIndex.map { uniqueBodies[$0] }.map { ManifestBody(sha256: hexString($0.digest), size: $0.size, storedSize: $0.storedSize, compression: $0.compression, crc32: $0.crc32) }
+            let body = bodyIndex.map { uniqueBodies[$0] }.map {
+                ManifestBody(sha256: hexString($0.digest), size: $0.size, storedSize: $0.storedSize, compression: $0.compression, crc32: $0.crc32)
+            }
             guard (0...999).contains(item.entry.status) else {
                 throw PackagerError(.invalidInput, "status \(item.entry.status) is not an HTTP status", subject: item.key)
             }
@@ -181,21 +195,28 @@ public struct BundleWriter: Sendable {
             let charset = contentType.flatMap(Self.charset(of:))
             let location = header("location")
             let redirectTo = location.flatMap { URL(string: $0, relativeTo: URL(string: item.key))?.absoluteURL.absoluteString }
-            manifestEntries.append(ManifestEntry(
-                key: item.key, kind: item.entry.kind, status: item.entry.status, headers: headers.map { [$0.name, $0.value] },
-                mediaType: mediaType, charset: charset, body: body, etag: header("etag"), lastModified: header("last-modified"),
-                cacheControl: header("cache-control"), expires: header("expires"),
-                fetchedAt: item.entry.fetchedAt.map { formatter.string(from: $0) },
-                redirectTo: (300...399).contains(item.entry.status) ? redirectTo : nil, source: item.entry.source,
-                contentEncoding: body == nil ? nil : (header("content-encoding") ?? "identity")))
+            manifestEntries.append(
+                ManifestEntry(
+                    key: item.key, kind: item.entry.kind, status: item.entry.status, headers: headers.map { [$0.name, $0.value] },
+                    mediaType: mediaType, charset: charset, body: body, etag: header("etag"), lastModified: header("last-modified"),
+                    cacheControl: header("cache-control"), expires: header("expires"),
+                    fetchedAt: item.entry.fetchedAt.map { formatter.string(from: $0) },
+                    redirectTo: (300...399).contains(item.entry.status) ? redirectTo : nil, source: item.entry.source,
+                    contentEncoding: body == nil ? nil : (header("content-encoding") ?? "identity")))
             indexEntries.append(IndexEntryRecord(key: item.key, status: UInt16(item.entry.status), kind: item.entry.kind, headers: headers, body: bodyIndex))
         }
-        let totals = ManifestTotals(entries: keyed.count, bodies: uniqueBodies.count, bodyBytes: uniqueBodies.reduce(0) { $0 + $1.size }, storedBytes: uniqueBodies.reduce(0) { $0 + $1.storedSize })
-        let manifest = Manifest(generator: Self.generator, createdAt: options.createdAt.map { formatter.string(from: $0) }, dropQueryParameters: options.dropQueryParameters, entries: manifestEntries, totals: totals)
+        let totals = ManifestTotals(
+            entries: keyed.count, bodies: uniqueBodies.count, bodyBytes: uniqueBodies.reduce(0) { $0 + $1.size },
+            storedBytes: uniqueBodies.reduce(0) { $0 + $1.storedSize })
+        let manifest = Manifest(
+            generator: Self.generator, createdAt: options.createdAt.map { formatter.string(from: $0) }, dropQueryParameters: options.dropQueryParameters,
+            entries: manifestEntries, totals: totals)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         let manifestBytes = Array(try encoder.encode(manifest))
-        let indexBytes = try IndexBuilder.build(entries: indexEntries, bodies: bodyRecords, manifestSHA256: Array(SHA256.hash(data: manifestBytes)), dropQueryParameters: options.dropQueryParameters)
+        let indexBytes = try IndexBuilder.build(
+            entries: indexEntries, bodies: bodyRecords, manifestSHA256: Array(SHA256.hash(data: manifestBytes)),
+            dropQueryParameters: options.dropQueryParameters)
         let digest = hexString(Array(SHA256.hash(data: indexBytes)))
 
         try zip.addEntry(name: BundleFormat.indexEntryName, method: 0, crc32: CRC32.checksum(indexBytes), size: UInt64(indexBytes.count), data: indexBytes)
@@ -207,9 +228,11 @@ public struct BundleWriter: Sendable {
         }
         if let key = options.signingKey {
             let signature = try key.signature(for: BundleFormat.signedMessage(bundleDigestHex: digest))
-            let block = SignatureBlock(publicKey: key.publicKey.rawRepresentation.base64EncodedString(), signedDigest: "sha256:" + digest, signature: signature.base64EncodedString())
+            let block = SignatureBlock(
+                publicKey: key.publicKey.rawRepresentation.base64EncodedString(), signedDigest: "sha256:" + digest, signature: signature.base64EncodedString())
             let blockBytes = Array(try encoder.encode(block))
-            try zip.addEntry(name: BundleFormat.signatureEntryName, method: 0, crc32: CRC32.checksum(blockBytes), size: UInt64(blockBytes.count), data: blockBytes)
+            try zip.addEntry(
+                name: BundleFormat.signatureEntryName, method: 0, crc32: CRC32.checksum(blockBytes), size: UInt64(blockBytes.count), data: blockBytes)
         }
         try zip.finish(comment: Array((BundleFormat.commentPrefix + "sha256:" + digest).utf8))
         let fileSize = output.offset

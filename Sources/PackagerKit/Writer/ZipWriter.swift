@@ -21,7 +21,8 @@ final class ZipWriter {
     init(output: AtomicOutput) { self.output = output }
 
     /// Writes a local header and returns the offset where the entry's data must start.
-    func beginEntry(name: String, method: UInt16, crc32: UInt32, compressedSize: UInt64, size: UInt64) throws -> (localHeaderOffset: UInt64, dataOffset: UInt64) {
+    func beginEntry(name: String, method: UInt16, crc32: UInt32, compressedSize: UInt64, size: UInt64) throws -> (localHeaderOffset: UInt64, dataOffset: UInt64)
+    {
         let nameBytes = Array(name.utf8)
         let offset = output.offset
         let needsZip64 = compressedSize >= 0xFFFF_FFFF || size >= 0xFFFF_FFFF
