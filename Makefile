@@ -8,7 +8,7 @@ OUT ?= out
 BENCH_WORK ?= /tmp/packager-bench
 BIN_RELEASE = $$($(SWIFT) build -c release --show-bin-path)
 
-.PHONY: deps build test test-tsan demo bench bench-quick lint format clean
+.PHONY: deps build test test-tsan docs demo bench bench-quick lint format clean
 
 # Install the Debian packages the build and the tests need (skipped when already present).
 deps:
@@ -54,6 +54,10 @@ bench-quick:
 # The concurrent-read test under the thread sanitizer (a separate build folder, .build-tsan).
 test-tsan: deps
 	$(SWIFT) test --scratch-path .build-tsan --sanitize=thread --filter "concurrentReads|crawlsTheSite"
+
+# DocC catalogs of the public modules, built with the toolchain's docc into .build-docs/site.
+docs:
+	scripts/docs.sh
 
 lint:
 	$(SWIFT) format lint --recursive --strict Sources Tests Package.swift
