@@ -52,6 +52,9 @@ extension Packager {
         @Flag(help: "Print the report as JSON on standard output instead of text.")
         var json = false
 
+        @Option(name: .customLong("sign-key"), help: "Sign the bundle with this Ed25519 private key file (default: $PACKAGER_SIGN_KEY, base64).")
+        var signKey: String?
+
         func validate() throws {
             if let concurrency, concurrency < 1 { throw ValidationError("--concurrency must be at least 1") }
             if let perHost, perHost < 1 { throw ValidationError("--per-host must be at least 1") }
@@ -76,7 +79,8 @@ extension Packager {
                 if let maxDepth { declared.scope.maxDepth = maxDepth }
                 if noRobots { declared.respectRobots = false }
 
-                let builder = Builder(declaration: declared, options: .init(output: output, maxErrors: maxErrors))
+                let key = try SigningKeys.privateKey(file: signKey, environment: "PACKAGER_SIGN_KEY")
+                let builder = Builder(declaration: declared, options: .init(output: output, maxErrors: maxErrors, signingKey: key))
                 let display = ProgressDisplay(enabled: !json)
                 let report = try await builder.run(progress: { display.update($0) })
                 display.finish()

@@ -38,6 +38,9 @@ extension Packager {
         @Option(name: .customLong("compression-level"), help: "zlib level for text bodies, 1 (fast) to 9 (small).")
         var compressionLevel: Int = 6
 
+        @Option(name: .customLong("sign-key"), help: "Sign the bundle with this Ed25519 private key file (default: $PACKAGER_SIGN_KEY, base64).")
+        var signKey: String?
+
         func validate() throws {
             guard (1...9).contains(compressionLevel) else { throw ValidationError("--compression-level must be 1 to 9") }
             guard stripComponents >= 0 else { throw ValidationError("--strip-components cannot be negative") }
@@ -45,10 +48,11 @@ extension Packager {
 
         func run() throws {
             try reportingErrors {
+                let key = try SigningKeys.privateKey(file: signKey, environment: "PACKAGER_SIGN_KEY")
                 let packer = Packer(
                     options: .init(
                         baseURL: baseURL, charset: charset == "none" ? nil : charset, stripComponents: stripComponents, includeHidden: includeHidden,
-                        writer: .init(dropQueryParameters: dropQuery, compressionLevel: compressionLevel)))
+                        writer: .init(dropQueryParameters: dropQuery, signingKey: key, compressionLevel: compressionLevel)))
                 let summary = try packer.pack(source: source, output: output)
                 let w = summary.write
                 print("packed \(summary.files) files into \(output)")

@@ -80,3 +80,29 @@ struct BuildCommandTests {
         #expect(try String(contentsOfFile: folder.path + "/site.zip", encoding: .utf8) == "the previous bundle")
     }
 }
+
+@Suite("signing from the command line")
+struct SigningCommandTests {
+    @Test("keygen writes a 0600 private key; a signed build passes check with the public key; another key fails it")
+    func keygenSignCheck() async throws {
+        let origin = Origin()
+        origin.set("/", .text("<p>signed</p>", type: "text/html"))
+        try await origin.start()
+        defer { Task { await origin.stop() } }
+        let folder = try TemporaryFolder()
+        #expect(try await run(packagerExecutable, ["keygen", "-o", "release"], in: folder.path).status == 0)
+        let mode = try FileManager.default.attributesOfItem(atPath: folder.path + "/release.key")[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        #expect(try await run(packagerExecutable, ["keygen", "-o", "release"], in: folder.path).status == 2)
+        let build = try await run(packagerExecutable, ["build", "--seed", origin.base + "/", "-o", "s.zip", "--sign-key", "release.key"], in: folder.path)
+        #expect(build.status == 0, "\(build.output)")
+        #expect(try await run(packagerExecutable, ["check", "s.zip", "--public-key", "release.pub"], in: folder.path).status == 0)
+        _ = try await run(packagerExecutable, ["keygen", "-o", "other"], in: folder.path)
+        let wrong = try await run(packagerExecutable, ["check", "s.zip", "--public-key", "other.pub"], in: folder.path)
+        #expect(wrong.status == 1)
+        // The private key never lands in the bundle.
+        let key = try String(contentsOfFile: folder.path + "/release.key", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/s.zip"))
+        #expect(bytes.range(of: Data(key.utf8)) == nil)
+    }
+}
