@@ -3,11 +3,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 graphs=.build-docs/symbol-graphs
-rm -rf "$graphs" .build-docs/site && mkdir -p "$graphs"
-swift build --scratch-path .build-docs -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc "$PWD/$graphs" \
-    --target OfflineBundleHummingbird --target OfflineBundleHTTPClient --target PackagerKit
+# Symbol graphs are kept between runs: an incremental build only re-emits those of modules it recompiles.
+rm -rf .build-docs/site && mkdir -p "$graphs" .build-docs/site
+swift build --scratch-path .build-docs -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc "$PWD/$graphs"
 for module in OfflineBundle OfflineBundleHummingbird OfflineBundleHTTPClient PackagerKit; do
-    mkdir -p ".build-docs/graphs-$module"
+    mkdir -p ".build-docs/graphs-$module" ".build-docs/site/$module"
     rm -f ".build-docs/graphs-$module"/*
     cp "$graphs/$module".symbols.json "$graphs/$module"@*.symbols.json ".build-docs/graphs-$module/" 2>/dev/null || cp "$graphs/$module".symbols.json ".build-docs/graphs-$module/"
     docc convert "Sources/$module/$module.docc" --additional-symbol-graph-dir ".build-docs/graphs-$module" \

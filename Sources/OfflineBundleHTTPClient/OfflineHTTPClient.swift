@@ -6,10 +6,10 @@ import OfflineBundle
 
 /// An AsyncHTTPClient wrapper that answers requests from a bundle by policy.
 ///
-/// - ``OfflinePolicy/bundleOnly``: only the bundle answers; a miss throws
-///   ``BundleError`` with code `.notFound`, and nothing reaches the network.
-/// - ``OfflinePolicy/bundleFirst``: the bundle answers what it has; the rest goes to the network.
-/// - ``OfflinePolicy/networkFirst(timeout:)``: the network answers; when it fails,
+/// - `bundleOnly`: only the bundle answers; a miss throws
+///   `BundleError` with code `.notFound`, and nothing reaches the network.
+/// - `bundleFirst`: the bundle answers what it has; the rest goes to the network.
+/// - `networkFirst(timeout:)`: the network answers; when it fails,
 ///   answers 5xx, or takes longer than the timeout, the bundle answers instead
 ///   (and the network error is thrown when the bundle has nothing either).
 ///

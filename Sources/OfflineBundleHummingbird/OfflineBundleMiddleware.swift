@@ -7,7 +7,7 @@ import OfflineBundle
 /// Hummingbird middleware that serves a mounted bundle's content over HTTP.
 ///
 /// A request is mapped to a request key by path prefix or by Host (see
-/// ``Route``), answered by the ``OfflineLoader`` with the recorded status and
+/// ``Route``), answered by the `OfflineLoader` with the recorded status and
 /// headers (ETag, Last-Modified, Cache-Control), 304 on a matching
 /// conditional request, 206 on Range, HEAD without a body, and a deflated body
 /// as `Content-Encoding: gzip` without inflating it when the client accepts
@@ -48,7 +48,7 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
 
     /// Serves one bundle's single origin at the root (or under `pathPrefix`); the origin is read from the bundle.
     ///
-    /// - Throws: ``BundleError`` with code `.invalidArgument` when the bundle records more than one origin (give routes then).
+    /// - Throws: `BundleError` with code `.invalidArgument` when the bundle records more than one origin (give routes then).
     public init(loader: OfflineLoader, pathPrefix: String = "/") throws {
         let origins = Set(loader.bundles.flatMap { $0.origins })
         guard origins.count == 1, let origin = origins.first else {

@@ -1,6 +1,6 @@
 /// An error raised by the build side: packing, writing, checking, extracting.
 ///
-/// Like ``OfflineBundle/BundleError``, it carries a code to switch on, a
+/// Like `BundleError`, it carries a code to switch on, a
 /// sentence for people, and the file or entry concerned.
 public struct PackagerError: Error, Sendable, CustomStringConvertible {
     /// What kind of problem this is.

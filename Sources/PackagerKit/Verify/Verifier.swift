@@ -53,7 +53,7 @@ public struct Verifier: Sendable {
     /// Verifies every entry of the bundle at `path`.
     ///
     /// - Parameter progress: called after each entry with the number done and the total.
-    /// - Throws: ``BundleError`` when the bundle cannot be mounted.
+    /// - Throws: `BundleError` when the bundle cannot be mounted.
     public func verify(bundleAt path: String, progress: (@Sendable (Int, Int) -> Void)? = nil) async throws -> VerifyReport {
         let bundle = try MountedBundle(path: path)
         let started = Date()
