@@ -56,8 +56,8 @@ public struct EntryVerification: Codable, Sendable, Equatable {
     public var error: String?
     public var attempts: Int
 
-    /// The host the entry belongs to, for grouping.
-    public var host: String { URL(string: url)?.host ?? "" }
+    /// The host the entry belongs to (with its port, when the key has one), for grouping.
+    public var host: String { Verifier.hostPart(url) }
 
     /// One line that says why, for tables and reports.
     public var summary: String {

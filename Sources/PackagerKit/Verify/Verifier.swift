@@ -105,9 +105,12 @@ public struct Verifier: Sendable {
 extension Verifier {
     /// The authority of a canonical key (`host[:port]`), found without parsing a URL.
     static func hostPart(_ key: String) -> String {
-        guard let start = key.range(of: "://")?.upperBound else { return key }
-        let rest = key[start...]
-        return String(rest[..<(rest.firstIndex(of: "/") ?? rest.endIndex)])
+        let bytes = key.utf8
+        // Past "scheme://", up to the next "/".
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return key }
+        let start = bytes.index(colon, offsetBy: 3, limitedBy: bytes.endIndex) ?? bytes.endIndex
+        let end = bytes[start...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
+        return String(key[start..<end])
     }
 }
 
