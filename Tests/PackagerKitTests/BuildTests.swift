@@ -239,4 +239,27 @@ struct BuildTests {
         let manifest = try JSONDecoder().decode(Manifest.self, from: Data(manifestText.utf8))
         #expect(manifest.entries.first { $0.key == origin.base + "/" }?.contentEncoding == (encoded ? "gzip" : "identity"))
     }
+
+    @Test("pages listed in a declared sitemap (and a sitemap index) are crawled; meta refresh is followed")
+    func sitemaps() async throws {
+        let origin = Origin()
+        try await origin.start()
+        defer { Task { await origin.stop() } }
+        let base = origin.base
+        origin.set("/sitemap-index.xml", .text("<sitemapindex><sitemap><loc>\(base)/sitemap-pages.xml</loc></sitemap></sitemapindex>", type: "application/xml"))
+        origin.set(
+            "/sitemap-pages.xml",
+            .text("<urlset><url><loc>\(base)/a.html</loc></url><url><loc>\(base)/b.html?x=1&amp;y=2</loc></url></urlset>", type: "application/xml"))
+        origin.set("/a.html", .text("<meta http-equiv=\"refresh\" content=\"0; url=/c.html\"><p>a</p>", type: "text/html"))
+        origin.set("/b.html?x=1&y=2", .text("<p>b</p>", type: "text/html"))
+        origin.set("/c.html", .text("<p>c</p>", type: "text/html"))
+        let folder = try TemporaryFolder()
+        var declaration = Declaration()
+        declaration.sitemaps = [base + "/sitemap-index.xml"]
+        let report = try await Builder(declaration: declaration, options: .init(output: folder.path + "/s.zip")).run()
+        #expect(report.succeeded && report.failures.isEmpty)
+        let keys = Set(try MountedBundle(path: folder.path + "/s.zip").entries.map(\.key))
+        let expected = ["/sitemap-index.xml", "/sitemap-pages.xml", "/a.html", "/b.html?x=1&y=2", "/c.html"].map { base + $0 }
+        #expect(keys == Set(expected))
+    }
 }
