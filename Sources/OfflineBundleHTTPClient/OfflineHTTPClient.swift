@@ -56,17 +56,8 @@ public struct OfflineHTTPClient: Sendable {
     /// come back as identity (AsyncHTTPClient's decompression never sees these responses).
     public func fromBundle(_ request: HTTPClientRequest) throws -> HTTPClientResponse? {
         let headers = request.headers.filter { $0.name.lowercased() != "accept-encoding" }.map { (name: $0.name, value: $0.value) }
-        var url = request.url
-        guard var answer = loader.response(for: BundleRequest(method: request.method.rawValue, url: url, headers: headers)) else { return nil }
-        var hops = 0
-        while (300...399).contains(answer.status), answer.status != 304, hops < 10, let location = answer.header("location"),
-            let target = URL(string: location, relativeTo: URL(string: url))?.absoluteURL.absoluteString,
-            let next = loader.response(for: BundleRequest(method: request.method.rawValue, url: target, headers: headers))
-        {
-            answer = next
-            url = target
-            hops += 1
-        }
+        let bundleRequest = BundleRequest(method: request.method.rawValue, url: request.url, headers: headers)
+        guard let (answer, url) = loader.response(for: bundleRequest, followingRedirects: 10) else { return nil }
         let body: Data
         do {
             body = try answer.bodyData()

@@ -85,9 +85,7 @@ extension Packager {
                 let report = try await builder.run(progress: { display.update($0) })
                 display.finish()
                 if json {
-                    let encoder = JSONEncoder()
-                    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-                    print(String(decoding: try encoder.encode(report), as: UTF8.self))
+                    try printJSON(report)
                 } else {
                     printSummary(report, output: builder.outputPath ?? "")
                 }

@@ -19,14 +19,10 @@ extension Packager {
             try reportingErrors {
                 let listing = try Inspector.inspect(path: path)
                 if json {
-                    let encoder = JSONEncoder()
-                    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-                    let data: Data
                     switch listing {
-                    case .bundle(let b): data = try encoder.encode(b)
-                    case .archive(let a): data = try encoder.encode(a)
+                    case .bundle(let b): try printJSON(b)
+                    case .archive(let a): try printJSON(a)
                     }
-                    print(String(decoding: data, as: UTF8.self))
                     return
                 }
                 switch listing {

@@ -41,12 +41,8 @@ func reportingErrors(_ body: () throws -> Void) throws {
     Interrupts.install()
     do {
         try body()
-    } catch let error as PackagerError {
-        FileHandle.standardError.write(Data("packager: \(error)\n".utf8))
-        throw ExitCode(error.code == .invalidInput ? 2 : 1)
-    } catch let error as BundleError {
-        FileHandle.standardError.write(Data("packager: \(error)\n".utf8))
-        throw ExitCode(error.code == .invalidArgument ? 2 : 1)
+    } catch {
+        throw reported(error)
     }
 }
 
@@ -55,13 +51,29 @@ func reportingErrors(_ body: () async throws -> Void) async throws {
     Interrupts.install()
     do {
         try await body()
-    } catch let error as PackagerError {
-        FileHandle.standardError.write(Data("packager: \(error)\n".utf8))
-        throw ExitCode(error.code == .invalidInput ? 2 : 1)
-    } catch let error as BundleError {
-        FileHandle.standardError.write(Data("packager: \(error)\n".utf8))
-        throw ExitCode(error.code == .invalidArgument ? 2 : 1)
+    } catch {
+        throw reported(error)
     }
+}
+
+/// Prints the project's errors as one line and turns them into an exit code (2 for wrong input, 1 otherwise);
+/// other errors pass through.
+private func reported(_ error: any Error) -> any Error {
+    let usage: Bool
+    switch error {
+    case let error as PackagerError: usage = error.code == .invalidInput
+    case let error as BundleError: usage = error.code == .invalidArgument
+    default: return error
+    }
+    FileHandle.standardError.write(Data("packager: \(error)\n".utf8))
+    return ExitCode(usage ? 2 : 1)
+}
+
+/// Prints a value as the JSON every `--json` flag gives: indented, keys sorted.
+func printJSON<Value: Encodable>(_ value: Value) throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    print(String(decoding: try encoder.encode(value), as: UTF8.self))
 }
 
 /// Removes temporary files when the process is interrupted, so no partial bundle or spool file is left.

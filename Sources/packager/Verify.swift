@@ -180,9 +180,7 @@ extension Packager {
                 let diff = try BundleDiff.compare(old: old, new: new)
                 differs = !diff.isEmpty
                 if json {
-                    let encoder = JSONEncoder()
-                    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-                    print(String(decoding: try encoder.encode(diff), as: UTF8.self))
+                    try printJSON(diff)
                     return
                 }
                 func size(_ n: UInt64?) -> String { n.map { formatBytes($0) } ?? "-" }

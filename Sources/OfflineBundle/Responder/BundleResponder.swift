@@ -29,10 +29,11 @@ public struct BundleResponder: Sendable {
 
     /// The response `entry` gives to `request`.
     public func respond(to request: BundleRequest, with entry: BundleEntry, head: Bool) -> BundleResponse {
+        // The index's header strings are decoded once per request, not once per field looked at.
         var headers = entry.headers.filter { $0.name != "content-length" }
         let size = entry.body?.size ?? 0
-        let etag = entry.header("etag")
-        let lastModified = entry.header("last-modified")
+        let etag = headers.first { $0.name == "etag" }?.value
+        let lastModified = headers.first { $0.name == "last-modified" }?.value
         func response(_ status: Int, _ body: BundleResponse.Body, length: UInt64, extra: [(String, String)] = []) -> BundleResponse {
             var all = headers + extra.map { (name: $0.0, value: $0.1) }
             // RFC 9110 §8.6: no Content-Length on 204 (a blocked entry) or 304.
@@ -174,10 +175,10 @@ public struct BundleResponder: Sendable {
 
 /// HTTP-date parsing for conditional requests: IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form every
 /// current server sends; the obsolete RFC 850 and asctime forms go through a DateFormatter.
-enum HTTPDates {
+package enum HTTPDates {
     static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 
-    static func parse(_ text: String) -> Date? {
+    package static func parse(_ text: String) -> Date? {
         let b = Array(text.trimmingCharacters(in: .whitespaces).utf8)
         if b.count == 29, b[3] == UInt8(ascii: ","), b[28] == UInt8(ascii: "T") {
             func number(_ r: Range<Int>) -> Int? {

@@ -3,11 +3,7 @@ extension MountedBundle {
     public var origins: [String] {
         var seen = Set<String>()
         for i in 0..<index.entryCount {
-            let key = key(ofEntryAt: i)
-            guard let schemeEnd = key.range(of: "://") else { continue }
-            let rest = key[schemeEnd.upperBound...]
-            let end = rest.firstIndex(of: "/") ?? rest.endIndex
-            seen.insert(String(key[..<end]))
+            if let origin = keyOrigin(key(ofEntryAt: i))?.origin { seen.insert(String(origin)) }
         }
         return seen.sorted()
     }

@@ -72,15 +72,43 @@ public final class OfflineLoader: Sendable {
 
     /// The bundle's response to `request`, or nil on a miss.
     public func response(for request: BundleRequest) -> BundleResponse? {
-        for bundle in bundles {
-            if let response = BundleResponder(bundle: bundle).respond(to: request) {
-                hits.increment()
-                logger.debug("bundle hit", metadata: ["url": "\(request.url)", "status": "\(response.status)"])
-                return response
-            }
+        if let response = lookup(request) {
+            hits.increment()
+            logger.debug("bundle hit", metadata: ["url": "\(request.url)", "status": "\(response.status)"])
+            return response
         }
         misses.increment()
         logger.debug("bundle miss", metadata: ["url": "\(request.url)"])
+        return nil
+    }
+
+    /// The bundle's response to `request` as a client that follows redirects sees it: recorded redirects are
+    /// followed inside the bundle, at most `maxRedirects` hops.
+    ///
+    /// - Returns: the final response and the URL it answers, or nil when the bundle has no entry for the
+    ///   request itself. A redirect whose target the bundle lacks is returned as recorded.
+    public func response(for request: BundleRequest, followingRedirects maxRedirects: Int) -> (response: BundleResponse, url: String)? {
+        guard var answer = response(for: request) else { return nil }
+        var url = request.url
+        var hops = 0
+        while hops < maxRedirects, (300...399).contains(answer.status), answer.status != 304, let location = answer.header("location"),
+            let target = URL(string: location, relativeTo: URL(string: url))?.absoluteURL.absoluteString
+        {
+            var next = request
+            next.url = target
+            // Hops are not counted as lookups of their own: the client asked once.
+            guard let followed = lookup(next) else { break }
+            answer = followed
+            url = target
+            hops += 1
+        }
+        return (answer, url)
+    }
+
+    private func lookup(_ request: BundleRequest) -> BundleResponse? {
+        for bundle in bundles {
+            if let response = BundleResponder(bundle: bundle).respond(to: request) { return response }
+        }
         return nil
     }
 

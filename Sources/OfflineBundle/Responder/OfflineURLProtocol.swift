@@ -77,21 +77,15 @@ public final class OfflineURLProtocol: URLProtocol {
         // Accept-Encoding is left out: URLSession does not decode what a protocol hands it, so bodies go out as identity.
         var headers: [(name: String, value: String)] = []
         for (name, value) in request.allHTTPHeaderFields ?? [:] where name.lowercased() != "accept-encoding" { headers.append((name, value)) }
-        let method = request.httpMethod ?? "GET"
-        guard var answer = loader.response(for: BundleRequest(method: method, url: url.absoluteString, headers: headers)) else { return false }
-        var finalURL = url
+        let bundleRequest = BundleRequest(method: request.httpMethod ?? "GET", url: url.absoluteString, headers: headers)
         #if canImport(FoundationNetworking)
             // swift-corelibs-foundation cannot follow a redirect a protocol reports, so recorded hops are followed
-            // here, inside the bundle (up to 10), and the final response is delivered.
-            var hops = 0
-            while (300...399).contains(answer.status), answer.status != 304, hops < 10, let location = answer.header("location"),
-                let target = URL(string: location, relativeTo: finalURL)?.absoluteURL,
-                let next = loader.response(for: BundleRequest(method: method, url: target.absoluteString, headers: headers))
-            {
-                answer = next
-                finalURL = target
-                hops += 1
-            }
+            // inside the bundle and the final response is delivered.
+            guard let (answer, finalString) = loader.response(for: bundleRequest, followingRedirects: 10) else { return false }
+            let finalURL = URL(string: finalString) ?? url
+        #else
+            guard let answer = loader.response(for: bundleRequest) else { return false }
+            let finalURL = url
         #endif
         do {
             let body = try answer.bodyData()

@@ -173,6 +173,15 @@ public struct RequestKeyCanonicalizer: Sendable {
     }
 }
 
+/// The origin of an absolute URL or request key (`scheme://host[:port]`, IPv6 brackets kept) and its authority
+/// (`host[:port]`), found without parsing a URL; nil when there is no `://`.
+package func keyOrigin(_ key: String) -> (origin: Substring, authority: Substring)? {
+    guard let schemeEnd = key.range(of: "://") else { return nil }
+    let rest = key[schemeEnd.upperBound...]
+    let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+    return (key[..<end], rest[..<end])
+}
+
 /// Matches `text` against `pattern` where `*` matches any run of bytes.
 package func globMatch(_ pattern: ArraySlice<UInt8>, _ text: ArraySlice<UInt8>) -> Bool {
     var p = pattern.startIndex

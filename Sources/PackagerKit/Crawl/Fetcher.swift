@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import OfflineBundle
 
 /// Fetches one URL with AsyncHTTPClient, streaming the body to a spool file, retrying what is worth retrying.
 ///
@@ -118,7 +119,7 @@ final class Fetcher: Sendable {
     static func retryAfterSeconds(_ value: String, now: Date = Date()) -> Double? {
         let trimmed = value.trimmingCharacters(in: .whitespaces)
         if let seconds = Int(trimmed), seconds >= 0 { return Double(seconds) }
-        guard let date = HTTPDate.parse(trimmed) else { return nil }
+        guard let date = HTTPDates.parse(trimmed) else { return nil }
         return max(0, date.timeIntervalSince(now))
     }
 
@@ -267,7 +268,7 @@ final class BodySink {
     /// The body as received; its memory stays taken from the budget until the bundle is written.
     func finish() -> Fetcher.Body {
         if let spool {
-            _ = spool.finish()
+            spool.finish()
             return .file(spoolPath)
         }
         return buffer.isEmpty ? .none : .memory(Data(buffer))
@@ -293,27 +294,5 @@ struct RetryPolicy: Sendable {
         let ceiling = min(retries.maxBackoff, retries.backoff * pow(2, Double(attempt - 1)))
         // Full jitter: spread retries from many workers so they do not arrive together.
         return Double.random(in: (ceiling / 2)...max(ceiling / 2, ceiling))
-    }
-}
-
-/// HTTP-date parsing (IMF-fixdate, and the obsolete RFC 850 and asctime forms).
-enum HTTPDate {
-    static func parse(_ text: String) -> Date? {
-        for format in ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"] {
-            let formatter = DateFormatter()
-            formatter.locale = Locale(identifier: "en_US_POSIX")
-            formatter.timeZone = TimeZone(identifier: "GMT")
-            formatter.dateFormat = format
-            if let date = formatter.date(from: text) { return date }
-        }
-        return nil
-    }
-
-    static func format(_ date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        return formatter.string(from: date)
     }
 }

@@ -31,7 +31,6 @@ actor Frontier {
     private var totalInFlight = 0
     private(set) var queued = 0
     private var waiters: [CheckedContinuation<Job?, Never>] = []
-    private var closed = false
     let perHost: Int
 
     init(perHost: Int) { self.perHost = perHost }
@@ -70,17 +69,7 @@ actor Frontier {
         dispatch()
     }
 
-    /// Drops everything queued (a limit was reached, or the crawl is cancelled).
-    func close() {
-        closed = true
-        for host in hostOrder { queues[host] = FIFO() }
-        queued = 0
-        dispatch()
-    }
-
-    var inFlightCount: Int { totalInFlight }
-
-    private var finished: Bool { (queued == 0 || closed) && totalInFlight == 0 }
+    private var finished: Bool { queued == 0 && totalInFlight == 0 }
 
     private func dispatch() {
         while !waiters.isEmpty, let job = take() { waiters.removeFirst().resume(returning: job) }
@@ -93,7 +82,7 @@ actor Frontier {
 
     /// The next job from the first host, round robin, that is under its limit.
     private func take() -> Job? {
-        guard queued > 0, !closed, !hostOrder.isEmpty else { return nil }
+        guard queued > 0, !hostOrder.isEmpty else { return nil }
         for step in 0..<hostOrder.count {
             let host = hostOrder[(cursor + step) % hostOrder.count]
             guard inFlight[host, default: 0] < perHost, let job = queues[host]?.pop() else { continue }

@@ -1,4 +1,5 @@
 import Foundation
+import OfflineBundle
 
 /// robots.txt, fetched once per origin the first time a URL on it is about to be fetched.
 ///
@@ -10,10 +11,7 @@ actor RobotsCache {
 
     /// The rules for the origin of `key`, or nil when none apply.
     func rules(for key: String, fetcher: Fetcher, spool: SpoolFolder) async -> RobotsRules? {
-        // The origin as the key spells it (an IPv6 host keeps its brackets).
-        guard let schemeEnd = key.range(of: "://") else { return nil }
-        let rest = key[schemeEnd.upperBound...]
-        let origin = String(key[..<(rest.firstIndex(of: "/") ?? rest.endIndex)])
+        guard let origin = keyOrigin(key).map({ String($0.origin) }) else { return nil }
         if let task = tasks[origin] { return await task.value }
         let task = Task<RobotsRules?, Never> {
             let path = spool.newFile(Int.random(in: 1_000_000_000...Int.max))

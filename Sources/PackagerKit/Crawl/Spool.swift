@@ -1,6 +1,4 @@
-import Crypto
 import Foundation
-import OfflineBundle
 
 #if canImport(Glibc)
     import Glibc
@@ -49,11 +47,10 @@ final class SpoolFolder: Sendable {
     }
 }
 
-/// One body being written to a spool file, hashed as it goes.
+/// One body being written to a spool file (the bundle writer hashes and compresses it later, in one pass).
 final class SpoolWriter {
     let path: String
     private var fd: Int32
-    private var hasher = SHA256()
     private(set) var size: Int64 = 0
 
     init(path: String) throws {
@@ -65,26 +62,18 @@ final class SpoolWriter {
     deinit { if fd >= 0 { close(fd) } }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
-        hasher.update(bufferPointer: bytes)
         size += Int64(bytes.count)
-        var done = 0
-        while done < bytes.count {
-            let n = systemWrite(fd, bytes.baseAddress! + done, bytes.count - done)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw PackagerError(.io, "cannot write a spool file: \(String(cString: strerror(errno)))", subject: path)
-            }
-            done += n
+        if let error = writeFully(fd, bytes) {
+            throw PackagerError(.io, "cannot write a spool file: \(String(cString: strerror(error)))", subject: path)
         }
     }
 
-    /// Closes the file and returns the body's SHA-256 in lowercase hex.
-    func finish() -> String {
+    /// Closes the file.
+    func finish() {
         if fd >= 0 {
             close(fd)
             fd = -1
         }
-        return OfflineBundle.hexString(Array(hasher.finalize()))
     }
 
     /// Closes and deletes the file.

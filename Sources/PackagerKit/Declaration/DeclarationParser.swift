@@ -314,20 +314,9 @@ private struct Reader {
 
     /// Seconds, from a number or `500ms`, `10s`, `2m`, `1h`.
     func duration(_ node: Node, _ what: String, positive: Bool = false) throws -> Double {
-        guard case .scalar(let scalar) = node else { throw fail(node, "\(what) must be a duration such as 10s or 500ms") }
-        let text = scalar.string.trimmingCharacters(in: .whitespaces).lowercased()
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
-        var number = Double(text)
-        if number == nil {
-            for (suffix, factor) in units where text.hasSuffix(suffix) {
-                if let value = Double(text.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)) {
-                    number = value * factor
-                    break
-                }
-            }
-        }
-        guard let seconds = number, seconds.isFinite, seconds >= 0 else {
-            throw fail(node, "\(what) must be a duration such as 10s or 500ms, not '\(scalar.string)'")
+        guard let seconds = quantity(node, units: units), seconds >= 0 else {
+            throw fail(node, "\(what) must be a duration such as 10s or 500ms\(Self.not(node))")
         }
         if positive && seconds <= 0 { throw fail(node, "\(what) must be more than zero") }
         // A day bounds every wait: longer is a mistake, and keeps the arithmetic on nanoseconds safe.
@@ -335,29 +324,35 @@ private struct Reader {
         return seconds
     }
 
-    /// Bytes, from a number or `500KB`, `20MiB`, `1GB` (KB/MB/GB are powers of 1000, KiB/MiB/GiB of 1024).
+    /// Bytes, from a number or `500KB`, `20MiB`, `1GB` (KB/MB/GB are powers of 1000, KiB/MiB/GiB and K/M/G of 1024).
     func size(_ node: Node, _ what: String) throws -> Int64 {
-        guard case .scalar(let scalar) = node else { throw fail(node, "\(what) must be a size such as 500MB or 2GiB") }
-        let text = scalar.string.trimmingCharacters(in: .whitespaces)
         let units: [(String, Double)] = [
-            ("kib", 1024), ("mib", 1_048_576), ("gib", 1_073_741_824), ("tib", 1_099_511_627_776), ("kb", 1e3), ("mb", 1e6), ("gb", 1e9), ("tb", 1e12),
-            ("k", 1024),
-            ("m", 1_048_576), ("g", 1_073_741_824), ("b", 1),
+            ("kib", 1024), ("mib", 1_048_576), ("gib", 1_073_741_824), ("tib", 1_099_511_627_776), ("kb", 1e3), ("mb", 1e6), ("gb", 1e9),
+            ("tb", 1e12), ("k", 1024), ("m", 1_048_576), ("g", 1_073_741_824), ("b", 1),
         ]
-        let lower = text.lowercased()
-        var bytes = Double(lower)
-        if bytes == nil {
-            for (suffix, factor) in units where lower.hasSuffix(suffix) {
-                if let value = Double(lower.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)) {
-                    bytes = value * factor
-                    break
-                }
-            }
+        guard let bytes = quantity(node, units: units), bytes >= 1, bytes < 9e18 else {
+            throw fail(node, "\(what) must be a size such as 500MB or 2GiB\(Self.not(node))")
         }
-        guard let value = bytes, value.isFinite, value >= 1, value < 9e18 else {
-            throw fail(node, "\(what) must be a size such as 500MB or 2GiB, not '\(text)'")
+        return Int64(bytes)
+    }
+
+    /// A scalar's number, scaled by the first unit suffix it ends with (units are lowercase; longer suffixes first).
+    func quantity(_ node: Node, units: [(suffix: String, factor: Double)]) -> Double? {
+        guard case .scalar(let scalar) = node else { return nil }
+        let text = scalar.string.trimmingCharacters(in: .whitespaces).lowercased()
+        if let plain = Double(text) { return plain.isFinite ? plain : nil }
+        for (suffix, factor) in units where text.hasSuffix(suffix) {
+            guard let value = Double(text.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)) else { continue }
+            let scaled = value * factor
+            return scaled.isFinite ? scaled : nil
         }
-        return Int64(value)
+        return nil
+    }
+
+    /// `, not 'VALUE'` for a scalar, nothing for a list or mapping.
+    static func not(_ node: Node) -> String {
+        if case .scalar(let scalar) = node { return ", not '\(scalar.string)'" }
+        return ""
     }
 
     /// The known key closest to `name` by edit distance, when it is close enough to be a typo.

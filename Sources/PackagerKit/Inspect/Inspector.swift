@@ -66,16 +66,7 @@ public enum Inspector {
     /// Lists a bundle.
     public static func inspectBundle(path: String) throws -> BundleListing {
         let bundle = try MountedBundle(path: path)
-        guard let manifestEntry = bundle.metadata[BundleFormat.manifestEntryName] else {
-            throw BundleError(.corruptIndex, "the bundle has no manifest.json", entry: BundleFormat.manifestEntryName)
-        }
-        let bytes = try MountedBundle.readMetadataEntry(manifestEntry, from: bundle.file, limit: 1 << 32, bodyArea: bundle.directory.centralDirectoryOffset)
-        let manifest: Manifest
-        do {
-            manifest = try JSONDecoder().decode(Manifest.self, from: Data(bytes))
-        } catch {
-            throw BundleError(.corruptIndex, "manifest.json cannot be decoded: \(error)", entry: BundleFormat.manifestEntryName)
-        }
+        let manifest = try bundle.manifest()
         let rows = manifest.entries.map {
             Row(
                 key: $0.key, status: $0.status, kind: $0.kind, mediaType: $0.mediaType, size: $0.body?.size, storedSize: $0.body?.storedSize,

@@ -24,9 +24,9 @@ public enum SigningKeys {
         let fd = open(privatePath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw PackagerError(.io, "cannot create \(privatePath): \(String(cString: strerror(errno)))") }
         let text = Array((key.rawRepresentation.base64EncodedString() + "\n").utf8)
-        let written = text.withUnsafeBytes { systemWrite(fd, $0.baseAddress!, $0.count) }
+        let failure = text.withUnsafeBytes { writeFully(fd, $0) }
         close(fd)
-        guard written == text.count else { throw PackagerError(.io, "cannot write \(privatePath)") }
+        if let failure { throw PackagerError(.io, "cannot write \(privatePath): \(String(cString: strerror(failure)))") }
         let publicText = Data((key.publicKey.rawRepresentation.base64EncodedString() + "\n").utf8)
         guard FileManager.default.createFile(atPath: publicPath, contents: publicText) else {
             throw PackagerError(.io, "cannot write \(publicPath)")

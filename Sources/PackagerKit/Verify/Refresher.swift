@@ -29,7 +29,7 @@ public struct Refresher: Sendable {
         let report = try await Verifier(options: options).verify(bundleAt: path)
         let targets = Set(report.entries.filter { refreshVerdicts.contains($0.verdict) }.map(\.url))
         let bundle = try MountedBundle(path: path)
-        let manifest = try Self.manifest(of: bundle)
+        let manifest = try bundle.manifest()
         let records = Dictionary(manifest.entries.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
 
         let folder = (output as NSString).deletingLastPathComponent
@@ -74,13 +74,5 @@ public struct Refresher: Sendable {
         }
         let summary = try writer.write(to: output)
         return Summary(verify: report, refreshed: refreshed, failed: failed, write: summary)
-    }
-
-    static func manifest(of bundle: MountedBundle) throws -> Manifest {
-        guard let entry = bundle.metadata[BundleFormat.manifestEntryName] else {
-            throw BundleError(.corruptIndex, "the bundle has no manifest.json", entry: BundleFormat.manifestEntryName)
-        }
-        let bytes = try MountedBundle.readMetadataEntry(entry, from: bundle.file, limit: 1 << 32, bodyArea: bundle.directory.centralDirectoryOffset)
-        return try JSONDecoder().decode(Manifest.self, from: Data(bytes))
     }
 }

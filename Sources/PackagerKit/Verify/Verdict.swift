@@ -1,4 +1,5 @@
 import Foundation
+import OfflineBundle
 
 /// What `packager verify` concluded about one entry.
 public enum Verdict: String, Codable, Sendable, CaseIterable, Comparable {
@@ -57,7 +58,7 @@ public struct EntryVerification: Codable, Sendable, Equatable {
     public var attempts: Int
 
     /// The host the entry belongs to (with its port, when the key has one), for grouping.
-    public var host: String { Verifier.hostPart(url) }
+    public var host: String { keyOrigin(url).map { String($0.authority) } ?? url }
 
     /// One line that says why, for tables and reports.
     public var summary: String {

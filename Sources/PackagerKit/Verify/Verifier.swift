@@ -75,7 +75,7 @@ public struct Verifier: Sendable {
             let window = options.concurrency * 4
             func schedule(_ entry: BundleEntry) {
                 let record = Recorded(entry: entry)
-                let host = Self.hostPart(record.url)
+                let host = keyOrigin(record.url).map { String($0.authority) } ?? record.url
                 group.addTask {
                     await limiter.acquire(host)
                     let result = await Probe(options: options, client: client, pacer: pacer).verify(record)
@@ -99,18 +99,6 @@ public struct Verifier: Sendable {
         }
         try? await client.shutdown()
         return VerifyReport(bundle: path, checkedAt: started, seconds: Date().timeIntervalSince(started), entries: results, failOn: options.failOn)
-    }
-}
-
-extension Verifier {
-    /// The authority of a canonical key (`host[:port]`), found without parsing a URL.
-    static func hostPart(_ key: String) -> String {
-        let bytes = key.utf8
-        // Past "scheme://", up to the next "/".
-        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return key }
-        let start = bytes.index(colon, offsetBy: 3, limitedBy: bytes.endIndex) ?? bytes.endIndex
-        let end = bytes[start...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
-        return String(key[start..<end])
     }
 }
 
@@ -351,7 +339,7 @@ struct Probe: Sendable {
 
     static func sameDate(_ a: String, _ b: String) -> Bool {
         if a == b { return true }
-        guard let x = HTTPDate.parse(a), let y = HTTPDate.parse(b) else { return false }
+        guard let x = HTTPDates.parse(a), let y = HTTPDates.parse(b) else { return false }
         return x == y
     }
 

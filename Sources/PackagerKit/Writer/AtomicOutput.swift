@@ -64,14 +64,8 @@ final class AtomicOutput {
     }
 
     private func writeAll(_ bytes: UnsafeRawBufferPointer) throws {
-        var done = 0
-        while done < bytes.count {
-            let n = systemWrite(fd, bytes.baseAddress! + done, bytes.count - done)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw PackagerError(.io, "cannot write \(temporaryPath): \(String(cString: strerror(errno)))", subject: destination)
-            }
-            done += n
+        if let error = writeFully(fd, bytes) {
+            throw PackagerError(.io, "cannot write \(temporaryPath): \(String(cString: strerror(error)))", subject: destination)
         }
     }
 
@@ -108,11 +102,20 @@ public final class TemporaryFiles: @unchecked Sendable {
     }
 }
 
-/// write(2), retried by callers on EINTR.
-func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
-    #if canImport(Glibc)
-        Glibc.write(fd, buffer, count)
-    #else
-        Darwin.write(fd, buffer, count)
-    #endif
+/// Writes all of `bytes` to `fd`, retrying short writes and EINTR; returns errno on failure, nil on success.
+func writeFully(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
+    var done = 0
+    while done < bytes.count {
+        #if canImport(Glibc)
+            let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
+        #else
+            let n = Darwin.write(fd, bytes.baseAddress! + done, bytes.count - done)
+        #endif
+        if n < 0 {
+            if errno == EINTR { continue }
+            return errno
+        }
+        done += n
+    }
+    return nil
 }
