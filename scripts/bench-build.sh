@@ -3,6 +3,7 @@
 # the same generated site served by nginx on loopback, at the same concurrency, in the same run.
 # Usage: scripts/bench-build.sh PACKAGER WORK_FOLDER OUTPUT_MARKDOWN [--quick]
 set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
 
 packager=$1
 work=$2
@@ -49,23 +50,8 @@ for i in range(pages):
 with open(f"{root}/index.html", "w") as f: f.write('<html><body><a href="/p/0.html">start</a></body></html>')
 PY
 
-cat > "$work/nginx/nginx.conf" <<EOF
-worker_processes 2;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log;
-user root;
-events { worker_connections 1024; }
-http {
-    include /etc/nginx/mime.types;
-    access_log off;
-    sendfile on;
-    keepalive_requests 100000;
-    server { listen 127.0.0.1:$port; root $work/site; etag on; }
-}
-EOF
-nginx -c "$work/nginx/nginx.conf"
-trap 'nginx -c "$work/nginx/nginx.conf" -s stop 2>/dev/null || true' EXIT
-for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/" >/dev/null && break; sleep 0.1; done
+trap 'stop_nginx "$work"' EXIT
+start_nginx "$work" "$work/site" "127.0.0.1:$port" 2
 
 url="http://127.0.0.1:$port/"
 files=$(find "$work/site" -type f | wc -l)
@@ -97,11 +83,10 @@ PY
 read -r n_p n_w only_p only_w <"$work/compare.txt"
 size_p=$(stat -c %s "$work/p.zip"); size_w=$(stat -c %s "$work/w.zip")
 ratio=$(python3 -c "print(f'{$best_p / $best_w:.2f}')")
-cores=$(nproc); cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 {
     echo "## packager build: crawl a site into a bundle"
     echo
-    echo "Run by \`make bench\` (scripts/bench-build.sh) on $(date -u +%Y-%m-%dT%H:%M:%SZ), $cores cores ($cpu)."
+    echo "Run by \`make bench\` (scripts/bench-build.sh) on $(date -u +%Y-%m-%dT%H:%M:%SZ), $(machine)."
     echo "Site: $files files ($pages HTML pages, $assets PNG-like images, style sheets with @import and url(), scripts), served by nginx $(nginx -v 2>&1 | sed 's/.*nginx\///') on loopback."
     echo "Both crawl from / at concurrency $concurrency (wget2 --max-threads=$concurrency), robots.txt off. Times are the best of $runs runs; memory is the peak resident size of the crawling process (GNU time)."
     echo

@@ -2,6 +2,7 @@
 # Benchmark of `packager serve` (a bundle) against nginx and Hummingbird's FileMiddleware (the same files
 # on disk), with wrk on loopback, in the same run. Usage: scripts/bench-serve.sh BIN_FOLDER WORK OUTPUT.md [--quick]
 set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
 bin=$1
 work=$2
 out=$3
@@ -33,29 +34,14 @@ end
 LUA
 "$bin/packager" pack "$work/site" --base-url http://bench.local/ -o "$work/site.zip" >/dev/null
 
-cat > "$work/nginx/nginx.conf" <<NGINX
-worker_processes 1;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log;
-user root;
-events { worker_connections 1024; }
-http {
-    include /etc/nginx/mime.types;
-    access_log off;
-    sendfile on;
-    keepalive_requests 1000000;
-    server { listen 127.0.0.1:18091; root $work/site; etag on; }
-}
-NGINX
-
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; nginx -c "$work/nginx/nginx.conf" -s stop 2>/dev/null || true; }
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; stop_nginx "$work"; }
 trap cleanup EXIT
-nginx -c "$work/nginx/nginx.conf"
+start_nginx "$work" "$work/site" 127.0.0.1:18091 1
 "$bin/packager" serve "$work/site.zip" --port 18092 >/dev/null 2>&1 & pids+=($!)
 "$bin/packager-bench-fileserver" "$work/site" 18093 >/dev/null 2>&1 & pids+=($!)
 for port in 18091 18092 18093; do
-    for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/p/1.html" >/dev/null && break; sleep 0.1; done
+    wait_for "http://127.0.0.1:$port/p/1.html"
     # Every server must give the same bytes.
     curl -sf "http://127.0.0.1:$port/p/7.html" | cmp - "$work/site/p/7.html"
 done
@@ -67,13 +53,12 @@ best() { local a b; a=$(rps "$1"); b=$(rps "$1"); python3 -c "print(max($a, $b))
 r_nginx=$(best 18091); r_packager=$(best 18092); r_file=$(best 18093)
 ratio_file=$(python3 -c "print(f'{$r_packager / $r_file:.2f}')")
 ratio_nginx=$(python3 -c "print(f'{$r_packager / $r_nginx:.2f}')")
-cores=$(nproc); cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 {
     echo "## packager serve: requests per second"
     echo
-    echo "Run by \`make bench\` (scripts/bench-serve.sh) on $(date -u +%Y-%m-%dT%H:%M:%SZ), $cores cores ($cpu)."
+    echo "Run by \`make bench\` (scripts/bench-serve.sh) on $(date -u +%Y-%m-%dT%H:%M:%SZ), $(machine)."
     echo "1000 HTML pages (~6 KiB, deflated in the bundle, served identity) and 200 images (20 KiB, stored), asked for in turn (4 pages, 1 image);"
-    echo "wrk -t1 -c32 -d${duration}s on loopback, best of 2 runs each, after a warm-up; client and servers share the machine's $cores cores."
+    echo "wrk -t1 -c32 -d${duration}s on loopback, best of 2 runs each, after a warm-up; client and servers share the machine's $(nproc) cores."
     echo "nginx: 1 worker, sendfile, files on disk. FileMiddleware: Hummingbird $(python3 -c "import json; print(next(p['state'].get('version', '?') for p in json.load(open('Package.resolved'))['pins'] if p['identity'] == 'hummingbird'))" 2>/dev/null) serving the folder."
     echo
     echo "| server | requests/s | packager serve vs it | target |"

@@ -5,6 +5,7 @@
 # (netem missing, as on the Firecracker VMs this project runs on) from scripts/delay-proxy.py on loopback.
 # Usage: scripts/bench-verify.sh PACKAGER WORK OUTPUT.md [--quick]
 set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
 packager=$1
 work=$2
 out=$3
@@ -29,30 +30,15 @@ for i in range(n):
 open(f"{root}/index.html", "w").write("<!doctype html><body>" + "\n".join(links) + "</body>")
 PY
 
-cat > "$work/nginx/nginx.conf" <<NGINX
-worker_processes 1;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log;
-user root;
-events { worker_connections 4096; }
-http {
-    include /etc/nginx/mime.types;
-    access_log off;
-    keepalive_requests 1000000;
-    server { listen 0.0.0.0:18095; root $work/site; etag on; }
-}
-NGINX
-
 pids=()
 netns=""
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    nginx -c "$work/nginx/nginx.conf" -s stop 2>/dev/null || true
+    stop_nginx "$work"
     if [ -n "$netns" ]; then ip netns del "$netns" 2>/dev/null || true; ip link del pkgveth0 2>/dev/null || true; fi
 }
 trap cleanup EXIT
-nginx -c "$work/nginx/nginx.conf"
-for _ in $(seq 50); do curl -sf "http://127.0.0.1:18095/d0/0.html" >/dev/null && break; sleep 0.1; done
+start_nginx "$work" "$work/site" 0.0.0.0:18095 1
 
 # One run of each tool against BASE; prints "packager_seconds curl_seconds".
 measure() {
@@ -98,17 +84,16 @@ if ip netns add pkgbench 2>/dev/null; then
 fi
 if [ -z "$delay_how" ]; then
     python3 "$here/delay-proxy.py" 18097 127.0.0.1 18095 25 & pids+=($!)
-    for _ in $(seq 50); do curl -sf "http://127.0.0.1:18097/d0/0.html" >/dev/null && break; sleep 0.1; done
+    wait_for "http://127.0.0.1:18097/d0/0.html"
     delay_how="tc netem is not available in this kernel; a TCP proxy delaying each direction by 25 ms (scripts/delay-proxy.py)"
     read -r p_slow c_slow fresh_slow < <(measure "http://127.0.0.1:18097" "" 1)
 fi
 
-cores=$(nproc); cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 {
     echo "## packager verify: ask the live server about every entry"
     echo
-    echo "Run by \`make bench\` (scripts/bench-verify.sh) on $(date -u +%Y-%m-%dT%H:%M:%SZ), $cores cores ($cpu)."
+    echo "Run by \`make bench\` (scripts/bench-verify.sh) on $(date -u +%Y-%m-%dT%H:%M:%SZ), $(machine)."
     echo "$entries pages and their index, crawled from nginx with packager build (so the bundle holds nginx's ETag and Last-Modified), then verified:"
     echo "packager verify sends a conditional GET per entry, compares the answer (304 = fresh) and writes a JUnit report, as a nightly job runs it;"
     echo "curl --parallel --parallel-max $concurrency -I sends a HEAD per URL and compares nothing. Both at concurrency $concurrency; best of 3 runs on loopback, one run with the delay."

@@ -1,0 +1,32 @@
+# Shared by the benchmark scripts (sourced, not run).
+
+# start_nginx WORK ROOT LISTEN WORKERS: serves ROOT with nginx (access log off, sendfile, ETag) listening on
+# LISTEN (address:port), from a config in WORK/nginx; waits until it answers. stop_nginx WORK stops it.
+start_nginx() {
+    local work=$1 root=$2 listen=$3 workers=$4
+    mkdir -p "$work/nginx"
+    cat >"$work/nginx/nginx.conf" <<NGINX
+worker_processes $workers;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log;
+user root;
+events { worker_connections 4096; }
+http {
+    include /etc/nginx/mime.types;
+    access_log off;
+    sendfile on;
+    keepalive_requests 1000000;
+    server { listen $listen; root $root; etag on; }
+}
+NGINX
+    nginx -c "$work/nginx/nginx.conf"
+    wait_for "http://127.0.0.1:${listen##*:}/"
+}
+
+stop_nginx() { nginx -c "$1/nginx/nginx.conf" -s stop 2>/dev/null || true; }
+
+# wait_for URL: until it answers (any status), for at most 10 s.
+wait_for() { for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sleep 0.1; done; echo "bench: $1 did not come up" >&2; return 1; }
+
+# The machine line every report starts with: cores and CPU model.
+machine() { echo "$(nproc) cores ($(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'))"; }
