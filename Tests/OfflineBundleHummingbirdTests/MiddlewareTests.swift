@@ -41,6 +41,7 @@ struct MiddlewareTests {
             #expect(try gunzip(Data(buffer: gzipped.body)) == Data(samplePage.utf8))
             try await client.execute(uri: "/", method: .head) { response in
                 #expect(response.status == .ok && response.body.readableBytes == 0)
+                #expect(response.headers[.contentLength] == String(samplePage.utf8.count) && response.headers[.eTag] == "\"page-v1\"")
             }
             try await client.execute(uri: "/ads.js", method: .get) { response in
                 #expect(response.status == .noContent && response.body.readableBytes == 0)

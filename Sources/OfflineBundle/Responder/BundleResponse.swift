@@ -65,7 +65,11 @@ public struct BundleResponse: Sendable {
         }
     }
 
-    /// The body as chunks of at most `size` bytes, for streaming to a client.
+    /// The body as chunks of at most `size` bytes, for writing to a client in pieces.
+    ///
+    /// The body is read and checked whole before the first chunk is yielded, so a
+    /// client never receives bytes that fail the bundle's checks; memory use is
+    /// that of the whole body, not of one chunk.
     public func bodyChunks(size: Int = 64 * 1024) -> AsyncThrowingStream<Data, any Error> {
         let response = self
         return AsyncThrowingStream { continuation in

@@ -3,9 +3,10 @@ import OfflineBundle
 
 /// Crawls what a declaration names: fetches, follows requisites and in-scope links, and records every response.
 ///
-/// Bodies stream to spool files, so memory stays bounded whatever the size
-/// of the site; each request key is fetched once. The result is a list of
-/// writer entries (pointing at spool files) and a list of failures.
+/// Small bodies are kept in memory within a fixed budget and the rest stream
+/// to spool files, so memory stays bounded whatever the size of the site;
+/// each request key is fetched once. The result is a list of writer entries
+/// (holding the bodies or pointing at spool files) and a list of failures.
 final class Crawler: Sendable {
     /// What the crawl produced.
     struct Result: Sendable {

@@ -4,7 +4,7 @@ import NIOCore
 import NIOHTTP1
 import OfflineBundle
 
-/// Fetches one URL with AsyncHTTPClient, streaming the body to a spool file, retrying what is worth retrying.
+/// Fetches one URL with AsyncHTTPClient, keeping the body in memory or a spool file, retrying what is worth retrying.
 ///
 /// Redirects are not followed here: each hop is a response the crawler
 /// records. Connection errors, timeouts, 429 and 5xx are retried with

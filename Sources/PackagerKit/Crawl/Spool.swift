@@ -6,7 +6,7 @@ import Foundation
     import Darwin
 #endif
 
-/// A private folder of spool files: each fetched body streams into one while its SHA-256 is computed.
+/// A private folder of spool files: each fetched body too large for the memory budget streams into one.
 ///
 /// The folder lives next to the output (same file system, so bodies are
 /// never copied across devices) and is registered with ``TemporaryFiles`` so

@@ -116,7 +116,7 @@ private struct Reader {
         let keys = ["hosts", "include", "exclude", "max-depth", "max-resources", "max-bytes", "requisites-from-any-host"]
         for (key, value) in try mapping(node, in: "scope", keys: keys) {
             switch key.string ?? "" {
-            case "hosts": s.hosts = try stringList(value, "scope.hosts").map { $0.lowercased() }
+            case "hosts": s.hosts = try hosts(value)
             case "include": s.include = try stringList(value, "scope.include")
             case "exclude": s.exclude = try stringList(value, "scope.exclude")
             case "max-depth": s.maxDepth = try integer(value, "scope.max-depth", minimum: 0)
@@ -127,6 +127,24 @@ private struct Reader {
             }
         }
         return s
+    }
+
+    /// Host names, lowercased; a URL or a host with a port is refused, since hosts are compared by name alone.
+    func hosts(_ node: Node) throws -> [String] {
+        let items: [Node]
+        switch node {
+        case .sequence(let list): items = Array(list)
+        case .scalar: items = [node]
+        default: throw fail(node, "scope.hosts must be a list of host names")
+        }
+        return try items.map { item in
+            let host = try string(item, "each item of scope.hosts").lowercased()
+            let colons = host.filter { $0 == ":" }.count
+            guard !host.isEmpty, !host.contains("/"), colons != 1 else {
+                throw fail(item, "scope.hosts item '\(host)' must be a host name such as docs.example.com (no scheme, path or port)")
+            }
+            return host
+        }
     }
 
     func headers(_ node: Node) throws -> [Declaration.Header] {
