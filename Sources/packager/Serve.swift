@@ -39,6 +39,12 @@ extension Packager {
 
         func validate() throws {
             guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
+            let origins = [origin].compactMap { $0 } + routes.map { String($0.split(separator: "=", maxSplits: 1).last ?? "") }
+            for text in origins {
+                guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
+                    throw ValidationError("'\(text)' is not an origin such as https://docs.example.com")
+                }
+            }
         }
 
         func run() async throws {

@@ -65,5 +65,7 @@ struct ServeCommandTests {
         try folder.file("junk.zip", "not a bundle at all")
         let result = try await run(packagerExecutable, ["serve", folder.path + "/junk.zip", "--port", "0"])
         #expect(result.status == 1 && result.output.contains("packager:"))
+        let badOrigin = try await run(packagerExecutable, ["serve", folder.path + "/junk.zip", "--origin", "docs.example.com"])
+        #expect(badOrigin.status == 2 && badOrigin.output.contains("'docs.example.com' is not an origin"))
     }
 }
