@@ -14,7 +14,10 @@ struct Packager: AsyncParsableCommand {
             compact index that services mount at launch (docs/FORMAT.md).
             """,
         version: PackagerVersion.string,
-        subcommands: [Init.self, Build.self, Serve.self, Verify.self, Refresh.self, Diff.self, Keygen.self, Pack.self, Inspect.self, Check.self, Extract.self, Export.self]
+        subcommands: [
+            Init.self, Build.self, Serve.self, Verify.self, Refresh.self, Diff.self, Keygen.self, Pack.self, Inspect.self, Check.self, Extract.self,
+            Export.self,
+        ]
     )
 
     /// Runs the command, with wrong arguments exiting 2 (as the commands document) instead of ArgumentParser's 64.

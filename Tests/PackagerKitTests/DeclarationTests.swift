@@ -81,10 +81,12 @@ struct DeclarationTests {
             ),
             ("seeds: [https://a.example/\n", "site.yml:2:1: invalid YAML"),
             ("output: x.zip\n", "site.yml:1:1: nothing to fetch: give at least one of 'seeds', 'urls' or 'sitemaps'"),
-            ("seeds: [https://a.example/]\nscope: {hosts: [a.example, https://b.example/]}\n",
-         "site.yml:2:28: scope.hosts item 'https://b.example/' must be a host name such as docs.example.com (no scheme, path or port)"),
-        ("seeds: [https://a.example/]\nscope: {hosts: [\"a.example:8080\"]}\n", "site.yml:2:17: scope.hosts item 'a.example:8080' must be a host name"),
-        ("seeds: [https://a.example/]\nseeds: [https://b.example/]\n", "site.yml:1:1: 'seeds' given more than once in the mapping that starts here"),
+            (
+                "seeds: [https://a.example/]\nscope: {hosts: [a.example, https://b.example/]}\n",
+                "site.yml:2:28: scope.hosts item 'https://b.example/' must be a host name such as docs.example.com (no scheme, path or port)"
+            ),
+            ("seeds: [https://a.example/]\nscope: {hosts: [\"a.example:8080\"]}\n", "site.yml:2:17: scope.hosts item 'a.example:8080' must be a host name"),
+            ("seeds: [https://a.example/]\nseeds: [https://b.example/]\n", "site.yml:1:1: 'seeds' given more than once in the mapping that starts here"),
         ])
     func locatedErrors(yaml: String, expected: String) {
         let message = error(yaml)

@@ -2,9 +2,9 @@ import Crypto
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Ed25519 key files: `PREFIX.key` (the private key, base64, readable by its owner only) and `PREFIX.pub` (base64).

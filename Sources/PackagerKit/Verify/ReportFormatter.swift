@@ -97,7 +97,9 @@ public enum ReportFormatter {
 
     static func escape(_ s: String) -> String {
         // Most URLs need no escaping; skip the scalar-by-scalar copy for them.
-        if !s.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "&") || $0 == UInt8(ascii: "<") || $0 == UInt8(ascii: ">") || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "'") }) {
+        if !s.utf8.contains(where: {
+            $0 < 0x20 || $0 == UInt8(ascii: "&") || $0 == UInt8(ascii: "<") || $0 == UInt8(ascii: ">") || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "'")
+        }) {
             return s
         }
         var out = ""
