@@ -35,6 +35,17 @@ package func hexString<C: Collection>(_ bytes: C) -> String where C.Element == U
     return String(decoding: out, as: UTF8.self)
 }
 
+/// Lowercase hexadecimal of a byte array (the common case, without generic dispatch).
+package func hexString(_ bytes: [UInt8]) -> String {
+    String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+        for (i, b) in bytes.enumerated() {
+            out[2 * i] = hexDigits[Int(b >> 4)]
+            out[2 * i + 1] = hexDigits[Int(b & 0xF)]
+        }
+        return bytes.count * 2
+    }
+}
+
 /// Parses lowercase or uppercase hexadecimal; nil when the text is not hex of even length.
 package func bytesFromHex(_ text: String) -> [UInt8]? {
     let utf8 = Array(text.utf8)

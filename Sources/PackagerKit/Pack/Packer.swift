@@ -77,46 +77,31 @@ public struct Packer: Sendable {
             throw PackagerError(.invalidInput, "the base URL \(options.baseURL) is not an absolute http or https URL")
         }
         if !base.absoluteString.hasSuffix("/") { base = URL(string: base.absoluteString + "/")! }
-        let root = URL(fileURLWithPath: folder).standardizedFileURL.resolvingSymlinksInPath()
-        guard
-            let walker = FileManager.default.enumerator(
-                at: root, includingPropertiesForKeys: [.isRegularFileKey, .isDirectoryKey, .isSymbolicLinkKey], options: [])
-        else {
-            throw PackagerError(.io, "cannot read the folder \(folder)", subject: folder)
-        }
+        let root = URL(fileURLWithPath: folder).standardizedFileURL.resolvingSymlinksInPath().path
         var entries = [BundleWriter.Entry]()
         var skipped = [String]()
-        let rootPath = root.path.hasSuffix("/") ? root.path : root.path + "/"
-        // Walk in a fixed order, so that which index file answers for a folder never depends on the file system.
-        var found = [URL]()
-        for case let url as URL in walker {
-            if url.lastPathComponent.hasPrefix("."), url.lastPathComponent != ".well-known", !options.includeHidden,
-                (try? url.resourceValues(forKeys: [.isDirectoryKey]).isDirectory) == true
-            {
-                walker.skipDescendants()
-            }
-            found.append(url)
-        }
-        found.sort { $0.path < $1.path }
-        for url in found {
-            let name = url.lastPathComponent
-            let values = try url.resourceValues(forKeys: [.isRegularFileKey, .isDirectoryKey, .isSymbolicLinkKey])
-            if name.hasPrefix("."), name != ".well-known", !options.includeHidden { continue }
-            let path = url.standardizedFileURL.path
-            guard path.hasPrefix(rootPath) else { continue }
-            let relative = String(path.dropFirst(rootPath.count))
-            if values.isSymbolicLink == true {
+        // Walk in a fixed order (bytes of the relative path), so that which index file answers for a folder never depends on the file system.
+        var found = [FolderWalker.Item]()
+        try FolderWalker(includeHidden: options.includeHidden).walk(root: root, into: &found)
+        found.sort { $0.relative.utf8.lexicographicallyPrecedes($1.relative.utf8) }
+        var keys = Set<String>()
+        let rootPath = root.hasSuffix("/") ? root : root + "/"
+        for item in found {
+            let relative = item.relative
+            if item.isSymbolicLink {
                 skipped.append(relative + " (symbolic link)")
                 continue
             }
-            guard values.isRegularFile == true else { continue }
+            let name = relative.split(separator: "/").last.map(String.init) ?? relative
+            let path = rootPath + relative
             let encoded = relative.split(separator: "/", omittingEmptySubsequences: false).map { Self.encodeSegment(String($0)) }.joined(separator: "/")
             let url = base.absoluteString + encoded
             let headers = [(name: "content-type", value: contentType(for: name))]
             entries.append(BundleWriter.Entry(url: url, headers: headers, body: .file(path), synthesizeETag: true))
+            keys.insert(url)
             if options.indexFiles.contains(name) {
                 let folderURL = String(url.dropLast(Self.encodeSegment(name).count))
-                if !entries.contains(where: { $0.url == folderURL }) {
+                if keys.insert(folderURL).inserted {
                     entries.append(BundleWriter.Entry(url: folderURL, headers: headers, body: .file(path), synthesizeETag: true))
                     if folderURL != base.absoluteString {
                         entries.append(BundleWriter.Entry(url: String(folderURL.dropLast()), status: 301, headers: [(name: "location", value: folderURL)]))
@@ -159,5 +144,55 @@ public struct Packer: Sendable {
 
     static func encodeSegment(_ segment: String) -> String {
         segment.addingPercentEncoding(withAllowedCharacters: segmentAllowed) ?? segment
+    }
+}
+
+/// Lists the regular files and symbolic links under a folder with POSIX calls (one `readdir` pass per folder, no per-file `stat` when the file system reports types).
+struct FolderWalker {
+    struct Item {
+        /// The path below the root, `/`-separated.
+        var relative: String
+        var isSymbolicLink: Bool
+    }
+
+    var includeHidden: Bool
+
+    func walk(root: String, into items: inout [Item]) throws {
+        try walk(root: root, relative: "", into: &items)
+    }
+
+    private func walk(root: String, relative: String, into items: inout [Item]) throws {
+        let folder = relative.isEmpty ? root : root + "/" + relative
+        guard let dir = opendir(folder) else {
+            throw PackagerError(.io, "cannot read the folder \(folder): \(String(cString: strerror(errno)))", subject: folder)
+        }
+        defer { closedir(dir) }
+        var folders = [String]()
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name == "." || name == ".." { continue }
+            if name.hasPrefix("."), name != ".well-known", !includeHidden { continue }
+            let path = relative.isEmpty ? name : relative + "/" + name
+            var type = Int32(entry.pointee.d_type)
+            if type == Int32(DT_UNKNOWN) {
+                var info = stat()
+                guard lstat(root + "/" + path, &info) == 0 else { continue }
+                switch info.st_mode & S_IFMT {
+                case S_IFDIR: type = Int32(DT_DIR)
+                case S_IFREG: type = Int32(DT_REG)
+                case S_IFLNK: type = Int32(DT_LNK)
+                default: continue
+                }
+            }
+            switch type {
+            case Int32(DT_DIR): folders.append(path)
+            case Int32(DT_REG): items.append(Item(relative: path, isSymbolicLink: false))
+            case Int32(DT_LNK): items.append(Item(relative: path, isSymbolicLink: true))
+            default: continue  // sockets, devices, FIFOs
+            }
+        }
+        for sub in folders { try walk(root: root, relative: sub, into: &items) }
     }
 }

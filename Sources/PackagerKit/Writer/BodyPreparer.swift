@@ -150,20 +150,11 @@ struct BodyPreparer {
     private static func prepare(_ source: BundleWriter.BodySource, entry: BundleWriter.Entry, level: Int32, spool: Spool, results: ResultSlots) throws
         -> PreparedBody
     {
-        let data: Data
-        switch source {
-        case .data(let bytes): data = bytes
-        case .file(let path):
-            do {
-                data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
-            } catch {
-                throw PackagerError(.io, "cannot read \(path): \(error.localizedDescription)", subject: path)
-            }
-        }
+        let contents = try BodyContents(source)
         let contentType = entry.headers.first { $0.name.lowercased() == "content-type" }?.value ?? ""
         let encoded = entry.headers.contains { $0.name.lowercased() == "content-encoding" && $0.value.lowercased() != "identity" }
         let compressible = !encoded && MediaTypes.isCompressible(contentType)
-        return try data.withUnsafeBytes { raw -> PreparedBody in
+        return try contents.withUnsafeBytes { raw -> PreparedBody in
             let digest = Array(SHA256.hash(data: raw))
             let crc = CRC32.checksum(raw)
             if compressible, raw.count > 0, let deflated = try RawDeflate.deflate(raw, level: level) {
@@ -172,8 +163,62 @@ struct BodyPreparer {
                 return PreparedBody(
                     digest: digest, crc32: crc, size: UInt64(raw.count), storedSize: UInt64(deflated.count), compression: .deflate, storage: storage)
             }
+            // Small stored bodies stay in memory, so the bytes written are the bytes hashed, and the file is not read twice.
+            let storage: PreparedBody.Storage =
+                raw.count <= BodyContents.smallFileLimit && results.reserveMemory(raw.count) ? .memory(Array(raw)) : .source(source)
             return PreparedBody(
-                digest: digest, crc32: crc, size: UInt64(raw.count), storedSize: UInt64(raw.count), compression: .stored, storage: .source(source))
+                digest: digest, crc32: crc, size: UInt64(raw.count), storedSize: UInt64(raw.count), compression: .stored, storage: storage)
+        }
+    }
+}
+
+/// A body's bytes while it is hashed and compressed: small files are read with one `read`, large ones mapped.
+enum BodyContents {
+    /// Files up to this size are read into memory; larger ones are mapped (mapping and unmapping many small files costs more than reading them).
+    static let smallFileLimit = 1 << 20
+
+    case bytes([UInt8])
+    case data(Data)
+
+    init(_ source: BundleWriter.BodySource) throws {
+        switch source {
+        case .data(let data): self = .data(data)
+        case .file(let path):
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw PackagerError(.io, "cannot read \(path): \(String(cString: strerror(errno)))", subject: path) }
+            defer { close(fd) }
+            var info = stat()
+            guard fstat(fd, &info) == 0 else { throw PackagerError(.io, "cannot read \(path): \(String(cString: strerror(errno)))", subject: path) }
+            let size = Int(info.st_size)
+            if size > Self.smallFileLimit {
+                do {
+                    self = .data(try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped))
+                } catch {
+                    throw PackagerError(.io, "cannot read \(path): \(error.localizedDescription)", subject: path)
+                }
+                return
+            }
+            var failure: Int32 = 0
+            let bytes = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+                count = 0
+                while count < size {
+                    let n = read(fd, buffer.baseAddress! + count, size - count)
+                    if n < 0, errno == EINTR { continue }
+                    if n < 0 { failure = errno }
+                    if n <= 0 { break }
+                    count += n
+                }
+            }
+            if failure != 0 { throw PackagerError(.io, "cannot read \(path): \(String(cString: strerror(failure)))", subject: path) }
+            if bytes.count < size { throw PackagerError(.io, "\(path) shrank while it was read", subject: path) }
+            self = .bytes(bytes)
+        }
+    }
+
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        switch self {
+        case .bytes(let bytes): return try bytes.withUnsafeBytes(body)
+        case .data(let data): return try data.withUnsafeBytes(body)
         }
     }
 }

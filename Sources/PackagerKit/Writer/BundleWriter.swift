@@ -132,7 +132,7 @@ public struct BundleWriter: Sendable {
             }
             keyed.append((key, entry))
         }
-        keyed.sort { Array($0.key.utf8).lexicographicallyPrecedes(Array($1.key.utf8)) }
+        keyed.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
         for i in keyed.indices.dropFirst() where keyed[i - 1].key == keyed[i].key {
             throw PackagerError(
                 .duplicate, "two entries answer the same request key \(keyed[i].key) (from \(keyed[i - 1].entry.url) and \(keyed[i].entry.url))",
@@ -176,7 +176,7 @@ public struct BundleWriter: Sendable {
         let formatter = ISO8601DateFormatter()
         for (i, item) in keyed.enumerated() {
             var headers = item.entry.headers
-                .map { (name: $0.name.lowercased(), value: $0.value.trimmingCharacters(in: .whitespaces)) }
+                .map { (name: $0.name.lowercased(), value: String(Substring($0.value).trimmingWhitespace())) }
                 .filter { !Self.droppedHeaders.contains($0.name) }
             if item.entry.synthesizeETag, let digest = prepared[i]?.digest, !headers.contains(where: { $0.name == "etag" }) {
                 headers.append((name: "etag", value: "\"" + hexString(digest.prefix(16)) + "\""))
@@ -191,7 +191,7 @@ public struct BundleWriter: Sendable {
             }
             func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
             let contentType = header("content-type")
-            let mediaType = contentType.map { String($0.split(separator: ";", maxSplits: 1)[0]).trimmingCharacters(in: .whitespaces).lowercased() }
+            let mediaType = contentType.map { $0.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)[0].trimmingWhitespace().lowercased() }
             let charset = contentType.flatMap(Self.charset(of:))
             let location = header("location")
             let redirectTo = location.flatMap { URL(string: $0, relativeTo: URL(string: item.key))?.absoluteURL.absoluteString }
@@ -211,9 +211,7 @@ public struct BundleWriter: Sendable {
         let manifest = Manifest(
             generator: Self.generator, createdAt: options.createdAt.map { formatter.string(from: $0) }, dropQueryParameters: options.dropQueryParameters,
             entries: manifestEntries, totals: totals)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        let manifestBytes = Array(try encoder.encode(manifest))
+        let manifestBytes = ManifestWriter.encode(manifest)
         let indexBytes = try IndexBuilder.build(
             entries: indexEntries, bodies: bodyRecords, manifestSHA256: Array(SHA256.hash(data: manifestBytes)),
             dropQueryParameters: options.dropQueryParameters)
@@ -230,6 +228,8 @@ public struct BundleWriter: Sendable {
             let signature = try key.signature(for: BundleFormat.signedMessage(bundleDigestHex: digest))
             let block = SignatureBlock(
                 publicKey: key.publicKey.rawRepresentation.base64EncodedString(), signedDigest: "sha256:" + digest, signature: signature.base64EncodedString())
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
             let blockBytes = Array(try encoder.encode(block))
             try zip.addEntry(
                 name: BundleFormat.signatureEntryName, method: 0, crc32: CRC32.checksum(blockBytes), size: UInt64(blockBytes.count), data: blockBytes)
@@ -245,8 +245,10 @@ public struct BundleWriter: Sendable {
     static func charset(of contentType: String) -> String? {
         for parameter in contentType.split(separator: ";").dropFirst() {
             let parts = parameter.split(separator: "=", maxSplits: 1)
-            if parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces).lowercased() == "charset" {
-                return parts[1].trimmingCharacters(in: CharacterSet(charactersIn: " \"")).lowercased()
+            if parts.count == 2, parts[0].trimmingWhitespace().lowercased() == "charset" {
+                var value = parts[1].trimmingWhitespace()
+                if value.count >= 2, value.first == "\"", value.last == "\"" { value = value.dropFirst().dropLast() }
+                return value.lowercased()
             }
         }
         return nil

@@ -1,0 +1,148 @@
+import OfflineBundle
+
+/// Serializes a ``Manifest`` as `manifest.json`: keys sorted, optional fields omitted, slashes not escaped,
+/// the top level indented and each entry on one line (docs/FORMAT.md §6).
+///
+/// Foundation's `JSONEncoder` took a sixth of the time of packing 100,000 small files; this writes the
+/// same JSON values straight into one byte buffer. Any JSON reader (and `Manifest`'s `Decodable`) reads it.
+enum ManifestWriter {
+    static func encode(_ manifest: Manifest) -> [UInt8] {
+        var out = JSONBytes()
+        out.reserve(256 + manifest.entries.count * 640)
+        out.raw("{\n")
+        if let createdAt = manifest.createdAt {
+            out.raw("  \"createdAt\": ")
+            out.string(createdAt)
+            out.raw(",\n")
+        }
+        out.raw("  \"dropQueryParameters\": ")
+        out.stringArray(manifest.dropQueryParameters)
+        out.raw(",\n  \"entries\": [")
+        for (i, entry) in manifest.entries.enumerated() {
+            out.raw(i == 0 ? "\n    " : ",\n    ")
+            write(entry, to: &out)
+        }
+        out.raw(manifest.entries.isEmpty ? "],\n" : "\n  ],\n")
+        out.raw("  \"format\": ")
+        out.string(manifest.format)
+        out.raw(",\n  \"formatVersion\": ")
+        out.integer(manifest.formatVersion)
+        out.raw(",\n  \"generator\": ")
+        out.string(manifest.generator)
+        let totals = manifest.totals
+        out.raw(",\n  \"totals\": {\"bodies\": ")
+        out.integer(totals.bodies)
+        out.raw(", \"bodyBytes\": ")
+        out.integer(totals.bodyBytes)
+        out.raw(", \"entries\": ")
+        out.integer(totals.entries)
+        out.raw(", \"storedBytes\": ")
+        out.integer(totals.storedBytes)
+        out.raw("}\n}\n")
+        return out.bytes
+    }
+
+    /// One entry as a single-line object, fields in byte order of their names.
+    private static func write(_ entry: ManifestEntry, to out: inout JSONBytes) {
+        var first = true
+        func field(_ name: StaticString) {
+            out.raw(first ? "{\"" : ", \"")
+            first = false
+            out.raw(name)
+            out.raw("\": ")
+        }
+        func optional(_ name: StaticString, _ value: String?) {
+            guard let value else { return }
+            field(name)
+            out.string(value)
+        }
+        if let body = entry.body {
+            field("body")
+            out.raw("{\"compression\": ")
+            out.string(body.compression.description)
+            out.raw(", \"crc32\": ")
+            out.string(body.crc32)
+            out.raw(", \"entry\": ")
+            out.string(body.entry)
+            out.raw(", \"sha256\": ")
+            out.string(body.sha256)
+            out.raw(", \"size\": ")
+            out.integer(body.size)
+            out.raw(", \"storedSize\": ")
+            out.integer(body.storedSize)
+            out.raw("}")
+        }
+        optional("cacheControl", entry.cacheControl)
+        optional("charset", entry.charset)
+        optional("contentEncoding", entry.contentEncoding)
+        optional("etag", entry.etag)
+        optional("expires", entry.expires)
+        optional("fetchedAt", entry.fetchedAt)
+        field("headers")
+        out.raw("[")
+        for (i, pair) in entry.headers.enumerated() {
+            if i > 0 { out.raw(", ") }
+            out.stringArray(pair)
+        }
+        out.raw("]")
+        optional("key", entry.key)
+        optional("kind", entry.kind.description)
+        optional("lastModified", entry.lastModified)
+        optional("mediaType", entry.mediaType)
+        optional("method", entry.method)
+        optional("redirectTo", entry.redirectTo)
+        optional("source", entry.source)
+        field("status")
+        out.integer(entry.status)
+        out.raw("}")
+    }
+}
+
+/// A growing buffer of UTF-8 JSON text.
+struct JSONBytes {
+    private(set) var bytes: [UInt8] = []
+
+    mutating func reserve(_ n: Int) { bytes.reserveCapacity(n) }
+
+    mutating func raw(_ text: StaticString) {
+        text.withUTF8Buffer { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func integer<T: BinaryInteger>(_ value: T) {
+        bytes.append(contentsOf: String(value).utf8)
+    }
+
+    mutating func stringArray(_ values: [String]) {
+        bytes.append(UInt8(ascii: "["))
+        for (i, value) in values.enumerated() {
+            if i > 0 { raw(", ") }
+            string(value)
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
+
+    /// A JSON string: quote, backslash and control characters escaped (RFC 8259 §7); everything else as UTF-8.
+    mutating func string(_ value: String) {
+        bytes.append(UInt8(ascii: "\""))
+        var value = value
+        value.withUTF8 { utf8 in
+            var start = 0
+            for (i, byte) in utf8.enumerated() where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<i]))
+                start = i + 1
+                switch byte {
+                case UInt8(ascii: "\""): raw("\\\"")
+                case UInt8(ascii: "\\"): raw("\\\\")
+                case 0x0A: raw("\\n")
+                case 0x0D: raw("\\r")
+                case 0x09: raw("\\t")
+                default:
+                    let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                    bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+                }
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}
