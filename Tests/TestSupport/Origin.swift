@@ -26,6 +26,15 @@ public final class Origin: @unchecked Sendable {
         public var truncateAt: Int?
         /// Whether HEAD is answered (405 otherwise).
         public var allowsHEAD = true
+        /// Sends the body chunked, without a Content-Length: this many bytes, then closes the connection without the last chunk.
+        public var dropAfter: Int?
+        /// Sends the Content-Length and this many bytes, then stalls for ``stallSeconds`` before closing.
+        public var stallAfter: Int?
+        public var stallSeconds: Double = 10
+        /// Streams a chunked body that never ends (until the client goes away, or 1 GiB).
+        public var endless = false
+        /// How many GET requests get the faults above and ``truncateAt``; later ones are answered whole. (A HEAD has no body to cut.)
+        public var faultyRequests = Int.max
 
         public init(status: Int = 200, headers: [(String, String)] = [], body: [UInt8] = []) {
             self.status = status
@@ -54,6 +63,7 @@ public final class Origin: @unchecked Sendable {
     private let lock = NSLock()
     private var resources: [String: Resource] = [:]
     private var served: [String: Int] = [:]
+    private var servedGET: [String: Int] = [:]
     private var log: [Received] = []
     private var task: Task<Void, any Error>?
     private var group: ServiceGroup?
@@ -98,11 +108,12 @@ public final class Origin: @unchecked Sendable {
         let path = request.uri.path + (request.uri.query.map { "?" + $0 } ?? "")
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.canonicalName] = field.value }
-        let (resource, attempt): (Resource?, Int) = lock.withLock {
+        let (resource, attempt, getAttempt): (Resource?, Int, Int) = lock.withLock {
             log.append(Received(method: request.method.rawValue, path: path, headers: headers))
             let resource = resources[path]
             served[path, default: 0] += 1
-            return (resource, served[path]!)
+            if request.method == .get { servedGET[path, default: 0] += 1 }
+            return (resource, served[path]!, servedGET[path, default: 0])
         }
         guard let resource else {
             return Response(status: .notFound, headers: [.contentType: "text/plain"], body: .init(byteBuffer: ByteBuffer(string: "not found")))
@@ -128,7 +139,35 @@ public final class Origin: @unchecked Sendable {
             return Response(status: .notModified, headers: fields)
         }
         let body = resource.body
-        if let cut = resource.truncateAt {
+        let faulty = request.method == .get && getAttempt <= resource.faultyRequests
+        if resource.endless, faulty {
+            return Response(
+                status: .init(code: resource.status), headers: fields,
+                body: ResponseBody { writer in
+                    let chunk = ByteBuffer(repeating: UInt8(ascii: "x"), count: 64 << 10)
+                    for _ in 0..<(1 << 14) { try await writer.write(chunk) }
+                    try await writer.finish(nil)
+                })
+        }
+        if let cut = resource.dropAfter, faulty {
+            return Response(
+                status: .init(code: resource.status), headers: fields,
+                body: ResponseBody { writer in
+                    try await writer.write(ByteBuffer(bytes: body.prefix(cut)))
+                    throw CancellationError()
+                })
+        }
+        if let cut = resource.stallAfter, faulty {
+            let seconds = resource.stallSeconds
+            return Response(
+                status: .init(code: resource.status), headers: fields,
+                body: ResponseBody(contentLength: body.count) { writer in
+                    try await writer.write(ByteBuffer(bytes: body.prefix(cut)))
+                    try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+                    throw CancellationError()
+                })
+        }
+        if let cut = resource.truncateAt, faulty {
             return Response(
                 status: .init(code: resource.status), headers: fields,
                 body: ResponseBody(contentLength: body.count) { writer in

@@ -1,0 +1,138 @@
+import Foundation
+import OfflineBundle
+import TestSupport
+import Testing
+
+@testable import PackagerKit
+
+/// Servers that misbehave while a crawl or a verify runs: every stored body must be whole and correct,
+/// and every fault that outlasts the retries must be reported, never stored as if it were whole.
+@Suite("faults while crawling and verifying")
+struct FaultTests {
+    /// 20 KiB of text whose every byte matters (a digest catches any cut).
+    static func page(_ name: String) -> [UInt8] {
+        Array((0..<400).map { "\(name) line \($0) ........................................\n" }.joined().utf8)
+    }
+
+    static func resource(_ name: String, _ configure: (inout Origin.Resource) -> Void = { _ in }) -> Origin.Resource {
+        var resource = Origin.Resource(status: 200, headers: [("Content-Type", "text/plain")], body: page(name))
+        configure(&resource)
+        return resource
+    }
+
+    /// Paths whose fault lasts for one request only (a retry gets the whole body), and paths whose fault never ends.
+    static let transient = ["/cut-once", "/drop-once", "/stall-once", "/busy"]
+    static let permanent = ["/cut-always", "/drop-always", "/stall-always", "/endless", "/down"]
+
+    static func serveFaults(_ origin: Origin) {
+        let links = (transient + permanent + ["/loop-a"]).map { "<a href=\"\($0)\">\($0)</a>" }.joined()
+        origin.set("/", .text("<!doctype html><title>faults</title>\(links)", type: "text/html"))
+        origin.set(
+            "/cut-once",
+            resource("cut-once") {
+                $0.truncateAt = 5000
+                $0.faultyRequests = 1
+            })
+        origin.set("/cut-always", resource("cut-always") { $0.truncateAt = 5000 })
+        origin.set(
+            "/drop-once",
+            resource("drop-once") {
+                $0.dropAfter = 7000
+                $0.faultyRequests = 1
+            })
+        origin.set("/drop-always", resource("drop-always") { $0.dropAfter = 7000 })
+        origin.set(
+            "/stall-once",
+            resource("stall-once") {
+                $0.stallAfter = 3000
+                $0.stallSeconds = 4
+                $0.faultyRequests = 1
+            })
+        origin.set(
+            "/stall-always",
+            resource("stall-always") {
+                $0.stallAfter = 3000
+                $0.stallSeconds = 4
+            })
+        origin.set("/endless", resource("endless") { $0.endless = true })
+        origin.set(
+            "/busy",
+            resource("busy") {
+                $0.failures = 2
+                $0.retryAfter = "0"
+            })
+        origin.set("/down", resource("down") { $0.failures = 1000 })
+        origin.set("/loop-a", .redirect("/loop-b"))
+        origin.set("/loop-b", .redirect("/loop-a"))
+    }
+
+    @Test("a crawl through dropped connections, short bodies, stalls, 503 bursts, a redirect loop and an endless page stores only whole bodies")
+    func crawlThroughFaults() async throws {
+        let origin = Origin()
+        Self.serveFaults(origin)
+        try await origin.start()
+        defer { Task { await origin.stop() } }
+        let folder = try TemporaryFolder()
+        var declaration = Declaration()
+        declaration.seeds = [origin.base + "/"]
+        declaration.respectRobots = false
+        declaration.retries.attempts = 2
+        declaration.retries.backoff = 0.05
+        declaration.timeouts.request = 2
+        declaration.scope.maxBytes = 8 << 20
+        let output = folder.path + "/faults.zip"
+        let report = try await Builder(declaration: declaration, options: .init(output: output, maxErrors: 100)).run()
+        #expect(report.succeeded)
+
+        let failures = Dictionary(uniqueKeysWithValues: report.failures.map { ($0.url.replacingOccurrences(of: origin.base, with: ""), $0) })
+        #expect(Set(failures.keys) == Set(Self.permanent + ["/loop-a"]), "\(failures.keys.sorted())")
+        for path in ["/cut-always", "/drop-always", "/stall-always", "/down"] {
+            #expect(failures[path]?.attempts == 3, "\(path): \(failures[path]?.reason ?? "-")")
+        }
+        #expect(failures["/stall-always"]?.reason.contains("timed out") == true, "\(failures["/stall-always"]?.reason ?? "-")")
+        #expect(failures["/endless"]?.reason.contains("byte limit") == true, "\(failures["/endless"]?.reason ?? "-")")
+        #expect(failures["/down"]?.reason == "HTTP 503")
+        #expect(failures["/loop-a"]?.reason.contains("redirect loop") == true)
+
+        // Every transient fault was retried into a whole body; nothing permanent was stored.
+        let bundle = try MountedBundle(path: output, options: .init(verification: .sha256))
+        for path in Self.transient {
+            let entry = try #require(bundle.entry(for: origin.base + path), "\(path) missing")
+            #expect(try Array(bundle.body(of: entry)) == Self.page(String(path.dropFirst())), "\(path) differs from what the origin serves")
+        }
+        for path in Self.permanent { #expect(bundle.entry(for: origin.base + path) == nil, "\(path) was stored") }
+        #expect(origin.count("/cut-once") == 2 && origin.count("/drop-once") == 2 && origin.count("/stall-once") == 2)
+        #expect(origin.count("/busy") == 3)
+        #expect(Checker.check(path: output).issues.isEmpty)
+        #expect(try folder.contents() == ["faults.zip"])
+    }
+
+    @Test("verify --deep: bodies cut short or stalled are unreachable, never stale; transient faults end fresh")
+    func verifyThroughFaults() async throws {
+        let origin = Origin()
+        try await origin.start()
+        defer { Task { await origin.stop() } }
+        // A bundle recorded from a healthy origin...
+        let folder = try TemporaryFolder()
+        var writer = BundleWriter()
+        let paths = Self.transient + ["/cut-always", "/drop-always", "/stall-always", "/down"]
+        for path in paths {
+            writer.add(.init(url: origin.base + path, headers: [("content-type", "text/plain")], body: .data(Data(Self.page(String(path.dropFirst()))))))
+        }
+        try writer.write(to: folder.path + "/b.zip")
+        // ...checked against the same content served with faults.
+        Self.serveFaults(origin)
+        var options = Verifier.Options()
+        options.deep = true
+        options.retries.attempts = 2
+        options.retries.backoff = 0.05
+        options.timeouts.request = 2
+        let report = try await Verifier(options: options).verify(bundleAt: folder.path + "/b.zip")
+        let verdicts = Dictionary(uniqueKeysWithValues: report.entries.map { ($0.url.replacingOccurrences(of: origin.base, with: ""), $0) })
+        for path in Self.transient { #expect(verdicts[path]?.verdict == .fresh, "\(path): \(String(describing: verdicts[path]))") }
+        for path in ["/cut-always", "/drop-always", "/stall-always", "/down"] {
+            #expect(verdicts[path]?.verdict == .unreachable, "\(path): \(String(describing: verdicts[path]))")
+        }
+        #expect(report.exitCode == 2)
+    }
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Fuzzes the bundle reader with libFuzzer (swiftc -sanitize=fuzzer,address).
+#
+#   scripts/fuzz.sh [SECONDS] [PACKAGER_BINARY]
+#
+# Builds Tests/Fuzz (a package of its own, in .build-fuzz) and seeds the corpus with real bundles made by
+# `packager pack` (a tiny site, the same site signed, and one with redirects and a duplicate body), then
+# fuzzes for SECONDS (default 300). Crashes, hangs and over-allocations are written to
+# Tests/Fuzz/findings/, where the test suite (FuzzFindingsTests) mounts each one as a regression test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+duration=${1:-300}
+packager=${2:-}
+scratch=.build-fuzz
+work=$scratch/work
+findings=Tests/Fuzz/findings
+
+if [ -z "$packager" ]; then
+    swift build --product packager >/dev/null
+    packager=$(swift build --show-bin-path)/packager
+fi
+
+echo "building the fuzzer (release, -sanitize=fuzzer,address) in $scratch ..."
+swift build -c release --package-path Tests/Fuzz --scratch-path "$scratch" \
+    -Xswiftc -sanitize=fuzzer,address --product BundleReaderFuzzer
+fuzzer=$(swift build -c release --package-path Tests/Fuzz --scratch-path "$scratch" --show-bin-path)/BundleReaderFuzzer
+
+rm -rf "$work"
+mkdir -p "$work/site/docs" "$work/seeds" "$work/corpus" "$findings"
+printf '<!doctype html><title>t</title><a href="docs/">docs</a>\n' >"$work/site/index.html"
+printf 'body { color: red }\n' >"$work/site/style.css"
+printf '<p>same</p>\n' >"$work/site/docs/index.html"
+printf '<p>same</p>\n' >"$work/site/docs/copy.html"
+printf '\x89PNG\r\n\x1a\nnot really a png' >"$work/site/logo.png"
+"$packager" pack "$work/site" --base-url http://127.0.0.1:8080/ -o "$work/seeds/site.zip" >/dev/null
+"$packager" keygen -o "$work/key" >/dev/null
+"$packager" pack "$work/site" --base-url http://127.0.0.1:8080/ -o "$work/seeds/signed.zip" --sign-key "$work/key.key" >/dev/null
+rm "$work/site/logo.png" "$work/site/docs/copy.html"
+"$packager" pack "$work/site" --base-url https://example.com/a/ -o "$work/seeds/small.zip" >/dev/null
+cp "$findings"/* "$work/seeds/" 2>/dev/null || true
+
+echo "fuzzing for $duration s with $(ls "$work/seeds" | wc -l) seeds ..."
+set +e
+ASAN_OPTIONS=detect_leaks=0 "$fuzzer" "$work/corpus" "$work/seeds" \
+    -max_total_time="$duration" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+    -artifact_prefix="$findings/" -print_final_stats=1 2>&1 | tee "$work/fuzz.log" | grep -E "^#[0-9]+ +(INITED|DONE|pulse)|ERROR|SUMMARY|stat::" 
+status=${PIPESTATUS[0]}
+set -e
+echo "fuzzer exit status: $status (0 = ran to the time limit with no finding)"
+echo "corpus: $(ls "$work/corpus" | wc -l) inputs; findings kept in $findings: $(ls "$findings" | wc -l)"
+exit "$status"
