@@ -88,6 +88,7 @@ let package = Package(
                 "OfflineBundle",
                 "OfflineBundleHummingbird",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

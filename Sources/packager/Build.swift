@@ -110,8 +110,8 @@ extension Packager {
                 throw PackagerError(
                     .invalidInput,
                     declaration == nil
-                        ? "no packager.yml here: give a declaration file, or --seed URL -o PATH (packager init writes a starter)" : "no such declaration file",
-                    subject: path)
+                        ? "no packager.yml in this folder: give a declaration file, or --seed URL -o PATH (packager init writes a starter)"
+                        : "no such declaration file: \(path)")
             }
             return try DeclarationParser().parse(contentsOf: path)
         }

@@ -89,8 +89,10 @@ enum Interrupts {
             signal(signalNumber, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
             source.setEventHandler {
-                TemporaryFiles.shared.removeAll()
-                FileHandle.standardError.write(Data("packager: interrupted; nothing was written to the output path\n".utf8))
+                if TemporaryFiles.shared.removeAll() {
+                    FileHandle.standardError.write(
+                        Data("packager: interrupted; the partial output was removed and nothing was written to the output path\n".utf8))
+                }
                 exit(128 + signalNumber)
             }
             source.resume()

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 import OfflineBundle
 import OfflineBundleHummingbird
 import PackagerKit
@@ -80,7 +81,14 @@ extension Packager {
                         // Written straight to the descriptor so a script reading the port sees it at once.
                         FileHandle.standardOutput.write(Data("serving \(bundle) (\(loader.bundles[0].entryCount) entries) on http://\(host):\(bound)/\n".utf8))
                     }, logger: logger)
-                try await app.runService()
+                do {
+                    try await app.runService()
+                } catch let error as IOError {
+                    // Binding fails before anything is served: say where, and why, in words.
+                    let reason = String(cString: strerror(error.errnoCode)).lowercased()
+                    let hint = error.errnoCode == EADDRINUSE ? " (another server listens there; choose another --port)" : ""
+                    throw PackagerError(.io, "cannot serve on \(host):\(port): \(reason)\(hint)")
+                }
             }
         }
     }

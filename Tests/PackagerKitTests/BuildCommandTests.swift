@@ -34,7 +34,7 @@ struct BuildCommandTests {
         #expect(result.status == 2)
         #expect(result.output.contains("typo.yml:3:3: unknown key 'attempt' in retries; did you mean 'attempts'?"))
         result = try await run(packagerExecutable, ["build"], in: folder.path)
-        #expect(result.status == 2 && result.output.contains("no packager.yml here"))
+        #expect(result.status == 2 && result.output.contains("no packager.yml in this folder"))
         result = try await run(packagerExecutable, ["build", "--seed", "https://a.example/"], in: folder.path)
         #expect(result.status != 0 && result.output.contains("--seed and --url need -o PATH"))
         result = try await run(packagerExecutable, ["build", "--seed", "not a url", "-o", "x.zip"], in: folder.path)

@@ -35,6 +35,13 @@ public func run(_ tool: String, _ arguments: [String], in folder: String? = nil)
     let pipe = Pipe()
     process.standardOutput = pipe
     process.standardError = pipe
+    // Dispatch's worker threads block most signals, and a child inherits the mask of the thread that starts it:
+    // start it with none blocked, or the signals a test (or a script's `kill`) sends it would never arrive.
+    var none = sigset_t()
+    var previous = sigset_t()
+    sigemptyset(&none)
+    pthread_sigmask(SIG_SETMASK, &none, &previous)
+    defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
     try process.run()
     let data = pipe.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()

@@ -84,7 +84,8 @@ package struct ZipDirectory: Sendable {
             || directory.entryCount == 0xFFFF
         if needsZip64 || endOffset >= UInt64(ZipConstants.zip64LocatorSize) {
             // Look for a ZIP64 locator just before the end record.
-            let locatorOffset = endOffset - UInt64(ZipConstants.zip64LocatorSize)
+            // (An end record that asks for ZIP64 can sit too close to the start of the file for a locator: found by fuzzing.)
+            let locatorOffset = endOffset >= UInt64(ZipConstants.zip64LocatorSize) ? endOffset - UInt64(ZipConstants.zip64LocatorSize) : 0
             let locator =
                 endOffset >= UInt64(ZipConstants.zip64LocatorSize)
                 ? try file.read(at: locatorOffset, count: ZipConstants.zip64LocatorSize, what: "the ZIP64 locator") : []

@@ -139,11 +139,13 @@ final class Crawler: Sendable {
         if declaration.respectRobots {
             let rules = await robots.rules(for: job.key, fetcher: fetcher, spool: spool)
             if let rules, !rules.allows(Self.pathAndQuery(job.key)) {
-                state.skip("disallowed by robots.txt")
+                state.skip(rules.unavailable == nil ? "disallowed by robots.txt" : "robots.txt could not be fetched")
                 state.unreserveResource()
                 if job.declared {
-                    state.fail(
-                        .init(url: job.key, reason: "robots.txt disallows it (set 'robots: false' to crawl anyway)", declared: true, referrer: job.referrer))
+                    let reason =
+                        rules.unavailable.map { "\($0), so RFC 9309 counts the whole site as disallowed; is it down? (set 'robots: false' to crawl anyway)" }
+                        ?? "robots.txt disallows it (set 'robots: false' to crawl anyway)"
+                    state.fail(.init(url: job.key, reason: reason, declared: true, referrer: job.referrer))
                 }
                 return
             }

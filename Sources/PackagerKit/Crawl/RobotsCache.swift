@@ -19,9 +19,15 @@ actor RobotsCache {
             var target = origin + "/robots.txt"
             // RFC 9309 asks crawlers to follow at least five redirects for robots.txt.
             var redirects = 0
-            for _ in 0..<6 {
-                let outcome = await fetcher.fetch(target, spoolPath: path, withinBudget: { $0 <= 8 << 20 })
-                guard case .success(let response) = outcome else { break }
+            var problem = ""
+            hops: for _ in 0..<6 {
+                let response: Fetcher.Response
+                switch await fetcher.fetch(target, spoolPath: path, withinBudget: { $0 <= 8 << 20 }) {
+                case .success(let answer): response = answer
+                case .failure(let failure):
+                    problem = failure.message
+                    break hops
+                }
                 switch response.status {
                 case 200...299:
                     // RFC 9309 §2.5: at least the first 500 KiB are parsed; the rest may be ignored.
@@ -43,14 +49,16 @@ actor RobotsCache {
                 case 400...499:
                     return nil
                 default:
-                    break
+                    problem = "HTTP \(response.status)"
                 }
                 break
             }
             // Too many redirects: robots.txt is unavailable, so no rules apply. Otherwise it was unreachable
             // (5xx or no connection after the retries), and RFC 9309 §2.3.1.4 says to assume everything is disallowed.
             if redirects == 6 { return nil }
-            return RobotsRules(parsing: "User-agent: *\nDisallow: /\n", userAgent: "*")
+            var rules = RobotsRules(parsing: "User-agent: *\nDisallow: /\n", userAgent: "*")
+            rules.unavailable = "\(target) could not be fetched (\(problem))"
+            return rules
         }
         tasks[origin] = task
         return await task.value

@@ -78,7 +78,17 @@ public struct Verifier: Sendable {
                 let host = keyOrigin(record.url).map { String($0.authority) } ?? record.url
                 group.addTask {
                     await limiter.acquire(host)
-                    let result = await Probe(options: options, client: client, pacer: pacer).verify(record)
+                    let result: EntryVerification
+                    if record.kind == .recorded, let down = await limiter.unreachable(host) {
+                        // A host no connection could be made to, after every retry, is not asked again for each of its entries.
+                        result = EntryVerification(
+                            url: record.url, verdict: .unreachable, recordedStatus: record.status, liveStatus: nil, method: "not probed", changes: [],
+                            error: "not tried: \(down)", attempts: 0)
+                    } else {
+                        let (probed, cannotConnect) = await Probe(options: options, client: client, pacer: pacer).verify(record)
+                        if cannotConnect, let error = probed.error { await limiter.markUnreachable(host, because: "\(host) could not be reached (\(error))") }
+                        result = probed
+                    }
                     await limiter.release(host)
                     return result
                 }
@@ -148,20 +158,23 @@ struct Probe: Sendable {
     struct Unreachable: Error {
         var message: String
         var attempts: Int
+        /// Whether no connection could be made at all (refused, connect timeout, no such host).
+        var cannotConnect = false
     }
 
-    func verify(_ recorded: Recorded) async -> EntryVerification {
+    /// The entry's verdict, and whether its host could not be connected to at all.
+    func verify(_ recorded: Recorded) async -> (EntryVerification, cannotConnect: Bool) {
         var result = EntryVerification(
             url: recorded.url, verdict: .fresh, recordedStatus: recorded.status, liveStatus: nil, method: "", changes: [], error: nil, attempts: 0)
         switch recorded.kind {
         case .substituted:
             result.verdict = .substituted
             result.method = "not probed"
-            return result
+            return (result, false)
         case .blocked:
             result.verdict = .blocked
             result.method = "not probed"
-            return result
+            return (result, false)
         case .recorded:
             break
         }
@@ -170,6 +183,16 @@ struct Probe: Sendable {
                 result.method = "GET"
                 let answer = try await send(recorded.url, method: .GET, headers: [], body: .skip)
                 judgeRedirect(recorded, answer, into: &result)
+            } else if (400...499).contains(recorded.status) {
+                // A recorded client error: fresh while the server still answers the same status.
+                result.method = "GET"
+                let answer = try await send(recorded.url, method: .GET, headers: [], body: .skip)
+                result.liveStatus = answer.status
+                result.attempts = answer.attempts
+                if answer.status != recorded.status {
+                    result.verdict = .stale
+                    result.changes = [Change("status", recorded: String(recorded.status), live: String(answer.status))]
+                }
             } else if recorded.etag != nil || recorded.lastModified != nil {
                 result.method = "conditional GET"
                 var conditions: [(String, String)] = []
@@ -194,11 +217,12 @@ struct Probe: Sendable {
             result.verdict = .unreachable
             result.error = error.message
             result.attempts = error.attempts
+            return (result, error.cannotConnect)
         } catch {
             result.verdict = .unreachable
             result.error = "\(error)"
         }
-        return result
+        return (result, false)
     }
 
     /// Judges a content entry from the live answer.
@@ -311,9 +335,16 @@ struct Probe: Sendable {
                     try? await Task.sleep(nanoseconds: UInt64(wait * 1e9))
                     continue
                 }
-                throw Unreachable(message: Self.describe(error), attempts: attempt)
+                throw Unreachable(message: Self.describe(error), attempts: attempt, cannotConnect: Self.isConnectFailure(error))
             }
         }
+    }
+
+    /// Whether the error means no connection was made (as opposed to one that failed mid-answer).
+    static func isConnectFailure(_ error: any Error) -> Bool {
+        if let error = error as? HTTPClientError, error == .connectTimeout { return true }
+        if error is IOError { return true }
+        return "\(type(of: error))".contains("Connect")
     }
 
     static func describe(_ error: any Error) -> String {
@@ -321,7 +352,7 @@ struct Probe: Sendable {
             if error == .connectTimeout || error == .deadlineExceeded || error == .readTimeout { return "timed out" }
             if error == .remoteConnectionClosed { return "the server closed the connection" }
         }
-        if let error = error as? IOError { return "cannot connect: \(error)" }
+        if let error = error as? IOError { return "cannot connect: " + String(cString: strerror(error.errnoCode)).lowercased() }
         if "\(type(of: error))".contains("Connect") { return "cannot connect: \(error)" }
         return "\(error)"
     }
@@ -357,6 +388,7 @@ actor HostLimiter {
     private var inFlight = 0
     private var byHost: [String: Int] = [:]
     private var waiters: [(host: String, continuation: CheckedContinuation<Void, Never>)] = []
+    private var unreachableHosts: [String: String] = [:]
 
     init(total: Int, perHost: Int) {
         self.total = total
@@ -369,6 +401,13 @@ actor HostLimiter {
             return
         }
         await withCheckedContinuation { waiters.append((host, $0)) }
+    }
+
+    /// Why `host` is known to be unreachable, or nil.
+    func unreachable(_ host: String) -> String? { unreachableHosts[host] }
+
+    func markUnreachable(_ host: String, because reason: String) {
+        if unreachableHosts[host] == nil { unreachableHosts[host] = reason }
     }
 
     func release(_ host: String) {

@@ -96,9 +96,12 @@ public final class TemporaryFiles: @unchecked Sendable {
     func unregister(_ path: String) { lock.withLock { _ = paths.remove(path) } }
 
     /// Removes every registered path. Called from signal handlers before exiting.
-    public func removeAll() {
+    /// Removes every registered path; returns whether there were any (a write was under way).
+    @discardableResult
+    public func removeAll() -> Bool {
         let current = lock.withLock { paths }
         for path in current { try? FileManager.default.removeItem(atPath: path) }
+        return !current.isEmpty
     }
 }
 
