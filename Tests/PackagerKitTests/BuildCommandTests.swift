@@ -1,4 +1,5 @@
 import Foundation
+import OfflineBundle
 import TestSupport
 import Testing
 
@@ -104,5 +105,137 @@ struct SigningCommandTests {
         let key = try String(contentsOfFile: folder.path + "/release.key", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let bytes = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/s.zip"))
         #expect(bytes.range(of: Data(key.utf8)) == nil)
+    }
+}
+
+@Suite("nothing lost when a build is killed")
+struct KillTests {
+    /// A site whose crawl takes about a second and a half and whose bundle takes a moment to write:
+    /// 40 slow pages, and 24 incompressible 600 KiB images that are spooled to disk.
+    static func serveSlowSite(_ origin: Origin, version: Int) {
+        let pages = (0..<40).map { "<a href=\"/p\($0).html\">\($0)</a>" }.joined()
+        let images = (0..<24).map { "<img src=\"/i\($0).bin\">" }.joined()
+        origin.set("/", .text("<!doctype html><title>v\(version)</title>\(pages)\(images)", type: "text/html"))
+        for i in 0..<40 {
+            var page = Origin.Resource.text("<p>page \(i), version \(version)</p>", type: "text/html")
+            page.delay = 0.15
+            origin.set("/p\(i).html", page)
+        }
+        for i in 0..<24 {
+            origin.set("/i\(i).bin", Origin.Resource(headers: [("Content-Type", "image/jpeg")], body: Array(noise(600 << 10, seed: UInt64(version * 100 + i)))))
+        }
+    }
+
+    enum Moment: String, CaseIterable {
+        case atStart, midCrawl, whileWriting, nearTheEnd
+    }
+
+    @Test("SIGKILL at the start, mid-crawl, while writing and near the end: the output is the previous bundle or a whole new one", arguments: Moment.allCases)
+    func killed(at moment: Moment) async throws {
+        let origin = Origin()
+        Self.serveSlowSite(origin, version: 1)
+        try await origin.start()
+        defer { Task { await origin.stop() } }
+        let folder = try TemporaryFolder()
+        try folder.file("packager.yml", "output: site.zip\nseeds: [\(origin.base)/]\nrobots: false\nconcurrency: {total: 8, per-host: 8}\n")
+        var result = try await run(packagerExecutable, ["build"], in: folder.path)
+        #expect(result.status == 0, "\(result.output)")
+        let output = folder.path + "/site.zip"
+        let previous = try Data(contentsOf: URL(fileURLWithPath: output))
+        Self.serveSlowSite(origin, version: 2)
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: packagerExecutable)
+        process.arguments = ["build"]
+        process.currentDirectoryURL = URL(fileURLWithPath: folder.path)
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        let requestsBefore = origin.requests.count
+        try process.run()
+        switch moment {
+        case .atStart:
+            try await Task.sleep(nanoseconds: 20_000_000)
+        case .midCrawl:
+            // Some pages fetched and images spooled, many still to come.
+            for _ in 0..<400 where origin.requests.count - requestsBefore < 20 { try await Task.sleep(nanoseconds: 5_000_000) }
+        case .whileWriting:
+            // The temporary bundle exists: the crawl is over and the writer is at work.
+            var writing = false
+            for _ in 0..<5000 where !writing {
+                writing = try folder.contents().contains { $0.hasPrefix(".site.zip.tmp-") }
+                if !writing { try await Task.sleep(nanoseconds: 1_000_000) }
+            }
+            #expect(writing, "the temporary bundle never appeared")
+        case .nearTheEnd:
+            for _ in 0..<1000 where origin.requests.count - requestsBefore < 65 { try await Task.sleep(nanoseconds: 5_000_000) }
+        }
+        kill(process.processIdentifier, SIGKILL)
+        try await offPool { process.waitUntilExit() }
+        #expect(process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL)
+
+        // Either the previous bundle, byte for byte, or a complete new one: never a partial file.
+        let now = try Data(contentsOf: URL(fileURLWithPath: output))
+        if now != previous {
+            #expect(Checker.check(path: output).issues.isEmpty)
+            let bundle = try MountedBundle(path: output)
+            #expect(
+                try bundle.entry(for: origin.base + "/p0.html").map { String(decoding: try bundle.body(of: $0), as: UTF8.self) } == "<p>page 0, version 2</p>")
+        }
+        if moment == .midCrawl { #expect(now == previous) }
+
+        // What the killed build left (its spool folder, a temporary bundle) is removed by the next build.
+        result = try await run(packagerExecutable, ["build"], in: folder.path)
+        #expect(result.status == 0, "\(result.output)")
+        #expect(try folder.contents() == ["packager.yml", "site.zip"])
+        #expect(Checker.check(path: output).issues.isEmpty)
+    }
+}
+
+@Suite("secrets stay out of bundles and reports")
+struct SecretTests {
+    @Test("a token from the environment, sent as a header, is in no byte of the bundle, the build report or any verify report")
+    func tokenNowhere() async throws {
+        let token = "tok-\(UUID().uuidString)"
+        let origin = Origin()
+        origin.set(
+            "/",
+            .text(
+                "<a href=\"/docs.html\">docs</a><a href=\"/missing.html\">gone</a><a href=\"/moved\">moved</a><a href=\"http://127.0.0.1:9/down.html\">down</a>",
+                type: "text/html"))
+        origin.set("/docs.html", .text("<p>docs</p>", type: "text/html", headers: [("ETag", "\"d1\"")]))
+        origin.set("/moved", .redirect("/docs.html"))
+        try await origin.start()
+        defer { Task { await origin.stop() } }
+        let folder = try TemporaryFolder()
+        try folder.file(
+            "packager.yml",
+            "output: site.zip\nseeds: [\(origin.base)/]\nrobots: false\nheaders:\n  Authorization: Bearer ${SITE_TOKEN}\n  X-Api-Key: ${SITE_TOKEN}\nretries: {attempts: 1, backoff: 50ms}\ntimeouts: {connect: 500ms}\nmax-errors: 10\n"
+        )
+        var outputs: [String] = []
+        let build = try await run("env", ["SITE_TOKEN=\(token)", packagerExecutable, "build", "--json"], in: folder.path)
+        outputs.append(build.output)
+        #expect(build.status == 0 && build.output.contains("missing.html") && build.output.contains("down.html"), "\(build.output)")
+        // The server saw the token: it was really sent.
+        #expect(origin.requests.contains { $0.headers["authorization"] == "Bearer \(token)" && $0.headers["x-api-key"] == token })
+        // Make verify find changes and failures, so every report has something to say.
+        origin.set("/docs.html", .text("<p>new docs</p>", type: "text/html", headers: [("ETag", "\"d2\"")]))
+        for format in ["text", "json", "junit", "markdown", "html"] {
+            let verify = try await run(
+                "env",
+                [
+                    "SITE_TOKEN=\(token)", packagerExecutable, "verify", "site.zip", "--declaration", "packager.yml", "--format", format, "--output",
+                    "report.\(format)",
+                ],
+                in: folder.path)
+            outputs.append(verify.output)
+            #expect(verify.status == 1 || verify.status == 2, "\(verify.output)")
+        }
+        for output in outputs { #expect(!output.contains(token)) }
+        let files = try folder.contents()
+        #expect(files.contains("site.zip") && files.contains("report.html") && files.contains("report.junit"))
+        for name in files {
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/" + name))
+            #expect(bytes.range(of: Data(token.utf8)) == nil, "the token is in \(name)")
+        }
     }
 }

@@ -36,15 +36,8 @@ final class SpoolFolder: Sendable {
     /// A new file name in the folder.
     func newFile(_ n: Int) -> String { path + "/\(n)" }
 
-    /// Spool folders whose process is gone: a build killed before it could clean up.
-    static func removeAbandoned(in parent: String) {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: parent) else { return }
-        for name in names where name.hasPrefix(prefix) {
-            let pidText = name.dropFirst(prefix.count).prefix { $0 != "-" }
-            guard let pid = Int32(pidText), pid != getpid() else { continue }
-            if kill(pid, 0) != 0 && errno == ESRCH { try? FileManager.default.removeItem(atPath: parent + "/" + name) }
-        }
-    }
+    /// Spool folders (and the writer's spool files) whose process is gone: a build killed before it could clean up.
+    static func removeAbandoned(in parent: String) { AbandonedFiles.remove(in: parent, prefix: prefix) }
 }
 
 /// One body being written to a spool file (the bundle writer hashes and compresses it later, in one pass).

@@ -61,6 +61,7 @@ public struct Packer: Sendable {
         if isDirectory.boolValue { return try packFolder(source, output: output) }
         // An archive: extract it safely next to the output, pack, and remove the copy.
         let folder = URL(fileURLWithPath: output).deletingLastPathComponent().path
+        AbandonedFiles.remove(in: folder, prefix: ".packager-staging-")
         let staging = folder + "/.packager-staging-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         TemporaryFiles.shared.register(staging)
         defer {

@@ -6,6 +6,19 @@ import Foundation
     import Darwin
 #endif
 
+/// Temporary files and folders named `PREFIX<pid>-<random>` whose process is gone: left by a build killed
+/// outright (SIGKILL), which no signal handler could clean up. The next write in the same folder removes them.
+enum AbandonedFiles {
+    static func remove(in folder: String, prefix: String) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return }
+        for name in names where name.hasPrefix(prefix) {
+            let pidText = name.dropFirst(prefix.count).prefix { $0 != "-" }
+            guard let pid = Int32(pidText), pid != getpid() else { continue }
+            if kill(pid, 0) != 0 && errno == ESRCH { try? FileManager.default.removeItem(atPath: folder + "/" + name) }
+        }
+    }
+}
+
 /// A file written under a temporary name in the destination's folder and renamed into place only when complete.
 ///
 /// An interrupted or failed write leaves nothing at the destination path:
@@ -28,7 +41,9 @@ final class AtomicOutput {
             throw PackagerError(.io, "the output folder \(folder) does not exist", subject: destination)
         }
         self.destination = destination
-        self.temporaryPath = folder + "/." + url.lastPathComponent + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let prefix = "." + url.lastPathComponent + ".tmp-"
+        AbandonedFiles.remove(in: folder, prefix: prefix)
+        self.temporaryPath = folder + "/" + prefix + "\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         fd = open(temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
             throw PackagerError(.io, "cannot create \(temporaryPath): \(String(cString: strerror(errno)))", subject: destination)

@@ -73,6 +73,7 @@ final class Spool: @unchecked Sendable {
 
     init(folder: String) throws {
         self.folder = folder
+        AbandonedFiles.remove(in: folder, prefix: ".packager-spool-")
         self.path = folder + "/.packager-spool-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
     }
 
