@@ -138,12 +138,15 @@ struct IntegrityTests {
 @Suite("hostile bundles: lying sizes, overlaps, bombs")
 struct HostileTests {
     /// Writes a bundle whose index was altered by `transform`, with CRCs fixed so only the lie remains.
-    func forged(_ folder: TemporaryFolder, transform: (inout [UInt8], BundleIndex) -> Void) throws -> String {
+    func forged(_ folder: TemporaryFolder, entries: [BundleWriter.Entry]? = nil, transform: (inout [UInt8], BundleIndex) -> Void) throws -> String {
         var writer = BundleWriter()
-        writer.add(
-            .init(url: "https://example.com/a.txt", headers: [("content-type", "text/plain")], body: .data(Data(String(repeating: "a", count: 5000).utf8))))
-        writer.add(
-            .init(url: "https://example.com/b.txt", headers: [("content-type", "text/plain")], body: .data(Data(String(repeating: "bc", count: 3000).utf8))))
+        let entries =
+            entries ?? [
+                .init(url: "https://example.com/a.txt", headers: [("content-type", "text/plain")], body: .data(Data(String(repeating: "a", count: 5000).utf8))),
+                .init(
+                    url: "https://example.com/b.txt", headers: [("content-type", "text/plain")], body: .data(Data(String(repeating: "bc", count: 3000).utf8))),
+            ]
+        for entry in entries { writer.add(entry) }
         let path = folder.path + "/h.zip"
         try writer.write(to: path)
         let bundle = try MountedBundle(path: path)
@@ -174,6 +177,62 @@ struct HostileTests {
         let error = try #require(throws: BundleError.self) { try MountedBundle(path: path) }
         #expect(error.code == .hostile)
         #expect(error.message.contains("ratio"))
+    }
+
+    @Test("a real deflate bomb (64 MiB of zeros in 64 KiB) is refused by the size limit, and by its recorded size when the index lies, before it is inflated")
+    func realDeflateBomb() throws {
+        let folder = try TemporaryFolder()
+        let bomb = BundleWriter.Entry(url: "https://example.com/bomb.txt", headers: [("content-type", "text/plain")], body: .data(Data(count: 64 << 20)))
+        // Honest sizes: a service that caps bodies at 16 MiB refuses it before inflating a byte.
+        var writer = BundleWriter()
+        writer.add(bomb)
+        try writer.write(to: folder.path + "/honest.zip")
+        let honest = try MountedBundle(path: folder.path + "/honest.zip", options: .init(maxBodySize: 16 << 20))
+        let entry = try #require(honest.entry(for: "https://example.com/bomb.txt"))
+        #expect(try #require(entry.body).storedSize < 128 << 10)
+        var error = try #require(throws: BundleError.self) { try honest.body(of: entry) }
+        #expect(error.code == .hostile && error.message.contains("over the limit"))
+        error = try #require(throws: BundleError.self) { try honest.deflatedBody(of: entry) }
+        #expect(error.code == .hostile)
+        // An index that claims 1 MiB: the local header disagrees, so the read is refused before inflating.
+        let lying = try forged(folder, entries: [bomb]) { bytes, index in setU64(&bytes, index.bodiesOffset + 56, 1 << 20) }
+        let bundle = try MountedBundle(path: lying)
+        error = try #require(throws: BundleError.self) { try bundle.body(of: bundle.entries[0]) }
+        #expect(error.code == .corruptDirectory, "\(error)")
+        #expect(!Checker.check(path: lying).issues.isEmpty)
+        // Were every record to tell the same lie, inflating stops one byte past the claim: the output never grows past it.
+        let stream = try #require(try Data(count: 64 << 20).withUnsafeBytes { try RawDeflate.deflate($0) })
+        error = try #require(throws: BundleError.self) {
+            try stream.withUnsafeBytes { try RawInflate.inflate($0, expectedSize: 1 << 20, entry: "bodies/bomb") }
+        }
+        #expect(error.code == .hostile && error.message.contains("inflates past its recorded size of 1048576 bytes"))
+    }
+
+    @Test("a manifest that names bodies the bundle does not hold fails check, naming them")
+    func manifestPointsAtMissingBodies() throws {
+        let folder = try TemporaryFolder()
+        let path = try forged(folder) { _, _ in }
+        // Rewrite manifest.json so one entry names a body that is not there, keeping the ZIP consistent.
+        let python = """
+            import hashlib, json, sys, zipfile
+            src, dst = sys.argv[1], sys.argv[2]
+            with zipfile.ZipFile(src) as z, zipfile.ZipFile(dst, "w") as out:
+                for info in z.infolist():
+                    data = z.read(info)
+                    if info.filename == "manifest.json":
+                        doc = json.loads(data)
+                        body = next(e["body"] for e in doc["entries"] if "body" in e)
+                        body["sha256"] = "0" * 64
+                        body["entry"] = "bodies/" + "0" * 64
+                        data = json.dumps(doc).encode()
+                    out.writestr(info, data)
+                out.comment = z.comment
+            """
+        let damaged = folder.path + "/missing.zip"
+        #expect(try run("python3", ["-c", python, path, damaged]).status == 0)
+        let issues = Checker.check(path: damaged).issues
+        #expect(!issues.isEmpty)
+        #expect(issues.contains { $0.description.contains("manifest") }, "\(issues)")
     }
 
     @Test("overlapping bodies are refused at mount")
