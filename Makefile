@@ -24,10 +24,11 @@ build: deps
 test: deps
 	$(SWIFT) test
 
-# The main job on the embedded demo site: pack it, inspect it, check it, and read it back with standard tools.
+# The main job on the demo site, on loopback: an origin serves Templates/demo-site, packager build crawls it, the bundle
+# answers with the origin stopped, two pages change and one is deleted, and packager verify flags those three.
 demo: deps
-	$(SWIFT) build
-	scripts/demo.sh $$($(SWIFT) build --show-bin-path)/packager $(OUT)
+	$(SWIFT) build --product packager
+	$$($(SWIFT) build --show-bin-path)/packager demo --output $(OUT)/demo
 
 # Every benchmark, side by side with its peer, in one run; writes docs/BENCHMARKS.md from the figures measured.
 bench:

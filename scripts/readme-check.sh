@@ -3,7 +3,7 @@
 # in a scratch copy of what they need (Templates/, and PACKAGER_BINARY as .build/debug/packager and on PATH as
 # packager). A ```yaml block whose first line is "# NAME.yml" is saved as NAME in the shell's current folder at that
 # point ("save this as packager.yml"). Everything runs on loopback: the README itself starts the origin
-# (python3 -m http.server 8480 ... &) and packager serve (port 8481), so no port clashes with scripts/demo.sh.
+# (python3 -m http.server 8480 ... &) and packager serve (port 8481), clear of the free ports packager demo picks.
 #
 # A command passes when it exits 0, or with the status the README shows for it: either a "$ echo $?" line right
 # after it followed by the status, or a trailing "# exits N" comment. A line ending in "&" runs in the background;

@@ -239,3 +239,25 @@ struct SecretTests {
         }
     }
 }
+
+@Suite("packager demo")
+struct DemoTests {
+    @Test("the demo builds, serves offline, flags the two changed pages and the deleted one, and stops its servers")
+    func demo() async throws {
+        let folder = try TemporaryFolder()
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+        let result = try await run(packagerExecutable, ["demo", "--site", root + "/Templates/demo-site", "--output", folder.path + "/demo"])
+        #expect(result.status == 0, "\(result.output)")
+        #expect(result.output.contains("flagged: docs/changelog.html, docs/faq.html, docs/rate-limits.html"))
+        #expect(result.output.contains("GET /ads/tracker.js  ->  204"))
+        for name in ["packager.yml", "demo.bundle.zip", "verify.html", "verify.xml", "site"] {
+            #expect(FileManager.default.fileExists(atPath: folder.path + "/demo/" + name), "\(name) missing")
+        }
+        #expect(Checker.check(path: folder.path + "/demo/demo.bundle.zip").issues.isEmpty)
+        let junit = try String(contentsOfFile: folder.path + "/demo/verify.xml", encoding: .utf8)
+        #expect(junit.contains("failures=\"3\""), "\(junit.prefix(400))")
+        // A site that is not there is a usage error.
+        let missing = try await run(packagerExecutable, ["demo", "--site", folder.path + "/nowhere", "--output", folder.path + "/x"])
+        #expect(missing.status == 2 && missing.output.contains("is not a site folder"), "\(missing.output)")
+    }
+}
