@@ -149,18 +149,31 @@ package struct BundleIndex: Sendable {
     }
 
     package func entryHeaders(_ i: Int) -> [(name: String, value: String)] {
-        let text: Substring = bytes.withUnsafeBytes { raw in
+        bytes.withUnsafeBytes { raw in
             let r = entriesOffset + i * IndexLayout.entryRecordSize
-            let o = stringsOffset + Int(raw.u32(r + 8))
-            return Substring(String(decoding: UnsafeRawBufferPointer(rebasing: raw[o..<(o + Int(raw.u32(r + 12)))]), as: UTF8.self))
+            let start = stringsOffset + Int(raw.u32(r + 8))
+            let end = start + Int(raw.u32(r + 12))
+            // Lines `name: value\n` (§4.5), split on bytes: no line, no name, no value is copied twice.
+            var headers = [(name: String, value: String)]()
+            var line = start
+            while line < end {
+                var lineEnd = line
+                while lineEnd < end, raw[lineEnd] != 0x0A { lineEnd += 1 }
+                var colon = line
+                while colon < lineEnd, raw[colon] != UInt8(ascii: ":") { colon += 1 }
+                if colon < lineEnd {
+                    var value = colon + 1
+                    while value < lineEnd, raw[value] == UInt8(ascii: " ") { value += 1 }
+                    headers.append(
+                        (
+                            String(decoding: UnsafeRawBufferPointer(rebasing: raw[line..<colon]), as: UTF8.self),
+                            String(decoding: UnsafeRawBufferPointer(rebasing: raw[value..<lineEnd]), as: UTF8.self)
+                        ))
+                }
+                line = lineEnd + 1
+            }
+            return headers
         }
-        var headers = [(name: String, value: String)]()
-        for line in text.split(separator: "\n") {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            let value = line[line.index(after: colon)...].drop(while: { $0 == " " })
-            headers.append((String(line[..<colon]), String(value)))
-        }
-        return headers
     }
 
     package func entryFields(_ i: Int) -> (status: UInt16, kind: EntryKind, flags: UInt8, body: Int?) {

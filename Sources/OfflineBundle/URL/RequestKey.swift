@@ -176,10 +176,25 @@ public struct RequestKeyCanonicalizer: Sendable {
 /// The origin of an absolute URL or request key (`scheme://host[:port]`, IPv6 brackets kept) and its authority
 /// (`host[:port]`), found without parsing a URL; nil when there is no `://`.
 package func keyOrigin(_ key: String) -> (origin: Substring, authority: Substring)? {
-    guard let schemeEnd = key.range(of: "://") else { return nil }
-    let rest = key[schemeEnd.upperBound...]
-    let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
-    return (key[..<end], rest[..<end])
+    // Byte-level: this runs once per entry in verify and per request in the loader.
+    let utf8 = key.utf8
+    var i = utf8.startIndex
+    var authorityStart: String.Index?
+    while i < utf8.endIndex {
+        if utf8[i] == UInt8(ascii: ":") {
+            let slash1 = utf8.index(after: i)
+            if slash1 < utf8.endIndex, utf8[slash1] == UInt8(ascii: "/") {
+                let slash2 = utf8.index(after: slash1)
+                if slash2 < utf8.endIndex, utf8[slash2] == UInt8(ascii: "/") { authorityStart = utf8.index(after: slash2) }
+            }
+            break
+        }
+        i = utf8.index(after: i)
+    }
+    guard let start = authorityStart else { return nil }
+    var end = start
+    while end < utf8.endIndex, utf8[end] != UInt8(ascii: "/"), utf8[end] != UInt8(ascii: "?"), utf8[end] != UInt8(ascii: "#") { end = utf8.index(after: end) }
+    return (key[..<end], key[start..<end])
 }
 
 /// Matches `text` against `pattern` where `*` matches any run of bytes.

@@ -63,6 +63,8 @@ final class Fetcher: Sendable {
             decompression: settings.contentEncoding == .decoded ? .enabled(limit: .ratio(1000)) : .disabled
         )
         configuration.httpVersion = .automatic
+        // No tracing: with the default (no-op) tracer, every request still builds a span and parses its URL again.
+        configuration.tracing.tracer = nil
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 

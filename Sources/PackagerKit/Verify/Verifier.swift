@@ -58,12 +58,13 @@ public struct Verifier: Sendable {
         let bundle = try MountedBundle(path: path)
         let started = Date()
         let entries = bundle.entries
-        let client = HTTPClient(
-            eventLoopGroupProvider: .singleton,
-            configuration: .init(
-                redirectConfiguration: .disallow,
-                timeout: .init(connect: .milliseconds(Int64(options.timeouts.connect * 1000)), read: .milliseconds(Int64(options.timeouts.request * 1000))),
-                connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: options.perHost)))
+        var configuration = HTTPClient.Configuration(
+            redirectConfiguration: .disallow,
+            timeout: .init(connect: .milliseconds(Int64(options.timeouts.connect * 1000)), read: .milliseconds(Int64(options.timeouts.request * 1000))),
+            connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: options.perHost))
+        // No tracing: with the default (no-op) tracer, every request still builds a span and parses its URL again.
+        configuration.tracing.tracer = nil
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         let limiter = HostLimiter(total: options.concurrency, perHost: options.perHost)
         let pacer = options.rate.map { Pacer(perSecond: $0) }
         let done = Counter()
@@ -77,9 +78,9 @@ public struct Verifier: Sendable {
                 let record = Recorded(entry: entry)
                 let host = keyOrigin(record.url).map { String($0.authority) } ?? record.url
                 group.addTask {
-                    await limiter.acquire(host)
+                    let down = await limiter.acquire(host)
                     let result: EntryVerification
-                    if record.kind == .recorded, let down = await limiter.unreachable(host) {
+                    if record.kind == .recorded, let down {
                         // A host no connection could be made to, after every retry, is not asked again for each of its entries.
                         result = EntryVerification(
                             url: record.url, verdict: .unreachable, recordedStatus: record.status, liveStatus: nil, method: "not probed", changes: [],
@@ -395,16 +396,15 @@ actor HostLimiter {
         self.perHost = perHost
     }
 
-    func acquire(_ host: String) async {
+    /// Waits for a turn to send to `host`; returns why the host is known to be unreachable, if it is.
+    func acquire(_ host: String) async -> String? {
         if inFlight < total && byHost[host, default: 0] < perHost {
             take(host)
-            return
+            return unreachableHosts[host]
         }
         await withCheckedContinuation { waiters.append((host, $0)) }
+        return unreachableHosts[host]
     }
-
-    /// Why `host` is known to be unreachable, or nil.
-    func unreachable(_ host: String) -> String? { unreachableHosts[host] }
 
     func markUnreachable(_ host: String, because reason: String) {
         if unreachableHosts[host] == nil { unreachableHosts[host] = reason }
