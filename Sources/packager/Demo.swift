@@ -179,7 +179,7 @@ struct DemoRun {
         let expected = Set(Self.changed + [Self.deleted])
         let asExpected = flagged == expected
         print(
-            "  exit status \(verified.exitCode) (1: something is stale, gone or moved); flagged: \(flagged.sorted().joined(separator: ", "))"
+            "  verify exited \(verified.exitCode), as expected (1: something is stale, gone or moved); flagged: \(flagged.sorted().joined(separator: ", "))"
                 + (asExpected ? "" : style.red("; expected \(expected.sorted().joined(separator: ", "))")))
 
         step("done: everything is in \(demo)")
@@ -189,6 +189,8 @@ struct DemoRun {
               bundle          \(bundlePath)   (packager inspect it; unzip -l it)
               verify report   \(demo)/verify.html (HTML), \(demo)/verify.xml (JUnit)
               the site        \(demo)/site (as changed in step 4)
+              local files     \(demo)/local (logo.svg answers the substituted URL)
+            (the origins have stopped: run packager demo again to repeat the whole check)
             """)
         return asExpected
     }

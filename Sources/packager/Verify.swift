@@ -16,22 +16,22 @@ struct ProbeOptions: ParsableArguments {
     @Flag(help: "Download bodies of entries without ETag or Last-Modified and compare their SHA-256.")
     var deep = false
 
-    @Option(help: "Requests in flight at once.")
+    @Option(help: "Requests in flight at once (default: 16).")
     var concurrency: Int?
 
-    @Option(name: .customLong("per-host"), help: "Requests in flight at once per host.")
+    @Option(name: .customLong("per-host"), help: "Requests in flight at once per host (default: 8).")
     var perHost: Int?
 
     @Option(help: "At most this many requests per second, in all.")
     var rate: Double?
 
-    @Option(help: "Retries after the first attempt on connection errors, timeouts, 429 and 5xx.")
+    @Option(help: "Retries after the first attempt on connection errors, timeouts, 429 and 5xx (default: 3).")
     var retries: Int?
 
-    @Option(help: "Seconds a request may take.")
+    @Option(help: "Seconds a request may take (default: 60).")
     var timeout: Double?
 
-    @Option(name: .customLong("connect-timeout"), help: "Seconds to keep trying to connect to a server.")
+    @Option(name: .customLong("connect-timeout"), help: "Seconds to keep trying to connect to a server (default: 10).")
     var connectTimeout: Double?
 
     func validate() throws {
@@ -66,8 +66,9 @@ extension Packager {
                 unverifiable; substituted and blocked entries are reported, not probed.
 
                 Exit status: 0 when no entry has a failing verdict; 1 when one is stale, gone or moved; \
-                2 when one is unreachable (the check is incomplete), or on a usage error. --fail-on chooses \
-                the failing verdicts (default: stale,gone,moved,unreachable).
+                2 when one is unreachable and unreachable is among the failing verdicts (the check is \
+                incomplete), or on a usage error. --fail-on chooses the failing verdicts \
+                (default: stale,gone,moved,unreachable).
 
                 Example: packager verify docs.bundle.zip --format junit --output verify.xml
                 """

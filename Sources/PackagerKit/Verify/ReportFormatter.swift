@@ -33,11 +33,12 @@ public enum ReportFormatter {
                 }
             return "\u{1B}[\(code)m\(name)\u{1B}[0m"
         }
-        var lines = ["VERDICT      STATUS  URL"]
-        // Fresh entries are summed up, not listed: the table is for what needs attention.
-        for entry in report.entries where entry.verdict != .fresh {
+        // Fresh entries are summed up, not listed: the table is for what needs attention (and absent when nothing does).
+        let listed = report.entries.filter { $0.verdict != .fresh }
+        var lines = listed.isEmpty ? [] : ["VERDICT      STATUS  URL"]
+        for entry in listed {
             let status = entry.liveStatus.map(String.init) ?? "-"
-            lines.append("\(paint(entry.verdict)) \(status.padding(toLength: 7, withPad: " ", startingAt: 0))\(entry.url)")
+            lines.append("\(paint(entry.verdict)) \(status.padding(toLength: 8, withPad: " ", startingAt: 0))\(entry.url)")
             lines.append("             \(entry.summary)")
         }
         lines.append("")
