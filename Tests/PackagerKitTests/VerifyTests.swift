@@ -167,4 +167,29 @@ struct VerifyTests {
         #expect(cli.status == 1 && cli.output.contains("0 added, 0 removed, 4 changed, 8 unchanged"))
         #expect(try await run(packagerExecutable, ["diff", bundle, bundle]).status == 0)
     }
+
+    @Test("a host that refuses connections is not asked again for each of its entries")
+    func downHostNotReprobed() async throws {
+        let folder = try TemporaryFolder()
+        var writer = BundleWriter()
+        for i in 0..<20 {
+            writer.add(
+                .init(url: "http://127.0.0.1:9/p\(i).html", headers: [("content-type", "text/html"), ("etag", "\"\(i)\"")], body: .data(Data("\(i)".utf8))))
+        }
+        try writer.write(to: folder.path + "/down.zip")
+        var options = Verifier.Options()
+        options.concurrency = 2
+        options.perHost = 2
+        options.retries.attempts = 0
+        options.timeouts.connect = 0.3
+        let started = Date()
+        let report = try await Verifier(options: options).verify(bundleAt: folder.path + "/down.zip")
+        #expect(report.entries.allSatisfy { $0.verdict == .unreachable })
+        let tried = report.entries.filter { $0.attempts > 0 }
+        let skipped = report.entries.filter { $0.error?.hasPrefix("not tried: 127.0.0.1:9 could not be reached") == true }
+        #expect(tried.count <= 2 && tried.count + skipped.count == 20, "\(report.entries.map { $0.error ?? "-" })")
+        #expect(skipped.allSatisfy { $0.method == "not probed" && $0.attempts == 0 })
+        #expect(Date().timeIntervalSince(started) < 5)
+        #expect(report.exitCode == 2)
+    }
 }

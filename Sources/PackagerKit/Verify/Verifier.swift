@@ -65,47 +65,42 @@ public struct Verifier: Sendable {
         // No tracing: with the default (no-op) tracer, every request still builds a span and parses its URL again.
         configuration.tracing.tracer = nil
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-        let limiter = HostLimiter(total: options.concurrency, perHost: options.perHost)
+        // A fixed set of workers pulls entries in order: no task per entry. The per-host limiter is consulted only
+        // when it can bind (per-host below the total); hosts found unreachable are remembered either way.
+        let limiter = options.perHost < options.concurrency ? HostLimiter(total: options.concurrency, perHost: options.perHost) : nil
+        let downHosts = DownHosts()
         let pacer = options.rate.map { Pacer(perSecond: $0) }
         let done = Counter()
-        let results = await withTaskGroup(of: EntryVerification.self) { group in
+        let dispenser = Counter()
+        let probe = Probe(options: options, client: client, pacer: pacer)
+        let results = await withTaskGroup(of: [EntryVerification].self) { group in
+            for _ in 0..<max(1, min(options.concurrency, entries.count)) {
+                group.addTask {
+                    var mine: [EntryVerification] = []
+                    while case let i = dispenser.increment() - 1, i < entries.count {
+                        let record = Recorded(entry: entries[i])
+                        let host = keyOrigin(record.url).map { String($0.authority) } ?? record.url
+                        if let limiter { await limiter.acquire(host) }
+                        if record.kind == .recorded, let down = downHosts.reason(host) {
+                            // A host no connection could be made to, after every retry, is not asked again for each of its entries.
+                            mine.append(
+                                EntryVerification(
+                                    url: record.url, verdict: .unreachable, recordedStatus: record.status, liveStatus: nil, method: "not probed",
+                                    changes: [], error: "not tried: \(down)", attempts: 0))
+                        } else {
+                            let (probed, cannotConnect) = await probe.verify(record)
+                            if cannotConnect, let error = probed.error { downHosts.mark(host, because: "\(host) could not be reached (\(error))") }
+                            mine.append(probed)
+                        }
+                        if let limiter { await limiter.release(host) }
+                        progress?(done.increment(), entries.count)
+                    }
+                    return mine
+                }
+            }
             var collected: [EntryVerification] = []
             collected.reserveCapacity(entries.count)
-            var next = 0
-            // Keep a bounded number of tasks alive; the limiter decides who may send.
-            let window = options.concurrency * 4
-            func schedule(_ entry: BundleEntry) {
-                let record = Recorded(entry: entry)
-                let host = keyOrigin(record.url).map { String($0.authority) } ?? record.url
-                group.addTask {
-                    let down = await limiter.acquire(host)
-                    let result: EntryVerification
-                    if record.kind == .recorded, let down {
-                        // A host no connection could be made to, after every retry, is not asked again for each of its entries.
-                        result = EntryVerification(
-                            url: record.url, verdict: .unreachable, recordedStatus: record.status, liveStatus: nil, method: "not probed", changes: [],
-                            error: "not tried: \(down)", attempts: 0)
-                    } else {
-                        let (probed, cannotConnect) = await Probe(options: options, client: client, pacer: pacer).verify(record)
-                        if cannotConnect, let error = probed.error { await limiter.markUnreachable(host, because: "\(host) could not be reached (\(error))") }
-                        result = probed
-                    }
-                    await limiter.release(host)
-                    return result
-                }
-            }
-            while next < entries.count && next < window {
-                schedule(entries[next])
-                next += 1
-            }
-            for await result in group {
-                collected.append(result)
-                progress?(done.increment(), entries.count)
-                if next < entries.count {
-                    schedule(entries[next])
-                    next += 1
-                }
-            }
+            for await part in group { collected += part }
             return collected
         }
         try? await client.shutdown()
@@ -389,25 +384,19 @@ actor HostLimiter {
     private var inFlight = 0
     private var byHost: [String: Int] = [:]
     private var waiters: [(host: String, continuation: CheckedContinuation<Void, Never>)] = []
-    private var unreachableHosts: [String: String] = [:]
 
     init(total: Int, perHost: Int) {
         self.total = total
         self.perHost = perHost
     }
 
-    /// Waits for a turn to send to `host`; returns why the host is known to be unreachable, if it is.
-    func acquire(_ host: String) async -> String? {
+    /// Waits for a turn to send to `host`.
+    func acquire(_ host: String) async {
         if inFlight < total && byHost[host, default: 0] < perHost {
             take(host)
-            return unreachableHosts[host]
+            return
         }
         await withCheckedContinuation { waiters.append((host, $0)) }
-        return unreachableHosts[host]
-    }
-
-    func markUnreachable(_ host: String, because reason: String) {
-        if unreachableHosts[host] == nil { unreachableHosts[host] = reason }
     }
 
     func release(_ host: String) {
@@ -449,6 +438,14 @@ actor Pacer {
 }
 
 /// A thread-safe count.
+/// Hosts no connection could be made to, after every retry, and why.
+final class DownHosts: @unchecked Sendable {
+    private let lock = NSLock()
+    private var reasons: [String: String] = [:]
+    func reason(_ host: String) -> String? { lock.withLock { reasons[host] } }
+    func mark(_ host: String, because reason: String) { lock.withLock { if reasons[host] == nil { reasons[host] = reason } } }
+}
+
 final class Counter: @unchecked Sendable {
     private let lock = NSLock()
     private var value = 0
