@@ -66,7 +66,7 @@ PY
     python3 -c "print(f'{$best_p:.2f} {$best_c:.2f} $fresh')"
 }
 
-read -r p_loop c_loop fresh_loop < <(measure "http://127.0.0.1:18095" "" 3)
+read -r p_loop c_loop fresh_loop < <(measure "http://127.0.0.1:18095" "" 7)
 
 delay_how=""
 if ip netns add pkgbench 2>/dev/null; then
@@ -96,7 +96,7 @@ ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
     echo "Run by \`make bench\` (scripts/bench-verify.sh) on $(date -u +%Y-%m-%dT%H:%M:%SZ), $(machine)."
     echo "$entries pages and their index, crawled from nginx with packager build (so the bundle holds nginx's ETag and Last-Modified), then verified:"
     echo "packager verify sends a conditional GET per entry, compares the answer (304 = fresh) and writes a JUnit report, as a nightly job runs it;"
-    echo "curl --parallel --parallel-max $concurrency -I sends a HEAD per URL and compares nothing. Both at concurrency $concurrency; best of 3 runs on loopback, one run with the delay."
+    echo "curl --parallel --parallel-max $concurrency -I sends a HEAD per URL and compares nothing. Both at concurrency $concurrency; best of 7 alternating runs on loopback (a run takes about half a second, so single runs swing by 15%), one run with the delay."
     echo "Added delay: $delay_how."
     echo
     echo "| network | packager verify | curl --parallel -I | ratio | target | fresh verdicts |"
