@@ -74,6 +74,7 @@ struct DemoRun {
     private let style = TerminalStyle(fd: STDOUT_FILENO)
     private static let changed = ["docs/faq.html", "docs/rate-limits.html"]
     private static let deleted = "docs/changelog.html"
+    private static let marker = "# The demo's declaration, written by packager demo"
 
     init(site: String, folder: String, originPort: Int, servePort: Int) {
         self.site = site
@@ -87,7 +88,14 @@ struct DemoRun {
     /// Runs the demo; returns whether verify flagged exactly the three changes.
     func run() async throws -> Bool {
         let fm = FileManager.default
-        try? fm.removeItem(atPath: folder)
+        // Only a folder this demo wrote before (or an empty or missing one) is replaced.
+        if let names = try? fm.contentsOfDirectory(atPath: folder), !names.isEmpty {
+            let declaration = (try? String(contentsOfFile: folder + "/packager.yml", encoding: .utf8)) ?? ""
+            guard declaration.hasPrefix(Self.marker) else {
+                throw PackagerError(.invalidInput, "\(folder) is not empty and was not written by packager demo; give another --output")
+            }
+            try fm.removeItem(atPath: folder)
+        }
         try fm.createDirectory(atPath: folder + "/local", withIntermediateDirectories: true)
         let demo = URL(fileURLWithPath: folder).standardizedFileURL.path
         try fm.copyItem(atPath: site, toPath: demo + "/site")
@@ -101,7 +109,7 @@ struct DemoRun {
 
         step("2. packager build packager.yml")
         let declarationText = """
-            # The demo's declaration, written by packager demo from the starter's keys.
+            \(Self.marker) from the starter's keys.
             output: demo.bundle.zip
             seeds: ["\(base)/"]
             concurrency: {total: 8, per-host: 8}
@@ -113,10 +121,16 @@ struct DemoRun {
             drop-query-parameters: ["utm_*"]
 
             """
-        try declarationText.write(toFile: demo + "/packager.yml", atomically: true, encoding: .utf8)
-        let declaration = try DeclarationParser().parse(contentsOf: demo + "/packager.yml")
         let bundlePath = demo + "/demo.bundle.zip"
-        let report = try await Builder(declaration: declaration, options: .init(output: bundlePath)).run()
+        let report: BuildReport
+        do {
+            try declarationText.write(toFile: demo + "/packager.yml", atomically: true, encoding: .utf8)
+            let declaration = try DeclarationParser().parse(contentsOf: demo + "/packager.yml")
+            report = try await Builder(declaration: declaration, options: .init(output: bundlePath)).run()
+        } catch {
+            await origin.stop()
+            throw error
+        }
         guard report.succeeded else {
             await origin.stop()
             throw PackagerError(.io, "the demo build failed: " + report.failures.map { "\($0.url): \($0.reason)" }.joined(separator: "; "))
@@ -129,9 +143,8 @@ struct DemoRun {
 
         step("3. the origin stops; the bundle answers on loopback")
         await origin.stop()
-        let loader = try OfflineLoader(path: bundlePath)
         let router = Router()
-        router.add(middleware: try OfflineBundleMiddleware<BasicRequestContext>(loader: loader))
+        router.add(middleware: try OfflineBundleMiddleware<BasicRequestContext>(loader: try OfflineLoader(path: bundlePath)))
         let served = try await LoopbackServer.start(port: servePort, router: router)
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         do {

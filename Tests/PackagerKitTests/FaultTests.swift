@@ -134,5 +134,20 @@ struct FaultTests {
             #expect(verdicts[path]?.verdict == .unreachable, "\(path): \(String(describing: verdicts[path]))")
         }
         #expect(report.exitCode == 2)
+
+        // One at a time, a connection dropped mid-answer does not make the host count as unreachable: the next entry is still asked.
+        var serial = options
+        serial.concurrency = 1
+        serial.perHost = 1
+        let ordered = try TemporaryFolder()
+        var one = BundleWriter()
+        for path in ["/drop-always", "/stall-once"] {
+            one.add(.init(url: origin.base + path, headers: [("content-type", "text/plain")], body: .data(Data(Self.page(String(path.dropFirst()))))))
+        }
+        try one.write(to: ordered.path + "/b.zip")
+        let serialReport = try await Verifier(options: serial).verify(bundleAt: ordered.path + "/b.zip")
+        let byPath = Dictionary(uniqueKeysWithValues: serialReport.entries.map { ($0.url.replacingOccurrences(of: origin.base, with: ""), $0) })
+        #expect(byPath["/drop-always"]?.verdict == .unreachable)
+        #expect(byPath["/stall-once"]?.verdict == .fresh, "\(String(describing: byPath["/stall-once"]))")
     }
 }

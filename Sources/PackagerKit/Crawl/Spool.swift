@@ -14,6 +14,8 @@ import Foundation
 /// outright (SIGKILL) are removed by the next build in the same folder.
 final class SpoolFolder: Sendable {
     let path: String
+    /// Open on the folder for its lifetime, holding the lock that tells other builds it is in use.
+    private let lockDescriptor: Int32
     private static let prefix = ".packager-spool-"
 
     /// Creates a spool folder inside `parent`, after removing any left there by builds that no longer run.
@@ -24,8 +26,12 @@ final class SpoolFolder: Sendable {
             throw PackagerError(.io, "cannot create a spool folder: \(String(cString: strerror(errno)))", subject: path)
         }
         self.path = path
+        lockDescriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if lockDescriptor >= 0 { AbandonedFiles.hold(lockDescriptor) }
         TemporaryFiles.shared.register(path)
     }
+
+    deinit { if lockDescriptor >= 0 { close(lockDescriptor) } }
 
     /// Removes the folder and everything in it.
     func remove() {

@@ -167,9 +167,14 @@ struct FolderWalker {
         guard let dir = opendir(folder) else {
             throw PackagerError(.io, "cannot read the folder \(folder): \(String(cString: strerror(errno)))", subject: folder)
         }
-        defer { closedir(dir) }
         var folders = [String]()
-        while let entry = readdir(dir) {
+        var failure: Int32 = 0
+        while true {
+            errno = 0
+            guard let entry = readdir(dir) else {
+                failure = errno  // 0 at the end of the folder; otherwise the listing broke off
+                break
+            }
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }
@@ -179,7 +184,12 @@ struct FolderWalker {
             var type = Int32(entry.pointee.d_type)
             if type == Int32(DT_UNKNOWN) {
                 var info = stat()
-                guard lstat(root + "/" + path, &info) == 0 else { continue }
+                guard lstat(root + "/" + path, &info) == 0 else {
+                    if errno == ENOENT { continue }  // removed while we listed
+                    let reason = String(cString: strerror(errno))
+                    closedir(dir)
+                    throw PackagerError(.io, "cannot read \(root + "/" + path): \(reason)", subject: path)
+                }
                 switch info.st_mode & S_IFMT {
                 case S_IFDIR: type = Int32(DT_DIR)
                 case S_IFREG: type = Int32(DT_REG)
@@ -193,6 +203,11 @@ struct FolderWalker {
             case Int32(DT_LNK): items.append(Item(relative: path, isSymbolicLink: true))
             default: continue  // sockets, devices, FIFOs
             }
+        }
+        // Closed before descending, so a deep tree holds one descriptor at a time.
+        closedir(dir)
+        if failure != 0 {
+            throw PackagerError(.io, "cannot list the folder \(folder): \(String(cString: strerror(failure)))", subject: folder)
         }
         for sub in folders { try walk(root: root, relative: sub, into: &items) }
     }

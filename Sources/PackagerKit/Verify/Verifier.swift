@@ -73,15 +73,18 @@ public struct Verifier: Sendable {
         let done = Counter()
         let dispenser = Counter()
         let probe = Probe(options: options, client: client, pacer: pacer)
+        let order = limiter == nil ? Array(entries.indices) : Self.interleavedByHost(entries)
         let results = await withTaskGroup(of: [EntryVerification].self) { group in
             for _ in 0..<max(1, min(options.concurrency, entries.count)) {
                 group.addTask {
                     var mine: [EntryVerification] = []
-                    while case let i = dispenser.increment() - 1, i < entries.count {
-                        let record = Recorded(entry: entries[i])
-                        let host = keyOrigin(record.url).map { String($0.authority) } ?? record.url
-                        if let limiter { await limiter.acquire(host) }
-                        if record.kind == .recorded, let down = downHosts.reason(host) {
+                    while case let n = dispenser.increment() - 1, n < order.count {
+                        let record = Recorded(entry: entries[order[n]])
+                        // Scheme and authority: http://a and https://a are different servers.
+                        let host = keyOrigin(record.url).map { String($0.origin) } ?? record.url
+                        let down = record.kind == .recorded ? downHosts.reason(host) : nil
+                        if let limiter, down == nil { await limiter.acquire(host) }
+                        if let down {
                             // A host no connection could be made to, after every retry, is not asked again for each of its entries.
                             mine.append(
                                 EntryVerification(
@@ -92,7 +95,7 @@ public struct Verifier: Sendable {
                             if cannotConnect, let error = probed.error { downHosts.mark(host, because: "\(host) could not be reached (\(error))") }
                             mine.append(probed)
                         }
-                        if let limiter { await limiter.release(host) }
+                        if let limiter, down == nil { await limiter.release(host) }
                         progress?(done.increment(), entries.count)
                     }
                     return mine
@@ -105,6 +108,27 @@ public struct Verifier: Sendable {
         }
         try? await client.shutdown()
         return VerifyReport(bundle: path, checkedAt: started, seconds: Date().timeIntervalSince(started), entries: results, failOn: options.failOn)
+    }
+}
+
+extension Verifier {
+    /// Entry positions taking each host in turn, so that workers waiting on one host's limit do not hold back the others.
+    static func interleavedByHost(_ entries: [BundleEntry]) -> [Int] {
+        var buckets: [String: [Int]] = [:]
+        var hosts: [String] = []
+        for (i, entry) in entries.enumerated() {
+            let host = keyOrigin(entry.key).map { String($0.origin) } ?? entry.key
+            if buckets[host] == nil { hosts.append(host) }
+            buckets[host, default: []].append(i)
+        }
+        var order: [Int] = []
+        order.reserveCapacity(entries.count)
+        var round = 0
+        while order.count < entries.count {
+            for host in hosts where round < buckets[host]!.count { order.append(buckets[host]![round]) }
+            round += 1
+        }
+        return order
     }
 }
 
@@ -336,20 +360,29 @@ struct Probe: Sendable {
         }
     }
 
-    /// Whether the error means no connection was made (as opposed to one that failed mid-answer).
+    /// The errno values that mean no connection could be made at all.
+    static let connectErrors: Set<Int32> = [ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, ETIMEDOUT, EADDRNOTAVAIL]
+
+    /// Whether the error means no connection was made (as opposed to one that failed mid-answer, say by a reset).
     static func isConnectFailure(_ error: any Error) -> Bool {
         if let error = error as? HTTPClientError, error == .connectTimeout { return true }
-        if error is IOError { return true }
-        return "\(type(of: error))".contains("Connect")
+        if let error = error as? IOError { return connectErrors.contains(error.errnoCode) }
+        // NIO's own type for a failed connect (every address tried), and DNS failures.
+        let type = "\(type(of: error))"
+        return type == "NIOConnectionError" || type.contains("Resolution")
     }
 
     static func describe(_ error: any Error) -> String {
         if let error = error as? HTTPClientError {
-            if error == .connectTimeout || error == .deadlineExceeded || error == .readTimeout { return "timed out" }
+            if error == .connectTimeout { return "cannot connect: timed out" }
+            if error == .deadlineExceeded || error == .readTimeout { return "timed out" }
             if error == .remoteConnectionClosed { return "the server closed the connection" }
         }
-        if let error = error as? IOError { return "cannot connect: " + String(cString: strerror(error.errnoCode)).lowercased() }
-        if "\(type(of: error))".contains("Connect") { return "cannot connect: \(error)" }
+        if let error = error as? IOError {
+            let reason = String(cString: strerror(error.errnoCode)).lowercased()
+            return connectErrors.contains(error.errnoCode) ? "cannot connect: " + reason : "connection error: " + reason
+        }
+        if isConnectFailure(error) { return "cannot connect: \(error)" }
         return "\(error)"
     }
 

@@ -6,17 +6,32 @@ import Foundation
     import Darwin
 #endif
 
-/// Temporary files and folders named `PREFIX<pid>-<random>` whose process is gone: left by a build killed
+/// Temporary files and folders named `PREFIX<pid>-<random>` whose writer is gone: left by a build killed
 /// outright (SIGKILL), which no signal handler could clean up. The next write in the same folder removes them.
+///
+/// A name is removed only when it matches the pattern exactly, its process does not run here, and no one holds
+/// the `flock` every writer keeps on its temporary file or folder while it lives (which also protects the files
+/// of a build in another PID namespace sharing the folder).
 enum AbandonedFiles {
     static func remove(in folder: String, prefix: String) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return }
         for name in names where name.hasPrefix(prefix) {
-            let pidText = name.dropFirst(prefix.count).prefix { $0 != "-" }
-            guard let pid = Int32(pidText), pid != getpid() else { continue }
-            if kill(pid, 0) != 0 && errno == ESRCH { try? FileManager.default.removeItem(atPath: folder + "/" + name) }
+            let parts = name.dropFirst(prefix.count).split(separator: "-", omittingEmptySubsequences: false)
+            guard parts.count == 2, parts.allSatisfy({ !$0.isEmpty && $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
+                let pid = Int32(parts[0]), pid != getpid()
+            else { continue }
+            if kill(pid, 0) == 0 || errno != ESRCH { continue }
+            let path = folder + "/" + name
+            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            guard fd >= 0 else { continue }
+            defer { close(fd) }
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }  // a live writer still holds it
+            try? FileManager.default.removeItem(atPath: path)
         }
     }
+
+    /// Takes the lock that marks `fd`'s file or folder as in use (released when the process ends, however it ends).
+    static func hold(_ fd: Int32) { _ = flock(fd, LOCK_EX | LOCK_NB) }
 }
 
 /// A file written under a temporary name in the destination's folder and renamed into place only when complete.
@@ -48,6 +63,7 @@ final class AtomicOutput {
         guard fd >= 0 else {
             throw PackagerError(.io, "cannot create \(temporaryPath): \(String(cString: strerror(errno)))", subject: destination)
         }
+        AbandonedFiles.hold(fd)
         TemporaryFiles.shared.register(temporaryPath)
         buffer.reserveCapacity(Self.bufferSize)
     }

@@ -91,6 +91,7 @@ final class Spool: @unchecked Sendable {
             if fd < 0 {
                 fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
                 guard fd >= 0 else { throw PackagerError(.io, "cannot create a spool file in \(folder): \(String(cString: strerror(errno)))") }
+                AbandonedFiles.hold(fd)
                 TemporaryFiles.shared.register(path)
             }
             defer { end += UInt64(bytes.count) }
@@ -191,6 +192,11 @@ enum BodyContents {
             var info = stat()
             guard fstat(fd, &info) == 0 else { throw PackagerError(.io, "cannot read \(path): \(String(cString: strerror(errno)))", subject: path) }
             let size = Int(info.st_size)
+            if (info.st_mode & S_IFMT) != S_IFREG || size == 0 {
+                // A FIFO, a /proc file, or a file whose size the system does not know: read it to the end.
+                self = .bytes(try Self.readToEnd(fd, path: path))
+                return
+            }
             if size > Self.smallFileLimit {
                 do {
                     self = .data(try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped))
@@ -213,6 +219,18 @@ enum BodyContents {
             if failure != 0 { throw PackagerError(.io, "cannot read \(path): \(String(cString: strerror(failure)))", subject: path) }
             if bytes.count < size { throw PackagerError(.io, "\(path) shrank while it was read", subject: path) }
             self = .bytes(bytes)
+        }
+    }
+
+    private static func readToEnd(_ fd: Int32, path: String) throws -> [UInt8] {
+        var bytes = [UInt8]()
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if n < 0, errno == EINTR { continue }
+            if n < 0 { throw PackagerError(.io, "cannot read \(path): \(String(cString: strerror(errno)))", subject: path) }
+            if n == 0 { return bytes }
+            bytes.append(contentsOf: chunk[0..<n])
         }
     }
 
