@@ -71,13 +71,12 @@ public final class MountedBundle: Sendable {
     public init(path: String, options: Options = Options()) throws {
         let file = try BundleFile(path: path)
         let directory = try ZipDirectory.locate(in: file)
-        let cd = try directory.readCentralDirectory(from: file)
         var metadata = [String: ZipCentralEntry]()
         var bodyEntries = 0
         var firstMetadataOffset = directory.centralDirectoryOffset
         let bodyPrefix = Array(BundleFormat.bodyPrefix.utf8)
         try directory.forEachEntry(
-            in: cd,
+            from: file,
             skip: { name in
                 // Body records are not decoded at mount: the index describes them, and reads check their local headers.
                 guard name.count == 71, name.starts(with: bodyPrefix) else { return false }
