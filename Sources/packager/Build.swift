@@ -69,7 +69,7 @@ extension Packager {
         }
 
         func run() async throws {
-            try await reportingErrors {
+            try await reportingErrorsAsync {
                 var declared = try loadDeclaration()
                 if let concurrency {
                     declared.concurrency.total = concurrency

@@ -34,7 +34,7 @@ extension Packager {
 
         func run() async throws {
             var flaggedAsExpected = false
-            try await reportingErrors {
+            try await reportingErrorsAsync {
                 flaggedAsExpected = try await DemoRun(site: try locateSite(), folder: output, originPort: originPort, servePort: servePort).run()
             }
             if !flaggedAsExpected { throw ExitCode(1) }
@@ -250,12 +250,6 @@ struct LoopbackServer {
             throw PackagerError(.io, "cannot serve on 127.0.0.1:\(port): \(reason)")
         }
         return LoopbackServer(port: bound, group: group, task: task)
-    }
-
-    private init(port: Int, group: ServiceGroup, task: Task<Void, any Error>) {
-        self.port = port
-        self.group = group
-        self.task = task
     }
 
     func stop() async {

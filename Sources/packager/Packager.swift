@@ -50,7 +50,7 @@ func reportingErrors(_ body: () throws -> Void) throws {
 }
 
 /// The async form of ``reportingErrors(_:)``, for commands that crawl or serve.
-func reportingErrors(_ body: () async throws -> Void) async throws {
+func reportingErrorsAsync(_ body: () async throws -> Void) async throws {
     Interrupts.install()
     do {
         try await body()

@@ -49,7 +49,7 @@ extension Packager {
         }
 
         func run() async throws {
-            try await reportingErrors {
+            try await reportingErrorsAsync {
                 let key = try publicKey.map(readPublicKey)
                 let loader = try OfflineLoader(path: bundle, publicKey: key)
                 let middleware: OfflineBundleMiddleware<BasicRequestContext>

@@ -108,7 +108,7 @@ extension Packager {
 
         func run() async throws {
             var code: Int32 = 0
-            try await reportingErrors {
+            try await reportingErrorsAsync {
                 guard FileManager.default.fileExists(atPath: bundle) else { throw PackagerError(.invalidInput, "no such bundle", subject: bundle) }
                 var options = try probe.verifierOptions()
                 options.failOn = try failingVerdicts()
@@ -148,7 +148,7 @@ extension Packager {
         @OptionGroup var probe: ProbeOptions
 
         func run() async throws {
-            try await reportingErrors {
+            try await reportingErrorsAsync {
                 let summary = try await Refresher(options: try probe.verifierOptions()).refresh(bundleAt: bundle, output: output ?? bundle)
                 print(ReportFormatter.summaryLine(summary.verify))
                 for (url, status) in summary.refreshed { print("  refreshed \(url) (now \(status))") }

@@ -75,15 +75,13 @@ public final class MountedBundle: Sendable {
         var bodyEntries = 0
         var firstMetadataOffset = directory.centralDirectoryOffset
         let bodyPrefix = Array(BundleFormat.bodyPrefix.utf8)
-        try directory.forEachEntry(
-            from: file,
-            skip: { name in
-                // Body records are not decoded at mount: the index describes them, and reads check their local headers.
-                guard name.count == 71, name.starts(with: bodyPrefix) else { return false }
-                bodyEntries += 1
-                return true
-            }
-        ) { entry in
+        // Body records are not decoded at mount: the index describes them, and reads check their local headers.
+        let skipBodies: (UnsafeRawBufferPointer) -> Bool = { name in
+            guard name.count == 71, name.starts(with: bodyPrefix) else { return false }
+            bodyEntries += 1
+            return true
+        }
+        try directory.forEachEntry(from: file, skip: skipBodies) { entry in
             guard metadata[entry.name] == nil else {
                 throw BundleError(.hostile, "the central directory lists \(entry.name) twice", entry: entry.name)
             }

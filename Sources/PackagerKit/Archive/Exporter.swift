@@ -5,7 +5,11 @@ import OfflineBundle
 public enum Exporter {
     /// The archive formats `export` writes.
     public enum Format: String, CaseIterable, Sendable {
-        case tarZstd = "tar.zst", tarGzip = "tar.gz", tarXz = "tar.xz", tar = "tar", zip = "zip"
+        case tarZstd = "tar.zst"
+        case tarGzip = "tar.gz"
+        case tarXz = "tar.xz"
+        case tar = "tar"
+        case zip = "zip"
     }
 
     /// Exports the bundle at `bundlePath` to `output`.

@@ -18,7 +18,7 @@ let scratchPath = "/dev/shm/packager-fuzz-\(getpid()).zip"
 
 /// libFuzzer's entry for programs that keep their own `main` (SwiftPM names the executable's main itself).
 @_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(
+func llvmFuzzerRunDriver(
     _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
     _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
 ) -> CInt
@@ -59,4 +59,4 @@ func fuzzBundleReader(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
 
 var argc = CommandLine.argc
 var argv = CommandLine.unsafeArgv
-exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in fuzzBundleReader(data, size) })
+exit(llvmFuzzerRunDriver(&argc, &argv) { data, size in fuzzBundleReader(data, size) })
