@@ -90,9 +90,8 @@ struct IntegrityTests {
         let (path, _) = try makeBundle(in: folder)
         let directory = try ZipDirectory.locate(in: try BundleFile(path: path))
         // Break the signature of the second central directory record.
-        let cd = try directory.readCentralDirectory(from: try BundleFile(path: path))
         var second = 0
-        try directory.forEachEntry(in: cd) { entry in
+        try directory.forEachEntry(from: try BundleFile(path: path)) { entry in
             if entry.recordOffset > 0 {
                 second = entry.recordOffset
                 return false

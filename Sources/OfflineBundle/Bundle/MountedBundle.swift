@@ -103,26 +103,8 @@ public final class MountedBundle: Sendable {
         }
         let recordedDigest = String(comment.dropFirst(BundleFormat.commentPrefix.count + 7).prefix(64))
 
-        let indexBytes = try Self.readMetadataEntry(indexEntry, from: file, limit: 1 << 32, bodyArea: directory.centralDirectoryOffset, checkCRC: false)
-        // The index's CRC-32 (6 ms for 100,000 entries) runs on another thread while the index is validated.
-        let crc = ConcurrentResult<UInt32>()
-        let crcDone = DispatchGroup()
-        if indexBytes.count >= 1 << 20 {
-            DispatchQueue.global(qos: .userInitiated).async(group: crcDone) { crc.set(CRC32.checksum(indexBytes)) }
-        } else {
-            crc.set(CRC32.checksum(indexBytes))
-        }
-        let index: BundleIndex
-        do {
-            index = try BundleIndex(bytes: indexBytes, bodyArea: firstMetadataOffset, maxRatio: options.maxCompressionRatio)
-        } catch {
-            crcDone.wait()
-            // Damage is reported as damage, before what the damage made the index look like.
-            try Self.checkMetadataCRC(crc.value ?? 0, of: indexEntry)
-            throw error
-        }
-        crcDone.wait()
-        try Self.checkMetadataCRC(crc.value ?? 0, of: indexEntry)
+        let indexBytes = try Self.readMetadataEntry(indexEntry, from: file, limit: 1 << 32, bodyArea: directory.centralDirectoryOffset)
+        let index = try BundleIndex(bytes: indexBytes, bodyArea: firstMetadataOffset, maxRatio: options.maxCompressionRatio)
         guard index.bodyCount == bodyEntries else {
             throw BundleError(.corruptIndex, "index.bin lists \(index.bodyCount) bodies but the central directory holds \(bodyEntries)")
         }
@@ -263,9 +245,7 @@ public final class MountedBundle: Sendable {
     }
 
     /// Reads a metadata entry (index, manifest, signature) in full and checks its CRC-32.
-    package static func readMetadataEntry(
-        _ entry: ZipCentralEntry, from file: BundleFile, limit: UInt64, bodyArea: UInt64, checkCRC: Bool = true
-    ) throws -> [UInt8] {
+    package static func readMetadataEntry(_ entry: ZipCentralEntry, from file: BundleFile, limit: UInt64, bodyArea: UInt64) throws -> [UInt8] {
         guard entry.uncompressedSize <= limit, entry.compressedSize <= limit else {
             throw BundleError(.hostile, "\(entry.name) claims \(entry.uncompressedSize) bytes, over the limit of \(limit)", entry: entry.name)
         }
@@ -293,23 +273,11 @@ public final class MountedBundle: Sendable {
         default:
             throw BundleError(.unsupported, "\(entry.name) uses compression method \(entry.method)", entry: entry.name)
         }
-        if checkCRC { try checkMetadataCRC(CRC32.checksum(bytes), of: entry) }
-        return bytes
-    }
-
-    package static func checkMetadataCRC(_ crc: UInt32, of entry: ZipCentralEntry) throws {
-        guard crc == entry.crc32 else {
+        guard CRC32.checksum(bytes) == entry.crc32 else {
             throw BundleError(.corruptIndex, "\(entry.name) fails its CRC-32 check: it is damaged", entry: entry.name)
         }
+        return bytes
     }
-}
-
-/// A value computed on another thread and read after waiting for it.
-private final class ConcurrentResult<Value: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: Value?
-    func set(_ value: Value) { lock.withLock { stored = value } }
-    var value: Value? { lock.withLock { stored } }
 }
 
 /// A deflate stream as stored, ready to be framed as gzip.

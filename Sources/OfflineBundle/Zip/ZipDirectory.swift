@@ -131,28 +131,10 @@ package struct ZipDirectory: Sendable {
     }
 
     /// Reads the whole central directory.
-    package func readCentralDirectory(from file: BundleFile) throws -> [UInt8] {
-        try file.read(at: centralDirectoryOffset, count: Int(centralDirectorySize), what: "the central directory")
-    }
-
     /// Walks the central directory records, calling `body` with each; stops early when `body` returns false.
     ///
     /// Records whose name `skip` accepts are checked for structure but not decoded (mounting skips bodies this way).
-    package func forEachEntry(in cd: [UInt8], skip: ((UnsafeRawBufferPointer) -> Bool)? = nil, _ body: (ZipCentralEntry) throws -> Bool) throws {
-        try cd.withUnsafeBytes { raw in
-            var pos = 0
-            var index: UInt64 = 0
-            while index < entryCount {
-                let (length, entry) = try record(in: raw, at: pos, directoryPosition: pos, index: index, skip: skip)
-                pos += length
-                index += 1
-                if let entry, try !body(entry) { return }
-            }
-        }
-    }
-
-    /// The same walk, reading the central directory from the file through one reused 1 MiB window instead of one
-    /// array of its whole size (12 MB for 100,000 entries: mounting no longer allocates, faults in and copies it all).
+    /// The directory is read through one reused 1 MiB window, not one array of its whole size (12 MB for 100,000 entries).
     package func forEachEntry(from file: BundleFile, skip: ((UnsafeRawBufferPointer) -> Bool)? = nil, _ body: (ZipCentralEntry) throws -> Bool) throws {
         let total = Int(centralDirectorySize)
         var window = [UInt8](repeating: 0, count: min(total, 1 << 20))

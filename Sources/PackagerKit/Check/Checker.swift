@@ -54,10 +54,9 @@ public enum Checker {
         // The container: every record, its local header, no overlaps, nothing unexpected.
         var cdBodies = [String: ZipCentralEntry]()
         do {
-            let cd = try bundle.directory.readCentralDirectory(from: bundle.file)
             var extents = [(start: UInt64, end: UInt64, name: String)]()
             var seen = Set<String>()
-            try bundle.directory.forEachEntry(in: cd) { entry in
+            try bundle.directory.forEachEntry(from: bundle.file) { entry in
                 if !seen.insert(entry.name).inserted { issue(entry.name, "listed twice in the central directory") }
                 let isBody =
                     entry.name.hasPrefix(BundleFormat.bodyPrefix) && entry.nameBytes.count == 71

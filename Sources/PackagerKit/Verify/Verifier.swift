@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import OfflineBundle
 
 /// `packager verify`: asks the live servers, as cheaply as each entry allows, whether its content moved on.
@@ -367,9 +368,8 @@ struct Probe: Sendable {
     static func isConnectFailure(_ error: any Error) -> Bool {
         if let error = error as? HTTPClientError, error == .connectTimeout { return true }
         if let error = error as? IOError { return connectErrors.contains(error.errnoCode) }
-        // NIO's own type for a failed connect (every address tried), and DNS failures.
-        let type = "\(type(of: error))"
-        return type == "NIOConnectionError" || type.contains("Resolution")
+        // Every address of the host was tried and none connected (or the name did not resolve).
+        return error is NIOConnectionError
     }
 
     static func describe(_ error: any Error) -> String {

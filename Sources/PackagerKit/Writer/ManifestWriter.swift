@@ -30,15 +30,12 @@ enum ManifestWriter {
         out.raw(",\n  \"generator\": ")
         out.string(manifest.generator)
         let totals = manifest.totals
-        out.raw(",\n  \"totals\": {\"bodies\": ")
-        out.integer(totals.bodies)
-        out.raw(", \"bodyBytes\": ")
-        out.integer(totals.bodyBytes)
-        out.raw(", \"entries\": ")
-        out.integer(totals.entries)
-        out.raw(", \"storedBytes\": ")
-        out.integer(totals.storedBytes)
-        out.raw("}\n}\n")
+        out.raw(",\n  \"totals\": ")
+        out.object([
+            ("bodies", .integer(UInt64(totals.bodies))), ("bodyBytes", .integer(totals.bodyBytes)), ("entries", .integer(UInt64(totals.entries))),
+            ("storedBytes", .integer(totals.storedBytes)),
+        ])
+        out.raw("\n}\n")
         return out.bytes
     }
 
@@ -58,19 +55,10 @@ enum ManifestWriter {
         }
         if let body = entry.body {
             field("body")
-            out.raw("{\"compression\": ")
-            out.string(body.compression.description)
-            out.raw(", \"crc32\": ")
-            out.string(body.crc32)
-            out.raw(", \"entry\": ")
-            out.string(body.entry)
-            out.raw(", \"sha256\": ")
-            out.string(body.sha256)
-            out.raw(", \"size\": ")
-            out.integer(body.size)
-            out.raw(", \"storedSize\": ")
-            out.integer(body.storedSize)
-            out.raw("}")
+            out.object([
+                ("compression", .string(body.compression.description)), ("crc32", .string(body.crc32)), ("entry", .string(body.entry)),
+                ("sha256", .string(body.sha256)), ("size", .integer(body.size)), ("storedSize", .integer(body.storedSize)),
+            ])
         }
         optional("cacheControl", entry.cacheControl)
         optional("charset", entry.charset)
@@ -110,6 +98,25 @@ struct JSONBytes {
 
     mutating func integer<T: BinaryInteger>(_ value: T) {
         bytes.append(contentsOf: String(value).utf8)
+    }
+
+    enum Value {
+        case string(String)
+        case integer(UInt64)
+    }
+
+    /// A one-line object of fields given in the order they are written (callers list them sorted).
+    mutating func object(_ fields: [(StaticString, Value)]) {
+        for (i, (name, value)) in fields.enumerated() {
+            raw(i == 0 ? "{\"" : ", \"")
+            raw(name)
+            raw("\": ")
+            switch value {
+            case .string(let text): string(text)
+            case .integer(let number): integer(number)
+            }
+        }
+        raw("}")
     }
 
     mutating func stringArray(_ values: [String]) {
