@@ -257,6 +257,10 @@ struct DemoTests {
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains("flagged: docs/changelog.html, docs/faq.html, docs/rate-limits.html"))
         #expect(result.output.contains("GET /ads/tracker.js  ->  204"))
+        // The origin it started (its port is in the output) no longer answers.
+        let port = try #require(result.output.firstMatch(of: #/http://127\.0\.0\.1:(\d+)/ serves/#)?.output.1)
+        let probe = try await run("curl", ["-s", "-o", "/dev/null", "--max-time", "2", "http://127.0.0.1:\(port)/"])
+        #expect(probe.status == 7, "curl exit \(probe.status): something still listens on \(port)")
         for name in ["packager.yml", "demo.bundle.zip", "verify.html", "verify.xml", "site"] {
             #expect(FileManager.default.fileExists(atPath: folder.path + "/demo/" + name), "\(name) missing")
         }
