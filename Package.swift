@@ -30,6 +30,8 @@ let package = Package(
             name: "CZlib",
             providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]
         ),
+        // The calling dispatch queue, for the URLSession protocol on swift-corelibs-foundation (no library to link).
+        .systemLibrary(name: "CDispatchQueue"),
         // libarchive: build side only (extract, inspect, pack from archives, export).
         .systemLibrary(
             name: "CArchive",
@@ -40,6 +42,7 @@ let package = Package(
             name: "OfflineBundle",
             dependencies: [
                 "CZlib",
+                .target(name: "CDispatchQueue", condition: .when(platforms: [.linux, .android, .windows, .openbsd])),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -76,6 +79,8 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "Logging", package: "swift-log"),

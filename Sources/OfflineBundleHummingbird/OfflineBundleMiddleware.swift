@@ -80,15 +80,32 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
             let local = (name == "location" || name == "content-location") ? route.localize(value) : value
             fields.append(HTTPField(name: fieldName, value: local))
         }
+        // Mounting refuses statuses outside 100...599 and bodies on 1xx, 204 and 304; checked again here, since a
+        // body after a body-less head would be read by the client as the next response.
+        guard (100...599).contains(answer.status) else {
+            throw HTTPError(.internalServerError, message: "the bundle records an invalid status for this resource")
+        }
         let status = HTTPResponse.Status(code: answer.status)
-        if body.isEmpty { return Response(status: status, headers: fields) }
+        let bodyless = answer.status < 200 || answer.status == 204 || answer.status == 304
+        if body.isEmpty || bodyless { return Response(status: status, headers: fields) }
         return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    /// The host of a Host value (`name`, `name:port`, `[v6]`, `[v6]:port`), lowercased.
+    static func hostName(ofAuthority authority: String) -> String? {
+        var text = Substring(authority.lowercased())
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return nil }
+            return String(text[...close])
+        }
+        if let colon = text.lastIndex(of: ":") { text = text[..<colon] }
+        return text.isEmpty ? nil : String(text)
     }
 
     /// The absolute URL a request stands for, or nil when no route takes it.
     func key(for request: Request) -> (String, Route)? {
         let target = request.uri.string
-        let host = request.head.authority.map { String($0.split(separator: ":").first ?? "").lowercased() }
+        let host = request.head.authority.flatMap { Self.hostName(ofAuthority: $0) }
         for route in routes {
             if let wanted = route.host, wanted != host { continue }
             if route.pathPrefix == "/" { return (route.origin + target, route) }

@@ -46,6 +46,17 @@ extension Packager {
         @Option(name: .customLong("max-errors"), help: "Failures of discovered URLs allowed before the build fails.")
         var maxErrors: Int?
 
+        @Option(
+            name: .customLong("include"),
+            help: "Follow only links whose URL matches this pattern ('*' matches any run of characters; repeatable; as scope.include).")
+        var include: [String] = []
+
+        @Option(name: .customLong("exclude"), help: "Do not fetch URLs matching this pattern (repeatable; as scope.exclude).")
+        var exclude: [String] = []
+
+        @Flag(name: .customLong("no-parent"), help: "Follow only links below the folder of a seed, like wget -np (as scope.no-parent).")
+        var noParent = false
+
         @Flag(name: .customLong("no-robots"), help: "Do not obey robots.txt.")
         var noRobots = false
 
@@ -78,6 +89,9 @@ extension Packager {
                 if let perHost { declared.concurrency.perHost = perHost }
                 if let maxDepth { declared.scope.maxDepth = maxDepth }
                 if noRobots { declared.respectRobots = false }
+                declared.scope.include += include
+                declared.scope.exclude += exclude
+                if noParent { declared.scope.noParent = true }
 
                 let key = try SigningKeys.privateKey(file: signKey, environment: "PACKAGER_SIGN_KEY")
                 let builder = Builder(declaration: declared, options: .init(output: output, maxErrors: maxErrors, signingKey: key))

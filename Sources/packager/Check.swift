@@ -27,13 +27,18 @@ extension Packager {
                     let object: [String: Any] = [
                         "path": report.path, "valid": report.isValid, "entries": report.entries, "bodies": report.bodies,
                         "bytesVerified": report.bytesVerified, "digest": report.digest ?? NSNull(),
-                        "signatureValid": report.signatureValid.map { $0 as Any } ?? NSNull(),
+                        "signatureValid": report.signatureValid.map { $0 as Any } ?? NSNull(), "signerChecked": report.signerChecked,
                         "issues": report.issues.map { ["entry": $0.entry ?? NSNull(), "message": $0.message] as [String: Any] },
                     ]
                     let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
                     print(String(decoding: data, as: UTF8.self))
                 } else if report.isValid {
-                    let signature = report.signatureValid == true ? ", signature valid" : ", unsigned"
+                    let signature =
+                        switch (report.signatureValid, report.signerChecked) {
+                        case (true?, true): ", signature valid (by the given public key)"
+                        case (true?, false): ", signed, but the signer was not checked (give --public-key to check who signed it)"
+                        default: ", unsigned"
+                        }
                     print("ok: \(report.path): \(report.entries) entries, \(report.bodies) bodies, \(formatBytes(report.bytesVerified)) verified\(signature)")
                 } else {
                     print("FAILED: \(report.path): \(report.issues.count) problem\(report.issues.count == 1 ? "" : "s")")

@@ -156,41 +156,6 @@ struct ResponderTests {
         }
         #expect(failures == 0)
     }
-
-    @Test("URLSession: bundle only, bundle first and network first, with the network up and down")
-    func urlSessionPolicies() async throws {
-        let live = Origin()
-        live.set("/", .text("live page", type: "text/html"))
-        live.set("/only-live.txt", .text("only on the network", type: "text/plain"))
-        try await live.start()
-        let folder = try TemporaryFolder()
-        try writeSampleBundle(origin: live.base, to: folder.path + "/b.zip")
-        let bundle = try MountedBundle(path: folder.path + "/b.zip")
-
-        func get(_ path: String, _ policy: OfflinePolicy) async -> (Int, String)? {
-            let configuration = URLSessionConfiguration.ephemeral
-            configuration.useOfflineBundle(OfflineLoader(bundles: [bundle], policy: policy))
-            let session = URLSession(configuration: configuration)
-            guard let (data, response) = try? await session.data(from: URL(string: live.base + path)!) else { return nil }
-            return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
-        }
-
-        // Network up.
-        #expect(await get("/", .bundleOnly)?.1 == samplePage)
-        // A recorded redirect is followed, as URLSession follows network ones.
-        #expect(await get("/old", .bundleOnly)?.1 == samplePage)
-        #expect(await get("/only-live.txt", .bundleOnly) == nil)
-        #expect(await get("/", .bundleFirst)?.1 == samplePage)
-        #expect(await get("/only-live.txt", .bundleFirst)?.1 == "only on the network")
-        #expect(await get("/", .networkFirst(timeout: 30))?.1 == "live page")
-        #expect(await get("/gone.html", .bundleOnly)?.0 == 404)
-        // Network down: bundle-backed policies still answer what the bundle holds.
-        await live.stop()
-        #expect(await get("/", .bundleOnly)?.1 == samplePage)
-        #expect(await get("/", .bundleFirst)?.1 == samplePage)
-        #expect(await get("/", .networkFirst(timeout: 5))?.1 == samplePage)
-        #expect(await get("/only-live.txt", .networkFirst(timeout: 5)) == nil)
-    }
 }
 
 /// A gzip member (as the responder frames it) inflated in memory with the reader's own zlib binding.

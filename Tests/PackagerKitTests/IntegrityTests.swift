@@ -167,6 +167,50 @@ struct HostileTests {
         withUnsafeBytes(of: value.littleEndian) { bytes.replaceSubrange(at..<(at + 8), with: $0) }
     }
 
+    func setU16(_ bytes: inout [UInt8], _ at: Int, _ value: UInt16) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.replaceSubrange(at..<(at + 2), with: $0) }
+    }
+
+    @Test(
+        "an entry with a status outside 100...599, or a body on a status that has none, is refused at mount, naming the entry",
+        arguments: [(1000, "outside 100...599"), (99, "outside 100...599"), (65535, "outside 100...599"), (204, "which has none"),
+            (304, "which has none"), (101, "which has none")])
+    func impossibleStatuses(status: Int, message: String) throws {
+        let folder = try TemporaryFolder()
+        let path = try forged(folder) { bytes, index in setU16(&bytes, index.entriesOffset + 20, UInt16(status)) }
+        let error = try #require(throws: BundleError.self) { try MountedBundle(path: path) }
+        #expect(error.code == .hostile && error.message.contains(message), "\(error)")
+        #expect(error.entry == "https://example.com/a.txt")
+    }
+
+    @Test("a key that is not a canonical http or https URL is refused at mount (no unix sockets, quotes or line breaks reach verify)")
+    func malformedKeys() throws {
+        for replacement in ["file:///", "http+uni", "https://\"", "https://\r", "https:/x"] {
+            let folder = try TemporaryFolder()
+            let path = try forged(folder) { bytes, index in
+                let keyOffset = index.stringsOffset + Int(bytes.u32(index.entriesOffset))
+                bytes.replaceSubrange(keyOffset..<(keyOffset + 8), with: Array(replacement.utf8))
+            }
+            let error = try #require(throws: BundleError.self, "\(replacement)") { try MountedBundle(path: path) }
+            #expect(error.code == .hostile || error.code == .corruptIndex, "\(replacement): \(error)")
+        }
+    }
+
+    @Test("a metadata entry that claims 2 GiB over a few bytes is refused with memory growing by what was inflated, not what was claimed")
+    func claimedSizeIsNotAllocated() throws {
+        // 64 KiB of zeros deflate to about 100 bytes; the claim is 2 GiB, within no ratio a reader should believe, but
+        // the inflater is asked directly, as it would be after the ratio check, to see what it allocates.
+        var zeros = [UInt8](repeating: 0, count: 64 << 10)
+        let stream = try #require(try deflateRaw(&zeros))
+        let before = peakResidentBytes()
+        let error = try #require(throws: BundleError.self) {
+            try stream.withUnsafeBytes { try RawInflate.inflate($0, expectedSize: 2 << 30, entry: "index.bin") }
+        }
+        #expect(error.code == .corruptBody)
+        let grown = peakResidentBytes() - before
+        #expect(grown < 64 << 20, "peak memory grew by \(grown) bytes")
+    }
+
     @Test("a body claiming an absurd compression ratio is refused at mount")
     func zipBomb() throws {
         let folder = try TemporaryFolder()
@@ -275,4 +319,16 @@ struct HostileTests {
         #expect(error.code == .corruptDirectory || error.code == .corruptBody)
         #expect(!Checker.check(path: path).isValid)
     }
+}
+
+/// The process's peak resident set, in bytes.
+func peakResidentBytes() -> Int {
+    var usage = rusage()
+    getrusage(0, &usage)  // RUSAGE_SELF
+    return usage.ru_maxrss * 1024
+}
+
+/// A raw deflate stream of `bytes`, through the tool side's deflater.
+func deflateRaw(_ bytes: inout [UInt8]) throws -> [UInt8]? {
+    try bytes.withUnsafeBytes { try RawDeflate.deflate($0, level: 6) }
 }

@@ -182,3 +182,39 @@ public final class Origin: @unchecked Sendable {
         return Response(status: .init(code: resource.status), headers: fields, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 }
+
+/// Runs `body` with a started origin, and stops the origin before returning, whether `body` threw or not.
+public func withOrigin<T>(_ body: (Origin) async throws -> T) async throws -> T {
+    let origin = Origin()
+    try await origin.start()
+    do {
+        let result = try await body(origin)
+        await origin.stop()
+        return result
+    } catch {
+        await origin.stop()
+        throw error
+    }
+}
+
+/// Runs `body` with two started origins on different ports (two origins of one host), stopping both before returning.
+public func withOrigins<T>(_ body: (Origin, Origin) async throws -> T) async throws -> T {
+    try await withOrigin { a in try await withOrigin { b in try await body(a, b) } }
+}
+
+/// A loopback port nothing listens on: bound, read, and closed again.
+public func closedPort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw POSIXError(.EBADF) }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = 0
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    }
+    guard bound else { throw POSIXError(.EADDRINUSE) }
+    return Int(UInt16(bigEndian: address.sin_port))
+}

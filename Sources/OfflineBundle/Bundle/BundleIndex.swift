@@ -75,6 +75,20 @@ package struct BundleIndex: Sendable {
                 let body = raw.u32(r + 16)
                 guard body == IndexLayout.noBody || Int(body) < bCount else { throw fail("entry \(i) names body \(body) of \(bCount)") }
                 guard raw[r + 22] <= EntryKind.blocked.rawValue else { throw fail("entry \(i) has an unknown kind") }
+                let key = UnsafeRawBufferPointer(rebasing: raw[(sOff + keyOffset)..<(sOff + keyOffset + keyLength)])
+                var keyText: String { String(decoding: key.prefix(200), as: UTF8.self) }
+                guard isWellFormedKey(key) else {
+                    throw BundleError(.hostile, "index.bin: entry \(i)'s key is not a canonical http or https URL", entry: keyText)
+                }
+                // Statuses an HTTP response can carry, and no body where HTTP allows none (RFC 9110 §6.4.1):
+                // a body after a 204 or 304 head would be read by the client as the next response.
+                let status = raw.u16(r + 20)
+                guard (100...599).contains(status) else {
+                    throw BundleError(.hostile, "index.bin: entry \(i) records HTTP status \(status), outside 100...599", entry: keyText)
+                }
+                guard body == IndexLayout.noBody || !(status < 200 || status == 204 || status == 304) else {
+                    throw BundleError(.hostile, "index.bin: entry \(i) records a body with HTTP status \(status), which has none", entry: keyText)
+                }
                 if i > 0 {
                     let previous = r - IndexLayout.entryRecordSize
                     let aLength = Int(raw.u32(previous + 4))

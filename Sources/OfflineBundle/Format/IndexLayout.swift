@@ -119,8 +119,9 @@ package enum IndexBuilder {
         for entry in entries {
             var block = ""
             for (name, value) in entry.headers {
-                guard !name.contains(where: { $0 == "\n" || $0 == "\r" || $0 == ":" }),
-                    !value.contains(where: { $0 == "\n" || $0 == "\r" })
+                // Bytes, not Characters: "\r\n" is one Character and would pass a Character test.
+                guard !name.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D || $0 == 0 || $0 == UInt8(ascii: ":") }), !name.isEmpty,
+                    !value.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D || $0 == 0 })
                 else { throw BundleError(.invalidArgument, "header \(name) has a line break or colon in it", entry: entry.key) }
                 block += name.lowercased() + ": " + value + "\n"
             }

@@ -30,7 +30,9 @@ public struct BundleResponder: Sendable {
     /// The response `entry` gives to `request`.
     public func respond(to request: BundleRequest, with entry: BundleEntry, head: Bool) -> BundleResponse {
         // The index's header strings are decoded once per request, not once per field looked at.
-        var headers = entry.headers.filter { $0.name != "content-length" }
+        // Headers that would change the client's state for the serving origin (cookies, HSTS) are never replayed,
+        // even when a hand-made bundle carries them; Content-Length is computed for each response.
+        var headers = entry.headers.filter { !Self.neverReplayed.contains($0.name) }
         let size = entry.body?.size ?? 0
         let etag = headers.first { $0.name == "etag" }?.value
         let lastModified = headers.first { $0.name == "last-modified" }?.value
@@ -88,6 +90,12 @@ public struct BundleResponder: Sendable {
         return response(200, .entry(entry), length: size)
     }
 
+    /// Stored headers a response never carries.
+    static let neverReplayed: Set<String> = [
+        "content-length", "set-cookie", "set-cookie2", "strict-transport-security", "public-key-pins", "alt-svc", "clear-site-data",
+        "transfer-encoding", "connection",
+    ]
+
     /// The strong validator of the gzip representation: the identity ETag with `-gzip` inside its quotes.
     static func gzipETag(_ etag: String) -> String {
         guard etag.hasSuffix("\""), etag.count >= 2 else { return etag }
@@ -103,15 +111,29 @@ public struct BundleResponder: Sendable {
     // MARK: - HTTP rules
 
     /// Whether an If-None-Match list matches `etag` by weak comparison (RFC 9110 §8.8.3.2).
+    ///
+    /// The list is read as entity-tags (`W/"…"` or `"…"`), so a comma inside quotes is part of a tag,
+    /// not a separator; items that are not entity-tags match nothing.
     static func weakMatch(_ list: String, _ etag: String) -> Bool {
         let trimmed = list.trimmingCharacters(in: .whitespaces)
         if trimmed == "*" { return true }
-        let opaque = { (tag: Substring) -> Substring in
-            let t = tag.trimmingCharacters(in: .whitespaces)
-            return Substring(t.hasPrefix("W/") ? String(t.dropFirst(2)) : t)
+        let target = opaqueTag(Substring(etag.trimmingCharacters(in: .whitespaces)))
+        guard !target.isEmpty else { return false }
+        var rest = Substring(trimmed)
+        while let quote = rest.firstIndex(of: "\"") {
+            let afterQuote = rest.index(after: quote)
+            guard let close = rest[afterQuote...].firstIndex(of: "\"") else { return false }
+            if rest[quote...close] == target { return true }
+            rest = rest[rest.index(after: close)...]
         }
-        let target = opaque(Substring(etag))
-        return trimmed.split(separator: ",").contains { opaque($0) == target }
+        return false
+    }
+
+    /// The quoted part of an entity-tag (`"abc"` of `W/"abc"`), or empty when it has none.
+    private static func opaqueTag(_ tag: Substring) -> Substring {
+        let t = tag.hasPrefix("W/") ? tag.dropFirst(2) : tag
+        guard t.count >= 2, t.first == "\"", t.last == "\"" else { return "" }
+        return t
     }
 
     /// Whether a Range should be honoured given If-Range: a strong ETag match or an exact Last-Modified.
@@ -140,17 +162,19 @@ public struct BundleResponder: Sendable {
         let first = spec[..<dash]
         let last = spec[spec.index(after: dash)...]
         if first.isEmpty {
-            guard let suffix = UInt64(last), !last.isEmpty else { return .ignored }
+            guard !last.isEmpty, last.allSatisfy(\.isASCIIDigit) else { return .ignored }
+            let suffix = UInt64(last) ?? .max
             guard suffix > 0, size > 0 else { return .unsatisfiable }
             return .single((size - min(suffix, size))..<size)
         }
-        guard let start = UInt64(first), first.allSatisfy(\.isNumber) else { return .ignored }
-        var end = size
-        if !last.isEmpty {
-            guard let value = UInt64(last), last.allSatisfy(\.isNumber), value >= start else { return .ignored }
-            end = min(value + 1, size)
-        }
+        guard first.allSatisfy(\.isASCIIDigit), last.allSatisfy(\.isASCIIDigit) else { return .ignored }
+        // A position past UInt64 is past any body: read as the largest value, never trapped on.
+        let start = UInt64(first) ?? .max
+        let value = last.isEmpty ? nil : (UInt64(last) ?? .max)
+        if let value, value < start { return .ignored }
         guard start < size else { return .unsatisfiable }
+        // value < size - 1 implies value + 1 < size: no overflow, whatever the header says.
+        let end = value.map { $0 < size - 1 ? $0 + 1 : size } ?? size
         return .single(start..<end)
     }
 
@@ -171,6 +195,10 @@ public struct BundleResponder: Sendable {
         // An explicit gzip item wins over "*" (RFC 9110 §12.5.3).
         return (gzipQ ?? anyQ ?? 0) > 0
     }
+}
+
+extension Character {
+    fileprivate var isASCIIDigit: Bool { isASCII && isNumber }
 }
 
 /// HTTP-date parsing for conditional requests: IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form every

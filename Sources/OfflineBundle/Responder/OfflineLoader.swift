@@ -105,6 +105,9 @@ public final class OfflineLoader: Sendable {
         return (answer, url)
     }
 
+    /// Whether a bundle has an entry for `url` (no lookup is counted).
+    public func hasEntry(for url: String) -> Bool { bundles.contains { $0.entry(for: url) != nil } }
+
     private func lookup(_ request: BundleRequest) -> BundleResponse? {
         for bundle in bundles {
             if let response = BundleResponder(bundle: bundle).respond(to: request) { return response }

@@ -3,20 +3,39 @@ import Foundation
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
+#if canImport(CDispatchQueue)
+    internal import CDispatchQueue
+#endif
 
 /// A `URLProtocol` that answers URLSession requests from an ``OfflineLoader``, by its policy.
 ///
 /// Install it with one line: `configuration.useOfflineBundle(loader)`. It
 /// takes http and https requests; what the bundle cannot answer (by policy)
-/// goes to the network through a plain URLSession, and in bundle-only mode a
-/// miss fails with `URLError(.resourceUnavailable)`. One loader serves the
-/// process: installing another replaces it.
+/// goes to the network, and in bundle-only mode a miss fails with
+/// `URLError(.resourceUnavailable)`. One loader serves the process: installing
+/// another replaces it.
+///
+/// Every call to the URLSession client is made on the queue URLSession called
+/// `startLoading()` on. swift-corelibs-foundation requires this: its client
+/// methods read the session's task registry without a lock, so a call from any
+/// other thread races with the session's other tasks (that race crashed the
+/// process under concurrent requests). Hence:
+/// - bundle answers are given synchronously inside `startLoading()`;
+/// - under `.bundleFirst`, a URL the bundle cannot answer is not taken by this
+///   protocol at all (`canInit` says no), and URLSession's own HTTP stack
+///   fetches it;
+/// - under `.networkFirst`, the network answer (or the bundle's, when the
+///   network fails, answers 5xx or takes longer than the policy's timeout)
+///   is handed over on the queue `startLoading()` ran on, kept for that
+///   purpose. Nothing waits: on Linux every URLSession shares one serial
+///   queue, so waiting there would stop them all.
 public final class OfflineURLProtocol: URLProtocol {
     private static let lock = NSLock()
     nonisolated(unsafe) private static var installed: OfflineLoader?
     private static let network = URLSession(configuration: .ephemeral)
-    private var networkTask: URLSessionDataTask?
+    /// Guards `networkTask` and `stopped`, which `stopLoading()` touches from the thread that cancels.
     private let stateLock = NSLock()
+    private var networkTask: URLSessionDataTask?
     private var stopped = false
 
     /// Makes `loader` the one this protocol asks.
@@ -25,55 +44,93 @@ public final class OfflineURLProtocol: URLProtocol {
     static var loader: OfflineLoader? { lock.withLock { installed } }
 
     public override class func canInit(with request: URLRequest) -> Bool {
-        guard let scheme = request.url?.scheme?.lowercased(), scheme == "http" || scheme == "https" else { return false }
-        return loader != nil
+        guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", let loader else { return false }
+        // A bundle-first miss goes to URLSession's own HTTP stack: nothing for this protocol to add.
+        if loader.policy(for: url.absoluteString) == .bundleFirst {
+            let method = request.httpMethod?.uppercased() ?? "GET"
+            return (method == "GET" || method == "HEAD") && loader.hasEntry(for: url.absoluteString)
+        }
+        return true
     }
 
     public override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }
 
     public override func startLoading() {
-        // FoundationNetworking on Linux calls startLoading on the session's queue and the client's callbacks
-        // dispatch synchronously onto it again; answering from another queue avoids that deadlock.
-        let this = Unchecked(value: self)
-        Self.work.async { this.value.load() }
-    }
-
-    private static let work = DispatchQueue(label: "offline-bundle.url-protocol", attributes: .concurrent)
-
-    private func load() {
-        guard let loader = Self.loader, let url = request.url else {
-            deliver { $0.urlProtocol(self, didFailWithError: URLError(.unsupportedURL)) }
+        guard let client, let loader = Self.loader, let url = request.url else {
+            client?.urlProtocol(self, didFailWithError: URLError(.unsupportedURL))
             return
         }
         switch loader.policy(for: url.absoluteString) {
-        case .bundleOnly:
-            if !answerFromBundle(loader, url: url) {
-                deliver {
-                    $0.urlProtocol(
-                        self, didFailWithError: URLError(.resourceUnavailable, userInfo: [NSLocalizedDescriptionKey: "not in the offline bundle: \(url)"]))
+        case .bundleOnly, .bundleFirst:
+            // A bundle-first URL reaches here only when the bundle has it (see canInit).
+            guard let answer = answerFromBundle(loader, url: url) else {
+                client.urlProtocol(
+                    self, didFailWithError: URLError(.resourceUnavailable, userInfo: [NSLocalizedDescriptionKey: "not in the offline bundle: \(url)"]))
+                return
+            }
+            deliver(answer, to: client)
+        case .networkFirst(let limit):
+            let queue = CallerQueue.current()
+            let handle = Handle(instance: self)
+            fetch(timeout: min(limit, request.timeoutInterval)) { outcome in
+                queue.async {
+                    let this = handle.instance
+                    // On the task's queue again: a cancel() ran stopLoading here first, or not at all.
+                    guard let client = this.client, !this.stateLock.withLock({ this.stopped }) else { return }
+                    switch outcome {
+                    case .answer(let response, let data):
+                        this.deliver(.network(response, data), to: client)
+                    case .failed(let error):
+                        if let answer = this.answerFromBundle(loader, url: url) {
+                            this.deliver(answer, to: client)
+                        } else {
+                            client.urlProtocol(this, didFailWithError: error)
+                        }
+                    }
                 }
             }
-        case .bundleFirst:
-            if !answerFromBundle(loader, url: url) { fetch(timeout: request.timeoutInterval, fallback: nil) }
-        case .networkFirst(let limit):
-            let this = Unchecked(value: self)
-            fetch(timeout: min(limit, request.timeoutInterval)) { this.value.answerFromBundle(loader, url: url) }
         }
     }
 
     public override func stopLoading() {
-        stateLock.withLock { stopped = true }
-        networkTask?.cancel()
+        // Nothing is reported from here: URLSession's cancel() reports the cancellation itself.
+        let task = stateLock.withLock {
+            stopped = true
+            return networkTask
+        }
+        task?.cancel()
     }
 
-    /// Calls the client unless loading was stopped: no callback arrives after stopLoading.
-    private func deliver(_ call: (any URLProtocolClient) -> Void) {
-        guard let client, !stateLock.withLock({ stopped }) else { return }
-        call(client)
+    /// What to hand the client.
+    private enum Answer {
+        case network(URLResponse, Data)
+        case bundle(HTTPURLResponse, Data, redirect: URLRequest?)
+        case failure(any Error)
     }
 
-    /// Delivers the bundle's response; false on a miss.
-    private func answerFromBundle(_ loader: OfflineLoader, url: URL) -> Bool {
+    /// Hands one answer to the client, on the calling thread, once.
+    private func deliver(_ answer: Answer, to client: any URLProtocolClient) {
+        switch answer {
+        case .network(let response, let data):
+            client.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
+            // One didLoad with the whole body: corelibs-foundation keeps only the last chunk a protocol loads.
+            if !data.isEmpty { client.urlProtocol(self, didLoad: data) }
+            client.urlProtocolDidFinishLoading(self)
+        case .bundle(let response, let body, let redirect):
+            if let redirect {
+                client.urlProtocol(self, wasRedirectedTo: redirect, redirectResponse: response)
+                return
+            }
+            client.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
+            if !body.isEmpty { client.urlProtocol(self, didLoad: body) }
+            client.urlProtocolDidFinishLoading(self)
+        case .failure(let error):
+            client.urlProtocol(self, didFailWithError: error)
+        }
+    }
+
+    /// The bundle's answer, or nil on a miss.
+    private func answerFromBundle(_ loader: OfflineLoader, url: URL) -> Answer? {
         // Accept-Encoding is left out: URLSession does not decode what a protocol hands it, so bodies go out as identity.
         var headers: [(name: String, value: String)] = []
         for (name, value) in request.allHTTPHeaderFields ?? [:] where name.lowercased() != "accept-encoding" { headers.append((name, value)) }
@@ -81,17 +138,19 @@ public final class OfflineURLProtocol: URLProtocol {
         #if canImport(FoundationNetworking)
             // swift-corelibs-foundation cannot follow a redirect a protocol reports, so recorded hops are followed
             // inside the bundle and the final response is delivered.
-            guard let (answer, finalString) = loader.response(for: bundleRequest, followingRedirects: 10) else { return false }
+            guard let (answer, finalString) = loader.response(for: bundleRequest, followingRedirects: 10) else { return nil }
             let finalURL = URL(string: finalString) ?? url
         #else
-            guard let answer = loader.response(for: bundleRequest) else { return false }
+            guard let answer = loader.response(for: bundleRequest) else { return nil }
             let finalURL = url
         #endif
         do {
             let body = try answer.bodyData()
             var fields: [String: String] = [:]
             for (name, value) in answer.headers { fields[name] = fields[name].map { $0 + ", " + value } ?? value }
-            guard let response = HTTPURLResponse(url: finalURL, statusCode: answer.status, httpVersion: "HTTP/1.1", headerFields: fields) else { return false }
+            guard let response = HTTPURLResponse(url: finalURL, statusCode: answer.status, httpVersion: "HTTP/1.1", headerFields: fields) else {
+                return .failure(URLError(.badServerResponse))
+            }
             #if !canImport(FoundationNetworking)
                 // On Apple platforms URLSession follows a recorded redirect as it follows a network one.
                 if (300...399).contains(answer.status), answer.status != 304, let location = answer.header("location"),
@@ -99,42 +158,97 @@ public final class OfflineURLProtocol: URLProtocol {
                 {
                     var next = request
                     next.url = target
-                    deliver { $0.urlProtocol(self, wasRedirectedTo: next, redirectResponse: response) }
-                    return true
+                    return .bundle(response, Data(), redirect: next)
                 }
             #endif
-            deliver { $0.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed) }
-            if !body.isEmpty { deliver { $0.urlProtocol(self, didLoad: body) } }
-            deliver { $0.urlProtocolDidFinishLoading(self) }
+            return .bundle(response, body, redirect: nil)
         } catch {
             loader.recordError(error, url: url.absoluteString)
-            deliver { $0.urlProtocol(self, didFailWithError: URLError(.cannotDecodeContentData, userInfo: [NSLocalizedDescriptionKey: "\(error)"])) }
+            return .failure(URLError(.cannotDecodeContentData, userInfo: [NSLocalizedDescriptionKey: "\(error)"]))
         }
-        return true
     }
 
-    /// Fetches from the network; on failure (or 5xx) `fallback` may answer instead.
-    private func fetch(timeout: TimeInterval, fallback: (@Sendable () -> Bool)?) {
+    /// Fetches from the network; `done` is called once, on URLSession's callback queue.
+    ///
+    /// The task is created and resumed from another thread: creating a task does a synchronous hop onto the
+    /// queue every corelibs-foundation session shares, which this thread holds while in `startLoading()`.
+    private func fetch(timeout: TimeInterval, done: @escaping @Sendable (NetworkOutcome) -> Void) {
         var networkRequest = request
         networkRequest.timeoutInterval = timeout
-        // URLSession calls back on its own queue; the protocol instance is only touched there after startLoading returns.
-        let this = Unchecked(value: self)
-        let task = Self.network.dataTask(with: networkRequest) { data, response, error in
-            let instance = this.value
-            if (error as? URLError)?.code == .cancelled { return }  // stopLoading: the client wants nothing more
-            let failed = error != nil || ((response as? HTTPURLResponse)?.statusCode ?? 0) >= 500
-            if failed, let fallback, fallback() { return }
-            if let error {
-                instance.deliver { $0.urlProtocol(instance, didFailWithError: error) }
-                return
+        let handle = Handle(instance: self)
+        let outgoing = SendableRequest(request: networkRequest)
+        DispatchQueue.global().async {
+            let task = Self.network.dataTask(with: outgoing.request) { data, response, error in
+                if let error {
+                    done(.failed(error))
+                } else if let response, (response as? HTTPURLResponse)?.statusCode ?? 0 < 500 {
+                    done(.answer(response, data ?? Data()))
+                } else {
+                    done(.failed(URLError(.badServerResponse)))
+                }
             }
-            if let response { instance.deliver { $0.urlProtocol(instance, didReceive: response, cacheStoragePolicy: .notAllowed) } }
-            if let data, !data.isEmpty { instance.deliver { $0.urlProtocol(instance, didLoad: data) } }
-            instance.deliver { $0.urlProtocolDidFinishLoading(instance) }
+            let this = handle.instance
+            let cancelled = this.stateLock.withLock {
+                if !this.stopped { this.networkTask = task }
+                return this.stopped
+            }
+            if cancelled {
+                done(.failed(URLError(.cancelled)))
+            } else {
+                task.resume()
+            }
         }
-        networkTask = task
-        task.resume()
     }
+}
+
+/// A request carried to the thread that sends it.
+// Unchecked: URLRequest is a value type; on corelibs-foundation it is not marked Sendable.
+private struct SendableRequest: @unchecked Sendable {
+    let request: URLRequest
+}
+
+/// The protocol instance, carried to its task's queue.
+// Unchecked: URLProtocol is not Sendable; the instance's mutable state (`networkTask`, `stopped`) is behind its
+// lock, and its client is only called on the task's queue, where this handle takes it.
+private struct Handle: @unchecked Sendable {
+    let instance: OfflineURLProtocol
+}
+
+/// What the network answered a network-first request.
+private enum NetworkOutcome {
+    case answer(URLResponse, Data)
+    /// A connection error, a timeout or a 5xx: the bundle may answer instead.
+    case failed(any Error)
+}
+
+/// The dispatch queue a call arrived on, kept to run later work there.
+private final class CallerQueue: @unchecked Sendable {
+    // Unchecked: the queue handle is immutable, and dispatch queues are thread-safe.
+    #if canImport(CDispatchQueue)
+        private let queue: UnsafeMutableRawPointer
+
+        private init(queue: UnsafeMutableRawPointer) { self.queue = queue }
+        deinit { packager_queue_release(queue) }
+
+        /// The queue the caller runs on (for a URLProtocol in startLoading: its task's work queue).
+        static func current() -> CallerQueue { CallerQueue(queue: packager_current_queue_retained()) }
+
+        func async(_ work: @escaping @Sendable () -> Void) {
+            let box = Unmanaged.passRetained(Work(work)).toOpaque()
+            packager_queue_async(queue, box) { context in
+                Unmanaged<Work>.fromOpaque(context!).takeRetainedValue().run()
+            }
+        }
+
+        private final class Work {
+            let run: @Sendable () -> Void
+            init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+        }
+    #else
+        /// Apple's URLSession accepts client calls from any thread.
+        static func current() -> CallerQueue { CallerQueue() }
+        func async(_ work: @escaping @Sendable () -> Void) { work() }
+    #endif
 }
 
 extension URLSessionConfiguration {
@@ -143,9 +257,4 @@ extension URLSessionConfiguration {
         OfflineURLProtocol.install(loader)
         protocolClasses = [OfflineURLProtocol.self] + (protocolClasses ?? []).filter { $0 != OfflineURLProtocol.self }
     }
-}
-
-/// Carries a value into a `@Sendable` closure where the caller guarantees it is not used concurrently.
-private struct Unchecked<Value>: @unchecked Sendable {
-    let value: Value
 }

@@ -84,17 +84,24 @@ public struct RequestKeyCanonicalizer: Sendable {
         }
         guard hostEnd > authStart else { return nil }
         let isBracketed = s[authStart] == UInt8(ascii: "[")
+        if isBracketed {
+            // An IPv6 literal: hex digits, colons and dots (an embedded IPv4), between brackets.
+            guard hostEnd - authStart >= 3, s[hostEnd - 1] == UInt8(ascii: "]") else { return nil }
+            for j in (authStart + 1)..<(hostEnd - 1) where !isIPv6Byte(s[j]) { return nil }
+        }
         for j in authStart..<hostEnd {
             let c = s[j]
-            if c == UInt8(ascii: "%") || c >= 0x80 || c <= 0x20 { return nil }
-            // A colon outside an IPv6 literal means a port that is not a number.
-            if c == UInt8(ascii: ":"), !isBracketed { return nil }
+            // Host names are letters, digits, '-', '.', '_' and '~'; anything else (quotes, '%', spaces,
+            // non-ASCII, a colon outside an IPv6 literal) is not a host a request can be made to.
+            if !isBracketed && !isUnreserved(c) { return nil }
             out.append(lower(c))
         }
         if let portStart {
             var q = portStart
             while q < authEnd, s[q] == UInt8(ascii: "0"), q + 1 < authEnd { q += 1 }
             let port = UnsafeRawBufferPointer(rebasing: s[q..<authEnd])
+            // Ports are 16-bit: a longer number names no server.
+            guard port.count <= 5, port.reduce(0, { $0 * 10 + Int($1 - UInt8(ascii: "0")) }) <= 65535 else { return nil }
             let isDefault =
                 port.isEmpty || (isHTTP && port.elementsEqual("80".utf8)) || (isHTTPS && port.elementsEqual("443".utf8))
             if !isDefault {
@@ -171,6 +178,56 @@ public struct RequestKeyCanonicalizer: Sendable {
         }
         return patterns.contains { globMatch($0[...], decoded[...]) }
     }
+}
+
+/// Whether `key` has the shape every canonical key has: `http://` or `https://`, a host of letters, digits,
+/// `-._~` (or a bracketed IPv6 literal), an optional numeric port, and only printable ASCII that may stand raw
+/// in a URL after it.
+///
+/// A reader checks every key of an index with it, so a hostile bundle cannot carry a key with another scheme
+/// (`http+unix://`), a quote or a line break to the code that makes requests or writes reports from keys.
+package func isWellFormedKey(_ key: UnsafeRawBufferPointer) -> Bool {
+    let authorityStart: Int
+    if key.starts(with: "http://".utf8) {
+        authorityStart = 7
+    } else if key.starts(with: "https://".utf8) {
+        authorityStart = 8
+    } else {
+        return false
+    }
+    var i = authorityStart
+    if i < key.count, key[i] == UInt8(ascii: "[") {
+        i += 1
+        while i < key.count, isIPv6Byte(key[i]) { i += 1 }
+        guard i < key.count, key[i] == UInt8(ascii: "]"), i > authorityStart + 1 else { return false }
+        i += 1
+    } else {
+        while i < key.count, isUnreserved(key[i]) { i += 1 }
+        guard i > authorityStart else { return false }
+    }
+    if i < key.count, key[i] == UInt8(ascii: ":") {
+        i += 1
+        let portStart = i
+        while i < key.count, isDigit(key[i]) { i += 1 }
+        guard i > portStart, i - portStart <= 5 else { return false }
+    }
+    guard i < key.count, key[i] == UInt8(ascii: "/") else { return false }
+    while i < key.count {
+        let c = key[i]
+        guard c == UInt8(ascii: "%") || c == UInt8(ascii: "?") || mayStandRaw(c, inQuery: true) else { return false }
+        i += 1
+    }
+    return true
+}
+
+/// ``isWellFormedKey(_:)`` over a string's UTF-8.
+package func isWellFormedKey(_ key: String) -> Bool {
+    var key = key
+    return key.withUTF8 { isWellFormedKey(UnsafeRawBufferPointer($0)) }
+}
+
+@inline(__always) private func isIPv6Byte(_ c: UInt8) -> Bool {
+    isDigit(c) || ((c | 0x20) >= UInt8(ascii: "a") && (c | 0x20) <= UInt8(ascii: "f")) || c == UInt8(ascii: ":") || c == UInt8(ascii: ".")
 }
 
 /// The origin of an absolute URL or request key (`scheme://host[:port]`, IPv6 brackets kept) and its authority

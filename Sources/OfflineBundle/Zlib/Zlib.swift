@@ -28,7 +28,10 @@ package enum RawInflate {
     ///
     /// Throws when the stream is damaged, when it would produce more or fewer
     /// bytes than `expectedSize`, or when input is left over: a body whose
-    /// recorded sizes lie is refused instead of being cut or padded.
+    /// recorded sizes lie is refused instead of being cut or padded. Memory
+    /// grows with the bytes actually inflated, never with the size the file
+    /// claims: a header that claims 4 GiB over a few bytes of stream costs a
+    /// few kilobytes before it is refused.
     package static func inflate(_ input: UnsafeRawBufferPointer, expectedSize: Int, entry: String) throws -> [UInt8] {
         var stream = z_stream()
         guard czlib_inflate_init_raw(&stream) == Z_OK else {
@@ -37,33 +40,37 @@ package enum RawInflate {
         defer { inflateEnd(&stream) }
         // One spare byte lets us notice a stream that inflates to more than it claims.
         let capacity = expectedSize + 1
-        var output = [UInt8](repeating: 0, count: capacity)
-        var produced = 0
+        var output = [UInt8]()
+        // A first guess bounded by what was read (deflate rarely beats 8:1 on real content); the array grows from there.
+        output.reserveCapacity(min(capacity, max(64 << 10, input.count.multipliedReportingOverflow(by: 8).partialValue)))
+        let chunkSize = 256 << 10
+        var chunk = [UInt8](repeating: 0, count: min(chunkSize, capacity))
         var consumed = 0
         var status: Int32 = Z_OK
-        output.withUnsafeMutableBytes { out in
+        chunk.withUnsafeMutableBytes { scratch in
             var inPos = 0
             while true {
                 let inChunk = min(input.count - inPos, Int(UInt32.max))
-                let outChunk = min(capacity - produced, Int(UInt32.max))
+                let outChunk = min(capacity - output.count, scratch.count)
                 stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress?.assumingMemoryBound(to: UInt8.self).advanced(by: inPos))
                 stream.avail_in = UInt32(inChunk)
-                stream.next_out = out.baseAddress!.assumingMemoryBound(to: UInt8.self).advanced(by: produced)
+                stream.next_out = scratch.baseAddress!.assumingMemoryBound(to: UInt8.self)
                 stream.avail_out = UInt32(outChunk)
                 status = CZlib.inflate(&stream, Z_NO_FLUSH)
                 let usedIn = inChunk - Int(stream.avail_in)
                 let usedOut = outChunk - Int(stream.avail_out)
                 inPos += usedIn
-                produced += usedOut
+                output.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[0..<usedOut]))
                 if status != Z_OK { break }
                 if usedIn == 0 && usedOut == 0 {
                     status = Z_BUF_ERROR
                     break
                 }
-                if produced >= capacity { break }
+                if output.count >= capacity { break }
             }
             consumed = inPos
         }
+        let produced = output.count
         if status == Z_STREAM_END {
             guard produced == expectedSize else {
                 throw BundleError(.corruptBody, "the body inflates to \(produced) bytes, not the \(expectedSize) recorded", entry: entry)
@@ -71,7 +78,6 @@ package enum RawInflate {
             guard consumed == input.count else {
                 throw BundleError(.corruptBody, "the deflate stream ends \(input.count - consumed) bytes before its recorded compressed size", entry: entry)
             }
-            output.removeLast()
             return output
         }
         if produced > expectedSize {

@@ -25,8 +25,11 @@ public enum Checker {
         public var bodies: Int
         public var bytesVerified: UInt64
         public var digest: String?
-        /// nil when unsigned; true when the signature verified.
+        /// nil when unsigned; true when the signature verified (by the given key, or else by the key the block names).
         public var signatureValid: Bool?
+        /// Whether the signature was checked against a key the caller gave; without one, a valid signature only
+        /// shows the bundle is unchanged since someone signed it, not who.
+        public var signerChecked = false
         public var isValid: Bool { issues.isEmpty }
     }
 
@@ -166,6 +169,7 @@ public enum Checker {
                     let key = publicKey ?? Data(base64Encoded: block.publicKey).map(Array.init) ?? []
                     try SignatureBlock.verify(json: json, bundleDigestHex: actual, publicKey: key)
                     report.signatureValid = true
+                    report.signerChecked = publicKey != nil
                 } catch {
                     report.signatureValid = false
                     issue(error)

@@ -28,9 +28,17 @@ struct CrawlScope: Sendable {
         case sitemap
     }
 
-    let hosts: [String]
+    /// The origins the crawl may fetch from: `scope.hosts`, or the origins of the declaration's own URLs.
+    let origins: [OriginPattern]
+    /// Hosts the declaration's own URLs reach over plain http: only there may a scheme-less pattern admit http.
+    let plainHTTPHosts: Set<String>
+    /// Hosts the declaration names (in its URLs, `scope.hosts` or header origins): only these may be loopback or
+    /// private addresses.
+    let namedHosts: Set<String>
     let include: [[UInt8]]
     let exclude: [[UInt8]]
+    /// With `no-parent`, the folders of the seeds: a followed link must stay below one of them.
+    let parentFolders: [String]
     let block: [(pattern: String, bytes: [UInt8])]
     let substitutions: [Declaration.Substitution]
     let requisitesFromAnyHost: Bool
@@ -38,50 +46,79 @@ struct CrawlScope: Sendable {
 
     init(_ declaration: Declaration) {
         self.declaration = declaration
-        var hosts = declaration.scope.hosts
-        if hosts.isEmpty {
-            // The default scope: every host the declaration names a URL on.
-            for text in declaration.seeds + declaration.urls + declaration.sitemaps {
-                if let host = URL(string: text)?.host?.lowercased(), !hosts.contains(host) { hosts.append(host) }
-            }
-        }
-        self.hosts = hosts
+        let declared = declaration.declaredOrigins
+        let explicit = declaration.scope.hosts.compactMap { try? OriginPattern.parse($0).get() }
+        origins = explicit.isEmpty ? declared.map(OriginPattern.init) : explicit
+        plainHTTPHosts = Set(declared.filter { !$0.isSecure }.map(\.host))
+        let headerPatterns = declaration.headers.flatMap(\.origins).compactMap { try? OriginPattern.parse($0).get() }
+        namedHosts = Set((declared.map(\.host) + (explicit + headerPatterns).map(\.host)).map(Self.normalizedHost))
         include = declaration.scope.include.map { Array($0.lowercased().utf8) }
         exclude = declaration.scope.exclude.map { Array($0.lowercased().utf8) }
+        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: declaration.dropQueryParameters)
+        parentFolders =
+            declaration.scope.noParent
+            ? declaration.seeds.compactMap(canonicalizer.canonicalize).map { key in
+                let end = key.firstIndex { $0 == "?" } ?? key.endIndex
+                return String(key[..<end].prefix(through: key[..<end].lastIndex(of: "/")!))
+            } : []
         block = declaration.block.map { ($0, Array($0.lowercased().utf8)) }
         substitutions = declaration.substitutions
         requisitesFromAnyHost = declaration.scope.requisitesFromAnyHost
     }
 
-    /// Whether `host` is one the crawl may fetch from (`*.example.com` covers its subdomains and itself).
-    func allows(host: String) -> Bool {
-        let host = host.lowercased()
-        return hosts.contains { pattern in
-            if pattern.hasPrefix("*.") {
-                let suffix = pattern.dropFirst(1)
-                return host.hasSuffix(suffix) || host == pattern.dropFirst(2)
-            }
-            return host == pattern
+    /// A host as compared for naming: IPv4 literals in dotted-quad form, a trailing dot dropped.
+    static func normalizedHost(_ host: String) -> String {
+        let host = host.hasSuffix(".") ? String(host.dropLast()) : host
+        return AddressClass.normalizedIPv4(host) ?? host
+    }
+
+    /// Why `origin` may not be fetched at all, whatever the scope; nil when it may.
+    ///
+    /// Link-local and cloud-metadata addresses are never fetched; loopback and private addresses only when the
+    /// declaration names the host.
+    func addressRefusal(_ origin: HTTPOrigin) -> String? {
+        switch AddressClass(host: origin.host) {
+        case .linkLocal:
+            return "\(origin.host) is a link-local or cloud-metadata address, which is never fetched"
+        case .loopback where !namedHosts.contains(Self.normalizedHost(origin.host)):
+            return "\(origin.host) is a loopback address the declaration does not name"
+        case .privateNetwork where !namedHosts.contains(Self.normalizedHost(origin.host)):
+            return "\(origin.host) is a private address the declaration does not name"
+        default:
+            return nil
         }
     }
 
+    /// Whether `origin` is one the crawl may fetch from.
+    func allows(_ origin: HTTPOrigin) -> Bool {
+        let plain = plainHTTPHosts.contains(origin.host)
+        return origins.contains { $0.matches(origin, plainHTTPAllowed: plain) }
+    }
+
     /// What to do with `key` (a canonical URL) met in `role`.
-    func decide(_ key: String, role: Role) -> Decision {
+    ///
+    /// - Parameter named: the URL is itself written in the declaration (a seed, URL or sitemap as given, not a
+    ///   redirect's target or a sitemap's entry): it is fetched whatever the scope, as it was asked for by name.
+    func decide(_ key: String, role: Role, named: Bool = false) -> Decision {
         let bytes = Array(key.lowercased().utf8)
         // Block and substitution rules apply to every URL, whatever its host: that is what they are for.
         if let rule = block.first(where: { globMatch($0.bytes[...], bytes[...]) }) { return .block(rule.pattern) }
         if let substitution = substitute(key) { return substitution }
-        // Declared URLs were asked for by name.
-        if role == .declared || role == .seed || role == .sitemap { return .fetch }
-        guard let host = URL(string: key)?.host else { return .outOfScope("no host") }
-        if !(role == .requisite && requisitesFromAnyHost) && !allows(host: host) {
-            return .outOfScope("host \(host) is not in scope.hosts")
+        guard let origin = HTTPOrigin(key: key) else { return .outOfScope("not an http or https URL") }
+        if let refusal = addressRefusal(origin) { return .outOfScope(refusal) }
+        if named { return .fetch }
+        if !(role == .requisite && requisitesFromAnyHost) && !allows(origin) {
+            return .outOfScope("origin \(origin) is not in scope")
         }
+        if role == .declared || role == .seed || role == .sitemap { return .fetch }
         if let pattern = exclude.first(where: { globMatch($0[...], bytes[...]) }) {
             return .outOfScope("matches scope.exclude '\(String(decoding: pattern, as: UTF8.self))'")
         }
         if role == .link, !include.isEmpty, !include.contains(where: { globMatch($0[...], bytes[...]) }) {
             return .outOfScope("matches no scope.include pattern")
+        }
+        if role == .link, !parentFolders.isEmpty, !parentFolders.contains(where: { key.hasPrefix($0) }) {
+            return .outOfScope("above the seeds' folders (no-parent)")
         }
         return .fetch
     }

@@ -35,10 +35,7 @@ final class Crawler: Sendable {
         self.declaration = declaration
         self.scope = CrawlScope(declaration)
         self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: declaration.dropQueryParameters)
-        self.fetcher = Fetcher(
-            settings: .init(
-                headers: declaration.headers, userAgent: declaration.userAgent, timeouts: declaration.timeouts, retries: declaration.retries,
-                perHost: declaration.concurrency.perHost, contentEncoding: declaration.contentEncoding))
+        self.fetcher = Fetcher(settings: .init(declaration))
         self.spool = spool
         self.state = CrawlState(maxResources: declaration.scope.maxResources, maxBytes: declaration.scope.maxBytes)
         self.robots = RobotsCache()
@@ -81,9 +78,16 @@ final class Crawler: Sendable {
             if declared { state.fail(.init(url: raw, reason: "not a URL that can be fetched", declared: true, referrer: referrer)) }
             return
         }
-        let decision = scope.decide(key, role: role)
+        let decision = scope.decide(key, role: role, named: declared && chain.isEmpty)
         if case .outOfScope(let reason) = decision {
-            if await !frontier.isSeen(key), await frontier.noteSkipped(key) { state.skip(reason) }
+            if declared && chain.isEmpty {
+                state.fail(.init(url: key, reason: "not fetched: \(reason)", declared: true, referrer: referrer))
+            } else if let from = chain.last {
+                // A redirect out of scope: the redirect is recorded as it is; its target is named with the reason.
+                if await frontier.noteSkipped(key) { state.skip("redirect target \(key) (from \(from)): \(reason)") }
+            } else if await !frontier.isSeen(key), await frontier.noteSkipped(key) {
+                state.skip(reason)
+            }
             return
         }
         guard await frontier.claim(key) else { return }
@@ -137,8 +141,15 @@ final class Crawler: Sendable {
 
     func process(_ job: Frontier.Job, frontier: Frontier) async {
         if declaration.respectRobots {
-            let rules = await robots.rules(for: job.key, fetcher: fetcher, spool: spool)
+            let rules = await robots.rules(for: job.key, fetcher: fetcher, spool: spool, scope: scope)
             if let rules, !rules.allows(Self.pathAndQuery(job.key)) {
+                // robots.txt could not be fetched because no connection to the origin could be made: the page is not
+                // disallowed, it is unreachable, and is reported as such.
+                if rules.unavailable != nil, let origin = HTTPOrigin(key: job.key), let down = fetcher.downHosts.reason(origin) {
+                    state.unreserveResource()
+                    state.fail(.init(url: job.key, reason: "not fetched: \(down)", declared: job.declared, referrer: job.referrer))
+                    return
+                }
                 state.skip(rules.unavailable == nil ? "disallowed by robots.txt" : "robots.txt could not be fetched")
                 state.unreserveResource()
                 if job.declared {
@@ -194,6 +205,15 @@ final class Crawler: Sendable {
     }
 
     private func followRedirect(from job: Frontier.Job, location: String, frontier: Frontier) async {
+        // A Location that carries a secret from the environment would make the secret a request key, written to the
+        // bundle and to every report: it is not followed, and the stored redirect keeps no Location.
+        if declaration.secrets.contains(where: { location.contains($0) }) {
+            state.fail(
+                .init(
+                    url: job.key, reason: "redirects to a URL that carries a secret from the environment; not followed", declared: job.declared,
+                    referrer: job.referrer))
+            return
+        }
         guard let target = Self.resolve(location, against: job.key), let targetKey = canonicalizer.canonicalize(target) else {
             state.fail(
                 .init(url: job.key, reason: "redirects to '\(location)', which is not an http or https URL", declared: job.declared, referrer: job.referrer))

@@ -43,29 +43,42 @@ final class Fetcher: Sendable {
 
     /// Settings the fetcher takes from the declaration.
     struct Settings: Sendable {
-        var headers: [Declaration.Header]
+        /// Which declared headers go to which origin.
+        var headerRules: RequestHeaderRules
         var userAgent: String
         var timeouts: Declaration.Timeouts
         var retries: Declaration.Retries
         var perHost: Int
         var contentEncoding: Declaration.ContentEncodingPolicy
+
+        init(
+            headerRules: RequestHeaderRules, userAgent: String, timeouts: Declaration.Timeouts, retries: Declaration.Retries, perHost: Int,
+            contentEncoding: Declaration.ContentEncodingPolicy
+        ) {
+            self.headerRules = headerRules
+            self.userAgent = userAgent
+            self.timeouts = timeouts
+            self.retries = retries
+            self.perHost = perHost
+            self.contentEncoding = contentEncoding
+        }
+
+        /// The settings a declaration gives.
+        init(_ declaration: Declaration) {
+            self.init(
+                headerRules: RequestHeaderRules(declaration), userAgent: declaration.userAgent, timeouts: declaration.timeouts,
+                retries: declaration.retries, perHost: declaration.concurrency.perHost, contentEncoding: declaration.contentEncoding)
+        }
     }
 
     let client: HTTPClient
     let settings: Settings
+    /// Origins that refused every attempt: their other URLs fail at once.
+    let downHosts = DownHosts()
 
     init(settings: Settings) {
         self.settings = settings
-        var configuration = HTTPClient.Configuration(
-            redirectConfiguration: .disallow,
-            timeout: .init(connect: .milliseconds(Int64(settings.timeouts.connect * 1000)), read: .milliseconds(Int64(settings.timeouts.request * 1000))),
-            connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: settings.perHost),
-            decompression: settings.contentEncoding == .decoded ? .enabled(limit: .ratio(1000)) : .disabled
-        )
-        configuration.httpVersion = .automatic
-        // No tracing: with the default (no-op) tracer, every request still builds a span and parses its URL again.
-        configuration.tracing.tracer = nil
-        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        client = HTTPTransport.makeClient(timeouts: settings.timeouts, perHost: settings.perHost, decompress: settings.contentEncoding == .decoded)
     }
 
     func shutdown() async {
@@ -81,10 +94,14 @@ final class Fetcher: Sendable {
     func fetch(
         _ url: String, method: HTTPMethod = .GET, spoolPath: String, memory: MemoryBudget? = nil, withinBudget: Budget
     ) async -> Result<Response, Failure> {
+        let origin = HTTPOrigin(url: url)
         var attempt = 0
         while true {
             attempt += 1
-            let outcome = await fetchOnce(url, method: method, spoolPath: spoolPath, memory: memory, withinBudget: withinBudget)
+            if let origin, let down = downHosts.reason(origin) {
+                return .failure(Failure(message: "not tried: \(down)", status: nil, attempts: attempt - 1))
+            }
+            let outcome = await fetchOnce(url, origin: origin, method: method, spoolPath: spoolPath, memory: memory, withinBudget: withinBudget)
             switch outcome {
             case .success(var response):
                 if Self.retryable(status: response.status), attempt <= settings.retries.attempts {
@@ -106,6 +123,8 @@ final class Fetcher: Sendable {
                     try? await Task.sleep(nanoseconds: UInt64(wait * 1e9))
                     continue
                 }
+                // No connection after every attempt: the origin is down for the rest of the run.
+                if failure.cannotConnect, let origin { downHosts.mark(origin, because: "\(origin) could not be reached (\(failure.message))") }
                 return .failure(Failure(message: failure.message, status: nil, attempts: attempt))
             }
         }
@@ -128,17 +147,19 @@ final class Fetcher: Sendable {
     private struct AttemptFailure: Error {
         var message: String
         var retryable: Bool
+        var cannotConnect = false
     }
 
     private func fetchOnce(
-        _ url: String, method: HTTPMethod, spoolPath: String, memory: MemoryBudget?, withinBudget: Budget
+        _ url: String, origin: HTTPOrigin?, method: HTTPMethod, spoolPath: String, memory: MemoryBudget?, withinBudget: Budget
     ) async -> Result<Response, AttemptFailure> {
         var request = HTTPClientRequest(url: url)
         request.method = method
         request.headers.add(name: "User-Agent", value: settings.userAgent)
         request.headers.add(name: "Accept", value: "*/*")
         request.headers.add(name: "Accept-Encoding", value: "gzip, deflate")
-        for header in settings.headers {
+        // Only the headers declared for this origin.
+        for header in origin.map(settings.headerRules.headers(for:)) ?? [] {
             request.headers.replaceOrAdd(name: header.name, value: header.value)
         }
         let started = Date()
@@ -176,22 +197,9 @@ final class Fetcher: Sendable {
 
     /// A sentence for an AsyncHTTPClient or NIO error, and whether another attempt may succeed.
     private static func describe(_ error: any Error) -> AttemptFailure {
-        if let error = error as? HTTPClientError {
-            switch error {
-            case .deadlineExceeded, .readTimeout, .connectTimeout, .writeTimeout:
-                return .init(message: "timed out (\(error))", retryable: true)
-            case .remoteConnectionClosed:
-                return .init(message: "the server closed the connection before the response was complete", retryable: true)
-            case .invalidURL, .emptyHost, .emptyScheme:
-                return .init(message: "not a URL that can be fetched (\(error))", retryable: false)
-            case .bodyLengthMismatch:
-                return .init(message: "the body length did not match Content-Length", retryable: true)
-            default:
-                return .init(message: "\(error)", retryable: true)
-            }
-        }
         if let error = error as? PackagerError { return .init(message: error.message, retryable: false) }
-        return .init(message: "\(error)", retryable: true)
+        return .init(
+            message: HTTPTransport.describe(error), retryable: HTTPTransport.isRetryable(error), cannotConnect: HTTPTransport.isConnectFailure(error))
     }
 }
 

@@ -10,7 +10,10 @@ actor RobotsCache {
     private var tasks: [String: Task<RobotsRules?, Never>] = [:]
 
     /// The rules for the origin of `key`, or nil when none apply.
-    func rules(for key: String, fetcher: Fetcher, spool: SpoolFolder) async -> RobotsRules? {
+    ///
+    /// A redirect of robots.txt is followed only to an origin the crawl may fetch from (`scope`); one that leaves
+    /// it counts as no robots.txt, as RFC 9309 §2.3.1.2 allows for redirects that cannot be followed.
+    func rules(for key: String, fetcher: Fetcher, spool: SpoolFolder, scope: CrawlScope) async -> RobotsRules? {
         guard let origin = keyOrigin(key).map({ String($0.origin) }) else { return nil }
         if let task = tasks[origin] { return await task.value }
         let task = Task<RobotsRules?, Never> {
@@ -41,7 +44,8 @@ actor RobotsCache {
                     return RobotsRules(parsing: text, userAgent: Self.productToken(fetcher.settings.userAgent))
                 case 300...399:
                     guard let location = response.headers.first(where: { $0.name == "location" })?.value,
-                        let next = Crawler.resolve(location, against: target)
+                        let next = Crawler.resolve(location, against: target), let nextOrigin = HTTPOrigin(url: next),
+                        scope.addressRefusal(nextOrigin) == nil, scope.allows(nextOrigin)
                     else { return nil }
                     target = next
                     redirects += 1

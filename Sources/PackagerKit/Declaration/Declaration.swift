@@ -46,7 +46,8 @@ public struct Declaration: Sendable, Equatable {
 
     /// The crawl's limits.
     public struct Scope: Sendable, Equatable {
-        /// Hosts whose URLs may be fetched (`*.example.com` matches subdomains); empty means the hosts of the seeds, URLs and sitemaps.
+        /// Origins whose URLs may be fetched: `https://host[:port]`, or `host`, `host:port`, `*.example.com` (https, and http
+        /// where the declaration's own URLs use it); empty means the origins of the seeds, URLs and sitemaps.
         public var hosts: [String] = []
         /// When not empty, a discovered URL must match one of these patterns (`*` matches any run of characters).
         public var include: [String] = []
@@ -60,6 +61,8 @@ public struct Declaration: Sendable, Equatable {
         public var maxBytes: Int64 = 4 << 30
         /// Whether page requisites (images, CSS, scripts) are fetched from hosts outside ``hosts``, as browsers would.
         public var requisitesFromAnyHost = false
+        /// Whether followed links must stay below the folder of a seed (`wget --no-parent`); requisites may come from anywhere in scope.
+        public var noParent = false
         public init() {}
     }
 
@@ -69,10 +72,18 @@ public struct Declaration: Sendable, Equatable {
         public var value: String
         /// Values from `${NAME}` are secrets: never stored, never printed.
         public var secret: Bool
-        public init(name: String, value: String, secret: Bool = false) {
+        /// The values the environment put into ``value``, searched for in responses so they are never stored.
+        public var secretParts: [String]
+        /// The origins (`https://host[:port]`) or host patterns (`host`, `*.example.com`, `host:port`) the header is
+        /// sent to; empty means the origins of ``Declaration/seeds``, ``Declaration/urls`` and ``Declaration/sitemaps``.
+        public var origins: [String]
+
+        public init(name: String, value: String, secret: Bool = false, secretParts: [String] = [], origins: [String] = []) {
             self.name = name
             self.value = value
             self.secret = secret
+            self.secretParts = secretParts
+            self.origins = origins
         }
     }
 
@@ -128,8 +139,17 @@ public struct Declaration: Sendable, Equatable {
         case encoded
     }
 
-    /// The values of headers that came from the environment: searched for and kept out of anything written.
-    public var secrets: [String] { headers.filter(\.secret).map(\.value).filter { !$0.isEmpty } }
+    /// What came from the environment, searched for and kept out of anything written: each secret header's whole
+    /// value, and each environment value inside it (a server may echo the token without its `Bearer ` prefix).
+    /// Values shorter than 8 bytes are left out of the search, where they would match unrelated text; they are still
+    /// never printed.
+    public var secrets: [String] {
+        var found: [String] = []
+        for header in headers where header.secret {
+            for text in [header.value] + header.secretParts where text.utf8.count >= 8 && !found.contains(text) { found.append(text) }
+        }
+        return found
+    }
 
     /// ``output`` resolved against ``baseDirectory``.
     public var outputPath: String? { output.map { resolve($0) } }

@@ -113,7 +113,7 @@ private struct Reader {
 
     func scope(_ node: Node) throws -> Declaration.Scope {
         var s = Declaration.Scope()
-        let keys = ["hosts", "include", "exclude", "max-depth", "max-resources", "max-bytes", "requisites-from-any-host"]
+        let keys = ["hosts", "include", "exclude", "max-depth", "max-resources", "max-bytes", "requisites-from-any-host", "no-parent"]
         for (key, value) in try mapping(node, in: "scope", keys: keys) {
             switch key.string ?? "" {
             case "hosts": s.hosts = try hosts(value)
@@ -123,30 +123,19 @@ private struct Reader {
             case "max-resources": s.maxResources = try integer(value, "scope.max-resources", minimum: 1)
             case "max-bytes": s.maxBytes = try size(value, "scope.max-bytes")
             case "requisites-from-any-host": s.requisitesFromAnyHost = try bool(value, "scope.requisites-from-any-host")
+            case "no-parent": s.noParent = try bool(value, "scope.no-parent")
             default: break
             }
         }
         return s
     }
 
-    /// Host names, lowercased; a URL or a host with a port is refused, since hosts are compared by name alone.
+    /// Origin patterns: `https://host[:port]`, `host`, `host:port` or `*.example.com`, lowercased.
     func hosts(_ node: Node) throws -> [String] {
-        let items: [Node]
-        switch node {
-        case .sequence(let list): items = Array(list)
-        case .scalar: items = [node]
-        default: throw fail(node, "scope.hosts must be a list of host names")
-        }
-        return try items.map { item in
-            let host = try string(item, "each item of scope.hosts").lowercased()
-            let colons = host.filter { $0 == ":" }.count
-            guard !host.isEmpty, !host.contains("/"), colons != 1 else {
-                throw fail(item, "scope.hosts item '\(host)' must be a host name such as docs.example.com (no scheme, path or port)")
-            }
-            return host
-        }
+        try originPatterns(node, "scope.hosts").map { $0.lowercased() }
     }
 
+    /// `Name: value`, or `Name: {value: …, origins: [https://host, *.example.com]}` to say where it goes.
     func headers(_ node: Node) throws -> [Declaration.Header] {
         guard case .mapping(let map) = node else { throw fail(node, "headers must be a mapping of header names to values") }
         var result: [Declaration.Header] = []
@@ -156,20 +145,49 @@ private struct Reader {
                 throw fail(key, "'\(name)' is not a valid header name")
             }
             if result.contains(where: { $0.name.lowercased() == name.lowercased() }) { throw fail(key, "header '\(name)' is given twice") }
-            let (expanded, secret) = try expand(try string(value, "header '\(name)'"), at: value)
-            guard !expanded.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
-                throw fail(value, "the value of header '\(name)' contains a line break")
+            var valueNode = value
+            var origins: [String] = []
+            if case .mapping = value {
+                var given: Node?
+                for (field, content) in try mapping(value, in: "header '\(name)'", keys: ["value", "origins"]) {
+                    if field.string == "value" { given = content }
+                    if field.string == "origins" { origins = try originPatterns(content, "header '\(name)' origins") }
+                }
+                guard let given else { throw fail(value, "header '\(name)' needs a 'value'") }
+                valueNode = given
             }
-            result.append(.init(name: name, value: expanded, secret: secret))
+            let (expanded, parts) = try expand(try string(valueNode, "header '\(name)'"), at: valueNode)
+            guard !expanded.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
+                throw fail(valueNode, "the value of header '\(name)' contains a line break")
+            }
+            result.append(.init(name: name, value: expanded, secret: !parts.isEmpty, secretParts: parts, origins: origins))
         }
         return result
     }
 
-    /// Replaces `${NAME}` from the environment; `$$` is a literal dollar sign.
-    func expand(_ text: String, at node: Node) throws -> (String, secret: Bool) {
-        guard text.contains("$") else { return (text, false) }
+    /// Origin patterns (`https://host[:port]`, `host`, `host:port`, `*.example.com`), checked.
+    func originPatterns(_ node: Node, _ what: String) throws -> [String] {
+        let items: [Node]
+        switch node {
+        case .sequence(let list): items = Array(list)
+        case .scalar: items = [node]
+        default: throw fail(node, "\(what) must be a list of origins or host names")
+        }
+        guard !items.isEmpty else { throw fail(node, "\(what) is empty; leave it out to mean the declaration's own origins") }
+        return try items.map { item in
+            let text = try string(item, "each item of \(what)")
+            if case .failure(let error) = OriginPattern.parse(text) {
+                throw fail(item, "\(what) item '\(text)' is not an origin or host name: \(error.reason)")
+            }
+            return text
+        }
+    }
+
+    /// Replaces `${NAME}` from the environment; `$$` is a literal dollar sign. Also returns the values put in.
+    func expand(_ text: String, at node: Node) throws -> (String, parts: [String]) {
+        guard text.contains("$") else { return (text, []) }
         var output = ""
-        var secret = false
+        var parts: [String] = []
         var rest = Substring(text)
         while let dollar = rest.firstIndex(of: "$") {
             output += rest[..<dollar]
@@ -186,14 +204,14 @@ private struct Reader {
                     throw fail(node, "environment variable \(name) is not set (it is used in a header)")
                 }
                 output += value
-                secret = true
+                parts.append(value)
                 rest = after[after.index(after: close)...]
             } else {
                 throw fail(node, "a '$' must start '${NAME}' or be doubled as '$$'")
             }
         }
         output += rest
-        return (output, secret)
+        return (output, parts)
     }
 
     func concurrency(_ node: Node) throws -> Declaration.Concurrency {

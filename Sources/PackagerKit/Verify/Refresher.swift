@@ -37,9 +37,9 @@ public struct Refresher: Sendable {
         defer { spool.remove() }
         let fetcher = Fetcher(
             settings: .init(
-                headers: options.headers, userAgent: options.userAgent, timeouts: options.timeouts, retries: options.retries, perHost: options.perHost,
-                contentEncoding: .decoded))
-        let secrets = options.headers.filter(\.secret).map(\.value)
+                headerRules: options.headerRules, userAgent: options.userAgent, timeouts: options.timeouts, retries: options.retries,
+                perHost: options.perHost, contentEncoding: .decoded))
+        let secrets = options.secrets
         var refreshed: [(String, Int)] = []
         var failed: [(String, String)] = []
         var fresh: [String: BundleWriter.Entry] = [:]

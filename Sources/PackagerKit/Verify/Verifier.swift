@@ -29,8 +29,10 @@ public struct Verifier: Sendable {
         public var rate: Double?
         public var retries = Declaration.Retries()
         public var timeouts = Declaration.Timeouts()
-        /// Sent with every request (values from the environment are secrets).
-        public var headers: [Declaration.Header] = []
+        /// Which declared headers go to which origin (from ``init(declaration:)``; none otherwise).
+        var headerRules = RequestHeaderRules.none
+        /// The values from the environment in the declared headers: never written into a refreshed bundle.
+        var secrets: [String] = []
         public var userAgent = "packager/\(PackagerVersion.string)"
         public var failOn = Verdict.failingByDefault
 
@@ -38,7 +40,8 @@ public struct Verifier: Sendable {
 
         /// Takes headers, retries, timeouts, user agent and concurrency from a declaration.
         public init(declaration: Declaration) {
-            headers = declaration.headers
+            headerRules = RequestHeaderRules(declaration)
+            secrets = declaration.secrets
             retries = declaration.retries
             timeouts = declaration.timeouts
             userAgent = declaration.userAgent
@@ -59,13 +62,7 @@ public struct Verifier: Sendable {
         let bundle = try MountedBundle(path: path)
         let started = Date()
         let entries = bundle.entries
-        var configuration = HTTPClient.Configuration(
-            redirectConfiguration: .disallow,
-            timeout: .init(connect: .milliseconds(Int64(options.timeouts.connect * 1000)), read: .milliseconds(Int64(options.timeouts.request * 1000))),
-            connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: options.perHost))
-        // No tracing: with the default (no-op) tracer, every request still builds a span and parses its URL again.
-        configuration.tracing.tracer = nil
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        let client = HTTPTransport.makeClient(timeouts: options.timeouts, perHost: options.perHost, decompress: false)
         // A fixed set of workers pulls entries in order: no task per entry. The per-host limiter is consulted only
         // when it can bind (per-host below the total); hosts found unreachable are remembered either way.
         let limiter = options.perHost < options.concurrency ? HostLimiter(total: options.concurrency, perHost: options.perHost) : nil
@@ -81,9 +78,11 @@ public struct Verifier: Sendable {
                     var mine: [EntryVerification] = []
                     while case let n = dispenser.increment() - 1, n < order.count {
                         let record = Recorded(entry: entries[order[n]])
-                        // Scheme and authority: http://a and https://a are different servers.
-                        let host = keyOrigin(record.url).map { String($0.origin) } ?? record.url
-                        let down = record.kind == .recorded ? downHosts.reason(host) : nil
+                        // Scheme and authority: http://a and https://a are different servers. Mounting checked that
+                        // every key is an http or https URL, so every key has an origin.
+                        let origin = HTTPOrigin(key: record.url) ?? HTTPOrigin(scheme: "http", host: record.url, port: 0)
+                        let host = origin.description
+                        let down = record.kind == .recorded ? downHosts.reason(origin) : nil
                         if let limiter, down == nil { await limiter.acquire(host) }
                         if let down {
                             // A host no connection could be made to, after every retry, is not asked again for each of its entries.
@@ -93,7 +92,7 @@ public struct Verifier: Sendable {
                                     changes: [], error: "not tried: \(down)", attempts: 0))
                         } else {
                             let (probed, cannotConnect) = await probe.verify(record)
-                            if cannotConnect, let error = probed.error { downHosts.mark(host, because: "\(host) could not be reached (\(error))") }
+                            if cannotConnect, let error = probed.error { downHosts.mark(origin, because: "\(host) could not be reached (\(error))") }
                             mine.append(probed)
                         }
                         if let limiter, down == nil { await limiter.release(host) }
@@ -230,7 +229,8 @@ struct Probe: Sendable {
                 }
                 if options.deep, (200...299).contains(answer.status) {
                     result.method = "deep GET"
-                    answer = try await send(recorded.url, method: .GET, headers: [], body: .hash)
+                    // A body longer than the recorded one has changed: reading one byte past its size is enough.
+                    answer = try await send(recorded.url, method: .GET, headers: [], body: .hash(limit: (recorded.size ?? 0) + 1))
                 }
                 judge(recorded, answer, into: &result, validated: false)
             }
@@ -312,7 +312,11 @@ struct Probe: Sendable {
         result.changes = [Change("status", recorded: String(recorded.status), live: String(answer.status))]
     }
 
-    enum BodyHandling { case skip, hash }
+    enum BodyHandling: Equatable {
+        case skip
+        /// SHA-256 of the body, reading at most `limit` bytes (an endless body is not hashed forever).
+        case hash(limit: UInt64)
+    }
 
     /// Sends one request with retries on connection errors, timeouts, 429 and 5xx.
     func send(_ url: String, method: HTTPMethod, headers extra: [(String, String)], body: BodyHandling) async throws -> Answer {
@@ -326,15 +330,26 @@ struct Probe: Sendable {
             request.headers.add(name: "User-Agent", value: options.userAgent)
             // Identity, so Content-Length and digests compare with the stored (decoded) body.
             request.headers.add(name: "Accept-Encoding", value: "identity")
-            for header in options.headers { request.headers.replaceOrAdd(name: header.name, value: header.value) }
+            // Only the headers declared for this origin.
+            for header in options.headerRules.headers(forURL: url) { request.headers.replaceOrAdd(name: header.name, value: header.value) }
             for (name, value) in extra { request.headers.replaceOrAdd(name: name, value: value) }
             do {
                 let response = try await client.execute(request, timeout: .milliseconds(Int64(options.timeouts.request * 1000)))
                 var digest: String?
-                if body == .hash {
+                if case .hash(let limit) = body {
                     var hasher = SHA256()
-                    for try await chunk in response.body { chunk.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) } }
-                    digest = hexString(Array(hasher.finalize()))
+                    var received: UInt64 = 0
+                    let deadline = NIODeadline.now() + .milliseconds(Int64(options.timeouts.request * 1000))
+                    for try await chunk in response.body {
+                        received += UInt64(chunk.readableBytes)
+                        if received > limit {
+                            digest = "more than \(limit - 1) bytes"
+                            break
+                        }
+                        guard NIODeadline.now() <= deadline else { throw HTTPClientError.deadlineExceeded }
+                        chunk.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
+                    }
+                    if digest == nil { digest = hexString(Array(hasher.finalize())) }
                 } else {
                     // The body is not needed: stop reading it (the connection is closed if it was not empty).
                     for try await _ in response.body { break }
@@ -356,34 +371,9 @@ struct Probe: Sendable {
                     try? await Task.sleep(nanoseconds: UInt64(wait * 1e9))
                     continue
                 }
-                throw Unreachable(message: Self.describe(error), attempts: attempt, cannotConnect: Self.isConnectFailure(error))
+                throw Unreachable(message: HTTPTransport.describe(error), attempts: attempt, cannotConnect: HTTPTransport.isConnectFailure(error))
             }
         }
-    }
-
-    /// The errno values that mean no connection could be made at all.
-    static let connectErrors: Set<Int32> = [ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, ETIMEDOUT, EADDRNOTAVAIL]
-
-    /// Whether the error means no connection was made (as opposed to one that failed mid-answer, say by a reset).
-    static func isConnectFailure(_ error: any Error) -> Bool {
-        if let error = error as? HTTPClientError, error == .connectTimeout { return true }
-        if let error = error as? IOError { return connectErrors.contains(error.errnoCode) }
-        // Every address of the host was tried and none connected (or the name did not resolve).
-        return error is NIOConnectionError
-    }
-
-    static func describe(_ error: any Error) -> String {
-        if let error = error as? HTTPClientError {
-            if error == .connectTimeout { return "cannot connect: timed out" }
-            if error == .deadlineExceeded || error == .readTimeout { return "timed out" }
-            if error == .remoteConnectionClosed { return "the server closed the connection" }
-        }
-        if let error = error as? IOError {
-            let reason = String(cString: strerror(error.errnoCode)).lowercased()
-            return connectErrors.contains(error.errnoCode) ? "cannot connect: " + reason : "connection error: " + reason
-        }
-        if isConnectFailure(error) { return "cannot connect: \(error)" }
-        return "\(error)"
     }
 
     static let emptyDigest = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -472,13 +462,6 @@ actor Pacer {
 
 /// A thread-safe count.
 /// Hosts no connection could be made to, after every retry, and why.
-final class DownHosts: @unchecked Sendable {
-    private let lock = NSLock()
-    private var reasons: [String: String] = [:]
-    func reason(_ host: String) -> String? { lock.withLock { reasons[host] } }
-    func mark(_ host: String, because reason: String) { lock.withLock { if reasons[host] == nil { reasons[host] = reason } } }
-}
-
 final class Counter: @unchecked Sendable {
     private let lock = NSLock()
     private var value = 0

@@ -127,8 +127,14 @@ public struct BundleWriter: Sendable {
         var keyed = [(key: String, entry: Entry)]()
         keyed.reserveCapacity(entries.count)
         for entry in entries {
-            guard let key = canonicalizer.canonicalize(entry.url) else {
-                throw PackagerError(.invalidInput, "\(entry.url) is not an absolute URL with a host", subject: entry.url)
+            guard let key = canonicalizer.canonicalize(entry.url), isWellFormedKey(key) else {
+                throw PackagerError(.invalidInput, "\(entry.url) is not an absolute http or https URL with a host", subject: entry.url)
+            }
+            guard (100...599).contains(entry.status) else {
+                throw PackagerError(.invalidInput, "status \(entry.status) is not an HTTP status (100...599)", subject: key)
+            }
+            if entry.body != nil, entry.status < 200 || entry.status == 204 || entry.status == 304 {
+                throw PackagerError(.invalidInput, "an entry with status \(entry.status) cannot have a body (RFC 9110 §6.4.1)", subject: key)
             }
             keyed.append((key, entry))
         }
@@ -185,9 +191,6 @@ public struct BundleWriter: Sendable {
             // Describe the copy actually stored: identical bytes under two media types are stored once, one way.
             let body = bodyIndex.map { uniqueBodies[$0] }.map {
                 ManifestBody(sha256: hexString($0.digest), size: $0.size, storedSize: $0.storedSize, compression: $0.compression, crc32: $0.crc32)
-            }
-            guard (0...999).contains(item.entry.status) else {
-                throw PackagerError(.invalidInput, "status \(item.entry.status) is not an HTTP status", subject: item.key)
             }
             func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
             let contentType = header("content-type")

@@ -1,0 +1,86 @@
+import AsyncHTTPClient
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// The one AsyncHTTPClient configuration and the one reading of transport errors that crawl, verify and refresh share.
+enum HTTPTransport {
+    /// A client that follows no redirect (each hop is the caller's to judge), traces nothing, and fails a request as
+    /// soon as its connection cannot be made, so the caller's own retries and backoff decide what happens next.
+    static func makeClient(timeouts: Declaration.Timeouts, perHost: Int, decompress: Bool) -> HTTPClient {
+        var configuration = HTTPClient.Configuration(
+            redirectConfiguration: .disallow,
+            timeout: .init(connect: .milliseconds(Int64(timeouts.connect * 1000)), read: .milliseconds(Int64(timeouts.request * 1000))),
+            connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: perHost),
+            decompression: decompress ? .enabled(limit: .ratio(1000)) : .disabled
+        )
+        configuration.httpVersion = .automatic
+        // AsyncHTTPClient otherwise keeps re-dialling a refused port until the connect timeout (40 s for a
+        // link to a closed port with the default retries); one refused dial is one failed attempt.
+        configuration.connectionPool.retryConnectionEstablishment = false
+        // No tracing: with the default (no-op) tracer, every request still builds a span and parses its URL again.
+        configuration.tracing.tracer = nil
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    /// The errno values that mean no connection could be made at all.
+    static let connectErrors: Set<Int32> = [ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, ETIMEDOUT, EADDRNOTAVAIL]
+
+    /// Whether the error means no connection was made (as opposed to one that failed mid-answer, say by a reset).
+    static func isConnectFailure(_ error: any Error) -> Bool {
+        if let error = error as? HTTPClientError, error == .connectTimeout { return true }
+        if let error = error as? IOError { return connectErrors.contains(error.errnoCode) }
+        // Every address of the host was tried and none connected (or the name did not resolve).
+        return error is NIOConnectionError
+    }
+
+    /// A sentence for an AsyncHTTPClient or NIO error, without type names or build paths.
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .connectTimeout: return "cannot connect: timed out"
+            case .deadlineExceeded, .readTimeout, .writeTimeout: return "timed out"
+            case .remoteConnectionClosed: return "the server closed the connection before the response was complete"
+            case .bodyLengthMismatch: return "the body length did not match Content-Length"
+            case .invalidURL, .emptyHost, .emptyScheme: return "not a URL that can be fetched"
+            default: return "\(error)"
+            }
+        }
+        if let error = error as? IOError {
+            let reason = String(cString: strerror(error.errnoCode)).lowercased()
+            return connectErrors.contains(error.errnoCode) ? "cannot connect: " + reason : "connection error: " + reason
+        }
+        if let error = error as? NIOConnectionError {
+            if let dns = error.dnsAAAAError ?? error.dnsAError { return "cannot connect: the host name did not resolve (\(dns))" }
+            let reasons = error.connectionErrors.map { describe($0.error) }
+            return reasons.first ?? "cannot connect"
+        }
+        return "\(error)"
+    }
+
+    /// Whether another attempt may succeed after `error`.
+    static func isRetryable(_ error: any Error) -> Bool {
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .invalidURL, .emptyHost, .emptyScheme: return false
+            default: return true
+            }
+        }
+        return !(error is PackagerError)
+    }
+}
+
+/// Origins no connection could be made to after every retry, remembered for the rest of a run so their other URLs
+/// fail at once instead of each waiting through the same retries.
+final class DownHosts: Sendable {
+    private let reasons = NIOLockedValueBox<[HTTPOrigin: String]>([:])
+
+    /// Why `origin` is down, or nil when it is not known to be.
+    func reason(_ origin: HTTPOrigin) -> String? { reasons.withLockedValue { $0[origin] } }
+
+    /// Remembers `origin` as down (the first reason stays).
+    func mark(_ origin: HTTPOrigin, because reason: String) {
+        reasons.withLockedValue { if $0[origin] == nil { $0[origin] = reason } }
+    }
+}

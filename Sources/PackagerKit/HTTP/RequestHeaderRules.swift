@@ -1,0 +1,57 @@
+/// Which declared request headers go to which origin: the one place crawl, verify and refresh ask.
+///
+/// A header goes only to the origins it is declared for: those its `origins`
+/// list names, or, when it names none, the origins of the declaration's
+/// `seeds`, `urls` and `sitemaps`. A pattern without a scheme never admits
+/// plain http on a host the declaration reaches over https, so a header meant
+/// for an https origin never travels in clear.
+struct RequestHeaderRules: Sendable {
+    private struct Rule: Sendable {
+        var header: Declaration.Header
+        var targets: [OriginPattern]
+    }
+
+    private let rules: [Rule]
+    /// Hosts the declaration's own URLs reach over plain http (a scheme-less pattern admits http only there).
+    private let plainHTTPHosts: Set<String>
+
+    /// No headers at all.
+    static let none = RequestHeaderRules(rules: [], plainHTTPHosts: [])
+
+    private init(rules: [Rule], plainHTTPHosts: Set<String>) {
+        self.rules = rules
+        self.plainHTTPHosts = plainHTTPHosts
+    }
+
+    /// The rules a declaration sets (its `origins` lists were checked when it was parsed).
+    init(_ declaration: Declaration) {
+        let declared = declaration.declaredOrigins
+        let defaults = declared.map(OriginPattern.init)
+        rules = declaration.headers.map { header in
+            let targets = header.origins.compactMap { try? OriginPattern.parse($0).get() }
+            return Rule(header: header, targets: header.origins.isEmpty ? defaults : targets)
+        }
+        plainHTTPHosts = Set(declared.filter { !$0.isSecure }.map(\.host))
+    }
+
+    /// The headers to send to `origin`.
+    func headers(for origin: HTTPOrigin) -> [Declaration.Header] {
+        guard !rules.isEmpty else { return [] }
+        let plain = plainHTTPHosts.contains(origin.host)
+        return rules.filter { rule in rule.targets.contains { $0.matches(origin, plainHTTPAllowed: plain) } }.map(\.header)
+    }
+
+    /// The headers to send with a request for `url` (none when it has no http or https origin).
+    func headers(forURL url: String) -> [Declaration.Header] {
+        guard !rules.isEmpty, let origin = HTTPOrigin(url: url) else { return [] }
+        return headers(for: origin)
+    }
+}
+
+extension Declaration {
+    /// The origins of `seeds`, `urls` and `sitemaps`, in order of first mention.
+    var declaredOrigins: [HTTPOrigin] {
+        var seen = Set<HTTPOrigin>()
+        return (seeds + urls + sitemaps).compactMap(HTTPOrigin.init(url:)).filter { seen.insert($0).inserted }
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import OfflineBundle
+import PackagerKit
+import TestSupport
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The URLSession integration, as a service uses it. Serialized: `useOfflineBundle` installs one loader per process.
+@Suite("URLSession answered from a bundle", .serialized)
+struct URLSessionTests {
+    @Test("URLSession: bundle only, bundle first and network first, with the network up and down")
+    func urlSessionPolicies() async throws {
+        let live = Origin()
+        live.set("/", .text("live page", type: "text/html"))
+        live.set("/only-live.txt", .text("only on the network", type: "text/plain"))
+        try await live.start()
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: live.base, to: folder.path + "/b.zip")
+        let bundle = try MountedBundle(path: folder.path + "/b.zip")
+
+        func get(_ path: String, _ policy: OfflinePolicy) async -> (Int, String)? {
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.useOfflineBundle(OfflineLoader(bundles: [bundle], policy: policy))
+            let session = URLSession(configuration: configuration)
+            guard let (data, response) = try? await session.data(from: URL(string: live.base + path)!) else { return nil }
+            return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+        }
+
+        // Network up.
+        #expect(await get("/", .bundleOnly)?.1 == samplePage)
+        // A recorded redirect is followed, as URLSession follows network ones.
+        #expect(await get("/old", .bundleOnly)?.1 == samplePage)
+        #expect(await get("/only-live.txt", .bundleOnly) == nil)
+        #expect(await get("/", .bundleFirst)?.1 == samplePage)
+        #expect(await get("/only-live.txt", .bundleFirst)?.1 == "only on the network")
+        #expect(await get("/", .networkFirst(timeout: 30))?.1 == "live page")
+        #expect(await get("/gone.html", .bundleOnly)?.0 == 404)
+        // Network down: bundle-backed policies still answer what the bundle holds.
+        await live.stop()
+        #expect(await get("/", .bundleOnly)?.1 == samplePage)
+        #expect(await get("/", .bundleFirst)?.1 == samplePage)
+        #expect(await get("/", .networkFirst(timeout: 5))?.1 == samplePage)
+        #expect(await get("/only-live.txt", .networkFirst(timeout: 5)) == nil)
+    }
+
+    /// A bundle like a real documentation site's: pages and images of many sizes, redirects, blocked entries and a 404.
+    func stressBundle(origin: String, at path: String) throws -> [String: Data] {
+        var writer = BundleWriter()
+        var bodies: [String: Data] = [:]
+        for i in 0..<300 {
+            let path = "/page\(i).html"
+            let body =
+                i % 3 == 0
+                ? noise(1_000 + (i * 937) % 120_000, seed: UInt64(i)) : Data(String(repeating: "<p>page \(i) text</p>\n", count: 20 + (i * 31) % 4000).utf8)
+            writer.add(.init(url: origin + path, headers: [("content-type", i % 3 == 0 ? "image/png" : "text/html")], body: .data(body)))
+            bodies[path] = body
+        }
+        for i in 0..<20 { writer.add(.init(url: origin + "/old\(i)", status: 301, headers: [("location", "/page\(i).html")])) }
+        for i in 0..<20 { writer.add(.init(url: origin + "/ads\(i).js", status: 204, kind: .blocked)) }
+        writer.add(.init(url: origin + "/gone.html", status: 404, headers: [("content-type", "text/html")], body: .data(Data("gone".utf8))))
+        try writer.write(to: path)
+        return bodies
+    }
+
+    enum Outcome: Sendable, Equatable {
+        case ok
+        case wrong(String)
+    }
+
+    /// One request of the mix, checked: hits byte-identical, redirects followed, blocked empty, misses refused.
+    static func check(_ session: URLSession, origin: String, n: Int, bodies: [String: Data]) async -> Outcome {
+        let kind = n % 20
+        let path: String
+        switch kind {
+        case 0, 1: path = "/missing\(n).html"
+        case 2: path = "/old\(n % 20)"
+        case 3: path = "/ads\(n % 20).js"
+        case 4: path = "/gone.html"
+        default: path = "/page\((n * 7) % 300).html"
+        }
+        do {
+            let (data, response) = try await session.data(from: URL(string: origin + path)!)
+            let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+            switch kind {
+            case 0, 1: return .wrong("\(path): a miss answered \(status)")
+            case 2: return data == bodies["/page\(n % 20).html"] ? .ok : .wrong("\(path): redirect not followed to the right body")
+            case 3: return status == 204 && data.isEmpty ? .ok : .wrong("\(path): blocked answered \(status) with \(data.count) bytes")
+            case 4: return status == 404 ? .ok : .wrong("\(path): \(status)")
+            default: return status == 200 && data == bodies[path] ? .ok : .wrong("\(path): \(status), \(data.count) bytes, not the recorded body")
+            }
+        } catch {
+            return kind <= 1 ? .ok : .wrong("\(path): \(error)")
+        }
+    }
+
+    @Test(
+        "2,000 requests at a time of 16 and of 64, hits, misses, redirects and blocked entries mixed, repeated: no crash, every hit byte-identical",
+        arguments: [16, 64])
+    func concurrentRequests(width: Int) async throws {
+        let origin = "https://docs.example.com"
+        let folder = try TemporaryFolder()
+        let bodies = try stressBundle(origin: origin, at: folder.path + "/b.zip")
+        let loader = try OfflineLoader(path: folder.path + "/b.zip", policy: .bundleOnly)
+        // With the landed protocol (answers handed to the client from its own queue), this test crashed the process
+        // (a null dereference in URLSession.behaviour(for:)) in 6 runs of 6; it passes with the fix.
+        for round in 0..<6 {
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.useOfflineBundle(loader)
+            configuration.httpMaximumConnectionsPerHost = width
+            let session = URLSession(configuration: configuration)
+            let problems = await withTaskGroup(of: Outcome.self) { group -> [String] in
+                var next = 0
+                var problems: [String] = []
+                for _ in 0..<width {
+                    let n = next
+                    next += 1
+                    group.addTask { await Self.check(session, origin: origin, n: n + round, bodies: bodies) }
+                }
+                for await outcome in group {
+                    if case .wrong(let why) = outcome, problems.count < 5 { problems.append(why) }
+                    if next < 2_000 {
+                        let n = next
+                        next += 1
+                        group.addTask { await Self.check(session, origin: origin, n: n + round, bodies: bodies) }
+                    }
+                }
+                return problems
+            }
+            session.finishTasksAndInvalidate()
+            #expect(problems.isEmpty, "round \(round): \(problems)")
+        }
+    }
+}
