@@ -213,7 +213,7 @@ struct SecretTests {
         let folder = try TemporaryFolder()
         try folder.file(
             "packager.yml",
-            "output: site.zip\nseeds: [\(origin.base)/]\nrobots: false\nheaders:\n  Authorization: Bearer ${SITE_TOKEN}\n  X-Api-Key: ${SITE_TOKEN}\nretries: {attempts: 1, backoff: 50ms}\ntimeouts: {connect: 500ms}\nmax-errors: 10\n"
+            "output: site.zip\nseeds: [\(origin.base)/]\nscope: {hosts: [\"\(origin.base)\", \"http://127.0.0.1:9\"]}\nrobots: false\nheaders:\n  Authorization: Bearer ${SITE_TOKEN}\n  X-Api-Key: ${SITE_TOKEN}\nretries: {attempts: 1, backoff: 50ms}\ntimeouts: {connect: 500ms}\nmax-errors: 10\n"
         )
         var outputs: [String] = []
         let build = try await run("env", ["SITE_TOKEN=\(token)", packagerExecutable, "build", "--json"], in: folder.path)

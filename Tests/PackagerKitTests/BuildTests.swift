@@ -86,7 +86,7 @@ struct BuildTests {
         #expect(report.failures.map(\.url) == ["\(origin.base)/missing.html"])
         #expect(report.failures.first?.status == 404 && report.failures.first?.declared == false)
         #expect(report.skipped["disallowed by robots.txt"] == 1)
-        #expect(report.skipped["host other.invalid is not in scope.hosts"] == 1)
+        #expect(report.skipped["origin http://other.invalid is not in scope"] == 1)
 
         let bundle = try MountedBundle(path: folder.path + "/out/site.bundle.zip")
         let keys = Set(bundle.entries.map(\.key))

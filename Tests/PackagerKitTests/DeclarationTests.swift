@@ -54,7 +54,10 @@ struct DeclarationTests {
         #expect(d.seeds == ["https://a.example/"] && d.urls == ["https://b.example/x.json"] && d.sitemaps.count == 1)
         #expect(d.scope.hosts == ["a.example", "*.cdn.example"] && d.scope.maxDepth == 2 && d.scope.maxResources == 50 && d.scope.maxBytes == 10_000_000)
         #expect(d.scope.requisitesFromAnyHost && !d.respectRobots && d.userAgent == "bot/1")
-        #expect(d.headers == [.init(name: "Authorization", value: "Bearer abc123", secret: true), .init(name: "X-Price", value: "$5", secret: false)])
+        #expect(
+            d.headers == [
+                .init(name: "Authorization", value: "Bearer abc123", secret: true, secretParts: ["abc123"]), .init(name: "X-Price", value: "$5", secret: false),
+            ])
         #expect(d.secrets == ["Bearer abc123"])
         #expect(d.concurrency.total == 3 && d.concurrency.perHost == 3)
         #expect(d.timeouts.connect == 2 && d.timeouts.request == 60)
@@ -82,10 +85,17 @@ struct DeclarationTests {
             ("seeds: [https://a.example/\n", "site.yml:2:1: invalid YAML"),
             ("output: x.zip\n", "site.yml:1:1: nothing to fetch: give at least one of 'seeds', 'urls' or 'sitemaps'"),
             (
-                "seeds: [https://a.example/]\nscope: {hosts: [a.example, https://b.example/]}\n",
-                "site.yml:2:28: scope.hosts item 'https://b.example/' must be a host name such as docs.example.com (no scheme, path or port)"
+                "seeds: [https://a.example/]\nscope: {hosts: [a.example, https://b.example/docs/]}\n",
+                "site.yml:2:28: scope.hosts item 'https://b.example/docs/' is not an origin or host name: an origin has no path, query or user name"
             ),
-            ("seeds: [https://a.example/]\nscope: {hosts: [\"a.example:8080\"]}\n", "site.yml:2:17: scope.hosts item 'a.example:8080' must be a host name"),
+            (
+                "seeds: [https://a.example/]\nscope: {hosts: [\"a.example:99999\"]}\n",
+                "site.yml:2:17: scope.hosts item 'a.example:99999' is not an origin or host name: the port must be a number from 1 to 65535"
+            ),
+            (
+                "seeds: [https://a.example/]\nheaders:\n  X-Key: {value: k, origins: [\"ftp://a.example\"]}\n",
+                "site.yml:3:31: header 'X-Key' origins item 'ftp://a.example' is not an origin or host name: the scheme must be http or https"
+            ),
             ("seeds: [https://a.example/]\nseeds: [https://b.example/]\n", "site.yml:1:1: 'seeds' given more than once in the mapping that starts here"),
         ])
     func locatedErrors(yaml: String, expected: String) {

@@ -32,6 +32,8 @@ struct CrawlScope: Sendable {
     let origins: [OriginPattern]
     /// Hosts the declaration's own URLs reach over plain http: only there may a scheme-less pattern admit http.
     let plainHTTPHosts: Set<String>
+    /// The origins of the declaration's own URLs.
+    let declaredOrigins: Set<HTTPOrigin>
     /// Hosts the declaration names (in its URLs, `scope.hosts` or header origins): only these may be loopback or
     /// private addresses.
     let namedHosts: Set<String>
@@ -50,6 +52,7 @@ struct CrawlScope: Sendable {
         let explicit = declaration.scope.hosts.compactMap { try? OriginPattern.parse($0).get() }
         origins = explicit.isEmpty ? declared.map(OriginPattern.init) : explicit
         plainHTTPHosts = Set(declared.filter { !$0.isSecure }.map(\.host))
+        declaredOrigins = Set(declared)
         let headerPatterns = declaration.headers.flatMap(\.origins).compactMap { try? OriginPattern.parse($0).get() }
         namedHosts = Set((declared.map(\.host) + (explicit + headerPatterns).map(\.host)).map(Self.normalizedHost))
         include = declaration.scope.include.map { Array($0.lowercased().utf8) }
@@ -92,7 +95,8 @@ struct CrawlScope: Sendable {
     /// Whether `origin` is one the crawl may fetch from.
     func allows(_ origin: HTTPOrigin) -> Bool {
         let plain = plainHTTPHosts.contains(origin.host)
-        return origins.contains { $0.matches(origin, plainHTTPAllowed: plain) }
+        let declared = declaredOrigins.contains(origin)
+        return origins.contains { $0.matches(origin, plainHTTPAllowed: plain, declared: declared) }
     }
 
     /// What to do with `key` (a canonical URL) met in `role`.

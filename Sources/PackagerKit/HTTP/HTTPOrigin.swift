@@ -69,7 +69,7 @@ struct HTTPOrigin: Hashable, Sendable, CustomStringConvertible {
 /// |---|---|
 /// | `https://docs.example.com:8443` | exactly that origin |
 /// | `https://docs.example.com` | that scheme and host on the default port (443) |
-/// | `docs.example.com` | that host on the default port of https, and of http when the declaration's own URLs use http on it |
+/// | `docs.example.com` | that host on the default port of https, and of http when the declaration's own URLs use http on it; also any port those URLs name on it |
 /// | `docs.example.com:8080` | that host and port, by the same scheme rule |
 /// | `*.example.com` | example.com and every subdomain, by the same port and scheme rules |
 struct OriginPattern: Hashable, Sendable, CustomStringConvertible {
@@ -140,14 +140,21 @@ struct OriginPattern: Hashable, Sendable, CustomStringConvertible {
         return other == host
     }
 
-    /// Whether `origin` matches; `plainHTTPAllowed` says whether a pattern without a scheme admits http on the origin's host.
-    func matches(_ origin: HTTPOrigin, plainHTTPAllowed: Bool) -> Bool {
+    /// Whether `origin` matches.
+    ///
+    /// - Parameters:
+    ///   - plainHTTPAllowed: whether a pattern without a scheme admits http on the origin's host (the declaration's
+    ///     own URLs use http there).
+    ///   - declared: whether the declaration's own URLs name exactly this origin; a pattern without a port then admits
+    ///     its port too (`hosts: [127.0.0.1]` with seeds on `http://127.0.0.1:8480/` means that server).
+    func matches(_ origin: HTTPOrigin, plainHTTPAllowed: Bool, declared: Bool = false) -> Bool {
         guard matches(host: origin.host) else { return false }
         if let scheme {
             guard origin.scheme == scheme else { return false }
         } else if !origin.isSecure && !plainHTTPAllowed {
             return false
         }
+        if port == nil && declared { return true }
         return origin.port == (port ?? HTTPOrigin.defaultPort(origin.scheme))
     }
 

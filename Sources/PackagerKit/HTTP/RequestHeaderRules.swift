@@ -14,13 +14,16 @@ struct RequestHeaderRules: Sendable {
     private let rules: [Rule]
     /// Hosts the declaration's own URLs reach over plain http (a scheme-less pattern admits http only there).
     private let plainHTTPHosts: Set<String>
+    /// The origins of the declaration's own URLs (a port-less pattern admits their ports).
+    private let declared: Set<HTTPOrigin>
 
     /// No headers at all.
-    static let none = RequestHeaderRules(rules: [], plainHTTPHosts: [])
+    static let none = RequestHeaderRules(rules: [], plainHTTPHosts: [], declared: [])
 
-    private init(rules: [Rule], plainHTTPHosts: Set<String>) {
+    private init(rules: [Rule], plainHTTPHosts: Set<String>, declared: Set<HTTPOrigin>) {
         self.rules = rules
         self.plainHTTPHosts = plainHTTPHosts
+        self.declared = declared
     }
 
     /// The rules a declaration sets (its `origins` lists were checked when it was parsed).
@@ -32,13 +35,15 @@ struct RequestHeaderRules: Sendable {
             return Rule(header: header, targets: header.origins.isEmpty ? defaults : targets)
         }
         plainHTTPHosts = Set(declared.filter { !$0.isSecure }.map(\.host))
+        self.declared = Set(declared)
     }
 
     /// The headers to send to `origin`.
     func headers(for origin: HTTPOrigin) -> [Declaration.Header] {
         guard !rules.isEmpty else { return [] }
         let plain = plainHTTPHosts.contains(origin.host)
-        return rules.filter { rule in rule.targets.contains { $0.matches(origin, plainHTTPAllowed: plain) } }.map(\.header)
+        let isDeclared = declared.contains(origin)
+        return rules.filter { rule in rule.targets.contains { $0.matches(origin, plainHTTPAllowed: plain, declared: isDeclared) } }.map(\.header)
     }
 
     /// The headers to send with a request for `url` (none when it has no http or https origin).
