@@ -92,7 +92,7 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
     }
 
     /// The host of a Host value (`name`, `name:port`, `[v6]`, `[v6]:port`), lowercased.
-    static func hostName(ofAuthority authority: String) -> String? {
+    package static func hostName(ofAuthority authority: String) -> String? {
         var text = Substring(authority.lowercased())
         if text.hasPrefix("[") {
             guard let close = text.firstIndex(of: "]") else { return nil }

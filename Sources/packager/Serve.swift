@@ -38,6 +38,11 @@ extension Packager {
         @Option(name: .customLong("public-key"), help: "A file with the Ed25519 public key (32 raw bytes or base64) the bundle must be signed by.")
         var publicKey: String?
 
+        @Option(
+            name: .customLong("allow-host"),
+            help: "A Host name requests may carry besides IP addresses, localhost and --route hosts (repeatable); others get 421, which stops DNS rebinding.")
+        var allowedHosts: [String] = []
+
         func validate() throws {
             guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
             let origins = [origin].compactMap { $0 } + routes.map { String($0.split(separator: "=", maxSplits: 1).last ?? "") }
@@ -71,6 +76,8 @@ extension Packager {
                     }
                 }
                 let router = Router()
+                let names = Set(allowedHosts.map { $0.lowercased() } + routes.compactMap { $0.split(separator: "=").first.map { $0.lowercased() } })
+                router.add(middleware: HostGuard(allowed: names))
                 router.add(middleware: middleware)
                 var logger = Logger(label: "packager-serve")
                 logger.logLevel = .warning
@@ -91,6 +98,21 @@ extension Packager {
                 }
             }
         }
+    }
+}
+
+/// Refuses requests whose Host names a host the server was not told about: a web page that rebinds its own name to
+/// 127.0.0.1 then cannot read what the bundle serves. IP literals and localhost are always accepted.
+struct HostGuard<Context: RequestContext>: RouterMiddleware {
+    let allowed: Set<String>
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let authority = request.head.authority,
+            let host = OfflineBundleMiddleware<Context>.hostName(ofAuthority: authority)
+        else { return try await next(request, context) }
+        let isLiteral = host.hasPrefix("[") || host.split(separator: ".").allSatisfy { !$0.isEmpty && $0.allSatisfy(\.isNumber) }
+        if isLiteral || host == "localhost" || host.hasSuffix(".localhost") || allowed.contains(host) { return try await next(request, context) }
+        return Response(status: .misdirectedRequest)
     }
 }
 

@@ -90,5 +90,10 @@ struct ServeSurvivesTests {
         #expect(process.isRunning)
         let next = try await run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", base + "/logo.png"]).output
         #expect(next == "200 50000")
+        // A page that rebinds its own name to 127.0.0.1 sends that name as Host: refused.
+        let rebound = try await run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Host: attacker.example:8080", base + "/logo.png"]).output
+        #expect(rebound == "421")
+        let local = try await run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Host: localhost", base + "/logo.png"]).output
+        #expect(local == "200")
     }
 }

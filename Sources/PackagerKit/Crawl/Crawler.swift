@@ -174,7 +174,7 @@ final class Crawler: Sendable {
                     declared: job.declared, referrer: job.referrer))
         case .success(let response) where Fetcher.retryable(status: response.status):
             // Still failing after the retries: a transient answer, not content to ship.
-            response.discard()
+            response.discard(returningTo: memory)
             state.fail(
                 .init(
                     url: job.key, reason: "HTTP \(response.status)", status: response.status, attempts: response.attempts,
@@ -198,7 +198,10 @@ final class Crawler: Sendable {
             }
             guard (200...299).contains(response.status), response.bodySize > 0 else { return }
             let type = response.headers.first { $0.name == "content-type" }.map { Self.mediaType($0.value) } ?? ""
-            let encoding = declaration.contentEncoding == .encoded ? response.headers.first { $0.name == "content-encoding" }?.value : nil
+            // Bodies that still carry a coding (stored as sent, or one the client does not decode) are read decoded.
+            let coding = response.headers.first { $0.name == "content-encoding" }?.value.lowercased().trimmingCharacters(in: .whitespaces)
+            let clientDecoded: Set<String> = ["gzip", "deflate", "identity"]
+            let encoding = coding.flatMap { declaration.contentEncoding == .encoded || !clientDecoded.contains($0) ? $0 : nil }
             await discover(
                 in: response, mediaType: type, url: job.key, role: job.role, depth: job.depth, frontier: frontier, encoding: encoding)
         }
@@ -286,8 +289,8 @@ final class Crawler: Sendable {
     ) -> [(name: String, value: String)] {
         headers.filter { header in
             guard keptHeaders.contains(header.name) else { return false }
-            // AsyncHTTPClient decodes gzip and deflate; any other coding is kept, since the bytes still carry it.
-            if header.name == "content-encoding" && policy == .decoded && ["gzip", "x-gzip", "deflate"].contains(header.value.lowercased()) {
+            // AsyncHTTPClient decodes gzip and deflate (not x-gzip); any other coding is kept, since the bytes still carry it.
+            if header.name == "content-encoding" && policy == .decoded && ["gzip", "deflate"].contains(header.value.lowercased()) {
                 return false
             }
             return !secrets.contains { !$0.isEmpty && header.value.contains($0) }

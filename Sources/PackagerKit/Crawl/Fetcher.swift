@@ -105,7 +105,7 @@ final class Fetcher: Sendable {
             switch outcome {
             case .success(var response):
                 if Self.retryable(status: response.status), attempt <= settings.retries.attempts {
-                    response.discard()
+                    response.discard(returningTo: memory)
                     let wait = delay(attempt: attempt, retryAfter: response.headers.first { $0.name == "retry-after" }?.value)
                     guard let wait else {
                         return .failure(
@@ -169,7 +169,10 @@ final class Fetcher: Sendable {
             let response = try await client.execute(request, deadline: deadline)
             let headers = response.headers.map { (name: $0.name.lowercased(), value: $0.value) }
             let expected = response.headers.first(name: "content-length").flatMap { Int64($0) }
-            let encoded = response.headers.first(name: "content-encoding").map { !$0.isEmpty && $0.lowercased() != "identity" } ?? false
+            // Only gzip and deflate are decoded by the client; any other coding (x-gzip, br) stays in the bytes.
+            let decodedByClient =
+                settings.contentEncoding == .decoded
+                && response.headers.first(name: "content-encoding").map { ["gzip", "deflate"].contains($0.lowercased()) } == true
             for try await chunk in response.body {
                 try chunk.withUnsafeReadableBytes { try sink.write($0) }
                 guard withinBudget(sink.size) else {
@@ -183,7 +186,7 @@ final class Fetcher: Sendable {
                 }
             }
             // When the body was decoded, Content-Length counts the encoded bytes; otherwise it must match exactly.
-            if let expected, method != .HEAD, !(encoded && settings.contentEncoding == .decoded), expected != sink.size {
+            if let expected, method != .HEAD, !decodedByClient, expected != sink.size {
                 sink.discard()
                 return .failure(AttemptFailure(message: "the body ended after \(sink.size) of \(expected) bytes (Content-Length)", retryable: true))
             }
@@ -213,9 +216,13 @@ extension Fetcher.Response {
         }
     }
 
-    /// Deletes the spool file, if any.
-    func discard() {
-        if case .file(let path) = body { unlink(path) }
+    /// Deletes the spool file, or gives an in-memory body's bytes back to the budget they were taken from.
+    func discard(returningTo memory: MemoryBudget?) {
+        switch body {
+        case .file(let path): unlink(path)
+        case .memory(let data): memory?.give(data.count)
+        case .none: break
+        }
     }
 }
 
