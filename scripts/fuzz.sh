@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzzes the bundle reader with libFuzzer (swiftc -sanitize=fuzzer,address).
+# Fuzzes the bundle reader and the responder with libFuzzer (swiftc -sanitize=fuzzer,address): an input is a
+# bundle, optionally followed by a request to answer over each of its entries.
 #
 #   scripts/fuzz.sh [SECONDS] [PACKAGER_BINARY]
 #
@@ -37,6 +38,20 @@ printf '\x89PNG\r\n\x1a\nnot really a png' >"$work/site/logo.png"
 "$packager" pack "$work/site" --base-url http://127.0.0.1:8080/ -o "$work/seeds/signed.zip" --sign-key "$work/key.key" >/dev/null
 rm "$work/site/logo.png" "$work/site/docs/copy.html"
 "$packager" pack "$work/site" --base-url https://example.com/a/ -o "$work/seeds/small.zip" >/dev/null
+# The same bundles with a request after them (method, target, Range, If-None-Match, If-Modified-Since, If-Range,
+# Accept-Encoding, one per line): the harness answers it over every entry.
+i=0
+while IFS= read -r request; do
+    i=$((i + 1))
+    for bundle in site small; do
+        { cat "$work/seeds/$bundle.zip"; printf '\nPACKAGER-REQUEST\n'; printf '%b' "$request"; } >"$work/seeds/$bundle-request-$i"
+    done
+done <<'REQUESTS'
+GET\n\nbytes=0-18446744073709551615\n\n\n\ngzip
+GET\n?a=1#x\nbytes=18446744073709551615-\n"a,b", W/"c"\nSun, 06 Nov 1994 08:49:37 GMT\n"x"\nidentity
+HEAD\n/../..\nbytes=-99999999999999999999\n*\nMonday, 06-Nov-94 08:49:37 GMT\nSun, 06 Nov 1994 08:49:37 GMT\ngzip;q=0, *;q=1
+GET\nhttp://127.0.0.1:8080/docs/\nbytes=5-4, 0-0\nW/"\nSun Nov  6 08:49:37 1994\nW/"x"\nx-gzip;q=0.5
+REQUESTS
 cp "$findings"/* "$work/seeds/" 2>/dev/null || true
 
 echo "fuzzing for $duration s with $(ls "$work/seeds" | wc -l) seeds ..."

@@ -1,5 +1,6 @@
 import Foundation
 import OfflineBundle
+import TestSupport
 import Testing
 
 /// Every input scripts/fuzz.sh found (crashes, hangs, over-allocations), kept in Tests/Fuzz/findings and
@@ -15,15 +16,37 @@ struct FuzzFindingsTests {
         #expect(Self.findings.contains("crash-zip64-end-record-near-start"))
     }
 
-    @Test("a finding is refused with a BundleError, as the fuzzer's harness reads it", arguments: findings)
+    @Test("a finding is refused with a BundleError, or read and answered, as the fuzzer's harness reads it", arguments: findings)
     func replay(_ name: String) throws {
+        // An input is a bundle, optionally followed by a request (see Tests/Fuzz's harness).
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: Self.folder + "/" + name))
+        var requestLines: [String]?
+        if let marker = bytes.range(of: Data("\nPACKAGER-REQUEST\n".utf8)) {
+            requestLines = String(decoding: bytes[marker.upperBound...], as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            bytes = bytes[..<marker.lowerBound]
+        }
+        let folder = try TemporaryFolder()
+        try bytes.write(to: URL(fileURLWithPath: folder.path + "/finding.zip"))
         let options = MountedBundle.Options(verification: .sha256, maxBodySize: 16 << 20)
         let bundle: MountedBundle
         do {
-            bundle = try MountedBundle(path: Self.folder + "/" + name, options: options)
+            bundle = try MountedBundle(path: folder.path + "/finding.zip", options: options)
         } catch let error as BundleError {
-            #expect(!error.description.isEmpty)
+            #expect(error.code != .io, "\(error)")
             return
+        }
+        if let lines = requestLines {
+            let names = ["Range", "If-None-Match", "If-Modified-Since", "If-Range", "Accept-Encoding"]
+            let headers = names.enumerated().compactMap { i, name in i + 2 < lines.count ? (name: name, value: lines[i + 2]) : nil }
+            let method = lines.first ?? "GET"
+            let target = lines.count > 1 ? lines[1] : ""
+            for entry in bundle.entries.prefix(64) {
+                let url = target.hasPrefix("http") ? target : entry.key + target
+                if let answer = BundleResponder(bundle: bundle).respond(to: BundleRequest(method: method, url: url, headers: headers)) {
+                    #expect((100...599).contains(answer.status))
+                    do { _ = try answer.bodyData() } catch is BundleError {}
+                }
+            }
         }
         for entry in bundle.entries.prefix(256) {
             #expect(bundle.entry(forKey: entry.key)?.position == entry.position)

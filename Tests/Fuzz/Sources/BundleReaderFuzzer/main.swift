@@ -1,6 +1,9 @@
-// libFuzzer entry point: every input is written to a file and mounted as a bundle; when the mount
-// succeeds, each entry is answered as HTTP (ranges, conditionals, HEAD, gzip), looked up again by its
-// key, and its body is read, inflated and checked both ways (inflated, and as a raw deflate stream). Any crash, hang, or allocation past libFuzzer's
+// libFuzzer entry point: every input is a bundle, optionally followed by a request (after a line
+// "PACKAGER-REQUEST": method, target, Range, If-None-Match, If-Modified-Since, If-Range and Accept-Encoding, one
+// per line, a missing line meaning no such header). The bundle part is written to a file and mounted; when the
+// mount succeeds, each entry is answered as HTTP (the fuzzed request, then fixed ranges, conditionals, HEAD and
+// gzip), every answer's body is read, the entry is looked up again by its key, and its body is read, inflated and
+// checked both ways (inflated, and as a raw deflate stream). Any crash, hang, or allocation past libFuzzer's
 // -rss_limit_mb is a finding; a thrown BundleError is the expected outcome for a damaged file.
 import Foundation
 import OfflineBundle
@@ -23,8 +26,29 @@ func llvmFuzzerRunDriver(
     _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
 ) -> CInt
 
-func fuzzBundleReader(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    guard let data else { return 0 }
+let requestMarker = Array("\nPACKAGER-REQUEST\n".utf8)
+
+/// The fuzzed request's method, target and headers, from the text after the marker.
+func fuzzedRequest(_ text: [UInt8]) -> (method: String, target: String, headers: [(name: String, value: String)]) {
+    let lines = text.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+    func line(_ i: Int) -> String? { i < lines.count ? lines[i] : nil }
+    let names = ["Range", "If-None-Match", "If-Modified-Since", "If-Range", "Accept-Encoding"]
+    var headers: [(name: String, value: String)] = []
+    for (offset, name) in names.enumerated() { if let value = line(offset + 2) { headers.append((name, value)) } }
+    return (line(0) ?? "GET", line(1) ?? "", headers)
+}
+
+func fuzzBundleReader(_ input: UnsafePointer<UInt8>?, _ inputSize: Int) -> CInt {
+    guard let input else { return 0 }
+    // Split off the request, if there is one.
+    let all = UnsafeBufferPointer(start: input, count: inputSize)
+    var size = inputSize
+    var request: (method: String, target: String, headers: [(name: String, value: String)])?
+    if let at = all.firstRange(of: requestMarker) {
+        size = at.lowerBound
+        request = fuzzedRequest(Array(all[at.upperBound...]))
+    }
+    let data = input
     let fd = open(scratchPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
     guard fd >= 0 else { fatalError("cannot write \(scratchPath)") }
     var done = 0
@@ -40,8 +64,17 @@ func fuzzBundleReader(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     // The HTTP side too: conditional, range, HEAD and gzip requests answered from what the file holds.
     let responder = BundleResponder(bundle: bundle)
     for entry in bundle.entries.prefix(64) {
+        if let request {
+            // The target either replaces the URL (an absolute one) or is appended to the entry's key.
+            let url = request.target.hasPrefix("http") ? request.target : entry.key + request.target
+            for target in [url, entry.key] {
+                if let answer = responder.respond(to: BundleRequest(method: request.method, url: target, headers: request.headers)) {
+                    _ = try? answer.bodyData()
+                }
+            }
+        }
         for headers in requestVariants {
-            _ = responder.respond(to: BundleRequest(method: "GET", url: entry.key, headers: headers))
+            _ = try? responder.respond(to: BundleRequest(method: "GET", url: entry.key, headers: headers))?.bodyData()
         }
         _ = responder.respond(to: BundleRequest(method: "HEAD", url: entry.key + "?utm_source=x#frag"))
     }
