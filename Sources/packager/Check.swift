@@ -42,7 +42,7 @@ extension Packager {
                     print("ok: \(report.path): \(report.entries) entries, \(report.bodies) bodies, \(formatBytes(report.bytesVerified)) verified\(signature)")
                 } else {
                     print("FAILED: \(report.path): \(report.issues.count) problem\(report.issues.count == 1 ? "" : "s")")
-                    for issue in report.issues { print("  \(issue)") }
+                    for issue in report.issues { print("  " + terminalSafe(issue.description)) }
                 }
                 if !report.isValid { throw ExitCode(1) }
             }

@@ -33,9 +33,9 @@ extension Packager {
         }
 
         private func printBundle(_ b: Inspector.BundleListing) {
-            print("bundle \(b.path)  (\(formatBytes(b.fileSize)), \(b.signed ? "signed, not verified here: packager check --public-key" : "unsigned"), \(b.generator))")
+            print("bundle \(b.path)  (\(formatBytes(b.fileSize)), \(b.signed ? "signed, not verified here: packager check --public-key" : "unsigned"), \(terminalSafe(b.generator)))")
             print("digest sha256:\(b.digest)")
-            if !b.dropQueryParameters.isEmpty { print("drops query parameters: \(b.dropQueryParameters.joined(separator: ", "))") }
+            if !b.dropQueryParameters.isEmpty { print("drops query parameters: \(terminalSafe(b.dropQueryParameters.joined(separator: ", ")))") }
             print("")
             let header = ["STATUS", "KIND", "TYPE", "SIZE", "STORED", "METHOD", "KEY"]
             var rows = [header]
@@ -57,7 +57,7 @@ extension Packager {
         }
 
         private func printArchive(_ a: Inspector.ArchiveListing) {
-            print("archive \(a.path)  (\(a.format), \(a.filter)); not a packager bundle")
+            print("archive \(a.path)  (\(terminalSafe(a.format)), \(terminalSafe(a.filter))); not a packager bundle")
             print("")
             var rows = [["SIZE", "TYPE", "PATH"]]
             for e in a.entries { rows.append([String(e.size), e.type, e.path]) }
@@ -68,7 +68,26 @@ extension Packager {
     }
 }
 
+/// `text` with control characters (escape sequences a hostile bundle or archive could carry into a terminal)
+/// shown as `\u{..}` instead of sent raw.
+func terminalSafe(_ text: String) -> String {
+    guard text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0.properties.generalCategory == .format }) else {
+        return text
+    }
+    var out = ""
+    for scalar in text.unicodeScalars {
+        let category = scalar.properties.generalCategory
+        if category == .control || category == .format {
+            out += "\\u{" + String(scalar.value, radix: 16) + "}"
+        } else {
+            out.unicodeScalars.append(scalar)
+        }
+    }
+    return out
+}
+
 func printTable(_ rows: [[String]]) {
+    let rows = rows.map { $0.map(terminalSafe) }
     guard let columns = rows.first?.count else { return }
     var widths = [Int](repeating: 0, count: columns)
     for row in rows { for (i, cell) in row.enumerated() where i < columns - 1 { widths[i] = max(widths[i], cell.count) } }

@@ -30,6 +30,7 @@ final class Crawler: Sendable {
     /// Pages and style sheets larger than this are stored but not searched for links.
     static let parseLimit: Int64 = 32 << 20
     static let maxRedirects = 10
+    static let maxURLLength = 16 << 10
 
     init(declaration: Declaration, spool: SpoolFolder, progress: (@Sendable (CrawlProgress) -> Void)?) {
         self.declaration = declaration
@@ -74,6 +75,13 @@ final class Crawler: Sendable {
     func offer(
         _ raw: String, role: CrawlScope.Role, depth: Int, referrer: String?, frontier: Frontier, chain: [String] = [], declared: Bool = false
     ) async {
+        // Longer than any server takes (most refuse 8 KiB request lines): a hostile page's 30 MB href stays out of
+        // the frontier, the keys and the reports.
+        guard raw.utf8.count <= Self.maxURLLength else {
+            if declared { state.fail(.init(url: String(raw.prefix(200)) + "…", reason: "longer than \(Self.maxURLLength) bytes", declared: true, referrer: referrer)) }
+            state.skip("URL longer than \(Self.maxURLLength) bytes")
+            return
+        }
         guard let key = canonicalizer.canonicalize(raw), let host = URL(string: key)?.host?.lowercased() else {
             if declared { state.fail(.init(url: raw, reason: "not a URL that can be fetched", declared: true, referrer: referrer)) }
             return

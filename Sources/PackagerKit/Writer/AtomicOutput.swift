@@ -113,6 +113,13 @@ final class AtomicOutput {
         }
         committed = true
         TemporaryFiles.shared.unregister(temporaryPath)
+        // The rename is durable only once the folder's entry is on disk: sync the folder too.
+        let folder = (destination as NSString).deletingLastPathComponent
+        let dirFD = open(folder.isEmpty ? "." : folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dirFD >= 0 {
+            _ = fsync(dirFD)
+            close(dirFD)
+        }
     }
 }
 
