@@ -33,7 +33,9 @@ extension Packager {
         }
 
         private func printBundle(_ b: Inspector.BundleListing) {
-            print("bundle \(b.path)  (\(formatBytes(b.fileSize)), \(b.signed ? "signed, not verified here: packager check --public-key" : "unsigned"), \(terminalSafe(b.generator)))")
+            print(
+                "bundle \(b.path)  (\(formatBytes(b.fileSize)), \(b.signed ? "signed, not verified here: packager check --public-key" : "unsigned"), \(terminalSafe(b.generator)))"
+            )
             print("digest sha256:\(b.digest)")
             if !b.dropQueryParameters.isEmpty { print("drops query parameters: \(terminalSafe(b.dropQueryParameters.joined(separator: ", ")))") }
             print("")

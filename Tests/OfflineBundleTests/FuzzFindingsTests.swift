@@ -22,7 +22,8 @@ struct FuzzFindingsTests {
         var bytes = try Data(contentsOf: URL(fileURLWithPath: Self.folder + "/" + name))
         var requestLines: [String]?
         if let marker = bytes.range(of: Data("\nPACKAGER-REQUEST\n".utf8)) {
-            requestLines = String(decoding: bytes[marker.upperBound...], as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            requestLines = String(decoding: bytes[marker.upperBound...], as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).map(
+                String.init)
             bytes = bytes[..<marker.lowerBound]
         }
         let folder = try TemporaryFolder()

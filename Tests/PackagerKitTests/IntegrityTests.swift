@@ -173,8 +173,10 @@ struct HostileTests {
 
     @Test(
         "an entry with a status outside 100...599, or a body on a status that has none, is refused at mount, naming the entry",
-        arguments: [(1000, "outside 100...599"), (99, "outside 100...599"), (65535, "outside 100...599"), (204, "which has none"),
-            (304, "which has none"), (101, "which has none")])
+        arguments: [
+            (1000, "outside 100...599"), (99, "outside 100...599"), (65535, "outside 100...599"), (204, "which has none"),
+            (304, "which has none"), (101, "which has none"),
+        ])
     func impossibleStatuses(status: Int, message: String) throws {
         let folder = try TemporaryFolder()
         let path = try forged(folder) { bytes, index in setU16(&bytes, index.entriesOffset + 20, UInt16(status)) }

@@ -78,7 +78,9 @@ final class Crawler: Sendable {
         // Longer than any server takes (most refuse 8 KiB request lines): a hostile page's 30 MB href stays out of
         // the frontier, the keys and the reports.
         guard raw.utf8.count <= Self.maxURLLength else {
-            if declared { state.fail(.init(url: String(raw.prefix(200)) + "…", reason: "longer than \(Self.maxURLLength) bytes", declared: true, referrer: referrer)) }
+            if declared {
+                state.fail(.init(url: String(raw.prefix(200)) + "…", reason: "longer than \(Self.maxURLLength) bytes", declared: true, referrer: referrer))
+            }
             state.skip("URL longer than \(Self.maxURLLength) bytes")
             return
         }
