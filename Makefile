@@ -10,6 +10,9 @@ BIN_RELEASE = $$($(SWIFT) build -c release --show-bin-path)
 
 .PHONY: deps build test test-tsan docs demo bench bench-quick lint format clean
 
+# The benchmark executables exist in the package only when this is set (see Package.swift).
+bench bench-quick: export PACKAGER_BENCHMARKS = 1
+
 # Install the Debian packages the build and the tests need (skipped when already present).
 deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES) $(EXTRA_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -1,4 +1,5 @@
 // swift-tools-version: 6.0
+import Foundation
 import PackageDescription
 
 let package = Package(
@@ -8,6 +9,7 @@ let package = Package(
         .library(name: "OfflineBundle", targets: ["OfflineBundle"]),
         .library(name: "OfflineBundleHummingbird", targets: ["OfflineBundleHummingbird"]),
         .library(name: "OfflineBundleHTTPClient", targets: ["OfflineBundleHTTPClient"]),
+        .library(name: "OfflineBundleURLSession", targets: ["OfflineBundleURLSession"]),
         .library(name: "PackagerKit", targets: ["PackagerKit"]),
         .executable(name: "packager", targets: ["packager"]),
     ],
@@ -42,10 +44,17 @@ let package = Package(
             name: "OfflineBundle",
             dependencies: [
                 "CZlib",
-                .target(name: "CDispatchQueue", condition: .when(platforms: [.linux, .android, .windows, .openbsd])),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+        // The URLProtocol for URLSession; apart, since on Linux it links FoundationNetworking (and libcurl).
+        .target(
+            name: "OfflineBundleURLSession",
+            dependencies: [
+                "OfflineBundle",
+                .target(name: "CDispatchQueue", condition: .when(platforms: [.linux, .android, .windows, .openbsd])),
             ]
         ),
         // Hummingbird middleware that serves a mounted bundle; apart, so the runtime never pulls in NIO.
@@ -101,17 +110,6 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .executableTarget(
-            name: "packager-bench",
-            dependencies: ["PackagerKit", "OfflineBundle"],
-            path: "Sources/PackagerBench"
-        ),
-        // The serve benchmark's peer: Hummingbird's FileMiddleware serving files from disk.
-        .executableTarget(
-            name: "packager-bench-fileserver",
-            dependencies: [.product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log")],
-            path: "Sources/PackagerBenchFileServer"
-        ),
         // Helpers both test targets share: temporary folders, running tools, sample sites.
         .target(
             name: "TestSupport",
@@ -138,6 +136,28 @@ let package = Package(
             name: "OfflineBundleHTTPClientTests",
             dependencies: ["OfflineBundleHTTPClient", "OfflineBundle", "TestSupport"]
         ),
+        .testTarget(
+            name: "OfflineBundleURLSessionTests",
+            dependencies: ["OfflineBundleURLSession", "OfflineBundle", "PackagerKit", "TestSupport"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
+
+// The benchmark executables are built only for `make bench` (PACKAGER_BENCHMARKS=1), so a service that depends on
+// this package never sees them.
+if ProcessInfo.processInfo.environment["PACKAGER_BENCHMARKS"] != nil {
+    package.targets += [
+            .executableTarget(
+                name: "packager-bench",
+                dependencies: ["PackagerKit", "OfflineBundle"],
+                path: "Sources/PackagerBench"
+            ),
+            // The serve benchmark's peer: Hummingbird's FileMiddleware serving files from disk.
+            .executableTarget(
+                name: "packager-bench-fileserver",
+                dependencies: [.product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log")],
+                path: "Sources/PackagerBenchFileServer"
+            ),
+    ]
+}

@@ -6,7 +6,7 @@ graphs=.build-docs/symbol-graphs
 # Symbol graphs are kept between runs: an incremental build only re-emits those of modules it recompiles.
 rm -rf .build-docs/site && mkdir -p "$graphs" .build-docs/site
 swift build --scratch-path .build-docs -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc "$PWD/$graphs"
-for module in OfflineBundle OfflineBundleHummingbird OfflineBundleHTTPClient PackagerKit; do
+for module in OfflineBundle OfflineBundleHummingbird OfflineBundleHTTPClient OfflineBundleURLSession PackagerKit; do
     mkdir -p ".build-docs/graphs-$module" ".build-docs/site/$module"
     rm -f ".build-docs/graphs-$module"/*
     cp "$graphs/$module".symbols.json "$graphs/$module"@*.symbols.json ".build-docs/graphs-$module/" 2>/dev/null || cp "$graphs/$module".symbols.json ".build-docs/graphs-$module/"

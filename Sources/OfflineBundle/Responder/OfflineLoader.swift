@@ -87,7 +87,7 @@ public final class OfflineLoader: Sendable {
     ///
     /// - Returns: the final response and the URL it answers, or nil when the bundle has no entry for the
     ///   request itself. A redirect whose target the bundle lacks is returned as recorded.
-    public func response(for request: BundleRequest, followingRedirects maxRedirects: Int) -> (response: BundleResponse, url: String)? {
+    package func response(for request: BundleRequest, followingRedirects maxRedirects: Int) -> (response: BundleResponse, url: String)? {
         guard var answer = response(for: request) else { return nil }
         var url = request.url
         var hops = 0
@@ -106,7 +106,7 @@ public final class OfflineLoader: Sendable {
     }
 
     /// Whether a bundle has an entry for `url` (no lookup is counted).
-    public func hasEntry(for url: String) -> Bool { bundles.contains { $0.entry(for: url) != nil } }
+    package func hasEntry(for url: String) -> Bool { bundles.contains { $0.entry(for: url) != nil } }
 
     private func lookup(_ request: BundleRequest) -> BundleResponse? {
         for bundle in bundles {
@@ -116,7 +116,7 @@ public final class OfflineLoader: Sendable {
     }
 
     /// Counts a body that failed its checks while being served.
-    public func recordError(_ error: any Error, url: String) {
+    package func recordError(_ error: any Error, url: String) {
         errors.increment()
         logger.error("bundle body failed its checks", metadata: ["url": "\(url)", "error": "\(error)"])
     }

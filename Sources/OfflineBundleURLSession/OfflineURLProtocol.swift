@@ -1,4 +1,5 @@
 import Foundation
+import OfflineBundle
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -7,13 +8,19 @@ import Foundation
     internal import CDispatchQueue
 #endif
 
-/// A `URLProtocol` that answers URLSession requests from an ``OfflineLoader``, by its policy.
+/// A `URLProtocol` that answers URLSession requests from an ``OfflineBundle/OfflineLoader``, by its policy.
 ///
-/// Install it with one line: `configuration.useOfflineBundle(loader)`. It
-/// takes http and https requests; what the bundle cannot answer (by policy)
-/// goes to the network, and in bundle-only mode a miss fails with
-/// `URLError(.resourceUnavailable)`. One loader serves the process: installing
-/// another replaces it.
+/// A `URLProtocol` class is registered by type, so the loader it asks is one
+/// for the whole process: install it once at launch with
+/// ``installProcessWide(_:fallbackSession:)`` (or
+/// `configuration.useProcessWideOfflineBundle(loader)`), and every
+/// configuration that lists the protocol answers from it. Installing a second,
+/// different loader is refused until ``uninstallProcessWide()``.
+///
+/// It takes http and https requests. What the bundle cannot answer (by
+/// policy) goes to the network through the fallback session (the caller's,
+/// with its proxies, cookies and TLS settings, when one was given), and in
+/// bundle-only mode a miss fails with `URLError(.resourceUnavailable)`.
 ///
 /// Every call to the URLSession client is made on the queue URLSession called
 /// `startLoading()` on. swift-corelibs-foundation requires this: its client
@@ -30,18 +37,45 @@ import Foundation
 ///   purpose. Nothing waits: on Linux every URLSession shares one serial
 ///   queue, so waiting there would stop them all.
 public final class OfflineURLProtocol: URLProtocol {
+    private struct Installed {
+        var loader: OfflineLoader
+        var network: URLSession
+    }
+
     private static let lock = NSLock()
-    nonisolated(unsafe) private static var installed: OfflineLoader?
-    private static let network = URLSession(configuration: .ephemeral)
+    // Guarded by `lock`: URLSession creates protocol instances itself, so the loader cannot be handed to them.
+    nonisolated(unsafe) private static var installed: Installed?
     /// Guards `networkTask` and `stopped`, which `stopLoading()` touches from the thread that cancels.
     private let stateLock = NSLock()
     private var networkTask: URLSessionDataTask?
     private var stopped = false
 
-    /// Makes `loader` the one this protocol asks.
-    public static func install(_ loader: OfflineLoader) { lock.withLock { installed = loader } }
+    /// Makes `loader` the one this protocol asks, for the whole process.
+    ///
+    /// - Parameters:
+    ///   - fallbackSession: the session network requests go through (network-first answers); by default an
+    ///     ephemeral session of its own. It must not list this protocol.
+    /// - Throws: `BundleError` with code `.invalidArgument` when another loader is installed (installing the same one
+    ///   again is allowed, and replaces the fallback session).
+    public static func installProcessWide(_ loader: OfflineLoader, fallbackSession: URLSession? = nil) throws {
+        try lock.withLock {
+            if let current = installed, current.loader !== loader {
+                throw BundleError(
+                    .invalidArgument,
+                    "another OfflineLoader is installed for this process; call OfflineURLProtocol.uninstallProcessWide() first")
+            }
+            installed = Installed(loader: loader, network: fallbackSession ?? installed?.network ?? URLSession(configuration: .ephemeral))
+        }
+    }
 
-    static var loader: OfflineLoader? { lock.withLock { installed } }
+    /// Removes the installed loader; requests this protocol would have taken then go to the network.
+    public static func uninstallProcessWide() { lock.withLock { installed = nil } }
+
+    /// The installed loader, if any.
+    public static var processWideLoader: OfflineLoader? { lock.withLock { installed?.loader } }
+
+    private static var current: Installed? { lock.withLock { installed } }
+    static var loader: OfflineLoader? { current?.loader }
 
     public override class func canInit(with request: URLRequest) -> Bool {
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", let loader else { return false }
@@ -56,10 +90,11 @@ public final class OfflineURLProtocol: URLProtocol {
     public override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }
 
     public override func startLoading() {
-        guard let client, let loader = Self.loader, let url = request.url else {
+        guard let client, let installed = Self.current, let url = request.url else {
             client?.urlProtocol(self, didFailWithError: URLError(.unsupportedURL))
             return
         }
+        let loader = installed.loader
         switch loader.policy(for: url.absoluteString) {
         case .bundleOnly, .bundleFirst:
             // A bundle-first URL reaches here only when the bundle has it (see canInit).
@@ -72,7 +107,7 @@ public final class OfflineURLProtocol: URLProtocol {
         case .networkFirst(let limit):
             let queue = CallerQueue.current()
             let handle = Handle(instance: self)
-            fetch(timeout: min(limit, request.timeoutInterval)) { outcome in
+            fetch(through: installed.network, timeout: min(limit, request.timeoutInterval)) { outcome in
                 queue.async {
                     let this = handle.instance
                     // On the task's queue again: a cancel() ran stopLoading here first, or not at all.
@@ -172,13 +207,14 @@ public final class OfflineURLProtocol: URLProtocol {
     ///
     /// The task is created and resumed from another thread: creating a task does a synchronous hop onto the
     /// queue every corelibs-foundation session shares, which this thread holds while in `startLoading()`.
-    private func fetch(timeout: TimeInterval, done: @escaping @Sendable (NetworkOutcome) -> Void) {
+    private func fetch(through network: URLSession, timeout: TimeInterval, done: @escaping @Sendable (NetworkOutcome) -> Void) {
         var networkRequest = request
         networkRequest.timeoutInterval = timeout
         let handle = Handle(instance: self)
         let outgoing = SendableRequest(request: networkRequest)
+        let session = SendableSession(session: network)
         DispatchQueue.global().async {
-            let task = Self.network.dataTask(with: outgoing.request) { data, response, error in
+            let task = session.session.dataTask(with: outgoing.request) { data, response, error in
                 if let error {
                     done(.failed(error))
                 } else if let response, (response as? HTTPURLResponse)?.statusCode ?? 0 < 500 {
@@ -199,6 +235,12 @@ public final class OfflineURLProtocol: URLProtocol {
             }
         }
     }
+}
+
+/// A session carried to the thread that sends on it.
+// Unchecked: URLSession is thread-safe; corelibs-foundation does not mark it Sendable.
+private struct SendableSession: @unchecked Sendable {
+    let session: URLSession
 }
 
 /// A request carried to the thread that sends it.
@@ -252,9 +294,12 @@ private final class CallerQueue: @unchecked Sendable {
 }
 
 extension URLSessionConfiguration {
-    /// Answers this configuration's requests from `loader`, by its policy.
-    public func useOfflineBundle(_ loader: OfflineLoader) {
-        OfflineURLProtocol.install(loader)
+    /// Lists ``OfflineURLProtocol`` first in this configuration's protocols and installs `loader` for the whole
+    /// process (see ``OfflineURLProtocol/installProcessWide(_:fallbackSession:)``).
+    ///
+    /// - Throws: `BundleError` with code `.invalidArgument` when another loader is already installed.
+    public func useProcessWideOfflineBundle(_ loader: OfflineLoader, fallbackSession: URLSession? = nil) throws {
+        try OfflineURLProtocol.installProcessWide(loader, fallbackSession: fallbackSession)
         protocolClasses = [OfflineURLProtocol.self] + (protocolClasses ?? []).filter { $0 != OfflineURLProtocol.self }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import OfflineBundle
+import OfflineBundleURLSession
 import PackagerKit
 import TestSupport
 import Testing
@@ -8,7 +9,7 @@ import Testing
     import FoundationNetworking
 #endif
 
-/// The URLSession integration, as a service uses it. Serialized: `useOfflineBundle` installs one loader per process.
+/// The URLSession integration, as a service uses it. Serialized: the protocol's loader is one per process.
 @Suite("URLSession answered from a bundle", .serialized)
 struct URLSessionTests {
     @Test("URLSession: bundle only, bundle first and network first, with the network up and down")
@@ -21,29 +22,40 @@ struct URLSessionTests {
         try writeSampleBundle(origin: live.base, to: folder.path + "/b.zip")
         let bundle = try MountedBundle(path: folder.path + "/b.zip")
 
-        func get(_ path: String, _ policy: OfflinePolicy) async -> (Int, String)? {
+        var lastError: URLError.Code?
+        /// The status and body, or nil with the URLError code in `lastError` when the request failed.
+        func get(_ path: String, _ policy: OfflinePolicy) async throws -> (Int, String)? {
             let configuration = URLSessionConfiguration.ephemeral
-            configuration.useOfflineBundle(OfflineLoader(bundles: [bundle], policy: policy))
+            OfflineURLProtocol.uninstallProcessWide()
+            try configuration.useProcessWideOfflineBundle(OfflineLoader(bundles: [bundle], policy: policy))
+            defer { OfflineURLProtocol.uninstallProcessWide() }
             let session = URLSession(configuration: configuration)
-            guard let (data, response) = try? await session.data(from: URL(string: live.base + path)!) else { return nil }
-            return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+            do {
+                let (data, response) = try await session.data(from: URL(string: live.base + path)!)
+                return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+            } catch let error as URLError {
+                lastError = error.code
+                return nil
+            }
         }
 
         // Network up.
-        #expect(await get("/", .bundleOnly)?.1 == samplePage)
+        #expect(try await get("/", .bundleOnly)?.1 == samplePage)
         // A recorded redirect is followed, as URLSession follows network ones.
-        #expect(await get("/old", .bundleOnly)?.1 == samplePage)
-        #expect(await get("/only-live.txt", .bundleOnly) == nil)
-        #expect(await get("/", .bundleFirst)?.1 == samplePage)
-        #expect(await get("/only-live.txt", .bundleFirst)?.1 == "only on the network")
-        #expect(await get("/", .networkFirst(timeout: 30))?.1 == "live page")
-        #expect(await get("/gone.html", .bundleOnly)?.0 == 404)
+        #expect(try await get("/old", .bundleOnly)?.1 == samplePage)
+        #expect(try await get("/only-live.txt", .bundleOnly) == nil)
+        #expect(lastError == .resourceUnavailable)
+        #expect(try await get("/", .bundleFirst)?.1 == samplePage)
+        #expect(try await get("/only-live.txt", .bundleFirst)?.1 == "only on the network")
+        #expect(try await get("/", .networkFirst(timeout: 30))?.1 == "live page")
+        #expect(try await get("/gone.html", .bundleOnly)?.0 == 404)
         // Network down: bundle-backed policies still answer what the bundle holds.
         await live.stop()
-        #expect(await get("/", .bundleOnly)?.1 == samplePage)
-        #expect(await get("/", .bundleFirst)?.1 == samplePage)
-        #expect(await get("/", .networkFirst(timeout: 5))?.1 == samplePage)
-        #expect(await get("/only-live.txt", .networkFirst(timeout: 5)) == nil)
+        #expect(try await get("/", .bundleOnly)?.1 == samplePage)
+        #expect(try await get("/", .bundleFirst)?.1 == samplePage)
+        #expect(try await get("/", .networkFirst(timeout: 5))?.1 == samplePage)
+        #expect(try await get("/only-live.txt", .networkFirst(timeout: 5)) == nil)
+        #expect(lastError == .cannotConnectToHost)
     }
 
     /// A bundle like a real documentation site's: pages and images of many sizes, redirects, blocked entries and a 404.
@@ -106,9 +118,11 @@ struct URLSessionTests {
         let loader = try OfflineLoader(path: folder.path + "/b.zip", policy: .bundleOnly)
         // With the landed protocol (answers handed to the client from its own queue), this test crashed the process
         // (a null dereference in URLSession.behaviour(for:)) in 6 runs of 6; it passes with the fix.
+        OfflineURLProtocol.uninstallProcessWide()
+        defer { OfflineURLProtocol.uninstallProcessWide() }
         for round in 0..<6 {
             let configuration = URLSessionConfiguration.ephemeral
-            configuration.useOfflineBundle(loader)
+            try configuration.useProcessWideOfflineBundle(loader)
             configuration.httpMaximumConnectionsPerHost = width
             let session = URLSession(configuration: configuration)
             let problems = await withTaskGroup(of: Outcome.self) { group -> [String] in
@@ -132,5 +146,23 @@ struct URLSessionTests {
             session.finishTasksAndInvalidate()
             #expect(problems.isEmpty, "round \(round): \(problems)")
         }
+    }
+
+    @Test("a second, different loader is refused until the first is uninstalled; the same one may be installed again")
+    func processWide() throws {
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
+        let first = try OfflineLoader(path: folder.path + "/b.zip")
+        let second = try OfflineLoader(path: folder.path + "/b.zip")
+        OfflineURLProtocol.uninstallProcessWide()
+        defer { OfflineURLProtocol.uninstallProcessWide() }
+        try OfflineURLProtocol.installProcessWide(first)
+        try OfflineURLProtocol.installProcessWide(first)
+        let error = try #require(throws: BundleError.self) { try URLSessionConfiguration.ephemeral.useProcessWideOfflineBundle(second) }
+        #expect(error.code == .invalidArgument && error.message.contains("uninstallProcessWide"))
+        #expect(OfflineURLProtocol.processWideLoader === first)
+        OfflineURLProtocol.uninstallProcessWide()
+        try OfflineURLProtocol.installProcessWide(second)
+        #expect(OfflineURLProtocol.processWideLoader === second)
     }
 }
