@@ -24,8 +24,12 @@ deps:
 build: deps
 	$(SWIFT) build
 
+# Imports match the declared dependencies (scripts/check-imports.py for other packages' products, SwiftPM's check
+# for this package's targets), then the whole suite on that build.
 test: deps
-	$(SWIFT) test
+	python3 scripts/check-imports.py
+	$(SWIFT) build --build-tests --explicit-target-dependency-import-check error
+	$(SWIFT) test --skip-build
 
 # The main job on the demo site, on loopback: an origin serves Templates/demo-site, packager build crawls it, the bundle
 # answers with the origin stopped, two pages change and one is deleted, and packager verify flags those three.

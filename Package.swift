@@ -64,6 +64,7 @@ let package = Package(
                 "OfflineBundle",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         // AsyncHTTPClient wrapper that answers from a bundle by policy.
@@ -74,7 +75,6 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         // The build side: writer, packer, checker, libarchive edges.
@@ -92,7 +92,6 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Mustache", package: "swift-mustache"),
-                .product(name: "Logging", package: "swift-log"),
             ],
             resources: [.embedInCode("Resources/packager.yml"), .embedInCode("Resources/verify-report.html.mustache")]
         ),
@@ -120,21 +119,34 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Tests/TestSupport"
         ),
-        .testTarget(name: "OfflineBundleTests", dependencies: ["OfflineBundle", "PackagerKit", "TestSupport"]),
-        .testTarget(name: "PackagerKitTests", dependencies: ["PackagerKit", "OfflineBundle", "TestSupport"]),
+        .testTarget(
+            name: "OfflineBundleTests",
+            dependencies: ["OfflineBundle", "PackagerKit", "TestSupport", .product(name: "Crypto", package: "swift-crypto")]
+        ),
+        .testTarget(
+            name: "PackagerKitTests",
+            dependencies: ["PackagerKit", "OfflineBundle", "TestSupport", .product(name: "Crypto", package: "swift-crypto")]
+        ),
         .testTarget(
             name: "OfflineBundleHummingbirdTests",
             dependencies: [
                 "OfflineBundleHummingbird", "OfflineBundle", "TestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
         .testTarget(
             name: "OfflineBundleHTTPClientTests",
-            dependencies: ["OfflineBundleHTTPClient", "OfflineBundle", "TestSupport"]
+            dependencies: [
+                "OfflineBundleHTTPClient", "OfflineBundle", "TestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
         ),
         .testTarget(
             name: "OfflineBundleURLSessionTests",
@@ -148,16 +160,16 @@ let package = Package(
 // this package never sees them.
 if ProcessInfo.processInfo.environment["PACKAGER_BENCHMARKS"] != nil {
     package.targets += [
-            .executableTarget(
-                name: "packager-bench",
-                dependencies: ["PackagerKit", "OfflineBundle"],
-                path: "Sources/PackagerBench"
-            ),
-            // The serve benchmark's peer: Hummingbird's FileMiddleware serving files from disk.
-            .executableTarget(
-                name: "packager-bench-fileserver",
-                dependencies: [.product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log")],
-                path: "Sources/PackagerBenchFileServer"
-            ),
+        .executableTarget(
+            name: "packager-bench",
+            dependencies: ["OfflineBundle"],
+            path: "Sources/PackagerBench"
+        ),
+        // The serve benchmark's peer: Hummingbird's FileMiddleware serving files from disk.
+        .executableTarget(
+            name: "packager-bench-fileserver",
+            dependencies: [.product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log")],
+            path: "Sources/PackagerBenchFileServer"
+        ),
     ]
 }

@@ -80,13 +80,13 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
             let local = (name == "location" || name == "content-location") ? route.localize(value) : value
             fields.append(HTTPField(name: fieldName, value: local))
         }
-        // Mounting refuses statuses outside 100...599 and bodies on 1xx, 204 and 304; checked again here, since a
+        // Mounting refuses statuses outside 200...599 and bodies on 204 and 304; checked again here, since a
         // body after a body-less head would be read by the client as the next response.
-        guard (100...599).contains(answer.status) else {
+        guard (200...599).contains(answer.status) else {
             throw HTTPError(.internalServerError, message: "the bundle records an invalid status for this resource")
         }
         let status = HTTPResponse.Status(code: answer.status)
-        let bodyless = answer.status < 200 || answer.status == 204 || answer.status == 304
+        let bodyless = answer.status == 204 || answer.status == 304
         if body.isEmpty || bodyless { return Response(status: status, headers: fields) }
         return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
     }

@@ -52,6 +52,12 @@ struct OfflineHTTPClientTests {
         #expect(try await body(get(client(.bundleOnly), "/")) == samplePage)
         #expect(try await body(get(client(.bundleFirst), "/")) == samplePage)
         #expect(try await body(get(client(.networkFirst(timeout: 1)), "/")) == samplePage)
-        await #expect(throws: (any Error).self) { try await get(client(.networkFirst(timeout: 1)), "/only-live.txt") }
+        // Neither has it: the network's own error (a refused connection), not a bundle error.
+        let networkError = await #expect(throws: (any Error).self) { try await get(client(.networkFirst(timeout: 1)), "/only-live.txt") }
+        #expect(networkError.map { !($0 is BundleError) } == true, "\(String(describing: networkError))")
+        #expect("\(String(describing: networkError))".lowercased().contains("connect"), "\(String(describing: networkError))")
+        // Bundle only: a miss is the bundle's not-found, and nothing is tried on the network.
+        let miss = await #expect(throws: BundleError.self) { try await get(client(.bundleOnly), "/only-live.txt") }
+        #expect(miss?.code == .notFound)
     }
 }

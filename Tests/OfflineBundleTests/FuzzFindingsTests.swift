@@ -14,6 +14,8 @@ struct FuzzFindingsTests {
     @Test("the findings folder holds the inputs found so far")
     func kept() {
         #expect(Self.findings.contains("crash-zip64-end-record-near-start"))
+        // The Range that crashed every integration (issue 12), as the fuzzer's request seeds write it.
+        #expect(Self.findings.contains("crash-range-end-uint64-max") && Self.findings.contains("crash-range-suffix-past-uint64"))
     }
 
     @Test("a finding is refused with a BundleError, or read and answered, as the fuzzer's harness reads it", arguments: findings)

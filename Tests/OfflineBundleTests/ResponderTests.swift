@@ -111,10 +111,20 @@ struct ResponderTests {
         try writeSampleBundle(origin: origin, to: folder.path + "/signed.zip", signingKey: key)
         let publicKey = Array(key.publicKey.rawRepresentation)
         #expect(throws: Never.self) { try OfflineLoader(path: folder.path + "/signed.zip", publicKey: publicKey) }
-        // Change one byte of the index (its first entry record) and the signature no longer holds.
-        let index = try #require(try offset(of: Data("https://docs.example.com/".utf8), in: folder.path + "/signed.zip"))
-        try flipByte(at: index + 10, in: folder.path + "/signed.zip")
-        #expect(throws: BundleError.self) { try OfflineLoader(path: folder.path + "/signed.zip", publicKey: publicKey) }
+        // Change one recorded header in the index, with its CRC fixed: the digest in the ZIP comment no longer matches.
+        func tamper(_ bytes: inout [UInt8]) {
+            let at = bytes.firstRange(of: Array("max-age=300".utf8))!.lowerBound
+            bytes.replaceSubrange(at..<(at + 11), with: Array("max-age=999".utf8))
+        }
+        try forgeMetadataEntry("index.bin", in: folder.path + "/signed.zip", tamper)
+        var error = try #require(throws: BundleError.self) { try OfflineLoader(path: folder.path + "/signed.zip", publicKey: publicKey) }
+        #expect(error.code == .signature && error.message.contains("does not match index.bin"), "\(error)")
+        // The forger also rewrites the digest in the comment: now only the signature can tell.
+        try forgeBundleDigest(in: folder.path + "/signed.zip")
+        error = try #require(throws: BundleError.self) { try OfflineLoader(path: folder.path + "/signed.zip", publicKey: publicKey) }
+        #expect(error.code == .signature && !error.message.contains("does not match index.bin"), "\(error)")
+        // Without a required key, the forged bundle mounts: what the key protects is exactly this.
+        #expect(throws: Never.self) { try OfflineLoader(path: folder.path + "/signed.zip") }
         // An unsigned bundle is refused too.
         try writeSampleBundle(origin: origin, to: folder.path + "/unsigned.zip")
         #expect(throws: BundleError.self) { try OfflineLoader(path: folder.path + "/unsigned.zip", publicKey: publicKey) }

@@ -9,22 +9,21 @@ import Testing
 struct BuildCommandTests {
     @Test("a quick run without a declaration, with --json for machines")
     func quickRun() async throws {
-        let origin = Origin()
-        serveSite(origin)
-        try await origin.start()
-        defer { Task { await origin.stop() } }
-        let folder = try TemporaryFolder()
-        let result = try await run(
-            packagerExecutable, ["build", "--seed", origin.base + "/", "--concurrency", "4", "-o", "site.zip", "--json"], in: folder.path)
-        #expect(result.status == 0, "\(result.output)")
-        let json = try #require(result.output.firstIndex(of: "{").map { String(result.output[$0...]) })
-        let report = try JSONDecoder().decode(BuildReport.self, from: Data(json.utf8))
-        #expect(report.succeeded && report.output == folder.path + "/site.zip")
-        // No declaration: no block, substitution or dropped parameter, so the tracker, the logo (a 404 here) and
-        // the about page with its utm_source are all fetched.
-        #expect(report.entries == 20 && report.blocked == 0)
-        #expect(Set(report.failures.map(\.url)) == Set(["/missing.html", "/assets/logo.svg", "/about.html?utm_source=news"].map { origin.base + $0 }))
-        #expect(try await run("bsdtar", ["-tf", folder.path + "/site.zip"]).status == 0)
+        try await withOrigin { origin in
+            serveSite(origin)
+            let folder = try TemporaryFolder()
+            let result = try await run(
+                packagerExecutable, ["build", "--seed", origin.base + "/", "--concurrency", "4", "-o", "site.zip", "--json"], in: folder.path)
+            #expect(result.status == 0, "\(result.output)")
+            let json = try #require(result.output.firstIndex(of: "{").map { String(result.output[$0...]) })
+            let report = try JSONDecoder().decode(BuildReport.self, from: Data(json.utf8))
+            #expect(report.succeeded && report.output == folder.path + "/site.zip")
+            // No declaration: no block, substitution or dropped parameter, so the tracker, the logo (a 404 here) and
+            // the about page with its utm_source are all fetched.
+            #expect(report.entries == 20 && report.blocked == 0)
+            #expect(Set(report.failures.map(\.url)) == Set(["/missing.html", "/assets/logo.svg", "/about.html?utm_source=news"].map { origin.base + $0 }))
+            #expect(try await run("bsdtar", ["-tf", folder.path + "/site.zip"]).status == 0)
+        }
     }
 
     @Test("wrong arguments and a broken declaration exit 2 with a sentence that says what to fix")
@@ -54,31 +53,30 @@ struct BuildCommandTests {
 
     @Test("Ctrl-C during a crawl leaves the previous bundle and no spool files")
     func interrupted() async throws {
-        let origin = Origin()
-        serveSite(origin)
-        var stalled = Origin.Resource(headers: [("Content-Type", "image/png")], body: [1, 2, 3])
-        stalled.delay = 30
-        origin.set("/img/slow.png", stalled)
-        try await origin.start()
-        defer { Task { await origin.stop() } }
-        let folder = try TemporaryFolder()
-        try folder.file("site.zip", "the previous bundle")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: packagerExecutable)
-        process.arguments = ["build", "--seed", origin.base + "/", "-o", "site.zip"]
-        process.currentDirectoryURL = URL(fileURLWithPath: folder.path)
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        // Wait until the crawl is stuck on the stalled image, with other bodies already spooled.
-        for _ in 0..<200 where origin.count("/img/slow.png") == 0 { try await Task.sleep(nanoseconds: 50_000_000) }
-        #expect(origin.count("/img/slow.png") == 1)
-        #expect(try folder.contents().contains { $0.hasPrefix(".packager-spool-") })
-        process.interrupt()
-        try await offPool { process.waitUntilExit() }
-        #expect(process.terminationStatus == 128 + SIGINT)
-        #expect(try folder.contents() == ["site.zip"])
-        #expect(try String(contentsOfFile: folder.path + "/site.zip", encoding: .utf8) == "the previous bundle")
+        try await withOrigin { origin in
+            serveSite(origin)
+            var stalled = Origin.Resource(headers: [("Content-Type", "image/png")], body: [1, 2, 3])
+            stalled.delay = 30
+            origin.set("/img/slow.png", stalled)
+            let folder = try TemporaryFolder()
+            try folder.file("site.zip", "the previous bundle")
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: packagerExecutable)
+            process.arguments = ["build", "--seed", origin.base + "/", "-o", "site.zip"]
+            process.currentDirectoryURL = URL(fileURLWithPath: folder.path)
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            // Wait until the crawl is stuck on the stalled image, with other bodies already spooled.
+            for _ in 0..<200 where origin.count("/img/slow.png") == 0 { try await Task.sleep(nanoseconds: 50_000_000) }
+            #expect(origin.count("/img/slow.png") == 1)
+            #expect(try folder.contents().contains { $0.hasPrefix(".packager-spool-") })
+            process.interrupt()
+            try await offPool { process.waitUntilExit() }
+            #expect(process.terminationStatus == 128 + SIGINT)
+            #expect(try folder.contents() == ["site.zip"])
+            #expect(try String(contentsOfFile: folder.path + "/site.zip", encoding: .utf8) == "the previous bundle")
+        }
     }
 }
 
@@ -86,25 +84,24 @@ struct BuildCommandTests {
 struct SigningCommandTests {
     @Test("keygen writes a 0600 private key; a signed build passes check with the public key; another key fails it")
     func keygenSignCheck() async throws {
-        let origin = Origin()
-        origin.set("/", .text("<p>signed</p>", type: "text/html"))
-        try await origin.start()
-        defer { Task { await origin.stop() } }
-        let folder = try TemporaryFolder()
-        #expect(try await run(packagerExecutable, ["keygen", "-o", "release"], in: folder.path).status == 0)
-        let mode = try FileManager.default.attributesOfItem(atPath: folder.path + "/release.key")[.posixPermissions] as? Int
-        #expect(mode == 0o600)
-        #expect(try await run(packagerExecutable, ["keygen", "-o", "release"], in: folder.path).status == 2)
-        let build = try await run(packagerExecutable, ["build", "--seed", origin.base + "/", "-o", "s.zip", "--sign-key", "release.key"], in: folder.path)
-        #expect(build.status == 0, "\(build.output)")
-        #expect(try await run(packagerExecutable, ["check", "s.zip", "--public-key", "release.pub"], in: folder.path).status == 0)
-        _ = try await run(packagerExecutable, ["keygen", "-o", "other"], in: folder.path)
-        let wrong = try await run(packagerExecutable, ["check", "s.zip", "--public-key", "other.pub"], in: folder.path)
-        #expect(wrong.status == 1)
-        // The private key never lands in the bundle.
-        let key = try String(contentsOfFile: folder.path + "/release.key", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        let bytes = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/s.zip"))
-        #expect(bytes.range(of: Data(key.utf8)) == nil)
+        try await withOrigin { origin in
+            origin.set("/", .text("<p>signed</p>", type: "text/html"))
+            let folder = try TemporaryFolder()
+            #expect(try await run(packagerExecutable, ["keygen", "-o", "release"], in: folder.path).status == 0)
+            let mode = try FileManager.default.attributesOfItem(atPath: folder.path + "/release.key")[.posixPermissions] as? Int
+            #expect(mode == 0o600)
+            #expect(try await run(packagerExecutable, ["keygen", "-o", "release"], in: folder.path).status == 2)
+            let build = try await run(packagerExecutable, ["build", "--seed", origin.base + "/", "-o", "s.zip", "--sign-key", "release.key"], in: folder.path)
+            #expect(build.status == 0, "\(build.output)")
+            #expect(try await run(packagerExecutable, ["check", "s.zip", "--public-key", "release.pub"], in: folder.path).status == 0)
+            _ = try await run(packagerExecutable, ["keygen", "-o", "other"], in: folder.path)
+            let wrong = try await run(packagerExecutable, ["check", "s.zip", "--public-key", "other.pub"], in: folder.path)
+            #expect(wrong.status == 1)
+            // The private key never lands in the bundle.
+            let key = try String(contentsOfFile: folder.path + "/release.key", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/s.zip"))
+            #expect(bytes.range(of: Data(key.utf8)) == nil)
+        }
     }
 }
 
@@ -132,66 +129,66 @@ struct KillTests {
 
     @Test("SIGKILL at the start, mid-crawl, while writing and near the end: the output is the previous bundle or a whole new one", arguments: Moment.allCases)
     func killed(at moment: Moment) async throws {
-        let origin = Origin()
-        Self.serveSlowSite(origin, version: 1)
-        try await origin.start()
-        defer { Task { await origin.stop() } }
-        let folder = try TemporaryFolder()
-        try folder.file("packager.yml", "output: site.zip\nseeds: [\(origin.base)/]\nrobots: false\nconcurrency: {total: 8, per-host: 8}\n")
-        var result = try await run(packagerExecutable, ["build"], in: folder.path)
-        #expect(result.status == 0, "\(result.output)")
-        let output = folder.path + "/site.zip"
-        let previous = try Data(contentsOf: URL(fileURLWithPath: output))
-        Self.serveSlowSite(origin, version: 2)
+        try await withOrigin { origin in
+            Self.serveSlowSite(origin, version: 1)
+            let folder = try TemporaryFolder()
+            try folder.file("packager.yml", "output: site.zip\nseeds: [\(origin.base)/]\nrobots: false\nconcurrency: {total: 8, per-host: 8}\n")
+            var result = try await run(packagerExecutable, ["build"], in: folder.path)
+            #expect(result.status == 0, "\(result.output)")
+            let output = folder.path + "/site.zip"
+            let previous = try Data(contentsOf: URL(fileURLWithPath: output))
+            Self.serveSlowSite(origin, version: 2)
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: packagerExecutable)
-        process.arguments = ["build"]
-        process.currentDirectoryURL = URL(fileURLWithPath: folder.path)
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        let requestsBefore = origin.requests.count
-        try process.run()
-        switch moment {
-        case .atStart:
-            try await Task.sleep(nanoseconds: 20_000_000)
-            #expect(origin.requests.count - requestsBefore < 65, "the build had already fetched everything")
-        case .midCrawl:
-            // Some pages fetched and images spooled, many still to come.
-            for _ in 0..<400 where origin.requests.count - requestsBefore < 20 { try await Task.sleep(nanoseconds: 5_000_000) }
-            #expect(origin.requests.count - requestsBefore >= 20)
-        case .whileWriting:
-            // The temporary bundle exists: the crawl is over and the writer is at work.
-            var writing = false
-            for _ in 0..<5000 where !writing {
-                writing = try folder.contents().contains { $0.hasPrefix(".site.zip.tmp-") }
-                if !writing { try await Task.sleep(nanoseconds: 1_000_000) }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: packagerExecutable)
+            process.arguments = ["build"]
+            process.currentDirectoryURL = URL(fileURLWithPath: folder.path)
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            let requestsBefore = origin.requests.count
+            try process.run()
+            switch moment {
+            case .atStart:
+                try await Task.sleep(nanoseconds: 20_000_000)
+                #expect(origin.requests.count - requestsBefore < 65, "the build had already fetched everything")
+            case .midCrawl:
+                // Some pages fetched and images spooled, many still to come.
+                for _ in 0..<400 where origin.requests.count - requestsBefore < 20 { try await Task.sleep(nanoseconds: 5_000_000) }
+                #expect(origin.requests.count - requestsBefore >= 20)
+            case .whileWriting:
+                // The temporary bundle exists: the crawl is over and the writer is at work.
+                var writing = false
+                for _ in 0..<5000 where !writing {
+                    writing = try folder.contents().contains { $0.hasPrefix(".site.zip.tmp-") }
+                    if !writing { try await Task.sleep(nanoseconds: 1_000_000) }
+                }
+                #expect(writing, "the temporary bundle never appeared")
+            case .nearTheEnd:
+                for _ in 0..<1000 where origin.requests.count - requestsBefore < 65 { try await Task.sleep(nanoseconds: 5_000_000) }
             }
-            #expect(writing, "the temporary bundle never appeared")
-        case .nearTheEnd:
-            for _ in 0..<1000 where origin.requests.count - requestsBefore < 65 { try await Task.sleep(nanoseconds: 5_000_000) }
-        }
-        kill(process.processIdentifier, SIGKILL)
-        try await offPool { process.waitUntilExit() }
-        // Near the end, the build may win the race and finish first; then the new bundle must be complete.
-        let killed = process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL
-        #expect(killed || (moment == .nearTheEnd && process.terminationStatus == 0))
+            kill(process.processIdentifier, SIGKILL)
+            try await offPool { process.waitUntilExit() }
+            // Near the end, the build may win the race and finish first; then the new bundle must be complete.
+            let killed = process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL
+            #expect(killed || (moment == .nearTheEnd && process.terminationStatus == 0))
 
-        // Either the previous bundle, byte for byte, or a complete new one: never a partial file.
-        let now = try Data(contentsOf: URL(fileURLWithPath: output))
-        if now != previous {
+            // Either the previous bundle, byte for byte, or a complete new one: never a partial file.
+            let now = try Data(contentsOf: URL(fileURLWithPath: output))
+            if now != previous {
+                #expect(Checker.check(path: output).issues.isEmpty)
+                let bundle = try MountedBundle(path: output)
+                #expect(
+                    try bundle.entry(for: origin.base + "/p0.html").map { String(decoding: try bundle.body(of: $0), as: UTF8.self) }
+                        == "<p>page 0, version 2</p>")
+            }
+            if moment == .midCrawl { #expect(now == previous) }
+
+            // What the killed build left (its spool folder, a temporary bundle) is removed by the next build.
+            result = try await run(packagerExecutable, ["build"], in: folder.path)
+            #expect(result.status == 0, "\(result.output)")
+            #expect(try folder.contents() == ["packager.yml", "site.zip"])
             #expect(Checker.check(path: output).issues.isEmpty)
-            let bundle = try MountedBundle(path: output)
-            #expect(
-                try bundle.entry(for: origin.base + "/p0.html").map { String(decoding: try bundle.body(of: $0), as: UTF8.self) } == "<p>page 0, version 2</p>")
         }
-        if moment == .midCrawl { #expect(now == previous) }
-
-        // What the killed build left (its spool folder, a temporary bundle) is removed by the next build.
-        result = try await run(packagerExecutable, ["build"], in: folder.path)
-        #expect(result.status == 0, "\(result.output)")
-        #expect(try folder.contents() == ["packager.yml", "site.zip"])
-        #expect(Checker.check(path: output).issues.isEmpty)
     }
 }
 
@@ -200,49 +197,48 @@ struct SecretTests {
     @Test("a token from the environment, sent as a header, is in no byte of the bundle, the build report or any verify report")
     func tokenNowhere() async throws {
         let token = "tok-\(UUID().uuidString)"
-        let origin = Origin()
-        origin.set(
-            "/",
-            .text(
-                "<a href=\"/docs.html\">docs</a><a href=\"/missing.html\">gone</a><a href=\"/moved\">moved</a><a href=\"http://127.0.0.1:9/down.html\">down</a>",
-                type: "text/html"))
-        origin.set("/docs.html", .text("<p>docs</p>", type: "text/html", headers: [("ETag", "\"d1\"")]))
-        origin.set("/moved", .redirect("/docs.html"))
-        try await origin.start()
-        defer { Task { await origin.stop() } }
-        let folder = try TemporaryFolder()
-        try folder.file(
-            "packager.yml",
-            "output: site.zip\nseeds: [\(origin.base)/]\nscope: {hosts: [\"\(origin.base)\", \"http://127.0.0.1:9\"]}\nrobots: false\nheaders:\n  Authorization: Bearer ${SITE_TOKEN}\n  X-Api-Key: ${SITE_TOKEN}\nretries: {attempts: 1, backoff: 50ms}\ntimeouts: {connect: 500ms}\nmax-errors: 10\n"
-        )
-        var outputs: [String] = []
-        let build = try await run("env", ["SITE_TOKEN=\(token)", packagerExecutable, "build", "--json"], in: folder.path)
-        outputs.append(build.output)
-        #expect(build.status == 0 && build.output.contains("missing.html") && build.output.contains("down.html"), "\(build.output)")
-        // The server saw the token: it was really sent.
-        #expect(origin.requests.contains { $0.headers["authorization"] == "Bearer \(token)" && $0.headers["x-api-key"] == token })
-        // Make verify find changes and failures, so every report has something to say.
-        origin.set("/docs.html", .text("<p>new docs</p>", type: "text/html", headers: [("ETag", "\"d2\"")]))
-        let sentBefore = origin.requests.filter { $0.headers["authorization"] == "Bearer \(token)" }.count
-        for format in ["text", "json", "junit", "markdown", "html"] {
-            let verify = try await run(
-                "env",
-                [
-                    "SITE_TOKEN=\(token)", packagerExecutable, "verify", "site.zip", "--declaration", "packager.yml", "--format", format, "--output",
-                    "report.\(format)",
-                ],
-                in: folder.path)
-            outputs.append(verify.output)
-            #expect(verify.status == 1 || verify.status == 2, "\(verify.output)")
-        }
-        // Every verify run sent the token too (so its absence from the reports means something).
-        #expect(origin.requests.filter { $0.headers["authorization"] == "Bearer \(token)" }.count >= sentBefore + 5)
-        for output in outputs { #expect(!output.contains(token)) }
-        let files = try folder.contents()
-        #expect(files.contains("site.zip") && files.contains("report.html") && files.contains("report.junit"))
-        for name in files {
-            let bytes = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/" + name))
-            #expect(bytes.range(of: Data(token.utf8)) == nil, "the token is in \(name)")
+        try await withOrigin { origin in
+            origin.set(
+                "/",
+                .text(
+                    "<a href=\"/docs.html\">docs</a><a href=\"/missing.html\">gone</a><a href=\"/moved\">moved</a><a href=\"http://127.0.0.1:9/down.html\">down</a>",
+                    type: "text/html"))
+            origin.set("/docs.html", .text("<p>docs</p>", type: "text/html", headers: [("ETag", "\"d1\"")]))
+            origin.set("/moved", .redirect("/docs.html"))
+            let folder = try TemporaryFolder()
+            try folder.file(
+                "packager.yml",
+                "output: site.zip\nseeds: [\(origin.base)/]\nscope: {hosts: [\"\(origin.base)\", \"http://127.0.0.1:9\"]}\nrobots: false\nheaders:\n  Authorization: Bearer ${SITE_TOKEN}\n  X-Api-Key: ${SITE_TOKEN}\nretries: {attempts: 1, backoff: 50ms}\ntimeouts: {connect: 500ms}\nmax-errors: 10\n"
+            )
+            var outputs: [String] = []
+            let build = try await run("env", ["SITE_TOKEN=\(token)", packagerExecutable, "build", "--json"], in: folder.path)
+            outputs.append(build.output)
+            #expect(build.status == 0 && build.output.contains("missing.html") && build.output.contains("down.html"), "\(build.output)")
+            // The server saw the token: it was really sent.
+            #expect(origin.requests.contains { $0.headers["authorization"] == "Bearer \(token)" && $0.headers["x-api-key"] == token })
+            // Make verify find changes and failures, so every report has something to say.
+            origin.set("/docs.html", .text("<p>new docs</p>", type: "text/html", headers: [("ETag", "\"d2\"")]))
+            let sentBefore = origin.requests.filter { $0.headers["authorization"] == "Bearer \(token)" }.count
+            for format in ["text", "json", "junit", "markdown", "html"] {
+                let verify = try await run(
+                    "env",
+                    [
+                        "SITE_TOKEN=\(token)", packagerExecutable, "verify", "site.zip", "--declaration", "packager.yml", "--format", format, "--output",
+                        "report.\(format)",
+                    ],
+                    in: folder.path)
+                outputs.append(verify.output)
+                #expect(verify.status == 1 || verify.status == 2, "\(verify.output)")
+            }
+            // Every verify run sent the token too (so its absence from the reports means something).
+            #expect(origin.requests.filter { $0.headers["authorization"] == "Bearer \(token)" }.count >= sentBefore + 5)
+            for output in outputs { #expect(!output.contains(token)) }
+            let files = try folder.contents()
+            #expect(files.contains("site.zip") && files.contains("report.html") && files.contains("report.junit"))
+            for name in files {
+                let bytes = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/" + name))
+                #expect(bytes.range(of: Data(token.utf8)) == nil, "the token is in \(name)")
+            }
         }
     }
 }

@@ -95,7 +95,9 @@ struct CrawlSecurityTests {
         #expect(scope.decide("https://docs.example.com:8443/a", role: .link) == .outOfScope("origin https://docs.example.com:8443 is not in scope"))
         #expect(scope.decide("http://docs.example.com/a", role: .link) == .outOfScope("origin http://docs.example.com is not in scope"))
         #expect(scope.decide("http://127.0.0.1:8080/x", role: .link) == .fetch)
-        #expect(scope.decide("http://127.0.0.1:6379/", role: .link) == .outOfScope("origin http://127.0.0.1:6379 is not in scope"))
+        #expect(
+            scope.decide("http://127.0.0.1:6379/", role: .link)
+                == .outOfScope("127.0.0.1 is a loopback address on an origin the declaration does not name (http://127.0.0.1:6379)"))
         // Requisites from any host: still never link-local or metadata, and loopback only on a named host.
         #expect(scope.decide("https://cdn.example.net/x.css", role: .requisite) == .fetch)
         for hostile in [
@@ -119,8 +121,24 @@ struct CrawlSecurityTests {
             }
             #expect(reason.contains("does not name"), "\(unnamed): \(reason)")
         }
-        // 127.0.0.1 is named (by a seed): any of its ports is an address the crawl may use, the scope decides which.
-        #expect(scope.decide("http://127.0.0.1:9999/x.png", role: .requisite) == .fetch)
+        // 127.0.0.1:8080 is named (by a seed); another port of it is not, even for a requisite from any host.
+        #expect(scope.decide("http://127.0.0.1:8080/x.png", role: .requisite) == .fetch)
+        #expect(scope.decide("http://2130706433:8080/x.png", role: .requisite) == .fetch)
+        guard case .outOfScope(let otherPort) = scope.decide("http://127.0.0.1:6379/x.png", role: .requisite) else {
+            Issue.record("another port of a named loopback host was admitted")
+            return
+        }
+        #expect(otherPort.contains("does not name"))
+        // Any number of leading zeros, as glibc reads them.
+        for padded in [
+            "http://" + String(repeating: "0", count: 40) + "177.0.0.2/", "http://0x" + String(repeating: "0", count: 40) + "7f000002/",
+            "http://" + String(repeating: "0", count: 40) + "251.254.169.254/latest/",
+        ] {
+            guard case .outOfScope = scope.decide(padded, role: .requisite) else {
+                Issue.record("\(padded) was not refused")
+                continue
+            }
+        }
         // A declared URL on a link-local address is refused too.
         #expect(scope.decide("http://169.254.169.254/", role: .seed, named: true) != .fetch)
     }
@@ -222,5 +240,28 @@ struct CrawlSecurityTests {
             #expect(json.range(of: Data(token.utf8)) == nil)
             #expect(report.failures.contains { $0.reason.contains("carries a secret") })
         }
+    }
+
+    /// Whether this machine's own name resolves to a loopback or private address (it does on Debian and in
+    /// containers, through /etc/hosts).
+    static let hostNameIsLocal: Bool = {
+        let classes = HostResolver().classes(of: ProcessInfo.processInfo.hostName)
+        return classes.contains(.loopback) || classes.contains(.privateNetwork)
+    }()
+
+    @Test("a name that resolves to a loopback or private address (through /etc/hosts) is refused unless named", .enabled(if: hostNameIsLocal))
+    func resolvedNamesAreJudged() throws {
+        var declared = Declaration()
+        declared.seeds = ["https://docs.example.com/"]
+        declared.scope.requisitesFromAnyHost = true
+        let name = ProcessInfo.processInfo.hostName
+        guard case .outOfScope(let reason) = CrawlScope(declared).decide("http://\(name):6379/", role: .requisite) else {
+            Issue.record("\(name) was not refused")
+            return
+        }
+        #expect(reason.contains("\(name) resolves to a"), "\(reason)")
+        // Named by the declaration: trusted as given.
+        declared.scope.hosts = ["https://docs.example.com", "http://\(name):6379"]
+        #expect(CrawlScope(declared).decide("http://\(name):6379/", role: .link) == .fetch)
     }
 }

@@ -68,86 +68,84 @@ struct FaultTests {
 
     @Test("a crawl through dropped connections, short bodies, stalls, 503 bursts, a redirect loop and an endless page stores only whole bodies")
     func crawlThroughFaults() async throws {
-        let origin = Origin()
-        Self.serveFaults(origin)
-        try await origin.start()
-        defer { Task { await origin.stop() } }
-        let folder = try TemporaryFolder()
-        var declaration = Declaration()
-        declaration.seeds = [origin.base + "/"]
-        declaration.respectRobots = false
-        declaration.retries.attempts = 2
-        declaration.retries.backoff = 0.05
-        declaration.timeouts.request = 2
-        declaration.scope.maxBytes = 8 << 20
-        let output = folder.path + "/faults.zip"
-        let report = try await Builder(declaration: declaration, options: .init(output: output, maxErrors: 100)).run()
-        #expect(report.succeeded)
+        try await withOrigin { origin in
+            Self.serveFaults(origin)
+            let folder = try TemporaryFolder()
+            var declaration = Declaration()
+            declaration.seeds = [origin.base + "/"]
+            declaration.respectRobots = false
+            declaration.retries.attempts = 2
+            declaration.retries.backoff = 0.05
+            declaration.timeouts.request = 2
+            declaration.scope.maxBytes = 8 << 20
+            let output = folder.path + "/faults.zip"
+            let report = try await Builder(declaration: declaration, options: .init(output: output, maxErrors: 100)).run()
+            #expect(report.succeeded)
 
-        let failures = Dictionary(uniqueKeysWithValues: report.failures.map { ($0.url.replacingOccurrences(of: origin.base, with: ""), $0) })
-        #expect(Set(failures.keys) == Set(Self.permanent + ["/loop-a"]), "\(failures.keys.sorted())")
-        for path in ["/cut-always", "/drop-always", "/stall-always", "/down"] {
-            #expect(failures[path]?.attempts == 3, "\(path): \(failures[path]?.reason ?? "-")")
-        }
-        #expect(failures["/stall-always"]?.reason.contains("timed out") == true, "\(failures["/stall-always"]?.reason ?? "-")")
-        #expect(failures["/endless"]?.reason.contains("byte limit") == true, "\(failures["/endless"]?.reason ?? "-")")
-        #expect(failures["/down"]?.reason == "HTTP 503")
-        #expect(failures["/loop-a"]?.reason.contains("redirect loop") == true)
+            let failures = Dictionary(uniqueKeysWithValues: report.failures.map { ($0.url.replacingOccurrences(of: origin.base, with: ""), $0) })
+            #expect(Set(failures.keys) == Set(Self.permanent + ["/loop-a"]), "\(failures.keys.sorted())")
+            for path in ["/cut-always", "/drop-always", "/stall-always", "/down"] {
+                #expect(failures[path]?.attempts == 3, "\(path): \(failures[path]?.reason ?? "-")")
+            }
+            #expect(failures["/stall-always"]?.reason.contains("timed out") == true, "\(failures["/stall-always"]?.reason ?? "-")")
+            #expect(failures["/endless"]?.reason.contains("byte limit") == true, "\(failures["/endless"]?.reason ?? "-")")
+            #expect(failures["/down"]?.reason == "HTTP 503")
+            #expect(failures["/loop-a"]?.reason.contains("redirect loop") == true)
 
-        // Every transient fault was retried into a whole body; nothing permanent was stored.
-        let bundle = try MountedBundle(path: output, options: .init(verification: .sha256))
-        for path in Self.transient {
-            let entry = try #require(bundle.entry(for: origin.base + path), "\(path) missing")
-            #expect(try Array(bundle.body(of: entry)) == Self.page(String(path.dropFirst())), "\(path) differs from what the origin serves")
+            // Every transient fault was retried into a whole body; nothing permanent was stored.
+            let bundle = try MountedBundle(path: output, options: .init(verification: .sha256))
+            for path in Self.transient {
+                let entry = try #require(bundle.entry(for: origin.base + path), "\(path) missing")
+                #expect(try Array(bundle.body(of: entry)) == Self.page(String(path.dropFirst())), "\(path) differs from what the origin serves")
+            }
+            for path in Self.permanent { #expect(bundle.entry(for: origin.base + path) == nil, "\(path) was stored") }
+            #expect(origin.count("/cut-once") == 2 && origin.count("/drop-once") == 2 && origin.count("/stall-once") == 2)
+            #expect(origin.count("/busy") == 3)
+            #expect(Checker.check(path: output).issues.isEmpty)
+            #expect(try folder.contents() == ["faults.zip"])
         }
-        for path in Self.permanent { #expect(bundle.entry(for: origin.base + path) == nil, "\(path) was stored") }
-        #expect(origin.count("/cut-once") == 2 && origin.count("/drop-once") == 2 && origin.count("/stall-once") == 2)
-        #expect(origin.count("/busy") == 3)
-        #expect(Checker.check(path: output).issues.isEmpty)
-        #expect(try folder.contents() == ["faults.zip"])
     }
 
     @Test("verify --deep: bodies cut short or stalled are unreachable, never stale; transient faults end fresh")
     func verifyThroughFaults() async throws {
-        let origin = Origin()
-        try await origin.start()
-        defer { Task { await origin.stop() } }
-        // A bundle recorded from a healthy origin...
-        let folder = try TemporaryFolder()
-        var writer = BundleWriter()
-        let paths = Self.transient + ["/cut-always", "/drop-always", "/stall-always", "/down"]
-        for path in paths {
-            writer.add(.init(url: origin.base + path, headers: [("content-type", "text/plain")], body: .data(Data(Self.page(String(path.dropFirst()))))))
-        }
-        try writer.write(to: folder.path + "/b.zip")
-        // ...checked against the same content served with faults.
-        Self.serveFaults(origin)
-        var options = Verifier.Options()
-        options.deep = true
-        options.retries.attempts = 2
-        options.retries.backoff = 0.05
-        options.timeouts.request = 2
-        let report = try await Verifier(options: options).verify(bundleAt: folder.path + "/b.zip")
-        let verdicts = Dictionary(uniqueKeysWithValues: report.entries.map { ($0.url.replacingOccurrences(of: origin.base, with: ""), $0) })
-        for path in Self.transient { #expect(verdicts[path]?.verdict == .fresh, "\(path): \(String(describing: verdicts[path]))") }
-        for path in ["/cut-always", "/drop-always", "/stall-always", "/down"] {
-            #expect(verdicts[path]?.verdict == .unreachable, "\(path): \(String(describing: verdicts[path]))")
-        }
-        #expect(report.exitCode == 2)
+        try await withOrigin { origin in
+            // A bundle recorded from a healthy origin...
+            let folder = try TemporaryFolder()
+            var writer = BundleWriter()
+            let paths = Self.transient + ["/cut-always", "/drop-always", "/stall-always", "/down"]
+            for path in paths {
+                writer.add(.init(url: origin.base + path, headers: [("content-type", "text/plain")], body: .data(Data(Self.page(String(path.dropFirst()))))))
+            }
+            try writer.write(to: folder.path + "/b.zip")
+            // ...checked against the same content served with faults.
+            Self.serveFaults(origin)
+            var options = Verifier.Options()
+            options.deep = true
+            options.retries.attempts = 2
+            options.retries.backoff = 0.05
+            options.timeouts.request = 2
+            let report = try await Verifier(options: options).verify(bundleAt: folder.path + "/b.zip")
+            let verdicts = Dictionary(uniqueKeysWithValues: report.entries.map { ($0.url.replacingOccurrences(of: origin.base, with: ""), $0) })
+            for path in Self.transient { #expect(verdicts[path]?.verdict == .fresh, "\(path): \(String(describing: verdicts[path]))") }
+            for path in ["/cut-always", "/drop-always", "/stall-always", "/down"] {
+                #expect(verdicts[path]?.verdict == .unreachable, "\(path): \(String(describing: verdicts[path]))")
+            }
+            #expect(report.exitCode == 2)
 
-        // One at a time, a connection dropped mid-answer does not make the host count as unreachable: the next entry is still asked.
-        var serial = options
-        serial.concurrency = 1
-        serial.perHost = 1
-        let ordered = try TemporaryFolder()
-        var one = BundleWriter()
-        for path in ["/drop-always", "/stall-once"] {
-            one.add(.init(url: origin.base + path, headers: [("content-type", "text/plain")], body: .data(Data(Self.page(String(path.dropFirst()))))))
+            // One at a time, a connection dropped mid-answer does not make the host count as unreachable: the next entry is still asked.
+            var serial = options
+            serial.concurrency = 1
+            serial.perHost = 1
+            let ordered = try TemporaryFolder()
+            var one = BundleWriter()
+            for path in ["/drop-always", "/stall-once"] {
+                one.add(.init(url: origin.base + path, headers: [("content-type", "text/plain")], body: .data(Data(Self.page(String(path.dropFirst()))))))
+            }
+            try one.write(to: ordered.path + "/b.zip")
+            let serialReport = try await Verifier(options: serial).verify(bundleAt: ordered.path + "/b.zip")
+            let byPath = Dictionary(uniqueKeysWithValues: serialReport.entries.map { ($0.url.replacingOccurrences(of: origin.base, with: ""), $0) })
+            #expect(byPath["/drop-always"]?.verdict == .unreachable)
+            #expect(byPath["/stall-once"]?.verdict == .fresh, "\(String(describing: byPath["/stall-once"]))")
         }
-        try one.write(to: ordered.path + "/b.zip")
-        let serialReport = try await Verifier(options: serial).verify(bundleAt: ordered.path + "/b.zip")
-        let byPath = Dictionary(uniqueKeysWithValues: serialReport.entries.map { ($0.url.replacingOccurrences(of: origin.base, with: ""), $0) })
-        #expect(byPath["/drop-always"]?.verdict == .unreachable)
-        #expect(byPath["/stall-once"]?.verdict == .fresh, "\(String(describing: byPath["/stall-once"]))")
     }
 }

@@ -172,10 +172,10 @@ struct HostileTests {
     }
 
     @Test(
-        "an entry with a status outside 100...599, or a body on a status that has none, is refused at mount, naming the entry",
+        "an entry with a status outside 100...599, a 1xx, or a body on a status that has none, is refused at mount, naming the entry",
         arguments: [
             (1000, "outside 100...599"), (99, "outside 100...599"), (65535, "outside 100...599"), (204, "which has none"),
-            (304, "which has none"), (101, "which has none"),
+            (304, "which has none"), (101, "not a final response"), (103, "not a final response"), (100, "not a final response"),
         ])
     func impossibleStatuses(status: Int, message: String) throws {
         let folder = try TemporaryFolder()
@@ -187,7 +187,7 @@ struct HostileTests {
 
     @Test("a key that is not a canonical http or https URL is refused at mount (no unix sockets, quotes or line breaks reach verify)")
     func malformedKeys() throws {
-        for replacement in ["file:///", "http+uni", "https://\"", "https://\r", "https:/x"] {
+        for replacement in ["file:///", "http+uni", "https://\"", "https://\r", "https:/x", "https://E"] {
             let folder = try TemporaryFolder()
             let path = try forged(folder) { bytes, index in
                 let keyOffset = index.stringsOffset + Int(bytes.u32(index.entriesOffset))

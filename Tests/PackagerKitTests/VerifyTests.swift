@@ -56,116 +56,113 @@ struct VerifyTests {
 
     @Test("each change gets its verdict; bodies without validators are compared only with --deep")
     func verdicts() async throws {
-        let origin = Origin()
-        try await origin.start()
-        defer { Task { await origin.stop() } }
-        let folder = try TemporaryFolder()
-        let bundle = try scenario(origin, folder: folder)
-        let report = try await Verifier(options: options()).verify(bundleAt: bundle)
-        let verdicts = Dictionary(uniqueKeysWithValues: report.entries.map { ($0.url.replacingOccurrences(of: origin.base, with: ""), $0.verdict) })
-        #expect(verdicts["/same.html"] == .fresh)
-        #expect(verdicts["/dated.html"] == .fresh)
-        #expect(verdicts["/edited.html"] == .stale)
-        #expect(verdicts["/deleted.html"] == .gone)
-        #expect(verdicts["/redirect"] == .moved)
-        #expect(verdicts["/now-redirects.html"] == .moved)
-        #expect(verdicts["/no-head.txt"] == .unverifiable)
-        #expect(verdicts["/no-validators.txt"] == .unverifiable)
-        #expect(verdicts["/busy.json"] == .fresh)
-        #expect(verdicts["http://127.0.0.1:9/down.html"] == .unreachable)
-        #expect(verdicts["/logo.svg"] == .substituted && verdicts["/ads.js"] == .blocked)
-        let edited = try #require(report.entries.first { $0.url.hasSuffix("/edited.html") })
-        #expect(edited.changes.contains(Change("etag", recorded: "\"e1\"", live: "\"e2\"")))
-        let moved = try #require(report.entries.first { $0.url.hasSuffix("/redirect") })
-        #expect(moved.changes == [Change("location", recorded: origin.base + "/target.html", live: origin.base + "/elsewhere.html")])
-        // The server that refuses HEAD was asked with GET; the 429 was retried after Retry-After.
-        #expect(origin.requests.contains { $0.path == "/no-head.txt" && $0.method == "GET" })
-        #expect(origin.count("/busy.json") == 2)
-        #expect(origin.count("/logo.svg") == 0 && origin.count("/ads.js") == 0)
-        #expect(report.exitCode == 2)
+        try await withOrigin { origin in
+            let folder = try TemporaryFolder()
+            let bundle = try scenario(origin, folder: folder)
+            let report = try await Verifier(options: options()).verify(bundleAt: bundle)
+            let verdicts = Dictionary(uniqueKeysWithValues: report.entries.map { ($0.url.replacingOccurrences(of: origin.base, with: ""), $0.verdict) })
+            #expect(verdicts["/same.html"] == .fresh)
+            #expect(verdicts["/dated.html"] == .fresh)
+            #expect(verdicts["/edited.html"] == .stale)
+            #expect(verdicts["/deleted.html"] == .gone)
+            #expect(verdicts["/redirect"] == .moved)
+            #expect(verdicts["/now-redirects.html"] == .moved)
+            #expect(verdicts["/no-head.txt"] == .unverifiable)
+            #expect(verdicts["/no-validators.txt"] == .unverifiable)
+            #expect(verdicts["/busy.json"] == .fresh)
+            #expect(verdicts["http://127.0.0.1:9/down.html"] == .unreachable)
+            #expect(verdicts["/logo.svg"] == .substituted && verdicts["/ads.js"] == .blocked)
+            let edited = try #require(report.entries.first { $0.url.hasSuffix("/edited.html") })
+            #expect(edited.changes.contains(Change("etag", recorded: "\"e1\"", live: "\"e2\"")))
+            let moved = try #require(report.entries.first { $0.url.hasSuffix("/redirect") })
+            #expect(moved.changes == [Change("location", recorded: origin.base + "/target.html", live: origin.base + "/elsewhere.html")])
+            // The server that refuses HEAD was asked with GET; the 429 was retried after Retry-After.
+            #expect(origin.requests.contains { $0.path == "/no-head.txt" && $0.method == "GET" })
+            #expect(origin.count("/busy.json") == 2)
+            #expect(origin.count("/logo.svg") == 0 && origin.count("/ads.js") == 0)
+            #expect(report.exitCode == 2)
 
-        var deep = options()
-        deep.deep = true
-        let deepReport = try await Verifier(options: deep).verify(bundleAt: bundle)
-        let deepVerdicts = Dictionary(uniqueKeysWithValues: deepReport.entries.map { ($0.url.replacingOccurrences(of: origin.base, with: ""), $0.verdict) })
-        #expect(deepVerdicts["/no-head.txt"] == .fresh)
-        #expect(deepVerdicts["/no-validators.txt"] == .stale)
-        #expect(deepReport.entries.first { $0.url.hasSuffix("/no-validators.txt") }?.changes.first?.field == "sha256")
+            var deep = options()
+            deep.deep = true
+            let deepReport = try await Verifier(options: deep).verify(bundleAt: bundle)
+            let deepVerdicts = Dictionary(uniqueKeysWithValues: deepReport.entries.map { ($0.url.replacingOccurrences(of: origin.base, with: ""), $0.verdict) })
+            #expect(deepVerdicts["/no-head.txt"] == .fresh)
+            #expect(deepVerdicts["/no-validators.txt"] == .stale)
+            #expect(deepReport.entries.first { $0.url.hasSuffix("/no-validators.txt") }?.changes.first?.field == "sha256")
+        }
     }
 
     @Test("exit codes as documented, and a JUnit file that counts the failures")
     func exitCodesAndJUnit() async throws {
-        let origin = Origin()
-        try await origin.start()
-        defer { Task { await origin.stop() } }
-        let folder = try TemporaryFolder()
-        let bundle = try scenario(origin, folder: folder)
-        // Generous request timeouts: the origin runs in the test process, which shares two cores with every other test.
-        let args = ["verify", bundle, "--retries", "1", "--timeout", "30", "--connect-timeout", "0.5"]
-        var result = try await run(packagerExecutable, args + ["--format", "junit", "--output", folder.path + "/verify.xml"])
-        #expect(result.status == 2, "\(result.output)")
-        #expect(result.output.contains("12 entries: 3 fresh, 1 stale, 1 gone, 2 moved, 1 unreachable, 2 unverifiable, 1 substituted, 1 blocked"))
-        let python = """
-            import sys, xml.etree.ElementTree as ET
-            root = ET.parse(sys.argv[1]).getroot()
-            cases = root.findall('.//testcase')
-            print(root.get('tests'), root.get('failures'), len(cases), len(root.findall('.//failure')), len(root.findall('.//skipped')))
-            """
-        let counts = try await run("python3", ["-c", python, folder.path + "/verify.xml"]).output.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(counts == "12 5 12 5 4")
-        result = try await run(packagerExecutable, args + ["--fail-on", "stale,gone,moved"])
-        #expect(result.status == 1)
-        #expect(result.output.contains("stale") && result.output.contains("etag \"e1\" -> \"e2\""))
-        result = try await run(packagerExecutable, args + ["--fail-on", "gone"])
-        #expect(result.status == 1)
-        result = try await run(packagerExecutable, args + ["--fail-on", "blocked,"])
-        #expect(result.status == 1)
-        result = try await run(packagerExecutable, args + ["--fail-on", "unverifiable,substituted", "--format", "json"])
-        #expect(result.status == 1 && result.output.contains("\"verdict\" : \"substituted\""))
-        result = try await run(packagerExecutable, args + ["--fail-on", "nonsense"])
-        #expect(result.status == 2)
-        for format in ["markdown", "html"] {
-            result = try await run(packagerExecutable, args + ["--format", format, "-o", folder.path + "/report.\(format)"])
-            let text = try String(contentsOfFile: folder.path + "/report.\(format)", encoding: .utf8)
-            #expect(text.contains("/edited.html") && text.contains("stale"))
+        try await withOrigin { origin in
+            let folder = try TemporaryFolder()
+            let bundle = try scenario(origin, folder: folder)
+            // Generous request timeouts: the origin runs in the test process, which shares two cores with every other test.
+            let args = ["verify", bundle, "--retries", "1", "--timeout", "30", "--connect-timeout", "0.5"]
+            var result = try await run(packagerExecutable, args + ["--format", "junit", "--output", folder.path + "/verify.xml"])
+            #expect(result.status == 2, "\(result.output)")
+            #expect(result.output.contains("12 entries: 3 fresh, 1 stale, 1 gone, 2 moved, 1 unreachable, 2 unverifiable, 1 substituted, 1 blocked"))
+            let python = """
+                import sys, xml.etree.ElementTree as ET
+                root = ET.parse(sys.argv[1]).getroot()
+                cases = root.findall('.//testcase')
+                print(root.get('tests'), root.get('failures'), len(cases), len(root.findall('.//failure')), len(root.findall('.//skipped')))
+                """
+            let counts = try await run("python3", ["-c", python, folder.path + "/verify.xml"]).output.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(counts == "12 5 12 5 4")
+            result = try await run(packagerExecutable, args + ["--fail-on", "stale,gone,moved"])
+            #expect(result.status == 1)
+            #expect(result.output.contains("stale") && result.output.contains("etag \"e1\" -> \"e2\""))
+            result = try await run(packagerExecutable, args + ["--fail-on", "gone"])
+            #expect(result.status == 1)
+            result = try await run(packagerExecutable, args + ["--fail-on", "blocked,"])
+            #expect(result.status == 1)
+            result = try await run(packagerExecutable, args + ["--fail-on", "unverifiable,substituted", "--format", "json"])
+            #expect(result.status == 1 && result.output.contains("\"verdict\" : \"substituted\""))
+            result = try await run(packagerExecutable, args + ["--fail-on", "nonsense"])
+            #expect(result.status == 2)
+            for format in ["markdown", "html"] {
+                result = try await run(packagerExecutable, args + ["--format", format, "-o", folder.path + "/report.\(format)"])
+                let text = try String(contentsOfFile: folder.path + "/report.\(format)", encoding: .utf8)
+                #expect(text.contains("/edited.html") && text.contains("stale"))
+            }
+            let html = try String(contentsOfFile: folder.path + "/report.html", encoding: .utf8)
+            #expect(html.contains("Verdicts by host") && html.contains("class=\"bar stale\""))
         }
-        let html = try String(contentsOfFile: folder.path + "/report.html", encoding: .utf8)
-        #expect(html.contains("Verdicts by host") && html.contains("class=\"bar stale\""))
     }
 
     @Test("refresh re-fetches only what changed; diff shows it; everything else is byte-identical")
     func refreshAndDiff() async throws {
-        let origin = Origin()
-        try await origin.start()
-        defer { Task { await origin.stop() } }
-        let folder = try TemporaryFolder()
-        let bundle = try scenario(origin, folder: folder)
-        let summary = try await Refresher(options: options()).refresh(bundleAt: bundle, output: folder.path + "/new.zip")
-        #expect(
-            Set(summary.refreshed.map { $0.url.replacingOccurrences(of: origin.base, with: "") }) == [
-                "/edited.html", "/deleted.html", "/redirect", "/now-redirects.html",
-            ])
-        let old = try MountedBundle(path: bundle)
-        let new = try MountedBundle(path: folder.path + "/new.zip")
-        for entry in old.entries {
-            let after = try #require(new.entry(forKey: entry.key))
-            if summary.refreshed.contains(where: { $0.url == entry.key }) { continue }
-            #expect(after.status == entry.status && after.kind == entry.kind && after.body?.sha256 == entry.body?.sha256)
-            #expect(after.headers.map { "\($0.name): \($0.value)" } == entry.headers.map { "\($0.name): \($0.value)" })
-        }
-        #expect(try new.body(of: #require(new.entry(forKey: origin.base + "/edited.html"))) == Data("<p>edited, new</p>".utf8))
-        #expect(new.entry(forKey: origin.base + "/deleted.html")?.status == 404)
+        try await withOrigin { origin in
+            let folder = try TemporaryFolder()
+            let bundle = try scenario(origin, folder: folder)
+            let summary = try await Refresher(options: options()).refresh(bundleAt: bundle, output: folder.path + "/new.zip")
+            #expect(
+                Set(summary.refreshed.map { $0.url.replacingOccurrences(of: origin.base, with: "") }) == [
+                    "/edited.html", "/deleted.html", "/redirect", "/now-redirects.html",
+                ])
+            let old = try MountedBundle(path: bundle)
+            let new = try MountedBundle(path: folder.path + "/new.zip")
+            for entry in old.entries {
+                let after = try #require(new.entry(forKey: entry.key))
+                if summary.refreshed.contains(where: { $0.url == entry.key }) { continue }
+                #expect(after.status == entry.status && after.kind == entry.kind && after.body?.sha256 == entry.body?.sha256)
+                #expect(after.headers.map { "\($0.name): \($0.value)" } == entry.headers.map { "\($0.name): \($0.value)" })
+            }
+            #expect(try new.body(of: #require(new.entry(forKey: origin.base + "/edited.html"))) == Data("<p>edited, new</p>".utf8))
+            #expect(new.entry(forKey: origin.base + "/deleted.html")?.status == 404)
 
-        let diff = try BundleDiff.compare(old: bundle, new: folder.path + "/new.zip")
-        #expect(diff.added.isEmpty && diff.removed.isEmpty)
-        #expect(
-            Set(diff.changed.map { $0.url.replacingOccurrences(of: origin.base, with: "") }) == [
-                "/edited.html", "/deleted.html", "/redirect", "/now-redirects.html",
-            ])
-        #expect(diff.unchanged == 8)
-        let cli = try await run(packagerExecutable, ["diff", bundle, folder.path + "/new.zip"])
-        #expect(cli.status == 1 && cli.output.contains("0 added, 0 removed, 4 changed, 8 unchanged"))
-        #expect(try await run(packagerExecutable, ["diff", bundle, bundle]).status == 0)
+            let diff = try BundleDiff.compare(old: bundle, new: folder.path + "/new.zip")
+            #expect(diff.added.isEmpty && diff.removed.isEmpty)
+            #expect(
+                Set(diff.changed.map { $0.url.replacingOccurrences(of: origin.base, with: "") }) == [
+                    "/edited.html", "/deleted.html", "/redirect", "/now-redirects.html",
+                ])
+            #expect(diff.unchanged == 8)
+            let cli = try await run(packagerExecutable, ["diff", bundle, folder.path + "/new.zip"])
+            #expect(cli.status == 1 && cli.output.contains("0 added, 0 removed, 4 changed, 8 unchanged"))
+            #expect(try await run(packagerExecutable, ["diff", bundle, bundle]).status == 0)
+        }
     }
 
     @Test("a host that refuses connections is not asked again for each of its entries")

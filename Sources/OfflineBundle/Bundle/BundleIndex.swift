@@ -86,7 +86,12 @@ package struct BundleIndex: Sendable {
                 guard (100...599).contains(status) else {
                     throw BundleError(.hostile, "index.bin: entry \(i) records HTTP status \(status), outside 100...599", entry: keyText)
                 }
-                guard body == IndexLayout.noBody || !(status < 200 || status == 204 || status == 304) else {
+                // A 1xx is never a final response: a client given one keeps waiting for the real one.
+                guard status >= 200 else {
+                    throw BundleError(
+                        .hostile, "index.bin: entry \(i) records HTTP status \(status), an informational status, not a final response", entry: keyText)
+                }
+                guard body == IndexLayout.noBody || !(status == 204 || status == 304) else {
                     throw BundleError(.hostile, "index.bin: entry \(i) records a body with HTTP status \(status), which has none", entry: keyText)
                 }
                 if i > 0 {

@@ -101,7 +101,9 @@ public struct RequestKeyCanonicalizer: Sendable {
             while q < authEnd, s[q] == UInt8(ascii: "0"), q + 1 < authEnd { q += 1 }
             let port = UnsafeRawBufferPointer(rebasing: s[q..<authEnd])
             // Ports are 16-bit: a longer number names no server.
-            guard port.count <= 5, port.reduce(0, { $0 * 10 + Int($1 - UInt8(ascii: "0")) }) <= 65535 else { return nil }
+            // Ports are 1 to 65535: a longer number (or 0) names no server.
+            let number = port.count <= 5 ? port.reduce(0, { $0 * 10 + Int($1 - UInt8(ascii: "0")) }) : Int.max
+            guard port.isEmpty || (1...65535).contains(number) else { return nil }
             let isDefault =
                 port.isEmpty || (isHTTP && port.elementsEqual("80".utf8)) || (isHTTPS && port.elementsEqual("443".utf8))
             if !isDefault {
@@ -202,14 +204,20 @@ package func isWellFormedKey(_ key: UnsafeRawBufferPointer) -> Bool {
         guard i < key.count, key[i] == UInt8(ascii: "]"), i > authorityStart + 1 else { return false }
         i += 1
     } else {
-        while i < key.count, isUnreserved(key[i]) { i += 1 }
+        // Canonical hosts are lowercase.
+        while i < key.count, isUnreserved(key[i]), !(key[i] >= UInt8(ascii: "A") && key[i] <= UInt8(ascii: "Z")) { i += 1 }
         guard i > authorityStart else { return false }
     }
     if i < key.count, key[i] == UInt8(ascii: ":") {
         i += 1
         let portStart = i
-        while i < key.count, isDigit(key[i]) { i += 1 }
-        guard i > portStart, i - portStart <= 5 else { return false }
+        var port = 0
+        while i < key.count, isDigit(key[i]), port <= 65535 {
+            port = port * 10 + Int(key[i] - UInt8(ascii: "0"))
+            i += 1
+        }
+        // A port names a server only from 1 to 65535 (a larger one crashes code that builds a socket address).
+        guard i > portStart, (1...65535).contains(port), key[portStart] != UInt8(ascii: "0") else { return false }
     }
     guard i < key.count, key[i] == UInt8(ascii: "/") else { return false }
     while i < key.count {

@@ -34,9 +34,11 @@ struct CrawlScope: Sendable {
     let plainHTTPHosts: Set<String>
     /// The origins of the declaration's own URLs.
     let declaredOrigins: Set<HTTPOrigin>
-    /// Hosts the declaration names (in its URLs, `scope.hosts` or header origins): only these may be loopback or
-    /// private addresses.
-    let namedHosts: Set<String>
+    /// The origins the declaration names (its URLs, `scope.hosts` and header origins, hosts in dotted-quad form):
+    /// only these may be loopback or private addresses.
+    let namedOrigins: [OriginPattern]
+    /// What names the declaration does not name resolve to.
+    let resolver = HostResolver()
     let include: [[UInt8]]
     let exclude: [[UInt8]]
     /// With `no-parent`, the folders of the seeds: a followed link must stay below one of them.
@@ -54,7 +56,7 @@ struct CrawlScope: Sendable {
         plainHTTPHosts = Set(declared.filter { !$0.isSecure }.map(\.host))
         declaredOrigins = Set(declared)
         let headerPatterns = declaration.headers.flatMap(\.origins).compactMap { try? OriginPattern.parse($0).get() }
-        namedHosts = Set((declared.map(\.host) + (explicit + headerPatterns).map(\.host)).map(Self.normalizedHost))
+        namedOrigins = (declared.map(OriginPattern.init) + explicit + headerPatterns).map { $0.withHost(Self.normalizedHost($0.host)) }
         include = declaration.scope.include.map { Array($0.lowercased().utf8) }
         exclude = declaration.scope.exclude.map { Array($0.lowercased().utf8) }
         let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: declaration.dropQueryParameters)
@@ -75,18 +77,43 @@ struct CrawlScope: Sendable {
         return AddressClass.normalizedIPv4(host) ?? host
     }
 
-    /// Why `origin` may not be fetched at all, whatever the scope; nil when it may.
+    /// Whether the declaration names `origin` (any scheme; a pattern without a port admits the default ports and
+    /// the ports the declaration's own URLs use).
+    func names(_ origin: HTTPOrigin) -> Bool {
+        var normalized = origin
+        normalized.host = Self.normalizedHost(origin.host)
+        let declared = declaredOrigins.contains(origin)
+        return namedOrigins.contains { $0.matches(normalized, plainHTTPAllowed: true, declared: declared) }
+    }
+
+    /// Why `origin` may not be fetched at all, judged from its host as written; nil when it may.
     ///
-    /// Link-local and cloud-metadata addresses are never fetched; loopback and private addresses only when the
-    /// declaration names the host.
+    /// Link-local and cloud-metadata addresses are never fetched; loopback and private addresses only on an origin
+    /// the declaration names (host and port: naming `localhost:8080` does not open `localhost:6379`).
     func addressRefusal(_ origin: HTTPOrigin) -> String? {
-        switch AddressClass(host: origin.host) {
+        refusal(for: AddressClass(host: origin.host), origin: origin, via: nil)
+    }
+
+    /// ``addressRefusal(_:)`` for what an unnamed host name resolves to (through DNS or `/etc/hosts`).
+    func resolvedAddressRefusal(_ origin: HTTPOrigin) -> String? {
+        let host = origin.host.hasSuffix(".") ? String(origin.host.dropLast()) : origin.host
+        // Literals were judged as written; names the declaration gives are trusted as given.
+        guard !host.hasPrefix("["), AddressClass.ipv4(host) == nil, !names(origin) else { return nil }
+        for found in resolver.classes(of: host) {
+            if let refusal = refusal(for: found, origin: origin, via: host) { return refusal }
+        }
+        return nil
+    }
+
+    private func refusal(for address: AddressClass, origin: HTTPOrigin, via name: String?) -> String? {
+        let what = name.map { "\($0) resolves to a" } ?? "\(origin.host) is a"
+        switch address {
         case .linkLocal:
-            return "\(origin.host) is a link-local or cloud-metadata address, which is never fetched"
-        case .loopback where !namedHosts.contains(Self.normalizedHost(origin.host)):
-            return "\(origin.host) is a loopback address the declaration does not name"
-        case .privateNetwork where !namedHosts.contains(Self.normalizedHost(origin.host)):
-            return "\(origin.host) is a private address the declaration does not name"
+            return "\(what) link-local or cloud-metadata address, which is never fetched"
+        case .loopback where !names(origin):
+            return "\(what) loopback address on an origin the declaration does not name (\(origin))"
+        case .privateNetwork where !names(origin):
+            return "\(what) private address on an origin the declaration does not name (\(origin))"
         default:
             return nil
         }
@@ -114,6 +141,7 @@ struct CrawlScope: Sendable {
         if !(role == .requisite && requisitesFromAnyHost) && !allows(origin) {
             return .outOfScope("origin \(origin) is not in scope")
         }
+        if let refusal = resolvedAddressRefusal(origin) { return .outOfScope(refusal) }
         if role == .declared || role == .seed || role == .sitemap { return .fetch }
         if let pattern = exclude.first(where: { globMatch($0[...], bytes[...]) }) {
             return .outOfScope("matches scope.exclude '\(String(decoding: pattern, as: UTF8.self))'")

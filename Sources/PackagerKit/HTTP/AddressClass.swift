@@ -81,14 +81,25 @@ enum AddressClass: Sendable, Equatable {
         return UInt32(address)
     }
 
+    /// One part as `inet_aton` reads it: hex after `0x`, octal after a leading `0`, else decimal; any number of
+    /// leading zeros (glibc accepts them all), nil past 2^32 or on a stray character.
     private static func number(_ part: Substring) -> UInt64? {
-        guard !part.isEmpty, part.count <= 32 else { return nil }
-        if part.hasPrefix("0x") || part.hasPrefix("0X") {
-            let digits = part.dropFirst(2)
-            return digits.isEmpty ? 0 : UInt64(digits, radix: 16)
+        guard !part.isEmpty else { return nil }
+        var digits = part
+        var radix: UInt64 = 10
+        if digits.hasPrefix("0x") || digits.hasPrefix("0X") {
+            digits = digits.dropFirst(2)
+            radix = 16
+        } else if digits.count > 1 && digits.hasPrefix("0") {
+            radix = 8
         }
-        if part.count > 1 && part.hasPrefix("0") { return UInt64(part.dropFirst(), radix: 8) }
-        return UInt64(part, radix: 10)
+        var value: UInt64 = 0
+        for character in digits {
+            guard let digit = character.hexDigitValue, UInt64(digit) < radix else { return nil }
+            value = value * radix + UInt64(digit)
+            guard value <= UInt64(UInt32.max) else { return nil }
+        }
+        return value
     }
 
     /// The class of an IPv6 literal (without brackets), or nil when it is not one.

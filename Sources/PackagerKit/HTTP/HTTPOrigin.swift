@@ -158,6 +158,11 @@ struct OriginPattern: Hashable, Sendable, CustomStringConvertible {
         return origin.port == (port ?? HTTPOrigin.defaultPort(origin.scheme))
     }
 
+    /// The same pattern for another host (a normalized form of its own).
+    func withHost(_ other: String) -> OriginPattern {
+        OriginPattern(scheme: scheme, host: other, port: port)
+    }
+
     var description: String {
         let authority = port.map { "\(host):\($0)" } ?? host
         return scheme.map { "\($0)://\(authority)" } ?? authority

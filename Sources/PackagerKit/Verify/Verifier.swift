@@ -78,9 +78,16 @@ public struct Verifier: Sendable {
                     var mine: [EntryVerification] = []
                     while case let n = dispenser.increment() - 1, n < order.count {
                         let record = Recorded(entry: entries[order[n]])
-                        // Scheme and authority: http://a and https://a are different servers. Mounting checked that
-                        // every key is an http or https URL, so every key has an origin.
-                        let origin = HTTPOrigin(key: record.url) ?? HTTPOrigin(scheme: "http", host: record.url, port: 0)
+                        // Scheme and authority: http://a and https://a are different servers. Mounting checked the
+                        // shape of every key; one without an origin all the same is not probed.
+                        guard let origin = HTTPOrigin(key: record.url) else {
+                            mine.append(
+                                EntryVerification(
+                                    url: record.url, verdict: .unreachable, recordedStatus: record.status, liveStatus: nil, method: "not probed",
+                                    changes: [], error: "not an http or https URL with a host and port", attempts: 0))
+                            progress?(done.increment(), entries.count)
+                            continue
+                        }
                         let host = origin.description
                         let down = record.kind == .recorded ? downHosts.reason(origin) : nil
                         if let limiter, down == nil { await limiter.acquire(host) }

@@ -130,10 +130,10 @@ public struct BundleWriter: Sendable {
             guard let key = canonicalizer.canonicalize(entry.url), isWellFormedKey(key) else {
                 throw PackagerError(.invalidInput, "\(entry.url) is not an absolute http or https URL with a host", subject: entry.url)
             }
-            guard (100...599).contains(entry.status) else {
-                throw PackagerError(.invalidInput, "status \(entry.status) is not an HTTP status (100...599)", subject: key)
+            guard (200...599).contains(entry.status) else {
+                throw PackagerError(.invalidInput, "status \(entry.status) is not a final HTTP status (200...599)", subject: key)
             }
-            if entry.body != nil, entry.status < 200 || entry.status == 204 || entry.status == 304 {
+            if entry.body != nil, entry.status == 204 || entry.status == 304 {
                 throw PackagerError(.invalidInput, "an entry with status \(entry.status) cannot have a body (RFC 9110 §6.4.1)", subject: key)
             }
             keyed.append((key, entry))
