@@ -182,7 +182,7 @@ final class Crawler: Sendable {
                 .init(
                     url: job.key, reason: failure.message, status: failure.status, attempts: failure.attempts,
                     declared: job.declared, referrer: job.referrer))
-        case .success(let response) where Fetcher.retryable(status: response.status):
+        case .success(let response) where RetryLoop.retryable(status: response.status):
             // Still failing after the retries: a transient answer, not content to ship.
             response.discard(returningTo: memory)
             state.fail(

@@ -75,9 +75,11 @@ final class Fetcher: Sendable {
     let settings: Settings
     /// Origins that refused every attempt: their other URLs fail at once.
     let downHosts = DownHosts()
+    let retryLoop: RetryLoop
 
     init(settings: Settings) {
         self.settings = settings
+        retryLoop = RetryLoop(retries: settings.retries, downHosts: downHosts)
         client = HTTPTransport.makeClient(timeouts: settings.timeouts, perHost: settings.perHost, decompress: settings.contentEncoding == .decoded)
     }
 
@@ -95,53 +97,21 @@ final class Fetcher: Sendable {
         _ url: String, method: HTTPMethod = .GET, spoolPath: String, memory: MemoryBudget? = nil, withinBudget: Budget
     ) async -> Result<Response, Failure> {
         let origin = HTTPOrigin(url: url)
-        var attempt = 0
-        while true {
-            attempt += 1
-            if let origin, let down = downHosts.reason(origin) {
-                return .failure(Failure(message: "not tried: \(down)", status: nil, attempts: attempt - 1))
-            }
-            let outcome = await fetchOnce(url, origin: origin, method: method, spoolPath: spoolPath, memory: memory, withinBudget: withinBudget)
-            switch outcome {
-            case .success(var response):
-                if Self.retryable(status: response.status), attempt <= settings.retries.attempts {
-                    response.discard(returningTo: memory)
-                    let wait = delay(attempt: attempt, retryAfter: response.headers.first { $0.name == "retry-after" }?.value)
-                    guard let wait else {
-                        return .failure(
-                            Failure(
-                                message: "HTTP \(response.status), and Retry-After asks for a longer wait than retries.max-backoff", status: response.status,
-                                attempts: attempt))
-                    }
-                    try? await Task.sleep(nanoseconds: UInt64(wait * 1e9))
-                    continue
-                }
-                response.attempts = attempt
-                return .success(response)
+        let outcome = await retryLoop.run(origin: origin, discard: { (response: Response) in response.discard(returningTo: memory) }) { _ in
+            switch await fetchOnce(url, origin: origin, method: method, spoolPath: spoolPath, memory: memory, withinBudget: withinBudget) {
+            case .success(let response):
+                return .answered(response, status: response.status, retryAfter: response.headers.first { $0.name == "retry-after" }?.value)
             case .failure(let failure):
-                if failure.retryable, attempt <= settings.retries.attempts, let wait = delay(attempt: attempt, retryAfter: nil) {
-                    try? await Task.sleep(nanoseconds: UInt64(wait * 1e9))
-                    continue
-                }
-                // No connection after every attempt: the origin is down for the rest of the run.
-                if failure.cannotConnect, let origin { downHosts.mark(origin, because: "\(origin) could not be reached (\(failure.message))") }
-                return .failure(Failure(message: failure.message, status: nil, attempts: attempt))
+                return .failed(message: failure.message, retryable: failure.retryable, cannotConnect: failure.cannotConnect)
             }
         }
-    }
-
-    static func retryable(status: Int) -> Bool { status == 429 || status == 500 || status == 502 || status == 503 || status == 504 }
-
-    func delay(attempt: Int, retryAfter: String?) -> Double? {
-        RetryPolicy(retries: settings.retries).delay(attempt: attempt, retryAfter: retryAfter)
-    }
-
-    /// Retry-After as delay-seconds or an HTTP-date.
-    static func retryAfterSeconds(_ value: String, now: Date = Date()) -> Double? {
-        let trimmed = value.trimmingCharacters(in: .whitespaces)
-        if let seconds = Int(trimmed), seconds >= 0 { return Double(seconds) }
-        guard let date = HTTPDates.parse(trimmed) else { return nil }
-        return max(0, date.timeIntervalSince(now))
+        switch outcome {
+        case .answered(var response, let attempts):
+            response.attempts = attempts
+            return .success(response)
+        case .failed(let failure):
+            return .failure(Failure(message: failure.message, status: failure.status, attempts: failure.attempts))
+        }
     }
 
     private struct AttemptFailure: Error {
@@ -296,20 +266,5 @@ final class BodySink {
         memory?.give(taken)
         taken = 0
         buffer = []
-    }
-}
-
-/// Exponential backoff with full jitter, and Retry-After honoured up to the declared maximum.
-struct RetryPolicy: Sendable {
-    let retries: Declaration.Retries
-
-    /// Seconds to wait before attempt `attempt + 1`; nil when Retry-After asks for more than the maximum.
-    func delay(attempt: Int, retryAfter: String?) -> Double? {
-        if let retryAfter, let seconds = Fetcher.retryAfterSeconds(retryAfter) {
-            return seconds <= retries.maxBackoff ? seconds : nil
-        }
-        let ceiling = min(retries.maxBackoff, retries.backoff * pow(2, Double(attempt - 1)))
-        // Full jitter: spread retries from many workers so they do not arrive together.
-        return Double.random(in: (ceiling / 2)...max(ceiling / 2, ceiling))
     }
 }

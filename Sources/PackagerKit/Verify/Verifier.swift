@@ -70,7 +70,7 @@ public struct Verifier: Sendable {
         let pacer = options.rate.map { Pacer(perSecond: $0) }
         let done = Counter()
         let dispenser = Counter()
-        let probe = Probe(options: options, client: client, pacer: pacer)
+        let probe = Probe(options: options, client: client, pacer: pacer, retryLoop: RetryLoop(retries: options.retries, downHosts: downHosts))
         let order = limiter == nil ? Array(entries.indices) : Self.interleavedByHost(entries)
         let results = await withTaskGroup(of: [EntryVerification].self) { group in
             for _ in 0..<max(1, min(options.concurrency, entries.count)) {
@@ -172,6 +172,7 @@ struct Probe: Sendable {
     let options: Verifier.Options
     let client: HTTPClient
     let pacer: Pacer?
+    let retryLoop: RetryLoop
 
     /// The live answer's parts that matter.
     struct Answer {
@@ -325,62 +326,62 @@ struct Probe: Sendable {
         case hash(limit: UInt64)
     }
 
-    /// Sends one request with retries on connection errors, timeouts, 429 and 5xx.
+    /// Sends one request with retries on connection errors, timeouts, 429 and 5xx (``RetryLoop``).
     func send(_ url: String, method: HTTPMethod, headers extra: [(String, String)], body: BodyHandling) async throws -> Answer {
-        let retry = RetryPolicy(retries: options.retries)
-        var attempt = 0
-        while true {
-            attempt += 1
+        let outcome = await retryLoop.run(origin: HTTPOrigin(url: url)) { _ -> RetryLoop.Attempt<Answer> in
             if let pacer { await pacer.wait() }
-            var request = HTTPClientRequest(url: url)
-            request.method = method
-            request.headers.add(name: "User-Agent", value: options.userAgent)
-            // Identity, so Content-Length and digests compare with the stored (decoded) body.
-            request.headers.add(name: "Accept-Encoding", value: "identity")
-            // Only the headers declared for this origin.
-            for header in options.headerRules.headers(forURL: url) { request.headers.replaceOrAdd(name: header.name, value: header.value) }
-            for (name, value) in extra { request.headers.replaceOrAdd(name: name, value: value) }
             do {
-                let response = try await client.execute(request, timeout: .milliseconds(Int64(options.timeouts.request * 1000)))
-                var digest: String?
-                if case .hash(let limit) = body {
-                    var hasher = SHA256()
-                    var received: UInt64 = 0
-                    let deadline = NIODeadline.now() + .milliseconds(Int64(options.timeouts.request * 1000))
-                    for try await chunk in response.body {
-                        received += UInt64(chunk.readableBytes)
-                        if received > limit {
-                            digest = "more than \(limit - 1) bytes"
-                            break
-                        }
-                        guard NIODeadline.now() <= deadline else { throw HTTPClientError.deadlineExceeded }
-                        chunk.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
-                    }
-                    if digest == nil { digest = hexString(Array(hasher.finalize())) }
-                } else {
-                    // The body is not needed: stop reading it (the connection is closed if it was not empty).
-                    for try await _ in response.body { break }
-                }
-                let status = Int(response.status.code)
-                if Fetcher.retryable(status: status), attempt <= options.retries.attempts {
-                    guard let wait = retry.delay(attempt: attempt, retryAfter: response.headers.first(name: "retry-after")) else {
-                        throw Unreachable(message: "HTTP \(status); Retry-After asks for longer than retries.max-backoff", attempts: attempt)
-                    }
-                    try? await Task.sleep(nanoseconds: UInt64(wait * 1e9))
-                    continue
-                }
-                if Fetcher.retryable(status: status) { throw Unreachable(message: "HTTP \(status) after \(attempt) attempts", attempts: attempt) }
-                return Answer(status: status, headers: response.headers, sha256: digest, attempts: attempt)
-            } catch let error as Unreachable {
-                throw error
+                let answer = try await sendOnce(url, method: method, headers: extra, body: body)
+                return .answered(answer, status: answer.status, retryAfter: answer.header("retry-after"))
             } catch {
-                if attempt <= options.retries.attempts, let wait = retry.delay(attempt: attempt, retryAfter: nil) {
-                    try? await Task.sleep(nanoseconds: UInt64(wait * 1e9))
-                    continue
-                }
-                throw Unreachable(message: HTTPTransport.describe(error), attempts: attempt, cannotConnect: HTTPTransport.isConnectFailure(error))
+                return .failed(
+                    message: HTTPTransport.describe(error), retryable: HTTPTransport.isRetryable(error), cannotConnect: HTTPTransport.isConnectFailure(error))
             }
         }
+        switch outcome {
+        case .answered(var answer, let attempts):
+            answer.attempts = attempts
+            // Still 429 or 5xx after every retry: the server cannot say whether the entry changed.
+            if RetryLoop.retryable(status: answer.status) {
+                throw Unreachable(message: "HTTP \(answer.status) after \(attempts) attempts", attempts: attempts)
+            }
+            return answer
+        case .failed(let failure):
+            throw Unreachable(message: failure.message, attempts: failure.attempts, cannotConnect: failure.cannotConnect)
+        }
+    }
+
+    /// One attempt: the request, and the body read as `body` asks.
+    private func sendOnce(_ url: String, method: HTTPMethod, headers extra: [(String, String)], body: BodyHandling) async throws -> Answer {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        request.headers.add(name: "User-Agent", value: options.userAgent)
+        // Identity, so Content-Length and digests compare with the stored (decoded) body.
+        request.headers.add(name: "Accept-Encoding", value: "identity")
+        // Only the headers declared for this origin.
+        for header in options.headerRules.headers(forURL: url) { request.headers.replaceOrAdd(name: header.name, value: header.value) }
+        for (name, value) in extra { request.headers.replaceOrAdd(name: name, value: value) }
+        let response = try await client.execute(request, timeout: .milliseconds(Int64(options.timeouts.request * 1000)))
+        var digest: String?
+        if case .hash(let limit) = body {
+            var hasher = SHA256()
+            var received: UInt64 = 0
+            let deadline = NIODeadline.now() + .milliseconds(Int64(options.timeouts.request * 1000))
+            for try await chunk in response.body {
+                received += UInt64(chunk.readableBytes)
+                if received > limit {
+                    digest = "more than \(limit - 1) bytes"
+                    break
+                }
+                guard NIODeadline.now() <= deadline else { throw HTTPClientError.deadlineExceeded }
+                chunk.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
+            }
+            if digest == nil { digest = hexString(Array(hasher.finalize())) }
+        } else {
+            // The body is not needed: stop reading it (the connection is closed if it was not empty).
+            for try await _ in response.body { break }
+        }
+        return Answer(status: Int(response.status.code), headers: response.headers, sha256: digest, attempts: 1)
     }
 
     static let emptyDigest = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
