@@ -70,7 +70,7 @@ struct BuildCommandTests {
             // Wait until the crawl is stuck on the stalled image, with other bodies already spooled.
             for _ in 0..<200 where origin.count("/img/slow.png") == 0 { try await Task.sleep(nanoseconds: 50_000_000) }
             #expect(origin.count("/img/slow.png") == 1)
-            #expect(try folder.contents().contains { $0.hasPrefix(".packager-spool-") })
+            #expect(try folder.contents().contains { $0.hasPrefix(".packager-scratch-") })
             process.interrupt()
             try await offPool { process.waitUntilExit() }
             #expect(process.terminationStatus == 128 + SIGINT)

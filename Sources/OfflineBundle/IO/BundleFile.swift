@@ -48,17 +48,13 @@ package final class BundleFile: Sendable {
 
     /// Fills `buffer` from `offset`.
     package func readFully(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64, what: @autoclosure () -> String) throws {
-        var done = 0
-        while done < buffer.count {
-            let n = pread(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw BundleError(.io, "cannot read \(what()) from \(path): \(String(cString: strerror(errno)))")
-            }
-            if n == 0 {
-                throw BundleError(.truncated, "\(what()) is cut short: the file ends at \(offset + UInt64(done))")
-            }
-            done += n
+        switch FileIO.read(descriptor, into: buffer, at: offset) {
+        case .failed(let error):
+            throw BundleError(.io, "cannot read \(what()) from \(path): \(String(cString: strerror(error)))")
+        case .done(let count) where count < buffer.count:
+            throw BundleError(.truncated, "\(what()) is cut short: the file ends at \(offset + UInt64(count))")
+        case .done:
+            break
         }
     }
 }

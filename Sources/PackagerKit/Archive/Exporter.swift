@@ -23,33 +23,24 @@ public enum Exporter {
     @discardableResult
     public static func export(bundle bundlePath: String, to output: String, format: Format) throws -> Int {
         let bundle = try MountedBundle(path: bundlePath, options: .init(verification: .sha256))
-        let folder = URL(fileURLWithPath: output).deletingLastPathComponent().path
-        let temporary = folder + "/." + URL(fileURLWithPath: output).lastPathComponent + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        TemporaryFiles.shared.register(temporary)
-        defer {
-            try? FileManager.default.removeItem(atPath: temporary)
-            TemporaryFiles.shared.unregister(temporary)
-        }
+        // Written through AtomicOutput like a bundle: a temporary file beside the output, synced, renamed, the folder synced.
+        let atomic = try AtomicOutput(destination: output)
         var count = 0
-        do {
-            let writer = try LibArchive.ArchiveWriter(path: temporary, format: format)
-            for b in 0..<bundle.bodyCount {
-                let bytes = try bundle.bodyBytes(at: b, verification: .sha256)
-                let name = BundleFormat.bodyPrefix + hexString(bundle.index.body(at: b).sha256)
-                try bytes.withUnsafeBytes { try writer.addFile(path: name, bytes: $0) }
-                count += 1
-            }
-            for name in [BundleFormat.indexEntryName, BundleFormat.manifestEntryName, BundleFormat.signatureEntryName] {
-                guard let entry = bundle.metadata[name] else { continue }
-                let bytes = try MountedBundle.readMetadataEntry(entry, from: bundle.file, limit: 1 << 32, bodyArea: bundle.directory.centralDirectoryOffset)
-                try bytes.withUnsafeBytes { try writer.addFile(path: name, bytes: $0) }
-                count += 1
-            }
-            try writer.close()
+        let writer = try LibArchive.ArchiveWriter(descriptor: atomic.descriptor, format: format)
+        for b in 0..<bundle.bodyCount {
+            let bytes = try bundle.bodyBytes(at: b, verification: .sha256)
+            let name = BundleFormat.bodyPrefix + hexString(bundle.index.body(at: b).sha256)
+            try bytes.withUnsafeBytes { try writer.addFile(path: name, bytes: $0) }
+            count += 1
         }
-        guard rename(temporary, output) == 0 else {
-            throw PackagerError(.io, "cannot move the export into place at \(output): \(String(cString: strerror(errno)))", subject: output)
+        for name in [BundleFormat.indexEntryName, BundleFormat.manifestEntryName, BundleFormat.signatureEntryName] {
+            guard let entry = bundle.metadata[name] else { continue }
+            let bytes = try MountedBundle.readMetadataEntry(entry, from: bundle.file, limit: 1 << 32, bodyArea: bundle.directory.centralDirectoryOffset)
+            try bytes.withUnsafeBytes { try writer.addFile(path: name, bytes: $0) }
+            count += 1
         }
+        try writer.close()
+        try atomic.commit()
         return count
     }
 }

@@ -128,7 +128,8 @@ enum LibArchive {
     final class ArchiveWriter {
         private let handle: OpaquePointer
 
-        init(path: String, format: Exporter.Format) throws {
+        /// A writer onto an open descriptor (not closed by the writer), as ``AtomicOutput`` hands out.
+        init(descriptor: Int32, format: Exporter.Format) throws {
             guard let handle = archive_write_new() else { throw PackagerError(.internal, "libarchive could not allocate a writer") }
             self.handle = handle
             switch format {
@@ -146,7 +147,7 @@ enum LibArchive {
             case .tarXz: try LibArchive.check(handle, archive_write_add_filter_xz(handle), "this libarchive cannot write xz")
             case .tar, .zip: break
             }
-            try LibArchive.check(handle, archive_write_open_filename(handle, path), "cannot create \(path)")
+            try LibArchive.check(handle, archive_write_open_fd(handle, descriptor), "cannot start writing the archive")
         }
 
         deinit { archive_write_free(handle) }

@@ -52,11 +52,13 @@ public struct Builder: Sendable {
         guard FileManager.default.fileExists(atPath: folder.isEmpty ? "." : folder, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw PackagerError(.io, "the output folder \(folder) does not exist", subject: output)
         }
-        let spool = try SpoolFolder(in: folder.isEmpty ? "." : folder)
-        defer { spool.remove() }
+        let scratch = try ScratchFolder(in: folder)
+        defer { scratch.remove() }
+        // One budget for the bodies the crawl keeps in memory and the ones the writer compresses into memory.
+        let memory = MemoryBudget(total: 64 << 20, perBody: 256 << 10)
 
         let started = Date()
-        let crawl = await Crawler(declaration: declaration, spool: spool, progress: progress).run()
+        let crawl = await Crawler(declaration: declaration, spool: scratch, memory: memory, progress: progress).run()
         let maxErrors = options.maxErrors ?? declaration.maxErrors
         let declaredFailed = crawl.failures.contains { $0.declared }
         let tooMany = maxErrors.map { crawl.failures.count > $0 } ?? false
@@ -69,6 +71,8 @@ public struct Builder: Sendable {
             var writer = BundleWriter(
                 options: .init(
                     dropQueryParameters: declaration.dropQueryParameters, createdAt: options.createdAt, signingKey: options.signingKey, memoryBudget: 64 << 20))
+            writer.sharedMemory = memory
+            writer.scratch = scratch
             for entry in crawl.entries { writer.add(entry) }
             let summary = try writer.write(to: output)
             report.output = output

@@ -21,18 +21,19 @@ final class Crawler: Sendable {
     let scope: CrawlScope
     let canonicalizer: RequestKeyCanonicalizer
     let fetcher: Fetcher
-    let spool: SpoolFolder
+    let spool: ScratchFolder
     let state: CrawlState
     let robots: RobotsCache
     let progress: (@Sendable (CrawlProgress) -> Void)?
-    /// Small bodies are kept in memory up to this budget (64 MiB in all, 256 KiB each); the rest go to spool files.
-    let memory = MemoryBudget(total: 64 << 20, perBody: 256 << 10)
+    /// Small bodies are kept in memory within the run's budget (256 KiB each at most); the rest go to spool files.
+    let memory: MemoryBudget
     /// Pages and style sheets larger than this are stored but not searched for links.
     static let parseLimit: Int64 = 32 << 20
     static let maxRedirects = 10
     static let maxURLLength = 16 << 10
 
-    init(declaration: Declaration, spool: SpoolFolder, progress: (@Sendable (CrawlProgress) -> Void)?) {
+    init(declaration: Declaration, spool: ScratchFolder, memory: MemoryBudget, progress: (@Sendable (CrawlProgress) -> Void)?) {
+        self.memory = memory
         self.declaration = declaration
         self.scope = CrawlScope(declaration)
         self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: declaration.dropQueryParameters)

@@ -196,30 +196,6 @@ extension Fetcher.Response {
     }
 }
 
-/// The bytes the crawl may keep in memory instead of spool files, shared by all fetches.
-final class MemoryBudget: @unchecked Sendable {
-    private let lock = NSLock()
-    private var left: Int
-    /// Bodies larger than this always go to a spool file.
-    let perBody: Int
-
-    init(total: Int, perBody: Int) {
-        left = total
-        self.perBody = perBody
-    }
-
-    /// Takes `n` bytes of the budget; false when it is spent.
-    func take(_ n: Int) -> Bool {
-        lock.withLock {
-            guard n <= left else { return false }
-            left -= n
-            return true
-        }
-    }
-
-    func give(_ n: Int) { lock.withLock { left += n } }
-}
-
 /// Receives one body: in memory while it is small and the budget allows, in a spool file otherwise.
 final class BodySink {
     private let spoolPath: String

@@ -13,7 +13,7 @@ actor RobotsCache {
     ///
     /// A redirect of robots.txt is followed only to an origin the crawl may fetch from (`scope`); one that leaves
     /// it counts as no robots.txt, as RFC 9309 §2.3.1.2 allows for redirects that cannot be followed.
-    func rules(for key: String, fetcher: Fetcher, spool: SpoolFolder, scope: CrawlScope) async -> RobotsRules? {
+    func rules(for key: String, fetcher: Fetcher, spool: ScratchFolder, scope: CrawlScope) async -> RobotsRules? {
         guard let origin = keyOrigin(key).map({ String($0.origin) }) else { return nil }
         if let task = tasks[origin] { return await task.value }
         let task = Task<RobotsRules?, Never> {

@@ -60,14 +60,9 @@ public struct Packer: Sendable {
         }
         if isDirectory.boolValue { return try packFolder(source, output: output) }
         // An archive: extract it safely next to the output, pack, and remove the copy.
-        let folder = URL(fileURLWithPath: output).deletingLastPathComponent().path
-        AbandonedFiles.remove(in: folder, prefix: ".packager-staging-")
-        let staging = folder + "/.packager-staging-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        TemporaryFiles.shared.register(staging)
-        defer {
-            try? FileManager.default.removeItem(atPath: staging)
-            TemporaryFiles.shared.unregister(staging)
-        }
+        let scratch = try ScratchFolder(besideOutput: output)
+        defer { scratch.remove() }
+        let staging = scratch.path(for: "site")
         try Extractor.extract(archive: source, to: staging, stripComponents: options.stripComponents)
         return try packFolder(staging, output: output)
     }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import OfflineBundle
 
 #if canImport(Glibc)
     import Glibc
@@ -24,7 +25,7 @@ public enum SigningKeys {
         let fd = open(privatePath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw PackagerError(.io, "cannot create \(privatePath): \(String(cString: strerror(errno)))") }
         let text = Array((key.rawRepresentation.base64EncodedString() + "\n").utf8)
-        let failure = text.withUnsafeBytes { writeFully(fd, $0) }
+        let failure = text.withUnsafeBytes { FileIO.write(fd, $0) }
         close(fd)
         if let failure { throw PackagerError(.io, "cannot write \(privatePath): \(String(cString: strerror(failure)))") }
         let publicText = Data((key.publicKey.rawRepresentation.base64EncodedString() + "\n").utf8)

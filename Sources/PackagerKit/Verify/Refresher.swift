@@ -33,7 +33,7 @@ public struct Refresher: Sendable {
         let records = Dictionary(manifest.entries.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
 
         let folder = (output as NSString).deletingLastPathComponent
-        let spool = try SpoolFolder(in: folder.isEmpty ? "." : folder)
+        let spool = try ScratchFolder(in: folder.isEmpty ? "." : folder)
         defer { spool.remove() }
         let fetcher = Fetcher(
             settings: .init(

@@ -1,8 +1,8 @@
 import AsyncHTTPClient
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
-import NIOConcurrencyHelpers
 import OfflineBundle
 
 /// `packager verify`: asks the live servers, as cheaply as each entry allows, whether its content moved on.
@@ -75,7 +75,10 @@ public struct Verifier: Sendable {
             for _ in 0..<max(1, min(options.concurrency, entries.count)) {
                 group.addTask {
                     var mine: [EntryVerification] = []
-                    while case let n = dispenser.withLockedValue({ $0 += 1; return $0 }) - 1, n < order.count {
+                    while case let n = dispenser.withLockedValue({
+                        $0 += 1
+                        return $0
+                    }) - 1, n < order.count {
                         let record = Recorded(entry: entries[order[n]])
                         // Scheme and authority: http://a and https://a are different servers. Mounting checked the
                         // shape of every key; one without an origin all the same is not probed.
@@ -84,7 +87,11 @@ public struct Verifier: Sendable {
                                 EntryVerification(
                                     url: record.url, verdict: .unreachable, recordedStatus: record.status, liveStatus: nil, method: "not probed",
                                     changes: [], error: "not an http or https URL with a host and port", attempts: 0))
-                            progress?(done.withLockedValue { $0 += 1; return $0 }, entries.count)
+                            progress?(
+                                done.withLockedValue {
+                                    $0 += 1
+                                    return $0
+                                }, entries.count)
                             continue
                         }
                         let host = origin.description
@@ -102,7 +109,11 @@ public struct Verifier: Sendable {
                             mine.append(probed)
                         }
                         if let limiter, down == nil { await limiter.release(host) }
-                        progress?(done.withLockedValue { $0 += 1; return $0 }, entries.count)
+                        progress?(
+                            done.withLockedValue {
+                                $0 += 1
+                                return $0
+                            }, entries.count)
                     }
                     return mine
                 }

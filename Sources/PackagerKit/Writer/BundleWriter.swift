@@ -108,6 +108,11 @@ public struct BundleWriter: Sendable {
 
     public var options: Options
     public private(set) var entries: [Entry] = []
+    /// The run's one memory budget, when the writer is part of a run that already holds bodies in memory (a crawl):
+    /// the writer's compressed bodies then draw on what the crawl left, instead of a budget of their own.
+    var sharedMemory: MemoryBudget?
+    /// The run's scratch folder, when it has one beside the output already.
+    var scratch: ScratchFolder?
 
     /// Creates an empty writer.
     public init(options: Options = Options()) { self.options = options }
@@ -146,8 +151,11 @@ public struct BundleWriter: Sendable {
         }
 
         let output = try AtomicOutput(destination: path)
-        let spool = try Spool(folder: URL(fileURLWithPath: path).deletingLastPathComponent().path)
-        let prepared = try BodyPreparer(options: options, spool: spool).prepare(keyed.map(\.entry))
+        let ownScratch = self.scratch == nil ? try ScratchFolder(besideOutput: path) : nil
+        defer { ownScratch?.remove() }
+        let spool = OverflowFile(in: self.scratch ?? ownScratch!)
+        let memory = sharedMemory ?? MemoryBudget(total: options.memoryBudget, perBody: .max)
+        let prepared = try BodyPreparer(options: options, spool: spool, memory: memory).prepare(keyed.map(\.entry))
 
         // Unique bodies in digest order.
         var bodyByDigest = [[UInt8]: Int]()

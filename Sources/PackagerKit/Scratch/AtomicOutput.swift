@@ -1,4 +1,5 @@
 import Foundation
+import OfflineBundle
 
 #if canImport(Glibc)
     import Glibc
@@ -48,6 +49,9 @@ final class AtomicOutput {
     private var committed = false
     private static let bufferSize = 1 << 20
 
+    /// The open temporary file, for writers that take a descriptor (libarchive); write through one or the other.
+    var descriptor: Int32 { fd }
+
     init(destination: String) throws {
         let url = URL(fileURLWithPath: destination)
         let folder = url.deletingLastPathComponent().path
@@ -95,7 +99,7 @@ final class AtomicOutput {
     }
 
     private func writeAll(_ bytes: UnsafeRawBufferPointer) throws {
-        if let error = writeFully(fd, bytes) {
+        if let error = FileIO.write(fd, bytes) {
             throw PackagerError(.io, "cannot write \(temporaryPath): \(String(cString: strerror(error)))", subject: destination)
         }
     }
@@ -141,22 +145,4 @@ public final class TemporaryFiles: @unchecked Sendable {
         for path in current { try? FileManager.default.removeItem(atPath: path) }
         return !current.isEmpty
     }
-}
-
-/// Writes all of `bytes` to `fd`, retrying short writes and EINTR; returns errno on failure, nil on success.
-func writeFully(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
-    var done = 0
-    while done < bytes.count {
-        #if canImport(Glibc)
-            let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
-        #else
-            let n = Darwin.write(fd, bytes.baseAddress! + done, bytes.count - done)
-        #endif
-        if n < 0 {
-            if errno == EINTR { continue }
-            return errno
-        }
-        done += n
-    }
-    return nil
 }

@@ -1,0 +1,80 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The one place that loops over `read`, `write`, `pread` and `pwrite` until a whole buffer is done, retrying EINTR.
+///
+/// Every function returns the bytes done (which is short only at the end of the file, for reads) or the `errno` of
+/// the failure; callers turn that into their own error type.
+package enum FileIO {
+    package enum Outcome: Equatable {
+        case done(Int)
+        case failed(Int32)
+    }
+
+    /// Writes all of `bytes` at the file's position; nil on success, else errno.
+    package static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
+        loop(bytes.count) { done in systemWrite(fd, bytes.baseAddress! + done, bytes.count - done) }.failure
+    }
+
+    /// Writes all of `bytes` at `offset`; nil on success, else errno.
+    package static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) -> Int32? {
+        loop(bytes.count) { done in pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done)) }.failure
+    }
+
+    /// Fills `buffer` from the file's position, stopping early only at the end of the file.
+    package static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> Outcome {
+        loop(buffer.count) { done in systemRead(fd, buffer.baseAddress! + done, buffer.count - done) }
+    }
+
+    /// Fills `buffer` from `offset`, stopping early only at the end of the file.
+    package static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) -> Outcome {
+        loop(buffer.count) { done in pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done)) }
+    }
+
+    private static func loop(_ count: Int, _ step: (Int) -> Int) -> Outcome {
+        var done = 0
+        while done < count {
+            let n = step(done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                return .failed(errno)
+            }
+            if n == 0 { break }
+            done += n
+        }
+        return .done(done)
+    }
+
+    private static func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
+        #if canImport(Glibc)
+            Glibc.read(fd, buffer, count)
+        #elseif canImport(Musl)
+            Musl.read(fd, buffer, count)
+        #else
+            Darwin.read(fd, buffer, count)
+        #endif
+    }
+
+    private static func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+        #if canImport(Glibc)
+            Glibc.write(fd, buffer, count)
+        #elseif canImport(Musl)
+            Musl.write(fd, buffer, count)
+        #else
+            Darwin.write(fd, buffer, count)
+        #endif
+    }
+}
+
+extension FileIO.Outcome {
+    /// The errno of a failure, or nil.
+    package var failure: Int32? {
+        if case .failed(let error) = self { return error }
+        return nil
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import OfflineBundle
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A body hashed and compressed, waiting to be written.
+struct PreparedBody: Sendable {
+    enum Storage: Sendable {
+        case memory([UInt8])
+        case spool(offset: UInt64)
+        case source(BundleWriter.BodySource)
+    }
+    var digest: [UInt8]
+    var crc32: UInt32
+    var size: UInt64
+    var storedSize: UInt64
+    var compression: BodyCompression
+    var storage: Storage
+}
+
+extension PreparedBody.Storage {
+    /// Copies the stored bytes to the output; for stored files, re-checks the CRC so a file changed meanwhile is caught.
+    func copy(to output: AtomicOutput, storedSize: UInt64, expectedCRC: UInt32?, spool: OverflowFile, buffer: inout [UInt8]) throws {
+        switch self {
+        case .memory(let bytes):
+            try output.write(bytes)
+        case .spool(let offset):
+            var done: UInt64 = 0
+            while done < storedSize {
+                let n = Int(min(UInt64(buffer.count), storedSize - done))
+                try buffer.withUnsafeMutableBytes { try spool.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<n]), at: offset + done) }
+                try buffer.withUnsafeBytes { try output.write(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+                done += UInt64(n)
+            }
+        case .source(.data(let data)):
+            try data.withUnsafeBytes { try output.write($0) }
+        case .source(.file(let path)):
+            guard let handle = FileHandle(forReadingAtPath: path) else {
+                throw PackagerError(.io, "cannot open \(path)", subject: path)
+            }
+            defer { try? handle.close() }
+            var crc: UInt32 = 0
+            var done: UInt64 = 0
+            while done < storedSize {
+                let chunk = try handle.read(upToCount: Int(min(UInt64(buffer.count), storedSize - done))) ?? Data()
+                guard !chunk.isEmpty else { throw PackagerError(.io, "\(path) shrank while the bundle was written", subject: path) }
+                try chunk.withUnsafeBytes { raw in
+                    crc = CRC32.checksum(raw, continuing: crc)
+                    try output.write(raw)
+                }
+                done += UInt64(chunk.count)
+            }
+            if let expectedCRC, crc != expectedCRC {
+                throw PackagerError(.io, "\(path) changed while the bundle was written", subject: path)
+            }
+        }
+    }
+}
