@@ -97,7 +97,8 @@ final class Fetcher: Sendable {
         _ url: String, method: HTTPMethod = .GET, spoolPath: String, memory: MemoryBudget? = nil, withinBudget: Budget
     ) async -> Result<Response, Failure> {
         let origin = HTTPOrigin(url: url)
-        let outcome = await retryLoop.run(origin: origin, discard: { (response: Response) in response.discard(returningTo: memory) }) { _ in
+        let discard = { (response: Response) in response.discard(returningTo: memory) }
+        let outcome = await retryLoop.run(origin: origin, discard: discard) { _ in
             switch await fetchOnce(url, origin: origin, method: method, spoolPath: spoolPath, memory: memory, withinBudget: withinBudget) {
             case .success(let response):
                 return .answered(response, status: response.status, retryAfter: response.headers.first { $0.name == "retry-after" }?.value)
