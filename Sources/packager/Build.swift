@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import NIOConcurrencyHelpers
 import PackagerKit
 
 #if canImport(Glibc)
@@ -176,12 +177,15 @@ struct TerminalStyle {
 }
 
 /// The live progress line on a terminal; in CI, a plain line every ten seconds.
-final class ProgressDisplay: @unchecked Sendable {
-    private let lock = NSLock()
+final class ProgressDisplay: Sendable {
+    private struct State {
+        var last = Date()
+        var shown = false
+    }
+
+    private let state = NIOLockedValueBox(State())
     private let live: Bool
     private let enabled: Bool
-    private var last = Date()
-    private var shown = false
 
     init(enabled: Bool) {
         self.enabled = enabled
@@ -190,15 +194,16 @@ final class ProgressDisplay: @unchecked Sendable {
 
     func update(_ p: CrawlProgress) {
         guard enabled else { return }
-        lock.withLock {
+        let live = self.live
+        state.withLockedValue { state in
             let now = Date()
-            guard now.timeIntervalSince(last) >= (live ? 0.1 : 10) else { return }
-            last = now
+            guard now.timeIntervalSince(state.last) >= (live ? 0.1 : 10) else { return }
+            state.last = now
             let rate = p.elapsed > 0 ? Double(p.bytes) / p.elapsed : 0
             let text = "done \(p.done)  queued \(p.queued)  failed \(p.failed)  \(formatBytes(UInt64(p.bytes)))  \(formatBytes(UInt64(rate)))/s"
             if live {
                 FileHandle.standardError.write(Data(("\r\u{1B}[K" + text).utf8))
-                shown = true
+                state.shown = true
             } else {
                 FileHandle.standardError.write(Data(("progress: " + text + "\n").utf8))
             }
@@ -206,6 +211,6 @@ final class ProgressDisplay: @unchecked Sendable {
     }
 
     func finish() {
-        lock.withLock { if shown { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) } }
+        state.withLockedValue { if $0.shown { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) } }
     }
 }

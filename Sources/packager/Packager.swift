@@ -81,24 +81,24 @@ func printJSON<Value: Encodable>(_ value: Value) throws {
 
 /// Removes temporary files when the process is interrupted, so no partial bundle or spool file is left.
 enum Interrupts {
-    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
-
-    static func install() {
-        guard sources.isEmpty else { return }
-        for signalNumber in [SIGINT, SIGTERM, SIGHUP] {
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-            source.setEventHandler {
-                if TemporaryFiles.shared.removeAll() {
-                    FileHandle.standardError.write(
-                        Data("packager: interrupted; the partial output was removed and nothing was written to the output path\n".utf8))
-                }
-                exit(128 + signalNumber)
+    /// Made once, the first time ``install()`` is called; kept alive for the life of the process.
+    // nonisolated(unsafe): a `let`, initialized once (Swift's lazy globals are thread-safe) and never mutated; only
+    // Dispatch's signal sources are not marked Sendable on Linux.
+    nonisolated(unsafe) private static let sources: [any DispatchSourceSignal] = [SIGINT, SIGTERM, SIGHUP].map { signalNumber in
+        signal(signalNumber, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+        source.setEventHandler {
+            if TemporaryFiles.shared.removeAll() {
+                FileHandle.standardError.write(
+                    Data("packager: interrupted; the partial output was removed and nothing was written to the output path\n".utf8))
             }
-            source.resume()
-            sources.append(source)
+            exit(128 + signalNumber)
         }
+        source.resume()
+        return source
     }
+
+    static func install() { _ = sources }
 }
 
 func formatBytes(_ n: UInt64) -> String {

@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 
 /// Counts of a crawl in progress, for the live progress line and the summary.
 public struct CrawlProgress: Sendable, Equatable {
@@ -20,20 +21,23 @@ public struct CrawlProgress: Sendable, Equatable {
     public var elapsed: Double = 0
 }
 
-/// The crawl's shared, lock-protected record: entries, failures, counts and limits.
-final class CrawlState: @unchecked Sendable {
+/// The crawl's shared record: entries, failures, counts and limits, behind one lock.
+final class CrawlState: Sendable {
     enum EntryKind { case fetched, blocked, substituted }
 
-    private let lock = NSLock()
-    private var entries: [BundleWriter.Entry] = []
-    private var failures: [BuildReport.Failure] = []
-    private var skipped: [String: Int] = [:]
-    private var limits: [String] = []
-    private var counts = CrawlProgress()
-    private var reservedResources = 0
-    private var committedBytes: Int64 = 0
-    private var reservedBytes: Int64 = 0
-    private var spoolCounter = 0
+    private struct State {
+        var entries: [BundleWriter.Entry] = []
+        var failures: [BuildReport.Failure] = []
+        var skipped: [String: Int] = [:]
+        var limits: [String] = []
+        var counts = CrawlProgress()
+        var reservedResources = 0
+        var committedBytes: Int64 = 0
+        var reservedBytes: Int64 = 0
+        var spoolCounter = 0
+    }
+
+    private let state = NIOLockedValueBox(State())
     private let started = Date()
     let maxResources: Int
     let maxBytes: Int64
@@ -44,103 +48,101 @@ final class CrawlState: @unchecked Sendable {
     }
 
     func add(_ entry: BundleWriter.Entry, kind: EntryKind) {
-        lock.withLock {
-            entries.append(entry)
+        state.withLockedValue { state in
+            state.entries.append(entry)
             switch kind {
-            case .fetched: counts.done += 1
-            case .blocked: counts.blocked += 1
-            case .substituted: counts.substituted += 1
+            case .fetched: state.counts.done += 1
+            case .blocked: state.counts.blocked += 1
+            case .substituted: state.counts.substituted += 1
             }
         }
     }
 
     func fail(_ failure: BuildReport.Failure) {
-        lock.withLock {
-            failures.append(failure)
-            counts.failed += 1
+        state.withLockedValue { state in
+            state.failures.append(failure)
+            state.counts.failed += 1
         }
     }
 
     func skip(_ reason: String) {
-        lock.withLock {
-            skipped[reason, default: 0] += 1
-            counts.skipped += 1
+        state.withLockedValue { state in
+            state.skipped[reason, default: 0] += 1
+            state.counts.skipped += 1
         }
     }
 
     func limit(_ message: String) {
-        lock.withLock { if !limits.contains(message) { limits.append(message) } }
+        state.withLockedValue { state in if !state.limits.contains(message) { state.limits.append(message) } }
     }
 
     /// Takes one of the resources scope.max-resources allows; false when none is left.
     func reserveResource() -> Bool {
-        lock.withLock {
-            guard reservedResources < maxResources else { return false }
-            reservedResources += 1
+        let maxResources = self.maxResources
+        return state.withLockedValue { state in
+            guard state.reservedResources < maxResources else { return false }
+            state.reservedResources += 1
             return true
         }
     }
 
-    func unreserveResource() { lock.withLock { reservedResources -= 1 } }
+    func unreserveResource() { state.withLockedValue { $0.reservedResources -= 1 } }
 
     /// Reserves `delta` more bytes for a body being received; false when that would pass scope.max-bytes,
     /// counting the bodies still in flight, so concurrent downloads cannot overshoot the limit together.
     func reserveBytes(_ delta: Int64) -> Bool {
-        let fits = lock.withLock {
-            guard committedBytes + reservedBytes + delta <= maxBytes else { return false }
-            reservedBytes += delta
+        let maxBytes = self.maxBytes
+        let fits = state.withLockedValue { state in
+            guard state.committedBytes + state.reservedBytes + delta <= maxBytes else { return false }
+            state.reservedBytes += delta
             return true
         }
         if !fits { limit("scope.max-bytes (\(maxBytes) bytes) reached: larger bodies were not stored") }
         return fits
     }
 
-    func releaseBytes(_ n: Int64) { lock.withLock { reservedBytes -= n } }
+    func releaseBytes(_ n: Int64) { state.withLockedValue { $0.reservedBytes -= n } }
 
     func commitBytes(_ n: Int64) {
-        lock.withLock {
-            committedBytes += n
-            counts.bytes += n
+        state.withLockedValue { state in
+            state.committedBytes += n
+            state.counts.bytes += n
         }
     }
 
     func nextSpoolNumber() -> Int {
-        lock.withLock {
-            spoolCounter += 1
-            return spoolCounter
+        state.withLockedValue { state in
+            state.spoolCounter += 1
+            return state.spoolCounter
         }
     }
 
     func snapshot(queued: Int) -> CrawlProgress {
-        lock.withLock {
-            var copy = counts
-            copy.queued = queued
-            copy.elapsed = Date().timeIntervalSince(started)
-            return copy
-        }
+        var copy = state.withLockedValue { $0.counts }
+        copy.queued = queued
+        copy.elapsed = Date().timeIntervalSince(started)
+        return copy
     }
 
     func result() -> Crawler.Result {
-        lock.withLock {
-            var stats = counts
-            stats.elapsed = Date().timeIntervalSince(started)
-            let sortedFailures = failures.sorted { ($0.declared ? 0 : 1, $0.url) < ($1.declared ? 0 : 1, $1.url) }
-            return .init(entries: entries, failures: sortedFailures, skipped: skipped, limitsReached: limits, stats: stats)
-        }
+        let state = self.state.withLockedValue { $0 }
+        var stats = state.counts
+        stats.elapsed = Date().timeIntervalSince(started)
+        let sortedFailures = state.failures.sorted { ($0.declared ? 0 : 1, $0.url) < ($1.declared ? 0 : 1, $1.url) }
+        return .init(entries: state.entries, failures: sortedFailures, skipped: state.skipped, limitsReached: state.limits, stats: stats)
     }
 }
 
 /// The bytes one body in flight holds against scope.max-bytes.
-final class ByteReservation: @unchecked Sendable {
+final class ByteReservation: Sendable {
     private let state: CrawlState
-    private let lock = NSLock()
-    private var held: Int64 = 0
+    private let held = NIOLockedValueBox<Int64>(0)
 
     init(state: CrawlState) { self.state = state }
 
     /// Grows the reservation to `total` bytes received; false when the limit does not allow it.
     func grow(to total: Int64) -> Bool {
-        lock.withLock {
+        held.withLockedValue { held in
             guard total > held else { return true }
             guard state.reserveBytes(total - held) else { return false }
             held = total
@@ -150,7 +152,7 @@ final class ByteReservation: @unchecked Sendable {
 
     /// Gives the reservation back (the body was either committed or discarded).
     func release() {
-        lock.withLock {
+        held.withLockedValue { held in
             state.releaseBytes(held)
             held = 0
         }

@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import OfflineBundle
 
 #if canImport(Glibc)
@@ -128,20 +129,19 @@ final class AtomicOutput {
 }
 
 /// Temporary files and folders the process must remove if it is interrupted.
-public final class TemporaryFiles: @unchecked Sendable {
+public final class TemporaryFiles: Sendable {
     /// The process-wide registry.
     public static let shared = TemporaryFiles()
-    private let lock = NSLock()
-    private var paths = Set<String>()
+    private let paths = NIOLockedValueBox(Set<String>())
 
-    func register(_ path: String) { lock.withLock { _ = paths.insert(path) } }
-    func unregister(_ path: String) { lock.withLock { _ = paths.remove(path) } }
+    func register(_ path: String) { paths.withLockedValue { _ = $0.insert(path) } }
+    func unregister(_ path: String) { paths.withLockedValue { _ = $0.remove(path) } }
 
-    /// Removes every registered path. Called from signal handlers before exiting.
-    /// Removes every registered path; returns whether there were any (a write was under way).
+    /// Removes every registered path; returns whether there were any (a write was under way). Called when the CLI
+    /// is interrupted, before it exits.
     @discardableResult
     public func removeAll() -> Bool {
-        let current = lock.withLock { paths }
+        let current = paths.withLockedValue { $0 }
         for path in current { try? FileManager.default.removeItem(atPath: path) }
         return !current.isEmpty
     }
