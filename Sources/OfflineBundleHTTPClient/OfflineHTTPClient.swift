@@ -37,7 +37,7 @@ public struct OfflineHTTPClient: Sendable {
             if let response = try fromBundle(request) { return response }
             return try await client.execute(request, timeout: timeout)
         case .networkFirst(let limit):
-            let networkTimeout = min(timeout, .milliseconds(Int64(limit * 1000)))
+            let networkTimeout = min(timeout, .nanoseconds(Int64(limit.components.seconds) * 1_000_000_000 + limit.components.attoseconds / 1_000_000_000))
             do {
                 let response = try await client.execute(request, timeout: networkTimeout)
                 if response.status.code >= 500, let fallback = try fromBundle(request) { return fallback }

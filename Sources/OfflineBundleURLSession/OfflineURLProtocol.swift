@@ -107,7 +107,8 @@ public final class OfflineURLProtocol: URLProtocol {
         case .networkFirst(let limit):
             let queue = CallerQueue.current()
             let handle = Handle(instance: self)
-            fetch(through: installed.network, timeout: min(limit, request.timeoutInterval)) { outcome in
+            let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
+            fetch(through: installed.network, timeout: min(seconds, request.timeoutInterval)) { outcome in
                 queue.async {
                     let this = handle.instance
                     // On the task's queue again: a cancel() ran stopLoading here first, or not at all.

@@ -116,14 +116,11 @@ struct HostGuard<Context: RequestContext>: RouterMiddleware {
     }
 }
 
-/// An Ed25519 public key from a file holding 32 raw bytes or their base64.
+/// An Ed25519 public key from a file holding 32 raw bytes or their base64, with the error in the CLI's words.
 func readPublicKey(_ path: String) throws -> [UInt8] {
-    guard let data = FileManager.default.contents(atPath: path) else {
-        throw PackagerError(.invalidInput, "cannot read the public key file \(path)")
+    do {
+        return try BundlePublicKey(contentsOf: path).bytes
+    } catch let error as BundleError {
+        throw PackagerError(.invalidInput, error.message)
     }
-    let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    guard let key = data.count == 32 ? Array(data) : Data(base64Encoded: text).map(Array.init), key.count == 32 else {
-        throw PackagerError(.invalidInput, "\(path) does not hold a 32-byte Ed25519 public key")
-    }
-    return key
 }

@@ -37,13 +37,13 @@ struct OfflineHTTPClientTests {
         #expect(try await body(get(client(.bundleFirst), "/")) == samplePage)
         #expect(try await body(get(client(.bundleOnly), "/old")) == samplePage)
         #expect(try await body(get(client(.bundleFirst), "/only-live.txt")) == "only on the network")
-        #expect(try await body(get(client(.networkFirst(timeout: 30)), "/")) == "live page")
+        #expect(try await body(get(client(.networkFirst(timeout: .seconds(30))), "/")) == "live page")
         let notModified = try await get(client(.bundleOnly), "/", headers: [("If-None-Match", "\"page-v1\"")])
         #expect(notModified.status.code == 304)
         let range = try await get(client(.bundleOnly), "/logo.png", headers: [("Range", "bytes=0-9")])
         #expect(range.status.code == 206 && range.headers.first(name: "content-range") == "bytes 0-9/50000")
         // An override sends one path to the network whatever the default.
-        let mixed = client(.bundleOnly, overrides: [PolicyOverride("*/only-live.txt", .bundleFirst)])
+        let mixed = client(.bundleOnly, overrides: [PolicyOverride(.url(glob: "*/only-live.txt"), policy: .bundleFirst)])
         #expect(try await body(get(mixed, "/only-live.txt")) == "only on the network")
         #expect(live.count("/") == 1)
 
@@ -51,9 +51,9 @@ struct OfflineHTTPClientTests {
         await live.stop()
         #expect(try await body(get(client(.bundleOnly), "/")) == samplePage)
         #expect(try await body(get(client(.bundleFirst), "/")) == samplePage)
-        #expect(try await body(get(client(.networkFirst(timeout: 1)), "/")) == samplePage)
+        #expect(try await body(get(client(.networkFirst(timeout: .seconds(1))), "/")) == samplePage)
         // Neither has it: the network's own error (a refused connection), not a bundle error.
-        let networkError = await #expect(throws: (any Error).self) { try await get(client(.networkFirst(timeout: 1)), "/only-live.txt") }
+        let networkError = await #expect(throws: (any Error).self) { try await get(client(.networkFirst(timeout: .seconds(1))), "/only-live.txt") }
         #expect(networkError.map { !($0 is BundleError) } == true, "\(String(describing: networkError))")
         #expect("\(String(describing: networkError))".lowercased().contains("connect"), "\(String(describing: networkError))")
         // Bundle only: a miss is the bundle's not-found, and nothing is tried on the network.

@@ -47,14 +47,14 @@ struct URLSessionTests {
         #expect(lastError == .resourceUnavailable)
         #expect(try await get("/", .bundleFirst)?.1 == samplePage)
         #expect(try await get("/only-live.txt", .bundleFirst)?.1 == "only on the network")
-        #expect(try await get("/", .networkFirst(timeout: 30))?.1 == "live page")
+        #expect(try await get("/", .networkFirst(timeout: .seconds(30)))?.1 == "live page")
         #expect(try await get("/gone.html", .bundleOnly)?.0 == 404)
         // Network down: bundle-backed policies still answer what the bundle holds.
         await live.stop()
         #expect(try await get("/", .bundleOnly)?.1 == samplePage)
         #expect(try await get("/", .bundleFirst)?.1 == samplePage)
-        #expect(try await get("/", .networkFirst(timeout: 5))?.1 == samplePage)
-        #expect(try await get("/only-live.txt", .networkFirst(timeout: 5)) == nil)
+        #expect(try await get("/", .networkFirst(timeout: .seconds(5)))?.1 == samplePage)
+        #expect(try await get("/only-live.txt", .networkFirst(timeout: .seconds(5))) == nil)
         #expect(lastError == .cannotConnectToHost)
     }
 

@@ -6,7 +6,7 @@ public struct BundleEntry: Sendable {
     /// Where a body is and what it is.
     public struct Body: Sendable, Equatable {
         /// Position in the bundle's body table.
-        public var index: Int
+        package var index: Int
         /// SHA-256 of the (inflated) body, lowercase hex. Also the body's ZIP entry name after `bodies/`.
         public var sha256: String
         /// Size in bytes of the body.

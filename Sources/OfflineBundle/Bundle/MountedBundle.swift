@@ -54,7 +54,7 @@ public final class MountedBundle: Sendable {
     /// The number of distinct bodies stored.
     public var bodyCount: Int { index.bodyCount }
     /// The rules that turn URLs into this bundle's request keys.
-    public let canonicalizer: RequestKeyCanonicalizer
+    package let canonicalizer: RequestKeyCanonicalizer
 
     package let file: BundleFile
     package let index: BundleIndex

@@ -2,14 +2,16 @@ import Crypto
 import Foundation
 
 extension MountedBundle {
-    /// Reads and decodes `manifest.json` (the loader itself never needs it; tools do).
+    /// Reads and decodes `manifest.json`: every entry with its headers, media type, body and fetch time.
+    ///
+    /// The loader itself never needs it (it answers from `index.bin`); tools and reports do.
     ///
     /// The manifest is checked against the SHA-256 that `index.bin` records for it before it is decoded, so a
     /// manifest swapped after signing is refused, not trusted.
     ///
     /// - Throws: ``BundleError`` with code `.corruptIndex` when the bundle has no manifest, it does not match the
     ///   index's digest of it, or it cannot be decoded.
-    package func manifest() throws -> Manifest {
+    public func manifest() throws -> Manifest {
         guard let entry = metadata[BundleFormat.manifestEntryName] else {
             throw BundleError(.corruptIndex, "the bundle has no manifest.json", entry: BundleFormat.manifestEntryName)
         }

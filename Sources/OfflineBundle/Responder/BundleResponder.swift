@@ -28,7 +28,7 @@ public struct BundleResponder: Sendable {
     }
 
     /// The response `entry` gives to `request`.
-    public func respond(to request: BundleRequest, with entry: BundleEntry, head: Bool) -> BundleResponse {
+    package func respond(to request: BundleRequest, with entry: BundleEntry, head: Bool) -> BundleResponse {
         // The index's header strings are decoded once per request, not once per field looked at.
         // Headers that would change the client's state for the serving origin (cookies, HSTS) are never replayed,
         // even when a hand-made bundle carries them; Content-Length is computed for each response.

@@ -35,8 +35,6 @@ public struct BundleResponse: Sendable {
         case range(BundleEntry, Range<UInt64>)
         /// The stored deflate stream of an entry, framed as gzip.
         case gzip(BundleEntry)
-        /// Bytes built for this response (a 416 or multipart body).
-        case bytes(Data)
     }
 
     public var status: Int
@@ -56,7 +54,6 @@ public struct BundleResponse: Sendable {
     public func bodyData() throws -> Data {
         switch body {
         case .empty: return Data()
-        case .bytes(let data): return data
         case .entry(let entry): return try bundle.body(of: entry)
         case .range(let entry, let range): return Data(try bundle.body(of: entry)[Int(range.lowerBound)..<Int(range.upperBound)])
         case .gzip(let entry):

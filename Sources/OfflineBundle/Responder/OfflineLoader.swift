@@ -8,26 +8,38 @@ public enum OfflinePolicy: Sendable, Equatable {
     case bundleOnly
     /// The bundle answers what it has (substitutions included); the network answers the rest.
     case bundleFirst
-    /// The network answers; the bundle answers when the network fails or takes longer than `timeout` seconds.
-    case networkFirst(timeout: Double)
+    /// The network answers; the bundle answers when the network fails, answers 5xx, or takes longer than `timeout`.
+    case networkFirst(timeout: Duration)
 }
 
-/// A policy for the URLs that match a pattern: a host (`api.example.com`, `*.example.com`) or a URL pattern with `*`.
+/// A policy for the URLs that match a host or a URL pattern.
 public struct PolicyOverride: Sendable {
-    public var pattern: String
+    /// What an override matches.
+    public enum Match: Sendable, Equatable {
+        /// Requests to this host (`api.example.com`), or to a domain and its subdomains (`*.example.com`).
+        case host(String)
+        /// Request URLs matching this pattern, where `*` matches any run of characters (`https://*/api/*`).
+        case url(glob: String)
+    }
+
+    public var match: Match
     public var policy: OfflinePolicy
-    public init(_ pattern: String, _ policy: OfflinePolicy) {
-        self.pattern = pattern
+
+    /// An override of `policy` for what `match` matches.
+    public init(_ match: Match, policy: OfflinePolicy) {
+        self.match = match
         self.policy = policy
     }
 
     func matches(_ url: String, host: String) -> Bool {
-        let p = pattern.lowercased()
-        if !p.contains("/") {
+        switch match {
+        case .host(let pattern):
+            let p = pattern.lowercased()
             if p.hasPrefix("*.") { return host.hasSuffix(p.dropFirst(1)) || host == p.dropFirst(2) }
             return host == p
+        case .url(let glob):
+            return globMatch(Array(glob.lowercased().utf8)[...], Array(url.lowercased().utf8)[...])
         }
-        return globMatch(Array(p.utf8)[...], Array(url.lowercased().utf8)[...])
     }
 }
 
@@ -66,7 +78,7 @@ public final class OfflineLoader: Sendable {
     /// The policy for `url`: the first matching override, else the default.
     public func policy(for url: String) -> OfflinePolicy {
         guard !overrides.isEmpty else { return policy }
-        let host = URL(string: url)?.host?.lowercased() ?? ""
+        let host = keyOrigin(url).map { Self.host(ofAuthority: $0.authority) } ?? ""
         return overrides.first { $0.matches(url, host: host) }?.policy ?? policy
     }
 
@@ -103,6 +115,15 @@ public final class OfflineLoader: Sendable {
             hops += 1
         }
         return (answer, url)
+    }
+
+    /// The lowercased host of `host[:port]` (IPv6 brackets kept), without user information.
+    static func host(ofAuthority authority: Substring) -> String {
+        var text = authority
+        if let at = text.lastIndex(of: "@") { text = text[text.index(after: at)...] }
+        if text.hasPrefix("["), let close = text.firstIndex(of: "]") { return String(text[...close]).lowercased() }
+        if let colon = text.lastIndex(of: ":") { text = text[..<colon] }
+        return text.lowercased()
     }
 
     /// Whether a bundle has an entry for `url` (no lookup is counted).
