@@ -65,6 +65,9 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
         // AsyncHTTPClient wrapper that answers from a bundle by policy.
@@ -114,12 +117,11 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "PackagerKit", "OfflineBundle",
+                "PackagerKit", "OfflineBundle", "OfflineBundleHummingbird",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Tests/TestSupport"
@@ -169,7 +171,9 @@ if ProcessInfo.processInfo.environment["PACKAGER_BENCHMARKS"] != nil {
         // The serve benchmark's peer: Hummingbird's FileMiddleware serving files from disk.
         .executableTarget(
             name: "packager-bench-fileserver",
-            dependencies: [.product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "OfflineBundleHummingbird", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Sources/PackagerBenchFileServer"
         ),
     ]

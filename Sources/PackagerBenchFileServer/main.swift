@@ -4,6 +4,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import OfflineBundleHummingbird
 
 let arguments = CommandLine.arguments
 guard arguments.count == 3, let port = Int(arguments[2]) else {
@@ -14,5 +15,6 @@ var logger = Logger(label: "file-server")
 logger.logLevel = .warning
 let router = Router()
 router.add(middleware: FileMiddleware(arguments[1], searchForIndexHtml: true, logger: logger))
-let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)), logger: logger)
-try await app.runService()
+let server = try await OfflineBundleServer.start(
+    responder: router.buildResponder(), port: port, shutdownSignals: [.sigterm, .sigint], logger: logger)
+try await server.wait()

@@ -103,7 +103,7 @@ struct DemoRun {
         try fm.copyItem(atPath: fm.fileExists(atPath: logo) ? logo : site + "/assets/img/logo.svg", toPath: demo + "/local/logo.svg")
 
         step("1. an origin on loopback serves a copy of \(site)")
-        var origin = try await LoopbackServer.start(port: originPort, router: Self.fileRouter(demo + "/site"))
+        var origin = try await startDemoServer(port: originPort, router: Self.fileRouter(demo + "/site"))
         let base = "http://127.0.0.1:\(origin.port)"
         print("  \(base)/ serves \(demo)/site")
 
@@ -145,7 +145,7 @@ struct DemoRun {
         await origin.stop()
         let router = Router()
         router.add(middleware: try OfflineBundleMiddleware<BasicRequestContext>(loader: try OfflineLoader(path: bundlePath)))
-        let served = try await LoopbackServer.start(port: servePort, router: router)
+        let served = try await startDemoServer(port: servePort, router: router)
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         do {
             for path in ["/", "/docs/getting-started.html", "/about/", "/assets/img/logo.svg", "/ads/tracker.js", "/not-in-the-bundle"] {
@@ -171,7 +171,7 @@ struct DemoRun {
         }
         try fm.removeItem(atPath: demo + "/site/" + Self.deleted)
         print("  changed \(Self.changed.joined(separator: " and ")), deleted \(Self.deleted)")
-        origin = try await LoopbackServer.start(port: origin.port, router: Self.fileRouter(demo + "/site"))
+        origin = try await startDemoServer(port: origin.port, router: Self.fileRouter(demo + "/site"))
 
         step("5. packager verify")
         var options = Verifier.Options()
@@ -216,44 +216,11 @@ struct DemoRun {
     }
 }
 
-extension Result {
-    fileprivate var failure: Failure? {
-        if case .failure(let error) = self { return error }
-        return nil
-    }
-}
-
-/// A Hummingbird server on 127.0.0.1, stopped by a graceful shutdown.
-struct LoopbackServer {
-    let port: Int
-    private let group: ServiceGroup
-    private let task: Task<Void, any Error>
-
-    static func start(port: Int, router: Router<BasicRequestContext>) async throws -> LoopbackServer {
-        let (ports, continuation) = AsyncStream<Int>.makeStream()
-        let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: port), serverName: "packager-demo"),
-            onServerRunning: { channel in
-                continuation.yield(channel.localAddress?.port ?? port)
-                continuation.finish()
-            }, logger: Logger(label: "packager-demo", factory: { _ in SwiftLogNoOpLogHandler() }))
-        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: app.logger))
-        let task = Task {
-            // Ends the wait below also when the server never comes up (the port is taken, say).
-            defer { continuation.finish() }
-            try await group.run()
-        }
-        var bound: Int?
-        for await value in ports { bound = value }
-        guard let bound else {
-            let reason = await task.result.failure.map { "\($0)" } ?? "the server stopped at once"
-            throw PackagerError(.io, "cannot serve on 127.0.0.1:\(port): \(reason)")
-        }
-        return LoopbackServer(port: bound, group: group, task: task)
-    }
-
-    func stop() async {
-        await group.triggerGracefulShutdown()
-        _ = try? await task.value
+/// Starts a demo server on 127.0.0.1, with the error in the CLI's words.
+private func startDemoServer(port: Int, router: Router<BasicRequestContext>) async throws -> OfflineBundleServer {
+    do {
+        return try await OfflineBundleServer.start(responder: router.buildResponder(), port: port, serverName: "packager-demo")
+    } catch {
+        throw PackagerError(.io, "cannot serve on 127.0.0.1:\(port): \(error)")
     }
 }

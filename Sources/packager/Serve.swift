@@ -81,21 +81,20 @@ extension Packager {
                 router.add(middleware: middleware)
                 var logger = Logger(label: "packager-serve")
                 logger.logLevel = .warning
-                let app = Application(
-                    router: router, configuration: .init(address: .hostname(host, port: port), serverName: "packager"),
-                    onServerRunning: { channel in
-                        let bound = channel.localAddress?.port ?? port
-                        // Written straight to the descriptor so a script reading the port sees it at once.
-                        FileHandle.standardOutput.write(Data("serving \(bundle) (\(loader.bundles[0].entryCount) entries) on http://\(host):\(bound)/\n".utf8))
-                    }, logger: logger)
+                let server: OfflineBundleServer
                 do {
-                    try await app.runService()
+                    server = try await OfflineBundleServer.start(
+                        responder: router.buildResponder(), host: host, port: port, serverName: "packager", shutdownSignals: [.sigterm, .sigint],
+                        logger: logger)
                 } catch let error as IOError {
                     // Binding fails before anything is served: say where, and why, in words.
                     let reason = String(cString: strerror(error.errnoCode)).lowercased()
                     let hint = error.errnoCode == EADDRINUSE ? " (another server listens there; choose another --port)" : ""
                     throw PackagerError(.io, "cannot serve on \(host):\(port): \(reason)\(hint)")
                 }
+                // Written straight to the descriptor so a script reading the port sees it at once.
+                FileHandle.standardOutput.write(Data("serving \(bundle) (\(loader.bundles[0].entryCount) entries) on http://\(host):\(server.port)/\n".utf8))
+                try await server.wait()
             }
         }
     }

@@ -3,7 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
-import ServiceLifecycle
+import OfflineBundleHummingbird
 
 /// A real HTTP origin on loopback whose content, faults and validators a test sets and changes while it runs.
 ///
@@ -65,8 +65,7 @@ public final class Origin: @unchecked Sendable {
     private var served: [String: Int] = [:]
     private var servedGET: [String: Int] = [:]
     private var log: [Received] = []
-    private var task: Task<Void, any Error>?
-    private var group: ServiceGroup?
+    private var server: OfflineBundleServer?
     public private(set) var port = 0
 
     public init() {}
@@ -81,27 +80,20 @@ public final class Origin: @unchecked Sendable {
 
     /// Starts listening on a free loopback port.
     public func start() async throws {
-        let (stream, continuation) = AsyncStream<Int>.makeStream()
         let responder = CallbackResponder<BasicRequestContext> { [self] request, _ in try await self.respond(request) }
-        let app = Application(
-            responder: responder, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in
-                continuation.yield(channel.localAddress?.port ?? 0)
-                continuation.finish()
-            }, logger: Logger(label: "origin", factory: { _ in SwiftLogNoOpLogHandler() }))
         // Stopped with a graceful shutdown, which lets open responses finish, rather than by cancellation.
-        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: app.logger))
-        self.group = group
-        task = Task { try await group.run() }
-        for await port in stream { self.port = port }
+        let server = try await OfflineBundleServer.start(responder: responder)
+        lock.withLock { self.server = server }
+        port = server.port
     }
 
     /// Stops the server; requests to it then fail to connect.
     public func stop() async {
-        await group?.triggerGracefulShutdown()
-        _ = try? await task?.value
-        task = nil
-        group = nil
+        let server = lock.withLock { () -> OfflineBundleServer? in
+            defer { self.server = nil }
+            return self.server
+        }
+        await server?.stop()
     }
 
     private func respond(_ request: Request) async throws -> Response {
