@@ -44,6 +44,7 @@ let package = Package(
             name: "OfflineBundle",
             dependencies: [
                 "CZlib",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -54,6 +55,7 @@ let package = Package(
             name: "OfflineBundleURLSession",
             dependencies: [
                 "OfflineBundle",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .target(name: "CDispatchQueue", condition: .when(platforms: [.linux, .android, .windows, .openbsd])),
             ]
         ),
@@ -76,6 +78,7 @@ let package = Package(
             dependencies: [
                 "OfflineBundle",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]

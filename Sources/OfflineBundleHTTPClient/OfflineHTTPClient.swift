@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import HTTPTypes
 import NIOCore
 import NIOHTTP1
 import OfflineBundle
@@ -55,7 +56,11 @@ public struct OfflineHTTPClient: Sendable {
     /// a redirect whose target the bundle lacks is returned as recorded. Accept-Encoding is left out, so bodies
     /// come back as identity (AsyncHTTPClient's decompression never sees these responses).
     public func fromBundle(_ request: HTTPClientRequest) throws -> HTTPClientResponse? {
-        let headers = request.headers.filter { $0.name.lowercased() != "accept-encoding" }.map { (name: $0.name, value: $0.value) }
+        // AsyncHTTPClient speaks NIO's HTTPHeaders; the bundle speaks HTTPFields.
+        var headers = HTTPFields()
+        for (name, value) in request.headers where name.lowercased() != "accept-encoding" {
+            if let fieldName = HTTPField.Name(name) { headers.append(HTTPField(name: fieldName, value: value)) }
+        }
         let bundleRequest = BundleRequest(method: request.method.rawValue, url: request.url, headers: headers)
         guard let (answer, url) = loader.response(for: bundleRequest, followingRedirects: 10) else { return nil }
         let body: Data
@@ -66,7 +71,7 @@ public struct OfflineHTTPClient: Sendable {
             throw error
         }
         var fields = HTTPHeaders()
-        for (name, value) in answer.headers { fields.add(name: name, value: value) }
+        for field in answer.headers { fields.add(name: field.name.canonicalName, value: field.value) }
         return HTTPClientResponse(status: HTTPResponseStatus(statusCode: answer.status), headers: fields, body: .bytes(ByteBuffer(bytes: body)))
     }
 }

@@ -60,9 +60,7 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let (url, route) = key(for: request) else { return try await next(request, context) }
-        var headers: [(name: String, value: String)] = []
-        for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
-        guard let answer = loader.response(for: BundleRequest(method: request.method.rawValue, url: url, headers: headers)) else {
+        guard let answer = loader.response(for: BundleRequest(method: request.method.rawValue, url: url, headers: request.headers)) else {
             return try await next(request, context)
         }
         let body: Data
@@ -73,12 +71,10 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
             loader.recordError(error, url: url)
             throw HTTPError(.internalServerError, message: "the bundle's copy of this resource is damaged")
         }
-        var fields = HTTPFields()
-        for (name, value) in answer.headers {
-            guard let fieldName = HTTPField.Name(name) else { continue }
-            // A recorded redirect to the origin itself stays on this server.
-            let local = (name == "location" || name == "content-location") ? route.localize(value) : value
-            fields.append(HTTPField(name: fieldName, value: local))
+        // A recorded redirect to the origin itself stays on this server.
+        var fields = answer.headers
+        for name in [HTTPField.Name.location, .contentLocation] {
+            if let value = fields[name] { fields[name] = route.localize(value) }
         }
         // Mounting refuses statuses outside 200...599 and bodies on 204 and 304; checked again here, since a
         // body after a body-less head would be read by the client as the next response.

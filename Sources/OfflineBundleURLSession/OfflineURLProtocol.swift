@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import OfflineBundle
 
 #if canImport(FoundationNetworking)
@@ -168,8 +169,10 @@ public final class OfflineURLProtocol: URLProtocol {
     /// The bundle's answer, or nil on a miss.
     private func answerFromBundle(_ loader: OfflineLoader, url: URL) -> Answer? {
         // Accept-Encoding is left out: URLSession does not decode what a protocol hands it, so bodies go out as identity.
-        var headers: [(name: String, value: String)] = []
-        for (name, value) in request.allHTTPHeaderFields ?? [:] where name.lowercased() != "accept-encoding" { headers.append((name, value)) }
+        var headers = HTTPFields()
+        for (name, value) in request.allHTTPHeaderFields ?? [:] where name.lowercased() != "accept-encoding" {
+            if let fieldName = HTTPField.Name(name) { headers.append(HTTPField(name: fieldName, value: value)) }
+        }
         let bundleRequest = BundleRequest(method: request.httpMethod ?? "GET", url: url.absoluteString, headers: headers)
         #if canImport(FoundationNetworking)
             // swift-corelibs-foundation cannot follow a redirect a protocol reports, so recorded hops are followed
@@ -183,7 +186,7 @@ public final class OfflineURLProtocol: URLProtocol {
         do {
             let body = try answer.bodyData()
             var fields: [String: String] = [:]
-            for (name, value) in answer.headers { fields[name] = fields[name].map { $0 + ", " + value } ?? value }
+            for field in answer.headers { fields[field.name.canonicalName] = fields[field.name.canonicalName].map { $0 + ", " + field.value } ?? field.value }
             guard let response = HTTPURLResponse(url: finalURL, statusCode: answer.status, httpVersion: "HTTP/1.1", headerFields: fields) else {
                 return .failure(URLError(.badServerResponse))
             }

@@ -8,11 +8,11 @@ let rootFolder = Context.packageDirectory.split(separator: "/").dropLast(2).last
 
 let package = Package(
     name: "packager-fuzz",
-    dependencies: [.package(path: "../..")],
+    dependencies: [.package(path: "../.."), .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0")],
     targets: [
         .executableTarget(
             name: "BundleReaderFuzzer",
-            dependencies: [.product(name: "OfflineBundle", package: rootFolder)],
+            dependencies: [.product(name: "OfflineBundle", package: rootFolder), .product(name: "HTTPTypes", package: "swift-http-types")],
             // gold fails on the sanitizer runtimes' debug information; lld links them.
             linkerSettings: [.unsafeFlags(["-use-ld=lld"])]
         )

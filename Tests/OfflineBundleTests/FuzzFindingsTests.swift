@@ -45,7 +45,9 @@ struct FuzzFindingsTests {
             let target = lines.count > 1 ? lines[1] : ""
             for entry in bundle.entries.prefix(64) {
                 let url = target.hasPrefix("http") ? target : entry.key + target
-                if let answer = BundleResponder(bundle: bundle).respond(to: BundleRequest(method: method, url: url, headers: headers)) {
+                if let answer = BundleResponder(bundle: bundle).respond(
+                    to: BundleRequest(method: method, url: url, headers: fields(headers.map { ($0.name, $0.value) })))
+                {
                     #expect((100...599).contains(answer.status))
                     do { _ = try answer.bodyData() } catch is BundleError {}
                 }

@@ -11,7 +11,7 @@ struct HostileRequestTests {
     let origin = "https://docs.example.com"
 
     func ask(_ loader: OfflineLoader, _ path: String, _ headers: [(String, String)]) -> BundleResponse? {
-        loader.response(for: BundleRequest(url: origin + path, headers: headers.map { (name: $0.0, value: $0.1) }))
+        loader.response(for: BundleRequest(url: origin + path, headers: fields(headers)))
     }
 
     @Test(

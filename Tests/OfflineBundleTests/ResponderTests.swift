@@ -19,7 +19,7 @@ struct ResponderTests {
     }
 
     func ask(_ loader: OfflineLoader, _ path: String, method: String = "GET", _ headers: [(String, String)] = []) -> BundleResponse? {
-        loader.response(for: BundleRequest(method: method, url: origin + path, headers: headers.map { (name: $0.0, value: $0.1) }))
+        loader.response(for: BundleRequest(method: method, url: origin + path, headers: fields(headers)))
     }
 
     @Test("200 with the recorded headers; HEAD has them without a body")
@@ -150,7 +150,7 @@ struct ResponderTests {
                     for step in 0..<200 {
                         let url = "https://c.example/\((task * 7 + step * 13) % 200)"
                         let gzip = step % 3 == 0
-                        guard let response = loader.response(for: BundleRequest(url: url, headers: gzip ? [("accept-encoding", "gzip")] : [])),
+                        guard let response = loader.response(for: BundleRequest(url: url, headers: gzip ? [.acceptEncoding: "gzip"] : [:])),
                             var body = try? response.bodyData()
                         else {
                             bad += 1

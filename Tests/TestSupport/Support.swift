@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import OfflineBundle
 import PackagerKit
 
@@ -121,4 +122,13 @@ public var packagerExecutable: String {
         folder.deleteLastPathComponent()
     }
     return folder.appendingPathComponent("packager").path
+}
+
+/// Header fields from name-value pairs (names that are not valid field names are dropped).
+public func fields(_ pairs: [(String, String)]) -> HTTPFields {
+    var result = HTTPFields()
+    for (name, value) in pairs {
+        if let fieldName = HTTPField.Name(name) { result.append(HTTPField(name: fieldName, value: value)) }
+    }
+    return result
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 
 /// Answers HTTP requests from a mounted bundle, as the origin would have answered them.
 ///
@@ -29,55 +30,61 @@ public struct BundleResponder: Sendable {
 
     /// The response `entry` gives to `request`.
     package func respond(to request: BundleRequest, with entry: BundleEntry, head: Bool) -> BundleResponse {
-        // The index's header strings are decoded once per request, not once per field looked at.
-        // Headers that would change the client's state for the serving origin (cookies, HSTS) are never replayed,
-        // even when a hand-made bundle carries them; Content-Length is computed for each response.
-        var headers = entry.headers.filter { !Self.neverReplayed.contains($0.name) }
+        // The index's header strings are decoded once per request, not once per field looked at. Headers that would
+        // change the client's state for the serving origin (cookies, HSTS) are never replayed, even when a hand-made
+        // bundle carries them; Content-Length is computed for each response; a stored name that is not a valid
+        // field name is dropped.
+        var headers = HTTPFields()
+        for (name, value) in entry.headers where !Self.neverReplayed.contains(name) {
+            if let fieldName = HTTPField.Name(name) { headers.append(HTTPField(name: fieldName, value: value)) }
+        }
         let size = entry.body?.size ?? 0
-        let etag = headers.first { $0.name == "etag" }?.value
-        let lastModified = headers.first { $0.name == "last-modified" }?.value
-        func response(_ status: Int, _ body: BundleResponse.Body, length: UInt64, extra: [(String, String)] = []) -> BundleResponse {
-            var all = headers + extra.map { (name: $0.0, value: $0.1) }
+        let etag = headers[.eTag]
+        let lastModified = headers[.lastModified]
+        func response(_ status: Int, _ body: BundleResponse.Body, length: UInt64, extra: HTTPFields = [:]) -> BundleResponse {
+            var all = headers
+            all.append(contentsOf: extra)
             // RFC 9110 §8.6: no Content-Length on 204 (a blocked entry) or 304.
-            if status != 204 && status != 304 { all.append(("content-length", String(length))) }
+            if status != 204 && status != 304 { all[.contentLength] = String(length) }
             return BundleResponse(status: status, headers: all, body: head ? .empty : body, entry: entry, bundle: bundle)
         }
         guard entry.status == 200, let body = entry.body else {
             return response(entry.status, entry.body == nil ? .empty : .entry(entry), length: size)
         }
-        headers.append(("accept-ranges", "bytes"))
+        headers[.acceptRanges] = "bytes"
         // A deflated body has two representations (identity and gzip); caches must key on Accept-Encoding,
         // and the gzip one gets its own strong validator so a Range resumed with If-Range never splices the two.
-        let compressed = body.compression == .deflate && !headers.contains(where: { $0.name == "content-encoding" })
-        if compressed { headers.append(("vary", "Accept-Encoding")) }
-        let gzip = compressed && Self.acceptsGzip(request.header("accept-encoding"))
-        if gzip, let etag, let index = headers.firstIndex(where: { $0.name == "etag" }) { headers[index].value = Self.gzipETag(etag) }
+        let compressed = body.compression == .deflate && headers[.contentEncoding] == nil
+        if compressed { headers.append(HTTPField(name: .vary, value: "Accept-Encoding")) }
+        let gzip = compressed && Self.acceptsGzip(request.headers[.acceptEncoding])
+        if gzip, let etag { headers[.eTag] = Self.gzipETag(etag) }
 
         // Conditional requests (RFC 9110 §13.2.2: If-None-Match first, If-Modified-Since only without it).
-        if let match = request.header("if-none-match") {
+        if let match = request.headers[.ifNoneMatch] {
             let current = gzip ? etag.map(Self.gzipETag) : etag
             if match.trimmingCharacters(in: .whitespaces) == "*" || (current.map { Self.weakMatch(match, $0) } ?? false) {
                 return notModified(entry, headers: headers)
             }
-        } else if let since = request.header("if-modified-since"), let lastModified,
+        } else if let since = request.headers[.ifModifiedSince], let lastModified,
             let sinceDate = HTTPDates.parse(since), let modified = HTTPDates.parse(lastModified), modified <= sinceDate
         {
             return notModified(entry, headers: headers)
         }
 
         // Range, for GET only (RFC 9110 §14.2), unless If-Range names another version. Ranges address the identity bytes.
-        if !head, let rangeHeader = request.header("range"), Self.ifRangeHolds(request.header("if-range"), etag: etag, lastModified: lastModified) {
+        if !head, let rangeHeader = request.headers[.range], Self.ifRangeHolds(request.headers[.ifRange], etag: etag, lastModified: lastModified) {
             switch Self.parseRange(rangeHeader, size: size) {
             case .single(let range):
-                if let index = headers.firstIndex(where: { $0.name == "etag" }), let etag { headers[index].value = etag }
+                if let etag { headers[.eTag] = etag }
                 return response(
                     206, .range(entry, range), length: range.upperBound - range.lowerBound,
-                    extra: [("content-range", "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(size)")])
+                    extra: [.contentRange: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(size)"])
             case .unsatisfiable:
-                return BundleResponse(
-                    status: 416, headers: headers.filter { $0.name != "content-type" } + [("content-range", "bytes */\(size)"), ("content-length", "0")],
-                    body: .empty,
-                    entry: entry, bundle: bundle)
+                var fields = headers
+                fields[.contentType] = nil
+                fields[.contentRange] = "bytes */\(size)"
+                fields[.contentLength] = "0"
+                return BundleResponse(status: 416, headers: fields, body: .empty, entry: entry, bundle: bundle)
             case .ignored:
                 break
             }
@@ -85,7 +92,7 @@ public struct BundleResponder: Sendable {
 
         if gzip {
             let gzipLength = UInt64(DeflatedBody.gzipHeader.count) + body.storedSize + 8
-            return response(200, .gzip(entry), length: gzipLength, extra: [("content-encoding", "gzip")])
+            return response(200, .gzip(entry), length: gzipLength, extra: [.contentEncoding: "gzip"])
         }
         return response(200, .entry(entry), length: size)
     }
@@ -102,10 +109,10 @@ public struct BundleResponder: Sendable {
         return String(etag.dropLast()) + "-gzip\""
     }
 
-    private func notModified(_ entry: BundleEntry, headers: [(name: String, value: String)]) -> BundleResponse {
+    private func notModified(_ entry: BundleEntry, headers: HTTPFields) -> BundleResponse {
         // A 304 carries the validators and caching headers a 200 would, and no body.
-        let kept: Set<String> = ["etag", "last-modified", "cache-control", "expires", "vary", "content-location"]
-        return BundleResponse(status: 304, headers: headers.filter { kept.contains($0.name) }, body: .empty, entry: entry, bundle: bundle)
+        let kept: Set<HTTPField.Name> = [.eTag, .lastModified, .cacheControl, .expires, .vary, .contentLocation]
+        return BundleResponse(status: 304, headers: HTTPFields(headers.filter { kept.contains($0.name) }), body: .empty, entry: entry, bundle: bundle)
     }
 
     // MARK: - HTTP rules

@@ -1,22 +1,23 @@
 import Foundation
+import HTTPTypes
 
 /// A request to answer from a bundle: method, absolute URL and headers.
 public struct BundleRequest: Sendable {
+    /// `GET` or `HEAD` are answered; any other method is a miss.
     public var method: String
     /// The absolute URL; canonicalized before lookup.
     public var url: String
-    public var headers: [(name: String, value: String)]
+    /// The request's header fields (names compare case-insensitively, as HTTP says).
+    public var headers: HTTPFields
 
-    public init(method: String = "GET", url: String, headers: [(name: String, value: String)] = []) {
+    public init(method: String = "GET", url: String, headers: HTTPFields = [:]) {
         self.method = method
         self.url = url
         self.headers = headers
     }
 
-    /// The first value of a header, by case-insensitive name.
-    public func header(_ name: String) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
-    }
+    /// The value of a header, by name in any case (several fields of that name are joined with commas).
+    public func header(_ name: String) -> String? { HTTPField.Name(name).flatMap { headers[$0] } }
 }
 
 /// A response answered from a bundle.
@@ -37,16 +38,18 @@ public struct BundleResponse: Sendable {
         case gzip(BundleEntry)
     }
 
+    /// The HTTP status.
     public var status: Int
-    /// Response headers, names lowercased; Content-Length is included.
-    public var headers: [(name: String, value: String)]
+    /// The response's header fields; Content-Length is included where HTTP allows it.
+    public var headers: HTTPFields
+    /// What the body is made of; read it with ``bodyData()``.
     public var body: Body
     /// The entry that answered.
     public var entry: BundleEntry
     let bundle: MountedBundle
 
-    /// The first value of a header, by lowercase name.
-    public func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
+    /// The value of a header, by name in any case (several fields of that name are joined with commas).
+    public func header(_ name: String) -> String? { HTTPField.Name(name).flatMap { headers[$0] } }
 
     /// The whole body.
     ///

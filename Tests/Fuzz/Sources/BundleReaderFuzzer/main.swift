@@ -6,11 +6,21 @@
 // checked both ways (inflated, and as a raw deflate stream). Any crash, hang, or allocation past libFuzzer's
 // -rss_limit_mb is a finding; a thrown BundleError is the expected outcome for a damaged file.
 import Foundation
+import HTTPTypes
 import OfflineBundle
 
 #if canImport(Glibc)
     import Glibc
 #endif
+
+/// Header fields from name-value pairs (a name that is not a valid field name is dropped, as an HTTP parser would).
+func fields(_ pairs: [(name: String, value: String)]) -> HTTPFields {
+    var result = HTTPFields()
+    for (name, value) in pairs {
+        if let fieldName = HTTPField.Name(name) { result.append(HTTPField(name: fieldName, value: value)) }
+    }
+    return result
+}
 
 let requestVariants: [[(name: String, value: String)]] = [
     [], [("Range", "bytes=0-9")], [("Range", "bytes=-5")], [("Range", "bytes=3-")], [("If-None-Match", "*")],
@@ -68,13 +78,13 @@ func fuzzBundleReader(_ input: UnsafePointer<UInt8>?, _ inputSize: Int) -> CInt 
             // The target either replaces the URL (an absolute one) or is appended to the entry's key.
             let url = request.target.hasPrefix("http") ? request.target : entry.key + request.target
             for target in [url, entry.key] {
-                if let answer = responder.respond(to: BundleRequest(method: request.method, url: target, headers: request.headers)) {
+                if let answer = responder.respond(to: BundleRequest(method: request.method, url: target, headers: fields(request.headers))) {
                     _ = try? answer.bodyData()
                 }
             }
         }
         for headers in requestVariants {
-            _ = try? responder.respond(to: BundleRequest(method: "GET", url: entry.key, headers: headers))?.bodyData()
+            _ = try? responder.respond(to: BundleRequest(method: "GET", url: entry.key, headers: fields(headers)))?.bodyData()
         }
         _ = responder.respond(to: BundleRequest(method: "HEAD", url: entry.key + "?utm_source=x#frag"))
     }
