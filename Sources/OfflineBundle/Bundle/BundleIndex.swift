@@ -60,8 +60,17 @@ package struct BundleIndex: Sendable {
         let dropText = String(decoding: bytes[(stringsOffset + dropOffset)..<(stringsOffset + dropOffset + dropLength)], as: UTF8.self)
         dropQueryParameters = dropText.isEmpty ? [] : dropText.split(separator: "\n").map(String.init)
 
-        // Every entry's references, checked once so lookups need not check again.
-        let (sOff, sLen, eOff, bCount) = (stringsOffset, stringsLength, entriesOffset, bodyCount)
+        try Self.checkEntries(bytes, strings: (stringsOffset, stringsLength), entries: (entriesOffset, entryCount), bodyCount: bodyCount)
+        try Self.checkBodies(bytes, at: bodiesOffset, count: bodyCount, bodyArea: bodyArea, maxRatio: maxRatio)
+    }
+
+    /// Every entry's references, key shape, status and order, checked once so lookups need not check again.
+    private static func checkEntries(_ bytes: [UInt8], strings: (offset: Int, length: Int), entries: (offset: Int, count: Int), bodyCount: Int) throws {
+        func fail(_ message: String, entry: String? = nil) -> BundleError {
+            BundleError(.corruptIndex, "index.bin: \(message)", entry: entry)
+        }
+        let entryCount = entries.count
+        let (sOff, sLen, eOff, bCount) = (strings.offset, strings.length, entries.offset, bodyCount)
         try bytes.withUnsafeBytes { raw in
             for i in 0..<entryCount {
                 let r = eOff + i * IndexLayout.entryRecordSize
@@ -102,7 +111,13 @@ package struct BundleIndex: Sendable {
                 }
             }
         }
-        // Bodies: sorted by digest, laid out in order, inside the body area, not overlapping, with believable sizes.
+    }
+
+    /// Bodies: sorted by digest, laid out in order, inside the body area, not overlapping, with believable sizes.
+    private static func checkBodies(_ bytes: [UInt8], at bodiesOffset: Int, count bCount: Int, bodyArea: UInt64, maxRatio: UInt64) throws {
+        func fail(_ message: String, entry: String? = nil) -> BundleError {
+            BundleError(.corruptIndex, "index.bin: \(message)", entry: entry)
+        }
         let bOff = bodiesOffset
         try bytes.withUnsafeBytes { raw in
             var previousEnd: UInt64 = 0

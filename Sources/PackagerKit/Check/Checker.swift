@@ -31,6 +31,11 @@ public enum Checker {
         /// shows the bundle is unchanged since someone signed it, not who.
         public var signerChecked = false
         public var isValid: Bool { issues.isEmpty }
+
+        mutating func issue(_ entry: String?, _ message: String) { issues.append(Issue(entry: entry, message: message)) }
+        mutating func record(_ error: any Error) {
+            if let e = error as? BundleError { issue(e.entry, e.message) } else { issue(nil, "\(error)") }
+        }
     }
 
     /// Checks the bundle at `path`.
@@ -38,23 +43,28 @@ public enum Checker {
     /// - Parameter publicKey: when given (32 raw bytes), the bundle must carry a valid signature by it.
     public static func check(path: String, publicKey: [UInt8]? = nil) -> Report {
         var report = Report(path: path, issues: [], entries: 0, bodies: 0, bytesVerified: 0)
-        func issue(_ entry: String?, _ message: String) { report.issues.append(Issue(entry: entry, message: message)) }
-        func issue(_ error: any Error) {
-            if let e = error as? BundleError { issue(e.entry, e.message) } else { issue(nil, "\(error)") }
-        }
-
         let bundle: MountedBundle
         do {
             bundle = try MountedBundle(path: path, options: .init(verification: .sha256))
         } catch {
-            issue(error)
+            report.record(error)
             return report
         }
         report.entries = bundle.entryCount
         report.bodies = bundle.bodyCount
         report.digest = bundle.digest
+        var cdBodies = checkContainer(bundle, into: &report)
+        checkBodies(bundle, centralDirectory: &cdBodies, into: &report)
+        checkHashTable(bundle, into: &report)
+        checkManifest(bundle, into: &report)
+        checkSignature(bundle, publicKey: publicKey, into: &report)
+        return report
+    }
 
-        // The container: every record, its local header, no overlaps, nothing unexpected.
+    /// The container: every record, its local header, no overlaps, nothing unexpected. Returns the body records.
+    private static func checkContainer(_ bundle: MountedBundle, into report: inout Report) -> [String: ZipCentralEntry] {
+        func issue(_ entry: String?, _ message: String) { report.issue(entry, message) }
+        func issue(_ error: any Error) { report.record(error) }
         var cdBodies = [String: ZipCentralEntry]()
         do {
             var extents = [(start: UInt64, end: UInt64, name: String)]()
@@ -100,7 +110,13 @@ public enum Checker {
             issue(error)
         }
 
-        // The index against the container, and every body read back.
+        return cdBodies
+    }
+
+    /// The index against the container, and every body read back and checked.
+    private static func checkBodies(_ bundle: MountedBundle, centralDirectory cdBodies: inout [String: ZipCentralEntry], into report: inout Report) {
+        func issue(_ entry: String?, _ message: String) { report.issue(entry, message) }
+        func issue(_ error: any Error) { report.record(error) }
         var referenced = Set<Int>()
         for position in 0..<bundle.entryCount {
             if let b = bundle.index.entryFields(position).body { referenced.insert(b) }
@@ -127,15 +143,23 @@ public enum Checker {
         }
         for name in cdBodies.keys.sorted() { issue(name, "stored in the ZIP but not listed in the index") }
 
-        // The hash table finds every key.
+    }
+
+    /// The index's hash table finds every key.
+    private static func checkHashTable(_ bundle: MountedBundle, into report: inout Report) {
         for position in 0..<bundle.entryCount {
             var key = Array(bundle.index.entryKey(position).utf8)
             if key.withUnsafeMutableBytes({ bundle.index.find(canonicalKey: UnsafeRawBufferPointer($0)) }) != position {
-                issue(bundle.index.entryKey(position), "the index's hash table does not find this key")
+                report.issue(bundle.index.entryKey(position), "the index's hash table does not find this key")
             }
         }
 
-        // The manifest against the index.
+    }
+
+    /// The manifest against the index.
+    private static func checkManifest(_ bundle: MountedBundle, into report: inout Report) {
+        func issue(_ entry: String?, _ message: String) { report.issue(entry, message) }
+        func issue(_ error: any Error) { report.record(error) }
         if let manifestEntry = bundle.metadata[BundleFormat.manifestEntryName] {
             do {
                 let bytes = try MountedBundle.readMetadataEntry(
@@ -154,7 +178,12 @@ public enum Checker {
             issue(BundleFormat.manifestEntryName, "missing")
         }
 
-        // The bundle digest and the signature.
+    }
+
+    /// The bundle digest and the signature.
+    private static func checkSignature(_ bundle: MountedBundle, publicKey: [UInt8]?, into report: inout Report) {
+        func issue(_ entry: String?, _ message: String) { report.issue(entry, message) }
+        func issue(_ error: any Error) { report.record(error) }
         do {
             // Mounting already read and CRC-checked index.bin; hash those bytes rather than reading them again.
             let actual = hexString(Array(SHA256.hash(data: bundle.index.bytes)))
@@ -178,7 +207,6 @@ public enum Checker {
                 issue(nil, "the bundle is not signed, but a public key was given")
             }
         }
-        return report
     }
 
     private static func compare(_ manifest: Manifest, with bundle: MountedBundle, issue: (String?, String) -> Void) {

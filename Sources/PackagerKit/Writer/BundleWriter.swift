@@ -127,8 +127,36 @@ public struct BundleWriter: Sendable {
     ///   nothing is left at `path` (a bundle already there is kept).
     @discardableResult
     public func write(to path: String) throws -> Summary {
+        let keyed = try keyedEntries()
+        let output = try AtomicOutput(destination: path)
+        let ownScratch = self.scratch == nil ? try ScratchFolder(besideOutput: path) : nil
+        defer { ownScratch?.remove() }
+        let spool = OverflowFile(in: self.scratch ?? ownScratch!)
+        let memory = sharedMemory ?? MemoryBudget(total: options.memoryBudget, perBody: .max)
+        let prepared = try BodyPreparer(options: options, spool: spool, memory: memory).prepare(keyed.map(\.entry))
+        let unique = Self.uniqueBodies(prepared)
+        let zip = ZipWriter(output: output)
+        let bodyRecords = try Self.writeBodies(unique.bodies, to: zip, output: output, spool: spool)
+        let (manifest, indexEntries) = metadata(keyed, prepared: prepared, unique: unique)
+        let manifestBytes = ManifestWriter.encode(manifest)
+        let indexBytes = try IndexBuilder.build(
+            entries: indexEntries, bodies: bodyRecords, manifestSHA256: Array(SHA256.hash(data: manifestBytes)),
+            dropQueryParameters: options.dropQueryParameters)
+        let digest = hexString(Array(SHA256.hash(data: indexBytes)))
+        try writeMetadata(index: indexBytes, manifest: manifestBytes, digest: digest, to: zip)
+        try zip.finish(comment: Array((BundleFormat.commentPrefix + "sha256:" + digest).utf8))
+        let fileSize = output.offset
+        try output.commit()
+        return Summary(
+            entries: keyed.count, bodies: unique.bodies.count, deduplicated: prepared.compactMap { $0 }.count - unique.bodies.count,
+            bodyBytes: manifest.totals.bodyBytes, storedBytes: manifest.totals.storedBytes, fileSize: fileSize, digest: digest,
+            signed: options.signingKey != nil)
+    }
+
+    /// The entries under their canonical keys, in key order, each checked: an http(s) key, a final status, no body
+    /// where HTTP allows none, no key answered twice.
+    private func keyedEntries() throws -> [(key: String, entry: Entry)] {
         let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: options.dropQueryParameters)
-        // Canonical keys, checked for duplicates.
         var keyed = [(key: String, entry: Entry)]()
         keyed.reserveCapacity(entries.count)
         for entry in entries {
@@ -149,40 +177,44 @@ public struct BundleWriter: Sendable {
                 .duplicate, "two entries answer the same request key \(keyed[i].key) (from \(keyed[i - 1].entry.url) and \(keyed[i].entry.url))",
                 subject: keyed[i].key)
         }
+        return keyed
+    }
 
-        let output = try AtomicOutput(destination: path)
-        let ownScratch = self.scratch == nil ? try ScratchFolder(besideOutput: path) : nil
-        defer { ownScratch?.remove() }
-        let spool = OverflowFile(in: self.scratch ?? ownScratch!)
-        let memory = sharedMemory ?? MemoryBudget(total: options.memoryBudget, perBody: .max)
-        let prepared = try BodyPreparer(options: options, spool: spool, memory: memory).prepare(keyed.map(\.entry))
-
-        // Unique bodies in digest order.
-        var bodyByDigest = [[UInt8]: Int]()
-        var uniqueBodies = [PreparedBody]()
-        for body in prepared.compactMap({ $0 }) where bodyByDigest[body.digest] == nil {
-            bodyByDigest[body.digest] = 0
-            uniqueBodies.append(body)
+    /// Each distinct body once, in digest order, and where each digest stands in that order.
+    private static func uniqueBodies(_ prepared: [PreparedBody?]) -> (bodies: [PreparedBody], position: [[UInt8]: Int]) {
+        var position = [[UInt8]: Int]()
+        var bodies = [PreparedBody]()
+        for body in prepared.compactMap({ $0 }) where position[body.digest] == nil {
+            position[body.digest] = 0
+            bodies.append(body)
         }
-        uniqueBodies.sort { $0.digest.lexicographicallyPrecedes($1.digest) }
-        for (i, body) in uniqueBodies.enumerated() { bodyByDigest[body.digest] = i }
+        bodies.sort { $0.digest.lexicographicallyPrecedes($1.digest) }
+        for (i, body) in bodies.enumerated() { position[body.digest] = i }
+        return (bodies, position)
+    }
 
-        let zip = ZipWriter(output: output)
-        var bodyRecords = [IndexBodyRecord]()
-        bodyRecords.reserveCapacity(uniqueBodies.count)
+    /// Writes the body entries, in digest order, and returns their index records.
+    private static func writeBodies(_ bodies: [PreparedBody], to zip: ZipWriter, output: AtomicOutput, spool: OverflowFile) throws -> [IndexBodyRecord] {
+        var records = [IndexBodyRecord]()
+        records.reserveCapacity(bodies.count)
         var copyBuffer = [UInt8](repeating: 0, count: 1 << 20)
-        for body in uniqueBodies {
+        for body in bodies {
             let name = BundleFormat.bodyEntryName(sha256Hex: hexString(body.digest))
             let offsets = try zip.beginEntry(name: name, method: body.compression.rawValue, crc32: body.crc32, compressedSize: body.storedSize, size: body.size)
             try body.storage.copy(
                 to: output, storedSize: body.storedSize, expectedCRC: body.compression == .stored ? body.crc32 : nil, spool: spool, buffer: &copyBuffer)
-            bodyRecords.append(
+            records.append(
                 IndexBodyRecord(
                     sha256: body.digest, localHeaderOffset: offsets.localHeaderOffset, dataOffset: offsets.dataOffset, storedSize: body.storedSize,
                     size: body.size, crc32: body.crc32, compression: body.compression))
         }
+        return records
+    }
 
-        // Manifest and index.
+    /// The manifest and the index's entry records.
+    private func metadata(
+        _ keyed: [(key: String, entry: Entry)], prepared: [PreparedBody?], unique: (bodies: [PreparedBody], position: [[UInt8]: Int])
+    ) -> (Manifest, [IndexEntryRecord]) {
         var manifestEntries = [ManifestEntry]()
         var indexEntries = [IndexEntryRecord]()
         manifestEntries.reserveCapacity(keyed.count)
@@ -195,39 +227,41 @@ public struct BundleWriter: Sendable {
             if item.entry.synthesizeETag, let digest = prepared[i]?.digest, !headers.contains(where: { $0.name == "etag" }) {
                 headers.append((name: "etag", value: "\"" + hexString(digest.prefix(16)) + "\""))
             }
-            let bodyIndex = prepared[i].flatMap { bodyByDigest[$0.digest] }
+            let bodyIndex = prepared[i].flatMap { unique.position[$0.digest] }
             // Describe the copy actually stored: identical bytes under two media types are stored once, one way.
-            let body = bodyIndex.map { uniqueBodies[$0] }.map {
+            let body = bodyIndex.map { unique.bodies[$0] }.map {
                 ManifestBody(sha256: hexString($0.digest), size: $0.size, storedSize: $0.storedSize, compression: $0.compression, crc32: $0.crc32)
             }
-            func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
-            let contentType = header("content-type")
-            let mediaType = contentType.map { $0.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)[0].trimmingWhitespace().lowercased() }
-            let charset = contentType.flatMap(Self.charset(of:))
-            let location = header("location")
-            let redirectTo = location.flatMap { URL(string: $0, relativeTo: URL(string: item.key))?.absoluteURL.absoluteString }
-            manifestEntries.append(
-                ManifestEntry(
-                    key: item.key, kind: item.entry.kind, status: item.entry.status, headers: headers.map { [$0.name, $0.value] },
-                    mediaType: mediaType, charset: charset, body: body, etag: header("etag"), lastModified: header("last-modified"),
-                    cacheControl: header("cache-control"), expires: header("expires"),
-                    fetchedAt: item.entry.fetchedAt.map { formatter.string(from: $0) },
-                    redirectTo: (300...399).contains(item.entry.status) ? redirectTo : nil, source: item.entry.source,
-                    contentEncoding: body == nil ? nil : (header("content-encoding") ?? "identity")))
+            manifestEntries.append(Self.manifestEntry(item.key, item.entry, headers: headers, body: body, formatter: formatter))
             indexEntries.append(IndexEntryRecord(key: item.key, status: UInt16(item.entry.status), kind: item.entry.kind, headers: headers, body: bodyIndex))
         }
         let totals = ManifestTotals(
-            entries: keyed.count, bodies: uniqueBodies.count, bodyBytes: uniqueBodies.reduce(0) { $0 + $1.size },
-            storedBytes: uniqueBodies.reduce(0) { $0 + $1.storedSize })
+            entries: keyed.count, bodies: unique.bodies.count, bodyBytes: unique.bodies.reduce(0) { $0 + $1.size },
+            storedBytes: unique.bodies.reduce(0) { $0 + $1.storedSize })
         let manifest = Manifest(
             generator: Self.generator, createdAt: options.createdAt.map { formatter.string(from: $0) }, dropQueryParameters: options.dropQueryParameters,
             entries: manifestEntries, totals: totals)
-        let manifestBytes = ManifestWriter.encode(manifest)
-        let indexBytes = try IndexBuilder.build(
-            entries: indexEntries, bodies: bodyRecords, manifestSHA256: Array(SHA256.hash(data: manifestBytes)),
-            dropQueryParameters: options.dropQueryParameters)
-        let digest = hexString(Array(SHA256.hash(data: indexBytes)))
+        return (manifest, indexEntries)
+    }
 
+    private static func manifestEntry(
+        _ key: String, _ entry: Entry, headers: [(name: String, value: String)], body: ManifestBody?, formatter: ISO8601DateFormatter
+    ) -> ManifestEntry {
+        func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
+        let contentType = header("content-type")
+        let mediaType = contentType.map { $0.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)[0].trimmingWhitespace().lowercased() }
+        let redirectTo = header("location").flatMap { URL(string: $0, relativeTo: URL(string: key))?.absoluteURL.absoluteString }
+        return ManifestEntry(
+            key: key, kind: entry.kind, status: entry.status, headers: headers.map { [$0.name, $0.value] },
+            mediaType: mediaType, charset: contentType.flatMap(Self.charset(of:)), body: body, etag: header("etag"), lastModified: header("last-modified"),
+            cacheControl: header("cache-control"), expires: header("expires"),
+            fetchedAt: entry.fetchedAt.map { formatter.string(from: $0) },
+            redirectTo: (300...399).contains(entry.status) ? redirectTo : nil, source: entry.source,
+            contentEncoding: body == nil ? nil : (header("content-encoding") ?? "identity"))
+    }
+
+    /// `index.bin`, `manifest.json` (deflated when that is smaller) and, when signing, `signature.json`.
+    private func writeMetadata(index indexBytes: [UInt8], manifest manifestBytes: [UInt8], digest: String, to zip: ZipWriter) throws {
         try zip.addEntry(name: BundleFormat.indexEntryName, method: 0, crc32: CRC32.checksum(indexBytes), size: UInt64(indexBytes.count), data: indexBytes)
         let manifestCRC = CRC32.checksum(manifestBytes)
         if let deflated = try manifestBytes.withUnsafeBytes({ try RawDeflate.deflate($0, level: Int32(options.compressionLevel)) }) {
@@ -245,12 +279,6 @@ public struct BundleWriter: Sendable {
             try zip.addEntry(
                 name: BundleFormat.signatureEntryName, method: 0, crc32: CRC32.checksum(blockBytes), size: UInt64(blockBytes.count), data: blockBytes)
         }
-        try zip.finish(comment: Array((BundleFormat.commentPrefix + "sha256:" + digest).utf8))
-        let fileSize = output.offset
-        try output.commit()
-        return Summary(
-            entries: keyed.count, bodies: uniqueBodies.count, deduplicated: prepared.compactMap { $0 }.count - uniqueBodies.count,
-            bodyBytes: totals.bodyBytes, storedBytes: totals.storedBytes, fileSize: fileSize, digest: digest, signed: options.signingKey != nil)
     }
 
     static func charset(of contentType: String) -> String? {
