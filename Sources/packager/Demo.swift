@@ -87,8 +87,40 @@ struct DemoRun {
 
     /// Runs the demo; returns whether verify flagged exactly the three changes.
     func run() async throws -> Bool {
+        let demo = try prepareFolder()
+        step("1. an origin on loopback serves a copy of \(site)")
+        var origin = try await startDemoServer(port: originPort, router: Self.fileRouter(demo + "/site"))
+        let base = "http://127.0.0.1:\(origin.port)"
+        print("  \(base)/ serves \(demo)/site")
+        let bundlePath = demo + "/demo.bundle.zip"
+        do {
+            try await build(base: base, folder: demo, bundlePath: bundlePath)
+        } catch {
+            await origin.stop()
+            throw error
+        }
+        step("3. the origin stops; the bundle answers on loopback")
+        await origin.stop()
+        try await serveOffline(bundlePath)
+        step("4. the origin changes two pages and deletes one")
+        try changeSite(demo + "/site")
+        origin = try await startDemoServer(port: origin.port, router: Self.fileRouter(demo + "/site"))
+        let asExpected: Bool
+        do {
+            asExpected = try await verify(bundlePath, base: base, folder: demo)
+        } catch {
+            await origin.stop()
+            throw error
+        }
+        await origin.stop()
+        summarize(demo, bundlePath: bundlePath)
+        return asExpected
+    }
+
+    /// The demo's folder, made anew (only a folder this demo wrote before, or an empty or missing one, is replaced),
+    /// with a copy of the site and the local file a substitution answers with; returns its absolute path.
+    private func prepareFolder() throws -> String {
         let fm = FileManager.default
-        // Only a folder this demo wrote before (or an empty or missing one) is replaced.
         if let names = try? fm.contentsOfDirectory(atPath: folder), !names.isEmpty {
             let declaration = (try? String(contentsOfFile: folder + "/packager.yml", encoding: .utf8)) ?? ""
             guard declaration.hasPrefix(Self.marker) else {
@@ -101,12 +133,11 @@ struct DemoRun {
         try fm.copyItem(atPath: site, toPath: demo + "/site")
         let logo = URL(fileURLWithPath: site).deletingLastPathComponent().appendingPathComponent("demo-logo.svg").path
         try fm.copyItem(atPath: fm.fileExists(atPath: logo) ? logo : site + "/assets/img/logo.svg", toPath: demo + "/local/logo.svg")
+        return demo
+    }
 
-        step("1. an origin on loopback serves a copy of \(site)")
-        var origin = try await startDemoServer(port: originPort, router: Self.fileRouter(demo + "/site"))
-        let base = "http://127.0.0.1:\(origin.port)"
-        print("  \(base)/ serves \(demo)/site")
-
+    /// Step 2: the declaration, the build, and an offline check of the bundle.
+    private func build(base: String, folder demo: String, bundlePath: String) async throws {
         step("2. packager build packager.yml")
         let declarationText = """
             \(Self.marker) from the starter's keys.
@@ -121,18 +152,10 @@ struct DemoRun {
             drop-query-parameters: ["utm_*"]
 
             """
-        let bundlePath = demo + "/demo.bundle.zip"
-        let report: BuildReport
-        do {
-            try declarationText.write(toFile: demo + "/packager.yml", atomically: true, encoding: .utf8)
-            let declaration = try DeclarationParser().parse(contentsOf: demo + "/packager.yml")
-            report = try await Builder(declaration: declaration, options: .init(output: bundlePath)).run()
-        } catch {
-            await origin.stop()
-            throw error
-        }
+        try declarationText.write(toFile: demo + "/packager.yml", atomically: true, encoding: .utf8)
+        let declaration = try DeclarationParser().parse(contentsOf: demo + "/packager.yml")
+        let report = try await Builder(declaration: declaration, options: .init(output: bundlePath)).run()
         guard report.succeeded else {
-            await origin.stop()
             throw PackagerError(.io, "the demo build failed: " + report.failures.map { "\($0.url): \($0.reason)" }.joined(separator: "; "))
         }
         print(
@@ -140,9 +163,10 @@ struct DemoRun {
                 + "blocked \(report.blocked), substituted \(report.substituted), in \(String(format: "%.1f", report.seconds)) s")
         let check = Checker.check(path: bundlePath)
         print("  packager check: " + (check.issues.isEmpty ? "ok, every digest verified" : "\(check.issues.count) problems"))
+    }
 
-        step("3. the origin stops; the bundle answers on loopback")
-        await origin.stop()
+    /// Step 3: the bundle served on loopback, asked for a few paths.
+    private func serveOffline(_ bundlePath: String) async throws {
         let router = Router()
         router.add(middleware: try OfflineBundleMiddleware<BasicRequestContext>(loader: try OfflineLoader(path: bundlePath)))
         let served = try await startDemoServer(port: servePort, router: router)
@@ -161,29 +185,26 @@ struct DemoRun {
         }
         try? await client.shutdown()
         await served.stop()
+    }
 
-        step("4. the origin changes two pages and deletes one")
+    /// Step 4: two pages changed, one deleted.
+    private func changeSite(_ site: String) throws {
         for page in Self.changed {
-            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: demo + "/site/" + page))
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: site + "/" + page))
             try handle.seekToEnd()
             try handle.write(contentsOf: Data("\n<p>Updated after the release.</p>\n".utf8))
             try handle.close()
         }
-        try fm.removeItem(atPath: demo + "/site/" + Self.deleted)
+        try FileManager.default.removeItem(atPath: site + "/" + Self.deleted)
         print("  changed \(Self.changed.joined(separator: " and ")), deleted \(Self.deleted)")
-        origin = try await startDemoServer(port: origin.port, router: Self.fileRouter(demo + "/site"))
+    }
 
+    /// Step 5: verify against the changed origin, with its reports; whether exactly the three changes were flagged.
+    private func verify(_ bundlePath: String, base: String, folder demo: String) async throws -> Bool {
         step("5. packager verify")
         var options = Verifier.Options()
         options.retries.attempts = 1
-        let verified: VerifyReport
-        do {
-            verified = try await Verifier(options: options).verify(bundleAt: bundlePath)
-        } catch {
-            await origin.stop()
-            throw error
-        }
-        await origin.stop()
+        let verified = try await Verifier(options: options).verify(bundleAt: bundlePath)
         print(try ReportFormatter.render(verified, as: .text, color: style.enabled))
         try ReportFormatter.render(verified, as: .html).write(toFile: demo + "/verify.html", atomically: true, encoding: .utf8)
         try ReportFormatter.render(verified, as: .junit).write(toFile: demo + "/verify.xml", atomically: true, encoding: .utf8)
@@ -194,7 +215,10 @@ struct DemoRun {
         print(
             "  verify exited \(verified.exitCode), as expected (1: something is stale, gone or moved); flagged: \(flagged.sorted().joined(separator: ", "))"
                 + (asExpected ? "" : style.red("; expected \(expected.sorted().joined(separator: ", "))")))
+        return asExpected
+    }
 
+    private func summarize(_ demo: String, bundlePath: String) {
         step("done: everything is in \(demo)")
         print(
             """
@@ -205,7 +229,6 @@ struct DemoRun {
               local files     \(demo)/local (logo.svg answers the substituted URL)
             (the origins have stopped: run packager demo again to repeat the whole check)
             """)
-        return asExpected
     }
 
     /// A router that serves a folder as a web server would, with ETag and Last-Modified (so verify has validators).

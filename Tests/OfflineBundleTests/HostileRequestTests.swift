@@ -60,29 +60,11 @@ struct ServeSurvivesTests {
     func serveSurvivesOverflow() async throws {
         let folder = try TemporaryFolder()
         try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: packagerExecutable)
-        process.arguments = ["serve", folder.path + "/b.zip", "--port", "0"]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let (process, base) = try await startServe(folder.path + "/b.zip")
         defer {
             process.terminate()
             process.waitUntilExit()
         }
-        let reader = pipe.fileHandleForReading
-        let line = try await offPool { () -> String in
-            var line = Data()
-            while !line.contains(UInt8(ascii: "\n")) {
-                let chunk = reader.availableData
-                if chunk.isEmpty { break }
-                line += chunk
-            }
-            return String(decoding: line, as: UTF8.self)
-        }
-        let start = try #require(line.range(of: "http://"))
-        let base = String(line[start.lowerBound...].prefix { !$0.isWhitespace }).trimmingCharacters(in: CharacterSet(charactersIn: "/"))
         for range in ["bytes=0-18446744073709551615", "bytes=18446744073709551615-", "bytes=-18446744073709551615"] {
             let code = try await run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Range: \(range)", base + "/logo.png"]).output
             #expect(code == "206" || code == "416", "\(range): \(code)")

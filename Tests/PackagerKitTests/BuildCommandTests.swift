@@ -60,13 +60,7 @@ struct BuildCommandTests {
             origin.set("/img/slow.png", stalled)
             let folder = try TemporaryFolder()
             try folder.file("site.zip", "the previous bundle")
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: packagerExecutable)
-            process.arguments = ["build", "--seed", origin.base + "/", "-o", "site.zip"]
-            process.currentDirectoryURL = URL(fileURLWithPath: folder.path)
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            let process = try launch(packagerExecutable, ["build", "--seed", origin.base + "/", "-o", "site.zip"], in: folder.path)
             // Wait until the crawl is stuck on the stalled image, with other bodies already spooled.
             for _ in 0..<200 where origin.count("/img/slow.png") == 0 { try await Task.sleep(nanoseconds: 50_000_000) }
             #expect(origin.count("/img/slow.png") == 1)
@@ -139,14 +133,8 @@ struct KillTests {
             let previous = try Data(contentsOf: URL(fileURLWithPath: output))
             Self.serveSlowSite(origin, version: 2)
 
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: packagerExecutable)
-            process.arguments = ["build"]
-            process.currentDirectoryURL = URL(fileURLWithPath: folder.path)
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
             let requestsBefore = origin.requests.count
-            try process.run()
+            let process = try launch(packagerExecutable, ["build"], in: folder.path)
             switch moment {
             case .atStart:
                 try await Task.sleep(nanoseconds: 20_000_000)

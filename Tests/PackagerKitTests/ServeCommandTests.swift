@@ -4,32 +4,7 @@ import Testing
 
 @Suite("packager serve, checked with curl")
 struct ServeCommandTests {
-    /// Starts `packager serve` on a free port and returns the process and its base URL.
-    func serve(_ bundle: String) async throws -> (Process, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: packagerExecutable)
-        process.arguments = ["serve", bundle, "--port", "0"]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let reader = pipe.fileHandleForReading
-        let line = try await offPool { () -> Data in
-            var line = Data()
-            while !line.contains(UInt8(ascii: "\n")) {
-                let chunk = reader.availableData
-                if chunk.isEmpty { break }
-                line += chunk
-            }
-            return line
-        }
-        let text = String(decoding: line, as: UTF8.self)
-        guard let start = text.range(of: "http://") else {
-            process.terminate()
-            throw CocoaError(.fileReadUnknown)
-        }
-        return (process, String(text[start.lowerBound...].prefix { !$0.isWhitespace }).trimmingCharacters(in: CharacterSet(charactersIn: "/")))
-    }
+    func serve(_ bundle: String) async throws -> (Process, String) { try await startServe(bundle) }
 
     func curl(_ arguments: [String]) async throws -> String { try await run("curl", ["-s"] + arguments).output }
 

@@ -26,24 +26,52 @@ public struct ToolResult: Sendable {
     public var output: String
 }
 
-/// Runs a command-line tool and captures its output (stdout and stderr together).
-@discardableResult
-public func run(_ tool: String, _ arguments: [String], in folder: String? = nil) throws -> ToolResult {
+/// Starts a program (its output to `output`, or nowhere), with no signals blocked, and returns it running.
+///
+/// Dispatch's worker threads block most signals, and a child inherits the mask of the thread that starts it:
+/// started any other way, the signals a test (or a script's `kill`) sends it would never arrive.
+public func launch(_ executable: String, _ arguments: [String], in folder: String? = nil, output: Pipe? = nil) throws -> Process {
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = [tool] + arguments
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
     if let folder { process.currentDirectoryURL = URL(fileURLWithPath: folder) }
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    // Dispatch's worker threads block most signals, and a child inherits the mask of the thread that starts it:
-    // start it with none blocked, or the signals a test (or a script's `kill`) sends it would never arrive.
+    process.standardOutput = output ?? FileHandle.nullDevice
+    process.standardError = output ?? FileHandle.nullDevice
     var none = sigset_t()
     var previous = sigset_t()
     sigemptyset(&none)
     pthread_sigmask(SIG_SETMASK, &none, &previous)
     defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
     try process.run()
+    return process
+}
+
+/// Starts `packager serve BUNDLE --port 0` and returns it with the base URL it prints.
+public func startServe(_ bundle: String, _ extra: [String] = []) async throws -> (Process, String) {
+    let pipe = Pipe()
+    let process = try launch(packagerExecutable, ["serve", bundle, "--port", "0"] + extra, output: pipe)
+    let reader = pipe.fileHandleForReading
+    let line = try await offPool { () -> String in
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = reader.availableData
+            if chunk.isEmpty { break }
+            line += chunk
+        }
+        return String(decoding: line, as: UTF8.self)
+    }
+    guard let start = line.range(of: "http://") else {
+        process.terminate()
+        throw CocoaError(.fileReadUnknown)
+    }
+    return (process, String(line[start.lowerBound...].prefix { !$0.isWhitespace }).trimmingCharacters(in: CharacterSet(charactersIn: "/")))
+}
+
+/// Runs a command-line tool and captures its output (stdout and stderr together).
+@discardableResult
+public func run(_ tool: String, _ arguments: [String], in folder: String? = nil) throws -> ToolResult {
+    let pipe = Pipe()
+    let process = try launch("/usr/bin/env", [tool] + arguments, in: folder, output: pipe)
     let data = pipe.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     return ToolResult(status: process.terminationStatus, output: String(decoding: data, as: UTF8.self))
