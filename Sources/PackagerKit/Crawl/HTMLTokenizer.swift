@@ -246,27 +246,7 @@ struct HTMLTokenizer {
                     state = .unquotedValue
                 }
             case .doubleQuotedValue, .singleQuotedValue:
-                let quote = state == .doubleQuotedValue ? UInt8(ascii: "\"") : UInt8(ascii: "'")
-                // Copy the plain run in one go; values are where most of a tag's bytes are.
-                var end = pos
-                while end < n {
-                    let b = bytes[end]
-                    if b == quote || b == UInt8(ascii: "&") || b == 0 { break }
-                    end += 1
-                }
-                builder.attributeValue.append(contentsOf: bytes[pos..<end])
-                pos = end
-                guard pos < n else { break }
-                let b = bytes[pos]
-                if b == quote {
-                    state = .afterQuotedValue
-                    pos += 1
-                } else if b == UInt8(ascii: "&") {
-                    Self.characterReference(in: bytes, at: &pos, into: &builder.attributeValue, inAttribute: true)
-                } else {
-                    builder.attributeValue.append(contentsOf: Self.replacementCharacter)
-                    pos += 1
-                }
+                quotedValue(&state, into: &builder)
             case .unquotedValue:
                 if Self.isSpace(c) {
                     state = .beforeAttributeName
@@ -306,6 +286,33 @@ struct HTMLTokenizer {
         }
         // End of input inside a tag: the standard emits nothing for it.
         return nil
+    }
+
+    /// The attribute value (double- or single-quoted) states: a run of plain bytes, then the quote, a character
+    /// reference or a NUL.
+    private mutating func quotedValue(_ state: inout TagState, into builder: inout TagBuilder) {
+        let n = bytes.count
+        let quote = state == .doubleQuotedValue ? UInt8(ascii: "\"") : UInt8(ascii: "'")
+        // Copy the plain run in one go; values are where most of a tag's bytes are.
+        var end = pos
+        while end < n {
+            let b = bytes[end]
+            if b == quote || b == UInt8(ascii: "&") || b == 0 { break }
+            end += 1
+        }
+        builder.attributeValue.append(contentsOf: bytes[pos..<end])
+        pos = end
+        guard pos < n else { return }
+        let b = bytes[pos]
+        if b == quote {
+            state = .afterQuotedValue
+            pos += 1
+        } else if b == UInt8(ascii: "&") {
+            Self.characterReference(in: bytes, at: &pos, into: &builder.attributeValue, inAttribute: true)
+        } else {
+            builder.attributeValue.append(contentsOf: Self.replacementCharacter)
+            pos += 1
+        }
     }
 
     private mutating func emit(_ builder: TagBuilder, isEnd: Bool, selfClosing: Bool) -> HTMLToken {
