@@ -49,27 +49,11 @@ package enum FileIO {
         }
         return .done(done)
     }
-
-    private static func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
-        #if canImport(Glibc)
-            Glibc.read(fd, buffer, count)
-        #elseif canImport(Musl)
-            Musl.read(fd, buffer, count)
-        #else
-            Darwin.read(fd, buffer, count)
-        #endif
-    }
-
-    private static func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
-        #if canImport(Glibc)
-            Glibc.write(fd, buffer, count)
-        #elseif canImport(Musl)
-            Musl.write(fd, buffer, count)
-        #else
-            Darwin.write(fd, buffer, count)
-        #endif
-    }
 }
+
+// At file scope, where `read` and `write` are the C library's (inside FileIO they would name its own functions).
+private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int { read(fd, buffer, count) }
+private func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int { write(fd, buffer, count) }
 
 extension FileIO.Outcome {
     /// The errno of a failure, or nil.
