@@ -24,14 +24,7 @@ extension Packager {
                 let key = try publicKey.map(readPublicKey)
                 let report = Checker.check(path: path, publicKey: key)
                 if json {
-                    let object: [String: Any] = [
-                        "path": report.path, "valid": report.isValid, "entries": report.entries, "bodies": report.bodies,
-                        "bytesVerified": report.bytesVerified, "digest": report.digest ?? NSNull(),
-                        "signatureValid": report.signatureValid.map { $0 as Any } ?? NSNull(), "signerChecked": report.signerChecked,
-                        "issues": report.issues.map { ["entry": $0.entry ?? NSNull(), "message": $0.message] as [String: Any] },
-                    ]
-                    let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-                    print(String(decoding: data, as: UTF8.self))
+                    try printJSON(report)
                 } else if report.isValid {
                     let signature =
                         switch (report.signatureValid, report.signerChecked) {

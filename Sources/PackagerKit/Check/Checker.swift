@@ -9,7 +9,7 @@ import OfflineBundle
 /// against the index, the bundle digest, and the signature when there is one.
 public enum Checker {
     /// One thing found wrong.
-    public struct Issue: Sendable, Equatable, CustomStringConvertible {
+    public struct Issue: Sendable, Equatable, Codable, CustomStringConvertible {
         /// The ZIP entry or request key concerned, when there is one.
         public var entry: String?
         /// What is wrong.
@@ -18,7 +18,7 @@ public enum Checker {
     }
 
     /// The outcome of a check.
-    public struct Report: Sendable {
+    public struct Report: Sendable, Encodable {
         public var path: String
         public var issues: [Issue]
         public var entries: Int
@@ -31,6 +31,24 @@ public enum Checker {
         /// shows the bundle is unchanged since someone signed it, not who.
         public var signerChecked = false
         public var isValid: Bool { issues.isEmpty }
+
+        private enum CodingKeys: String, CodingKey {
+            case path, valid, entries, bodies, bytesVerified, digest, signatureValid, signerChecked, issues
+        }
+
+        /// The report as `packager check --json` prints it (absent values as null).
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(path, forKey: .path)
+            try container.encode(isValid, forKey: .valid)
+            try container.encode(entries, forKey: .entries)
+            try container.encode(bodies, forKey: .bodies)
+            try container.encode(bytesVerified, forKey: .bytesVerified)
+            try container.encode(digest, forKey: .digest)
+            try container.encode(signatureValid, forKey: .signatureValid)
+            try container.encode(signerChecked, forKey: .signerChecked)
+            try container.encode(issues, forKey: .issues)
+        }
 
         mutating func issue(_ entry: String?, _ message: String) { issues.append(Issue(entry: entry, message: message)) }
         mutating func record(_ error: any Error) {
