@@ -38,7 +38,10 @@ public struct OfflineHTTPClient: Sendable {
             if let response = try fromBundle(request) { return response }
             return try await client.execute(request, timeout: timeout)
         case .networkFirst(let limit):
-            let networkTimeout = min(timeout, .nanoseconds(Int64(limit.components.seconds) * 1_000_000_000 + limit.components.attoseconds / 1_000_000_000))
+            // Saturating: a Duration of centuries (meant as "no limit") must not overflow TimeAmount's nanoseconds.
+            let (seconds, attoseconds) = limit.components
+            let nanoseconds = seconds >= Int64.max / 1_000_000_000 ? Int64.max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+            let networkTimeout = min(timeout, .nanoseconds(max(0, nanoseconds)))
             do {
                 let response = try await client.execute(request, timeout: networkTimeout)
                 if response.status.code >= 500, let fallback = try fromBundle(request) { return fallback }

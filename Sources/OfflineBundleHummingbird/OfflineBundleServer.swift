@@ -51,7 +51,9 @@ public struct OfflineBundleServer: Sendable {
         var bound: Int?
         for await value in ports { bound = value }
         guard let bound else {
-            // The group ended before the server listened: its error says why.
+            // The server never listened: the group ended (its error says why) or this task was cancelled, in which
+            // case the group is stopped before waiting for it.
+            await group.triggerGracefulShutdown()
             try await task.value
             throw CancellationError()
         }

@@ -57,8 +57,12 @@ public final class OfflineURLProtocol: URLProtocol {
     ///   - fallbackSession: the session network requests go through (network-first answers); by default an
     ///     ephemeral session of its own. It must not list this protocol.
     /// - Throws: `BundleError` with code `.invalidArgument` when another loader is installed (installing the same one
-    ///   again is allowed, and replaces the fallback session).
+    ///   again is allowed, and replaces the fallback session), or when the fallback session lists this protocol.
     public static func installProcessWide(_ loader: OfflineLoader, fallbackSession: URLSession? = nil) throws {
+        if let fallbackSession, (fallbackSession.configuration.protocolClasses ?? []).contains(where: { $0 == OfflineURLProtocol.self }) {
+            throw BundleError(
+                .invalidArgument, "the fallback session lists OfflineURLProtocol, so network requests would come back to the bundle; give it a plain session")
+        }
         try lock.withLock {
             if let current = installed, current.loader !== loader {
                 throw BundleError(

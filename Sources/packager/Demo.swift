@@ -152,7 +152,7 @@ struct DemoRun {
             drop-query-parameters: ["utm_*"]
 
             """
-        try declarationText.write(toFile: demo + "/packager.yml", atomically: true, encoding: .utf8)
+        try OutputFile.write(declarationText, to: demo + "/packager.yml")
         let declaration = try DeclarationParser().parse(contentsOf: demo + "/packager.yml")
         let report = try await Builder(declaration: declaration, options: .init(output: bundlePath)).run()
         guard report.succeeded else {
@@ -206,8 +206,8 @@ struct DemoRun {
         options.retries.attempts = 1
         let verified = try await Verifier(options: options).verify(bundleAt: bundlePath)
         print(try ReportFormatter.render(verified, as: .text, color: style.enabled))
-        try ReportFormatter.render(verified, as: .html).write(toFile: demo + "/verify.html", atomically: true, encoding: .utf8)
-        try ReportFormatter.render(verified, as: .junit).write(toFile: demo + "/verify.xml", atomically: true, encoding: .utf8)
+        try OutputFile.write(try ReportFormatter.render(verified, as: .html), to: demo + "/verify.html")
+        try OutputFile.write(try ReportFormatter.render(verified, as: .junit), to: demo + "/verify.xml")
         let flagged = Set(
             verified.entries.filter { [.stale, .gone, .moved].contains($0.verdict) }.map { $0.url.replacingOccurrences(of: base + "/", with: "") })
         let expected = Set(Self.changed + [Self.deleted])

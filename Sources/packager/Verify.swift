@@ -121,7 +121,7 @@ extension Packager {
                 let color = output == nil && kind == .text && TerminalStyle(fd: STDOUT_FILENO).enabled
                 let text = try ReportFormatter.render(report, as: kind, color: color)
                 if let output {
-                    guard FileManager.default.createFile(atPath: output, contents: Data(text.utf8)) else { throw PackagerError(.io, "cannot write \(output)") }
+                    try OutputFile.write(text, to: output)
                     print(ReportFormatter.summaryLine(report))
                     print("report (\(kind.rawValue)) written to \(output)")
                 } else {

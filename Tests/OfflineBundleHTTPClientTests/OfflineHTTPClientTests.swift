@@ -14,50 +14,50 @@ struct OfflineHTTPClientTests {
 
     @Test("bundle only, bundle first and network first, up and down, with overrides")
     func policies() async throws {
-        let live = Origin()
-        live.set("/", .text("live page", type: "text/html"))
-        live.set("/only-live.txt", .text("only on the network", type: "text/plain"))
-        try await live.start()
-        let folder = try TemporaryFolder()
-        try writeSampleBundle(origin: live.base, to: folder.path + "/b.zip")
-        let bundle = try MountedBundle(path: folder.path + "/b.zip")
-        func client(_ policy: OfflinePolicy, overrides: [PolicyOverride] = []) -> OfflineHTTPClient {
-            OfflineHTTPClient(loader: OfflineLoader(bundles: [bundle], policy: policy, overrides: overrides))
-        }
-        func get(_ client: OfflineHTTPClient, _ path: String, headers: [(String, String)] = []) async throws -> HTTPClientResponse {
-            var request = HTTPClientRequest(url: live.base + path)
-            for (name, value) in headers { request.headers.add(name: name, value: value) }
-            // Generous: the whole suite runs in parallel on two cores; a miss of the deadline is not what is tested.
-            return try await client.execute(request, timeout: .seconds(30))
-        }
+        try await withOrigin { live in
+            live.set("/", .text("live page", type: "text/html"))
+            live.set("/only-live.txt", .text("only on the network", type: "text/plain"))
+            let folder = try TemporaryFolder()
+            try writeSampleBundle(origin: live.base, to: folder.path + "/b.zip")
+            let bundle = try MountedBundle(path: folder.path + "/b.zip")
+            func client(_ policy: OfflinePolicy, overrides: [PolicyOverride] = []) -> OfflineHTTPClient {
+                OfflineHTTPClient(loader: OfflineLoader(bundles: [bundle], policy: policy, overrides: overrides))
+            }
+            func get(_ client: OfflineHTTPClient, _ path: String, headers: [(String, String)] = []) async throws -> HTTPClientResponse {
+                var request = HTTPClientRequest(url: live.base + path)
+                for (name, value) in headers { request.headers.add(name: name, value: value) }
+                // Generous: the whole suite runs in parallel on two cores; a miss of the deadline is not what is tested.
+                return try await client.execute(request, timeout: .seconds(30))
+            }
 
-        // Network up.
-        #expect(try await body(get(client(.bundleOnly), "/")) == samplePage)
-        await #expect(throws: BundleError.self) { try await get(client(.bundleOnly), "/only-live.txt") }
-        #expect(try await body(get(client(.bundleFirst), "/")) == samplePage)
-        #expect(try await body(get(client(.bundleOnly), "/old")) == samplePage)
-        #expect(try await body(get(client(.bundleFirst), "/only-live.txt")) == "only on the network")
-        #expect(try await body(get(client(.networkFirst(timeout: .seconds(30))), "/")) == "live page")
-        let notModified = try await get(client(.bundleOnly), "/", headers: [("If-None-Match", "\"page-v1\"")])
-        #expect(notModified.status.code == 304)
-        let range = try await get(client(.bundleOnly), "/logo.png", headers: [("Range", "bytes=0-9")])
-        #expect(range.status.code == 206 && range.headers.first(name: "content-range") == "bytes 0-9/50000")
-        // An override sends one path to the network whatever the default.
-        let mixed = client(.bundleOnly, overrides: [PolicyOverride(.url(glob: "*/only-live.txt"), policy: .bundleFirst)])
-        #expect(try await body(get(mixed, "/only-live.txt")) == "only on the network")
-        #expect(live.count("/") == 1)
+            // Network up.
+            #expect(try await body(get(client(.bundleOnly), "/")) == samplePage)
+            await #expect(throws: BundleError.self) { try await get(client(.bundleOnly), "/only-live.txt") }
+            #expect(try await body(get(client(.bundleFirst), "/")) == samplePage)
+            #expect(try await body(get(client(.bundleOnly), "/old")) == samplePage)
+            #expect(try await body(get(client(.bundleFirst), "/only-live.txt")) == "only on the network")
+            #expect(try await body(get(client(.networkFirst(timeout: .seconds(30))), "/")) == "live page")
+            let notModified = try await get(client(.bundleOnly), "/", headers: [("If-None-Match", "\"page-v1\"")])
+            #expect(notModified.status.code == 304)
+            let range = try await get(client(.bundleOnly), "/logo.png", headers: [("Range", "bytes=0-9")])
+            #expect(range.status.code == 206 && range.headers.first(name: "content-range") == "bytes 0-9/50000")
+            // An override sends one path to the network whatever the default.
+            let mixed = client(.bundleOnly, overrides: [PolicyOverride(.url(glob: "*/only-live.txt"), policy: .bundleFirst)])
+            #expect(try await body(get(mixed, "/only-live.txt")) == "only on the network")
+            #expect(live.count("/") == 1)
 
-        // Network down.
-        await live.stop()
-        #expect(try await body(get(client(.bundleOnly), "/")) == samplePage)
-        #expect(try await body(get(client(.bundleFirst), "/")) == samplePage)
-        #expect(try await body(get(client(.networkFirst(timeout: .seconds(1))), "/")) == samplePage)
-        // Neither has it: the network's own error (a refused connection), not a bundle error.
-        let networkError = await #expect(throws: (any Error).self) { try await get(client(.networkFirst(timeout: .seconds(1))), "/only-live.txt") }
-        #expect(networkError.map { !($0 is BundleError) } == true, "\(String(describing: networkError))")
-        #expect("\(String(describing: networkError))".lowercased().contains("connect"), "\(String(describing: networkError))")
-        // Bundle only: a miss is the bundle's not-found, and nothing is tried on the network.
-        let miss = await #expect(throws: BundleError.self) { try await get(client(.bundleOnly), "/only-live.txt") }
-        #expect(miss?.code == .notFound)
+            // Network down.
+            await live.stop()
+            #expect(try await body(get(client(.bundleOnly), "/")) == samplePage)
+            #expect(try await body(get(client(.bundleFirst), "/")) == samplePage)
+            #expect(try await body(get(client(.networkFirst(timeout: .seconds(1))), "/")) == samplePage)
+            // Neither has it: the network's own error (a refused connection), not a bundle error.
+            let networkError = await #expect(throws: (any Error).self) { try await get(client(.networkFirst(timeout: .seconds(1))), "/only-live.txt") }
+            #expect(networkError.map { !($0 is BundleError) } == true, "\(String(describing: networkError))")
+            #expect("\(String(describing: networkError))".lowercased().contains("connect"), "\(String(describing: networkError))")
+            // Bundle only: a miss is the bundle's not-found, and nothing is tried on the network.
+            let miss = await #expect(throws: BundleError.self) { try await get(client(.bundleOnly), "/only-live.txt") }
+            #expect(miss?.code == .notFound)
+        }
     }
 }

@@ -116,7 +116,11 @@ struct ReaderTests {
             #expect(donorBlock.count == bytes.count)
             bytes = donorBlock
         }
-        let e3 = try #require(throws: BundleError.self) { try MountedBundle(path: signed, options: .init(requiredPublicKey: publicKey)) }
-        #expect(e3.code == .signature, "\(e3)")
+        var e3 = try #require(throws: BundleError.self) { try MountedBundle(path: signed, options: .init(requiredPublicKey: publicKey)) }
+        #expect(e3.code == .signature && e3.message.contains("made over another bundle digest"), "\(e3)")
+        // With the digest it names rewritten too, the donor's signature does not verify for this bundle.
+        try forgeSignedDigest(in: signed)
+        e3 = try #require(throws: BundleError.self) { try MountedBundle(path: signed, options: .init(requiredPublicKey: publicKey)) }
+        #expect(e3.code == .signature && e3.message.contains("does not verify"), "\(e3)")
     }
 }

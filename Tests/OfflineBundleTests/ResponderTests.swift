@@ -119,10 +119,14 @@ struct ResponderTests {
         try forgeMetadataEntry("index.bin", in: folder.path + "/signed.zip", tamper)
         var error = try #require(throws: BundleError.self) { try OfflineLoader(path: folder.path + "/signed.zip", publicKey: publicKey) }
         #expect(error.code == .signature && error.message.contains("does not match index.bin"), "\(error)")
-        // The forger also rewrites the digest in the comment: now only the signature can tell.
+        // The forger also rewrites the digest in the comment: the signature block still names the old one.
         try forgeBundleDigest(in: folder.path + "/signed.zip")
         error = try #require(throws: BundleError.self) { try OfflineLoader(path: folder.path + "/signed.zip", publicKey: publicKey) }
-        #expect(error.code == .signature && !error.message.contains("does not match index.bin"), "\(error)")
+        #expect(error.code == .signature && error.message.contains("made over another bundle digest"), "\(error)")
+        // And the digest the block names: now only the Ed25519 signature itself can tell.
+        try forgeSignedDigest(in: folder.path + "/signed.zip")
+        error = try #require(throws: BundleError.self) { try OfflineLoader(path: folder.path + "/signed.zip", publicKey: publicKey) }
+        #expect(error.code == .signature && error.message.contains("does not verify"), "\(error)")
         // Without a required key, the forged bundle mounts: what the key protects is exactly this.
         #expect(throws: Never.self) { try OfflineLoader(path: folder.path + "/signed.zip") }
         // An unsigned bundle is refused too.

@@ -14,48 +14,48 @@ import Testing
 struct URLSessionTests {
     @Test("URLSession: bundle only, bundle first and network first, with the network up and down")
     func urlSessionPolicies() async throws {
-        let live = Origin()
-        live.set("/", .text("live page", type: "text/html"))
-        live.set("/only-live.txt", .text("only on the network", type: "text/plain"))
-        try await live.start()
-        let folder = try TemporaryFolder()
-        try writeSampleBundle(origin: live.base, to: folder.path + "/b.zip")
-        let bundle = try MountedBundle(path: folder.path + "/b.zip")
+        try await withOrigin { live in
+            live.set("/", .text("live page", type: "text/html"))
+            live.set("/only-live.txt", .text("only on the network", type: "text/plain"))
+            let folder = try TemporaryFolder()
+            try writeSampleBundle(origin: live.base, to: folder.path + "/b.zip")
+            let bundle = try MountedBundle(path: folder.path + "/b.zip")
 
-        var lastError: URLError.Code?
-        /// The status and body, or nil with the URLError code in `lastError` when the request failed.
-        func get(_ path: String, _ policy: OfflinePolicy) async throws -> (Int, String)? {
-            let configuration = URLSessionConfiguration.ephemeral
-            OfflineURLProtocol.uninstallProcessWide()
-            try configuration.useProcessWideOfflineBundle(OfflineLoader(bundles: [bundle], policy: policy))
-            defer { OfflineURLProtocol.uninstallProcessWide() }
-            let session = URLSession(configuration: configuration)
-            do {
-                let (data, response) = try await session.data(from: URL(string: live.base + path)!)
-                return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
-            } catch let error as URLError {
-                lastError = error.code
-                return nil
+            var lastError: URLError.Code?
+            /// The status and body, or nil with the URLError code in `lastError` when the request failed.
+            func get(_ path: String, _ policy: OfflinePolicy) async throws -> (Int, String)? {
+                let configuration = URLSessionConfiguration.ephemeral
+                OfflineURLProtocol.uninstallProcessWide()
+                try configuration.useProcessWideOfflineBundle(OfflineLoader(bundles: [bundle], policy: policy))
+                defer { OfflineURLProtocol.uninstallProcessWide() }
+                let session = URLSession(configuration: configuration)
+                do {
+                    let (data, response) = try await session.data(from: URL(string: live.base + path)!)
+                    return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+                } catch let error as URLError {
+                    lastError = error.code
+                    return nil
+                }
             }
-        }
 
-        // Network up.
-        #expect(try await get("/", .bundleOnly)?.1 == samplePage)
-        // A recorded redirect is followed, as URLSession follows network ones.
-        #expect(try await get("/old", .bundleOnly)?.1 == samplePage)
-        #expect(try await get("/only-live.txt", .bundleOnly) == nil)
-        #expect(lastError == .resourceUnavailable)
-        #expect(try await get("/", .bundleFirst)?.1 == samplePage)
-        #expect(try await get("/only-live.txt", .bundleFirst)?.1 == "only on the network")
-        #expect(try await get("/", .networkFirst(timeout: .seconds(30)))?.1 == "live page")
-        #expect(try await get("/gone.html", .bundleOnly)?.0 == 404)
-        // Network down: bundle-backed policies still answer what the bundle holds.
-        await live.stop()
-        #expect(try await get("/", .bundleOnly)?.1 == samplePage)
-        #expect(try await get("/", .bundleFirst)?.1 == samplePage)
-        #expect(try await get("/", .networkFirst(timeout: .seconds(5)))?.1 == samplePage)
-        #expect(try await get("/only-live.txt", .networkFirst(timeout: .seconds(5))) == nil)
-        #expect(lastError == .cannotConnectToHost)
+            // Network up.
+            #expect(try await get("/", .bundleOnly)?.1 == samplePage)
+            // A recorded redirect is followed, as URLSession follows network ones.
+            #expect(try await get("/old", .bundleOnly)?.1 == samplePage)
+            #expect(try await get("/only-live.txt", .bundleOnly) == nil)
+            #expect(lastError == .resourceUnavailable)
+            #expect(try await get("/", .bundleFirst)?.1 == samplePage)
+            #expect(try await get("/only-live.txt", .bundleFirst)?.1 == "only on the network")
+            #expect(try await get("/", .networkFirst(timeout: .seconds(30)))?.1 == "live page")
+            #expect(try await get("/gone.html", .bundleOnly)?.0 == 404)
+            // Network down: bundle-backed policies still answer what the bundle holds.
+            await live.stop()
+            #expect(try await get("/", .bundleOnly)?.1 == samplePage)
+            #expect(try await get("/", .bundleFirst)?.1 == samplePage)
+            #expect(try await get("/", .networkFirst(timeout: .seconds(5)))?.1 == samplePage)
+            #expect(try await get("/only-live.txt", .networkFirst(timeout: .seconds(5))) == nil)
+            #expect(lastError == .cannotConnectToHost)
+        }
     }
 
     /// A bundle like a real documentation site's: pages and images of many sizes, redirects, blocked entries and a 404.

@@ -37,3 +37,15 @@ public func forgeBundleDigest(in path: String) throws {
     file.replaceSubrange(at.upperBound..<(at.upperBound + 64), with: Data(digest.utf8))
     try file.write(to: URL(fileURLWithPath: path))
 }
+
+/// Rewrites the `signedDigest` of the bundle's `signature.json` to the digest its ZIP comment now records, as a forger
+/// would after rewriting the index: then only the Ed25519 signature itself can tell.
+public func forgeSignedDigest(in path: String) throws {
+    let bundle = try MountedBundle(path: path)
+    let digest = Array(bundle.digest.utf8)
+    try forgeMetadataEntry(BundleFormat.signatureEntryName, in: path) { bytes in
+        let marker = Array("\"signedDigest\" : \"sha256:".utf8)
+        guard let at = bytes.firstRange(of: marker) else { preconditionFailure("no signedDigest in signature.json") }
+        bytes.replaceSubrange(at.upperBound..<(at.upperBound + 64), with: digest)
+    }
+}

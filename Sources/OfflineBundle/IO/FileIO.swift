@@ -18,12 +18,12 @@ package enum FileIO {
 
     /// Writes all of `bytes` at the file's position; nil on success, else errno.
     package static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
-        loop(bytes.count) { done in systemWrite(fd, bytes.baseAddress! + done, bytes.count - done) }.failure
+        loop(bytes.count, zeroIs: EIO) { done in systemWrite(fd, bytes.baseAddress! + done, bytes.count - done) }.failure
     }
 
     /// Writes all of `bytes` at `offset`; nil on success, else errno.
     package static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) -> Int32? {
-        loop(bytes.count) { done in pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done)) }.failure
+        loop(bytes.count, zeroIs: EIO) { done in pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done)) }.failure
     }
 
     /// Fills `buffer` from the file's position, stopping early only at the end of the file.
@@ -36,7 +36,9 @@ package enum FileIO {
         loop(buffer.count) { done in pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done)) }
     }
 
-    private static func loop(_ count: Int, _ step: (Int) -> Int) -> Outcome {
+    /// Calls `step` until `count` bytes are done. A step of 0 bytes ends a read (end of file); for a write, which
+    /// must not come back short, it is the failure `zeroIs`.
+    private static func loop(_ count: Int, zeroIs failure: Int32? = nil, _ step: (Int) -> Int) -> Outcome {
         var done = 0
         while done < count {
             let n = step(done)
@@ -44,7 +46,10 @@ package enum FileIO {
                 if errno == EINTR { continue }
                 return .failed(errno)
             }
-            if n == 0 { break }
+            if n == 0 {
+                if let failure { return .failed(failure) }
+                break
+            }
             done += n
         }
         return .done(done)

@@ -25,21 +25,25 @@ public enum Exporter {
         let bundle = try MountedBundle(path: bundlePath, options: .init(verification: .sha256))
         // Written through AtomicOutput like a bundle: a temporary file beside the output, synced, renamed, the folder synced.
         let atomic = try AtomicOutput(destination: output)
-        var count = 0
-        let writer = try LibArchive.ArchiveWriter(descriptor: atomic.descriptor, format: format)
-        for b in 0..<bundle.bodyCount {
-            let bytes = try bundle.bodyBytes(at: b, verification: .sha256)
-            let name = BundleFormat.bodyPrefix + hexString(bundle.index.body(at: b).sha256)
-            try bytes.withUnsafeBytes { try writer.addFile(path: name, bytes: $0) }
-            count += 1
+        // libarchive writes to the AtomicOutput's descriptor until the writer is freed: the output outlives it.
+        let count = try withExtendedLifetime(atomic) { () throws -> Int in
+            var count = 0
+            let writer = try LibArchive.ArchiveWriter(descriptor: atomic.descriptor, format: format)
+            for b in 0..<bundle.bodyCount {
+                let bytes = try bundle.bodyBytes(at: b, verification: .sha256)
+                let name = BundleFormat.bodyPrefix + hexString(bundle.index.body(at: b).sha256)
+                try bytes.withUnsafeBytes { try writer.addFile(path: name, bytes: $0) }
+                count += 1
+            }
+            for name in [BundleFormat.indexEntryName, BundleFormat.manifestEntryName, BundleFormat.signatureEntryName] {
+                guard let entry = bundle.metadata[name] else { continue }
+                let bytes = try MountedBundle.readMetadataEntry(entry, from: bundle.file, limit: 1 << 32, bodyArea: bundle.directory.centralDirectoryOffset)
+                try bytes.withUnsafeBytes { try writer.addFile(path: name, bytes: $0) }
+                count += 1
+            }
+            try writer.close()
+            return count
         }
-        for name in [BundleFormat.indexEntryName, BundleFormat.manifestEntryName, BundleFormat.signatureEntryName] {
-            guard let entry = bundle.metadata[name] else { continue }
-            let bytes = try MountedBundle.readMetadataEntry(entry, from: bundle.file, limit: 1 << 32, bodyArea: bundle.directory.centralDirectoryOffset)
-            try bytes.withUnsafeBytes { try writer.addFile(path: name, bytes: $0) }
-            count += 1
-        }
-        try writer.close()
         try atomic.commit()
         return count
     }

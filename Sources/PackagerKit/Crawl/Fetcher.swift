@@ -74,11 +74,12 @@ final class Fetcher: Sendable {
     let client: HTTPClient
     let settings: Settings
     /// Origins that refused every attempt: their other URLs fail at once.
-    let downHosts = DownHosts()
+    let downHosts: DownHosts
     let retryLoop: RetryLoop
 
-    init(settings: Settings) {
+    init(settings: Settings, downHosts: DownHosts = DownHosts()) {
         self.settings = settings
+        self.downHosts = downHosts
         retryLoop = RetryLoop(retries: settings.retries, downHosts: downHosts)
         client = HTTPTransport.makeClient(timeouts: settings.timeouts, perHost: settings.perHost, decompress: settings.contentEncoding == .decoded)
     }

@@ -128,6 +128,20 @@ final class AtomicOutput {
     }
 }
 
+/// Writing a whole file to an output path, the one way outputs are written: under a temporary name beside it,
+/// synced, renamed into place, the folder synced.
+public enum OutputFile {
+    /// Writes `bytes` to `path` atomically; a previous file there is kept until the new one is complete.
+    public static func write(_ bytes: some Collection<UInt8>, to path: String) throws {
+        let output = try AtomicOutput(destination: path)
+        try output.write(Array(bytes))
+        try output.commit()
+    }
+
+    /// Writes `text` as UTF-8 to `path` atomically.
+    public static func write(_ text: String, to path: String) throws { try write(Array(text.utf8), to: path) }
+}
+
 /// Temporary files and folders the process must remove if it is interrupted.
 public final class TemporaryFiles: Sendable {
     /// The process-wide registry.

@@ -26,7 +26,9 @@ public struct Refresher: Sendable {
 
     /// Verifies `path`, re-fetches what changed, and writes the result to `output` (atomically; it may be `path`).
     public func refresh(bundleAt path: String, output: String) async throws -> Summary {
-        let report = try await Verifier(options: options).verify(bundleAt: path)
+        // One memory of origins found down, for the verify and the fetches that follow it.
+        let downHosts = DownHosts()
+        let report = try await Verifier(options: options, downHosts: downHosts).verify(bundleAt: path)
         let targets = Set(report.entries.filter { refreshVerdicts.contains($0.verdict) }.map(\.url))
         let bundle = try MountedBundle(path: path)
         let manifest = try bundle.manifest()
@@ -38,7 +40,7 @@ public struct Refresher: Sendable {
         let fetcher = Fetcher(
             settings: .init(
                 headerRules: options.headerRules, userAgent: options.userAgent, timeouts: options.timeouts, retries: options.retries,
-                perHost: options.perHost, contentEncoding: .decoded))
+                perHost: options.perHost, contentEncoding: .decoded), downHosts: downHosts)
         let secrets = options.secrets
         var refreshed: [(String, Int)] = []
         var failed: [(String, String)] = []

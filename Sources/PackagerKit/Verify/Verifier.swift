@@ -50,8 +50,18 @@ public struct Verifier: Sendable {
     }
 
     public var options: Options
+    /// Origins found down; the retry loop marks them (shared with the fetches of a refresh that follows).
+    let downHosts: DownHosts
 
-    public init(options: Options = Options()) { self.options = options }
+    public init(options: Options = Options()) {
+        self.options = options
+        downHosts = DownHosts()
+    }
+
+    init(options: Options, downHosts: DownHosts) {
+        self.options = options
+        self.downHosts = downHosts
+    }
 
     /// Verifies every entry of the bundle at `path`.
     ///
@@ -65,7 +75,7 @@ public struct Verifier: Sendable {
         // A fixed set of workers pulls entries in order: no task per entry. The per-host limiter is consulted only
         // when it can bind (per-host below the total); hosts found unreachable are remembered either way.
         let limiter = options.perHost < options.concurrency ? HostLimiter(total: options.concurrency, perHost: options.perHost) : nil
-        let downHosts = DownHosts()
+        let downHosts = self.downHosts
         let pacer = options.rate.map { Pacer(perSecond: $0) }
         let done = NIOLockedValueBox(0)
         let dispenser = NIOLockedValueBox(0)
@@ -104,8 +114,7 @@ public struct Verifier: Sendable {
                                     url: record.url, verdict: .unreachable, recordedStatus: record.status, liveStatus: nil, method: "not probed",
                                     changes: [], error: "not tried: \(down)", attempts: 0))
                         } else {
-                            let (probed, cannotConnect) = await probe.verify(record)
-                            if cannotConnect, let error = probed.error { downHosts.mark(origin, because: "\(host) could not be reached (\(error))") }
+                            let (probed, _) = await probe.verify(record)
                             mine.append(probed)
                         }
                         if let limiter, down == nil { await limiter.release(host) }

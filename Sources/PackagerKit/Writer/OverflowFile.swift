@@ -21,11 +21,16 @@ final class OverflowFile: Sendable {
     private let state = NIOLockedValueBox(State())
 
     init(in scratch: ScratchFolder) {
-        path = scratch.path(for: "overflow")
+        path = scratch.path(for: "overflow-\(UInt32.random(in: 0...UInt32.max))")
     }
 
     deinit {
-        state.withLockedValue { if $0.fd >= 0 { close($0.fd) } }
+        state.withLockedValue { state in
+            if state.fd >= 0 {
+                close(state.fd)
+                unlink(path)
+            }
+        }
     }
 
     /// Appends bytes and returns where they start.
