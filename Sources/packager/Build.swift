@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import NIOConcurrencyHelpers
+import OfflineBundle
 import PackagerKit
 
 #if canImport(Glibc)
@@ -112,7 +113,7 @@ extension Packager {
             if declaration == nil && !(seeds.isEmpty && urls.isEmpty) {
                 var quick = Declaration()
                 for url in seeds + urls {
-                    guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""), parsed.host != nil else {
+                    guard HTTPRules.isFetchableURL(url) else {
                         throw PackagerError(.invalidInput, "'\(url)' is not an absolute http or https URL")
                     }
                 }

@@ -47,7 +47,7 @@ extension Packager {
             guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
             let origins = [origin].compactMap { $0 } + routes.map { String($0.split(separator: "=", maxSplits: 1).last ?? "") }
             for text in origins {
-                guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
+                guard HTTPRules.isFetchableURL(text) else {
                     throw ValidationError("'\(text)' is not an origin such as https://docs.example.com")
                 }
             }

@@ -130,7 +130,7 @@ public struct BundleResponder: Sendable {
         while let quote = rest.firstIndex(of: "\"") {
             let afterQuote = rest.index(after: quote)
             guard let close = rest[afterQuote...].firstIndex(of: "\"") else { return false }
-            if rest[quote...close] == target { return true }
+            if HTTPRules.weaklyEqual(String(rest[quote...close]), String(target)) { return true }
             rest = rest[rest.index(after: close)...]
         }
         return false

@@ -34,9 +34,7 @@ public struct PolicyOverride: Sendable {
     func matches(_ url: String, host: String) -> Bool {
         switch match {
         case .host(let pattern):
-            let p = pattern.lowercased()
-            if p.hasPrefix("*.") { return host.hasSuffix(p.dropFirst(1)) || host == p.dropFirst(2) }
-            return host == p
+            return HTTPRules.hostMatches(pattern: pattern, host: host)
         case .url(let glob):
             return globMatch(Array(glob.lowercased().utf8)[...], Array(url.lowercased().utf8)[...])
         }

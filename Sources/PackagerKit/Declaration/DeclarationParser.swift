@@ -1,4 +1,5 @@
 import Foundation
+import OfflineBundle
 import Yams
 
 /// Reads a declaration from YAML, with errors that name the file, line and column.
@@ -331,8 +332,7 @@ private struct Reader {
     }
 
     func checkURL(_ text: String, at node: Node, _ what: String) throws {
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host?.isEmpty == false
-        else { throw fail(node, "\(what) '\(text)' is not an absolute http or https URL") }
+        guard HTTPRules.isFetchableURL(text) else { throw fail(node, "\(what) '\(text)' is not an absolute http or https URL") }
     }
 
     func bool(_ node: Node, _ what: String) throws -> Bool {

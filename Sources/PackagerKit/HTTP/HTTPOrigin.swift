@@ -132,13 +132,7 @@ struct OriginPattern: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Whether `host` is this pattern's host (or, for `*.suffix`, the suffix or one of its subdomains).
-    func matches(host other: String) -> Bool {
-        if host.hasPrefix("*.") {
-            let suffix = host.dropFirst(1)
-            return other.hasSuffix(suffix) || other == host.dropFirst(2)
-        }
-        return other == host
-    }
+    func matches(host other: String) -> Bool { HTTPRules.hostMatches(pattern: host, host: other) }
 
     /// Whether `origin` matches.
     ///

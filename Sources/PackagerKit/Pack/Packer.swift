@@ -69,7 +69,7 @@ public struct Packer: Sendable {
 
     /// The files of `folder` as writer entries.
     public func entries(forFolder folder: String) throws -> (entries: [BundleWriter.Entry], skipped: [String]) {
-        guard var base = URL(string: options.baseURL), let scheme = base.scheme?.lowercased(), ["http", "https"].contains(scheme), base.host != nil else {
+        guard HTTPRules.isFetchableURL(options.baseURL), var base = URL(string: options.baseURL) else {
             throw PackagerError(.invalidInput, "the base URL \(options.baseURL) is not an absolute http or https URL")
         }
         if !base.absoluteString.hasSuffix("/") { base = URL(string: base.absoluteString + "/")! }

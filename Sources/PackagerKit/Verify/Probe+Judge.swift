@@ -21,7 +21,7 @@ extension Probe {
         var changes: [Change] = []
         if answer.status != recorded.status { changes.append(Change("status", recorded: String(recorded.status), live: String(answer.status))) }
         let liveETag = answer.header("etag")
-        if let etag = recorded.etag, let liveETag, !Self.sameETag(etag, liveETag) { changes.append(Change("etag", recorded: etag, live: liveETag)) }
+        if let etag = recorded.etag, let liveETag, !HTTPRules.weaklyEqual(etag, liveETag) { changes.append(Change("etag", recorded: etag, live: liveETag)) }
         let liveModified = answer.header("last-modified")
         if let modified = recorded.lastModified, let liveModified, !Self.sameDate(modified, liveModified) {
             changes.append(Change("last-modified", recorded: modified, live: liveModified))
@@ -70,15 +70,6 @@ extension Probe {
     }
 
     static let emptyDigest = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-
-    /// Weak comparison (RFC 9110 §8.8.3.2): equal opaque tags, W/ or not.
-    static func sameETag(_ a: String, _ b: String) -> Bool {
-        func opaque(_ s: String) -> String {
-            let t = s.trimmingCharacters(in: .whitespaces)
-            return t.hasPrefix("W/") ? String(t.dropFirst(2)) : t
-        }
-        return opaque(a) == opaque(b)
-    }
 
     static func sameDate(_ a: String, _ b: String) -> Bool {
         if a == b { return true }
