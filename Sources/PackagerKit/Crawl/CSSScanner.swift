@@ -173,12 +173,8 @@ enum CSSScanner {
                     } else {
                         consumeEscape(into: &value)
                     }
-                } else if c == 0 {
-                    value.append(contentsOf: [0xEF, 0xBF, 0xBD])
-                    i += 1
                 } else {
-                    value.append(c)
-                    i += 1
+                    appendPlain(c, to: &value)
                 }
             }
             // End of input ends the string.
@@ -233,15 +229,21 @@ enum CSSScanner {
                     }
                     i += 1
                     consumeEscape(into: &value)
-                } else if c == 0 {
-                    value.append(contentsOf: [0xEF, 0xBF, 0xBD])
-                    i += 1
                 } else {
-                    value.append(c)
-                    i += 1
+                    appendPlain(c, to: &value)
                 }
             }
             return .url(value)
+        }
+
+        /// Appends one byte of a string or URL (NUL as U+FFFD, as CSS Syntax preprocesses it) and moves past it.
+        private mutating func appendPlain(_ c: UInt8, to value: inout [UInt8]) {
+            if c == 0 {
+                value.append(contentsOf: [0xEF, 0xBF, 0xBD])
+            } else {
+                value.append(c)
+            }
+            i += 1
         }
 
         private mutating func skipBadURLRemnants() {
