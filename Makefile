@@ -1,6 +1,6 @@
 # A thin front end; Package.swift works without it.
 SWIFT ?= swift
-DEBIAN_PACKAGES = libarchive-dev libarchive-tools zlib1g-dev unzip zstd gzip curl python3
+DEBIAN_PACKAGES = libarchive-dev libarchive-tools zlib1g-dev unzip zstd gzip curl python3 openssl
 # The peers the benchmarks compare with, and the tools that drive them.
 BENCH_PACKAGES = nginx wget2 wrk time iproute2
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -59,6 +59,14 @@ extension Packager {
         @Flag(name: .customLong("no-parent"), help: "Follow only links below the folder of a seed, like wget -np (as scope.no-parent).")
         var noParent = false
 
+        @Option(
+            name: .customLong("ca-file"),
+            help: "A PEM file of certificate authorities to trust beside the system's, for HTTPS servers with a private CA (repeatable; as tls.ca-file).")
+        var caFiles: [String] = []
+
+        @Flag(name: .customLong("insecure"), help: "Do not check HTTPS certificates at all (a throwaway staging server; never with --sign-key).")
+        var insecure = false
+
         @Flag(name: .customLong("no-robots"), help: "Do not obey robots.txt.")
         var noRobots = false
 
@@ -94,6 +102,15 @@ extension Packager {
                 declared.scope.include += include
                 declared.scope.exclude += exclude
                 if noParent { declared.scope.noParent = true }
+                for path in caFiles {
+                    if let problem = TLSSettings.problem(withCAFile: path) { throw PackagerError(.invalidInput, "--ca-file: \(problem)") }
+                    declared.tls.caFiles.append(URL(fileURLWithPath: path).standardizedFileURL.path)
+                }
+                if insecure { declared.tls.insecure = true }
+                if declared.tls.insecure {
+                    FileHandle.standardError.write(
+                        Data("packager: warning: HTTPS certificates are not checked (tls.insecure): anyone on the path can change what is fetched\n".utf8))
+                }
 
                 let key = try SigningKeys.privateKey(file: signKey, environment: "PACKAGER_SIGN_KEY")
                 let builder = Builder(declaration: declared, options: .init(output: output, maxErrors: maxErrors, signingKey: key))

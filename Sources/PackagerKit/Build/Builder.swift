@@ -52,6 +52,10 @@ public struct Builder: Sendable {
         guard FileManager.default.fileExists(atPath: folder.isEmpty ? "." : folder, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw PackagerError(.io, "the output folder \(folder) does not exist", subject: output)
         }
+        // A signed bundle vouches for its content; content fetched without checking certificates cannot be vouched for.
+        if declaration.tls.insecure && options.signingKey != nil {
+            throw PackagerError(.invalidInput, "tls.insecure cannot be used with a signing key: a signed bundle would vouch for unverified content")
+        }
         let scratch = try ScratchFolder(in: folder)
         defer { scratch.remove() }
         // One budget for the bodies the crawl keeps in memory and the ones the writer compresses into memory.

@@ -164,8 +164,13 @@ final class Crawler: Sendable {
                 state.skip(rules.unavailable == nil ? "disallowed by robots.txt" : "robots.txt could not be fetched")
                 state.unreserveResource()
                 if job.declared {
+                    // A TLS failure means the server answered: it is not down, and robots.txt is not the problem to fix.
                     let reason =
-                        rules.unavailable.map { "\($0), so RFC 9309 counts the whole site as disallowed; is it down? (set 'robots: false' to crawl anyway)" }
+                        rules.unavailable.map { problem in
+                            problem.contains("(TLS: ")
+                                ? problem
+                                : "\(problem), so RFC 9309 counts the whole site as disallowed; is it down? (set 'robots: false' to crawl anyway)"
+                        }
                         ?? "robots.txt disallows it (set 'robots: false' to crawl anyway)"
                     state.fail(.init(url: job.key, reason: reason, declared: true, referrer: job.referrer))
                 }

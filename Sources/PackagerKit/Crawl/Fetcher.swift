@@ -50,11 +50,13 @@ final class Fetcher: Sendable {
         var retries: Declaration.Retries
         var perHost: Int
         var contentEncoding: Declaration.ContentEncodingPolicy
+        var tls: TLSSettings
 
         init(
             headerRules: RequestHeaderRules, userAgent: String, timeouts: Declaration.Timeouts, retries: Declaration.Retries, perHost: Int,
-            contentEncoding: Declaration.ContentEncodingPolicy
+            contentEncoding: Declaration.ContentEncodingPolicy, tls: TLSSettings = .system
         ) {
+            self.tls = tls
             self.headerRules = headerRules
             self.userAgent = userAgent
             self.timeouts = timeouts
@@ -67,7 +69,8 @@ final class Fetcher: Sendable {
         init(_ declaration: Declaration) {
             self.init(
                 headerRules: RequestHeaderRules(declaration), userAgent: declaration.userAgent, timeouts: declaration.timeouts,
-                retries: declaration.retries, perHost: declaration.concurrency.perHost, contentEncoding: declaration.contentEncoding)
+                retries: declaration.retries, perHost: declaration.concurrency.perHost, contentEncoding: declaration.contentEncoding,
+                tls: TLSSettings(declaration))
         }
     }
 
@@ -81,7 +84,8 @@ final class Fetcher: Sendable {
         self.settings = settings
         self.downHosts = downHosts
         retryLoop = RetryLoop(retries: settings.retries, downHosts: downHosts)
-        client = HTTPTransport.makeClient(timeouts: settings.timeouts, perHost: settings.perHost, decompress: settings.contentEncoding == .decoded)
+        client = HTTPTransport.makeClient(
+            timeouts: settings.timeouts, perHost: settings.perHost, decompress: settings.contentEncoding == .decoded, tls: settings.tls)
     }
 
     func shutdown() async {

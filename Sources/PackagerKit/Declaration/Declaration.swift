@@ -38,6 +38,8 @@ public struct Declaration: Sendable, Equatable {
     public var contentEncoding = ContentEncodingPolicy.decoded
     /// Discovered resources that may fail before the build fails; nil for no limit. Declared URLs always count.
     public var maxErrors: Int?
+    /// How HTTPS servers are trusted.
+    public var tls = TLS()
     /// The folder relative paths (output, substitution files) are resolved against: the declaration's folder.
     public var baseDirectory: String = FileManager.default.currentDirectoryPath
 
@@ -85,6 +87,16 @@ public struct Declaration: Sendable, Equatable {
             self.secretParts = secretParts
             self.origins = origins
         }
+    }
+
+    /// How HTTPS servers are trusted.
+    public struct TLS: Sendable, Equatable {
+        /// PEM files of extra certificate authorities, trusted beside the system's (a company's own CA); relative paths
+        /// resolve against the declaration's folder.
+        public var caFiles: [String] = []
+        /// Whether certificates are not checked at all (a throwaway staging server); never with a signing key.
+        public var insecure = false
+        public init() {}
     }
 
     /// Limits on requests in flight.

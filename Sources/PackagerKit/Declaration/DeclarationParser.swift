@@ -43,6 +43,11 @@ public struct DeclarationParser: Sendable {
         var reader = Reader(file: file, environment: environment)
         var declaration = try reader.declaration(root)
         declaration.baseDirectory = baseDirectory
+        for path in declaration.tls.caFiles {
+            if let problem = TLSSettings.problem(withCAFile: declaration.resolve(path)) {
+                throw reader.fail(reader.itemNodes[path], "tls.ca-file '\(path)': \(problem)")
+            }
+        }
         return declaration
     }
 
@@ -67,6 +72,8 @@ public struct DeclarationParser: Sendable {
 private struct Reader {
     let file: String
     let environment: [String: String]
+    /// Where each `tls.ca-file` item was written, for errors found once the folder is known.
+    var itemNodes: [String: Node] = [:]
 
     func fail(_ node: Node?, _ message: String) -> PackagerError {
         if let mark = node?.mark { return PackagerError(.invalidInput, "\(file):\(mark.line):\(mark.column): \(message)") }
@@ -75,7 +82,7 @@ private struct Reader {
 
     static let topKeys = [
         "output", "seeds", "urls", "sitemaps", "scope", "robots", "user-agent", "headers", "concurrency", "timeouts", "retries",
-        "substitutions", "block", "drop-query-parameters", "content-encoding", "max-errors",
+        "substitutions", "block", "drop-query-parameters", "content-encoding", "max-errors", "tls",
     ]
 
     mutating func declaration(_ root: Node) throws -> Declaration {
@@ -103,6 +110,7 @@ private struct Reader {
                 }
                 d.contentEncoding = policy
             case "max-errors": d.maxErrors = try integer(value, "max-errors", minimum: 0)
+            case "tls": d.tls = try tls(value)
             default: break
             }
         }
@@ -213,6 +221,29 @@ private struct Reader {
         }
         output += rest
         return (output, parts)
+    }
+
+    /// `tls: {ca-file: PATH or [PATHS], insecure: false}`; each CA file must hold at least one PEM certificate.
+    mutating func tls(_ node: Node) throws -> Declaration.TLS {
+        var t = Declaration.TLS()
+        for (key, value) in try mapping(node, in: "tls", keys: ["ca-file", "insecure"]) {
+            switch key.string ?? "" {
+            case "ca-file":
+                let items: [Node]
+                switch value {
+                case .sequence(let list): items = Array(list)
+                default: items = [value]
+                }
+                for item in items {
+                    let path = try string(item, "each item of tls.ca-file")
+                    t.caFiles.append(path)
+                    itemNodes[path] = item
+                }
+            case "insecure": t.insecure = try bool(value, "tls.insecure")
+            default: break
+            }
+        }
+        return t
     }
 
     func concurrency(_ node: Node) throws -> Declaration.Concurrency {

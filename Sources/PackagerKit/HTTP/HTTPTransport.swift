@@ -3,13 +3,15 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import NIOSSL
 
 /// The one AsyncHTTPClient configuration and the one reading of transport errors that crawl, verify and refresh share.
 enum HTTPTransport {
     /// A client that follows no redirect (each hop is the caller's to judge), traces nothing, and fails a request as
     /// soon as its connection cannot be made, so the caller's own retries and backoff decide what happens next.
-    static func makeClient(timeouts: Declaration.Timeouts, perHost: Int, decompress: Bool) -> HTTPClient {
+    static func makeClient(timeouts: Declaration.Timeouts, perHost: Int, decompress: Bool, tls: TLSSettings = .system) -> HTTPClient {
         var configuration = HTTPClient.Configuration(
+            tlsConfiguration: tls.configuration(),
             redirectConfiguration: .disallow,
             timeout: .init(connect: .milliseconds(Int64(timeouts.connect * 1000)), read: .milliseconds(Int64(timeouts.request * 1000))),
             connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: perHost),
@@ -35,8 +37,34 @@ enum HTTPTransport {
         return error is NIOConnectionError
     }
 
+    /// A sentence for a TLS failure, or nil when `error` is not one. The server answered: it is not down.
+    static func describeTLS(_ error: any Error) -> String? {
+        if let error = error as? NIOSSLExtraError, error == .failedToValidateHostname {
+            return "TLS: name mismatch: the server's certificate is not for this host name"
+        }
+        guard let error = error as? NIOSSLError else { return nil }
+        switch error {
+        case .handshakeFailed(let underlying):
+            let text = "\(underlying)"
+            if text.contains("CERTIFICATE_VERIFY_FAILED") {
+                return "TLS: the server's certificate is not trusted (self-signed, signed by a CA this machine does not trust, "
+                    + "or expired; add its CA with tls.ca-file or --ca-file)"
+            }
+            if text.contains("WRONG_VERSION_NUMBER") { return "TLS: the server did not answer in TLS (is it plain http?)" }
+            if text.contains("CERTIFICATE_REQUIRED") || text.contains("HANDSHAKE_FAILURE") {
+                return "TLS: the handshake failed (the server may require a client certificate)"
+            }
+            return "TLS: the handshake failed"
+        case .uncleanShutdown:
+            return "TLS: the server closed the connection without a TLS close"
+        default:
+            return "TLS: \(error)"
+        }
+    }
+
     /// A sentence for an AsyncHTTPClient or NIO error, without type names or build paths.
     static func describe(_ error: any Error) -> String {
+        if let tls = describeTLS(error) { return tls }
         if let error = error as? HTTPClientError {
             switch error {
             case .connectTimeout: return "cannot connect: timed out"
@@ -61,6 +89,8 @@ enum HTTPTransport {
 
     /// Whether another attempt may succeed after `error`.
     static func isRetryable(_ error: any Error) -> Bool {
+        // A certificate that is not trusted now will not be trusted on the next attempt.
+        if error is NIOSSLError || error is NIOSSLExtraError { return false }
         if let error = error as? HTTPClientError {
             switch error {
             case .invalidURL, .emptyHost, .emptyScheme: return false

@@ -40,7 +40,7 @@ public struct Refresher: Sendable {
         let fetcher = Fetcher(
             settings: .init(
                 headerRules: options.headerRules, userAgent: options.userAgent, timeouts: options.timeouts, retries: options.retries,
-                perHost: options.perHost, contentEncoding: .decoded), downHosts: downHosts)
+                perHost: options.perHost, contentEncoding: .decoded, tls: options.tls), downHosts: downHosts)
         let secrets = options.secrets
         var refreshed: [(String, Int)] = []
         var failed: [(String, String)] = []

@@ -32,6 +32,8 @@ public struct Verifier: Sendable {
         var headerRules = RequestHeaderRules.none
         /// The values from the environment in the declared headers: never written into a refreshed bundle.
         var secrets: [String] = []
+        /// How HTTPS servers are trusted (the declaration's `tls`).
+        var tls = TLSSettings.system
         public var userAgent = "packager/\(PackagerVersion.string)"
         public var failOn = Verdict.failingByDefault
 
@@ -41,6 +43,7 @@ public struct Verifier: Sendable {
         public init(declaration: Declaration) {
             headerRules = RequestHeaderRules(declaration)
             secrets = declaration.secrets
+            tls = TLSSettings(declaration)
             retries = declaration.retries
             timeouts = declaration.timeouts
             userAgent = declaration.userAgent
@@ -71,7 +74,7 @@ public struct Verifier: Sendable {
         let bundle = try MountedBundle(path: path)
         let started = Date()
         let entries = bundle.entries
-        let client = HTTPTransport.makeClient(timeouts: options.timeouts, perHost: options.perHost, decompress: false)
+        let client = HTTPTransport.makeClient(timeouts: options.timeouts, perHost: options.perHost, decompress: false, tls: options.tls)
         // A fixed set of workers pulls entries in order: no task per entry. The per-host limiter is consulted only
         // when it can bind (per-host below the total); hosts found unreachable are remembered either way.
         let limiter = options.perHost < options.concurrency ? HostLimiter(total: options.concurrency, perHost: options.perHost) : nil
