@@ -87,21 +87,10 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
         return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
     }
 
-    /// The host of a Host value (`name`, `name:port`, `[v6]`, `[v6]:port`), lowercased.
-    package static func hostName(ofAuthority authority: String) -> String? {
-        var text = Substring(authority.lowercased())
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]") else { return nil }
-            return String(text[...close])
-        }
-        if let colon = text.lastIndex(of: ":") { text = text[..<colon] }
-        return text.isEmpty ? nil : String(text)
-    }
-
     /// The absolute URL a request stands for, or nil when no route takes it.
     func key(for request: Request) -> (String, Route)? {
         let target = request.uri.string
-        let host = request.head.authority.flatMap { Self.hostName(ofAuthority: $0) }
+        let host = request.head.authority.flatMap { HTTPRules.host(ofAuthority: $0) }
         for route in routes {
             if let wanted = route.host, wanted != host { continue }
             if route.pathPrefix == "/" { return (route.origin + target, route) }

@@ -107,7 +107,7 @@ struct HostGuard<Context: RequestContext>: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let authority = request.head.authority,
-            let host = OfflineBundleMiddleware<Context>.hostName(ofAuthority: authority)
+            let host = HTTPRules.host(ofAuthority: authority)
         else { return try await next(request, context) }
         let isLiteral = host.hasPrefix("[") || host.split(separator: ".").allSatisfy { !$0.isEmpty && $0.allSatisfy(\.isNumber) }
         if isLiteral || host == "localhost" || host.hasSuffix(".localhost") || allowed.contains(host) { return try await next(request, context) }

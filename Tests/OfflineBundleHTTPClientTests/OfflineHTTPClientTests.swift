@@ -14,12 +14,7 @@ struct OfflineHTTPClientTests {
 
     @Test("bundle only, bundle first and network first, up and down, with overrides")
     func policies() async throws {
-        try await withOrigin { live in
-            live.set("/", .text("live page", type: "text/html"))
-            live.set("/only-live.txt", .text("only on the network", type: "text/plain"))
-            let folder = try TemporaryFolder()
-            try writeSampleBundle(origin: live.base, to: folder.path + "/b.zip")
-            let bundle = try MountedBundle(path: folder.path + "/b.zip")
+        try await withLiveSiteAndBundle { (live, bundle) async throws -> Void in
             func client(_ policy: OfflinePolicy, overrides: [PolicyOverride] = []) -> OfflineHTTPClient {
                 OfflineHTTPClient(loader: OfflineLoader(bundles: [bundle], policy: policy, overrides: overrides))
             }

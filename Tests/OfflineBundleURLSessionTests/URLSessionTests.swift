@@ -14,12 +14,7 @@ import Testing
 struct URLSessionTests {
     @Test("URLSession: bundle only, bundle first and network first, with the network up and down")
     func urlSessionPolicies() async throws {
-        try await withOrigin { live in
-            live.set("/", .text("live page", type: "text/html"))
-            live.set("/only-live.txt", .text("only on the network", type: "text/plain"))
-            let folder = try TemporaryFolder()
-            try writeSampleBundle(origin: live.base, to: folder.path + "/b.zip")
-            let bundle = try MountedBundle(path: folder.path + "/b.zip")
+        try await withLiveSiteAndBundle { (live, bundle) async throws -> Void in
 
             var lastError: URLError.Code?
             /// The status and body, or nil with the URLError code in `lastError` when the request failed.

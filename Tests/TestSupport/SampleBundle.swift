@@ -33,3 +33,25 @@ public func gunzip(_ data: Data) throws -> Data {
     _ = try run("gzip", ["-d", folder.path + "/x.gz"])
     return try Data(contentsOf: URL(fileURLWithPath: folder.path + "/x"))
 }
+
+/// A live origin that answers `/` ("live page") and `/only-live.txt`, and the sample bundle recorded for it, for the
+/// tests of the network policies; the origin is stopped when `body` returns.
+public func withLiveSiteAndBundle<T>(_ body: (Origin, MountedBundle) async throws -> T) async throws -> T {
+    try await withOrigin { live in
+        live.set("/", .text("live page", type: "text/html"))
+        live.set("/only-live.txt", .text("only on the network", type: "text/plain"))
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: live.base, to: folder.path + "/b.zip")
+        return try await body(live, try MountedBundle(path: folder.path + "/b.zip"))
+    }
+}
+
+/// Runs `body` with `packager serve BUNDLE` started on a free port (its base URL and process), and stops it after.
+public func withServe<T>(_ bundle: String, _ extra: [String] = [], _ body: (String, Process) async throws -> T) async throws -> T {
+    let (process, base) = try await startServe(bundle, extra)
+    defer {
+        process.terminate()
+        process.waitUntilExit()
+    }
+    return try await body(base, process)
+}

@@ -76,7 +76,7 @@ public final class OfflineLoader: Sendable {
     /// The policy for `url`: the first matching override, else the default.
     public func policy(for url: String) -> OfflinePolicy {
         guard !overrides.isEmpty else { return policy }
-        let host = keyOrigin(url).map { Self.host(ofAuthority: $0.authority) } ?? ""
+        let host = keyOrigin(url).flatMap { HTTPRules.host(ofAuthority: $0.authority) } ?? ""
         return overrides.first { $0.matches(url, host: host) }?.policy ?? policy
     }
 
@@ -113,15 +113,6 @@ public final class OfflineLoader: Sendable {
             hops += 1
         }
         return (answer, url)
-    }
-
-    /// The lowercased host of `host[:port]` (IPv6 brackets kept), without user information.
-    static func host(ofAuthority authority: Substring) -> String {
-        var text = authority
-        if let at = text.lastIndex(of: "@") { text = text[text.index(after: at)...] }
-        if text.hasPrefix("["), let close = text.firstIndex(of: "]") { return String(text[...close]).lowercased() }
-        if let colon = text.lastIndex(of: ":") { text = text[..<colon] }
-        return text.lowercased()
     }
 
     /// Whether a bundle has an entry for `url` (no lookup is counted).

@@ -18,6 +18,19 @@ package enum HTTPRules {
         return host == pattern
     }
 
+    /// The lowercased host of an authority or Host value (`name`, `name:port`, `[v6]`, `[v6]:port`, with or without
+    /// user information), IPv6 brackets kept; nil when there is none.
+    package static func host<S: StringProtocol>(ofAuthority authority: S) -> String? {
+        var text = Substring(authority.lowercased())
+        if let at = text.lastIndex(of: "@") { text = text[text.index(after: at)...] }
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return nil }
+            return String(text[...close])
+        }
+        if let colon = text.lastIndex(of: ":") { text = text[..<colon] }
+        return text.isEmpty ? nil : String(text)
+    }
+
     /// Weak comparison of two entity-tags (RFC 9110 §8.8.3.2): equal opaque tags, `W/` or not.
     package static func weaklyEqual(_ a: String, _ b: String) -> Bool {
         func opaque(_ tag: String) -> Substring {

@@ -174,14 +174,18 @@ private struct Reader {
         return result
     }
 
+    /// The items of a value that may be written as one scalar or as a list; `expected` names them for the error.
+    func items(_ node: Node, _ what: String, expected: String) throws -> [Node] {
+        switch node {
+        case .sequence(let list): return Array(list)
+        case .scalar: return [node]
+        default: throw fail(node, "\(what) must be a list of \(expected)")
+        }
+    }
+
     /// Origin patterns (`https://host[:port]`, `host`, `host:port`, `*.example.com`), checked.
     func originPatterns(_ node: Node, _ what: String) throws -> [String] {
-        let items: [Node]
-        switch node {
-        case .sequence(let list): items = Array(list)
-        case .scalar: items = [node]
-        default: throw fail(node, "\(what) must be a list of origins or host names")
-        }
+        let items = try items(node, what, expected: "origins or host names")
         guard !items.isEmpty else { throw fail(node, "\(what) is empty; leave it out to mean the declaration's own origins") }
         return try items.map { item in
             let text = try string(item, "each item of \(what)")
@@ -229,12 +233,7 @@ private struct Reader {
         for (key, value) in try mapping(node, in: "tls", keys: ["ca-file", "insecure"]) {
             switch key.string ?? "" {
             case "ca-file":
-                let items: [Node]
-                switch value {
-                case .sequence(let list): items = Array(list)
-                default: items = [value]
-                }
-                for item in items {
+                for item in try items(value, "tls.ca-file", expected: "PEM files") {
                     let path = try string(item, "each item of tls.ca-file")
                     t.caFiles.append(path)
                     itemNodes[path] = item
@@ -349,12 +348,7 @@ private struct Reader {
     }
 
     func urlList(_ node: Node, _ what: String) throws -> [String] {
-        let items: [Node]
-        switch node {
-        case .sequence(let list): items = Array(list)
-        case .scalar: items = [node]
-        default: throw fail(node, "\(what) must be a list of URLs")
-        }
+        let items = try items(node, what, expected: "URLs")
         return try items.map { item in
             let text = try string(item, "each item of \(what)")
             try checkURL(text, at: item, "\(what) item")

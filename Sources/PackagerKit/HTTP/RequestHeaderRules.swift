@@ -48,7 +48,7 @@ struct RequestHeaderRules: Sendable {
 
     /// The headers to send with a request for `url` (none when it has no http or https origin).
     func headers(forURL url: String) -> [Declaration.Header] {
-        guard !rules.isEmpty, let origin = HTTPOrigin(url: url) else { return [] }
+        guard !rules.isEmpty, let origin = HTTPOrigin(key: url) ?? HTTPOrigin(url: url) else { return [] }
         return headers(for: origin)
     }
 }

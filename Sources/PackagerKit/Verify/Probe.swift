@@ -25,23 +25,21 @@ struct Probe: Sendable {
     struct Unreachable: Error {
         var message: String
         var attempts: Int
-        /// Whether no connection could be made at all (refused, connect timeout, no such host).
-        var cannotConnect = false
     }
 
-    /// The entry's verdict, and whether its host could not be connected to at all.
-    func verify(_ recorded: Recorded) async -> (EntryVerification, cannotConnect: Bool) {
+    /// The entry's verdict. (An origin no connection could be made to is remembered by the retry loop.)
+    func verify(_ recorded: Recorded) async -> EntryVerification {
         var result = EntryVerification(
             url: recorded.url, verdict: .fresh, recordedStatus: recorded.status, liveStatus: nil, method: "", changes: [], error: nil, attempts: 0)
         switch recorded.kind {
         case .substituted:
             result.verdict = .substituted
             result.method = "not probed"
-            return (result, false)
+            return result
         case .blocked:
             result.verdict = .blocked
             result.method = "not probed"
-            return (result, false)
+            return result
         case .recorded:
             break
         }
@@ -85,12 +83,12 @@ struct Probe: Sendable {
             result.verdict = .unreachable
             result.error = error.message
             result.attempts = error.attempts
-            return (result, error.cannotConnect)
+            return result
         } catch {
             result.verdict = .unreachable
             result.error = "\(error)"
         }
-        return (result, false)
+        return result
     }
 
     enum BodyHandling: Equatable {
@@ -101,7 +99,8 @@ struct Probe: Sendable {
 
     /// Sends one request with retries on connection errors, timeouts, 429 and 5xx (``RetryLoop``).
     func send(_ url: String, method: HTTPMethod, headers extra: [(String, String)], body: BodyHandling) async throws -> Answer {
-        let outcome = await retryLoop.run(origin: HTTPOrigin(url: url)) { _ -> RetryLoop.Attempt<Answer> in
+        // Verify asks for canonical keys: their origin is read off the key, without canonicalizing it again.
+        let outcome = await retryLoop.run(origin: HTTPOrigin(key: url) ?? HTTPOrigin(url: url)) { _ -> RetryLoop.Attempt<Answer> in
             if let pacer { await pacer.wait() }
             do {
                 let answer = try await sendOnce(url, method: method, headers: extra, body: body)
@@ -120,7 +119,7 @@ struct Probe: Sendable {
             }
             return answer
         case .failed(let failure):
-            throw Unreachable(message: failure.message, attempts: failure.attempts, cannotConnect: failure.cannotConnect)
+            throw Unreachable(message: failure.message, attempts: failure.attempts)
         }
     }
 

@@ -117,7 +117,7 @@ public struct Verifier: Sendable {
                                     url: record.url, verdict: .unreachable, recordedStatus: record.status, liveStatus: nil, method: "not probed",
                                     changes: [], error: "not tried: \(down)", attempts: 0))
                         } else {
-                            let (probed, _) = await probe.verify(record)
+                            let probed = await probe.verify(record)
                             mine.append(probed)
                         }
                         if let limiter, down == nil { await limiter.release(host) }
