@@ -1,3 +1,5 @@
+import Foundation
+
 /// One request key of a mounted bundle and the response recorded for it.
 ///
 /// Entries are cheap values; headers and the key are decoded from the index
@@ -28,12 +30,32 @@ public struct BundleEntry: Sendable {
     public let kind: EntryKind
     /// The body, or nil when the response had none (blocked entries, redirects, 304s).
     public let body: Body?
+    /// Whether the entry's ETag was synthesized by the writer from the body's digest (`packager pack`, substituted
+    /// files) rather than sent by an origin. A synthesized ETag is no validator of the origin's: `verify` never
+    /// compares it with one.
+    public let etagSynthesized: Bool
+    /// Whether the entry's Last-Modified was made by the writer rather than sent by an origin.
+    public let lastModifiedSynthesized: Bool
+    /// When the response was fetched (nil for packed files and version-1 bundles).
+    public let fetchedAt: Date?
+    /// The `Date` the origin sent with the response, when it sent one.
+    public let originDate: Date?
 
     /// The canonical request key.
     public var key: String { bundle.key(ofEntryAt: position) }
 
-    /// The stored response headers, names lowercased, in recorded order.
-    public var headers: [(name: String, value: String)] { bundle.headers(ofEntryAt: position) }
+    /// The response headers, names lowercased, in recorded order; a synthesized ETag comes last.
+    public var headers: [(name: String, value: String)] {
+        var headers = bundle.headers(ofEntryAt: position)
+        if let etag = synthesizedETag { headers.append((name: "etag", value: etag)) }
+        return headers
+    }
+
+    /// The ETag derived from the body's digest, when the entry's ETag is synthesized.
+    public var synthesizedETag: String? {
+        guard etagSynthesized, let body else { return nil }
+        return "\"" + body.sha256.prefix(32) + "\""
+    }
 
     /// The first stored header named `name` (case-insensitive).
     public func header(_ name: String) -> String? {

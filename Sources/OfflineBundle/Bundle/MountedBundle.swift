@@ -49,6 +49,13 @@ public final class MountedBundle: Sendable {
     public let digest: String
     /// Whether the bundle carries a signature block (verified only when a key was required).
     public let isSigned: Bool
+    /// The format version of the bundle file: 2 for what this library writes, 1 for older bundles it still mounts.
+    public var formatVersion: Int { Int(index.formatVersion) }
+    /// When the content was captured, as the writer recorded it (clamped to `SOURCE_DATE_EPOCH` when that was set);
+    /// nil when the writer recorded no time (`packager pack`, and version-1 bundles).
+    public var createdAt: Date? { index.createdAt.map { Date(timeIntervalSince1970: TimeInterval($0)) } }
+    /// The declaration's rules the bundle carries: dropped query parameters, block patterns, substitutions.
+    public var rules: BundleRules { index.rules }
     /// The number of request keys the bundle answers.
     public var entryCount: Int { index.entryCount }
     /// The number of distinct bodies stored.
@@ -71,13 +78,27 @@ public final class MountedBundle: Sendable {
     public init(path: String, options: Options = Options()) throws {
         let file = try BundleFile(path: path)
         let directory = try ZipDirectory.locate(in: file)
+        // The archive comment says the version, and so how body entries are named (§2.5).
+        let comment = String(decoding: directory.comment, as: UTF8.self)
+        let version: UInt32
+        if comment.hasPrefix(BundleFormat.commentPrefix + "sha256:") {
+            version = 2
+        } else if comment.hasPrefix(BundleFormat.v1CommentPrefix + "sha256:") {
+            version = 1
+        } else if comment.hasPrefix("packager-bundle/") {
+            throw BundleError(
+                .unsupported, "\(path) is a packager bundle of another format version (\(comment.prefix(20))…); this reader knows versions 1 and 2")
+        } else {
+            version = 0
+        }
         var metadata = [String: ZipCentralEntry]()
         var bodyEntries = 0
         var firstMetadataOffset = directory.centralDirectoryOffset
-        let bodyPrefix = Array(BundleFormat.bodyPrefix.utf8)
+        let bodyPrefix = Array((version == 1 ? BundleFormat.v1BodyPrefix : BundleFormat.bodyPrefix).utf8)
+        let nameLengths = version == 1 ? 71...71 : (2 + IndexLayout.bodyNameDigits)...66
         // Body records are not decoded at mount: the index describes them, and reads check their local headers.
         let skipBodies: (UnsafeRawBufferPointer) -> Bool = { name in
-            guard name.count == 71, name.starts(with: bodyPrefix) else { return false }
+            guard nameLengths.contains(name.count), name.starts(with: bodyPrefix) else { return false }
             bodyEntries += 1
             return true
         }
@@ -92,19 +113,16 @@ public final class MountedBundle: Sendable {
         guard let indexEntry = metadata[BundleFormat.indexEntryName] else {
             throw BundleError(.notABundle, "\(path) is a ZIP file but holds no \(BundleFormat.indexEntryName): it is not a packager bundle")
         }
-        let comment = String(decoding: directory.comment, as: UTF8.self)
-        if comment.hasPrefix("packager-bundle/"), !comment.hasPrefix(BundleFormat.commentPrefix) {
-            throw BundleError(
-                .unsupported,
-                "\(path) is a packager bundle of another format version (\(comment.prefix(20))…); this reader knows version \(BundleFormat.version)")
-        }
-        guard comment.hasPrefix(BundleFormat.commentPrefix + "sha256:") else {
+        guard version > 0 else {
             throw BundleError(.notABundle, "\(path) lacks the packager bundle comment; it is not a bundle, or its end record is damaged")
         }
         let recordedDigest = String(comment.dropFirst(BundleFormat.commentPrefix.count + 7).prefix(64))
 
         let indexBytes = try Self.readMetadataEntry(indexEntry, from: file, limit: 1 << 32, bodyArea: directory.centralDirectoryOffset)
         let index = try BundleIndex(bytes: indexBytes, bodyArea: firstMetadataOffset, maxRatio: options.maxCompressionRatio)
+        guard index.formatVersion == version else {
+            throw BundleError(.corruptIndex, "the archive comment says format version \(version) but index.bin is version \(index.formatVersion)")
+        }
         guard index.bodyCount == bodyEntries else {
             throw BundleError(.corruptIndex, "index.bin lists \(index.bodyCount) bodies but the central directory holds \(bodyEntries)")
         }
@@ -130,7 +148,7 @@ public final class MountedBundle: Sendable {
         self.index = index
         self.digest = recordedDigest
         self.isSigned = signed
-        self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: index.dropQueryParameters)
+        self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: index.rules.dropQueryParameters)
         self.verification = options.verification ?? (options.requiredPublicKey == nil ? .crc32 : .sha256)
         self.maxBodySize = options.maxBodySize
     }
@@ -163,7 +181,12 @@ public final class MountedBundle: Sendable {
                 index: b, sha256: hexString(record.sha256), size: record.size, storedSize: record.storedSize, compression: record.compression,
                 crc32: record.crc32)
         }
-        return BundleEntry(position: i, bundle: self, status: Int(fields.status), kind: fields.kind, body: body)
+        return BundleEntry(
+            position: i, bundle: self, status: Int(fields.status), kind: fields.kind, body: body,
+            etagSynthesized: fields.flags & IndexLayout.flagETagSynthesized != 0,
+            lastModifiedSynthesized: fields.flags & IndexLayout.flagLastModifiedSynthesized != 0,
+            fetchedAt: fields.fetchedAt.map { Date(timeIntervalSince1970: TimeInterval($0)) },
+            originDate: fields.originDate.map { Date(timeIntervalSince1970: TimeInterval($0)) })
     }
 
     package func headers(ofEntryAt i: Int) -> [(name: String, value: String)] { index.entryHeaders(i) }
@@ -191,19 +214,38 @@ public final class MountedBundle: Sendable {
     public func deflatedBody(of entry: BundleEntry, verify: Bool = true) throws -> DeflatedBody? {
         guard let body = entry.body, body.compression == .deflate else { return nil }
         let record = index.body(at: body.index)
+        let name = bodyName(record)
         guard record.size <= maxBodySize else {
-            throw BundleError(.hostile, "body claims \(record.size) bytes, over the limit of \(maxBodySize)", entry: BundleFormat.bodyPrefix + body.sha256)
+            throw BundleError(.hostile, "body claims \(record.size) bytes, over the limit of \(maxBodySize)", entry: name)
         }
-        let raw = try readStored(record, name: BundleFormat.bodyPrefix + body.sha256)
+        let raw = try readStored(record, name: name)
         if verify {
-            _ = try raw.withUnsafeBytes { try checkedInflate($0, record: record, name: BundleFormat.bodyPrefix + body.sha256, verification: verification) }
+            if verification == .crc32 && index.hasStoredChecksums {
+                // Version 2 records the CRC-32 of the stored stream: the bytes to be sent are checked as they are.
+                let crc = CRC32.checksum(raw)
+                guard crc == record.storedCRC32 else {
+                    throw BundleError(
+                        .corruptBody, String(format: "stored stream CRC-32 is %08x, the index records %08x: the body is damaged", crc, record.storedCRC32),
+                        entry: name)
+                }
+            } else {
+                // SHA-256 verification (a signed bundle) checks the digest of the inflated bytes; version 1 has no stored checksum.
+                _ = try raw.withUnsafeBytes { try checkedInflate($0, record: record, name: name, verification: verification) }
+            }
         }
         return DeflatedBody(data: Data(raw), crc32: record.crc32, size: record.size)
     }
 
+    /// A body's name for messages: its ZIP entry name's fixed part.
+    package func bodyName(_ record: IndexBodyRecord) -> String {
+        index.formatVersion == 1
+            ? BundleFormat.v1BodyPrefix + hexString(record.sha256)
+            : BundleFormat.bodyPrefix + hexString(record.sha256.prefix(IndexLayout.bodyNameDigits / 2))
+    }
+
     package func bodyBytes(at bodyIndex: Int, verification: Options.Verification) throws -> [UInt8] {
         let record = index.body(at: bodyIndex)
-        let name = BundleFormat.bodyPrefix + hexString(record.sha256)
+        let name = bodyName(record)
         guard record.size <= maxBodySize else {
             throw BundleError(.hostile, "body claims \(record.size) bytes, over the limit of \(maxBodySize)", entry: name)
         }
@@ -219,7 +261,7 @@ public final class MountedBundle: Sendable {
         }
         var bytes = try file.read(at: record.localHeaderOffset, count: headerLength + Int(record.storedSize), what: "body \(name)")
         try LocalHeader.check(
-            bytes, expectedName: name, method: record.compression.rawValue, crc32: record.crc32,
+            bytes, sha256: record.sha256, version: index.formatVersion, method: record.compression.rawValue, crc32: record.crc32,
             storedSize: record.storedSize, size: record.size, headerLength: headerLength)
         bytes.removeFirst(headerLength)
         return bytes
@@ -306,8 +348,11 @@ public struct DeflatedBody: Sendable {
 
 /// Checks a body's local header against what the index says of it.
 package enum LocalHeader {
-    package static func check(_ bytes: [UInt8], expectedName: String, method: UInt16, crc32: UInt32, storedSize: UInt64, size: UInt64, headerLength: Int) throws
-    {
+    package static func check(
+        _ bytes: [UInt8], sha256: [UInt8], version: UInt32, method: UInt16, crc32: UInt32, storedSize: UInt64, size: UInt64, headerLength: Int
+    ) throws {
+        let expectedName =
+            version == 1 ? BundleFormat.v1BodyPrefix + hexString(sha256) : BundleFormat.bodyPrefix + hexString(sha256.prefix(IndexLayout.bodyNameDigits / 2))
         guard bytes.count >= ZipConstants.localHeaderSize, bytes.u32(0) == ZipConstants.localHeaderSignature else {
             throw BundleError(.corruptDirectory, "the local header is damaged (bad signature)", entry: expectedName)
         }
@@ -316,7 +361,14 @@ package enum LocalHeader {
         guard ZipConstants.localHeaderSize + nameLength + extraLength == headerLength else {
             throw BundleError(.corruptDirectory, "the local header's length disagrees with the index", entry: expectedName)
         }
-        guard bytes[30..<(30 + nameLength)].elementsEqual(expectedName.utf8) else {
+        // Version 2 names a body `b/` + a prefix of its digest's hex, 16 digits or more (§2.1); version 1 `bodies/` + all 64.
+        let name = bytes[30..<(30 + nameLength)]
+        let nameHolds =
+            version == 1
+            ? name.elementsEqual(expectedName.utf8)
+            : (nameLength >= expectedName.utf8.count && nameLength <= 66 && name.starts(with: BundleFormat.bodyPrefix.utf8)
+                && name.dropFirst(2).elementsEqual(hexString(sha256).utf8.prefix(nameLength - 2)))
+        guard nameHolds else {
             throw BundleError(.corruptDirectory, "the local header names another entry", entry: expectedName)
         }
         guard bytes.u16(8) == method else {

@@ -1,22 +1,29 @@
-/// Constants of the bundle format, version 1 (see docs/FORMAT.md).
+/// Constants of the bundle format, version 2 (see docs/FORMAT.md).
 public enum BundleFormat {
-    /// The format version this library writes and reads.
-    public static let version: UInt32 = 1
+    /// The format version this library writes. It also mounts version 1.
+    public static let version: UInt32 = 2
     /// The ZIP entry that holds the compact binary index.
     public static let indexEntryName = "index.bin"
     /// The ZIP entry that holds the human-readable JSON manifest.
     public static let manifestEntryName = "manifest.json"
     /// The ZIP entry that holds the optional Ed25519 signature block.
     public static let signatureEntryName = "signature.json"
-    /// The folder prefix of body entries; a body is `bodies/` + 64 lowercase hex digits of its SHA-256.
-    public static let bodyPrefix = "bodies/"
+    /// The folder prefix of body entries; a body is `b/` + the first 16 (or more) lowercase hex digits of its SHA-256.
+    public static let bodyPrefix = "b/"
     /// The prefix of the ZIP archive comment, followed by `sha256:` and the bundle digest.
-    public static let commentPrefix = "packager-bundle/1 "
+    public static let commentPrefix = "packager-bundle/2 "
+    /// Version 1's body prefix: `bodies/` + all 64 hex digits.
+    public static let v1BodyPrefix = "bodies/"
+    /// Version 1's archive comment prefix.
+    public static let v1CommentPrefix = "packager-bundle/1 "
     /// The domain-separation line that starts every signed message.
     public static let signatureDomain = "packager-bundle-signature/1\n"
 
-    /// The ZIP entry name of the body with this SHA-256 digest.
-    public static func bodyEntryName(sha256Hex: String) -> String { bodyPrefix + sha256Hex }
+    /// The ZIP entry name of the body with this SHA-256 digest, spelled with `digits` hex digits (16 unless another
+    /// body of the bundle shares them).
+    public static func bodyEntryName(sha256: [UInt8], digits: Int = 16) -> String {
+        bodyPrefix + String(hexString(sha256).prefix(digits))
+    }
 
     /// The exact bytes an Ed25519 signature covers, for a bundle whose digest is `bundleDigestHex`.
     ///

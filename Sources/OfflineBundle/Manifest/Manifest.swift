@@ -1,4 +1,4 @@
-/// The human-readable manifest, `manifest.json` (schema version 1).
+/// The human-readable manifest, `manifest.json` (schema version 2; version-1 manifests decode too).
 ///
 /// Tools and people read it; the loader answers requests from `index.bin`
 /// and never needs to decode it. docs/FORMAT.md describes every field.
@@ -11,22 +11,66 @@ public struct Manifest: Codable, Sendable, Equatable {
     public var generator: String
     /// When the content was captured (RFC 3339), when the writer was given a time; absent otherwise so that bundles stay reproducible.
     public var createdAt: String?
+    /// The declaration's rules the bundle carries (version 1 manifests carry only the dropped query parameters).
+    public var rules: BundleRules
     /// Query parameter name patterns dropped from request keys (`*` matches any run).
-    public var dropQueryParameters: [String]
+    public var dropQueryParameters: [String] { rules.dropQueryParameters }
     /// One record per request key, sorted by key.
     public var entries: [ManifestEntry]
     /// Counts and sizes over the whole bundle.
     public var totals: ManifestTotals
 
     /// Creates a manifest.
-    public init(generator: String, createdAt: String? = nil, dropQueryParameters: [String], entries: [ManifestEntry], totals: ManifestTotals) {
+    public init(generator: String, createdAt: String? = nil, rules: BundleRules, entries: [ManifestEntry], totals: ManifestTotals) {
         self.format = "packager-bundle"
         self.formatVersion = Int(BundleFormat.version)
         self.generator = generator
         self.createdAt = createdAt
-        self.dropQueryParameters = dropQueryParameters
+        self.rules = rules
         self.entries = entries
         self.totals = totals
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case format, formatVersion, generator, createdAt, rules, dropQueryParameters, entries, totals
+    }
+
+    private struct Rules: Codable {
+        var block: [String]
+        var dropQueryParameters: [String]
+        var substitutionPrefixes: [String]
+        var substitutions: [String]
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        format = try c.decode(String.self, forKey: .format)
+        formatVersion = try c.decode(Int.self, forKey: .formatVersion)
+        generator = try c.decode(String.self, forKey: .generator)
+        createdAt = try c.decodeIfPresent(String.self, forKey: .createdAt)
+        if let rules = try c.decodeIfPresent(Rules.self, forKey: .rules) {
+            self.rules = BundleRules(
+                dropQueryParameters: rules.dropQueryParameters, block: rules.block, substitutions: rules.substitutions,
+                substitutionPrefixes: rules.substitutionPrefixes)
+        } else {
+            rules = BundleRules(dropQueryParameters: try c.decodeIfPresent([String].self, forKey: .dropQueryParameters) ?? [])
+        }
+        entries = try c.decode([ManifestEntry].self, forKey: .entries)
+        totals = try c.decode(ManifestTotals.self, forKey: .totals)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(format, forKey: .format)
+        try c.encode(formatVersion, forKey: .formatVersion)
+        try c.encode(generator, forKey: .generator)
+        try c.encodeIfPresent(createdAt, forKey: .createdAt)
+        try c.encode(
+            Rules(
+                block: rules.block, dropQueryParameters: rules.dropQueryParameters, substitutionPrefixes: rules.substitutionPrefixes,
+                substitutions: rules.substitutions), forKey: .rules)
+        try c.encode(entries, forKey: .entries)
+        try c.encode(totals, forKey: .totals)
     }
 }
 
@@ -34,8 +78,9 @@ public struct Manifest: Codable, Sendable, Equatable {
 public struct ManifestEntry: Codable, Sendable, Equatable {
     /// The canonical request key (an absolute URL).
     public var key: String
-    /// The request method the response answers; `GET` in version 1 (HEAD is answered from it).
-    public var method: String
+    /// The request method the response answers: `GET` in version-1 manifests; absent in version 2, where every entry
+    /// answers GET (and HEAD from it).
+    public var method: String?
     /// recorded, substituted or blocked.
     public var kind: EntryKind
     /// The HTTP status.
@@ -55,6 +100,10 @@ public struct ManifestEntry: Codable, Sendable, Equatable {
     public var expires: String?
     /// When the response was fetched (RFC 3339), when known.
     public var fetchedAt: String?
+    /// The `Date` the origin sent (RFC 3339), when it sent one.
+    public var date: String?
+    /// The validators the writer made up rather than recorded from an origin: `etag`, `last-modified`.
+    public var synthesized: [String]?
     /// For redirects: the absolute target URL.
     public var redirectTo: String?
     /// For substituted entries: the local file, relative to the declaration, that answered.
@@ -64,11 +113,13 @@ public struct ManifestEntry: Codable, Sendable, Equatable {
 
     /// Creates an entry.
     public init(
-        key: String, method: String = "GET", kind: EntryKind, status: Int, headers: [[String]], mediaType: String? = nil,
+        key: String, method: String? = nil, kind: EntryKind, status: Int, headers: [[String]], mediaType: String? = nil,
         charset: String? = nil, body: ManifestBody? = nil, etag: String? = nil, lastModified: String? = nil,
-        cacheControl: String? = nil, expires: String? = nil, fetchedAt: String? = nil, redirectTo: String? = nil,
-        source: String? = nil, contentEncoding: String? = nil
+        cacheControl: String? = nil, expires: String? = nil, fetchedAt: String? = nil, date: String? = nil, redirectTo: String? = nil,
+        source: String? = nil, contentEncoding: String? = nil, synthesized: [String]? = nil
     ) {
+        self.date = date
+        self.synthesized = synthesized
         self.key = key
         self.method = method
         self.kind = kind
@@ -92,25 +143,23 @@ public struct ManifestEntry: Codable, Sendable, Equatable {
 public struct ManifestBody: Codable, Sendable, Equatable {
     /// SHA-256 of the body bytes, lowercase hex.
     public var sha256: String
-    /// The ZIP entry name, `bodies/<sha256>`.
-    public var entry: String
+    /// The ZIP entry name, `bodies/<sha256>`, in version-1 manifests (version 2 leaves it to the index).
+    public var entry: String?
     /// The body's size in bytes.
     public var size: UInt64
     /// The size of the ZIP entry's data.
     public var storedSize: UInt64
     /// `stored` or `deflate`.
     public var compression: BodyCompression
-    /// CRC-32 of the body, 8 lowercase hex digits.
-    public var crc32: String
+    /// CRC-32 of the body, 8 lowercase hex digits, in version-1 manifests (version 2 leaves it to the index).
+    public var crc32: String?
 
     /// Creates a body record.
-    public init(sha256: String, size: UInt64, storedSize: UInt64, compression: BodyCompression, crc32: UInt32) {
+    public init(sha256: String, size: UInt64, storedSize: UInt64, compression: BodyCompression) {
         self.sha256 = sha256
-        self.entry = BundleFormat.bodyPrefix + sha256
         self.size = size
         self.storedSize = storedSize
         self.compression = compression
-        self.crc32 = hexString([UInt8(crc32 >> 24), UInt8((crc32 >> 16) & 0xFF), UInt8((crc32 >> 8) & 0xFF), UInt8(crc32 & 0xFF)])
     }
 }
 

@@ -31,7 +31,8 @@ public enum Exporter {
             let writer = try LibArchive.ArchiveWriter(descriptor: atomic.descriptor, format: format)
             for b in 0..<bundle.bodyCount {
                 let bytes = try bundle.bodyBytes(at: b, verification: .sha256)
-                let name = BundleFormat.bodyPrefix + hexString(bundle.index.body(at: b).sha256)
+                // Exports name each body by its whole digest, whatever the bundle's version names it.
+                let name = "bodies/" + hexString(bundle.index.body(at: b).sha256)
                 try bytes.withUnsafeBytes { try writer.addFile(path: name, bytes: $0) }
                 count += 1
             }

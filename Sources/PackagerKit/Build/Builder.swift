@@ -74,7 +74,7 @@ public struct Builder: Sendable {
         if report.succeeded {
             var writer = BundleWriter(
                 options: .init(
-                    dropQueryParameters: declaration.dropQueryParameters, createdAt: options.createdAt, signingKey: options.signingKey, memoryBudget: 64 << 20))
+                    rules: declaration.bundleRules, createdAt: options.createdAt, signingKey: options.signingKey, memoryBudget: 64 << 20))
             writer.sharedMemory = memory
             writer.scratch = scratch
             for entry in crawl.entries { writer.add(entry) }

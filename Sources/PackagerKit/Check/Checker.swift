@@ -80,21 +80,24 @@ public enum Checker {
     }
 
     /// The container: every record, its local header, no overlaps, nothing unexpected. Returns the body records.
-    private static func checkContainer(_ bundle: MountedBundle, into report: inout Report) -> [String: ZipCentralEntry] {
+    private static func checkContainer(_ bundle: MountedBundle, into report: inout Report) -> [UInt64: ZipCentralEntry] {
         func issue(_ entry: String?, _ message: String) { report.issue(entry, message) }
         func issue(_ error: any Error) { report.record(error) }
-        var cdBodies = [String: ZipCentralEntry]()
+        var cdBodies = [UInt64: ZipCentralEntry]()
+        // Version 2 names a body `b/` + 16 to 64 hex digits; version 1 `bodies/` + 64.
+        let (prefix, digits) = bundle.formatVersion == 1 ? (BundleFormat.v1BodyPrefix, 64...64) : (BundleFormat.bodyPrefix, 16...64)
         do {
             var extents = [(start: UInt64, end: UInt64, name: String)]()
             var seen = Set<String>()
             try bundle.directory.forEachEntry(from: bundle.file) { entry in
                 if !seen.insert(entry.name).inserted { issue(entry.name, "listed twice in the central directory") }
+                let hex = entry.name.dropFirst(prefix.count)
                 let isBody =
-                    entry.name.hasPrefix(BundleFormat.bodyPrefix) && entry.nameBytes.count == 71
-                    && bytesFromHex(String(entry.name.dropFirst(7))) != nil
+                    entry.name.hasPrefix(prefix) && digits.contains(hex.utf8.count)
+                    && hex.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
                 let known = [BundleFormat.indexEntryName, BundleFormat.manifestEntryName, BundleFormat.signatureEntryName]
                 if isBody {
-                    cdBodies[entry.name] = entry
+                    cdBodies[entry.localHeaderOffset] = entry
                 } else if !known.contains(entry.name) {
                     issue(entry.name, "unexpected entry in a bundle")
                 }
@@ -132,7 +135,7 @@ public enum Checker {
     }
 
     /// The index against the container, and every body read back and checked.
-    private static func checkBodies(_ bundle: MountedBundle, centralDirectory cdBodies: inout [String: ZipCentralEntry], into report: inout Report) {
+    private static func checkBodies(_ bundle: MountedBundle, centralDirectory cdBodies: inout [UInt64: ZipCentralEntry], into report: inout Report) {
         func issue(_ entry: String?, _ message: String) { report.issue(entry, message) }
         func issue(_ error: any Error) { report.record(error) }
         var referenced = Set<Int>()
@@ -141,9 +144,13 @@ public enum Checker {
         }
         for b in 0..<bundle.bodyCount {
             let record = bundle.index.body(at: b)
-            let name = BundleFormat.bodyPrefix + hexString(record.sha256)
-            if let entry = cdBodies.removeValue(forKey: name) {
-                if entry.localHeaderOffset != record.localHeaderOffset || entry.compressedSize != record.storedSize
+            let name = bundle.bodyName(record)
+            if let entry = cdBodies.removeValue(forKey: record.localHeaderOffset) {
+                let hex = hexString(record.sha256)
+                if !hex.hasPrefix(entry.name.dropFirst(bundle.formatVersion == 1 ? BundleFormat.v1BodyPrefix.count : BundleFormat.bodyPrefix.count)) {
+                    issue(entry.name, "the central directory names this body \(entry.name), which is not its digest (sha256:\(hex))")
+                }
+                if entry.compressedSize != record.storedSize
                     || entry.uncompressedSize != record.size || entry.crc32 != record.crc32 || entry.method != record.compression.rawValue
                 {
                     issue(name, "the index and the central directory disagree about this body")
@@ -159,7 +166,7 @@ public enum Checker {
                 issue(error)
             }
         }
-        for name in cdBodies.keys.sorted() { issue(name, "stored in the ZIP but not listed in the index") }
+        for offset in cdBodies.keys.sorted() { issue(cdBodies[offset]!.name, "stored in the ZIP but not listed in the index") }
 
     }
 
@@ -203,8 +210,14 @@ public enum Checker {
         func issue(_ entry: String?, _ message: String) { report.issue(entry, message) }
         func issue(_ error: any Error) { report.record(error) }
         do {
-            // Mounting already read and CRC-checked index.bin; hash those bytes rather than reading them again.
-            let actual = hexString(Array(SHA256.hash(data: bundle.index.bytes)))
+            // Mounting already read and CRC-checked index.bin; hash those bytes rather than reading them again (a version-1
+            // index is held converted, so its file bytes are read once more).
+            let indexBytes =
+                bundle.formatVersion == Int(BundleFormat.version)
+                ? bundle.index.bytes
+                : try MountedBundle.readMetadataEntry(
+                    bundle.metadata[BundleFormat.indexEntryName]!, from: bundle.file, limit: 1 << 32, bodyArea: bundle.directory.centralDirectoryOffset)
+            let actual = hexString(Array(SHA256.hash(data: indexBytes)))
             if actual != bundle.digest {
                 issue(BundleFormat.indexEntryName, "the bundle digest in the ZIP comment (\(bundle.digest)) is not the SHA-256 of index.bin (\(actual))")
             }
@@ -224,11 +237,13 @@ public enum Checker {
             } else if publicKey != nil {
                 issue(nil, "the bundle is not signed, but a public key was given")
             }
+        } catch {
+            issue(error)
         }
     }
 
     private static func compare(_ manifest: Manifest, with bundle: MountedBundle, issue: (String?, String) -> Void) {
-        if manifest.format != "packager-bundle" || manifest.formatVersion != Int(BundleFormat.version) {
+        if manifest.format != "packager-bundle" || manifest.formatVersion != bundle.formatVersion {
             issue(BundleFormat.manifestEntryName, "has format \(manifest.format) version \(manifest.formatVersion)")
         }
         if manifest.entries.count != bundle.entryCount {
@@ -244,7 +259,10 @@ public enum Checker {
             }
             if item.status != entry.status || item.kind != entry.kind { issue(item.key, "the manifest and the index disagree on status or kind") }
             if item.body?.sha256 != entry.body?.sha256 { issue(item.key, "the manifest and the index name different bodies") }
-            if item.headers != entry.headers.map({ [$0.name, $0.value] }) { issue(item.key, "the manifest and the index store different headers") }
+            if item.headers != bundle.headers(ofEntryAt: position).map({ [$0.name, $0.value] }) {
+                issue(item.key, "the manifest and the index store different headers")
+            }
+            if bundle.formatVersion >= 2, item.etag != entry.header("etag") { issue(item.key, "the manifest and the index give different ETags") }
         }
     }
 }

@@ -200,7 +200,8 @@ final class Crawler: Sendable {
             let headers = storedHeaders(response.headers)
             state.add(
                 BundleWriter.Entry(
-                    url: job.key, status: response.status, headers: headers, body: Self.source(response.body), fetchedAt: response.fetchedAt),
+                    url: job.key, status: response.status, headers: headers, body: Self.source(response.body), fetchedAt: response.fetchedAt,
+                    originDate: Self.originDate(response.headers)),
                 kind: .fetched)
             if response.status >= 400 {
                 state.fail(
@@ -318,6 +319,11 @@ final class Crawler: Sendable {
         "content-type", "content-language", "content-encoding", "content-disposition", "etag", "last-modified", "cache-control", "expires", "vary",
         "location", "link", "access-control-allow-origin", "content-security-policy", "x-content-type-options", "refresh",
     ]
+
+    /// The `Date` a response carries, when it carries a valid one.
+    static func originDate(_ headers: [(name: String, value: String)]) -> Date? {
+        headers.first { $0.name == "date" }.flatMap { HTTPDates.parse($0.value) }
+    }
 
     /// A received body as the writer takes it.
     static func source(_ body: Fetcher.Body) -> BundleWriter.BodySource? {

@@ -1,4 +1,5 @@
 import Foundation
+import OfflineBundle
 
 /// What `packager build` crawls and how: the model of a declaration file (`packager.yml`).
 ///
@@ -45,6 +46,20 @@ public struct Declaration: Sendable, Equatable {
 
     /// Creates an empty declaration with the defaults.
     public init() {}
+
+    /// The rules a bundle built from this declaration carries for the runtime: dropped query parameters, block patterns,
+    /// and the canonical keys and prefixes of the substitutions.
+    public var bundleRules: BundleRules {
+        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: dropQueryParameters)
+        var rules = BundleRules(dropQueryParameters: dropQueryParameters, block: block)
+        for substitution in substitutions {
+            switch substitution.match {
+            case .url(let url, _): if let key = canonicalizer.canonicalize(url) { rules.substitutions.append(key) }
+            case .prefix(let prefix, _): if let key = RequestKeyCanonicalizer().canonicalize(prefix) { rules.substitutionPrefixes.append(key) }
+            }
+        }
+        return rules
+    }
 
     /// The crawl's limits.
     public struct Scope: Sendable, Equatable {

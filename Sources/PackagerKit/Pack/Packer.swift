@@ -100,7 +100,9 @@ public struct Packer: Sendable {
                 if keys.insert(folderURL).inserted {
                     entries.append(BundleWriter.Entry(url: folderURL, headers: headers, body: .file(path), synthesizeETag: true))
                     if folderURL != base.absoluteString {
-                        entries.append(BundleWriter.Entry(url: String(folderURL.dropLast()), status: 301, headers: [(name: "location", value: folderURL)]))
+                        // The Location is the folder's canonical key, so every writer spells it the same way (docs/FORMAT.md §5.3).
+                        let location = RequestKeyCanonicalizer(dropQueryParameters: options.writer.dropQueryParameters).canonicalize(folderURL) ?? folderURL
+                        entries.append(BundleWriter.Entry(url: String(folderURL.dropLast()), status: 301, headers: [(name: "location", value: location)]))
                     }
                 }
             }

@@ -52,7 +52,8 @@ public struct Refresher: Sendable {
             case .success(let response):
                 let headers = Crawler.storedHeaders(response.headers, policy: .decoded, secrets: secrets)
                 fresh[url] = BundleWriter.Entry(
-                    url: url, status: response.status, headers: headers, body: Crawler.source(response.body), fetchedAt: response.fetchedAt)
+                    url: url, status: response.status, headers: headers, body: Crawler.source(response.body), fetchedAt: response.fetchedAt,
+                    originDate: Crawler.originDate(response.headers))
                 refreshed.append((url, response.status))
             case .failure(let failure):
                 failed.append((url, failure.message))
@@ -61,18 +62,20 @@ public struct Refresher: Sendable {
         await fetcher.shutdown()
 
         let formatter = ISO8601DateFormatter()
-        var writer = BundleWriter(options: .init(dropQueryParameters: manifest.dropQueryParameters, createdAt: Date()))
+        var writer = BundleWriter(options: .init(rules: bundle.rules, createdAt: Date()))
         for entry in bundle.entries {
             if let replacement = fresh[entry.key] {
                 writer.add(replacement)
                 continue
             }
             let record = records[entry.key]
+            // Carried over as recorded: the stored headers, and a synthesized ETag stays a synthesized one.
             writer.add(
                 BundleWriter.Entry(
-                    url: entry.key, status: entry.status, kind: entry.kind, headers: entry.headers,
+                    url: entry.key, status: entry.status, kind: entry.kind, headers: bundle.headers(ofEntryAt: entry.position),
                     body: entry.body == nil ? nil : .data(try bundle.body(of: entry)),
-                    fetchedAt: record?.fetchedAt.flatMap { formatter.date(from: $0) }, source: record?.source))
+                    fetchedAt: entry.fetchedAt ?? record?.fetchedAt.flatMap { formatter.date(from: $0) }, originDate: entry.originDate,
+                    source: record?.source, synthesizeETag: entry.etagSynthesized, lastModifiedSynthesized: entry.lastModifiedSynthesized))
         }
         let summary = try writer.write(to: output)
         return Summary(verify: report, refreshed: refreshed, failed: failed, write: summary)

@@ -52,13 +52,15 @@ struct BodyPreparer {
                 let storage: PreparedBody.Storage =
                     memory.take(deflated.count) ? .memory(deflated) : .spool(offset: try spool.append(deflated))
                 return PreparedBody(
-                    digest: digest, crc32: crc, size: UInt64(raw.count), storedSize: UInt64(deflated.count), compression: .deflate, storage: storage)
+                    digest: digest, crc32: crc, storedCRC32: CRC32.checksum(deflated), size: UInt64(raw.count), storedSize: UInt64(deflated.count),
+                    compression: .deflate, storage: storage)
             }
             // Small stored bodies stay in memory, so the bytes written are the bytes hashed, and the file is not read twice.
             let storage: PreparedBody.Storage =
                 raw.count <= BodyContents.smallFileLimit && memory.take(raw.count) ? .memory(Array(raw)) : .source(source)
             return PreparedBody(
-                digest: digest, crc32: crc, size: UInt64(raw.count), storedSize: UInt64(raw.count), compression: .stored, storage: storage)
+                digest: digest, crc32: crc, storedCRC32: crc, size: UInt64(raw.count), storedSize: UInt64(raw.count), compression: .stored,
+                storage: storage)
         }
     }
 }

@@ -32,17 +32,24 @@ public struct BundleWriter: Sendable {
         public var body: BodySource?
         /// When the response was fetched.
         public var fetchedAt: Date?
+        /// The `Date` the origin sent with the response.
+        public var originDate: Date?
+        /// Whether a `last-modified` header among ``headers`` was made up by the caller rather than sent by an origin.
+        public var lastModifiedSynthesized: Bool
         /// For substituted entries: the local file that answered, as the declaration names it.
         public var source: String?
-        /// Whether to add a strong ETag derived from the body's SHA-256 when the headers have none.
+        /// Whether the entry answers with a strong ETag derived from the body's SHA-256 when the headers have none. The
+        /// bundle records it as synthesized (a flag, derived when answering), never as the origin's.
         public var synthesizeETag: Bool
 
         /// Creates an entry.
         public init(
             url: String, status: Int = 200, kind: EntryKind = .recorded, headers: [(name: String, value: String)] = [], body: BodySource? = nil,
-            fetchedAt: Date? = nil, source: String? = nil, synthesizeETag: Bool = false
+            fetchedAt: Date? = nil, originDate: Date? = nil, source: String? = nil, synthesizeETag: Bool = false, lastModifiedSynthesized: Bool = false
         ) {
             self.synthesizeETag = synthesizeETag
+            self.originDate = originDate
+            self.lastModifiedSynthesized = lastModifiedSynthesized
             self.url = url
             self.status = status
             self.kind = kind
@@ -55,10 +62,20 @@ public struct BundleWriter: Sendable {
 
     /// Settings for a write.
     public struct Options: Sendable {
+        /// The declaration's rules, recorded in the bundle for the loader: dropped query parameters, block patterns,
+        /// substitutions.
+        public var rules: BundleRules
         /// Query parameter patterns dropped from request keys; recorded in the bundle for the loader.
-        public var dropQueryParameters: [String]
-        /// Recorded as the manifest's `createdAt`; nil keeps the bundle free of any time.
+        public var dropQueryParameters: [String] {
+            get { rules.dropQueryParameters }
+            set { rules.dropQueryParameters = newValue }
+        }
+        /// When the content was captured; nil keeps the bundle free of any time.
         public var createdAt: Date?
+        /// Every time the bundle records (creation, fetch times, the origins' `Date`) is clamped to this one, and
+        /// `Expires` moved with the `Date` it was sent with, so that two builds of an unchanged site are byte-identical.
+        /// Defaults to `SOURCE_DATE_EPOCH` from the environment (reproducible-builds.org).
+        public var timeClamp: Date?
         /// When set, the bundle is signed with this Ed25519 key.
         public var signingKey: Curve25519.Signing.PrivateKey?
         /// zlib level for deflated bodies (1 fastest, 9 smallest).
@@ -70,11 +87,15 @@ public struct BundleWriter: Sendable {
 
         /// Creates options.
         public init(
-            dropQueryParameters: [String] = [], createdAt: Date? = nil, signingKey: Curve25519.Signing.PrivateKey? = nil, compressionLevel: Int = 6,
-            concurrency: Int = ProcessInfo.processInfo.activeProcessorCount, memoryBudget: Int = 256 << 20
+            dropQueryParameters: [String] = [], rules: BundleRules = BundleRules(), createdAt: Date? = nil,
+            signingKey: Curve25519.Signing.PrivateKey? = nil, compressionLevel: Int = BundleWriter.defaultCompressionLevel,
+            concurrency: Int = ProcessInfo.processInfo.activeProcessorCount, memoryBudget: Int = 256 << 20,
+            timeClamp: Date? = BundleWriter.sourceDateEpoch()
         ) {
-            self.dropQueryParameters = dropQueryParameters
+            self.rules = rules
+            if !dropQueryParameters.isEmpty { self.rules.dropQueryParameters = dropQueryParameters }
             self.createdAt = createdAt
+            self.timeClamp = timeClamp
             self.signingKey = signingKey
             self.compressionLevel = compressionLevel
             self.concurrency = concurrency
@@ -94,6 +115,15 @@ public struct BundleWriter: Sendable {
         /// SHA-256 of index.bin, lowercase hex.
         public var digest: String
         public var signed: Bool
+    }
+
+    /// The compression level a writer uses unless told otherwise.
+    public static let defaultCompressionLevel = 6
+
+    /// `SOURCE_DATE_EPOCH` from the environment, when it is set to a whole number of seconds.
+    public static func sourceDateEpoch(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> Date? {
+        guard let text = environment["SOURCE_DATE_EPOCH"], let seconds = Int64(text.trimmingCharacters(in: .whitespaces)) else { return nil }
+        return Date(timeIntervalSince1970: TimeInterval(seconds))
     }
 
     /// The generator string recorded in manifests.
@@ -140,8 +170,8 @@ public struct BundleWriter: Sendable {
         let (manifest, indexEntries) = metadata(keyed, prepared: prepared, unique: unique)
         let manifestBytes = ManifestWriter.encode(manifest)
         let indexBytes = try IndexBuilder.build(
-            entries: indexEntries, bodies: bodyRecords, manifestSHA256: Array(SHA256.hash(data: manifestBytes)),
-            dropQueryParameters: options.dropQueryParameters)
+            entries: indexEntries, bodies: bodyRecords, manifestSHA256: Array(SHA256.hash(data: manifestBytes)), rules: options.rules,
+            createdAt: clamped(options.createdAt).map(Self.seconds))
         let digest = hexString(Array(SHA256.hash(data: indexBytes)))
         try writeMetadata(index: indexBytes, manifest: manifestBytes, digest: digest, to: zip)
         try zip.finish(comment: Array((BundleFormat.commentPrefix + "sha256:" + digest).utf8))
@@ -198,15 +228,30 @@ public struct BundleWriter: Sendable {
         var records = [IndexBodyRecord]()
         records.reserveCapacity(bodies.count)
         var copyBuffer = [UInt8](repeating: 0, count: 1 << 20)
-        for body in bodies {
-            let name = BundleFormat.bodyEntryName(sha256Hex: hexString(body.digest))
+        // Bodies are in digest order, so a body shares the most leading hex digits with a neighbour: its name takes one
+        // digit more than it shares with either (and at least 16), so no two names are equal (docs/FORMAT.md §2.1).
+        func sharedDigits(_ a: [UInt8], _ b: [UInt8]) -> Int {
+            var n = 0
+            for (x, y) in Swift.zip(a, b) {
+                if x == y {
+                    n += 2
+                } else {
+                    return n + (x >> 4 == y >> 4 ? 1 : 0)
+                }
+            }
+            return n
+        }
+        for (i, body) in bodies.enumerated() {
+            let before = i > 0 ? sharedDigits(bodies[i - 1].digest, body.digest) : 0
+            let after = i + 1 < bodies.count ? sharedDigits(bodies[i + 1].digest, body.digest) : 0
+            let name = BundleFormat.bodyEntryName(sha256: body.digest, digits: max(IndexLayout.bodyNameDigits, max(before, after) + 1))
             let offsets = try zip.beginEntry(name: name, method: body.compression.rawValue, crc32: body.crc32, compressedSize: body.storedSize, size: body.size)
             try body.storage.copy(
                 to: output, storedSize: body.storedSize, expectedCRC: body.compression == .stored ? body.crc32 : nil, spool: spool, buffer: &copyBuffer)
             records.append(
                 IndexBodyRecord(
                     sha256: body.digest, localHeaderOffset: offsets.localHeaderOffset, dataOffset: offsets.dataOffset, storedSize: body.storedSize,
-                    size: body.size, crc32: body.crc32, compression: body.compression))
+                    size: body.size, crc32: body.crc32, storedCRC32: body.storedCRC32, compression: body.compression))
         }
         return records
     }
@@ -224,40 +269,78 @@ public struct BundleWriter: Sendable {
             var headers = item.entry.headers
                 .map { (name: $0.name.lowercased(), value: String(Substring($0.value).trimmingWhitespace())) }
                 .filter { !Self.droppedHeaders.contains($0.name) }
-            if item.entry.synthesizeETag, let digest = prepared[i]?.digest, !headers.contains(where: { $0.name == "etag" }) {
-                headers.append((name: "etag", value: "\"" + hexString(digest.prefix(16)) + "\""))
+            // A synthesized ETag is a flag, derived from the digest when answering: it is never stored as a header, so
+            // it cannot pass for the origin's, and header blocks stay shareable.
+            var flags: UInt8 = 0
+            if item.entry.synthesizeETag, prepared[i] != nil, !headers.contains(where: { $0.name == "etag" }) { flags |= IndexLayout.flagETagSynthesized }
+            if item.entry.lastModifiedSynthesized, headers.contains(where: { $0.name == "last-modified" }) {
+                flags |= IndexLayout.flagLastModifiedSynthesized
             }
+            let fetchedAt = clamped(item.entry.fetchedAt)
+            let originDate = clamped(item.entry.originDate)
+            if let sent = item.entry.originDate, let originDate, sent != originDate { Self.moveExpires(in: &headers, by: originDate.timeIntervalSince(sent)) }
             let bodyIndex = prepared[i].flatMap { unique.position[$0.digest] }
             // Describe the copy actually stored: identical bytes under two media types are stored once, one way.
             let body = bodyIndex.map { unique.bodies[$0] }.map {
-                ManifestBody(sha256: hexString($0.digest), size: $0.size, storedSize: $0.storedSize, compression: $0.compression, crc32: $0.crc32)
+                ManifestBody(sha256: hexString($0.digest), size: $0.size, storedSize: $0.storedSize, compression: $0.compression)
             }
-            manifestEntries.append(Self.manifestEntry(item.key, item.entry, headers: headers, body: body, formatter: formatter))
-            indexEntries.append(IndexEntryRecord(key: item.key, status: UInt16(item.entry.status), kind: item.entry.kind, headers: headers, body: bodyIndex))
+            manifestEntries.append(
+                Self.manifestEntry(
+                    item.key, item.entry, headers: headers, body: body, flags: flags, fetchedAt: fetchedAt, originDate: originDate, formatter: formatter))
+            indexEntries.append(
+                IndexEntryRecord(
+                    key: item.key, status: UInt16(item.entry.status), kind: item.entry.kind, flags: flags, headers: headers, body: bodyIndex,
+                    fetchedAt: fetchedAt.map(Self.seconds), originDate: originDate.map(Self.seconds)))
         }
         let totals = ManifestTotals(
             entries: keyed.count, bodies: unique.bodies.count, bodyBytes: unique.bodies.reduce(0) { $0 + $1.size },
             storedBytes: unique.bodies.reduce(0) { $0 + $1.storedSize })
         let manifest = Manifest(
-            generator: Self.generator, createdAt: options.createdAt.map { formatter.string(from: $0) }, dropQueryParameters: options.dropQueryParameters,
+            generator: Self.generator, createdAt: clamped(options.createdAt).map { formatter.string(from: $0) }, rules: options.rules,
             entries: manifestEntries, totals: totals)
         return (manifest, indexEntries)
     }
 
+    /// A time as the bundle records it: whole seconds, no later than ``Options/timeClamp``.
+    private func clamped(_ date: Date?) -> Date? {
+        guard let date else { return nil }
+        let whole = Date(timeIntervalSince1970: Double(Self.seconds(date)))
+        guard let clamp = options.timeClamp, whole > clamp else { return whole }
+        return clamp
+    }
+
+    static func seconds(_ date: Date) -> Int64 {
+        let t = date.timeIntervalSince1970.rounded(.down)
+        return t >= -9.0e18 && t <= 9.0e18 ? Int64(t) : 0
+    }
+
+    /// Moves an `Expires` header by `delta` seconds, so it keeps its distance from a clamped `Date`.
+    private static func moveExpires(in headers: inout [(name: String, value: String)], by delta: TimeInterval) {
+        for i in headers.indices where headers[i].name == "expires" {
+            if let expires = HTTPDates.parse(headers[i].value) { headers[i].value = HTTPDates.format(expires.addingTimeInterval(delta)) }
+        }
+    }
+
     private static func manifestEntry(
-        _ key: String, _ entry: Entry, headers: [(name: String, value: String)], body: ManifestBody?, formatter: ISO8601DateFormatter
+        _ key: String, _ entry: Entry, headers: [(name: String, value: String)], body: ManifestBody?, flags: UInt8, fetchedAt: Date?,
+        originDate: Date?, formatter: ISO8601DateFormatter
     ) -> ManifestEntry {
         func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
         let contentType = header("content-type")
         let mediaType = contentType.map { $0.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)[0].trimmingWhitespace().lowercased() }
         let redirectTo = header("location").flatMap { URL(string: $0, relativeTo: URL(string: key))?.absoluteURL.absoluteString }
+        let etagSynthesized = flags & IndexLayout.flagETagSynthesized != 0
+        var synthesized = [String]()
+        if etagSynthesized { synthesized.append("etag") }
+        if flags & IndexLayout.flagLastModifiedSynthesized != 0 { synthesized.append("last-modified") }
         return ManifestEntry(
-            key: key, kind: entry.kind, status: entry.status, headers: headers.map { [$0.name, $0.value] },
-            mediaType: mediaType, charset: contentType.flatMap(Self.charset(of:)), body: body, etag: header("etag"), lastModified: header("last-modified"),
+            key: key, method: nil, kind: entry.kind, status: entry.status, headers: headers.map { [$0.name, $0.value] },
+            mediaType: mediaType, charset: contentType.flatMap(Self.charset(of:)), body: body,
+            etag: etagSynthesized ? body.map { "\"" + $0.sha256.prefix(32) + "\"" } : header("etag"), lastModified: header("last-modified"),
             cacheControl: header("cache-control"), expires: header("expires"),
-            fetchedAt: entry.fetchedAt.map { formatter.string(from: $0) },
+            fetchedAt: fetchedAt.map { formatter.string(from: $0) }, date: originDate.map { formatter.string(from: $0) },
             redirectTo: (300...399).contains(entry.status) ? redirectTo : nil, source: entry.source,
-            contentEncoding: body == nil ? nil : (header("content-encoding") ?? "identity"))
+            contentEncoding: body == nil ? nil : (header("content-encoding") ?? "identity"), synthesized: synthesized.isEmpty ? nil : synthesized)
     }
 
     /// `index.bin`, `manifest.json` (deflated when that is smaller) and, when signing, `signature.json`.

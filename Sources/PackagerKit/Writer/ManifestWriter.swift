@@ -1,7 +1,7 @@
 import OfflineBundle
 
 /// Serializes a ``Manifest`` as `manifest.json`: keys sorted, optional fields omitted, slashes not escaped,
-/// the top level indented and each entry on one line (docs/FORMAT.md §6).
+/// the top level indented and each entry on one line (docs/FORMAT.md §6, which gives the exact bytes).
 ///
 /// Foundation's `JSONEncoder` took a sixth of the time of packing 100,000 small files; this writes the
 /// same JSON values straight into one byte buffer. Any JSON reader (and `Manifest`'s `Decodable`) reads it.
@@ -15,9 +15,7 @@ enum ManifestWriter {
             out.string(createdAt)
             out.raw(",\n")
         }
-        out.raw("  \"dropQueryParameters\": ")
-        out.stringArray(manifest.dropQueryParameters)
-        out.raw(",\n  \"entries\": [")
+        out.raw("  \"entries\": [")
         for (i, entry) in manifest.entries.enumerated() {
             out.raw(i == 0 ? "\n    " : ",\n    ")
             write(entry, to: &out)
@@ -29,6 +27,16 @@ enum ManifestWriter {
         out.integer(manifest.formatVersion)
         out.raw(",\n  \"generator\": ")
         out.string(manifest.generator)
+        let rules = manifest.rules
+        out.raw(",\n  \"rules\": {\"block\": ")
+        out.stringArray(rules.block)
+        out.raw(", \"dropQueryParameters\": ")
+        out.stringArray(rules.dropQueryParameters)
+        out.raw(", \"substitutionPrefixes\": ")
+        out.stringArray(rules.substitutionPrefixes)
+        out.raw(", \"substitutions\": ")
+        out.stringArray(rules.substitutions)
+        out.raw("}")
         let totals = manifest.totals
         out.raw(",\n  \"totals\": ")
         out.object([
@@ -56,13 +64,14 @@ enum ManifestWriter {
         if let body = entry.body {
             field("body")
             out.object([
-                ("compression", .string(body.compression.description)), ("crc32", .string(body.crc32)), ("entry", .string(body.entry)),
-                ("sha256", .string(body.sha256)), ("size", .integer(body.size)), ("storedSize", .integer(body.storedSize)),
+                ("compression", .string(body.compression.description)), ("sha256", .string(body.sha256)), ("size", .integer(body.size)),
+                ("storedSize", .integer(body.storedSize)),
             ])
         }
         optional("cacheControl", entry.cacheControl)
         optional("charset", entry.charset)
         optional("contentEncoding", entry.contentEncoding)
+        optional("date", entry.date)
         optional("etag", entry.etag)
         optional("expires", entry.expires)
         optional("fetchedAt", entry.fetchedAt)
@@ -82,6 +91,10 @@ enum ManifestWriter {
         optional("source", entry.source)
         field("status")
         out.integer(entry.status)
+        if let synthesized = entry.synthesized {
+            field("synthesized")
+            out.stringArray(synthesized)
+        }
         out.raw("}")
     }
 }

@@ -16,6 +16,8 @@ struct PreparedBody: Sendable {
     }
     var digest: [UInt8]
     var crc32: UInt32
+    /// CRC-32 of the bytes as stored (the deflate stream, or the body itself when stored).
+    var storedCRC32: UInt32
     var size: UInt64
     var storedSize: UInt64
     var compression: BodyCompression
