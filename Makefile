@@ -1,8 +1,8 @@
 # A thin front end; Package.swift works without it.
 SWIFT ?= swift
-DEBIAN_PACKAGES = libarchive-dev libarchive-tools zlib1g-dev unzip zstd gzip curl python3 openssl
+DEBIAN_PACKAGES = libarchive-dev libarchive-tools zlib1g-dev libdeflate-dev unzip zstd gzip curl python3 openssl
 # The peers the benchmarks compare with, and the tools that drive them.
-BENCH_PACKAGES = nginx wget2 wrk time iproute2
+BENCH_PACKAGES = nginx wget2 wrk time iproute2 python3.11-doc
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 OUT ?= out
 BENCH_WORK ?= /tmp/packager-bench

@@ -35,6 +35,11 @@ let package = Package(
         ),
         // The calling dispatch queue, for the URLSession protocol on swift-corelibs-foundation (no library to link).
         .systemLibrary(name: "CDispatchQueue"),
+        // libdeflate: build side only (the writer's whole-buffer deflate; the runtime inflates with zlib).
+        .systemLibrary(
+            name: "CLibDeflate",
+            providers: [.apt(["libdeflate-dev"]), .brew(["libdeflate"])]
+        ),
         // libarchive: build side only (extract, inspect, pack from archives, export).
         .systemLibrary(
             name: "CArchive",
@@ -90,6 +95,7 @@ let package = Package(
             dependencies: [
                 "OfflineBundle",
                 "CZlib",
+                "CLibDeflate",
                 "CArchive",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -53,6 +53,8 @@ HEAD\n/../..\nbytes=-99999999999999999999\n*\nMonday, 06-Nov-94 08:49:37 GMT\nSu
 GET\nhttp://127.0.0.1:8080/docs/\nbytes=5-4, 0-0\nW/"\nSun Nov  6 08:49:37 1994\nW/"x"\nx-gzip;q=0.5
 REQUESTS
 cp "$findings"/* "$work/seeds/" 2>/dev/null || true
+# The format's test vectors: both versions (a version-1 index is converted on mount), ZIP64 end records, damaged ones.
+cp docs/vectors/*.zip "$work/seeds/"
 
 echo "fuzzing for $duration s with $(ls "$work/seeds" | wc -l) seeds ..."
 set +e

@@ -212,6 +212,19 @@ print("measuring \(smallCount) small files ...")
 try measureSite(label: "small", root: work + "/small-site", files: smallCount, mountTarget: 20)
 print("measuring \(largeCount) files of 1 MiB ...")
 try measureSite(label: "large", root: work + "/large-site", files: largeCount, mountTarget: nil)
+// Real content: Debian's python3.11-doc HTML (make bench installs it), packed as a folder.
+let pythonDocs = "/usr/share/doc/python3.11/html"
+if fm.fileExists(atPath: pythonDocs) {
+    var files = 0
+    let walker = fm.enumerator(atPath: pythonDocs)
+    while let name = walker?.nextObject() as? String {
+        if let type = walker?.fileAttributes?[.type] as? FileAttributeType, type == .typeRegular, !name.hasPrefix(".") { files += 1 }
+    }
+    print("measuring Debian's python3.11-doc HTML ...")
+    try measureSite(label: "python-docs", root: pythonDocs, files: files, mountTarget: nil)
+} else {
+    notes.append("python-docs: \(pythonDocs) is not installed (apt-get install python3.11-doc); not measured.")
+}
 
 var cpu = "unknown CPU"
 if let info = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8), let line = info.split(separator: "\n").first(where: { $0.hasPrefix("model name") })
@@ -222,7 +235,8 @@ let date = ISO8601DateFormatter().string(from: Date())
 var md = "## Bundle format: pack and mount\n\n"
 md +=
     "Run by `make bench` (Sources/PackagerBench) on \(date), \(ProcessInfo.processInfo.activeProcessorCount) cores (\(cpu)), \(quick ? "quick mode (smaller sites)" : "full size").\n"
-md += "Sites: \(smallCount) small files (60% HTML, 20% CSS, 10% JSON, 10% PNG-like noise) and \(largeCount) files of 1 MiB (half JPEG-like noise, half text). "
+md += "Sites: \(smallCount) small files (60% HTML, 20% CSS, 10% JSON, 10% PNG-like noise), \(largeCount) files of 1 MiB (half JPEG-like noise, half text), "
+md += "and Debian's python3.11-doc HTML as installed (real pages, images, scripts; its symbolic links are skipped by pack and stored as links by bsdtar). "
 md += "Times are the best of \(quick ? 1 : 3) runs with a warm page cache; the peer runs in the same process tree right after packager.\n\n"
 md += "| measure | packager | peer | ratio | target |\n|---|---|---|---|---|\n"
 for r in rows { md += "| \(r.name) | \(r.ours) | \(r.peer) | \(r.ratio) | \(r.target) |\n" }

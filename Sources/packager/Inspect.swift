@@ -36,8 +36,13 @@ extension Packager {
             print(
                 "bundle \(b.path)  (\(formatBytes(b.fileSize)), \(b.signed ? "signed, not verified here: packager check --public-key" : "unsigned"), \(terminalSafe(b.generator)))"
             )
-            print("digest sha256:\(b.digest)")
-            if !b.dropQueryParameters.isEmpty { print("drops query parameters: \(terminalSafe(b.dropQueryParameters.joined(separator: ", ")))") }
+            print("format version \(b.formatVersion), digest sha256:\(b.digest)")
+            if let createdAt = b.createdAt { print("created \(terminalSafe(createdAt))") }
+            let rules = [
+                ("drops query parameters", b.rules.dropQueryParameters), ("blocks", b.rules.block), ("substitutes", b.rules.substitutions),
+                ("substitutes under", b.rules.substitutionPrefixes),
+            ]
+            for (label, values) in rules where !values.isEmpty { print("\(label): \(terminalSafe(values.joined(separator: ", ")))") }
             print("")
             let header = ["STATUS", "KIND", "TYPE", "SIZE", "STORED", "METHOD", "KEY"]
             var rows = [header]

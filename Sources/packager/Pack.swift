@@ -35,14 +35,14 @@ extension Packager {
         @Flag(name: .customLong("include-hidden"), help: "Also pack files and folders whose names start with a dot.")
         var includeHidden = false
 
-        @Option(name: .customLong("compression-level"), help: "zlib level for text bodies, 1 (fast) to 9 (small).")
-        var compressionLevel: Int = 6
+        @Option(name: .customLong("compression-level"), help: "Deflate level for text bodies, 1 (fast) to 12 (small).")
+        var compressionLevel: Int = BundleWriter.defaultCompressionLevel
 
         @Option(name: .customLong("sign-key"), help: "Sign the bundle with this Ed25519 private key file (default: $PACKAGER_SIGN_KEY, base64).")
         var signKey: String?
 
         func validate() throws {
-            guard (1...9).contains(compressionLevel) else { throw ValidationError("--compression-level must be 1 to 9") }
+            guard (1...12).contains(compressionLevel) else { throw ValidationError("--compression-level must be 1 to 12") }
             guard stripComponents >= 0 else { throw ValidationError("--strip-components cannot be negative") }
         }
 

@@ -26,6 +26,37 @@ struct BuildCommandTests {
         }
     }
 
+    @Test("with SOURCE_DATE_EPOCH, two builds of an unchanged site are byte-identical; without it, they record their own times")
+    func reproducibleBuild() async throws {
+        try await withOrigin { origin in
+            serveSite(origin)
+            let folder = try TemporaryFolder()
+            let epoch = "1767225600"  // 2026-01-01T00:00:00Z, before the origin's Date headers
+            func build(_ name: String, epoch: String?) async throws {
+                let environment = epoch.map { ["SOURCE_DATE_EPOCH=" + $0] } ?? []
+                let result = try await run(
+                    "env", environment + [packagerExecutable, "build", "--seed", origin.base + "/", "--concurrency", "4", "-o", name], in: folder.path)
+                #expect(result.status == 0, "\(result.output)")
+            }
+            try await build("a.zip", epoch: epoch)
+            try await build("b.zip", epoch: epoch)
+            let a = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/a.zip"))
+            #expect(a == (try Data(contentsOf: URL(fileURLWithPath: folder.path + "/b.zip"))))
+            // Every time the bundle records is the epoch: the creation, each fetch, each origin Date.
+            let bundle = try MountedBundle(path: folder.path + "/a.zip")
+            let clamp = Date(timeIntervalSince1970: 1_767_225_600)
+            #expect(bundle.createdAt == clamp)
+            let home = try #require(bundle.entry(for: origin.base + "/"))
+            #expect(home.fetchedAt == clamp && home.originDate == clamp)
+            // Without it, the times are the build's own: the bundles differ.
+            try await build("c.zip", epoch: nil)
+            let c = try MountedBundle(path: folder.path + "/c.zip")
+            #expect(try #require(c.createdAt) > clamp)
+            #expect(try #require(c.entry(for: origin.base + "/")?.fetchedAt) > clamp)
+            #expect(c.digest != bundle.digest)
+        }
+    }
+
     @Test("wrong arguments and a broken declaration exit 2 with a sentence that says what to fix")
     func badInput() async throws {
         let folder = try TemporaryFolder()

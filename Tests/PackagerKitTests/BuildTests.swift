@@ -104,12 +104,28 @@ struct BuildTests {
             #expect(home.header("content-type") == "text/html; charset=utf-8")
             #expect(home.header("set-cookie") == nil && home.header("x-internal") == nil)
 
+            // Format version 2 records where validators came from, when each response was fetched, the origin's Date, and
+            // the declaration's rules, all read back through the runtime API.
+            #expect(bundle.formatVersion == 2)
+            #expect(!home.etagSynthesized && !home.lastModifiedSynthesized)
+            let fetched = try #require(home.fetchedAt)
+            #expect(abs(fetched.timeIntervalSinceNow) < 120)
+            #expect(try abs(#require(home.originDate).timeIntervalSince(fetched)) < 5)
+            #expect(try abs(#require(bundle.createdAt).timeIntervalSince(fetched)) < 120)
+            #expect(bundle.rules.block == ["*/ads/*"] && bundle.rules.dropQueryParameters == ["utm_*"])
+            #expect(bundle.rules.substitutions == [origin.base + "/assets/logo.svg"] && bundle.rules.substitutionPrefixes.isEmpty)
+            #expect(bundle.rules.blockPattern(matching: "http://new-ads.example/ads/pixel.gif") == "*/ads/*")
+            #expect(bundle.rules.blockPattern(matching: origin.base + "/") == nil)
+
             let blocked = try #require(bundle.entry(for: origin.base + "/ads/tracker.js"))
             #expect(blocked.kind == .blocked && blocked.body == nil)
             #expect(origin.count("/ads/tracker.js") == 0)
 
             let logo = try #require(bundle.entry(for: origin.base + "/assets/logo.svg"))
             #expect(logo.kind == .substituted)
+            // A local file has no origin validator: its ETag is synthesized from the digest, and says so.
+            #expect(logo.etagSynthesized && logo.header("etag") == "\"" + (logo.body?.sha256.prefix(32) ?? "") + "\"")
+            #expect(logo.fetchedAt == nil)
             #expect(try bundle.body(of: logo) == Data("<svg xmlns=\"http://www.w3.org/2000/svg\"/>".utf8))
             #expect(origin.count("/assets/logo.svg") == 0)
 

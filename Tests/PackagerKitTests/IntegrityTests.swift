@@ -41,13 +41,13 @@ struct IntegrityTests {
 
         let report = Checker.check(path: path)
         #expect(!report.isValid)
-        #expect(report.issues.contains { $0.entry == "bodies/" + digest && $0.message.contains("CRC-32") })
+        #expect(report.issues.contains { $0.entry == "b/" + digest.prefix(16) && $0.message.contains("CRC-32") })
 
         let bundle = try MountedBundle(path: path)  // mounting does not read bodies
         let entry = try #require(bundle.entry(for: "https://example.com/photo.jpg"))
         let error = try #require(throws: BundleError.self) { try bundle.body(of: entry) }
         #expect(error.code == .corruptBody)
-        #expect(error.entry == "bodies/" + digest)
+        #expect(error.entry == "b/" + digest.prefix(16))
         // The other body is still served.
         #expect(try bundle.body(of: try #require(bundle.entry(for: "https://example.com/"))).count == 2400)
     }
@@ -179,7 +179,7 @@ struct HostileTests {
         ])
     func impossibleStatuses(status: Int, message: String) throws {
         let folder = try TemporaryFolder()
-        let path = try forged(folder) { bytes, index in setU16(&bytes, index.entriesOffset + 20, UInt16(status)) }
+        let path = try forged(folder) { bytes, index in setU16(&bytes, index.entriesOffset + 12, UInt16(status)) }
         let error = try #require(throws: BundleError.self) { try MountedBundle(path: path) }
         #expect(error.code == .hostile && error.message.contains(message), "\(error)")
         #expect(error.entry == "https://example.com/a.txt")
@@ -217,7 +217,7 @@ struct HostileTests {
     func zipBomb() throws {
         let folder = try TemporaryFolder()
         let path = try forged(folder) { bytes, index in
-            setU64(&bytes, index.bodiesOffset + 56, 1 << 40)  // size of body 0
+            setU64(&bytes, index.bodiesOffset + 48, 1 << 40)  // size of body 0
         }
         let error = try #require(throws: BundleError.self) { try MountedBundle(path: path) }
         #expect(error.code == .hostile)
@@ -240,7 +240,7 @@ struct HostileTests {
         error = try #require(throws: BundleError.self) { try honest.deflatedBody(of: entry) }
         #expect(error.code == .hostile)
         // An index that claims 1 MiB: the local header disagrees, so the read is refused before inflating.
-        let lying = try forged(folder, entries: [bomb]) { bytes, index in setU64(&bytes, index.bodiesOffset + 56, 1 << 20) }
+        let lying = try forged(folder, entries: [bomb]) { bytes, index in setU64(&bytes, index.bodiesOffset + 48, 1 << 20) }
         let bundle = try MountedBundle(path: lying)
         error = try #require(throws: BundleError.self) { try bundle.body(of: bundle.entries[0]) }
         #expect(error.code == .corruptDirectory, "\(error)")
@@ -289,7 +289,7 @@ struct HostileTests {
             let first = index.body(at: 0)
             let r = index.bodiesOffset + IndexLayout.bodyRecordSize
             setU64(&bytes, r + 32, first.localHeaderOffset)
-            setU64(&bytes, r + 40, first.dataOffset)
+            setU16(&bytes, r + 64, UInt16(first.dataOffset - first.localHeaderOffset))
         }
         let error = try #require(throws: BundleError.self) { try MountedBundle(path: path) }
         #expect(error.code == .hostile)
@@ -301,6 +301,7 @@ struct HostileTests {
         let folder = try TemporaryFolder()
         let path = try forged(folder) { bytes, index in
             let r = index.bodiesOffset + IndexLayout.bodyRecordSize
+            setU64(&bytes, r + 40, 1 << 50)
             setU64(&bytes, r + 48, 1 << 50)
         }
         let error = try #require(throws: BundleError.self) { try MountedBundle(path: path) }
@@ -308,11 +309,60 @@ struct HostileTests {
         #expect(error.message.contains("outside the body area"))
     }
 
+    @Test("a gzip answer checks the stored stream it sends, by the CRC-32 version 2 records for it, without inflating it")
+    func gzipChecksStoredBytes() throws {
+        func deflatedRecord(_ index: BundleIndex) -> Int {
+            (0..<index.bodyCount).first { index.body(at: $0).compression == .deflate }!
+        }
+        func answers(_ path: String) throws -> (gzip: Result<Data, BundleError>, identity: Result<Data, BundleError>) {
+            let bundle = try MountedBundle(path: path)
+            let responder = BundleResponder(bundle: bundle)
+            // The entry whose body is the forged record.
+            let key = try #require(bundle.entries.first { $0.body?.index == deflatedRecord(bundle.index) }).key
+            func ask(_ headers: [(String, String)]) -> Result<Data, BundleError> {
+                let response = responder.respond(to: BundleRequest(url: key, headers: fields(headers)))!
+                return Result { try response.bodyData() }.mapError { $0 as! BundleError }
+            }
+            return (ask([("Accept-Encoding", "gzip")]), ask([]))
+        }
+        let folder = try TemporaryFolder()
+        // The index's CRC-32 of the stored stream is wrong; the stream itself is intact and inflates to the right bytes.
+        let wrongStored = try forged(folder) { bytes, index in
+            bytes[index.bodiesOffset + deflatedRecord(index) * IndexLayout.bodyRecordSize + 60] ^= 0x01
+        }
+        var (gzip, identity) = try answers(wrongStored)
+        #expect(throws: BundleError.self) { try gzip.get() }
+        #expect((try? gzip.get()) == nil && (try? identity.get()) != nil)
+        if case .failure(let error) = gzip { #expect(error.code == .corruptBody && error.message.contains("stored stream")) }
+        // The stored stream was altered and the index's CRC-32 of it updated to match, as a forger without the signing key
+        // could: the gzip answer goes out as stored, so it was not inflated (the inflated bytes' CRC-32 would have
+        // refused it), and the identity answer, which inflates, is refused.
+        let other = try TemporaryFolder()
+        let altered = try forged(other) { _, _ in }
+        let record = try MountedBundle(path: altered).index.body(at: deflatedRecord(try MountedBundle(path: altered).index))
+        try flipByte(at: Int(record.dataOffset) + Int(record.storedSize) / 2, in: altered)
+        let file = try Data(contentsOf: URL(fileURLWithPath: altered))
+        let storedCRC = CRC32.checksum(Array(file[Int(record.dataOffset)..<Int(record.dataOffset + record.storedSize)]))
+        try forgeMetadataEntry(BundleFormat.indexEntryName, in: altered) { bytes in
+            let index = Int(bytes.u64(IndexLayout.bodiesOffsetOffset))
+            let r = (0..<Int(bytes.u32(IndexLayout.bodyCountOffset))).map { index + $0 * IndexLayout.bodyRecordSize }.first { bytes[$0 + 66] == 8 }!
+            withUnsafeBytes(of: storedCRC.littleEndian) { bytes.replaceSubrange((r + 60)..<(r + 64), with: $0) }
+        }
+        let wrongInflated = altered
+        (gzip, identity) = try answers(wrongInflated)
+        #expect((try? gzip.get()) != nil)
+        if case .failure(let error) = identity { #expect(error.code == .corruptBody) } else { Issue.record("the identity answer was not refused") }
+        // A signed bundle's reader checks SHA-256: there the gzip answer inflates once and checks the digest.
+        let bundle = try MountedBundle(path: wrongInflated, options: .init(verification: .sha256))
+        let entry = try #require(bundle.entries.first { $0.body?.index == deflatedRecord(bundle.index) })
+        #expect(throws: BundleError.self) { try bundle.deflatedBody(of: entry) }
+    }
+
     @Test("a size that lies by one byte is refused when the body is read")
     func lyingSize() throws {
         let folder = try TemporaryFolder()
         let path = try forged(folder) { bytes, index in
-            setU64(&bytes, index.bodiesOffset + 56, index.body(at: 0).size + 1)
+            setU64(&bytes, index.bodiesOffset + 48, index.body(at: 0).size + 1)
         }
         let bundle = try MountedBundle(path: path)
         let body = bundle.index.body(at: 0)

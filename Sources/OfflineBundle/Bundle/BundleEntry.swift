@@ -9,7 +9,7 @@ public struct BundleEntry: Sendable {
     public struct Body: Sendable, Equatable {
         /// Position in the bundle's body table.
         package var index: Int
-        /// SHA-256 of the (inflated) body, lowercase hex. Also the body's ZIP entry name after `bodies/`.
+        /// SHA-256 of the (inflated) body, lowercase hex. Also the body's ZIP entry name after `b/`.
         public var sha256: String
         /// Size in bytes of the body.
         public var size: UInt64
@@ -47,7 +47,11 @@ public struct BundleEntry: Sendable {
     /// The response headers, names lowercased, in recorded order; a synthesized ETag comes last.
     public var headers: [(name: String, value: String)] {
         var headers = bundle.headers(ofEntryAt: position)
-        if let etag = synthesizedETag { headers.append((name: "etag", value: etag)) }
+        if let etag = synthesizedETag {
+            // The flag wins over a stored ETag a hand-made bundle might also carry: one validator, never two.
+            headers.removeAll { $0.name == "etag" }
+            headers.append((name: "etag", value: etag))
+        }
         return headers
     }
 

@@ -131,7 +131,7 @@ package struct BundleIndex: Sendable {
                 let r = eOff + i * IndexLayout.entryRecordSize
                 let keyOffset = Int(raw.u32(r))
                 let keyEnd = i + 1 < entryCount ? Int(raw.u32(r + IndexLayout.entryRecordSize)) : keysEnd
-                guard (i > 0 || keyOffset == 0), keyOffset < keyEnd, keyEnd <= keysEnd else {
+                guard i > 0 || keyOffset == 0, keyOffset < keyEnd, keyEnd <= keysEnd else {
                     throw fail("entry \(i)'s key does not follow the key before it")
                 }
                 let keyLength = keyEnd - keyOffset

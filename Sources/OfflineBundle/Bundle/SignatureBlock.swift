@@ -3,7 +3,7 @@ import Foundation
 
 /// The optional `signature.json` entry: an Ed25519 signature over the bundle digest.
 public struct SignatureBlock: Codable, Sendable, Equatable {
-    /// Always `ed25519` in format version 1.
+    /// Always `ed25519` (format versions 1 and 2).
     public var algorithm: String
     /// The signer's public key, 32 raw bytes in base64. Informative: a loader trusts its own configured key.
     public var publicKey: String

@@ -7,7 +7,7 @@
 /// - ``substitutions``: canonical keys that a local file answers.
 /// - ``substitutionPrefixes``: canonical URL prefixes that a local folder answers: a URL under one is answered
 ///   from the bundle or not at all.
-public struct BundleRules: Sendable, Equatable {
+public struct BundleRules: Sendable, Equatable, Codable {
     public var dropQueryParameters: [String]
     public var block: [String]
     public var substitutions: [String]

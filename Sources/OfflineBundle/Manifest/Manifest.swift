@@ -35,23 +35,14 @@ public struct Manifest: Codable, Sendable, Equatable {
         case format, formatVersion, generator, createdAt, rules, dropQueryParameters, entries, totals
     }
 
-    private struct Rules: Codable {
-        var block: [String]
-        var dropQueryParameters: [String]
-        var substitutionPrefixes: [String]
-        var substitutions: [String]
-    }
-
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         format = try c.decode(String.self, forKey: .format)
         formatVersion = try c.decode(Int.self, forKey: .formatVersion)
         generator = try c.decode(String.self, forKey: .generator)
         createdAt = try c.decodeIfPresent(String.self, forKey: .createdAt)
-        if let rules = try c.decodeIfPresent(Rules.self, forKey: .rules) {
-            self.rules = BundleRules(
-                dropQueryParameters: rules.dropQueryParameters, block: rules.block, substitutions: rules.substitutions,
-                substitutionPrefixes: rules.substitutionPrefixes)
+        if let rules = try c.decodeIfPresent(BundleRules.self, forKey: .rules) {
+            self.rules = rules
         } else {
             rules = BundleRules(dropQueryParameters: try c.decodeIfPresent([String].self, forKey: .dropQueryParameters) ?? [])
         }
@@ -65,10 +56,7 @@ public struct Manifest: Codable, Sendable, Equatable {
         try c.encode(formatVersion, forKey: .formatVersion)
         try c.encode(generator, forKey: .generator)
         try c.encodeIfPresent(createdAt, forKey: .createdAt)
-        try c.encode(
-            Rules(
-                block: rules.block, dropQueryParameters: rules.dropQueryParameters, substitutionPrefixes: rules.substitutionPrefixes,
-                substitutions: rules.substitutions), forKey: .rules)
+        try c.encode(rules, forKey: .rules)
         try c.encode(entries, forKey: .entries)
         try c.encode(totals, forKey: .totals)
     }

@@ -54,6 +54,8 @@ public struct BundleResponder: Sendable {
         headers[.acceptRanges] = "bytes"
         // A deflated body has two representations (identity and gzip); caches must key on Accept-Encoding,
         // and the gzip one gets its own strong validator so a Range resumed with If-Range never splices the two.
+        // A stored `Content-Encoding: identity` says the same as none (the writer deflates such a body too).
+        if headers[.contentEncoding]?.lowercased() == "identity" { headers[.contentEncoding] = nil }
         let compressed = body.compression == .deflate && headers[.contentEncoding] == nil
         if compressed { headers.append(HTTPField(name: .vary, value: "Accept-Encoding")) }
         let gzip = compressed && Self.acceptsGzip(request.headers[.acceptEncoding])
@@ -80,7 +82,9 @@ public struct BundleResponder: Sendable {
                     206, .range(entry, range), length: range.upperBound - range.lowerBound,
                     extra: [.contentRange: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(size)"])
             case .unsatisfiable:
+                // Ranges address the identity bytes: the 416 names the identity representation's ETag, as a 206 does.
                 var fields = headers
+                if let etag { fields[.eTag] = etag }
                 fields[.contentType] = nil
                 fields[.contentRange] = "bytes */\(size)"
                 fields[.contentLength] = "0"
@@ -100,7 +104,7 @@ public struct BundleResponder: Sendable {
     /// Stored headers a response never carries.
     static let neverReplayed: Set<String> = [
         "content-length", "set-cookie", "set-cookie2", "strict-transport-security", "public-key-pins", "alt-svc", "clear-site-data",
-        "transfer-encoding", "connection",
+        "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade", "proxy-connection",
     ]
 
     /// The strong validator of the gzip representation: the identity ETag with `-gzip` inside its quotes.

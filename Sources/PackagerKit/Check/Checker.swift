@@ -262,7 +262,9 @@ public enum Checker {
             if item.headers != bundle.headers(ofEntryAt: position).map({ [$0.name, $0.value] }) {
                 issue(item.key, "the manifest and the index store different headers")
             }
-            if bundle.formatVersion >= 2, item.etag != entry.header("etag") { issue(item.key, "the manifest and the index give different ETags") }
+            if bundle.formatVersion >= 2, (item.synthesized ?? []).contains("etag") != entry.etagSynthesized {
+                issue(item.key, "the manifest and the index disagree on whether the ETag is synthesized")
+            }
         }
     }
 }

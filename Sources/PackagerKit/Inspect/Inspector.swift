@@ -24,7 +24,11 @@ public enum Inspector {
         public var signed: Bool
         public var generator: String
         public var createdAt: String?
-        public var dropQueryParameters: [String]
+        /// The bundle format version (1 or 2).
+        public var formatVersion: Int
+        /// The declaration's rules the bundle carries.
+        public var rules: BundleRules
+        public var dropQueryParameters: [String] { rules.dropQueryParameters }
         public var entries: [Row]
         public var totals: ManifestTotals
     }
@@ -74,7 +78,7 @@ public enum Inspector {
         }
         return BundleListing(
             path: path, fileSize: bundle.file.size, digest: bundle.digest, signed: bundle.isSigned, generator: manifest.generator,
-            createdAt: manifest.createdAt, dropQueryParameters: manifest.dropQueryParameters, entries: rows, totals: manifest.totals)
+            createdAt: manifest.createdAt, formatVersion: bundle.formatVersion, rules: bundle.rules, entries: rows, totals: manifest.totals)
     }
 
     /// Lists any archive libarchive reads.

@@ -80,6 +80,16 @@ public struct Packer: Sendable {
         var found = [FolderWalker.Item]()
         try FolderWalker(includeHidden: options.includeHidden).walk(root: root, into: &found)
         found.sort { $0.relative.utf8.lexicographicallyPrecedes($1.relative.utf8) }
+        // Which index file answers for each folder: the one earliest in the list of index files (index.html before
+        // index.htm by default), whatever the byte order of their names.
+        var claimant = [Substring: String]()
+        for item in found where !item.isSymbolicLink {
+            let name = item.relative.split(separator: "/").last.map(String.init) ?? item.relative
+            guard let rank = options.indexFiles.firstIndex(of: name) else { continue }
+            let folder = item.relative.dropLast(name.count)
+            if let current = claimant[folder], let currentRank = options.indexFiles.firstIndex(of: current), currentRank <= rank { continue }
+            claimant[folder] = name
+        }
         var keys = Set<String>()
         let rootPath = root.hasSuffix("/") ? root : root + "/"
         for item in found {
@@ -95,7 +105,7 @@ public struct Packer: Sendable {
             let headers = [(name: "content-type", value: contentType(for: name))]
             entries.append(BundleWriter.Entry(url: url, headers: headers, body: .file(path), synthesizeETag: true))
             keys.insert(url)
-            if options.indexFiles.contains(name) {
+            if claimant[relative.dropLast(name.count)] == name {
                 let folderURL = String(url.dropLast(Self.encodeSegment(name).count))
                 if keys.insert(folderURL).inserted {
                     entries.append(BundleWriter.Entry(url: folderURL, headers: headers, body: .file(path), synthesizeETag: true))

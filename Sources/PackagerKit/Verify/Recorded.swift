@@ -19,8 +19,9 @@ struct Recorded: Sendable {
         // One decode of the headers, not one per field.
         let headers = entry.headers
         func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
-        etag = header("etag")
-        lastModified = header("last-modified")
+        // Validators the writer made up (a packed file's ETag of its digest) are no origin's: never sent, never compared.
+        etag = entry.etagSynthesized ? nil : header("etag")
+        lastModified = entry.lastModifiedSynthesized ? nil : header("last-modified")
         contentType = header("content-type")
         location = header("location")
         size = entry.body?.size

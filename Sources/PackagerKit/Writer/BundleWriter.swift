@@ -78,7 +78,7 @@ public struct BundleWriter: Sendable {
         public var timeClamp: Date?
         /// When set, the bundle is signed with this Ed25519 key.
         public var signingKey: Curve25519.Signing.PrivateKey?
-        /// zlib level for deflated bodies (1 fastest, 9 smallest).
+        /// Deflate level for compressed bodies and the manifest: 1 (fastest) to 12 (smallest), libdeflate's scale.
         public var compressionLevel: Int
         /// How many bodies are hashed and compressed at once.
         public var concurrency: Int
@@ -118,7 +118,7 @@ public struct BundleWriter: Sendable {
     }
 
     /// The compression level a writer uses unless told otherwise.
-    public static let defaultCompressionLevel = 6
+    public static let defaultCompressionLevel = 8
 
     /// `SOURCE_DATE_EPOCH` from the environment, when it is set to a whole number of seconds.
     public static func sourceDateEpoch(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> Date? {
@@ -228,23 +228,9 @@ public struct BundleWriter: Sendable {
         var records = [IndexBodyRecord]()
         records.reserveCapacity(bodies.count)
         var copyBuffer = [UInt8](repeating: 0, count: 1 << 20)
-        // Bodies are in digest order, so a body shares the most leading hex digits with a neighbour: its name takes one
-        // digit more than it shares with either (and at least 16), so no two names are equal (docs/FORMAT.md §2.1).
-        func sharedDigits(_ a: [UInt8], _ b: [UInt8]) -> Int {
-            var n = 0
-            for (x, y) in Swift.zip(a, b) {
-                if x == y {
-                    n += 2
-                } else {
-                    return n + (x >> 4 == y >> 4 ? 1 : 0)
-                }
-            }
-            return n
-        }
+        let digits = bodyNameDigits(bodies.map(\.digest))
         for (i, body) in bodies.enumerated() {
-            let before = i > 0 ? sharedDigits(bodies[i - 1].digest, body.digest) : 0
-            let after = i + 1 < bodies.count ? sharedDigits(bodies[i + 1].digest, body.digest) : 0
-            let name = BundleFormat.bodyEntryName(sha256: body.digest, digits: max(IndexLayout.bodyNameDigits, max(before, after) + 1))
+            let name = BundleFormat.bodyEntryName(sha256: body.digest, digits: digits[i])
             let offsets = try zip.beginEntry(name: name, method: body.compression.rawValue, crc32: body.crc32, compressedSize: body.storedSize, size: body.size)
             try body.storage.copy(
                 to: output, storedSize: body.storedSize, expectedCRC: body.compression == .stored ? body.crc32 : nil, spool: spool, buffer: &copyBuffer)
@@ -254,6 +240,25 @@ public struct BundleWriter: Sendable {
                     size: body.size, crc32: body.crc32, storedCRC32: body.storedCRC32, compression: body.compression))
         }
         return records
+    }
+
+    /// How many hex digits of each digest its body's ZIP entry name holds (docs/FORMAT.md §2.1): 16, or one more than it
+    /// shares with a neighbour in digest order (a body shares the most leading digits with a neighbour), so no two
+    /// names are equal. `digests` must be sorted and distinct.
+    static func bodyNameDigits(_ digests: [[UInt8]]) -> [Int] {
+        func sharedDigits(_ a: [UInt8], _ b: [UInt8]) -> Int {
+            var n = 0
+            for (x, y) in Swift.zip(a, b) {
+                if x != y { return n + (x >> 4 == y >> 4 ? 1 : 0) }
+                n += 2
+            }
+            return n
+        }
+        return digests.indices.map { i in
+            let before = i > 0 ? sharedDigits(digests[i - 1], digests[i]) : 0
+            let after = i + 1 < digests.count ? sharedDigits(digests[i + 1], digests[i]) : 0
+            return min(64, max(IndexLayout.bodyNameDigits, max(before, after) + 1))
+        }
     }
 
     /// The manifest and the index's entry records.
@@ -336,7 +341,7 @@ public struct BundleWriter: Sendable {
         return ManifestEntry(
             key: key, method: nil, kind: entry.kind, status: entry.status, headers: headers.map { [$0.name, $0.value] },
             mediaType: mediaType, charset: contentType.flatMap(Self.charset(of:)), body: body,
-            etag: etagSynthesized ? body.map { "\"" + $0.sha256.prefix(32) + "\"" } : header("etag"), lastModified: header("last-modified"),
+            etag: header("etag"), lastModified: header("last-modified"),
             cacheControl: header("cache-control"), expires: header("expires"),
             fetchedAt: fetchedAt.map { formatter.string(from: $0) }, date: originDate.map { formatter.string(from: $0) },
             redirectTo: (300...399).contains(entry.status) ? redirectTo : nil, source: entry.source,

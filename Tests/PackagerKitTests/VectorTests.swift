@@ -1,0 +1,438 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import OfflineBundle
+import TestSupport
+import Testing
+
+@testable import PackagerKit
+
+/// The format's test vectors (docs/vectors/): small bundles and `expected.json`, the answers another implementation
+/// can test itself against (docs/FORMAT.md §11).
+///
+/// - The version-2 vectors are rewritten from their recipes below and compared byte for byte with the committed
+///   files, so the writer's output for fixed inputs cannot drift unnoticed.
+/// - Every request in `expected.json` is replayed through the reader and the responder, and must get the recorded
+///   answer: status, headers in order, body digest, or the error code.
+///
+/// `PACKAGER_WRITE_VECTORS=1 swift test --filter VectorTests` writes the vectors and `expected.json` anew (then review
+/// the diff: it is the format's behaviour).
+@Suite("format test vectors (docs/vectors)", .serialized)
+struct VectorTests {
+    static let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("docs/vectors").path
+    static let writing = ProcessInfo.processInfo.environment["PACKAGER_WRITE_VECTORS"] == "1"
+    static let base = "http://vectors.example/site/"
+
+    // MARK: Recipes
+
+    static func signingKey() throws -> Curve25519.Signing.PrivateKey {
+        let text = try String(contentsOfFile: folder + "/vector-test-key.key", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        return try Curve25519.Signing.PrivateKey(rawRepresentation: try #require(Data(base64Encoded: text)))
+    }
+
+    /// `packager pack docs/vectors/site --base-url http://vectors.example/site/ --drop-query 'utm_*'`.
+    static func writePack(to path: String, signed: Bool) throws {
+        var writer = BundleWriter.Options(dropQueryParameters: ["utm_*"], timeClamp: nil)
+        if signed { writer.signingKey = try signingKey() }
+        _ = try Packer(options: .init(baseURL: base, writer: writer)).pack(source: folder + "/site", output: path)
+    }
+
+    /// A crawl's bundle, as `packager build` records one: the origin's validators and times, a redirect, an error page,
+    /// a blocked URL, a substituted file, and the declaration's rules.
+    static func writeCrawl(to path: String) throws {
+        let site = folder + "/site"
+        let fetched = Date(timeIntervalSince1970: 1_767_323_045)  // 2026-01-02T03:04:05Z
+        let rules = BundleRules(
+            dropQueryParameters: ["utm_*", "fbclid"], block: ["*://ads.example/*"], substitutions: ["https://cdn.example/lib.js"],
+            substitutionPrefixes: ["https://fonts.example/css/"])
+        var writer = BundleWriter(options: .init(rules: rules, createdAt: fetched.addingTimeInterval(60), timeClamp: nil))
+        let html = [("content-type", "text/html"), ("etag", "\"65a1b2c3-21f\""), ("last-modified", "Thu, 01 Jan 2026 00:00:00 GMT")]
+        writer.add(
+            .init(
+                url: base, headers: html + [("cache-control", "max-age=600")], body: .file(site + "/index.html"), fetchedAt: fetched, originDate: fetched))
+        writer.add(
+            .init(
+                url: base + "about/", headers: [("content-type", "text/html"), ("etag", "W/\"b0-1\"")], body: .file(site + "/about/index.html"),
+                fetchedAt: fetched, originDate: fetched))
+        writer.add(.init(url: base + "about", status: 301, headers: [("location", base + "about/")], fetchedAt: fetched, originDate: fetched))
+        writer.add(
+            .init(
+                url: base + "style.css", headers: [("content-type", "text/css"), ("last-modified", "Thu, 01 Jan 2026 00:00:00 GMT")],
+                body: .file(site + "/style.css"), fetchedAt: fetched))
+        writer.add(
+            .init(
+                url: base + "img/dot.png", headers: [("content-type", "image/png"), ("etag", "\"45-1\"")], body: .file(site + "/img/dot.png"),
+                fetchedAt: fetched, originDate: fetched))
+        writer.add(
+            .init(
+                url: base + "gone.html", status: 404, headers: [("content-type", "text/html")], body: .data(Data("<p>not here</p>\n".utf8)),
+                fetchedAt: fetched, originDate: fetched))
+        writer.add(.init(url: "http://ads.example/pixel.gif", status: 204, kind: .blocked))
+        writer.add(
+            .init(
+                url: "https://cdn.example/lib.js", kind: .substituted, headers: [("content-type", "text/javascript; charset=utf-8")],
+                body: .data(Data("console.log('local copy');\n".utf8)), source: "vendor/lib.js", synthesizeETag: true))
+        try writer.write(to: path)
+    }
+
+    /// The same bundle with ZIP64 end records (a ZIP64 end record and locator, and the classic end record's fields at
+    /// their sentinels), as a writer with 65,535 entries or more writes them.
+    static func rewriteAsZip64(_ source: String, to path: String) throws {
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: source)))
+        let eocd = try #require((0...(bytes.count - 22)).reversed().first { bytes.u32($0) == 0x0605_4b50 })
+        let entries = UInt64(bytes.u16(eocd + 10))
+        let cdSize = UInt64(bytes.u32(eocd + 12))
+        let cdOffset = UInt64(bytes.u32(eocd + 16))
+        let comment = Array(bytes[(eocd + 22)...])
+        bytes.removeSubrange(eocd...)
+        let zip64Offset = UInt64(bytes.count)
+        var tail = [UInt8]()
+        tail.appendLE(UInt32(0x0606_4b50))
+        tail.appendLE(UInt64(44))
+        tail.appendLE(UInt16(0x033F))
+        tail.appendLE(UInt16(45))
+        tail.appendLE(UInt32(0))
+        tail.appendLE(UInt32(0))
+        tail.appendLE(entries)
+        tail.appendLE(entries)
+        tail.appendLE(cdSize)
+        tail.appendLE(cdOffset)
+        tail.appendLE(UInt32(0x0706_4b50))
+        tail.appendLE(UInt32(0))
+        tail.appendLE(zip64Offset)
+        tail.appendLE(UInt32(1))
+        tail.appendLE(UInt32(0x0605_4b50))
+        tail.appendLE(UInt16(0))
+        tail.appendLE(UInt16(0))
+        tail.appendLE(UInt16(0xFFFF))
+        tail.appendLE(UInt16(0xFFFF))
+        tail.appendLE(UInt32(0xFFFF_FFFF))
+        tail.appendLE(UInt32(0xFFFF_FFFF))
+        tail.appendLE(UInt16(comment.count))
+        tail.append(contentsOf: comment)
+        try Data(bytes + tail).write(to: URL(fileURLWithPath: path))
+    }
+
+    /// Rewrites `index.bin` of the bundle at `path` (same length), fixes its CRC-32, and records its new SHA-256 in the
+    /// archive comment, as a forger would: only the reader's own checks of the index can then refuse it.
+    static func forgeIndex(in path: String, _ transform: (inout [UInt8]) -> Void) throws {
+        var forged = [UInt8]()
+        try forgeMetadataEntry(BundleFormat.indexEntryName, in: path) { bytes in
+            transform(&bytes)
+            forged = bytes
+        }
+        let digest = hexString(Array(SHA256.hash(data: forged)))
+        var file = try Data(contentsOf: URL(fileURLWithPath: path))
+        let marker = Data((BundleFormat.commentPrefix + "sha256:").utf8)
+        let at = try #require(file.range(of: marker, options: .backwards))
+        file.replaceSubrange(at.upperBound..<(at.upperBound + 64), with: Data(digest.utf8))
+        try file.write(to: URL(fileURLWithPath: path))
+    }
+
+    /// Copies `source` to `path` and applies `damage` to the copy.
+    static func damaged(_ source: String, to path: String, _ damage: (String) throws -> Void) throws {
+        try? FileManager.default.removeItem(atPath: path)
+        try FileManager.default.copyItem(atPath: source, toPath: path)
+        try damage(path)
+    }
+
+    /// Writes every version-2 vector into `out`.
+    static func writeVectors(into out: String) throws {
+        try writePack(to: out + "/v2-pack.zip", signed: false)
+        try writePack(to: out + "/v2-pack-signed.zip", signed: true)
+        try writeCrawl(to: out + "/v2-crawl.zip")
+        try rewriteAsZip64(out + "/v2-crawl.zip", to: out + "/v2-crawl-zip64.zip")
+        let pack = out + "/v2-pack.zip"
+        // A flipped byte inside the deflate stream of the home page: mounts; every read of that body is refused.
+        try damaged(pack, to: out + "/broken-body.zip") { path in
+            let bundle = try MountedBundle(path: path)
+            let record = bundle.index.body(at: try #require(bundle.entry(forKey: base)?.body).index)
+            try flipByte(at: Int(record.dataOffset) + 20, in: path)
+        }
+        // A flipped byte in index.bin: its CRC-32 fails at mount.
+        try damaged(pack, to: out + "/broken-index.zip") { path in
+            let bundle = try MountedBundle(path: path)
+            let entry = try #require(bundle.metadata[BundleFormat.indexEntryName])
+            try flipByte(at: Int(entry.localHeaderOffset) + 30 + entry.name.utf8.count + 200, in: path)
+        }
+        // Cut short: the end records are gone.
+        try damaged(pack, to: out + "/broken-truncated.zip") { path in
+            let data = try Data(contentsOf: URL(fileURLWithPath: path))
+            try data.prefix(data.count - 40).write(to: URL(fileURLWithPath: path))
+        }
+        // An informational status (a client would wait for the final one): refused at mount as hostile.
+        try damaged(pack, to: out + "/hostile-status.zip") { path in
+            try forgeIndex(in: path) { bytes in
+                let entries = Int(bytes.u64(IndexLayout.entriesOffsetOffset))
+                bytes[entries + 12] = 102
+                bytes[entries + 13] = 0
+            }
+        }
+        // An entry flag this reader does not know: refused, not ignored.
+        try damaged(pack, to: out + "/unknown-flag.zip") { path in
+            try forgeIndex(in: path) { bytes in
+                bytes[Int(bytes.u64(IndexLayout.entriesOffsetOffset)) + 15] |= 0x80
+            }
+        }
+    }
+
+    // MARK: Requests
+
+    struct Request: Codable, Equatable {
+        var method: String
+        var url: String
+        var headers: [[String]]
+    }
+
+    struct Answer: Codable, Equatable {
+        /// nil for a miss (the bundle has no entry for the request).
+        var status: Int?
+        var headers: [[String]]?
+        var bodyLength: Int?
+        var bodySHA256: String?
+        /// The error code when answering fails (`corrupt-body`).
+        var error: String?
+    }
+
+    struct Exchange: Codable, Equatable {
+        var request: Request
+        var answer: Answer
+    }
+
+    struct Vector: Codable, Equatable {
+        var file: String
+        var publicKey: String?
+        /// `ok`, or the error code mounting gives.
+        var mount: String
+        var formatVersion: Int?
+        var entries: Int?
+        var bodies: Int?
+        var exchanges: [Exchange]
+    }
+
+    struct Expected: Codable, Equatable {
+        var comment: String
+        var vectors: [Vector]
+    }
+
+    static func request(_ url: String, _ headers: [(String, String)] = [], method: String = "GET") -> Request {
+        Request(method: method, url: url, headers: headers.map { [$0.0, $0.1] })
+    }
+
+    /// The requests asked of a bundle of the vector site, packed or crawled.
+    static let siteRequests: [Request] = [
+        request(base),
+        request("HTTP://VECTORS.example:80/site/?utm_source=mail#top"),
+        request(base, [("Accept-Encoding", "gzip")]),
+        request(base, [("Accept-Encoding", "gzip;q=0, *")]),
+        request(base, method: "HEAD"),
+        request(base, [("Range", "bytes=0-9")]),
+        request(base, [("Range", "bytes=-5")]),
+        request(base, [("Range", "bytes=100-")]),
+        request(base, [("Range", "bytes=5000-")]),
+        request(base, [("Range", "bytes=0-18446744073709551615")]),
+        request(base, [("Range", "bytes=0-1,4-5")]),
+        request(base, [("Range", "bytes=10-5")]),
+        request(base, [("Range", "bytes=0-9"), ("Accept-Encoding", "gzip")]),
+        request(base, [("Range", "bytes=0-9"), ("If-Range", "\"not-this\"")]),
+        request(base, [("If-None-Match", "\"d4141da8ee1c5761d4864de290aca2ab\"")]),
+        request(base, [("If-None-Match", "\"d4141da8ee1c5761d4864de290aca2ab-gzip\""), ("Accept-Encoding", "gzip")]),
+        request(base, [("If-None-Match", "\"65a1b2c3-21f\"")]),
+        request(base, [("If-None-Match", "W/\"65a1b2c3-21f\", \"x\"")]),
+        request(base, [("If-None-Match", "*")]),
+        request(base, [("If-Modified-Since", "Thu, 01 Jan 2026 00:00:00 GMT")]),
+        request(base, [("If-Modified-Since", "Wed, 31 Dec 2025 23:59:59 GMT")]),
+        request(base, method: "POST"),
+        request(base + "about"),
+        request(base + "about/"),
+        request(base + "about/index.html"),
+        request(base + "about/./../about/index.html"),
+        request(base + "style.css", [("Accept-Encoding", "gzip")]),
+        request(base + "img/dot.png", [("Accept-Encoding", "gzip")]),
+        request(base + "data.json"),
+        request(base + "empty.txt"),
+        request(base + "empty.txt", [("Range", "bytes=0-0")]),
+        request(base + "gone.html"),
+        request(base + "missing.html"),
+        request("http://ads.example/pixel.gif"),
+        request("https://cdn.example/lib.js"),
+        request("https://cdn.example/lib.js", [("If-None-Match", "\"386e41cba18e8dfc6aadceb2d3362bec\"")]),
+    ]
+
+    static func answer(_ request: Request, bundle: MountedBundle) -> Answer {
+        var fields = HTTPFields()
+        for pair in request.headers { if let name = HTTPField.Name(pair[0]) { fields.append(HTTPField(name: name, value: pair[1])) } }
+        guard let response = BundleResponder(bundle: bundle).respond(to: BundleRequest(method: request.method, url: request.url, headers: fields))
+        else { return Answer() }
+        do {
+            let body = try response.bodyData()
+            return Answer(
+                status: response.status, headers: response.headers.map { [$0.name.canonicalName, $0.value] }, bodyLength: body.count,
+                bodySHA256: hexString(Array(SHA256.hash(data: body))))
+        } catch let error as BundleError {
+            return Answer(status: response.status, error: error.code.description)
+        } catch {
+            return Answer(status: response.status, error: "\(error)")
+        }
+    }
+
+    /// Mounts `file` as the vector says and asks it every request.
+    static func run(file: String, publicKey: String?, requests: [Request]) -> Vector {
+        var options = MountedBundle.Options()
+        if let publicKey { options.requiredPublicKey = try? BundlePublicKey(contentsOf: folder + "/" + publicKey).bytes }
+        do {
+            let bundle = try MountedBundle(path: folder + "/" + file, options: options)
+            return Vector(
+                file: file, publicKey: publicKey, mount: "ok", formatVersion: bundle.formatVersion, entries: bundle.entryCount, bodies: bundle.bodyCount,
+                exchanges: requests.map { Exchange(request: $0, answer: answer($0, bundle: bundle)) })
+        } catch let error as BundleError {
+            return Vector(file: file, publicKey: publicKey, mount: error.code.description, exchanges: [])
+        } catch {
+            return Vector(file: file, publicKey: publicKey, mount: "\(error)", exchanges: [])
+        }
+    }
+
+    /// Which vectors `expected.json` lists, with the key each is mounted with.
+    static let plan: [(file: String, publicKey: String?)] = [
+        ("v1-unsigned.zip", nil), ("v1-signed.zip", "vector-test-key.pub"),
+        ("v2-pack.zip", nil), ("v2-pack.zip", "vector-test-key.pub"), ("v2-pack-signed.zip", "vector-test-key.pub"),
+        ("v2-crawl.zip", nil), ("v2-crawl-zip64.zip", nil),
+        ("broken-body.zip", nil), ("broken-index.zip", nil), ("broken-truncated.zip", nil), ("hostile-status.zip", nil), ("unknown-flag.zip", nil),
+    ]
+
+    static let comment =
+        "Expected answers of the bundles in this folder (docs/FORMAT.md §11). For each vector: how mounting it ends (ok, or an error code), then"
+        + " requests and their answers: status (absent for a miss), response headers in order, the body's length and SHA-256 (of the bytes as"
+        + " sent: gzip when the answer is gzip), or the error code reading the body gives. Written by VectorTests with PACKAGER_WRITE_VECTORS=1."
+
+    static func expected() -> Expected {
+        Expected(comment: comment, vectors: plan.map { run(file: $0.file, publicKey: $0.publicKey, requests: siteRequests) })
+    }
+
+    // MARK: Tests
+
+    @Test("the writer writes the version-2 vectors byte for byte (reproducible for fixed inputs)")
+    func writerReproducesVectors() throws {
+        if Self.writing {
+            try Self.writeVectors(into: Self.folder)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            try (encoder.encode(Self.expected()) + Data("\n".utf8)).write(to: URL(fileURLWithPath: Self.folder + "/expected.json"))
+        }
+        let scratch = try TemporaryFolder()
+        try Self.writeVectors(into: scratch.path)
+        for name in ["v2-pack.zip", "v2-crawl.zip", "v2-crawl-zip64.zip", "broken-body.zip", "broken-index.zip", "hostile-status.zip", "unknown-flag.zip"] {
+            let written = try Data(contentsOf: URL(fileURLWithPath: scratch.path + "/" + name))
+            let committed = try Data(contentsOf: URL(fileURLWithPath: Self.folder + "/" + name))
+            #expect(written == committed, "\(name) differs from docs/vectors/\(name): the writer's output changed")
+        }
+        // Ed25519 signatures need not repeat byte for byte across implementations: the signed vector must have the same
+        // index (digest) as the unsigned one and verify.
+        let signed = try MountedBundle(path: scratch.path + "/v2-pack-signed.zip")
+        #expect(signed.digest == (try MountedBundle(path: Self.folder + "/v2-pack-signed.zip")).digest)
+        #expect(signed.digest == (try MountedBundle(path: Self.folder + "/v2-pack.zip")).digest)
+    }
+
+    @Test("every vector mounts, answers and fails as expected.json says")
+    func expectedAnswers() throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: Self.folder + "/expected.json"))
+        let expected = try JSONDecoder().decode(Expected.self, from: data)
+        #expect(expected.vectors.count == Self.plan.count)
+        for vector in expected.vectors {
+            let actual = Self.run(file: vector.file, publicKey: vector.publicKey, requests: vector.exchanges.map(\.request))
+            #expect(actual.mount == vector.mount, "\(vector.file)")
+            #expect(actual.formatVersion == vector.formatVersion && actual.entries == vector.entries && actual.bodies == vector.bodies, "\(vector.file)")
+            for (a, e) in zip(actual.exchanges, vector.exchanges) {
+                #expect(a.answer == e.answer, "\(vector.file): \(e.request.method) \(e.request.url) \(e.request.headers)")
+            }
+        }
+    }
+
+    @Test("expected.json says what the format promises, not only what the code did")
+    func expectationsAreTheFormatsRules() throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: Self.folder + "/expected.json"))
+        let expected = try JSONDecoder().decode(Expected.self, from: data)
+        func vector(_ file: String, key: String? = nil) throws -> Vector { try #require(expected.vectors.first { $0.file == file && $0.publicKey == key }) }
+        func answer(_ v: Vector, _ url: String, _ headers: [[String]] = [], method: String = "GET") throws -> Answer {
+            try #require(v.exchanges.first { $0.request.url == url && $0.request.headers == headers && $0.request.method == method }).answer
+        }
+        func header(_ a: Answer, _ name: String) -> String? { a.headers?.first { $0[0].lowercased() == name }?[1] }
+        let pack = try vector("v2-pack.zip")
+        let crawl = try vector("v2-crawl.zip")
+        #expect(pack.mount == "ok" && pack.formatVersion == 2 && pack.entries == 9 && pack.bodies == 6)
+        // The packed home page: a synthesized ETag of the digest; gzip gets its own ETag and Vary.
+        let home = try answer(pack, Self.base)
+        #expect(home.status == 200 && header(home, "etag") == "\"d4141da8ee1c5761d4864de290aca2ab\"" && home.bodyLength == 543)
+        let gzip = try answer(pack, Self.base, [["Accept-Encoding", "gzip"]])
+        #expect(header(gzip, "content-encoding") == "gzip" && header(gzip, "etag") == "\"d4141da8ee1c5761d4864de290aca2ab-gzip\"")
+        #expect(header(gzip, "vary") == "Accept-Encoding")
+        #expect(try answer(pack, Self.base, [["Accept-Encoding", "gzip;q=0, *"]]).headers.map { h in !h.contains { $0[0] == "Content-Encoding" } } == true)
+        #expect(try answer(pack, "HTTP://VECTORS.example:80/site/?utm_source=mail#top").bodySHA256 == home.bodySHA256)
+        #expect(try answer(pack, Self.base, method: "HEAD").bodyLength == 0)
+        #expect(try header(answer(pack, Self.base, method: "HEAD"), "content-length") == "543")
+        #expect(try answer(pack, Self.base, method: "POST").status == nil)
+        // Ranges address the identity bytes, also when gzip is accepted.
+        #expect(try answer(pack, Self.base, [["Range", "bytes=0-9"]]).status == 206)
+        #expect(try header(answer(pack, Self.base, [["Range", "bytes=0-9"]]), "content-range") == "bytes 0-9/543")
+        #expect(try header(answer(pack, Self.base, [["Range", "bytes=-5"]]), "content-range") == "bytes 538-542/543")
+        #expect(try answer(pack, Self.base, [["Range", "bytes=0-9"], ["Accept-Encoding", "gzip"]]).bodyLength == 10)
+        #expect(try answer(pack, Self.base, [["Range", "bytes=5000-"]]).status == 416)
+        #expect(try header(answer(pack, Self.base, [["Range", "bytes=5000-"]]), "content-range") == "bytes */543")
+        #expect(try answer(pack, Self.base, [["Range", "bytes=0-18446744073709551615"]]).bodyLength == 543)
+        #expect(try answer(pack, Self.base, [["Range", "bytes=0-1,4-5"]]).status == 200)
+        #expect(try answer(pack, Self.base, [["Range", "bytes=10-5"]]).status == 200)
+        #expect(try answer(pack, Self.base, [["Range", "bytes=0-9"], ["If-Range", "\"not-this\""]]).status == 200)
+        #expect(try answer(pack, Self.base + "empty.txt", [["Range", "bytes=0-0"]]).status == 416)
+        // Conditional requests: the right ETag for the representation, weak comparison, * matches.
+        #expect(try answer(pack, Self.base, [["If-None-Match", "\"d4141da8ee1c5761d4864de290aca2ab\""]]).status == 304)
+        #expect(try answer(pack, Self.base, [["If-None-Match", "\"d4141da8ee1c5761d4864de290aca2ab-gzip\""], ["Accept-Encoding", "gzip"]]).status == 304)
+        #expect(try answer(pack, Self.base, [["If-None-Match", "*"]]).status == 304)
+        #expect(try answer(crawl, Self.base, [["If-None-Match", "W/\"65a1b2c3-21f\", \"x\""]]).status == 304)
+        #expect(try answer(crawl, Self.base, [["If-Modified-Since", "Thu, 01 Jan 2026 00:00:00 GMT"]]).status == 304)
+        #expect(try answer(crawl, Self.base, [["If-Modified-Since", "Wed, 31 Dec 2025 23:59:59 GMT"]]).status == 200)
+        // Recorded redirects, error pages and blocked URLs are answered as recorded.
+        let redirect = try answer(pack, Self.base + "about")
+        #expect(redirect.status == 301 && header(redirect, "location") == Self.base + "about/")
+        #expect(try answer(crawl, Self.base + "gone.html").status == 404)
+        #expect(try answer(crawl, "http://ads.example/pixel.gif").status == 204)
+        #expect(try answer(crawl, "http://ads.example/pixel.gif").headers.map { h in !h.contains { $0[0] == "Content-Length" } } == true)
+        #expect(try answer(crawl, Self.base + "missing.html").status == nil)
+        // A substituted file's synthesized ETag is a validator like any other when answering.
+        #expect(try answer(crawl, "https://cdn.example/lib.js", [["If-None-Match", "\"386e41cba18e8dfc6aadceb2d3362bec\""]]).status == 304)
+        // Version 1 still answers; ZIP64 end records change nothing; the damaged ones fail with their codes.
+        #expect(try vector("v1-signed.zip", key: "vector-test-key.pub").mount == "ok")
+        #expect(try answer(vector("v1-unsigned.zip"), Self.base).bodySHA256 == home.bodySHA256)
+        #expect(try vector("v2-crawl-zip64.zip").exchanges.map(\.answer) == crawl.exchanges.map(\.answer))
+        #expect(try vector("v2-pack.zip", key: "vector-test-key.pub").mount == "signature")
+        #expect(try vector("v2-pack-signed.zip", key: "vector-test-key.pub").mount == "ok")
+        #expect(try answer(vector("broken-body.zip"), Self.base).error == "corrupt-body")
+        #expect(try answer(vector("broken-body.zip"), Self.base, [["Accept-Encoding", "gzip"]]).error == "corrupt-body")
+        #expect(try vector("broken-index.zip").mount == "corrupt-index")
+        #expect(try vector("broken-truncated.zip").mount == "not-a-bundle")
+        #expect(try vector("hostile-status.zip").mount == "hostile")
+        #expect(try vector("unknown-flag.zip").mount == "unsupported")
+    }
+
+    @Test("standard tools list and extract the vectors")
+    func standardTools() throws {
+        for file in ["v2-pack.zip", "v2-crawl.zip", "v2-crawl-zip64.zip"] {
+            let unzip = try TestSupport.run("unzip", ["-t", Self.folder + "/" + file])
+            #expect(unzip.status == 0, "\(file): \(unzip.output)")
+            let bsdtar = try TestSupport.run("bsdtar", ["-tf", Self.folder + "/" + file])
+            #expect(bsdtar.status == 0 && bsdtar.output.contains("index.bin"), "\(file): \(bsdtar.output)")
+        }
+    }
+
+    @Test("body names: 16 hex digits, more where two digests share them, never two alike")
+    func bodyNames() {
+        func digest(_ hex: String) -> [UInt8] { bytesFromHex(hex.padding(toLength: 64, withPad: "0", startingAt: 0))! }
+        let digests = [
+            digest("00"), digest("0123456789abcdef00"), digest("0123456789abcdef01"), digest("0123456789abcdef1"), digest("0123456789abcdf"),
+            digest("ff"),
+        ]
+        #expect(BundleWriter.bodyNameDigits(digests) == [16, 18, 18, 17, 16, 16])
+        let names = zip(digests, BundleWriter.bodyNameDigits(digests)).map { BundleFormat.bodyEntryName(sha256: $0, digits: $1) }
+        #expect(Set(names).count == names.count)
+    }
+}
