@@ -9,6 +9,21 @@ import OfflineBundle
 #endif
 
 let arguments = CommandLine.arguments
+// `packager-bench --mount BUNDLE [N]`: mounts BUNDLE N times and prints the median, for profiling the mount alone.
+if arguments.count >= 3, arguments[1] == "--mount" {
+    var times = [Double]()
+    for _ in 0..<(arguments.count > 3 ? Int(arguments[3]) ?? 50 : 50) {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        let start = Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+        _ = try MountedBundle(path: arguments[2])
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        times.append(Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9 - start)
+    }
+    times.sort()
+    print(String(format: "median mount %.2f ms", times[times.count / 2] * 1000))
+    exit(0)
+}
 guard arguments.count >= 4 else {
     print("usage: packager-bench PACKAGER_BINARY WORK_FOLDER REPORT.md [--quick]")
     exit(2)

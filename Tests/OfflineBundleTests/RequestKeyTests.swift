@@ -1,5 +1,6 @@
-import OfflineBundle
 import Testing
+
+@testable import OfflineBundle
 
 @Suite("request keys")
 struct RequestKeyTests {
@@ -50,6 +51,25 @@ struct RequestKeyTests {
         for (input, _) in Self.cases {
             guard let key = c.canonicalize(input) else { continue }
             #expect(c.canonicalize(key) == key)
+        }
+    }
+
+    @Test("the key shape check accepts exactly the bytes a canonical key holds, in each place")
+    func keyShapeByteSets() {
+        let unreserved = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~".utf8)
+        let raw = unreserved.union("!$&'()*+,;=:@/?%".utf8)
+        let host = Set("abcdefghijklmnopqrstuvwxyz0123456789-._~".utf8)
+        for c in UInt8.min...UInt8.max {
+            let path = Array("http://h/a".utf8) + [c]
+            #expect(path.withUnsafeBytes { isWellFormedKey($0) } == raw.contains(c), "path byte \(c)")
+            let inHost = Array("https://a".utf8) + [c] + Array("b/".utf8)
+            #expect(inHost.withUnsafeBytes { isWellFormedKey($0) } == (host.contains(c) || c == UInt8(ascii: "/")), "host byte \(c)")
+        }
+        for key in ["http://a/", "https://a/", "http://[::1]:8080/x?y=1", "https://h:65535/%20", "http://a.b-c_d~e/"] {
+            #expect(isWellFormedKey(key), "\(key)")
+        }
+        for key in ["http:/a/", "https:/a/", "ftp://a/", "http://A/", "http://a", "http://a:0/", "http://a:65536/", "http://a:/", "http://[]/", "https://"] {
+            #expect(!isWellFormedKey(key), "\(key)")
         }
     }
 }

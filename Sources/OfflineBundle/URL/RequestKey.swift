@@ -189,23 +189,36 @@ public struct RequestKeyCanonicalizer: Sendable {
 /// A reader checks every key of an index with it, so a hostile bundle cannot carry a key with another scheme
 /// (`http+unix://`), a quote or a line break to the code that makes requests or writes reports from keys.
 package func isWellFormedKey(_ key: UnsafeRawBufferPointer) -> Bool {
+    // Mount checks every key of an index with this, so it works on bytes and bit sets: a byte `c` is in a set when bit
+    // `c & 63` of word `c >> 6` is set (bytes from 128 up are in none).
+    @inline(__always) func contains(_ low: UInt64, _ high: UInt64, _ c: UInt8) -> Bool {
+        c < 64 ? (low >> UInt64(c)) & 1 != 0 : c < 128 ? (high >> UInt64(c &- 64)) & 1 != 0 : false
+    }
+    // Lowercase letters, digits and `-._~`: a canonical host.
+    let hostLow: UInt64 = 0x03FF_6000_0000_0000
+    let hostHigh: UInt64 = 0x47FF_FFFE_8000_0000
+    // What may stand raw in a canonical key's path and query (§5.1 rule 9), and `%` and `?`.
+    let rawLow: UInt64 = 0xAFFF_FFF2_0000_0000
+    let rawHigh: UInt64 = 0x47FF_FFFE_87FF_FFFF
+    guard key.count >= 8 else { return false }
+    let head = UInt64(littleEndian: key.loadUnaligned(as: UInt64.self))
     let authorityStart: Int
-    if key.starts(with: "http://".utf8) {
-        authorityStart = 7
-    } else if key.starts(with: "https://".utf8) {
+    if head == 0x2F2F_3A73_7074_7468 {  // "https://"
         authorityStart = 8
+    } else if head & 0x00FF_FFFF_FFFF_FFFF == 0x2F_2F3A_7074_7468 {  // "http://"
+        authorityStart = 7
     } else {
         return false
     }
     var i = authorityStart
-    if i < key.count, key[i] == UInt8(ascii: "[") {
+    guard i < key.count else { return false }
+    if key[i] == UInt8(ascii: "[") {
         i += 1
         while i < key.count, isIPv6Byte(key[i]) { i += 1 }
         guard i < key.count, key[i] == UInt8(ascii: "]"), i > authorityStart + 1 else { return false }
         i += 1
     } else {
-        // Canonical hosts are lowercase.
-        while i < key.count, isUnreserved(key[i]), !(key[i] >= UInt8(ascii: "A") && key[i] <= UInt8(ascii: "Z")) { i += 1 }
+        while i < key.count, contains(hostLow, hostHigh, key[i]) { i += 1 }
         guard i > authorityStart else { return false }
     }
     if i < key.count, key[i] == UInt8(ascii: ":") {
@@ -221,8 +234,7 @@ package func isWellFormedKey(_ key: UnsafeRawBufferPointer) -> Bool {
     }
     guard i < key.count, key[i] == UInt8(ascii: "/") else { return false }
     while i < key.count {
-        let c = key[i]
-        guard c == UInt8(ascii: "%") || c == UInt8(ascii: "?") || mayStandRaw(c, inQuery: true) else { return false }
+        guard contains(rawLow, rawHigh, key[i]) else { return false }
         i += 1
     }
     return true
