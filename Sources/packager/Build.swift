@@ -160,7 +160,7 @@ extension Packager {
                         + (FileManager.default.fileExists(atPath: output) ? "; the previous \(output) is unchanged" : ""))
             }
             lines.append(
-                "  fetched \(report.fetched) (\(formatBytes(UInt64(report.bytesFetched)))), blocked \(report.blocked), substituted \(report.substituted), "
+                "  fetched \(report.fetched) (\(formatBytes(UInt64(report.bytesFetched)))\(overProtocols(report.protocols))), blocked \(report.blocked), substituted \(report.substituted), "
                     + "failed \(report.failures.count), in \(String(format: "%.1f", report.seconds)) s")
             if let digest = report.digest { lines.append("  digest sha256:\(digest)") }
             for (reason, count) in report.skipped.sorted(by: { $0.key < $1.key }) { lines.append("  skipped \(count): \(reason)") }
@@ -231,4 +231,11 @@ final class ProgressDisplay: Sendable {
     func finish() {
         state.withLockedValue { if $0.shown { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) } }
     }
+}
+
+/// ` over HTTP/2` (or `, 40 over HTTP/2 and 3 over HTTP/1.1`) for the summary line: what the crawl spoke.
+private func overProtocols(_ protocols: [String: Int]) -> String {
+    guard let only = protocols.first else { return "" }
+    if protocols.count == 1 { return " over " + only.key }
+    return ", " + protocols.sorted { $0.key > $1.key }.map { "\($0.value) over \($0.key)" }.joined(separator: " and ")
 }

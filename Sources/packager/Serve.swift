@@ -16,6 +16,8 @@ extension Packager {
                 A bundle with several origins needs --origin, or --route HOST=ORIGIN to choose by Host. \
                 What the bundle does not hold is a 404.
 
+                With --tls-cert and --tls-key it serves HTTPS, and HTTP/2 to clients that offer it (ALPN).
+
                 Example: packager serve docs.bundle.zip --port 8080
                 """
         )
@@ -43,8 +45,15 @@ extension Packager {
             help: "A Host name requests may carry besides IP addresses, localhost and --route hosts (repeatable); others get 421, which stops DNS rebinding.")
         var allowedHosts: [String] = []
 
+        @Option(name: .customLong("tls-cert"), help: "A PEM file with the server's certificate (and intermediates): serve HTTPS, HTTP/2 by ALPN.")
+        var tlsCertificate: String?
+
+        @Option(name: .customLong("tls-key"), help: "A PEM file with the private key of --tls-cert.")
+        var tlsKey: String?
+
         func validate() throws {
             guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
+            guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
             let origins = [origin].compactMap { $0 } + routes.map { String($0.split(separator: "=", maxSplits: 1).last ?? "") }
             for text in origins {
                 guard HTTPRules.isFetchableURL(text) else {
@@ -83,9 +92,12 @@ extension Packager {
                 logger.logLevel = .warning
                 let server: OfflineBundleServer
                 do {
+                    let tls = tlsCertificate.map { OfflineBundleServer.TLS(certificateChain: $0, privateKey: tlsKey ?? "") }
                     server = try await OfflineBundleServer.start(
                         responder: router.buildResponder(), host: host, port: port, serverName: "packager", shutdownSignals: [.sigterm, .sigint],
-                        logger: logger)
+                        tls: tls, logger: logger)
+                } catch let error as OfflineBundleServer.TLSFileError {
+                    throw PackagerError(.invalidInput, "cannot serve HTTPS: \(error.message)")
                 } catch let error as IOError {
                     // Binding fails before anything is served: say where, and why, in words.
                     let reason = String(cString: strerror(error.errnoCode)).lowercased()
@@ -93,7 +105,9 @@ extension Packager {
                     throw PackagerError(.io, "cannot serve on \(host):\(port): \(reason)\(hint)")
                 }
                 // Written straight to the descriptor so a script reading the port sees it at once.
-                FileHandle.standardOutput.write(Data("serving \(bundle) (\(loader.bundles[0].entryCount) entries) on http://\(host):\(server.port)/\n".utf8))
+                let scheme = tlsCertificate == nil ? "http" : "https"
+                FileHandle.standardOutput.write(
+                    Data("serving \(bundle) (\(loader.bundles[0].entryCount) entries) on \(scheme)://\(host):\(server.port)/\n".utf8))
                 try await server.wait()
             }
         }

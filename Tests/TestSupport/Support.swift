@@ -60,7 +60,7 @@ public func startServe(_ bundle: String, _ extra: [String] = []) async throws ->
         }
         return String(decoding: line, as: UTF8.self)
     }
-    guard let start = line.range(of: "http://") else {
+    guard let start = line.range(of: "https://") ?? line.range(of: "http://") else {
         process.terminate()
         throw CocoaError(.fileReadUnknown)
     }

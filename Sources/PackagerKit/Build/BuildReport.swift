@@ -59,4 +59,6 @@ public struct BuildReport: Codable, Sendable {
     public var limitsReached: [String]
     /// Whether the build counts as a success: every declared URL fetched and failures within `max-errors`.
     public var succeeded: Bool
+    /// Responses recorded, by the protocol they came over (`HTTP/2`, `HTTP/1.1`).
+    public var protocols: [String: Int] = [:]
 }

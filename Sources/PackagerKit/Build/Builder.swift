@@ -71,6 +71,7 @@ public struct Builder: Sendable {
             substituted: crawl.stats.substituted, bytesFetched: crawl.stats.bytes, fileSize: 0, seconds: 0, failures: crawl.failures,
             skipped: crawl.skipped, limitsReached: crawl.limitsReached, succeeded: !declaredFailed && !tooMany && !crawl.entries.isEmpty)
         report.crawlSeconds = Date().timeIntervalSince(started)
+        report.protocols = crawl.stats.protocols
         if report.succeeded {
             var writer = BundleWriter(
                 options: .init(

@@ -19,6 +19,8 @@ public struct CrawlProgress: Sendable, Equatable {
     public var skipped = 0
     /// Seconds since the crawl started.
     public var elapsed: Double = 0
+    /// Responses by the protocol they came over (`HTTP/2`, `HTTP/1.1`).
+    public var protocols: [String: Int] = [:]
 }
 
 /// The crawl's shared record: entries, failures, counts and limits, behind one lock.
@@ -47,9 +49,10 @@ final class CrawlState: Sendable {
         self.maxBytes = maxBytes
     }
 
-    func add(_ entry: BundleWriter.Entry, kind: EntryKind) {
+    func add(_ entry: BundleWriter.Entry, kind: EntryKind, httpVersion: String? = nil) {
         state.withLockedValue { state in
             state.entries.append(entry)
+            if let httpVersion { state.counts.protocols[httpVersion, default: 0] += 1 }
             switch kind {
             case .fetched: state.counts.done += 1
             case .blocked: state.counts.blocked += 1

@@ -202,7 +202,7 @@ final class Crawler: Sendable {
                 BundleWriter.Entry(
                     url: job.key, status: response.status, headers: headers, body: Self.source(response.body), fetchedAt: response.fetchedAt,
                     originDate: Self.originDate(response.headers)),
-                kind: .fetched)
+                kind: .fetched, httpVersion: response.httpVersion)
             if response.status >= 400 {
                 state.fail(
                     .init(

@@ -31,6 +31,8 @@ final class Fetcher: Sendable {
         var fetchedAt: Date
         /// Attempts it took, 1 when the first succeeded.
         var attempts: Int
+        /// The protocol the answer came over: `HTTP/2`, `HTTP/1.1`.
+        var httpVersion = "HTTP/1.1"
     }
 
     /// Why a fetch failed after its retries.
@@ -79,6 +81,8 @@ final class Fetcher: Sendable {
     /// Origins that refused every attempt: their other URLs fail at once.
     let downHosts: DownHosts
     let retryLoop: RetryLoop
+    /// Why an origin's certificate is refused, asked once per origin.
+    let diagnosis = TLSDiagnosis()
 
     init(settings: Settings, downHosts: DownHosts = DownHosts()) {
         self.settings = settings
@@ -131,6 +135,8 @@ final class Fetcher: Sendable {
     ) async -> Result<Response, AttemptFailure> {
         var request = HTTPClientRequest(url: url)
         request.method = method
+        // A client certificate goes only to the origins it is declared for.
+        request.tlsConfiguration = settings.tls.requestConfiguration(forURL: url)
         request.headers.add(name: "User-Agent", value: settings.userAgent)
         request.headers.add(name: "Accept", value: "*/*")
         request.headers.add(name: "Accept-Encoding", value: "gzip, deflate")
@@ -167,10 +173,17 @@ final class Fetcher: Sendable {
                 return .failure(AttemptFailure(message: "the body ended after \(sink.size) of \(expected) bytes (Content-Length)", retryable: true))
             }
             let size = sink.size
-            return .success(Response(status: Int(response.status.code), headers: headers, body: sink.finish(), bodySize: size, fetchedAt: started, attempts: 1))
+            let version = response.version.major >= 2 ? "HTTP/\(response.version.major)" : "HTTP/\(response.version.major).\(response.version.minor)"
+            return .success(
+                Response(
+                    status: Int(response.status.code), headers: headers, body: sink.finish(), bodySize: size, fetchedAt: started, attempts: 1,
+                    httpVersion: version))
         } catch {
             sink.discard()
-            return .failure(Self.describe(error))
+            var failure = Self.describe(error)
+            // "Not trusted" has many causes; the certificate itself says which (expired, self-signed, an unknown CA).
+            if HTTPTransport.isUntrustedCertificate(error), let origin, let reason = await diagnosis.explain(origin) { failure.message = reason }
+            return .failure(failure)
         }
     }
 

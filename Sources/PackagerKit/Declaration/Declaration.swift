@@ -111,6 +111,13 @@ public struct Declaration: Sendable, Equatable {
         public var caFiles: [String] = []
         /// Whether certificates are not checked at all (a throwaway staging server); never with a signing key.
         public var insecure = false
+        /// A PEM certificate (and its chain) presented to origins that require mutual TLS.
+        public var clientCertificate: String?
+        /// The PEM private key of ``clientCertificate``; the file must not be readable by group or others.
+        public var clientKey: String?
+        /// The origins or host patterns the client certificate is presented to; empty means the origins of
+        /// ``Declaration/seeds``, ``Declaration/urls`` and ``Declaration/sitemaps`` (the same rule as headers).
+        public var clientCertificateOrigins: [String] = []
         public init() {}
     }
 

@@ -48,6 +48,12 @@ public struct DeclarationParser: Sendable {
                 throw reader.fail(reader.itemNodes[path], "tls.ca-file '\(path)': \(problem)")
             }
         }
+        let tls = declaration.tls
+        if let certificate = tls.clientCertificate, let key = tls.clientKey,
+            let problem = TLSSettings.problem(withClientCertificate: declaration.resolve(certificate), key: declaration.resolve(key))
+        {
+            throw reader.fail(reader.itemNodes["tls.client-cert"], "tls.client-cert: \(problem)")
+        }
         return declaration
     }
 
@@ -227,10 +233,12 @@ private struct Reader {
         return (output, parts)
     }
 
-    /// `tls: {ca-file: PATH or [PATHS], insecure: false}`; each CA file must hold at least one PEM certificate.
+    /// `tls: {ca-file: PATH or [PATHS], insecure: false, client-cert: PATH, client-key: PATH, client-cert-origins: […]}`;
+    /// each CA file must hold at least one PEM certificate; a client certificate comes with its key.
     mutating func tls(_ node: Node) throws -> Declaration.TLS {
         var t = Declaration.TLS()
-        for (key, value) in try mapping(node, in: "tls", keys: ["ca-file", "insecure"]) {
+        let keys = ["ca-file", "insecure", "client-cert", "client-key", "client-cert-origins"]
+        for (key, value) in try mapping(node, in: "tls", keys: keys) {
             switch key.string ?? "" {
             case "ca-file":
                 for item in try items(value, "tls.ca-file", expected: "PEM files") {
@@ -239,8 +247,19 @@ private struct Reader {
                     itemNodes[path] = item
                 }
             case "insecure": t.insecure = try bool(value, "tls.insecure")
+            case "client-cert":
+                t.clientCertificate = try string(value, "tls.client-cert")
+                itemNodes["tls.client-cert"] = value
+            case "client-key": t.clientKey = try string(value, "tls.client-key")
+            case "client-cert-origins": t.clientCertificateOrigins = try originPatterns(value, "tls.client-cert-origins")
             default: break
             }
+        }
+        guard (t.clientCertificate == nil) == (t.clientKey == nil) else {
+            throw fail(node, "tls.client-cert and tls.client-key go together: a certificate is presented with its private key")
+        }
+        if t.clientCertificate == nil && !t.clientCertificateOrigins.isEmpty {
+            throw fail(node, "tls.client-cert-origins needs tls.client-cert and tls.client-key")
         }
         return t
     }

@@ -42,6 +42,15 @@ enum HTTPTransport {
         if let error = error as? NIOSSLExtraError, error == .failedToValidateHostname {
             return "TLS: name mismatch: the server's certificate is not for this host name"
         }
+        // In TLS 1.3 the server refuses a missing client certificate after the handshake, as an alert on the first read.
+        if let error = error as? BoringSSLError {
+            let text = "\(error)"
+            if text.contains("CERTIFICATE_REQUIRED") {
+                return "TLS: the server requires a client certificate (none is declared for this origin: tls.client-cert, tls.client-cert-origins)"
+            }
+            if text.contains("ALERT") { return "TLS: the server ended the connection with an alert (it may require a client certificate)" }
+            return "TLS: the connection failed"
+        }
         guard let error = error as? NIOSSLError else { return nil }
         switch error {
         case .handshakeFailed(let underlying):
@@ -51,7 +60,10 @@ enum HTTPTransport {
                     + "or expired; add its CA with tls.ca-file or --ca-file)"
             }
             if text.contains("WRONG_VERSION_NUMBER") { return "TLS: the server did not answer in TLS (is it plain http?)" }
-            if text.contains("CERTIFICATE_REQUIRED") || text.contains("HANDSHAKE_FAILURE") {
+            if text.contains("CERTIFICATE_REQUIRED") {
+                return "TLS: the server requires a client certificate (none is declared for this origin: tls.client-cert, tls.client-cert-origins)"
+            }
+            if text.contains("HANDSHAKE_FAILURE") {
                 return "TLS: the handshake failed (the server may require a client certificate)"
             }
             return "TLS: the handshake failed"
@@ -60,6 +72,12 @@ enum HTTPTransport {
         default:
             return "TLS: \(error)"
         }
+    }
+
+    /// Whether `error` is a certificate that failed verification (BoringSSL says no more than that).
+    static func isUntrustedCertificate(_ error: any Error) -> Bool {
+        guard let error = error as? NIOSSLError, case .handshakeFailed(let underlying) = error else { return false }
+        return "\(underlying)".contains("CERTIFICATE_VERIFY_FAILED")
     }
 
     /// A sentence for an AsyncHTTPClient or NIO error, without type names or build paths.
@@ -90,7 +108,7 @@ enum HTTPTransport {
     /// Whether another attempt may succeed after `error`.
     static func isRetryable(_ error: any Error) -> Bool {
         // A certificate that is not trusted now will not be trusted on the next attempt.
-        if error is NIOSSLError || error is NIOSSLExtraError { return false }
+        if error is NIOSSLError || error is NIOSSLExtraError || error is BoringSSLError { return false }
         if let error = error as? HTTPClientError {
             switch error {
             case .invalidURL, .emptyHost, .emptyScheme: return false

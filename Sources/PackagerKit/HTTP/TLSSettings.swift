@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOSSL
 
 /// How the build side trusts HTTPS servers: the system's roots, plus the declaration's `tls.ca-file`s (or
@@ -8,18 +9,85 @@ package struct TLSSettings: Sendable, Equatable {
     /// Absolute paths of PEM files whose certificates are trusted beside the system's.
     var caFiles: [String] = []
     var insecure = false
+    /// A certificate presented to the origins it is declared for (mutual TLS), and to no other.
+    var client: ClientCertificate?
+
+    /// A client certificate, its key, and where it goes.
+    struct ClientCertificate: Sendable, Equatable {
+        /// Absolute paths of the PEM certificate (chain) and its PEM key.
+        var certificate: String
+        var key: String
+        /// Origin patterns it is presented to; empty means ``declared``.
+        var origins: [String]
+        /// The declaration's own origins (of its seeds, URLs and sitemaps).
+        var declared: [HTTPOrigin]
+
+        /// Whether the certificate is presented to `origin`: an https origin the declaration names (or its
+        /// `client-cert-origins` do). Never over plain http.
+        func applies(to origin: HTTPOrigin) -> Bool {
+            guard origin.isSecure else { return false }
+            let isDeclared = declared.contains(origin)
+            if origins.isEmpty { return isDeclared }
+            return origins.compactMap { try? OriginPattern.parse($0).get() }.contains { $0.matches(origin, plainHTTPAllowed: false, declared: isDeclared) }
+        }
+    }
 
     /// No extra roots: the system's, and the environment's.
     static let system = TLSSettings()
 
-    init(caFiles: [String] = [], insecure: Bool = false) {
+    init(caFiles: [String] = [], insecure: Bool = false, client: ClientCertificate? = nil) {
         self.caFiles = caFiles
         self.insecure = insecure
+        self.client = client
     }
 
-    /// The settings a declaration gives (CA files resolved against its folder).
+    /// The settings a declaration gives (files resolved against its folder).
     init(_ declaration: Declaration) {
-        self.init(caFiles: declaration.tls.caFiles.map(declaration.resolve), insecure: declaration.tls.insecure)
+        let tls = declaration.tls
+        var client: ClientCertificate?
+        if let certificate = tls.clientCertificate, let key = tls.clientKey {
+            client = ClientCertificate(
+                certificate: declaration.resolve(certificate), key: declaration.resolve(key), origins: tls.clientCertificateOrigins,
+                declared: declaration.declaredOrigins)
+        }
+        self.init(caFiles: tls.caFiles.map(declaration.resolve), insecure: tls.insecure, client: client)
+    }
+
+    /// The configuration for a request to `url`: with the client certificate when it goes to that origin, nil (the
+    /// client's own, which presents none) otherwise.
+    func requestConfiguration(forURL url: String) -> TLSConfiguration? {
+        guard let client, let origin = HTTPOrigin(key: url) ?? HTTPOrigin(url: url), client.applies(to: origin) else { return nil }
+        guard let (chain, key) = Self.loadClientCertificate(client) else { return nil }
+        var configuration = self.configuration()
+        configuration.certificateChain = chain.map { .certificate($0) }
+        configuration.privateKey = .privateKey(key)
+        return configuration
+    }
+
+    /// Client certificates and keys read so far, by path: read once, not once per request.
+    private static let loaded = NIOLockedValueBox([String: ([NIOSSLCertificate], NIOSSLPrivateKey)]())
+
+    private static func loadClientCertificate(_ client: ClientCertificate) -> ([NIOSSLCertificate], NIOSSLPrivateKey)? {
+        let cacheKey = client.certificate + "\n" + client.key
+        if let pair = loaded.withLockedValue({ $0[cacheKey] }) { return pair }
+        guard let chain = try? NIOSSLCertificate.fromPEMFile(client.certificate), !chain.isEmpty,
+            let key = try? NIOSSLPrivateKey(file: client.key, format: .pem)
+        else { return nil }
+        loaded.withLockedValue { $0[cacheKey] = (chain, key) }
+        return (chain, key)
+    }
+
+    /// Why a client certificate and key cannot be used, or nil: both must be PEM, and the key readable by its owner
+    /// only, as ssh insists for its keys.
+    package static func problem(withClientCertificate certificate: String, key: String) -> String? {
+        if let problem = problem(withCAFile: certificate) { return problem.replacingOccurrences(of: "PEM certificate", with: "PEM client certificate") }
+        var info = stat()
+        guard stat(key, &info) == 0 else { return "cannot read the key \(key)" }
+        if info.st_mode & 0o077 != 0 {
+            return "the key \(key) is readable by others (mode \(String(info.st_mode & 0o777, radix: 8))); run chmod 600 on it"
+        }
+        guard (try? NIOSSLPrivateKey(file: key, format: .pem)) != nil else { return "\(key) holds no PEM private key that can be read" }
+        return nil
     }
 
     /// The client configuration: extra roots added to the system's, never replacing them.

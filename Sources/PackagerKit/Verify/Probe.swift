@@ -127,6 +127,7 @@ struct Probe: Sendable {
     private func sendOnce(_ url: String, method: HTTPMethod, headers extra: [(String, String)], body: BodyHandling) async throws -> Answer {
         var request = HTTPClientRequest(url: url)
         request.method = method
+        request.tlsConfiguration = options.tls.requestConfiguration(forURL: url)
         request.headers.add(name: "User-Agent", value: options.userAgent)
         // Identity, so Content-Length and digests compare with the stored (decoded) body.
         request.headers.add(name: "Accept-Encoding", value: "identity")
