@@ -61,12 +61,12 @@ for run in $(seq "$runs"); do
     rm -rf "$work/p.zip" "$work/wget" "$work/w.zip"
     /usr/bin/time -f "%e %M" -o "$work/time-p" "$packager" build --seed "$url" --ca-file "$tls/ca.pem" --no-parent --no-robots \
         --concurrency $concurrency -o "$work/p.zip" --json >"$work/packager.json" 2>"$work/packager.log"
-    read -r secs kib <"$work/time-p"
+    read -r secs kib < <(tail -1 "$work/time-p")
     best_p=$(python3 -c "print(min($best_p, $secs))"); rss_p=$(( kib > rss_p ? kib : rss_p ))
     /usr/bin/time -f "%e %M" -o "$work/time-w" sh -c \
-        "wget2 -r -np -p -l inf --max-threads=$concurrency -q --no-robots --ca-certificate='$tls/ca.pem' -nH -P '$work/wget' '$url' && bsdtar -a -cf '$work/w.zip' -C '$work/wget' ." \
+        "wget2 -r -np -p -l inf --max-threads=$concurrency -q --no-robots --ca-certificate='$tls/ca.pem' -nH -P '$work/wget' '$url'; bsdtar -a -cf '$work/w.zip' -C '$work/wget' ." \
         >"$work/wget.log" 2>&1 || true
-    read -r secs kib <"$work/time-w"
+    read -r secs kib < <(tail -1 "$work/time-w")
     best_w=$(python3 -c "print(min($best_w, $secs))"); rss_w=$(( kib > rss_w ? kib : rss_w ))
 done
 

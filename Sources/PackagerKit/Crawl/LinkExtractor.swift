@@ -59,6 +59,8 @@ enum LinkExtractor {
     /// The `rel` keywords whose `<link>` target is a requisite.
     private static let requisiteRels: Set<String> = [
         "stylesheet", "icon", "apple-touch-icon", "apple-touch-icon-precomposed", "mask-icon", "preload", "modulepreload", "prefetch", "manifest",
+        // An OpenSearch description: the browser reads it to offer the site's search (wget2 -p fetches it too).
+        "search",
     ]
 
     /// Collects URLs in document order, without repeats.
