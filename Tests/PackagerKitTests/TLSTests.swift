@@ -147,6 +147,13 @@ struct TLSTests {
             #expect(result.status == 1)
             #expect(result.output.contains("the certificate for 127.0.0.1 expired on "), "\(result.output)")
             #expect(!result.output.contains("BoringSSL") && !result.output.contains("not trust"), "\(result.output)")
+            // A nightly verify of a bundle of that origin says the same.
+            try folder.file("one.yml", "urls: [\(base)/index.html]\ntls: {ca-file: ca.pem}\n")
+            var writer = BundleWriter()
+            writer.add(.init(url: base + "/index.html", headers: [("content-type", "text/html"), ("etag", "\"x\"")], body: .data(Data("<html>x</html>".utf8))))
+            try writer.write(to: folder.path + "/one.zip")
+            let verify = try await run(packagerExecutable, ["verify", "one.zip", "--declaration", "one.yml"], in: folder.path)
+            #expect(verify.status != 0 && verify.output.contains("expired on "), "\(verify.output)")
         }
         try await withTLSServer(folder, certificate: "../self") { base in
             var result = try await run(packagerExecutable, ["build", "--seed", base + "/index.html", "--no-robots", "-o", "x.zip"], in: folder.path)

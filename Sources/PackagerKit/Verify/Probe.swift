@@ -12,6 +12,8 @@ struct Probe: Sendable {
     let client: HTTPClient
     let pacer: Pacer?
     let retryLoop: RetryLoop
+    /// Why an origin's certificate is refused (an expired certificate is what a nightly job most often meets).
+    var diagnosis = TLSDiagnosis()
 
     /// The live answer's parts that matter.
     struct Answer {
@@ -100,14 +102,16 @@ struct Probe: Sendable {
     /// Sends one request with retries on connection errors, timeouts, 429 and 5xx (``RetryLoop``).
     func send(_ url: String, method: HTTPMethod, headers extra: [(String, String)], body: BodyHandling) async throws -> Answer {
         // Verify asks for canonical keys: their origin is read off the key, without canonicalizing it again.
-        let outcome = await retryLoop.run(origin: HTTPOrigin(key: url) ?? HTTPOrigin(url: url)) { _ -> RetryLoop.Attempt<Answer> in
+        let origin = HTTPOrigin(key: url) ?? HTTPOrigin(url: url)
+        let outcome = await retryLoop.run(origin: origin) { _ -> RetryLoop.Attempt<Answer> in
             if let pacer { await pacer.wait() }
             do {
                 let answer = try await sendOnce(url, method: method, headers: extra, body: body)
                 return .answered(answer, status: answer.status, retryAfter: answer.header("retry-after"))
             } catch {
-                return .failed(
-                    message: HTTPTransport.describe(error), retryable: HTTPTransport.isRetryable(error), cannotConnect: HTTPTransport.isConnectFailure(error))
+                var message = HTTPTransport.describe(error)
+                if HTTPTransport.isUntrustedCertificate(error), let origin, let reason = await diagnosis.explain(origin) { message = reason }
+                return .failed(message: message, retryable: HTTPTransport.isRetryable(error), cannotConnect: HTTPTransport.isConnectFailure(error))
             }
         }
         switch outcome {
