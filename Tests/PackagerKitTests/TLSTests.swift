@@ -236,6 +236,10 @@ struct TLSTests {
             let report = try JSONDecoder().decode(
                 BuildReport.self, from: Data(try #require(result.output.firstIndex(of: "{").map { String(result.output[$0...]) }).utf8))
             #expect(report.entries == 3 && report.protocols == ["HTTP/2": 3], "\(report.protocols)")
+            // verify over the same connection kind: every entry fresh.
+            try folder.file("h2.yml", "seeds: [\(base)/]\ntls: {ca-file: ca.pem}\n")
+            result = try await run(packagerExecutable, ["verify", "h2.zip", "--declaration", "h2.yml"], in: folder.path)
+            #expect(result.status == 0 && result.output.contains("3 fresh"), "\(result.output)")
             #expect(
                 try MountedBundle(path: folder.path + "/h2.zip").entry(for: base + "/page.html").map {
                     try String(decoding: MountedBundle(path: folder.path + "/h2.zip").body(of: $0), as: UTF8.self)
