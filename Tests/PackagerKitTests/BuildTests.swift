@@ -81,7 +81,9 @@ struct BuildTests {
             let report = try await Builder(declaration: declaration).run()
 
             #expect(report.succeeded)
-            #expect(report.failures.map(\.url) == ["\(origin.base)/missing.html"])
+            #expect(
+                report.failures.map(\.url) == ["\(origin.base)/missing.html"],
+                "\(report.failures.map { "\($0.url): \($0.reason)" }) \(origin.requests.map(\.path).filter { $0.contains("bg") })")
             #expect(report.failures.first?.status == 404 && report.failures.first?.declared == false)
             #expect(report.skipped["disallowed by robots.txt"] == 1)
             #expect(report.skipped["origin http://other.invalid is not in scope"] == 1)
