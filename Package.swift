@@ -146,7 +146,10 @@ let package = Package(
         ),
         .testTarget(
             name: "PackagerKitTests",
-            dependencies: ["PackagerKit", "OfflineBundle", "TestSupport", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: [
+                "PackagerKit", "OfflineBundle", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
         ),
         .testTarget(
             name: "OfflineBundleHummingbirdTests",
