@@ -28,12 +28,36 @@ struct HTMLTokenizer {
     /// Set after a start tag that switches the tokenizer out of the data state.
     private var pendingContent: Content?
     private let textElements: Set<String>
+    /// Whether start tags switch the content model as the tree builder would (`<script>`, `<style>`, `<title>`…).
+    private let switchesContentModel: Bool
 
     /// - Parameter textElements: elements whose raw text or RCDATA content is emitted as `rawText`.
     init(_ bytes: [UInt8], emittingTextOf textElements: Set<String> = ["style"]) {
+        self.init(bytes, emittingTextOf: textElements, switchesContentModel: true, initialState: nil)
+    }
+
+    /// The state a tokenizer starts in, for running the html5lib tokenizer tests (which start some inputs inside an
+    /// element's content, and never let a start tag switch the state).
+    enum InitialState {
+        case rawText(element: String)
+        case rcdata(element: String)
+        case scriptData, plaintext
+    }
+
+    /// A tokenizer as the html5lib tokenizer tests define one: no tree builder switching states after a start tag,
+    /// and optionally starting inside an element's content.
+    init(_ bytes: [UInt8], emittingTextOf textElements: Set<String>, switchesContentModel: Bool, initialState: InitialState?) {
         // The standard's input preprocessing turns CR LF and lone CR into LF; doing it once keeps every state simple.
         self.bytes = bytes.contains(0x0D) ? Self.normalizingNewlines(bytes) : bytes
         self.textElements = textElements
+        self.switchesContentModel = switchesContentModel
+        switch initialState {
+        case .rawText(let element): pendingContent = .rawText(element)
+        case .rcdata(let element): pendingContent = .rcdata(element)
+        case .scriptData: pendingContent = .script
+        case .plaintext: pendingContent = .plaintext
+        case nil: pendingContent = nil
+        }
     }
 
     /// What follows a start tag that switches the tokenizer: the element's content model.
@@ -321,7 +345,7 @@ struct HTMLTokenizer {
         if isEnd { return .endTag(name: name) }
         builder.finishAttribute()
         // The tree builder switches the tokenizer for these elements whether or not the tag is self-closing.
-        switch name {
+        switch switchesContentModel ? name : "" {
         case "script": pendingContent = .script
         case "style", "xmp", "iframe", "noembed", "noframes": pendingContent = .rawText(name)
         case "title", "textarea": pendingContent = .rcdata(name)
