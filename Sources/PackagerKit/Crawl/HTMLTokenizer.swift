@@ -30,10 +30,13 @@ struct HTMLTokenizer {
     private let textElements: Set<String>
     /// Whether start tags switch the content model as the tree builder would (`<script>`, `<style>`, `<title>`…).
     private let switchesContentModel: Bool
+    /// The attributes start tags report (their names, lowercased); nil for all. Others are still tokenized, as they
+    /// must be, but no string is made of them: on real pages most attributes are `class` and `id`.
+    private let attributeNames: Set<[UInt8]>?
 
     /// - Parameter textElements: elements whose raw text or RCDATA content is emitted as `rawText`.
-    init(_ bytes: [UInt8], emittingTextOf textElements: Set<String> = ["style"]) {
-        self.init(bytes, emittingTextOf: textElements, switchesContentModel: true, initialState: nil)
+    init(_ bytes: [UInt8], emittingTextOf textElements: Set<String> = ["style"], attributeNames: Set<[UInt8]>? = nil) {
+        self.init(bytes, emittingTextOf: textElements, switchesContentModel: true, initialState: nil, attributeNames: attributeNames)
     }
 
     /// The state a tokenizer starts in, for running the html5lib tokenizer tests (which start some inputs inside an
@@ -46,7 +49,11 @@ struct HTMLTokenizer {
 
     /// A tokenizer as the html5lib tokenizer tests define one: no tree builder switching states after a start tag,
     /// and optionally starting inside an element's content.
-    init(_ bytes: [UInt8], emittingTextOf textElements: Set<String>, switchesContentModel: Bool, initialState: InitialState?) {
+    init(
+        _ bytes: [UInt8], emittingTextOf textElements: Set<String>, switchesContentModel: Bool, initialState: InitialState?,
+        attributeNames: Set<[UInt8]>? = nil
+    ) {
+        self.attributeNames = attributeNames
         // The standard's input preprocessing turns CR LF and lone CR into LF; doing it once keeps every state simple.
         self.bytes = bytes.contains(0x0D) ? Self.normalizingNewlines(bytes) : bytes
         self.textElements = textElements
@@ -195,7 +202,7 @@ struct HTMLTokenizer {
 
     /// The tag states from "tag name" on; `pos` is at the name's first letter. Nil when the input ends inside the tag, which drops it.
     private mutating func tag(isEnd: Bool) -> HTMLToken? {
-        var builder = TagBuilder(keepsAttributes: !isEnd)
+        var builder = TagBuilder(keepsAttributes: !isEnd, names: attributeNames)
         var state = TagState.tagName
         let n = bytes.count
         while pos < n {
@@ -366,7 +373,13 @@ struct HTMLTokenizer {
         /// Built once a tag has many attributes, so duplicate checks stay linear on hostile input.
         var seenNames: Set<String>?
 
-        init(keepsAttributes: Bool) { self.keepsAttributes = keepsAttributes }
+        /// The attribute names kept; nil for all.
+        let names: Set<[UInt8]>?
+
+        init(keepsAttributes: Bool, names: Set<[UInt8]>?) {
+            self.keepsAttributes = keepsAttributes
+            self.names = names
+        }
 
         mutating func startAttribute() {
             finishAttribute()
@@ -381,7 +394,7 @@ struct HTMLTokenizer {
                 attributeName.removeAll(keepingCapacity: true)
                 attributeValue.removeAll(keepingCapacity: true)
             }
-            guard keepsAttributes else { return }
+            guard keepsAttributes, names?.contains(attributeName) ?? true else { return }
             let name = String(decoding: attributeName, as: UTF8.self)
             let duplicate: Bool
             if attributes.count < 16 {

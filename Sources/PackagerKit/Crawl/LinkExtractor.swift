@@ -17,9 +17,9 @@ struct ExtractedLinks: Sendable, Equatable {
 /// the caller's job.
 enum LinkExtractor {
     /// The links and requisites of an HTML page.
-    static func html(_ bytes: [UInt8]) -> ExtractedLinks {
+    static func html(_ bytes: [UInt8], attributeNames: Set<[UInt8]>? = linkAttributes) -> ExtractedLinks {
         var collector = Collector()
-        var tokenizer = HTMLTokenizer(bytes, emittingTextOf: ["style"])
+        var tokenizer = HTMLTokenizer(bytes, emittingTextOf: ["style"], attributeNames: attributeNames)
         while let token = tokenizer.next() {
             switch token {
             case .startTag(let name, let attributes, _):
@@ -55,6 +55,12 @@ enum LinkExtractor {
     }
 
     // MARK: - HTML
+
+    /// The attributes ``Collector`` reads; the tokenizer makes strings of these only.
+    static let linkAttributes: Set<[UInt8]> = Set(
+        ["href", "src", "srcset", "xlink:href", "poster", "data", "type", "background", "rel", "imagesrcset", "http-equiv", "content", "style"].map {
+            Array($0.utf8)
+        })
 
     /// The `rel` keywords whose `<link>` target is a requisite.
     private static let requisiteRels: Set<String> = [
