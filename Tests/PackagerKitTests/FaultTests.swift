@@ -99,7 +99,10 @@ struct FaultTests {
                 #expect(try Array(bundle.body(of: entry)) == Self.page(String(path.dropFirst())), "\(path) differs from what the origin serves")
             }
             for path in Self.permanent { #expect(bundle.entry(for: origin.base + path) == nil, "\(path) was stored") }
-            #expect(origin.count("/cut-once") == 2 && origin.count("/drop-once") == 2 && origin.count("/stall-once") == 2)
+            #expect(origin.count("/cut-once") == 2 && origin.count("/drop-once") == 2)
+            // The stall outlasts the 2 s request timeout once; on a loaded machine the retry can time out too, so it is
+            // retried at least once and within the 3 attempts (its whole body was stored: checked above).
+            #expect((2...3).contains(origin.count("/stall-once")), "\(origin.count("/stall-once")) requests")
             #expect(origin.count("/busy") == 3)
             #expect(Checker.check(path: output).issues.isEmpty)
             #expect(try folder.contents() == ["faults.zip"])
