@@ -22,7 +22,7 @@ if [ ! -f "$docs/index.html" ]; then
     exit 0
 fi
 
-rm -rf "$work" && mkdir -p "$work/nginx" "$work/tls"
+rm -rf "$work" && mkdir -p "$work/tls"
 work=$(cd "$work" && pwd)
 tls=$work/tls
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tls/ca.key" -out "$tls/ca.pem" -days 2 -subj "/CN=Bench CA" 2>/dev/null
@@ -31,30 +31,9 @@ printf 'subjectAltName=IP:127.0.0.1\n' >"$tls/san.cnf"
 openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial -out "$tls/server.pem" -days 2 \
     -extfile "$tls/san.cnf" 2>/dev/null
 
-cat >"$work/nginx/nginx.conf" <<NGINX
-worker_processes 2;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log;
-user root;
-events { worker_connections 4096; }
-http {
-    include /etc/nginx/mime.types;
-    access_log off;
-    sendfile on;
-    keepalive_requests 1000000;
-    server {
-        listen 127.0.0.1:$port ssl http2;
-        ssl_certificate $tls/server.pem;
-        ssl_certificate_key $tls/server.key;
-        root $docs;
-        etag on;
-    }
-}
-NGINX
-nginx -c "$work/nginx/nginx.conf"
-trap 'nginx -c "$work/nginx/nginx.conf" -s stop 2>/dev/null || true' EXIT
+trap 'stop_nginx "$work"' EXIT
+start_nginx "$work" "$docs" "127.0.0.1:$port ssl http2" 2 "ssl_certificate $tls/server.pem; ssl_certificate_key $tls/server.key;"
 url="https://127.0.0.1:$port/index.html"
-for _ in $(seq 100); do curl -s --cacert "$tls/ca.pem" -o /dev/null "$url" && break; sleep 0.1; done
 
 best_p=999999; best_w=999999; rss_p=0; rss_w=0
 for run in $(seq "$runs"); do

@@ -1,9 +1,10 @@
 # Shared by the benchmark scripts (sourced, not run).
 
-# start_nginx WORK ROOT LISTEN WORKERS: serves ROOT with nginx (access log off, sendfile, ETag) listening on
-# LISTEN (address:port), from a config in WORK/nginx; waits until it answers. stop_nginx WORK stops it.
+# start_nginx WORK ROOT LISTEN WORKERS [DIRECTIVES]: serves ROOT with nginx (access log off, sendfile, ETag) listening
+# on LISTEN (address:port, optionally followed by "ssl http2"), from a config in WORK/nginx, with DIRECTIVES added to
+# its server block (ssl_certificate …); waits until it answers. stop_nginx WORK stops it.
 start_nginx() {
-    local work=$1 root=$2 listen=$3 workers=$4
+    local work=$1 root=$2 listen=$3 workers=$4 directives=${5:-}
     mkdir -p "$work/nginx"
     cat >"$work/nginx/nginx.conf" <<NGINX
 worker_processes $workers;
@@ -16,17 +17,20 @@ http {
     access_log off;
     sendfile on;
     keepalive_requests 1000000;
-    server { listen $listen; root $root; etag on; }
+    server { listen $listen; root $root; etag on; $directives }
 }
 NGINX
     nginx -c "$work/nginx/nginx.conf"
-    wait_for "http://127.0.0.1:${listen##*:}/"
+    local port=${listen##*:}
+    local scheme=http
+    case $listen in *" ssl"*) scheme=https ;; esac
+    wait_for "$scheme://127.0.0.1:${port%% *}/"
 }
 
 stop_nginx() { nginx -c "$1/nginx/nginx.conf" -s stop 2>/dev/null || true; }
 
 # wait_for URL: until it answers (any status), for at most 10 s.
-wait_for() { for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sleep 0.1; done; echo "bench: $1 did not come up" >&2; return 1; }
+wait_for() { for _ in $(seq 100); do curl -sk -o /dev/null "$1" && return 0; sleep 0.1; done; echo "bench: $1 did not come up" >&2; return 1; }
 
 # The machine line every report starts with: cores and CPU model.
 machine() { echo "$(nproc) cores ($(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'))"; }

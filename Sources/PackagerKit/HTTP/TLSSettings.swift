@@ -57,24 +57,26 @@ package struct TLSSettings: Sendable, Equatable {
     /// client's own, which presents none) otherwise.
     func requestConfiguration(forURL url: String) -> TLSConfiguration? {
         guard let client, let origin = HTTPOrigin(key: url) ?? HTTPOrigin(url: url), client.applies(to: origin) else { return nil }
-        guard let (chain, key) = Self.loadClientCertificate(client) else { return nil }
-        var configuration = self.configuration()
-        configuration.certificateChain = chain.map { .certificate($0) }
-        configuration.privateKey = .privateKey(key)
-        return configuration
+        return clientConfiguration(client)
     }
 
-    /// Client certificates and keys read so far, by path: read once, not once per request.
-    private static let loaded = NIOLockedValueBox([String: ([NIOSSLCertificate], NIOSSLPrivateKey)]())
+    /// Configurations with a client certificate, built once per settings: building one reads the certificate, the
+    /// key and every file of `SSL_CERT_DIR`, which a request must not do again.
+    private static let built = NIOLockedValueBox([String: TLSConfiguration]())
 
-    private static func loadClientCertificate(_ client: ClientCertificate) -> ([NIOSSLCertificate], NIOSSLPrivateKey)? {
-        let cacheKey = client.certificate + "\n" + client.key
-        if let pair = loaded.withLockedValue({ $0[cacheKey] }) { return pair }
+    private func clientConfiguration(_ client: ClientCertificate) -> TLSConfiguration? {
+        let cacheKey = ([client.certificate, client.key, String(insecure)] + caFiles).joined(separator: "\n")
+        if let known = Self.built.withLockedValue({ $0[cacheKey] }) { return known }
+        // The declaration was checked when it was parsed; a file changed since then fails here, and the request goes
+        // without a certificate (the server then says it requires one).
         guard let chain = try? NIOSSLCertificate.fromPEMFile(client.certificate), !chain.isEmpty,
             let key = try? NIOSSLPrivateKey(file: client.key, format: .pem)
         else { return nil }
-        loaded.withLockedValue { $0[cacheKey] = (chain, key) }
-        return (chain, key)
+        var configuration = self.configuration()
+        configuration.certificateChain = chain.map { .certificate($0) }
+        configuration.privateKey = .privateKey(key)
+        Self.built.withLockedValue { $0[cacheKey] = configuration }
+        return configuration
     }
 
     /// Why a client certificate and key cannot be used, or nil: both must be PEM, and the key readable by its owner
