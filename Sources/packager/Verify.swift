@@ -13,8 +13,14 @@ struct ProbeOptions: ParsableArguments {
     @Option(name: .customLong("declaration"), help: "Take request headers (with ${ENV} values), retries, timeouts and concurrency from this declaration.")
     var declaration: String?
 
-    @Flag(help: "Download bodies of entries without ETag or Last-Modified and compare their SHA-256.")
+    @Flag(help: "Compare every body by SHA-256, whatever the validators say (header differences become notes).")
     var deep = false
+
+    @Flag(help: "Read no body: validators and lengths only; entries without the origin's validators are unverifiable.")
+    var shallow = false
+
+    @Option(name: .customLong("max-body"), help: "Read no body past this many bytes (default: 256M; K, M and G suffixes).")
+    var maxBody: String?
 
     @Option(help: "Requests in flight at once (default: 16).")
     var concurrency: Int?
@@ -41,11 +47,29 @@ struct ProbeOptions: ParsableArguments {
         if let retries, retries < 0 { throw ValidationError("--retries cannot be negative") }
         if let timeout, timeout <= 0 { throw ValidationError("--timeout must be more than zero") }
         if let connectTimeout, connectTimeout <= 0 { throw ValidationError("--connect-timeout must be more than zero") }
+        if deep && shallow { throw ValidationError("--deep and --shallow cannot both be given: --deep reads every body, --shallow none") }
+        if let maxBody, Self.bytes(maxBody) == nil { throw ValidationError("--max-body: '\(maxBody)' is not a size (say 64M or 1G)") }
+    }
+
+    /// `512`, `64K`, `256M`, `1G` as bytes; nil for anything else (or zero).
+    static func bytes(_ text: String) -> UInt64? {
+        let units: [Character: UInt64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
+        var digits = text.uppercased()
+        var unit: UInt64 = 1
+        if let last = digits.last, let scale = units[last] {
+            unit = scale
+            digits.removeLast()
+        }
+        guard let n = UInt64(digits), n > 0 else { return nil }
+        let (product, overflow) = n.multipliedReportingOverflow(by: unit)
+        return overflow ? nil : product
     }
 
     func verifierOptions() throws -> Verifier.Options {
         var options = try declaration.map { Verifier.Options(declaration: try DeclarationParser().parse(contentsOf: $0)) } ?? Verifier.Options()
         options.deep = deep
+        options.shallow = shallow
+        if let maxBody, let bytes = Self.bytes(maxBody) { options.maxBodyBytes = bytes }
         if let concurrency { options.concurrency = concurrency }
         if let perHost { options.perHost = perHost }
         options.rate = rate
@@ -61,9 +85,12 @@ extension Packager {
         static let configuration = CommandConfiguration(
             abstract: "Ask the live servers whether each entry of a bundle is still fresh.",
             discussion: """
-                Entries with an ETag or Last-Modified get a conditional GET; others a HEAD (GET when HEAD is \
-                refused); --deep compares bodies by SHA-256. Verdicts: fresh, stale, gone, moved, unreachable, \
-                unverifiable; substituted and blocked entries are reported, not probed.
+                Entries with the origin's ETag or Last-Modified get a conditional GET; when the validators \
+                differ, the body is hashed and the content decides (servers change validators when they \
+                compress). Entries without them get a GET whose body is hashed. --shallow reads no body; --deep \
+                compares every body. Verdicts: fresh, stale, gone, moved, unreachable, unverifiable; substituted \
+                and blocked entries are reported, not probed (--check-substituted asks the remotes of substituted \
+                entries whether they changed since the build: a note, failing only with --fail-on substituted).
 
                 Exit status: 0 when no entry has a failing verdict; 1 when one is stale, gone or moved; \
                 2 when one is unreachable and unreachable is among the failing verdicts (the check is \
@@ -87,6 +114,9 @@ extension Packager {
 
         @Option(name: .customLong("fail-on"), help: "Comma-separated verdicts that fail the job.")
         var failOn: String = "stale,gone,moved,unreachable"
+
+        @Flag(name: .customLong("check-substituted"), help: "Ask the remote URLs substituted entries stand in for whether they changed since the build.")
+        var checkSubstituted = false
 
         func validate() throws {
             guard ReportFormatter.Format(rawValue: format) != nil else {
@@ -112,6 +142,8 @@ extension Packager {
                 guard FileManager.default.fileExists(atPath: bundle) else { throw PackagerError(.invalidInput, "no such bundle", subject: bundle) }
                 var options = try probe.verifierOptions()
                 options.failOn = try failingVerdicts()
+                options.checkSubstituted = checkSubstituted
+                options.bundleArgument = bundle
                 let live = isatty(STDERR_FILENO) == 1
                 let report = try await Verifier(options: options).verify(bundleAt: bundle) { done, total in
                     if live && (done % 25 == 0 || done == total) { FileHandle.standardError.write(Data("\r\u{1B}[Kverified \(done)/\(total)".utf8)) }
@@ -149,7 +181,9 @@ extension Packager {
 
         func run() async throws {
             try await reportingErrorsAsync {
-                let summary = try await Refresher(options: try probe.verifierOptions()).refresh(bundleAt: bundle, output: output ?? bundle)
+                var options = try probe.verifierOptions()
+                options.bundleArgument = bundle
+                let summary = try await Refresher(options: options).refresh(bundleAt: bundle, output: output ?? bundle)
                 print(ReportFormatter.summaryLine(summary.verify))
                 for (url, status) in summary.refreshed { print("  refreshed \(url) (now \(status))") }
                 for (url, reason) in summary.failed { print("  kept the old \(url): \(reason)") }

@@ -1,51 +1,82 @@
 import Foundation
+import NIOHTTP1
 import OfflineBundle
 
 /// How a probe judges what the server answered against what the bundle recorded.
+///
+/// The rules, by kind of evidence (docs/VERIFY.md has them as a table):
+/// - a body read and hashed decides: the same SHA-256 is fresh whatever the headers say, and header differences become
+///   notes; a different one (or a longer body) is stale;
+/// - without a body, a validator the origin sent decides: `304`, or `200` with weakly equal ETags (RFC 9110 §8.8.3.2)
+///   and the same Last-Modified, is fresh;
+/// - media types compare by type and subtype, and the charset only when both sides name one;
+/// - `Content-Length` compares only uncoded answers, and a different length over an uncoded body proves other content.
 extension Probe {
-    /// Judges a content entry from the live answer.
-    func judge(_ recorded: Recorded, _ answer: Answer, into result: inout EntryVerification, validated: Bool) {
-        result.liveStatus = answer.status
-        result.attempts = answer.attempts
-        if answer.status == 304 && validated { return }
+    /// 404/410 (gone) and 3xx (moved) answers to a content entry; true when the answer was one of them.
+    private func judgeGoneOrMoved(_ recorded: Recorded, _ answer: Answer, into result: inout EntryVerification) -> Bool {
         if (answer.status == 404 || answer.status == 410) && recorded.status != answer.status {
             result.verdict = .gone
             result.changes = [Change("status", recorded: String(recorded.status), live: String(answer.status))]
-            return
+            return true
         }
-        if (300...399).contains(answer.status) {
+        if (300...399).contains(answer.status) && answer.status != 304 {
             result.verdict = .moved
             result.changes = [Change("location", recorded: nil, live: answer.header("location").map { Self.absolute($0, base: recorded.url) })]
-            return
+            return true
         }
+        return false
+    }
+
+    /// A content entry whose live body was read: the digest decides.
+    func judgeContent(_ recorded: Recorded, _ answer: Answer, into result: inout EntryVerification) {
+        result.liveStatus = answer.status
+        result.attempts = answer.attempts
+        if judgeGoneOrMoved(recorded, answer, into: &result) { return }
         var changes: [Change] = []
         if answer.status != recorded.status { changes.append(Change("status", recorded: String(recorded.status), live: String(answer.status))) }
-        let liveETag = answer.header("etag")
-        if let etag = recorded.etag, let liveETag, !HTTPRules.weaklyEqual(etag, liveETag) { changes.append(Change("etag", recorded: etag, live: liveETag)) }
-        let liveModified = answer.header("last-modified")
-        if let modified = recorded.lastModified, let liveModified, !Self.sameDate(modified, liveModified) {
-            changes.append(Change("last-modified", recorded: modified, live: liveModified))
+        let recordedDigest = recorded.sha256 ?? Self.emptyDigest
+        if let digest = answer.sha256, digest != recordedDigest { changes.append(Change("sha256", recorded: recordedDigest, live: digest)) }
+        let headers = Self.headerChanges(recorded, headers: answer.headers)
+        if changes.isEmpty {
+            result.notes = headers
+        } else {
+            result.verdict = .stale
+            result.changes = changes + headers
+            if recorded.isHTML, let body = answer.body { result.notes = newResources(recorded, live: body) }
         }
-        // Content-Length compares only identity bodies (verify asks for identity).
-        if let size = recorded.size, let length = answer.header("content-length").flatMap(UInt64.init), answer.header("content-encoding") == nil,
-            length != size
-        {
-            changes.append(Change("content-length", recorded: String(size), live: String(length)))
-        }
-        if let type = recorded.contentType, let liveType = answer.header("content-type"), Self.normalizedType(type) != Self.normalizedType(liveType) {
-            changes.append(Change("content-type", recorded: type, live: liveType))
-        }
-        if let digest = answer.sha256, let recordedDigest = recorded.sha256 ?? (recorded.size == nil ? Self.emptyDigest : nil), digest != recordedDigest {
-            changes.append(Change("sha256", recorded: recordedDigest, live: digest))
-        }
+    }
+
+    /// A conditional GET whose body was not read: 304, or the same validators, is fresh.
+    func judgeValidated(_ recorded: Recorded, _ answer: Answer, into result: inout EntryVerification) {
+        result.liveStatus = answer.status
+        result.attempts = answer.attempts
+        if answer.status == 304 { return }
+        if judgeGoneOrMoved(recorded, answer, into: &result) { return }
+        var changes: [Change] = []
+        if answer.status != recorded.status { changes.append(Change("status", recorded: String(recorded.status), live: String(answer.status))) }
+        changes += Self.headerChanges(recorded, headers: answer.headers)
         if !changes.isEmpty {
             result.verdict = .stale
             result.changes = changes
-        } else if !validated && answer.sha256 == nil && liveETag == nil && liveModified == nil {
-            // Nothing to compare but sizes and types, which matched: the content itself cannot be vouched for.
+        }
+    }
+
+    /// `--shallow` on an entry without the origin's validators: only a status or an uncoded length can prove a change.
+    func judgeShallow(_ recorded: Recorded, _ answer: Answer, into result: inout EntryVerification) {
+        result.liveStatus = answer.status
+        result.attempts = answer.attempts
+        if judgeGoneOrMoved(recorded, answer, into: &result) { return }
+        let headers = Self.headerChanges(recorded, headers: answer.headers)
+        var changes: [Change] = []
+        if answer.status != recorded.status { changes.append(Change("status", recorded: String(recorded.status), live: String(answer.status))) }
+        changes += headers.filter { $0.field == "content-length" }
+        if changes.isEmpty {
             result.verdict = .unverifiable
-        } else if !validated && answer.sha256 == nil && recorded.etag == nil && recorded.lastModified == nil {
-            result.verdict = .unverifiable
+            result.notes = headers
+        } else {
+            result.verdict = .stale
+            result.changes = changes
+            result.notes = headers.filter { $0.field != "content-length" }
         }
     }
 
@@ -69,6 +100,77 @@ extension Probe {
         result.changes = [Change("status", recorded: String(recorded.status), live: String(answer.status))]
     }
 
+    /// The recorded headers the live ones contradict, by rule: ETags weakly, dates as instants, lengths of uncoded
+    /// answers only, media types by essence (and charset when both name one). A validator the writer made up is not
+    /// among the recorded ones, so it is never compared.
+    static func headerChanges(_ recorded: Recorded, headers: HTTPHeaders) -> [Change] {
+        var changes: [Change] = []
+        if let etag = recorded.etag, let live = headers.first(name: "etag"), !HTTPRules.weaklyEqual(etag, live) {
+            changes.append(Change("etag", recorded: etag, live: live))
+        }
+        if let modified = recorded.lastModified, let live = headers.first(name: "last-modified"), !sameDate(modified, live) {
+            changes.append(Change("last-modified", recorded: modified, live: live))
+        }
+        let coded = headers.first(name: "content-encoding").map { $0.lowercased() != "identity" } ?? false
+        if let size = recorded.size, !coded, let length = headers.first(name: "content-length").flatMap(UInt64.init), length != size {
+            changes.append(Change("content-length", recorded: String(size), live: String(length)))
+        }
+        if let type = recorded.contentType, let live = headers.first(name: "content-type"), !MediaTypeRule.same(type, live) {
+            changes.append(Change("content-type", recorded: type, live: live))
+        }
+        return changes
+    }
+
+    /// What to run about a verdict that needs attention.
+    func advice(for result: EntryVerification, _ recorded: Recorded) -> String? {
+        let refresh = "packager refresh \(options.bundleArgument)"
+        switch result.verdict {
+        case .stale:
+            if result.notes.contains(where: { $0.field == "new resources" }) {
+                return "rebuild: the page links new resources the bundle lacks (\(refresh) would re-fetch the page alone)"
+            }
+            return "\(refresh) re-fetches it"
+        case .gone: return "\(refresh) records the \(result.liveStatus ?? 404); drop the URL from the declaration if it is gone for good"
+        case .moved: return "\(refresh) records the redirect; rebuild to crawl its target"
+        case .unreachable: return "the check is incomplete: run verify again when \(keyOrigin(recorded.url).map { String($0.origin) } ?? "the server") answers"
+        case .unverifiable: return "run verify without --shallow to compare bodies"
+        case .substituted where !result.changes.isEmpty: return "the remote changed since the build: compare it with \(recorded.url) and update the local file"
+        default: return nil
+        }
+    }
+
+    /// The resources a changed page links (requisites anywhere, links on its own origin) that neither the stored page
+    /// linked nor the bundle holds: a refresh would record a page whose new links answer from the network.
+    func newResources(_ recorded: Recorded, live: [UInt8]) -> [Change] {
+        guard let entry = bundle.entry(forKey: recorded.url), let stored = try? bundle.body(of: entry) else { return [] }
+        let before = Self.resources(in: Array(stored), page: recorded.url)
+        let missing = Self.resources(in: live, page: recorded.url).filter { !before.contains($0) && bundle.entry(for: $0) == nil }.sorted()
+        guard let first = missing.first else { return [] }
+        let more = missing.count > 1 ? " and \(missing.count - 1) more" : ""
+        return [Change("new resources", recorded: nil, live: first + more)]
+    }
+
+    /// A page's requisites (any origin) and same-origin links, resolved.
+    static func resources(in page: [UInt8], page url: String) -> Set<String> {
+        let links = LinkExtractor.html(page)
+        let base = links.baseHref.flatMap { Crawler.resolve($0, against: url) } ?? url
+        let origin = keyOrigin(url).map { String($0.origin) }
+        var found = Set<String>()
+        for raw in links.requisites {
+            if let absolute = Crawler.resolve(raw, against: base), absolute.hasPrefix("http") { found.insert(Self.withoutFragment(absolute)) }
+        }
+        for raw in links.links {
+            guard let absolute = Crawler.resolve(raw, against: base), let origin, keyOrigin(absolute).map({ String($0.origin) }) == origin else { continue }
+            found.insert(Self.withoutFragment(absolute))
+        }
+        return found
+    }
+
+    static func withoutFragment(_ url: String) -> String {
+        guard let hash = url.firstIndex(of: "#") else { return url }
+        return String(url[..<hash])
+    }
+
     static let emptyDigest = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
     static func sameDate(_ a: String, _ b: String) -> Bool {
@@ -77,9 +179,33 @@ extension Probe {
         return x == y
     }
 
-    static func normalizedType(_ type: String) -> String { type.lowercased().replacingOccurrences(of: " ", with: "") }
-
     static func absolute(_ location: String, base: String) -> String {
         URL(string: location, relativeTo: URL(string: base))?.absoluteURL.absoluteString ?? location
+    }
+}
+
+/// Media types compared as RFC 9110 §8.3.1 describes them: type and subtype case-insensitively; parameters other than
+/// charset do not name another type; a charset only when both sides name one (one server's default is not a change).
+enum MediaTypeRule {
+    /// `type/subtype`, lowercased, without parameters.
+    static func essence(_ value: String) -> String {
+        let head = value.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        return head.trimmingCharacters(in: .whitespaces).lowercased()
+    }
+
+    /// The charset parameter, lowercased and unquoted, when there is one.
+    static func charset(_ value: String) -> String? {
+        for parameter in value.split(separator: ";").dropFirst() {
+            let pair = parameter.split(separator: "=", maxSplits: 1)
+            guard pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces).lowercased() == "charset" else { continue }
+            return pair[1].trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\"")).lowercased()
+        }
+        return nil
+    }
+
+    static func same(_ a: String, _ b: String) -> Bool {
+        guard essence(a) == essence(b) else { return false }
+        guard let x = charset(a), let y = charset(b) else { return true }
+        return x == y
     }
 }

@@ -7,11 +7,18 @@ import NIOPosix
 import OfflineBundle
 
 /// One entry's requests and the comparison of their answers.
+///
+/// Validators are the cheap path: a conditional GET answered 304, or 200 with the same validators, is fresh. A
+/// validator that differs does not prove the content differs (servers rewrite ETags when they compress, and an ETag
+/// names a representation, not the bytes: RFC 9110 §8.8.3), so unless ``Verifier/Options/shallow`` is set the body of
+/// that same answer is read and hashed, and the content decides.
 struct Probe: Sendable {
     let options: Verifier.Options
     let client: HTTPClient
     let pacer: Pacer?
     let retryLoop: RetryLoop
+    /// The bundle: its stored pages are read when a changed page's links are compared with the live one's.
+    let bundle: MountedBundle
     /// Why an origin's certificate is refused (an expired certificate is what a nightly job most often meets).
     var diagnosis = TLSDiagnosis()
 
@@ -19,7 +26,12 @@ struct Probe: Sendable {
     struct Answer {
         var status: Int
         var headers: HTTPHeaders
+        /// SHA-256 of the decoded body, when it was read; nil when it was not.
         var sha256: String?
+        /// The body went past the recorded size: it differs, and was not read further.
+        var longer = false
+        /// The decoded body, when it was read and kept (pages whose links may be compared).
+        var body: [UInt8]?
         var attempts: Int
         func header(_ name: String) -> String? { headers.first(name: name) }
     }
@@ -37,6 +49,7 @@ struct Probe: Sendable {
         case .substituted:
             result.verdict = .substituted
             result.method = "not probed"
+            if options.checkSubstituted { await checkRemote(of: recorded, into: &result) }
             return result
         case .blocked:
             result.verdict = .blocked
@@ -60,43 +73,71 @@ struct Probe: Sendable {
                     result.verdict = .stale
                     result.changes = [Change("status", recorded: String(recorded.status), live: String(answer.status))]
                 }
-            } else if recorded.etag != nil || recorded.lastModified != nil {
-                result.method = "conditional GET"
-                var conditions: [(String, String)] = []
-                if let etag = recorded.etag { conditions.append(("If-None-Match", etag)) }
-                if let lastModified = recorded.lastModified { conditions.append(("If-Modified-Since", lastModified)) }
-                let answer = try await send(recorded.url, method: .GET, headers: conditions, body: .skip)
-                judge(recorded, answer, into: &result, validated: true)
             } else {
-                result.method = "HEAD"
-                var answer = try await send(recorded.url, method: .HEAD, headers: [], body: .skip)
-                if answer.status == 405 || answer.status == 501 {
-                    result.method = "GET"
-                    answer = try await send(recorded.url, method: .GET, headers: [], body: .skip)
-                }
-                if options.deep, (200...299).contains(answer.status) {
-                    result.method = "deep GET"
-                    // A body longer than the recorded one has changed: reading one byte past its size is enough.
-                    answer = try await send(recorded.url, method: .GET, headers: [], body: .hash(limit: (recorded.size ?? 0) + 1))
-                }
-                judge(recorded, answer, into: &result, validated: false)
+                try await verifyContent(recorded, into: &result)
             }
         } catch let error as Unreachable {
             result.verdict = .unreachable
             result.error = error.message
             result.attempts = error.attempts
-            return result
         } catch {
             result.verdict = .unreachable
             result.error = "\(error)"
         }
+        result.advice = advice(for: result, recorded)
         return result
     }
 
-    enum BodyHandling: Equatable {
+    /// A content entry: by its body unless `--shallow`, by validators first when the origin gave some.
+    private func verifyContent(_ recorded: Recorded, into result: inout EntryVerification) async throws {
+        // A body stored still coded cannot be compared with a decoded live one: validators and lengths only.
+        let byContent = !options.shallow && !recorded.storedCoded
+        let read = BodyHandling.hash(limit: recorded.size ?? 0, keep: recorded.isHTML)
+        let hasValidators = recorded.etag != nil || recorded.lastModified != nil
+        if options.deep && byContent {
+            result.method = "deep GET"
+            let answer = try await send(recorded.url, method: .GET, headers: [], body: read)
+            judgeContent(recorded, answer, into: &result)
+        } else if hasValidators {
+            result.method = "conditional GET"
+            var conditions: [(String, String)] = []
+            if let etag = recorded.etag { conditions.append(("If-None-Match", etag)) }
+            if let lastModified = recorded.lastModified { conditions.append(("If-Modified-Since", lastModified)) }
+            // The body of the same answer is read only when its headers differ from the recorded ones.
+            let body: BodyHandling =
+                byContent
+                ? .hashWhen(limit: recorded.size ?? 0, keep: recorded.isHTML) { status, headers in
+                    status == recorded.status && !Self.headerChanges(recorded, headers: headers).isEmpty
+                } : .skip
+            let answer = try await send(recorded.url, method: .GET, headers: conditions, body: body)
+            if answer.sha256 != nil {
+                result.method = "conditional GET, body compared"
+                judgeContent(recorded, answer, into: &result)
+            } else {
+                judgeValidated(recorded, answer, into: &result)
+            }
+        } else if byContent {
+            result.method = "GET"
+            let answer = try await send(recorded.url, method: .GET, headers: [], body: read)
+            judgeContent(recorded, answer, into: &result)
+        } else {
+            result.method = "HEAD"
+            var answer = try await send(recorded.url, method: .HEAD, headers: [], body: .skip)
+            if answer.status == 405 || answer.status == 501 {
+                result.method = "GET"
+                answer = try await send(recorded.url, method: .GET, headers: [], body: .skip)
+            }
+            judgeShallow(recorded, answer, into: &result)
+        }
+    }
+
+    enum BodyHandling: Sendable {
         case skip
-        /// SHA-256 of the body, reading at most `limit` bytes (an endless body is not hashed forever).
-        case hash(limit: UInt64)
+        /// SHA-256 of the decoded body, reading at most one byte past `limit` (a longer body differs; an endless one is
+        /// not read forever). `keep` keeps the bytes read, for pages whose links may be compared.
+        case hash(limit: UInt64, keep: Bool)
+        /// As `hash`, when the answer's status and headers call for it; otherwise the body is not read.
+        case hashWhen(limit: UInt64, keep: Bool, when: @Sendable (Int, HTTPHeaders) -> Bool)
     }
 
     /// Sends one request with retries on connection errors, timeouts, 429 and 5xx (``RetryLoop``).
@@ -108,6 +149,8 @@ struct Probe: Sendable {
             do {
                 let answer = try await sendOnce(url, method: method, headers: extra, body: body)
                 return .answered(answer, status: answer.status, retryAfter: answer.header("retry-after"))
+            } catch let error as BodyTooLong {
+                return .failed(message: error.description, retryable: false, cannotConnect: false)
             } catch {
                 var message = HTTPTransport.describe(error)
                 if HTTPTransport.isUntrustedCertificate(error), let origin, let reason = await diagnosis.explain(origin) { message = reason }
@@ -127,37 +170,63 @@ struct Probe: Sendable {
         }
     }
 
+    /// A body past ``Verifier/Options/maxBodyBytes``: the check stops there.
+    struct BodyTooLong: Error, CustomStringConvertible {
+        var limit: UInt64
+        var description: String { "body longer than \(limit) bytes (the --max-body limit); not compared" }
+    }
+
     /// One attempt: the request, and the body read as `body` asks.
     private func sendOnce(_ url: String, method: HTTPMethod, headers extra: [(String, String)], body: BodyHandling) async throws -> Answer {
         var request = HTTPClientRequest(url: url)
         request.method = method
         request.tlsConfiguration = options.tls.requestConfiguration(forURL: url)
         request.headers.add(name: "User-Agent", value: options.userAgent)
-        // Identity, so Content-Length and digests compare with the stored (decoded) body.
-        request.headers.add(name: "Accept-Encoding", value: "identity")
+        // The codings the crawl accepts, so the server selects the representation whose validators the bundle recorded
+        // (a server that compresses answers a gzip request with other validators than an identity one). The client
+        // decodes what it is sent; digests compare decoded bytes with the stored (decoded) body.
+        request.headers.add(name: "Accept-Encoding", value: "gzip, deflate")
         // Only the headers declared for this origin.
         for header in options.headerRules.headers(forURL: url) { request.headers.replaceOrAdd(name: header.name, value: header.value) }
         for (name, value) in extra { request.headers.replaceOrAdd(name: name, value: value) }
         let response = try await client.execute(request, timeout: .milliseconds(Int64(options.timeouts.request * 1000)))
-        var digest: String?
-        if case .hash(let limit) = body {
-            var hasher = SHA256()
-            var received: UInt64 = 0
-            let deadline = NIODeadline.now() + .milliseconds(Int64(options.timeouts.request * 1000))
-            for try await chunk in response.body {
-                received += UInt64(chunk.readableBytes)
-                if received > limit {
-                    digest = "more than \(limit - 1) bytes"
-                    break
-                }
-                guard NIODeadline.now() <= deadline else { throw HTTPClientError.deadlineExceeded }
-                chunk.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
+        var answer = Answer(status: Int(response.status.code), headers: response.headers, sha256: nil, attempts: 1)
+        let reading: (limit: UInt64, keep: Bool)? =
+            switch body {
+            case .skip: nil
+            case .hash(let limit, let keep): (limit, keep)
+            case .hashWhen(let limit, let keep, let when): when(answer.status, response.headers) ? (limit, keep) : nil
             }
-            if digest == nil { digest = hexString(Array(hasher.finalize())) }
-        } else {
+        guard let reading, method != .HEAD else {
             // The body is not needed: stop reading it (the connection is closed if it was not empty).
             for try await _ in response.body { break }
+            return answer
         }
-        return Answer(status: Int(response.status.code), headers: response.headers, sha256: digest, attempts: 1)
+        var hasher = SHA256()
+        var received: UInt64 = 0
+        var kept: [UInt8] = []
+        // A page is read on past the recorded size (up to the crawl's parse limit), so its links can be compared.
+        let stopAt = reading.keep ? max(reading.limit, min(UInt64(Crawler.parseLimit), options.maxBodyBytes)) : reading.limit
+        var truncated = false
+        let deadline = NIODeadline.now() + .milliseconds(Int64(options.timeouts.request * 1000))
+        for try await chunk in response.body {
+            received += UInt64(chunk.readableBytes)
+            // Longer than the recorded body: it differs, whatever follows.
+            if received > reading.limit { answer.longer = true }
+            if answer.longer && received > stopAt {
+                truncated = true
+                break
+            }
+            // A recorded body past the cap cannot be compared without reading past it.
+            if !answer.longer && received > options.maxBodyBytes { throw BodyTooLong(limit: options.maxBodyBytes) }
+            guard NIODeadline.now() <= deadline else { throw HTTPClientError.deadlineExceeded }
+            chunk.withUnsafeReadableBytes { raw in
+                hasher.update(bufferPointer: raw)
+                if reading.keep { kept.append(contentsOf: raw) }
+            }
+        }
+        answer.sha256 = answer.longer ? "longer than \(reading.limit) bytes" : hexString(Array(hasher.finalize()))
+        if reading.keep && !truncated { answer.body = kept }
+        return answer
     }
 }

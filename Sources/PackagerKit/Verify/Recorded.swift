@@ -1,3 +1,4 @@
+import Foundation
 import OfflineBundle
 
 /// What the bundle recorded for one entry, copied out so probes need not touch the bundle.
@@ -11,6 +12,11 @@ struct Recorded: Sendable {
     var location: String?
     var size: UInt64?
     var sha256: String?
+    /// The stored body still carries a content coding (a bundle built with `content-encoding: encoded`): its digest is
+    /// of coded bytes, which a decoded live body cannot be compared with.
+    var storedCoded: Bool
+    /// When the entry was fetched (or packed): what a substituted entry's remote is compared against.
+    var fetchedAt: Date?
 
     init(entry: BundleEntry) {
         url = entry.key
@@ -26,5 +32,16 @@ struct Recorded: Sendable {
         location = header("location")
         size = entry.body?.size
         sha256 = entry.body?.sha256
+        storedCoded = header("content-encoding").map { $0.lowercased() != "identity" } ?? false
+        fetchedAt = entry.fetchedAt
+    }
+}
+
+extension Recorded {
+    /// Whether the recorded body is an HTML page (its links are compared when it changed).
+    var isHTML: Bool {
+        guard let contentType else { return false }
+        let type = MediaTypeRule.essence(contentType)
+        return type == "text/html" || type == "application/xhtml+xml"
     }
 }

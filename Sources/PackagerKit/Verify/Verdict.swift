@@ -13,7 +13,7 @@ public enum Verdict: String, Codable, Sendable, CaseIterable, Comparable {
     case moved
     /// No answer after the retries (connection errors, timeouts, 429 or 5xx).
     case unreachable
-    /// The server gives no validators and `--deep` was not asked for.
+    /// Nothing the server said can vouch for the content: no validators from the origin, and `--shallow` kept the body unread.
     case unverifiable
     /// Answered from a local file at build time: reported, not probed.
     case substituted
@@ -56,6 +56,11 @@ public struct EntryVerification: Codable, Sendable, Equatable {
     /// For unreachable entries: the last error.
     public var error: String?
     public var attempts: Int
+    /// Differences that do not make the entry stale: headers that changed over a byte-identical body (say
+    /// `content-type: text/html; charset=utf-8 -> text/html`), or, with `--check-substituted`, what the remote says.
+    public var notes: [Change] = []
+    /// What to run about a verdict that needs attention: `packager refresh`, or a rebuild when the page links new resources.
+    public var advice: String? = nil
 
     /// The host the entry belongs to (with its port, when the key has one), for grouping.
     public var host: String { keyOrigin(url).map { String($0.authority) } ?? url }
@@ -63,16 +68,19 @@ public struct EntryVerification: Codable, Sendable, Equatable {
     /// One line that says why, for tables and reports.
     public var summary: String {
         if let error { return error }
+        func list(_ changes: [Change]) -> String { changes.map { "\($0.field) \($0.recorded ?? "none") -> \($0.live ?? "none")" }.joined(separator: "; ") }
         if changes.isEmpty {
+            let plain: String
             switch verdict {
-            case .fresh: return method == "conditional GET" ? "304 Not Modified" : "unchanged"
-            case .unverifiable: return "no ETag or Last-Modified; use --deep to compare bodies"
-            case .substituted: return "answered from a local file; not probed"
-            case .blocked: return "blocked at build time; not probed"
-            default: return verdict.rawValue
+            case .fresh: plain = method == "conditional GET" ? "304 Not Modified" : notes.isEmpty ? "unchanged" : "same body"
+            case .unverifiable: plain = "no ETag or Last-Modified from the origin, and --shallow left the body unread"
+            case .substituted: plain = method == "not probed" ? "answered from a local file; not probed" : "answered from a local file"
+            case .blocked: plain = "blocked at build time; not probed"
+            default: plain = verdict.rawValue
             }
+            return notes.isEmpty ? plain : plain + " (" + list(notes) + ")"
         }
-        return changes.map { "\($0.field) \($0.recorded ?? "none") -> \($0.live ?? "none")" }.joined(separator: "; ")
+        return list(changes) + (notes.isEmpty ? "" : " (" + list(notes) + ")")
     }
 }
 
@@ -100,7 +108,11 @@ public struct VerifyReport: Codable, Sendable {
     }
 
     /// Entries whose verdict fails the job.
-    public var failures: [EntryVerification] { entries.filter { failOn.contains($0.verdict) } }
+    ///
+    /// A substituted entry whose remote was checked (`--check-substituted`) fails only when the remote changed since the build.
+    public var failures: [EntryVerification] {
+        entries.filter { failOn.contains($0.verdict) && !($0.verdict == .substituted && $0.liveStatus != nil && $0.changes.isEmpty) }
+    }
 
     /// The documented exit status: 0 nothing fails; 2 when an entry is unreachable and that fails the job
     /// (the check itself is incomplete); 1 when something else fails it.

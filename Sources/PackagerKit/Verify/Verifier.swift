@@ -7,11 +7,15 @@ import OfflineBundle
 
 /// `packager verify`: asks the live servers, as cheaply as each entry allows, whether its content moved on.
 ///
-/// - An entry with an ETag or Last-Modified gets a conditional GET; 304 means fresh.
-/// - One without gets a HEAD (a GET whose body is not read when the server
-///   refuses HEAD); with `deep`, a full GET whose SHA-256 is compared.
+/// - An entry with the origin's ETag or Last-Modified gets a conditional GET; 304, or 200 with the same
+///   validators, means fresh. When the validators differ, the body of that answer is hashed: the same
+///   SHA-256 is fresh (the header differences become notes), another is stale.
+/// - One without (a packed file's validators are made up, and never compared) gets a GET whose body is hashed.
+/// - `shallow` never reads bodies: differing validators are stale, and entries without any are unverifiable.
+/// - `deep` ignores validators and compares every body.
 /// - Recorded redirects are asked again without following, and their target compared.
-/// - Substituted and blocked entries are reported, not probed.
+/// - Substituted and blocked entries are reported, not probed; `checkSubstituted` asks whether the remote a
+///   local file stands in for changed since the build.
 ///
 /// Requests run with bounded concurrency, a per-host limit and an optional
 /// rate limit; connection errors, 429 and 5xx are retried with backoff,
@@ -20,8 +24,16 @@ import OfflineBundle
 public struct Verifier: Sendable {
     /// How to verify.
     public struct Options: Sendable {
-        /// Download and hash bodies of entries without validators.
+        /// Compare every body by SHA-256, whatever the validators say.
         public var deep = false
+        /// Never read a body: validators and uncoded lengths only (entries without validators are unverifiable).
+        public var shallow = false
+        /// Ask the remote URLs substituted entries stand in for whether they changed since the build.
+        public var checkSubstituted = false
+        /// No body is read past this many bytes (an endless body ends the check as unreachable: body longer than …).
+        public var maxBodyBytes: UInt64 = 256 << 20
+        /// How reports name the bundle in the commands they advise (`packager refresh BUNDLE`).
+        public var bundleArgument = "BUNDLE"
         public var concurrency = 16
         public var perHost = 8
         /// Requests per second in all; nil for no limit.
@@ -74,7 +86,8 @@ public struct Verifier: Sendable {
         let bundle = try MountedBundle(path: path)
         let started = Date()
         let entries = bundle.entries
-        let client = HTTPTransport.makeClient(timeouts: options.timeouts, perHost: options.perHost, decompress: false, tls: options.tls)
+        // Bodies are asked for with the crawl's codings and decoded, so digests compare with the stored (decoded) bodies.
+        let client = HTTPTransport.makeClient(timeouts: options.timeouts, perHost: options.perHost, decompress: true, tls: options.tls)
         // A fixed set of workers pulls entries in order: no task per entry. The per-host limiter is consulted only
         // when it can bind (per-host below the total); hosts found unreachable are remembered either way.
         let limiter = options.perHost < options.concurrency ? HostLimiter(total: options.concurrency, perHost: options.perHost) : nil
@@ -82,7 +95,8 @@ public struct Verifier: Sendable {
         let pacer = options.rate.map { Pacer(perSecond: $0) }
         let done = NIOLockedValueBox(0)
         let dispenser = NIOLockedValueBox(0)
-        let probe = Probe(options: options, client: client, pacer: pacer, retryLoop: RetryLoop(retries: options.retries, downHosts: downHosts))
+        let probe = Probe(
+            options: options, client: client, pacer: pacer, retryLoop: RetryLoop(retries: options.retries, downHosts: downHosts), bundle: bundle)
         let order = limiter == nil ? Array(entries.indices) : Self.interleavedByHost(entries)
         let results = await withTaskGroup(of: [EntryVerification].self) { group in
             for _ in 0..<max(1, min(options.concurrency, entries.count)) {
