@@ -106,6 +106,8 @@ server.bind = "127.0.0.1"
 server.port = $3
 server.errorlog = "$4/error.log"
 server.upload-dirs = ( "$4/tmp" )
+# lighttpd trusts a file's cached stat for about a second; tests edit a page and ask again at once.
+server.stat-cache-engine = "disable"
 index-file.names = ( "index.html" )
 mimetype.assign = (
 $(mime_pairs | awk '{ print "    \"." $1 "\" => \"" $2 "\"," }')
@@ -162,7 +164,15 @@ start() {
                 caddy run --adapter caddyfile --config "$state/Caddyfile") ;;
     esac
     # Not a process-group leader, setsid execs the server in place: $! is the server, and the leader of its group.
-    setsid "${cmd[@]}" </dev/null >"$state/console.log" 2>&1 &
+    # Descriptors the caller left open (a test runner's output pipe) would be held by the server until it stops, and the
+    # caller would wait for their end: the server gets only its own three.
+    (
+        for fd in /proc/self/fd/*; do
+            fd=${fd##*/}
+            [[ $fd -gt 2 ]] && eval "exec $fd>&-" 2>/dev/null
+        done
+        exec setsid "${cmd[@]}" </dev/null >"$state/console.log" 2>&1
+    ) &
     local pid=$!
     echo "$pid" >"$state/pid"
     for _ in $(seq 100); do

@@ -80,7 +80,7 @@ extension Probe {
         }
     }
 
-    /// Judges a recorded redirect: the same target is fresh; another is moved.
+    /// Judges a recorded redirect: the same target is fresh (another redirect status is a note); another is moved.
     func judgeRedirect(_ recorded: Recorded, _ answer: Answer, into result: inout EntryVerification) {
         result.liveStatus = answer.status
         result.attempts = answer.attempts
@@ -91,8 +91,8 @@ extension Probe {
                 result.verdict = .moved
                 result.changes = [Change("location", recorded: was, live: now)]
             } else if answer.status != recorded.status {
-                result.verdict = .stale
-                result.changes = [Change("status", recorded: String(recorded.status), live: String(answer.status))]
+                // The same target: a client lands where the bundle sends it (a packed folder's 301 is another server's 308).
+                result.notes = [Change("status", recorded: String(recorded.status), live: String(answer.status))]
             }
             return
         }

@@ -40,6 +40,7 @@ public enum ReportFormatter {
             let status = entry.liveStatus.map(String.init) ?? "-"
             lines.append("\(paint(entry.verdict)) \(status.padding(toLength: 8, withPad: " ", startingAt: 0))\(entry.url)")
             lines.append("             \(entry.summary)")
+            if let advice = entry.advice { lines.append("             -> \(advice)") }
         }
         lines.append("")
         lines.append(summaryLine(report))
