@@ -191,4 +191,31 @@ struct VerifyTests {
         #expect(skipped.allSatisfy { $0.method == "not probed" && $0.attempts == 0 })
         #expect(report.exitCode == 2)
     }
+
+    @Test("HTML and Markdown reports escape what a key or a server says, per Unicode scalar")
+    func reportsEscape() throws {
+        // `"` followed by a combining mark is one Character that is not `"`: escaping by Character lets it through.
+        let hostile = "http://127.0.0.1:8080/a\"\u{301} onmouseover=alert(1) x=\"<script>alert(2)</script>[x](javascript:alert(3))|"
+        var entry = EntryVerification(
+            url: hostile, verdict: .stale, recordedStatus: 200, liveStatus: 200, method: "GET",
+            changes: [Change("etag", recorded: "\"a\"\u{301}", live: "<b>")],
+            error: nil, attempts: 1)
+        entry.advice = "packager refresh \"x\u{301}.zip\""
+        let report = VerifyReport(bundle: "b\"\u{301}<i>.zip", checkedAt: Date(), seconds: 1, entries: [entry], failOn: Verdict.failingByDefault)
+
+        let html = try ReportFormatter.render(report, as: .html)
+        let scalars = Array(html.unicodeScalars)
+        let quoteThenMark = zip(scalars, scalars.dropFirst()).contains { $0 == "\"" && $1 == "\u{301}" }
+        #expect(!quoteThenMark, "a quote before a combining mark went out unescaped")
+        #expect(!html.contains("<script>") && !html.contains("<b>") && !html.contains("<i>"))
+        #expect(html.contains("&quot;\u{301} onmouseover") && html.contains("&lt;script&gt;"))
+
+        let markdown = try ReportFormatter.render(report, as: .markdown)
+        #expect(!markdown.contains("<script>") && !markdown.contains("<i>") && !markdown.contains("<b>"))
+        #expect(!markdown.contains("[x](javascript"), "a key must not become a Markdown link")
+        #expect(markdown.contains("&lt;script&gt;") && markdown.contains("\\[x\\]\\(javascript:alert\\(3\\)\\)\\|"))
+        // The table keeps its four columns: the key's `|` is escaped.
+        let row = try #require(markdown.split(separator: "\n").last { $0.hasPrefix("| stale") })
+        #expect(row.replacingOccurrences(of: "\\|", with: "").filter { $0 == "|" }.count == 5)
+    }
 }

@@ -85,7 +85,9 @@ public enum ReportFormatter {
             for entry in entries {
                 xml.append("    <testcase classname=\"\(escape(host))\" name=\"\(escape(entry.url))\">")
                 if failOn.contains(entry.verdict) {
-                    xml.append("      <failure type=\"\(entry.verdict.rawValue)\" message=\"\(escape(entry.verdict.rawValue + ": " + entry.summary))\"/>")
+                    let advice = entry.advice.map { " (" + $0 + ")" } ?? ""
+                    xml.append(
+                        "      <failure type=\"\(entry.verdict.rawValue)\" message=\"\(escape(entry.verdict.rawValue + ": " + entry.summary + advice))\"/>")
                 } else if entry.verdict != .fresh {
                     xml.append("      <skipped message=\"\(escape(entry.verdict.rawValue + ": " + entry.summary))\"/>")
                 }
@@ -133,19 +135,36 @@ public enum ReportFormatter {
         let attention = report.entries.filter { $0.verdict != .fresh }
         if !attention.isEmpty {
             md.append("")
-            md.append("| verdict | URL | what changed |")
-            md.append("|---|---|---|")
+            md.append("| verdict | URL | what changed | what to do |")
+            md.append("|---|---|---|---|")
             for entry in attention {
-                md.append("| \(entry.verdict.rawValue) | \(markdownCell(entry.url)) | \(markdownCell(entry.summary)) |")
+                md.append(
+                    "| \(entry.verdict.rawValue) | \(markdownCell(entry.url)) | \(markdownCell(entry.summary)) | \(markdownCell(entry.advice ?? "")) |")
             }
         }
         md.append("")
-        md.append("<sub>\(report.bundle), checked \(report.checkedAt) in \(String(format: "%.1f", report.seconds)) s</sub>")
+        md.append("<sub>\(markdownCell(report.bundle)), checked \(report.checkedAt) in \(String(format: "%.1f", report.seconds)) s</sub>")
         return md.joined(separator: "\n") + "\n"
     }
 
+    /// A table cell that shows `s` as text: HTML and Markdown syntax are escaped (a key cannot open a tag or a link in
+    /// the comment it lands in), and a line break cannot end the row.
     static func markdownCell(_ s: String) -> String {
-        s.replacingOccurrences(of: "|", with: "\\|").replacingOccurrences(of: "\n", with: " ")
+        var out = ""
+        for c in s.unicodeScalars {
+            switch c {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "|", "\\", "`", "*", "_", "[", "]", "(", ")", "!", "#", "~":
+                out += "\\"
+                out.unicodeScalars.append(c)
+            case "\n", "\r", "\t": out += " "
+            default: out.unicodeScalars.append(c)
+            }
+        }
+        return out
     }
 
     // MARK: - HTML
@@ -161,16 +180,25 @@ public enum ReportFormatter {
                 guard n > 0 else { return nil }
                 return ["verdict": verdict.rawValue, "count": n, "width": String(format: "%.1f", 100.0 * Double(n) / Double(widest))]
             }
-            return ["host": host, "total": entries.count, "bars": bars]
+            return ["host": escape(host), "total": entries.count, "bars": bars]
         }
+        // Every string is escaped here, per Unicode scalar, and the template inserts it as it is: Mustache's own escaping
+        // goes by Character, and `"` followed by a combining mark is one Character that is not `"`.
+        let e = escape
         let rows: [[String: Any]] = report.entries.filter { $0.verdict != .fresh }.map {
-            ["verdict": $0.verdict.rawValue, "url": $0.url, "status": $0.liveStatus.map(String.init) ?? "-", "summary": $0.summary, "method": $0.method]
+            var row: [String: Any] = [
+                "verdict": $0.verdict.rawValue, "url": e($0.url), "status": $0.liveStatus.map(String.init) ?? "-", "summary": e($0.summary),
+                "method": e($0.method),
+            ]
+            if let advice = $0.advice { row["advice"] = e(advice) }
+            return row
         }
         let counts: [[String: Any]] = Verdict.allCases.map { ["verdict": $0.rawValue, "count": report.counts[$0.rawValue] ?? 0] }
         let context: [String: Any] = [
-            "bundle": report.bundle, "checkedAt": report.checkedAt, "seconds": String(format: "%.1f", report.seconds), "total": report.entries.count,
+            "bundle": escape(report.bundle), "checkedAt": escape(report.checkedAt), "seconds": String(format: "%.1f", report.seconds),
+            "total": report.entries.count,
             "failures": report.failures.count, "ok": report.failures.isEmpty, "counts": counts, "hosts": chart, "rows": rows, "hasRows": !rows.isEmpty,
-            "summary": summaryLine(report),
+            "summary": escape(summaryLine(report)),
         ]
         return template.render(context)
     }
