@@ -168,7 +168,11 @@ extension Packager {
     struct Refresh: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Re-fetch what verify finds stale, gone or moved, and write a new bundle.",
-            discussion: "Every unchanged entry is carried over byte for byte. Example: packager refresh docs.bundle.zip -o docs.new.zip"
+            discussion: """
+                Every unchanged entry is carried over byte for byte. A signed bundle is signed again with --sign-key \
+                (or PACKAGER_SIGN_KEY), or refused: refresh never writes an unsigned bundle in place of a signed one. \
+                Re-fetched bodies stop at --max-body. Example: packager refresh docs.bundle.zip -o docs.new.zip
+                """
         )
 
         @Argument(help: "The bundle to refresh.")
@@ -179,11 +183,18 @@ extension Packager {
 
         @OptionGroup var probe: ProbeOptions
 
+        @Option(
+            name: .customLong("sign-key"),
+            help: "Sign the new bundle with this Ed25519 private key file (default: $PACKAGER_SIGN_KEY, base64); required for a signed bundle.")
+        var signKey: String?
+
         func run() async throws {
             try await reportingErrorsAsync {
                 var options = try probe.verifierOptions()
                 options.bundleArgument = bundle
-                let summary = try await Refresher(options: options).refresh(bundleAt: bundle, output: output ?? bundle)
+                var refresher = Refresher(options: options)
+                refresher.signingKey = try SigningKeys.privateKey(file: signKey, environment: "PACKAGER_SIGN_KEY")
+                let summary = try await refresher.refresh(bundleAt: bundle, output: output ?? bundle)
                 print(ReportFormatter.summaryLine(summary.verify))
                 for (url, status) in summary.refreshed { print("  refreshed \(url) (now \(status))") }
                 for (url, reason) in summary.failed { print("  kept the old \(url): \(reason)") }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import OfflineBundle
 import TestSupport
@@ -217,5 +218,83 @@ struct VerifyTests {
         // The table keeps its four columns: the key's `|` is escaped.
         let row = try #require(markdown.split(separator: "\n").last { $0.hasPrefix("| stale") })
         #expect(row.replacingOccurrences(of: "\\|", with: "").filter { $0 == "|" }.count == 5)
+    }
+
+    @Test("refresh: a signed bundle is signed again or refused; a corrupt carried-over body fails the refresh; re-fetches stop at --max-body")
+    func refreshKeepsGuarantees() async throws {
+        try await withOrigin { origin in
+            let folder = try TemporaryFolder()
+            origin.set("/a.html", .text("<p>a, new</p>", type: "text/html", headers: [("ETag", "\"a2\"")]))
+            origin.set("/b.txt", .text("same b", type: "text/plain", headers: [("ETag", "\"b1\"")]))
+            var endless = Origin.Resource.text("", type: "text/plain", headers: [("ETag", "\"e2\"")])
+            endless.endless = true
+            origin.set("/endless.txt", endless)
+            let key = Curve25519.Signing.PrivateKey()
+            var writer = BundleWriter(options: .init(signingKey: key))
+            writer.add(.init(url: origin.base + "/a.html", headers: [("content-type", "text/html"), ("etag", "\"a1\"")], body: .data(Data("<p>a</p>".utf8))))
+            writer.add(.init(url: origin.base + "/b.txt", headers: [("content-type", "text/plain"), ("etag", "\"b1\"")], body: .data(Data("same b".utf8))))
+            writer.add(
+                .init(url: origin.base + "/endless.txt", headers: [("content-type", "text/plain"), ("etag", "\"e1\"")], body: .data(Data("short".utf8))))
+            let signed = folder.path + "/signed.zip"
+            try writer.write(to: signed)
+            let original = try Data(contentsOf: URL(fileURLWithPath: signed))
+
+            // Without the key: refused before any request, and the bundle is left as it was.
+            var refresher = Refresher(options: options())
+            await #expect(throws: PackagerError.self) { try await refresher.refresh(bundleAt: signed, output: signed) }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: signed)) == original && origin.requests.isEmpty)
+            let cli = try await run(packagerExecutable, ["refresh", signed])
+            #expect(cli.status != 0 && cli.output.contains("is signed") && cli.output.contains("--sign-key"), "\(cli.output)")
+
+            // With it: signed again; the endless body stops at the byte cap and keeps its old response.
+            refresher.signingKey = key
+            refresher.options.maxBodyBytes = 64 << 10
+            let summary = try await refresher.refresh(bundleAt: signed, output: signed)
+            #expect(summary.refreshed.map(\.url) == [origin.base + "/a.html"])
+            #expect(summary.failed.count == 1 && summary.failed[0].reason.hasPrefix("body longer than 65536 bytes (--max-body)"), "\(summary.failed)")
+            var mount = MountedBundle.Options()
+            mount.requiredPublicKey = Array(key.publicKey.rawRepresentation)
+            let new = try MountedBundle(path: signed, options: mount)
+            #expect(new.isSigned)
+            #expect(try new.body(of: #require(new.entry(forKey: origin.base + "/a.html"))) == Data("<p>a, new</p>".utf8))
+            #expect(try new.body(of: #require(new.entry(forKey: origin.base + "/endless.txt"))) == Data("short".utf8))
+
+            // A carried-over body that no longer matches its digest is never copied into the new bundle.
+            let unsigned = folder.path + "/unsigned.zip"
+            var plain = BundleWriter()
+            plain.add(.init(url: origin.base + "/b.txt", headers: [("content-type", "text/plain"), ("etag", "\"b1\"")], body: .data(Data("same b".utf8))))
+            try plain.write(to: unsigned)
+            let at = try #require(try offset(of: Data("same b".utf8), in: unsigned))
+            try flipByte(at: at, in: unsigned)
+            await #expect(throws: (any Error).self) { try await Refresher(options: options()).refresh(bundleAt: unsigned, output: folder.path + "/out.zip") }
+            #expect(!FileManager.default.fileExists(atPath: folder.path + "/out.zip"))
+        }
+    }
+
+    @Test("--deep stops at --max-body: an endless body is unreachable, a longer one stale, and neither is read to its end")
+    func deepHasByteCap() async throws {
+        try await withOrigin { origin in
+            let folder = try TemporaryFolder()
+            var endless = Origin.Resource.text("", type: "text/plain")
+            endless.endless = true
+            origin.set("/endless.txt", endless)
+            origin.set("/grown.txt", .text(String(repeating: "x", count: 100_000), type: "text/plain"))
+            var writer = BundleWriter()
+            writer.add(.init(url: origin.base + "/endless.txt", headers: [("content-type", "text/plain")], body: .data(Data(count: 200_000))))
+            writer.add(.init(url: origin.base + "/grown.txt", headers: [("content-type", "text/plain")], body: .data(Data("x".utf8))))
+            try writer.write(to: folder.path + "/b.zip")
+            let result = try await run(
+                packagerExecutable, ["verify", folder.path + "/b.zip", "--deep", "--max-body", "64K", "--retries", "0", "--format", "json"])
+            #expect(result.status == 2, "\(result.output)")
+            let report = try JSONDecoder().decode(VerifyReport.self, from: Data(result.output[result.output.firstIndex(of: "{")!...].utf8))
+            let endlessEntry = try #require(report.entries.first { $0.url.hasSuffix("/endless.txt") })
+            #expect(endlessEntry.verdict == .unreachable && endlessEntry.error == "body longer than 65536 bytes (the --max-body limit); not compared")
+            let grown = try #require(report.entries.first { $0.url.hasSuffix("/grown.txt") })
+            #expect(grown.verdict == .stale && grown.changes.first == Change("sha256", recorded: grown.changes.first?.recorded, live: "longer than 1 bytes"))
+            let both = try await run(packagerExecutable, ["verify", folder.path + "/b.zip", "--deep", "--shallow"])
+            #expect(both.status == 2 && both.output.contains("--deep and --shallow cannot both be given"), "\(both.output)")
+            let size = try await run(packagerExecutable, ["verify", folder.path + "/b.zip", "--max-body", "lots"])
+            #expect(size.status == 2 && size.output.contains("--max-body: 'lots' is not a size"), "\(size.output)")
+        }
     }
 }

@@ -103,12 +103,14 @@ final class Fetcher: Sendable {
     ///
     /// - Parameter withinBudget: called as bytes arrive; returning false aborts the fetch as over the byte limit.
     func fetch(
-        _ url: String, method: HTTPMethod = .GET, spoolPath: String, memory: MemoryBudget? = nil, withinBudget: Budget
+        _ url: String, method: HTTPMethod = .GET, spoolPath: String, memory: MemoryBudget? = nil, withinBudget: Budget,
+        limitName: String = "the declared byte limit (scope.max-bytes)"
     ) async -> Result<Response, Failure> {
         let origin = HTTPOrigin(url: url)
         let discard = { (response: Response) in response.discard(returningTo: memory) }
         let outcome = await retryLoop.run(origin: origin, discard: discard) { _ in
-            switch await fetchOnce(url, origin: origin, method: method, spoolPath: spoolPath, memory: memory, withinBudget: withinBudget) {
+            switch await fetchOnce(url, origin: origin, method: method, spoolPath: spoolPath, memory: memory, withinBudget: withinBudget, limitName: limitName)
+            {
             case .success(let response):
                 return .answered(response, status: response.status, retryAfter: response.headers.first { $0.name == "retry-after" }?.value)
             case .failure(let failure):
@@ -131,7 +133,7 @@ final class Fetcher: Sendable {
     }
 
     private func fetchOnce(
-        _ url: String, origin: HTTPOrigin?, method: HTTPMethod, spoolPath: String, memory: MemoryBudget?, withinBudget: Budget
+        _ url: String, origin: HTTPOrigin?, method: HTTPMethod, spoolPath: String, memory: MemoryBudget?, withinBudget: Budget, limitName: String
     ) async -> Result<Response, AttemptFailure> {
         var request = HTTPClientRequest(url: url)
         request.method = method
@@ -160,7 +162,7 @@ final class Fetcher: Sendable {
                 guard withinBudget(sink.size) else {
                     sink.discard()
                     return .failure(
-                        AttemptFailure(message: "the body passed the declared byte limit (scope.max-bytes) after \(sink.size) bytes", retryable: false))
+                        AttemptFailure(message: "body longer than \(limitName) after \(sink.size) bytes", retryable: false))
                 }
                 if NIODeadline.now() > deadline {
                     sink.discard()

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import OfflineBundle
 
@@ -7,6 +8,12 @@ import OfflineBundle
 /// body bytes, fetch time and source, so its manifest record and body are
 /// byte-identical in the new bundle. Refetched entries record the live
 /// response (a 404 for a gone page, the new redirect for a moved one).
+///
+/// The new bundle keeps the old one's guarantees: a signed bundle is signed
+/// again (``signingKey``) or the refresh is refused; carried-over bodies are
+/// read from the old bundle one at a time, checked, when the new one is
+/// written; re-fetched bodies stop at ``Verifier/Options/maxBodyBytes``; the
+/// manifest is read only after its digest matched the one index.bin records.
 public struct Refresher: Sendable {
     /// What a refresh did.
     public struct Summary: Sendable {
@@ -21,11 +28,20 @@ public struct Refresher: Sendable {
     public var options: Verifier.Options
     /// Verdicts whose entries are re-fetched.
     public var refreshVerdicts: Set<Verdict> = [.stale, .gone, .moved]
+    /// Signs the new bundle. Required when the old one is signed: refresh never writes an unsigned bundle in its place.
+    public var signingKey: Curve25519.Signing.PrivateKey?
 
     public init(options: Verifier.Options = .init()) { self.options = options }
 
     /// Verifies `path`, re-fetches what changed, and writes the result to `output` (atomically; it may be `path`).
     public func refresh(bundleAt path: String, output: String) async throws -> Summary {
+        // Refused before any request: a signed bundle's consumers insist on a signature.
+        if try MountedBundle(path: path).isSigned && signingKey == nil {
+            throw PackagerError(
+                .invalidInput,
+                "\(path) is signed, and refresh would write it unsigned: give the signing key (--sign-key FILE, or PACKAGER_SIGN_KEY)",
+                subject: path)
+        }
         // One memory of origins found down, for the verify and the fetches that follow it.
         let downHosts = DownHosts()
         let report = try await Verifier(options: options, downHosts: downHosts).verify(bundleAt: path)
@@ -48,7 +64,10 @@ public struct Refresher: Sendable {
         var n = 0
         for url in targets.sorted() {
             n += 1
-            switch await fetcher.fetch(url, spoolPath: spool.newFile(n), withinBudget: { _ in true }) {
+            let limit = options.maxBodyBytes
+            switch await fetcher.fetch(
+                url, spoolPath: spool.newFile(n), withinBudget: { $0 <= Int64(clamping: limit) }, limitName: "\(limit) bytes (--max-body)")
+            {
             case .success(let response):
                 let headers = Crawler.storedHeaders(response.headers, policy: .decoded, secrets: secrets)
                 fresh[url] = BundleWriter.Entry(
@@ -62,7 +81,7 @@ public struct Refresher: Sendable {
         await fetcher.shutdown()
 
         let formatter = ISO8601DateFormatter()
-        var writer = BundleWriter(options: .init(rules: bundle.rules, createdAt: Date()))
+        var writer = BundleWriter(options: .init(rules: bundle.rules, createdAt: Date(), signingKey: signingKey))
         for entry in bundle.entries {
             if let replacement = fresh[entry.key] {
                 writer.add(replacement)
@@ -73,7 +92,7 @@ public struct Refresher: Sendable {
             writer.add(
                 BundleWriter.Entry(
                     url: entry.key, status: entry.status, kind: entry.kind, headers: bundle.headers(ofEntryAt: entry.position),
-                    body: entry.body == nil ? nil : .data(try bundle.body(of: entry)),
+                    body: entry.body == nil ? nil : .bundle(bundle, entry),
                     fetchedAt: entry.fetchedAt ?? record?.fetchedAt.flatMap { formatter.date(from: $0) }, originDate: entry.originDate,
                     source: record?.source, synthesizeETag: entry.etagSynthesized, lastModifiedSynthesized: entry.lastModifiedSynthesized))
         }

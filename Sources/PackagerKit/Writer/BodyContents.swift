@@ -18,6 +18,7 @@ enum BodyContents {
     init(_ source: BundleWriter.BodySource) throws {
         switch source {
         case .data(let data): self = .data(data)
+        case .bundle(let bundle, let entry): self = .data(try bundle.body(of: entry))
         case .file(let path):
             let fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { throw PackagerError(.io, "cannot read \(path): \(String(cString: strerror(errno)))", subject: path) }

@@ -16,6 +16,9 @@ public struct BundleWriter: Sendable {
         case file(String)
         /// Bytes in memory.
         case data(Data)
+        /// A body of a mounted bundle (one being refreshed), read and checked when the bundle is written, one at a
+        /// time: carrying a bundle's bodies over does not hold them all in memory.
+        case bundle(MountedBundle, BundleEntry)
     }
 
     /// One request key and its response.

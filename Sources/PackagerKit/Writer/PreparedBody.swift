@@ -40,6 +40,13 @@ extension PreparedBody.Storage {
             }
         case .source(.data(let data)):
             try data.withUnsafeBytes { try output.write($0) }
+        case .source(.bundle(let bundle, let entry)):
+            // Read (and checked) again: the first read was for hashing, and was not kept.
+            let data = try bundle.body(of: entry)
+            guard UInt64(data.count) == storedSize, expectedCRC.map({ CRC32.checksum(Array(data)) == $0 }) ?? true else {
+                throw PackagerError(.io, "\(bundle.path) changed while the bundle was written", subject: bundle.path)
+            }
+            try data.withUnsafeBytes { try output.write($0) }
         case .source(.file(let path)):
             guard let handle = FileHandle(forReadingAtPath: path) else {
                 throw PackagerError(.io, "cannot open \(path)", subject: path)
