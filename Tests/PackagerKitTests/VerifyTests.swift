@@ -297,4 +297,87 @@ struct VerifyTests {
             #expect(size.status == 2 && size.output.contains("--max-body: 'lots' is not a size"), "\(size.output)")
         }
     }
+
+    @Test("an identical body with other validators is fresh with notes; a changed page that links new resources advises a rebuild")
+    func contentDecides() async throws {
+        try await withOrigin { origin in
+            let folder = try TemporaryFolder()
+            // The server now sends another ETag and no charset, over the same bytes.
+            origin.set("/same.html", .text("<p>same</p>", type: "text/html", headers: [("ETag", "\"s2-gzip\"")]))
+            origin.set("/links.html", .text("<link rel=stylesheet href=a.css><link rel=stylesheet href=new.css><a href=/more.html>m</a>", type: "text/html"))
+            origin.set("/text.html", .text("<link rel=stylesheet href=a.css><p>new words</p>", type: "text/html"))
+            var writer = BundleWriter()
+            writer.add(
+                .init(
+                    url: origin.base + "/same.html", headers: [("content-type", "text/html; charset=utf-8"), ("etag", "\"s1\"")],
+                    body: .data(Data("<p>same</p>".utf8))))
+            writer.add(
+                .init(url: origin.base + "/links.html", headers: [("content-type", "text/html")], body: .data(Data("<link rel=stylesheet href=a.css>".utf8))))
+            writer.add(
+                .init(
+                    url: origin.base + "/text.html", headers: [("content-type", "text/html")],
+                    body: .data(Data("<link rel=stylesheet href=a.css><p>old words</p>".utf8))))
+            writer.add(.init(url: origin.base + "/a.css", headers: [("content-type", "text/css")], body: .data(Data("p{}".utf8))))
+            origin.set("/a.css", .text("p{}", type: "text/css"))
+            try writer.write(to: folder.path + "/b.zip")
+            let report = try await Verifier(options: options()).verify(bundleAt: folder.path + "/b.zip")
+            func entry(_ path: String) throws -> EntryVerification { try #require(report.entries.first { $0.url == origin.base + path }) }
+
+            let same = try entry("/same.html")
+            #expect(same.verdict == .fresh && same.method == "conditional GET, body compared")
+            #expect(same.notes == [Change("etag", recorded: "\"s1\"", live: "\"s2-gzip\"")], "charset on one side only is no difference")
+            #expect(same.summary == "same body (etag \"s1\" -> \"s2-gzip\")")
+
+            let links = try entry("/links.html")
+            #expect(links.verdict == .stale)
+            #expect(links.notes == [Change("new resources", recorded: nil, live: origin.base + "/more.html and 1 more")])
+            #expect(links.advice?.hasPrefix("rebuild: the page links new resources") == true)
+            let text = try entry("/text.html")
+            #expect(text.verdict == .stale && text.notes.isEmpty && text.advice == "packager refresh BUNDLE re-fetches it")
+        }
+    }
+
+    @Test("--check-substituted: a remote changed since the build is a change that fails only with --fail-on substituted")
+    func substitutedRemotes() async throws {
+        try await withOrigin { origin in
+            let folder = try TemporaryFolder()
+            let built = Date(timeIntervalSince1970: 1_790_000_000)
+            origin.set("/same.js", .text("local", type: "text/javascript"))
+            origin.set("/newer.js", .text("v2", type: "text/javascript", headers: [("Last-Modified", HTTPDates.format(built.addingTimeInterval(86400)))]))
+            origin.set("/older.js", .text("v0", type: "text/javascript", headers: [("Last-Modified", HTTPDates.format(built.addingTimeInterval(-86400)))]))
+            origin.set("/undated.js", .text("other", type: "text/javascript"))
+            var writer = BundleWriter()
+            for name in ["same", "newer", "older", "undated", "gone"] {
+                writer.add(
+                    .init(
+                        url: origin.base + "/\(name).js", kind: .substituted, headers: [("content-type", "text/javascript")], body: .data(Data("local".utf8)),
+                        fetchedAt: built, source: "vendor/\(name).js"))
+            }
+            try writer.write(to: folder.path + "/b.zip")
+            let bundle = folder.path + "/b.zip"
+
+            // Not asked for: substituted entries are not probed.
+            #expect(try await run(packagerExecutable, ["verify", bundle]).status == 0)
+            #expect(origin.requests.isEmpty)
+
+            var options = options()
+            options.checkSubstituted = true
+            options.failOn = [.substituted]
+            let report = try await Verifier(options: options).verify(bundleAt: bundle)
+            func entry(_ name: String) throws -> EntryVerification { try #require(report.entries.first { $0.url == origin.base + "/\(name).js" }) }
+            #expect(report.entries.allSatisfy { $0.verdict == .substituted })
+            #expect(try entry("same").changes.isEmpty && entry("same").notes.first?.live == "the same bytes as the local file")
+            #expect(try entry("newer").changes.first?.field == "remote last-modified")
+            #expect(try entry("older").changes.isEmpty && entry("older").notes.first?.live?.hasPrefix("last modified before the build") == true)
+            #expect(try entry("undated").changes.isEmpty && entry("undated").notes.first?.live?.hasPrefix("differs from the local file") == true)
+            #expect(try entry("gone").changes == [Change("remote status", recorded: "200", live: "404")])
+            #expect(Set(report.failures.map { $0.url.replacingOccurrences(of: origin.base, with: "") }) == ["/newer.js", "/gone.js"])
+            #expect(origin.requests.first { $0.path == "/newer.js" }?.headers["if-modified-since"] == HTTPDates.format(built))
+
+            let cli = try await run(packagerExecutable, ["verify", bundle, "--check-substituted"])
+            #expect(cli.status == 0, "a remote change is a note unless --fail-on names substituted: \(cli.output)")
+            let failing = try await run(packagerExecutable, ["verify", bundle, "--check-substituted", "--fail-on", "substituted"])
+            #expect(failing.status == 1 && failing.output.contains("remote last-modified"), "\(failing.output)")
+        }
+    }
 }
