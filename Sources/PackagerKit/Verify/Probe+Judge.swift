@@ -35,7 +35,11 @@ extension Probe {
         var changes: [Change] = []
         if answer.status != recorded.status { changes.append(Change("status", recorded: String(recorded.status), live: String(answer.status))) }
         let recordedDigest = recorded.sha256 ?? Self.emptyDigest
-        if let digest = answer.sha256, digest != recordedDigest { changes.append(Change("sha256", recorded: recordedDigest, live: digest)) }
+        if answer.longer {
+            changes.append(Change("body", recorded: "\(recorded.size ?? 0) bytes", live: "longer"))
+        } else if let digest = answer.sha256, digest != recordedDigest {
+            changes.append(Change("sha256", recorded: recordedDigest, live: digest))
+        }
         let headers = Self.headerChanges(recorded, headers: answer.headers)
         if changes.isEmpty {
             result.notes = headers
@@ -123,6 +127,7 @@ extension Probe {
 
     /// What to run about a verdict that needs attention.
     func advice(for result: EntryVerification, _ recorded: Recorded) -> String? {
+        if result.verdict == .fresh { return nil }
         let refresh = "packager refresh \(options.bundleArgument)"
         switch result.verdict {
         case .stale:

@@ -19,7 +19,8 @@ extension Probe {
         let answer: Answer
         do {
             answer = try await send(
-                recorded.url, method: .GET, headers: conditions, body: .hashWhen(limit: options.maxBodyBytes, keep: false) { s, _ in s == 200 })
+                recorded.url, method: .GET, headers: conditions,
+                body: .hashWhen { [limit = options.maxBodyBytes] status, _ in status == 200 ? (limit, false) : nil })
         } catch let error as Unreachable {
             result.notes = [Change("remote", recorded: nil, live: "unreachable: \(error.message)")]
             result.attempts = error.attempts

@@ -92,11 +92,10 @@ struct Probe: Sendable {
     private func verifyContent(_ recorded: Recorded, into result: inout EntryVerification) async throws {
         // A body stored still coded cannot be compared with a decoded live one: validators and lengths only.
         let byContent = !options.shallow && !recorded.storedCoded
-        let read = BodyHandling.hash(limit: recorded.size ?? 0, keep: recorded.isHTML)
         let hasValidators = recorded.etag != nil || recorded.lastModified != nil
         if options.deep && byContent {
             result.method = "deep GET"
-            let answer = try await send(recorded.url, method: .GET, headers: [], body: read)
+            let answer = try await send(recorded.url, method: .GET, headers: [], body: .hash(limit: recorded.size ?? 0, keep: recorded.isHTML))
             judgeContent(recorded, answer, into: &result)
         } else if hasValidators {
             result.method = "conditional GET"
@@ -106,8 +105,9 @@ struct Probe: Sendable {
             // The body of the same answer is read only when its headers differ from the recorded ones.
             let body: BodyHandling =
                 byContent
-                ? .hashWhen(limit: recorded.size ?? 0, keep: recorded.isHTML) { status, headers in
-                    status == recorded.status && !Self.headerChanges(recorded, headers: headers).isEmpty
+                ? .hashWhen { status, headers in
+                    guard status == recorded.status, !Self.headerChanges(recorded, headers: headers).isEmpty else { return nil }
+                    return (recorded.size ?? 0, recorded.isHTML)
                 } : .skip
             let answer = try await send(recorded.url, method: .GET, headers: conditions, body: body)
             if answer.sha256 != nil {
@@ -118,7 +118,7 @@ struct Probe: Sendable {
             }
         } else if byContent {
             result.method = "GET"
-            let answer = try await send(recorded.url, method: .GET, headers: [], body: read)
+            let answer = try await send(recorded.url, method: .GET, headers: [], body: .hash(limit: recorded.size ?? 0, keep: recorded.isHTML))
             judgeContent(recorded, answer, into: &result)
         } else {
             result.method = "HEAD"
@@ -136,8 +136,9 @@ struct Probe: Sendable {
         /// SHA-256 of the decoded body, reading at most one byte past `limit` (a longer body differs; an endless one is
         /// not read forever). `keep` keeps the bytes read, for pages whose links may be compared.
         case hash(limit: UInt64, keep: Bool)
-        /// As `hash`, when the answer's status and headers call for it; otherwise the body is not read.
-        case hashWhen(limit: UInt64, keep: Bool, when: @Sendable (Int, HTTPHeaders) -> Bool)
+        /// As `hash`, with the limit and whether to keep the bytes that `decide` returns for the answer's status and
+        /// headers; when it returns nil, the body is not read.
+        case hashWhen(_ decide: @Sendable (Int, HTTPHeaders) -> (limit: UInt64, keep: Bool)?)
     }
 
     /// Sends one request with retries on connection errors, timeouts, 429 and 5xx (``RetryLoop``).
@@ -195,7 +196,7 @@ struct Probe: Sendable {
             switch body {
             case .skip: nil
             case .hash(let limit, let keep): (limit, keep)
-            case .hashWhen(let limit, let keep, let when): when(answer.status, response.headers) ? (limit, keep) : nil
+            case .hashWhen(let decide): decide(answer.status, response.headers)
             }
         guard let reading, method != .HEAD else {
             // The body is not needed: stop reading it (the connection is closed if it was not empty).
