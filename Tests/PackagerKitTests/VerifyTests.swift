@@ -246,6 +246,11 @@ struct VerifyTests {
             let cli = try await run(packagerExecutable, ["refresh", signed])
             #expect(cli.status != 0 && cli.output.contains("is signed") && cli.output.contains("--sign-key"), "\(cli.output)")
 
+            // Another key: refused too (consumers check the key that signed it).
+            refresher.signingKey = Curve25519.Signing.PrivateKey()
+            await #expect(throws: PackagerError.self) { try await refresher.refresh(bundleAt: signed, output: signed) }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: signed)) == original && origin.requests.isEmpty)
+
             // With it: signed again; the endless body stops at the byte cap and keeps its old response.
             refresher.signingKey = key
             refresher.options.maxBodyBytes = 64 << 10

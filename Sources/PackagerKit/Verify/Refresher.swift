@@ -35,18 +35,31 @@ public struct Refresher: Sendable {
 
     /// Verifies `path`, re-fetches what changed, and writes the result to `output` (atomically; it may be `path`).
     public func refresh(bundleAt path: String, output: String) async throws -> Summary {
-        // Refused before any request: a signed bundle's consumers insist on a signature.
-        if try MountedBundle(path: path).isSigned && signingKey == nil {
-            throw PackagerError(
-                .invalidInput,
-                "\(path) is signed, and refresh would write it unsigned: give the signing key (--sign-key FILE, or PACKAGER_SIGN_KEY)",
-                subject: path)
+        // Refused before any request: a signed bundle's consumers insist on a signature, by the key they were given.
+        var mount = MountedBundle.Options()
+        if try MountedBundle(path: path).isSigned {
+            guard let signingKey else {
+                throw PackagerError(
+                    .invalidInput,
+                    "\(path) is signed, and refresh would write it unsigned: give the signing key (--sign-key FILE, or PACKAGER_SIGN_KEY)",
+                    subject: path)
+            }
+            // Carried-over bodies are then read under SHA-256, as the bundle's consumers read them.
+            mount.requiredPublicKey = Array(signingKey.publicKey.rawRepresentation)
+            do {
+                _ = try MountedBundle(path: path, options: mount)
+            } catch {
+                throw PackagerError(
+                    .invalidInput,
+                    "\(path) is not signed by the key given (\(error)): its consumers check the key that signed it, so refresh signs only with that one",
+                    subject: path)
+            }
         }
         // One memory of origins found down, for the verify and the fetches that follow it.
         let downHosts = DownHosts()
         let report = try await Verifier(options: options, downHosts: downHosts).verify(bundleAt: path)
         let targets = Set(report.entries.filter { refreshVerdicts.contains($0.verdict) }.map(\.url))
-        let bundle = try MountedBundle(path: path)
+        let bundle = try MountedBundle(path: path, options: mount)
         let manifest = try bundle.manifest()
         let records = Dictionary(manifest.entries.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
 
