@@ -67,8 +67,10 @@ public final class MountedBundle: Sendable {
     package let index: BundleIndex
     package let directory: ZipDirectory
     package let metadata: [String: ZipCentralEntry]
-    private let verification: Options.Verification
+    package let verification: Options.Verification
     private let maxBodySize: UInt64
+    /// One bit per body: checked once in this mount, then trusted (``BodyReader`` and ``body(of:)`` skip the checks).
+    private let verified: VerifiedBodies
 
     /// Mounts the bundle at `path`.
     ///
@@ -151,7 +153,11 @@ public final class MountedBundle: Sendable {
         self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: index.rules.dropQueryParameters)
         self.verification = options.verification ?? (options.requiredPublicKey == nil ? .crc32 : .sha256)
         self.maxBodySize = options.maxBodySize
+        self.verified = VerifiedBodies(count: index.bodyCount)
     }
+
+    package func isVerified(_ bodyIndex: Int) -> Bool { verified.contains(bodyIndex) }
+    package func markVerified(_ bodyIndex: Int) { verified.insert(bodyIndex) }
 
     // MARK: Lookup
 
@@ -250,7 +256,12 @@ public final class MountedBundle: Sendable {
             throw BundleError(.hostile, "body claims \(record.size) bytes, over the limit of \(maxBodySize)", entry: name)
         }
         let raw = try readStored(record, name: name)
-        return try raw.withUnsafeBytes { try checkedInflate($0, record: record, name: name, verification: verification) }
+        // A body checked once in this mount is not hashed again (inflating still checks the stream's structure and size).
+        let trusted = verification == .sha256 && verified.contains(bodyIndex)
+        let output = try raw.withUnsafeBytes { try checkedInflate($0, record: record, name: name, verification: trusted ? .crc32 : verification) }
+        // Trusted from now on only when checked as this mount checks bodies.
+        if verification == .sha256 || self.verification == .crc32 { verified.insert(bodyIndex) }
+        return output
     }
 
     /// Reads a body's local header and stored bytes in one read, checking the header against the index.
@@ -380,5 +391,25 @@ package enum LocalHeader {
         guard crc == crc32, c == 0xFFFF_FFFF || UInt64(c) == storedSize, u == 0xFFFF_FFFF || UInt64(u) == size else {
             throw BundleError(.corruptDirectory, "the local header's CRC or sizes disagree with the index", entry: expectedName)
         }
+    }
+}
+
+/// A set of body positions, safe to read and extend from any thread.
+final class VerifiedBodies: @unchecked Sendable {
+    private var words: [UInt64]
+    private let lock = NSLock()
+
+    init(count: Int) { words = [UInt64](repeating: 0, count: (count + 63) / 64) }
+
+    func contains(_ n: Int) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return n / 64 < words.count && words[n / 64] & (1 << UInt64(n % 64)) != 0
+    }
+
+    func insert(_ n: Int) {
+        lock.lock()
+        defer { lock.unlock() }
+        if n / 64 < words.count { words[n / 64] |= 1 << UInt64(n % 64) }
     }
 }

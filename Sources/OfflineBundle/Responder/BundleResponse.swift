@@ -65,21 +65,38 @@ public struct BundleResponse: Sendable {
         }
     }
 
-    /// The body as chunks of at most `size` bytes, for writing to a client in pieces.
+    /// A reader of the body in chunks of about `chunkSize` bytes, straight from the bundle file (see ``BodyReader``):
+    /// a server streams it, holding no more than a chunk, and a body not yet checked in this mount is checked as it
+    /// goes, its last chunk held back until the check passes. Returns nil when the response has no body.
     ///
-    /// The body is read and checked whole before the first chunk is yielded, so a
-    /// client never receives bytes that fail the bundle's checks; memory use is
-    /// that of the whole body, not of one chunk.
+    /// A Range of a body not yet checked reads the whole body once, without keeping it, to check it first; once
+    /// checked, a Range of a stored body reads only that range.
+    public func bodyReader(chunkSize: Int = 64 << 10) throws -> BodyReader? {
+        switch body {
+        case .empty: return nil
+        case .entry(let entry):
+            guard let body = entry.body else { return nil }
+            return BodyReader(bundle: bundle, bodyIndex: body.index, shape: .identity, chunkSize: chunkSize)
+        case .gzip(let entry):
+            guard let body = entry.body else { return nil }
+            return BodyReader(bundle: bundle, bodyIndex: body.index, shape: body.compression == .deflate ? .gzip : .identity, chunkSize: chunkSize)
+        case .range(let entry, let range):
+            guard let body = entry.body else { return nil }
+            if !bundle.isVerified(body.index) {
+                try BodyReader(bundle: bundle, bodyIndex: body.index, shape: .identity, chunkSize: chunkSize).drain()
+            }
+            return BodyReader(bundle: bundle, bodyIndex: body.index, shape: .range(range), chunkSize: chunkSize)
+        }
+    }
+
+    /// The body as chunks of about `size` bytes, for writing to a client in pieces (a ``BodyReader`` read on the
+    /// task that iterates: servers that must keep file reads off the cooperative pool use ``bodyReader(chunkSize:)``).
     public func bodyChunks(size: Int = 64 * 1024) -> AsyncThrowingStream<Data, any Error> {
         let response = self
         return AsyncThrowingStream { continuation in
             do {
-                let data = try response.bodyData()
-                var offset = data.startIndex
-                while offset < data.endIndex {
-                    let end = min(offset + size, data.endIndex)
-                    continuation.yield(data[offset..<end])
-                    offset = end
+                if let reader = try response.bodyReader(chunkSize: size) {
+                    while let chunk = try reader.next() { continuation.yield(chunk) }
                 }
                 continuation.finish()
             } catch {

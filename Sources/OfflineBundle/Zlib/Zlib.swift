@@ -87,3 +87,64 @@ package enum RawInflate {
         throw BundleError(.corruptBody, "the deflate stream is damaged (\(reason))", entry: entry)
     }
 }
+
+/// A raw deflate stream inflated piece by piece, for bodies sent in chunks: memory is a chunk of input and one of
+/// output, whatever the body's size or compression ratio.
+package final class InflateStream {
+    private var stream = z_stream()
+    private let entry: String
+    private var input: [UInt8] = []
+    private var inputPosition = 0
+    /// Bytes produced so far, and whether the stream has ended.
+    package private(set) var produced: UInt64 = 0
+    package private(set) var ended = false
+
+    package init(entry: String) throws {
+        self.entry = entry
+        guard czlib_inflate_init_raw(&stream) == Z_OK else { throw BundleError(.io, "zlib could not start inflating", entry: entry) }
+    }
+
+    deinit { inflateEnd(&stream) }
+
+    /// Whether every byte fed so far has been taken.
+    package var needsInput: Bool { inputPosition >= input.count }
+
+    /// The next piece of the stored stream; only when ``needsInput``.
+    package func feed(_ bytes: [UInt8]) throws {
+        if ended && !bytes.isEmpty { throw BundleError(.corruptBody, "the deflate stream ends before its recorded compressed size", entry: entry) }
+        input = bytes
+        inputPosition = 0
+    }
+
+    /// Up to `max` bytes of output from what was fed; empty when more input is needed or the stream has ended.
+    /// Output past `limit` bytes in all is refused as hostile.
+    package func pull(max: Int, limit: UInt64) throws -> [UInt8] {
+        if ended { return [] }
+        var output = [UInt8](repeating: 0, count: max)
+        let available = input.count - inputPosition
+        let (status, usedIn, usedOut) = input.withUnsafeBytes { source in
+            output.withUnsafeMutableBytes { out -> (Int32, Int, Int) in
+                stream.next_in = UnsafeMutablePointer(mutating: source.baseAddress?.assumingMemoryBound(to: UInt8.self).advanced(by: inputPosition))
+                stream.avail_in = UInt32(available)
+                stream.next_out = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                stream.avail_out = UInt32(out.count)
+                let status = CZlib.inflate(&stream, Z_NO_FLUSH)
+                return (status, available - Int(stream.avail_in), out.count - Int(stream.avail_out))
+            }
+        }
+        inputPosition += usedIn
+        produced += UInt64(usedOut)
+        guard produced <= limit else { throw BundleError(.hostile, "the body inflates past its recorded size of \(limit) bytes", entry: entry) }
+        if status == Z_STREAM_END {
+            ended = true
+            if inputPosition < input.count {
+                throw BundleError(.corruptBody, "the deflate stream ends before its recorded compressed size", entry: entry)
+            }
+        } else if status != Z_OK && !(status == Z_BUF_ERROR && usedOut == 0) {
+            let reason = stream.msg.map { String(cString: $0) } ?? "error \(status)"
+            throw BundleError(.corruptBody, "the deflate stream is damaged (\(reason))", entry: entry)
+        }
+        output.removeLast(max - usedOut)
+        return output
+    }
+}

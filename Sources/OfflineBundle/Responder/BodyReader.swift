@@ -1,0 +1,248 @@
+import Crypto
+import Foundation
+
+/// Reads a response body in chunks straight from the bundle file: stored bytes by positional reads, deflated ones
+/// inflated as they go, so memory is a chunk, whatever the body's size.
+///
+/// A body not yet checked in this mount is checked as it is read: the CRC-32 of the stored stream for a gzip answer
+/// (format 2), the CRC-32 of the inflated bytes otherwise, and their SHA-256 when the bundle was mounted with a
+/// required key. The last chunk is held back until the check passes, so a damaged body never goes out whole: the
+/// read throws instead, and a server ends the response as an error. A body that passed is remembered for the life
+/// of the mount, and later reads send its bytes without checking them again (a file cut short still fails the read).
+///
+/// One reader serves one response; call ``next()`` from one thread at a time (it blocks on file reads, so servers
+/// call it off their event loops and Swift's cooperative pool).
+public final class BodyReader: @unchecked Sendable {
+    enum Shape {
+        /// The body's bytes (inflated when stored deflated).
+        case identity
+        /// The stored deflate stream framed as a gzip member.
+        case gzip
+        /// Part of the body's bytes.
+        case range(Range<UInt64>)
+    }
+
+    private let bundle: MountedBundle
+    private let record: IndexBodyRecord
+    private let bodyIndex: Int
+    private let name: String
+    private let shape: Shape
+    private let chunkSize: Int
+    /// Checks still to pass before the body is trusted; none once it has.
+    private let checkStored: Bool
+    private let checkContent: Bool
+    private let checkDigest: Bool
+
+    private var inflater: InflateStream?
+    private var storedPosition: UInt64 = 0
+    private var contentPosition: UInt64 = 0
+    private var storedCRC: UInt32 = 0
+    private var contentCRC: UInt32 = 0
+    private var digest = SHA256()
+    private var headerSent = false
+    private var trailerSent = false
+    private var pending: [UInt8]?
+    private var finished = false
+    /// Bytes this reader read from the file (tests count them).
+    package private(set) var bytesRead: UInt64 = 0
+
+    init(bundle: MountedBundle, bodyIndex: Int, shape: Shape, chunkSize: Int) {
+        self.bundle = bundle
+        self.bodyIndex = bodyIndex
+        self.record = bundle.index.body(at: bodyIndex)
+        self.name = bundle.bodyName(record)
+        self.shape = shape
+        self.chunkSize = max(4096, chunkSize)
+        let trusted = bundle.isVerified(bodyIndex)
+        let sha = bundle.verification == .sha256
+        switch shape {
+        case .gzip where !trusted && !sha && bundle.index.hasStoredChecksums:
+            // Format 2 records the CRC-32 of the stored stream: the bytes sent are checked as they are, nothing inflated.
+            (checkStored, checkContent, checkDigest) = (true, false, false)
+        default:
+            (checkStored, checkContent, checkDigest) = (false, !trusted, !trusted && sha)
+        }
+    }
+
+    /// The next chunk, or nil when the body is complete.
+    ///
+    /// - Throws: ``BundleError`` when the stored bytes fail a check, the file is cut short, or the stream is damaged;
+    ///   nothing more should be sent then.
+    public func next() throws -> Data? {
+        let holdBack = checkStored || checkContent
+        while !finished {
+            if let chunk = try produce() {
+                guard holdBack else { return Data(chunk) }
+                let previous = pending
+                pending = chunk
+                if let previous { return Data(previous) }
+                continue
+            }
+            try finishChecks()
+            finished = true
+            if checkStored || checkContent { bundle.markVerified(bodyIndex) }
+            if let last = pending {
+                pending = nil
+                return Data(last)
+            }
+        }
+        return nil
+    }
+
+    /// Reads the rest of the body without keeping it: the checks run, and a body that passes is trusted from then on.
+    public func drain() throws {
+        while try next() != nil {}
+    }
+
+    // MARK: - Producing
+
+    private var inflates: Bool {
+        guard record.compression == .deflate else { return false }
+        if case .gzip = shape { return checkContent }
+        return true
+    }
+
+    /// The next piece of output before any holding back, or nil at the end.
+    private func produce() throws -> [UInt8]? {
+        if case .gzip = shape {
+            if !headerSent {
+                headerSent = true
+                return Array(DeflatedBody.gzipHeader)
+            }
+            if let stored = try readStored() {
+                if inflates { try inflate(stored) }
+                return stored
+            }
+            guard !trailerSent else { return nil }
+            trailerSent = true
+            try endOfStored()
+            var trailer = [UInt8]()
+            withUnsafeBytes(of: record.crc32.littleEndian) { trailer.append(contentsOf: $0) }
+            withUnsafeBytes(of: UInt32(truncatingIfNeeded: record.size).littleEndian) { trailer.append(contentsOf: $0) }
+            return trailer
+        }
+        while true {
+            if case .range(let range) = shape, contentPosition >= range.upperBound { return nil }
+            if inflates {
+                if inflater == nil { inflater = try InflateStream(entry: name) }
+                let stream = inflater!
+                if stream.needsInput && !stream.ended {
+                    guard let stored = try readStored() else {
+                        try endOfStored()
+                        return nil
+                    }
+                    try stream.feed(stored)
+                }
+                let piece = try stream.pull(max: chunkSize, limit: record.size)
+                if stream.ended, let extra = try readStored(), !extra.isEmpty {
+                    throw BundleError(.corruptBody, "the deflate stream ends before its recorded compressed size", entry: name)
+                }
+                if piece.isEmpty {
+                    if stream.ended {
+                        try endOfStored()
+                        return nil
+                    }
+                    continue
+                }
+                if checkContent { noteContent(piece) }
+                if let chunk = emit(piece) { return chunk }
+            } else {
+                guard let stored = try readStored() else { return nil }
+                if checkContent { noteContent(stored) }
+                if let chunk = emit(stored) { return chunk }
+            }
+        }
+    }
+
+    /// The next piece of the stored stream, or nil when it has all been read.
+    private func readStored() throws -> [UInt8]? {
+        if storedPosition == 0 && (checkStored || checkContent) { try checkLocalHeaderIfNeeded() }
+        var start = storedPosition
+        var end = record.storedSize
+        // A range of a stored body reads only that range once the body is trusted.
+        if case .range(let range) = shape, record.compression == .stored, !checkContent {
+            start = max(start, range.lowerBound)
+            end = min(end, range.upperBound)
+            contentPosition = start
+        }
+        guard start < end else { return nil }
+        let count = Int(min(UInt64(chunkSize), end - start))
+        let bytes = try bundle.file.read(at: record.dataOffset + start, count: count, what: "body \(name)")
+        bytesRead += UInt64(count)
+        storedPosition = start + UInt64(count)
+        if checkStored { storedCRC = CRC32.checksum(bytes, continuing: storedCRC) }
+        return bytes
+    }
+
+    /// Inflates a piece of the stored stream only to check it (a gzip answer under SHA-256, or of format 1).
+    private func inflate(_ stored: [UInt8]) throws {
+        if inflater == nil { inflater = try InflateStream(entry: name) }
+        let stream = inflater!
+        try stream.feed(stored)
+        while true {
+            let piece = try stream.pull(max: chunkSize, limit: record.size)
+            if piece.isEmpty { break }
+            noteContent(piece)
+        }
+    }
+
+    private func noteContent(_ bytes: [UInt8]) {
+        contentCRC = CRC32.checksum(bytes, continuing: contentCRC)
+        if checkDigest { digest.update(data: bytes) }
+    }
+
+    /// The part of `bytes` (content at ``contentPosition``) that the shape asks for, or nil when none is.
+    private func emit(_ bytes: [UInt8]) -> [UInt8]? {
+        let start = contentPosition
+        contentPosition += UInt64(bytes.count)
+        guard case .range(let range) = shape else { return bytes }
+        let lower = max(start, range.lowerBound)
+        let upper = min(contentPosition, range.upperBound)
+        return lower < upper ? Array(bytes[Int(lower - start)..<Int(upper - start)]) : nil
+    }
+
+    // MARK: - Checks
+
+    private var headerChecked = false
+
+    private func checkLocalHeaderIfNeeded() throws {
+        guard !headerChecked else { return }
+        headerChecked = true
+        let headerLength = Int(record.dataOffset - record.localHeaderOffset)
+        let header = try bundle.file.read(at: record.localHeaderOffset, count: headerLength, what: "body \(name)")
+        try LocalHeader.check(
+            header, sha256: record.sha256, version: bundle.index.formatVersion, method: record.compression.rawValue, crc32: record.crc32,
+            storedSize: record.storedSize, size: record.size, headerLength: headerLength)
+    }
+
+    /// The stored stream has been read to its recorded end: an inflated one must have ended there too.
+    private func endOfStored() throws {
+        guard inflates, let inflater else {
+            if inflates && record.size > 0 { throw BundleError(.corruptBody, "the deflate stream is empty", entry: name) }
+            return
+        }
+        guard inflater.ended else { throw BundleError(.corruptBody, "the deflate stream is damaged (it ends early)", entry: name) }
+        guard inflater.produced == record.size else {
+            throw BundleError(.corruptBody, "the body inflates to \(inflater.produced) bytes, not the \(record.size) recorded", entry: name)
+        }
+    }
+
+    private func finishChecks() throws {
+        if checkStored && storedCRC != record.storedCRC32 {
+            throw BundleError(
+                .corruptBody, String(format: "stored stream CRC-32 is %08x, the index records %08x: the body is damaged", storedCRC, record.storedCRC32),
+                entry: name)
+        }
+        guard checkContent else { return }
+        guard contentCRC == record.crc32 else {
+            throw BundleError(
+                .corruptBody, String(format: "body CRC-32 is %08x, the index records %08x: the body is damaged", contentCRC, record.crc32), entry: name)
+        }
+        if checkDigest {
+            let value = Array(digest.finalize())
+            guard value == record.sha256 else {
+                throw BundleError(.corruptBody, "body SHA-256 is \(hexString(value)): the body is damaged or was replaced", entry: name)
+            }
+        }
+    }
+}

@@ -1,0 +1,120 @@
+import Crypto
+import Foundation
+import TestSupport
+import Testing
+
+@testable import OfflineBundle
+@testable import PackagerKit
+
+@Suite("bodies streamed from the bundle, checked once")
+struct BodyReaderTests {
+    /// A bundle with a deflated text body of several chunks and a stored 1 MiB body.
+    func bundle(in folder: TemporaryFolder) throws -> (path: String, text: Data, noise: Data) {
+        let text = Data((0..<12_000).map { "line \($0): the quick brown fox jumps over the lazy dog\n" }.joined().utf8)
+        let bytes = noise(1 << 20, seed: 11)
+        var writer = BundleWriter()
+        writer.add(.init(url: "https://example.com/text.txt", headers: [("content-type", "text/plain")], body: .data(text)))
+        writer.add(.init(url: "https://example.com/noise.bin", headers: [("content-type", "application/octet-stream")], body: .data(bytes)))
+        try writer.write(to: folder.path + "/b.zip")
+        return (folder.path + "/b.zip", text, bytes)
+    }
+
+    func read(_ reader: BodyReader?) throws -> (data: Data, chunks: Int) {
+        var data = Data()
+        var chunks = 0
+        while let chunk = try reader?.next() {
+            data += chunk
+            chunks += 1
+        }
+        return (data, chunks)
+    }
+
+    func response(_ bundle: MountedBundle, _ url: String, _ headers: [(String, String)] = []) throws -> BundleResponse {
+        try #require(BundleResponder(bundle: bundle).respond(to: BundleRequest(url: url, headers: fields(headers))))
+    }
+
+    @Test("identity, gzip and Range answers stream in chunks the same bytes the whole reads give")
+    func sameBytes() throws {
+        let folder = try TemporaryFolder()
+        let (path, text, bytes) = try bundle(in: folder)
+        for verification in [MountedBundle.Options.Verification.crc32, .sha256] {
+            let mounted = try MountedBundle(path: path, options: .init(verification: verification))
+            let identity = try read(response(mounted, "https://example.com/text.txt").bodyReader(chunkSize: 16 << 10))
+            #expect(identity.data == text && identity.chunks > 10)
+            let gzip = try read(response(mounted, "https://example.com/text.txt", [("Accept-Encoding", "gzip")]).bodyReader(chunkSize: 16 << 10))
+            let entry = try #require(mounted.entry(for: "https://example.com/text.txt"))
+            #expect(gzip.data == (try mounted.deflatedBody(of: entry)?.gzip))
+            try gzip.data.write(to: URL(fileURLWithPath: folder.path + "/t.gz"))
+            #expect(try run("gzip", ["-t", folder.path + "/t.gz"]).status == 0)
+            let range = try read(response(mounted, "https://example.com/text.txt", [("Range", "bytes=100000-100099")]).bodyReader())
+            #expect(range.data == text[100_000..<100_100])
+            let stored = try read(response(mounted, "https://example.com/noise.bin").bodyReader())
+            #expect(stored.data == bytes)
+        }
+    }
+
+    @Test("a Range of a checked stored body reads only that range")
+    func rangeReadsOnlyTheRange() throws {
+        let folder = try TemporaryFolder()
+        let (path, _, bytes) = try bundle(in: folder)
+        let mounted = try MountedBundle(path: path)
+        let url = "https://example.com/noise.bin"
+        // Not yet checked: the whole body is read once (and not kept) before the range goes out.
+        let first = try response(mounted, url, [("Range", "bytes=700000-700009")])
+        let firstReader = try #require(try first.bodyReader())
+        #expect(try read(firstReader).data == bytes[700_000..<700_010])
+        // Checked: ten bytes of a 1 MiB body read ten bytes.
+        let reader = try #require(try response(mounted, url, [("Range", "bytes=500000-500009")]).bodyReader())
+        #expect(try read(reader).data == bytes[500_000..<500_010])
+        #expect(reader.bytesRead == 10)
+        let whole = try #require(try response(mounted, url).bodyReader())
+        _ = try read(whole)
+        #expect(whole.bytesRead == UInt64(bytes.count))
+    }
+
+    @Test("a body damaged near its end fails mid-stream: the chunks before go out, the last never does")
+    func damagedMidStream() throws {
+        let folder = try TemporaryFolder()
+        let (path, text, bytes) = try bundle(in: folder)
+        let at = try #require(try offset(of: bytes.suffix(64), in: path))
+        try flipByte(at: at + 10, in: path)
+        let mounted = try MountedBundle(path: path)
+        let reader = try #require(try response(mounted, "https://example.com/noise.bin").bodyReader(chunkSize: 64 << 10))
+        var sent = 0
+        let error = #expect(throws: BundleError.self) {
+            while let chunk = try reader.next() { sent += chunk.count }
+        }
+        #expect(error?.code == .corruptBody)
+        #expect(sent > 0 && sent < bytes.count, "\(sent) of \(bytes.count) bytes went out")
+        // Still untrusted: the next read checks again, and fails again.
+        #expect(throws: BundleError.self) { _ = try read(response(mounted, "https://example.com/noise.bin").bodyReader()) }
+
+        // A damaged deflate stream sent as gzip: its trailer (the last chunk) never goes out.
+        let textEntry = try #require(mounted.entry(for: "https://example.com/text.txt"))
+        let stream = try #require(try mounted.deflatedBody(of: textEntry, verify: false)).data
+        let textAt = try #require(try offset(of: Data(stream.suffix(40)), in: path))
+        try flipByte(at: textAt + 5, in: path)
+        let damaged = try MountedBundle(path: path)
+        let gzip = try #require(try response(damaged, "https://example.com/text.txt", [("Accept-Encoding", "gzip")]).bodyReader())
+        var gzipSent = 0
+        #expect(throws: BundleError.self) { while let chunk = try gzip.next() { gzipSent += chunk.count } }
+        #expect(gzipSent > 0 && gzipSent < text.count)
+    }
+
+    @Test("a checked body is trusted for the life of the mount, but a file cut short still fails the read")
+    func checkedOnceThenTrusted() throws {
+        let folder = try TemporaryFolder()
+        let (path, _, bytes) = try bundle(in: folder)
+        let mounted = try MountedBundle(path: path, options: .init(verification: .sha256))
+        let url = "https://example.com/noise.bin"
+        let entry = try #require(mounted.entry(for: url))
+        let body = try #require(entry.body)
+        #expect(!mounted.isVerified(body.index))
+        _ = try read(response(mounted, url).bodyReader())
+        #expect(mounted.isVerified(body.index))
+        // Cut the file short after the check: the trusted body's read still fails, and is not padded.
+        let cut = try #require(try offset(of: bytes.suffix(64), in: path))
+        #expect(truncate(path, off_t(cut)) == 0)
+        #expect(throws: BundleError.self) { _ = try read(response(mounted, url).bodyReader()) }
+    }
+}
