@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import NIOPosix
 import OfflineBundle
 
 /// Hummingbird middleware that serves a mounted bundle's content over HTTP.
@@ -12,6 +13,12 @@ import OfflineBundle
 /// conditional request, 206 on Range, HEAD without a body, and a deflated body
 /// as `Content-Encoding: gzip` without inflating it when the client accepts
 /// gzip. A miss falls through to the next responder.
+///
+/// Bodies are streamed in chunks read from the bundle on NIO's thread pool (never on the event loop or Swift's
+/// cooperative pool), so a response holds a chunk of memory, not its body. A body not yet checked in this mount
+/// is checked as it goes, and its last chunk is held back until the check passes: one that fails ends the response
+/// as an error (the connection closes short of its Content-Length), never sent whole. A small body (one chunk) is
+/// checked before the head goes out, and fails as a 500.
 public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Which requests the bundle answers, and for which origin.
     public struct Route: Sendable {
@@ -63,14 +70,6 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
         guard let answer = loader.response(for: BundleRequest(method: request.method.rawValue, url: url, headers: request.headers)) else {
             return try await next(request, context)
         }
-        let body: Data
-        do {
-            body = try answer.bodyData()
-        } catch {
-            // Never half-serve: a body that fails its checks is an error response, counted and logged.
-            loader.recordError(error, url: url)
-            throw HTTPError(.internalServerError, message: "the bundle's copy of this resource is damaged")
-        }
         // A recorded redirect to the origin itself stays on this server.
         var fields = answer.headers
         for name in [HTTPField.Name.location, .contentLocation] {
@@ -82,9 +81,39 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
             throw HTTPError(.internalServerError, message: "the bundle records an invalid status for this resource")
         }
         let status = HTTPResponse.Status(code: answer.status)
-        let bodyless = answer.status == 204 || answer.status == 304
-        if body.isEmpty || bodyless { return Response(status: status, headers: fields) }
-        return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+        if answer.status == 204 || answer.status == 304 { return Response(status: status, headers: fields) }
+        // The first chunk (for most pages, the whole body) is read and checked before the head goes out.
+        let loader = self.loader
+        let reader: BodyReader
+        let first: Data
+        let second: Data?
+        do {
+            guard let bodyReader = try await NIOThreadPool.singleton.runIfActive({ try answer.bodyReader() }) else {
+                return Response(status: status, headers: fields)
+            }
+            reader = bodyReader
+            (first, second) = try await NIOThreadPool.singleton.runIfActive { (try bodyReader.next() ?? Data(), try bodyReader.next()) }
+        } catch {
+            // Never half-serve: a body that fails its checks is an error response, counted and logged.
+            loader.recordError(error, url: url)
+            throw HTTPError(.internalServerError, message: "the bundle's copy of this resource is damaged")
+        }
+        guard let second else { return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: first))) }
+        let body = ResponseBody { writer in
+            try await writer.write(ByteBuffer(bytes: first))
+            try await writer.write(ByteBuffer(bytes: second))
+            do {
+                while let chunk = try await NIOThreadPool.singleton.runIfActive({ try reader.next() }) {
+                    try await writer.write(ByteBuffer(bytes: chunk))
+                }
+            } catch let error as BundleError {
+                // Mid-stream: the head has gone out; ending the body short of its length tells the client it failed.
+                loader.recordError(error, url: url)
+                throw error
+            }
+            try await writer.finish(nil)
+        }
+        return Response(status: status, headers: fields, body: body)
     }
 
     /// The absolute URL a request stands for, or nil when no route takes it.

@@ -1,4 +1,5 @@
 import Foundation
+import PackagerKit
 import TestSupport
 import Testing
 
@@ -37,5 +38,37 @@ struct ServeCommandTests {
         #expect(result.status == 1 && result.output.contains("packager:"))
         let badOrigin = try await run(packagerExecutable, ["serve", folder.path + "/junk.zip", "--origin", "docs.example.com"])
         #expect(badOrigin.status == 2 && badOrigin.output.contains("'docs.example.com' is not an origin"))
+    }
+
+    @Test("a large body streams; one damaged near its end ends the response short, never sent whole; a small damaged one is a 500")
+    func damagedBodiesNeverGoOutWhole() async throws {
+        let folder = try TemporaryFolder()
+        let big = noise(3 << 20, seed: 5)
+        var writer = BundleWriter()
+        writer.add(.init(url: "https://docs.example.com/big.bin", headers: [("content-type", "application/octet-stream")], body: .data(big)))
+        writer.add(
+            .init(url: "https://docs.example.com/good.bin", headers: [("content-type", "application/octet-stream")], body: .data(noise(2 << 20, seed: 6))))
+        writer.add(.init(url: "https://docs.example.com/small.txt", headers: [("content-type", "text/plain")], body: .data(Data("small and damaged".utf8))))
+        let path = folder.path + "/b.zip"
+        try writer.write(to: path)
+        let tail = try #require(try offset(of: big.suffix(100), in: path))
+        try flipByte(at: tail + 50, in: path)
+        let small = try #require(try offset(of: Data("small and damaged".utf8), in: path))
+        try flipByte(at: small + 3, in: path)
+        try await withServe(path) { base, _ in
+            // A good large body arrives whole, streamed (several times over, as later reads trust it).
+            for _ in 0..<2 {
+                let good = try await run("curl", ["-s", "-o", folder.path + "/good.bin", "-w", "%{http_code} %{size_download}", base + "/good.bin"])
+                #expect(good.output == "200 \(2 << 20)")
+            }
+            // The head (with the whole Content-Length) has gone out; the body stops short, and curl says so (18: partial file).
+            let damaged = try await run("curl", ["-s", "-o", folder.path + "/big.bin", "-w", "%{http_code} %{size_download}", base + "/big.bin"])
+            let parts = damaged.output.split(separator: " ")
+            #expect(damaged.status == 18, "\(damaged.output)")
+            #expect(parts.first == "200" && (parts.last.flatMap { Int($0) } ?? Int.max) < big.count, "\(damaged.output)")
+            #expect(try await run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", base + "/small.txt"]).output == "500")
+            // The server is still up.
+            #expect(try await run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", base + "/good.bin"]).output == "200")
+        }
     }
 }
