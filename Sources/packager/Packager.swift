@@ -49,13 +49,16 @@ func reportingErrors(_ body: () throws -> Void) throws {
     }
 }
 
-/// The async form of ``reportingErrors(_:)``, for commands that crawl or serve.
-func reportingErrorsAsync(_ body: () async throws -> Void) async throws {
+/// The async form of ``reportingErrors(_:)``, for commands that crawl or serve. `status` replaces the exit status of
+/// errors that are not wrong input (verify and refresh exit 2 when their check could not be made, 1 meaning "stale").
+func reportingErrorsAsync(status: Int32? = nil, _ body: () async throws -> Void) async throws {
     Interrupts.install()
     do {
         try await body()
     } catch {
-        throw reported(error)
+        let exit = reported(error)
+        if let status, exit is ExitCode { throw ExitCode(status) }
+        throw exit
     }
 }
 

@@ -43,18 +43,31 @@ struct ProbeOptions: ParsableArguments {
     func validate() throws {
         if let concurrency, concurrency < 1 { throw ValidationError("--concurrency must be at least 1") }
         if let perHost, perHost < 1 { throw ValidationError("--per-host must be at least 1") }
-        if let rate, rate <= 0 { throw ValidationError("--rate must be more than zero") }
         if let retries, retries < 0 { throw ValidationError("--retries cannot be negative") }
-        if let timeout, timeout <= 0 { throw ValidationError("--timeout must be more than zero") }
-        if let connectTimeout, connectTimeout <= 0 { throw ValidationError("--connect-timeout must be more than zero") }
+        if let rate, !rate.isFinite || rate < 0.001 || rate > 1_000_000 {
+            throw ValidationError("--rate must be a number of requests per second from 0.001 to 1000000")
+        }
+        if let timeout, !timeout.isFinite || timeout <= 0 || timeout > 86_400 {
+            throw ValidationError("--timeout must be more than zero seconds, at most 86400")
+        }
+        if let connectTimeout, !connectTimeout.isFinite || connectTimeout <= 0 || connectTimeout > 86_400 {
+            throw ValidationError("--connect-timeout must be more than zero seconds, at most 86400")
+        }
         if deep && shallow { throw ValidationError("--deep and --shallow cannot both be given: --deep reads every body, --shallow none") }
-        if let maxBody, Self.bytes(maxBody) == nil { throw ValidationError("--max-body: '\(maxBody)' is not a size (say 64M or 1G)") }
+        if let maxBody, Self.bytes(maxBody) == nil {
+            throw ValidationError("--max-body: '\(maxBody)' is not a size of one byte or more (say 512K, 64M or 1G)")
+        }
     }
 
-    /// `512`, `64K`, `256M`, `1G` as bytes; nil for anything else (or zero).
+    /// `512`, `64K`, `64KB`, `64KiB`, `256M`, `1G` (binary units, as in a declaration) as bytes; nil for anything
+    /// else, zero, or more than fits.
     static func bytes(_ text: String) -> UInt64? {
-        let units: [Character: UInt64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
-        var digits = text.uppercased()
+        var digits = text.trimmingCharacters(in: .whitespaces).uppercased()
+        for suffix in ["IB", "B"] where digits.hasSuffix(suffix) && digits.count > suffix.count {
+            digits.removeLast(suffix.count)
+            break
+        }
+        let units: [Character: UInt64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
         var unit: UInt64 = 1
         if let last = digits.last, let scale = units[last] {
             unit = scale
@@ -133,12 +146,16 @@ extension Packager {
                 }
                 set.insert(verdict)
             }
+            guard !set.isEmpty else {
+                throw ValidationError("--fail-on names no verdict: give at least one of \(Verdict.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
             return set
         }
 
         func run() async throws {
             var code: Int32 = 0
-            try await reportingErrorsAsync {
+            // An error (a bundle that cannot be read, a report that cannot be written) means the check was not made: 2.
+            try await reportingErrorsAsync(status: 2) {
                 guard FileManager.default.fileExists(atPath: bundle) else { throw PackagerError(.invalidInput, "no such bundle", subject: bundle) }
                 var options = try probe.verifierOptions()
                 options.failOn = try failingVerdicts()
@@ -170,8 +187,14 @@ extension Packager {
             abstract: "Re-fetch what verify finds stale, gone or moved, and write a new bundle.",
             discussion: """
                 Every unchanged entry is carried over byte for byte. A signed bundle is signed again with --sign-key \
-                (or PACKAGER_SIGN_KEY), or refused: refresh never writes an unsigned bundle in place of a signed one. \
-                Re-fetched bodies stop at --max-body. Example: packager refresh docs.bundle.zip -o docs.new.zip
+                (or PACKAGER_SIGN_KEY), which must be the key that signed it, or refused: refresh never writes an \
+                unsigned bundle in place of a signed one (an unsigned one given a key comes out signed). Re-fetched \
+                bodies stop at --max-body. When nothing changed, nothing is written.
+
+                Exit status: 0 when everything found changed was refreshed; 2 when something could not be \
+                re-fetched or checked (it keeps its old response), or on an error.
+
+                Example: packager refresh docs.bundle.zip -o docs.new.zip
                 """
         )
 
@@ -189,7 +212,9 @@ extension Packager {
         var signKey: String?
 
         func run() async throws {
-            try await reportingErrorsAsync {
+            var incomplete = false
+            try await reportingErrorsAsync(status: 2) {
+                guard FileManager.default.fileExists(atPath: bundle) else { throw PackagerError(.invalidInput, "no such bundle", subject: bundle) }
                 var options = try probe.verifierOptions()
                 options.bundleArgument = bundle
                 var refresher = Refresher(options: options)
@@ -197,11 +222,18 @@ extension Packager {
                 let summary = try await refresher.refresh(bundleAt: bundle, output: output ?? bundle)
                 print(ReportFormatter.summaryLine(summary.verify))
                 for (url, status) in summary.refreshed { print("  refreshed \(url) (now \(status))") }
-                for (url, reason) in summary.failed { print("  kept the old \(url): \(reason)") }
-                print(
-                    "wrote \(output ?? bundle): \(summary.write.entries) entries, \(formatBytes(summary.write.fileSize)), digest sha256:\(summary.write.digest)"
-                )
+                for (url, resources) in summary.linksNew { print("  warning: \(url) now links \(resources) the bundle lacks: rebuild to record them") }
+                for (url, reason) in summary.failed { print("  kept the old response for \(url): \(reason)") }
+                for (url, reason) in summary.unchecked { print("  could not check \(url): \(reason)") }
+                if let write = summary.write {
+                    print("wrote \(output ?? bundle): \(write.entries) entries, \(formatBytes(write.fileSize)), digest sha256:\(write.digest)")
+                } else {
+                    print("nothing to refresh: \(output ?? bundle) \(output == nil || output == bundle ? "left as it was" : "is a copy of \(bundle)")")
+                }
+                // Something is left as it was that may be stale: the refresh is incomplete.
+                incomplete = !summary.failed.isEmpty || !summary.unchecked.isEmpty
             }
+            if incomplete { throw ExitCode(2) }
         }
     }
 

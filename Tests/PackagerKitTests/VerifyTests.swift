@@ -126,6 +126,19 @@ struct VerifyTests {
             #expect(result.status == 1 && result.output.contains("\"verdict\" : \"substituted\""))
             result = try await run(packagerExecutable, args + ["--fail-on", "nonsense"])
             #expect(result.status == 2)
+            // Usage errors and a check that cannot be made exit 2, never 1 (which means stale), and never crash.
+            for bad in [
+                ["--fail-on", ""], ["--timeout", "nan"], ["--timeout", "inf"], ["--connect-timeout", "1e300"], ["--rate", "nan"], ["--max-body", "0"],
+            ] {
+                let refused = try await run(packagerExecutable, args + bad)
+                #expect(refused.status == 2, "\(bad): \(refused.output)")
+            }
+            try folder.file("junk.zip", "not a bundle")
+            #expect(try await run(packagerExecutable, ["verify", folder.path + "/junk.zip"]).status == 2)
+            #expect(try await run(packagerExecutable, ["verify", bundle, "-o", "/nonexistent/folder/r.json"]).status == 2)
+            // refresh: the down host's entry could not be checked, so the refresh is incomplete (2), and says which.
+            let refresh = try await run(packagerExecutable, ["refresh", bundle, "-o", folder.path + "/r.zip", "--retries", "0", "--connect-timeout", "0.5"])
+            #expect(refresh.status == 2 && refresh.output.contains("could not check http://127.0.0.1:9/down.html"), "\(refresh.output)")
             for format in ["markdown", "html"] {
                 result = try await run(packagerExecutable, args + ["--format", format, "-o", folder.path + "/report.\(format)"])
                 let text = try String(contentsOfFile: folder.path + "/report.\(format)", encoding: .utf8)
@@ -167,6 +180,14 @@ struct VerifyTests {
             let cli = try await run(packagerExecutable, ["diff", bundle, folder.path + "/new.zip"])
             #expect(cli.status == 1 && cli.output.contains("0 added, 0 removed, 5 changed, 7 unchanged"))
             #expect(try await run(packagerExecutable, ["diff", bundle, bundle]).status == 0)
+
+            // Nothing left to refresh (the origin answers as the new bundle recorded, but for the down host): nothing is written.
+            let before = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/new.zip"))
+            var quiet = options()
+            quiet.retries.attempts = 0
+            let again = try await Refresher(options: quiet).refresh(bundleAt: folder.path + "/new.zip", output: folder.path + "/new.zip")
+            #expect(again.write == nil && again.refreshed.isEmpty && again.unchecked.map(\.url) == ["http://127.0.0.1:9/down.html"])
+            #expect(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/new.zip")) == before)
         }
     }
 
@@ -256,7 +277,7 @@ struct VerifyTests {
             refresher.options.maxBodyBytes = 64 << 10
             let summary = try await refresher.refresh(bundleAt: signed, output: signed)
             #expect(summary.refreshed.map(\.url) == [origin.base + "/a.html"])
-            #expect(summary.failed.count == 1 && summary.failed[0].reason.hasPrefix("body longer than 65536 bytes (--max-body)"), "\(summary.failed)")
+            #expect(summary.failed.count == 1 && summary.failed[0].reason == "body longer than the --max-body limit of 65536 bytes", "\(summary.failed)")
             var mount = MountedBundle.Options()
             mount.requiredPublicKey = Array(key.publicKey.rawRepresentation)
             let new = try MountedBundle(path: signed, options: mount)
@@ -267,6 +288,7 @@ struct VerifyTests {
             // A carried-over body that no longer matches its digest is never copied into the new bundle.
             let unsigned = folder.path + "/unsigned.zip"
             var plain = BundleWriter()
+            plain.add(.init(url: origin.base + "/a.html", headers: [("content-type", "text/html"), ("etag", "\"a1\"")], body: .data(Data("<p>a</p>".utf8))))
             plain.add(.init(url: origin.base + "/b.txt", headers: [("content-type", "text/plain"), ("etag", "\"b1\"")], body: .data(Data("same b".utf8))))
             try plain.write(to: unsigned)
             let at = try #require(try offset(of: Data("same b".utf8), in: unsigned))
@@ -372,17 +394,29 @@ struct VerifyTests {
             func entry(_ name: String) throws -> EntryVerification { try #require(report.entries.first { $0.url == origin.base + "/\(name).js" }) }
             #expect(report.entries.allSatisfy { $0.verdict == .substituted })
             #expect(try entry("same").changes.isEmpty && entry("same").notes.first?.live == "the same bytes as the local file")
-            #expect(try entry("newer").changes.first?.field == "remote last-modified")
+            #expect(try entry("newer").changes.first?.live?.hasPrefix("modified ") == true)
             #expect(try entry("older").changes.isEmpty && entry("older").notes.first?.live?.hasPrefix("last modified before the build") == true)
             #expect(try entry("undated").changes.isEmpty && entry("undated").notes.first?.live?.hasPrefix("differs from the local file") == true)
-            #expect(try entry("gone").changes == [Change("remote status", recorded: "200", live: "404")])
+            #expect(try entry("gone").changes == [Change("remote", recorded: nil, live: "gone (404)")])
             #expect(Set(report.failures.map { $0.url.replacingOccurrences(of: origin.base, with: "") }) == ["/newer.js", "/gone.js"])
             #expect(origin.requests.first { $0.path == "/newer.js" }?.headers["if-modified-since"] == HTTPDates.format(built))
+
+            // A remote that cannot be reached is a note, not a change.
+            var unreachable = options
+            unreachable.retries.attempts = 0
+            var far = BundleWriter()
+            far.add(
+                .init(
+                    url: "http://127.0.0.1:9/lib.js", kind: .substituted, headers: [("content-type", "text/javascript")], body: .data(Data("local".utf8)),
+                    fetchedAt: built, source: "vendor/lib.js"))
+            try far.write(to: folder.path + "/far.zip")
+            let farReport = try await Verifier(options: unreachable).verify(bundleAt: folder.path + "/far.zip")
+            #expect(farReport.failures.isEmpty && farReport.entries.first?.notes.first?.field == "remote unreachable")
 
             let cli = try await run(packagerExecutable, ["verify", bundle, "--check-substituted"])
             #expect(cli.status == 0, "a remote change is a note unless --fail-on names substituted: \(cli.output)")
             let failing = try await run(packagerExecutable, ["verify", bundle, "--check-substituted", "--fail-on", "substituted"])
-            #expect(failing.status == 1 && failing.output.contains("remote last-modified"), "\(failing.output)")
+            #expect(failing.status == 1 && failing.output.contains("after the build"), "\(failing.output)")
         }
     }
 }

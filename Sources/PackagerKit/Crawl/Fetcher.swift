@@ -162,7 +162,7 @@ final class Fetcher: Sendable {
                 guard withinBudget(sink.size) else {
                     sink.discard()
                     return .failure(
-                        AttemptFailure(message: "body longer than \(limitName) after \(sink.size) bytes", retryable: false))
+                        AttemptFailure(message: "body longer than \(limitName)", retryable: false))
                 }
                 if NIODeadline.now() > deadline {
                     sink.discard()

@@ -21,7 +21,10 @@ extension Probe {
         }
         if (300...399).contains(answer.status) && answer.status != 304 {
             result.verdict = .moved
-            result.changes = [Change("location", recorded: nil, live: answer.header("location").map { Self.absolute($0, base: recorded.url) })]
+            result.changes = [
+                Change("status", recorded: String(recorded.status), live: String(answer.status)),
+                Change("location", recorded: nil, live: answer.header("location").map { Self.absolute($0, base: recorded.url) }),
+            ]
             return true
         }
         return false
@@ -137,9 +140,12 @@ extension Probe {
             return "\(refresh) re-fetches it"
         case .gone: return "\(refresh) records the \(result.liveStatus ?? 404); drop the URL from the declaration if it is gone for good"
         case .moved: return "\(refresh) records the redirect; rebuild to crawl its target"
-        case .unreachable: return "the check is incomplete: run verify again when \(keyOrigin(recorded.url).map { String($0.origin) } ?? "the server") answers"
+        case .unreachable:
+            if result.error?.contains("--max-body") == true { return "the check is incomplete: raise --max-body to compare this body" }
+            return "the check is incomplete: run verify again once \(keyOrigin(recorded.url).map { String($0.origin) } ?? "the server") answers as it should"
         case .unverifiable: return "run verify without --shallow to compare bodies"
-        case .substituted where !result.changes.isEmpty: return "the remote changed since the build: compare it with \(recorded.url) and update the local file"
+        case .substituted where !result.changes.isEmpty:
+            return "the remote changed since the build: compare \(recorded.url) with the local file, and update or drop the substitution"
         default: return nil
         }
     }

@@ -22,36 +22,38 @@ extension Probe {
                 recorded.url, method: .GET, headers: conditions,
                 body: .hashWhen { [limit = options.maxBodyBytes] status, _ in status == 200 ? (limit, false) : nil })
         } catch let error as Unreachable {
-            result.notes = [Change("remote", recorded: nil, live: "unreachable: \(error.message)")]
+            result.notes = [Change("remote unreachable", recorded: nil, live: error.message)]
             result.attempts = error.attempts
             return
         } catch {
-            result.notes = [Change("remote", recorded: nil, live: "unreachable: \(error)")]
+            result.notes = [Change("remote unreachable", recorded: nil, live: "\(error)")]
             return
         }
         result.liveStatus = answer.status
         result.attempts = answer.attempts
-        let built = since.map { HTTPDates.format($0) }
+        let built = since.map { HTTPDates.format($0) } ?? "the build"
         switch answer.status {
         case 304:
-            result.notes = [Change("remote", recorded: built, live: "not modified since the build")]
+            result.notes = [Change("remote", recorded: nil, live: "not modified since \(built)")]
         case 404, 410:
-            result.changes = [Change("remote status", recorded: "200", live: String(answer.status))]
+            result.changes = [Change("remote", recorded: nil, live: "gone (\(answer.status))")]
         case 300...399:
-            result.changes = [Change("remote location", recorded: nil, live: answer.header("location").map { Self.absolute($0, base: recorded.url) })]
+            result.changes = [
+                Change("remote", recorded: nil, live: "redirects to \(answer.header("location").map { Self.absolute($0, base: recorded.url) } ?? "nowhere")")
+            ]
         case 200:
             let modified = answer.header("last-modified").flatMap { HTTPDates.parse($0) }
             if let digest = answer.sha256, digest == recorded.sha256 {
                 result.notes = [Change("remote", recorded: nil, live: "the same bytes as the local file")]
             } else if let modified, let since, modified > since {
-                result.changes = [Change("remote last-modified", recorded: built, live: answer.header("last-modified"))]
+                result.changes = [Change("remote", recorded: nil, live: "modified \(answer.header("last-modified") ?? ""), after the build (\(built))")]
             } else if modified != nil {
-                result.notes = [Change("remote", recorded: built, live: "last modified before the build (\(answer.header("last-modified") ?? ""))")]
+                result.notes = [Change("remote", recorded: nil, live: "last modified before the build (\(answer.header("last-modified") ?? ""))")]
             } else {
                 result.notes = [Change("remote", recorded: nil, live: "differs from the local file and gives no Last-Modified: cannot tell when it changed")]
             }
         default:
-            result.notes = [Change("remote status", recorded: nil, live: String(answer.status))]
+            result.notes = [Change("remote", recorded: nil, live: "answers \(answer.status)")]
         }
         result.advice = advice(for: result, recorded)
     }

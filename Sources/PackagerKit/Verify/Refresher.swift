@@ -22,7 +22,12 @@ public struct Refresher: Sendable {
         public var refreshed: [(url: String, status: Int)]
         /// Keys whose re-fetch failed; they keep their old response.
         public var failed: [(url: String, reason: String)]
-        public var write: BundleWriter.Summary
+        /// Keys verify could not check (unreachable); they keep their old response, which may be stale.
+        public var unchecked: [(url: String, reason: String)]
+        /// Refreshed pages that now link resources the bundle lacks (a rebuild would record them), with the first.
+        public var linksNew: [(url: String, resources: String)]
+        /// The bundle written; nil when nothing changed and nothing was written (`output` then holds the old bundle).
+        public var write: BundleWriter.Summary?
     }
 
     public var options: Verifier.Options
@@ -59,6 +64,18 @@ public struct Refresher: Sendable {
         let downHosts = DownHosts()
         let report = try await Verifier(options: options, downHosts: downHosts).verify(bundleAt: path)
         let targets = Set(report.entries.filter { refreshVerdicts.contains($0.verdict) }.map(\.url))
+        let unchecked = report.entries.filter { $0.verdict == .unreachable }.map { ($0.url, $0.error ?? "unreachable") }
+        let linksNew = report.entries.compactMap { entry in
+            entry.notes.first { $0.field == "new resources" }.map { (entry.url, $0.live ?? "") }
+        }
+        if targets.isEmpty {
+            // Nothing changed: the bundle stays byte for byte as it was (a copy when another output is asked for).
+            if output != path {
+                if FileManager.default.fileExists(atPath: output) { try FileManager.default.removeItem(atPath: output) }
+                try FileManager.default.copyItem(atPath: path, toPath: output)
+            }
+            return Summary(verify: report, refreshed: [], failed: [], unchecked: unchecked, linksNew: [], write: nil)
+        }
         let bundle = try MountedBundle(path: path, options: mount)
         let manifest = try bundle.manifest()
         let records = Dictionary(manifest.entries.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
@@ -79,7 +96,7 @@ public struct Refresher: Sendable {
             n += 1
             let limit = options.maxBodyBytes
             switch await fetcher.fetch(
-                url, spoolPath: spool.newFile(n), withinBudget: { $0 <= Int64(clamping: limit) }, limitName: "\(limit) bytes (--max-body)")
+                url, spoolPath: spool.newFile(n), withinBudget: { $0 <= Int64(clamping: limit) }, limitName: "the --max-body limit of \(limit) bytes")
             {
             case .success(let response):
                 let headers = Crawler.storedHeaders(response.headers, policy: .decoded, secrets: secrets)
@@ -110,6 +127,9 @@ public struct Refresher: Sendable {
                     source: record?.source, synthesizeETag: entry.etagSynthesized, lastModifiedSynthesized: entry.lastModifiedSynthesized))
         }
         let summary = try writer.write(to: output)
-        return Summary(verify: report, refreshed: refreshed, failed: failed, write: summary)
+        let written = Set(refreshed.map(\.0))
+        return Summary(
+            verify: report, refreshed: refreshed, failed: failed, unchecked: unchecked, linksNew: linksNew.filter { written.contains($0.0) },
+            write: summary)
     }
 }

@@ -68,7 +68,10 @@ public struct EntryVerification: Codable, Sendable, Equatable {
     /// One line that says why, for tables and reports.
     public var summary: String {
         if let error { return error }
-        func list(_ changes: [Change]) -> String { changes.map { "\($0.field) \($0.recorded ?? "none") -> \($0.live ?? "none")" }.joined(separator: "; ") }
+        func list(_ changes: [Change]) -> String {
+            changes.map { $0.recorded == nil ? "\($0.field): \($0.live ?? "none")" : "\($0.field) \($0.recorded!) -> \($0.live ?? "none")" }.joined(
+                separator: "; ")
+        }
         if changes.isEmpty {
             let plain: String
             switch verdict {
@@ -111,7 +114,7 @@ public struct VerifyReport: Codable, Sendable {
     ///
     /// A substituted entry whose remote was checked (`--check-substituted`) fails only when the remote changed since the build.
     public var failures: [EntryVerification] {
-        entries.filter { failOn.contains($0.verdict) && !($0.verdict == .substituted && $0.liveStatus != nil && $0.changes.isEmpty) }
+        entries.filter { failOn.contains($0.verdict) && !($0.verdict == .substituted && $0.method != "not probed" && $0.changes.isEmpty) }
     }
 
     /// The documented exit status: 0 nothing fails; 2 when an entry is unreachable and that fails the job
