@@ -419,4 +419,32 @@ struct VerifyTests {
             #expect(failing.status == 1 && failing.output.contains("after the build"), "\(failing.output)")
         }
     }
+
+    @Test("a server that accepts connections and never answers is given up on after three timeouts in a row")
+    func hangingHostGivenUp() async throws {
+        try await withOrigin { origin in
+            let folder = try TemporaryFolder()
+            var writer = BundleWriter()
+            for i in 0..<30 {
+                var slow = Origin.Resource.text("\(i)", type: "text/plain", headers: [("ETag", "\"\(i)\"")])
+                slow.delay = 3
+                origin.set("/p\(i).txt", slow)
+                writer.add(
+                    .init(url: origin.base + "/p\(i).txt", headers: [("content-type", "text/plain"), ("etag", "\"\(i)\"")], body: .data(Data("\(i)".utf8))))
+            }
+            try writer.write(to: folder.path + "/b.zip")
+            var options = options()
+            options.retries.attempts = 0
+            options.timeouts.request = 0.5
+            options.concurrency = 2
+            options.perHost = 2
+            let started = Date()
+            let report = try await Verifier(options: options).verify(bundleAt: folder.path + "/b.zip")
+            #expect(report.entries.allSatisfy { $0.verdict == .unreachable })
+            let skipped = report.entries.filter { $0.error?.contains("did not answer in time (3 requests in a row timed out") == true }
+            #expect(skipped.count >= 25, "\(report.entries.map { $0.error ?? "-" })")
+            // 30 timeouts would take 7.5 s at two at a time; a handful is all it costs.
+            #expect(Date().timeIntervalSince(started) < 5)
+        }
+    }
 }

@@ -131,4 +131,20 @@ final class DownHosts: Sendable {
     func mark(_ origin: HTTPOrigin, because reason: String) {
         reasons.withLockedValue { if $0[origin] == nil { $0[origin] = reason } }
     }
+
+    /// Requests to each origin that timed out after every retry since it last answered.
+    private let timeouts = NIOLockedValueBox<[HTTPOrigin: Int]>([:])
+
+    /// Counts one more request to `origin` that timed out after every retry; returns how many in a row.
+    func timedOut(_ origin: HTTPOrigin) -> Int {
+        timeouts.withLockedValue {
+            $0[origin, default: 0] += 1
+            return $0[origin]!
+        }
+    }
+
+    /// `origin` answered: its run of timeouts ends.
+    func answered(_ origin: HTTPOrigin) {
+        timeouts.withLockedValue { if $0[origin] != nil { $0[origin] = nil } }
+    }
 }

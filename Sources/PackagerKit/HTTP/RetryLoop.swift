@@ -10,6 +10,10 @@ import OfflineBundle
 struct RetryLoop: Sendable {
     let retries: Declaration.Retries
     let downHosts: DownHosts
+    /// When set, an origin whose requests time out after every retry this many times in a row (no answer between)
+    /// is remembered as down too: a server that accepts connections and never answers would otherwise cost every
+    /// entry its timeouts. Verify sets it; a crawl does not.
+    var timeoutsBeforeDown: Int? = nil
 
     /// What one attempt came to.
     enum Attempt<Answer> {
@@ -50,6 +54,7 @@ struct RetryLoop: Sendable {
             }
             switch await attempt(number) {
             case .answered(let answer, let status, let retryAfter):
+                if timeoutsBeforeDown != nil, let origin { downHosts.answered(origin) }
                 guard Self.retryable(status: status), number <= retries.attempts else { return .answered(answer, attempts: number) }
                 discard(answer)
                 guard let wait = delay(attempt: number, retryAfter: retryAfter) else {
@@ -66,6 +71,9 @@ struct RetryLoop: Sendable {
                 }
                 // No connection after every attempt: the origin is down for the rest of the run.
                 if cannotConnect, let origin { downHosts.mark(origin, because: "\(origin) could not be reached (\(message))") }
+                if let limit = timeoutsBeforeDown, let origin, message.contains("timed out"), downHosts.timedOut(origin) >= limit {
+                    downHosts.mark(origin, because: "\(origin) did not answer in time (\(limit) requests in a row timed out after every retry)")
+                }
                 return .failed(Failure(message: message, status: nil, attempts: number, cannotConnect: cannotConnect))
             }
         }

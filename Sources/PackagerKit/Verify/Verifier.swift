@@ -96,7 +96,8 @@ public struct Verifier: Sendable {
         let done = NIOLockedValueBox(0)
         let dispenser = NIOLockedValueBox(0)
         let probe = Probe(
-            options: options, client: client, pacer: pacer, retryLoop: RetryLoop(retries: options.retries, downHosts: downHosts), bundle: bundle)
+            options: options, client: client, pacer: pacer, retryLoop: RetryLoop(retries: options.retries, downHosts: downHosts, timeoutsBeforeDown: 3),
+            bundle: bundle)
         let order = limiter == nil ? Array(entries.indices) : Self.interleavedByHost(entries)
         let results = await withTaskGroup(of: [EntryVerification].self) { group in
             for _ in 0..<max(1, min(options.concurrency, entries.count)) {
