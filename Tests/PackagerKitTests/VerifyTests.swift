@@ -438,13 +438,12 @@ struct VerifyTests {
             options.timeouts.request = 0.5
             options.concurrency = 2
             options.perHost = 2
-            let started = Date()
             let report = try await Verifier(options: options).verify(bundleAt: folder.path + "/b.zip")
             #expect(report.entries.allSatisfy { $0.verdict == .unreachable })
             let skipped = report.entries.filter { $0.error?.contains("did not answer in time (3 requests in a row timed out") == true }
             #expect(skipped.count >= 25, "\(report.entries.map { $0.error ?? "-" })")
-            // 30 timeouts would take 7.5 s at two at a time; a handful is all it costs.
-            #expect(Date().timeIntervalSince(started) < 5)
+            // A handful of requests, not one per entry (a loaded machine changes how long they take, not how many).
+            #expect(origin.requests.count <= 5, "\(origin.requests.count) requests")
         }
     }
 }
