@@ -91,6 +91,7 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         // The build side: writer, packer, checker, libarchive edges.
@@ -164,7 +165,7 @@ let package = Package(
         .testTarget(
             name: "OfflineBundleHTTPClientTests",
             dependencies: [
-                "OfflineBundleHTTPClient", "OfflineBundle", "TestSupport",
+                "OfflineBundleHTTPClient", "OfflineBundle", "PackagerKit", "TestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]

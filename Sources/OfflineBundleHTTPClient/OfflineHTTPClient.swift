@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import OfflineBundle
 
 /// An AsyncHTTPClient wrapper that answers requests from a bundle by policy.
@@ -66,15 +67,55 @@ public struct OfflineHTTPClient: Sendable {
         }
         let bundleRequest = BundleRequest(method: request.method.rawValue, url: request.url, headers: headers)
         guard let (answer, url) = loader.response(for: bundleRequest, followingRedirects: 10) else { return nil }
-        let body: Data
+        // The first chunk (for most pages, the whole body) is read and checked here; a larger body streams the rest,
+        // read on NIO's thread pool, its last chunk held back until its check passes (see BodyReader).
+        let reader: BodyReader?
+        let first: Data
+        let second: Data?
         do {
-            body = try answer.bodyData()
+            reader = try answer.bodyReader()
+            first = try reader?.next() ?? Data()
+            second = try reader?.next()
         } catch {
             loader.recordError(error, url: url)
             throw error
         }
         var fields = HTTPHeaders()
         for field in answer.headers { fields.add(name: field.name.canonicalName, value: field.value) }
-        return HTTPClientResponse(status: HTTPResponseStatus(statusCode: answer.status), headers: fields, body: .bytes(ByteBuffer(bytes: body)))
+        let status = HTTPResponseStatus(statusCode: answer.status)
+        guard let reader, let second else { return HTTPClientResponse(status: status, headers: fields, body: .bytes(ByteBuffer(bytes: first))) }
+        let rest = BundleBodyChunks(reader: reader, first: [first, second], loader: loader, url: url)
+        return HTTPClientResponse(status: status, headers: fields, body: .stream(rest))
     }
+}
+
+/// The chunks of a body too large for one read: the two already read, then the rest from the bundle, each read on
+/// NIO's thread pool. A chunk that fails its check ends the sequence with the error, recorded by the loader.
+struct BundleBodyChunks: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let reader: BodyReader
+    let first: [Data]
+    let loader: OfflineLoader
+    let url: String
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let chunks: BundleBodyChunks
+        var index = 0
+
+        mutating func next() async throws -> ByteBuffer? {
+            if index < chunks.first.count {
+                index += 1
+                return ByteBuffer(bytes: chunks.first[index - 1])
+            }
+            let reader = chunks.reader
+            do {
+                return try await NIOThreadPool.singleton.runIfActive { try reader.next() }.map { ByteBuffer(bytes: $0) }
+            } catch {
+                chunks.loader.recordError(error, url: chunks.url)
+                throw error
+            }
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(chunks: self) }
 }

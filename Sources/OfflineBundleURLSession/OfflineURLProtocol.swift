@@ -145,7 +145,8 @@ public final class OfflineURLProtocol: URLProtocol {
     /// What to hand the client.
     private enum Answer {
         case network(URLResponse, Data)
-        case bundle(HTTPURLResponse, Data, redirect: URLRequest?)
+        /// The chunks read (and checked) before the response is handed over, and the reader of the rest of a large body.
+        case bundle(HTTPURLResponse, [Data], rest: BodyReader?, redirect: URLRequest?)
         case failure(any Error)
     }
 
@@ -157,13 +158,39 @@ public final class OfflineURLProtocol: URLProtocol {
             // One didLoad with the whole body: corelibs-foundation keeps only the last chunk a protocol loads.
             if !data.isEmpty { client.urlProtocol(self, didLoad: data) }
             client.urlProtocolDidFinishLoading(self)
-        case .bundle(let response, let body, let redirect):
+        case .bundle(let response, let chunks, let rest, let redirect):
             if let redirect {
                 client.urlProtocol(self, wasRedirectedTo: redirect, redirectResponse: response)
                 return
             }
-            client.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
-            if !body.isEmpty { client.urlProtocol(self, didLoad: body) }
+            #if canImport(FoundationNetworking)
+                // swift-corelibs-foundation keeps only the last piece a protocol loads for a task with a completion
+                // handler: the body goes over in one piece, read (and checked) chunk by chunk first.
+                var body = chunks.reduce(Data(), +)
+                do {
+                    while let chunk = try rest?.next() { body.append(chunk) }
+                } catch {
+                    Self.current?.loader.recordError(error, url: response.url?.absoluteString ?? "")
+                    client.urlProtocol(self, didFailWithError: URLError(.cannotDecodeContentData, userInfo: [NSLocalizedDescriptionKey: "\(error)"]))
+                    return
+                }
+                client.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
+                if !body.isEmpty { client.urlProtocol(self, didLoad: body) }
+            #else
+                client.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
+                for chunk in chunks where !chunk.isEmpty { client.urlProtocol(self, didLoad: chunk) }
+                // A large body streams on, chunk by chunk; one that fails its check ends the load as an error.
+                if let rest {
+                    do {
+                        while let chunk = try rest.next() { client.urlProtocol(self, didLoad: chunk) }
+                    } catch {
+                        Self.current?.loader.recordError(error, url: response.url?.absoluteString ?? "")
+                        client.urlProtocol(
+                            self, didFailWithError: URLError(.cannotDecodeContentData, userInfo: [NSLocalizedDescriptionKey: "\(error)"]))
+                        return
+                    }
+                }
+            #endif
             client.urlProtocolDidFinishLoading(self)
         case .failure(let error):
             client.urlProtocol(self, didFailWithError: error)
@@ -188,7 +215,11 @@ public final class OfflineURLProtocol: URLProtocol {
             let finalURL = url
         #endif
         do {
-            let body = try answer.bodyData()
+            // The first chunk (for most pages, the whole body) is read and checked before the response is handed over.
+            let reader = try answer.bodyReader()
+            var chunks = [try reader?.next() ?? Data()]
+            let second = try reader?.next()
+            if let second { chunks.append(second) }
             var fields: [String: String] = [:]
             for field in answer.headers { fields[field.name.canonicalName] = fields[field.name.canonicalName].map { $0 + ", " + field.value } ?? field.value }
             guard let response = HTTPURLResponse(url: finalURL, statusCode: answer.status, httpVersion: "HTTP/1.1", headerFields: fields) else {
@@ -201,10 +232,10 @@ public final class OfflineURLProtocol: URLProtocol {
                 {
                     var next = request
                     next.url = target
-                    return .bundle(response, Data(), redirect: next)
+                    return .bundle(response, [], rest: nil, redirect: next)
                 }
             #endif
-            return .bundle(response, body, redirect: nil)
+            return .bundle(response, chunks, rest: second == nil ? nil : reader, redirect: nil)
         } catch {
             loader.recordError(error, url: url.absoluteString)
             return .failure(URLError(.cannotDecodeContentData, userInfo: [NSLocalizedDescriptionKey: "\(error)"]))

@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import OfflineBundle
 import OfflineBundleHTTPClient
+import PackagerKit
 import TestSupport
 import Testing
 
@@ -54,5 +55,34 @@ struct OfflineHTTPClientTests {
             let miss = await #expect(throws: BundleError.self) { try await get(client(.bundleOnly), "/only-live.txt") }
             #expect(miss?.code == .notFound)
         }
+    }
+
+    @Test("a large body streams in chunks, intact; one damaged near its end throws before it completes")
+    func largeBodiesStream() async throws {
+        let folder = try TemporaryFolder()
+        let good = noise(3 << 20, seed: 21)
+        let bad = noise(2 << 20, seed: 22)
+        var writer = BundleWriter()
+        writer.add(.init(url: "https://big.example/good.bin", headers: [("content-type", "application/octet-stream")], body: .data(good)))
+        writer.add(.init(url: "https://big.example/bad.bin", headers: [("content-type", "application/octet-stream")], body: .data(bad)))
+        try writer.write(to: folder.path + "/b.zip")
+        let at = try #require(try offset(of: bad.suffix(100), in: folder.path + "/b.zip"))
+        try flipByte(at: at + 40, in: folder.path + "/b.zip")
+        let client = OfflineHTTPClient(loader: try OfflineLoader(path: folder.path + "/b.zip", policy: .bundleOnly))
+        let response = try await client.execute(HTTPClientRequest(url: "https://big.example/good.bin"), timeout: .seconds(30))
+        var chunks = 0
+        var received = Data()
+        for try await chunk in response.body {
+            chunks += 1
+            received.append(contentsOf: chunk.readableBytesView)
+        }
+        #expect(received == good && chunks > 10)
+        let damaged = try await client.execute(HTTPClientRequest(url: "https://big.example/bad.bin"), timeout: .seconds(30))
+        #expect(damaged.status.code == 200)
+        var partial = 0
+        await #expect(throws: BundleError.self) {
+            for try await chunk in damaged.body { partial += chunk.readableBytes }
+        }
+        #expect(partial > 0 && partial < bad.count)
     }
 }
