@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import OfflineBundle
@@ -44,12 +45,21 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
         }
     }
 
-    public let loader: OfflineLoader
+    /// Where the loader comes from: a handle whose loader can be replaced while the server runs.
+    public let handle: LoaderHandle
     public let routes: [Route]
+
+    /// The loader answering now.
+    public var loader: OfflineLoader { handle.loader }
 
     /// Serves `loader`'s bundles through `routes`, tried in order.
     public init(loader: OfflineLoader, routes: [Route]) {
-        self.loader = loader
+        self.init(handle: LoaderHandle(loader), routes: routes)
+    }
+
+    /// Serves the loader `handle` holds through `routes`; ``LoaderHandle/replace(with:)`` swaps it atomically.
+    public init(handle: LoaderHandle, routes: [Route]) {
+        self.handle = handle
         self.routes = routes
     }
 
@@ -67,6 +77,9 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let (url, route) = key(for: request) else { return try await next(request, context) }
+        // One loader for the whole request: a reload meanwhile does not change which bundles answer it, and the
+        // bundles it answers from stay open until its body has gone out.
+        let loader = handle.loader
         guard let answer = loader.response(for: BundleRequest(method: request.method.rawValue, url: url, headers: request.headers)) else {
             return try await next(request, context)
         }
@@ -83,7 +96,6 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
         let status = HTTPResponse.Status(code: answer.status)
         if answer.status == 204 || answer.status == 304 { return Response(status: status, headers: fields) }
         // The first chunk (for most pages, the whole body) is read and checked before the head goes out.
-        let loader = self.loader
         let reader: BodyReader
         let first: Data
         let second: Data?
@@ -128,4 +140,18 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
         }
         return nil
     }
+}
+
+/// A loader that can be replaced while a server runs (a new release bundle, on SIGHUP): requests already answering
+/// keep the loader they started with, and its bundles stay open until they finish; new requests get the new one.
+public final class LoaderHandle: Sendable {
+    private let current: NIOLockedValueBox<OfflineLoader>
+
+    public init(_ loader: OfflineLoader) { current = NIOLockedValueBox(loader) }
+
+    /// The loader answering now.
+    public var loader: OfflineLoader { current.withLockedValue { $0 } }
+
+    /// Makes `loader` answer from now on.
+    public func replace(with loader: OfflineLoader) { current.withLockedValue { $0 = loader } }
 }

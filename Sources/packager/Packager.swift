@@ -91,6 +91,11 @@ enum Interrupts {
         signal(signalNumber, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
         source.setEventHandler {
+            // A server reloads on SIGHUP instead of stopping.
+            if signalNumber == SIGHUP, let reload = hangup.withLock({ $0 }) {
+                reload()
+                return
+            }
             if TemporaryFiles.shared.removeAll() {
                 FileHandle.standardError.write(
                     Data("packager: interrupted; the partial output was removed and nothing was written to the output path\n".utf8))
@@ -102,6 +107,20 @@ enum Interrupts {
     }
 
     static func install() { _ = sources }
+
+    /// What SIGHUP does instead of stopping the process (`packager serve` reloads its bundles).
+    private static let hangup = HangupAction()
+
+    static func onHangup(_ action: @escaping @Sendable () -> Void) { hangup.set(action) }
+}
+
+/// The action SIGHUP runs, set once a server is up.
+final class HangupAction: @unchecked Sendable {
+    private var action: (@Sendable () -> Void)?
+    private let lock = NSLock()
+
+    func set(_ action: @escaping @Sendable () -> Void) { lock.withLock { self.action = action } }
+    func withLock<T>(_ body: ((@Sendable () -> Void)?) -> T) -> T { lock.withLock { body(action) } }
 }
 
 func formatBytes(_ n: UInt64) -> String {

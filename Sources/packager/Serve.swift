@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import OfflineBundle
 import OfflineBundleHummingbird
@@ -16,14 +17,19 @@ extension Packager {
                 A bundle with several origins needs --origin, or --route HOST=ORIGIN to choose by Host. \
                 What the bundle does not hold is a 404.
 
+                Several bundles are layered: serve hotfix.zip release.zip answers from hotfix.zip first. \
+                On SIGHUP, and when a bundle file is replaced (checked every two seconds), the bundles are \
+                mounted again and swapped in at once; requests already answering finish from the old ones. A \
+                bundle that no longer mounts is reported, and the old ones keep answering.
+
                 With --tls-cert and --tls-key it serves HTTPS, and HTTP/2 to clients that offer it (ALPN).
 
                 Example: packager serve docs.bundle.zip --port 8080
                 """
         )
 
-        @Argument(help: "The bundle to serve.")
-        var bundle: String
+        @Argument(help: "The bundles to serve; for each request, the first that holds it answers.")
+        var bundles: [String]
 
         @Option(help: "The address to listen on.")
         var host = "127.0.0.1"
@@ -52,6 +58,7 @@ extension Packager {
         var tlsKey: String?
 
         func validate() throws {
+            guard !bundles.isEmpty else { throw ValidationError("give at least one bundle to serve") }
             guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
             guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
             let origins = [origin].compactMap { $0 } + routes.map { String($0.split(separator: "=", maxSplits: 1).last ?? "") }
@@ -65,21 +72,26 @@ extension Packager {
         func run() async throws {
             try await reportingErrorsAsync {
                 let key = try publicKey.map(readPublicKey)
-                let loader = try OfflineLoader(path: bundle, publicKey: key)
+                let paths = bundles
+                @Sendable func mount() throws -> OfflineLoader {
+                    OfflineLoader(bundles: try paths.map { try MountedBundle(path: $0, options: .init(requiredPublicKey: key)) })
+                }
+                let loader = try mount()
+                let handle = LoaderHandle(loader)
                 let middleware: OfflineBundleMiddleware<BasicRequestContext>
                 if !routes.isEmpty {
                     middleware = OfflineBundleMiddleware(
-                        loader: loader,
+                        handle: handle,
                         routes: try routes.map { text in
                             let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
                             guard parts.count == 2 else { throw PackagerError(.invalidInput, "--route takes HOST=ORIGIN, not '\(text)'") }
                             return .init(host: parts[0], origin: parts[1])
                         })
                 } else if let origin {
-                    middleware = OfflineBundleMiddleware(loader: loader, routes: [.init(origin: origin)])
+                    middleware = OfflineBundleMiddleware(handle: handle, routes: [.init(origin: origin)])
                 } else {
                     do {
-                        middleware = try OfflineBundleMiddleware(loader: loader)
+                        middleware = OfflineBundleMiddleware(handle: handle, routes: try OfflineBundleMiddleware<BasicRequestContext>(loader: loader).routes)
                     } catch let error as BundleError {
                         throw PackagerError(.invalidInput, error.message + "; use --origin ORIGIN or --route HOST=ORIGIN")
                     }
@@ -106,10 +118,62 @@ extension Packager {
                 }
                 // Written straight to the descriptor so a script reading the port sees it at once.
                 let scheme = tlsCertificate == nil ? "http" : "https"
+                let entries = loader.bundles.map(\.entryCount).reduce(0, +)
                 FileHandle.standardOutput.write(
-                    Data("serving \(bundle) (\(loader.bundles[0].entryCount) entries) on \(scheme)://\(host):\(server.port)/\n".utf8))
+                    Data("serving \(paths.joined(separator: ", ")) (\(entries) entries) on \(scheme)://\(host):\(server.port)/\n".utf8))
+                let reloader = Reloader(paths: paths, handle: handle, mount: mount)
+                Interrupts.onHangup { reloader.reload(because: "SIGHUP") }
+                let watch = Task { await reloader.watch() }
+                defer { watch.cancel() }
                 try await server.wait()
             }
+        }
+    }
+}
+
+/// Mounts the served bundles again and swaps them in: on SIGHUP, and when a bundle file is replaced.
+final class Reloader: Sendable {
+    let paths: [String]
+    let handle: LoaderHandle
+    let mount: @Sendable () throws -> OfflineLoader
+    /// What each file was when last mounted (device, inode, size, modification time).
+    private let seen: NIOLockedValueBox<[String: [Int]]>
+
+    init(paths: [String], handle: LoaderHandle, mount: @escaping @Sendable () throws -> OfflineLoader) {
+        self.paths = paths
+        self.handle = handle
+        self.mount = mount
+        seen = NIOLockedValueBox(Dictionary(uniqueKeysWithValues: paths.map { ($0, Self.identity($0)) }))
+    }
+
+    static func identity(_ path: String) -> [Int] {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return [] }
+        return [Int(info.st_dev), Int(info.st_ino), Int(info.st_size), Int(info.st_mtim.tv_sec), Int(info.st_mtim.tv_nsec)]
+    }
+
+    /// Mounts every bundle again; on success the new loader answers new requests, on failure the old one stays.
+    func reload(because reason: String) {
+        let identities = Dictionary(uniqueKeysWithValues: paths.map { ($0, Self.identity($0)) })
+        do {
+            let loader = try mount()
+            handle.replace(with: loader)
+            seen.withLockedValue { $0 = identities }
+            let entries = loader.bundles.map(\.entryCount).reduce(0, +)
+            FileHandle.standardOutput.write(Data("reloaded \(paths.joined(separator: ", ")) (\(reason)): \(entries) entries\n".utf8))
+        } catch {
+            // Not again for the same files: a half-copied bundle is retried when it changes again, or on SIGHUP.
+            seen.withLockedValue { $0 = identities }
+            FileHandle.standardError.write(Data("packager: not reloaded (\(reason)): \(error); the bundles already mounted keep answering\n".utf8))
+        }
+    }
+
+    /// Checks every two seconds whether a bundle file was replaced or changed, and reloads when one was.
+    func watch() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(2))
+            let changed = seen.withLockedValue { seen in paths.contains { Self.identity($0) != seen[$0] } }
+            if changed && !Task.isCancelled { reload(because: "a bundle file changed") }
         }
     }
 }

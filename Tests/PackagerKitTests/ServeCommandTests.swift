@@ -71,4 +71,65 @@ struct ServeCommandTests {
             #expect(try await run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", base + "/good.bin"]).output == "200")
         }
     }
+
+    func twoBundles(in folder: TemporaryFolder, big: Data) throws {
+        for (name, page, body) in [("a", "old page", big), ("b", "new page", noise(1 << 20, seed: 9)), ("c", "third page", Data("c".utf8))] {
+            var writer = BundleWriter()
+            writer.add(.init(url: "https://docs.example.com/page.txt", headers: [("content-type", "text/plain")], body: .data(Data(page.utf8))))
+            writer.add(.init(url: "https://docs.example.com/big.bin", headers: [("content-type", "application/octet-stream")], body: .data(body)))
+            if name == "b" {
+                writer.add(.init(url: "https://docs.example.com/only-b.txt", headers: [("content-type", "text/plain")], body: .data(Data("from b".utf8))))
+            }
+            try writer.write(to: folder.path + "/\(name).zip")
+        }
+    }
+
+    @Test("bundles are layered, first answers; SIGHUP and a replaced file swap in new bundles while requests in flight finish from the old")
+    func layeredAndReloaded() async throws {
+        let folder = try TemporaryFolder()
+        let big = noise(4 << 20, seed: 8)
+        try twoBundles(in: folder, big: big)
+        func get(_ base: String, _ path: String) async throws -> String { try await run("curl", ["-s", base + path]).output }
+
+        // Layered: a.zip answers what it holds, b.zip the rest.
+        try await withServe(folder.path + "/a.zip", [folder.path + "/b.zip"]) { (base, _) async throws -> Void in
+            #expect(try await get(base, "/page.txt") == "old page")
+            #expect(try await get(base, "/only-b.txt") == "from b")
+        }
+
+        let served = folder.path + "/served.zip"
+        try FileManager.default.copyItem(atPath: folder.path + "/a.zip", toPath: served)
+        try await withServe(served) { base, process in
+            // A slow download of the old big body is in flight while the bundle is replaced and SIGHUP arrives.
+            let download = try launch("/usr/bin/curl", ["-s", "--limit-rate", "1M", "-o", folder.path + "/big.out", base + "/big.bin"])
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(rename(folder.path + "/b.zip", served) == 0)
+            kill(process.processIdentifier, SIGHUP)
+            var page = ""
+            for _ in 0..<30 where page != "new page" {
+                page = try await get(base, "/page.txt")
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(page == "new page")
+            try await offPool { download.waitUntilExit() }
+            #expect(download.terminationStatus == 0)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/big.out")) == big, "the request in flight finished from the old bundle")
+
+            // A file that is not a bundle is refused: the mounted bundles keep answering.
+            try folder.file("junk.zip", "not a bundle")
+            #expect(rename(folder.path + "/junk.zip", served) == 0)
+            kill(process.processIdentifier, SIGHUP)
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await get(base, "/page.txt") == "new page")
+
+            // Replaced without a signal: picked up within a few seconds.
+            #expect(rename(folder.path + "/c.zip", served) == 0)
+            for _ in 0..<60 where page != "third page" {
+                try await Task.sleep(for: .milliseconds(100))
+                page = try await get(base, "/page.txt")
+            }
+            #expect(page == "third page")
+            #expect(process.isRunning)
+        }
+    }
 }
