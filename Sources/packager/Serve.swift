@@ -51,6 +51,11 @@ extension Packager {
             help: "A Host name requests may carry besides IP addresses, localhost and --route hosts (repeatable); others get 421, which stops DNS rebinding.")
         var allowedHosts: [String] = []
 
+        @Option(
+            name: .customLong("cache-size"),
+            help: "Memory for inflated bodies answered to clients that do not accept gzip (default: 64M; 0 for none; K, M, G).")
+        var cacheSize = "64M"
+
         @Option(name: .customLong("tls-cert"), help: "A PEM file with the server's certificate (and intermediates): serve HTTPS, HTTP/2 by ALPN.")
         var tlsCertificate: String?
 
@@ -59,6 +64,9 @@ extension Packager {
 
         func validate() throws {
             guard !bundles.isEmpty else { throw ValidationError("give at least one bundle to serve") }
+            guard cacheSize == "0" || ProbeOptions.bytes(cacheSize).map({ $0 <= UInt64(Int.max) }) == true else {
+                throw ValidationError("--cache-size: '\(cacheSize)' is not a size (say 0, 64M or 1G)")
+            }
             guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
             guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
             let origins = [origin].compactMap { $0 } + routes.map { String($0.split(separator: "=", maxSplits: 1).last ?? "") }
@@ -73,8 +81,11 @@ extension Packager {
             try await reportingErrorsAsync {
                 let key = try publicKey.map(readPublicKey)
                 let paths = bundles
+                // One budget for all the bundles served, shared out evenly.
+                let cache = cacheSize == "0" ? 0 : Int(ProbeOptions.bytes(cacheSize) ?? 0) / paths.count
                 @Sendable func mount() throws -> OfflineLoader {
-                    OfflineLoader(bundles: try paths.map { try MountedBundle(path: $0, options: .init(requiredPublicKey: key)) })
+                    OfflineLoader(
+                        bundles: try paths.map { try MountedBundle(path: $0, options: .init(requiredPublicKey: key, inflatedCacheBytes: cache)) })
                 }
                 let loader = try mount()
                 let handle = LoaderHandle(loader)

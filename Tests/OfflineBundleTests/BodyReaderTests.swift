@@ -117,4 +117,33 @@ struct BodyReaderTests {
         #expect(truncate(path, off_t(cut)) == 0)
         #expect(throws: BundleError.self) { _ = try read(response(mounted, url).bodyReader()) }
     }
+
+    @Test("identity answers of a deflated body come from the bounded cache once it is checked: no file read, same bytes")
+    func inflatedCache() throws {
+        let folder = try TemporaryFolder()
+        let (path, text, _) = try bundle(in: folder)
+        let mounted = try MountedBundle(path: path, options: .init(inflatedCacheBytes: 8 << 20))
+        let url = "https://example.com/text.txt"
+        let first = try #require(try response(mounted, url).bodyReader())
+        #expect(try read(first).data == text && first.bytesRead > 0)
+        let second = try #require(try response(mounted, url).bodyReader(chunkSize: 16 << 10))
+        let again = try read(second)
+        #expect(again.data == text && second.bytesRead == 0 && again.chunks > 10)
+        let range = try #require(try response(mounted, url, [("Range", "bytes=5000-5099")]).bodyReader())
+        #expect(try read(range).data == text[5000..<5100] && range.bytesRead == 0)
+        // gzip answers send the stored stream, from the file.
+        let gzip = try #require(try response(mounted, url, [("Accept-Encoding", "gzip")]).bodyReader())
+        _ = try read(gzip)
+        #expect(gzip.bytesRead > 0)
+        #expect(mounted.inflatedCache?.bytes == text.count)
+
+        // Bounded, least recently used out first; a body over an eighth of the capacity is never kept.
+        let cache = try #require(try MountedBundle(path: path, options: .init(inflatedCacheBytes: 800)).inflatedCache)
+        for n in 0..<8 { cache.put(n, [UInt8](repeating: UInt8(n), count: 100)) }
+        #expect(cache.get(0) != nil)
+        cache.put(8, [UInt8](repeating: 8, count: 100))
+        #expect(cache.bytes == 800 && cache.get(0) != nil && cache.get(1) == nil && cache.get(8) != nil)
+        cache.put(9, [UInt8](repeating: 9, count: 101))
+        #expect(cache.get(9) == nil)
+    }
 }

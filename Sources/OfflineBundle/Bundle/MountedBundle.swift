@@ -34,12 +34,20 @@ public final class MountedBundle: Sendable {
         /// Largest inflated-to-stored ratio a deflated body may claim (deflate cannot exceed about 1032:1).
         public var maxCompressionRatio: UInt64
 
+        /// Bytes of inflated bodies kept in memory for identity answers (least recently used first out); 0 keeps none.
+        /// A body larger than an eighth of it is never kept.
+        public var inflatedCacheBytes: Int
+
         /// Creates options.
-        public init(requiredPublicKey: [UInt8]? = nil, verification: Verification? = nil, maxBodySize: UInt64 = 4 << 30, maxCompressionRatio: UInt64 = 1100) {
+        public init(
+            requiredPublicKey: [UInt8]? = nil, verification: Verification? = nil, maxBodySize: UInt64 = 4 << 30, maxCompressionRatio: UInt64 = 1100,
+            inflatedCacheBytes: Int = 0
+        ) {
             self.requiredPublicKey = requiredPublicKey
             self.verification = verification
             self.maxBodySize = maxBodySize
             self.maxCompressionRatio = maxCompressionRatio
+            self.inflatedCacheBytes = inflatedCacheBytes
         }
     }
 
@@ -71,6 +79,8 @@ public final class MountedBundle: Sendable {
     private let maxBodySize: UInt64
     /// One bit per body: checked once in this mount, then trusted (``BodyReader`` and ``body(of:)`` skip the checks).
     private let verified: VerifiedBodies
+    /// Inflated bodies kept for identity answers (checked before they are kept).
+    package let inflatedCache: InflatedCache?
 
     /// Mounts the bundle at `path`.
     ///
@@ -154,6 +164,7 @@ public final class MountedBundle: Sendable {
         self.verification = options.verification ?? (options.requiredPublicKey == nil ? .crc32 : .sha256)
         self.maxBodySize = options.maxBodySize
         self.verified = VerifiedBodies(count: index.bodyCount)
+        self.inflatedCache = options.inflatedCacheBytes > 0 ? InflatedCache(capacity: options.inflatedCacheBytes) : nil
     }
 
     package func isVerified(_ bodyIndex: Int) -> Bool { verified.contains(bodyIndex) }
@@ -412,4 +423,44 @@ final class VerifiedBodies: @unchecked Sendable {
         defer { lock.unlock() }
         if n / 64 < words.count { words[n / 64] |= 1 << UInt64(n % 64) }
     }
+}
+
+/// Inflated bodies, least recently used out first, bounded in bytes; safe from any thread.
+package final class InflatedCache: @unchecked Sendable {
+    private let capacity: Int
+    private var bodies: [Int: (bytes: [UInt8], used: UInt64)] = [:]
+    private var total = 0
+    private var clock: UInt64 = 0
+    private let lock = NSLock()
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    /// Whether a body of `size` bytes may be kept (an eighth of the capacity at most, so one body cannot empty it).
+    package func admits(_ size: UInt64) -> Bool { size <= UInt64(capacity / 8) }
+
+    package func get(_ body: Int) -> [UInt8]? {
+        lock.withLock {
+            guard let entry = bodies[body] else { return nil }
+            clock += 1
+            bodies[body] = (entry.bytes, clock)
+            return entry.bytes
+        }
+    }
+
+    package func put(_ body: Int, _ bytes: [UInt8]) {
+        guard admits(UInt64(bytes.count)) else { return }
+        lock.withLock {
+            guard bodies[body] == nil else { return }
+            clock += 1
+            bodies[body] = (bytes, clock)
+            total += bytes.count
+            while total > capacity, let oldest = bodies.min(by: { $0.value.used < $1.value.used }) {
+                total -= oldest.value.bytes.count
+                bodies[oldest.key] = nil
+            }
+        }
+    }
+
+    /// Bytes held now.
+    package var bytes: Int { lock.withLock { total } }
 }

@@ -43,6 +43,11 @@ public final class BodyReader: @unchecked Sendable {
     private var trailerSent = false
     private var pending: [UInt8]?
     private var finished = false
+    /// An inflated body answered from the mount's cache, and where the next chunk starts.
+    private var cached: [UInt8]?
+    private var cachedPosition = 0
+    /// The inflated bytes collected to be kept in the cache once the body is checked.
+    private var collecting: [UInt8]?
     /// Bytes this reader read from the file (tests count them).
     package private(set) var bytesRead: UInt64 = 0
 
@@ -55,6 +60,16 @@ public final class BodyReader: @unchecked Sendable {
         self.chunkSize = max(4096, chunkSize)
         let trusted = bundle.isVerified(bodyIndex)
         let sha = bundle.verification == .sha256
+        // Identity answers of a deflated body come from the mount's cache when it holds the body, and fill it when not.
+        var identity = true
+        if case .gzip = shape { identity = false }
+        if identity, record.compression == .deflate, let cache = bundle.inflatedCache {
+            if let bytes = cache.get(bodyIndex) {
+                cached = bytes
+            } else if cache.admits(record.size) {
+                collecting = []
+            }
+        }
         switch shape {
         case .gzip where !trusted && !sha && bundle.index.hasStoredChecksums:
             // Format 2 records the CRC-32 of the stored stream: the bytes sent are checked as they are, nothing inflated.
@@ -69,6 +84,16 @@ public final class BodyReader: @unchecked Sendable {
     /// - Throws: ``BundleError`` when the stored bytes fail a check, the file is cut short, or the stream is damaged;
     ///   nothing more should be sent then.
     public func next() throws -> Data? {
+        if let cached {
+            // A cached body was checked before it was kept: its bytes go out as they are.
+            var range = 0..<cached.count
+            if case .range(let wanted) = shape { range = Int(wanted.lowerBound)..<Int(wanted.upperBound) }
+            let start = max(cachedPosition, range.lowerBound)
+            guard start < range.upperBound else { return nil }
+            let end = min(start + chunkSize, range.upperBound)
+            cachedPosition = end
+            return Data(cached[start..<end])
+        }
         let holdBack = checkStored || checkContent
         while !finished {
             if let chunk = try produce() {
@@ -81,6 +106,8 @@ public final class BodyReader: @unchecked Sendable {
             try finishChecks()
             finished = true
             if checkStored || checkContent { bundle.markVerified(bodyIndex) }
+            if let collecting, UInt64(collecting.count) == record.size { bundle.inflatedCache?.put(bodyIndex, collecting) }
+            collecting = nil
             if let last = pending {
                 pending = nil
                 return Data(last)
@@ -145,6 +172,7 @@ public final class BodyReader: @unchecked Sendable {
                     continue
                 }
                 if checkContent { noteContent(piece) }
+                collecting? += piece
                 if let chunk = emit(piece) { return chunk }
             } else {
                 guard let stored = try readStored() else { return nil }
