@@ -86,7 +86,7 @@ public struct OfflineBundleServer: Sendable {
     public static func start<Responder: HTTPResponder>(
         responder: Responder, host: String = "127.0.0.1", port: Int = 0, serverName: String? = nil, shutdownSignals: [UnixSignal] = [],
         tls: TLS? = nil, logger: Logger = Logger(label: "offline-bundle-server", factory: { _ in SwiftLogNoOpLogHandler() })
-    ) async throws -> OfflineBundleServer where Responder.Context == BasicRequestContext {
+    ) async throws -> OfflineBundleServer where Responder.Context: InitializableFromSource<ApplicationRequestContextSource> {
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let server: HTTPServerBuilder = try tls.map { try .http2Upgrade(tlsConfiguration: $0.configuration()) } ?? .http1()
         let app = Application(

@@ -56,6 +56,9 @@ extension Packager {
             help: "Memory for inflated bodies answered to clients that do not accept gzip (default: 64M; 0 for none; K, M, G).")
         var cacheSize = "64M"
 
+        @Option(name: .customLong("access-log"), help: "Append a line per request to this file, in the common log format ('-' for standard output).")
+        var accessLog: String?
+
         @Option(name: .customLong("tls-cert"), help: "A PEM file with the server's certificate (and intermediates): serve HTTPS, HTTP/2 by ALPN.")
         var tlsCertificate: String?
 
@@ -89,7 +92,7 @@ extension Packager {
                 }
                 let loader = try mount()
                 let handle = LoaderHandle(loader)
-                let middleware: OfflineBundleMiddleware<BasicRequestContext>
+                let middleware: OfflineBundleMiddleware<ServeContext>
                 if !routes.isEmpty {
                     middleware = OfflineBundleMiddleware(
                         handle: handle,
@@ -102,12 +105,13 @@ extension Packager {
                     middleware = OfflineBundleMiddleware(handle: handle, routes: [.init(origin: origin)])
                 } else {
                     do {
-                        middleware = OfflineBundleMiddleware(handle: handle, routes: try OfflineBundleMiddleware<BasicRequestContext>(loader: loader).routes)
+                        middleware = OfflineBundleMiddleware(handle: handle, routes: try OfflineBundleMiddleware<ServeContext>(loader: loader).routes)
                     } catch let error as BundleError {
                         throw PackagerError(.invalidInput, error.message + "; use --origin ORIGIN or --route HOST=ORIGIN")
                     }
                 }
-                let router = Router()
+                let router = Router(context: ServeContext.self)
+                if let accessLog { router.add(middleware: AccessLog<ServeContext>(output: try AccessLog<ServeContext>.open(accessLog))) }
                 let names = Set(allowedHosts.map { $0.lowercased() } + routes.compactMap { $0.split(separator: "=").first.map { $0.lowercased() } })
                 router.add(middleware: HostGuard(allowed: names))
                 router.add(middleware: middleware)
@@ -187,6 +191,65 @@ final class Reloader: Sendable {
             if changed && !Task.isCancelled { reload(because: "a bundle file changed") }
         }
     }
+}
+
+/// The request context of `packager serve`: the basic one, with the client's address for the access log.
+struct ServeContext: RequestContext, RemoteAddressRequestContext {
+    var coreContext: CoreRequestContextStorage
+    let remoteAddress: SocketAddress?
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
+    }
+}
+
+/// A line per request in the common log format (`host - - [time] "METHOD target HTTP/1.1" status bytes`), appended
+/// to a file once the response head is known; bytes are the response's Content-Length (`-` when it has none).
+struct AccessLog<Context: RemoteAddressRequestContext>: RouterMiddleware {
+    let output: FileHandle
+
+    static func open(_ path: String) throws -> FileHandle {
+        if path == "-" { return FileHandle.standardOutput }
+        if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
+        guard let handle = FileHandle(forWritingAtPath: path) else { throw PackagerError(.io, "cannot open the access log", subject: path) }
+        handle.seekToEndOfFile()
+        return handle
+    }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let client = context.remoteAddress?.ipAddress ?? "-"
+        let line = { (status: Int, bytes: String) in
+            let time = commonLogTime(Date())
+            // A request line is the client's: quotes and control bytes in it are escaped, so one line stays one line.
+            let target = "\(request.method.rawValue) \(request.uri.string) HTTP/1.1".unicodeScalars.map { c -> String in
+                c == "\"" || c == "\\" || c.value < 0x20 || c.value == 0x7F ? String(format: "\\x%02x", c.value) : String(c)
+            }.joined()
+            output.write(Data("\(client) - - [\(time)] \"\(target)\" \(status) \(bytes)\n".utf8))
+        }
+        do {
+            let response = try await next(request, context)
+            line(response.status.code, response.headers[.contentLength] ?? "-")
+            return response
+        } catch let error as HTTPError {
+            line(error.status.code, "-")
+            throw error
+        } catch {
+            line(500, "-")
+            throw error
+        }
+    }
+
+}
+
+/// `23/Nov/2026:13:02:01 +0000`, the common log format's time, in UTC.
+func commonLogTime(_ date: Date) -> String {
+    var seconds = time_t(date.timeIntervalSince1970)
+    var parts = tm()
+    gmtime_r(&seconds, &parts)
+    let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+    func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+    return "\(two(parts.tm_mday))/\(months[Int(parts.tm_mon)])/\(parts.tm_year + 1900):\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) +0000"
 }
 
 /// Refuses requests whose Host names a host the server was not told about: a web page that rebinds its own name to

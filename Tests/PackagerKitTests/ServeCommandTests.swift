@@ -132,4 +132,27 @@ struct ServeCommandTests {
             #expect(process.isRunning)
         }
     }
+
+    @Test("--access-log writes a line per request in the common log format; a hostile request line stays one line")
+    func accessLog() async throws {
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
+        let log = folder.path + "/access.log"
+        try await withServe(folder.path + "/b.zip", ["--access-log", log]) { (base, _) async throws -> Void in
+            _ = try await run("curl", ["-s", "-o", "/dev/null", base + "/"])
+            _ = try await run("curl", ["-s", "-o", "/dev/null", base + "/not-there"])
+            _ = try await run("curl", ["-s", "-o", "/dev/null", "--path-as-is", base + "/a%22b\"c"])
+            var lines: [String] = []
+            for _ in 0..<20 where lines.count < 3 {
+                try await Task.sleep(for: .milliseconds(50))
+                lines = (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
+            }
+            #expect(lines.count == 3, "\(lines)")
+            let pattern = #/^127\.0\.0\.1 - - \[\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d \+0000\] "GET \S+ HTTP/1\.1" \d{3} (\d+|-)$/#
+            #expect(lines.allSatisfy { $0.wholeMatch(of: pattern) != nil }, "\(lines)")
+            #expect(lines.first?.hasSuffix("\"GET / HTTP/1.1\" 200 \(samplePage.utf8.count)") == true, "\(lines)")
+            #expect(lines.dropFirst().first?.contains("\" 404 ") == true)
+            #expect(lines.last?.contains("a%22b\\x22c") == true, "\(lines)")
+        }
+    }
 }
