@@ -124,8 +124,12 @@ struct BodyReaderTests {
         let (path, text, _) = try bundle(in: folder)
         let mounted = try MountedBundle(path: path, options: .init(inflatedCacheBytes: 8 << 20))
         let url = "https://example.com/text.txt"
+        // Not in the cache yet: a server must read it off its event loop.
+        #expect(try response(mounted, url).bodyReaderIfInMemory() == nil)
         let first = try #require(try response(mounted, url).bodyReader())
         #expect(try read(first).data == text && first.bytesRead > 0)
+        #expect(try response(mounted, url).bodyReaderIfInMemory()?.inMemory == true)
+        #expect(try response(mounted, url, [("Accept-Encoding", "gzip")]).bodyReaderIfInMemory() == nil)
         let second = try #require(try response(mounted, url).bodyReader(chunkSize: 16 << 10))
         let again = try read(second)
         #expect(again.data == text && second.bytesRead == 0 && again.chunks > 10)
@@ -139,11 +143,11 @@ struct BodyReaderTests {
 
         // Bounded, least recently used out first; a body over an eighth of the capacity is never kept.
         let cache = try #require(try MountedBundle(path: path, options: .init(inflatedCacheBytes: 800)).inflatedCache)
-        for n in 0..<8 { cache.put(n, [UInt8](repeating: UInt8(n), count: 100)) }
+        for n in 0..<8 { cache.put(n, Data(repeating: UInt8(n), count: 100)) }
         #expect(cache.get(0) != nil)
-        cache.put(8, [UInt8](repeating: 8, count: 100))
+        cache.put(8, Data(repeating: 8, count: 100))
         #expect(cache.bytes == 800 && cache.get(0) != nil && cache.get(1) == nil && cache.get(8) != nil)
-        cache.put(9, [UInt8](repeating: 9, count: 101))
+        cache.put(9, Data(repeating: 9, count: 101))
         #expect(cache.get(9) == nil)
     }
 }

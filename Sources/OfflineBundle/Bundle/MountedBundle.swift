@@ -428,7 +428,7 @@ final class VerifiedBodies: @unchecked Sendable {
 /// Inflated bodies, least recently used out first, bounded in bytes; safe from any thread.
 package final class InflatedCache: @unchecked Sendable {
     private let capacity: Int
-    private var bodies: [Int: (bytes: [UInt8], used: UInt64)] = [:]
+    private var bodies: [Int: (bytes: Data, used: UInt64)] = [:]
     private var total = 0
     private var clock: UInt64 = 0
     private let lock = NSLock()
@@ -438,7 +438,7 @@ package final class InflatedCache: @unchecked Sendable {
     /// Whether a body of `size` bytes may be kept (an eighth of the capacity at most, so one body cannot empty it).
     package func admits(_ size: UInt64) -> Bool { size <= UInt64(capacity / 8) }
 
-    package func get(_ body: Int) -> [UInt8]? {
+    package func get(_ body: Int) -> Data? {
         lock.withLock {
             guard let entry = bodies[body] else { return nil }
             clock += 1
@@ -447,7 +447,7 @@ package final class InflatedCache: @unchecked Sendable {
         }
     }
 
-    package func put(_ body: Int, _ bytes: [UInt8]) {
+    package func put(_ body: Int, _ bytes: Data) {
         guard admits(UInt64(bytes.count)) else { return }
         lock.withLock {
             guard bodies[body] == nil else { return }
@@ -463,4 +463,7 @@ package final class InflatedCache: @unchecked Sendable {
 
     /// Bytes held now.
     package var bytes: Int { lock.withLock { total } }
+
+    /// Whether `body` is held (without counting as a use).
+    package func contains(_ body: Int) -> Bool { lock.withLock { bodies[body] != nil } }
 }

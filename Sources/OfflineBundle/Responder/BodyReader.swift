@@ -44,10 +44,12 @@ public final class BodyReader: @unchecked Sendable {
     private var pending: [UInt8]?
     private var finished = false
     /// An inflated body answered from the mount's cache, and where the next chunk starts.
-    private var cached: [UInt8]?
+    private var cached: Data?
     private var cachedPosition = 0
     /// The inflated bytes collected to be kept in the cache once the body is checked.
     private var collecting: [UInt8]?
+    /// Whether the body comes from the mount's cache of inflated bodies: no file is read.
+    public var inMemory: Bool { cached != nil }
     /// Bytes this reader read from the file (tests count them).
     package private(set) var bytesRead: UInt64 = 0
 
@@ -92,7 +94,8 @@ public final class BodyReader: @unchecked Sendable {
             guard start < range.upperBound else { return nil }
             let end = min(start + chunkSize, range.upperBound)
             cachedPosition = end
-            return Data(cached[start..<end])
+            // A slice shares the cached bytes: nothing is copied here.
+            return cached[(cached.startIndex + start)..<(cached.startIndex + end)]
         }
         let holdBack = checkStored || checkContent
         while !finished {
@@ -106,7 +109,7 @@ public final class BodyReader: @unchecked Sendable {
             try finishChecks()
             finished = true
             if checkStored || checkContent { bundle.markVerified(bodyIndex) }
-            if let collecting, UInt64(collecting.count) == record.size { bundle.inflatedCache?.put(bodyIndex, collecting) }
+            if let collecting, UInt64(collecting.count) == record.size { bundle.inflatedCache?.put(bodyIndex, Data(collecting)) }
             collecting = nil
             if let last = pending {
                 pending = nil

@@ -89,6 +89,20 @@ public struct BundleResponse: Sendable {
         }
     }
 
+    /// A reader of the body when it will read no file (an identity answer or range of a body held in the mount's
+    /// cache of inflated bodies), so a server can read it where it stands; nil otherwise, or when there is no body.
+    public func bodyReaderIfInMemory(chunkSize: Int = 64 << 10) throws -> BodyReader? {
+        let entry: BundleEntry
+        switch body {
+        case .entry(let e), .range(let e, _): entry = e
+        case .empty, .gzip: return nil
+        }
+        guard let body = entry.body, body.compression == .deflate, bundle.isVerified(body.index), bundle.inflatedCache?.contains(body.index) == true
+        else { return nil }
+        let reader = try bodyReader(chunkSize: chunkSize)
+        return reader?.inMemory == true ? reader : nil
+    }
+
     /// The body as chunks of about `size` bytes, for writing to a client in pieces (a ``BodyReader`` read on the
     /// task that iterates: servers that must keep file reads off the cooperative pool use ``bodyReader(chunkSize:)``).
     public func bodyChunks(size: Int = 64 * 1024) -> AsyncThrowingStream<Data, any Error> {
