@@ -102,7 +102,7 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
         do {
             // File reads happen on NIO's thread pool, in one hop for the first two chunks; a body in the mount's
             // cache of inflated bodies reads no file, and is answered without the hop.
-            if let bodyReader = try answer.bodyReaderIfInMemory() {
+            if let bodyReader = answer.bodyReaderIfInMemory() {
                 reader = bodyReader
                 (first, second) = (try bodyReader.next() ?? Data(), try bodyReader.next())
             } else {

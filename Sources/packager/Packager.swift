@@ -92,7 +92,7 @@ enum Interrupts {
         let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
         source.setEventHandler {
             // A server reloads on SIGHUP instead of stopping.
-            if signalNumber == SIGHUP, let reload = hangup.withLock({ $0 }) {
+            if signalNumber == SIGHUP, let reload = hangup.action {
                 reload()
                 return
             }
@@ -116,11 +116,11 @@ enum Interrupts {
 
 /// The action SIGHUP runs, set once a server is up.
 final class HangupAction: @unchecked Sendable {
-    private var action: (@Sendable () -> Void)?
+    private var stored: (@Sendable () -> Void)?
     private let lock = NSLock()
 
-    func set(_ action: @escaping @Sendable () -> Void) { lock.withLock { self.action = action } }
-    func withLock<T>(_ body: ((@Sendable () -> Void)?) -> T) -> T { lock.withLock { body(action) } }
+    var action: (@Sendable () -> Void)? { lock.withLock { stored } }
+    func set(_ action: @escaping @Sendable () -> Void) { lock.withLock { stored = action } }
 }
 
 func formatBytes(_ n: UInt64) -> String {

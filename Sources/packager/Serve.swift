@@ -18,7 +18,7 @@ extension Packager {
                 What the bundle does not hold is a 404.
 
                 Several bundles are layered: serve hotfix.zip release.zip answers from hotfix.zip first. \
-                On SIGHUP, and when a bundle file is replaced (checked every two seconds), the bundles are \
+                On SIGHUP, and when a bundle file is replaced (checked every --reload-check seconds), the bundles are \
                 mounted again and swapped in at once; requests already answering finish from the old ones. A \
                 bundle that no longer mounts is reported, and the old ones keep answering.
 
@@ -53,8 +53,13 @@ extension Packager {
 
         @Option(
             name: .customLong("cache-size"),
-            help: "Memory for inflated bodies answered to clients that do not accept gzip (default: 64M; 0 for none; K, M, G).")
+            help: "Memory for inflated bodies answered to clients that do not accept gzip (default: 64M; 0 for none; sizes as in a declaration).")
         var cacheSize = "64M"
+
+        @Option(
+            name: .customLong("reload-check"),
+            help: "Seconds between checks whether a bundle file was replaced (default: 2; 0 reloads on SIGHUP only).")
+        var reloadCheck: Double = 2
 
         @Option(name: .customLong("access-log"), help: "Append a line per request to this file, in the common log format ('-' for standard output).")
         var accessLog: String?
@@ -67,7 +72,10 @@ extension Packager {
 
         func validate() throws {
             guard !bundles.isEmpty else { throw ValidationError("give at least one bundle to serve") }
-            guard cacheSize == "0" || ProbeOptions.bytes(cacheSize).map({ $0 <= UInt64(Int.max) }) == true else {
+            guard reloadCheck.isFinite, reloadCheck >= 0, reloadCheck <= 86_400 else {
+                throw ValidationError("--reload-check must be 0 (SIGHUP only) or a number of seconds up to 86400")
+            }
+            guard cacheSize == "0" || DeclarationParser.byteSize(cacheSize) != nil else {
                 throw ValidationError("--cache-size: '\(cacheSize)' is not a size (say 0, 64M or 1G)")
             }
             guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
@@ -85,7 +93,7 @@ extension Packager {
                 let key = try publicKey.map(readPublicKey)
                 let paths = bundles
                 // One budget for all the bundles served, shared out evenly.
-                let cache = cacheSize == "0" ? 0 : Int(ProbeOptions.bytes(cacheSize) ?? 0) / paths.count
+                let cache = cacheSize == "0" ? 0 : Int(DeclarationParser.byteSize(cacheSize) ?? 0) / paths.count
                 @Sendable func mount() throws -> OfflineLoader {
                     OfflineLoader(
                         bundles: try paths.map { try MountedBundle(path: $0, options: .init(requiredPublicKey: key, inflatedCacheBytes: cache)) })
@@ -138,7 +146,8 @@ extension Packager {
                     Data("serving \(paths.joined(separator: ", ")) (\(entries) entries) on \(scheme)://\(host):\(server.port)/\n".utf8))
                 let reloader = Reloader(paths: paths, handle: handle, mount: mount)
                 Interrupts.onHangup { reloader.reload(because: "SIGHUP") }
-                let watch = Task { await reloader.watch() }
+                let interval = reloadCheck
+                let watch = Task { if interval > 0 { await reloader.watch(every: interval) } }
                 defer { watch.cancel() }
                 try await server.wait()
             }
@@ -183,10 +192,10 @@ final class Reloader: Sendable {
         }
     }
 
-    /// Checks every two seconds whether a bundle file was replaced or changed, and reloads when one was.
-    func watch() async {
+    /// Checks every `interval` seconds whether a bundle file was replaced or changed, and reloads when one was.
+    func watch(every interval: Double) async {
         while !Task.isCancelled {
-            try? await Task.sleep(for: .seconds(2))
+            try? await Task.sleep(for: .seconds(interval))
             let changed = seen.withLockedValue { seen in paths.contains { Self.identity($0) != seen[$0] } }
             if changed && !Task.isCancelled { reload(because: "a bundle file changed") }
         }

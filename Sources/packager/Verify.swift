@@ -19,7 +19,7 @@ struct ProbeOptions: ParsableArguments {
     @Flag(help: "Read no body: validators and lengths only; entries without the origin's validators are unverifiable.")
     var shallow = false
 
-    @Option(name: .customLong("max-body"), help: "Read no body past this many bytes (default: 256M; K, M and G suffixes).")
+    @Option(name: .customLong("max-body"), help: "Read no body past this many bytes (default: 256M; sizes as in a declaration: 64M, 500MB, 2GiB).")
     var maxBody: String?
 
     @Option(help: "Requests in flight at once (default: 16).")
@@ -54,35 +54,16 @@ struct ProbeOptions: ParsableArguments {
             throw ValidationError("--connect-timeout must be more than zero seconds, at most 86400")
         }
         if deep && shallow { throw ValidationError("--deep and --shallow cannot both be given: --deep reads every body, --shallow none") }
-        if let maxBody, Self.bytes(maxBody) == nil {
+        if let maxBody, DeclarationParser.byteSize(maxBody) == nil {
             throw ValidationError("--max-body: '\(maxBody)' is not a size of one byte or more (say 512K, 64M or 1G)")
         }
-    }
-
-    /// `512`, `64K`, `64KB`, `64KiB`, `256M`, `1G` (binary units, as in a declaration) as bytes; nil for anything
-    /// else, zero, or more than fits.
-    static func bytes(_ text: String) -> UInt64? {
-        var digits = text.trimmingCharacters(in: .whitespaces).uppercased()
-        for suffix in ["IB", "B"] where digits.hasSuffix(suffix) && digits.count > suffix.count {
-            digits.removeLast(suffix.count)
-            break
-        }
-        let units: [Character: UInt64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
-        var unit: UInt64 = 1
-        if let last = digits.last, let scale = units[last] {
-            unit = scale
-            digits.removeLast()
-        }
-        guard let n = UInt64(digits), n > 0 else { return nil }
-        let (product, overflow) = n.multipliedReportingOverflow(by: unit)
-        return overflow ? nil : product
     }
 
     func verifierOptions() throws -> Verifier.Options {
         var options = try declaration.map { Verifier.Options(declaration: try DeclarationParser().parse(contentsOf: $0)) } ?? Verifier.Options()
         options.deep = deep
         options.shallow = shallow
-        if let maxBody, let bytes = Self.bytes(maxBody) { options.maxBodyBytes = bytes }
+        if let maxBody, let bytes = DeclarationParser.byteSize(maxBody) { options.maxBodyBytes = UInt64(bytes) }
         if let concurrency { options.concurrency = concurrency }
         if let perHost { options.perHost = perHost }
         options.rate = rate

@@ -113,6 +113,10 @@ struct BodyReaderTests {
         _ = try read(response(mounted, url).bodyReader())
         #expect(mounted.isVerified(body.index))
         // Cut the file short after the check: the trusted body's read still fails, and is not padded.
+        // A body claiming more than the mount allows is refused as hostile, streamed or not.
+        let strict = try MountedBundle(path: path, options: .init(maxBodySize: 1000))
+        let refused = #expect(throws: BundleError.self) { _ = try read(response(strict, url).bodyReader()) }
+        #expect(refused?.code == .hostile)
         let cut = try #require(try offset(of: bytes.suffix(64), in: path))
         #expect(truncate(path, off_t(cut)) == 0)
         #expect(throws: BundleError.self) { _ = try read(response(mounted, url).bodyReader()) }

@@ -77,7 +77,7 @@ struct RealServerVerifyTests {
         let folder = try TemporaryFolder()
         let root = folder.path + "/site"
         try Self.makeSite(at: root)
-        let server = try RealServer(kind, root: root, state: folder.path + "/server")
+        let server = try await RealServer.start(kind, root: root, state: folder.path + "/server")
         defer { server.stop() }
 
         let crawl = try await run(packagerExecutable, ["build", "--seed", server.base + "/", "-o", folder.path + "/crawl.zip"])
@@ -113,7 +113,7 @@ struct RealServerVerifyTests {
         // A copy: the test edits it. Debian's links into /usr/share/javascript are followed as files.
         #expect(try await run("cp", ["-rL", "/usr/share/doc/python3.11/html", root]).status == 0)
         try Self.setModified(Date().addingTimeInterval(-3600), under: root)
-        let server = try RealServer("nginx", root: root, state: folder.path + "/server")
+        let server = try await RealServer.start("nginx", root: root, state: folder.path + "/server")
         defer { server.stop() }
         let pack = try await run(packagerExecutable, ["pack", root, "--base-url", server.base + "/pyv/", "-o", folder.path + "/py.zip"])
         #expect(pack.status == 0, "\(pack.output)")

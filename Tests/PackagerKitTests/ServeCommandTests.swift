@@ -99,11 +99,15 @@ struct ServeCommandTests {
 
         let served = folder.path + "/served.zip"
         try FileManager.default.copyItem(atPath: folder.path + "/a.zip", toPath: served)
-        try await withServe(served) { base, process in
+        // SIGHUP only (no polling), so the swap below is the signal's doing.
+        try await withServe(served, ["--reload-check", "0"]) { base, process in
             // A slow download of the old big body is in flight while the bundle is replaced and SIGHUP arrives.
             let download = try launch("/usr/bin/curl", ["-s", "--limit-rate", "1M", "-o", folder.path + "/big.out", base + "/big.bin"])
             try await Task.sleep(for: .milliseconds(500))
             #expect(rename(folder.path + "/b.zip", served) == 0)
+            // Replaced, not yet signalled: still the old bundle.
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await get(base, "/page.txt") == "old page")
             kill(process.processIdentifier, SIGHUP)
             var page = ""
             for _ in 0..<30 where page != "new page" {
@@ -122,14 +126,21 @@ struct ServeCommandTests {
             try await Task.sleep(for: .milliseconds(300))
             #expect(try await get(base, "/page.txt") == "new page")
 
-            // Replaced without a signal: picked up within a few seconds.
+            #expect(process.isRunning)
+        }
+
+        // Replaced without a signal: picked up by the check every --reload-check seconds.
+        try FileManager.default.removeItem(atPath: served)
+        try FileManager.default.copyItem(atPath: folder.path + "/a.zip", toPath: served)
+        try await withServe(served, ["--reload-check", "0.2"]) { base, _ in
+            #expect(try await get(base, "/page.txt") == "old page")
             #expect(rename(folder.path + "/c.zip", served) == 0)
+            var page = ""
             for _ in 0..<60 where page != "third page" {
                 try await Task.sleep(for: .milliseconds(100))
                 page = try await get(base, "/page.txt")
             }
             #expect(page == "third page")
-            #expect(process.isRunning)
         }
     }
 

@@ -16,20 +16,22 @@ public final class RealServer: Sendable {
         return result.output.split(separator: "\n").map(String.init)
     }()
 
-    /// Starts `kind` serving `root` (made readable to the server's user) on a free port; its config and logs go to `state`.
-    public init(_ kind: String, root: String, state: String) throws {
+    init(kind: String, base: String, state: String) {
         self.kind = kind
+        self.base = base
         self.state = state
+    }
+
+    /// Starts `kind` serving `root` (made readable to the server's user) on a free port; its config and logs go to
+    /// `state`. The script waits for the server off Swift's cooperative pool.
+    public static func start(_ kind: String, root: String, state: String) async throws -> RealServer {
         // Apache serves as www-data: the folder and the path to it must be readable.
-        _ = try run("/bin/chmod", ["-R", "a+rX", root])
+        _ = try await run("/bin/chmod", ["-R", "a+rX", root])
         var lastError = ""
         for _ in 0..<3 {
             let port = try closedPort()
-            let result = try run("/bin/bash", [Self.script, "start", kind, root, String(port), state])
-            if result.status == 0 {
-                base = "http://127.0.0.1:\(port)"
-                return
-            }
+            let result = try await run("/bin/bash", [script, "start", kind, root, String(port), state])
+            if result.status == 0 { return RealServer(kind: kind, base: "http://127.0.0.1:\(port)", state: state) }
             lastError = result.output
         }
         throw RealServerError(message: "\(kind) did not start: \(lastError)")

@@ -232,19 +232,12 @@ public final class MountedBundle: Sendable {
         guard let body = entry.body, body.compression == .deflate else { return nil }
         let record = index.body(at: body.index)
         let name = bodyName(record)
-        guard record.size <= maxBodySize else {
-            throw BundleError(.hostile, "body claims \(record.size) bytes, over the limit of \(maxBodySize)", entry: name)
-        }
+        try checkClaimedSize(record, name: name)
         let raw = try readStored(record, name: name)
         if verify {
             if verification == .crc32 && index.hasStoredChecksums {
                 // Version 2 records the CRC-32 of the stored stream: the bytes to be sent are checked as they are.
-                let crc = CRC32.checksum(raw)
-                guard crc == record.storedCRC32 else {
-                    throw BundleError(
-                        .corruptBody, String(format: "stored stream CRC-32 is %08x, the index records %08x: the body is damaged", crc, record.storedCRC32),
-                        entry: name)
-                }
+                try BodyCheck.storedCRC(CRC32.checksum(raw), of: record, name: name)
             } else {
                 // SHA-256 verification (a signed bundle) checks the digest of the inflated bytes; version 1 has no stored checksum.
                 _ = try raw.withUnsafeBytes { try checkedInflate($0, record: record, name: name, verification: verification) }
@@ -263,9 +256,7 @@ public final class MountedBundle: Sendable {
     package func bodyBytes(at bodyIndex: Int, verification: Options.Verification) throws -> [UInt8] {
         let record = index.body(at: bodyIndex)
         let name = bodyName(record)
-        guard record.size <= maxBodySize else {
-            throw BundleError(.hostile, "body claims \(record.size) bytes, over the limit of \(maxBodySize)", entry: name)
-        }
+        try checkClaimedSize(record, name: name)
         let raw = try readStored(record, name: name)
         // A body checked once in this mount is not hashed again (inflating still checks the stream's structure and size).
         let trusted = verification == .sha256 && verified.contains(bodyIndex)
@@ -282,11 +273,23 @@ public final class MountedBundle: Sendable {
             throw BundleError(.hostile, "body claims an impossible stored size", entry: name)
         }
         var bytes = try file.read(at: record.localHeaderOffset, count: headerLength + Int(record.storedSize), what: "body \(name)")
-        try LocalHeader.check(
-            bytes, sha256: record.sha256, version: index.formatVersion, method: record.compression.rawValue, crc32: record.crc32,
-            storedSize: record.storedSize, size: record.size, headerLength: headerLength)
+        try checkLocalHeader(bytes, of: record)
         bytes.removeFirst(headerLength)
         return bytes
+    }
+
+    /// Refuses a body that claims more than `maxBodySize` inflated bytes, as hostile.
+    package func checkClaimedSize(_ record: IndexBodyRecord, name: String) throws {
+        guard record.size <= maxBodySize else {
+            throw BundleError(.hostile, "body claims \(record.size) bytes, over the limit of \(maxBodySize)", entry: name)
+        }
+    }
+
+    /// Checks a body's local header (its first bytes, or more) against what the index records (§8.2 step 3).
+    package func checkLocalHeader(_ bytes: [UInt8], of record: IndexBodyRecord) throws {
+        try LocalHeader.check(
+            bytes, sha256: record.sha256, version: index.formatVersion, method: record.compression.rawValue, crc32: record.crc32,
+            storedSize: record.storedSize, size: record.size, headerLength: Int(record.dataOffset - record.localHeaderOffset))
     }
 
     private func checkedInflate(_ raw: UnsafeRawBufferPointer, record: IndexBodyRecord, name: String, verification: Options.Verification) throws -> [UInt8] {
@@ -295,16 +298,8 @@ public final class MountedBundle: Sendable {
         case .stored: output = Array(raw)
         case .deflate: output = try RawInflate.inflate(raw, expectedSize: Int(record.size), entry: name)
         }
-        let crc = CRC32.checksum(output)
-        guard crc == record.crc32 else {
-            throw BundleError(.corruptBody, String(format: "body CRC-32 is %08x, the index records %08x: the body is damaged", crc, record.crc32), entry: name)
-        }
-        if verification == .sha256 {
-            let digest = Array(SHA256.hash(data: output))
-            guard digest == record.sha256 else {
-                throw BundleError(.corruptBody, "body SHA-256 is \(hexString(digest)): the body is damaged or was replaced", entry: name)
-            }
-        }
+        try BodyCheck.contentCRC(CRC32.checksum(output), of: record, name: name)
+        if verification == .sha256 { try BodyCheck.digest(Array(SHA256.hash(data: output)), of: record, name: name) }
         return output
     }
 
@@ -466,4 +461,30 @@ package final class InflatedCache: @unchecked Sendable {
 
     /// Whether `body` is held (without counting as a use).
     package func contains(_ body: Int) -> Bool { lock.withLock { bodies[body] != nil } }
+}
+
+/// The checks of a body's bytes against its index record (docs/FORMAT.md §8.2), for whole reads and streamed ones.
+package enum BodyCheck {
+    /// The CRC-32 of the stored stream (format 2).
+    package static func storedCRC(_ crc: UInt32, of record: IndexBodyRecord, name: String) throws {
+        guard crc == record.storedCRC32 else {
+            throw BundleError(
+                .corruptBody, String(format: "stored stream CRC-32 is %08x, the index records %08x: the body is damaged", crc, record.storedCRC32),
+                entry: name)
+        }
+    }
+
+    /// The CRC-32 of the inflated body (step 5).
+    package static func contentCRC(_ crc: UInt32, of record: IndexBodyRecord, name: String) throws {
+        guard crc == record.crc32 else {
+            throw BundleError(.corruptBody, String(format: "body CRC-32 is %08x, the index records %08x: the body is damaged", crc, record.crc32), entry: name)
+        }
+    }
+
+    /// The SHA-256 of the inflated body (step 6).
+    package static func digest(_ digest: [UInt8], of record: IndexBodyRecord, name: String) throws {
+        guard digest == record.sha256 else {
+            throw BundleError(.corruptBody, "body SHA-256 is \(hexString(digest)): the body is damaged or was replaced", entry: name)
+        }
+    }
 }

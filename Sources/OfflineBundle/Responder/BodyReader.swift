@@ -62,14 +62,15 @@ public final class BodyReader: @unchecked Sendable {
         self.chunkSize = max(4096, chunkSize)
         let trusted = bundle.isVerified(bodyIndex)
         let sha = bundle.verification == .sha256
-        // Identity answers of a deflated body come from the mount's cache when it holds the body, and fill it when not.
-        var identity = true
-        if case .gzip = shape { identity = false }
-        if identity, record.compression == .deflate, let cache = bundle.inflatedCache {
-            if let bytes = cache.get(bodyIndex) {
-                cached = bytes
-            } else if cache.admits(record.size) {
-                collecting = []
+        // Identity answers and ranges of a deflated body come from the mount's cache when it holds the body; a whole
+        // identity answer fills it when not.
+        if record.compression == .deflate, let cache = bundle.inflatedCache {
+            switch shape {
+            case .gzip: break
+            case .range: cached = cache.get(bodyIndex)
+            case .identity:
+                cached = cache.get(bodyIndex)
+                if cached == nil && cache.admits(record.size) { collecting = [] }
             }
         }
         switch shape {
@@ -187,7 +188,15 @@ public final class BodyReader: @unchecked Sendable {
 
     /// The next piece of the stored stream, or nil when it has all been read.
     private func readStored() throws -> [UInt8]? {
-        if storedPosition == 0 && (checkStored || checkContent) { try checkLocalHeaderIfNeeded() }
+        if !started {
+            started = true
+            try bundle.checkClaimedSize(record, name: name)
+            if checkStored || checkContent {
+                let headerLength = Int(record.dataOffset - record.localHeaderOffset)
+                try bundle.checkLocalHeader(
+                    try bundle.file.read(at: record.localHeaderOffset, count: headerLength, what: "body \(name)"), of: record)
+            }
+        }
         var start = storedPosition
         var end = record.storedSize
         // A range of a stored body reads only that range once the body is trusted.
@@ -234,17 +243,8 @@ public final class BodyReader: @unchecked Sendable {
 
     // MARK: - Checks
 
-    private var headerChecked = false
-
-    private func checkLocalHeaderIfNeeded() throws {
-        guard !headerChecked else { return }
-        headerChecked = true
-        let headerLength = Int(record.dataOffset - record.localHeaderOffset)
-        let header = try bundle.file.read(at: record.localHeaderOffset, count: headerLength, what: "body \(name)")
-        try LocalHeader.check(
-            header, sha256: record.sha256, version: bundle.index.formatVersion, method: record.compression.rawValue, crc32: record.crc32,
-            storedSize: record.storedSize, size: record.size, headerLength: headerLength)
-    }
+    /// Whether the first read (and its checks of the size claimed and the local header) has happened.
+    private var started = false
 
     /// The stored stream has been read to its recorded end: an inflated one must have ended there too.
     private func endOfStored() throws {
@@ -259,21 +259,9 @@ public final class BodyReader: @unchecked Sendable {
     }
 
     private func finishChecks() throws {
-        if checkStored && storedCRC != record.storedCRC32 {
-            throw BundleError(
-                .corruptBody, String(format: "stored stream CRC-32 is %08x, the index records %08x: the body is damaged", storedCRC, record.storedCRC32),
-                entry: name)
-        }
+        if checkStored { try BodyCheck.storedCRC(storedCRC, of: record, name: name) }
         guard checkContent else { return }
-        guard contentCRC == record.crc32 else {
-            throw BundleError(
-                .corruptBody, String(format: "body CRC-32 is %08x, the index records %08x: the body is damaged", contentCRC, record.crc32), entry: name)
-        }
-        if checkDigest {
-            let value = Array(digest.finalize())
-            guard value == record.sha256 else {
-                throw BundleError(.corruptBody, "body SHA-256 is \(hexString(value)): the body is damaged or was replaced", entry: name)
-            }
-        }
+        try BodyCheck.contentCRC(contentCRC, of: record, name: name)
+        if checkDigest { try BodyCheck.digest(Array(digest.finalize()), of: record, name: name) }
     }
 }

@@ -91,16 +91,20 @@ public struct BundleResponse: Sendable {
 
     /// A reader of the body when it will read no file (an identity answer or range of a body held in the mount's
     /// cache of inflated bodies), so a server can read it where it stands; nil otherwise, or when there is no body.
-    public func bodyReaderIfInMemory(chunkSize: Int = 64 << 10) throws -> BodyReader? {
-        let entry: BundleEntry
+    public func bodyReaderIfInMemory(chunkSize: Int = 64 << 10) -> BodyReader? {
+        // Only checked bodies are cached, so a reader made here never drains or reads the file.
+        let reader: BodyReader
         switch body {
-        case .entry(let e), .range(let e, _): entry = e
-        case .empty, .gzip: return nil
+        case .entry(let entry):
+            guard let body = entry.body, bundle.inflatedCache?.contains(body.index) == true else { return nil }
+            reader = BodyReader(bundle: bundle, bodyIndex: body.index, shape: .identity, chunkSize: chunkSize)
+        case .range(let entry, let range):
+            guard let body = entry.body, bundle.inflatedCache?.contains(body.index) == true else { return nil }
+            reader = BodyReader(bundle: bundle, bodyIndex: body.index, shape: .range(range), chunkSize: chunkSize)
+        case .empty, .gzip:
+            return nil
         }
-        guard let body = entry.body, body.compression == .deflate, bundle.isVerified(body.index), bundle.inflatedCache?.contains(body.index) == true
-        else { return nil }
-        let reader = try bodyReader(chunkSize: chunkSize)
-        return reader?.inMemory == true ? reader : nil
+        return reader.inMemory ? reader : nil
     }
 
     /// The body as chunks of about `size` bytes, for writing to a client in pieces (a ``BodyReader`` read on the

@@ -75,6 +75,32 @@ public struct DeclarationParser: Sendable {
 }
 
 /// Walks the YAML nodes, checking each key and value.
+extension DeclarationParser {
+    static let sizeUnits: [(suffix: String, factor: Double)] = [
+        ("kib", 1024), ("mib", 1_048_576), ("gib", 1_073_741_824), ("tib", 1_099_511_627_776), ("kb", 1e3), ("mb", 1e6), ("gb", 1e9),
+        ("tb", 1e12), ("k", 1024), ("m", 1_048_576), ("g", 1_073_741_824), ("b", 1),
+    ]
+
+    /// A size as a declaration writes it (`500MB`, `2GiB`, `64M`, `4096`: KB, MB and GB are decimal; KiB, K, M
+    /// and G binary), in bytes; nil for anything else, or less than one byte. Command-line options take the same.
+    public static func byteSize(_ text: String) -> Int64? {
+        guard let bytes = quantity(text, units: sizeUnits), bytes >= 1, bytes < 9e18 else { return nil }
+        return Int64(bytes)
+    }
+
+    /// A number, scaled by the first unit suffix it ends with (units are lowercase; longer suffixes first).
+    static func quantity(_ raw: String, units: [(suffix: String, factor: Double)]) -> Double? {
+        let text = raw.trimmingCharacters(in: .whitespaces).lowercased()
+        if let plain = Double(text) { return plain.isFinite ? plain : nil }
+        for (suffix, factor) in units where text.hasSuffix(suffix) {
+            guard let value = Double(text.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)) else { continue }
+            let scaled = value * factor
+            return scaled.isFinite ? scaled : nil
+        }
+        return nil
+    }
+}
+
 private struct Reader {
     let file: String
     let environment: [String: String]
@@ -406,27 +432,16 @@ private struct Reader {
 
     /// Bytes, from a number or `500KB`, `20MiB`, `1GB` (KB/MB/GB are powers of 1000, KiB/MiB/GiB and K/M/G of 1024).
     func size(_ node: Node, _ what: String) throws -> Int64 {
-        let units: [(String, Double)] = [
-            ("kib", 1024), ("mib", 1_048_576), ("gib", 1_073_741_824), ("tib", 1_099_511_627_776), ("kb", 1e3), ("mb", 1e6), ("gb", 1e9),
-            ("tb", 1e12), ("k", 1024), ("m", 1_048_576), ("g", 1_073_741_824), ("b", 1),
-        ]
-        guard let bytes = quantity(node, units: units), bytes >= 1, bytes < 9e18 else {
+        guard case .scalar(let scalar) = node, let bytes = DeclarationParser.byteSize(scalar.string) else {
             throw fail(node, "\(what) must be a size such as 500MB or 2GiB\(Self.not(node))")
         }
-        return Int64(bytes)
+        return bytes
     }
 
-    /// A scalar's number, scaled by the first unit suffix it ends with (units are lowercase; longer suffixes first).
+    /// A scalar's number, scaled by the first unit suffix it ends with (``DeclarationParser/quantity(_:units:)``).
     func quantity(_ node: Node, units: [(suffix: String, factor: Double)]) -> Double? {
         guard case .scalar(let scalar) = node else { return nil }
-        let text = scalar.string.trimmingCharacters(in: .whitespaces).lowercased()
-        if let plain = Double(text) { return plain.isFinite ? plain : nil }
-        for (suffix, factor) in units where text.hasSuffix(suffix) {
-            guard let value = Double(text.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)) else { continue }
-            let scaled = value * factor
-            return scaled.isFinite ? scaled : nil
-        }
-        return nil
+        return DeclarationParser.quantity(scalar.string, units: units)
     }
 
     /// `, not 'VALUE'` for a scalar, nothing for a list or mapping.

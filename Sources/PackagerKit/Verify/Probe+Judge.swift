@@ -161,25 +161,20 @@ extension Probe {
         return [Change("new resources", recorded: nil, live: first + more)]
     }
 
-    /// A page's requisites (any origin) and same-origin links, resolved.
+    /// A page's requisites (any origin) and same-origin links, resolved (absolute http(s) URLs without fragments).
     static func resources(in page: [UInt8], page url: String) -> Set<String> {
         let links = LinkExtractor.html(page)
         let base = links.baseHref.flatMap { Crawler.resolve($0, against: url) } ?? url
         let origin = keyOrigin(url).map { String($0.origin) }
         var found = Set<String>()
         for raw in links.requisites {
-            if let absolute = Crawler.resolve(raw, against: base), absolute.hasPrefix("http") { found.insert(Self.withoutFragment(absolute)) }
+            if let absolute = Crawler.resolve(raw, against: base) { found.insert(absolute) }
         }
         for raw in links.links {
             guard let absolute = Crawler.resolve(raw, against: base), let origin, keyOrigin(absolute).map({ String($0.origin) }) == origin else { continue }
-            found.insert(Self.withoutFragment(absolute))
+            found.insert(absolute)
         }
         return found
-    }
-
-    static func withoutFragment(_ url: String) -> String {
-        guard let hash = url.firstIndex(of: "#") else { return url }
-        return String(url[..<hash])
     }
 
     static let emptyDigest = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -198,25 +193,9 @@ extension Probe {
 /// Media types compared as RFC 9110 §8.3.1 describes them: type and subtype case-insensitively; parameters other than
 /// charset do not name another type; a charset only when both sides name one (one server's default is not a change).
 enum MediaTypeRule {
-    /// `type/subtype`, lowercased, without parameters.
-    static func essence(_ value: String) -> String {
-        let head = value.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        return head.trimmingCharacters(in: .whitespaces).lowercased()
-    }
-
-    /// The charset parameter, lowercased and unquoted, when there is one.
-    static func charset(_ value: String) -> String? {
-        for parameter in value.split(separator: ";").dropFirst() {
-            let pair = parameter.split(separator: "=", maxSplits: 1)
-            guard pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces).lowercased() == "charset" else { continue }
-            return pair[1].trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\"")).lowercased()
-        }
-        return nil
-    }
-
     static func same(_ a: String, _ b: String) -> Bool {
-        guard essence(a) == essence(b) else { return false }
-        guard let x = charset(a), let y = charset(b) else { return true }
+        guard Crawler.mediaType(a) == Crawler.mediaType(b) else { return false }
+        guard let x = BundleWriter.charset(of: a), let y = BundleWriter.charset(of: b) else { return true }
         return x == y
     }
 }

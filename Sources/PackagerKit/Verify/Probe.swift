@@ -26,9 +26,11 @@ struct Probe: Sendable {
     struct Answer {
         var status: Int
         var headers: HTTPHeaders
-        /// SHA-256 of the decoded body, when it was read; nil when it was not.
+        /// Whether the body was read (and hashed, unless it was ``longer``).
+        var bodyRead = false
+        /// SHA-256 of the decoded body, when it was read whole.
         var sha256: String?
-        /// The body went past the recorded size: it differs, and was not read further.
+        /// The body went past the recorded size: it differs, and was not hashed.
         var longer = false
         /// The decoded body, when it was read and kept (pages whose links may be compared).
         var body: [UInt8]?
@@ -48,12 +50,12 @@ struct Probe: Sendable {
         switch recorded.kind {
         case .substituted:
             result.verdict = .substituted
-            result.method = "not probed"
+            result.method = EntryVerification.notProbed
             if options.checkSubstituted { await checkRemote(of: recorded, into: &result) }
             return result
         case .blocked:
             result.verdict = .blocked
-            result.method = "not probed"
+            result.method = EntryVerification.notProbed
             return result
         case .recorded:
             break
@@ -110,7 +112,7 @@ struct Probe: Sendable {
                     return (recorded.size ?? 0, recorded.isHTML)
                 } : .skip
             let answer = try await send(recorded.url, method: .GET, headers: conditions, body: body)
-            if answer.sha256 != nil {
+            if answer.bodyRead {
                 result.method = "conditional GET, body compared"
                 judgeContent(recorded, answer, into: &result)
             } else {
@@ -226,7 +228,8 @@ struct Probe: Sendable {
                 if reading.keep { kept.append(contentsOf: raw) }
             }
         }
-        answer.sha256 = answer.longer ? "longer than \(reading.limit) bytes" : hexString(Array(hasher.finalize()))
+        answer.bodyRead = true
+        if !answer.longer { answer.sha256 = hexString(Array(hasher.finalize())) }
         if reading.keep && !truncated { answer.body = kept }
         return answer
     }

@@ -41,18 +41,18 @@ public struct Refresher: Sendable {
     /// Verifies `path`, re-fetches what changed, and writes the result to `output` (atomically; it may be `path`).
     public func refresh(bundleAt path: String, output: String) async throws -> Summary {
         // Refused before any request: a signed bundle's consumers insist on a signature, by the key they were given.
-        var mount = MountedBundle.Options()
-        if try MountedBundle(path: path).isSigned {
+        var bundle = try MountedBundle(path: path)
+        if bundle.isSigned {
             guard let signingKey else {
                 throw PackagerError(
                     .invalidInput,
                     "\(path) is signed, and refresh would write it unsigned: give the signing key (--sign-key FILE, or PACKAGER_SIGN_KEY)",
                     subject: path)
             }
-            // Carried-over bodies are then read under SHA-256, as the bundle's consumers read them.
-            mount.requiredPublicKey = Array(signingKey.publicKey.rawRepresentation)
+            // Mounted again requiring that key: its signature is checked, and carried-over bodies are read under
+            // SHA-256, as the bundle's consumers read them.
             do {
-                _ = try MountedBundle(path: path, options: mount)
+                bundle = try MountedBundle(path: path, options: .init(requiredPublicKey: Array(signingKey.publicKey.rawRepresentation)))
             } catch {
                 throw PackagerError(
                     .invalidInput,
@@ -62,21 +62,27 @@ public struct Refresher: Sendable {
         }
         // One memory of origins found down, for the verify and the fetches that follow it.
         let downHosts = DownHosts()
-        let report = try await Verifier(options: options, downHosts: downHosts).verify(bundleAt: path)
+        let report = try await Verifier(options: options, downHosts: downHosts).verify(bundle, path: path)
         let targets = Set(report.entries.filter { refreshVerdicts.contains($0.verdict) }.map(\.url))
         let unchecked = report.entries.filter { $0.verdict == .unreachable }.map { ($0.url, $0.error ?? "unreachable") }
         let linksNew = report.entries.compactMap { entry in
             entry.notes.first { $0.field == "new resources" }.map { (entry.url, $0.live ?? "") }
         }
         if targets.isEmpty {
-            // Nothing changed: the bundle stays byte for byte as it was (a copy when another output is asked for).
+            // Nothing changed: the bundle stays byte for byte as it was (a copy when another output is asked for,
+            // put in place by a rename, as a written bundle is).
             if output != path {
-                if FileManager.default.fileExists(atPath: output) { try FileManager.default.removeItem(atPath: output) }
-                try FileManager.default.copyItem(atPath: path, toPath: output)
+                let partial = output + ".partial-\(getpid())"
+                try? FileManager.default.removeItem(atPath: partial)
+                try FileManager.default.copyItem(atPath: path, toPath: partial)
+                guard rename(partial, output) == 0 else {
+                    let reason = String(cString: strerror(errno))
+                    try? FileManager.default.removeItem(atPath: partial)
+                    throw PackagerError(.io, "cannot write \(output): \(reason)", subject: output)
+                }
             }
             return Summary(verify: report, refreshed: [], failed: [], unchecked: unchecked, linksNew: [], write: nil)
         }
-        let bundle = try MountedBundle(path: path, options: mount)
         let manifest = try bundle.manifest()
         let records = Dictionary(manifest.entries.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
 

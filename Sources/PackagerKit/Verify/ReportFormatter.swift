@@ -150,21 +150,18 @@ public enum ReportFormatter {
     /// A table cell that shows `s` as text: HTML and Markdown syntax are escaped (a key cannot open a tag or a link in
     /// the comment it lands in), and a line break cannot end the row.
     static func markdownCell(_ s: String) -> String {
-        var out = ""
+        var marked = ""
         for c in s.unicodeScalars {
             switch c {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
             case "|", "\\", "`", "*", "_", "[", "]", "(", ")", "!", "#", "~":
-                out += "\\"
-                out.unicodeScalars.append(c)
-            case "\n", "\r", "\t": out += " "
-            default: out.unicodeScalars.append(c)
+                marked += "\\"
+                marked.unicodeScalars.append(c)
+            case "\n", "\r", "\t": marked += " "
+            default: marked.unicodeScalars.append(c)
             }
         }
-        return out
+        // Then HTML, as every other report escapes it (the backslashes and entities do not meet).
+        return escape(marked)
     }
 
     // MARK: - HTML

@@ -62,6 +62,12 @@ public struct EntryVerification: Codable, Sendable, Equatable {
     /// What to run about a verdict that needs attention: `packager refresh`, or a rebuild when the page links new resources.
     public var advice: String? = nil
 
+    /// The ``method`` of an entry no request was sent for (substituted, blocked, or its host known to be down).
+    public static let notProbed = "not probed"
+
+    /// Whether a request was sent for the entry.
+    public var probed: Bool { method != Self.notProbed }
+
     /// The host the entry belongs to (with its port, when the key has one), for grouping.
     public var host: String { keyOrigin(url).map { String($0.authority) } ?? url }
 
@@ -77,7 +83,7 @@ public struct EntryVerification: Codable, Sendable, Equatable {
             switch verdict {
             case .fresh: plain = method == "conditional GET" ? "304 Not Modified" : notes.isEmpty ? "unchanged" : "same body"
             case .unverifiable: plain = "no ETag or Last-Modified from the origin, and --shallow left the body unread"
-            case .substituted: plain = method == "not probed" ? "answered from a local file; not probed" : "answered from a local file"
+            case .substituted: plain = probed ? "answered from a local file" : "answered from a local file; not probed"
             case .blocked: plain = "blocked at build time; not probed"
             default: plain = verdict.rawValue
             }
@@ -114,7 +120,7 @@ public struct VerifyReport: Codable, Sendable {
     ///
     /// A substituted entry whose remote was checked (`--check-substituted`) fails only when the remote changed since the build.
     public var failures: [EntryVerification] {
-        entries.filter { failOn.contains($0.verdict) && !($0.verdict == .substituted && $0.method != "not probed" && $0.changes.isEmpty) }
+        entries.filter { failOn.contains($0.verdict) && !($0.verdict == .substituted && $0.probed && $0.changes.isEmpty) }
     }
 
     /// The documented exit status: 0 nothing fails; 2 when an entry is unreachable and that fails the job

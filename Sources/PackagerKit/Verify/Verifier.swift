@@ -83,7 +83,11 @@ public struct Verifier: Sendable {
     /// - Parameter progress: called after each entry with the number done and the total.
     /// - Throws: `BundleError` when the bundle cannot be mounted.
     public func verify(bundleAt path: String, progress: (@Sendable (Int, Int) -> Void)? = nil) async throws -> VerifyReport {
-        let bundle = try MountedBundle(path: path)
+        try await verify(try MountedBundle(path: path), path: path, progress: progress)
+    }
+
+    /// Verifies a bundle already mounted (refresh mounts once, for its verify and its writing).
+    func verify(_ bundle: MountedBundle, path: String, progress: (@Sendable (Int, Int) -> Void)? = nil) async throws -> VerifyReport {
         let started = Date()
         let entries = bundle.entries
         // Bodies are asked for with the crawl's codings and decoded, so digests compare with the stored (decoded) bodies.
@@ -113,7 +117,7 @@ public struct Verifier: Sendable {
                         guard let origin = HTTPOrigin(key: record.url) else {
                             mine.append(
                                 EntryVerification(
-                                    url: record.url, verdict: .unreachable, recordedStatus: record.status, liveStatus: nil, method: "not probed",
+                                    url: record.url, verdict: .unreachable, recordedStatus: record.status, liveStatus: nil, method: EntryVerification.notProbed,
                                     changes: [], error: "not an http or https URL with a host and port", attempts: 0))
                             progress?(
                                 done.withLockedValue {
@@ -129,7 +133,7 @@ public struct Verifier: Sendable {
                             // A host no connection could be made to, after every retry, is not asked again for each of its entries.
                             mine.append(
                                 EntryVerification(
-                                    url: record.url, verdict: .unreachable, recordedStatus: record.status, liveStatus: nil, method: "not probed",
+                                    url: record.url, verdict: .unreachable, recordedStatus: record.status, liveStatus: nil, method: EntryVerification.notProbed,
                                     changes: [], error: "not tried: \(down)", attempts: 0))
                         } else {
                             let probed = await probe.verify(record)
