@@ -54,6 +54,8 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                // Runtime rules files are YAML, in the declaration's syntax.
+                .product(name: "Yams", package: "Yams"),
             ]
         ),
         // The URLProtocol for URLSession; apart, since on Linux it links FoundationNetworking (and libcurl).

@@ -6,17 +6,19 @@ import NIOHTTP1
 import NIOPosix
 import OfflineBundle
 
-/// An AsyncHTTPClient wrapper that answers requests from a bundle by policy.
+/// An AsyncHTTPClient wrapper that answers requests from a loader's rules and bundles, by policy.
 ///
-/// - `bundleOnly`: only the bundle answers; a miss throws
+/// - `bundleOnly`: only the loader answers; a miss throws
 ///   `BundleError` with code `.notFound`, and nothing reaches the network.
-/// - `bundleFirst`: the bundle answers what it has; the rest goes to the network.
+/// - `bundleFirst`: the loader answers what it has; the rest goes to the network.
 /// - `networkFirst(timeout:)`: the network answers; when it fails,
-///   answers 5xx, or takes longer than the timeout, the bundle answers instead
-///   (and the network error is thrown when the bundle has nothing either).
+///   answers 5xx (or a status in ``LoaderOptions/fallbackStatuses``), or takes longer than the timeout, the loader
+///   answers instead (and the network's error is thrown, or its response returned, when the loader has nothing).
 ///
-/// Responses from the bundle carry the recorded status and headers and honour
-/// conditional and Range requests, like the origin would.
+/// Runtime rules and the bundles' block patterns answer under every policy, and never reach the network. Responses
+/// from a bundle carry the recorded status and headers, `Age`, and honour conditional and Range requests, like the
+/// origin would. With a last-seen cache (``LoaderOptions/lastSeen``), a network response that may be kept is kept
+/// once its body has been read to the end.
 public struct OfflineHTTPClient: Sendable {
     public let loader: OfflineLoader
     public let client: HTTPClient
@@ -27,46 +29,71 @@ public struct OfflineHTTPClient: Sendable {
         self.client = client
     }
 
-    /// Executes `request` from the bundle or the network, as the policy for its URL says.
+    /// Executes `request` from the loader or the network, as the policy for its URL says.
     public func execute(_ request: HTTPClientRequest, timeout: TimeAmount) async throws -> HTTPClientResponse {
-        switch loader.policy(for: request.url) {
-        case .bundleOnly:
-            guard let response = try fromBundle(request) else {
-                throw BundleError(.notFound, "the bundle has no entry for \(request.method.rawValue) \(request.url) (policy: bundle only)")
+        let bundleRequest = Self.bundleRequest(request)
+        let (plan, url) = loader.plan(for: bundleRequest, followingRedirects: 10)
+        switch plan {
+        case .miss:
+            throw BundleError(.notFound, "the bundle has no entry for \(request.method.rawValue) \(request.url) (policy: bundle only)")
+        case .answer(let answer):
+            return try respond(answer, url: url)
+        case .network(let limit):
+            var networkTimeout = timeout
+            if let limit {
+                // Saturating: a Duration of centuries (meant as "no limit") must not overflow TimeAmount's nanoseconds.
+                let (seconds, attoseconds) = limit.components
+                let nanoseconds = seconds >= Int64.max / 1_000_000_000 ? Int64.max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+                networkTimeout = min(timeout, .nanoseconds(max(0, nanoseconds)))
             }
-            return response
-        case .bundleFirst:
-            if let response = try fromBundle(request) { return response }
-            return try await client.execute(request, timeout: timeout)
-        case .networkFirst(let limit):
-            // Saturating: a Duration of centuries (meant as "no limit") must not overflow TimeAmount's nanoseconds.
-            let (seconds, attoseconds) = limit.components
-            let nanoseconds = seconds >= Int64.max / 1_000_000_000 ? Int64.max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-            let networkTimeout = min(timeout, .nanoseconds(max(0, nanoseconds)))
+            let response: HTTPClientResponse
             do {
-                let response = try await client.execute(request, timeout: networkTimeout)
-                if response.status.code >= 500, let fallback = try fromBundle(request) { return fallback }
-                return response
+                response = try await client.execute(request, timeout: networkTimeout)
             } catch {
-                if let fallback = try fromBundle(request) { return fallback }
+                if let (fallback, url) = loader.fallback(for: bundleRequest, networkAnswered: false, followingRedirects: 10) {
+                    return try respond(fallback, url: url)
+                }
                 throw error
             }
+            let status = Int(response.status.code)
+            if loader.fallsBack(onStatus: status), let (fallback, url) = loader.fallback(for: bundleRequest, networkAnswered: true, followingRedirects: 10) {
+                return try respond(fallback, url: url)
+            }
+            guard status == 200, loader.mayRemember(bundleRequest), let lastSeen = loader.options.lastSeen else { return response }
+            var headers = HTTPFields()
+            for (name, value) in response.headers {
+                if let fieldName = HTTPField.Name(name) { headers.append(HTTPField(name: fieldName, value: value)) }
+            }
+            var remembering = response
+            remembering.body = .stream(
+                RememberingBody(
+                    body: response.body, limit: Int(min(lastSeen.maxEntryBytes, UInt64(Int.max))), loader: loader, request: bundleRequest,
+                    headers: headers))
+            return remembering
         }
     }
 
-    /// The bundle's answer to `request`, or nil on a miss.
+    /// The loader's answer to `request` without the network (its rules, last-seen cache and bundles), or nil on a miss.
     ///
     /// Recorded redirects are followed inside the bundle (up to 10 hops), as AsyncHTTPClient follows network ones;
     /// a redirect whose target the bundle lacks is returned as recorded. Accept-Encoding is left out, so bodies
     /// come back as identity (AsyncHTTPClient's decompression never sees these responses).
     public func fromBundle(_ request: HTTPClientRequest) throws -> HTTPClientResponse? {
-        // AsyncHTTPClient speaks NIO's HTTPHeaders; the bundle speaks HTTPFields.
+        guard let (answer, url) = loader.response(for: Self.bundleRequest(request), followingRedirects: 10) else { return nil }
+        return try respond(answer, url: url)
+    }
+
+    /// AsyncHTTPClient speaks NIO's HTTPHeaders; the loader speaks HTTPFields. Accept-Encoding is left out.
+    static func bundleRequest(_ request: HTTPClientRequest) -> BundleRequest {
         var headers = HTTPFields()
         for (name, value) in request.headers where name.lowercased() != "accept-encoding" {
             if let fieldName = HTTPField.Name(name) { headers.append(HTTPField(name: fieldName, value: value)) }
         }
-        let bundleRequest = BundleRequest(method: request.method.rawValue, url: request.url, headers: headers)
-        guard let (answer, url) = loader.response(for: bundleRequest, followingRedirects: 10) else { return nil }
+        return BundleRequest(method: request.method.rawValue, url: request.url, headers: headers)
+    }
+
+    /// `answer` as AsyncHTTPClient's response.
+    private func respond(_ answer: BundleResponse, url: String) throws -> HTTPClientResponse {
         // The first chunk (for most pages, the whole body) is read and checked here; a larger body streams the rest,
         // read on NIO's thread pool, its last chunk held back until its check passes (see BodyReader).
         let reader: BodyReader?
@@ -87,6 +114,43 @@ public struct OfflineHTTPClient: Sendable {
         let rest = BundleBodyChunks(reader: reader, first: [first, second], loader: loader, url: url)
         return HTTPClientResponse(status: status, headers: fields, body: .stream(rest))
     }
+}
+
+/// A network response's body passed through as it is read, and kept in the loader's last-seen cache once read to
+/// the end (unless it grew past `limit`, when it is passed through and not kept).
+struct RememberingBody: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let body: HTTPClientResponse.Body
+    let limit: Int
+    let loader: OfflineLoader
+    let request: BundleRequest
+    let headers: HTTPFields
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var upstream: HTTPClientResponse.Body.AsyncIterator
+        let owner: RememberingBody
+        var collected: Data? = Data()
+
+        mutating func next() async throws -> ByteBuffer? {
+            guard let chunk = try await upstream.next() else {
+                if let collected {
+                    owner.loader.remember(owner.request, status: 200, headers: owner.headers, body: collected)
+                    self.collected = nil
+                }
+                return nil
+            }
+            if collected != nil {
+                if collected!.count + chunk.readableBytes > owner.limit {
+                    collected = nil
+                } else {
+                    collected!.append(contentsOf: chunk.readableBytesView)
+                }
+            }
+            return chunk
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(upstream: body.makeAsyncIterator(), owner: self) }
 }
 
 /// The chunks of a body too large for one read: the two already read, then the rest from the bundle, each read on

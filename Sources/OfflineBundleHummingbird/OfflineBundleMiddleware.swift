@@ -83,6 +83,7 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
         guard let answer = loader.response(for: BundleRequest(method: request.method.rawValue, url: url, headers: request.headers)) else {
             return try await next(request, context)
         }
+        (context as? any AnswerRecordingRequestContext)?.answeredBy.record(answer.source)
         // A recorded redirect to the origin itself stays on this server.
         var fields = answer.headers
         for name in [HTTPField.Name.location, .contentLocation] {
@@ -149,6 +150,24 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
         }
         return nil
     }
+}
+
+/// A request context that hears what answered a request (a bundle's label, `rules`, `last-seen`), for an access
+/// log: ``OfflineBundleMiddleware`` records it in ``answeredBy``, which outer middleware reads after `next` returns.
+public protocol AnswerRecordingRequestContext: RequestContext {
+    var answeredBy: AnswerRecord { get }
+}
+
+/// What answered one request, recorded by ``OfflineBundleMiddleware``.
+public final class AnswerRecord: Sendable {
+    private let value = NIOLockedValueBox<BundleResponse.Source?>(nil)
+
+    public init() {}
+
+    /// What answered; nil when the bundles did not (a miss, or another responder).
+    public var source: BundleResponse.Source? { value.withLockedValue { $0 } }
+
+    func record(_ source: BundleResponse.Source) { value.withLockedValue { $0 = source } }
 }
 
 /// A loader that can be replaced while a server runs (a new release bundle, on SIGHUP): requests already answering

@@ -84,10 +84,12 @@ public final class OfflineURLProtocol: URLProtocol {
 
     public override class func canInit(with request: URLRequest) -> Bool {
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", let loader else { return false }
-        // A bundle-first miss goes to URLSession's own HTTP stack: nothing for this protocol to add.
+        // A bundle-first URL that nothing here answers, with no last-seen cache to keep its answer in, goes to
+        // URLSession's own HTTP stack: nothing for this protocol to add.
         if loader.policy(for: url.absoluteString) == .bundleFirst {
             let method = request.httpMethod?.uppercased() ?? "GET"
-            return (method == "GET" || method == "HEAD") && loader.hasEntry(for: url.absoluteString)
+            guard method == "GET" || method == "HEAD" else { return false }
+            return loader.hasEntry(for: url.absoluteString) || loader.mayRemember(bundleRequest(request, url: url))
         }
         return true
     }
@@ -100,37 +102,80 @@ public final class OfflineURLProtocol: URLProtocol {
             return
         }
         let loader = installed.loader
-        switch loader.policy(for: url.absoluteString) {
-        case .bundleOnly, .bundleFirst:
-            // A bundle-first URL reaches here only when the bundle has it (see canInit).
-            guard let answer = answerFromBundle(loader, url: url) else {
-                client.urlProtocol(
-                    self, didFailWithError: URLError(.resourceUnavailable, userInfo: [NSLocalizedDescriptionKey: "not in the offline bundle: \(url)"]))
-                return
-            }
-            deliver(answer, to: client)
-        case .networkFirst(let limit):
+        let bundleRequest = Self.bundleRequest(request, url: url)
+        switch loader.plan(for: bundleRequest, followingRedirects: Self.redirectsFollowedHere) {
+        case (.miss, _):
+            client.urlProtocol(
+                self, didFailWithError: URLError(.resourceUnavailable, userInfo: [NSLocalizedDescriptionKey: "not in the offline bundle: \(url)"]))
+        case (.answer(let answer), let finalURL):
+            deliver(self.answer(answer, loader: loader, url: url, finalURL: finalURL), to: client)
+        case (.network(let limit), _):
             let queue = CallerQueue.current()
             let handle = Handle(instance: self)
-            let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
+            let seconds = limit.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 } ?? request.timeoutInterval
             fetch(through: installed.network, timeout: min(seconds, request.timeoutInterval)) { outcome in
                 queue.async {
                     let this = handle.instance
                     // On the task's queue again: a cancel() ran stopLoading here first, or not at all.
                     guard let client = this.client, !this.stateLock.withLock({ this.stopped }) else { return }
+                    let fallback: (response: BundleResponse, url: String)?
                     switch outcome {
                     case .answer(let response, let data):
-                        this.deliver(.network(response, data), to: client)
-                    case .failed(let error):
-                        if let answer = this.answerFromBundle(loader, url: url) {
-                            this.deliver(answer, to: client)
+                        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+                        if loader.fallsBack(onStatus: status),
+                            let answer = loader.fallback(for: bundleRequest, networkAnswered: true, followingRedirects: Self.redirectsFollowedHere)
+                        {
+                            fallback = answer
                         } else {
-                            client.urlProtocol(this, didFailWithError: error)
+                            if status == 200, let http = response as? HTTPURLResponse { Self.remember(http, data: data, for: bundleRequest, loader: loader) }
+                            this.deliver(.network(response, data), to: client)
+                            return
                         }
+                    case .failed(let error):
+                        fallback = loader.fallback(for: bundleRequest, networkAnswered: false, followingRedirects: Self.redirectsFollowedHere)
+                        guard fallback != nil else {
+                            client.urlProtocol(this, didFailWithError: error)
+                            return
+                        }
+                    }
+                    if let (answer, finalURL) = fallback {
+                        this.deliver(this.answer(answer, loader: loader, url: url, finalURL: finalURL), to: client)
                     }
                 }
             }
         }
+    }
+
+    /// swift-corelibs-foundation cannot follow a redirect a protocol reports, so recorded hops are followed inside the
+    /// bundle and the final response is delivered; on Apple platforms URLSession follows them.
+    #if canImport(FoundationNetworking)
+        private static let redirectsFollowedHere = 10
+    #else
+        private static let redirectsFollowedHere = 0
+    #endif
+
+    /// The request as the loader sees it. Accept-Encoding is left out: URLSession does not decode what a protocol
+    /// hands it, so bodies go out as identity.
+    private static func bundleRequest(_ request: URLRequest, url: URL) -> BundleRequest {
+        var headers = HTTPFields()
+        for (name, value) in request.allHTTPHeaderFields ?? [:] where name.lowercased() != "accept-encoding" {
+            if let fieldName = HTTPField.Name(name) { headers.append(HTTPField(name: fieldName, value: value)) }
+        }
+        return BundleRequest(method: request.httpMethod ?? "GET", url: url.absoluteString, headers: headers)
+    }
+
+    /// Keeps a network response in the loader's last-seen cache (URLSession has decoded its body).
+    private static func remember(_ response: HTTPURLResponse, data: Data, for request: BundleRequest, loader: OfflineLoader) {
+        guard loader.mayRemember(request) else { return }
+        var headers = HTTPFields()
+        for (name, value) in response.allHeaderFields {
+            // The body was decoded: its encoding and length no longer describe it.
+            guard let name = name as? String, let value = value as? String, !["content-encoding", "content-length"].contains(name.lowercased()),
+                let fieldName = HTTPField.Name(name)
+            else { continue }
+            headers.append(HTTPField(name: fieldName, value: value))
+        }
+        loader.remember(request, status: response.statusCode, headers: headers, body: data)
     }
 
     public override func stopLoading() {
@@ -197,23 +242,9 @@ public final class OfflineURLProtocol: URLProtocol {
         }
     }
 
-    /// The bundle's answer, or nil on a miss.
-    private func answerFromBundle(_ loader: OfflineLoader, url: URL) -> Answer? {
-        // Accept-Encoding is left out: URLSession does not decode what a protocol hands it, so bodies go out as identity.
-        var headers = HTTPFields()
-        for (name, value) in request.allHTTPHeaderFields ?? [:] where name.lowercased() != "accept-encoding" {
-            if let fieldName = HTTPField.Name(name) { headers.append(HTTPField(name: fieldName, value: value)) }
-        }
-        let bundleRequest = BundleRequest(method: request.httpMethod ?? "GET", url: url.absoluteString, headers: headers)
-        #if canImport(FoundationNetworking)
-            // swift-corelibs-foundation cannot follow a redirect a protocol reports, so recorded hops are followed
-            // inside the bundle and the final response is delivered.
-            guard let (answer, finalString) = loader.response(for: bundleRequest, followingRedirects: 10) else { return nil }
-            let finalURL = URL(string: finalString) ?? url
-        #else
-            guard let answer = loader.response(for: bundleRequest) else { return nil }
-            let finalURL = url
-        #endif
+    /// What to hand the client for the loader's `answer` to the request for `url`, which answers `finalURL`.
+    private func answer(_ answer: BundleResponse, loader: OfflineLoader, url: URL, finalURL finalString: String) -> Answer {
+        let finalURL = URL(string: finalString) ?? url
         do {
             // The first chunk (for most pages, the whole body) is read and checked before the response is handed over.
             let reader = try answer.bodyReader()
@@ -256,7 +287,7 @@ public final class OfflineURLProtocol: URLProtocol {
             let task = session.session.dataTask(with: outgoing.request) { data, response, error in
                 if let error {
                     done(.failed(error))
-                } else if let response, (response as? HTTPURLResponse)?.statusCode ?? 0 < 500 {
+                } else if let response {
                     done(.answer(response, data ?? Data()))
                 } else {
                     done(.failed(URLError(.badServerResponse)))
@@ -295,10 +326,10 @@ private struct Handle: @unchecked Sendable {
     let instance: OfflineURLProtocol
 }
 
-/// What the network answered a network-first request.
+/// What the network answered.
 private enum NetworkOutcome {
     case answer(URLResponse, Data)
-    /// A connection error, a timeout or a 5xx: the bundle may answer instead.
+    /// A connection error or a timeout: the bundle may answer instead.
     case failed(any Error)
 }
 

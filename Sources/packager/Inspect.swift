@@ -15,8 +15,15 @@ extension Packager {
         @Flag(help: "Print JSON instead of a table.")
         var json = false
 
+        @Flag(help: "List only the entries whose freshness lifetime (Cache-Control max-age, or Expires) has passed.")
+        var expired = false
+
         func run() throws {
             try reportingErrors {
+                if expired {
+                    try printExpired()
+                    return
+                }
                 let listing = try Inspector.inspect(path: path)
                 if json {
                     switch listing {
@@ -61,6 +68,50 @@ extension Packager {
             print(
                 "\(t.entries) entries, \(t.bodies) distinct bodies, \(formatBytes(t.bodyBytes)) stored as \(formatBytes(t.storedBytes)) (\(String(format: "%.0f", ratio))%)"
             )
+        }
+
+        /// An entry past its lifetime: how long it was fresh for, and its age now.
+        struct ExpiredRow: Codable {
+            var key: String
+            var lifetimeSeconds: Int
+            var ageSeconds: Int
+            var fetchedAt: String?
+        }
+
+        private func printExpired() throws {
+            let bundle: MountedBundle
+            do {
+                bundle = try MountedBundle(path: path)
+            } catch let error as BundleError {
+                throw PackagerError(.invalidInput, error.message)
+            }
+            let now = Date()
+            var rows: [ExpiredRow] = []
+            for entry in bundle.entries {
+                guard let lifetime = entry.freshnessLifetime, let age = entry.age(at: now), age > lifetime else { continue }
+                rows.append(
+                    ExpiredRow(
+                        key: entry.key, lifetimeSeconds: Int(min(lifetime, 1e15)), ageSeconds: Int(min(age, 1e15)),
+                        fetchedAt: entry.fetchedAt.map(HTTPDates.format)))
+            }
+            if json {
+                try printJSON(rows)
+                return
+            }
+            var table = [["LIFETIME", "AGE", "FETCHED", "KEY"]]
+            for row in rows {
+                table.append([formatSeconds(row.lifetimeSeconds), formatSeconds(row.ageSeconds), row.fetchedAt ?? "-", row.key])
+            }
+            printTable(table)
+            print("")
+            print("\(rows.count) of \(bundle.entryCount) entries are past the lifetime their origin gave them")
+        }
+
+        private func formatSeconds(_ seconds: Int) -> String {
+            if seconds < 120 { return "\(seconds)s" }
+            if seconds < 7200 { return "\(seconds / 60)m" }
+            if seconds < 172_800 { return "\(seconds / 3600)h" }
+            return "\(seconds / 86400)d"
         }
 
         private func printArchive(_ a: Inspector.ArchiveListing) {

@@ -61,6 +61,11 @@ extension Packager {
             help: "Seconds between checks whether a bundle file was replaced (default: 2; 0 reloads on SIGHUP only).")
         var reloadCheck: Double = 2
 
+        @Option(
+            name: .customLong("rules"),
+            help: "A rules file (YAML: block, substitutions) checked before the bundles; read again on each reload.")
+        var rulesFile: String?
+
         @Option(name: .customLong("access-log"), help: "Append a line per request to this file, in the common log format ('-' for standard output).")
         var accessLog: String?
 
@@ -94,9 +99,16 @@ extension Packager {
                 let paths = bundles
                 // One budget for all the bundles served, shared out evenly.
                 let cache = cacheSize == "0" ? 0 : Int(DeclarationParser.byteSize(cacheSize) ?? 0) / paths.count
+                let rulesFile = self.rulesFile
                 @Sendable func mount() throws -> OfflineLoader {
-                    OfflineLoader(
+                    let loader = OfflineLoader(
                         bundles: try paths.map { try MountedBundle(path: $0, options: .init(requiredPublicKey: key, inflatedCacheBytes: cache)) })
+                    guard let rulesFile else { return loader }
+                    do {
+                        return try loader.adding(OfflineRules(contentsOf: rulesFile))
+                    } catch let error as BundleError {
+                        throw PackagerError(.invalidInput, error.message)
+                    }
                 }
                 let loader = try mount()
                 let handle = LoaderHandle(loader)
@@ -202,10 +214,12 @@ final class Reloader: Sendable {
     }
 }
 
-/// The request context of `packager serve`: the basic one, with the client's address for the access log.
-struct ServeContext: RequestContext, RemoteAddressRequestContext {
+/// The request context of `packager serve`: the basic one, with the client's address and what answered, for the
+/// access log.
+struct ServeContext: RequestContext, RemoteAddressRequestContext, AnswerRecordingRequestContext {
     var coreContext: CoreRequestContextStorage
     let remoteAddress: SocketAddress?
+    let answeredBy = AnswerRecord()
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
@@ -214,8 +228,9 @@ struct ServeContext: RequestContext, RemoteAddressRequestContext {
 }
 
 /// A line per request in the common log format (`host - - [time] "METHOD target HTTP/1.1" status bytes`), appended
-/// to a file once the response head is known; bytes are the response's Content-Length (`-` when it has none).
-struct AccessLog<Context: RemoteAddressRequestContext>: RouterMiddleware {
+/// to a file once the response head is known; bytes are the response's Content-Length (`-` when it has none). A last
+/// quoted field says what answered: the bundle's file name, `rules`, `last-seen`, or `-`.
+struct AccessLog<Context: RemoteAddressRequestContext & AnswerRecordingRequestContext>: RouterMiddleware {
     let output: FileHandle
 
     static func open(_ path: String) throws -> FileHandle {
@@ -229,12 +244,13 @@ struct AccessLog<Context: RemoteAddressRequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let client = context.remoteAddress?.ipAddress ?? "-"
         let line = { (status: Int, bytes: String) in
+            let source = context.answeredBy.source.map { "\"\($0.description.unicodeScalars.filter { $0.value >= 0x20 && $0 != "\"" })\"" } ?? "\"-\""
             let time = commonLogTime(Date())
             // A request line is the client's: quotes and control bytes in it are escaped, so one line stays one line.
             let target = "\(request.method.rawValue) \(request.uri.string) HTTP/1.1".unicodeScalars.map { c -> String in
                 c == "\"" || c == "\\" || c.value < 0x20 || c.value == 0x7F ? String(format: "\\x%02x", c.value) : String(c)
             }.joined()
-            output.write(Data("\(client) - - [\(time)] \"\(target)\" \(status) \(bytes)\n".utf8))
+            output.write(Data("\(client) - - [\(time)] \"\(target)\" \(status) \(bytes) \(source)\n".utf8))
         }
         do {
             let response = try await next(request, context)

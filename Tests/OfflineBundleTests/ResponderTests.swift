@@ -99,7 +99,7 @@ struct ResponderTests {
         let redirect = try #require(ask(loader, "/old"))
         #expect(redirect.status == 301 && redirect.header("location") == "/")
         let blocked = try #require(ask(loader, "/ads.js"))
-        #expect(try blocked.status == 204 && blocked.entry.kind == .blocked && (blocked.bodyData()).isEmpty && blocked.header("content-length") == nil)
+        #expect(try blocked.status == 204 && blocked.entry?.kind == .blocked && (blocked.bodyData()).isEmpty && blocked.header("content-length") == nil)
         let gone = try #require(ask(loader, "/gone.html"))
         #expect(try gone.status == 404 && (gone.bodyData()) == Data("<h1>Not here</h1>".utf8))
     }

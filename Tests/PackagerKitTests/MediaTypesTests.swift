@@ -1,6 +1,6 @@
 import Testing
 
-@testable import PackagerKit
+@testable import OfflineBundle
 
 @Suite("Media types")
 struct MediaTypesTests {

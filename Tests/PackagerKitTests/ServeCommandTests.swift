@@ -144,7 +144,7 @@ struct ServeCommandTests {
         }
     }
 
-    @Test("--access-log writes a line per request in the common log format; a hostile request line stays one line")
+    @Test("--access-log writes a line per request in the common log format and what answered; a hostile request line stays one line")
     func accessLog() async throws {
         let folder = try TemporaryFolder()
         try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
@@ -159,10 +159,12 @@ struct ServeCommandTests {
                 lines = (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
             }
             #expect(lines.count == 3, "\(lines)")
-            let pattern = #/^127\.0\.0\.1 - - \[\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d \+0000\] "GET \S+ HTTP/1\.1" \d{3} (\d+|-)$/#
+            let pattern = #/^127\.0\.0\.1 - - \[\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d \+0000\] "GET \S+ HTTP/1\.1" \d{3} (\d+|-) "[^"]+"$/#
             #expect(lines.allSatisfy { $0.wholeMatch(of: pattern) != nil }, "\(lines)")
-            #expect(lines.first?.hasSuffix("\"GET / HTTP/1.1\" 200 \(samplePage.utf8.count)") == true, "\(lines)")
+            // The last field says what answered: the bundle's file name, or "-" when nothing in the bundles did.
+            #expect(lines.first?.hasSuffix("\"GET / HTTP/1.1\" 200 \(samplePage.utf8.count) \"b.zip\"") == true, "\(lines)")
             #expect(lines.dropFirst().first?.contains("\" 404 ") == true)
+            #expect(lines.dropFirst().first?.hasSuffix(" \"-\"") == true, "\(lines)")
             #expect(lines.last?.contains("a%22b\\x22c") == true, "\(lines)")
         }
     }

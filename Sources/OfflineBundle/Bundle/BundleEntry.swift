@@ -67,3 +67,31 @@ public struct BundleEntry: Sendable {
         return headers.first { $0.name == lowered }?.value
     }
 }
+
+extension BundleEntry {
+    /// How long the origin said the response stays fresh (RFC 9111 §4.2.1), in seconds: `Cache-Control: max-age`
+    /// (0 for `no-cache` or `no-store`), else `Expires` minus `Date`; nil when it said neither.
+    public var freshnessLifetime: TimeInterval? {
+        let directives = (header("cache-control") ?? "").lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        if directives.contains("no-cache") || directives.contains("no-store") { return 0 }
+        if let maxAge = directives.first(where: { $0.hasPrefix("max-age=") }),
+            let seconds = Double(maxAge.dropFirst(8).trimmingCharacters(in: CharacterSet(charactersIn: "\""))), seconds.isFinite
+        {
+            return max(0, seconds)
+        }
+        guard let expiresText = header("expires") else { return nil }
+        // An Expires that is not a date means already expired (RFC 9111 §5.3).
+        guard let expires = HTTPDates.parse(expiresText) else { return 0 }
+        let date = header("date").flatMap(HTTPDates.parse) ?? originDate ?? fetchedAt
+        return date.map { max(0, expires.timeIntervalSince($0)) }
+    }
+
+    /// The response's age at `now` in seconds (RFC 9111 §4.2.3): the age it had when fetched (its `Age`, or how far
+    /// its `Date` lagged the fetch) plus the time since; nil when the fetch time was not recorded.
+    public func age(at now: Date) -> TimeInterval? {
+        guard let fetchedAt else { return nil }
+        let apparent = originDate.map { max(0, fetchedAt.timeIntervalSince($0)) } ?? 0
+        let recorded = header("age").flatMap { Double($0.trimmingCharacters(in: .whitespaces)) }.flatMap { $0.isFinite ? max(0, $0) : nil } ?? 0
+        return max(apparent, recorded) + max(0, now.timeIntervalSince(fetchedAt))
+    }
+}

@@ -37,12 +37,16 @@ public final class MountedBundle: Sendable {
         /// Bytes of inflated bodies kept in memory for identity answers (least recently used first out); 0 keeps none.
         /// A body larger than an eighth of it is never kept.
         public var inflatedCacheBytes: Int
+        /// The name the bundle goes by in logs, metrics and access logs (``MountedBundle/label``); the file's name
+        /// when nil.
+        public var label: String?
 
         /// Creates options.
         public init(
             requiredPublicKey: [UInt8]? = nil, verification: Verification? = nil, maxBodySize: UInt64 = 4 << 30, maxCompressionRatio: UInt64 = 1100,
-            inflatedCacheBytes: Int = 0
+            inflatedCacheBytes: Int = 0, label: String? = nil
         ) {
+            self.label = label
             self.requiredPublicKey = requiredPublicKey
             self.verification = verification
             self.maxBodySize = maxBodySize
@@ -53,6 +57,9 @@ public final class MountedBundle: Sendable {
 
     /// The path the bundle was mounted from.
     public var path: String { file.path }
+    /// The name the bundle goes by when a loader says which bundle answered (a log field, a metric dimension, the
+    /// access log of `packager serve`): ``Options/label``, or the file's name.
+    public let label: String
     /// The bundle digest: SHA-256 of `index.bin`, in lowercase hex, as the ZIP comment records it.
     public let digest: String
     /// Whether the bundle carries a signature block (verified only when a key was required).
@@ -155,6 +162,7 @@ public final class MountedBundle: Sendable {
         }
 
         self.file = file
+        self.label = options.label ?? (path as NSString).lastPathComponent
         self.directory = directory
         self.metadata = metadata
         self.index = index

@@ -1,3 +1,5 @@
+import Foundation
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -10,6 +12,8 @@
 package final class BundleFile: Sendable {
     package let path: String
     package let size: UInt64
+    /// When the file was last modified, as it was opened.
+    package let modified: Date
     private let descriptor: Int32
 
     package init(path: String) throws {
@@ -30,6 +34,12 @@ package final class BundleFile: Sendable {
         self.path = path
         self.descriptor = fd
         self.size = UInt64(info.st_size)
+        #if canImport(Darwin)
+            let time = info.st_mtimespec
+        #else
+            let time = info.st_mtim
+        #endif
+        self.modified = Date(timeIntervalSince1970: TimeInterval(time.tv_sec) + TimeInterval(time.tv_nsec) / 1e9)
     }
 
     deinit { close(descriptor) }

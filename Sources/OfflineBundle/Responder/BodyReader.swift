@@ -13,6 +13,84 @@ import Foundation
 /// One reader serves one response; call ``next()`` from one thread at a time (it blocks on file reads, so servers
 /// call it off their event loops and Swift's cooperative pool).
 public final class BodyReader: @unchecked Sendable {
+    // Unchecked: one reader serves one response, read from one thread at a time (as documented above).
+    typealias Shape = StoredBodyReader.Shape
+
+    private enum Backing {
+        /// A body of the bundle.
+        case stored(StoredBodyReader)
+        /// Bytes in memory (a runtime rule's), and where the next chunk starts.
+        case memory(Data, Range<Int>)
+        /// A local file a runtime rule or the last-seen cache names, read by positional reads.
+        case file(BundleFile, Range<UInt64>)
+    }
+
+    private var backing: Backing
+    private let chunkSize: Int
+
+    init(bundle: MountedBundle, bodyIndex: Int, shape: Shape, chunkSize: Int) {
+        backing = .stored(StoredBodyReader(bundle: bundle, bodyIndex: bodyIndex, shape: shape, chunkSize: chunkSize))
+        self.chunkSize = max(4096, chunkSize)
+    }
+
+    /// A reader of `range` of bytes in memory.
+    init(data: Data, range: Range<Int>, chunkSize: Int) {
+        backing = .memory(data, range)
+        self.chunkSize = max(4096, chunkSize)
+    }
+
+    /// A reader of `range` of a local file; a file cut short fails the read.
+    init(file: BundleFile, range: Range<UInt64>, chunkSize: Int) {
+        backing = .file(file, range)
+        self.chunkSize = max(4096, chunkSize)
+    }
+
+    /// Whether the body comes from memory (the mount's cache of inflated bodies, or a rule's bytes): no file is read.
+    public var inMemory: Bool {
+        switch backing {
+        case .stored(let reader): return reader.inMemory
+        case .memory: return true
+        case .file: return false
+        }
+    }
+
+    /// Bytes this reader read from the bundle file (tests count them).
+    package var bytesRead: UInt64 {
+        if case .stored(let reader) = backing { return reader.bytesRead }
+        return 0
+    }
+
+    /// The next chunk, or nil when the body is complete.
+    ///
+    /// - Throws: ``BundleError`` when the stored bytes fail a check, the file is cut short, or the stream is damaged;
+    ///   nothing more should be sent then.
+    public func next() throws -> Data? {
+        switch backing {
+        case .stored(let reader):
+            return try reader.next()
+        case .memory(let data, let range):
+            guard !range.isEmpty else { return nil }
+            let end = min(range.lowerBound + chunkSize, range.upperBound)
+            backing = .memory(data, end..<range.upperBound)
+            // A slice shares the bytes: nothing is copied here.
+            return data[(data.startIndex + range.lowerBound)..<(data.startIndex + end)]
+        case .file(let file, let range):
+            guard !range.isEmpty else { return nil }
+            let count = Int(min(UInt64(chunkSize), range.upperBound - range.lowerBound))
+            let bytes = try file.read(at: range.lowerBound, count: count, what: "the body")
+            backing = .file(file, (range.lowerBound + UInt64(count))..<range.upperBound)
+            return Data(bytes)
+        }
+    }
+
+    /// Reads the rest of the body without keeping it: the checks run, and a body that passes is trusted from then on.
+    public func drain() throws {
+        while try next() != nil {}
+    }
+}
+
+/// Reads a bundle body (see ``BodyReader``).
+final class StoredBodyReader {
     enum Shape {
         /// The body's bytes (inflated when stored deflated).
         case identity
@@ -49,9 +127,9 @@ public final class BodyReader: @unchecked Sendable {
     /// The inflated bytes collected to be kept in the cache once the body is checked.
     private var collecting: [UInt8]?
     /// Whether the body comes from the mount's cache of inflated bodies: no file is read.
-    public var inMemory: Bool { cached != nil }
+    var inMemory: Bool { cached != nil }
     /// Bytes this reader read from the file (tests count them).
-    package private(set) var bytesRead: UInt64 = 0
+    private(set) var bytesRead: UInt64 = 0
 
     init(bundle: MountedBundle, bodyIndex: Int, shape: Shape, chunkSize: Int) {
         self.bundle = bundle
@@ -86,7 +164,7 @@ public final class BodyReader: @unchecked Sendable {
     ///
     /// - Throws: ``BundleError`` when the stored bytes fail a check, the file is cut short, or the stream is damaged;
     ///   nothing more should be sent then.
-    public func next() throws -> Data? {
+    func next() throws -> Data? {
         if let cached {
             // A cached body was checked before it was kept: its bytes go out as they are.
             var range = 0..<cached.count
@@ -118,11 +196,6 @@ public final class BodyReader: @unchecked Sendable {
             }
         }
         return nil
-    }
-
-    /// Reads the rest of the body without keeping it: the checks run, and a body that passes is trusted from then on.
-    public func drain() throws {
-        while try next() != nil {}
     }
 
     // MARK: - Producing

@@ -30,56 +30,87 @@ public struct BundleResponder: Sendable {
 
     /// The response `entry` gives to `request`.
     package func respond(to request: BundleRequest, with entry: BundleEntry, head: Bool) -> BundleResponse {
+        let body = entry.body
+        return Self.respond(
+            to: request, status: entry.status, headers: entry.headers, size: body?.size, storedSize: body?.compression == .deflate ? body?.storedSize : nil,
+            head: head
+        ) { status, headers, part in
+            let made: BundleResponse.Body
+            switch part {
+            case .none: made = .empty
+            case .whole: made = .entry(entry)
+            case .range(let range): made = .range(entry, range)
+            case .gzip: made = .gzip(entry)
+            }
+            return BundleResponse(status: status, headers: headers, body: made, entry: entry, source: .bundle(bundle.label))
+        }
+    }
+
+    /// What part of the content a response carries.
+    package enum Part {
+        case none
+        case whole
+        case range(Range<UInt64>)
+        /// The stored deflate stream, framed as gzip.
+        case gzip
+    }
+
+    /// The response that stored content (`status`, `headers`, and a body of `size` bytes, or none when nil) gives to
+    /// `request`: the rules of the type's documentation, for a bundle entry as for a runtime rule's content.
+    /// `storedSize` is the size of a deflate stream the body is stored as, which a client that accepts gzip gets.
+    package static func respond(
+        to request: BundleRequest, status: Int, headers stored: [(name: String, value: String)], size: UInt64?, storedSize: UInt64?, head: Bool,
+        make: (Int, HTTPFields, Part) -> BundleResponse
+    ) -> BundleResponse {
         // The index's header strings are decoded once per request, not once per field looked at. Headers that would
         // change the client's state for the serving origin (cookies, HSTS) are never replayed, even when a hand-made
         // bundle carries them; Content-Length is computed for each response; a stored name that is not a valid
         // field name is dropped.
         var headers = HTTPFields()
-        for (name, value) in entry.headers where !Self.neverReplayed.contains(name) {
+        for (name, value) in stored where !neverReplayed.contains(name) {
             if let fieldName = HTTPField.Name(name) { headers.append(HTTPField(name: fieldName, value: value)) }
         }
-        let size = entry.body?.size ?? 0
         let etag = headers[.eTag]
         let lastModified = headers[.lastModified]
-        func response(_ status: Int, _ body: BundleResponse.Body, length: UInt64, extra: HTTPFields = [:]) -> BundleResponse {
+        func response(_ status: Int, _ part: Part, length: UInt64, extra: HTTPFields = [:]) -> BundleResponse {
             var all = headers
             all.append(contentsOf: extra)
             // RFC 9110 §8.6: no Content-Length on 204 (a blocked entry) or 304.
             if status != 204 && status != 304 { all[.contentLength] = String(length) }
-            return BundleResponse(status: status, headers: all, body: head ? .empty : body, entry: entry, bundle: bundle)
+            return make(status, all, head ? .none : part)
         }
-        guard entry.status == 200, let body = entry.body else {
-            return response(entry.status, entry.body == nil ? .empty : .entry(entry), length: size)
+        guard status == 200, let size else {
+            return response(status, size == nil ? .none : .whole, length: size ?? 0)
         }
         headers[.acceptRanges] = "bytes"
         // A deflated body has two representations (identity and gzip); caches must key on Accept-Encoding,
         // and the gzip one gets its own strong validator so a Range resumed with If-Range never splices the two.
         // A stored `Content-Encoding: identity` says the same as none (the writer deflates such a body too).
         if headers[.contentEncoding]?.lowercased() == "identity" { headers[.contentEncoding] = nil }
-        let compressed = body.compression == .deflate && headers[.contentEncoding] == nil
+        let compressed = storedSize != nil && headers[.contentEncoding] == nil
         if compressed { headers.append(HTTPField(name: .vary, value: "Accept-Encoding")) }
-        let gzip = compressed && Self.acceptsGzip(request.headers[.acceptEncoding])
-        if gzip, let etag { headers[.eTag] = Self.gzipETag(etag) }
+        let gzip = compressed && acceptsGzip(request.headers[.acceptEncoding])
+        if gzip, let etag { headers[.eTag] = gzipETag(etag) }
 
         // Conditional requests (RFC 9110 §13.2.2: If-None-Match first, If-Modified-Since only without it).
         if let match = request.headers[.ifNoneMatch] {
-            let current = gzip ? etag.map(Self.gzipETag) : etag
-            if match.trimmingCharacters(in: .whitespaces) == "*" || (current.map { Self.weakMatch(match, $0) } ?? false) {
-                return notModified(entry, headers: headers)
+            let current = gzip ? etag.map(gzipETag) : etag
+            if match.trimmingCharacters(in: .whitespaces) == "*" || (current.map { weakMatch(match, $0) } ?? false) {
+                return make(304, notModifiedFields(headers), .none)
             }
         } else if let since = request.headers[.ifModifiedSince], let lastModified,
             let sinceDate = HTTPDates.parse(since), let modified = HTTPDates.parse(lastModified), modified <= sinceDate
         {
-            return notModified(entry, headers: headers)
+            return make(304, notModifiedFields(headers), .none)
         }
 
         // Range, for GET only (RFC 9110 §14.2), unless If-Range names another version. Ranges address the identity bytes.
-        if !head, let rangeHeader = request.headers[.range], Self.ifRangeHolds(request.headers[.ifRange], etag: etag, lastModified: lastModified) {
-            switch Self.parseRange(rangeHeader, size: size) {
+        if !head, let rangeHeader = request.headers[.range], ifRangeHolds(request.headers[.ifRange], etag: etag, lastModified: lastModified) {
+            switch parseRange(rangeHeader, size: size) {
             case .single(let range):
                 if let etag { headers[.eTag] = etag }
                 return response(
-                    206, .range(entry, range), length: range.upperBound - range.lowerBound,
+                    206, .range(range), length: range.upperBound - range.lowerBound,
                     extra: [.contentRange: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(size)"])
             case .unsatisfiable:
                 // Ranges address the identity bytes: the 416 names the identity representation's ETag, as a 206 does.
@@ -88,17 +119,17 @@ public struct BundleResponder: Sendable {
                 fields[.contentType] = nil
                 fields[.contentRange] = "bytes */\(size)"
                 fields[.contentLength] = "0"
-                return BundleResponse(status: 416, headers: fields, body: .empty, entry: entry, bundle: bundle)
+                return make(416, fields, .none)
             case .ignored:
                 break
             }
         }
 
-        if gzip {
-            let gzipLength = UInt64(DeflatedBody.gzipHeader.count) + body.storedSize + 8
-            return response(200, .gzip(entry), length: gzipLength, extra: [.contentEncoding: "gzip"])
+        if gzip, let storedSize {
+            let gzipLength = UInt64(DeflatedBody.gzipHeader.count) + storedSize + 8
+            return response(200, .gzip, length: gzipLength, extra: [.contentEncoding: "gzip"])
         }
-        return response(200, .entry(entry), length: size)
+        return response(200, .whole, length: size)
     }
 
     /// Stored headers a response never carries.
@@ -113,10 +144,10 @@ public struct BundleResponder: Sendable {
         return String(etag.dropLast()) + "-gzip\""
     }
 
-    private func notModified(_ entry: BundleEntry, headers: HTTPFields) -> BundleResponse {
-        // A 304 carries the validators and caching headers a 200 would, and no body.
+    /// The fields of a 304: the validators and caching headers a 200 would carry (RFC 9110 §15.4.5), no body.
+    private static func notModifiedFields(_ headers: HTTPFields) -> HTTPFields {
         let kept: Set<HTTPField.Name> = [.eTag, .lastModified, .cacheControl, .expires, .vary, .contentLocation]
-        return BundleResponse(status: 304, headers: HTTPFields(headers.filter { kept.contains($0.name) }), body: .empty, entry: entry, bundle: bundle)
+        return HTTPFields(headers.filter { kept.contains($0.name) })
     }
 
     // MARK: - HTTP rules

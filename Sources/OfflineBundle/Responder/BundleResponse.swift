@@ -20,12 +20,79 @@ public struct BundleRequest: Sendable {
     public func header(_ name: String) -> String? { HTTPField.Name(name).flatMap { headers[$0] } }
 }
 
-/// A response answered from a bundle.
+/// Content a runtime rule or the last-seen cache answers with: bytes in memory, or a local file opened when the
+/// request was looked up (a file replaced afterwards does not change the answer; one cut short fails the read).
+public struct ResponseContent: Sendable {
+    enum Storage: Sendable {
+        case bytes(Data)
+        /// `size` bytes of a file from `offset`.
+        case file(BundleFile, offset: UInt64, size: UInt64)
+    }
+
+    let storage: Storage
+
+    /// Bytes in memory.
+    public init(bytes: Data) { storage = .bytes(bytes) }
+
+    /// The regular file at `path`, opened now.
+    ///
+    /// - Throws: ``BundleError`` when it cannot be opened or is not a regular file.
+    public init(file path: String) throws {
+        let file = try BundleFile(path: path)
+        storage = .file(file, offset: 0, size: file.size)
+    }
+
+    /// Part of an opened file.
+    init(file: BundleFile, offset: UInt64, size: UInt64) { storage = .file(file, offset: offset, size: size) }
+
+    /// The size in bytes.
+    public var size: UInt64 {
+        switch storage {
+        case .bytes(let data): return UInt64(data.count)
+        case .file(_, _, let size): return size
+        }
+    }
+
+    /// When a file was last modified; nil for bytes.
+    var modified: Date? {
+        if case .file(let file, _, _) = storage { return file.modified }
+        return nil
+    }
+
+    func reader(_ range: Range<UInt64>, chunkSize: Int) -> BodyReader {
+        switch storage {
+        case .bytes(let data): return BodyReader(data: data, range: Int(range.lowerBound)..<Int(range.upperBound), chunkSize: chunkSize)
+        case .file(let file, let offset, _):
+            return BodyReader(file: file, range: (offset + range.lowerBound)..<(offset + range.upperBound), chunkSize: chunkSize)
+        }
+    }
+}
+
+/// A response the loader answered without the network: from a bundle, a rule, or the last-seen cache.
 ///
-/// The body is read only when asked for (``bodyData()`` or ``bodyChunks(size:)``),
-/// and every read is checked against the bundle's CRC-32 (and SHA-256 when
-/// the bundle was mounted with a required key), so wrong bytes are never served.
+/// The body is read only when asked for (``bodyData()`` or ``bodyReader(chunkSize:)``). A bundle body is checked
+/// against the bundle's CRC-32 (and SHA-256 when the bundle was mounted with a required key), so wrong bytes are
+/// never served.
 public struct BundleResponse: Sendable {
+    /// What answered.
+    public enum Source: Sendable, Equatable, CustomStringConvertible {
+        /// A mounted bundle, by its ``MountedBundle/label``.
+        case bundle(String)
+        /// A rule: a block or substitution added at runtime, or a block pattern a bundle carries.
+        case rule
+        /// The last-seen cache (what the network last answered).
+        case lastSeen
+
+        /// The name logs, metrics and access logs give it: the bundle's label, `rules`, or `last-seen`.
+        public var description: String {
+            switch self {
+            case .bundle(let label): return label
+            case .rule: return "rules"
+            case .lastSeen: return "last-seen"
+            }
+        }
+    }
+
     /// What the body is made of.
     public enum Body: Sendable {
         /// No body (HEAD, 204, 304, redirects without one).
@@ -36,6 +103,8 @@ public struct BundleResponse: Sendable {
         case range(BundleEntry, Range<UInt64>)
         /// The stored deflate stream of an entry, framed as gzip.
         case gzip(BundleEntry)
+        /// A range of a rule's or the last-seen cache's content (all of it for a 200).
+        case content(ResponseContent, Range<UInt64>)
     }
 
     /// The HTTP status.
@@ -44,9 +113,18 @@ public struct BundleResponse: Sendable {
     public var headers: HTTPFields
     /// What the body is made of; read it with ``bodyData()``.
     public var body: Body
-    /// The entry that answered.
-    public var entry: BundleEntry
-    let bundle: MountedBundle
+    /// The bundle entry that answered; nil when a rule or the last-seen cache did.
+    public var entry: BundleEntry?
+    /// What answered: a bundle, a rule, or the last-seen cache.
+    public var source: Source
+
+    init(status: Int, headers: HTTPFields, body: Body, entry: BundleEntry? = nil, source: Source) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.entry = entry
+        self.source = source
+    }
 
     /// The value of a header, by name in any case (several fields of that name are joined with commas).
     public func header(_ name: String) -> String? { HTTPField.Name(name).flatMap { headers[$0] } }
@@ -57,11 +135,16 @@ public struct BundleResponse: Sendable {
     public func bodyData() throws -> Data {
         switch body {
         case .empty: return Data()
-        case .entry(let entry): return try bundle.body(of: entry)
-        case .range(let entry, let range): return Data(try bundle.body(of: entry)[Int(range.lowerBound)..<Int(range.upperBound)])
+        case .entry(let entry): return try entry.bundle.body(of: entry)
+        case .range(let entry, let range): return Data(try entry.bundle.body(of: entry)[Int(range.lowerBound)..<Int(range.upperBound)])
         case .gzip(let entry):
-            guard let deflated = try bundle.deflatedBody(of: entry) else { return try bundle.body(of: entry) }
+            guard let deflated = try entry.bundle.deflatedBody(of: entry) else { return try entry.bundle.body(of: entry) }
             return deflated.gzip
+        case .content(let content, let range):
+            var data = Data()
+            let reader = content.reader(range, chunkSize: 1 << 20)
+            while let chunk = try reader.next() { data.append(chunk) }
+            return data
         }
     }
 
@@ -74,14 +157,17 @@ public struct BundleResponse: Sendable {
     public func bodyReader(chunkSize: Int = 64 << 10) throws -> BodyReader? {
         switch body {
         case .empty: return nil
+        case .content(let content, let range): return content.reader(range, chunkSize: chunkSize)
         case .entry(let entry):
             guard let body = entry.body else { return nil }
+            let bundle = entry.bundle
             return BodyReader(bundle: bundle, bodyIndex: body.index, shape: .identity, chunkSize: chunkSize)
         case .gzip(let entry):
             guard let body = entry.body else { return nil }
-            return BodyReader(bundle: bundle, bodyIndex: body.index, shape: body.compression == .deflate ? .gzip : .identity, chunkSize: chunkSize)
+            return BodyReader(bundle: entry.bundle, bodyIndex: body.index, shape: body.compression == .deflate ? .gzip : .identity, chunkSize: chunkSize)
         case .range(let entry, let range):
             guard let body = entry.body else { return nil }
+            let bundle = entry.bundle
             if !bundle.isVerified(body.index) {
                 try BodyReader(bundle: bundle, bodyIndex: body.index, shape: .identity, chunkSize: chunkSize).drain()
             }
@@ -96,11 +182,14 @@ public struct BundleResponse: Sendable {
         let reader: BodyReader
         switch body {
         case .entry(let entry):
-            guard let body = entry.body, bundle.inflatedCache?.contains(body.index) == true else { return nil }
-            reader = BodyReader(bundle: bundle, bodyIndex: body.index, shape: .identity, chunkSize: chunkSize)
+            guard let body = entry.body, entry.bundle.inflatedCache?.contains(body.index) == true else { return nil }
+            reader = BodyReader(bundle: entry.bundle, bodyIndex: body.index, shape: .identity, chunkSize: chunkSize)
         case .range(let entry, let range):
-            guard let body = entry.body, bundle.inflatedCache?.contains(body.index) == true else { return nil }
-            reader = BodyReader(bundle: bundle, bodyIndex: body.index, shape: .range(range), chunkSize: chunkSize)
+            guard let body = entry.body, entry.bundle.inflatedCache?.contains(body.index) == true else { return nil }
+            reader = BodyReader(bundle: entry.bundle, bodyIndex: body.index, shape: .range(range), chunkSize: chunkSize)
+        case .content(let content, let range):
+            guard case .bytes = content.storage else { return nil }
+            reader = content.reader(range, chunkSize: chunkSize)
         case .empty, .gzip:
             return nil
         }

@@ -203,13 +203,8 @@ struct CrawlScope: Sendable {
             case .prefix(_, let folder):
                 let canonicalPrefix = canonical
                 guard key.hasPrefix(canonicalPrefix) else { continue }
-                var rest = String(key.dropFirst(canonicalPrefix.count))
-                if let query = rest.firstIndex(where: { $0 == "?" || $0 == "#" }) { rest = String(rest[..<query]) }
-                rest = rest.removingPercentEncoding ?? rest
-                if rest.isEmpty || rest.hasSuffix("/") { rest += "index.html" }
                 // The rest of the path must stay inside the folder.
-                let parts = rest.split(separator: "/", omittingEmptySubsequences: false)
-                if parts.contains("..") || rest.hasPrefix("/") { continue }
+                guard let rest = SubstitutionPath.relativePath(forRest: key.dropFirst(canonicalPrefix.count)) else { continue }
                 let declared = (folder as NSString).appendingPathComponent(rest)
                 return .substitute(file: declaration.resolve(declared), declared: declared)
             }

@@ -52,6 +52,7 @@ final class Crawler: Sendable {
         for (url, role) in seeds {
             await offer(url, role: role, depth: 0, referrer: nil, frontier: frontier, declared: true)
         }
+        await offerSubstitutions(frontier: frontier)
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<declaration.concurrency.total {
                 group.addTask {
@@ -131,13 +132,54 @@ final class Crawler: Sendable {
         return writtenNames == keptNames ? raw : key
     }
 
+    /// Every declared substitution goes into the bundle, met by the crawl or not: each `{url, file}`, and each file
+    /// of a `{prefix, folder}` (names starting with a dot left out), with the folder's URL for each `index.html`. A
+    /// missing file or folder fails the build, named.
+    private func offerSubstitutions(frontier: Frontier) async {
+        for substitution in declaration.substitutions {
+            switch substitution.match {
+            case .url(let url, _):
+                await offer(url, role: .requisite, depth: 0, referrer: nil, frontier: frontier, declared: true)
+            case .prefix(let prefix, let folder):
+                let root = declaration.resolve(folder)
+                var isFolder: ObjCBool = false
+                guard FileManager.default.fileExists(atPath: root, isDirectory: &isFolder), isFolder.boolValue,
+                    let walker = FileManager.default.enumerator(atPath: root)
+                else {
+                    state.fail(.init(url: prefix, reason: "the substitution folder \(folder) does not exist or is not a folder", declared: true, referrer: nil))
+                    continue
+                }
+                let base = prefix.hasSuffix("/") ? prefix : prefix + "/"
+                var files: [String] = []
+                while let relative = walker.nextObject() as? String {
+                    let name = (relative as NSString).lastPathComponent
+                    if name.hasPrefix(".") {
+                        if walker.fileAttributes?[.type] as? FileAttributeType == .typeDirectory { walker.skipDescendants() }
+                        continue
+                    }
+                    if walker.fileAttributes?[.type] as? FileAttributeType == .typeRegular { files.append(relative) }
+                }
+                for relative in files.sorted() {
+                    await offer(
+                        base + SubstitutionPath.urlPath(forRelativePath: relative), role: .requisite, depth: 0, referrer: nil, frontier: frontier,
+                        declared: true)
+                    if (relative as NSString).lastPathComponent == "index.html" {
+                        let folderPath = String(relative.dropLast("index.html".count))
+                        await offer(
+                            base + SubstitutionPath.urlPath(forRelativePath: folderPath), role: .requisite, depth: 0, referrer: nil, frontier: frontier,
+                            declared: true)
+                    }
+                }
+            }
+        }
+    }
+
     private func substitute(key: String, file: String, declared: String, role: CrawlScope.Role, depth: Int, referrer: String?, frontier: Frontier) async {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: file), attributes[.type] as? FileAttributeType == .typeRegular else {
             state.fail(.init(url: key, reason: "the substitution file \(declared) does not exist or is not a file", declared: true, referrer: referrer))
             return
         }
-        let type = MediaTypes.mediaType(forPath: file)
-        let contentType = MediaTypes.isCompressible(type) && !type.contains("charset") && type.hasPrefix("text/") ? type + "; charset=utf-8" : type
+        let contentType = SubstitutionPath.contentType(forPath: file)
         state.add(
             BundleWriter.Entry(
                 url: key, status: 200, kind: .substituted, headers: [("content-type", contentType)], body: .file(file), source: declared,
@@ -145,7 +187,7 @@ final class Crawler: Sendable {
         // A substituted page or style sheet still names requisites that must be in the bundle.
         let size = (attributes[.size] as? NSNumber)?.int64Value ?? 0
         let local = Fetcher.Response(status: 200, headers: [], body: .file(file), bodySize: size, fetchedAt: Date(), attempts: 0)
-        await discover(in: local, mediaType: type, url: key, role: role, depth: depth, frontier: frontier)
+        await discover(in: local, mediaType: MediaTypes.mediaType(forPath: file), url: key, role: role, depth: depth, frontier: frontier)
     }
 
     // MARK: - Fetching

@@ -465,7 +465,7 @@ public enum MediaTypes {
 
 extension Substring {
     /// This substring without leading and trailing spaces and tabs.
-    func trimmingWhitespace() -> Substring {
+    package func trimmingWhitespace() -> Substring {
         var result = self
         while let first = result.first, first == " " || first == "\t" {
             result = result.dropFirst()

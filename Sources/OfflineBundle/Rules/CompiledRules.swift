@@ -1,0 +1,100 @@
+import Foundation
+import HTTPTypes
+
+/// Runtime rules made ready for lookups: patterns as lowercased bytes, URLs and prefixes as canonical keys, and
+/// every file and folder checked once.
+struct CompiledRules: Sendable {
+    private enum Content: Sendable {
+        case file(String)
+        case folder(String)
+        case bytes(ResponseContent, mediaType: String)
+    }
+
+    private var block: [[UInt8]] = []
+    private var byKey: [String: Content] = [:]
+    private var prefixes: [(prefix: String, folder: String)] = []
+
+    init() {}
+
+    /// - Throws: ``BundleError`` with code `.invalidArgument` when a URL is not an http or https URL, or a
+    ///   substituted file or folder does not exist.
+    init(_ rules: OfflineRules) throws {
+        let canonicalizer = RequestKeyCanonicalizer()
+        block = rules.block.map { Array($0.lowercased().utf8) }
+        for substitution in rules.substitutions {
+            let text: String
+            switch substitution.match {
+            case .url(let url): text = url
+            case .prefix(let prefix): text = prefix
+            }
+            guard HTTPRules.isFetchableURL(text), let key = canonicalizer.canonicalize(text) else {
+                throw BundleError(.invalidArgument, "the substitution for \(text.debugDescription) does not name an http or https URL")
+            }
+            var isFolder: ObjCBool = false
+            switch (substitution.match, substitution.content) {
+            case (.url, .file(let path)):
+                guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), !isFolder.boolValue else {
+                    throw BundleError(.invalidArgument, "the substitution for \(text) names the file \(path), which does not exist or is a folder")
+                }
+                if byKey[key] == nil { byKey[key] = .file(path) }
+            case (.url, .bytes(let data, let mediaType)):
+                if byKey[key] == nil { byKey[key] = .bytes(ResponseContent(bytes: data), mediaType: mediaType) }
+            case (.prefix, .folder(let path)):
+                guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue else {
+                    throw BundleError(.invalidArgument, "the substitution for \(text) names the folder \(path), which does not exist or is not a folder")
+                }
+                prefixes.append((key, path))
+            case (.url, .folder), (.prefix, .file), (.prefix, .bytes):
+                throw BundleError(.invalidArgument, "the substitution for \(text): a URL takes a file or bytes, a prefix takes a folder")
+            }
+        }
+    }
+
+    /// The rules' answer to `request`, or nil when no rule matches.
+    func answer(_ request: BundleRequest, head: Bool) -> BundleResponse? {
+        guard !block.isEmpty || !byKey.isEmpty || !prefixes.isEmpty, let key = RequestKeyCanonicalizer().canonicalize(request.url) else { return nil }
+        if !block.isEmpty {
+            let lowered = Array(key.lowercased().utf8)
+            if block.contains(where: { globMatch($0[...], lowered[...]) }) {
+                return BundleResponse(status: 204, headers: [:], body: .empty, source: .rule)
+            }
+        }
+        if let content = byKey[key] {
+            switch content {
+            case .bytes(let bytes, let mediaType):
+                return respond(request, head: head, content: bytes, headers: [("content-type", mediaType)])
+            case .file(let path):
+                return fileAnswer(request, head: head, path: path)
+            case .folder:
+                return nil
+            }
+        }
+        for (prefix, folder) in prefixes where key.hasPrefix(prefix) {
+            // Under a prefix, the folder answers or nothing does: never the network.
+            guard let relative = SubstitutionPath.relativePath(forRest: key.dropFirst(prefix.count)) else { return notFound() }
+            return fileAnswer(request, head: head, path: (folder as NSString).appendingPathComponent(relative))
+        }
+        return nil
+    }
+
+    private func fileAnswer(_ request: BundleRequest, head: Bool, path: String) -> BundleResponse {
+        guard let content = try? ResponseContent(file: path) else { return notFound() }
+        var headers = [(name: "content-type", value: SubstitutionPath.contentType(forPath: path))]
+        if let modified = content.modified { headers.append((name: "last-modified", value: HTTPDates.format(modified))) }
+        return respond(request, head: head, content: content, headers: headers)
+    }
+
+    private func respond(_ request: BundleRequest, head: Bool, content: ResponseContent, headers: [(name: String, value: String)]) -> BundleResponse {
+        BundleResponder.respond(to: request, status: 200, headers: headers, size: content.size, storedSize: nil, head: head) { status, fields, part in
+            let body: BundleResponse.Body
+            switch part {
+            case .none: body = .empty
+            case .whole, .gzip: body = .content(content, 0..<content.size)
+            case .range(let range): body = .content(content, range)
+            }
+            return BundleResponse(status: status, headers: fields, body: body, source: .rule)
+        }
+    }
+
+    private func notFound() -> BundleResponse { BundleResponse(status: 404, headers: [.contentLength: "0"], body: .empty, source: .rule) }
+}
