@@ -147,7 +147,10 @@ let package = Package(
         ),
         .testTarget(
             name: "OfflineBundleTests",
-            dependencies: ["OfflineBundle", "PackagerKit", "TestSupport", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: [
+                "OfflineBundle", "PackagerKit", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
         ),
         .testTarget(
             name: "PackagerKitTests",

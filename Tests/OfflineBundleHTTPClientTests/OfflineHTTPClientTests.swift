@@ -85,4 +85,89 @@ struct OfflineHTTPClientTests {
         }
         #expect(partial > 0 && partial < bad.count)
     }
+
+    @Test("the shared table: rules, layered bundles, Age and ranges, and a counting origin that sees no request")
+    func sharedTable() async throws {
+        try await withOrigin { origin in
+            let folder = try TemporaryFolder()
+            for policy in [OfflinePolicy.bundleFirst, .networkFirst(timeout: .seconds(30)), .bundleOnly] {
+                let client = OfflineHTTPClient(loader: try runtimeLoader(origin: origin.base, folder: folder, policy: policy))
+                // Under network-first only what rules answer stays off the network.
+                let fromRules: Set<String> = ["/tracker/pixel.gif", "/runtime-blocked/a.js", "/flags.json", "/override.txt"]
+                for wanted in runtimeCases where policy != .networkFirst(timeout: .seconds(30)) || fromRules.contains(wanted.path) {
+                    var request = HTTPClientRequest(url: origin.base + wanted.path)
+                    for (name, value) in wanted.headers { request.headers.add(name: name, value: value) }
+                    let response = try await client.execute(request, timeout: .seconds(30))
+                    let body = Data(buffer: try await response.body.collect(upTo: 1 << 20))
+                    let problem = mismatch(wanted, status: Int(response.status.code), header: { response.headers.first(name: $0) }, body: body)
+                    #expect(problem == nil, "\(policy): \(problem ?? "")")
+                }
+            }
+            #expect(origin.requests.isEmpty, "\(origin.requests.map(\.path))")
+        }
+    }
+
+    @Test("max age: an old entry gives way to the network while it answers, and is served when it does not (stale-if-error)")
+    func maxAge() async throws {
+        try await withOrigin { origin in
+            origin.set("/", .text("live page", type: "text/html"))
+            let folder = try TemporaryFolder()
+            let options = LoaderOptions(maxAge: .seconds(50))
+            let client = OfflineHTTPClient(loader: try runtimeLoader(origin: origin.base, folder: folder, policy: .bundleFirst, options: options))
+            let fresh = OfflineHTTPClient(loader: try runtimeLoader(origin: origin.base, folder: folder, policy: .bundleFirst))
+            func get(_ client: OfflineHTTPClient) async throws -> String {
+                String(buffer: try await client.execute(HTTPClientRequest(url: origin.base + "/"), timeout: .seconds(30)).body.collect(upTo: 1 << 20))
+            }
+            // The page was fetched 100 s ago: past 50 s it is a miss while the network answers.
+            #expect(try await get(client) == "live page")
+            #expect(try await get(fresh) == samplePage)
+            await origin.stop()
+            #expect(try await get(client) == samplePage)
+        }
+    }
+
+    @Test("network first falls back on the statuses it is told to, besides 5xx")
+    func fallbackStatuses() async throws {
+        try await withOrigin { origin in
+            origin.set("/", .text("slow down", type: "text/plain", status: 429))
+            let folder = try TemporaryFolder()
+            let policy = OfflinePolicy.networkFirst(timeout: .seconds(30))
+            let plain = OfflineHTTPClient(loader: try runtimeLoader(origin: origin.base, folder: folder, policy: policy))
+            let told = OfflineHTTPClient(
+                loader: try runtimeLoader(origin: origin.base, folder: folder, policy: policy, options: LoaderOptions(fallbackStatuses: [429, 404])))
+            #expect(try await plain.execute(HTTPClientRequest(url: origin.base + "/"), timeout: .seconds(30)).status.code == 429)
+            let answer = try await told.execute(HTTPClientRequest(url: origin.base + "/"), timeout: .seconds(30))
+            let text = String(buffer: try await answer.body.collect(upTo: 1 << 20))
+            #expect(answer.status.code == 200 && text == samplePage)
+        }
+    }
+
+    @Test("the last-seen cache: kept from the network, answers offline after a restart, never keeps no-store")
+    func lastSeen() async throws {
+        try await withOrigin { origin in
+            let folder = try TemporaryFolder()
+            origin.set("/", .text("live page v2", type: "text/html"))
+            origin.set("/secret", .text("no", type: "text/plain", headers: [("Cache-Control", "no-store")]))
+            func client(_ policy: OfflinePolicy) throws -> OfflineHTTPClient {
+                let cache = try LastSeenCache(directory: folder.path + "/seen", maxBytes: 1 << 20)
+                return OfflineHTTPClient(
+                    loader: try runtimeLoader(origin: origin.base, folder: folder, policy: policy, options: LoaderOptions(lastSeen: cache)))
+            }
+            func get(_ client: OfflineHTTPClient, _ path: String) async throws -> (Int, String) {
+                let response = try await client.execute(HTTPClientRequest(url: origin.base + path), timeout: .seconds(30))
+                return (Int(response.status.code), String(buffer: try await response.body.collect(upTo: 1 << 20)))
+            }
+            let online = try client(.networkFirst(timeout: .seconds(30)))
+            #expect(try await get(online, "/").1 == "live page v2")
+            #expect(try await get(online, "/secret").1 == "no")
+            await origin.stop()
+            // A new loader over the same folder: a restart, offline.
+            let restarted = try client(.networkFirst(timeout: .seconds(5)))
+            #expect(try await get(restarted, "/").1 == "live page v2")
+            // no-store was never kept: nothing answers it.
+            await #expect(throws: (any Error).self) { try await get(restarted, "/secret") }
+            let files = try FileManager.default.contentsOfDirectory(atPath: folder.path + "/seen")
+            #expect(files.count == 1, "\(files)")
+        }
+    }
 }

@@ -69,4 +69,23 @@ struct MiddlewareTests {
             try await client.execute(uri: "/docs/old", method: .get) { #expect($0.status == .movedPermanently && $0.headers[.location] == "/docs/") }
         }
     }
+
+    @Test("the shared table: rules, layered bundles, Age and ranges")
+    func sharedTable() async throws {
+        let folder = try TemporaryFolder()
+        let origin = "https://docs.example.com"
+        let loader = try runtimeLoader(origin: origin, folder: folder, policy: .bundleOnly)
+        let router = Router()
+        router.add(middleware: OfflineBundleMiddleware(loader: loader, routes: [.init(origin: origin)]))
+        try await Application(router: router).test(.router) { client in
+            for wanted in runtimeCases {
+                var headers = HTTPFields()
+                for (name, value) in wanted.headers { headers[HTTPField.Name(name)!] = value }
+                let response = try await client.execute(uri: wanted.path, method: .get, headers: headers)
+                let problem = mismatch(
+                    wanted, status: response.status.code, header: { response.headers[HTTPField.Name($0)!] }, body: Data(buffer: response.body))
+                #expect(problem == nil, "\(problem ?? "")")
+            }
+        }
+    }
 }

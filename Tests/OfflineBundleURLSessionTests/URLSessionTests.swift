@@ -160,4 +160,27 @@ struct URLSessionTests {
         try OfflineURLProtocol.installProcessWide(second)
         #expect(OfflineURLProtocol.processWideLoader === second)
     }
+
+    @Test("the shared table: rules, layered bundles, Age and ranges, and a counting origin that sees no request")
+    func sharedTable() async throws {
+        try await withOrigin { origin in
+            let folder = try TemporaryFolder()
+            for policy in [OfflinePolicy.bundleFirst, .bundleOnly] {
+                let configuration = URLSessionConfiguration.ephemeral
+                OfflineURLProtocol.uninstallProcessWide()
+                try configuration.useProcessWideOfflineBundle(try runtimeLoader(origin: origin.base, folder: folder, policy: policy))
+                defer { OfflineURLProtocol.uninstallProcessWide() }
+                let session = URLSession(configuration: configuration)
+                for wanted in runtimeCases {
+                    var request = URLRequest(url: URL(string: origin.base + wanted.path)!)
+                    for (name, value) in wanted.headers { request.setValue(value, forHTTPHeaderField: name) }
+                    let (data, response) = try await session.data(for: request)
+                    let http = try #require(response as? HTTPURLResponse)
+                    let problem = mismatch(wanted, status: http.statusCode, header: { http.value(forHTTPHeaderField: $0) }, body: data)
+                    #expect(problem == nil, "\(policy): \(problem ?? "")")
+                }
+            }
+            #expect(origin.requests.isEmpty, "\(origin.requests.map(\.path))")
+        }
+    }
 }

@@ -1,0 +1,93 @@
+import Foundation
+import HTTPTypes
+import OfflineBundle
+import PackagerKit
+import TestSupport
+import Testing
+
+@Suite("runtime rules, Age and the last-seen cache, through the loader")
+struct RuntimeRulesTests {
+    let origin = "https://docs.example.com"
+
+    @Test("Age is present on bundle answers and grows with time")
+    func ageGrows() async throws {
+        let folder = try TemporaryFolder()
+        let loader = try runtimeLoader(origin: origin, folder: folder, policy: .bundleOnly)
+        let first = try #require(loader.response(for: BundleRequest(url: origin + "/")))
+        let before = try #require(first.header("age").flatMap(Int.init))
+        #expect(before >= 100 && before < 200)
+        #expect(first.source == .bundle("release.zip"))
+        try await Task.sleep(for: .milliseconds(1100))
+        let after = try #require(loader.response(for: BundleRequest(url: origin + "/"))?.header("age").flatMap(Int.init))
+        #expect(after > before)
+        // Rules and the hotfix bundle say what answered.
+        #expect(loader.response(for: BundleRequest(url: origin + "/flags.json"))?.source == .rule)
+        #expect(loader.response(for: BundleRequest(url: origin + "/hotfix.txt"))?.source == .bundle("hotfix.zip"))
+        #expect(loader.response(for: BundleRequest(url: "https://elsewhere.example/tracker/x"))?.status == 204)
+    }
+
+    @Test("a rule added later wins over earlier rules and the bundles; the loader it came from is unchanged")
+    func precedence() throws {
+        let folder = try TemporaryFolder()
+        let loader = try runtimeLoader(origin: origin, folder: folder, policy: .bundleFirst)
+        let stricter = try loader.adding(OfflineRules(block: ["*/override.txt"], overrides: [PolicyOverride(.host("docs.example.com"), policy: .bundleOnly)]))
+        #expect(stricter.response(for: BundleRequest(url: origin + "/override.txt"))?.status == 204)
+        #expect(try loader.response(for: BundleRequest(url: origin + "/override.txt"))?.bodyData() == Data("from the rule".utf8))
+        #expect(stricter.policy(for: origin + "/") == .bundleOnly && loader.policy(for: origin + "/") == .bundleFirst)
+        // A missing file is refused when the rule is added, named.
+        let error = try #require(throws: BundleError.self) { try loader.adding(OfflineRules(substitutions: [.url(origin + "/x", file: "/nonexistent/x.js")])) }
+        #expect(error.message.contains("/nonexistent/x.js"))
+    }
+
+    @Test("a rules file with a mistake says which line and what is wrong")
+    func rulesFileErrors() throws {
+        for (text, wanted) in [
+            ("block: [\"*/a/*\"]\nsubstitution: []\n", "rules.yml:2:1: unknown key 'substitution'"),
+            ("substitutions:\n  - url: https://a.example/x\n", "rules.yml:2:5: a substitution needs either"),
+            ("policies:\n  - host: a.example\n    policy: sometimes\n", "rules.yml:3:13: unknown policy 'sometimes'"),
+            ("substitutions:\n  - url: ftp://a.example/x\n    file: x\n", "rules.yml:2:10: substitution url 'ftp://a.example/x'"),
+        ] {
+            let error = try #require(throws: BundleError.self) { try OfflineRules(yaml: text) }
+            #expect(error.message.hasPrefix(wanted), "\(error.message)")
+        }
+        let rules = try OfflineRules(yaml: "policies:\n  - url: \"https://*/live/*\"\n    policy: network-first\n    timeout: 1.5s\n")
+        #expect(rules.overrides.first?.policy == .networkFirst(timeout: .milliseconds(1500)))
+    }
+
+    @Test("the last-seen cache keeps what it may, evicts the least recently used past its size, and survives a reopen")
+    func lastSeenCache() throws {
+        let folder = try TemporaryFolder()
+        let cache = try LastSeenCache(directory: folder.path + "/seen", maxBytes: 3000)
+        let loader = try runtimeLoader(origin: origin, folder: folder, policy: .networkFirst(timeout: .seconds(5)), options: LoaderOptions(lastSeen: cache))
+        let body = Data(repeating: 0x61, count: 300)
+        let headers: HTTPFields = [.contentType: "text/plain"]
+        func request(_ path: String, _ extra: HTTPFields = [:]) -> BundleRequest { BundleRequest(url: origin + path, headers: extra) }
+        #expect(loader.remember(request("/a"), status: 200, headers: headers, body: body))
+        #expect(!loader.remember(request("/b"), status: 200, headers: [.cacheControl: "no-store"], body: body))
+        #expect(!loader.remember(request("/c"), status: 200, headers: [.cacheControl: "private, max-age=60"], body: body))
+        #expect(!loader.remember(request("/d", [.authorization: "Bearer x"]), status: 200, headers: headers, body: body))
+        #expect(!loader.remember(request("/e"), status: 404, headers: headers, body: body))
+        #expect(!loader.remember(BundleRequest(url: "https://other.example/a"), status: 200, headers: headers, body: body))
+        #expect(!loader.remember(request("/big"), status: 200, headers: headers, body: Data(count: 1000)))
+        // The kept response answers before the bundle (which has no /a), with its Age.
+        let kept = try #require(loader.response(for: request("/a")))
+        #expect(try kept.source == .lastSeen && kept.bodyData() == body && kept.header("age") != nil)
+        // Fill past 3000 bytes: the least recently used go first; /a was used last, after /f.. were written.
+        for i in 0..<6 { #expect(loader.remember(request("/f\(i)"), status: 200, headers: headers, body: body)) }
+        _ = loader.response(for: request("/f5"))
+        for i in 6..<8 { #expect(loader.remember(request("/f\(i)"), status: 200, headers: headers, body: body)) }
+        #expect(cache.bytesUsed <= 3000)
+        #expect(loader.response(for: request("/f0")) == nil)
+        #expect(loader.response(for: request("/f5"))?.source == .lastSeen)
+        // A minimum lifetime refuses responses that say they go stale sooner, or say nothing.
+        let strict = try LastSeenCache(directory: folder.path + "/strict", maxBytes: 1 << 20, minimumLifetime: .seconds(60))
+        let strictLoader = try runtimeLoader(origin: origin, folder: folder, policy: .bundleFirst, options: LoaderOptions(lastSeen: strict))
+        #expect(!strictLoader.remember(request("/g"), status: 200, headers: headers, body: body))
+        #expect(!strictLoader.remember(request("/g"), status: 200, headers: [.cacheControl: "max-age=30"], body: body))
+        #expect(strictLoader.remember(request("/g"), status: 200, headers: [.cacheControl: "max-age=600"], body: body))
+        // Reopened (a restart): the kept files are found again; no temporary file is left.
+        let reopened = try LastSeenCache(directory: folder.path + "/seen", maxBytes: 3000)
+        #expect(reopened.bytesUsed == cache.bytesUsed)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path + "/seen").allSatisfy { !$0.hasPrefix(".tmp-") })
+    }
+}

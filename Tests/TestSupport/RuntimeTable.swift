@@ -1,0 +1,79 @@
+import Foundation
+import OfflineBundle
+import PackagerKit
+
+/// One request of the table every client integration answers, and what it must get.
+public struct RuntimeCase: Sendable, CustomStringConvertible {
+    public var path: String
+    public var headers: [(String, String)]
+    public var status: Int
+    /// Headers that must be present with these values (nil: must be present, any value).
+    public var expectedHeaders: [(String, String?)]
+    public var body: Data
+
+    public var description: String { "GET \(path) \(headers)" }
+}
+
+/// A release bundle and a hotfix bundle for `origin`, and runtime rules, layered in one loader: what the shared table
+/// of ``runtimeCases`` is answered from, by URLSession, AsyncHTTPClient and Hummingbird alike.
+///
+/// - the release bundle carries a block pattern (`*/tracker/*`) that no crawled page met, a page fetched 100 seconds
+///   ago (so `Age` is at least 100), and `/override.txt`, which a runtime rule replaces;
+/// - the hotfix bundle, first, answers `/hotfix.txt` and nothing else;
+/// - the runtime rules block `*/runtime-blocked/*`, answer `/flags.json` with bytes and `/override.txt` with a file.
+public func runtimeLoader(origin: String, folder: TemporaryFolder, policy: OfflinePolicy, options: LoaderOptions = LoaderOptions()) throws
+    -> OfflineLoader
+{
+    var release = BundleWriter(options: .init(rules: BundleRules(block: ["*/tracker/*"])))
+    release.add(
+        .init(
+            url: origin + "/", headers: [("content-type", "text/html; charset=utf-8"), ("etag", "\"page-v1\"")], body: .data(Data(samplePage.utf8)),
+            fetchedAt: Date().addingTimeInterval(-100)))
+    release.add(.init(url: origin + "/override.txt", headers: [("content-type", "text/plain")], body: .data(Data("from the bundle".utf8))))
+    try release.write(to: folder.path + "/release.zip")
+    var hotfix = BundleWriter()
+    hotfix.add(.init(url: origin + "/hotfix.txt", headers: [("content-type", "text/plain")], body: .data(Data("hotfix".utf8))))
+    try hotfix.write(to: folder.path + "/hotfix.zip")
+    try folder.file("rules/override.txt", "from the rule")
+    try folder.file(
+        "rules/rules.yml",
+        """
+        block: ["*/runtime-blocked/*"]
+        substitutions:
+          - url: \(origin)/override.txt
+            file: override.txt
+        """)
+    var rules = try OfflineRules(contentsOf: folder.path + "/rules/rules.yml")
+    rules.substitutions.append(.url(origin + "/flags.json", bytes: Data("{\"on\":true}".utf8), mediaType: "application/json"))
+    let bundles = [try MountedBundle(path: folder.path + "/hotfix.zip"), try MountedBundle(path: folder.path + "/release.zip")]
+    return try OfflineLoader(bundles: bundles, policy: policy, options: options).adding(rules)
+}
+
+/// The requests of the shared table and what each must get: none of them reaches the network.
+public let runtimeCases: [RuntimeCase] = [
+    RuntimeCase(path: "/tracker/pixel.gif", headers: [], status: 204, expectedHeaders: [], body: Data()),
+    RuntimeCase(path: "/runtime-blocked/a.js", headers: [], status: 204, expectedHeaders: [], body: Data()),
+    RuntimeCase(
+        path: "/flags.json", headers: [], status: 200, expectedHeaders: [("content-type", "application/json"), ("content-length", "11")],
+        body: Data("{\"on\":true}".utf8)),
+    RuntimeCase(
+        path: "/override.txt", headers: [], status: 200, expectedHeaders: [("content-type", "text/plain; charset=utf-8")], body: Data("from the rule".utf8)),
+    RuntimeCase(path: "/hotfix.txt", headers: [], status: 200, expectedHeaders: [("content-type", "text/plain")], body: Data("hotfix".utf8)),
+    RuntimeCase(path: "/", headers: [], status: 200, expectedHeaders: [("etag", "\"page-v1\""), ("age", nil)], body: Data(samplePage.utf8)),
+    RuntimeCase(path: "/", headers: [("If-None-Match", "\"page-v1\"")], status: 304, expectedHeaders: [("etag", "\"page-v1\"")], body: Data()),
+    RuntimeCase(
+        path: "/flags.json", headers: [("Range", "bytes=1-4")], status: 206, expectedHeaders: [("content-range", "bytes 1-4/11")],
+        body: Data("\"on\"".utf8)),
+]
+
+/// Whether a response matches a case; the mismatch in words when not.
+public func mismatch(_ wanted: RuntimeCase, status: Int, header: (String) -> String?, body: Data) -> String? {
+    if status != wanted.status { return "\(wanted): status \(status), wanted \(wanted.status)" }
+    for (name, value) in wanted.expectedHeaders {
+        guard let got = header(name) else { return "\(wanted): no \(name)" }
+        if let value, got != value { return "\(wanted): \(name) is \(got), wanted \(value)" }
+    }
+    if wanted.path == "/", wanted.status == 200, let age = header("age").flatMap(Int.init), age < 100 { return "\(wanted): Age \(age) < 100" }
+    if body != wanted.body { return "\(wanted): body of \(body.count) bytes differs" }
+    return nil
+}
