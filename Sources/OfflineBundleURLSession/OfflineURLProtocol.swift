@@ -29,13 +29,15 @@ import OfflineBundle
 /// other thread races with the session's other tasks (that race crashed the
 /// process under concurrent requests). Hence:
 /// - bundle answers are given synchronously inside `startLoading()`;
-/// - under `.bundleFirst`, a URL the bundle cannot answer is not taken by this
-///   protocol at all (`canInit` says no), and URLSession's own HTTP stack
-///   fetches it;
-/// - under `.networkFirst`, the network answer (or the bundle's, when the
-///   network fails, answers 5xx or takes longer than the policy's timeout)
-///   is handed over on the queue `startLoading()` ran on, kept for that
-///   purpose. Nothing waits: on Linux every URLSession shares one serial
+/// - under `.bundleFirst`, a URL that neither the rules nor the bundles
+///   answer, when there is no last-seen cache to keep its answer in, is not
+///   taken by this protocol at all (`canInit` says no), and URLSession's own
+///   HTTP stack fetches it;
+/// - a request the loader's plan sends to the network (network-first, or a
+///   bundle-first entry past its maximum age) gets the network's answer, or
+///   the loader's fallback when the network fails, answers 5xx (or a status
+///   in `fallbackStatuses`) or takes longer than the policy's timeout, handed
+///   over on the queue `startLoading()` ran on, kept for that purpose. Nothing waits: on Linux every URLSession shares one serial
 ///   queue, so waiting there would stop them all.
 public final class OfflineURLProtocol: URLProtocol {
     private struct Installed {
