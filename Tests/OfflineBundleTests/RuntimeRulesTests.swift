@@ -91,3 +91,34 @@ struct RuntimeRulesTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path + "/seen").allSatisfy { !$0.hasPrefix(".tmp-") })
     }
 }
+
+@Suite("bundle-first told to answer only 2xx entries")
+struct OnlySuccessTests {
+    @Test("a recorded redirect or error asks the network; the entry answers when the network cannot")
+    func onlySuccess() throws {
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
+        let bundle = try MountedBundle(path: folder.path + "/b.zip")
+        let strict = OfflineLoader(bundles: [bundle], policy: .bundleFirst, options: LoaderOptions(bundleFirstAnswersOnlySuccess: true))
+        let plain = OfflineLoader(bundles: [bundle], policy: .bundleFirst)
+        let gone = BundleRequest(url: "https://docs.example.com/gone.html")
+        guard case .network = strict.plan(for: gone) else {
+            Issue.record("a recorded 404 should ask the network")
+            return
+        }
+        guard case .answer(let answer) = plain.plan(for: gone), answer.status == 404 else {
+            Issue.record("without the option the recorded 404 answers")
+            return
+        }
+        #expect(strict.fallback(for: gone, networkAnswered: false)?.status == 404)
+        guard case .answer(let page) = strict.plan(for: BundleRequest(url: "https://docs.example.com/")), page.status == 200 else {
+            Issue.record("a 200 entry still answers")
+            return
+        }
+        // A blocked entry (204) is a 2xx: still answered, never the network.
+        guard case .answer(let blocked) = strict.plan(for: BundleRequest(url: "https://docs.example.com/ads.js")), blocked.status == 204 else {
+            Issue.record("a blocked entry still answers")
+            return
+        }
+    }
+}

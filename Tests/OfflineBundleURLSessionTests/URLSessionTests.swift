@@ -183,4 +183,27 @@ struct URLSessionTests {
             #expect(origin.requests.isEmpty, "\(origin.requests.map(\.path))")
         }
     }
+
+    @Test("the last-seen cache keeps what the network answered and answers it after a restart offline")
+    func lastSeen() async throws {
+        try await withOrigin { origin in
+            origin.set("/", .text("live page v2", type: "text/html"))
+            let folder = try TemporaryFolder()
+            func get(_ policy: OfflinePolicy) async throws -> String? {
+                let cache = try LastSeenCache(directory: folder.path + "/seen", maxBytes: 1 << 20)
+                let configuration = URLSessionConfiguration.ephemeral
+                OfflineURLProtocol.uninstallProcessWide()
+                try configuration.useProcessWideOfflineBundle(
+                    try runtimeLoader(origin: origin.base, folder: folder, policy: policy, options: LoaderOptions(lastSeen: cache)))
+                defer { OfflineURLProtocol.uninstallProcessWide() }
+                let (data, _) = try await URLSession(configuration: configuration).data(from: URL(string: origin.base + "/")!)
+                return String(decoding: data, as: UTF8.self)
+            }
+            #expect(try await get(.networkFirst(timeout: .seconds(30))) == "live page v2")
+            await origin.stop()
+            // A new loader and cache over the same folder, offline: the last-seen answer is newer than the bundle's.
+            #expect(try await get(.networkFirst(timeout: .seconds(5))) == "live page v2")
+            #expect(try await get(.bundleOnly) == "live page v2")
+        }
+    }
 }
