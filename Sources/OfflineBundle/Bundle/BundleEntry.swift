@@ -89,9 +89,14 @@ extension BundleEntry {
     /// The response's age at `now` in seconds (RFC 9111 §4.2.3): the age it had when fetched (its `Age`, or how far
     /// its `Date` lagged the fetch) plus the time since; nil when the fetch time was not recorded.
     public func age(at now: Date) -> TimeInterval? {
+        Self.age(fetchedAt: fetchedAt, originDate: originDate, recordedAge: header("age"), now: now)
+    }
+
+    /// The age of a response fetched at `fetchedAt`, sent with `originDate` and an `Age` of `recordedAge`.
+    static func age(fetchedAt: Date?, originDate: Date?, recordedAge: String?, now: Date) -> TimeInterval? {
         guard let fetchedAt else { return nil }
         let apparent = originDate.map { max(0, fetchedAt.timeIntervalSince($0)) } ?? 0
-        let recorded = header("age").flatMap { Double($0.trimmingCharacters(in: .whitespaces)) }.flatMap { $0.isFinite ? max(0, $0) : nil } ?? 0
+        let recorded = recordedAge.flatMap { Double($0.trimmingCharacters(in: .whitespaces)) }.flatMap { $0.isFinite ? max(0, $0) : nil } ?? 0
         return max(apparent, recorded) + max(0, now.timeIntervalSince(fetchedAt))
     }
 }

@@ -356,7 +356,12 @@ public final class OfflineLoader: Sendable {
         }
         if let (entry, bundle) = entryAnswer {
             var response = BundleResponder(bundle: bundle).respond(to: request, with: entry, head: head)
-            if let age = Self.age(of: entry, now: now) { response.headers[.age] = String(age) }
+            // From the response's own fields: the entry's headers are decoded once per request, not twice.
+            if let age = BundleEntry.age(fetchedAt: entry.fetchedAt, originDate: entry.originDate, recordedAge: response.headers[.age], now: now),
+                age.isFinite
+            {
+                response.headers[.age] = String(Int(min(age, Double(Int32.max))))
+            }
             return Found(response: response, url: request.url, fixed: false)
         }
         if let bundle = blockedBy {
@@ -368,11 +373,5 @@ public final class OfflineLoader: Sendable {
             return Found(response: BundleResponse(status: 404, headers: [.contentLength: "0"], body: .empty, source: .rule), url: request.url, fixed: true)
         }
         return nil
-    }
-
-    /// The `Age` value of a recorded response now, in whole seconds; nil when the fetch time was not recorded.
-    static func age(of entry: BundleEntry, now: Date) -> Int? {
-        guard let age = entry.age(at: now), age.isFinite else { return nil }
-        return Int(min(age, Double(Int32.max)))
     }
 }
