@@ -59,7 +59,10 @@ public struct OfflineHTTPClient: Sendable {
             if loader.fallsBack(onStatus: status), let (fallback, url) = loader.fallback(for: bundleRequest, networkAnswered: true, followingRedirects: 10) {
                 return try respond(fallback, url: url)
             }
-            guard status == 200, loader.mayRemember(bundleRequest), let lastSeen = loader.options.lastSeen else { return response }
+            // A response the client reached by following redirects answers another URL: it is not kept for this one.
+            guard status == 200, response.history.count <= 1, loader.mayRemember(bundleRequest), let lastSeen = loader.options.lastSeen else {
+                return response
+            }
             var headers = HTTPFields()
             for (name, value) in response.headers {
                 if let fieldName = HTTPField.Name(name) { headers.append(HTTPField(name: fieldName, value: value)) }

@@ -86,12 +86,10 @@ public final class OfflineURLProtocol: URLProtocol {
 
     public override class func canInit(with request: URLRequest) -> Bool {
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", let loader else { return false }
-        // A bundle-first URL that nothing here answers, with no last-seen cache to keep its answer in, goes to
-        // URLSession's own HTTP stack: nothing for this protocol to add.
+        // A bundle-first URL that nothing here answers goes to URLSession's own HTTP stack, with the app's session,
+        // delegates and cookies: nothing for this protocol to add (a block rule answers it here, whatever the method).
         if loader.policy(for: url.absoluteString) == .bundleFirst {
-            let method = request.httpMethod?.uppercased() ?? "GET"
-            guard method == "GET" || method == "HEAD" else { return false }
-            return loader.hasEntry(for: url.absoluteString) || loader.mayRemember(bundleRequest(request, url: url))
+            return loader.hasEntry(for: bundleRequest(request, url: url))
         }
         return true
     }
@@ -129,7 +127,9 @@ public final class OfflineURLProtocol: URLProtocol {
                         {
                             fallback = answer
                         } else {
-                            if status == 200, let http = response as? HTTPURLResponse { Self.remember(http, data: data, for: bundleRequest, loader: loader) }
+                            if status == 200, let http = response as? HTTPURLResponse {
+                                Self.remember(http, data: data, for: bundleRequest, loader: loader, session: installed.network)
+                            }
                             this.deliver(.network(response, data), to: client)
                             return
                         }
@@ -166,9 +166,16 @@ public final class OfflineURLProtocol: URLProtocol {
         return BundleRequest(method: request.httpMethod ?? "GET", url: url.absoluteString, headers: headers)
     }
 
-    /// Keeps a network response in the loader's last-seen cache (URLSession has decoded its body).
-    private static func remember(_ response: HTTPURLResponse, data: Data, for request: BundleRequest, loader: OfflineLoader) {
-        guard loader.mayRemember(request) else { return }
+    /// Keeps a network response in the loader's last-seen cache (URLSession has decoded its body), written off the
+    /// task's queue. Not kept: a response reached by following redirects (it answers another URL), and one to a
+    /// request the session sent cookies with (they are not among the request's own headers).
+    private static func remember(_ response: HTTPURLResponse, data: Data, for request: BundleRequest, loader: OfflineLoader, session: URLSession) {
+        guard loader.mayRemember(request), response.url?.absoluteString == request.url else { return }
+        if let url = response.url, session.configuration.httpShouldSetCookies,
+            session.configuration.httpCookieStorage?.cookies(for: url)?.isEmpty == false
+        {
+            return
+        }
         var headers = HTTPFields()
         for (name, value) in response.allHeaderFields {
             // The body was decoded: its encoding and length no longer describe it.
@@ -177,7 +184,9 @@ public final class OfflineURLProtocol: URLProtocol {
             else { continue }
             headers.append(HTTPField(name: fieldName, value: value))
         }
-        loader.remember(request, status: response.statusCode, headers: headers, body: data)
+        let status = response.statusCode
+        let kept = headers
+        DispatchQueue.global().async { loader.remember(request, status: status, headers: kept, body: data) }
     }
 
     public override func stopLoading() {

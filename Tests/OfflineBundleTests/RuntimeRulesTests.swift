@@ -39,6 +39,36 @@ struct RuntimeRulesTests {
         #expect(error.message.contains("/nonexistent/x.js"))
     }
 
+    @Test("a folder substitution answers its files, never a hidden one or one outside it, and a POST to a blocked URL is blocked")
+    func folderAndMethods() throws {
+        let folder = try TemporaryFolder()
+        try folder.file("assets/app.css", "body{}")
+        try folder.file("assets/.env", "SECRET=1")
+        try folder.file("outside.txt", "not yours")
+        try FileManager.default.createSymbolicLink(atPath: folder.path + "/assets/link.txt", withDestinationPath: folder.path + "/outside.txt")
+        let base = try runtimeLoader(origin: origin, folder: folder, policy: .networkFirst(timeout: .seconds(5)))
+        // A prefix without its trailing slash names the folder all the same.
+        let loader = try base.adding(OfflineRules(substitutions: [.prefix("https://cdn.example.com/assets", folder: folder.path + "/assets")]))
+        #expect(try loader.response(for: BundleRequest(url: "https://cdn.example.com/assets/app.css"))?.bodyData() == Data("body{}".utf8))
+        for path in ["/assets/.env", "/assets/link.txt", "/assets/%2e%2e%2foutside.txt", "/assets/missing.css"] {
+            #expect(loader.response(for: BundleRequest(url: "https://cdn.example.com" + path))?.status == 404, "\(path)")
+        }
+        // Dot segments are resolved before matching: this URL is not under the prefix at all.
+        #expect(loader.response(for: BundleRequest(url: "https://cdn.example.com/assets/%2e%2e/outside.txt"))?.status == nil)
+        #expect(loader.response(for: BundleRequest(url: "https://cdn.example.com/assets-old/x"))?.status == nil)
+        // Any method to a blocked URL is answered 204 and planned off the network; other POSTs go to the network.
+        for url in [origin + "/tracker/beacon", origin + "/runtime-blocked/beacon"] {
+            guard case .answer(let answer) = loader.plan(for: BundleRequest(method: "POST", url: url)), answer.status == 204 else {
+                Issue.record("a POST to \(url) was not blocked")
+                continue
+            }
+        }
+        guard case .network = loader.plan(for: BundleRequest(method: "POST", url: origin + "/")) else {
+            Issue.record("a POST to an unblocked URL should go to the network")
+            return
+        }
+    }
+
     @Test("a rules file with a mistake says which line and what is wrong")
     func rulesFileErrors() throws {
         for (text, wanted) in [

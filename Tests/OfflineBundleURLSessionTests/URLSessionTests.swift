@@ -200,6 +200,11 @@ struct URLSessionTests {
                 return String(decoding: data, as: UTF8.self)
             }
             #expect(try await get(.networkFirst(timeout: .seconds(30))) == "live page v2")
+            // The response is written off the task's queue: wait for its file.
+            for _ in 0..<50
+            where (try? FileManager.default.contentsOfDirectory(atPath: folder.path + "/seen"))?.contains(where: { $0.hasSuffix(".seen") }) != true {
+                try await Task.sleep(for: .milliseconds(20))
+            }
             await origin.stop()
             // A new loader and cache over the same folder, offline: the last-seen answer is newer than the bundle's.
             #expect(try await get(.networkFirst(timeout: .seconds(5))) == "live page v2")

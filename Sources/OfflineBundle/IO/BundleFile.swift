@@ -17,7 +17,8 @@ package final class BundleFile: Sendable {
     private let descriptor: Int32
 
     package init(path: String) throws {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        // Non-blocking: a named pipe is refused by the check below instead of blocking the open.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
             throw BundleError(.io, "cannot open \(path): \(String(cString: strerror(errno)))")
         }

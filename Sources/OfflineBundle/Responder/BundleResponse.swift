@@ -78,7 +78,8 @@ public struct BundleResponse: Sendable {
     public enum Source: Sendable, Equatable, CustomStringConvertible {
         /// A mounted bundle, by its ``MountedBundle/label``.
         case bundle(String)
-        /// A rule: a block or substitution added at runtime, or a block pattern a bundle carries.
+        /// A rule added at runtime (a block or a substitution), or a bundle's substitution prefix that no bundle
+        /// holds the URL for (a 404). A bundle's own block patterns answer as `.bundle(label)`.
         case rule
         /// The last-seen cache (what the network last answered).
         case lastSeen

@@ -101,17 +101,18 @@ public final class LastSeenCache: @unchecked Sendable {
         let path = (directory as NSString).appendingPathComponent(name)
         let temporary = (directory as NSString).appendingPathComponent(".tmp-\(UUID().uuidString)")
         guard FileManager.default.createFile(atPath: temporary, contents: Data(file)) else { return false }
-        guard rename(temporary, path) == 0 else {
-            unlink(temporary)
-            return false
-        }
-        lock.withLock {
+        // Renamed under the lock, so an eviction running meanwhile cannot remove the file just written.
+        return lock.withLock {
+            guard rename(temporary, path) == 0 else {
+                unlink(temporary)
+                return false
+            }
             total -= items[name]?.size ?? 0
             items[name] = Item(size: UInt64(file.count), used: now)
             total += UInt64(file.count)
             evict(keeping: name)
+            return true
         }
-        return true
     }
 
     /// The response kept for the canonical `key`, or nil.

@@ -48,7 +48,8 @@ public struct LoaderOptions: Sendable {
     /// network-first while the network answers; it is still served when the network cannot (stale-if-error).
     /// nil: any age is served.
     public var maxAge: Duration?
-    /// Network-first: statuses besides 5xx on which the bundle answers instead of the network (404, 429).
+    /// Statuses besides 5xx on which the loader's fallback answers instead of the network (404, 429): under
+    /// network-first, and under bundle-first when an entry past ``maxAge`` or a non-2xx entry sent the request out.
     public var fallbackStatuses: Set<Int>
     /// Bundle-first: answer only entries whose recorded status is 2xx (blocked entries are 204), and ask the
     /// network for the rest (redirects, 404s the crawl recorded); the entry still answers when the network cannot.
@@ -80,7 +81,7 @@ public struct LoaderOptions: Sendable {
 /// Nothing in 1 and 3's rules ever reaches the network, under any policy. Responses from a bundle carry `Age`
 /// from the recorded fetch time (RFC 9111 §4.2.3). Lookups are counted through swift-metrics
 /// (`offline_bundle_lookups`, dimensions `result`: hit, miss or error, and `source`: the bundle's label, `rules` or
-/// `last-seen`) and logged at debug level through swift-log with the same `source`.
+/// `last-seen`; `none` for misses and errors) and logged at debug level through swift-log with the same `source`.
 ///
 /// A loader is an immutable value: ``adding(_:)`` returns a new one.
 public final class OfflineLoader: Sendable {
@@ -95,8 +96,8 @@ public final class OfflineLoader: Sendable {
     /// The origins the bundles record: the last-seen cache keeps only their URLs.
     private let origins: Set<String>
     private let hits: [String: Counter]
-    private let misses = Counter(label: "offline_bundle_lookups", dimensions: [("result", "miss")])
-    private let errors = Counter(label: "offline_bundle_lookups", dimensions: [("result", "error")])
+    private let misses = Counter(label: "offline_bundle_lookups", dimensions: [("result", "miss"), ("source", "none")])
+    private let errors = Counter(label: "offline_bundle_lookups", dimensions: [("result", "error"), ("source", "none")])
 
     /// Creates a loader over already mounted bundles.
     public convenience init(
@@ -179,13 +180,10 @@ public final class OfflineLoader: Sendable {
     package func plan(for request: BundleRequest, followingRedirects maxRedirects: Int) -> (plan: Plan, url: String) {
         let policy = policy(for: request.url)
         guard let found = find(request, followingRedirects: maxRedirects) else {
+            misses.increment()
+            logger.debug("offline miss", metadata: ["url": "\(request.url)"])
             if case .networkFirst(let timeout) = policy { return (.network(timeout: timeout), request.url) }
-            if policy == .bundleOnly {
-                misses.increment()
-                logger.debug("offline miss", metadata: ["url": "\(request.url)"])
-                return (.miss, request.url)
-            }
-            return (.network(timeout: nil), request.url)
+            return (policy == .bundleOnly ? .miss : .network(timeout: nil), request.url)
         }
         let ask: Plan
         switch policy {
@@ -251,8 +249,8 @@ public final class OfflineLoader: Sendable {
         return (counted(found), found.url)
     }
 
-    /// Whether a bundle or rule answers `url` (nothing is counted).
-    package func hasEntry(for url: String) -> Bool { find(BundleRequest(url: url), followingRedirects: 0) != nil }
+    /// Whether a rule, the last-seen cache or a bundle answers `request` (nothing is counted).
+    package func hasEntry(for request: BundleRequest) -> Bool { find(request, followingRedirects: 0) != nil }
 
     /// Counts a body that failed its checks while being served.
     package func recordError(_ error: any Error, url: String) {
@@ -309,7 +307,8 @@ public final class OfflineLoader: Sendable {
 
     private func find(_ request: BundleRequest, followingRedirects maxRedirects: Int) -> Found? {
         let method = request.method.uppercased()
-        guard method == "GET" || method == "HEAD" else { return nil }
+        // A block rule answers every method (a tracker's POST beacon too); the rest answers GET and HEAD only.
+        guard method == "GET" || method == "HEAD" else { return blocked(request).map { Found(response: $0, url: request.url, fixed: true) } }
         guard var found = lookup(request, head: method == "HEAD") else { return nil }
         var hops = 0
         while hops < maxRedirects, (300...399).contains(found.response.status), found.response.status != 304,
@@ -323,6 +322,17 @@ public final class OfflineLoader: Sendable {
             hops += 1
         }
         return found
+    }
+
+    /// The 204 a runtime block rule or a bundle's block pattern answers `request` with, or nil.
+    private func blocked(_ request: BundleRequest) -> BundleResponse? {
+        if let answer = compiled.blocked(request) { return answer }
+        for bundle in bundles where !bundle.rules.block.isEmpty {
+            if let key = bundle.canonicalizer.canonicalize(request.url), bundle.rules.blockPattern(matching: key) != nil {
+                return BundleResponse(status: 204, headers: [:], body: .empty, source: .bundle(bundle.label))
+            }
+        }
+        return nil
     }
 
     private func lookup(_ request: BundleRequest, head: Bool) -> Found? {

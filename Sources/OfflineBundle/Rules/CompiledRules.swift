@@ -43,11 +43,20 @@ struct CompiledRules: Sendable {
                 guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue else {
                     throw BundleError(.invalidArgument, "the substitution for \(text) names the folder \(path), which does not exist or is not a folder")
                 }
-                prefixes.append((key, path))
+                // A prefix names a folder: `https://cdn.example.com/fonts` covers `…/fonts/…`, not `…/fonts-old/…`.
+                prefixes.append((key.hasSuffix("/") ? key : key + "/", path))
             case (.url, .folder), (.prefix, .file), (.prefix, .bytes):
                 throw BundleError(.invalidArgument, "the substitution for \(text): a URL takes a file or bytes, a prefix takes a folder")
             }
         }
+    }
+
+    /// The 204 a block rule answers `request` with, or nil.
+    func blocked(_ request: BundleRequest) -> BundleResponse? {
+        guard !block.isEmpty, let key = RequestKeyCanonicalizer().canonicalize(request.url) else { return nil }
+        let lowered = Array(key.lowercased().utf8)
+        guard block.contains(where: { globMatch($0[...], lowered[...]) }) else { return nil }
+        return BundleResponse(status: 204, headers: [:], body: .empty, source: .rule)
     }
 
     /// The rules' answer to `request`, or nil when no rule matches.
@@ -71,8 +80,10 @@ struct CompiledRules: Sendable {
         }
         for (prefix, folder) in prefixes where key.hasPrefix(prefix) {
             // Under a prefix, the folder answers or nothing does: never the network.
-            guard let relative = SubstitutionPath.relativePath(forRest: key.dropFirst(prefix.count)) else { return notFound() }
-            return fileAnswer(request, head: head, path: (folder as NSString).appendingPathComponent(relative))
+            guard let relative = SubstitutionPath.relativePath(forRest: key.dropFirst(prefix.count)),
+                let path = SubstitutionPath.file(relative, inside: folder)
+            else { return notFound() }
+            return fileAnswer(request, head: head, path: path)
         }
         return nil
     }

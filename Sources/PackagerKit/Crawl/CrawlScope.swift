@@ -201,7 +201,8 @@ struct CrawlScope: Sendable {
                     return .substitute(file: declaration.resolve(file), declared: file)
                 }
             case .prefix(_, let folder):
-                let canonicalPrefix = canonical
+                // A prefix names a folder: `…/fonts` covers `…/fonts/…`, not `…/fonts-old/…`.
+                let canonicalPrefix = canonical.hasSuffix("/") ? canonical : canonical + "/"
                 guard key.hasPrefix(canonicalPrefix) else { continue }
                 // The rest of the path must stay inside the folder.
                 guard let rest = SubstitutionPath.relativePath(forRest: key.dropFirst(canonicalPrefix.count)) else { continue }
