@@ -15,7 +15,7 @@ extension Packager {
         @Flag(help: "Print JSON instead of a table.")
         var json = false
 
-        @Flag(help: "List only the entries whose freshness lifetime (Cache-Control max-age, or Expires) has passed.")
+        @Flag(help: "List only the entries whose freshness lifetime has passed (Cache-Control max-age, 0 for no-cache or no-store, or Expires).")
         var expired = false
 
         func run() throws {
