@@ -168,4 +168,36 @@ struct ServeCommandTests {
             #expect(lines.last?.contains("a%22b\\x22c") == true, "\(lines)")
         }
     }
+
+    @Test("--rules: a runtime block answers 204 and a substitution its file, before the bundle; the access log names the rules")
+    func rules() async throws {
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
+        try folder.file("local/flags.json", "{\"on\":true}")
+        try folder.file(
+            "rules.yml",
+            """
+            block: ["*/beacons/*"]
+            substitutions:
+              - url: https://docs.example.com/flags.json
+                file: local/flags.json
+            """)
+        let log = folder.path + "/access.log"
+        try await withServe(folder.path + "/b.zip", ["--rules", folder.path + "/rules.yml", "--access-log", log]) { (base, _) async throws -> Void in
+            #expect(try await run("curl", ["-s", base + "/flags.json"]).output == "{\"on\":true}")
+            let blocked = try await run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", base + "/beacons/x"]).output
+            #expect(blocked == "204")
+            #expect(try await run("curl", ["-s", base + "/"]).output == samplePage)
+            var lines: [String] = []
+            for _ in 0..<20 where lines.count < 3 {
+                try await Task.sleep(for: .milliseconds(50))
+                lines = (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
+            }
+            #expect(lines.map { $0.split(separator: " ").last.map(String.init) ?? "" } == ["\"rules\"", "\"rules\"", "\"b.zip\""], "\(lines)")
+        }
+        // A broken rules file stops serve with its line.
+        try folder.file("bad.yml", "block: oops\n")
+        let result = try await run(packagerExecutable, ["serve", "--rules", folder.path + "/bad.yml", folder.path + "/b.zip"])
+        #expect(result.status == 2 && result.output.contains("bad.yml:1:8: block must be a list"), "\(result.output)")
+    }
 }
