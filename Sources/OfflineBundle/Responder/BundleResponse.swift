@@ -59,6 +59,22 @@ public struct ResponseContent: Sendable {
         return nil
     }
 
+    /// The response this content with `status` and `headers` gives `request`, by ``BundleResponder``'s rules
+    /// (conditional requests, Range, HEAD); it is never gzip-encoded.
+    func respond(to request: BundleRequest, status: Int, headers: [(name: String, value: String)], head: Bool, source: BundleResponse.Source)
+        -> BundleResponse
+    {
+        BundleResponder.respond(to: request, status: status, headers: headers, size: size, storedSize: nil, head: head) { status, fields, part in
+            let body: BundleResponse.Body
+            switch part {
+            case .none: body = .empty
+            case .whole, .gzip: body = .content(self, 0..<size)
+            case .range(let range): body = .content(self, range)
+            }
+            return BundleResponse(status: status, headers: fields, body: body, source: source)
+        }
+    }
+
     func reader(_ range: Range<UInt64>, chunkSize: Int) -> BodyReader {
         switch storage {
         case .bytes(let data): return BodyReader(data: data, range: Int(range.lowerBound)..<Int(range.upperBound), chunkSize: chunkSize)

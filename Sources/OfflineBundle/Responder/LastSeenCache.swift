@@ -185,16 +185,7 @@ public final class LastSeenCache: @unchecked Sendable {
 
         /// The answer to `request` from this response, with its `Age`.
         func respond(to request: BundleRequest, head: Bool, now: Date) -> BundleResponse {
-            var response = BundleResponder.respond(to: request, status: status, headers: headers, size: content.size, storedSize: nil, head: head) {
-                status, fields, part in
-                let body: BundleResponse.Body
-                switch part {
-                case .none: body = .empty
-                case .whole, .gzip: body = .content(content, 0..<content.size)
-                case .range(let range): body = .content(content, range)
-                }
-                return BundleResponse(status: status, headers: fields, body: body, source: .lastSeen)
-            }
+            var response = content.respond(to: request, status: status, headers: headers, head: head, source: .lastSeen)
             response.headers[.age] = String(Int(max(0, min(now.timeIntervalSince(storedAt), Double(Int32.max)))))
             return response
         }

@@ -54,6 +54,11 @@ struct CompiledRules: Sendable {
     /// The 204 a block rule answers `request` with, or nil.
     func blocked(_ request: BundleRequest) -> BundleResponse? {
         guard !block.isEmpty, let key = RequestKeyCanonicalizer().canonicalize(request.url) else { return nil }
+        return blocked(key: key)
+    }
+
+    private func blocked(key: String) -> BundleResponse? {
+        guard !block.isEmpty else { return nil }
         let lowered = Array(key.lowercased().utf8)
         guard block.contains(where: { globMatch($0[...], lowered[...]) }) else { return nil }
         return BundleResponse(status: 204, headers: [:], body: .empty, source: .rule)
@@ -62,16 +67,11 @@ struct CompiledRules: Sendable {
     /// The rules' answer to `request`, or nil when no rule matches.
     func answer(_ request: BundleRequest, head: Bool) -> BundleResponse? {
         guard !block.isEmpty || !byKey.isEmpty || !prefixes.isEmpty, let key = RequestKeyCanonicalizer().canonicalize(request.url) else { return nil }
-        if !block.isEmpty {
-            let lowered = Array(key.lowercased().utf8)
-            if block.contains(where: { globMatch($0[...], lowered[...]) }) {
-                return BundleResponse(status: 204, headers: [:], body: .empty, source: .rule)
-            }
-        }
+        if let blocked = blocked(key: key) { return blocked }
         if let content = byKey[key] {
             switch content {
             case .bytes(let bytes, let mediaType):
-                return respond(request, head: head, content: bytes, headers: [("content-type", mediaType)])
+                return bytes.respond(to: request, status: 200, headers: [("content-type", mediaType)], head: head, source: .rule)
             case .file(let path):
                 return fileAnswer(request, head: head, path: path)
             case .folder:
@@ -92,19 +92,7 @@ struct CompiledRules: Sendable {
         guard let content = try? ResponseContent(file: path) else { return notFound() }
         var headers = [(name: "content-type", value: SubstitutionPath.contentType(forPath: path))]
         if let modified = content.modified { headers.append((name: "last-modified", value: HTTPDates.format(modified))) }
-        return respond(request, head: head, content: content, headers: headers)
-    }
-
-    private func respond(_ request: BundleRequest, head: Bool, content: ResponseContent, headers: [(name: String, value: String)]) -> BundleResponse {
-        BundleResponder.respond(to: request, status: 200, headers: headers, size: content.size, storedSize: nil, head: head) { status, fields, part in
-            let body: BundleResponse.Body
-            switch part {
-            case .none: body = .empty
-            case .whole, .gzip: body = .content(content, 0..<content.size)
-            case .range(let range): body = .content(content, range)
-            }
-            return BundleResponse(status: status, headers: fields, body: body, source: .rule)
-        }
+        return content.respond(to: request, status: 200, headers: headers, head: head, source: .rule)
     }
 
     private func notFound() -> BundleResponse { BundleResponse(status: 404, headers: [.contentLength: "0"], body: .empty, source: .rule) }
