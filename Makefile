@@ -2,7 +2,7 @@
 SWIFT ?= swift
 DEBIAN_PACKAGES = libarchive-dev libarchive-tools zlib1g-dev libdeflate-dev unzip zstd gzip curl python3 openssl python3.11-doc nginx apache2 lighttpd lighttpd-mod-deflate caddy
 # The peers the benchmarks compare with, and the tools that drive them.
-BENCH_PACKAGES = nginx wget2 wrk time iproute2 python3.11-doc
+BENCH_PACKAGES = nginx wget2 wrk time iproute2 python3.11-doc libisal-dev gcc
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 OUT ?= out
 BENCH_WORK ?= /tmp/packager-bench
@@ -43,13 +43,14 @@ bench:
 	$(SWIFT) build -c release
 	mkdir -p $(BENCH_WORK)
 	$(BIN_RELEASE)/packager-bench $(BIN_RELEASE)/packager $(BENCH_WORK)/format $(BENCH_WORK)/format.md
+	scripts/bench-deflate.sh $(BENCH_WORK)/deflate $(BENCH_WORK)/deflate.md
 	scripts/bench-build.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/build $(BENCH_WORK)/build.md
 	scripts/bench-serve.sh $(BIN_RELEASE) $(BENCH_WORK)/serve $(BENCH_WORK)/serve.md
 	scripts/bench-serve-range.sh $(BIN_RELEASE) $(BENCH_WORK)/range $(BENCH_WORK)/range.md
 	scripts/bench-verify.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/verify $(BENCH_WORK)/verify.md
 	scripts/bench-verify-servers.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/verify-servers $(BENCH_WORK)/verify-servers.md
 	scripts/bench-https.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/https $(BENCH_WORK)/https.md
-	scripts/bench-report.sh docs/BENCHMARKS.md $(BENCH_WORK)/format.md $(BENCH_WORK)/build.md $(BENCH_WORK)/https.md $(BENCH_WORK)/serve.md $(BENCH_WORK)/range.md $(BENCH_WORK)/verify.md $(BENCH_WORK)/verify-servers.md
+	scripts/bench-report.sh docs/BENCHMARKS.md $(BENCH_WORK)/format.md $(BENCH_WORK)/deflate.md $(BENCH_WORK)/build.md $(BENCH_WORK)/https.md $(BENCH_WORK)/serve.md $(BENCH_WORK)/range.md $(BENCH_WORK)/verify.md $(BENCH_WORK)/verify-servers.md
 
 # The same benchmarks on small inputs, to check the scripts; writes /tmp/BENCHMARKS-quick.md.
 bench-quick:

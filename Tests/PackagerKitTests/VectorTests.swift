@@ -31,9 +31,12 @@ struct VectorTests {
         return try Curve25519.Signing.PrivateKey(rawRepresentation: try #require(Data(base64Encoded: text)))
     }
 
-    /// `packager pack docs/vectors/site --base-url http://vectors.example/site/ --drop-query 'utm_*'`.
+    /// The deflate level the committed vectors were written at (the default then): the bytes depend on it.
+    static let level = 8
+
+    /// `packager pack docs/vectors/site --base-url http://vectors.example/site/ --drop-query 'utm_*' --compression-level 8`.
     static func writePack(to path: String, signed: Bool) throws {
-        var writer = BundleWriter.Options(dropQueryParameters: ["utm_*"], timeClamp: nil)
+        var writer = BundleWriter.Options(dropQueryParameters: ["utm_*"], compressionLevel: level, timeClamp: nil)
         if signed { writer.signingKey = try signingKey() }
         _ = try Packer(options: .init(baseURL: base, writer: writer)).pack(source: folder + "/site", output: path)
     }
@@ -46,7 +49,7 @@ struct VectorTests {
         let rules = BundleRules(
             dropQueryParameters: ["utm_*", "fbclid"], block: ["*://ads.example/*"], substitutions: ["https://cdn.example/lib.js"],
             substitutionPrefixes: ["https://fonts.example/css/"])
-        var writer = BundleWriter(options: .init(rules: rules, createdAt: fetched.addingTimeInterval(60), timeClamp: nil))
+        var writer = BundleWriter(options: .init(rules: rules, createdAt: fetched.addingTimeInterval(60), compressionLevel: level, timeClamp: nil))
         let html = [("content-type", "text/html"), ("etag", "\"65a1b2c3-21f\""), ("last-modified", "Thu, 01 Jan 2026 00:00:00 GMT")]
         writer.add(
             .init(

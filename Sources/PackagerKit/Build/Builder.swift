@@ -62,7 +62,11 @@ public struct Builder: Sendable {
         let memory = MemoryBudget(total: 64 << 20, perBody: 256 << 10)
 
         let started = Date()
-        let crawl = await Crawler(declaration: declaration, spool: scratch, memory: memory, progress: progress).run()
+        // Bodies are hashed and compressed while the crawl goes on; the writer then only orders and copies them.
+        let overflow = OverflowFile(in: scratch)
+        let crawl = await Crawler(
+            declaration: declaration, spool: scratch, memory: memory, compressing: (BundleWriter.defaultCompressionLevel, overflow), progress: progress
+        ).run()
         let maxErrors = options.maxErrors ?? declaration.maxErrors
         let declaredFailed = crawl.failures.contains { $0.declared }
         let tooMany = maxErrors.map { crawl.failures.count > $0 } ?? false
@@ -78,6 +82,7 @@ public struct Builder: Sendable {
                     rules: declaration.bundleRules, createdAt: options.createdAt, signingKey: options.signingKey, memoryBudget: 64 << 20))
             writer.sharedMemory = memory
             writer.scratch = scratch
+            writer.overflow = overflow
             for entry in crawl.entries { writer.add(entry) }
             let summary = try writer.write(to: output)
             report.output = output

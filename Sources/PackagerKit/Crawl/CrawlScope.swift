@@ -27,6 +27,28 @@ struct CrawlScope: Sendable {
         case link
         /// A sitemap file: its <loc> entries become seeds.
         case sitemap
+
+        /// One bit per role, for sets of roles.
+        var bit: UInt8 {
+            switch self {
+            case .seed: 1
+            case .declared: 2
+            case .requisite: 4
+            case .link: 8
+            case .sitemap: 16
+            }
+        }
+
+        /// One letter per role, for keys that pair a role with a URL.
+        var letter: String {
+            switch self {
+            case .seed: "s"
+            case .declared: "d"
+            case .requisite: "r"
+            case .link: "l"
+            case .sitemap: "m"
+            }
+        }
     }
 
     /// The origins the crawl may fetch from: `scope.hosts`, or the origins of the declaration's own URLs.

@@ -49,15 +49,27 @@ final class CrawlState: Sendable {
         self.maxBytes = maxBytes
     }
 
-    func add(_ entry: BundleWriter.Entry, kind: EntryKind, httpVersion: String? = nil) {
+    /// Records an entry; returns its index among the entries.
+    @discardableResult
+    func add(_ entry: BundleWriter.Entry, kind: EntryKind, httpVersion: String? = nil) -> Int {
         state.withLockedValue { state in
-            state.entries.append(entry)
+            defer { state.entries.append(entry) }
             if let httpVersion { state.counts.protocols[httpVersion, default: 0] += 1 }
             switch kind {
             case .fetched: state.counts.done += 1
             case .blocked: state.counts.blocked += 1
             case .substituted: state.counts.substituted += 1
             }
+            return state.entries.count
+        }
+    }
+
+    /// The body of the entry at `index` was hashed and compressed: the entry now holds that, and no longer the body
+    /// as received.
+    func setPrepared(_ index: Int, _ prepared: PreparedBody) {
+        state.withLockedValue { state in
+            state.entries[index].prepared = prepared
+            state.entries[index].body = nil
         }
     }
 

@@ -27,19 +27,30 @@ final class Crawler: Sendable {
     let progress: (@Sendable (CrawlProgress) -> Void)?
     /// Small bodies are kept in memory within the run's budget (256 KiB each at most); the rest go to spool files.
     let memory: MemoryBudget
+    /// Hashes and compresses each recorded body once the crawl has read it; nil leaves that to the writer.
+    let pipeline: BodyPipeline?
     /// Pages and style sheets larger than this are stored but not searched for links.
     static let parseLimit: Int64 = 32 << 20
     static let maxRedirects = 10
     static let maxURLLength = 16 << 10
 
-    init(declaration: Declaration, spool: ScratchFolder, memory: MemoryBudget, progress: (@Sendable (CrawlProgress) -> Void)?) {
+    /// - Parameter compressing: when given, bodies are hashed and compressed at that level while the crawl goes on, the
+    ///   streams beyond the memory budget going to that overflow file; the entries then carry them.
+    init(
+        declaration: Declaration, spool: ScratchFolder, memory: MemoryBudget, compressing: (level: Int, overflow: OverflowFile)? = nil,
+        progress: (@Sendable (CrawlProgress) -> Void)?
+    ) {
         self.memory = memory
+        let state = CrawlState(maxResources: declaration.scope.maxResources, maxBytes: declaration.scope.maxBytes)
+        self.state = state
+        self.pipeline = compressing.map { level, overflow in
+            BodyPipeline(level: level, memory: memory, overflow: overflow) { state.setPrepared($0, $1) }
+        }
         self.declaration = declaration
         self.scope = CrawlScope(declaration)
         self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: declaration.dropQueryParameters)
         self.fetcher = Fetcher(settings: .init(declaration))
         self.spool = spool
-        self.state = CrawlState(maxResources: declaration.scope.maxResources, maxBytes: declaration.scope.maxBytes)
         self.robots = RobotsCache()
         self.progress = progress
     }
@@ -65,6 +76,7 @@ final class Crawler: Sendable {
             }
         }
         await fetcher.shutdown()
+        await pipeline?.finish()
         return state.result()
     }
 
@@ -86,7 +98,44 @@ final class Crawler: Sendable {
             state.skip("URL longer than \(Self.maxURLLength) bytes")
             return
         }
-        guard let key = canonicalizer.canonicalize(raw), let host = URL(string: key)?.host?.lowercased() else {
+        guard let key = canonicalizer.canonicalize(raw) else {
+            if declared { state.fail(.init(url: raw, reason: "not a URL that can be fetched", declared: true, referrer: referrer)) }
+            return
+        }
+        await admit(raw, key: key, role: role, depth: depth, referrer: referrer, frontier: frontier, chain: chain, declared: declared)
+    }
+
+    /// Offers what a page, a style sheet or a sitemap names, each URL absolute.
+    ///
+    /// Each URL is made a key once; then only the keys that can still change the crawl (not yet taken in, and not
+    /// already left out in the same role) go on to the scope's decision, after one visit to the frontier for the
+    /// whole page. A real page names the same site-wide links as every other page: deciding each again took more
+    /// of a crawl's CPU than fetching it.
+    private func offerFound(_ found: [(url: String, role: CrawlScope.Role, depth: Int)], referrer: String, frontier: Frontier) async {
+        var candidates: [(url: String, key: String, role: CrawlScope.Role, depth: Int)] = []
+        candidates.reserveCapacity(found.count)
+        var unique = Set<String>()
+        for item in found {
+            guard item.url.utf8.count <= Self.maxURLLength else {
+                state.skip("URL longer than \(Self.maxURLLength) bytes")
+                continue
+            }
+            guard let key = canonicalizer.canonicalize(item.url), unique.insert(item.role.letter + key).inserted else { continue }
+            candidates.append((item.url, key, item.role, item.depth))
+        }
+        let open = await frontier.unsettled(candidates.map { ($0.key, $0.role) })
+        for i in open {
+            let item = candidates[i]
+            await admit(item.url, key: item.key, role: item.role, depth: item.depth, referrer: referrer, frontier: frontier)
+        }
+    }
+
+    /// The scope's decision on a canonical key, and what follows from it.
+    private func admit(
+        _ raw: String, key: String, role: CrawlScope.Role, depth: Int, referrer: String?, frontier: Frontier, chain: [String] = [],
+        declared: Bool = false
+    ) async {
+        guard let host = URL(string: key)?.host?.lowercased() else {
             if declared { state.fail(.init(url: raw, reason: "not a URL that can be fetched", declared: true, referrer: referrer)) }
             return
         }
@@ -96,8 +145,8 @@ final class Crawler: Sendable {
                 state.fail(.init(url: key, reason: "not fetched: \(reason)", declared: true, referrer: referrer))
             } else if let from = chain.last {
                 // A redirect out of scope: the redirect is recorded as it is; its target is named with the reason.
-                if await frontier.noteSkipped(key) { state.skip("redirect target \(key) (from \(from)): \(reason)") }
-            } else if await !frontier.isSeen(key), await frontier.noteSkipped(key) {
+                if await frontier.noteSkipped(key, role: role) { state.skip("redirect target \(key) (from \(from)): \(reason)") }
+            } else if await !frontier.isSeen(key), await frontier.noteSkipped(key, role: role) {
                 state.skip(reason)
             }
             return
@@ -180,10 +229,11 @@ final class Crawler: Sendable {
             return
         }
         let contentType = SubstitutionPath.contentType(forPath: file)
-        state.add(
-            BundleWriter.Entry(
-                url: key, status: 200, kind: .substituted, headers: [("content-type", contentType)], body: .file(file), source: declared,
-                synthesizeETag: true), kind: .substituted)
+        let entry = BundleWriter.Entry(
+            url: key, status: 200, kind: .substituted, headers: [("content-type", contentType)], body: .file(file), source: declared,
+            synthesizeETag: true)
+        let index = state.add(entry, kind: .substituted)
+        defer { pipeline?.submit(.init(index: index, entry: entry, ownsFile: false, budgeted: false)) }
         // A substituted page or style sheet still names requisites that must be in the bundle.
         let size = (attributes[.size] as? NSNumber)?.int64Value ?? 0
         let local = Fetcher.Response(status: 200, headers: [], body: .file(file), bodySize: size, fetchedAt: Date(), attempts: 0)
@@ -240,11 +290,18 @@ final class Crawler: Sendable {
         case .success(let response):
             state.commitBytes(response.bodySize)
             let headers = storedHeaders(response.headers)
-            state.add(
-                BundleWriter.Entry(
-                    url: job.key, status: response.status, headers: headers, body: Self.source(response.body), fetchedAt: response.fetchedAt,
-                    originDate: Self.originDate(response.headers)),
-                kind: .fetched, httpVersion: response.httpVersion)
+            let entry = BundleWriter.Entry(
+                url: job.key, status: response.status, headers: headers, body: Self.source(response.body), fetchedAt: response.fetchedAt,
+                originDate: Self.originDate(response.headers))
+            let index = state.add(entry, kind: .fetched, httpVersion: response.httpVersion)
+            // Handed over once discovery below has read it (the pipeline may delete its spool file).
+            defer {
+                if entry.body != nil {
+                    let owned: Bool
+                    if case .file = response.body { owned = true } else { owned = false }
+                    pipeline?.submit(.init(index: index, entry: entry, ownsFile: owned, budgeted: !owned))
+                }
+            }
             if response.status >= 400 {
                 state.fail(
                     .init(
@@ -306,33 +363,28 @@ final class Crawler: Sendable {
         var bytes = response.bodyBytes()
         // Bodies stored as sent are still read decoded.
         if let encoding, let decoded = ContentDecoding.decode(bytes, encoding: encoding, limit: Int(Self.parseLimit)) { bytes = decoded }
+        var found: [(url: String, role: CrawlScope.Role, depth: Int)] = []
+        func add(_ raws: [String], against base: String, role: CrawlScope.Role, depth: Int) {
+            for raw in raws { if let absolute = Self.resolve(raw, against: base) { found.append((absolute, role, depth)) } }
+        }
         if isSitemap {
-            let found = LinkExtractor.sitemap(bytes)
-            for page in found.pages {
-                if let absolute = Self.resolve(page, against: url) { await offer(absolute, role: .link, depth: 0, referrer: url, frontier: frontier) }
+            let sitemap = LinkExtractor.sitemap(bytes)
+            add(sitemap.pages, against: url, role: .link, depth: 0)
+            add(sitemap.sitemaps, against: url, role: .sitemap, depth: 0)
+        } else if isCSS {
+            add(LinkExtractor.css(bytes), against: url, role: .requisite, depth: depth)
+        } else {
+            let links = LinkExtractor.html(bytes)
+            let base = links.baseHref.flatMap { Self.resolve($0, against: url) } ?? url
+            add(links.requisites, against: base, role: .requisite, depth: depth)
+            // Links are followed from pages reached as seeds or links, within the depth limit; a requisite (an iframe)
+            // only brings its own requisites.
+            let maxDepth = declaration.scope.maxDepth
+            if role == .seed || role == .link, maxDepth.map({ depth < $0 }) ?? true {
+                add(links.links, against: base, role: .link, depth: depth + 1)
             }
-            for nested in found.sitemaps {
-                if let absolute = Self.resolve(nested, against: url) { await offer(absolute, role: .sitemap, depth: 0, referrer: url, frontier: frontier) }
-            }
-            return
         }
-        if isCSS {
-            for raw in LinkExtractor.css(bytes) {
-                if let absolute = Self.resolve(raw, against: url) { await offer(absolute, role: .requisite, depth: depth, referrer: url, frontier: frontier) }
-            }
-            return
-        }
-        let links = LinkExtractor.html(bytes)
-        let base = links.baseHref.flatMap { Self.resolve($0, against: url) } ?? url
-        for raw in links.requisites {
-            if let absolute = Self.resolve(raw, against: base) { await offer(absolute, role: .requisite, depth: depth, referrer: url, frontier: frontier) }
-        }
-        // Links are followed from pages reached as seeds or links, within the depth limit; a requisite (an iframe) only brings its own requisites.
-        guard role == .seed || role == .link else { return }
-        if let maxDepth = declaration.scope.maxDepth, depth >= maxDepth { return }
-        for raw in links.links {
-            if let absolute = Self.resolve(raw, against: base) { await offer(absolute, role: .link, depth: depth + 1, referrer: url, frontier: frontier) }
-        }
+        await offerFound(found, referrer: url, frontier: frontier)
     }
 
     // MARK: - Helpers

@@ -23,7 +23,8 @@ actor Frontier {
     }
 
     private var seen: Set<String> = []
-    private var skipped: Set<String> = []
+    /// Keys left out, with the roles they were left out in (``CrawlScope/Role/bit``).
+    private var skipped: [String: UInt8] = [:]
     private var queues: [String: FIFO] = [:]
     private var hostOrder: [String] = []
     private var cursor = 0
@@ -38,8 +39,21 @@ actor Frontier {
     /// Whether `key` was already taken in; marks it seen.
     func claim(_ key: String) -> Bool { seen.insert(key).inserted }
 
-    /// Whether `key` is left out for the first time (so it is counted once).
-    func noteSkipped(_ key: String) -> Bool { skipped.insert(key).inserted }
+    /// Notes `key` left out in `role`; true when it is the first time it is left out at all (so it is counted once).
+    func noteSkipped(_ key: String, role: CrawlScope.Role) -> Bool {
+        let before = skipped[key]
+        skipped[key] = (before ?? 0) | role.bit
+        return before == nil
+    }
+
+    /// The positions of the keys that can still change the crawl: not claimed, and not left out before in the same
+    /// role (the scope decides the same way for the same key and role, so a repeat changes nothing).
+    func unsettled(_ candidates: [(key: String, role: CrawlScope.Role)]) -> [Int] {
+        candidates.indices.filter { i in
+            let (key, role) = candidates[i]
+            return !seen.contains(key) && (skipped[key] ?? 0) & role.bit == 0
+        }
+    }
 
     /// Whether `key` has been claimed.
     func isSeen(_ key: String) -> Bool { seen.contains(key) }

@@ -30,9 +30,14 @@ struct HTMLTokenizer {
     private let textElements: Set<String>
     /// Whether start tags switch the content model as the tree builder would (`<script>`, `<style>`, `<title>`…).
     private let switchesContentModel: Bool
-    /// The attributes start tags report (their names, lowercased); nil for all. Others are still tokenized, as they
-    /// must be, but no string is made of them: on real pages most attributes are `class` and `id`.
-    private let attributeNames: Set<[UInt8]>?
+    /// The attributes start tags report; nil for all. Others are still tokenized, as they must be, but no string is
+    /// made of them: on real pages most attributes are `class` and `id`.
+    private let attributeFilter: AttributeFilter?
+    /// The tag under construction: its attribute in progress, and the attributes kept so far.
+    private var current = CurrentAttribute()
+    private var attributes: [HTMLToken.Attribute] = []
+    /// Built once a tag has many attributes, so duplicate checks stay linear on hostile input.
+    private var seenNames: Set<String>?
 
     /// - Parameter textElements: elements whose raw text or RCDATA content is emitted as `rawText`.
     init(_ bytes: [UInt8], emittingTextOf textElements: Set<String> = ["style"], attributeNames: Set<[UInt8]>? = nil) {
@@ -53,7 +58,7 @@ struct HTMLTokenizer {
         _ bytes: [UInt8], emittingTextOf textElements: Set<String>, switchesContentModel: Bool, initialState: InitialState?,
         attributeNames: Set<[UInt8]>? = nil
     ) {
-        self.attributeNames = attributeNames
+        self.attributeFilter = attributeNames.map(AttributeFilter.init)
         // The standard's input preprocessing turns CR LF and lone CR into LF; doing it once keeps every state simple.
         self.bytes = bytes.contains(0x0D) ? Self.normalizingNewlines(bytes) : bytes
         self.textElements = textElements
@@ -196,54 +201,60 @@ struct HTMLTokenizer {
 
     /// The tokenizer states inside a tag, named as in the standard.
     private enum TagState {
-        case tagName, beforeAttributeName, attributeName, afterAttributeName, beforeAttributeValue
+        case beforeAttributeName, attributeName, afterAttributeName, beforeAttributeValue
         case doubleQuotedValue, singleQuotedValue, unquotedValue, afterQuotedValue, selfClosingStartTag
     }
 
     /// The tag states from "tag name" on; `pos` is at the name's first letter. Nil when the input ends inside the tag, which drops it.
+    ///
+    /// Names and values are runs of the input: a name is kept as its range, and a value as its range until a
+    /// character reference or a NUL makes it differ from the input. Strings are made only for the attributes the caller
+    /// asked for, and the scratch storage is reused from tag to tag, so a tag the caller does not want costs no
+    /// allocation.
     private mutating func tag(isEnd: Bool) -> HTMLToken? {
-        var builder = TagBuilder(keepsAttributes: !isEnd, names: attributeNames)
-        var state = TagState.tagName
         let n = bytes.count
+        // The tag name state: a run up to whitespace, '/' or '>'.
+        let nameStart = pos
+        var i = pos
+        while i < n, !Self.endsName(bytes[i]) { i += 1 }
+        guard i < n else {
+            pos = n
+            return nil
+        }
+        let name = Self.loweredString(bytes[nameStart..<i])
+        pos = i
+        current.reset(keepsAttributes: !isEnd)
+        var state = TagState.beforeAttributeName
         while pos < n {
             let c = bytes[pos]
             switch state {
-            case .tagName:
-                if Self.isSpace(c) {
-                    state = .beforeAttributeName
-                } else if c == UInt8(ascii: "/") {
-                    state = .selfClosingStartTag
-                } else if c == UInt8(ascii: ">") {
-                    pos += 1
-                    return emit(builder, isEnd: isEnd, selfClosing: false)
-                } else {
-                    Self.appendLowered(c, to: &builder.name)
-                }
-                pos += 1
             case .beforeAttributeName:
                 if Self.isSpace(c) {
                     pos += 1
                 } else if c == UInt8(ascii: "/") || c == UInt8(ascii: ">") {
                     state = .afterAttributeName
-                } else if c == UInt8(ascii: "=") {
-                    // A leading '=' starts the attribute's name.
-                    builder.startAttribute()
-                    builder.attributeName.append(c)
-                    pos += 1
-                    state = .attributeName
                 } else {
-                    builder.startAttribute()
+                    // A leading '=' starts the attribute's name.
+                    finishAttribute()
+                    current.nameStart = pos
+                    if c == UInt8(ascii: "=") { pos += 1 }
                     state = .attributeName
                 }
             case .attributeName:
-                if Self.isSpace(c) || c == UInt8(ascii: "/") || c == UInt8(ascii: ">") {
-                    state = .afterAttributeName
-                } else if c == UInt8(ascii: "=") {
+                var end = pos
+                while end < n {
+                    let b = bytes[end]
+                    if Self.isSpace(b) || b == UInt8(ascii: "/") || b == UInt8(ascii: ">") || b == UInt8(ascii: "=") { break }
+                    end += 1
+                }
+                pos = end
+                startAttribute(nameEnd: end)
+                guard end < n else { break }
+                if bytes[end] == UInt8(ascii: "=") {
                     state = .beforeAttributeValue
                     pos += 1
                 } else {
-                    Self.appendLowered(c, to: &builder.attributeName)
-                    pos += 1
+                    state = .afterAttributeName
                 }
             case .afterAttributeName:
                 if Self.isSpace(c) {
@@ -256,9 +267,10 @@ struct HTMLTokenizer {
                     pos += 1
                 } else if c == UInt8(ascii: ">") {
                     pos += 1
-                    return emit(builder, isEnd: isEnd, selfClosing: false)
+                    return emit(name, isEnd: isEnd, selfClosing: false)
                 } else {
-                    builder.startAttribute()
+                    finishAttribute()
+                    current.nameStart = pos
                     state = .attributeName
                 }
             case .beforeAttributeValue:
@@ -272,27 +284,32 @@ struct HTMLTokenizer {
                     pos += 1
                 } else if c == UInt8(ascii: ">") {
                     pos += 1
-                    return emit(builder, isEnd: isEnd, selfClosing: false)
+                    return emit(name, isEnd: isEnd, selfClosing: false)
                 } else {
                     state = .unquotedValue
                 }
             case .doubleQuotedValue, .singleQuotedValue:
-                quotedValue(&state, into: &builder)
+                quotedValue(&state)
             case .unquotedValue:
-                if Self.isSpace(c) {
+                // A run of plain bytes, then whitespace, '>', a character reference or a NUL.
+                var end = pos
+                while end < n {
+                    let b = bytes[end]
+                    if Self.isSpace(b) || b == UInt8(ascii: ">") || b == UInt8(ascii: "&") || b == 0 { break }
+                    end += 1
+                }
+                appendValue(pos..<end)
+                pos = end
+                guard end < n else { break }
+                let b = bytes[end]
+                if Self.isSpace(b) {
                     state = .beforeAttributeName
                     pos += 1
-                } else if c == UInt8(ascii: "&") {
-                    Self.characterReference(in: bytes, at: &pos, into: &builder.attributeValue, inAttribute: true)
-                } else if c == UInt8(ascii: ">") {
+                } else if b == UInt8(ascii: ">") {
                     pos += 1
-                    return emit(builder, isEnd: isEnd, selfClosing: false)
-                } else if c == 0 {
-                    builder.attributeValue.append(contentsOf: Self.replacementCharacter)
-                    pos += 1
+                    return emit(name, isEnd: isEnd, selfClosing: false)
                 } else {
-                    builder.attributeValue.append(c)
-                    pos += 1
+                    specialValueByte()
                 }
             case .afterQuotedValue:
                 if Self.isSpace(c) {
@@ -303,108 +320,197 @@ struct HTMLTokenizer {
                     pos += 1
                 } else if c == UInt8(ascii: ">") {
                     pos += 1
-                    return emit(builder, isEnd: isEnd, selfClosing: false)
+                    return emit(name, isEnd: isEnd, selfClosing: false)
                 } else {
                     state = .beforeAttributeName
                 }
             case .selfClosingStartTag:
                 if c == UInt8(ascii: ">") {
                     pos += 1
-                    return emit(builder, isEnd: isEnd, selfClosing: true)
+                    return emit(name, isEnd: isEnd, selfClosing: true)
                 }
                 state = .beforeAttributeName
             }
         }
         // End of input inside a tag: the standard emits nothing for it.
+        current.reset(keepsAttributes: false)
         return nil
     }
 
     /// The attribute value (double- or single-quoted) states: a run of plain bytes, then the quote, a character
     /// reference or a NUL.
-    private mutating func quotedValue(_ state: inout TagState, into builder: inout TagBuilder) {
+    private mutating func quotedValue(_ state: inout TagState) {
         let n = bytes.count
         let quote = state == .doubleQuotedValue ? UInt8(ascii: "\"") : UInt8(ascii: "'")
-        // Copy the plain run in one go; values are where most of a tag's bytes are.
         var end = pos
-        while end < n {
-            let b = bytes[end]
-            if b == quote || b == UInt8(ascii: "&") || b == 0 { break }
-            end += 1
+        if current.keeps {
+            while end < n {
+                let b = bytes[end]
+                if b == quote || b == UInt8(ascii: "&") || b == 0 { break }
+                end += 1
+            }
+            appendValue(pos..<end)
+        } else {
+            // A value nobody asked for: character references never consume a quote, so it ends at the next one.
+            while end < n && bytes[end] != quote { end += 1 }
         }
-        builder.attributeValue.append(contentsOf: bytes[pos..<end])
         pos = end
         guard pos < n else { return }
-        let b = bytes[pos]
-        if b == quote {
+        if bytes[pos] == quote {
             state = .afterQuotedValue
             pos += 1
-        } else if b == UInt8(ascii: "&") {
-            Self.characterReference(in: bytes, at: &pos, into: &builder.attributeValue, inAttribute: true)
         } else {
-            builder.attributeValue.append(contentsOf: Self.replacementCharacter)
+            specialValueByte()
+        }
+    }
+
+    /// A '&' (a character reference) or a NUL (U+FFFD) in an attribute value, at `pos`.
+    private mutating func specialValueByte() {
+        guard current.keeps else {
+            // Neither changes where the value ends.
+            pos += 1
+            return
+        }
+        current.moveValueToBuffer(from: bytes)
+        if bytes[pos] == UInt8(ascii: "&") {
+            Self.characterReference(in: bytes, at: &pos, into: &current.buffer, inAttribute: true)
+        } else {
+            current.buffer.append(contentsOf: Self.replacementCharacter)
             pos += 1
         }
     }
 
-    private mutating func emit(_ builder: TagBuilder, isEnd: Bool, selfClosing: Bool) -> HTMLToken {
-        var builder = builder
-        let name = String(decoding: builder.name, as: UTF8.self)
-        if isEnd { return .endTag(name: name) }
-        builder.finishAttribute()
-        // The tree builder switches the tokenizer for these elements whether or not the tag is self-closing.
-        switch switchesContentModel ? name : "" {
-        case "script": pendingContent = .script
-        case "style", "xmp", "iframe", "noembed", "noframes": pendingContent = .rawText(name)
-        case "title", "textarea": pendingContent = .rcdata(name)
-        case "plaintext": pendingContent = .plaintext
-        default: break
+    /// Adds a run of the input to the value of the attribute under construction.
+    @inline(__always) private mutating func appendValue(_ run: Range<Int>) {
+        guard current.keeps, !run.isEmpty else { return }
+        if current.inBuffer {
+            current.buffer.append(contentsOf: bytes[run])
+        } else if current.value.isEmpty {
+            current.value = run
+        } else {
+            current.moveValueToBuffer(from: bytes)
+            current.buffer.append(contentsOf: bytes[run])
         }
-        return .startTag(name: name, attributes: builder.attributes, selfClosing: selfClosing)
     }
 
-    /// A tag under construction.
-    private struct TagBuilder {
-        let keepsAttributes: Bool
-        var name: [UInt8] = []
-        var attributes: [HTMLToken.Attribute] = []
-        var attributeName: [UInt8] = []
-        var attributeValue: [UInt8] = []
+    /// The attribute whose name is `bytes[current.nameStart..<nameEnd]` starts: whether it is kept is decided here.
+    private mutating func startAttribute(nameEnd: Int) {
+        current.hasAttribute = true
+        current.nameEnd = nameEnd
+        current.value = 0..<0
+        current.inBuffer = false
+        current.keeps = current.keepsAttributes && (attributeFilter?.contains(bytes[current.nameStart..<nameEnd]) ?? true)
+    }
+
+    /// Keeps the attribute under construction unless an earlier one has the same name (the first one wins).
+    private mutating func finishAttribute() {
+        guard current.hasAttribute else { return }
+        current.hasAttribute = false
+        guard current.keeps else { return }
+        current.keeps = false
+        let name = Self.loweredString(bytes[current.nameStart..<current.nameEnd])
+        let duplicate: Bool
+        if attributes.count < 16 {
+            duplicate = attributes.contains { $0.name == name }
+        } else {
+            if seenNames == nil { seenNames = Set(attributes.map(\.name)) }
+            duplicate = !seenNames!.insert(name).inserted
+        }
+        guard !duplicate else { return }
+        let value = current.inBuffer ? String(decoding: current.buffer, as: UTF8.self) : String(decoding: bytes[current.value], as: UTF8.self)
+        attributes.append(.init(name: name, value: value))
+    }
+
+    private mutating func emit(_ name: String, isEnd: Bool, selfClosing: Bool) -> HTMLToken {
+        if isEnd {
+            current.reset(keepsAttributes: false)
+            return .endTag(name: name)
+        }
+        finishAttribute()
+        // The tree builder switches the tokenizer for these elements whether or not the tag is self-closing.
+        if switchesContentModel {
+            switch name {
+            case "script": pendingContent = .script
+            case "style", "xmp", "iframe", "noembed", "noframes": pendingContent = .rawText(name)
+            case "title", "textarea": pendingContent = .rcdata(name)
+            case "plaintext": pendingContent = .plaintext
+            default: break
+            }
+        }
+        var taken: [HTMLToken.Attribute] = []
+        swap(&taken, &attributes)
+        seenNames = nil
+        return .startTag(name: name, attributes: taken, selfClosing: selfClosing)
+    }
+
+    /// The attribute under construction: where its name lies, and its value as a range of the input or, once a
+    /// character reference or a NUL made it differ, in a buffer reused from attribute to attribute.
+    private struct CurrentAttribute {
+        var keepsAttributes = false
         var hasAttribute = false
-        /// Built once a tag has many attributes, so duplicate checks stay linear on hostile input.
-        var seenNames: Set<String>?
+        /// Whether this attribute is reported (its value is then collected).
+        var keeps = false
+        var nameStart = 0
+        var nameEnd = 0
+        var value = 0..<0
+        var inBuffer = false
+        var buffer: [UInt8] = []
 
-        /// The attribute names kept; nil for all.
-        let names: Set<[UInt8]>?
-
-        init(keepsAttributes: Bool, names: Set<[UInt8]>?) {
+        mutating func reset(keepsAttributes: Bool) {
             self.keepsAttributes = keepsAttributes
-            self.names = names
-        }
-
-        mutating func startAttribute() {
-            finishAttribute()
-            hasAttribute = true
-        }
-
-        /// Keeps the attribute under construction unless an earlier one has the same name (the first one wins).
-        mutating func finishAttribute() {
-            guard hasAttribute else { return }
             hasAttribute = false
-            defer {
-                attributeName.removeAll(keepingCapacity: true)
-                attributeValue.removeAll(keepingCapacity: true)
-            }
-            guard keepsAttributes, names?.contains(attributeName) ?? true else { return }
-            let name = String(decoding: attributeName, as: UTF8.self)
-            let duplicate: Bool
-            if attributes.count < 16 {
-                duplicate = attributes.contains { $0.name == name }
-            } else {
-                if seenNames == nil { seenNames = Set(attributes.map(\.name)) }
-                duplicate = !seenNames!.insert(name).inserted
-            }
-            if !duplicate { attributes.append(.init(name: name, value: String(decoding: attributeValue, as: UTF8.self))) }
+            keeps = false
         }
+
+        mutating func moveValueToBuffer(from bytes: [UInt8]) {
+            guard !inBuffer else { return }
+            buffer.removeAll(keepingCapacity: true)
+            buffer.append(contentsOf: bytes[value])
+            inBuffer = true
+        }
+    }
+
+    /// The attribute names a tokenizer reports, looked up by length and then by bytes, ASCII case-insensitively.
+    struct AttributeFilter {
+        private var byLength: [[[UInt8]]] = []
+
+        init(_ names: Set<[UInt8]>) {
+            for name in names {
+                while byLength.count <= name.count { byLength.append([]) }
+                byLength[name.count].append(name.map(HTMLTokenizer.lowered))
+            }
+        }
+
+        func contains(_ name: ArraySlice<UInt8>) -> Bool {
+            guard name.count < byLength.count else { return false }
+            for candidate in byLength[name.count] {
+                var k = name.startIndex
+                var equal = true
+                for b in candidate {
+                    if HTMLTokenizer.lowered(name[k]) != b {
+                        equal = false
+                        break
+                    }
+                    k += 1
+                }
+                if equal { return true }
+            }
+            return false
+        }
+    }
+
+    /// Whether a byte ends a tag name.
+    @inline(__always) private static func endsName(_ b: UInt8) -> Bool { isSpace(b) || b == UInt8(ascii: "/") || b == UInt8(ascii: ">") }
+
+    /// A tag or attribute name as the standard reports it: ASCII lowercased, NUL replaced by U+FFFD.
+    private static func loweredString(_ run: ArraySlice<UInt8>) -> String {
+        if !run.contains(where: { $0 == 0 || ($0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z")) }) {
+            return String(decoding: run, as: UTF8.self)
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(run.count)
+        for b in run { appendLowered(b, to: &out) }
+        return String(decoding: out, as: UTF8.self)
     }
 
     // MARK: - Element content

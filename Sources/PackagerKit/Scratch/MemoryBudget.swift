@@ -21,6 +21,9 @@ final class MemoryBudget: Sendable {
         }
     }
 
+    /// The bytes not taken.
+    var available: Int { left.withLockedValue { $0 } }
+
     /// Gives `n` bytes back.
     func give(_ n: Int) { left.withLockedValue { $0 += n } }
 }

@@ -6,11 +6,10 @@ import OfflineBundle
 
 /// A worker's compressors: the writer's level for bodies under 1 MiB, and at most level 7 from 1 MiB up.
 ///
-/// Measured with libdeflate 1.14 on 2 cores: level 8 writes 1.7% less than zlib's level 6 on Debian's Python HTML, at
-/// 1.4 times its time per byte, but its lazy matching slows to 3.2 times zlib's on long repetitive text (the
-/// benchmark's 1 MiB pages: pack of 1 GiB went from 13 s to 45 s). Level 7 keeps zlib's speed there and still writes
-/// less than zlib. Most of a site's bodies are small pages, which get the denser stream; the few large ones, which
-/// take most of the time, do not pay for it (docs/FORMAT.md §3).
+/// Measured with libdeflate 1.14 on 2 cores: levels 8 and up use lazier matching that slows to 3.2 times zlib's
+/// speed on long repetitive text (the benchmark's 1 MiB pages: pack of 1 GiB went from 13 s to 45 s), so a large
+/// body asked for at such a level gets level 7, which keeps zlib's speed there and still writes less than zlib. The
+/// default level (6) is below that (docs/FORMAT.md §3).
 struct Deflaters {
     static let largeBody = 1 << 20
     static let largeBodyLevel = 7
@@ -54,6 +53,10 @@ struct BodyPreparer {
                 return n
             }), i < entries.count, !results.failed {
                 let entry = entries[i]
+                if let ready = entry.prepared {
+                    results.set(i, ready)
+                    continue
+                }
                 guard let source = entry.body else { continue }
                 do {
                     results.set(i, try Self.prepare(source, entry: entry, deflaters: deflaters, spool: spool, memory: memory))
@@ -66,8 +69,15 @@ struct BodyPreparer {
         return results.values
     }
 
-    private static func prepare(
-        _ source: BundleWriter.BodySource, entry: BundleWriter.Entry, deflaters: Deflaters, spool: OverflowFile, memory: MemoryBudget
+    /// Hashes one body and compresses it when its media type is worth it; the result is in memory within the
+    /// budget, in the overflow file beyond it, or left in its source when stored.
+    ///
+    /// - Parameter copiesStoredFiles: a stored body read from a file of up to 1 MiB is kept in memory (within the
+    ///   budget), so the bytes written are the bytes hashed and the file is not read twice. A crawl's pipeline
+    ///   leaves them in their spool files instead: it holds bodies for the whole crawl.
+    static func prepare(
+        _ source: BundleWriter.BodySource, entry: BundleWriter.Entry, deflaters: Deflaters, spool: OverflowFile, memory: MemoryBudget,
+        copiesStoredFiles: Bool = true
     ) throws
         -> PreparedBody
     {
@@ -86,8 +96,10 @@ struct BodyPreparer {
                     compression: .deflate, storage: storage)
             }
             // Small stored bodies stay in memory, so the bytes written are the bytes hashed, and the file is not read twice.
+            let copies: Bool
+            if case .file = source { copies = copiesStoredFiles } else { copies = true }
             let storage: PreparedBody.Storage =
-                raw.count <= BodyContents.smallFileLimit && memory.take(raw.count) ? .memory(Array(raw)) : .source(source)
+                copies && raw.count <= BodyContents.smallFileLimit && memory.take(raw.count) ? .memory(Array(raw)) : .source(source)
             return PreparedBody(
                 digest: digest, crc32: crc, storedCRC32: crc, size: UInt64(raw.count), storedSize: UInt64(raw.count), compression: .stored,
                 storage: storage)

@@ -44,6 +44,8 @@ public struct BundleWriter: Sendable {
         /// Whether the entry answers with a strong ETag derived from the body's SHA-256 when the headers have none. The
         /// bundle records it as synthesized (a flag, derived when answering), never as the origin's.
         public var synthesizeETag: Bool
+        /// The body already hashed and compressed (by a crawl's ``BodyPipeline``); ``body`` is then nil.
+        var prepared: PreparedBody?
 
         /// Creates an entry.
         public init(
@@ -121,7 +123,7 @@ public struct BundleWriter: Sendable {
     }
 
     /// The compression level a writer uses unless told otherwise.
-    public static let defaultCompressionLevel = 8
+    public static let defaultCompressionLevel = 6
 
     /// `SOURCE_DATE_EPOCH` from the environment, when it is set to a whole number of seconds.
     public static func sourceDateEpoch(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> Date? {
@@ -146,6 +148,8 @@ public struct BundleWriter: Sendable {
     var sharedMemory: MemoryBudget?
     /// The run's scratch folder, when it has one beside the output already.
     var scratch: ScratchFolder?
+    /// The run's overflow file, when bodies were prepared before the write (their spooled streams are in it).
+    var overflow: OverflowFile?
 
     /// Creates an empty writer.
     public init(options: Options = Options()) { self.options = options }
@@ -164,7 +168,7 @@ public struct BundleWriter: Sendable {
         let output = try AtomicOutput(destination: path)
         let ownScratch = self.scratch == nil ? try ScratchFolder(besideOutput: path) : nil
         defer { ownScratch?.remove() }
-        let spool = OverflowFile(in: self.scratch ?? ownScratch!)
+        let spool = overflow ?? OverflowFile(in: self.scratch ?? ownScratch!)
         let memory = sharedMemory ?? MemoryBudget(total: options.memoryBudget, perBody: .max)
         let prepared = try BodyPreparer(options: options, spool: spool, memory: memory).prepare(keyed.map(\.entry))
         let unique = Self.uniqueBodies(prepared)
@@ -199,7 +203,7 @@ public struct BundleWriter: Sendable {
             guard (200...599).contains(entry.status) else {
                 throw PackagerError(.invalidInput, "status \(entry.status) is not a final HTTP status (200...599)", subject: key)
             }
-            if entry.body != nil, entry.status == 204 || entry.status == 304 {
+            if entry.body != nil || entry.prepared != nil, entry.status == 204 || entry.status == 304 {
                 throw PackagerError(.invalidInput, "an entry with status \(entry.status) cannot have a body (RFC 9110 §6.4.1)", subject: key)
             }
             keyed.append((key, entry))

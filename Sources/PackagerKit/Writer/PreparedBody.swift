@@ -22,6 +22,12 @@ struct PreparedBody: Sendable {
     var storedSize: UInt64
     var compression: BodyCompression
     var storage: Storage
+
+    /// Whether writing it reads the body's source again (a stored body kept as its file or data).
+    var readsSource: Bool {
+        if case .source = storage { return true }
+        return false
+    }
 }
 
 extension PreparedBody.Storage {

@@ -3,10 +3,15 @@ internal import CLibDeflate
 /// Raw deflate (RFC 1951) for ZIP method 8 entries, through libdeflate.
 ///
 /// libdeflate compresses a whole buffer at once, which is how the writer holds a body anyway (mapped or in memory),
-/// and at the same speed as zlib it writes smaller streams: on Debian's Python HTML, level 9 gives 1.8% less than
-/// zlib's level 6 (measured in docs/BENCHMARKS.md). A compressor holds its tables, so each worker thread keeps one.
+/// and it is faster than zlib at the same size: on Debian's Python HTML its level 6 writes zlib level 6's size in half
+/// the time (scripts/bench-deflate.sh, docs/BENCHMARKS.md). A compressor holds its tables, so each worker thread
+/// keeps one.
 final class Deflater {
     private let compressor: OpaquePointer
+    /// Where streams are compressed before they are copied out at their own size: an array made with the input's
+    /// capacity would keep that capacity for as long as the compressed body is held (a 290 KB page deflated to
+    /// 43 KB would hold 290 KB).
+    private var scratch: [UInt8] = []
 
     /// A compressor at `level`, 1 (fastest) to 12 (smallest).
     init(level: Int) throws {
@@ -24,10 +29,14 @@ final class Deflater {
         // An output buffer one byte short of the input: libdeflate answers 0 when the stream does not fit, which is
         // exactly "not smaller".
         let capacity = input.count - 1
-        let output = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
-            count = libdeflate_deflate_compress(compressor, base, input.count, buffer.baseAddress, capacity)
-        }
-        return output.isEmpty ? nil : output
+        if scratch.count < capacity { scratch = [UInt8](repeating: 0, count: max(capacity, 64 << 10)) }
+        let compressor = self.compressor
+        let written = scratch.withUnsafeMutableBytes { libdeflate_deflate_compress(compressor, base, input.count, $0.baseAddress, capacity) }
+        guard written > 0 else { return nil }
+        let output = Array(scratch[0..<written])
+        // A large body's scratch is not kept for the small ones that follow.
+        if scratch.count > 4 << 20 { scratch = [] }
+        return output
     }
 }
 

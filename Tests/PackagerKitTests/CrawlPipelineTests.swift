@@ -1,0 +1,121 @@
+import Foundation
+import OfflineBundle
+import TestSupport
+import Testing
+
+@testable import PackagerKit
+
+/// Bodies hashed and compressed while the crawl goes on (`BodyPipeline`), and the frontier's shortcut for URLs a
+/// page names again.
+@Suite("crawl: compressing while fetching, and URLs met again")
+struct CrawlPipelineTests {
+    /// A site with a large page (received into a spool file), a large picture (stored, so its spool file stays), small
+    /// pages and a style sheet, and a URL first met as a link the scope leaves out, then as a requisite it admits.
+    static func serve(_ origin: Origin) {
+        let html = "text/html; charset=utf-8"
+        let big = (0..<6000).map { "<p class=\"para\">Paragraph \($0) of a long page, <a href=\"/pages/two.html\">again</a></p>\n" }.joined()
+        origin.set(
+            "/",
+            .text(
+                """
+                <html><head><link rel="stylesheet" href="/site.css"></head><body>
+                <a href="/img/pic.png">the picture on its own</a> <a href="/pages/two.html">two</a> <a href="/pages/big.html">big</a>
+                <img src="/img/photo.png"></body></html>
+                """, type: html))
+        origin.set("/pages/two.html", .text("<html><body><img src=\"/img/pic.png\"><a href=\"/\">home</a></body></html>", type: html))
+        origin.set("/pages/big.html", .text("<html><body>" + big + "</body></html>", type: html))
+        origin.set("/site.css", .text("body { background: url(/img/pic.png) } " + String(repeating: ".x { color: red }\n", count: 200), type: "text/css"))
+        origin.set("/img/pic.png", Origin.Resource(headers: [("Content-Type", "image/png")], body: Array(noise(3000, seed: 1))))
+        origin.set("/img/photo.png", Origin.Resource(headers: [("Content-Type", "image/png")], body: Array(noise(400_000, seed: 2))))
+    }
+
+    static func declaration(_ origin: Origin) -> Declaration {
+        var declaration = Declaration()
+        declaration.seeds = [origin.base + "/"]
+        declaration.respectRobots = false
+        // Links are followed only under /pages/: /img/pic.png is left out as a link, and fetched as a requisite.
+        declaration.scope.include = ["*/pages/*"]
+        return declaration
+    }
+
+    static func write(_ entries: [BundleWriter.Entry], overflow: OverflowFile?, scratch: ScratchFolder, to path: String) throws -> Data {
+        var writer = BundleWriter(options: .init(createdAt: nil, timeClamp: Date(timeIntervalSince1970: 1_000_000_000)))
+        writer.scratch = scratch
+        writer.overflow = overflow
+        for entry in entries { writer.add(entry) }
+        try writer.write(to: path)
+        return try Data(contentsOf: URL(fileURLWithPath: path))
+    }
+
+    @Test("bodies compressed while crawling: every one prepared, received bytes given back, spool files of deflated bodies gone, the same bundle byte for byte")
+    func compressesWhileCrawling() async throws {
+        try await withOrigin { origin in
+            Self.serve(origin)
+            let folder = try TemporaryFolder()
+            let declaration = Self.declaration(origin)
+
+            let scratch = try ScratchFolder(in: folder.path)
+            defer { scratch.remove() }
+            let total = 64 << 20
+            let memory = MemoryBudget(total: total, perBody: 256 << 10)
+            let overflow = OverflowFile(in: scratch)
+            let crawl = await Crawler(
+                declaration: declaration, spool: scratch, memory: memory, compressing: (BundleWriter.defaultCompressionLevel, overflow), progress: nil
+            ).run()
+            #expect(crawl.failures.isEmpty, "\(crawl.failures)")
+            #expect(crawl.entries.count == 6)
+            // Every body was prepared during the crawl, and no entry holds its body as received any more.
+            #expect(crawl.entries.allSatisfy { $0.body == nil && $0.prepared != nil }, "\(crawl.entries.map { ($0.url, $0.body != nil) })")
+            let big = try #require(crawl.entries.first { $0.url.hasSuffix("/pages/big.html") }?.prepared)
+            #expect(big.compression == .deflate && big.size > 256 << 10)
+            // The received bodies' bytes went back to the budget; what is held is the compressed streams and the small stored picture.
+            let held = crawl.entries.compactMap(\.prepared).reduce(0) { sum, body in
+                if case .memory(let bytes) = body.storage { return sum + bytes.count }
+                return sum
+            }
+            #expect(memory.available == total - held, "budget left \(memory.available), held \(held)")
+            #expect(held < 100_000)
+            // Spool files: only the stored photo's is left (the bundle is written from it); the big page's was deleted.
+            let spooled = try FileManager.default.contentsOfDirectory(atPath: scratch.path).filter { !$0.hasPrefix("overflow") }
+            let photo = try #require(crawl.entries.first { $0.url.hasSuffix("/img/photo.png") }?.prepared)
+            guard case .source(.file(let photoPath)) = photo.storage else {
+                Issue.record("the photo is not read from its spool file: \(photo.storage)")
+                return
+            }
+            #expect(spooled == [(photoPath as NSString).lastPathComponent], "\(spooled)")
+
+            // The same crawl, compressed by the writer afterwards: the same bundle.
+            let plainScratch = try ScratchFolder(in: folder.path)
+            defer { plainScratch.remove() }
+            let plain = await Crawler(
+                declaration: declaration, spool: plainScratch, memory: MemoryBudget(total: total, perBody: 256 << 10), progress: nil
+            ).run()
+            #expect(plain.entries.allSatisfy { $0.prepared == nil })
+            let pipelined = try Self.write(crawl.entries, overflow: overflow, scratch: scratch, to: folder.path + "/pipelined.zip")
+            let after = try Self.write(plain.entries, overflow: nil, scratch: plainScratch, to: folder.path + "/after.zip")
+            #expect(pipelined == after, "\(pipelined.count) bytes against \(after.count)")
+            let bundle = try MountedBundle(path: folder.path + "/pipelined.zip")
+            #expect(try bundle.body(of: try #require(bundle.entry(for: origin.base + "/pages/big.html"))).count == big.size)
+            #expect(try bundle.body(of: try #require(bundle.entry(for: origin.base + "/img/photo.png"))).count == 400_000)
+        }
+    }
+
+    @Test("a URL left out as a link is still fetched when another page names it as a requisite; repeats are not counted again")
+    func linkThenRequisite() async throws {
+        try await withOrigin { origin in
+            Self.serve(origin)
+            let folder = try TemporaryFolder()
+            let scratch = try ScratchFolder(in: folder.path)
+            defer { scratch.remove() }
+            let crawl = await Crawler(
+                declaration: Self.declaration(origin), spool: scratch, memory: MemoryBudget(total: 64 << 20, perBody: 256 << 10), progress: nil
+            ).run()
+            let keys = Set(crawl.entries.map(\.url))
+            #expect(keys.contains(origin.base + "/img/pic.png"), "\(keys.sorted())")
+            #expect(origin.count("/img/pic.png") == 1)
+            // Named as a link once, on the home page: counted once, although the big page names two.html 6,000 times.
+            #expect(crawl.skipped == ["matches no scope.include pattern": 1], "\(crawl.skipped)")
+            #expect(origin.count("/pages/two.html") == 1)
+        }
+    }
+}
