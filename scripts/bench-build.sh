@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Benchmark of `packager build` against `wget2 -r -p` followed by `bsdtar -a -cf`, both crawling
-# the same generated site served by nginx on loopback, at the same concurrency, in the same run.
+# Benchmark of `packager build` against `wget2 -r -p` followed by `bsdtar -a -cf`, in the same run, at the same
+# concurrency, both crawling sites served by nginx on loopback:
+#   1. a generated site (scripts/make-site.py: 4,000 pages, 1,500 images, style sheets, scripts);
+#   2. Debian's python3.11-doc HTML (real pages: large, dense with links), with the scope of `wget2 -r -np -p`;
+#   3. memory against site size: generated sites of 5,000 and 50,000 pages, crawled by packager alone.
 # Usage: scripts/bench-build.sh PACKAGER WORK_FOLDER OUTPUT_MARKDOWN [--quick]
 set -euo pipefail
-source "$(dirname "$0")/bench-lib.sh"
+scripts=$(cd "$(dirname "$0")" && pwd)
+source "$scripts/bench-lib.sh"
 
 packager=$1
 work=$2
@@ -11,91 +15,131 @@ out=$3
 quick=${4:-}
 pages=4000
 assets=1500
+small=5000
+large=50000
 runs=3
-if [ "$quick" = "--quick" ]; then pages=400; assets=150; runs=1; fi
+if [ "$quick" = "--quick" ]; then pages=400; assets=150; small=500; large=5000; runs=1; fi
 concurrency=8
-port=18080
+docs=/usr/share/doc/python3.11/html
 
-rm -rf "$work" && mkdir -p "$work/site" "$work/nginx"
+rm -rf "$work" && mkdir -p "$work"
 work=$(cd "$work" && pwd)
+trap 'for d in syn py mem-small mem-large; do stop_nginx "$work/$d"; done' EXIT
 
-# The site: pages that link to each other (every page reachable from /), each with a style sheet,
-# a script and three images from a shared pool; style sheets import a base sheet and use url().
-python3 - "$work/site" "$pages" "$assets" <<'PY'
-import os, random, sys
-root, pages, assets = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-rng = random.Random(7)
-os.makedirs(f"{root}/p", exist_ok=True); os.makedirs(f"{root}/img", exist_ok=True)
-os.makedirs(f"{root}/css", exist_ok=True); os.makedirs(f"{root}/js", exist_ok=True)
-words = "offline bundle crawl verify service release page style image script network cache".split()
-def text(n): return " ".join(rng.choice(words) for _ in range(n))
-for a in range(assets):
-    with open(f"{root}/img/i{a}.png", "wb") as f: f.write(b"\x89PNG\r\n\x1a\n" + os.urandom(rng.randint(2000, 30000)))
-for c in range(20):
-    with open(f"{root}/css/s{c}.css", "w") as f:
-        f.write(f'@import url("base.css");\n.c{c} {{ background: url(../img/i{c}.png) }}\n' + ".x { color: red }\n" * 50)
-with open(f"{root}/css/base.css", "w") as f: f.write("body { font: 16px sans-serif }\n" * 40)
-for j in range(20):
-    with open(f"{root}/js/a{j}.js", "w") as f: f.write(f"console.log({j});\n" * 200)
-def page(i):
-    links = {i + 1, 2 * i + 1, 2 * i + 2, rng.randrange(pages), rng.randrange(pages)}
-    links = [l for l in links if l < pages]
-    imgs = [rng.randrange(assets) for _ in range(3)]
-    body = "".join(f'<p>{text(80)}</p><a href="/p/{l}.html">page {l}</a>\n' for l in links)
-    body += "".join(f'<img src="/img/i{m}.png" alt="">' for m in imgs)
-    return (f'<!doctype html><html><head><title>Page {i}</title><link rel="stylesheet" href="/css/s{i % 20}.css">'
-            f'<script src="/js/a{i % 20}.js"></script></head><body>{body}</body></html>')
-for i in range(pages):
-    with open(f"{root}/p/{i}.html", "w") as f: f.write(page(i))
-with open(f"{root}/index.html", "w") as f: f.write('<html><body><a href="/p/0.html">start</a></body></html>')
-PY
+# crawl_both DIR URL "PACKAGER FLAGS" "WGET2 FLAGS": best of $runs runs of each, one after the other, in DIR; sets
+# best_p best_w (seconds) and rss_p rss_w (KiB). wget2 exits non-zero when a link is broken: bsdtar runs anyway.
+crawl_both() {
+    local dir=$1 url=$2 pflags=$3 wflags=$4 secs kib
+    best_p=999999; best_w=999999; rss_p=0; rss_w=0
+    for _ in $(seq "$runs"); do
+        rm -rf "$dir/p.zip" "$dir/wget" "$dir/w.zip"
+        # shellcheck disable=SC2086
+        /usr/bin/time -f "%e %M" -o "$dir/time-p" "$packager" build --seed "$url" $pflags --concurrency $concurrency -o "$dir/p.zip" --no-robots \
+            >"$dir/packager.log" 2>&1 || true
+        read -r secs kib <"$dir/time-p"
+        best_p=$(python3 -c "print(min($best_p, $secs))"); rss_p=$(( kib > rss_p ? kib : rss_p ))
+        /usr/bin/time -f "%e %M" -o "$dir/time-w" sh -c \
+            "wget2 -r $wflags -l inf --max-threads=$concurrency -q --no-robots -nH -P '$dir/wget' '$url'; bsdtar -a -cf '$dir/w.zip' -C '$dir/wget' ." \
+            >"$dir/wget.log" 2>&1 || true
+        read -r secs kib <"$dir/time-w"
+        best_w=$(python3 -c "print(min($best_w, $secs))"); rss_w=$(( kib > rss_w ? kib : rss_w ))
+    done
+    test -s "$dir/p.zip" || { echo "bench: packager build wrote no bundle (see $dir/packager.log)" >&2; exit 1; }
+}
 
-trap 'stop_nginx "$work"' EXIT
-start_nginx "$work" "$work/site" "127.0.0.1:$port" 2
-
-url="http://127.0.0.1:$port/"
-files=$(find "$work/site" -type f | wc -l)
-best_p=999999; best_w=999999; rss_p=0; rss_w=0
-for run in $(seq "$runs"); do
-    rm -rf "$work/p.zip" "$work/wget" "$work/w.zip"
-    /usr/bin/time -f "%e %M" -o "$work/time-p" "$packager" build --seed "$url" --concurrency $concurrency -o "$work/p.zip" --no-robots >"$work/packager.log" 2>&1
-    read -r secs kib <"$work/time-p"
-    best_p=$(python3 -c "print(min($best_p, $secs))"); rss_p=$(( kib > rss_p ? kib : rss_p ))
-    /usr/bin/time -f "%e %M" -o "$work/time-w" sh -c \
-        "wget2 -r -p -l inf --max-threads=$concurrency -q --no-robots -nH -P '$work/wget' '$url' && bsdtar -a -cf '$work/w.zip' -C '$work/wget' ." \
-        >"$work/wget.log" 2>&1 || true
-    read -r secs kib <"$work/time-w"
-    best_w=$(python3 -c "print(min($best_w, $secs))"); rss_w=$(( kib > rss_w ? kib : rss_w ))
-done
-
-# The same set of URLs: packager's request keys against the files wget2 saved (a folder URL is its index.html).
-"$packager" inspect "$work/p.zip" --json >"$work/inspect.json"
-python3 - "$work" "$url" <<'PY' >"$work/compare.txt"
+# compare DIR BASE_URL: packager's 2xx request keys against the files wget2 saved (a folder URL is its index.html);
+# prints "keys files only_packager only_wget2", and lists the differences in DIR/only.txt.
+compare() {
+    "$packager" inspect "$1/p.zip" --json >"$1/inspect.json"
+    python3 - "$1" "$2" <<'PY'
 import json, os, sys
 work, base = sys.argv[1], sys.argv[2]
-keys = {e["key"][len(base):] for e in json.load(open(f"{work}/inspect.json"))["entries"]}
+keys = {e["key"][len(base):] for e in json.load(open(f"{work}/inspect.json"))["entries"] if 200 <= e["status"] < 300}
 keys = {k + "index.html" if k == "" or k.endswith("/") else k for k in keys}
 saved = set()
 for folder, _, names in os.walk(f"{work}/wget"):
     for n in names: saved.add(os.path.relpath(os.path.join(folder, n), f"{work}/wget"))
 print(len(keys), len(saved), len(keys - saved), len(saved - keys))
+with open(f"{work}/only.txt", "w") as f:
+    f.write("only packager:\n" + "\n".join(sorted(keys - saved)) + "\nonly wget2:\n" + "\n".join(sorted(saved - keys)) + "\n")
 PY
-read -r n_p n_w only_p only_w <"$work/compare.txt"
-size_p=$(stat -c %s "$work/p.zip"); size_w=$(stat -c %s "$work/w.zip")
-ratio=$(python3 -c "print(f'{$best_p / $best_w:.2f}')")
+}
+
+ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+kib() { echo $(( $(stat -c %s "$1") / 1024 )); }
+size_ratio() { python3 -c "print(f'{$(stat -c %s "$1") / $(stat -c %s "$2"):.3f}')"; }
+
+# 1. The generated site.
+mkdir -p "$work/syn/site"
+python3 "$scripts/make-site.py" "$work/syn/site" "$pages" "$assets"
+start_nginx "$work/syn" "$work/syn/site" "127.0.0.1:18080" 2
+files=$(find "$work/syn/site" -type f | wc -l)
+crawl_both "$work/syn" "http://127.0.0.1:18080/" "" "-p"
+read -r n_p n_w only_p only_w < <(compare "$work/syn" "http://127.0.0.1:18080/")
+stop_nginx "$work/syn"
+syn_rows="| wall time | ${best_p} s | ${best_w} s | $(ratio "$best_p" "$best_w")x | <= 0.7x |
+| URLs found | $n_p | $n_w files | only packager: $only_p, only wget2: $only_w | same set |
+| peak memory | $((rss_p / 1024)) MiB | $((rss_w / 1024)) MiB | - | < 200 MB |
+| output size | $(kib "$work/syn/p.zip") KiB | $(kib "$work/syn/w.zip") KiB | $(size_ratio "$work/syn/p.zip" "$work/syn/w.zip")x | - |"
+
+# 2. Debian's python3.11-doc, as a wget user crawls it: from index.html, not above its folder, with page requisites.
+mkdir -p "$work/py"
+start_nginx "$work/py" "$docs" "127.0.0.1:18081" 2
+crawl_both "$work/py" "http://127.0.0.1:18081/index.html" "--no-parent" "-np -p"
+read -r py_n_p py_n_w py_only_p py_only_w < <(compare "$work/py" "http://127.0.0.1:18081/")
+stop_nginx "$work/py"
+py_rows="| wall time | ${best_p} s | ${best_w} s | $(ratio "$best_p" "$best_w")x | <= 0.7x |
+| URLs (2xx) | $py_n_p | $py_n_w files | only packager: $py_only_p, only wget2: $py_only_w | a superset of wget2's |
+| peak memory | $((rss_p / 1024)) MiB | $((rss_w / 1024)) MiB | - | <= 100 MB |
+| output size | $(kib "$work/py/p.zip") KiB | $(kib "$work/py/w.zip") KiB | $(size_ratio "$work/py/p.zip" "$work/py/w.zip")x | - |"
+
+# 3. Memory against site size: the same generator at two sizes, packager alone.
+mem_rows=""
+for which in small large; do
+    n=${!which}
+    dir="$work/mem-$which"
+    mkdir -p "$dir/site"
+    python3 "$scripts/make-site.py" "$dir/site" "$n" "$assets"
+    port=$([ "$which" = small ] && echo 18082 || echo 18083)
+    start_nginx "$dir" "$dir/site" "127.0.0.1:$port" 2
+    /usr/bin/time -f "%e %M" -o "$dir/time" "$packager" build --seed "http://127.0.0.1:$port/" --concurrency $concurrency \
+        -o "$dir/p.zip" --no-robots >"$dir/packager.log" 2>&1
+    stop_nginx "$dir"
+    read -r secs kib <"$dir/time"
+    entries=$("$packager" inspect "$dir/p.zip" --json | python3 -c "import json,sys; print(len(json.load(sys.stdin)['entries']))")
+    declare "rss_$which=$kib"
+    mem_rows="$mem_rows| $n pages ($entries entries, $(( $(du -sk "$dir/site" | cut -f1) / 1024 )) MiB on disk) | ${secs} s | $((kib / 1024)) MiB | $(kib "$dir/p.zip") KiB |
+"
+    rm -rf "$dir/site" "$dir/p.zip"
+done
+mem_ratio=$(python3 -c "print(f'{$rss_large / $rss_small:.2f}')")
+
 {
     echo "## packager build: crawl a site into a bundle"
     echo
-    echo "Run by \`make bench\` (scripts/bench-build.sh) on $(date -u +%Y-%m-%dT%H:%M:%SZ), $(machine)."
-    echo "Site: $files files ($pages HTML pages, $assets PNG-like images, style sheets with @import and url(), scripts), served by nginx $(nginx -v 2>&1 | sed 's/.*nginx\///') on loopback."
-    echo "Both crawl from / at concurrency $concurrency (wget2 --max-threads=$concurrency), robots.txt off. Times are the best of $runs runs; memory is the peak resident size of the crawling process (GNU time)."
+    echo "Run by \`make bench\` (scripts/bench-build.sh) on $(date -u +%Y-%m-%dT%H:%M:%SZ), $(machine), nginx $(nginx -v 2>&1 | sed 's/.*nginx\///') on loopback."
+    echo "Both crawl at concurrency $concurrency (wget2 --max-threads=$concurrency), robots.txt off; wget2's files are then zipped by bsdtar -a -cf (zlib level 6)."
+    echo "Times are the best of $runs runs; memory is the peak resident size of the crawling process (GNU time)."
     echo
-    echo "| measure | packager build | wget2 -r -p + bsdtar -a -cf | ratio | target |"
+    echo "Generated site (scripts/make-site.py): $files files ($pages HTML pages, $assets PNG-like images, style sheets with @import and url(), scripts), crawled from /."
+    echo
+    echo "| measure | packager build | wget2 -r -p + bsdtar | ratio | target |"
     echo "|---|---|---|---|---|"
-    echo "| wall time | ${best_p} s | ${best_w} s | ${ratio}x | <= 0.7x |"
-    echo "| URLs found | $n_p | $n_w files | only packager: $only_p, only wget2: $only_w | same set |"
-    echo "| peak memory | $((rss_p / 1024)) MiB | $((rss_w / 1024)) MiB | - | < 200 MB |"
-    echo "| output size | $((size_p / 1024)) KiB | $((size_w / 1024)) KiB | $(python3 -c "print(f'{$size_p / $size_w:.3f}')")x | - |"
+    echo "$syn_rows"
+    echo
+    echo "Debian's python3.11-doc HTML (real pages up to 290 KB, dense with links), crawled from /index.html without going above it (\`--no-parent\`, \`wget2 -np\`)."
+    echo
+    echo "| measure | packager build | wget2 -r -np -p + bsdtar | ratio | target |"
+    echo "|---|---|---|---|---|"
+    echo "$py_rows"
+    echo
+    echo "Memory against site size: the generated site at $small and $large pages (the same $assets images), crawled by packager build alone."
+    echo
+    echo "| site | wall time | peak memory | bundle |"
+    echo "|---|---|---|---|"
+    printf "%s" "$mem_rows"
+    echo
+    echo "Peak memory, $large pages against $small: ${mem_ratio}x (target <= 1.3)."
     echo
 } >"$out"
 cat "$out"

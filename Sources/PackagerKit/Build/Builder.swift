@@ -58,14 +58,17 @@ public struct Builder: Sendable {
         }
         let scratch = try ScratchFolder(in: folder)
         defer { scratch.remove() }
-        // One budget for the bodies the crawl keeps in memory and the ones the writer compresses into memory.
-        let memory = MemoryBudget(total: 64 << 20, perBody: 256 << 10)
+        // Memory for bodies, 64 MiB in all: received bodies waiting to be read for links and compressed (beyond it they
+        // are received into spool files), and the compressed ones waiting for the bundle to be written (beyond it they
+        // go to the overflow file). Neither grows with the site.
+        let memory = MemoryBudget(total: 48 << 20, perBody: 256 << 10)
+        let kept = MemoryBudget(total: 16 << 20, perBody: .max)
 
         let started = Date()
         // Bodies are hashed and compressed while the crawl goes on; the writer then only orders and copies them.
         let overflow = OverflowFile(in: scratch)
-        let crawl = await Crawler(
-            declaration: declaration, spool: scratch, memory: memory, compressing: (BundleWriter.defaultCompressionLevel, overflow), progress: progress
+        var crawl = await Crawler(
+            declaration: declaration, spool: scratch, memory: memory, compressing: (BundleWriter.defaultCompressionLevel, kept, overflow), progress: progress
         ).run()
         let maxErrors = options.maxErrors ?? declaration.maxErrors
         let declaredFailed = crawl.failures.contains { $0.declared }
@@ -83,7 +86,9 @@ public struct Builder: Sendable {
             writer.sharedMemory = memory
             writer.scratch = scratch
             writer.overflow = overflow
-            for entry in crawl.entries { writer.add(entry) }
+            // Handed over, not copied: a large crawl's entries are held once.
+            writer.add(contentsOf: crawl.entries)
+            crawl.entries = []
             let summary = try writer.write(to: output)
             report.output = output
             report.digest = summary.digest

@@ -34,17 +34,18 @@ final class Crawler: Sendable {
     static let maxRedirects = 10
     static let maxURLLength = 16 << 10
 
-    /// - Parameter compressing: when given, bodies are hashed and compressed at that level while the crawl goes on, the
-    ///   streams beyond the memory budget going to that overflow file; the entries then carry them.
+    /// - Parameter compressing: when given, bodies are hashed and compressed at that level while the crawl goes on, and
+    ///   the entries carry the results: kept in memory within `kept`, in the overflow file beyond it.
     init(
-        declaration: Declaration, spool: ScratchFolder, memory: MemoryBudget, compressing: (level: Int, overflow: OverflowFile)? = nil,
+        declaration: Declaration, spool: ScratchFolder, memory: MemoryBudget,
+        compressing: (level: Int, kept: MemoryBudget, overflow: OverflowFile)? = nil,
         progress: (@Sendable (CrawlProgress) -> Void)?
     ) {
         self.memory = memory
         let state = CrawlState(maxResources: declaration.scope.maxResources, maxBytes: declaration.scope.maxBytes)
         self.state = state
-        self.pipeline = compressing.map { level, overflow in
-            BodyPipeline(level: level, memory: memory, overflow: overflow) { state.setPrepared($0, $1) }
+        self.pipeline = compressing.map { level, kept, overflow in
+            BodyPipeline(level: level, memory: memory, kept: kept, overflow: overflow) { state.setPrepared($0, $1) }
         }
         self.declaration = declaration
         self.scope = CrawlScope(declaration)

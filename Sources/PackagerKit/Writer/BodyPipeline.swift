@@ -36,17 +36,24 @@ final class BodyPipeline: Sendable {
     private let level: Int
     private let workers: Int
     private let memory: MemoryBudget
+    private let kept: MemoryBudget
     private let overflow: OverflowFile
     private let deliver: @Sendable (Int, PreparedBody) -> Void
 
-    /// - Parameter deliver: called with each prepared body, from a worker thread.
+    /// - Parameters:
+    ///   - memory: the budget received bodies were taken from; they give their bytes back once compressed.
+    ///   - kept: the budget for compressed streams and small stored bodies kept in memory until the bundle is written;
+    ///     beyond it they go to `overflow`. Separate from `memory`, so that the crawl's working memory does not fill up
+    ///     with a large site's finished bodies.
+    ///   - deliver: called with each prepared body, from a worker thread.
     init(
-        level: Int, workers: Int = ProcessInfo.processInfo.activeProcessorCount, memory: MemoryBudget, overflow: OverflowFile,
+        level: Int, workers: Int = ProcessInfo.processInfo.activeProcessorCount, memory: MemoryBudget, kept: MemoryBudget, overflow: OverflowFile,
         deliver: @escaping @Sendable (Int, PreparedBody) -> Void
     ) {
         self.level = level
         self.workers = max(1, workers)
         self.memory = memory
+        self.kept = kept
         self.overflow = overflow
         self.deliver = deliver
     }
@@ -80,7 +87,7 @@ final class BodyPipeline: Sendable {
         while let job = take() {
             guard let deflaters, let source = job.entry.body,
                 let prepared = try? BodyPreparer.prepare(
-                    source, entry: job.entry, deflaters: deflaters, spool: overflow, memory: memory, copiesStoredFiles: false)
+                    source, entry: job.entry, deflaters: deflaters, spool: overflow, memory: kept, copiesStoredFiles: false)
             else { continue }
             if job.budgeted, case .data(let data) = source, !prepared.readsSource { memory.give(data.count) }
             if job.ownsFile, case .file(let path) = source, prepared.compression == .deflate { unlink(path) }

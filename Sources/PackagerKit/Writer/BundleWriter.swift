@@ -18,7 +18,7 @@ public struct BundleWriter: Sendable {
         case data(Data)
         /// A body of a mounted bundle (one being refreshed), read and checked when the bundle is written, one at a
         /// time: carrying a bundle's bodies over does not hold them all in memory.
-        case bundle(MountedBundle, BundleEntry)
+        indirect case bundle(MountedBundle, BundleEntry)
     }
 
     /// One request key and its response.
@@ -157,6 +157,11 @@ public struct BundleWriter: Sendable {
     /// Adds an entry.
     public mutating func add(_ entry: Entry) { entries.append(entry) }
 
+    /// Adds entries; into an empty writer, without copying them (the array's storage is shared until either side changes it).
+    mutating func add(contentsOf more: [Entry]) {
+        if entries.isEmpty { entries = more } else { entries += more }
+    }
+
     /// Writes the bundle to `path`, atomically.
     ///
     /// - Throws: ``PackagerError`` when a key is malformed or answered twice,
@@ -170,33 +175,36 @@ public struct BundleWriter: Sendable {
         defer { ownScratch?.remove() }
         let spool = overflow ?? OverflowFile(in: self.scratch ?? ownScratch!)
         let memory = sharedMemory ?? MemoryBudget(total: options.memoryBudget, perBody: .max)
-        let prepared = try BodyPreparer(options: options, spool: spool, memory: memory).prepare(keyed.map(\.entry))
+        // In the entries' own order (the array is not copied), then in key order.
+        let preparedByEntry = try BodyPreparer(options: options, spool: spool, memory: memory).prepare(entries)
+        let prepared = keyed.map { preparedByEntry[$0.index] }
         let unique = Self.uniqueBodies(prepared)
         let zip = ZipWriter(output: output)
         let bodyRecords = try Self.writeBodies(unique.bodies, to: zip, output: output, spool: spool)
-        let (manifest, indexEntries) = metadata(keyed, prepared: prepared, unique: unique)
-        let manifestBytes = ManifestWriter.encode(manifest)
+        let sink = ManifestSink(level: options.compressionLevel, spool: spool)
+        let (totals, indexEntries) = try metadata(keyed, prepared: prepared, unique: unique, manifest: sink)
+        let manifest = try sink.finish()
         let indexBytes = try IndexBuilder.build(
-            entries: indexEntries, bodies: bodyRecords, manifestSHA256: Array(SHA256.hash(data: manifestBytes)), rules: options.rules,
+            entries: indexEntries, bodies: bodyRecords, manifestSHA256: manifest.sha256, rules: options.rules,
             createdAt: clamped(options.createdAt).map(Self.seconds))
         let digest = hexString(Array(SHA256.hash(data: indexBytes)))
-        try writeMetadata(index: indexBytes, manifest: manifestBytes, digest: digest, to: zip)
+        try writeMetadata(index: indexBytes, manifest: manifest, digest: digest, to: zip, output: output, spool: spool)
         try zip.finish(comment: Array((BundleFormat.commentPrefix + "sha256:" + digest).utf8))
         let fileSize = output.offset
         try output.commit()
         return Summary(
             entries: keyed.count, bodies: unique.bodies.count, deduplicated: prepared.compactMap { $0 }.count - unique.bodies.count,
-            bodyBytes: manifest.totals.bodyBytes, storedBytes: manifest.totals.storedBytes, fileSize: fileSize, digest: digest,
+            bodyBytes: totals.bodyBytes, storedBytes: totals.storedBytes, fileSize: fileSize, digest: digest,
             signed: options.signingKey != nil)
     }
 
-    /// The entries under their canonical keys, in key order, each checked: an http(s) key, a final status, no body
+    /// The entries' canonical keys and positions, in key order, each checked: an http(s) key, a final status, no body
     /// where HTTP allows none, no key answered twice.
-    private func keyedEntries() throws -> [(key: String, entry: Entry)] {
+    private func keyedEntries() throws -> [(key: String, index: Int)] {
         let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: options.dropQueryParameters)
-        var keyed = [(key: String, entry: Entry)]()
+        var keyed = [(key: String, index: Int)]()
         keyed.reserveCapacity(entries.count)
-        for entry in entries {
+        for (index, entry) in entries.enumerated() {
             guard let key = canonicalizer.canonicalize(entry.url), isWellFormedKey(key) else {
                 throw PackagerError(.invalidInput, "\(entry.url) is not an absolute http or https URL with a host", subject: entry.url)
             }
@@ -206,12 +214,13 @@ public struct BundleWriter: Sendable {
             if entry.body != nil || entry.prepared != nil, entry.status == 204 || entry.status == 304 {
                 throw PackagerError(.invalidInput, "an entry with status \(entry.status) cannot have a body (RFC 9110 §6.4.1)", subject: key)
             }
-            keyed.append((key, entry))
+            keyed.append((key, index))
         }
         keyed.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
         for i in keyed.indices.dropFirst() where keyed[i - 1].key == keyed[i].key {
             throw PackagerError(
-                .duplicate, "two entries answer the same request key \(keyed[i].key) (from \(keyed[i - 1].entry.url) and \(keyed[i].entry.url))",
+                .duplicate,
+                "two entries answer the same request key \(keyed[i].key) (from \(entries[keyed[i - 1].index].url) and \(entries[keyed[i].index].url))",
                 subject: keyed[i].key)
         }
         return keyed
@@ -268,49 +277,53 @@ public struct BundleWriter: Sendable {
         }
     }
 
-    /// The manifest and the index's entry records.
+    /// The manifest, written into `sink` entry by entry, and the index's entry records.
     private func metadata(
-        _ keyed: [(key: String, entry: Entry)], prepared: [PreparedBody?], unique: (bodies: [PreparedBody], position: [[UInt8]: Int])
-    ) -> (Manifest, [IndexEntryRecord]) {
-        var manifestEntries = [ManifestEntry]()
+        _ keyed: [(key: String, index: Int)], prepared: [PreparedBody?], unique: (bodies: [PreparedBody], position: [[UInt8]: Int]),
+        manifest sink: ManifestSink
+    ) throws -> (ManifestTotals, [IndexEntryRecord]) {
         var indexEntries = [IndexEntryRecord]()
-        manifestEntries.reserveCapacity(keyed.count)
         indexEntries.reserveCapacity(keyed.count)
         let formatter = ISO8601DateFormatter()
-        for (i, item) in keyed.enumerated() {
-            var headers = item.entry.headers
-                .map { (name: $0.name.lowercased(), value: String(Substring($0.value).trimmingWhitespace())) }
-                .filter { !Self.droppedHeaders.contains($0.name) }
-            // A synthesized ETag is a flag, derived from the digest when answering: it is never stored as a header, so
-            // it cannot pass for the origin's, and header blocks stay shareable.
-            var flags: UInt8 = 0
-            if item.entry.synthesizeETag, prepared[i] != nil, !headers.contains(where: { $0.name == "etag" }) { flags |= IndexLayout.flagETagSynthesized }
-            if item.entry.lastModifiedSynthesized, headers.contains(where: { $0.name == "last-modified" }) {
-                flags |= IndexLayout.flagLastModifiedSynthesized
-            }
-            let fetchedAt = clamped(item.entry.fetchedAt)
-            let originDate = clamped(item.entry.originDate)
-            if let sent = item.entry.originDate, let originDate, sent != originDate { Self.moveExpires(in: &headers, by: originDate.timeIntervalSince(sent)) }
-            let bodyIndex = prepared[i].flatMap { unique.position[$0.digest] }
-            // Describe the copy actually stored: identical bytes under two media types are stored once, one way.
-            let body = bodyIndex.map { unique.bodies[$0] }.map {
-                ManifestBody(sha256: hexString($0.digest), size: $0.size, storedSize: $0.storedSize, compression: $0.compression)
-            }
-            manifestEntries.append(
-                Self.manifestEntry(
-                    item.key, item.entry, headers: headers, body: body, flags: flags, fetchedAt: fetchedAt, originDate: originDate, formatter: formatter))
-            indexEntries.append(
-                IndexEntryRecord(
-                    key: item.key, status: UInt16(item.entry.status), kind: item.entry.kind, flags: flags, headers: headers, body: bodyIndex,
-                    fetchedAt: fetchedAt.map(Self.seconds), originDate: originDate.map(Self.seconds)))
-        }
         let totals = ManifestTotals(
             entries: keyed.count, bodies: unique.bodies.count, bodyBytes: unique.bodies.reduce(0) { $0 + $1.size },
             storedBytes: unique.bodies.reduce(0) { $0 + $1.storedSize })
         let manifest = Manifest(
             generator: Self.generator, createdAt: clamped(options.createdAt).map { formatter.string(from: $0) }, rules: options.rules,
-            entries: manifestEntries, totals: totals)
-        return (manifest, indexEntries)
+            entries: [], totals: totals)
+        ManifestWriter.head(createdAt: manifest.createdAt, to: &sink.buffer)
+        for (i, item) in keyed.enumerated() {
+            let entry = entries[item.index]
+            var headers = entry.headers
+                .map { (name: $0.name.lowercased(), value: String(Substring($0.value).trimmingWhitespace())) }
+                .filter { !Self.droppedHeaders.contains($0.name) }
+            // A synthesized ETag is a flag, derived from the digest when answering: it is never stored as a header, so
+            // it cannot pass for the origin's, and header blocks stay shareable.
+            var flags: UInt8 = 0
+            if entry.synthesizeETag, prepared[i] != nil, !headers.contains(where: { $0.name == "etag" }) { flags |= IndexLayout.flagETagSynthesized }
+            if entry.lastModifiedSynthesized, headers.contains(where: { $0.name == "last-modified" }) {
+                flags |= IndexLayout.flagLastModifiedSynthesized
+            }
+            let fetchedAt = clamped(entry.fetchedAt)
+            let originDate = clamped(entry.originDate)
+            if let sent = entry.originDate, let originDate, sent != originDate { Self.moveExpires(in: &headers, by: originDate.timeIntervalSince(sent)) }
+            let bodyIndex = prepared[i].flatMap { unique.position[$0.digest] }
+            // Describe the copy actually stored: identical bytes under two media types are stored once, one way.
+            let body = bodyIndex.map { unique.bodies[$0] }.map {
+                ManifestBody(sha256: hexString($0.digest), size: $0.size, storedSize: $0.storedSize, compression: $0.compression)
+            }
+            ManifestWriter.line(
+                Self.manifestEntry(
+                    item.key, entry, headers: headers, body: body, flags: flags, fetchedAt: fetchedAt, originDate: originDate, formatter: formatter),
+                first: i == 0, to: &sink.buffer)
+            try sink.flush()
+            indexEntries.append(
+                IndexEntryRecord(
+                    key: item.key, status: UInt16(entry.status), kind: entry.kind, flags: flags, headers: headers, body: bodyIndex,
+                    fetchedAt: fetchedAt.map(Self.seconds), originDate: originDate.map(Self.seconds)))
+        }
+        ManifestWriter.tail(manifest, hasEntries: !keyed.isEmpty, to: &sink.buffer)
+        return (totals, indexEntries)
     }
 
     /// A time as the bundle records it: whole seconds, no later than ``Options/timeClamp``.
@@ -356,13 +369,19 @@ public struct BundleWriter: Sendable {
     }
 
     /// `index.bin`, `manifest.json` (deflated when that is smaller) and, when signing, `signature.json`.
-    private func writeMetadata(index indexBytes: [UInt8], manifest manifestBytes: [UInt8], digest: String, to zip: ZipWriter) throws {
+    private func writeMetadata(
+        index indexBytes: [UInt8], manifest: ManifestSink.Finished, digest: String, to zip: ZipWriter, output: AtomicOutput, spool: OverflowFile
+    ) throws {
         try zip.addEntry(name: BundleFormat.indexEntryName, method: 0, crc32: CRC32.checksum(indexBytes), size: UInt64(indexBytes.count), data: indexBytes)
-        let manifestCRC = CRC32.checksum(manifestBytes)
-        if let deflated = try manifestBytes.withUnsafeBytes({ try RawDeflate.deflate($0, level: Int32(options.compressionLevel)) }) {
-            try zip.addEntry(name: BundleFormat.manifestEntryName, method: 8, crc32: manifestCRC, size: UInt64(manifestBytes.count), data: deflated)
-        } else {
-            try zip.addEntry(name: BundleFormat.manifestEntryName, method: 0, crc32: manifestCRC, size: UInt64(manifestBytes.count), data: manifestBytes)
+        switch manifest.stored {
+        case .memory(_, let deflated?):
+            try zip.addEntry(name: BundleFormat.manifestEntryName, method: 8, crc32: manifest.crc32, size: manifest.size, data: deflated)
+        case .memory(let json, nil):
+            try zip.addEntry(name: BundleFormat.manifestEntryName, method: 0, crc32: manifest.crc32, size: manifest.size, data: json)
+        case .spool(let offset, let deflatedSize):
+            _ = try zip.beginEntry(name: BundleFormat.manifestEntryName, method: 8, crc32: manifest.crc32, compressedSize: deflatedSize, size: manifest.size)
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            try PreparedBody.Storage.spool(offset: offset).copy(to: output, storedSize: deflatedSize, expectedCRC: nil, spool: spool, buffer: &buffer)
         }
         if let key = options.signingKey {
             let signature = try key.signature(for: BundleFormat.signedMessage(bundleDigestHex: digest))

@@ -9,18 +9,33 @@ enum ManifestWriter {
     static func encode(_ manifest: Manifest) -> [UInt8] {
         var out = JSONBytes()
         out.reserve(256 + manifest.entries.count * 640)
+        head(createdAt: manifest.createdAt, to: &out)
+        for (i, entry) in manifest.entries.enumerated() { line(entry, first: i == 0, to: &out) }
+        tail(manifest, hasEntries: !manifest.entries.isEmpty, to: &out)
+        return out.bytes
+    }
+
+    /// The manifest up to its first entry. ``head(createdAt:to:)``, then ``line(_:first:to:)`` for each entry in
+    /// key order, then ``tail(_:hasEntries:to:)`` give the bytes ``encode(_:)`` gives, in pieces.
+    static func head(createdAt: String?, to out: inout JSONBytes) {
         out.raw("{\n")
-        if let createdAt = manifest.createdAt {
+        if let createdAt {
             out.raw("  \"createdAt\": ")
             out.string(createdAt)
             out.raw(",\n")
         }
         out.raw("  \"entries\": [")
-        for (i, entry) in manifest.entries.enumerated() {
-            out.raw(i == 0 ? "\n    " : ",\n    ")
-            write(entry, to: &out)
-        }
-        out.raw(manifest.entries.isEmpty ? "],\n" : "\n  ],\n")
+    }
+
+    /// One entry's line.
+    static func line(_ entry: ManifestEntry, first: Bool, to out: inout JSONBytes) {
+        out.raw(first ? "\n    " : ",\n    ")
+        write(entry, to: &out)
+    }
+
+    /// Everything after the entries; `manifest.entries` is not read.
+    static func tail(_ manifest: Manifest, hasEntries: Bool, to out: inout JSONBytes) {
+        out.raw(hasEntries ? "\n  ],\n" : "],\n")
         out.raw("  \"format\": ")
         out.string(manifest.format)
         out.raw(",\n  \"formatVersion\": ")
@@ -44,7 +59,6 @@ enum ManifestWriter {
             ("storedBytes", .integer(totals.storedBytes)),
         ])
         out.raw("\n}\n")
-        return out.bytes
     }
 
     /// One entry as a single-line object, fields in byte order of their names.
@@ -104,6 +118,9 @@ struct JSONBytes {
     private(set) var bytes: [UInt8] = []
 
     mutating func reserve(_ n: Int) { bytes.reserveCapacity(n) }
+
+    /// Empties the buffer, keeping its storage.
+    mutating func removeAll() { bytes.removeAll(keepingCapacity: true) }
 
     mutating func raw(_ text: StaticString) {
         text.withUTF8Buffer { bytes.append(contentsOf: $0) }

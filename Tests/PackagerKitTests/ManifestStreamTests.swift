@@ -1,0 +1,43 @@
+import Foundation
+import OfflineBundle
+import TestSupport
+import Testing
+
+@testable import PackagerKit
+
+/// The writer makes manifest.json entry by entry; from 1 MiB on it deflates it as a stream into the overflow file.
+@Suite("manifest.json written as a stream")
+struct ManifestStreamTests {
+    @Test("a manifest over 1 MiB: streamed, read back whole through its digest, the same JSON as one-piece encoding, and unzip checks it")
+    func largeManifest() throws {
+        let folder = try TemporaryFolder()
+        var writer = BundleWriter(options: .init(createdAt: Date(timeIntervalSince1970: 1_767_323_045), timeClamp: nil))
+        let count = 6000
+        for i in 0..<count {
+            writer.add(
+                .init(
+                    url: "https://docs.example/section-\(i / 100)/page-\(i).html", status: 200,
+                    headers: [
+                        ("content-type", "text/html; charset=utf-8"), ("etag", "\"page-\(i)-0123456789abcdef\""),
+                        ("last-modified", "Sat, 21 Nov 2026 10:00:00 GMT"), ("cache-control", "public, max-age=3600, stale-while-revalidate=60"),
+                    ],
+                    body: .data(Data("<p>page \(i)</p>".utf8)), fetchedAt: Date(timeIntervalSince1970: 1_767_323_045)))
+        }
+        let path = folder.path + "/large.zip"
+        try writer.write(to: path)
+
+        let bundle = try MountedBundle(path: path)
+        let manifest = try bundle.manifest()
+        #expect(manifest.entries.count == count)
+        // What was written in pieces is what one-piece encoding of the same manifest gives.
+        let listing = try run("unzip", ["-v", path])
+        let line = try #require(listing.output.split(separator: "\n").first { $0.hasSuffix("manifest.json") })
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        let size = try #require(Int(fields[0]))
+        #expect(fields[1] == "Defl:N" && size > ManifestSink.memoryLimit, "\(line)")
+        let json = try run("unzip", ["-p", path, "manifest.json"])
+        #expect(Array(json.output.utf8) == ManifestWriter.encode(manifest))
+        #expect(try run("unzip", ["-tq", path]).status == 0)
+        #expect(try run("bsdtar", ["-tf", path]).output.contains("manifest.json"))
+    }
+}
