@@ -140,3 +140,48 @@ struct CrawlPipelineTests {
         }
     }
 }
+
+@Suite("a crawl's entries kept in a scratch file")
+struct EntryStoreTests {
+    @Test("every field reads back exactly, from the file and from what is not yet written, with bodies and prepared bodies in memory")
+    func roundTrip() throws {
+        let folder = try TemporaryFolder()
+        let store = EntryStore(path: folder.path + "/entries")
+        var written: [BundleWriter.Entry] = []
+        for i in 0..<2000 {
+            let entry = BundleWriter.Entry(
+                url: "https://docs.example/päge-\(i).html?q=\(i)", status: [200, 301, 404, 204][i % 4],
+                kind: [EntryKind.recorded, .substituted, .blocked][i % 3],
+                headers: (0..<(i % 5)).map { ("x-header-\($0)", "välue \(i) \($0) " + String(repeating: "é", count: i % 40)) },
+                body: i % 2 == 0 ? .data(Data("body \(i)".utf8)) : nil, fetchedAt: i % 7 == 0 ? nil : Date(timeIntervalSince1970: 1_767_323_045.25 + Double(i)),
+                originDate: i % 3 == 0 ? Date(timeIntervalSince1970: -86_400.5) : nil, source: i % 6 == 0 ? "local/file-\(i).svg" : nil,
+                synthesizeETag: i % 4 == 1, lastModifiedSynthesized: i % 5 == 2)
+            #expect(store.append(entry) == i)
+            written.append(entry)
+        }
+        store.setPrepared(
+            4,
+            PreparedBody(digest: Array(repeating: 7, count: 32), crc32: 1, storedCRC32: 2, size: 3, storedSize: 4, compression: .deflate, storage: .memory([1]))
+        )
+        // Part of the records went to the file (64 KiB at a time), the rest are still in memory.
+        let onDisk = (try? FileManager.default.attributesOfItem(atPath: folder.path + "/entries")[.size] as? Int) ?? 0
+        #expect(onDisk > 0)
+        #expect(store.count == written.count)
+        for (i, expected) in written.enumerated() {
+            let read = try store.entry(at: i)
+            #expect(read.url == expected.url && read.status == expected.status && read.kind == expected.kind, "\(i)")
+            #expect(read.headers.map { [$0.name, $0.value] } == expected.headers.map { [$0.name, $0.value] }, "\(i)")
+            #expect(read.fetchedAt == expected.fetchedAt && read.originDate == expected.originDate && read.source == expected.source, "\(i)")
+            #expect(read.synthesizeETag == expected.synthesizeETag && read.lastModifiedSynthesized == expected.lastModifiedSynthesized, "\(i)")
+            if i == 4 {
+                #expect(read.body == nil && read.prepared?.storedSize == 4)
+            } else if case .data(let data) = read.body, case .data(let sent) = expected.body {
+                #expect(data == sent && read.prepared == nil)
+            } else {
+                #expect(read.body == nil && expected.body == nil, "\(i)")
+            }
+        }
+        // A damaged record is refused, not misread.
+        #expect(EntryStore.decode(Array(EntryStore.encode(written[3]).dropLast())) == nil)
+    }
+}

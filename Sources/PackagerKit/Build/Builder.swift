@@ -67,16 +67,16 @@ public struct Builder: Sendable {
         let started = Date()
         // Bodies are hashed and compressed while the crawl goes on; the writer then only orders and copies them.
         let overflow = OverflowFile(in: scratch)
-        var crawl = await Crawler(
+        let crawl = await Crawler(
             declaration: declaration, spool: scratch, memory: memory, compressing: (BundleWriter.defaultCompressionLevel, kept, overflow), progress: progress
         ).run()
         let maxErrors = options.maxErrors ?? declaration.maxErrors
         let declaredFailed = crawl.failures.contains { $0.declared }
         let tooMany = maxErrors.map { crawl.failures.count > $0 } ?? false
         var report = BuildReport(
-            output: nil, digest: nil, entries: crawl.entries.count, bodies: 0, fetched: crawl.stats.done, blocked: crawl.stats.blocked,
+            output: nil, digest: nil, entries: crawl.store.count, bodies: 0, fetched: crawl.stats.done, blocked: crawl.stats.blocked,
             substituted: crawl.stats.substituted, bytesFetched: crawl.stats.bytes, fileSize: 0, seconds: 0, failures: crawl.failures,
-            skipped: crawl.skipped, limitsReached: crawl.limitsReached, succeeded: !declaredFailed && !tooMany && !crawl.entries.isEmpty)
+            skipped: crawl.skipped, limitsReached: crawl.limitsReached, succeeded: !declaredFailed && !tooMany && crawl.store.count > 0)
         report.crawlSeconds = Date().timeIntervalSince(started)
         report.protocols = crawl.stats.protocols
         if report.succeeded {
@@ -86,9 +86,8 @@ public struct Builder: Sendable {
             writer.sharedMemory = memory
             writer.scratch = scratch
             writer.overflow = overflow
-            // Handed over, not copied: a large crawl's entries are held once.
-            writer.add(contentsOf: crawl.entries)
-            crawl.entries = []
+            // Read back one at a time as the bundle is written.
+            writer.store = crawl.store
             let summary = try writer.write(to: output)
             report.output = output
             report.digest = summary.digest

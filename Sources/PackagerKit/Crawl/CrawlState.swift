@@ -28,7 +28,6 @@ final class CrawlState: Sendable {
     enum EntryKind { case fetched, blocked, substituted }
 
     private struct State {
-        var entries: [BundleWriter.Entry] = []
         var failures: [BuildReport.Failure] = []
         var skipped: [String: Int] = [:]
         var limits: [String] = []
@@ -43,34 +42,34 @@ final class CrawlState: Sendable {
     private let started = Date()
     let maxResources: Int
     let maxBytes: Int64
+    /// The entries recorded, kept in a scratch file.
+    let entries: EntryStore
 
-    init(maxResources: Int, maxBytes: Int64) {
+    init(maxResources: Int, maxBytes: Int64, entriesPath: String) {
         self.maxResources = maxResources
         self.maxBytes = maxBytes
+        entries = EntryStore(path: entriesPath)
     }
 
     /// Records an entry; returns its index among the entries.
     @discardableResult
     func add(_ entry: BundleWriter.Entry, kind: EntryKind, httpVersion: String? = nil) -> Int {
+        let index = entries.append(entry)
         state.withLockedValue { state in
-            defer { state.entries.append(entry) }
             if let httpVersion { state.counts.protocols[httpVersion, default: 0] += 1 }
             switch kind {
             case .fetched: state.counts.done += 1
             case .blocked: state.counts.blocked += 1
             case .substituted: state.counts.substituted += 1
             }
-            return state.entries.count
         }
+        return index
     }
 
     /// The body of the entry at `index` was hashed and compressed: the entry now holds that, and no longer the body
     /// as received.
     func setPrepared(_ index: Int, _ prepared: PreparedBody) {
-        state.withLockedValue { state in
-            state.entries[index].prepared = prepared
-            state.entries[index].body = nil
-        }
+        entries.setPrepared(index, prepared)
     }
 
     func fail(_ failure: BuildReport.Failure) {
@@ -144,7 +143,7 @@ final class CrawlState: Sendable {
         var stats = state.counts
         stats.elapsed = Date().timeIntervalSince(started)
         let sortedFailures = state.failures.sorted { ($0.declared ? 0 : 1, $0.url) < ($1.declared ? 0 : 1, $1.url) }
-        return .init(entries: state.entries, failures: sortedFailures, skipped: state.skipped, limitsReached: state.limits, stats: stats)
+        return .init(store: entries, failures: sortedFailures, skipped: state.skipped, limitsReached: state.limits, stats: stats)
     }
 }
 

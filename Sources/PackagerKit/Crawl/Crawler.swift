@@ -10,11 +10,15 @@ import OfflineBundle
 final class Crawler: Sendable {
     /// What the crawl produced.
     struct Result: Sendable {
-        var entries: [BundleWriter.Entry]
+        /// The entries, kept in a scratch file.
+        var store: EntryStore
         var failures: [BuildReport.Failure]
         var skipped: [String: Int]
         var limitsReached: [String]
         var stats: CrawlProgress
+
+        /// Every entry, read back (for tests; the writer reads them one at a time).
+        var entries: [BundleWriter.Entry] { (0..<store.count).compactMap { try? store.entry(at: $0) } }
     }
 
     let declaration: Declaration
@@ -42,7 +46,8 @@ final class Crawler: Sendable {
         progress: (@Sendable (CrawlProgress) -> Void)?
     ) {
         self.memory = memory
-        let state = CrawlState(maxResources: declaration.scope.maxResources, maxBytes: declaration.scope.maxBytes)
+        let state = CrawlState(
+            maxResources: declaration.scope.maxResources, maxBytes: declaration.scope.maxBytes, entriesPath: spool.path(for: "entries"))
         self.state = state
         self.pipeline = compressing.map { level, kept, overflow in
             BodyPipeline(level: level, memory: memory, kept: kept, overflow: overflow) { state.setPrepared($0, $1) }

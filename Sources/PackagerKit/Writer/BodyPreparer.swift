@@ -34,12 +34,18 @@ struct BodyPreparer {
 
     /// One result per entry, in order; nil for entries without a body.
     func prepare(_ entries: [BundleWriter.Entry]) throws -> [PreparedBody?] {
-        let results = ResultSlots(count: entries.count)
+        try prepare(count: entries.count) { entries[$0] }
+    }
+
+    /// One result for each of `count` entries that `entry` gives (from any thread), in order; nil for entries without
+    /// a body.
+    func prepare(count: Int, entry read: @Sendable (Int) throws -> BundleWriter.Entry) throws -> [PreparedBody?] {
+        let results = ResultSlots(count: count)
         let memory = self.memory
         let level = options.compressionLevel
         _ = try Deflater(level: level)  // a level out of range fails here, once, not in every worker
         let spool = self.spool
-        let workers = max(1, min(options.concurrency, entries.count))
+        let workers = max(1, min(options.concurrency, count))
         let next = NIOLockedValueBox(0)
         DispatchQueue.concurrentPerform(iterations: workers) { _ in
             let deflaters: Deflaters
@@ -51,8 +57,14 @@ struct BodyPreparer {
             while case let i = next.withLockedValue({ n -> Int in
                 defer { n += 1 }
                 return n
-            }), i < entries.count, !results.failed {
-                let entry = entries[i]
+            }), i < count, !results.failed {
+                let entry: BundleWriter.Entry
+                do {
+                    entry = try read(i)
+                } catch {
+                    results.fail(error)
+                    break
+                }
                 if let ready = entry.prepared {
                     results.set(i, ready)
                     continue

@@ -157,9 +157,17 @@ public struct BundleWriter: Sendable {
     /// Adds an entry.
     public mutating func add(_ entry: Entry) { entries.append(entry) }
 
-    /// Adds entries; into an empty writer, without copying them (the array's storage is shared until either side changes it).
-    mutating func add(contentsOf more: [Entry]) {
-        if entries.isEmpty { entries = more } else { entries += more }
+    /// A crawl's entries, read back one at a time as the bundle is written; they come after ``entries``.
+    var store: EntryStore?
+
+    /// How many entries the bundle gets: ``entries``, then the store's.
+    private var entryCount: Int { entries.count + (store?.count ?? 0) }
+
+    /// The entry at `index` among ``entries`` and then the store's.
+    private func entry(at index: Int) throws -> Entry {
+        if index < entries.count { return entries[index] }
+        guard let store else { preconditionFailure("entry \(index) of \(entryCount)") }
+        return try store.entry(at: index - entries.count)
     }
 
     /// Writes the bundle to `path`, atomically.
@@ -176,7 +184,7 @@ public struct BundleWriter: Sendable {
         let spool = overflow ?? OverflowFile(in: self.scratch ?? ownScratch!)
         let memory = sharedMemory ?? MemoryBudget(total: options.memoryBudget, perBody: .max)
         // In the entries' own order (the array is not copied), then in key order.
-        let preparedByEntry = try BodyPreparer(options: options, spool: spool, memory: memory).prepare(entries)
+        let preparedByEntry = try BodyPreparer(options: options, spool: spool, memory: memory).prepare(count: entryCount) { try entry(at: $0) }
         let prepared = keyed.map { preparedByEntry[$0.index] }
         let unique = Self.uniqueBodies(prepared)
         let zip = ZipWriter(output: output)
@@ -204,7 +212,8 @@ public struct BundleWriter: Sendable {
         let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: options.dropQueryParameters)
         var keyed = [(key: String, index: Int)]()
         keyed.reserveCapacity(entries.count)
-        for (index, entry) in entries.enumerated() {
+        for index in 0..<entryCount {
+            let entry = try entry(at: index)
             guard let key = canonicalizer.canonicalize(entry.url), isWellFormedKey(key) else {
                 throw PackagerError(.invalidInput, "\(entry.url) is not an absolute http or https URL with a host", subject: entry.url)
             }
@@ -220,7 +229,7 @@ public struct BundleWriter: Sendable {
         for i in keyed.indices.dropFirst() where keyed[i - 1].key == keyed[i].key {
             throw PackagerError(
                 .duplicate,
-                "two entries answer the same request key \(keyed[i].key) (from \(entries[keyed[i - 1].index].url) and \(entries[keyed[i].index].url))",
+                "two entries answer the same request key \(keyed[i].key) (from \(try entry(at: keyed[i - 1].index).url) and \(try entry(at: keyed[i].index).url))",
                 subject: keyed[i].key)
         }
         return keyed
@@ -293,7 +302,7 @@ public struct BundleWriter: Sendable {
             entries: [], totals: totals)
         ManifestWriter.head(createdAt: manifest.createdAt, to: &sink.buffer)
         for (i, item) in keyed.enumerated() {
-            let entry = entries[item.index]
+            let entry = try entry(at: item.index)
             var headers = entry.headers
                 .map { (name: $0.name.lowercased(), value: String(Substring($0.value).trimmingWhitespace())) }
                 .filter { !Self.droppedHeaders.contains($0.name) }

@@ -1,0 +1,186 @@
+import Foundation
+import NIOConcurrencyHelpers
+import OfflineBundle
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A crawl's entries, each encoded into a scratch file as it is recorded and read back one at a time when the bundle
+/// is written.
+///
+/// What stays in memory per entry is where its record lies, its body while it waits to be prepared, and the prepared
+/// body (digest, sizes, where the stream is): a crawl of 50,000 pages held 20 MB of entries and their headers in
+/// memory before, and their count is what grows with the site.
+final class EntryStore: Sendable {
+    private struct State {
+        var fd: Int32 = -1
+        /// Records not yet written to the file.
+        var pending: [UInt8] = []
+        var written: UInt64 = 0
+        var offsets: [UInt64] = []
+        var bodies: [BundleWriter.BodySource?] = []
+        var prepared: [PreparedBody?] = []
+        /// Why the file could not be written; reading any entry then fails with it.
+        var failure: String?
+    }
+
+    private let path: String
+    private let state = NIOLockedValueBox(State())
+    /// Records are gathered to this size before they are written.
+    static let flushSize = 64 << 10
+
+    init(path: String) { self.path = path }
+
+    deinit {
+        state.withLockedValue { state in
+            if state.fd >= 0 {
+                close(state.fd)
+                unlink(path)
+            }
+        }
+    }
+
+    var count: Int { state.withLockedValue { $0.offsets.count } }
+
+    /// Records an entry; returns its index. A failure to write the file is reported when entries are read back.
+    func append(_ entry: BundleWriter.Entry) -> Int {
+        let record = Self.encode(entry)
+        return state.withLockedValue { state in
+            state.offsets.append(state.written + UInt64(state.pending.count))
+            state.pending += record
+            state.bodies.append(entry.body)
+            state.prepared.append(entry.prepared)
+            if state.pending.count >= Self.flushSize, state.failure == nil {
+                do { try flush(&state) } catch { state.failure = "\(error)" }
+            }
+            return state.offsets.count - 1
+        }
+    }
+
+    /// The body of the entry at `index` was hashed and compressed: the store keeps that, and lets the received body go.
+    func setPrepared(_ index: Int, _ prepared: PreparedBody) {
+        state.withLockedValue { state in
+            state.prepared[index] = prepared
+            state.bodies[index] = nil
+        }
+    }
+
+    /// The entry at `index`, read back.
+    func entry(at index: Int) throws -> BundleWriter.Entry {
+        let (fd, offset, length, pendingRecord, body, prepared) = try state.withLockedValue {
+            state -> (Int32, UInt64, Int, [UInt8]?, BundleWriter.BodySource?, PreparedBody?) in
+            if let failure = state.failure { throw PackagerError(.io, "the crawl's entries could not be kept: \(failure)", subject: path) }
+            let start = state.offsets[index]
+            let end = index + 1 < state.offsets.count ? state.offsets[index + 1] : state.written + UInt64(state.pending.count)
+            if start >= state.written {
+                // Still in memory: copied out under the lock.
+                let from = Int(start - state.written)
+                return (-1, start, Int(end - start), Array(state.pending[from..<(from + Int(end - start))]), state.bodies[index], state.prepared[index])
+            }
+            if end > state.written { try flush(&state) }
+            return (state.fd, start, Int(end - start), nil, state.bodies[index], state.prepared[index])
+        }
+        var record = pendingRecord ?? []
+        if pendingRecord == nil {
+            record = [UInt8](repeating: 0, count: length)
+            let result = record.withUnsafeMutableBytes { FileIO.read(fd, into: $0, at: offset) }
+            guard result == .done(length) else { throw PackagerError(.io, "cannot read back the crawl's entries from \(path)") }
+        }
+        guard var entry = Self.decode(record) else { throw PackagerError(.io, "the crawl's entry record \(index) in \(path) is damaged") }
+        entry.body = body
+        entry.prepared = prepared
+        return entry
+    }
+
+    private func flush(_ state: inout State) throws {
+        guard !state.pending.isEmpty else { return }
+        if state.fd < 0 {
+            state.fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            guard state.fd >= 0 else { throw PackagerError(.io, "cannot create \(path): \(String(cString: strerror(errno)))", subject: path) }
+        }
+        let offset = state.written
+        if let error = state.pending.withUnsafeBytes({ FileIO.write(state.fd, $0, at: offset) }) {
+            throw PackagerError(.io, "cannot write \(path): \(String(cString: strerror(error)))", subject: path)
+        }
+        state.written += UInt64(state.pending.count)
+        state.pending.removeAll(keepingCapacity: true)
+    }
+
+    // MARK: - Records
+
+    /// An entry without its body: the URL, status, kind, flags, times, source and headers, each string as a 32-bit
+    /// length and its UTF-8 bytes, times as the bits of their seconds since 1970 (exactly as recorded).
+    static func encode(_ entry: BundleWriter.Entry) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64 + entry.url.utf8.count + entry.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 8 })
+        func integer<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { out += $0 } }
+        func string(_ value: String) {
+            integer(UInt32(value.utf8.count))
+            out += value.utf8
+        }
+        func time(_ date: Date?) {
+            out.append(date == nil ? 0 : 1)
+            integer(date?.timeIntervalSince1970.bitPattern ?? 0)
+        }
+        string(entry.url)
+        integer(Int32(entry.status))
+        string(entry.kind.description)
+        out.append((entry.lastModifiedSynthesized ? 1 : 0) | (entry.synthesizeETag ? 2 : 0) | (entry.source == nil ? 0 : 4))
+        time(entry.fetchedAt)
+        time(entry.originDate)
+        if let source = entry.source { string(source) }
+        integer(UInt32(entry.headers.count))
+        for header in entry.headers {
+            string(header.name)
+            string(header.value)
+        }
+        return out
+    }
+
+    static func decode(_ record: [UInt8]) -> BundleWriter.Entry? {
+        var at = 0
+        func integer<T: FixedWidthInteger>(_ type: T.Type) -> T? {
+            guard at + MemoryLayout<T>.size <= record.count else { return nil }
+            var value: T = 0
+            withUnsafeMutableBytes(of: &value) { $0.copyBytes(from: record[at..<(at + MemoryLayout<T>.size)]) }
+            at += MemoryLayout<T>.size
+            return T(littleEndian: value)
+        }
+        func string() -> String? {
+            guard let length = integer(UInt32.self), at + Int(length) <= record.count else { return nil }
+            defer { at += Int(length) }
+            return String(decoding: record[at..<(at + Int(length))], as: UTF8.self)
+        }
+        func time() -> Date?? {
+            guard at < record.count else { return nil }
+            let present = record[at]
+            at += 1
+            guard let bits = integer(UInt64.self) else { return nil }
+            return .some(present == 0 ? nil : Date(timeIntervalSince1970: Double(bitPattern: bits)))
+        }
+        guard let url = string(), let status = integer(Int32.self), let kindName = string(), let kind = EntryKind(name: kindName), at < record.count
+        else { return nil }
+        let flags = record[at]
+        at += 1
+        guard let fetchedAt = time(), let originDate = time() else { return nil }
+        var source: String?
+        if flags & 4 != 0 {
+            guard let text = string() else { return nil }
+            source = text
+        }
+        guard let count = integer(UInt32.self) else { return nil }
+        var headers: [(name: String, value: String)] = []
+        headers.reserveCapacity(Int(min(count, 256)))
+        for _ in 0..<count {
+            guard let name = string(), let value = string() else { return nil }
+            headers.append((name, value))
+        }
+        guard at == record.count else { return nil }
+        return BundleWriter.Entry(
+            url: url, status: Int(status), kind: kind, headers: headers, body: nil, fetchedAt: fetchedAt, originDate: originDate, source: source,
+            synthesizeETag: flags & 2 != 0, lastModifiedSynthesized: flags & 1 != 0)
+    }
+}
