@@ -27,8 +27,8 @@ zt, zb = rows[("zlib", 6)]
 lt, lb = rows[("libdeflate", 6)]
 l8t, l8b = rows[("libdeflate", 8)]
 it, ib = rows[("ISA-L", 3)]
-print(f"bsdtar's zip uses zlib's level 6. packager's writer defaults to libdeflate's level 6: {lb / zb:.3f}x zlib 6's size in {lt / zt:.2f}x its time. "
-      f"Level 8 (the default before) writes {100 * (1 - l8b / lb):.1f}% less than level 6 in {l8t / lt:.1f}x its time; "
+print(f"bsdtar's zip uses zlib's level 6. packager build uses libdeflate's level 6: {lb / zb:.3f}x zlib 6's size in {lt / zt:.2f}x its time. "
+      f"Level 8 (packager pack's default) writes {100 * (1 - l8b / lb):.1f}% less than level 6 in {l8t / lt:.1f}x its time; "
       f"ISA-L's best level (3) takes {it / zt:.2f}x zlib 6's time and writes {100 * (ib / zb - 1):.0f}% more.")
 PY2
     echo

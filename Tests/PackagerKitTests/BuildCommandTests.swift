@@ -32,10 +32,11 @@ struct BuildCommandTests {
             serveSite(origin)
             let folder = try TemporaryFolder()
             let epoch = "1767225600"  // 2026-01-01T00:00:00Z, before the origin's Date headers
-            func build(_ name: String, epoch: String?) async throws {
+            func build(_ name: String, epoch: String?, _ more: [String] = []) async throws {
                 let environment = epoch.map { ["SOURCE_DATE_EPOCH=" + $0] } ?? []
                 let result = try await run(
-                    "env", environment + [packagerExecutable, "build", "--seed", origin.base + "/", "--concurrency", "4", "-o", name], in: folder.path)
+                    "env", environment + [packagerExecutable, "build", "--seed", origin.base + "/", "--concurrency", "4", "-o", name] + more,
+                    in: folder.path)
                 #expect(result.status == 0, "\(result.output)")
             }
             try await build("a.zip", epoch: epoch)
@@ -54,6 +55,12 @@ struct BuildCommandTests {
             #expect(try #require(c.createdAt) > clamp)
             #expect(try #require(c.entry(for: origin.base + "/")?.fetchedAt) > clamp)
             #expect(c.digest != bundle.digest)
+            // Another level: other deflate streams of the same bodies, larger at level 1.
+            try await build("fast.zip", epoch: epoch, ["--compression-level", "1"])
+            let fast = try MountedBundle(path: folder.path + "/fast.zip")
+            let size = { (path: String) in try FileManager.default.attributesOfItem(atPath: folder.path + "/" + path)[.size] as? Int ?? 0 }
+            #expect(try size("fast.zip") > size("a.zip"))
+            #expect(try fast.body(of: try #require(fast.entry(for: origin.base + "/"))) == bundle.body(of: home))
         }
     }
 
@@ -70,6 +77,8 @@ struct BuildCommandTests {
         #expect(result.status != 0 && result.output.contains("--seed and --url need -o PATH"))
         result = try await run(packagerExecutable, ["build", "--seed", "not a url", "-o", "x.zip"], in: folder.path)
         #expect(result.status == 2 && result.output.contains("'not a url' is not an absolute http or https URL"))
+        result = try await run(packagerExecutable, ["build", "--seed", "https://a.example/", "-o", "x.zip", "--compression-level", "13"], in: folder.path)
+        #expect(result.status == 2 && result.output.contains("--compression-level must be 1 to 12"))
         #expect(try folder.contents() == ["typo.yml"])
     }
 
