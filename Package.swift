@@ -193,11 +193,14 @@ if ProcessInfo.processInfo.environment["PACKAGER_BENCHMARKS"] != nil {
             dependencies: ["OfflineBundle"],
             path: "Sources/PackagerBench"
         ),
-        // The serve benchmark's peer: Hummingbird's FileMiddleware serving files from disk.
+        // The serve benchmark's peers: Hummingbird's FileMiddleware serving files from disk, and the ceilings of
+        // Hummingbird and of SwiftNIO's HTTP/1 server answering a fixed body.
         .executableTarget(
             name: "packager-bench-fileserver",
             dependencies: [
                 "OfflineBundleHummingbird", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Sources/PackagerBenchFileServer"
         ),

@@ -40,17 +40,24 @@ trap cleanup EXIT
 start_nginx "$work" "$work/site" 127.0.0.1:18091 1
 "$bin/packager" serve "$work/site.zip" --port 18092 >/dev/null 2>&1 & pids+=($!)
 "$bin/packager-bench-fileserver" "$work/site" 18093 >/dev/null 2>&1 & pids+=($!)
+# The ceilings: the same 6 KiB body for every request, from a Hummingbird route and from a bare SwiftNIO handler.
+"$bin/packager-bench-fileserver" --hello 18096 >/dev/null 2>&1 & pids+=($!)
+"$bin/packager-bench-fileserver" --nio-hello 18097 >/dev/null 2>&1 & pids+=($!)
 for port in 18091 18092 18093; do
     wait_for "http://127.0.0.1:$port/p/1.html"
     # Every server must give the same bytes.
     curl -sf "http://127.0.0.1:$port/p/7.html" | cmp - "$work/site/p/7.html"
 done
+for port in 18096 18097; do wait_for "http://127.0.0.1:$port/p/1.html"; done
 
 rps() { wrk -t1 -c32 -d${duration}s -s "$work/pages.lua" "http://127.0.0.1:$1/" | awk '/Requests\/sec/ {print $2}'; }
 # Warm up each, then measure each in turn, twice, keeping the best.
 for port in 18091 18092 18093; do wrk -t1 -c8 -d1s -s "$work/pages.lua" "http://127.0.0.1:$port/" >/dev/null; done
 best() { local a b; a=$(rps "$1"); b=$(rps "$1"); python3 -c "print(max($a, $b))"; }
 r_nginx=$(best 18091); r_packager=$(best 18092); r_file=$(best 18093)
+for port in 18096 18097; do wrk -t1 -c8 -d1s "http://127.0.0.1:$port/p/1.html" >/dev/null; done
+fixed() { local a b; a=$(wrk -t1 -c32 -d${duration}s "http://127.0.0.1:$1/p/1.html" | awk '/Requests\/sec/ {print $2}'); b=$(wrk -t1 -c32 -d${duration}s "http://127.0.0.1:$1/p/1.html" | awk '/Requests\/sec/ {print $2}'); python3 -c "print(max($a, $b))"; }
+r_hello=$(fixed 18096); r_nio=$(fixed 18097)
 ratio_file=$(python3 -c "print(f'{$r_packager / $r_file:.2f}')")
 ratio_nginx=$(python3 -c "print(f'{$r_packager / $r_nginx:.2f}')")
 {
@@ -66,6 +73,13 @@ ratio_nginx=$(python3 -c "print(f'{$r_packager / $r_nginx:.2f}')")
     echo "| packager serve (bundle) | $r_packager | - | - |"
     echo "| Hummingbird FileMiddleware (disk) | $r_file | ${ratio_file}x | >= 1.2x |"
     echo "| nginx (disk) | $r_nginx | ${ratio_nginx}x | >= 0.8x |"
+    echo
+    echo "The ceilings, answering every request with the same 6 KiB body held in memory (no lookup, no file), same wrk settings:"
+    echo
+    echo "| server | requests/s | vs nginx above | packager serve vs it |"
+    echo "|---|---|---|---|"
+    echo "| a Hummingbird route (packager serve's framework) | $r_hello | $(python3 -c "print(f'{$r_hello / $r_nginx:.2f}')")x | $(python3 -c "print(f'{$r_packager / $r_hello:.2f}')")x |"
+    echo "| a SwiftNIO HTTP/1 channel handler, no framework | $r_nio | $(python3 -c "print(f'{$r_nio / $r_nginx:.2f}')")x | $(python3 -c "print(f'{$r_packager / $r_nio:.2f}')")x |"
     echo
 } >"$out"
 
