@@ -66,9 +66,9 @@ bench-quick:
 	scripts/bench-https.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/https $(BENCH_WORK)-quick/https.md --quick
 	scripts/bench-report.sh /tmp/BENCHMARKS-quick.md $(BENCH_WORK)-quick/format.md $(BENCH_WORK)-quick/build.md $(BENCH_WORK)-quick/https.md $(BENCH_WORK)-quick/serve.md $(BENCH_WORK)-quick/range.md $(BENCH_WORK)-quick/verify.md $(BENCH_WORK)-quick/verify-servers.md
 
-# The concurrent-read test under the thread sanitizer (a separate build folder, .build-tsan).
+# The concurrent-read, crawl and crawl-pipeline tests under the thread sanitizer (a separate build folder, .build-tsan).
 test-tsan: deps
-	$(SWIFT) test --scratch-path .build-tsan --sanitize=thread --filter "concurrentReads|crawlsTheSite"
+	$(SWIFT) test --scratch-path .build-tsan --sanitize=thread --filter "concurrentReads|crawlsTheSite|compressesWhileCrawling|EntryStore"
 
 # DocC catalogs of the public modules, built with the toolchain's docc into .build-docs/site.
 docs:

@@ -141,6 +141,41 @@ struct CrawlPipelineTests {
     }
 }
 
+/// A count shared with the pipeline's worker threads.
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func add() { lock.withLock { count += 1 } }
+    var value: Int { lock.withLock { count } }
+}
+
+@Suite("the body pipeline")
+struct BodyPipelineTests {
+    @Test("a prepared body is let go: the queue does not hold it, and its bytes are back in the budget")
+    func releasesBodies() async throws {
+        let folder = try TemporaryFolder()
+        let scratch = try ScratchFolder(in: folder.path)
+        defer { scratch.remove() }
+        let memory = MemoryBudget(total: 1 << 20, perBody: 256 << 10)
+        let delivered = Counter()
+        let pipeline = BodyPipeline(
+            level: 6, memory: memory, kept: MemoryBudget(total: 1 << 20, perBody: .max), overflow: OverflowFile(in: scratch)
+        ) { _, _ in delivered.add() }
+        for i in 0..<50 {
+            let body = Data(String(repeating: "page \(i) ", count: 500).utf8)
+            #expect(memory.take(body.count))
+            pipeline.submit(
+                .init(
+                    index: i, entry: .init(url: "https://a.example/\(i)", headers: [("content-type", "text/html")], body: .data(body)), ownsFile: false,
+                    budgeted: true))
+        }
+        await pipeline.finish()
+        #expect(delivered.value == 50)
+        #expect(pipeline.held == 0)
+        #expect(memory.available == 1 << 20)
+    }
+}
+
 @Suite("a crawl's entries kept in a scratch file")
 struct EntryStoreTests {
     @Test("every field reads back exactly, from the file and from what is not yet written, with bodies and prepared bodies in memory")

@@ -26,7 +26,8 @@ final class BodyPipeline: Sendable {
     }
 
     private struct State {
-        var pending: [Job] = []
+        /// Jobs in order; a taken one is set to nil at once, so a body given back to the budget is not still held here.
+        var pending: [Job?] = []
         var head = 0
         var running = 0
         var waiters: [CheckedContinuation<Void, Never>] = []
@@ -69,6 +70,9 @@ final class BodyPipeline: Sendable {
         if start { DispatchQueue.global().async { self.drain() } }
     }
 
+    /// How many jobs the queue still holds (taken ones are not held).
+    var held: Int { state.withLockedValue { state in state.pending.reduce(0) { $0 + ($1 == nil ? 0 : 1) } } }
+
     /// Returns once every submitted body is prepared (or failed).
     func finish() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -100,6 +104,7 @@ final class BodyPipeline: Sendable {
         let (job, waiters) = state.withLockedValue { state -> (Job?, [CheckedContinuation<Void, Never>]) in
             if state.head < state.pending.count {
                 let job = state.pending[state.head]
+                state.pending[state.head] = nil
                 state.head += 1
                 if state.head > 1024 && state.head * 2 > state.pending.count {
                     state.pending.removeFirst(state.head)
