@@ -140,8 +140,11 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
 
     /// The absolute URL a request stands for, or nil when no route takes it.
     func key(for request: Request) -> (String, Route)? {
-        let target = request.uri.string
-        let host = request.head.authority.flatMap { HTTPRules.host(ofAuthority: $0) }
+        Self.key(target: request.uri.string, host: request.head.authority.flatMap { HTTPRules.host(ofAuthority: $0) }, routes: routes)
+    }
+
+    /// The absolute URL a request target stands for under the first route that takes it (by Host, then path prefix).
+    static func key(target: String, host: String?, routes: [Route]) -> (String, Route)? {
         for route in routes {
             if let wanted = route.host, wanted != host { continue }
             if route.pathPrefix == "/" { return (route.origin + target, route) }

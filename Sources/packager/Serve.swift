@@ -130,19 +130,13 @@ extension Packager {
                         throw PackagerError(.invalidInput, error.message + "; use --origin ORIGIN or --route HOST=ORIGIN")
                     }
                 }
-                let router = Router(context: ServeContext.self)
-                if let accessLog { router.add(middleware: AccessLog<ServeContext>(output: try AccessLog<ServeContext>.open(accessLog))) }
+                let log = try accessLog.map(AccessLog<ServeContext>.open)
                 let names = Set(allowedHosts.map { $0.lowercased() } + routes.compactMap { $0.split(separator: "=").first.map { $0.lowercased() } })
-                router.add(middleware: HostGuard(allowed: names))
-                router.add(middleware: middleware)
                 var logger = Logger(label: "packager-serve")
                 logger.logLevel = .warning
-                let server: OfflineBundleServer
+                let running: Running
                 do {
-                    let tls = tlsCertificate.map { OfflineBundleServer.TLS(certificateChain: $0, privateKey: tlsKey ?? "") }
-                    server = try await OfflineBundleServer.start(
-                        responder: router.buildResponder(), host: host, port: port, serverName: "packager", shutdownSignals: [.sigterm, .sigint],
-                        tls: tls, logger: logger)
+                    running = try await start(handle: handle, middleware: middleware, allowed: names, log: log, logger: logger)
                 } catch let error as OfflineBundleServer.TLSFileError {
                     throw PackagerError(.invalidInput, "cannot serve HTTPS: \(error.message)")
                 } catch let error as IOError {
@@ -155,15 +149,48 @@ extension Packager {
                 let scheme = tlsCertificate == nil ? "http" : "https"
                 let entries = loader.bundles.map(\.entryCount).reduce(0, +)
                 FileHandle.standardOutput.write(
-                    Data("serving \(paths.joined(separator: ", ")) (\(entries) entries) on \(scheme)://\(host):\(server.port)/\n".utf8))
+                    Data("serving \(paths.joined(separator: ", ")) (\(entries) entries) on \(scheme)://\(host):\(running.port)/\n".utf8))
                 let reloader = Reloader(paths: paths, handle: handle, mount: mount)
                 Interrupts.onHangup { reloader.reload(because: "SIGHUP") }
                 let interval = reloadCheck
                 let watch = Task { if interval > 0 { await reloader.watch(every: interval) } }
                 defer { watch.cancel() }
-                try await server.wait()
+                try await running.wait()
             }
         }
+    }
+}
+
+extension Packager.Serve {
+    /// A server that listens: its port, and how to wait for it to stop.
+    struct Running {
+        var port: Int
+        var wait: @Sendable () async throws -> Void
+    }
+
+    /// Starts the server: plain HTTP/1.1 from a SwiftNIO handler (the same answers as the middleware, without the
+    /// framework's cost per request), or HTTPS with HTTP/2 by ALPN through Hummingbird.
+    func start(
+        handle: LoaderHandle, middleware: OfflineBundleMiddleware<ServeContext>, allowed names: Set<String>, log: FileHandle?, logger: Logger
+    ) async throws -> Running {
+        guard let tlsCertificate else {
+            let routes = middleware.routes.map { OfflineBundleChannelServer.Route(host: $0.host, pathPrefix: $0.pathPrefix, origin: $0.origin) }
+            var served: (@Sendable (ServedRequest) -> Void)?
+            if let log { served = { (request: ServedRequest) in log.write(Data(AccessLog<ServeContext>.line(for: request).utf8)) } }
+            let server = try await OfflineBundleChannelServer.start(
+                handle: handle, routes: routes, host: host, port: port, accepts: { HostGuard<ServeContext>.accepts($0, allowed: names) },
+                served: served)
+            return Running(port: server.port, wait: { try await server.wait(shutdownSignals: [.sigterm, .sigint]) })
+        }
+        let router = Router(context: ServeContext.self)
+        if let log { router.add(middleware: AccessLog<ServeContext>(output: log)) }
+        router.add(middleware: HostGuard(allowed: names))
+        router.add(middleware: middleware)
+        let tls = OfflineBundleServer.TLS(certificateChain: tlsCertificate, privateKey: tlsKey ?? "")
+        let server = try await OfflineBundleServer.start(
+            responder: router.buildResponder(), host: host, port: port, serverName: "packager", shutdownSignals: [.sigterm, .sigint], tls: tls,
+            logger: logger)
+        return Running(port: server.port, wait: { try await server.wait() })
     }
 }
 
@@ -241,16 +268,23 @@ struct AccessLog<Context: RemoteAddressRequestContext & AnswerRecordingRequestCo
         return handle
     }
 
+    /// One request's line, ending with a newline.
+    static func line(for served: ServedRequest) -> String {
+        let source = served.source.map { "\"\($0.description.unicodeScalars.filter { $0.value >= 0x20 && $0 != "\"" })\"" } ?? "\"-\""
+        let time = commonLogTime(Date())
+        // A request line is the client's: quotes and control bytes in it are escaped, so one line stays one line.
+        let target = "\(served.method) \(served.target) HTTP/1.1".unicodeScalars.map { c -> String in
+            c == "\"" || c == "\\" || c.value < 0x20 || c.value == 0x7F ? String(format: "\\x%02x", c.value) : String(c)
+        }.joined()
+        return "\(served.client ?? "-") - - [\(time)] \"\(target)\" \(served.status) \(served.contentLength ?? "-") \(source)\n"
+    }
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let client = context.remoteAddress?.ipAddress ?? "-"
         let line = { (status: Int, bytes: String) in
-            let source = context.answeredBy.source.map { "\"\($0.description.unicodeScalars.filter { $0.value >= 0x20 && $0 != "\"" })\"" } ?? "\"-\""
-            let time = commonLogTime(Date())
-            // A request line is the client's: quotes and control bytes in it are escaped, so one line stays one line.
-            let target = "\(request.method.rawValue) \(request.uri.string) HTTP/1.1".unicodeScalars.map { c -> String in
-                c == "\"" || c == "\\" || c.value < 0x20 || c.value == 0x7F ? String(format: "\\x%02x", c.value) : String(c)
-            }.joined()
-            output.write(Data("\(client) - - [\(time)] \"\(target)\" \(status) \(bytes) \(source)\n".utf8))
+            let served = ServedRequest(
+                client: context.remoteAddress?.ipAddress, method: request.method.rawValue, target: request.uri.string, status: status,
+                contentLength: bytes, source: context.answeredBy.source)
+            output.write(Data(Self.line(for: served).utf8))
         }
         do {
             let response = try await next(request, context)
@@ -283,12 +317,15 @@ struct HostGuard<Context: RequestContext>: RouterMiddleware {
     let allowed: Set<String>
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard let authority = request.head.authority,
-            let host = HTTPRules.host(ofAuthority: authority)
-        else { return try await next(request, context) }
+        let host = request.head.authority.flatMap { HTTPRules.host(ofAuthority: $0) }
+        return Self.accepts(host, allowed: allowed) ? try await next(request, context) : Response(status: .misdirectedRequest)
+    }
+
+    /// Whether a request with this Host (without port; nil when it has none) is answered.
+    static func accepts(_ host: String?, allowed: Set<String>) -> Bool {
+        guard let host else { return true }
         let isLiteral = host.hasPrefix("[") || host.split(separator: ".").allSatisfy { !$0.isEmpty && $0.allSatisfy(\.isNumber) }
-        if isLiteral || host == "localhost" || host.hasSuffix(".localhost") || allowed.contains(host) { return try await next(request, context) }
-        return Response(status: .misdirectedRequest)
+        return isLiteral || host == "localhost" || host.hasSuffix(".localhost") || allowed.contains(host)
     }
 }
 
