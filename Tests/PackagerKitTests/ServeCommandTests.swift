@@ -30,6 +30,45 @@ struct ServeCommandTests {
         }
     }
 
+    @Test("HTTP/1.1 on one connection: pipelined requests answered in order, HEAD without a body, Connection: close and HTTP/1.0 end it")
+    func connectionHandling() async throws {
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
+        try await withServe(folder.path + "/b.zip") { base, _ in
+            let port = String(base.split(separator: ":").last ?? "")
+            // Three requests in one write, the last asking to close; then an HTTP/1.0 request on its own connection.
+            let script = #"""
+                import re, socket, sys
+                def exchange(data):
+                    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+                    s.sendall(data)
+                    got = b""
+                    while True:
+                        chunk = s.recv(65536)
+                        if not chunk: break
+                        got += chunk
+                    return got
+                one = exchange(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\nHEAD /logo.png HTTP/1.1\r\nHost: localhost\r\n\r\nGET /not-there HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                two = exchange(b"GET /logo.png HTTP/1.0\r\n\r\n")
+                # A response follows the previous body directly: its status line need not start a line.
+                heads = [b"HTTP/1.1 " + code for code in re.findall(rb"HTTP/1\.1 (\d{3}) ", one)]
+                print(b" ".join(heads).decode(), len(one), one.count(b"<p>Offline and fine.</p>"), b" ".join(two.split(b"\r\n")[0].split(b" ")[:2]).decode(), len(two))
+                """#
+            try folder.file("client.py", script)
+            let result = try await run("python3", [folder.path + "/client.py", port])
+            // Both exchanges end because the server closed (the client reads to the end): a hang would time out.
+            let fields = result.output.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: " ").map { String($0) }
+            #expect(fields.count == 11, "\(result.output)")
+            guard fields.count == 11 else { return }
+            #expect(Array(fields[0..<6]) == ["HTTP/1.1", "200", "HTTP/1.1", "200", "HTTP/1.1", "404"], "\(result.output)")
+            // The page's body once (the HEAD sent none), all 400 paragraphs of it.
+            #expect(fields[7] == "400", "\(result.output)")
+            #expect(Int(fields[6]).map { $0 > samplePage.utf8.count && $0 < samplePage.utf8.count + 2000 } == true, "\(result.output)")
+            #expect(fields[8] == "HTTP/1.1" && fields[9] == "200", "\(result.output)")
+            #expect(Int(fields[10]).map { $0 > 50000 && $0 < 51000 } == true, "\(result.output)")
+        }
+    }
+
     @Test("a bundle that is not one is refused with a clear error")
     func refusesCorrupt() async throws {
         let folder = try TemporaryFolder()
