@@ -172,6 +172,23 @@ final class BundleChannelHandler: ChannelInboundHandler, RemovableChannelHandler
             return end(keepAlive: keepAlive, context: context)
         }
         let fail: @Sendable (any Error) -> Void = { error in loader.recordError(error, url: url) }
+        // Checked before and sent as stored: from the file to the socket (sendfile), no copy through this process.
+        if let span = answer.fileSpan() {
+            guard span.descriptor >= 0 else { return empty(500, record, keepAlive: keepAlive, context: context) }
+            served?(record)
+            write(head: status, headers, keepAlive: keepAlive, context: context)
+            if !span.prefix.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: span.prefix)))), promise: nil) }
+            let file = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: span.descriptor)
+            let region = FileRegion(fileHandle: file, readerIndex: Int(span.offset), endIndex: Int(span.offset + span.count))
+            let channel = context.channel
+            context.write(wrapOutboundOut(.body(.fileRegion(region)))).whenComplete { result in
+                try? file.close()
+                // A file cut short fails the write: the connection closes short of the Content-Length.
+                if case .failure = result { channel.close(promise: nil) }
+            }
+            if !span.suffix.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: span.suffix)))), promise: nil) }
+            return end(keepAlive: keepAlive, context: context)
+        }
         // In memory, or a small body of the bundle (one read of at most 64 KiB, from the page cache as a rule, as nginx
         // reads): answered where it stands, without a hop to the thread pool.
         let small: Bool

@@ -69,6 +69,32 @@ struct ServeCommandTests {
         }
     }
 
+    @Test("once checked, bodies go out from the file as stored (sendfile): the same bytes as the first, checked answer, for gzip, a stored body and a range")
+    func sentFromTheFile() async throws {
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
+        try await withServe(folder.path + "/b.zip") { base, _ in
+            func fetch(_ name: String, _ arguments: [String]) async throws -> Data {
+                let path = folder.path + "/" + name
+                let result = try await run("curl", ["-s", "-o", path] + arguments)
+                #expect(result.status == 0, "\(result.output)")
+                return try Data(contentsOf: URL(fileURLWithPath: path))
+            }
+            for (name, arguments) in [
+                ("gzip", ["-H", "Accept-Encoding: gzip", base + "/"]), ("stored", [base + "/logo.png"]), ("range", ["-r", "1000-1999", base + "/logo.png"]),
+            ] {
+                let first = try await fetch(name + "-1", arguments)
+                let second = try await fetch(name + "-2", arguments)
+                let third = try await fetch(name + "-3", arguments)
+                #expect(!first.isEmpty && first == second && second == third, "\(name): \(first.count), \(second.count), \(third.count)")
+            }
+            // The gzip member is whole: gzip checks its CRC and length, and it inflates to the page.
+            let gunzip = try await run("gzip", ["-dc", folder.path + "/gzip-3"])
+            #expect(gunzip.status == 0 && gunzip.output == samplePage)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/range-3")).count == 1000)
+        }
+    }
+
     @Test("a bundle that is not one is refused with a clear error")
     func refusesCorrupt() async throws {
         let folder = try TemporaryFolder()

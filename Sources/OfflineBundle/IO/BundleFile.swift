@@ -45,6 +45,9 @@ package final class BundleFile: Sendable {
 
     deinit { close(descriptor) }
 
+    /// A new descriptor for the same open file, which the caller closes (for `sendfile`).
+    package func duplicateDescriptor() -> Int32 { dup(descriptor) }
+
     /// Reads exactly `count` bytes at `offset`, or throws `.truncated` when the file ends first.
     package func read(at offset: UInt64, count: Int, what: @autoclosure () -> String) throws -> [UInt8] {
         guard count >= 0 else { throw BundleError(.invalidArgument, "negative read size") }

@@ -192,6 +192,56 @@ public struct BundleResponse: Sendable {
         }
     }
 
+    /// Where a response's bytes lie in a bundle file, so a server can send them with `sendfile`: the framing to send
+    /// before, a span of the file, the framing to send after.
+    public struct FileSpan: Sendable {
+        /// Bytes before the span (a gzip header), possibly none.
+        public var prefix: [UInt8]
+        /// A descriptor of the bundle file, new for this response: the caller closes it.
+        public var descriptor: Int32
+        public var offset: UInt64
+        public var count: UInt64
+        /// Bytes after the span (a gzip trailer), possibly none.
+        public var suffix: [UInt8]
+    }
+
+    /// The response's body as a span of the bundle file, when its bytes go out as they are stored and the body has
+    /// already passed its checks in this mount: a stored body or a range of it, or a deflate stream framed as gzip.
+    /// Nil otherwise (inflated answers, bodies not yet checked, rule content): read those with
+    /// ``bodyReader(chunkSize:)``, which checks them as it goes.
+    public func fileSpan() -> FileSpan? {
+        let entry: BundleEntry
+        var range: Range<UInt64>?
+        var gzip = false
+        switch body {
+        case .entry(let whole): entry = whole
+        case .range(let part, let bytes):
+            entry = part
+            range = bytes
+        case .gzip(let deflated):
+            entry = deflated
+            gzip = true
+        case .empty, .content: return nil
+        }
+        guard let body = entry.body, entry.bundle.isVerified(body.index) else { return nil }
+        let record = entry.bundle.index.body(at: body.index)
+        if gzip {
+            guard record.compression == .deflate else { return nil }
+            var trailer = [UInt8]()
+            withUnsafeBytes(of: record.crc32.littleEndian) { trailer.append(contentsOf: $0) }
+            withUnsafeBytes(of: UInt32(truncatingIfNeeded: record.size).littleEndian) { trailer.append(contentsOf: $0) }
+            return FileSpan(
+                prefix: Array(DeflatedBody.gzipHeader), descriptor: entry.bundle.file.duplicateDescriptor(), offset: record.dataOffset,
+                count: record.storedSize, suffix: trailer)
+        }
+        guard record.compression == .stored else { return nil }
+        let bytes = range ?? 0..<record.size
+        guard bytes.upperBound <= record.storedSize else { return nil }
+        return FileSpan(
+            prefix: [], descriptor: entry.bundle.file.duplicateDescriptor(), offset: record.dataOffset + bytes.lowerBound, count: UInt64(bytes.count),
+            suffix: [])
+    }
+
     /// A reader of the body when it will read no file (an identity answer or range of a body held in the mount's
     /// cache of inflated bodies), so a server can read it where it stands; nil otherwise, or when there is no body.
     public func bodyReaderIfInMemory(chunkSize: Int = 64 << 10) -> BodyReader? {
