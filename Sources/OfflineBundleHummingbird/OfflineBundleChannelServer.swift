@@ -60,11 +60,12 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     /// Starts listening and returns once it does.
     ///
     /// - Parameters:
+    ///   - serverName: the `Server` header every response carries, when given.
     ///   - accepts: whether a request's Host (without port; nil when it sent none) is answered; others get 421.
     ///   - served: called after each response head, for an access log.
     public static func start(
-        handle: LoaderHandle, routes: [Route], host: String = "127.0.0.1", port: Int = 0, accepts: @escaping @Sendable (String?) -> Bool = { _ in true },
-        served: (@Sendable (ServedRequest) -> Void)? = nil
+        handle: LoaderHandle, routes: [Route], host: String = "127.0.0.1", port: Int = 0, serverName: String? = nil,
+        accepts: @escaping @Sendable (String?) -> Bool = { _ in true }, served: (@Sendable (ServedRequest) -> Void)? = nil
     ) async throws -> OfflineBundleChannelServer {
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
@@ -74,7 +75,7 @@ public final class OfflineBundleChannelServer: Service, Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(
-                        BundleChannelHandler(handle: handle, routes: routes, accepts: accepts, served: served))
+                        BundleChannelHandler(handle: handle, routes: routes, serverName: serverName, accepts: accepts, served: served))
                 }
             }
             .bind(host: host, port: port).get()
@@ -112,14 +113,18 @@ final class BundleChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     let routes: [OfflineBundleChannelServer.Route]
     let accepts: @Sendable (String?) -> Bool
     let served: (@Sendable (ServedRequest) -> Void)?
+    let serverName: String?
     private var head: HTTPRequestHead?
+    /// The `Date` value (RFC 9110 §6.6.1: an origin server with a clock sends one), made once a second.
+    private var date = (second: 0, value: "")
 
     init(
-        handle: LoaderHandle, routes: [OfflineBundleChannelServer.Route], accepts: @escaping @Sendable (String?) -> Bool,
+        handle: LoaderHandle, routes: [OfflineBundleChannelServer.Route], serverName: String?, accepts: @escaping @Sendable (String?) -> Bool,
         served: (@Sendable (ServedRequest) -> Void)?
     ) {
         self.handle = handle
         self.routes = routes
+        self.serverName = serverName
         self.accepts = accepts
         self.served = served
     }
@@ -317,6 +322,10 @@ final class BundleChannelHandler: ChannelInboundHandler, RemovableChannelHandler
 
     private func write(head status: Int, _ headers: HTTPHeaders, keepAlive: Bool, context: ChannelHandlerContext) {
         var headers = headers
+        let now = time(nil)
+        if now != date.second { date = (now, HTTPDates.format(Date(timeIntervalSince1970: TimeInterval(now)))) }
+        headers.add(name: "date", value: date.value)
+        if let serverName { headers.add(name: "server", value: serverName) }
         if !keepAlive { headers.replaceOrAdd(name: "connection", value: "close") }
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers))), promise: nil)
     }

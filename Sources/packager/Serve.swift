@@ -178,7 +178,8 @@ extension Packager.Serve {
             var served: (@Sendable (ServedRequest) -> Void)?
             if let log { served = { (request: ServedRequest) in log.write(Data(AccessLog<ServeContext>.line(for: request).utf8)) } }
             let server = try await OfflineBundleChannelServer.start(
-                handle: handle, routes: routes, host: host, port: port, accepts: { HostGuard<ServeContext>.accepts($0, allowed: names) },
+                handle: handle, routes: routes, host: host, port: port, serverName: "packager",
+                accepts: { HostGuard<ServeContext>.accepts($0, allowed: names) },
                 served: served)
             return Running(port: server.port, wait: { try await server.wait(shutdownSignals: [.sigterm, .sigint]) })
         }

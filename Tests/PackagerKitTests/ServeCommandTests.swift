@@ -15,6 +15,8 @@ struct ServeCommandTests {
 
             let headers = try await curl(["-D", "-", "-o", "/dev/null", base + "/"]).lowercased()
             #expect(headers.hasPrefix("http/1.1 200"))
+            // An origin server with a clock sends Date (RFC 9110 §6.6.1); and it names itself.
+            #expect(headers.contains("\r\ndate: ") && headers.contains(" gmt\r\n") && headers.contains("\r\nserver: packager\r\n"), "\(headers)")
             #expect(headers.contains("etag: \"page-v1\"") && headers.contains("cache-control: max-age=300"))
             #expect(headers.contains("last-modified: sat, 21 nov 2026 10:00:00 gmt") && !headers.contains("content-encoding"))
             #expect(try await curl([base + "/"]) == samplePage)
