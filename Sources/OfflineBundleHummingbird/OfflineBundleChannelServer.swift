@@ -61,11 +61,14 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     ///
     /// - Parameters:
     ///   - serverName: the `Server` header every response carries, when given.
+    ///   - idleTimeout: a connection that neither sends nor receives for this long is closed (a client that opens
+    ///     connections and goes quiet cannot hold the server's descriptors).
     ///   - accepts: whether a request's Host (without port; nil when it sent none) is answered; others get 421.
     ///   - served: called after each response head, for an access log.
     public static func start(
         handle: LoaderHandle, routes: [Route], host: String = "127.0.0.1", port: Int = 0, serverName: String? = nil,
-        accepts: @escaping @Sendable (String?) -> Bool = { _ in true }, served: (@Sendable (ServedRequest) -> Void)? = nil
+        idleTimeout: TimeAmount = .seconds(60), accepts: @escaping @Sendable (String?) -> Bool = { _ in true },
+        served: (@Sendable (ServedRequest) -> Void)? = nil
     ) async throws -> OfflineBundleChannelServer {
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
@@ -73,6 +76,7 @@ public final class OfflineBundleChannelServer: Service, Sendable {
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: idleTimeout))
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(
                         BundleChannelHandler(handle: handle, routes: routes, serverName: serverName, accepts: accepts, served: served))
@@ -127,6 +131,14 @@ final class BundleChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         self.serverName = serverName
         self.accepts = accepts
         self.served = served
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
