@@ -1,6 +1,5 @@
 import Foundation
 import HTTPTypes
-import Hummingbird
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -46,8 +45,6 @@ public struct ServedRequest: Sendable {
 /// fails before its head went out is a 500, one that fails later closes the connection short of its Content-Length.
 /// Requests on a connection are answered in order.
 public final class OfflineBundleChannelServer: Service, Sendable {
-    public typealias Route = OfflineBundleMiddleware<BasicRequestContext>.Route
-
     /// The port it listens on, once ``start(handle:routes:host:port:accepts:served:)`` returned.
     public let port: Int
     private let channel: any Channel
@@ -66,7 +63,7 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     ///   - accepts: whether a request's Host (without port; nil when it sent none) is answered; others get 421.
     ///   - served: called after each response head, for an access log.
     public static func start(
-        handle: LoaderHandle, routes: [Route], host: String = "127.0.0.1", port: Int = 0, serverName: String? = nil,
+        handle: LoaderHandle, routes: [BundleRoute], host: String = "127.0.0.1", port: Int = 0, serverName: String? = nil,
         idleTimeout: TimeAmount = .seconds(60), accepts: @escaping @Sendable (String?) -> Bool = { _ in true },
         served: (@Sendable (ServedRequest) -> Void)? = nil
     ) async throws -> OfflineBundleChannelServer {
@@ -114,7 +111,7 @@ final class BundleChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     typealias OutboundOut = HTTPServerResponsePart
 
     let handle: LoaderHandle
-    let routes: [OfflineBundleChannelServer.Route]
+    let routes: [BundleRoute]
     let accepts: @Sendable (String?) -> Bool
     let served: (@Sendable (ServedRequest) -> Void)?
     let serverName: String?
@@ -123,7 +120,7 @@ final class BundleChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     private var date = (second: 0, value: "")
 
     init(
-        handle: LoaderHandle, routes: [OfflineBundleChannelServer.Route], serverName: String?, accepts: @escaping @Sendable (String?) -> Bool,
+        handle: LoaderHandle, routes: [BundleRoute], serverName: String?, accepts: @escaping @Sendable (String?) -> Bool,
         served: (@Sendable (ServedRequest) -> Void)?
     ) {
         self.handle = handle
@@ -159,7 +156,7 @@ final class BundleChannelHandler: ChannelInboundHandler, RemovableChannelHandler
             source: nil)
         let host = request.headers.first(name: "host").flatMap { HTTPRules.host(ofAuthority: $0) }
         guard accepts(host) else { return empty(421, record, keepAlive: keepAlive, context: context) }
-        guard let (url, route) = OfflineBundleMiddleware<BasicRequestContext>.key(target: request.uri, host: host, routes: routes) else {
+        guard let (url, route) = BundleRoute.key(target: request.uri, host: host, in: routes) else {
             return empty(404, record, keepAlive: keepAlive, context: context)
         }
         var fields = HTTPFields()

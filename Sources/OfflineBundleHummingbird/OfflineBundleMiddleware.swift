@@ -22,28 +22,7 @@ import OfflineBundle
 /// checked before the head goes out, and fails as a 500.
 public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Which requests the bundle answers, and for which origin.
-    public struct Route: Sendable {
-        /// Requests whose Host is this (without port), or any Host when nil.
-        public var host: String?
-        /// Requests whose path starts with this prefix; it is removed before the origin is prepended.
-        public var pathPrefix: String
-        /// The origin the bundle recorded, like `https://docs.example.com`.
-        public var origin: String
-
-        public init(host: String? = nil, pathPrefix: String = "/", origin: String) {
-            self.host = host?.lowercased()
-            self.pathPrefix = pathPrefix.hasSuffix("/") ? pathPrefix : pathPrefix + "/"
-            self.origin = origin.hasSuffix("/") ? String(origin.dropLast()) : origin
-        }
-
-        /// A Location value as this server serves it: the origin's absolute URLs, and its absolute paths, under the prefix.
-        func localize(_ location: String) -> String {
-            if location.lowercased().hasPrefix(origin.lowercased() + "/") { return pathPrefix + location.dropFirst(origin.count + 1) }
-            if location.lowercased() == origin.lowercased() { return pathPrefix }
-            if location.hasPrefix("/") && !location.hasPrefix("//") { return pathPrefix + location.dropFirst() }
-            return location
-        }
-    }
+    public typealias Route = BundleRoute
 
     /// Where the loader comes from: a handle whose loader can be replaced while the server runs.
     public let handle: LoaderHandle
@@ -140,19 +119,9 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
 
     /// The absolute URL a request stands for, or nil when no route takes it.
     func key(for request: Request) -> (String, Route)? {
-        Self.key(target: request.uri.string, host: request.head.authority.flatMap { HTTPRules.host(ofAuthority: $0) }, routes: routes)
+        BundleRoute.key(target: request.uri.string, host: request.head.authority.flatMap { HTTPRules.host(ofAuthority: $0) }, in: routes)
     }
 
-    /// The absolute URL a request target stands for under the first route that takes it (by Host, then path prefix).
-    static func key(target: String, host: String?, routes: [Route]) -> (String, Route)? {
-        for route in routes {
-            if let wanted = route.host, wanted != host { continue }
-            if route.pathPrefix == "/" { return (route.origin + target, route) }
-            if target.hasPrefix(route.pathPrefix) { return (route.origin + "/" + target.dropFirst(route.pathPrefix.count), route) }
-            if target == String(route.pathPrefix.dropLast()) { return (route.origin + "/", route) }
-        }
-        return nil
-    }
 }
 
 /// A request context that hears what answered a request (a bundle's label, `rules`, `last-seen`), for an access
@@ -185,4 +154,40 @@ public final class LoaderHandle: Sendable {
 
     /// Makes `loader` answer from now on.
     public func replace(with loader: OfflineLoader) { current.withLockedValue { $0 = loader } }
+}
+
+/// Which requests a server answers from a bundle, and for which origin: by Host, then by path prefix. Used by
+/// ``OfflineBundleMiddleware`` and ``OfflineBundleChannelServer`` alike.
+public struct BundleRoute: Sendable {
+    /// Requests whose Host is this (without port), or any Host when nil.
+    public var host: String?
+    /// Requests whose path starts with this prefix; it is removed before the origin is prepended.
+    public var pathPrefix: String
+    /// The origin the bundle recorded, like `https://docs.example.com`.
+    public var origin: String
+
+    public init(host: String? = nil, pathPrefix: String = "/", origin: String) {
+        self.host = host?.lowercased()
+        self.pathPrefix = pathPrefix.hasSuffix("/") ? pathPrefix : pathPrefix + "/"
+        self.origin = origin.hasSuffix("/") ? String(origin.dropLast()) : origin
+    }
+
+    /// A Location value as this server serves it: the origin's absolute URLs, and its absolute paths, under the prefix.
+    func localize(_ location: String) -> String {
+        if location.lowercased().hasPrefix(origin.lowercased() + "/") { return pathPrefix + location.dropFirst(origin.count + 1) }
+        if location.lowercased() == origin.lowercased() { return pathPrefix }
+        if location.hasPrefix("/") && !location.hasPrefix("//") { return pathPrefix + location.dropFirst() }
+        return location
+    }
+
+    /// The absolute URL a request target stands for under the first route that takes it (by Host, then path prefix).
+    static func key(target: String, host: String?, in routes: [BundleRoute]) -> (String, BundleRoute)? {
+        for route in routes {
+            if let wanted = route.host, wanted != host { continue }
+            if route.pathPrefix == "/" { return (route.origin + target, route) }
+            if target.hasPrefix(route.pathPrefix) { return (route.origin + "/" + target.dropFirst(route.pathPrefix.count), route) }
+            if target == String(route.pathPrefix.dropLast()) { return (route.origin + "/", route) }
+        }
+        return nil
+    }
 }

@@ -174,11 +174,10 @@ extension Packager.Serve {
         handle: LoaderHandle, middleware: OfflineBundleMiddleware<ServeContext>, allowed names: Set<String>, log: FileHandle?, logger: Logger
     ) async throws -> Running {
         guard let tlsCertificate else {
-            let routes = middleware.routes.map { OfflineBundleChannelServer.Route(host: $0.host, pathPrefix: $0.pathPrefix, origin: $0.origin) }
             var served: (@Sendable (ServedRequest) -> Void)?
             if let log { served = { (request: ServedRequest) in log.write(Data(AccessLog<ServeContext>.line(for: request).utf8)) } }
             let server = try await OfflineBundleChannelServer.start(
-                handle: handle, routes: routes, host: host, port: port, serverName: "packager",
+                handle: handle, routes: middleware.routes, host: host, port: port, serverName: "packager",
                 accepts: { HostGuard<ServeContext>.accepts($0, allowed: names) },
                 served: served)
             return Running(port: server.port, wait: { try await server.wait(shutdownSignals: [.sigterm, .sigint]) })

@@ -64,15 +64,16 @@ struct CrawlPipelineTests {
                 declaration: declaration, spool: scratch, memory: memory, compressing: (BundleWriter.defaultCompressionLevel, kept, overflow),
                 progress: nil
             ).run()
+            let crawled = try crawl.entries()
             #expect(crawl.failures.isEmpty, "\(crawl.failures)")
-            #expect(crawl.entries.count == 6)
+            #expect(crawled.count == 6)
             // Every body was prepared during the crawl, and no entry holds its body as received any more.
-            #expect(crawl.entries.allSatisfy { $0.body == nil && $0.prepared != nil }, "\(crawl.entries.map { ($0.url, $0.body != nil) })")
-            let big = try #require(crawl.entries.first { $0.url.hasSuffix("/pages/big.html") }?.prepared)
+            #expect(crawled.allSatisfy { $0.body == nil && $0.prepared != nil }, "\(crawled.map { ($0.url, $0.body != nil) })")
+            let big = try #require(crawled.first { $0.url.hasSuffix("/pages/big.html") }?.prepared)
             #expect(big.compression == .deflate && big.size > 256 << 10)
             // The received bodies' bytes went back to the crawl's budget; what is held in memory is the compressed streams
             // and the small stored picture, counted against the budget for kept bodies.
-            let held = crawl.entries.compactMap(\.prepared).reduce(0) { sum, body in
+            let held = crawled.compactMap(\.prepared).reduce(0) { sum, body in
                 if case .memory(let bytes) = body.storage { return sum + bytes.count }
                 return sum
             }
@@ -80,7 +81,7 @@ struct CrawlPipelineTests {
             #expect(kept.available == (1 << 20) - held && held > 0 && held < 100_000, "kept budget left \(kept.available), held \(held)")
             // Spool files: only the stored photo's is left (the bundle is written from it); the big page's was deleted.
             let spooled = try FileManager.default.contentsOfDirectory(atPath: scratch.path).filter { !$0.hasPrefix("overflow") }
-            let photo = try #require(crawl.entries.first { $0.url.hasSuffix("/img/photo.png") }?.prepared)
+            let photo = try #require(crawled.first { $0.url.hasSuffix("/img/photo.png") }?.prepared)
             guard case .source(.file(let photoPath)) = photo.storage else {
                 Issue.record("the photo is not read from its spool file: \(photo.storage)")
                 return
@@ -93,9 +94,10 @@ struct CrawlPipelineTests {
             let plain = await Crawler(
                 declaration: declaration, spool: plainScratch, memory: MemoryBudget(total: total, perBody: 256 << 10), progress: nil
             ).run()
-            #expect(plain.entries.allSatisfy { $0.prepared == nil })
-            let pipelined = try Self.write(crawl.entries, overflow: overflow, scratch: scratch, to: folder.path + "/pipelined.zip")
-            let after = try Self.write(plain.entries, overflow: nil, scratch: plainScratch, to: folder.path + "/after.zip")
+            let plainEntries = try plain.entries()
+            #expect(plainEntries.allSatisfy { $0.prepared == nil })
+            let pipelined = try Self.write(crawled, overflow: overflow, scratch: scratch, to: folder.path + "/pipelined.zip")
+            let after = try Self.write(plainEntries, overflow: nil, scratch: plainScratch, to: folder.path + "/after.zip")
             #expect(pipelined == after, "\(pipelined.count) bytes against \(after.count)")
 
             // With no memory to keep them in, the compressed streams go to the overflow file: the same bundle again.
@@ -106,14 +108,15 @@ struct CrawlPipelineTests {
                 declaration: declaration, spool: spilledScratch, memory: MemoryBudget(total: total, perBody: 256 << 10),
                 compressing: (BundleWriter.defaultCompressionLevel, MemoryBudget(total: 0, perBody: .max), spilledOverflow), progress: nil
             ).run()
-            for entry in spilledCrawl.entries {
+            let spilledEntries = try spilledCrawl.entries()
+            for entry in spilledEntries {
                 switch entry.prepared?.storage {
                 case .spool: #expect(entry.prepared?.compression == .deflate, "\(entry.url)")
                 case .source: #expect(entry.prepared?.compression == .stored, "\(entry.url)")
                 default: Issue.record("\(entry.url) is held in memory with no budget for it")
                 }
             }
-            let spilled = try Self.write(spilledCrawl.entries, overflow: spilledOverflow, scratch: spilledScratch, to: folder.path + "/spilled.zip")
+            let spilled = try Self.write(spilledEntries, overflow: spilledOverflow, scratch: spilledScratch, to: folder.path + "/spilled.zip")
             #expect(spilled == after)
             let bundle = try MountedBundle(path: folder.path + "/pipelined.zip")
             #expect(try bundle.body(of: try #require(bundle.entry(for: origin.base + "/pages/big.html"))).count == big.size)
@@ -131,7 +134,8 @@ struct CrawlPipelineTests {
             let crawl = await Crawler(
                 declaration: Self.declaration(origin), spool: scratch, memory: MemoryBudget(total: 64 << 20, perBody: 256 << 10), progress: nil
             ).run()
-            let keys = Set(crawl.entries.map(\.url))
+            let crawled = try crawl.entries()
+            let keys = Set(crawled.map(\.url))
             #expect(keys.contains(origin.base + "/img/pic.png"), "\(keys.sorted())")
             #expect(origin.count("/img/pic.png") == 1)
             // Named as a link once, on the home page: counted once, although the big page names two.html 6,000 times.

@@ -360,7 +360,10 @@ public struct DeflatedBody: Sendable {
     public static let gzipHeader = Data([0x1f, 0x8b, 0x08, 0x00, 0, 0, 0, 0, 0x00, 0xff])
 
     /// The 8-byte gzip trailer that follows ``data``: CRC-32 and size modulo 2^32, little-endian.
-    public var gzipTrailer: Data {
+    public var gzipTrailer: Data { Self.gzipTrailer(crc32: crc32, size: size) }
+
+    /// The gzip trailer of a member whose inflated bytes have this CRC-32 and size.
+    public static func gzipTrailer(crc32: UInt32, size: UInt64) -> Data {
         var trailer = Data()
         withUnsafeBytes(of: crc32.littleEndian) { trailer.append(contentsOf: $0) }
         withUnsafeBytes(of: UInt32(truncatingIfNeeded: size).littleEndian) { trailer.append(contentsOf: $0) }

@@ -220,10 +220,7 @@ final class StoredBodyReader {
             guard !trailerSent else { return nil }
             trailerSent = true
             try endOfStored()
-            var trailer = [UInt8]()
-            withUnsafeBytes(of: record.crc32.littleEndian) { trailer.append(contentsOf: $0) }
-            withUnsafeBytes(of: UInt32(truncatingIfNeeded: record.size).littleEndian) { trailer.append(contentsOf: $0) }
-            return trailer
+            return Array(DeflatedBody.gzipTrailer(crc32: record.crc32, size: record.size))
         }
         while true {
             if case .range(let range) = shape, contentPosition >= range.upperBound { return nil }

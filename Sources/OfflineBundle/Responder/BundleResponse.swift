@@ -227,12 +227,9 @@ public struct BundleResponse: Sendable {
         let record = entry.bundle.index.body(at: body.index)
         if gzip {
             guard record.compression == .deflate else { return nil }
-            var trailer = [UInt8]()
-            withUnsafeBytes(of: record.crc32.littleEndian) { trailer.append(contentsOf: $0) }
-            withUnsafeBytes(of: UInt32(truncatingIfNeeded: record.size).littleEndian) { trailer.append(contentsOf: $0) }
             return FileSpan(
                 prefix: Array(DeflatedBody.gzipHeader), descriptor: entry.bundle.file.duplicateDescriptor(), offset: record.dataOffset,
-                count: record.storedSize, suffix: trailer)
+                count: record.storedSize, suffix: Array(DeflatedBody.gzipTrailer(crc32: record.crc32, size: record.size)))
         }
         guard record.compression == .stored else { return nil }
         let bytes = range ?? 0..<record.size

@@ -18,7 +18,7 @@ final class Crawler: Sendable {
         var stats: CrawlProgress
 
         /// Every entry, read back (for tests; the writer reads them one at a time).
-        var entries: [BundleWriter.Entry] { (0..<store.count).compactMap { try? store.entry(at: $0) } }
+        func entries() throws -> [BundleWriter.Entry] { try (0..<store.count).map { try store.entry(at: $0) } }
     }
 
     let declaration: Declaration

@@ -32,11 +32,6 @@ struct BodyPreparer {
     let spool: OverflowFile
     let memory: MemoryBudget
 
-    /// One result per entry, in order; nil for entries without a body.
-    func prepare(_ entries: [BundleWriter.Entry]) throws -> [PreparedBody?] {
-        try prepare(count: entries.count) { entries[$0] }
-    }
-
     /// One result for each of `count` entries that `entry` gives (from any thread), in order; nil for entries without
     /// a body.
     func prepare(count: Int, entry read: @Sendable (Int) throws -> BundleWriter.Entry) throws -> [PreparedBody?] {
