@@ -145,15 +145,18 @@ public final class AnswerRecord: Sendable {
 /// A loader that can be replaced while a server runs (a new release bundle, on SIGHUP): requests already answering
 /// keep the loader they started with, and its bundles stay open until they finish; new requests get the new one.
 public final class LoaderHandle: Sendable {
-    private let current: NIOLockedValueBox<OfflineLoader>
+    private let current: NIOLockedValueBox<(loader: OfflineLoader, generation: UInt64)>
 
-    public init(_ loader: OfflineLoader) { current = NIOLockedValueBox(loader) }
+    public init(_ loader: OfflineLoader) { current = NIOLockedValueBox((loader, 0)) }
 
     /// The loader answering now.
-    public var loader: OfflineLoader { current.withLockedValue { $0 } }
+    public var loader: OfflineLoader { current.withLockedValue { $0.loader } }
+
+    /// The loader answering now, and how many times it was replaced before (what a server's cache of answers is for).
+    var snapshot: (loader: OfflineLoader, generation: UInt64) { current.withLockedValue { $0 } }
 
     /// Makes `loader` answer from now on.
-    public func replace(with loader: OfflineLoader) { current.withLockedValue { $0 = loader } }
+    public func replace(with loader: OfflineLoader) { current.withLockedValue { $0 = (loader, $0.generation &+ 1) } }
 }
 
 /// Which requests a server answers from a bundle, and for which origin: by Host, then by path prefix. Used by

@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 import OfflineBundle
 import OfflineBundleHummingbird
 import PackagerKit
@@ -53,7 +54,10 @@ extension Packager {
 
         @Option(
             name: .customLong("cache-size"),
-            help: "Memory for inflated bodies answered to clients that do not accept gzip (default: 64M; 0 for none; sizes as in a declaration).")
+            help: """
+                Memory for answers kept ready to send: whole responses to plain GETs over HTTP (7/8) and inflated bodies (1/8; all of it \
+                over HTTPS). Default: 64M; 0 for none; sizes as in a declaration.
+                """)
         var cacheSize = "64M"
 
         @Option(
@@ -72,6 +76,9 @@ extension Packager {
         @Option(name: .customLong("tls-cert"), help: "A PEM file with the server's certificate (and intermediates): serve HTTPS, HTTP/2 by ALPN.")
         var tlsCertificate: String?
 
+        @Option(help: "Threads answering requests over plain HTTP (default: one per core).")
+        var threads: Int?
+
         @Option(name: .customLong("tls-key"), help: "A PEM file with the private key of --tls-cert.")
         var tlsKey: String?
 
@@ -83,6 +90,7 @@ extension Packager {
             guard cacheSize == "0" || DeclarationParser.byteSize(cacheSize) != nil else {
                 throw ValidationError("--cache-size: '\(cacheSize)' is not a size (say 0, 64M or 1G)")
             }
+            if let threads, !(1...1024).contains(threads) { throw ValidationError("--threads must be 1 to 1024") }
             guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
             guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
             let origins = [origin].compactMap { $0 } + routes.map { String($0.split(separator: "=", maxSplits: 1).last ?? "") }
@@ -97,8 +105,12 @@ extension Packager {
             try await reportingErrorsAsync {
                 let key = try publicKey.map(readPublicKey)
                 let paths = bundles
-                // One budget for all the bundles served, shared out evenly.
-                let cache = cacheSize == "0" ? 0 : Int(DeclarationParser.byteSize(cacheSize) ?? 0) / paths.count
+                // One budget. Over plain HTTP, seven eighths keep whole responses ready to send (identity and gzip
+                // answers to plain GETs) and an eighth keeps inflated bodies (ranges, bodies too large to keep whole);
+                // over HTTPS all of it keeps inflated bodies. The bundles served share theirs out evenly.
+                let total = cacheSize == "0" ? 0 : Int(DeclarationParser.byteSize(cacheSize) ?? 0)
+                let responses = tlsCertificate == nil ? total - total / 8 : 0
+                let cache = (total - responses) / paths.count
                 let rulesFile = self.rulesFile
                 @Sendable func mount() throws -> OfflineLoader {
                     let loader = OfflineLoader(
@@ -136,7 +148,8 @@ extension Packager {
                 logger.logLevel = .warning
                 let running: Running
                 do {
-                    running = try await start(handle: handle, middleware: middleware, allowed: names, log: log, logger: logger)
+                    running = try await start(
+                        handle: handle, middleware: middleware, allowed: names, responseCacheSize: responses, log: log, logger: logger)
                 } catch let error as OfflineBundleServer.TLSFileError {
                     throw PackagerError(.invalidInput, "cannot serve HTTPS: \(error.message)")
                 } catch let error as IOError {
@@ -171,15 +184,16 @@ extension Packager.Serve {
     /// Starts the server: plain HTTP/1.1 from a SwiftNIO handler (the same answers as the middleware, without the
     /// framework's cost per request), or HTTPS with HTTP/2 by ALPN through Hummingbird.
     func start(
-        handle: LoaderHandle, middleware: OfflineBundleMiddleware<ServeContext>, allowed names: Set<String>, log: FileHandle?, logger: Logger
+        handle: LoaderHandle, middleware: OfflineBundleMiddleware<ServeContext>, allowed names: Set<String>, responseCacheSize: Int, log: FileHandle?,
+        logger: Logger
     ) async throws -> Running {
         guard let tlsCertificate else {
             var served: (@Sendable (ServedRequest) -> Void)?
             if let log { served = { (request: ServedRequest) in log.write(Data(AccessLog<ServeContext>.line(for: request).utf8)) } }
             let server = try await OfflineBundleChannelServer.start(
-                handle: handle, routes: middleware.routes, host: host, port: port, serverName: "packager",
+                handle: handle, routes: middleware.routes, host: host, port: port, serverName: "packager", responseCacheSize: responseCacheSize,
                 accepts: { HostGuard<ServeContext>.accepts($0, allowed: names) },
-                served: served)
+                served: served, group: threads.map { MultiThreadedEventLoopGroup(numberOfThreads: $0) } ?? MultiThreadedEventLoopGroup.singleton)
             return Running(port: server.port, wait: { try await server.wait(shutdownSignals: [.sigterm, .sigint]) })
         }
         let router = Router(context: ServeContext.self)

@@ -203,6 +203,8 @@ public struct BundleResponse: Sendable {
         public var count: UInt64
         /// Bytes after the span (a gzip trailer), possibly none.
         public var suffix: [UInt8]
+        /// The bundle whose file this is: spans of one mounted bundle can share one descriptor.
+        public var bundle: MountedBundle
     }
 
     /// The response's body as a span of the bundle file, when its bytes go out as they are stored and the body has
@@ -229,14 +231,14 @@ public struct BundleResponse: Sendable {
             guard record.compression == .deflate else { return nil }
             return FileSpan(
                 prefix: Array(DeflatedBody.gzipHeader), descriptor: entry.bundle.file.duplicateDescriptor(), offset: record.dataOffset,
-                count: record.storedSize, suffix: Array(DeflatedBody.gzipTrailer(crc32: record.crc32, size: record.size)))
+                count: record.storedSize, suffix: Array(DeflatedBody.gzipTrailer(crc32: record.crc32, size: record.size)), bundle: entry.bundle)
         }
         guard record.compression == .stored else { return nil }
         let bytes = range ?? 0..<record.size
         guard bytes.upperBound <= record.storedSize else { return nil }
         return FileSpan(
             prefix: [], descriptor: entry.bundle.file.duplicateDescriptor(), offset: record.dataOffset + bytes.lowerBound, count: UInt64(bytes.count),
-            suffix: [])
+            suffix: [], bundle: entry.bundle)
     }
 
     /// A reader of the body when it will read no file (an identity answer or range of a body held in the mount's

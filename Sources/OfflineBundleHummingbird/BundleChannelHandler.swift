@@ -1,0 +1,497 @@
+import Foundation
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import OfflineBundle
+
+/// One connection's requests, answered in order, with response heads written as bytes.
+///
+/// Requests that arrive while an answer is read off the event loop wait in order; past ``maxWaiting`` of them the
+/// connection is not read further until they are answered (a client pipelining without end cannot grow the queue).
+final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundIn = IOData
+    typealias OutboundOut = IOData
+
+    /// What every connection of a server shares.
+    struct Settings: Sendable {
+        var handle: LoaderHandle
+        var routes: [BundleRoute]
+        var serverName: String?
+        var idleTimeout: TimeAmount
+        var accepts: @Sendable (String?) -> Bool
+        var served: (@Sendable (ServedRequest) -> Void)?
+    }
+
+    /// Bodies up to this size are read on the event loop: the stored stream of a gzip answer, or both the stored and the
+    /// inflated size of an identity answer (which inflates).
+    static let smallBody: UInt64 = 64 << 10
+    /// Requests received and not yet answered past which the connection is not read.
+    static let maxWaiting = 16
+
+    let settings: Settings
+    /// This event loop's cache of whole responses; nil when there is none.
+    let cache: ResponseCache?
+    private var head: HTTPRequestHead?
+    private var waiting = CircularBuffer<HTTPRequestHead>()
+    /// An answer is being read off the event loop or streamed: later requests wait, and the connection is not idle.
+    private var busy = false
+    /// A response ended the connection: later requests are not answered.
+    private var closing = false
+    /// A read the channel asked for while too many requests waited.
+    private var readPending = false
+    private var unflushed = false
+    private var idleCheck: Scheduled<Void>?
+    /// Request parts received, and how many there were at the last idle check.
+    private var reads = 0
+    private var readsAtLastCheck = 0
+    /// The `Date` value (RFC 9110 §6.6.1: an origin server with a clock sends one), made once a second.
+    private var date = (second: 0, value: "")
+
+    init(_ settings: Settings, cache: ResponseCache?) {
+        self.settings = settings
+        self.cache = cache
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) { scheduleIdleCheck(context: context) }
+
+    func handlerRemoved(context: ChannelHandlerContext) { idleCheck?.cancel() }
+
+    /// Once a period: a connection that sent nothing since the last check and has no response going out is closed. A
+    /// counter and a flag per request, instead of a timestamp per read and write (an `IdleStateHandler` cost a tenth
+    /// of the request rate).
+    private func scheduleIdleCheck(context: ChannelHandlerContext) {
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        idleCheck = context.eventLoop.scheduleTask(in: settings.idleTimeout) {
+            let (handler, context) = bound.value
+            if handler.reads == handler.readsAtLastCheck && !handler.busy {
+                context.close(promise: nil)
+            } else {
+                handler.readsAtLastCheck = handler.reads
+                handler.scheduleIdleCheck(context: context)
+            }
+        }
+    }
+
+    // MARK: - Reading requests
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        reads &+= 1
+        switch unwrapInboundIn(data) {
+        case .head(let head): self.head = head
+        case .body: break
+        case .end:
+            guard let head, !closing else { return }
+            self.head = nil
+            if busy {
+                waiting.append(head)
+            } else {
+                respond(to: head, context: context)
+            }
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) { flushIfNeeded(context: context) }
+
+    func read(context: ChannelHandlerContext) {
+        if waiting.count >= Self.maxWaiting {
+            readPending = true
+        } else {
+            context.read()
+        }
+    }
+
+    /// A request NIO could not parse is a 400, and the end of the connection (RFC 9112 §2.2); other errors close it.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard error is HTTPParserError, !busy, !closing else {
+            context.close(promise: nil)
+            return
+        }
+        closing = true
+        var buffer = context.channel.allocator.buffer(capacity: 96)
+        buffer.writeStaticString("HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.byteBuffer(buffer))).whenComplete { _ in channel.close(promise: nil) }
+    }
+
+    /// After an answer that went off the event loop: the requests that waited, in order.
+    private func resume(context: ChannelHandlerContext) {
+        while !busy, !closing, let next = waiting.popFirst() { respond(to: next, context: context) }
+        if readPending && waiting.count < Self.maxWaiting {
+            readPending = false
+            context.read()
+        }
+        flushIfNeeded(context: context)
+    }
+
+    // MARK: - Answering
+
+    /// What of a request's header fields decides its answer.
+    private struct Asked {
+        var host: String?
+        var acceptEncoding: String?
+        /// No If-None-Match, If-Modified-Since or Range, and one Accept-Encoding at most: the answer is the same for
+        /// every such request with the same Host, target and Accept-Encoding.
+        var plain = true
+
+        init(_ headers: HTTPHeaders) {
+            var encodings = 0
+            for (name, value) in headers {
+                switch name.utf8.count {
+                case 4 where host == nil && Self.named(name, "host"): host = value
+                case 15 where Self.named(name, "accept-encoding"):
+                    acceptEncoding = value
+                    encodings += 1
+                case 5 where Self.named(name, "range"): plain = false
+                case 13 where Self.named(name, "if-none-match"): plain = false
+                case 17 where Self.named(name, "if-modified-since"): plain = false
+                default: break
+                }
+            }
+            if encodings > 1 { plain = false }
+        }
+
+        /// Whether `name` is `lowercase` in any case (ASCII).
+        static func named(_ name: String, _ lowercase: StaticString) -> Bool {
+            lowercase.withUTF8Buffer { wanted in
+                name.utf8.elementsEqual(wanted) { byte, want in (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) == want }
+            }
+        }
+    }
+
+    private func respond(to request: HTTPRequestHead, context: ChannelHandlerContext) {
+        let keepAlive = request.isKeepAlive
+        let asked = Asked(request.headers)
+        let (loader, generation) = settings.handle.snapshot
+        let key = ResponseCache.Key(host: asked.host, target: request.uri, acceptEncoding: asked.acceptEncoding)
+        let cacheable = cache != nil && asked.plain && request.method == .GET
+        if cacheable, let answer = cache?.answer(for: key, generation: generation) {
+            return answerFromCache(answer, request: request, keepAlive: keepAlive, context: context)
+        }
+        var record = ServedRequest(client: nil, method: request.method.rawValue, target: request.uri, status: 500, contentLength: nil, source: nil)
+        let host = asked.host.flatMap { HTTPRules.host(ofAuthority: $0) }
+        guard settings.accepts(host) else { return empty(421, record, request: request, keepAlive: keepAlive, context: context) }
+        guard let (url, route) = BundleRoute.key(target: request.uri, host: host, in: settings.routes) else {
+            return empty(404, record, request: request, keepAlive: keepAlive, context: context)
+        }
+        var fields = HTTPFields()
+        for header in request.headers {
+            if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
+        }
+        guard let answer = loader.response(for: BundleRequest(method: request.method.rawValue, url: url, headers: fields)) else {
+            return empty(404, record, request: request, keepAlive: keepAlive, context: context)
+        }
+        // Mounting refuses statuses outside 200...599; checked again, as the middleware does.
+        let status = answer.status
+        guard (200...599).contains(status) else { return empty(500, record, request: request, keepAlive: keepAlive, context: context) }
+        record.source = answer.source
+        record.status = status
+        record.contentLength = answer.headers[.contentLength]
+        let fixed = ResponseHead.fixed(
+            status: status, fields: answer.headers, route: route, serverName: settings.serverName, allocator: context.channel.allocator)
+        let age = answer.headers[.age].flatMap { Int($0) }
+        let response = Response(head: fixed, age: age, record: record, keepAlive: keepAlive, http10: request.version.minor == 0)
+        if status == 204 || status == 304 || request.method == .HEAD {
+            sendHead(response, context: context)
+            return end(keepAlive: keepAlive, context: context)
+        }
+        // A bundle's answer to a plain GET is kept, whole, once its body has gone out checked.
+        var filling: Filling?
+        if cacheable, case .bundle = answer.source, let length = record.contentLength.flatMap({ Int($0) }), length <= ResponseCache.maxBody {
+            filling = Filling(
+                key: key, generation: generation, response: answer, length: length,
+                answer: .init(
+                    status: status, head: fixed, body: .bytes(ByteBuffer()), age: age.map { ($0, time(nil)) }, contentLength: record.contentLength,
+                    source: answer.source),
+                bytes: context.channel.allocator.buffer(capacity: length))
+        }
+        let fail: @Sendable (any Error) -> Void = { error in loader.recordError(error, url: url) }
+        // Checked before and sent as stored: from the file to the socket (sendfile), no copy through this process.
+        if filling == nil, let span = answer.fileSpan() {
+            guard span.descriptor >= 0 else { return empty(500, record, request: request, keepAlive: keepAlive, context: context) }
+            sendHead(response, context: context)
+            if !span.prefix.isEmpty { send(ByteBuffer(bytes: span.prefix), context: context) }
+            let file = ResponseCache.SharedFile(descriptor: span.descriptor)
+            sendFile(file, offset: Int(span.offset), count: Int(span.count), context: context)
+            if !span.suffix.isEmpty { send(ByteBuffer(bytes: span.suffix), context: context) }
+            return end(keepAlive: keepAlive, context: context)
+        }
+        // In memory, or a small body of the bundle (one read of at most 64 KiB, from the page cache as a rule, as nginx
+        // reads): answered where it stands, without a hop to the thread pool.
+        let small: Bool
+        switch answer.body {
+        case .gzip(let entry): small = (entry.body?.storedSize ?? .max) <= Self.smallBody
+        case .entry(let entry), .range(let entry, _): small = entry.body.map { $0.size <= Self.smallBody && $0.storedSize <= Self.smallBody } ?? false
+        case .content, .empty: small = false
+        }
+        if let reader = small ? nil : answer.bodyReaderIfInMemory() {
+            return readHere(response, reader: { reader }, filling: filling, fail: fail, context: context)
+        }
+        if small {
+            return readHere(response, reader: { try answer.bodyReader() }, filling: filling, fail: fail, context: context)
+        }
+        // The first chunks are read (and checked) on NIO's thread pool before the head goes out; requests behind this
+        // one wait.
+        busy = true
+        let loop = context.eventLoop
+        let bound = NIOLoopBound((self, context, filling), eventLoop: loop)
+        NIOThreadPool.singleton.runIfActive(eventLoop: loop) { () -> FirstChunks? in
+            guard let reader = try answer.bodyReader() else { return nil }
+            return FirstChunks(reader: reader, first: try reader.next(), second: try reader.next())
+        }.whenComplete { result in
+            let (handler, context, filling) = bound.value
+            handler.busy = false
+            switch result {
+            case .success(let chunks?):
+                handler.start(response, reader: chunks.reader, first: chunks.first, second: chunks.second, filling: filling, fail: fail, context: context)
+            case .success(nil):
+                handler.sendHead(response, context: context)
+                handler.end(keepAlive: keepAlive, context: context)
+            case .failure(let error):
+                // Never half-serve: a body that fails its checks is an error response, counted and logged.
+                fail(error)
+                handler.empty(500, response.record, request: request, keepAlive: keepAlive, context: context)
+            }
+            handler.resume(context: context)
+        }
+    }
+
+    /// A response on its way: its head so far, and what the per-request lines and the access log need.
+    private struct Response {
+        var head: ByteBuffer
+        var age: Int?
+        var record: ServedRequest
+        var keepAlive: Bool
+        var http10: Bool
+    }
+
+    /// An answer being kept in the response cache as its body goes out.
+    private final class Filling {
+        let key: ResponseCache.Key
+        let generation: UInt64
+        /// The loader's answer, asked again for a span of the file once its body went out checked.
+        let response: BundleResponse
+        /// The body's length, from the head.
+        let length: Int
+        let answer: ResponseCache.Answer
+        /// The body as sent so far.
+        var bytes: ByteBuffer
+
+        init(key: ResponseCache.Key, generation: UInt64, response: BundleResponse, length: Int, answer: ResponseCache.Answer, bytes: ByteBuffer) {
+            self.key = key
+            self.generation = generation
+            self.response = response
+            self.length = length
+            self.answer = answer
+            self.bytes = bytes
+        }
+    }
+
+    /// A body's reader and its first two chunks.
+    private struct FirstChunks: Sendable {
+        var reader: BodyReader
+        var first: Data?
+        var second: Data?
+    }
+
+    private func answerFromCache(_ answer: ResponseCache.Answer, request: HTTPRequestHead, keepAlive: Bool, context: ChannelHandlerContext) {
+        var buffer = context.channel.allocator.buffer(capacity: answer.head.readableBytes + 96 + min(answer.body.memory, 16 << 10))
+        buffer.writeImmutableBuffer(answer.head)
+        let age = answer.age.map { $0.value + max(0, time(nil) - $0.at) }
+        endHead(&buffer, age: age, keepAlive: keepAlive, http10: request.version.minor == 0)
+        if let served = settings.served {
+            served(
+                ServedRequest(
+                    client: context.channel.remoteAddress?.ipAddress, method: request.method.rawValue, target: request.uri, status: answer.status,
+                    contentLength: answer.contentLength, source: answer.source))
+        }
+        switch answer.body {
+        case .bytes(let body) where body.readableBytes <= 16 << 10:
+            buffer.writeImmutableBuffer(body)
+            send(buffer, context: context)
+        case .bytes(let body):
+            send(buffer, context: context)
+            send(body, context: context)
+        case .file(let file, let offset, let count, let prefix, let suffix):
+            buffer.writeImmutableBuffer(prefix)
+            send(buffer, context: context)
+            sendFile(file, offset: offset, count: count, context: context)
+            if suffix.readableBytes > 0 { send(suffix, context: context) }
+        }
+        end(keepAlive: keepAlive, context: context)
+    }
+
+    /// Answers with a body read on the event loop.
+    private func readHere(
+        _ response: Response, reader make: () throws -> BodyReader?, filling: Filling?, fail: @escaping @Sendable (any Error) -> Void,
+        context: ChannelHandlerContext
+    ) {
+        do {
+            guard let reader = try make() else {
+                sendHead(response, context: context)
+                return end(keepAlive: response.keepAlive, context: context)
+            }
+            let first = try reader.next()
+            let second = try reader.next()
+            start(response, reader: reader, first: first, second: second, filling: filling, fail: fail, context: context)
+        } catch {
+            // Never half-serve: a body that fails its checks is an error response, counted and logged.
+            fail(error)
+            empty(500, response.record, http10: response.http10, keepAlive: response.keepAlive, context: context)
+        }
+    }
+
+    /// The head and the first chunks; the rest follows one chunk at a time, off the event loop.
+    private func start(
+        _ response: Response, reader: BodyReader, first: Data?, second: Data?, filling: Filling?, fail: @escaping @Sendable (any Error) -> Void,
+        context: ChannelHandlerContext
+    ) {
+        sendHead(response, context: context)
+        if let first { sendChunk(first, filling: filling, context: context) }
+        guard let second else {
+            keep(filling)
+            return end(keepAlive: response.keepAlive, context: context)
+        }
+        sendChunk(second, filling: filling, context: context)
+        busy = true
+        unflushed = false
+        pump(
+            reader, after: context.writeAndFlush(wrapOutboundOut(.byteBuffer(ByteBuffer()))), keepAlive: response.keepAlive, filling: filling, fail: fail,
+            context: context)
+    }
+
+    /// Sends the rest of a body: the next chunk is read once the previous one is written, so a response holds one chunk.
+    private func pump(
+        _ reader: BodyReader, after written: EventLoopFuture<Void>, keepAlive: Bool, filling: Filling?, fail: @escaping @Sendable (any Error) -> Void,
+        context: ChannelHandlerContext
+    ) {
+        let loop = context.eventLoop
+        let bound = NIOLoopBound((self, context, filling), eventLoop: loop)
+        written.flatMap {
+            NIOThreadPool.singleton.runIfActive(eventLoop: loop) { try reader.next() }
+        }.whenComplete { result in
+            let (handler, context, filling) = bound.value
+            switch result {
+            case .success(let chunk?):
+                handler.sendChunk(chunk, filling: filling, context: context)
+                handler.unflushed = false
+                let next = context.writeAndFlush(handler.wrapOutboundOut(.byteBuffer(ByteBuffer())))
+                handler.pump(reader, after: next, keepAlive: keepAlive, filling: filling, fail: fail, context: context)
+            case .success(nil):
+                handler.keep(filling)
+                handler.end(keepAlive: keepAlive, context: context)
+                handler.busy = false
+                handler.resume(context: context)
+            case .failure(let error):
+                // Mid-stream: the head has gone out; closing short of the Content-Length tells the client it failed.
+                if error is BundleError { fail(error) }
+                handler.closing = true
+                handler.busy = false
+                context.close(promise: nil)
+            }
+        }
+    }
+
+    private func sendChunk(_ chunk: Data, filling: Filling?, context: ChannelHandlerContext) {
+        filling?.bytes.writeBytes(chunk)
+        send(ByteBuffer(bytes: chunk), context: context)
+    }
+
+    /// Keeps a whole answer whose body went out checked: as a span of the bundle file when it is a stored body (checked
+    /// now) and not small, else as the bytes sent.
+    private func keep(_ filling: Filling?) {
+        guard let filling, let cache, filling.bytes.readableBytes == filling.length else { return }
+        var answer = filling.answer
+        answer.body = .bytes(filling.bytes)
+        if let span = filling.response.fileSpan(), span.descriptor >= 0 {
+            // A gzip answer stays bytes: its trailer would be a third write after the file's span, and three
+            // writes per response cost more than copying the stream (measured on functions.html: 79k vs 89k req/s).
+            if span.count >= ResponseCache.minFileSpan && span.suffix.isEmpty {
+                answer.body = .file(
+                    cache.sharedFile(of: span.bundle, descriptor: span.descriptor, generation: filling.generation), offset: Int(span.offset),
+                    count: Int(span.count), prefix: ByteBuffer(bytes: span.prefix), suffix: ByteBuffer(bytes: span.suffix))
+            } else {
+                _ = Glibc.close(span.descriptor)
+            }
+        }
+        cache.keep(answer, for: filling.key, generation: filling.generation)
+    }
+
+    /// An answer without a body: 421, a miss, an error.
+    private func empty(_ status: Int, _ record: ServedRequest, request: HTTPRequestHead, keepAlive: Bool, context: ChannelHandlerContext) {
+        empty(status, record, http10: request.version.minor == 0, keepAlive: keepAlive, context: context)
+    }
+
+    private func empty(_ status: Int, _ record: ServedRequest, http10: Bool, keepAlive: Bool, context: ChannelHandlerContext) {
+        var record = record
+        record.status = status
+        record.contentLength = "0"
+        record.source = nil
+        var fields = HTTPFields()
+        fields[.contentLength] = "0"
+        let head = ResponseHead.fixed(status: status, fields: fields, route: nil, serverName: settings.serverName, allocator: context.channel.allocator)
+        sendHead(Response(head: head, age: nil, record: record, keepAlive: keepAlive, http10: http10), context: context)
+        end(keepAlive: keepAlive, context: context)
+    }
+
+    /// The head, ended with the lines of this request (Date, Age, Connection), after the access log heard of it.
+    private func sendHead(_ response: Response, context: ChannelHandlerContext) {
+        if let served = settings.served {
+            var record = response.record
+            record.client = context.channel.remoteAddress?.ipAddress
+            served(record)
+        }
+        var head = response.head
+        endHead(&head, age: response.age, keepAlive: response.keepAlive, http10: response.http10)
+        send(head, context: context)
+    }
+
+    private func endHead(_ buffer: inout ByteBuffer, age: Int?, keepAlive: Bool, http10: Bool) {
+        let now = time(nil)
+        if now != date.second { date = (now, HTTPDates.format(Date(timeIntervalSince1970: TimeInterval(now)))) }
+        ResponseHead.line(&buffer, "date", date.value)
+        if let age { ResponseHead.line(&buffer, "age", String(age)) }
+        if !keepAlive {
+            buffer.writeStaticString("connection: close\r\n")
+        } else if http10 {
+            buffer.writeStaticString("connection: keep-alive\r\n")
+        }
+        buffer.writeStaticString("\r\n")
+    }
+
+    /// A span of a file, sent with `sendfile`; `file` (which closes the descriptor when let go) is held until it went.
+    private func sendFile(_ file: ResponseCache.SharedFile, offset: Int, count: Int, context: ChannelHandlerContext) {
+        // A handle of this write's own over the shared descriptor, which it gives back (without closing it) once done.
+        let handle = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: file.descriptor)
+        let region = FileRegion(fileHandle: handle, readerIndex: offset, endIndex: offset + count)
+        let channel = context.channel
+        context.write(wrapOutboundOut(.fileRegion(region))).whenComplete { result in
+            _ = try? handle.takeDescriptorOwnership()
+            withExtendedLifetime(file) {}
+            // A file cut short fails the write: the connection closes short of the Content-Length.
+            if case .failure = result { channel.close(promise: nil) }
+        }
+        unflushed = true
+    }
+
+    private func send(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
+        context.write(wrapOutboundOut(.byteBuffer(buffer)), promise: nil)
+        unflushed = true
+    }
+
+    private func flushIfNeeded(context: ChannelHandlerContext) {
+        guard unflushed else { return }
+        unflushed = false
+        context.flush()
+    }
+
+    /// The response is written; without keep-alive the connection closes once it has gone out.
+    private func end(keepAlive: Bool, context: ChannelHandlerContext) {
+        guard !keepAlive else { return }
+        closing = true
+        unflushed = false
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.byteBuffer(ByteBuffer()))).whenComplete { _ in channel.close(promise: nil) }
+    }
+}
