@@ -213,7 +213,9 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             sendHead(response, context: context)
             if !span.prefix.isEmpty { send(ByteBuffer(bytes: span.prefix), context: context) }
             let file = ResponseCache.SharedFile(descriptor: span.descriptor)
-            sendFile(file, offset: Int(span.offset), count: Int(span.count), context: context)
+            sendFile(
+                ResponseCache.FileBytes(descriptor: file.descriptor, offset: Int(span.offset), count: Int(span.count), memory: 0, owner: file),
+                context: context)
             if !span.suffix.isEmpty { send(ByteBuffer(bytes: span.suffix), context: context) }
             return end(keepAlive: keepAlive, context: context)
         }
@@ -313,10 +315,10 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         case .bytes(let body):
             send(buffer, context: context)
             send(body, context: context)
-        case .file(let file, let offset, let count, let prefix, let suffix):
+        case .file(let file, let prefix, let suffix):
             buffer.writeImmutableBuffer(prefix)
             send(buffer, context: context)
-            sendFile(file, offset: offset, count: count, context: context)
+            sendFile(file, context: context)
             if suffix.readableBytes > 0 { send(suffix, context: context) }
         }
         end(keepAlive: keepAlive, context: context)
@@ -408,11 +410,9 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             // A gzip answer stays bytes: its trailer would be a third write after the file's span, and three
             // writes per response cost more than copying the stream (measured on functions.html: 79k vs 89k req/s).
             if span.count >= ResponseCache.minFileSpan && span.suffix.isEmpty {
-                answer.body = .file(
-                    cache.sharedFile(of: span.bundle, descriptor: span.descriptor, generation: filling.generation), offset: Int(span.offset),
-                    count: Int(span.count), prefix: ByteBuffer(bytes: span.prefix), suffix: ByteBuffer(bytes: span.suffix))
+                answer.body = .file(cache.fileBytes(of: span, generation: filling.generation), prefix: ByteBuffer(), suffix: ByteBuffer())
             } else {
-                _ = Glibc.close(span.descriptor)
+                closeDescriptor(span.descriptor)
             }
         }
         cache.keep(answer, for: filling.key, generation: filling.generation)
@@ -460,15 +460,16 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         buffer.writeStaticString("\r\n")
     }
 
-    /// A span of a file, sent with `sendfile`; `file` (which closes the descriptor when let go) is held until it went.
-    private func sendFile(_ file: ResponseCache.SharedFile, offset: Int, count: Int, context: ChannelHandlerContext) {
+    /// A span of a file, sent with `sendfile`; what keeps the descriptor open and the bytes there is held until it went.
+    private func sendFile(_ file: ResponseCache.FileBytes, context: ChannelHandlerContext) {
         // A handle of this write's own over the shared descriptor, which it gives back (without closing it) once done.
         let handle = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: file.descriptor)
-        let region = FileRegion(fileHandle: handle, readerIndex: offset, endIndex: offset + count)
+        let region = FileRegion(fileHandle: handle, readerIndex: file.offset, endIndex: file.offset + file.count)
         let channel = context.channel
+        let owner = file.owner
         context.write(wrapOutboundOut(.fileRegion(region))).whenComplete { result in
             _ = try? handle.takeDescriptorOwnership()
-            withExtendedLifetime(file) {}
+            withExtendedLifetime(owner) {}
             // A file cut short fails the write: the connection closes short of the Content-Length.
             if case .failure = result { channel.close(promise: nil) }
         }
