@@ -96,7 +96,7 @@ final class ResponseCache: Sendable {
     /// Stored bodies at least this large go out with `sendfile`; smaller ones as bytes, in one write with the head.
     static let minFileSpan = 32 << 10
     /// Bodies held as bytes larger than this are not kept.
-    static let maxBody = 1 << 20
+    static let maxBody = 4 << 20
 
     private struct State {
         var generation: UInt64 = 0
