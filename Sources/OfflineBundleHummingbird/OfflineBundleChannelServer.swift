@@ -39,14 +39,16 @@ public struct ServedRequest: Sendable {
 /// SwiftNIO handler all of it (docs/BENCHMARKS.md); `packager serve` uses this server for plain HTTP and Hummingbird
 /// (``OfflineBundleServer``) for HTTPS with HTTP/2.
 ///
-/// A plain GET answered once is answered again from a cache of whole responses (the head as bytes, the body as
-/// checked); the response heads are written as bytes, without NIO's HTTP encoder. Otherwise, bodies in memory (the
-/// mount's cache of inflated bodies, rule content) and bodies of at most 64 KiB are answered on the event loop (one read, from the page cache as a rule, as nginx reads); larger ones are read in chunks on NIO's
-/// thread pool, one chunk in flight per response. A body not yet checked in this mount is checked as it goes: one that
-/// fails before its head went out is a 500, one that fails later closes the connection short of its Content-Length.
-/// Requests on a connection are answered in order.
+/// Response heads are written as bytes, without NIO's HTTP encoder. A plain GET (no conditional or Range header) answered
+/// once is answered again from a cache of whole responses (the head as bytes, the body as checked, or a span of the
+/// bundle file sent with `sendfile`). Otherwise, bodies in memory (the mount's cache of inflated bodies, rule content)
+/// and bodies of at most 64 KiB are answered on the event loop (one read, from the page cache as a rule, as nginx
+/// reads); larger ones are read in chunks on NIO's thread pool, one chunk in flight per response. A body not yet
+/// checked in this mount is checked as it goes: one that fails before its head went out is a 500, one that fails
+/// later closes the connection short of its Content-Length. Requests on a connection are answered in order; a request
+/// that cannot be parsed is a 400 and ends the connection.
 public final class OfflineBundleChannelServer: Service, Sendable {
-    /// The port it listens on, once ``start(handle:routes:host:port:accepts:served:)`` returned.
+    /// The port it listens on, once ``start(handle:routes:host:port:serverName:idleTimeout:responseCacheSize:accepts:served:group:)`` returned.
     public let port: Int
     private let channel: any Channel
 
