@@ -127,6 +127,19 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     // MARK: - Answering
 
+    /// A request target in origin form (`/path?query`), and the authority an absolute-form target named (RFC 9112
+    /// §3.2.2), when it was one.
+    static func originForm(_ target: String) -> (target: String, authority: String?) {
+        guard !target.hasPrefix("/") else { return (target, nil) }
+        let lowered = target.prefix(8).lowercased()
+        let scheme = lowered.hasPrefix("http://") ? 7 : lowered.hasPrefix("https://") ? 8 : 0
+        guard scheme > 0 else { return (target, nil) }
+        let rest = target.dropFirst(scheme)
+        let end = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
+        let path = rest[end...]
+        return (path.hasPrefix("/") ? String(path) : "/" + path, String(rest[..<end]))
+    }
+
     /// What of a request's header fields decides its answer.
     private struct Asked {
         var host: String?
@@ -162,9 +175,13 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     private func respond(to request: HTTPRequestHead, context: ChannelHandlerContext) {
         let keepAlive = request.isKeepAlive
-        let asked = Asked(request.headers)
+        var asked = Asked(request.headers)
+        // RFC 9112 §3.2.2: a request in absolute form (as a client sends to a proxy) names its host in the target, and
+        // the Host field is ignored.
+        let (target, authority) = Self.originForm(request.uri)
+        if let authority { asked.host = authority }
         let (loader, generation) = settings.handle.snapshot
-        let key = ResponseCache.Key(host: asked.host, target: request.uri, acceptEncoding: asked.acceptEncoding)
+        let key = ResponseCache.Key(host: asked.host, target: target, acceptEncoding: asked.acceptEncoding)
         let cacheable = cache != nil && asked.plain && request.method == .GET
         if cacheable, let answer = cache?.answer(for: key, generation: generation) {
             return answerFromCache(answer, request: request, keepAlive: keepAlive, context: context)
@@ -172,7 +189,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         var record = ServedRequest(client: nil, method: request.method.rawValue, target: request.uri, status: 500, contentLength: nil, source: nil)
         let host = asked.host.flatMap { HTTPRules.host(ofAuthority: $0) }
         guard settings.accepts(host) else { return empty(421, record, request: request, keepAlive: keepAlive, context: context) }
-        guard let (url, route) = BundleRoute.key(target: request.uri, host: host, in: settings.routes) else {
+        guard let (url, route) = BundleRoute.key(target: target, host: host, in: settings.routes) else {
             return empty(404, record, request: request, keepAlive: keepAlive, context: context)
         }
         var fields = HTTPFields()
