@@ -138,6 +138,7 @@ package struct IndexEntryRecord: Sendable {
 
 /// Serialises a version-2 index. Entries must be sorted by key and bodies by digest; the builder checks.
 package enum IndexBuilder {
+    /// `index.bin` for `entries` (sorted by key, unique) and `bodies` (sorted by digest, unique), in one piece.
     package static func build(
         entries: [IndexEntryRecord],
         bodies: [IndexBodyRecord],
@@ -145,145 +146,189 @@ package enum IndexBuilder {
         rules: BundleRules,
         createdAt: Int64?
     ) throws -> [UInt8] {
-        for i in entries.indices.dropFirst() where !(Array(entries[i - 1].key.utf8).lexicographicallyPrecedes(Array(entries[i].key.utf8))) {
-            throw BundleError(.invalidArgument, "index entries must be sorted by key and unique", entry: entries[i].key)
+        var accumulator = IndexAccumulator(entryCount: entries.count, bodyCount: bodies.count)
+        for entry in entries { try accumulator.add(entry) }
+        return Array(try accumulator.finish(bodies: bodies, manifestSHA256: manifestSHA256, rules: rules, createdAt: createdAt).joined())
+    }
+}
+
+/// `index.bin` built entry by entry, in key order, so a writer need not hold every entry's record (with its header
+/// lines) until the end: each entry leaves its key, its 32-byte record, its hash slot and, when no entry before it had
+/// the same header lines, its header block. ``finish(bodies:manifestSHA256:rules:createdAt:)`` returns the file as
+/// pieces, to be written one after the other without joining them.
+package struct IndexAccumulator {
+    private let entryCount: Int
+    private let bodyCount: Int
+    /// The keys' bytes, one after the other: the start of the strings section.
+    private var keys = [UInt8]()
+    private var lastKey = 0..<0
+    /// The distinct header blocks, one after the other, and where each starts among them.
+    private var blocks = [UInt8]()
+    private var blockStarts = [UInt32]()
+    /// Block indexes by the FNV-1a hash of their bytes (the bytes are compared in `blocks`, not kept twice).
+    private var blocksByHash = [UInt64: [UInt32]]()
+    private var records = [UInt8]()
+    private var slots: [UInt64]
+    private var added = 0
+
+    /// For `entryCount` entries (exactly that many are added) referring to `bodyCount` bodies.
+    package init(entryCount: Int, bodyCount: Int) {
+        self.entryCount = entryCount
+        self.bodyCount = bodyCount
+        slots = [UInt64](repeating: 0, count: IndexLayout.slotCount(forEntries: entryCount))
+        records.reserveCapacity(entryCount * IndexLayout.entryRecordSize)
+    }
+
+    /// Adds the next entry; keys must come in increasing byte order.
+    package mutating func add(_ entry: IndexEntryRecord) throws {
+        try add(
+            key: entry.key, status: entry.status, kind: entry.kind, flags: entry.flags, headers: entry.headers, body: entry.body,
+            fetchedAt: entry.fetchedAt, originDate: entry.originDate)
+    }
+
+    /// Adds the next entry (the fields of an ``IndexEntryRecord``); keys must come in increasing byte order.
+    package mutating func add(
+        key: String, status: UInt16, kind: EntryKind, flags: UInt8, headers: [(name: String, value: String)], body: Int?, fetchedAt: Int64?,
+        originDate: Int64?
+    ) throws {
+        guard added < entryCount else { throw BundleError(.invalidArgument, "more index entries than announced", entry: key) }
+        guard !key.isEmpty else { throw BundleError(.invalidArgument, "an index key is empty") }
+        let keyStart = keys.count
+        keys.append(contentsOf: key.utf8)
+        let thisKey = keyStart..<keys.count
+        if added > 0 {
+            let ordered = keys.withUnsafeBufferPointer { $0[lastKey].lexicographicallyPrecedes($0[thisKey]) }
+            guard ordered else { throw BundleError(.invalidArgument, "index entries must be sorted by key and unique", entry: key) }
         }
+        lastKey = thisKey
+        guard keys.count <= Int(UInt32.max) else { throw BundleError(.invalidArgument, "index strings exceed 4 GiB") }
+
+        var block = [UInt8]()
+        for (name, value) in headers {
+            // Bytes, not Characters: "\r\n" is one Character and would pass a Character test.
+            guard !name.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D || $0 == 0 || $0 == UInt8(ascii: ":") }), !name.isEmpty,
+                !value.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D || $0 == 0 })
+            else { throw BundleError(.invalidArgument, "header \(name) has a line break or colon in it", entry: key) }
+            block.append(contentsOf: name.lowercased().utf8)
+            block.append(contentsOf: ": ".utf8)
+            block.append(contentsOf: value.utf8)
+            block.append(0x0A)
+        }
+        let blockIndex = try intern(block)
+
+        guard flags & ~IndexLayout.knownEntryFlags == 0 else { throw BundleError(.invalidArgument, "unknown entry flags", entry: key) }
+        records.appendLE(UInt32(keyStart))
+        records.appendLE(blockIndex)
+        if let body {
+            guard body >= 0, body < bodyCount else { throw BundleError(.invalidArgument, "body reference out of range", entry: key) }
+            records.appendLE(UInt32(body))
+        } else {
+            guard flags & IndexLayout.flagETagSynthesized == 0 else {
+                throw BundleError(.invalidArgument, "an entry without a body cannot have a synthesized ETag", entry: key)
+            }
+            records.appendLE(IndexLayout.noBody)
+        }
+        records.appendLE(status)
+        records.append(kind.rawValue)
+        records.append(flags)
+        records.appendLE(UInt64(bitPattern: fetchedAt ?? IndexLayout.noTime))
+        records.appendLE(UInt64(bitPattern: originDate ?? IndexLayout.noTime))
+
+        let h = keys.withUnsafeBytes { IndexLayout.hash(UnsafeRawBufferPointer(rebasing: $0[thisKey])) }
+        let mask = slots.count - 1
+        var slot = Int(truncatingIfNeeded: h) & mask
+        while slots[slot] != 0 { slot = (slot + 1) & mask }
+        slots[slot] = (h >> 32) | (UInt64(added + 1) << 32)
+        added += 1
+    }
+
+    /// The index of `block` among the distinct blocks, adding it when it is new.
+    private mutating func intern(_ block: [UInt8]) throws -> UInt32 {
+        let h = block.withUnsafeBytes { IndexLayout.hash($0) }
+        for index in blocksByHash[h] ?? [] {
+            let start = Int(blockStarts[Int(index)])
+            let end = Int(index) + 1 < blockStarts.count ? Int(blockStarts[Int(index) + 1]) : blocks.count
+            if end - start == block.count && blocks[start..<end].elementsEqual(block) { return index }
+        }
+        let index = UInt32(blockStarts.count)
+        blockStarts.append(UInt32(truncatingIfNeeded: blocks.count))
+        blocks.append(contentsOf: block)
+        guard keys.count + blocks.count <= Int(UInt32.max) else { throw BundleError(.invalidArgument, "index strings exceed 4 GiB") }
+        blocksByHash[h, default: []].append(index)
+        return index
+    }
+
+    /// The whole file, as pieces to write in order: the header with the body records, the entry records, the slots
+    /// with the block offsets, the keys, the header blocks, the rules.
+    package func finish(bodies: [IndexBodyRecord], manifestSHA256: [UInt8], rules: BundleRules, createdAt: Int64?) throws -> [[UInt8]] {
+        guard added == entryCount, bodies.count == bodyCount else { throw BundleError(.invalidArgument, "index entries or bodies differ from those announced") }
         for i in bodies.indices.dropFirst() where !(bodies[i - 1].sha256.lexicographicallyPrecedes(bodies[i].sha256)) {
             throw BundleError(.invalidArgument, "index bodies must be sorted by digest and unique")
         }
         guard manifestSHA256.count == 32 else { throw BundleError(.invalidArgument, "manifest digest must be 32 bytes") }
+        let encodedRules = try rules.encoded()
+        let keysEnd = keys.count
+        let rulesOffset = keysEnd + blocks.count
+        let stringsLength = rulesOffset + encodedRules.count
+        guard stringsLength <= Int(UInt32.max) else { throw BundleError(.invalidArgument, "index strings exceed 4 GiB") }
 
-        // Strings: keys, then the interned header blocks, then the rules.
-        var strings = [UInt8]()
-        func checkSize() throws {
-            guard strings.count <= Int(UInt32.max) else { throw BundleError(.invalidArgument, "index strings exceed 4 GiB") }
-        }
-        var keyOffsets = [UInt32]()
-        keyOffsets.reserveCapacity(entries.count)
-        for entry in entries {
-            guard !entry.key.isEmpty else { throw BundleError(.invalidArgument, "an index key is empty") }
-            keyOffsets.append(UInt32(truncatingIfNeeded: strings.count))
-            strings.append(contentsOf: entry.key.utf8)
-            try checkSize()
-        }
-        let keysEnd = UInt32(strings.count)
-        var blockIndex = [[UInt8]: UInt32]()
-        var blockOffsets = [UInt32]()
-        var entryBlocks = [UInt32]()
-        entryBlocks.reserveCapacity(entries.count)
-        for entry in entries {
-            var block = [UInt8]()
-            for (name, value) in entry.headers {
-                // Bytes, not Characters: "\r\n" is one Character and would pass a Character test.
-                guard !name.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D || $0 == 0 || $0 == UInt8(ascii: ":") }), !name.isEmpty,
-                    !value.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D || $0 == 0 })
-                else { throw BundleError(.invalidArgument, "header \(name) has a line break or colon in it", entry: entry.key) }
-                block.append(contentsOf: name.lowercased().utf8)
-                block.append(contentsOf: ": ".utf8)
-                block.append(contentsOf: value.utf8)
-                block.append(0x0A)
-            }
-            if let index = blockIndex[block] {
-                entryBlocks.append(index)
-            } else {
-                let index = UInt32(blockOffsets.count)
-                blockIndex[block] = index
-                blockOffsets.append(UInt32(truncatingIfNeeded: strings.count))
-                strings.append(contentsOf: block)
-                try checkSize()
-                entryBlocks.append(index)
-            }
-        }
-        let rulesOffset = UInt32(truncatingIfNeeded: strings.count)
-        blockOffsets.append(rulesOffset)
-        strings.append(contentsOf: try rules.encoded())
-        try checkSize()
-        let rulesLength = UInt32(truncatingIfNeeded: strings.count) - rulesOffset
-
-        let blockCount = blockOffsets.count - 1
-        let slotCount = IndexLayout.slotCount(forEntries: entries.count)
+        let blockCount = blockStarts.count
+        let slotCount = slots.count
         let bodiesOffset = IndexLayout.headerSize
-        let entriesOffset = align8(bodiesOffset + bodies.count * IndexLayout.bodyRecordSize)
-        let slotsOffset = entriesOffset + entries.count * IndexLayout.entryRecordSize
+        let entriesOffset = Self.align8(bodiesOffset + bodies.count * IndexLayout.bodyRecordSize)
+        let slotsOffset = entriesOffset + entryCount * IndexLayout.entryRecordSize
         let blocksOffset = slotsOffset + slotCount * IndexLayout.slotSize
-        let stringsOffset = align8(blocksOffset + blockOffsets.count * 4)
+        let stringsOffset = Self.align8(blocksOffset + (blockCount + 1) * 4)
 
-        var out = [UInt8]()
-        out.reserveCapacity(stringsOffset + strings.count)
-        out.append(contentsOf: IndexLayout.magic)
-        out.appendLE(BundleFormat.version)
-        out.appendLE(UInt32(0))
-        out.appendLE(UInt32(entries.count))
-        out.appendLE(UInt32(bodies.count))
-        out.appendLE(UInt32(slotCount))
-        out.appendLE(UInt32(blockCount))
-        out.appendLE(UInt64(bodiesOffset))
-        out.appendLE(UInt64(entriesOffset))
-        out.appendLE(UInt64(slotsOffset))
-        out.appendLE(UInt64(blocksOffset))
-        out.appendLE(UInt64(stringsOffset))
-        out.appendLE(UInt64(strings.count))
-        out.append(contentsOf: manifestSHA256)
-        out.appendLE(UInt64(bitPattern: createdAt ?? IndexLayout.noTime))
-        out.appendLE(keysEnd)
-        out.appendLE(rulesOffset)
-        out.appendLE(rulesLength)
-        out.append(contentsOf: repeatElement(0, count: IndexLayout.headerSize - out.count))
-
+        var head = [UInt8]()
+        head.reserveCapacity(entriesOffset)
+        head.append(contentsOf: IndexLayout.magic)
+        head.appendLE(BundleFormat.version)
+        head.appendLE(UInt32(0))
+        head.appendLE(UInt32(entryCount))
+        head.appendLE(UInt32(bodies.count))
+        head.appendLE(UInt32(slotCount))
+        head.appendLE(UInt32(blockCount))
+        head.appendLE(UInt64(bodiesOffset))
+        head.appendLE(UInt64(entriesOffset))
+        head.appendLE(UInt64(slotsOffset))
+        head.appendLE(UInt64(blocksOffset))
+        head.appendLE(UInt64(stringsOffset))
+        head.appendLE(UInt64(stringsLength))
+        head.append(contentsOf: manifestSHA256)
+        head.appendLE(UInt64(bitPattern: createdAt ?? IndexLayout.noTime))
+        head.appendLE(UInt32(keysEnd))
+        head.appendLE(UInt32(rulesOffset))
+        head.appendLE(UInt32(encodedRules.count))
+        head.append(contentsOf: repeatElement(0, count: IndexLayout.headerSize - head.count))
         for body in bodies {
             guard body.sha256.count == 32 else { throw BundleError(.invalidArgument, "body digest must be 32 bytes") }
             let headerLength = body.dataOffset &- body.localHeaderOffset
             guard body.dataOffset >= body.localHeaderOffset, headerLength <= 0xFFFF else {
                 throw BundleError(.invalidArgument, "a body's local header is longer than 65535 bytes")
             }
-            out.append(contentsOf: body.sha256)
-            out.appendLE(body.localHeaderOffset)
-            out.appendLE(body.storedSize)
-            out.appendLE(body.size)
-            out.appendLE(body.crc32)
-            out.appendLE(body.storedCRC32)
-            out.appendLE(UInt16(headerLength))
-            out.append(UInt8(truncatingIfNeeded: body.compression.rawValue))
-            out.append(0)
+            head.append(contentsOf: body.sha256)
+            head.appendLE(body.localHeaderOffset)
+            head.appendLE(body.storedSize)
+            head.appendLE(body.size)
+            head.appendLE(body.crc32)
+            head.appendLE(body.storedCRC32)
+            head.appendLE(UInt16(headerLength))
+            head.append(UInt8(truncatingIfNeeded: body.compression.rawValue))
+            head.append(0)
         }
-        out.append(contentsOf: repeatElement(0, count: entriesOffset - out.count))
-        for (i, entry) in entries.enumerated() {
-            guard entry.flags & ~IndexLayout.knownEntryFlags == 0 else { throw BundleError(.invalidArgument, "unknown entry flags", entry: entry.key) }
-            out.appendLE(keyOffsets[i])
-            out.appendLE(entryBlocks[i])
-            if let body = entry.body {
-                guard body >= 0, body < bodies.count else { throw BundleError(.invalidArgument, "body reference out of range", entry: entry.key) }
-                out.appendLE(UInt32(body))
-            } else {
-                guard entry.flags & IndexLayout.flagETagSynthesized == 0 else {
-                    throw BundleError(.invalidArgument, "an entry without a body cannot have a synthesized ETag", entry: entry.key)
-                }
-                out.appendLE(IndexLayout.noBody)
-            }
-            out.appendLE(entry.status)
-            out.append(entry.kind.rawValue)
-            out.append(entry.flags)
-            out.appendLE(UInt64(bitPattern: entry.fetchedAt ?? IndexLayout.noTime))
-            out.appendLE(UInt64(bitPattern: entry.originDate ?? IndexLayout.noTime))
-        }
+        head.append(contentsOf: repeatElement(0, count: entriesOffset - head.count))
 
-        var slots = [UInt64](repeating: 0, count: slotCount)
-        let mask = slotCount - 1
-        for (i, entry) in entries.enumerated() {
-            var key = entry.key
-            let h = key.withUTF8 { IndexLayout.hash(UnsafeRawBufferPointer($0)) }
-            var slot = Int(truncatingIfNeeded: h) & mask
-            while slots[slot] != 0 { slot = (slot + 1) & mask }
-            slots[slot] = (h >> 32) | (UInt64(i + 1) << 32)
-        }
+        var table = [UInt8]()
+        table.reserveCapacity(stringsOffset - slotsOffset)
         for slot in slots {
-            out.appendLE(UInt32(truncatingIfNeeded: slot))
-            out.appendLE(UInt32(truncatingIfNeeded: slot >> 32))
+            table.appendLE(UInt32(truncatingIfNeeded: slot))
+            table.appendLE(UInt32(truncatingIfNeeded: slot >> 32))
         }
-        for offset in blockOffsets { out.appendLE(offset) }
-        out.append(contentsOf: repeatElement(0, count: stringsOffset - out.count))
-        out.append(contentsOf: strings)
-        return out
+        for start in blockStarts { table.appendLE(UInt32(keysEnd) + start) }
+        table.appendLE(UInt32(rulesOffset))
+        table.append(contentsOf: repeatElement(0, count: stringsOffset - slotsOffset - table.count))
+        return [head, records, table, keys, blocks, encodedRules]
     }
 
     private static func align8(_ n: Int) -> Int { (n + 7) & ~7 }

@@ -191,13 +191,15 @@ public struct BundleWriter: Sendable {
         let zip = ZipWriter(output: output)
         let bodyRecords = try Self.writeBodies(unique.bodies, to: zip, output: output, spool: spool)
         let sink = ManifestSink(level: options.compressionLevel, spool: spool)
-        let (totals, indexEntries) = try metadata(keyed, prepared: prepared, unique: unique, manifest: sink)
+        let (totals, index) = try metadata(keyed, prepared: prepared, unique: unique, bodyCount: bodyRecords.count, manifest: sink)
         let manifest = try sink.finish()
-        let indexBytes = try IndexBuilder.build(
-            entries: indexEntries, bodies: bodyRecords, manifestSHA256: manifest.sha256, rules: options.rules,
-            createdAt: clamped(options.createdAt).map(Self.seconds))
-        let digest = hexString(Array(SHA256.hash(data: indexBytes)))
-        try writeMetadata(index: indexBytes, manifest: manifest, digest: digest, to: zip, output: output, spool: spool)
+        // index.bin in pieces, written one after the other: never joined in memory.
+        let indexPieces = try index.finish(
+            bodies: bodyRecords, manifestSHA256: manifest.sha256, rules: options.rules, createdAt: clamped(options.createdAt).map(Self.seconds))
+        var hasher = SHA256()
+        for piece in indexPieces { hasher.update(data: piece) }
+        let digest = hexString(Array(hasher.finalize()))
+        try writeMetadata(index: indexPieces, manifest: manifest, digest: digest, to: zip, output: output, spool: spool)
         try zip.finish(comment: Array((BundleFormat.commentPrefix + "sha256:" + digest).utf8))
         let fileSize = output.offset
         try output.commit()
@@ -287,13 +289,13 @@ public struct BundleWriter: Sendable {
         }
     }
 
-    /// The manifest, written into `sink` entry by entry, and the index's entry records.
+    /// The manifest, written into `sink` entry by entry, and the index, added to entry by entry (no entry's record is
+    /// kept until the end).
     private func metadata(
-        _ keyed: [(key: String, index: Int)], prepared: [PreparedBody?], unique: (bodies: [PreparedBody], position: [[UInt8]: Int]),
+        _ keyed: [(key: String, index: Int)], prepared: [PreparedBody?], unique: (bodies: [PreparedBody], position: [[UInt8]: Int]), bodyCount: Int,
         manifest sink: ManifestSink
-    ) throws -> (ManifestTotals, [IndexEntryRecord]) {
-        var indexEntries = [IndexEntryRecord]()
-        indexEntries.reserveCapacity(keyed.count)
+    ) throws -> (ManifestTotals, IndexAccumulator) {
+        var index = IndexAccumulator(entryCount: keyed.count, bodyCount: bodyCount)
         let formatter = ISO8601DateFormatter()
         let totals = ManifestTotals(
             entries: keyed.count, bodies: unique.bodies.count, bodyBytes: unique.bodies.reduce(0) { $0 + $1.size },
@@ -327,13 +329,12 @@ public struct BundleWriter: Sendable {
                     item.key, entry, headers: headers, body: body, flags: flags, fetchedAt: fetchedAt, originDate: originDate, formatter: formatter),
                 first: i == 0, to: &sink.buffer)
             try sink.flush()
-            indexEntries.append(
-                IndexEntryRecord(
-                    key: item.key, status: UInt16(entry.status), kind: entry.kind, flags: flags, headers: headers, body: bodyIndex,
-                    fetchedAt: fetchedAt.map(Self.seconds), originDate: originDate.map(Self.seconds)))
+            try index.add(
+                key: item.key, status: UInt16(entry.status), kind: entry.kind, flags: flags, headers: headers, body: bodyIndex,
+                fetchedAt: fetchedAt.map(Self.seconds), originDate: originDate.map(Self.seconds))
         }
         ManifestWriter.tail(manifest, hasEntries: !keyed.isEmpty, to: &sink.buffer)
-        return (totals, indexEntries)
+        return (totals, index)
     }
 
     /// A time as the bundle records it: whole seconds, no later than ``Options/timeClamp``.
@@ -380,9 +381,12 @@ public struct BundleWriter: Sendable {
 
     /// `index.bin`, `manifest.json` (deflated when that is smaller) and, when signing, `signature.json`.
     private func writeMetadata(
-        index indexBytes: [UInt8], manifest: ManifestSink.Finished, digest: String, to zip: ZipWriter, output: AtomicOutput, spool: OverflowFile
+        index pieces: [[UInt8]], manifest: ManifestSink.Finished, digest: String, to zip: ZipWriter, output: AtomicOutput, spool: OverflowFile
     ) throws {
-        try zip.addEntry(name: BundleFormat.indexEntryName, method: 0, crc32: CRC32.checksum(indexBytes), size: UInt64(indexBytes.count), data: indexBytes)
+        let crc = pieces.reduce(UInt32(0)) { crc, piece in piece.withUnsafeBytes { CRC32.checksum($0, continuing: crc) } }
+        let size = UInt64(pieces.reduce(0) { $0 + $1.count })
+        _ = try zip.beginEntry(name: BundleFormat.indexEntryName, method: 0, crc32: crc, compressedSize: size, size: size)
+        for piece in pieces { try output.write(piece) }
         switch manifest.stored {
         case .memory(_, let deflated?):
             try zip.addEntry(name: BundleFormat.manifestEntryName, method: 8, crc32: manifest.crc32, size: manifest.size, data: deflated)
