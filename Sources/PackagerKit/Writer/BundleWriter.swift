@@ -184,14 +184,12 @@ public struct BundleWriter: Sendable {
         defer { ownScratch?.remove() }
         let spool = overflow ?? OverflowFile(in: self.scratch ?? ownScratch!)
         let memory = sharedMemory ?? MemoryBudget(total: options.memoryBudget, perBody: .max)
-        // In the entries' own order (the array is not copied), then in key order.
-        let preparedByEntry = try BodyPreparer(options: options, spool: spool, memory: memory).prepare(count: entryCount) { try entry(at: $0) }
-        let prepared = keyed.map { preparedByEntry[$0.index] }
-        let unique = Self.uniqueBodies(prepared)
         let zip = ZipWriter(output: output)
-        let bodyRecords = try Self.writeBodies(unique.bodies, to: zip, output: output, spool: spool)
+        // The bodies, prepared (in the entries' own order, then in key order), deduplicated and written; what the
+        // manifest and the index need of them is kept, and their bytes let go before the metadata is made.
+        let (bodyRecords, stored, deduplicated) = try writeBodies(keyed, to: zip, output: output, spool: spool, memory: memory)
         let sink = ManifestSink(level: options.compressionLevel, spool: spool)
-        let (totals, index) = try metadata(keyed, prepared: prepared, unique: unique, bodyCount: bodyRecords.count, manifest: sink)
+        let (totals, index) = try metadata(keyed, stored: stored, bodyCount: bodyRecords.count, manifest: sink)
         let manifest = try sink.finish()
         // index.bin in pieces, written one after the other: never joined in memory.
         let indexPieces = try index.finish(
@@ -204,7 +202,7 @@ public struct BundleWriter: Sendable {
         let fileSize = output.offset
         try output.commit()
         return Summary(
-            entries: keyed.count, bodies: unique.bodies.count, deduplicated: prepared.compactMap { $0 }.count - unique.bodies.count,
+            entries: keyed.count, bodies: stored.bodies.count, deduplicated: deduplicated,
             bodyBytes: totals.bodyBytes, storedBytes: totals.storedBytes, fileSize: fileSize, digest: digest,
             signed: options.signingKey != nil)
     }
@@ -236,6 +234,34 @@ public struct BundleWriter: Sendable {
                 subject: keyed[i].key)
         }
         return keyed
+    }
+
+    /// What the metadata needs of the written bodies: for each keyed entry the position of its body in the index's
+    /// body table, and each body's digest, sizes and compression.
+    struct StoredBodies {
+        var position: [Int32]
+        var bodies: [(digest: [UInt8], size: UInt64, storedSize: UInt64, compression: BodyCompression)]
+
+        func body(ofKeyed index: Int) -> Int? { position[index] < 0 ? nil : Int(position[index]) }
+    }
+
+    /// Prepares, deduplicates and writes the bodies; returns their index records, what the metadata needs of them, and
+    /// how many bodies were the same as one written already.
+    private func writeBodies(
+        _ keyed: [(key: String, index: Int)], to zip: ZipWriter, output: AtomicOutput, spool: OverflowFile, memory: MemoryBudget
+    ) throws -> ([IndexBodyRecord], StoredBodies, Int) {
+        let prepared: [PreparedBody?]
+        do {
+            // In the entries' own order (the array is not copied), then in key order.
+            let byEntry = try BodyPreparer(options: options, spool: spool, memory: memory).prepare(count: entryCount) { try entry(at: $0) }
+            prepared = keyed.map { byEntry[$0.index] }
+        }
+        let unique = Self.uniqueBodies(prepared)
+        let records = try Self.writeBodies(unique.bodies, to: zip, output: output, spool: spool)
+        let stored = StoredBodies(
+            position: prepared.map { body in body.flatMap { unique.position[$0.digest] }.map { Int32($0) } ?? -1 },
+            bodies: unique.bodies.map { ($0.digest, $0.size, $0.storedSize, $0.compression) })
+        return (records, stored, prepared.count { $0 != nil } - unique.bodies.count)
     }
 
     /// Each distinct body once, in digest order, and where each digest stands in that order.
@@ -292,14 +318,13 @@ public struct BundleWriter: Sendable {
     /// The manifest, written into `sink` entry by entry, and the index, added to entry by entry (no entry's record is
     /// kept until the end).
     private func metadata(
-        _ keyed: [(key: String, index: Int)], prepared: [PreparedBody?], unique: (bodies: [PreparedBody], position: [[UInt8]: Int]), bodyCount: Int,
-        manifest sink: ManifestSink
+        _ keyed: [(key: String, index: Int)], stored: StoredBodies, bodyCount: Int, manifest sink: ManifestSink
     ) throws -> (ManifestTotals, IndexAccumulator) {
         var index = IndexAccumulator(entryCount: keyed.count, bodyCount: bodyCount)
         let formatter = ISO8601DateFormatter()
         let totals = ManifestTotals(
-            entries: keyed.count, bodies: unique.bodies.count, bodyBytes: unique.bodies.reduce(0) { $0 + $1.size },
-            storedBytes: unique.bodies.reduce(0) { $0 + $1.storedSize })
+            entries: keyed.count, bodies: stored.bodies.count, bodyBytes: stored.bodies.reduce(0) { $0 + $1.size },
+            storedBytes: stored.bodies.reduce(0) { $0 + $1.storedSize })
         let manifest = Manifest(
             generator: Self.generator, createdAt: clamped(options.createdAt).map { formatter.string(from: $0) }, rules: options.rules,
             entries: [], totals: totals)
@@ -312,16 +337,16 @@ public struct BundleWriter: Sendable {
             // A synthesized ETag is a flag, derived from the digest when answering: it is never stored as a header, so
             // it cannot pass for the origin's, and header blocks stay shareable.
             var flags: UInt8 = 0
-            if entry.synthesizeETag, prepared[i] != nil, !headers.contains(where: { $0.name == "etag" }) { flags |= IndexLayout.flagETagSynthesized }
+            let bodyIndex = stored.body(ofKeyed: i)
+            if entry.synthesizeETag, bodyIndex != nil, !headers.contains(where: { $0.name == "etag" }) { flags |= IndexLayout.flagETagSynthesized }
             if entry.lastModifiedSynthesized, headers.contains(where: { $0.name == "last-modified" }) {
                 flags |= IndexLayout.flagLastModifiedSynthesized
             }
             let fetchedAt = clamped(entry.fetchedAt)
             let originDate = clamped(entry.originDate)
             if let sent = entry.originDate, let originDate, sent != originDate { Self.moveExpires(in: &headers, by: originDate.timeIntervalSince(sent)) }
-            let bodyIndex = prepared[i].flatMap { unique.position[$0.digest] }
             // Describe the copy actually stored: identical bytes under two media types are stored once, one way.
-            let body = bodyIndex.map { unique.bodies[$0] }.map {
+            let body = bodyIndex.map { stored.bodies[$0] }.map {
                 ManifestBody(sha256: hexString($0.digest), size: $0.size, storedSize: $0.storedSize, compression: $0.compression)
             }
             ManifestWriter.line(
