@@ -4,6 +4,25 @@ import PackagerKit
 import TestSupport
 import Testing
 
+/// A Python client for raw HTTP/1.1 exchanges: `exchange(data, later)` sends `data` (and `later` 0.3 s after), then
+/// reads until the server closes the connection. The port is the script's first argument.
+let rawExchange = #"""
+    import re, socket, sys, time
+    def exchange(data, later=b""):
+        s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+        s.sendall(data)
+        if later:
+            time.sleep(0.3)
+            s.sendall(later)
+        got = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk: break
+            got += chunk
+        return got
+
+    """#
+
 @Suite("packager serve, checked with curl")
 struct ServeCommandTests {
     func curl(_ arguments: [String]) async throws -> String { try await run("curl", ["-s"] + arguments).output }
@@ -40,23 +59,14 @@ struct ServeCommandTests {
         try await withServe(folder.path + "/b.zip") { base, _ in
             let port = String(base.split(separator: ":").last ?? "")
             // Three requests in one write, the last asking to close; then an HTTP/1.0 request on its own connection.
-            let script = #"""
-                import re, socket, sys
-                def exchange(data):
-                    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
-                    s.sendall(data)
-                    got = b""
-                    while True:
-                        chunk = s.recv(65536)
-                        if not chunk: break
-                        got += chunk
-                    return got
-                one = exchange(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\nHEAD /logo.png HTTP/1.1\r\nHost: localhost\r\n\r\nGET /not-there HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-                two = exchange(b"GET /logo.png HTTP/1.0\r\n\r\n")
-                # A response follows the previous body directly: its status line need not start a line.
-                heads = [b"HTTP/1.1 " + code for code in re.findall(rb"HTTP/1\.1 (\d{3}) ", one)]
-                print(b" ".join(heads).decode(), len(one), one.count(b"<p>Offline and fine.</p>"), b" ".join(two.split(b"\r\n")[0].split(b" ")[:2]).decode(), len(two))
-                """#
+            let script =
+                rawExchange + #"""
+                    one = exchange(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\nHEAD /logo.png HTTP/1.1\r\nHost: localhost\r\n\r\nGET /not-there HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                    two = exchange(b"GET /logo.png HTTP/1.0\r\n\r\n")
+                    # A response follows the previous body directly: its status line need not start a line.
+                    heads = [b"HTTP/1.1 " + code for code in re.findall(rb"HTTP/1\.1 (\d{3}) ", one)]
+                    print(b" ".join(heads).decode(), len(one), one.count(b"<p>Offline and fine.</p>"), b" ".join(two.split(b"\r\n")[0].split(b" ")[:2]).decode(), len(two))
+                    """#
             try folder.file("client.py", script)
             let result = try await run("python3", [folder.path + "/client.py", port])
             // Both exchanges end because the server closed (the client reads to the end): a hang would time out.
@@ -125,30 +135,18 @@ struct ServeCommandTests {
             // Forty requests in two writes, behind answers read off the event loop (large, not yet kept): all answered, in
             // order; the second write waits in the socket while sixteen requests wait to be answered, and is read after.
             // Then a request NIO cannot parse: 400; and one in absolute form, answered for the host it names.
-            let script = #"""
-                import re, socket, sys, time
-                def exchange(data, later=b""):
-                    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
-                    s.sendall(data)
-                    if later:
-                        time.sleep(0.3)
-                        s.sendall(later)
-                    got = b""
-                    while True:
-                        chunk = s.recv(65536)
-                        if not chunk: break
-                        got += chunk
-                    return got
-                asks = [b"GET /page.html HTTP/1.1\r\nHost: localhost\r\n\r\n"] + [b"GET /photo.jpg HTTP/1.1\r\nHost: localhost\r\n\r\n"] * 38
-                asks.append(b"GET /nothing HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-                one = exchange(b"".join(asks[:20]), b"".join(asks[20:]))
-                codes = re.findall(rb"HTTP/1\.1 (\d{3}) ", one)
-                lengths = [int(n) for n in re.findall(rb"content-length: (\d+)\r\n", one)]
-                bad = exchange(b"GET / HTTP/1.1\r\nHost: localhost\r\nBad Header\r\n\r\n")
-                # Absolute form (RFC 9112 §3.2.2): the target's authority counts, not the Host field.
-                absolute = exchange(b"GET http://localhost/photo.jpg HTTP/1.1\r\nHost: elsewhere.example\r\nConnection: close\r\n\r\n")
-                print(len(codes), b",".join(sorted(set(codes[:39]))).decode(), codes[-1].decode(), lengths[0], len(set(lengths[1:39])), lengths[1], bad.split(b"\r\n")[0].decode().replace(" ", "_"), absolute.split(b"\r\n")[0].decode().replace(" ", "_"))
-                """#
+            let script =
+                rawExchange + #"""
+                    asks = [b"GET /page.html HTTP/1.1\r\nHost: localhost\r\n\r\n"] + [b"GET /photo.jpg HTTP/1.1\r\nHost: localhost\r\n\r\n"] * 38
+                    asks.append(b"GET /nothing HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                    one = exchange(b"".join(asks[:20]), b"".join(asks[20:]))
+                    codes = re.findall(rb"HTTP/1\.1 (\d{3}) ", one)
+                    lengths = [int(n) for n in re.findall(rb"content-length: (\d+)\r\n", one)]
+                    bad = exchange(b"GET / HTTP/1.1\r\nHost: localhost\r\nBad Header\r\n\r\n")
+                    # Absolute form (RFC 9112 §3.2.2): the target's authority counts, not the Host field.
+                    absolute = exchange(b"GET http://localhost/photo.jpg HTTP/1.1\r\nHost: elsewhere.example\r\nConnection: close\r\n\r\n")
+                    print(len(codes), b",".join(sorted(set(codes[:39]))).decode(), codes[-1].decode(), lengths[0], len(set(lengths[1:39])), lengths[1], bad.split(b"\r\n")[0].decode().replace(" ", "_"), absolute.split(b"\r\n")[0].decode().replace(" ", "_"))
+                    """#
             try folder.file("client.py", script)
             let port = String(base.split(separator: ":").last ?? "")
             let result = try await run("python3", [folder.path + "/client.py", port])
