@@ -213,9 +213,12 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             sendHead(response, context: context)
             return end(keepAlive: keepAlive, context: context)
         }
-        // A bundle's answer to a plain GET is kept, whole, once its body has gone out checked.
+        // A bundle's answer to a plain GET is kept, whole, once its body has gone out checked (not when the loader has a
+        // last-seen cache: what it keeps can take the bundle's place later).
         var filling: Filling?
-        if cacheable, case .bundle = answer.source, let length = record.contentLength.flatMap({ Int($0) }), length <= ResponseCache.maxBody {
+        if cacheable, loader.options.lastSeen == nil, case .bundle = answer.source, let length = record.contentLength.flatMap({ Int($0) }),
+            length <= ResponseCache.maxBody
+        {
             filling = Filling(
                 key: key, generation: generation, response: answer, length: length,
                 answer: .init(

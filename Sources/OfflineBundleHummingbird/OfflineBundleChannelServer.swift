@@ -66,7 +66,8 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     ///     period, so such a connection closes after one to two periods.
     ///   - responseCacheSize: memory for whole responses to plain GET requests (no conditional or Range header), kept
     ///     ready to send again: the head as bytes and the body as checked and sent, bodies of at most 4 MiB; shared by
-    ///     the event loops, emptied when the handle's loader is replaced. 0 keeps none.
+    ///     the event loops, emptied when the handle's loader is replaced. 0 keeps none; nor is anything kept from a
+    ///     loader with a last-seen cache (what it keeps later takes the bundle's place).
     ///   - accepts: whether a request's Host (without port; nil when it sent none) is answered; others get 421. It must
     ///     give the same result for the same Host: an answer kept for a Host value is given again without asking.
     ///   - served: called after each response head, for an access log.

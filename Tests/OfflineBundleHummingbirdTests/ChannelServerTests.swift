@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import OfflineBundle
 import OfflineBundleHummingbird
 import TestSupport
@@ -32,6 +33,22 @@ struct ChannelServerTests {
         let fields = idle.output.split(separator: " ").map { String($0) }
         #expect(fields.first == "0", "\(idle.output)")
         #expect(fields.count == 2 && (Double(fields[1].trimmingCharacters(in: .whitespacesAndNewlines)) ?? 99) < 5, "\(idle.output)")
+        await server.stop()
+    }
+}
+
+extension ChannelServerTests {
+    @Test("with a last-seen cache in the loader, answers are not kept: what the network gave later takes the bundle's place")
+    func lastSeenIsNotShadowedByKeptAnswers() async throws {
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
+        let seen = try LastSeenCache(directory: folder.path + "/seen", maxBytes: 1 << 20)
+        let loader = try OfflineLoader(path: folder.path + "/b.zip", options: LoaderOptions(lastSeen: seen))
+        let server = try await OfflineBundleChannelServer.start(handle: LoaderHandle(loader), routes: [.init(origin: "https://docs.example.com")])
+        let base = "http://127.0.0.1:\(server.port)"
+        for _ in 0..<2 { #expect(try await run("curl", ["-s", base + "/"]).output == samplePage) }
+        #expect(loader.remember(BundleRequest(url: "https://docs.example.com/"), status: 200, headers: [.contentType: "text/plain"], body: Data("fresh".utf8)))
+        #expect(try await run("curl", ["-s", base + "/"]).output == "fresh")
         await server.stop()
     }
 }
