@@ -232,10 +232,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             guard span.descriptor >= 0 else { return empty(500, record, request: request, keepAlive: keepAlive, context: context) }
             sendHead(response, context: context)
             if !span.prefix.isEmpty { send(ByteBuffer(bytes: span.prefix), context: context) }
-            let file = ResponseCache.SharedFile(descriptor: span.descriptor)
-            sendFile(
-                ResponseCache.FileBytes(descriptor: file.descriptor, offset: Int(span.offset), count: Int(span.count), memory: 0, owner: file),
-                context: context)
+            sendFile(ResponseCache.FileBytes(span), context: context)
             if !span.suffix.isEmpty { send(ByteBuffer(bytes: span.suffix), context: context) }
             return end(keepAlive: keepAlive, context: context)
         }
@@ -421,8 +418,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         send(ByteBuffer(bytes: chunk), context: context)
     }
 
-    /// Keeps a whole answer whose body went out checked: as a span of the bundle file when it is a stored body (checked
-    /// now) and not small, else as the bytes sent.
+    /// Keeps a whole answer whose body went out checked: as a span of the bundle file when it is one (a stored body or a
+    /// gzip answer, checked now) and not small, else as the bytes sent.
     private func keep(_ filling: Filling?) {
         guard let filling, let cache, filling.bytes.readableBytes == filling.length else { return }
         var answer = filling.answer
@@ -483,10 +480,10 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// A span of a file, sent with `sendfile`; what keeps the descriptor open and the bytes there is held until it went.
     private func sendFile(_ file: ResponseCache.FileBytes, context: ChannelHandlerContext) {
         // A handle of this write's own over the shared descriptor, which it gives back (without closing it) once done.
-        let handle = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: file.descriptor)
+        let handle = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: file.file.descriptor)
         let region = FileRegion(fileHandle: handle, readerIndex: file.offset, endIndex: file.offset + file.count)
         let channel = context.channel
-        let owner = file.owner
+        let owner = file.file
         context.write(wrapOutboundOut(.fileRegion(region))).whenComplete { result in
             _ = try? handle.takeDescriptorOwnership()
             withExtendedLifetime(owner) {}

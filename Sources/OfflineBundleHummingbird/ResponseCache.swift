@@ -15,10 +15,10 @@ import OfflineBundle
 /// Range header) that a bundle answered with a body it has checked, the response head as bytes (without the lines
 /// that change per request: Date, Age, Connection) and the body as sent.
 ///
-/// A stored body of at least ``minFileSpan`` goes out with `sendfile` from its span of the bundle file, as nginx sends
-/// a file; other bodies (inflated pages, gzip members) are bytes, written with the head in one write. (Sending those
-/// from a file on tmpfs instead, to spare the copy, measured slower on loopback: 0.64x of nginx against 0.76x for the
-/// python docs' pages in turn.)
+/// A stored body or a gzip answer of at least ``minFileSpan`` goes out with `sendfile` from its span of the bundle file,
+/// as nginx sends a file (a gzip answer's header and trailer around it, under TCP_CORK); other bodies (inflated pages,
+/// small ones) are bytes, written with the head in one write. (Sending inflated pages from a file on tmpfs instead, to
+/// spare the copy, measured slower on loopback: 0.64x of nginx against 0.76x for the python docs' pages in turn.)
 ///
 /// One cache for all of a server's event loops, behind a lock held for a dictionary lookup. It answers only for the
 /// loader generation it was filled from: a reload (``LoaderHandle/replace(with:)``) empties it on the next request.
@@ -59,15 +59,7 @@ final class ResponseCache: Sendable {
         var memory: Int {
             switch self {
             case .bytes(let bytes): bytes.readableBytes
-            case .file(let file, let prefix, let suffix): file.memory + prefix.readableBytes + suffix.readableBytes
-            }
-        }
-
-        /// Bytes it sends.
-        var count: Int {
-            switch self {
-            case .bytes(let bytes): bytes.readableBytes
-            case .file(let file, let prefix, let suffix): prefix.readableBytes + file.count + suffix.readableBytes
+            case .file(_, let prefix, let suffix): prefix.readableBytes + suffix.readableBytes
             }
         }
     }
@@ -75,12 +67,16 @@ final class ResponseCache: Sendable {
     /// A span of an open file, and what keeps the descriptor open and the bytes there while it is held (by the cache,
     /// and by each write that sends it).
     struct FileBytes: Sendable {
-        var descriptor: Int32
+        var file: SharedFile
         var offset: Int
         var count: Int
-        /// Memory the span holds (none for a bundle file's span).
-        var memory: Int
-        var owner: any AnyObject & Sendable
+
+        /// `span` of `file`, or of a descriptor of its own (the span's, which it then owns) when no file is given.
+        init(_ span: BundleResponse.FileSpan, in file: SharedFile? = nil) {
+            self.file = file ?? SharedFile(descriptor: span.descriptor)
+            offset = Int(span.offset)
+            count = Int(span.count)
+        }
     }
 
     /// A descriptor closed when the last answer and the last write that use it let it go. (Not a `NIOFileHandle`: one
@@ -93,7 +89,8 @@ final class ResponseCache: Sendable {
         deinit { closeDescriptor(descriptor) }
     }
 
-    /// Stored bodies at least this large go out with `sendfile`; smaller ones as bytes, in one write with the head.
+    /// Stored bodies and gzip answers at least this large go out with `sendfile`; smaller ones as bytes, in one write with
+    /// the head.
     static let minFileSpan = 32 << 10
     /// Bodies held as bytes larger than this are not kept.
     static let maxBody = 4 << 20
@@ -151,7 +148,7 @@ final class ResponseCache: Sendable {
             return (file, nil)
         }
         if let spare { closeDescriptor(spare) }
-        return FileBytes(descriptor: shared.descriptor, offset: Int(span.offset), count: Int(span.count), memory: 0, owner: shared)
+        return FileBytes(span, in: shared)
     }
 
     /// Keeps `answer` for `key`, when it fits, letting answers go past the budget.
@@ -165,9 +162,6 @@ final class ResponseCache: Sendable {
             state.used += answer.cost
         }
     }
-
-    /// How many answers, and how many bytes, are kept.
-    var usage: (count: Int, bytes: Int) { state.withLockedValue { ($0.answers.count, $0.used) } }
 }
 
 /// Closes a descriptor (a free function: inside types `close` names NIO's channel method).
@@ -184,8 +178,9 @@ enum ResponseHead {
         buffer.writeString(HTTPResponseStatus(statusCode: status).reasonPhrase)
         buffer.writeStaticString("\r\n")
         for field in fields where field.name != .age {
+            var value = field.value
             // A recorded redirect to the origin itself stays on this server.
-            let value = route != nil && (field.name == .location || field.name == .contentLocation) ? route!.localize(field.value) : field.value
+            if let route, field.name == .location || field.name == .contentLocation { value = route.localize(value) }
             line(&buffer, field.name.canonicalName, value)
         }
         if let serverName { line(&buffer, "server", serverName) }
