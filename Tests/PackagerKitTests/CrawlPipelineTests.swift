@@ -200,7 +200,9 @@ struct EntryStoreTests {
         }
         store.setPrepared(
             4,
-            PreparedBody(digest: Array(repeating: 7, count: 32), crc32: 1, storedCRC32: 2, size: 3, storedSize: 4, compression: .deflate, storage: .memory([1]))
+            PreparedBody(
+                digest: BodyDigest(bytes: Array(repeating: UInt8(7), count: 32)), crc32: 1, storedCRC32: 2, size: 3, storedSize: 4, compression: .deflate,
+                storage: .memory([1]))
         )
         // Part of the records went to the file (64 KiB at a time), the rest are still in memory.
         let onDisk = (try? FileManager.default.attributesOfItem(atPath: folder.path + "/entries")[.size] as? Int) ?? 0

@@ -147,15 +147,17 @@ package enum IndexBuilder {
         createdAt: Int64?
     ) throws -> [UInt8] {
         var accumulator = IndexAccumulator(entryCount: entries.count, bodyCount: bodies.count)
+        for body in bodies { try accumulator.addBody(body) }
         for entry in entries { try accumulator.add(entry) }
-        return Array(try accumulator.finish(bodies: bodies, manifestSHA256: manifestSHA256, rules: rules, createdAt: createdAt).joined())
+        return Array(try accumulator.finish(manifestSHA256: manifestSHA256, rules: rules, createdAt: createdAt).joined())
     }
 }
 
-/// `index.bin` built entry by entry, in key order, so a writer need not hold every entry's record (with its header
-/// lines) until the end: each entry leaves its key, its 32-byte record, its hash slot and, when no entry before it had
-/// the same header lines, its header block. ``finish(bodies:manifestSHA256:rules:createdAt:)`` returns the file as
-/// pieces, to be written one after the other without joining them.
+/// `index.bin` built body by body and entry by entry, so a writer need not hold every body's record or every entry's
+/// record (with its header lines) until the end: each body leaves its 64-byte record, and each entry its key, its
+/// 32-byte record, its hash slot and, when no entry before it had the same header lines, its header block.
+/// ``finish(manifestSHA256:rules:createdAt:)`` returns the file as pieces, to be written one after the other without
+/// joining them.
 package struct IndexAccumulator {
     private let entryCount: Int
     private let bodyCount: Int
@@ -170,6 +172,9 @@ package struct IndexAccumulator {
     private var records = [UInt8]()
     private var slots: [UInt64]
     private var added = 0
+    /// The body records so far, in digest order.
+    private var bodyRecords = [UInt8]()
+    private var bodiesAdded = 0
 
     /// For `entryCount` entries (exactly that many are added) referring to `bodyCount` bodies.
     package init(entryCount: Int, bodyCount: Int) {
@@ -177,6 +182,43 @@ package struct IndexAccumulator {
         self.bodyCount = bodyCount
         slots = [UInt64](repeating: 0, count: IndexLayout.slotCount(forEntries: entryCount))
         records.reserveCapacity(entryCount * IndexLayout.entryRecordSize)
+        bodyRecords.reserveCapacity(bodyCount * IndexLayout.bodyRecordSize)
+    }
+
+    /// Adds the next body; digests must come in increasing byte order.
+    package mutating func addBody(_ body: IndexBodyRecord) throws {
+        try addBody(
+            sha256: body.sha256, localHeaderOffset: body.localHeaderOffset, dataOffset: body.dataOffset, storedSize: body.storedSize,
+            size: body.size, crc32: body.crc32, storedCRC32: body.storedCRC32, compression: body.compression)
+    }
+
+    /// Adds the next body (the fields of an ``IndexBodyRecord``); digests must come in increasing byte order.
+    package mutating func addBody(
+        sha256: [UInt8], localHeaderOffset: UInt64, dataOffset: UInt64, storedSize: UInt64, size: UInt64, crc32: UInt32, storedCRC32: UInt32,
+        compression: BodyCompression
+    ) throws {
+        guard bodiesAdded < bodyCount else { throw BundleError(.invalidArgument, "more index bodies than announced") }
+        guard sha256.count == 32 else { throw BundleError(.invalidArgument, "body digest must be 32 bytes") }
+        if bodiesAdded > 0 {
+            let last = bodyRecords.count - IndexLayout.bodyRecordSize
+            guard bodyRecords[last..<(last + 32)].lexicographicallyPrecedes(sha256) else {
+                throw BundleError(.invalidArgument, "index bodies must be sorted by digest and unique")
+            }
+        }
+        let headerLength = dataOffset &- localHeaderOffset
+        guard dataOffset >= localHeaderOffset, headerLength <= 0xFFFF else {
+            throw BundleError(.invalidArgument, "a body's local header is longer than 65535 bytes")
+        }
+        bodyRecords.append(contentsOf: sha256)
+        bodyRecords.appendLE(localHeaderOffset)
+        bodyRecords.appendLE(storedSize)
+        bodyRecords.appendLE(size)
+        bodyRecords.appendLE(crc32)
+        bodyRecords.appendLE(storedCRC32)
+        bodyRecords.appendLE(UInt16(headerLength))
+        bodyRecords.append(UInt8(truncatingIfNeeded: compression.rawValue))
+        bodyRecords.append(0)
+        bodiesAdded += 1
     }
 
     /// Adds the next entry; keys must come in increasing byte order.
@@ -258,12 +300,11 @@ package struct IndexAccumulator {
         return index
     }
 
-    /// The whole file, as pieces to write in order: the header with the body records, the entry records, the slots
-    /// with the block offsets, the keys, the header blocks, the rules.
-    package func finish(bodies: [IndexBodyRecord], manifestSHA256: [UInt8], rules: BundleRules, createdAt: Int64?) throws -> [[UInt8]] {
-        guard added == entryCount, bodies.count == bodyCount else { throw BundleError(.invalidArgument, "index entries or bodies differ from those announced") }
-        for i in bodies.indices.dropFirst() where !(bodies[i - 1].sha256.lexicographicallyPrecedes(bodies[i].sha256)) {
-            throw BundleError(.invalidArgument, "index bodies must be sorted by digest and unique")
+    /// The whole file, as pieces to write in order: the header, the body records, the entry records, the slots with
+    /// the block offsets, the keys, the header blocks, the rules.
+    package func finish(manifestSHA256: [UInt8], rules: BundleRules, createdAt: Int64?) throws -> [[UInt8]] {
+        guard added == entryCount, bodiesAdded == bodyCount else {
+            throw BundleError(.invalidArgument, "index entries or bodies differ from those announced")
         }
         guard manifestSHA256.count == 32 else { throw BundleError(.invalidArgument, "manifest digest must be 32 bytes") }
         let encodedRules = try rules.encoded()
@@ -275,18 +316,18 @@ package struct IndexAccumulator {
         let blockCount = blockStarts.count
         let slotCount = slots.count
         let bodiesOffset = IndexLayout.headerSize
-        let entriesOffset = Self.align8(bodiesOffset + bodies.count * IndexLayout.bodyRecordSize)
+        let entriesOffset = Self.align8(bodiesOffset + bodyCount * IndexLayout.bodyRecordSize)
         let slotsOffset = entriesOffset + entryCount * IndexLayout.entryRecordSize
         let blocksOffset = slotsOffset + slotCount * IndexLayout.slotSize
         let stringsOffset = Self.align8(blocksOffset + (blockCount + 1) * 4)
 
         var head = [UInt8]()
-        head.reserveCapacity(entriesOffset)
+        head.reserveCapacity(IndexLayout.headerSize)
         head.append(contentsOf: IndexLayout.magic)
         head.appendLE(BundleFormat.version)
         head.appendLE(UInt32(0))
         head.appendLE(UInt32(entryCount))
-        head.appendLE(UInt32(bodies.count))
+        head.appendLE(UInt32(bodyCount))
         head.appendLE(UInt32(slotCount))
         head.appendLE(UInt32(blockCount))
         head.appendLE(UInt64(bodiesOffset))
@@ -301,23 +342,6 @@ package struct IndexAccumulator {
         head.appendLE(UInt32(rulesOffset))
         head.appendLE(UInt32(encodedRules.count))
         head.append(contentsOf: repeatElement(0, count: IndexLayout.headerSize - head.count))
-        for body in bodies {
-            guard body.sha256.count == 32 else { throw BundleError(.invalidArgument, "body digest must be 32 bytes") }
-            let headerLength = body.dataOffset &- body.localHeaderOffset
-            guard body.dataOffset >= body.localHeaderOffset, headerLength <= 0xFFFF else {
-                throw BundleError(.invalidArgument, "a body's local header is longer than 65535 bytes")
-            }
-            head.append(contentsOf: body.sha256)
-            head.appendLE(body.localHeaderOffset)
-            head.appendLE(body.storedSize)
-            head.appendLE(body.size)
-            head.appendLE(body.crc32)
-            head.appendLE(body.storedCRC32)
-            head.appendLE(UInt16(headerLength))
-            head.append(UInt8(truncatingIfNeeded: body.compression.rawValue))
-            head.append(0)
-        }
-        head.append(contentsOf: repeatElement(0, count: entriesOffset - head.count))
 
         var table = [UInt8]()
         table.reserveCapacity(stringsOffset - slotsOffset)
@@ -328,7 +352,8 @@ package struct IndexAccumulator {
         for start in blockStarts { table.appendLE(UInt32(keysEnd) + start) }
         table.appendLE(UInt32(rulesOffset))
         table.append(contentsOf: repeatElement(0, count: stringsOffset - slotsOffset - table.count))
-        return [head, records, table, keys, blocks, encodedRules]
+        let bodyPadding = [UInt8](repeating: 0, count: entriesOffset - bodiesOffset - bodyRecords.count)
+        return [head, bodyRecords, bodyPadding, records, table, keys, blocks, encodedRules]
     }
 
     private static func align8(_ n: Int) -> Int { (n + 7) & ~7 }

@@ -32,15 +32,17 @@ struct BodyPreparer {
     let spool: OverflowFile
     let memory: MemoryBudget
 
-    /// One result for each of `count` entries that `entry` gives (from any thread), in order; nil for entries without
-    /// a body.
-    func prepare(count: Int, entry read: @Sendable (Int) throws -> BundleWriter.Entry) throws -> [PreparedBody?] {
-        let results = ResultSlots(count: count)
+    /// One result for each entry that `entry` gives (from any thread), in order: the one in `ready`, or the entry's
+    /// body prepared; nil for entries without a body. Entries with a ready result are not read.
+    func prepare(_ ready: consuming [PreparedBody?], entry read: @Sendable (Int) throws -> BundleWriter.Entry) throws -> [PreparedBody?] {
+        let count = ready.count
+        let missing = ready.indices.filter { ready[$0] == nil }
+        let results = ResultSlots(consume ready)
         let memory = self.memory
         let level = options.compressionLevel
         _ = try Deflater(level: level)  // a level out of range fails here, once, not in every worker
         let spool = self.spool
-        let workers = max(1, min(options.concurrency, count))
+        let workers = max(1, min(options.concurrency, missing.count))
         let next = NIOLockedValueBox(0)
         DispatchQueue.concurrentPerform(iterations: workers) { _ in
             let deflaters: Deflaters
@@ -49,20 +51,17 @@ struct BodyPreparer {
             } catch {
                 return results.fail(error)
             }
-            while case let i = next.withLockedValue({ n -> Int in
+            while case let n = next.withLockedValue({ n -> Int in
                 defer { n += 1 }
                 return n
-            }), i < count, !results.failed {
+            }), n < missing.count, !results.failed {
+                let i = missing[n]
                 let entry: BundleWriter.Entry
                 do {
                     entry = try read(i)
                 } catch {
                     results.fail(error)
                     break
-                }
-                if let ready = entry.prepared {
-                    results.set(i, ready)
-                    continue
                 }
                 guard let source = entry.body else { continue }
                 do {
@@ -73,7 +72,9 @@ struct BodyPreparer {
             }
         }
         if let error = results.error { throw error }
-        return results.values
+        let values = results.take()
+        precondition(values.count == count)
+        return values
     }
 
     /// Hashes one body and compresses it when its media type is worth it; the result is in memory within the
@@ -93,7 +94,7 @@ struct BodyPreparer {
         let encoded = entry.headers.contains { $0.name.lowercased() == "content-encoding" && $0.value.lowercased() != "identity" }
         let compressible = !encoded && MediaTypes.isCompressible(contentType)
         return try contents.withUnsafeBytes { raw -> PreparedBody in
-            let digest = Array(SHA256.hash(data: raw))
+            let digest = BodyDigest(SHA256.hash(data: raw))
             let crc = CRC32.checksum(raw)
             if compressible, raw.count > 0, let deflated = deflaters.deflate(raw) {
                 let storage: PreparedBody.Storage =

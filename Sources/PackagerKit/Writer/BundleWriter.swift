@@ -178,22 +178,30 @@ public struct BundleWriter: Sendable {
     ///   nothing is left at `path` (a bundle already there is kept).
     @discardableResult
     public func write(to path: String) throws -> Summary {
-        let keyed = try keyedEntries()
+        let keys = try keyedEntries()
         let output = try AtomicOutput(destination: path)
         let ownScratch = self.scratch == nil ? try ScratchFolder(besideOutput: path) : nil
         defer { ownScratch?.remove() }
         let spool = overflow ?? OverflowFile(in: self.scratch ?? ownScratch!)
         let memory = sharedMemory ?? MemoryBudget(total: options.memoryBudget, perBody: .max)
-        let zip = ZipWriter(output: output)
-        // The bodies, prepared (in the entries' own order, then in key order), deduplicated and written; what the
-        // manifest and the index need of them is kept, and their bytes let go before the metadata is made.
-        let (bodyRecords, stored, deduplicated) = try writeBodies(keyed, to: zip, output: output, spool: spool, memory: memory)
+        let zip = ZipWriter(output: output, spill: spool)
+        // The bodies, prepared in the entries' own order, each distinct one written once in digest order; their bytes
+        // are let go as they are written, and what the manifest and the index need of them is kept.
+        var prepared = try prepareBodies(spool: spool, memory: memory)
+        for entry in keys.noBodyAllowed where prepared[entry] != nil {
+            let status = try self.entry(at: entry).status
+            throw PackagerError(
+                .invalidInput, "an entry with status \(status) cannot have a body (RFC 9110 §6.4.1)", subject: keys.key(ofEntry: entry))
+        }
+        let bodies = DistinctBodies(prepared, keys: keys)
+        var index = IndexAccumulator(entryCount: keys.count, bodyCount: bodies.count)
+        try Self.writeBodies(bodies, of: &prepared, to: zip, output: output, spool: spool, index: &index)
         let sink = ManifestSink(level: options.compressionLevel, spool: spool)
-        let (totals, index) = try metadata(keyed, stored: stored, bodyCount: bodyRecords.count, manifest: sink)
+        let totals = try metadata(keys, bodies: bodies, prepared: prepared, index: &index, manifest: sink)
         let manifest = try sink.finish()
         // index.bin in pieces, written one after the other: never joined in memory.
         let indexPieces = try index.finish(
-            bodies: bodyRecords, manifestSHA256: manifest.sha256, rules: options.rules, createdAt: clamped(options.createdAt).map(Self.seconds))
+            manifestSHA256: manifest.sha256, rules: options.rules, createdAt: clamped(options.createdAt).map(Self.seconds))
         var hasher = SHA256()
         for piece in indexPieces { hasher.update(data: piece) }
         let digest = hexString(Array(hasher.finalize()))
@@ -202,17 +210,30 @@ public struct BundleWriter: Sendable {
         let fileSize = output.offset
         try output.commit()
         return Summary(
-            entries: keyed.count, bodies: stored.bodies.count, deduplicated: deduplicated,
+            entries: keys.count, bodies: bodies.count, deduplicated: prepared.count { $0 != nil } - bodies.count,
             bodyBytes: totals.bodyBytes, storedBytes: totals.storedBytes, fileSize: fileSize, digest: digest,
             signed: options.signingKey != nil)
     }
 
-    /// The entries' canonical keys and positions, in key order, each checked: an http(s) key, a final status, no body
-    /// where HTTP allows none, no key answered twice.
-    private func keyedEntries() throws -> [(key: String, index: Int)] {
+    /// The entries' canonical keys in key order: their bytes one after the other, and for each key where its bytes lie
+    /// and which entry it keys (12 bytes a key besides its own, where an array of `String` held about a hundred).
+    struct KeyTable {
+        var bytes: [UInt8] = []
+        var keys: [(start: UInt32, length: UInt32, entry: UInt32)] = []
+        /// Entries whose status allows no body (204, 304).
+        var noBodyAllowed: [Int] = []
+
+        var count: Int { keys.count }
+        func key(_ i: Int) -> String { String(decoding: bytes[Int(keys[i].start)..<Int(keys[i].start + keys[i].length)], as: UTF8.self) }
+        func entry(_ i: Int) -> Int { Int(keys[i].entry) }
+        func key(ofEntry entry: Int) -> String { keys.firstIndex { $0.entry == entry }.map { key($0) } ?? "" }
+    }
+
+    /// The entries' canonical keys, in key order, each checked: an http(s) key, a final status, no key answered twice.
+    private func keyedEntries() throws -> KeyTable {
         let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: options.dropQueryParameters)
-        var keyed = [(key: String, index: Int)]()
-        keyed.reserveCapacity(entries.count)
+        var table = KeyTable()
+        table.keys.reserveCapacity(entryCount)
         for index in 0..<entryCount {
             let entry = try entry(at: index)
             guard let key = canonicalizer.canonicalize(entry.url), isWellFormedKey(key) else {
@@ -221,123 +242,144 @@ public struct BundleWriter: Sendable {
             guard (200...599).contains(entry.status) else {
                 throw PackagerError(.invalidInput, "status \(entry.status) is not a final HTTP status (200...599)", subject: key)
             }
-            if entry.body != nil || entry.prepared != nil, entry.status == 204 || entry.status == 304 {
-                throw PackagerError(.invalidInput, "an entry with status \(entry.status) cannot have a body (RFC 9110 §6.4.1)", subject: key)
+            if entry.status == 204 || entry.status == 304 { table.noBodyAllowed.append(index) }
+            let start = table.bytes.count
+            table.bytes.append(contentsOf: key.utf8)
+            guard table.bytes.count <= Int(UInt32.max), index <= Int(UInt32.max) else {
+                throw PackagerError(.invalidInput, "the entries' keys exceed 4 GiB", subject: key)
             }
-            keyed.append((key, index))
+            table.keys.append((UInt32(start), UInt32(table.bytes.count - start), UInt32(index)))
         }
-        keyed.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
-        for i in keyed.indices.dropFirst() where keyed[i - 1].key == keyed[i].key {
+        table.bytes.withUnsafeBufferPointer { bytes in
+            table.keys.sort { a, b in
+                bytes[Int(a.start)..<Int(a.start + a.length)].lexicographicallyPrecedes(bytes[Int(b.start)..<Int(b.start + b.length)])
+            }
+        }
+        for i in table.keys.indices.dropFirst() {
+            let (a, b) = (table.keys[i - 1], table.keys[i])
+            guard table.bytes[Int(a.start)..<Int(a.start + a.length)].elementsEqual(table.bytes[Int(b.start)..<Int(b.start + b.length)]) else { continue }
             throw PackagerError(
                 .duplicate,
-                "two entries answer the same request key \(keyed[i].key) (from \(try entry(at: keyed[i - 1].index).url) and \(try entry(at: keyed[i].index).url))",
-                subject: keyed[i].key)
+                "two entries answer the same request key \(table.key(i)) (from \(try entry(at: table.entry(i - 1)).url) and \(try entry(at: table.entry(i)).url))",
+                subject: table.key(i))
         }
-        return keyed
+        return table
     }
 
-    /// What the metadata needs of the written bodies: for each keyed entry the position of its body in the index's
-    /// body table, and each body's digest, sizes and compression.
-    struct StoredBodies {
+    /// Each entry's body hashed and compressed (nil for none), in the entries' own order. A crawl's were prepared while
+    /// it went on: they are taken from its store, not copied.
+    private func prepareBodies(spool: OverflowFile, memory: MemoryBudget) throws -> [PreparedBody?] {
+        var ready = store?.takePrepared() ?? []
+        if !entries.isEmpty { ready = entries.map(\.prepared) + ready }
+        return try BodyPreparer(options: options, spool: spool, memory: memory).prepare(consume ready) { try entry(at: $0) }
+    }
+
+    /// The distinct bodies, in digest order, each as the entry that has it first in key order (identical bytes under
+    /// two media types are stored once, one way), and for each key the position of its body in that order.
+    struct DistinctBodies {
+        /// For each distinct body, the entry whose prepared body it is.
+        var entries: [Int32] = []
+        /// For each key in key order, its body's position among the distinct ones, or -1.
         var position: [Int32]
-        var bodies: [(digest: [UInt8], size: UInt64, storedSize: UInt64, compression: BodyCompression)]
 
-        func body(ofKeyed index: Int) -> Int? { position[index] < 0 ? nil : Int(position[index]) }
-    }
+        var count: Int { entries.count }
+        func body(ofKey i: Int) -> Int? { position[i] < 0 ? nil : Int(position[i]) }
 
-    /// Prepares, deduplicates and writes the bodies; returns their index records, what the metadata needs of them, and
-    /// how many bodies were the same as one written already.
-    private func writeBodies(
-        _ keyed: [(key: String, index: Int)], to zip: ZipWriter, output: AtomicOutput, spool: OverflowFile, memory: MemoryBudget
-    ) throws -> ([IndexBodyRecord], StoredBodies, Int) {
-        let prepared: [PreparedBody?]
-        do {
-            // In the entries' own order (the array is not copied), then in key order.
-            let byEntry = try BodyPreparer(options: options, spool: spool, memory: memory).prepare(count: entryCount) { try entry(at: $0) }
-            prepared = keyed.map { byEntry[$0.index] }
+        init(_ prepared: [PreparedBody?], keys: KeyTable) {
+            position = [Int32](repeating: -1, count: keys.count)
+            // Keys with a body, by digest, then by key order: the first of each digest is the one stored.
+            var order = [Int32]()
+            order.reserveCapacity(keys.count)
+            for i in 0..<keys.count where prepared[keys.entry(i)] != nil { order.append(Int32(i)) }
+            order.sort { a, b in
+                let (x, y) = (prepared[keys.entry(Int(a))]!.digest, prepared[keys.entry(Int(b))]!.digest)
+                return x < y || (x == y && a < b)
+            }
+            var last: BodyDigest?
+            for key in order {
+                let entry = keys.entry(Int(key))
+                let digest = prepared[entry]!.digest
+                if digest != last {
+                    entries.append(Int32(entry))
+                    last = digest
+                }
+                position[Int(key)] = Int32(entries.count - 1)
+            }
         }
-        let unique = Self.uniqueBodies(prepared)
-        let records = try Self.writeBodies(unique.bodies, to: zip, output: output, spool: spool)
-        let stored = StoredBodies(
-            position: prepared.map { body in body.flatMap { unique.position[$0.digest] }.map { Int32($0) } ?? -1 },
-            bodies: unique.bodies.map { ($0.digest, $0.size, $0.storedSize, $0.compression) })
-        return (records, stored, prepared.count { $0 != nil } - unique.bodies.count)
     }
 
-    /// Each distinct body once, in digest order, and where each digest stands in that order.
-    private static func uniqueBodies(_ prepared: [PreparedBody?]) -> (bodies: [PreparedBody], position: [[UInt8]: Int]) {
-        var position = [[UInt8]: Int]()
-        var bodies = [PreparedBody]()
-        for body in prepared.compactMap({ $0 }) where position[body.digest] == nil {
-            position[body.digest] = 0
-            bodies.append(body)
-        }
-        bodies.sort { $0.digest.lexicographicallyPrecedes($1.digest) }
-        for (i, body) in bodies.enumerated() { position[body.digest] = i }
-        return (bodies, position)
-    }
-
-    /// Writes the body entries, in digest order, and returns their index records.
-    private static func writeBodies(_ bodies: [PreparedBody], to zip: ZipWriter, output: AtomicOutput, spool: OverflowFile) throws -> [IndexBodyRecord] {
-        var records = [IndexBodyRecord]()
-        records.reserveCapacity(bodies.count)
+    /// Writes the distinct bodies in digest order, adding each one's record to the index and letting its bytes go once
+    /// written (with those of the entries that had the same body).
+    private static func writeBodies(
+        _ bodies: DistinctBodies, of prepared: inout [PreparedBody?], to zip: ZipWriter, output: AtomicOutput, spool: OverflowFile,
+        index: inout IndexAccumulator
+    ) throws {
         var copyBuffer = [UInt8](repeating: 0, count: 1 << 20)
-        let digits = bodyNameDigits(bodies.map(\.digest))
-        for (i, body) in bodies.enumerated() {
-            let name = BundleFormat.bodyEntryName(sha256: body.digest, digits: digits[i])
+        func digest(_ u: Int) -> [UInt8]? { bodies.entries.indices.contains(u) ? prepared[Int(bodies.entries[u])]!.digest.bytes : nil }
+        var (previous, this, next) = ([UInt8]?.none, digest(0), digest(1))
+        for u in 0..<bodies.count {
+            guard let sha256 = this, let body = prepared[Int(bodies.entries[u])] else { preconditionFailure("distinct body \(u)") }
+            let name = BundleFormat.bodyEntryName(sha256: sha256, digits: bodyNameDigits(sha256, previous: previous, next: next))
             let offsets = try zip.beginEntry(name: name, method: body.compression.rawValue, crc32: body.crc32, compressedSize: body.storedSize, size: body.size)
             try body.storage.copy(
                 to: output, storedSize: body.storedSize, expectedCRC: body.compression == .stored ? body.crc32 : nil, spool: spool, buffer: &copyBuffer)
-            records.append(
-                IndexBodyRecord(
-                    sha256: body.digest, localHeaderOffset: offsets.localHeaderOffset, dataOffset: offsets.dataOffset, storedSize: body.storedSize,
-                    size: body.size, crc32: body.crc32, storedCRC32: body.storedCRC32, compression: body.compression))
+            prepared[Int(bodies.entries[u])]?.storage = .written
+            try index.addBody(
+                sha256: sha256, localHeaderOffset: offsets.localHeaderOffset, dataOffset: offsets.dataOffset, storedSize: body.storedSize, size: body.size,
+                crc32: body.crc32, storedCRC32: body.storedCRC32, compression: body.compression)
+            (previous, this, next) = (this, next, digest(u + 2))
         }
-        return records
+        // The same bytes prepared for other entries were not written, and are not needed.
+        for i in prepared.indices where prepared[i]?.storage.holdsBytes == true { prepared[i]?.storage = .written }
     }
 
     /// How many hex digits of each digest its body's ZIP entry name holds (docs/FORMAT.md §2.1): 16, or one more than it
     /// shares with a neighbour in digest order (a body shares the most leading digits with a neighbour), so no two
     /// names are equal. `digests` must be sorted and distinct.
     static func bodyNameDigits(_ digests: [[UInt8]]) -> [Int] {
-        func sharedDigits(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        digests.indices.map { i in
+            bodyNameDigits(digests[i], previous: i > 0 ? digests[i - 1] : nil, next: i + 1 < digests.count ? digests[i + 1] : nil)
+        }
+    }
+
+    /// The digits of one body's name, given its neighbours in digest order.
+    static func bodyNameDigits(_ digest: [UInt8], previous: [UInt8]?, next: [UInt8]?) -> Int {
+        func sharedDigits(_ a: [UInt8]?) -> Int {
+            guard let a else { return 0 }
             var n = 0
-            for (x, y) in Swift.zip(a, b) {
+            for (x, y) in Swift.zip(a, digest) {
                 if x != y { return n + (x >> 4 == y >> 4 ? 1 : 0) }
                 n += 2
             }
             return n
         }
-        return digests.indices.map { i in
-            let before = i > 0 ? sharedDigits(digests[i - 1], digests[i]) : 0
-            let after = i + 1 < digests.count ? sharedDigits(digests[i + 1], digests[i]) : 0
-            return min(64, max(IndexLayout.bodyNameDigits, max(before, after) + 1))
-        }
+        return min(64, max(IndexLayout.bodyNameDigits, max(sharedDigits(previous), sharedDigits(next)) + 1))
     }
 
     /// The manifest, written into `sink` entry by entry, and the index, added to entry by entry (no entry's record is
     /// kept until the end).
     private func metadata(
-        _ keyed: [(key: String, index: Int)], stored: StoredBodies, bodyCount: Int, manifest sink: ManifestSink
-    ) throws -> (ManifestTotals, IndexAccumulator) {
-        var index = IndexAccumulator(entryCount: keyed.count, bodyCount: bodyCount)
+        _ keys: KeyTable, bodies: DistinctBodies, prepared: [PreparedBody?], index: inout IndexAccumulator, manifest sink: ManifestSink
+    ) throws -> ManifestTotals {
+        func stored(_ u: Int) -> PreparedBody { prepared[Int(bodies.entries[u])]! }
         let formatter = ISO8601DateFormatter()
         let totals = ManifestTotals(
-            entries: keyed.count, bodies: stored.bodies.count, bodyBytes: stored.bodies.reduce(0) { $0 + $1.size },
-            storedBytes: stored.bodies.reduce(0) { $0 + $1.storedSize })
+            entries: keys.count, bodies: bodies.count, bodyBytes: (0..<bodies.count).reduce(0) { $0 + stored($1).size },
+            storedBytes: (0..<bodies.count).reduce(0) { $0 + stored($1).storedSize })
         let manifest = Manifest(
             generator: Self.generator, createdAt: clamped(options.createdAt).map { formatter.string(from: $0) }, rules: options.rules,
             entries: [], totals: totals)
         ManifestWriter.head(createdAt: manifest.createdAt, to: &sink.buffer)
-        for (i, item) in keyed.enumerated() {
-            let entry = try entry(at: item.index)
+        for i in 0..<keys.count {
+            let key = keys.key(i)
+            let entry = try entry(at: keys.entry(i))
             var headers = entry.headers
                 .map { (name: $0.name.lowercased(), value: String(Substring($0.value).trimmingWhitespace())) }
                 .filter { !Self.droppedHeaders.contains($0.name) }
             // A synthesized ETag is a flag, derived from the digest when answering: it is never stored as a header, so
             // it cannot pass for the origin's, and header blocks stay shareable.
             var flags: UInt8 = 0
-            let bodyIndex = stored.body(ofKeyed: i)
+            let bodyIndex = bodies.body(ofKey: i)
             if entry.synthesizeETag, bodyIndex != nil, !headers.contains(where: { $0.name == "etag" }) { flags |= IndexLayout.flagETagSynthesized }
             if entry.lastModifiedSynthesized, headers.contains(where: { $0.name == "last-modified" }) {
                 flags |= IndexLayout.flagLastModifiedSynthesized
@@ -346,20 +388,20 @@ public struct BundleWriter: Sendable {
             let originDate = clamped(entry.originDate)
             if let sent = entry.originDate, let originDate, sent != originDate { Self.moveExpires(in: &headers, by: originDate.timeIntervalSince(sent)) }
             // Describe the copy actually stored: identical bytes under two media types are stored once, one way.
-            let body = bodyIndex.map { stored.bodies[$0] }.map {
-                ManifestBody(sha256: hexString($0.digest), size: $0.size, storedSize: $0.storedSize, compression: $0.compression)
+            let body = bodyIndex.map(stored).map {
+                ManifestBody(sha256: hexString($0.digest.bytes), size: $0.size, storedSize: $0.storedSize, compression: $0.compression)
             }
             ManifestWriter.line(
                 Self.manifestEntry(
-                    item.key, entry, headers: headers, body: body, flags: flags, fetchedAt: fetchedAt, originDate: originDate, formatter: formatter),
+                    key, entry, headers: headers, body: body, flags: flags, fetchedAt: fetchedAt, originDate: originDate, formatter: formatter),
                 first: i == 0, to: &sink.buffer)
             try sink.flush()
             try index.add(
-                key: item.key, status: UInt16(entry.status), kind: entry.kind, flags: flags, headers: headers, body: bodyIndex,
+                key: key, status: UInt16(entry.status), kind: entry.kind, flags: flags, headers: headers, body: bodyIndex,
                 fetchedAt: fetchedAt.map(Self.seconds), originDate: originDate.map(Self.seconds))
         }
-        ManifestWriter.tail(manifest, hasEntries: !keyed.isEmpty, to: &sink.buffer)
-        return (totals, index)
+        ManifestWriter.tail(manifest, hasEntries: keys.count > 0, to: &sink.buffer)
+        return totals
     }
 
     /// A time as the bundle records it: whole seconds, no later than ``Options/timeClamp``.

@@ -68,6 +68,16 @@ final class EntryStore: Sendable {
         }
     }
 
+    /// The prepared bodies, in the entries' order (nil where none is), handed over to the writer: the store no longer
+    /// gives them with its entries.
+    func takePrepared() -> [PreparedBody?] {
+        state.withLockedValue { state in
+            var taken = [PreparedBody?]()
+            swap(&taken, &state.prepared)
+            return taken
+        }
+    }
+
     /// The entry at `index`, read back.
     func entry(at index: Int) throws -> BundleWriter.Entry {
         let (fd, offset, length, pendingRecord, body, prepared) = try state.withLockedValue {
@@ -78,10 +88,13 @@ final class EntryStore: Sendable {
             if start >= state.written {
                 // Still in memory: copied out under the lock.
                 let from = Int(start - state.written)
-                return (-1, start, Int(end - start), Array(state.pending[from..<(from + Int(end - start))]), state.bodies[index], state.prepared[index])
+                return (
+                    -1, start, Int(end - start), Array(state.pending[from..<(from + Int(end - start))]), state.bodies[index],
+                    state.prepared.indices.contains(index) ? state.prepared[index] : nil
+                )
             }
             if end > state.written { try flush(&state) }
-            return (state.fd, start, Int(end - start), nil, state.bodies[index], state.prepared[index])
+            return (state.fd, start, Int(end - start), nil, state.bodies[index], state.prepared.indices.contains(index) ? state.prepared[index] : nil)
         }
         var record = pendingRecord ?? []
         if pendingRecord == nil {

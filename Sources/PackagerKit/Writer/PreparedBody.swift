@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import OfflineBundle
 
@@ -7,14 +8,56 @@ import OfflineBundle
     import Darwin
 #endif
 
+/// A SHA-256 digest held inline, with no allocation of its own: a crawl keeps one for each of its bodies.
+///
+/// Its four words are the digest's bytes read big-endian, so comparing them in order is comparing the bytes.
+struct BodyDigest: Hashable, Comparable, Sendable {
+    private var w0, w1, w2, w3: UInt64
+
+    init(_ digest: SHA256.Digest) {
+        (w0, w1, w2, w3) = digest.withUnsafeBytes { Self.words($0) }
+    }
+
+    /// The digest of these 32 bytes.
+    init(bytes: some Collection<UInt8>) {
+        precondition(bytes.count == 32, "a SHA-256 digest is 32 bytes")
+        (w0, w1, w2, w3) = Array(bytes).withUnsafeBytes { Self.words($0) }
+    }
+
+    private static func words(_ raw: UnsafeRawBufferPointer) -> (UInt64, UInt64, UInt64, UInt64) {
+        func word(_ i: Int) -> UInt64 { UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self)) }
+        return (word(0), word(1), word(2), word(3))
+    }
+
+    /// The 32 bytes.
+    var bytes: [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity(32)
+        for word in [w0, w1, w2, w3] { withUnsafeBytes(of: word.bigEndian) { out += $0 } }
+        return out
+    }
+
+    static func < (a: Self, b: Self) -> Bool { (a.w0, a.w1, a.w2, a.w3) < (b.w0, b.w1, b.w2, b.w3) }
+}
+
 /// A body hashed and compressed, waiting to be written.
 struct PreparedBody: Sendable {
     enum Storage: Sendable {
         case memory([UInt8])
         case spool(offset: UInt64)
         case source(BundleWriter.BodySource)
+        /// Written to the bundle, and its bytes let go.
+        case written
+
+        /// Whether it holds the body's bytes in memory.
+        var holdsBytes: Bool {
+            switch self {
+            case .memory, .source(.data): true
+            case .spool, .source(.file), .source(.bundle), .written: false
+            }
+        }
     }
-    var digest: [UInt8]
+    var digest: BodyDigest
     var crc32: UInt32
     /// CRC-32 of the bytes as stored (the deflate stream, or the body itself when stored).
     var storedCRC32: UInt32
@@ -34,6 +77,8 @@ extension PreparedBody.Storage {
     /// Copies the stored bytes to the output; for stored files, re-checks the CRC so a file changed meanwhile is caught.
     func copy(to output: AtomicOutput, storedSize: UInt64, expectedCRC: UInt32?, spool: OverflowFile, buffer: inout [UInt8]) throws {
         switch self {
+        case .written:
+            preconditionFailure("a body is written once")
         case .memory(let bytes):
             try output.write(bytes)
         case .spool(let offset):

@@ -9,13 +9,22 @@ final class ResultSlots: Sendable {
 
     private let state: NIOLockedValueBox<State>
 
-    init(count: Int) {
-        state = NIOLockedValueBox(State(slots: Array(repeating: nil, count: count)))
+    /// Slots that start with `values`.
+    init(_ values: [PreparedBody?]) {
+        state = NIOLockedValueBox(State(slots: values))
+    }
+
+    /// The slots, taken out: none is left here.
+    func take() -> [PreparedBody?] {
+        state.withLockedValue { state in
+            var taken = [PreparedBody?]()
+            swap(&taken, &state.slots)
+            return taken
+        }
     }
 
     var failed: Bool { state.withLockedValue { $0.error != nil } }
     var error: (any Error)? { state.withLockedValue { $0.error } }
-    var values: [PreparedBody?] { state.withLockedValue { $0.slots } }
 
     func set(_ i: Int, _ value: PreparedBody) { state.withLockedValue { $0.slots[i] = value } }
     func fail(_ e: any Error) { state.withLockedValue { if $0.error == nil { $0.error = e } } }

@@ -6,19 +6,24 @@ import OfflineBundle
 /// and ZIP64 fields appear only where a size, offset or count needs them, so
 /// the same entries give the same bytes on any host.
 final class ZipWriter {
-    struct Record {
-        var name: [UInt8]
-        var method: UInt16
-        var crc32: UInt32
-        var compressedSize: UInt64
-        var size: UInt64
-        var localHeaderOffset: UInt64
-    }
-
     let output: AtomicOutput
-    private(set) var records: [Record] = []
+    /// The central directory so far, as it will be written; from `spillSize` bytes on it goes to `spill`.
+    private var central = [UInt8]()
+    /// Where earlier parts of the central directory went, and their lengths.
+    private var spilled: [(offset: UInt64, count: Int)] = []
+    private let spill: OverflowFile?
+    private let spillSize: Int
+    private var count: UInt64 = 0
 
-    init(output: AtomicOutput) { self.output = output }
+    /// - Parameters:
+    ///   - spill: a file that takes the central directory's records, `spillSize` bytes at a time, until
+    ///     ``finish(comment:)``: a bundle of many bodies then holds no record per body in memory. Nil keeps them all in
+    ///     memory.
+    init(output: AtomicOutput, spill: OverflowFile? = nil, spillSize: Int = 1 << 20) {
+        self.output = output
+        self.spill = spill
+        self.spillSize = spillSize
+    }
 
     /// Writes a local header and returns the offset where the entry's data must start.
     func beginEntry(name: String, method: UInt16, crc32: UInt32, compressedSize: UInt64, size: UInt64) throws -> (localHeaderOffset: UInt64, dataOffset: UInt64)
@@ -47,7 +52,7 @@ final class ZipWriter {
             header.appendLE(compressedSize)
         }
         try output.write(header)
-        records.append(Record(name: nameBytes, method: method, crc32: crc32, compressedSize: compressedSize, size: size, localHeaderOffset: offset))
+        try addCentralRecord(name: nameBytes, method: method, crc32: crc32, compressedSize: compressedSize, size: size, localHeaderOffset: offset)
         return (offset, output.offset)
     }
 
@@ -59,43 +64,57 @@ final class ZipWriter {
         return offsets
     }
 
+    /// The entry's central directory record, kept (or spilled) until ``finish(comment:)``.
+    private func addCentralRecord(name: [UInt8], method: UInt16, crc32: UInt32, compressedSize: UInt64, size: UInt64, localHeaderOffset: UInt64) throws {
+        var extra = [UInt8]()
+        if size >= 0xFFFF_FFFF { extra.appendLE(size) }
+        if compressedSize >= 0xFFFF_FFFF { extra.appendLE(compressedSize) }
+        if localHeaderOffset >= 0xFFFF_FFFF { extra.appendLE(localHeaderOffset) }
+        central.appendLE(ZipConstants.centralHeaderSignature)
+        central.appendLE(UInt16(3 << 8 | 63))  // made by: Unix, APPNOTE 6.3
+        central.appendLE(UInt16(extra.isEmpty ? 20 : 45))
+        central.appendLE(UInt16(0))
+        central.appendLE(method)
+        central.appendLE(ZipConstants.fixedDosTime)
+        central.appendLE(ZipConstants.fixedDosDate)
+        central.appendLE(crc32)
+        central.appendLE(compressedSize >= 0xFFFF_FFFF ? UInt32.max : UInt32(compressedSize))
+        central.appendLE(size >= 0xFFFF_FFFF ? UInt32.max : UInt32(size))
+        central.appendLE(UInt16(name.count))
+        central.appendLE(UInt16(extra.isEmpty ? 0 : extra.count + 4))
+        central.appendLE(UInt16(0))  // comment
+        central.appendLE(UInt16(0))  // disk
+        central.appendLE(UInt16(0))  // internal attributes
+        central.appendLE(UInt32(0o100644) << 16)
+        central.appendLE(localHeaderOffset >= 0xFFFF_FFFF ? UInt32.max : UInt32(localHeaderOffset))
+        central.append(contentsOf: name)
+        if !extra.isEmpty {
+            central.appendLE(ZipConstants.zip64ExtraID)
+            central.appendLE(UInt16(extra.count))
+            central.append(contentsOf: extra)
+        }
+        count += 1
+        if let spill, central.count >= spillSize {
+            spilled.append((try spill.append(central), central.count))
+            central.removeAll(keepingCapacity: true)
+        }
+    }
+
     /// Writes the central directory and end records, with `comment` as the archive comment.
     func finish(comment: [UInt8]) throws {
         let cdOffset = output.offset
-        for record in records {
-            var extra = [UInt8]()
-            if record.size >= 0xFFFF_FFFF { extra.appendLE(record.size) }
-            if record.compressedSize >= 0xFFFF_FFFF { extra.appendLE(record.compressedSize) }
-            if record.localHeaderOffset >= 0xFFFF_FFFF { extra.appendLE(record.localHeaderOffset) }
-            var h = [UInt8]()
-            h.reserveCapacity(46 + record.name.count + extra.count + 4)
-            h.appendLE(ZipConstants.centralHeaderSignature)
-            h.appendLE(UInt16(3 << 8 | 63))  // made by: Unix, APPNOTE 6.3
-            h.appendLE(UInt16(extra.isEmpty ? 20 : 45))
-            h.appendLE(UInt16(0))
-            h.appendLE(record.method)
-            h.appendLE(ZipConstants.fixedDosTime)
-            h.appendLE(ZipConstants.fixedDosDate)
-            h.appendLE(record.crc32)
-            h.appendLE(record.compressedSize >= 0xFFFF_FFFF ? UInt32.max : UInt32(record.compressedSize))
-            h.appendLE(record.size >= 0xFFFF_FFFF ? UInt32.max : UInt32(record.size))
-            h.appendLE(UInt16(record.name.count))
-            h.appendLE(UInt16(extra.isEmpty ? 0 : extra.count + 4))
-            h.appendLE(UInt16(0))  // comment
-            h.appendLE(UInt16(0))  // disk
-            h.appendLE(UInt16(0))  // internal attributes
-            h.appendLE(UInt32(0o100644) << 16)
-            h.appendLE(record.localHeaderOffset >= 0xFFFF_FFFF ? UInt32.max : UInt32(record.localHeaderOffset))
-            h.append(contentsOf: record.name)
-            if !extra.isEmpty {
-                h.appendLE(ZipConstants.zip64ExtraID)
-                h.appendLE(UInt16(extra.count))
-                h.append(contentsOf: extra)
+        if let spill, !spilled.isEmpty {
+            var buffer = [UInt8](repeating: 0, count: spilled.map(\.count).max() ?? 0)
+            for part in spilled {
+                try buffer.withUnsafeMutableBytes { raw in
+                    let bytes = UnsafeMutableRawBufferPointer(rebasing: raw[0..<part.count])
+                    try spill.read(into: bytes, at: part.offset)
+                    try output.write(UnsafeRawBufferPointer(bytes))
+                }
             }
-            try output.write(h)
         }
+        try output.write(central)
         let cdSize = output.offset - cdOffset
-        let count = UInt64(records.count)
         let needsZip64 = count >= 0xFFFF || cdSize >= 0xFFFF_FFFF || cdOffset >= 0xFFFF_FFFF
         var end = [UInt8]()
         if needsZip64 {

@@ -1,0 +1,84 @@
+import Foundation
+import OfflineBundle
+import TestSupport
+import Testing
+
+@testable import PackagerKit
+
+/// What the writer no longer holds per entry: the ZIP central directory goes to the overflow file as it grows, keys
+/// are kept as bytes, and a body's bytes are let go once written.
+@Suite("the writer's memory per entry")
+struct WriterMemoryTests {
+    @Test("a central directory spilled to the overflow file is the same bytes as one kept in memory, and unzip and bsdtar read it")
+    func spilledCentralDirectory() throws {
+        let folder = try TemporaryFolder()
+        let scratch = try ScratchFolder(in: folder.path)
+        defer { scratch.remove() }
+        func write(_ name: String, spill: OverflowFile?) throws -> [UInt8] {
+            let path = folder.path + "/" + name
+            let output = try AtomicOutput(destination: path)
+            // 300 bytes at a time: the 500 records below go out in many parts.
+            let zip = ZipWriter(output: output, spill: spill, spillSize: 300)
+            for i in 0..<500 {
+                let data = Array("entry \(i)\n".utf8)
+                try zip.addEntry(name: "e/\(i).txt", method: 0, crc32: CRC32.checksum(data), size: UInt64(data.count), data: data)
+            }
+            try zip.finish(comment: Array("comment".utf8))
+            try output.commit()
+            return Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+        }
+        let overflow = OverflowFile(in: scratch)
+        let spilled = try write("spilled.zip", spill: overflow)
+        let kept = try write("kept.zip", spill: nil)
+        #expect(spilled == kept)
+        // The overflow file did hold the records.
+        var probe = [UInt8](repeating: 0, count: 4)
+        try probe.withUnsafeMutableBytes { try overflow.read(into: $0, at: 0) }
+        #expect(probe == [0x50, 0x4B, 0x01, 0x02])
+        #expect(try run("unzip", ["-tq", folder.path + "/spilled.zip"]).status == 0)
+        let listing = try run("bsdtar", ["-tf", folder.path + "/spilled.zip"])
+        #expect(listing.status == 0 && listing.output.split(separator: "\n").count == 500)
+        #expect(try run("unzip", ["-p", folder.path + "/spilled.zip", "e/499.txt"]).output == "entry 499\n")
+    }
+
+    @Test("a bundle of many bodies, some the same: written whole, each distinct body once, every entry answers its own bytes")
+    func manyBodies() throws {
+        let folder = try TemporaryFolder()
+        var writer = BundleWriter(options: .init(createdAt: Date(timeIntervalSince1970: 1_767_323_045), memoryBudget: 64 << 10, timeClamp: nil))
+        // 30,000 entries: more central directory than the 1 MiB kept in memory; every third body is one shared by others,
+        // half of them kept in memory within the small budget and the rest spooled.
+        let count = 30_000
+        func body(_ i: Int) -> String { i % 3 == 0 ? "shared \(i % 7)" : "<p>page \(i)</p>" + String(repeating: "x", count: i % 50) }
+        for i in 0..<count {
+            writer.add(
+                .init(
+                    url: "https://docs.example/p/\(i).html", headers: [("content-type", i % 2 == 0 ? "text/html" : "image/png")],
+                    body: .data(Data(body(i).utf8))))
+        }
+        let path = folder.path + "/many.zip"
+        let summary = try writer.write(to: path)
+        let distinct = Set((0..<count).map(body)).count
+        #expect(summary.entries == count && summary.bodies == distinct && summary.deduplicated == count - distinct)
+        #expect(try run("unzip", ["-tq", path]).status == 0)
+        let bundle = try MountedBundle(path: path)
+        for i in stride(from: 0, to: count, by: 997) {
+            let entry = try #require(bundle.entry(for: "https://docs.example/p/\(i).html"))
+            #expect(String(decoding: try bundle.body(of: entry), as: UTF8.self) == body(i), "\(i)")
+        }
+        #expect(Checker.check(path: path).issues.isEmpty)
+    }
+
+    @Test("an entry whose status allows no body, given one, is refused by its key")
+    func bodyWhereNoneIsAllowed() throws {
+        let folder = try TemporaryFolder()
+        var writer = BundleWriter()
+        writer.add(.init(url: "https://docs.example/a", body: .data(Data("a".utf8))))
+        writer.add(.init(url: "https://docs.example/empty", status: 204, body: .data(Data("not empty".utf8))))
+        #expect {
+            try writer.write(to: folder.path + "/refused.zip")
+        } throws: { error in
+            "\(error)".contains("status 204 cannot have a body") && "\(error)".contains("https://docs.example/empty")
+        }
+        #expect(!FileManager.default.fileExists(atPath: folder.path + "/refused.zip"))
+    }
+}
