@@ -35,6 +35,8 @@ let package = Package(
         ),
         // The calling dispatch queue, for the URLSession protocol on swift-corelibs-foundation (no library to link).
         .systemLibrary(name: "CDispatchQueue"),
+        // glibc's malloc_trim, for the writer (no library to link).
+        .systemLibrary(name: "CMalloc"),
         // libdeflate: build side only (the writer's whole-buffer deflate; the runtime inflates with zlib).
         .systemLibrary(
             name: "CLibDeflate",
@@ -106,6 +108,7 @@ let package = Package(
                 "CZlib",
                 "CLibDeflate",
                 "CArchive",
+                "CMalloc",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

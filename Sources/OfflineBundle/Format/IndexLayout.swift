@@ -221,6 +221,15 @@ package struct IndexAccumulator {
         bodiesAdded += 1
     }
 
+    /// What the record of the body at `i` (one added already) holds for a manifest: its digest, sizes and compression.
+    package func body(at i: Int) -> (sha256: ArraySlice<UInt8>, size: UInt64, storedSize: UInt64, compression: BodyCompression) {
+        precondition(i >= 0 && i < bodiesAdded, "body \(i) of \(bodiesAdded)")
+        let r = i * IndexLayout.bodyRecordSize
+        return (
+            bodyRecords[r..<(r + 32)], bodyRecords.u64(r + 48), bodyRecords.u64(r + 40), BodyCompression(rawValue: UInt16(bodyRecords[r + 66])) ?? .stored
+        )
+    }
+
     /// Adds the next entry; keys must come in increasing byte order.
     package mutating func add(_ entry: IndexEntryRecord) throws {
         try add(

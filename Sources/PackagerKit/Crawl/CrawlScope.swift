@@ -39,6 +39,12 @@ struct CrawlScope: Sendable {
             }
         }
 
+        /// The role whose ``bit`` this is.
+        init?(bit: UInt8) {
+            guard let role = [Self.seed, .declared, .requisite, .link, .sitemap].first(where: { $0.bit == bit }) else { return nil }
+            self = role
+        }
+
         /// One letter per role, for keys that pair a role with a URL.
         var letter: String {
             switch self {

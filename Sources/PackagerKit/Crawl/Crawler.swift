@@ -63,7 +63,7 @@ final class Crawler: Sendable {
 
     /// Runs the crawl to the end.
     func run() async -> Result {
-        let frontier = Frontier(perHost: declaration.concurrency.perHost)
+        let frontier = Frontier(perHost: declaration.concurrency.perHost, spill: spool)
         let seeds: [(String, CrawlScope.Role)] =
             declaration.seeds.map { ($0, .seed) } + declaration.urls.map { ($0, .declared) } + declaration.sitemaps.map { ($0, .sitemap) }
         for (url, role) in seeds {
@@ -83,6 +83,11 @@ final class Crawler: Sendable {
         }
         await fetcher.shutdown()
         await pipeline?.finish()
+        let lost = await frontier.lost
+        if lost > 0 {
+            state.fail(
+                .init(url: spool.path, reason: "\(lost) queued URLs could not be read back from the crawl's scratch files", declared: true, referrer: nil))
+        }
         return state.result()
     }
 

@@ -22,10 +22,12 @@ actor Frontier {
         var declared: Bool
     }
 
-    private var seen: Set<String> = []
+    /// Keys taken in, by a 128-bit hash of their bytes: 16 bytes a key, where the key itself took about a hundred. Two
+    /// keys of a crawl share one with odds below 2^-100 (as two bodies share a SHA-256, which the bundle relies on).
+    private var seen: Set<KeyHash> = []
     /// Keys left out, with the roles they were left out in (``CrawlScope/Role/bit``).
-    private var skipped: [String: UInt8] = [:]
-    private var queues: [String: FIFO] = [:]
+    private var skipped: [KeyHash: UInt8] = [:]
+    private var queues: [String: JobQueue] = [:]
     private var hostOrder: [String] = []
     private var cursor = 0
     private var inFlight: [String: Int] = [:]
@@ -34,15 +36,26 @@ actor Frontier {
     private var waiters: [CheckedContinuation<Job?, Never>] = []
     let perHost: Int
 
-    init(perHost: Int) { self.perHost = perHost }
+    /// Where a host's queue keeps the jobs beyond those it holds in memory; nil keeps them all in memory.
+    private let spill: ScratchFolder?
+    private let jobsInMemory: Int
+
+    /// - Parameters:
+    ///   - spill: the scratch folder for each host's jobs beyond `jobsInMemory` (a file per host that needs one).
+    init(perHost: Int, spill: ScratchFolder? = nil, jobsInMemory: Int = 2048) {
+        self.perHost = perHost
+        self.spill = spill
+        self.jobsInMemory = jobsInMemory
+    }
 
     /// Whether `key` was already taken in; marks it seen.
-    func claim(_ key: String) -> Bool { seen.insert(key).inserted }
+    func claim(_ key: String) -> Bool { seen.insert(KeyHash(key)).inserted }
 
     /// Notes `key` left out in `role`; true when it is the first time it is left out at all (so it is counted once).
     func noteSkipped(_ key: String, role: CrawlScope.Role) -> Bool {
-        let before = skipped[key]
-        skipped[key] = (before ?? 0) | role.bit
+        let hash = KeyHash(key)
+        let before = skipped[hash]
+        skipped[hash] = (before ?? 0) | role.bit
         return before == nil
     }
 
@@ -51,17 +64,21 @@ actor Frontier {
     func unsettled(_ candidates: [(key: String, role: CrawlScope.Role)]) -> [Int] {
         candidates.indices.filter { i in
             let (key, role) = candidates[i]
-            return !seen.contains(key) && (skipped[key] ?? 0) & role.bit == 0
+            let hash = KeyHash(key)
+            return !seen.contains(hash) && (skipped[hash] ?? 0) & role.bit == 0
         }
     }
 
     /// Whether `key` has been claimed.
-    func isSeen(_ key: String) -> Bool { seen.contains(key) }
+    func isSeen(_ key: String) -> Bool { seen.contains(KeyHash(key)) }
+
+    /// Queued jobs whose scratch file could not be read back, and so were never fetched.
+    var lost: Int { queues.values.reduce(0) { $0 + $1.lost } }
 
     /// Queues a job whose key was claimed.
     func enqueue(_ job: Job) {
         if queues[job.host] == nil {
-            queues[job.host] = FIFO()
+            queues[job.host] = JobQueue(path: spill?.path(for: "queue-\(hostOrder.count)"), memoryLimit: jobsInMemory)
             hostOrder.append(job.host)
         }
         queues[job.host]!.push(job)
@@ -88,6 +105,7 @@ actor Frontier {
     private func dispatch() {
         while !waiters.isEmpty, let job = take() { waiters.removeFirst().resume(returning: job) }
         if finished {
+            for host in hostOrder { queues[host]?.removeFile() }
             let all = waiters
             waiters = []
             for waiter in all { waiter.resume(returning: nil) }
@@ -99,7 +117,11 @@ actor Frontier {
         guard queued > 0, !hostOrder.isEmpty else { return nil }
         for step in 0..<hostOrder.count {
             let host = hostOrder[(cursor + step) % hostOrder.count]
-            guard inFlight[host, default: 0] < perHost, let job = queues[host]?.pop() else { continue }
+            guard inFlight[host, default: 0] < perHost, let lostBefore = queues[host]?.lost else { continue }
+            let job = queues[host]?.pop()
+            // Jobs the queue could not read back are no longer queued.
+            queued -= (queues[host]?.lost ?? lostBefore) - lostBefore
+            guard let job else { continue }
             cursor = (cursor + step + 1) % hostOrder.count
             inFlight[host, default: 0] += 1
             totalInFlight += 1
@@ -108,21 +130,23 @@ actor Frontier {
         }
         return nil
     }
+}
 
-    /// A first-in first-out queue without the cost of removing from an array's front.
-    private struct FIFO {
-        var items: [Job] = []
-        var head = 0
-        mutating func push(_ job: Job) { items.append(job) }
-        mutating func pop() -> Job? {
-            guard head < items.count else { return nil }
-            let job = items[head]
-            head += 1
-            if head > 1024 && head * 2 > items.count {
-                items.removeFirst(head)
-                head = 0
+/// A request key's 128-bit hash: two 64-bit SipHash values of its bytes, each behind its own prefix.
+struct KeyHash: Hashable, Sendable {
+    private let a: UInt64
+    private let b: UInt64
+
+    init(_ key: String) {
+        var key = key
+        (a, b) = key.withUTF8 { bytes in
+            func hash(_ prefix: UInt8) -> UInt64 {
+                var hasher = Hasher()
+                hasher.combine(prefix)
+                hasher.combine(bytes: UnsafeRawBufferPointer(bytes))
+                return UInt64(bitPattern: Int64(hasher.finalize()))
             }
-            return job
+            return (hash(0), hash(1))
         }
     }
 }

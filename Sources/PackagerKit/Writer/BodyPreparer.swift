@@ -34,9 +34,9 @@ struct BodyPreparer {
 
     /// One result for each entry that `entry` gives (from any thread), in order: the one in `ready`, or the entry's
     /// body prepared; nil for entries without a body. Entries with a ready result are not read.
-    func prepare(_ ready: consuming [PreparedBody?], entry read: @Sendable (Int) throws -> BundleWriter.Entry) throws -> [PreparedBody?] {
+    func prepare(_ ready: consuming PreparedBodies, entry read: @Sendable (Int) throws -> BundleWriter.Entry) throws -> PreparedBodies {
         let count = ready.count
-        let missing = ready.indices.filter { ready[$0] == nil }
+        let missing = (0..<count).filter { ready[$0] == nil }
         let results = ResultSlots(consume ready)
         let memory = self.memory
         let level = options.compressionLevel

@@ -1,3 +1,4 @@
+import CMalloc
 import Crypto
 import Dispatch
 import Foundation
@@ -187,17 +188,22 @@ public struct BundleWriter: Sendable {
         let zip = ZipWriter(output: output, spill: spool)
         // The bodies, prepared in the entries' own order, each distinct one written once in digest order; their bytes
         // are let go as they are written, and what the manifest and the index need of them is kept.
-        var prepared = try prepareBodies(spool: spool, memory: memory)
+        let prepared = try prepareBodies(spool: spool, memory: memory)
         for entry in keys.noBodyAllowed where prepared[entry] != nil {
             let status = try self.entry(at: entry).status
             throw PackagerError(
                 .invalidInput, "an entry with status \(status) cannot have a body (RFC 9110 §6.4.1)", subject: keys.key(ofEntry: entry))
         }
         let bodies = DistinctBodies(prepared, keys: keys)
+        let deduplicated = prepared.withBody - bodies.count
         var index = IndexAccumulator(entryCount: keys.count, bodyCount: bodies.count)
-        try Self.writeBodies(bodies, of: &prepared, to: zip, output: output, spool: spool, index: &index)
+        // The prepared bodies go with the writing: from here on what the manifest needs of a body is its record in the index.
+        try Self.writeBodies(bodies, of: consume prepared, to: zip, output: output, spool: spool, index: &index)
+        // The bodies kept in memory were freed by the writer, but allocated by the crawl's threads: their pages stay
+        // with those threads' arenas unless given back (5 MB of the peak, whatever the site's size).
+        packager_release_free_memory()
         let sink = ManifestSink(level: options.compressionLevel, spool: spool)
-        let totals = try metadata(keys, bodies: bodies, prepared: prepared, index: &index, manifest: sink)
+        let totals = try metadata(keys, bodies: bodies, index: &index, manifest: sink)
         let manifest = try sink.finish()
         // index.bin in pieces, written one after the other: never joined in memory.
         let indexPieces = try index.finish(
@@ -210,7 +216,7 @@ public struct BundleWriter: Sendable {
         let fileSize = output.offset
         try output.commit()
         return Summary(
-            entries: keys.count, bodies: bodies.count, deduplicated: prepared.count { $0 != nil } - bodies.count,
+            entries: keys.count, bodies: bodies.count, deduplicated: deduplicated,
             bodyBytes: totals.bodyBytes, storedBytes: totals.storedBytes, fileSize: fileSize, digest: digest,
             signed: options.signingKey != nil)
     }
@@ -268,9 +274,9 @@ public struct BundleWriter: Sendable {
 
     /// Each entry's body hashed and compressed (nil for none), in the entries' own order. A crawl's were prepared while
     /// it went on: they are taken from its store, not copied.
-    private func prepareBodies(spool: OverflowFile, memory: MemoryBudget) throws -> [PreparedBody?] {
-        var ready = store?.takePrepared() ?? []
-        if !entries.isEmpty { ready = entries.map(\.prepared) + ready }
+    private func prepareBodies(spool: OverflowFile, memory: MemoryBudget) throws -> PreparedBodies {
+        var ready = PreparedBodies(entries.map(\.prepared))
+        if let store { ready.append(contentsOf: store.takePrepared()) }
         return try BodyPreparer(options: options, spool: spool, memory: memory).prepare(consume ready) { try entry(at: $0) }
     }
 
@@ -284,8 +290,10 @@ public struct BundleWriter: Sendable {
 
         var count: Int { entries.count }
         func body(ofKey i: Int) -> Int? { position[i] < 0 ? nil : Int(position[i]) }
+        /// The entries whose body is the same as one stored for another.
+        var duplicates: [Int32] = []
 
-        init(_ prepared: [PreparedBody?], keys: KeyTable) {
+        init(_ prepared: PreparedBodies, keys: KeyTable) {
             position = [Int32](repeating: -1, count: keys.count)
             // Keys with a body, by digest, then by key order: the first of each digest is the one stored.
             var order = [Int32]()
@@ -302,6 +310,8 @@ public struct BundleWriter: Sendable {
                 if digest != last {
                     entries.append(Int32(entry))
                     last = digest
+                } else {
+                    duplicates.append(Int32(entry))
                 }
                 position[Int(key)] = Int32(entries.count - 1)
             }
@@ -309,12 +319,14 @@ public struct BundleWriter: Sendable {
     }
 
     /// Writes the distinct bodies in digest order, adding each one's record to the index and letting its bytes go once
-    /// written (with those of the entries that had the same body).
+    /// written, so the bodies kept in memory do not stay there while the metadata is made.
     private static func writeBodies(
-        _ bodies: DistinctBodies, of prepared: inout [PreparedBody?], to zip: ZipWriter, output: AtomicOutput, spool: OverflowFile,
+        _ bodies: DistinctBodies, of prepared: consuming PreparedBodies, to zip: ZipWriter, output: AtomicOutput, spool: OverflowFile,
         index: inout IndexAccumulator
     ) throws {
         var copyBuffer = [UInt8](repeating: 0, count: 1 << 20)
+        // The same bytes prepared for other entries are not written, and not needed.
+        for i in bodies.duplicates { prepared[Int(i)]?.storage = .written }
         func digest(_ u: Int) -> [UInt8]? { bodies.entries.indices.contains(u) ? prepared[Int(bodies.entries[u])]!.digest.bytes : nil }
         var (previous, this, next) = ([UInt8]?.none, digest(0), digest(1))
         for u in 0..<bodies.count {
@@ -329,8 +341,6 @@ public struct BundleWriter: Sendable {
                 crc32: body.crc32, storedCRC32: body.storedCRC32, compression: body.compression)
             (previous, this, next) = (this, next, digest(u + 2))
         }
-        // The same bytes prepared for other entries were not written, and are not needed.
-        for i in prepared.indices where prepared[i]?.storage.holdsBytes == true { prepared[i]?.storage = .written }
     }
 
     /// How many hex digits of each digest its body's ZIP entry name holds (docs/FORMAT.md §2.1): 16, or one more than it
@@ -359,9 +369,9 @@ public struct BundleWriter: Sendable {
     /// The manifest, written into `sink` entry by entry, and the index, added to entry by entry (no entry's record is
     /// kept until the end).
     private func metadata(
-        _ keys: KeyTable, bodies: DistinctBodies, prepared: [PreparedBody?], index: inout IndexAccumulator, manifest sink: ManifestSink
+        _ keys: KeyTable, bodies: DistinctBodies, index: inout IndexAccumulator, manifest sink: ManifestSink
     ) throws -> ManifestTotals {
-        func stored(_ u: Int) -> PreparedBody { prepared[Int(bodies.entries[u])]! }
+        func stored(_ u: Int) -> (sha256: ArraySlice<UInt8>, size: UInt64, storedSize: UInt64, compression: BodyCompression) { index.body(at: u) }
         let formatter = ISO8601DateFormatter()
         let totals = ManifestTotals(
             entries: keys.count, bodies: bodies.count, bodyBytes: (0..<bodies.count).reduce(0) { $0 + stored($1).size },
@@ -389,7 +399,7 @@ public struct BundleWriter: Sendable {
             if let sent = entry.originDate, let originDate, sent != originDate { Self.moveExpires(in: &headers, by: originDate.timeIntervalSince(sent)) }
             // Describe the copy actually stored: identical bytes under two media types are stored once, one way.
             let body = bodyIndex.map(stored).map {
-                ManifestBody(sha256: hexString($0.digest.bytes), size: $0.size, storedSize: $0.storedSize, compression: $0.compression)
+                ManifestBody(sha256: hexString($0.sha256), size: $0.size, storedSize: $0.storedSize, compression: $0.compression)
             }
             ManifestWriter.line(
                 Self.manifestEntry(

@@ -21,8 +21,9 @@ final class EntryStore: Sendable {
         var pending: [UInt8] = []
         var written: UInt64 = 0
         var offsets: [UInt64] = []
-        var bodies: [BundleWriter.BodySource?] = []
-        var prepared: [PreparedBody?] = []
+        /// Bodies not yet prepared, by entry.
+        var bodies: [Int: BundleWriter.BodySource] = [:]
+        var prepared = PreparedBodies()
         /// Why the file could not be written; reading any entry then fails with it.
         var failure: String?
     }
@@ -49,9 +50,10 @@ final class EntryStore: Sendable {
     func append(_ entry: BundleWriter.Entry) -> Int {
         let record = Self.encode(entry)
         return state.withLockedValue { state in
+            let index = state.offsets.count
             state.offsets.append(state.written + UInt64(state.pending.count))
             state.pending += record
-            state.bodies.append(entry.body)
+            if let body = entry.body { state.bodies[index] = body }
             state.prepared.append(entry.prepared)
             if state.pending.count >= Self.flushSize, state.failure == nil {
                 do { try flush(&state) } catch { state.failure = "\(error)" }
@@ -70,9 +72,9 @@ final class EntryStore: Sendable {
 
     /// The prepared bodies, in the entries' order (nil where none is), handed over to the writer: the store no longer
     /// gives them with its entries.
-    func takePrepared() -> [PreparedBody?] {
+    func takePrepared() -> PreparedBodies {
         state.withLockedValue { state in
-            var taken = [PreparedBody?]()
+            var taken = PreparedBodies()
             swap(&taken, &state.prepared)
             return taken
         }
@@ -90,11 +92,11 @@ final class EntryStore: Sendable {
                 let from = Int(start - state.written)
                 return (
                     -1, start, Int(end - start), Array(state.pending[from..<(from + Int(end - start))]), state.bodies[index],
-                    state.prepared.indices.contains(index) ? state.prepared[index] : nil
+                    Self.prepared(index, in: state)
                 )
             }
             if end > state.written { try flush(&state) }
-            return (state.fd, start, Int(end - start), nil, state.bodies[index], state.prepared.indices.contains(index) ? state.prepared[index] : nil)
+            return (state.fd, start, Int(end - start), nil, state.bodies[index], Self.prepared(index, in: state))
         }
         var record = pendingRecord ?? []
         if pendingRecord == nil {
@@ -106,6 +108,11 @@ final class EntryStore: Sendable {
         entry.body = body
         entry.prepared = prepared
         return entry
+    }
+
+    /// The prepared body of the entry at `index`, unless the writer took them.
+    private static func prepared(_ index: Int, in state: State) -> PreparedBody? {
+        index < state.prepared.count ? state.prepared[index] : nil
     }
 
     private func flush(_ state: inout State) throws {

@@ -120,3 +120,43 @@ extension PreparedBody.Storage {
         }
     }
 }
+
+/// Prepared bodies by entry (nil for an entry without one), in chunks of 4,096: a growing array holds up to twice its
+/// size while it grows, and an array made of a crawl's would hold them twice while it is made.
+struct PreparedBodies: Sendable {
+    private var chunks: [[PreparedBody?]] = []
+    private(set) var count = 0
+    static let chunkSize = 4096
+
+    init() {}
+
+    init(_ bodies: [PreparedBody?]) {
+        for body in bodies { append(body) }
+    }
+
+    mutating func append(_ body: PreparedBody?) {
+        if count % Self.chunkSize == 0 {
+            chunks.append([])
+            chunks[chunks.count - 1].reserveCapacity(Self.chunkSize)
+        }
+        chunks[chunks.count - 1].append(body)
+        count += 1
+    }
+
+    /// Appends `other`'s bodies; when this is empty, takes its chunks as they are.
+    mutating func append(contentsOf other: consuming PreparedBodies) {
+        if count == 0 {
+            self = other
+            return
+        }
+        for i in 0..<other.count { append(other[i]) }
+    }
+
+    subscript(i: Int) -> PreparedBody? {
+        get { chunks[i / Self.chunkSize][i % Self.chunkSize] }
+        set { chunks[i / Self.chunkSize][i % Self.chunkSize] = newValue }
+    }
+
+    /// How many entries have a body.
+    var withBody: Int { chunks.reduce(0) { $0 + $1.count { $0 != nil } } }
+}

@@ -3,21 +3,21 @@ import NIOConcurrencyHelpers
 /// Result slots for the parallel preparation: one per entry, and the first error.
 final class ResultSlots: Sendable {
     private struct State {
-        var slots: [PreparedBody?]
+        var slots: PreparedBodies
         var error: (any Error)?
     }
 
     private let state: NIOLockedValueBox<State>
 
     /// Slots that start with `values`.
-    init(_ values: [PreparedBody?]) {
+    init(_ values: consuming PreparedBodies) {
         state = NIOLockedValueBox(State(slots: values))
     }
 
     /// The slots, taken out: none is left here.
-    func take() -> [PreparedBody?] {
+    func take() -> PreparedBodies {
         state.withLockedValue { state in
-            var taken = [PreparedBody?]()
+            var taken = PreparedBodies()
             swap(&taken, &state.slots)
             return taken
         }

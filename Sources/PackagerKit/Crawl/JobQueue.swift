@@ -1,0 +1,191 @@
+import Foundation
+import OfflineBundle
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// One host's jobs, first in first out: up to ``memoryLimit`` of them in memory, the ones queued behind those in a
+/// scratch file, read back in order as the ones in memory are taken.
+///
+/// A breadth-first crawl finds pages faster than it fetches them: on a site of 50,000 pages most of them wait in the
+/// queue at some point, and held in memory they were the crawl's largest growing cost (about 200 bytes a job).
+struct JobQueue {
+    typealias Job = Frontier.Job
+
+    /// Jobs held in memory, oldest first from `head`; a taken slot is cleared at once.
+    private var memory: [Job?] = []
+    private var head = 0
+    /// Jobs in the file (or in `pending`, not yet written), all queued after those in memory.
+    private var spilled = 0
+    private var pending: [UInt8] = []
+    private var fd: Int32 = -1
+    private var written: UInt64 = 0
+    private var readOffset: UInt64 = 0
+    private let path: String?
+    let memoryLimit: Int
+    /// Spilled jobs that could not be read back (the scratch file failed): the crawl reports them, and fails.
+    private(set) var lost = 0
+
+    /// - Parameters:
+    ///   - path: the scratch file for jobs beyond `memoryLimit`; nil keeps them all in memory.
+    init(path: String?, memoryLimit: Int = 2048) {
+        self.path = path
+        self.memoryLimit = max(1, memoryLimit)
+    }
+
+    var count: Int { memory.count - head + spilled }
+
+    mutating func push(_ job: Job) {
+        if spilled == 0 && memory.count - head < memoryLimit || path == nil {
+            memory.append(job)
+            return
+        }
+        pending += Self.encode(job)
+        spilled += 1
+        if pending.count >= 64 << 10 { flush() }
+    }
+
+    mutating func pop() -> Job? {
+        if head == memory.count, spilled > 0 { refill() }
+        guard head < memory.count else { return nil }
+        let job = memory[head]
+        memory[head] = nil
+        head += 1
+        if head == memory.count {
+            memory.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head > 1024 && head * 2 > memory.count {
+            memory.removeFirst(head)
+            head = 0
+        }
+        return job
+    }
+
+    /// Closes and removes the scratch file.
+    mutating func removeFile() {
+        if fd >= 0 {
+            close(fd)
+            if let path { unlink(path) }
+            fd = -1
+        }
+    }
+
+    /// Writes `pending` to the file; when the file cannot be written, the jobs stay in `pending` (in memory).
+    private mutating func flush() {
+        guard let path, !pending.isEmpty else { return }
+        if fd < 0 {
+            fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { return }
+        }
+        let offset = written
+        guard pending.withUnsafeBytes({ FileIO.write(fd, $0, at: offset) }) == nil else { return }
+        written += UInt64(pending.count)
+        pending.removeAll(keepingCapacity: true)
+    }
+
+    /// Reads up to `memoryLimit` spilled jobs back into memory, oldest first.
+    private mutating func refill() {
+        var bytes = [UInt8]()
+        if readOffset < written {
+            // Up to 256 KiB from the file at a time; a record cut at the end is read again next time.
+            let length = Int(min(written - readOffset, 256 << 10))
+            bytes = [UInt8](repeating: 0, count: length)
+            let offset = readOffset
+            guard bytes.withUnsafeMutableBytes({ FileIO.read(fd, into: $0, at: offset) }) == .done(length) else { return loseSpilled() }
+        } else {
+            swap(&bytes, &pending)
+        }
+        var at = 0
+        while memory.count < memoryLimit, spilled > 0 {
+            guard let record = Self.decode(bytes, at: at) else {
+                // Only the end of a read can cut a record; one that does not fit a whole read is damaged.
+                if at == 0 { return loseSpilled() }
+                break
+            }
+            memory.append(record.job)
+            spilled -= 1
+            at = record.next
+        }
+        if readOffset < written {
+            readOffset += UInt64(at)
+        } else {
+            pending = Array(bytes[at...])
+        }
+        if spilled == 0 {
+            written = 0
+            readOffset = 0
+        }
+    }
+
+    /// Gives up the spilled jobs, counted as lost.
+    private mutating func loseSpilled() {
+        lost += spilled
+        spilled = 0
+        pending = []
+        written = 0
+        readOffset = 0
+    }
+
+    // MARK: - Records
+
+    /// A job as a 32-bit length, then its fields: strings as a 32-bit length and their UTF-8 bytes.
+    static func encode(_ job: Job) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 4)
+        func integer<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { out += $0 } }
+        func string(_ value: String) {
+            integer(UInt32(value.utf8.count))
+            out += value.utf8
+        }
+        string(job.url)
+        string(job.key)
+        string(job.host)
+        out.append(job.role.bit)
+        integer(Int64(job.depth))
+        out.append((job.referrer == nil ? 0 : 1) | (job.declared ? 2 : 0))
+        if let referrer = job.referrer { string(referrer) }
+        integer(UInt32(job.redirectChain.count))
+        for hop in job.redirectChain { string(hop) }
+        withUnsafeBytes(of: UInt32(out.count - 4).littleEndian) { out.replaceSubrange(0..<4, with: $0) }
+        return out
+    }
+
+    /// The job whose record starts at `start`, and where the next one starts; nil when the bytes end before it does,
+    /// or it is damaged.
+    static func decode(_ bytes: [UInt8], at start: Int) -> (job: Job, next: Int)? {
+        var at = start
+        func integer<T: FixedWidthInteger>(_ type: T.Type) -> T? {
+            guard at + MemoryLayout<T>.size <= bytes.count else { return nil }
+            var value: T = 0
+            withUnsafeMutableBytes(of: &value) { $0.copyBytes(from: bytes[at..<(at + MemoryLayout<T>.size)]) }
+            at += MemoryLayout<T>.size
+            return T(littleEndian: value)
+        }
+        func string() -> String? {
+            guard let length = integer(UInt32.self), at + Int(length) <= bytes.count else { return nil }
+            defer { at += Int(length) }
+            return String(decoding: bytes[at..<(at + Int(length))], as: UTF8.self)
+        }
+        guard let length = integer(UInt32.self), at + Int(length) <= bytes.count else { return nil }
+        let end = at + Int(length)
+        guard let url = string(), let key = string(), let host = string(), let roleBit = integer(UInt8.self),
+            let role = CrawlScope.Role(bit: roleBit), let depth = integer(Int64.self), let flags = integer(UInt8.self)
+        else { return nil }
+        var referrer: String?
+        if flags & 1 != 0 {
+            guard let text = string() else { return nil }
+            referrer = text
+        }
+        guard let hops = integer(UInt32.self), hops <= 64 else { return nil }
+        var chain = [String]()
+        for _ in 0..<hops {
+            guard let hop = string() else { return nil }
+            chain.append(hop)
+        }
+        guard at == end else { return nil }
+        let job = Job(url: url, key: key, host: host, role: role, depth: Int(depth), referrer: referrer, redirectChain: chain, declared: flags & 2 != 0)
+        return (job, end)
+    }
+}
