@@ -249,7 +249,7 @@ package enum HTTPDates {
     static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 
     package static func parse(_ text: String) -> Date? {
-        let b = Array(text.trimmingCharacters(in: .whitespaces).utf8)
+        let b = Array(Substring(text).trimmingWhitespace().utf8)
         if b.count == 29, b[3] == UInt8(ascii: ","), b[28] == UInt8(ascii: "T") {
             func number(_ r: Range<Int>) -> Int? {
                 var n = 0
@@ -259,8 +259,9 @@ package enum HTTPDates {
                 }
                 return n
             }
-            let month = String(decoding: b[8..<11], as: UTF8.self).lowercased()
-            guard let day = number(5..<7), let m = months.firstIndex(of: month), let year = number(12..<16), let hour = number(17..<19),
+            let month = b[8..<11].map { $0 | 0x20 }
+            guard let day = number(5..<7), let m = months.firstIndex(where: { $0.utf8.elementsEqual(month) }), let year = number(12..<16),
+                let hour = number(17..<19),
                 let minute = number(20..<22), let second = number(23..<25)
             else { return nil }
             return Date(timeIntervalSince1970: TimeInterval(daysFromCivil(year, m + 1, day) * 86400 + hour * 3600 + minute * 60 + second))
@@ -277,7 +278,16 @@ package enum HTTPDates {
 
     /// A date as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form HTTP sends (RFC 9110 §5.6.7).
     package static func format(_ date: Date) -> String {
-        let seconds = Int(date.timeIntervalSince1970.rounded(.down))
+        let t = civil(Int(date.timeIntervalSince1970.rounded(.down)))
+        let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][t.weekday]
+        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        let monthName = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"][t.month - 1]
+        return "\(weekday), \(two(t.day)) \(monthName) \(t.year) \(two(t.hour)):\(two(t.minute)):\(two(t.second)) GMT"
+    }
+
+    /// The UTC calendar date and time of `seconds` since 1970-01-01 (proleptic Gregorian); `weekday` counts from
+    /// Thursday, the weekday of 1970-01-01, as 0.
+    package static func civil(_ seconds: Int) -> (year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int, weekday: Int) {
         let days = seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400
         let secondOfDay = seconds - days * 86400
         // Civil date from days since 1970-01-01 (the inverse of daysFromCivil).
@@ -290,10 +300,7 @@ package enum HTTPDates {
         let day = dayOfYear - (153 * mp + 2) / 5 + 1
         let month = mp < 10 ? mp + 3 : mp - 9
         let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][((days % 7) + 7) % 7]
-        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        let monthName = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"][month - 1]
-        return "\(weekday), \(two(day)) \(monthName) \(year) \(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):\(two(secondOfDay % 60)) GMT"
+        return (year, month, day, secondOfDay / 3600, secondOfDay / 60 % 60, secondOfDay % 60, ((days % 7) + 7) % 7)
     }
 
     /// Days since 1970-01-01 of a proleptic Gregorian date.

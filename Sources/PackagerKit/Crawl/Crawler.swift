@@ -146,7 +146,7 @@ final class Crawler: Sendable {
         _ raw: String, key: String, role: CrawlScope.Role, depth: Int, referrer: String?, frontier: Frontier, chain: [String] = [],
         declared: Bool = false
     ) async {
-        guard let host = URL(string: key)?.host?.lowercased() else {
+        guard let host = HTTPOrigin(key: key)?.host else {
             if declared { state.fail(.init(url: raw, reason: "not a URL that can be fetched", declared: true, referrer: referrer)) }
             return
         }
@@ -177,7 +177,8 @@ final class Crawler: Sendable {
                 if declared { state.fail(.init(url: key, reason: "not fetched: scope.max-resources reached", declared: true, referrer: referrer)) }
                 return
             }
-            let url = Self.withoutDroppedParameters(raw, key: key)
+            // Without parameters to drop, the URL is requested as written.
+            let url = declaration.dropQueryParameters.isEmpty ? raw : Self.withoutDroppedParameters(raw, key: key)
             await frontier.enqueue(
                 .init(url: url, key: key, host: host, role: role, depth: depth, referrer: referrer, redirectChain: chain, declared: declared))
         }
@@ -326,7 +327,7 @@ final class Crawler: Sendable {
             guard (200...299).contains(response.status), response.bodySize > 0 else { return }
             let type = response.headers.first { $0.name == "content-type" }.map { Self.mediaType($0.value) } ?? ""
             // Bodies that still carry a coding (stored as sent, or one the client does not decode) are read decoded.
-            let coding = response.headers.first { $0.name == "content-encoding" }?.value.lowercased().trimmingCharacters(in: .whitespaces)
+            let coding = response.headers.first { $0.name == "content-encoding" }.map { String(Substring($0.value.lowercased()).trimmingWhitespace()) }
             let clientDecoded: Set<String> = ["gzip", "deflate", "identity"]
             let encoding = coding.flatMap { declaration.contentEncoding == .encoded || !clientDecoded.contains($0) ? $0 : nil }
             await discover(
@@ -441,7 +442,7 @@ final class Crawler: Sendable {
 
     /// The media type of a Content-Type value, lowercased, without parameters.
     static func mediaType(_ contentType: String) -> String {
-        String(contentType.prefix { $0 != ";" }).trimmingCharacters(in: .whitespaces).lowercased()
+        contentType.prefix { $0 != ";" }.trimmingWhitespace().lowercased()
     }
 
     /// `raw` resolved against `base` as an absolute http(s) URL without its fragment, or nil.

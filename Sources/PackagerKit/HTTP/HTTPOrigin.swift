@@ -42,17 +42,20 @@ struct HTTPOrigin: Hashable, Sendable, CustomStringConvertible {
 
     /// `host` and the port, if one is written, of `host[:port]` (IPv6 literals in brackets); nil when the port is not a number.
     static func split<S: StringProtocol>(authority: S) -> (host: String, port: Int?)? {
-        let text = String(authority).lowercased()
-        var hostPart = Substring(text)
+        // On bytes: this runs for every URL a crawl takes in.
+        let bytes = Array(authority.utf8)
+        var hostEnd = bytes.count
         var port: Int?
-        if let colon = text.lastIndex(of: ":"), !text[colon...].contains("]") {
-            let digits = text[text.index(after: colon)...]
-            guard !digits.isEmpty, digits.count <= 5, digits.allSatisfy(\.isASCIINumber), let value = Int(digits), value <= 65535 else { return nil }
-            hostPart = text[..<colon]
+        if let colon = bytes.lastIndex(of: UInt8(ascii: ":")), !bytes[colon...].contains(UInt8(ascii: "]")) {
+            let digits = bytes[(colon + 1)...]
+            guard !digits.isEmpty, digits.count <= 5, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+            let value = digits.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
+            guard value <= 65535 else { return nil }
+            hostEnd = colon
             port = value
         }
-        guard !hostPart.isEmpty else { return nil }
-        return (String(hostPart), port)
+        guard hostEnd > 0 else { return nil }
+        return (String(decoding: bytes[..<hostEnd], as: UTF8.self).lowercased(), port)
     }
 
     var isSecure: Bool { scheme == "https" }

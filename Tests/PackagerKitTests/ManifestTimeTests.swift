@@ -1,0 +1,36 @@
+import Foundation
+import OfflineBundle
+import Testing
+
+@testable import PackagerKit
+
+/// The manifest's times are written by hand; Foundation's formatter is the reference.
+@Suite("manifest times")
+struct ManifestTimeTests {
+    @Test(
+        "whole-second times read as ISO8601DateFormatter writes them, from year 1 to 9999 (Julian days before 1583 included), leap days and the epoch's edges included"
+    )
+    func sameAsFoundation() {
+        let formatter = ISO8601DateFormatter()
+        var seconds: [Int64] = [0, -1, 1, 86_399, 86_400, 951_782_400, 951_868_799, 1_767_323_045, 253_402_300_799, -62_135_596_800, -2_208_988_800]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20_000 { seconds.append(Int64.random(in: -62_135_596_800...253_402_300_799, using: &generator)) }
+        for second in seconds {
+            let date = Date(timeIntervalSince1970: TimeInterval(second))
+            #expect(BundleWriter.iso8601(date, formatter) == formatter.string(from: date), "\(second)")
+        }
+        // Outside what is made by hand, the formatter answers.
+        let far = Date(timeIntervalSince1970: 300_000_000_000)
+        #expect(BundleWriter.iso8601(far, formatter) == formatter.string(from: far))
+    }
+
+    @Test("HTTP dates: the IMF-fixdate read and written back, months in any case, spaces around")
+    func httpDates() throws {
+        for text in ["Sun, 06 Nov 1994 08:49:37 GMT", "Thu, 01 Jan 1970 00:00:00 GMT", "Tue, 29 Feb 2000 23:59:59 GMT"] {
+            let date = try #require(HTTPDates.parse(" \t" + text + " "))
+            #expect(HTTPDates.format(date) == text)
+        }
+        #expect(HTTPDates.parse("Sun, 06 NOV 1994 08:49:37 GMT") == HTTPDates.parse("Sun, 06 Nov 1994 08:49:37 GMT"))
+        #expect(HTTPDates.parse("Sun, 06 Nox 1994 08:49:37 GMT") == nil)
+    }
+}
