@@ -168,7 +168,10 @@ package struct IndexAccumulator {
     private var blocks = [UInt8]()
     private var blockStarts = [UInt32]()
     /// Block indexes by the FNV-1a hash of their bytes (the bytes are compared in `blocks`, not kept twice).
-    private var blocksByHash = [UInt64: [UInt32]]()
+    private var blocksByHash = [UInt64: UInt32]()
+    /// For each block, the block before it with the same hash, or `UInt32.max`: a chain instead of an array per hash
+    /// (a real site's entries mostly have header lines of their own).
+    private var sameHash = [UInt32]()
     private var records = [UInt8]()
     private var slots: [UInt64]
     private var added = 0
@@ -296,16 +299,19 @@ package struct IndexAccumulator {
     /// The index of `block` among the distinct blocks, adding it when it is new.
     private mutating func intern(_ block: [UInt8]) throws -> UInt32 {
         let h = block.withUnsafeBytes { IndexLayout.hash($0) }
-        for index in blocksByHash[h] ?? [] {
-            let start = Int(blockStarts[Int(index)])
-            let end = Int(index) + 1 < blockStarts.count ? Int(blockStarts[Int(index) + 1]) : blocks.count
-            if end - start == block.count && blocks[start..<end].elementsEqual(block) { return index }
+        var candidate = blocksByHash[h] ?? UInt32.max
+        while candidate != UInt32.max {
+            let start = Int(blockStarts[Int(candidate)])
+            let end = Int(candidate) + 1 < blockStarts.count ? Int(blockStarts[Int(candidate) + 1]) : blocks.count
+            if end - start == block.count && blocks[start..<end].elementsEqual(block) { return candidate }
+            candidate = sameHash[Int(candidate)]
         }
         let index = UInt32(blockStarts.count)
         blockStarts.append(UInt32(truncatingIfNeeded: blocks.count))
         blocks.append(contentsOf: block)
         guard keys.count + blocks.count <= Int(UInt32.max) else { throw BundleError(.invalidArgument, "index strings exceed 4 GiB") }
-        blocksByHash[h, default: []].append(index)
+        sameHash.append(blocksByHash[h] ?? UInt32.max)
+        blocksByHash[h] = index
         return index
     }
 
