@@ -133,58 +133,42 @@ struct JobQueue {
 
     /// A job as a 32-bit length, then its fields: strings as a 32-bit length and their UTF-8 bytes.
     static func encode(_ job: Job) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: 4)
-        func integer<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { out += $0 } }
-        func string(_ value: String) {
-            integer(UInt32(value.utf8.count))
-            out += value.utf8
-        }
-        string(job.url)
-        string(job.key)
-        string(job.host)
-        out.append(job.role.bit)
-        integer(Int64(job.depth))
-        out.append((job.referrer == nil ? 0 : 1) | (job.declared ? 2 : 0))
-        if let referrer = job.referrer { string(referrer) }
-        integer(UInt32(job.redirectChain.count))
-        for hop in job.redirectChain { string(hop) }
-        withUnsafeBytes(of: UInt32(out.count - 4).littleEndian) { out.replaceSubrange(0..<4, with: $0) }
-        return out
+        var out = ScratchRecordWriter()
+        let start = out.beginLength()
+        out.string(job.url)
+        out.string(job.key)
+        out.string(job.host)
+        out.integer(job.role.bit)
+        out.integer(Int64(job.depth))
+        out.integer(UInt8((job.referrer == nil ? 0 : 1) | (job.declared ? 2 : 0)))
+        if let referrer = job.referrer { out.string(referrer) }
+        out.integer(UInt32(job.redirectChain.count))
+        for hop in job.redirectChain { out.string(hop) }
+        out.endLength(start)
+        return out.bytes
     }
 
     /// The job whose record starts at `start`, and where the next one starts; nil when the bytes end before it does,
     /// or it is damaged.
     static func decode(_ bytes: [UInt8], at start: Int) -> (job: Job, next: Int)? {
-        var at = start
-        func integer<T: FixedWidthInteger>(_ type: T.Type) -> T? {
-            guard at + MemoryLayout<T>.size <= bytes.count else { return nil }
-            var value: T = 0
-            withUnsafeMutableBytes(of: &value) { $0.copyBytes(from: bytes[at..<(at + MemoryLayout<T>.size)]) }
-            at += MemoryLayout<T>.size
-            return T(littleEndian: value)
-        }
-        func string() -> String? {
-            guard let length = integer(UInt32.self), at + Int(length) <= bytes.count else { return nil }
-            defer { at += Int(length) }
-            return String(decoding: bytes[at..<(at + Int(length))], as: UTF8.self)
-        }
-        guard let length = integer(UInt32.self), at + Int(length) <= bytes.count else { return nil }
-        let end = at + Int(length)
-        guard let url = string(), let key = string(), let host = string(), let roleBit = integer(UInt8.self),
-            let role = CrawlScope.Role(bit: roleBit), let depth = integer(Int64.self), let flags = integer(UInt8.self)
+        var reader = ScratchRecordReader(bytes, at: start)
+        guard let length = reader.integer(UInt32.self), reader.at + Int(length) <= bytes.count else { return nil }
+        let end = reader.at + Int(length)
+        guard let url = reader.string(), let key = reader.string(), let host = reader.string(), let roleBit = reader.integer(UInt8.self),
+            let role = CrawlScope.Role(bit: roleBit), let depth = reader.integer(Int64.self), let flags = reader.integer(UInt8.self)
         else { return nil }
         var referrer: String?
         if flags & 1 != 0 {
-            guard let text = string() else { return nil }
+            guard let text = reader.string() else { return nil }
             referrer = text
         }
-        guard let hops = integer(UInt32.self), hops <= 64 else { return nil }
+        guard let hops = reader.integer(UInt32.self), hops <= 64 else { return nil }
         var chain = [String]()
         for _ in 0..<hops {
-            guard let hop = string() else { return nil }
+            guard let hop = reader.string() else { return nil }
             chain.append(hop)
         }
-        guard at == end else { return nil }
+        guard reader.at == end else { return nil }
         let job = Job(url: url, key: key, host: host, role: role, depth: Int(depth), referrer: referrer, redirectChain: chain, declared: flags & 2 != 0)
         return (job, end)
     }

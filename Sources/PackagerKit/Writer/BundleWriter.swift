@@ -432,18 +432,14 @@ public struct BundleWriter: Sendable {
                 divisor /= 10
             }
         }
-        digits(t.year, 4)
-        out.append(UInt8(ascii: "-"))
-        digits(t.month, 2)
-        out.append(UInt8(ascii: "-"))
-        digits(t.day, 2)
-        out.append(UInt8(ascii: "T"))
-        digits(t.hour, 2)
-        out.append(UInt8(ascii: ":"))
-        digits(t.minute, 2)
-        out.append(UInt8(ascii: ":"))
-        digits(t.second, 2)
-        out.append(UInt8(ascii: "Z"))
+        // Each field, then the character that follows it.
+        let fields: [(value: Int, width: Int, then: Unicode.Scalar)] = [
+            (t.year, 4, "-"), (t.month, 2, "-"), (t.day, 2, "T"), (t.hour, 2, ":"), (t.minute, 2, ":"), (t.second, 2, "Z"),
+        ]
+        for field in fields {
+            digits(field.value, field.width)
+            out.append(UInt8(ascii: field.then))
+        }
         return String(decoding: out, as: UTF8.self)
     }
 

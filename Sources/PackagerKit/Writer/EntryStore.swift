@@ -134,71 +134,50 @@ final class EntryStore: Sendable {
     /// An entry without its body: the URL, status, kind, flags, times, source and headers, each string as a 32-bit
     /// length and its UTF-8 bytes, times as the bits of their seconds since 1970 (exactly as recorded).
     static func encode(_ entry: BundleWriter.Entry) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(64 + entry.url.utf8.count + entry.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 8 })
-        func integer<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { out += $0 } }
-        func string(_ value: String) {
-            integer(UInt32(value.utf8.count))
-            out += value.utf8
-        }
+        var out = ScratchRecordWriter(
+            capacity: 64 + entry.url.utf8.count + entry.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 8 })
         func time(_ date: Date?) {
-            out.append(date == nil ? 0 : 1)
-            integer(date?.timeIntervalSince1970.bitPattern ?? 0)
+            out.integer(UInt8(date == nil ? 0 : 1))
+            out.integer(date?.timeIntervalSince1970.bitPattern ?? 0)
         }
-        string(entry.url)
-        integer(Int32(entry.status))
-        string(entry.kind.description)
-        out.append((entry.lastModifiedSynthesized ? 1 : 0) | (entry.synthesizeETag ? 2 : 0) | (entry.source == nil ? 0 : 4))
+        out.string(entry.url)
+        out.integer(Int32(entry.status))
+        out.string(entry.kind.description)
+        out.integer(UInt8((entry.lastModifiedSynthesized ? 1 : 0) | (entry.synthesizeETag ? 2 : 0) | (entry.source == nil ? 0 : 4)))
         time(entry.fetchedAt)
         time(entry.originDate)
-        if let source = entry.source { string(source) }
-        integer(UInt32(entry.headers.count))
+        if let source = entry.source { out.string(source) }
+        out.integer(UInt32(entry.headers.count))
         for header in entry.headers {
-            string(header.name)
-            string(header.value)
+            out.string(header.name)
+            out.string(header.value)
         }
-        return out
+        return out.bytes
     }
 
     static func decode(_ record: [UInt8]) -> BundleWriter.Entry? {
-        var at = 0
-        func integer<T: FixedWidthInteger>(_ type: T.Type) -> T? {
-            guard at + MemoryLayout<T>.size <= record.count else { return nil }
-            var value: T = 0
-            withUnsafeMutableBytes(of: &value) { $0.copyBytes(from: record[at..<(at + MemoryLayout<T>.size)]) }
-            at += MemoryLayout<T>.size
-            return T(littleEndian: value)
-        }
-        func string() -> String? {
-            guard let length = integer(UInt32.self), at + Int(length) <= record.count else { return nil }
-            defer { at += Int(length) }
-            return String(decoding: record[at..<(at + Int(length))], as: UTF8.self)
-        }
+        var reader = ScratchRecordReader(record)
         func time() -> Date?? {
-            guard at < record.count else { return nil }
-            let present = record[at]
-            at += 1
-            guard let bits = integer(UInt64.self) else { return nil }
+            guard let present = reader.integer(UInt8.self), let bits = reader.integer(UInt64.self) else { return nil }
             return .some(present == 0 ? nil : Date(timeIntervalSince1970: Double(bitPattern: bits)))
         }
-        guard let url = string(), let status = integer(Int32.self), let kindName = string(), let kind = EntryKind(name: kindName), at < record.count
+        guard let url = reader.string(), let status = reader.integer(Int32.self), let kindName = reader.string(), let kind = EntryKind(name: kindName),
+            let flags = reader.integer(UInt8.self)
         else { return nil }
-        let flags = record[at]
-        at += 1
         guard let fetchedAt = time(), let originDate = time() else { return nil }
         var source: String?
         if flags & 4 != 0 {
-            guard let text = string() else { return nil }
+            guard let text = reader.string() else { return nil }
             source = text
         }
-        guard let count = integer(UInt32.self) else { return nil }
+        guard let count = reader.integer(UInt32.self) else { return nil }
         var headers: [(name: String, value: String)] = []
         headers.reserveCapacity(Int(min(count, 256)))
         for _ in 0..<count {
-            guard let name = string(), let value = string() else { return nil }
+            guard let name = reader.string(), let value = reader.string() else { return nil }
             headers.append((name, value))
         }
-        guard at == record.count else { return nil }
+        guard reader.atEnd else { return nil }
         return BundleWriter.Entry(
             url: url, status: Int(status), kind: kind, headers: headers, body: nil, fetchedAt: fetchedAt, originDate: originDate, source: source,
             synthesizeETag: flags & 2 != 0, lastModifiedSynthesized: flags & 1 != 0)
