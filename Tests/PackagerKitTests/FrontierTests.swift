@@ -41,9 +41,22 @@ struct FrontierTests {
         #expect(taken.count == expected.count && queue.count == 0 && queue.lost == 0)
         let difference = taken.indices.first { !Self.same(taken[$0], expected[$0]) }
         #expect(difference == nil, "first difference at \(difference ?? -1)")
-        #expect(FileManager.default.fileExists(atPath: folder.path + "/queue"))
-        queue.removeFile()
+        // Drained, the queue let its file go.
         #expect(!FileManager.default.fileExists(atPath: folder.path + "/queue"))
+    }
+
+    @Test("a job longer than one read of the file (a redirect chain of long URLs) comes back whole, between short ones")
+    func longRecord() throws {
+        let folder = try TemporaryFolder()
+        var queue = JobQueue(path: folder.path + "/queue", memoryLimit: 1)
+        var long = Self.job(1)
+        long.redirectChain = (0..<10).map { "https://docs.example/" + String(repeating: "%5B", count: 12_000) + "/\($0)" }
+        let jobs = [Self.job(0), long] + (2..<2_000).map { Self.job($0) }
+        for job in jobs { queue.push(job) }
+        var taken = [Frontier.Job]()
+        while let job = queue.pop() { taken.append(job) }
+        #expect(queue.lost == 0 && taken.count == jobs.count)
+        #expect(taken.indices.allSatisfy { Self.same(taken[$0], jobs[$0]) })
     }
 
     @Test("a damaged queue file loses its jobs, counted, and never crashes or invents one")

@@ -81,4 +81,23 @@ struct WriterMemoryTests {
         }
         #expect(!FileManager.default.fileExists(atPath: folder.path + "/refused.zip"))
     }
+
+    @Test("a writer whose entries come from a crawl's store writes them once; a second write is refused, not a bundle without bodies")
+    func storeWrittenOnce() throws {
+        let folder = try TemporaryFolder()
+        let store = EntryStore(path: folder.path + "/entries")
+        for i in 0..<3 {
+            _ = store.append(.init(url: "https://docs.example/\(i)", headers: [("content-type", "text/plain")], body: .data(Data("body \(i)".utf8))))
+        }
+        var writer = BundleWriter()
+        writer.store = store
+        let summary = try writer.write(to: folder.path + "/first.zip")
+        #expect(summary.entries == 3 && summary.bodies == 3)
+        #expect {
+            try writer.write(to: folder.path + "/second.zip")
+        } throws: { error in
+            "\(error)".contains("written to one bundle only")
+        }
+        #expect(!FileManager.default.fileExists(atPath: folder.path + "/second.zip"))
+    }
 }

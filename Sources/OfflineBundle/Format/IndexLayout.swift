@@ -154,7 +154,7 @@ package enum IndexBuilder {
 }
 
 /// `index.bin` built body by body and entry by entry, so a writer need not hold every body's record or every entry's
-/// record (with its header lines) until the end: each body leaves its 64-byte record, and each entry its key, its
+/// record (with its header lines) until the end: each body leaves its 68-byte record, and each entry its key, its
 /// 32-byte record, its hash slot and, when no entry before it had the same header lines, its header block.
 /// ``finish(manifestSHA256:rules:createdAt:)`` returns the file as pieces, to be written one after the other without
 /// joining them.
@@ -167,7 +167,8 @@ package struct IndexAccumulator {
     /// The distinct header blocks, one after the other, and where each starts among them.
     private var blocks = [UInt8]()
     private var blockStarts = [UInt32]()
-    /// Block indexes by the FNV-1a hash of their bytes (the bytes are compared in `blocks`, not kept twice).
+    /// The newest block with each FNV-1a hash of their bytes; `sameHash` chains to the older ones (the bytes are compared
+    /// in `blocks`, not kept twice).
     private var blocksByHash = [UInt64: UInt32]()
     /// For each block, the block before it with the same hash, or `UInt32.max`: a chain instead of an array per hash
     /// (a real site's entries mostly have header lines of their own).

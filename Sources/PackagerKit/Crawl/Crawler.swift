@@ -177,8 +177,7 @@ final class Crawler: Sendable {
                 if declared { state.fail(.init(url: key, reason: "not fetched: scope.max-resources reached", declared: true, referrer: referrer)) }
                 return
             }
-            // Without parameters to drop, the URL is requested as written.
-            let url = declaration.dropQueryParameters.isEmpty ? raw : Self.withoutDroppedParameters(raw, key: key)
+            let url = Self.withoutDroppedParameters(raw, key: key)
             await frontier.enqueue(
                 .init(url: url, key: key, host: host, role: role, depth: depth, referrer: referrer, redirectChain: chain, declared: declared))
         }

@@ -22,8 +22,9 @@ actor Frontier {
         var declared: Bool
     }
 
-    /// Keys taken in, by a 128-bit hash of their bytes: 16 bytes a key, where the key itself took about a hundred. Two
-    /// keys of a crawl share one with odds below 2^-100 (as two bodies share a SHA-256, which the bundle relies on).
+    /// Keys taken in, by a 128-bit hash of their bytes: 16 bytes a key, where the key itself took about a hundred. Two of
+    /// n keys share one with odds of about n²/2^129: below 2^-89 for a million keys (the bundle already relies on two
+    /// bodies never sharing a SHA-256).
     private var seen: Set<KeyHash> = []
     /// Keys left out, with the roles they were left out in (``CrawlScope/Role/bit``).
     private var skipped: [KeyHash: UInt8] = [:]

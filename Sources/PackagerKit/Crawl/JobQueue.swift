@@ -12,6 +12,9 @@ import OfflineBundle
 ///
 /// A breadth-first crawl finds pages faster than it fetches them: on a site of 50,000 pages most of them wait in the
 /// queue at some point, and held in memory they were the crawl's largest growing cost (about 200 bytes a job).
+///
+/// The file is read and written with blocking calls, from the frontier's actor: 64 KiB at a time in each direction,
+/// on a local scratch file, for 2,048 jobs.
 struct JobQueue {
     typealias Job = Frontier.Job
 
@@ -89,19 +92,24 @@ struct JobQueue {
     /// Reads up to `memoryLimit` spilled jobs back into memory, oldest first.
     private mutating func refill() {
         var bytes = [UInt8]()
-        if readOffset < written {
-            // Up to 256 KiB from the file at a time; a record cut at the end is read again next time.
-            let length = Int(min(written - readOffset, 256 << 10))
-            bytes = [UInt8](repeating: 0, count: length)
-            let offset = readOffset
-            guard bytes.withUnsafeMutableBytes({ FileIO.read(fd, into: $0, at: offset) }) == .done(length) else { return loseSpilled() }
+        let fromFile = readOffset < written
+        if fromFile {
+            // 256 KiB from the file at a time; a record cut at the end is read again next time, and a record longer
+            // than a read (a long redirect chain of long URLs) is read on its own.
+            guard let read = readFile(Int(min(written - readOffset, 256 << 10))) else { return loseSpilled() }
+            bytes = read
+            if Self.decode(bytes, at: 0) == nil, bytes.count >= 4 {
+                let length = 4 + Int(bytes[0..<4].withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(as: UInt32.self)) })
+                guard length > bytes.count, readOffset + UInt64(length) <= written, let whole = readFile(length) else { return loseSpilled() }
+                bytes = whole
+            }
         } else {
             swap(&bytes, &pending)
         }
         var at = 0
         while memory.count < memoryLimit, spilled > 0 {
             guard let record = Self.decode(bytes, at: at) else {
-                // Only the end of a read can cut a record; one that does not fit a whole read is damaged.
+                // Only the end of a read can cut a record: the first one of a read is whole, or damaged.
                 if at == 0 { return loseSpilled() }
                 break
             }
@@ -109,15 +117,25 @@ struct JobQueue {
             spilled -= 1
             at = record.next
         }
-        if readOffset < written {
+        if fromFile {
             readOffset += UInt64(at)
         } else {
             pending = Array(bytes[at...])
         }
         if spilled == 0 {
+            // Drained: the file goes, and a later spill starts a new one.
+            removeFile()
             written = 0
             readOffset = 0
         }
+    }
+
+    /// `length` bytes of the file from `readOffset`, or nil when they cannot be read.
+    private func readFile(_ length: Int) -> [UInt8]? {
+        var bytes = [UInt8](repeating: 0, count: length)
+        let offset = readOffset
+        guard bytes.withUnsafeMutableBytes({ FileIO.read(fd, into: $0, at: offset) }) == .done(length) else { return nil }
+        return bytes
     }
 
     /// Gives up the spilled jobs, counted as lost.

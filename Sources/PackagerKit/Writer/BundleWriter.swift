@@ -159,7 +159,8 @@ public struct BundleWriter: Sendable {
     /// Adds an entry.
     public mutating func add(_ entry: Entry) { entries.append(entry) }
 
-    /// A crawl's entries, read back one at a time as the bundle is written; they come after ``entries``.
+    /// A crawl's entries, read back one at a time as the bundle is written; they come after ``entries``. A writer with a
+    /// store writes once: the store hands its prepared bodies over.
     var store: EntryStore?
 
     /// How many entries the bundle gets: ``entries``, then the store's.
@@ -189,11 +190,6 @@ public struct BundleWriter: Sendable {
         // The bodies, prepared in the entries' own order, each distinct one written once in digest order; their bytes
         // are let go as they are written, and what the manifest and the index need of them is kept.
         let prepared = try prepareBodies(spool: spool, memory: memory)
-        for entry in keys.noBodyAllowed where prepared[entry] != nil {
-            let status = try self.entry(at: entry).status
-            throw PackagerError(
-                .invalidInput, "an entry with status \(status) cannot have a body (RFC 9110 §6.4.1)", subject: keys.key(ofEntry: entry))
-        }
         let bodies = DistinctBodies(prepared, keys: keys)
         let deduplicated = prepared.withBody - bodies.count
         var index = IndexAccumulator(entryCount: keys.count, bodyCount: bodies.count)
@@ -226,16 +222,14 @@ public struct BundleWriter: Sendable {
     struct KeyTable {
         var bytes: [UInt8] = []
         var keys: [(start: UInt32, length: UInt32, entry: UInt32)] = []
-        /// Entries whose status allows no body (204, 304).
-        var noBodyAllowed: [Int] = []
 
         var count: Int { keys.count }
         func key(_ i: Int) -> String { String(decoding: bytes[Int(keys[i].start)..<Int(keys[i].start + keys[i].length)], as: UTF8.self) }
         func entry(_ i: Int) -> Int { Int(keys[i].entry) }
-        func key(ofEntry entry: Int) -> String { keys.firstIndex { $0.entry == entry }.map { key($0) } ?? "" }
     }
 
-    /// The entries' canonical keys, in key order, each checked: an http(s) key, a final status, no key answered twice.
+    /// The entries' canonical keys, in key order, each checked: an http(s) key, a final status, no body where HTTP allows
+    /// none, no key answered twice.
     private func keyedEntries() throws -> KeyTable {
         let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: options.dropQueryParameters)
         var table = KeyTable()
@@ -248,7 +242,9 @@ public struct BundleWriter: Sendable {
             guard (200...599).contains(entry.status) else {
                 throw PackagerError(.invalidInput, "status \(entry.status) is not a final HTTP status (200...599)", subject: key)
             }
-            if entry.status == 204 || entry.status == 304 { table.noBodyAllowed.append(index) }
+            if entry.body != nil || entry.prepared != nil, entry.status == 204 || entry.status == 304 {
+                throw PackagerError(.invalidInput, "an entry with status \(entry.status) cannot have a body (RFC 9110 §6.4.1)", subject: key)
+            }
             let start = table.bytes.count
             table.bytes.append(contentsOf: key.utf8)
             guard table.bytes.count <= Int(UInt32.max), index <= Int(UInt32.max) else {
@@ -277,6 +273,10 @@ public struct BundleWriter: Sendable {
     private func prepareBodies(spool: OverflowFile, memory: MemoryBudget) throws -> PreparedBodies {
         var ready = PreparedBodies(entries.map(\.prepared))
         if let store { ready.append(contentsOf: store.takePrepared()) }
+        // A crawl's store gives its prepared bodies (and has let the received ones go) to one write only.
+        guard ready.count == entryCount else {
+            throw PackagerError(.invalidInput, "a crawl's entries can be written to one bundle only; this writer's store was written already")
+        }
         return try BodyPreparer(options: options, spool: spool, memory: memory).prepare(consume ready) { try entry(at: $0) }
     }
 

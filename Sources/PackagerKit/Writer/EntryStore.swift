@@ -65,6 +65,8 @@ final class EntryStore: Sendable {
     /// The body of the entry at `index` was hashed and compressed: the store keeps that, and lets the received body go.
     func setPrepared(_ index: Int, _ prepared: PreparedBody) {
         state.withLockedValue { state in
+            // After the writer took the prepared bodies, nothing is kept here.
+            guard index < state.prepared.count else { return }
             state.prepared[index] = prepared
             state.bodies[index] = nil
         }

@@ -48,14 +48,6 @@ struct PreparedBody: Sendable {
         case source(BundleWriter.BodySource)
         /// Written to the bundle, and its bytes let go.
         case written
-
-        /// Whether it holds the body's bytes in memory.
-        var holdsBytes: Bool {
-            switch self {
-            case .memory, .source(.data): true
-            case .spool, .source(.file), .source(.bundle), .written: false
-            }
-        }
     }
     var digest: BodyDigest
     var crc32: UInt32
