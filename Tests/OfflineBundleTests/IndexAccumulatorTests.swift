@@ -1,0 +1,87 @@
+import Foundation
+import Testing
+
+@testable import OfflineBundle
+
+/// `index.bin` built entry by entry and body by body, checked against what it announced, and read back.
+@Suite("the index accumulator")
+struct IndexAccumulatorTests {
+    static func digest(_ byte: UInt8) -> [UInt8] { [UInt8](repeating: byte, count: 32) }
+
+    static func addBody(_ index: inout IndexAccumulator, _ byte: UInt8, at offset: UInt64) throws {
+        // Even digests are stored (their size is their stored size), odd ones deflated.
+        let stored = byte % 2 == 0
+        try index.addBody(
+            sha256: digest(byte), localHeaderOffset: offset, dataOffset: offset + 48, storedSize: 10 + UInt64(byte),
+            size: stored ? 10 + UInt64(byte) : 20 + UInt64(byte), crc32: UInt32(byte), storedCRC32: stored ? UInt32(byte) : UInt32(byte) + 1,
+            compression: stored ? .stored : .deflate)
+    }
+
+    @Test("what it was given reads back through the reader: bodies, keys, header blocks shared between entries")
+    func readsBack() throws {
+        var index = IndexAccumulator(entryCount: 3, bodyCount: 2)
+        try Self.addBody(&index, 1, at: 0)
+        try Self.addBody(&index, 2, at: 100)
+        let (sha256, size, storedSize, compression) = index.body(at: 1)
+        #expect(Array(sha256) == Self.digest(2) && size == 12 && storedSize == 12 && compression == .stored)
+        let headers = [(name: "content-type", value: "text/html")]
+        try index.add(key: "https://a.example/1", status: 200, kind: .recorded, flags: 0, headers: headers, body: 0, fetchedAt: 5, originDate: nil)
+        try index.add(key: "https://a.example/2", status: 200, kind: .recorded, flags: 0, headers: headers, body: 1, fetchedAt: nil, originDate: 7)
+        try index.add(key: "https://a.example/3", status: 404, kind: .recorded, flags: 0, headers: [], body: nil, fetchedAt: nil, originDate: nil)
+        let bytes = Array(try index.finish(manifestSHA256: Self.digest(9), rules: BundleRules(), createdAt: nil).joined())
+        let read = try BundleIndex(bytes: bytes, bodyArea: 1 << 20, maxRatio: 1000)
+        #expect(read.entryCount == 3 && read.bodyCount == 2 && read.blockCount == 2)
+        #expect(read.body(at: 0).sha256 == Self.digest(1) && read.body(at: 1).dataOffset == 148 && read.body(at: 0).storedCRC32 == 2)
+        #expect((0..<3).map(read.entryKey) == ["https://a.example/1", "https://a.example/2", "https://a.example/3"])
+        #expect(read.entryHeaders(1).map { [$0.name, $0.value] } == [["content-type", "text/html"]])
+    }
+
+    @Test("more or fewer entries or bodies than announced, bodies out of digest order, keys out of order: each refused")
+    func refusals() throws {
+        func refused(_ build: (inout IndexAccumulator) throws -> Void, _ text: String) {
+            var index = IndexAccumulator(entryCount: 1, bodyCount: 1)
+            #expect {
+                try build(&index)
+            } throws: { error in
+                "\(error)".contains(text)
+            }
+        }
+        let key = "https://a.example/"
+        func entry(_ index: inout IndexAccumulator, _ key: String) throws {
+            try index.add(key: key, status: 200, kind: .recorded, flags: 0, headers: [], body: 0, fetchedAt: nil, originDate: nil)
+        }
+        refused(
+            {
+                try entry(&$0, key)
+                try entry(&$0, key + "b")
+            }, "more index entries than announced")
+        refused(
+            {
+                try Self.addBody(&$0, 1, at: 0)
+                try Self.addBody(&$0, 2, at: 100)
+            }, "more index bodies than announced")
+        refused(
+            {
+                try Self.addBody(&$0, 1, at: 0)
+                _ = try $0.finish(manifestSHA256: Self.digest(0), rules: BundleRules(), createdAt: nil)
+            }, "differ from those announced")
+        refused(
+            {
+                try entry(&$0, key)
+                _ = try $0.finish(manifestSHA256: Self.digest(0), rules: BundleRules(), createdAt: nil)
+            }, "differ from those announced")
+        var twoBodies = IndexAccumulator(entryCount: 2, bodyCount: 2)
+        try Self.addBody(&twoBodies, 2, at: 0)
+        #expect(throws: BundleError.self) { try Self.addBody(&twoBodies, 1, at: 100) }
+        var twoEntries = IndexAccumulator(entryCount: 2, bodyCount: 0)
+        try twoEntries.add(key: key + "b", status: 200, kind: .recorded, flags: 0, headers: [], body: nil, fetchedAt: nil, originDate: nil)
+        #expect(throws: BundleError.self) {
+            try twoEntries.add(key: key + "a", status: 200, kind: .recorded, flags: 0, headers: [], body: nil, fetchedAt: nil, originDate: nil)
+        }
+        // A body reference beyond the announced bodies.
+        var outOfRange = IndexAccumulator(entryCount: 1, bodyCount: 1)
+        #expect(throws: BundleError.self) {
+            try outOfRange.add(key: key, status: 200, kind: .recorded, flags: 0, headers: [], body: 1, fetchedAt: nil, originDate: nil)
+        }
+    }
+}
