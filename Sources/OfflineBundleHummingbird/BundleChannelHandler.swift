@@ -31,7 +31,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     static let maxWaiting = 16
 
     let settings: Settings
-    /// This event loop's cache of whole responses; nil when there is none.
+    /// The server's cache of whole responses, shared by its event loops; nil when there is none.
     let cache: ResponseCache?
     private var head: HTTPRequestHead?
     private var waiting = CircularBuffer<HTTPRequestHead>()
@@ -319,12 +319,10 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         buffer.writeImmutableBuffer(answer.head)
         let age = answer.age.map { $0.value + max(0, time(nil) - $0.at) }
         endHead(&buffer, age: age, keepAlive: keepAlive, http10: request.version.minor == 0)
-        if let served = settings.served {
-            served(
-                ServedRequest(
-                    client: context.channel.remoteAddress?.ipAddress, method: request.method.rawValue, target: request.uri, status: answer.status,
-                    contentLength: answer.contentLength, source: answer.source))
-        }
+        logServed(
+            ServedRequest(
+                client: nil, method: request.method.rawValue, target: request.uri, status: answer.status, contentLength: answer.contentLength,
+                source: answer.source), context: context)
         switch answer.body {
         case .bytes(let body) where body.readableBytes <= 16 << 10:
             buffer.writeImmutableBuffer(body)
@@ -454,14 +452,18 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// The head, ended with the lines of this request (Date, Age, Connection), after the access log heard of it.
     private func sendHead(_ response: Response, context: ChannelHandlerContext) {
-        if let served = settings.served {
-            var record = response.record
-            record.client = context.channel.remoteAddress?.ipAddress
-            served(record)
-        }
+        logServed(response.record, context: context)
         var head = response.head
         endHead(&head, age: response.age, keepAlive: response.keepAlive, http10: response.http10)
         send(head, context: context)
+    }
+
+    /// Tells the access log, when there is one, with the client's address (only then looked up).
+    private func logServed(_ record: ServedRequest, context: ChannelHandlerContext) {
+        guard let served = settings.served else { return }
+        var record = record
+        record.client = context.channel.remoteAddress?.ipAddress
+        served(record)
     }
 
     private func endHead(_ buffer: inout ByteBuffer, age: Int?, keepAlive: Bool, http10: Bool) {

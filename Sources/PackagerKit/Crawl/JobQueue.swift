@@ -180,7 +180,8 @@ struct JobQueue {
             guard let text = reader.string() else { return nil }
             referrer = text
         }
-        guard let hops = reader.integer(UInt32.self), hops <= 64 else { return nil }
+        // Each hop reads a string or fails, so a damaged count ends with the record.
+        guard let hops = reader.integer(UInt32.self) else { return nil }
         var chain = [String]()
         for _ in 0..<hops {
             guard let hop = reader.string() else { return nil }

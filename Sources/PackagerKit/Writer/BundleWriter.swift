@@ -224,8 +224,9 @@ public struct BundleWriter: Sendable {
         var keys: [(start: UInt32, length: UInt32, entry: UInt32)] = []
 
         var count: Int { keys.count }
-        func key(_ i: Int) -> String { String(decoding: bytes[Int(keys[i].start)..<Int(keys[i].start + keys[i].length)], as: UTF8.self) }
+        func key(_ i: Int) -> String { String(decoding: bytes[Self.range(keys[i])], as: UTF8.self) }
         func entry(_ i: Int) -> Int { Int(keys[i].entry) }
+        static func range(_ key: (start: UInt32, length: UInt32, entry: UInt32)) -> Range<Int> { Int(key.start)..<Int(key.start + key.length) }
     }
 
     /// The entries' canonical keys, in key order, each checked: an http(s) key, a final status, no body where HTTP allows
@@ -253,13 +254,10 @@ public struct BundleWriter: Sendable {
             table.keys.append((UInt32(start), UInt32(table.bytes.count - start), UInt32(index)))
         }
         table.bytes.withUnsafeBufferPointer { bytes in
-            table.keys.sort { a, b in
-                bytes[Int(a.start)..<Int(a.start + a.length)].lexicographicallyPrecedes(bytes[Int(b.start)..<Int(b.start + b.length)])
-            }
+            table.keys.sort { bytes[KeyTable.range($0)].lexicographicallyPrecedes(bytes[KeyTable.range($1)]) }
         }
         for i in table.keys.indices.dropFirst() {
-            let (a, b) = (table.keys[i - 1], table.keys[i])
-            guard table.bytes[Int(a.start)..<Int(a.start + a.length)].elementsEqual(table.bytes[Int(b.start)..<Int(b.start + b.length)]) else { continue }
+            guard table.bytes[KeyTable.range(table.keys[i - 1])].elementsEqual(table.bytes[KeyTable.range(table.keys[i])]) else { continue }
             throw PackagerError(
                 .duplicate,
                 "two entries answer the same request key \(table.key(i)) (from \(try entry(at: table.entry(i - 1)).url) and \(try entry(at: table.entry(i)).url))",
@@ -287,11 +285,11 @@ public struct BundleWriter: Sendable {
         var entries: [Int32] = []
         /// For each key in key order, its body's position among the distinct ones, or -1.
         var position: [Int32]
+        /// The entries whose body is the same as one stored for another.
+        var duplicates: [Int32] = []
 
         var count: Int { entries.count }
         func body(ofKey i: Int) -> Int? { position[i] < 0 ? nil : Int(position[i]) }
-        /// The entries whose body is the same as one stored for another.
-        var duplicates: [Int32] = []
 
         init(_ prepared: PreparedBodies, keys: KeyTable) {
             position = [Int32](repeating: -1, count: keys.count)
