@@ -7,8 +7,12 @@ import OfflineBundle
 
 /// One connection's requests, answered in order, with response heads written as bytes.
 ///
-/// Requests that arrive while an answer is read off the event loop wait in order; past ``maxWaiting`` of them the
-/// connection is not read further until they are answered (a client pipelining without end cannot grow the queue).
+/// Memory per connection is bounded whatever the client does. Requests that arrive while an answer is read off the
+/// event loop, or while the channel is not writable (answers already written exceed its high water mark, because the
+/// client reads slower than it asks), wait in order; the connection is not read further while the channel is not
+/// writable or past ``maxWaiting`` waiting requests, and is read again once the answers have drained (as NIO's
+/// `HTTPServerPipelineHandler` and nginx do). A client that pipelines requests and never reads its answers costs one
+/// read's worth of requests and the channel's water mark, not an answer per request.
 final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundIn = IOData
@@ -46,6 +50,11 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// Request parts received, and how many there were at the last idle check.
     private var reads = 0
     private var readsAtLastCheck = 0
+    /// Writes that completed (a chunk of a streamed body, a span of a file sent) or drained (the channel writable
+    /// again), and how many there were at the last idle check: an answer going out to a client that reads makes
+    /// progress; one to a client that stopped reading does not.
+    private var progress = 0
+    private var progressAtLastCheck = 0
     /// The `Date` value (RFC 9110 §6.6.1: an origin server with a clock sends one), made once a second.
     private var date = (second: 0, value: "")
 
@@ -58,17 +67,19 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     func handlerRemoved(context: ChannelHandlerContext) { idleCheck?.cancel() }
 
-    /// Once a period: a connection that sent nothing since the last check and has no response going out is closed. A
-    /// counter and a flag per request, instead of a timestamp per read and write (an `IdleStateHandler` cost a tenth
-    /// of the request rate).
+    /// Once a period: a connection that sent nothing since the last check and whose answers made no progress (none
+    /// going out, or one stuck behind a client that stopped reading: a write timeout, as nginx's `send_timeout`) is
+    /// closed. Counters per request and per write, instead of a timestamp per read and write (an `IdleStateHandler`
+    /// cost a tenth of the request rate).
     private func scheduleIdleCheck(context: ChannelHandlerContext) {
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         idleCheck = context.eventLoop.scheduleTask(in: settings.idleTimeout) {
             let (handler, context) = bound.value
-            if handler.reads == handler.readsAtLastCheck && !handler.busy {
+            if handler.reads == handler.readsAtLastCheck && handler.progress == handler.progressAtLastCheck {
                 context.close(promise: nil)
             } else {
                 handler.readsAtLastCheck = handler.reads
+                handler.progressAtLastCheck = handler.progress
                 handler.scheduleIdleCheck(context: context)
             }
         }
@@ -84,7 +95,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         case .end:
             guard let head, !closing else { return }
             self.head = nil
-            if busy {
+            if busy || !waiting.isEmpty || !context.channel.isWritable {
                 waiting.append(head)
             } else {
                 respond(to: head, context: context)
@@ -95,11 +106,20 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     func channelReadComplete(context: ChannelHandlerContext) { flushIfNeeded(context: context) }
 
     func read(context: ChannelHandlerContext) {
-        if waiting.count >= Self.maxWaiting {
+        if waiting.count >= Self.maxWaiting || !context.channel.isWritable {
             readPending = true
         } else {
             context.read()
         }
+    }
+
+    /// The answers written have drained below the channel's low water mark: the requests that waited, and reading again.
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            progress &+= 1
+            resume(context: context)
+        }
+        context.fireChannelWritabilityChanged()
     }
 
     /// A request NIO could not parse is a 400, and the end of the connection (RFC 9112 §2.2); other errors close it.
@@ -108,17 +128,26 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             context.close(promise: nil)
             return
         }
+        badRequest(method: head?.method.rawValue ?? "-", target: head?.uri ?? "-", context: context)
+    }
+
+    /// A 400 that ends the connection, logged like any answer.
+    private func badRequest(method: String, target: String, context: ChannelHandlerContext) {
         closing = true
+        waiting.removeAll()
+        logServed(ServedRequest(client: nil, method: method, target: target, status: 400, contentLength: "0", source: nil), context: context)
         var buffer = context.channel.allocator.buffer(capacity: 96)
         buffer.writeStaticString("HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+        unflushed = false
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(.byteBuffer(buffer))).whenComplete { _ in channel.close(promise: nil) }
     }
 
-    /// After an answer that went off the event loop: the requests that waited, in order.
+    /// After an answer that went off the event loop, or once the channel is writable again: the requests that waited,
+    /// in order, while the channel takes more.
     private func resume(context: ChannelHandlerContext) {
-        while !busy, !closing, let next = waiting.popFirst() { respond(to: next, context: context) }
-        if readPending && waiting.count < Self.maxWaiting {
+        while !busy, !closing, context.channel.isWritable, let next = waiting.popFirst() { respond(to: next, context: context) }
+        if readPending && waiting.count < Self.maxWaiting && context.channel.isWritable {
             readPending = false
             context.read()
         }
@@ -143,6 +172,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// What of a request's header fields decides its answer.
     private struct Asked {
         var host: String?
+        /// How many Host fields the request has (RFC 9112 §3.2: one, in HTTP/1.1).
+        var hosts = 0
         var acceptEncoding: String?
         /// No If-None-Match, If-Modified-Since or Range, and one Accept-Encoding at most: the answer is the same for
         /// every such request with the same Host, target and Accept-Encoding.
@@ -152,7 +183,9 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             var encodings = 0
             for (name, value) in headers {
                 switch name.utf8.count {
-                case 4 where host == nil && Self.named(name, "host"): host = value
+                case 4 where Self.named(name, "host"):
+                    if host == nil { host = value }
+                    hosts += 1
                 case 15 where Self.named(name, "accept-encoding"):
                     acceptEncoding = value
                     encodings += 1
@@ -176,6 +209,10 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private func respond(to request: HTTPRequestHead, context: ChannelHandlerContext) {
         let keepAlive = request.isKeepAlive
         var asked = Asked(request.headers)
+        // RFC 9112 §3.2: a request with two Host fields, or an HTTP/1.1 request without one, is a 400.
+        if asked.hosts > 1 || (asked.hosts == 0 && request.version.minor >= 1) {
+            return badRequest(method: request.method.rawValue, target: request.uri, context: context)
+        }
         // RFC 9112 §3.2.2: a request in absolute form (as a client sends to a proxy) names its host in the target, and
         // the Host field is ignored.
         let (target, authority) = Self.originForm(request.uri)
@@ -183,7 +220,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         let (loader, generation) = settings.handle.snapshot
         let key = ResponseCache.Key(host: asked.host, target: target, acceptEncoding: asked.acceptEncoding)
         let cacheable = cache != nil && asked.plain && request.method == .GET
-        if cacheable, let answer = cache?.answer(for: key, generation: generation) {
+        if cacheable, let answer = cache?.answer(for: key, generation: generation), answer.body.stillThere {
             return answerFromCache(answer, request: request, keepAlive: keepAlive, context: context)
         }
         var record = ServedRequest(client: nil, method: request.method.rawValue, target: request.uri, status: 500, contentLength: nil, source: nil)
@@ -245,10 +282,10 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         case .content, .empty: small = false
         }
         if let reader = small ? nil : answer.bodyReaderIfInMemory() {
-            return readHere(response, reader: { reader }, filling: filling, fail: fail, context: context)
+            return readHere(response, reader: { reader }, whole: false, filling: filling, fail: fail, context: context)
         }
         if small {
-            return readHere(response, reader: { try answer.bodyReader() }, filling: filling, fail: fail, context: context)
+            return readHere(response, reader: { try answer.bodyReader() }, whole: true, filling: filling, fail: fail, context: context)
         }
         // The first chunks are read (and checked) on NIO's thread pool before the head goes out; requests behind this
         // one wait.
@@ -340,14 +377,24 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         end(keepAlive: keepAlive, context: context)
     }
 
-    /// Answers with a body read on the event loop.
+    /// Answers with a body read on the event loop. A `whole` body (a small one) is read to its end, and so through its
+    /// checks, before the head goes out: a damaged one is a 500, never a 200 cut short. Otherwise (a body in memory,
+    /// checked before it was kept) the first chunks go out and the rest is pumped.
     private func readHere(
-        _ response: Response, reader make: () throws -> BodyReader?, filling: Filling?, fail: @escaping @Sendable (any Error) -> Void,
+        _ response: Response, reader make: () throws -> BodyReader?, whole: Bool, filling: Filling?, fail: @escaping @Sendable (any Error) -> Void,
         context: ChannelHandlerContext
     ) {
         do {
             guard let reader = try make() else {
                 sendHead(response, context: context)
+                return end(keepAlive: response.keepAlive, context: context)
+            }
+            if whole {
+                var chunks = [Data]()
+                while let chunk = try reader.next() { chunks.append(chunk) }
+                sendHead(response, context: context)
+                for chunk in chunks { sendChunk(chunk, filling: filling, context: context) }
+                keep(filling)
                 return end(keepAlive: response.keepAlive, context: context)
             }
             let first = try reader.next()
@@ -392,11 +439,13 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             let (handler, context, filling) = bound.value
             switch result {
             case .success(let chunk?):
+                handler.progress &+= 1
                 handler.sendChunk(chunk, filling: filling, context: context)
                 handler.unflushed = false
                 let next = context.writeAndFlush(handler.wrapOutboundOut(.byteBuffer(ByteBuffer())))
                 handler.pump(reader, after: next, keepAlive: keepAlive, filling: filling, fail: fail, context: context)
             case .success(nil):
+                handler.progress &+= 1
                 handler.keep(filling)
                 handler.end(keepAlive: keepAlive, context: context)
                 handler.busy = false
@@ -480,20 +529,36 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     /// A span of a file, sent with `sendfile`; what keeps the descriptor open and the bytes there is held until it went.
+    /// A long span goes as regions of ``fileRegionSize``, so that each one written counts as progress for the write
+    /// timeout (a client that reads slowly is not taken for one that stopped).
     private func sendFile(_ file: ResponseCache.FileBytes, context: ChannelHandlerContext) {
         // A handle of this write's own over the shared descriptor, which it gives back (without closing it) once done.
         let handle = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: file.file.descriptor)
-        let region = FileRegion(fileHandle: handle, readerIndex: file.offset, endIndex: file.offset + file.count)
         let channel = context.channel
         let owner = file.file
-        context.write(wrapOutboundOut(.fileRegion(region))).whenComplete { result in
-            _ = try? handle.takeDescriptorOwnership()
-            withExtendedLifetime(owner) {}
-            // A file cut short fails the write: the connection closes short of the Content-Length.
-            if case .failure = result { channel.close(promise: nil) }
-        }
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        var start = file.offset
+        let end = file.offset + file.count
+        repeat {
+            let stop = min(end, start + Self.fileRegionSize)
+            let last = stop == end
+            let region = FileRegion(fileHandle: handle, readerIndex: start, endIndex: stop)
+            context.write(wrapOutboundOut(.fileRegion(region))).whenComplete { result in
+                bound.value.progress &+= 1
+                if last {
+                    _ = try? handle.takeDescriptorOwnership()
+                    withExtendedLifetime(owner) {}
+                }
+                // A file cut short fails the write: the connection closes short of the Content-Length.
+                if case .failure = result { channel.close(promise: nil) }
+            }
+            start = stop
+        } while start < end
         unflushed = true
     }
+
+    /// The largest region of a file written at once.
+    static let fileRegionSize = 1 << 20
 
     private func send(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
         context.write(wrapOutboundOut(.byteBuffer(buffer)), promise: nil)

@@ -55,6 +55,15 @@ final class ResponseCache: Sendable {
         /// The framing before (a gzip header), a span of a file, the framing after (a gzip trailer).
         case file(FileBytes, prefix: ByteBuffer, suffix: ByteBuffer)
 
+        /// Whether the body can still be sent as kept: bytes always; a span only while the bundle file is as it was
+        /// mounted (one `fstat`), since a file written in place would send other bytes under the kept head.
+        var stillThere: Bool {
+            switch self {
+            case .bytes: true
+            case .file(let file, _, _): file.bundle.fileUnchanged
+            }
+        }
+
         /// Memory it holds (a span of the bundle file holds none).
         var memory: Int {
             switch self {
@@ -70,12 +79,15 @@ final class ResponseCache: Sendable {
         var file: SharedFile
         var offset: Int
         var count: Int
+        /// The mounted bundle whose file this is.
+        var bundle: MountedBundle
 
         /// `span` of `file`, or of a descriptor of its own (the span's, which it then owns) when no file is given.
         init(_ span: BundleResponse.FileSpan, in file: SharedFile? = nil) {
             self.file = file ?? SharedFile(descriptor: span.descriptor)
             offset = Int(span.offset)
             count = Int(span.count)
+            bundle = span.bundle
         }
     }
 

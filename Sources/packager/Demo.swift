@@ -204,6 +204,8 @@ struct DemoRun {
         step("5. packager verify")
         var options = Verifier.Options()
         options.retries.attempts = 1
+        // The demo asks its own origin, on loopback.
+        options.allowPrivateAddresses = true
         let verified = try await Verifier(options: options).verify(bundleAt: bundlePath)
         print(try ReportFormatter.render(verified, as: .text, color: style.enabled))
         try OutputFile.write(try ReportFormatter.render(verified, as: .html), to: demo + "/verify.html")

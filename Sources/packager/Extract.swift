@@ -16,6 +16,10 @@ extension Packager {
         @Option(name: .customLong("strip-components"), help: "Leading path components to drop from entry names.")
         var stripComponents: Int = 0
 
+        func validate() throws {
+            if stripComponents < 0 { throw ValidationError("--strip-components cannot be negative") }
+        }
+
         func run() throws {
             try reportingErrors {
                 let summary = try Extractor.extract(archive: archive, to: destination, stripComponents: stripComponents)

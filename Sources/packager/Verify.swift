@@ -40,6 +40,11 @@ struct ProbeOptions: ParsableArguments {
     @Option(name: .customLong("connect-timeout"), help: "Seconds to keep trying to connect to a server (default: 10).")
     var connectTimeout: Double?
 
+    @Flag(
+        name: .customLong("allow-private-addresses"),
+        help: "Ask keys on loopback and private addresses too (by default only on origins --declaration names; link-local never).")
+    var allowPrivateAddresses = false
+
     func validate() throws {
         if let concurrency, concurrency < 1 { throw ValidationError("--concurrency must be at least 1") }
         if let perHost, perHost < 1 { throw ValidationError("--per-host must be at least 1") }
@@ -70,6 +75,7 @@ struct ProbeOptions: ParsableArguments {
         if let retries { options.retries.attempts = retries }
         if let timeout { options.timeouts.request = timeout }
         if let connectTimeout { options.timeouts.connect = connectTimeout }
+        options.allowPrivateAddresses = allowPrivateAddresses
         return options
     }
 }

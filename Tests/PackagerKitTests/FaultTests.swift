@@ -147,6 +147,7 @@ struct FaultTests {
             // ...checked against the same content served with faults.
             Self.serveFaults(origin)
             var options = Verifier.Options()
+            options.allowPrivateAddresses = true
             options.deep = true
             options.retries.attempts = 2
             options.retries.backoff = 0.05

@@ -49,6 +49,7 @@ struct VerifyTests {
 
     func options() -> Verifier.Options {
         var options = Verifier.Options()
+        options.allowPrivateAddresses = true
         options.retries.attempts = 2
         options.retries.backoff = 0.05
         options.timeouts.connect = 0.5
@@ -103,7 +104,7 @@ struct VerifyTests {
             let folder = try TemporaryFolder()
             let bundle = try scenario(origin, folder: folder)
             // Generous request timeouts: the origin runs in the test process, which shares two cores with every other test.
-            let args = ["verify", bundle, "--retries", "1", "--timeout", "30", "--connect-timeout", "0.5"]
+            let args = ["verify", bundle, "--allow-private-addresses", "--retries", "1", "--timeout", "30", "--connect-timeout", "0.5"]
             var result = try await run(packagerExecutable, args + ["--format", "junit", "--output", folder.path + "/verify.xml"])
             #expect(result.status == 2, "\(result.output)")
             #expect(result.output.contains("12 entries: 4 fresh, 2 stale, 1 gone, 2 moved, 1 unreachable, 1 substituted, 1 blocked"))
@@ -137,7 +138,7 @@ struct VerifyTests {
             #expect(try await run(packagerExecutable, ["verify", folder.path + "/junk.zip"]).status == 2)
             #expect(try await run(packagerExecutable, ["verify", bundle, "-o", "/nonexistent/folder/r.json"]).status == 2)
             // refresh: the down host's entry could not be checked, so the refresh is incomplete (2), and says which.
-            let refresh = try await run(packagerExecutable, ["refresh", bundle, "-o", folder.path + "/r.zip", "--retries", "0", "--connect-timeout", "0.5"])
+            let refresh = try await run(packagerExecutable, ["refresh", bundle, "--allow-private-addresses", "-o", folder.path + "/r.zip", "--retries", "0", "--connect-timeout", "0.5"])
             #expect(refresh.status == 2 && refresh.output.contains("could not check http://127.0.0.1:9/down.html"), "\(refresh.output)")
             for format in ["markdown", "html"] {
                 result = try await run(packagerExecutable, args + ["--format", format, "-o", folder.path + "/report.\(format)"])
@@ -201,6 +202,7 @@ struct VerifyTests {
         }
         try writer.write(to: folder.path + "/down.zip")
         var options = Verifier.Options()
+        options.allowPrivateAddresses = true
         options.concurrency = 2
         options.perHost = 2
         options.retries.attempts = 0
@@ -264,7 +266,7 @@ struct VerifyTests {
             var refresher = Refresher(options: options())
             await #expect(throws: PackagerError.self) { try await refresher.refresh(bundleAt: signed, output: signed) }
             #expect(try Data(contentsOf: URL(fileURLWithPath: signed)) == original && origin.requests.isEmpty)
-            let cli = try await run(packagerExecutable, ["refresh", signed])
+            let cli = try await run(packagerExecutable, ["refresh", signed, "--allow-private-addresses"])
             #expect(cli.status != 0 && cli.output.contains("is signed") && cli.output.contains("--sign-key"), "\(cli.output)")
 
             // Another key: refused too (consumers check the key that signed it).
@@ -311,7 +313,7 @@ struct VerifyTests {
             writer.add(.init(url: origin.base + "/grown.txt", headers: [("content-type", "text/plain")], body: .data(Data("x".utf8))))
             try writer.write(to: folder.path + "/b.zip")
             let result = try await run(
-                packagerExecutable, ["verify", folder.path + "/b.zip", "--deep", "--max-body", "64K", "--retries", "0", "--format", "json"])
+                packagerExecutable, ["verify", folder.path + "/b.zip", "--allow-private-addresses", "--deep", "--max-body", "64K", "--retries", "0", "--format", "json"])
             #expect(result.status == 2, "\(result.output)")
             let report = try JSONDecoder().decode(VerifyReport.self, from: Data(result.output[result.output.firstIndex(of: "{")!...].utf8))
             let endlessEntry = try #require(report.entries.first { $0.url.hasSuffix("/endless.txt") })
@@ -384,7 +386,7 @@ struct VerifyTests {
             let bundle = folder.path + "/b.zip"
 
             // Not asked for: substituted entries are not probed.
-            #expect(try await run(packagerExecutable, ["verify", bundle]).status == 0)
+            #expect(try await run(packagerExecutable, ["verify", bundle, "--allow-private-addresses"]).status == 0)
             #expect(origin.requests.isEmpty)
 
             var options = options()
@@ -413,9 +415,9 @@ struct VerifyTests {
             let farReport = try await Verifier(options: unreachable).verify(bundleAt: folder.path + "/far.zip")
             #expect(farReport.failures.isEmpty && farReport.entries.first?.notes.first?.field == "remote unreachable")
 
-            let cli = try await run(packagerExecutable, ["verify", bundle, "--check-substituted"])
+            let cli = try await run(packagerExecutable, ["verify", bundle, "--allow-private-addresses", "--check-substituted"])
             #expect(cli.status == 0, "a remote change is a note unless --fail-on names substituted: \(cli.output)")
-            let failing = try await run(packagerExecutable, ["verify", bundle, "--check-substituted", "--fail-on", "substituted"])
+            let failing = try await run(packagerExecutable, ["verify", bundle, "--allow-private-addresses", "--check-substituted", "--fail-on", "substituted"])
             #expect(failing.status == 1 && failing.output.contains("after the build"), "\(failing.output)")
         }
     }

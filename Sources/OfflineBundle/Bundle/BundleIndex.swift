@@ -254,11 +254,20 @@ package struct BundleIndex: Sendable {
         }
     }
 
-    package func entryHeaders(_ i: Int) -> [(name: String, value: String)] {
+    /// The header block entry `i` uses, and where it lies in ``bytes``.
+    package func headerBlock(ofEntry i: Int) -> (block: Int, range: Range<Int>) {
         bytes.withUnsafeBytes { raw in
             let block = Int(raw.u32(entriesOffset + i * IndexLayout.entryRecordSize + 4))
             let start = stringsOffset + Int(raw.u32(blocksOffset + 4 * block))
             let end = stringsOffset + Int(raw.u32(blocksOffset + 4 * block + 4))
+            return (block, start..<end)
+        }
+    }
+
+    package func entryHeaders(_ i: Int) -> [(name: String, value: String)] {
+        let (_, range) = headerBlock(ofEntry: i)
+        return bytes.withUnsafeBytes { raw in
+            let (start, end) = (range.lowerBound, range.upperBound)
             // Lines `name: value\n` (§4.5), split on bytes: no line, no name, no value is copied twice.
             var headers = [(name: String, value: String)]()
             var line = start
@@ -270,11 +279,14 @@ package struct BundleIndex: Sendable {
                 if colon < lineEnd {
                     var value = colon + 1
                     while value < lineEnd, raw[value] == UInt8(ascii: " ") { value += 1 }
-                    headers.append(
-                        (
-                            String(decoding: UnsafeRawBufferPointer(rebasing: raw[line..<colon]), as: UTF8.self),
-                            String(decoding: UnsafeRawBufferPointer(rebasing: raw[value..<lineEnd]), as: UTF8.self)
-                        ))
+                    // Names are lowercased here (ASCII), whatever the block holds: every rule that names a header (the
+                    // never-replayed list, lookups) then holds for a hand-made block in any case (§8.4 H3).
+                    let nameBytes = UnsafeRawBufferPointer(rebasing: raw[line..<colon])
+                    let name =
+                        nameBytes.contains(where: { $0 >= 0x41 && $0 <= 0x5A })
+                        ? String(decoding: nameBytes.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
+                        : String(decoding: nameBytes, as: UTF8.self)
+                    headers.append((name, String(decoding: UnsafeRawBufferPointer(rebasing: raw[value..<lineEnd]), as: UTF8.self)))
                 }
                 line = lineEnd + 1
             }

@@ -175,7 +175,15 @@ public final class MountedBundle: Sendable {
         self.inflatedCache = options.inflatedCacheBytes > 0 ? InflatedCache(capacity: options.inflatedCacheBytes) : nil
     }
 
-    package func isVerified(_ bodyIndex: Int) -> Bool { verified.contains(bodyIndex) }
+    /// Whether body `bodyIndex` may be read again without its checks, or sent as a span of the file: it passed them in
+    /// this mount, the mount checks by CRC-32 (SHA-256 verification, a required key's, checks every read of the file),
+    /// and the file is still the one mounted (``fileUnchanged``). See docs/FORMAT.md §8.2.
+    package func isVerified(_ bodyIndex: Int) -> Bool { verification == .crc32 && verified.contains(bodyIndex) && file.unchanged }
+
+    /// Whether the bundle file is still as it was mounted: same device, inode, size, modification and status-change
+    /// times (one `fstat`). A file written in place after mounting fails this for good, and its bodies are then
+    /// checked again on every read.
+    package var fileUnchanged: Bool { file.unchanged }
     package func markVerified(_ bodyIndex: Int) { verified.insert(bodyIndex) }
 
     // MARK: Lookup
@@ -266,9 +274,8 @@ public final class MountedBundle: Sendable {
         let name = bodyName(record)
         try checkClaimedSize(record, name: name)
         let raw = try readStored(record, name: name)
-        // A body checked once in this mount is not hashed again (inflating still checks the stream's structure and size).
-        let trusted = verification == .sha256 && verified.contains(bodyIndex)
-        let output = try raw.withUnsafeBytes { try checkedInflate($0, record: record, name: name, verification: trusted ? .crc32 : verification) }
+        // A whole read is always checked: it inflates anyway, and the CRC-32 (or SHA-256) costs little beside that.
+        let output = try raw.withUnsafeBytes { try checkedInflate($0, record: record, name: name, verification: verification) }
         // Trusted from now on only when checked as this mount checks bodies.
         if verification == .sha256 || self.verification == .crc32 { verified.insert(bodyIndex) }
         return output
@@ -311,10 +318,23 @@ public final class MountedBundle: Sendable {
         return output
     }
 
+    /// The largest `manifest.json` a tool reads (inflated): a manifest line is a few hundred bytes, so this is millions
+    /// of entries, and a deflated manifest that claims more is refused before it is inflated.
+    package static let manifestLimit: UInt64 = 1 << 30
+
     /// Reads a metadata entry (index, manifest, signature) in full and checks its CRC-32.
+    ///
+    /// `index.bin` and `signature.json` must be stored (§3.2): one with another method is refused before anything is
+    /// inflated, so neither can cost more memory than its bytes in the file, and both are read before the signature is
+    /// checked. `manifest.json` may be deflated, up to `limit` bytes.
     package static func readMetadataEntry(_ entry: ZipCentralEntry, from file: BundleFile, limit: UInt64, bodyArea: UInt64) throws -> [UInt8] {
         guard entry.uncompressedSize <= limit, entry.compressedSize <= limit else {
             throw BundleError(.hostile, "\(entry.name) claims \(entry.uncompressedSize) bytes, over the limit of \(limit)", entry: entry.name)
+        }
+        if entry.method != 0 && (entry.name == BundleFormat.indexEntryName || entry.name == BundleFormat.signatureEntryName) {
+            throw BundleError(
+                .hostile, "\(entry.name) is compressed (method \(entry.method)); the format stores it (method 0), so it is refused unread",
+                entry: entry.name)
         }
         let fixed = try file.read(at: entry.localHeaderOffset, count: ZipConstants.localHeaderSize, what: entry.name)
         guard fixed.u32(0) == ZipConstants.localHeaderSignature else {

@@ -15,6 +15,14 @@ package final class BundleFile: Sendable {
     /// When the file was last modified, as it was opened.
     package let modified: Date
     private let descriptor: Int32
+    /// What identifies the file's contents as opened: device, inode, size, and the modification and status-change
+    /// times (seconds and nanoseconds). A write in place changes the status-change time, which no `touch` can set
+    /// back.
+    private let identity: Identity
+
+    private struct Identity: Equatable {
+        var device, inode, size, modified, modifiedNanoseconds, changed, changedNanoseconds: Int
+    }
 
     package init(path: String) throws {
         // Non-blocking: a named pipe is refused by the check below instead of blocking the open.
@@ -41,6 +49,26 @@ package final class BundleFile: Sendable {
             let time = info.st_mtim
         #endif
         self.modified = Date(timeIntervalSince1970: TimeInterval(time.tv_sec) + TimeInterval(time.tv_nsec) / 1e9)
+        self.identity = Self.identity(info)
+    }
+
+    private static func identity(_ info: stat) -> Identity {
+        #if canImport(Darwin)
+            let (m, c) = (info.st_mtimespec, info.st_ctimespec)
+        #else
+            let (m, c) = (info.st_mtim, info.st_ctim)
+        #endif
+        return Identity(
+            device: Int(info.st_dev), inode: Int(info.st_ino), size: Int(info.st_size), modified: Int(m.tv_sec), modifiedNanoseconds: Int(m.tv_nsec),
+            changed: Int(c.tv_sec), changedNanoseconds: Int(c.tv_nsec))
+    }
+
+    /// Whether the open file is still as it was opened (one `fstat`): no write in place, truncation or metadata
+    /// change since. Once false it stays false, as the status-change time only moves forward.
+    package var unchanged: Bool {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { return false }
+        return Self.identity(info) == identity
     }
 
     deinit { close(descriptor) }

@@ -15,7 +15,7 @@ extension MountedBundle {
         guard let entry = metadata[BundleFormat.manifestEntryName] else {
             throw BundleError(.corruptIndex, "the bundle has no manifest.json", entry: BundleFormat.manifestEntryName)
         }
-        let bytes = try Self.readMetadataEntry(entry, from: file, limit: 1 << 32, bodyArea: directory.centralDirectoryOffset)
+        let bytes = try Self.readMetadataEntry(entry, from: file, limit: Self.manifestLimit, bodyArea: directory.centralDirectoryOffset)
         guard Array(SHA256.hash(data: bytes)) == index.manifestSHA256 else {
             throw BundleError(
                 .corruptIndex, "manifest.json does not match the SHA-256 index.bin records for it: it was altered", entry: BundleFormat.manifestEntryName)

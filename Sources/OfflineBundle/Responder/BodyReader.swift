@@ -28,8 +28,10 @@ public final class BodyReader: @unchecked Sendable {
     private var backing: Backing
     private let chunkSize: Int
 
-    init(bundle: MountedBundle, bodyIndex: Int, shape: Shape, chunkSize: Int) {
-        backing = .stored(StoredBodyReader(bundle: bundle, bodyIndex: bodyIndex, shape: shape, chunkSize: chunkSize))
+    /// A reader of a body of `bundle`; `justChecked` when this request has just read the whole body through its checks
+    /// (a Range of a body not trusted yet), so the range is not checked a second time.
+    init(bundle: MountedBundle, bodyIndex: Int, shape: Shape, chunkSize: Int, justChecked: Bool = false) {
+        backing = .stored(StoredBodyReader(bundle: bundle, bodyIndex: bodyIndex, shape: shape, chunkSize: chunkSize, justChecked: justChecked))
         self.chunkSize = max(4096, chunkSize)
     }
 
@@ -131,14 +133,14 @@ final class StoredBodyReader {
     /// Bytes this reader read from the file (tests count them).
     private(set) var bytesRead: UInt64 = 0
 
-    init(bundle: MountedBundle, bodyIndex: Int, shape: Shape, chunkSize: Int) {
+    init(bundle: MountedBundle, bodyIndex: Int, shape: Shape, chunkSize: Int, justChecked: Bool) {
         self.bundle = bundle
         self.bodyIndex = bodyIndex
         self.record = bundle.index.body(at: bodyIndex)
         self.name = bundle.bodyName(record)
         self.shape = shape
         self.chunkSize = max(4096, chunkSize)
-        let trusted = bundle.isVerified(bodyIndex)
+        let trusted = justChecked || bundle.isVerified(bodyIndex)
         let sha = bundle.verification == .sha256
         // Identity answers and ranges of a deflated body come from the mount's cache when it holds the body; a whole
         // identity answer fills it when not.

@@ -67,8 +67,11 @@ public struct BundleResponder: Sendable {
         // bundle carries them; Content-Length is computed for each response; a stored name that is not a valid
         // field name is dropped.
         var headers = HTTPFields()
-        for (name, value) in stored where !neverReplayed.contains(name) {
-            if let fieldName = HTTPField.Name(name) { headers.append(HTTPField(name: fieldName, value: value)) }
+        // The list is compared with the field name's canonical (lowercase) form: `Set-Cookie` is `set-cookie`.
+        for (name, value) in stored {
+            if let fieldName = HTTPField.Name(name), !neverReplayed.contains(fieldName.canonicalName) {
+                headers.append(HTTPField(name: fieldName, value: value))
+            }
         }
         let etag = headers[.eTag]
         let lastModified = headers[.lastModified]
@@ -132,8 +135,8 @@ public struct BundleResponder: Sendable {
         return response(200, .whole, length: size)
     }
 
-    /// Stored headers a response never carries.
-    static let neverReplayed: Set<String> = [
+    /// Stored headers a response never carries (lowercase; compared with a name's lowercase form).
+    package static let neverReplayed: Set<String> = [
         "content-length", "set-cookie", "set-cookie2", "strict-transport-security", "public-key-pins", "alt-svc", "clear-site-data",
         "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade", "proxy-connection",
     ]

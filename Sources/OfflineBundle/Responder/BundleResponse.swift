@@ -185,10 +185,12 @@ public struct BundleResponse: Sendable {
         case .range(let entry, let range):
             guard let body = entry.body else { return nil }
             let bundle = entry.bundle
+            var checked = false
             if !bundle.isVerified(body.index) {
                 try BodyReader(bundle: bundle, bodyIndex: body.index, shape: .identity, chunkSize: chunkSize).drain()
+                checked = true
             }
-            return BodyReader(bundle: bundle, bodyIndex: body.index, shape: .range(range), chunkSize: chunkSize)
+            return BodyReader(bundle: bundle, bodyIndex: body.index, shape: .range(range), chunkSize: chunkSize, justChecked: checked)
         }
     }
 
@@ -209,8 +211,12 @@ public struct BundleResponse: Sendable {
 
     /// The response's body as a span of the bundle file, when its bytes go out as they are stored and the body has
     /// already passed its checks in this mount: a stored body or a range of it, or a deflate stream framed as gzip.
-    /// Nil otherwise (inflated answers, bodies not yet checked, rule content): read those with
-    /// ``bodyReader(chunkSize:)``, which checks them as it goes.
+    /// Nil otherwise (inflated answers, bodies not yet checked, rule content, every body of a mount that checks by
+    /// SHA-256, and every body once the file changed after mounting): read those with ``bodyReader(chunkSize:)``,
+    /// which checks them as it goes.
+    ///
+    /// A span is only as good as the file: a caller that keeps one to send again asks
+    /// `MountedBundle`'s file state before each use (``OfflineBundleChannelServer`` does).
     public func fileSpan() -> FileSpan? {
         let entry: BundleEntry
         var range: Range<UInt64>?

@@ -20,6 +20,7 @@ public enum Extractor {
     /// - Throws: ``PackagerError`` with code `.unsafeEntry` naming the entry, or `.archive` with libarchive's message.
     @discardableResult
     public static func extract(archive: String, to destination: String, stripComponents: Int = 0) throws -> Summary {
+        guard stripComponents >= 0 else { throw PackagerError(.invalidInput, "strip-components cannot be negative (\(stripComponents))") }
         // Pass 1: names and types only.
         let scan = try LibArchive.Reader(path: archive)
         var plan = [(String, LibArchive.EntryType)]()
@@ -75,7 +76,7 @@ public enum Extractor {
         if name.utf8.contains(0) {
             throw PackagerError(.unsafeEntry, "the entry name has a NUL byte", subject: name)
         }
-        let kept = parts.dropFirst(stripComponents)
+        let kept = parts.dropFirst(max(0, stripComponents))
         return kept.isEmpty ? nil : kept.joined(separator: "/")
     }
 }

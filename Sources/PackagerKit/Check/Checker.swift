@@ -74,9 +74,52 @@ public enum Checker {
         var cdBodies = checkContainer(bundle, into: &report)
         checkBodies(bundle, centralDirectory: &cdBodies, into: &report)
         checkHashTable(bundle, into: &report)
+        checkHeaderBlocks(bundle, into: &report)
         checkManifest(bundle, into: &report)
         checkSignature(bundle, publicKey: publicKey, into: &report)
         return report
+    }
+
+    /// The stored header blocks against §4.5 and §8.4 H3, once per block, as written (a reader lowercases names, so
+    /// the loader's answers hold whatever a block says; a block that breaks these rules was not written by a
+    /// conforming writer).
+    private static func checkHeaderBlocks(_ bundle: MountedBundle, into report: inout Report) {
+        let index = bundle.index
+        var seen = Set<Int>()
+        for i in 0..<index.entryCount {
+            let (block, range) = index.headerBlock(ofEntry: i)
+            guard seen.insert(block).inserted else { continue }
+            for problem in headerBlockProblems(index.bytes[range]) { report.issue(index.entryKey(i), problem) }
+        }
+    }
+
+    /// What is wrong with one header block's lines (§4.5: lowercase token names; values without CR, LF, NUL or other
+    /// control bytes but tab; no header a response never carries).
+    package static func headerBlockProblems(_ block: ArraySlice<UInt8>) -> [String] {
+        var problems = [String]()
+        for line in block.split(separator: 0x0A, omittingEmptySubsequences: true) {
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
+            let name = line[line.startIndex..<colon]
+            let shown = String(decoding: name.map { $0 >= 0x20 && $0 < 0x7F ? $0 : UInt8(ascii: "?") }, as: UTF8.self)
+            let isToken = !name.isEmpty && name.allSatisfy { byte in
+                (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                    || "!#$%&'*+-.^_`|~".utf8.contains(byte)
+            }
+            if !isToken {
+                problems.append("stored header name \"\(shown)\" is not an HTTP field name (hostile)")
+                continue
+            }
+            if name.contains(where: { (0x41...0x5A).contains($0) }) {
+                problems.append("stored header name \"\(shown)\" is not lowercase (§4.5)")
+            }
+            if BundleResponder.neverReplayed.contains(shown.lowercased()) {
+                problems.append("stores \(shown.lowercased()), a header that is never replayed (hostile)")
+            }
+            if line[(colon + 1)...].contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
+                problems.append("stored header \(shown.lowercased()) has a control byte in its value (hostile)")
+            }
+        }
+        return problems
     }
 
     /// The container: every record, its local header, no overlaps, nothing unexpected. Returns the body records.
@@ -188,7 +231,7 @@ public enum Checker {
         if let manifestEntry = bundle.metadata[BundleFormat.manifestEntryName] {
             do {
                 let bytes = try MountedBundle.readMetadataEntry(
-                    manifestEntry, from: bundle.file, limit: 1 << 32, bodyArea: bundle.directory.centralDirectoryOffset)
+                    manifestEntry, from: bundle.file, limit: MountedBundle.manifestLimit, bodyArea: bundle.directory.centralDirectoryOffset)
                 if Array(SHA256.hash(data: bytes)) != bundle.index.manifestSHA256 {
                     issue(BundleFormat.manifestEntryName, "its SHA-256 differs from the one index.bin records")
                 }

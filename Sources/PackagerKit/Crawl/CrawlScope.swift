@@ -63,11 +63,8 @@ struct CrawlScope: Sendable {
     let plainHTTPHosts: Set<String>
     /// The origins of the declaration's own URLs.
     let declaredOrigins: Set<HTTPOrigin>
-    /// The origins the declaration names (its URLs, `scope.hosts` and header origins, hosts in dotted-quad form):
-    /// only these may be loopback or private addresses.
-    let namedOrigins: [OriginPattern]
-    /// What names the declaration does not name resolve to.
-    let resolver = HostResolver()
+    /// Which addresses may be fetched (the same policy as verify's and refresh's).
+    let addresses: AddressPolicy
     let include: [[UInt8]]
     let exclude: [[UInt8]]
     /// With `no-parent`, the folders of the seeds: a followed link must stay below one of them.
@@ -96,8 +93,7 @@ struct CrawlScope: Sendable {
         origins = explicit.isEmpty ? declared.map(OriginPattern.init) : explicit
         plainHTTPHosts = Set(declared.filter { !$0.isSecure }.map(\.host))
         declaredOrigins = Set(declared)
-        let headerPatterns = declaration.headers.flatMap(\.origins).compactMap { try? OriginPattern.parse($0).get() }
-        namedOrigins = (declared.map(OriginPattern.init) + explicit + headerPatterns).map { $0.withHost(Self.normalizedHost($0.host)) }
+        addresses = AddressPolicy(declaration)
         include = declaration.scope.include.map { Array($0.lowercased().utf8) }
         exclude = declaration.scope.exclude.map { Array($0.lowercased().utf8) }
         let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: declaration.dropQueryParameters)
@@ -118,53 +114,11 @@ struct CrawlScope: Sendable {
         requisitesFromAnyHost = declaration.scope.requisitesFromAnyHost
     }
 
-    /// A host as compared for naming: IPv4 literals in dotted-quad form, a trailing dot dropped.
-    static func normalizedHost(_ host: String) -> String {
-        let host = host.hasSuffix(".") ? String(host.dropLast()) : host
-        return AddressClass.normalizedIPv4(host) ?? host
-    }
+    /// Why `origin` may not be fetched at all, judged from its host as written (``AddressPolicy``); nil when it may.
+    func addressRefusal(_ origin: HTTPOrigin) -> String? { addresses.refusal(origin) }
 
-    /// Whether the declaration names `origin` (any scheme; a pattern without a port admits the default ports and
-    /// the ports the declaration's own URLs use).
-    func names(_ origin: HTTPOrigin) -> Bool {
-        var normalized = origin
-        normalized.host = Self.normalizedHost(origin.host)
-        let declared = declaredOrigins.contains(origin)
-        return namedOrigins.contains { $0.matches(normalized, plainHTTPAllowed: true, declared: declared) }
-    }
-
-    /// Why `origin` may not be fetched at all, judged from its host as written; nil when it may.
-    ///
-    /// Link-local and cloud-metadata addresses are never fetched; loopback and private addresses only on an origin
-    /// the declaration names (host and port: naming `localhost:8080` does not open `localhost:6379`).
-    func addressRefusal(_ origin: HTTPOrigin) -> String? {
-        refusal(for: AddressClass(host: origin.host), origin: origin, via: nil)
-    }
-
-    /// ``addressRefusal(_:)`` for what an unnamed host name resolves to (through DNS or `/etc/hosts`).
-    func resolvedAddressRefusal(_ origin: HTTPOrigin) -> String? {
-        let host = origin.host.hasSuffix(".") ? String(origin.host.dropLast()) : origin.host
-        // Literals were judged as written; names the declaration gives are trusted as given.
-        guard !host.hasPrefix("["), AddressClass.ipv4(host) == nil, !names(origin) else { return nil }
-        for found in resolver.classes(of: host) {
-            if let refusal = refusal(for: found, origin: origin, via: host) { return refusal }
-        }
-        return nil
-    }
-
-    private func refusal(for address: AddressClass, origin: HTTPOrigin, via name: String?) -> String? {
-        let what = name.map { "\($0) resolves to a" } ?? "\(origin.host) is a"
-        switch address {
-        case .linkLocal:
-            return "\(what) link-local or cloud-metadata address, which is never fetched"
-        case .loopback where !names(origin):
-            return "\(what) loopback address on an origin the declaration does not name (\(origin))"
-        case .privateNetwork where !names(origin):
-            return "\(what) private address on an origin the declaration does not name (\(origin))"
-        default:
-            return nil
-        }
-    }
+    /// ``addressRefusal(_:)`` for what an unnamed host name resolves to.
+    func resolvedAddressRefusal(_ origin: HTTPOrigin) -> String? { addresses.resolvedRefusal(origin) }
 
     /// Whether `origin` is one the crawl may fetch from.
     func allows(_ origin: HTTPOrigin) -> Bool {

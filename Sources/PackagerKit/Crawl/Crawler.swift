@@ -24,6 +24,8 @@ final class Crawler: Sendable {
     let declaration: Declaration
     let scope: CrawlScope
     let canonicalizer: RequestKeyCanonicalizer
+    /// The declaration's secrets, searched for in every URL taken in and every header kept.
+    let secretScan: SecretScan
     let fetcher: Fetcher
     let spool: ScratchFolder
     let state: CrawlState
@@ -55,6 +57,7 @@ final class Crawler: Sendable {
         self.declaration = declaration
         self.scope = CrawlScope(declaration)
         self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: declaration.dropQueryParameters)
+        self.secretScan = SecretScan(declaration.secrets)
         self.fetcher = Fetcher(settings: .init(declaration))
         self.spool = spool
         self.robots = RobotsCache()
@@ -148,6 +151,16 @@ final class Crawler: Sendable {
     ) async {
         guard let host = HTTPOrigin(key: key)?.host else {
             if declared { state.fail(.init(url: raw, reason: "not a URL that can be fetched", declared: true, referrer: referrer)) }
+            return
+        }
+        // A URL that carries a secret from the environment (a link, a requisite, a redirect's target) is never taken
+        // in: its key would be written to the index, the manifest and the reports. Counted, without the URL.
+        if secretScan.found(in: key) || secretScan.found(in: raw) {
+            if declared {
+                state.fail(
+                    .init(url: secretScan.redacted(key), reason: "carries a secret from the environment; not fetched", declared: true, referrer: referrer))
+            }
+            state.skip("URL carries a secret from the environment")
             return
         }
         let decision = scope.decide(key, role: role, named: declared && chain.isEmpty)
@@ -283,7 +296,10 @@ final class Crawler: Sendable {
         let path = spool.newFile(state.nextSpoolNumber())
         let state = self.state
         let reservation = ByteReservation(state: state)
-        let outcome = await fetcher.fetch(job.url, spoolPath: path, memory: memory, withinBudget: { reservation.grow(to: $0) })
+        let maxBody = declaration.scope.maxBody
+        let outcome = await fetcher.fetch(
+            job.url, spoolPath: path, memory: memory, withinBudget: { $0 <= maxBody && reservation.grow(to: $0) },
+            limitName: "the declared limits (scope.max-body: \(maxBody) bytes in one body; scope.max-bytes in all)")
         defer { reservation.release() }
         switch outcome {
         case .failure(let failure):
@@ -335,9 +351,10 @@ final class Crawler: Sendable {
     }
 
     private func followRedirect(from job: Frontier.Job, location: String, frontier: Frontier) async {
-        // A Location that carries a secret from the environment would make the secret a request key, written to the
-        // bundle and to every report: it is not followed, and the stored redirect keeps no Location.
-        if declaration.secrets.contains(where: { location.contains($0) }) {
+        // A Location that carries a secret from the environment (in any form: see SecretScan) would make the secret a
+        // request key, written to the bundle and to every report: it is not followed, and the stored redirect keeps no
+        // Location.
+        if secretScan.found(in: location) {
             state.fail(
                 .init(
                     url: job.key, reason: "redirects to a URL that carries a secret from the environment; not followed", declared: job.declared,
@@ -403,11 +420,17 @@ final class Crawler: Sendable {
     /// Headers worth keeping: what a client needs to use the response and what verify compares. Credentials, cookies and
     /// anything carrying a secret from the environment are never kept.
     func storedHeaders(_ headers: [(name: String, value: String)]) -> [(name: String, value: String)] {
-        Self.storedHeaders(headers, policy: declaration.contentEncoding, secrets: declaration.secrets)
+        Self.storedHeaders(headers, policy: declaration.contentEncoding, secrets: secretScan)
     }
 
     static func storedHeaders(
         _ headers: [(name: String, value: String)], policy: Declaration.ContentEncodingPolicy, secrets: [String]
+    ) -> [(name: String, value: String)] {
+        storedHeaders(headers, policy: policy, secrets: SecretScan(secrets))
+    }
+
+    static func storedHeaders(
+        _ headers: [(name: String, value: String)], policy: Declaration.ContentEncodingPolicy, secrets: SecretScan
     ) -> [(name: String, value: String)] {
         headers.filter { header in
             guard keptHeaders.contains(header.name) else { return false }
@@ -415,7 +438,7 @@ final class Crawler: Sendable {
             if header.name == "content-encoding" && policy == .decoded && ["gzip", "deflate"].contains(header.value.lowercased()) {
                 return false
             }
-            return !secrets.contains { !$0.isEmpty && header.value.contains($0) }
+            return !secrets.found(in: header.value)
         }
     }
 

@@ -76,6 +76,9 @@ public struct Declaration: Sendable, Equatable {
         public var maxResources = 100_000
         /// At most this many body bytes are fetched in all.
         public var maxBytes: Int64 = 4 << 30
+        /// At most this many bytes in one body, as decoded (a gzip bomb of a few megabytes stops here): a longer body
+        /// fails its URL.
+        public var maxBody: Int64 = 256 << 20
         /// Whether page requisites (images, CSS, scripts) are fetched from hosts outside ``hosts``, as browsers would.
         public var requisitesFromAnyHost = false
         /// Whether followed links must stay below the folder of a seed (`wget --no-parent`); requisites may come from anywhere in scope.

@@ -154,7 +154,7 @@ private struct Reader {
 
     func scope(_ node: Node) throws -> Declaration.Scope {
         var s = Declaration.Scope()
-        let keys = ["hosts", "include", "exclude", "max-depth", "max-resources", "max-bytes", "requisites-from-any-host", "no-parent"]
+        let keys = ["hosts", "include", "exclude", "max-depth", "max-resources", "max-bytes", "max-body", "requisites-from-any-host", "no-parent"]
         for (key, value) in try mapping(node, in: "scope", keys: keys) {
             switch key.string ?? "" {
             case "hosts": s.hosts = try hosts(value)
@@ -163,6 +163,7 @@ private struct Reader {
             case "max-depth": s.maxDepth = try integer(value, "scope.max-depth", minimum: 0)
             case "max-resources": s.maxResources = try integer(value, "scope.max-resources", minimum: 1)
             case "max-bytes": s.maxBytes = try size(value, "scope.max-bytes")
+            case "max-body": s.maxBody = try size(value, "scope.max-body")
             case "requisites-from-any-host": s.requisitesFromAnyHost = try bool(value, "scope.requisites-from-any-host")
             case "no-parent": s.noParent = try bool(value, "scope.no-parent")
             default: break

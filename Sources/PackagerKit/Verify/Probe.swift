@@ -19,6 +19,9 @@ struct Probe: Sendable {
     let retryLoop: RetryLoop
     /// The bundle: its stored pages are read when a changed page's links are compared with the live one's.
     let bundle: MountedBundle
+    /// Which addresses may be asked (the crawl's policy: a bundle's keys cannot send the nightly job to internal
+    /// services the build would have refused).
+    let addresses: AddressPolicy
     /// Why an origin's certificate is refused (an expired certificate is what a nightly job most often meets).
     var diagnosis = TLSDiagnosis()
 
@@ -145,6 +148,9 @@ struct Probe: Sendable {
 
     /// Sends one request with retries on connection errors, timeouts, 429 and 5xx (``RetryLoop``).
     func send(_ url: String, method: HTTPMethod, headers extra: [(String, String)], body: BodyHandling) async throws -> Answer {
+        if let refusal = addresses.refusal(forURL: url) {
+            throw Unreachable(message: "not asked: \(refusal) (name it with --declaration, or pass --allow-private-addresses)", attempts: 0)
+        }
         // Verify asks for canonical keys: their origin is read off the key, without canonicalizing it again.
         let origin = HTTPOrigin(key: url) ?? HTTPOrigin(url: url)
         let outcome = await retryLoop.run(origin: origin) { _ -> RetryLoop.Attempt<Answer> in

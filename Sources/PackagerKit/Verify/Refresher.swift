@@ -94,6 +94,7 @@ public struct Refresher: Sendable {
                 headerRules: options.headerRules, userAgent: options.userAgent, timeouts: options.timeouts, retries: options.retries,
                 perHost: options.perHost, contentEncoding: .decoded, tls: options.tls), downHosts: downHosts)
         let secrets = options.secrets
+        let addresses = options.addressPolicy()
         var refreshed: [(String, Int)] = []
         var failed: [(String, String)] = []
         var fresh: [String: BundleWriter.Entry] = [:]
@@ -101,6 +102,11 @@ public struct Refresher: Sendable {
         for url in targets.sorted() {
             n += 1
             let limit = options.maxBodyBytes
+            // The crawl's address policy: a hostile bundle's internal keys are neither asked nor stored.
+            if let refusal = addresses.refusal(forURL: url) {
+                failed.append((url, "not fetched: \(refusal)"))
+                continue
+            }
             switch await fetcher.fetch(
                 url, spoolPath: spool.newFile(n), withinBudget: { $0 <= Int64(clamping: limit) }, limitName: "the --max-body limit of \(limit) bytes")
             {

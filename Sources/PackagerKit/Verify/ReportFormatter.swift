@@ -38,9 +38,10 @@ public enum ReportFormatter {
         var lines = listed.isEmpty ? [] : ["VERDICT      STATUS  URL"]
         for entry in listed {
             let status = entry.liveStatus.map(String.init) ?? "-"
-            lines.append("\(paint(entry.verdict)) \(status.padding(toLength: 8, withPad: " ", startingAt: 0))\(entry.url)")
-            lines.append("             \(entry.summary)")
-            if let advice = entry.advice { lines.append("             -> \(advice)") }
+            // Stored and live values come from the bundle and the server: control bytes are shown, not sent to the terminal.
+            lines.append("\(paint(entry.verdict)) \(status.padding(toLength: 8, withPad: " ", startingAt: 0))\(terminalSafe(entry.url))")
+            lines.append("             \(terminalSafe(entry.summary))")
+            if let advice = entry.advice { lines.append("             -> \(terminalSafe(advice))") }
         }
         lines.append("")
         lines.append(summaryLine(report))

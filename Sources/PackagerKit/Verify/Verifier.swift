@@ -44,6 +44,18 @@ public struct Verifier: Sendable {
         var headerRules = RequestHeaderRules.none
         /// The values from the environment in the declared headers: never written into a refreshed bundle.
         var secrets: [String] = []
+        /// Loopback and private addresses may be asked on every origin, not only on those the declaration names
+        /// (`--allow-private-addresses`). Link-local and cloud-metadata addresses never are.
+        public var allowPrivateAddresses = false
+        /// The declaration's origins, which may be loopback or private addresses (none without a declaration).
+        var declaredPolicy: AddressPolicy?
+
+        /// The address policy of these options (the crawl's: ``AddressPolicy``).
+        func addressPolicy() -> AddressPolicy {
+            AddressPolicy(
+                namedOrigins: declaredPolicy?.namedOrigins ?? [], declaredOrigins: declaredPolicy?.declaredOrigins ?? [],
+                allowPrivate: allowPrivateAddresses)
+        }
         /// How HTTPS servers are trusted (the declaration's `tls`).
         var tls = TLSSettings.system
         public var userAgent = "packager/\(PackagerVersion.string)"
@@ -55,6 +67,7 @@ public struct Verifier: Sendable {
         public init(declaration: Declaration) {
             headerRules = RequestHeaderRules(declaration)
             secrets = declaration.secrets
+            declaredPolicy = AddressPolicy(declaration)
             tls = TLSSettings(declaration)
             retries = declaration.retries
             timeouts = declaration.timeouts
@@ -101,7 +114,7 @@ public struct Verifier: Sendable {
         let dispenser = NIOLockedValueBox(0)
         let probe = Probe(
             options: options, client: client, pacer: pacer, retryLoop: RetryLoop(retries: options.retries, downHosts: downHosts, timeoutsBeforeDown: 3),
-            bundle: bundle)
+            bundle: bundle, addresses: options.addressPolicy())
         let order = limiter == nil ? Array(entries.indices) : Self.interleavedByHost(entries)
         let results = await withTaskGroup(of: [EntryVerification].self) { group in
             for _ in 0..<max(1, min(options.concurrency, entries.count)) {

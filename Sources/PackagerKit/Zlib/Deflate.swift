@@ -29,7 +29,12 @@ final class Deflater {
         // An output buffer one byte short of the input: libdeflate answers 0 when the stream does not fit, which is
         // exactly "not smaller".
         let capacity = input.count - 1
-        if scratch.count < capacity { scratch = [UInt8](repeating: 0, count: max(capacity, 64 << 10)) }
+        // Not zero-filled: a large scratch is pages the kernel maps only once the compressor writes them, so a body that
+        // deflates to little (a decompression bomb's 512 MiB of near-zeros) costs what its stream takes, not its size.
+        if scratch.count < capacity {
+            scratch = []
+            scratch = [UInt8](unsafeUninitializedCapacity: max(capacity, 64 << 10)) { _, count in count = max(capacity, 64 << 10) }
+        }
         let compressor = self.compressor
         let written = scratch.withUnsafeMutableBytes { libdeflate_deflate_compress(compressor, base, input.count, $0.baseAddress, capacity) }
         guard written > 0 else { return nil }

@@ -1,0 +1,86 @@
+/// Which network addresses the project's requests may reach: one policy for the crawl (`build`), `verify` and
+/// `refresh`, so a bundle or a page can make none of them reach what the others refuse.
+///
+/// - Link-local and cloud-metadata addresses (and 0.0.0.0, which reaches the local host) are never fetched.
+/// - Loopback and private addresses are fetched only on an origin the declaration names (host and port: naming
+///   `localhost:8080` does not open `localhost:6379`), or on any origin when ``allowPrivate`` says so
+///   (`--allow-private-addresses`, for a bundle of a service on this machine or network).
+/// - A host name is judged as written, then by what it resolves to (`getaddrinfo`, once per name), unless the
+///   declaration names it.
+struct AddressPolicy: Sendable {
+    /// The origins the declaration names (its URLs, `scope.hosts` and header origins, hosts in dotted-quad form).
+    let namedOrigins: [OriginPattern]
+    /// The origins of the declaration's own URLs.
+    let declaredOrigins: Set<HTTPOrigin>
+    /// Loopback and private addresses allowed on every origin.
+    let allowPrivate: Bool
+    /// What names resolve to.
+    let resolver: HostResolver
+
+    init(namedOrigins: [OriginPattern] = [], declaredOrigins: Set<HTTPOrigin> = [], allowPrivate: Bool = false, resolver: HostResolver = HostResolver()) {
+        self.namedOrigins = namedOrigins.map { $0.withHost(Self.normalizedHost($0.host)) }
+        self.declaredOrigins = declaredOrigins
+        self.allowPrivate = allowPrivate
+        self.resolver = resolver
+    }
+
+    /// The policy of a declaration: the origins it names may be loopback or private.
+    init(_ declaration: Declaration, allowPrivate: Bool = false) {
+        let declared = declaration.declaredOrigins
+        let explicit = declaration.scope.hosts.compactMap { try? OriginPattern.parse($0).get() }
+        let headerPatterns = declaration.headers.flatMap(\.origins).compactMap { try? OriginPattern.parse($0).get() }
+        self.init(
+            namedOrigins: declared.map(OriginPattern.init) + explicit + headerPatterns, declaredOrigins: Set(declared), allowPrivate: allowPrivate)
+    }
+
+    /// A host as compared for naming: IPv4 literals in dotted-quad form, a trailing dot dropped.
+    static func normalizedHost(_ host: String) -> String {
+        let host = host.hasSuffix(".") ? String(host.dropLast()) : host
+        return AddressClass.normalizedIPv4(host) ?? host
+    }
+
+    /// Whether the declaration names `origin` (any scheme; a pattern without a port admits the default ports and
+    /// the ports the declaration's own URLs use).
+    func names(_ origin: HTTPOrigin) -> Bool {
+        var normalized = origin
+        normalized.host = Self.normalizedHost(origin.host)
+        let declared = declaredOrigins.contains(origin)
+        return namedOrigins.contains { $0.matches(normalized, plainHTTPAllowed: true, declared: declared) }
+    }
+
+    /// Why `origin` may not be fetched at all, judged from its host as written; nil when it may.
+    func refusal(_ origin: HTTPOrigin) -> String? {
+        refusal(for: AddressClass(host: origin.host), origin: origin, via: nil)
+    }
+
+    /// ``refusal(_:)`` for what an unnamed host name resolves to (through DNS or `/etc/hosts`).
+    func resolvedRefusal(_ origin: HTTPOrigin) -> String? {
+        let host = origin.host.hasSuffix(".") ? String(origin.host.dropLast()) : origin.host
+        // Literals were judged as written; names the declaration gives are trusted as given.
+        guard !host.hasPrefix("["), AddressClass.ipv4(host) == nil, !names(origin) else { return nil }
+        for found in resolver.classes(of: host) {
+            if let refusal = refusal(for: found, origin: origin, via: host) { return refusal }
+        }
+        return nil
+    }
+
+    /// Both: as written, then as resolved (for a request made once, as verify and refresh make them).
+    func refusal(forURL url: String) -> String? {
+        guard let origin = HTTPOrigin(key: url) else { return "not an http or https URL" }
+        return refusal(origin) ?? resolvedRefusal(origin)
+    }
+
+    private func refusal(for address: AddressClass, origin: HTTPOrigin, via name: String?) -> String? {
+        let what = name.map { "\($0) resolves to a" } ?? "\(origin.host) is a"
+        switch address {
+        case .linkLocal:
+            return "\(what) link-local or cloud-metadata address, which is never fetched"
+        case .loopback where !allowPrivate && !names(origin):
+            return "\(what) loopback address on an origin the declaration does not name (\(origin))"
+        case .privateNetwork where !allowPrivate && !names(origin):
+            return "\(what) private address on an origin the declaration does not name (\(origin))"
+        default:
+            return nil
+        }
+    }
+}
