@@ -472,10 +472,18 @@ class Generator:
             return b"GET" * self.rng.randint(100, 3000)
         return self.rng.choice(self.METHODS)
 
-    def target(self):
+    def target(self, hostile=True):
         rng = self.rng
         path = rng.choice(self.paths)
         roll = rng.random()
+        if not hostile:  # odd, but parseable
+            if roll < 0.7:
+                return path
+            return rng.choice([
+                path + b"?" + self.noise(0, 40, b"abc=&%20+0123456789xyz"), b"/%00", path + b"%00", b"/%2e%2e/%2e%2e/",
+                b"/caf%C3%A9", b"/%ff", b"//", b"/..", b"http://127.0.0.1:%d%s" % (self.port, path), b"*",
+                b"http://evil@127.0.0.1:%d%s" % (self.port, path), b"/" + b"a" * rng.randint(1000, 4000),
+            ])
         if roll < 0.45:
             return path
         if roll < 0.55:
@@ -503,9 +511,11 @@ class Generator:
         return self.rng.choice([b"HTTP/1.0", b"", b"HTTP/0.9", b"HTTP/2.0", b"HTTP/2", b"http/1.1", b"HTTP/1.1 ",
                                 b"HTTP/9.9", b"HTTP/1.10", b"HTTP/01.1", b"HTTP/1.1\x00", b"HTTPS/1.1"])
 
-    def host_fields(self):
+    def host_fields(self, hostile=True):
         rng = self.rng
         good = [b"127.0.0.1:%d" % self.port, b"127.0.0.1", b"localhost:%d" % self.port, b"LOCALHOST"]
+        if not hostile:
+            return [rng.choice(good)]
         bad = [b"evil.example", b"evil.example:%d" % self.port, b"", b"localhost.", b"127.0.0.1:99999",
                b"127.0.0.1:-1", b"1.2.3.4.5.6", b"evil@127.0.0.1", b"127.0.0.1@evil", b"[::1]", b"[::1",
                b"\xd9\xa1\xd9\xa2\xd9\xa7.0.0.1", b"127.0.0.1 ", b"127.0.0.1, evil.example", b"0x7f000001", b"127.1"]
@@ -556,19 +566,31 @@ class Generator:
             return b", ".join(rng.choice(codings) + rng.choice(qs) for _ in range(rng.randint(100, 2000)))
         return b", ".join(rng.choice(codings) + rng.choice(qs) for _ in range(rng.randint(0, 5)))
 
-    def request(self):
-        """(bytes, method) of one request."""
+    def request(self, hostile=True):
+        """(bytes, method) of one request. Not hostile: a well-formed request (its values may still be odd), so that
+        the requests pipelined after it are read too."""
+        rng = self.rng
+        if not hostile:
+            saved = self.chance
+            self.chance = lambda p: False if p <= 0.05 else saved(p)
+            try:
+                return self._request(hostile=False)
+            finally:
+                self.chance = saved
+        return self._request(hostile=True)
+
+    def _request(self, hostile):
         rng = self.rng
         if self.chance(0.01):  # not HTTP at all
             return self.noise(1, 300) + b"\r\n\r\n", b"?"
         if self.chance(0.003):
             return b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", b"PRI"
-        method = self.method()
-        line = method + b" " + self.target()
-        version = self.version()
+        method = self.method() if hostile else rng.choice([b"GET"] * 6 + [b"HEAD", b"OPTIONS", b"POST"])
+        line = method + b" " + self.target(hostile)
+        version = self.version() if hostile else b"HTTP/1.1"
         if version:
             line += b" " + version
-        fields = [(b"Host", value) for value in self.host_fields()]
+        fields = [(b"Host", value) for value in self.host_fields(hostile)]
         if self.chance(0.3):
             fields.append((b"Range", self.range_value()))
         if self.chance(0.05):
@@ -601,7 +623,7 @@ class Generator:
 
         eol = b"\r\n"
         lines = [line] + [name + b": " + value for name, value in fields]
-        if self.chance(0.1):  # one malformed thing
+        if hostile and self.chance(0.1):  # one malformed thing
             kind = rng.randrange(12)
             if kind == 0:
                 eol = b"\n"  # bare LF everywhere
@@ -680,6 +702,16 @@ class Fuzzer:
             responses.feed(data)
         return True
 
+    @staticmethod
+    def batch(rng, gen, low, high):
+        """Requests to pipeline: well-formed ones, and now and then one hostile request (often the last), since a
+        server ends the connection at the first request it cannot parse."""
+        count = rng.randint(low, high)
+        hostile_at = -1
+        if rng.random() < 0.35:
+            hostile_at = count - 1 if rng.random() < 0.5 else rng.randrange(count)
+        return [gen.request(hostile=(i == hostile_at)) for i in range(count)]
+
     def connection(self, rng, gen):
         mode = rng.choices(["keepalive", "pipeline", "stall", "halfclose"], weights=[45, 35, 10, 10])[0]
         responses = Responses()
@@ -698,7 +730,7 @@ class Fuzzer:
                     if not self.read(s, responses, 3.0) or time.monotonic() > self.deadline:
                         break
             elif mode == "pipeline":
-                batch = [gen.request() for _ in range(rng.randint(1, 20))]
+                batch = self.batch(rng, gen, 1, 20)
                 self.send(s, rng, b"".join(data for data, _ in batch))
                 sent += len(batch)
                 for _, method in batch:
@@ -706,7 +738,7 @@ class Fuzzer:
                 self.read(s, responses, 5.0)
             elif mode == "stall":  # asks for more than it reads, then leaves (sometimes with a reset)
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-                batch = [gen.request() for _ in range(rng.randint(5, 30))]
+                batch = self.batch(rng, gen, 5, 30)
                 for data, method in batch:
                     responses.expect(method)
                 s.settimeout(2.0)
@@ -725,7 +757,7 @@ class Fuzzer:
                 close_quietly(s, reset=rng.random() < 0.5)
                 s = None
             else:  # halfclose: requests, then shutdown(SHUT_WR), then read to the end
-                batch = [gen.request() for _ in range(rng.randint(1, 5))]
+                batch = self.batch(rng, gen, 1, 5)
                 self.send(s, rng, b"".join(data for data, _ in batch))
                 sent += len(batch)
                 for _, method in batch:

@@ -186,7 +186,7 @@ public struct BundleRoute: Sendable {
     /// The absolute URL a request target stands for under the first route that takes it (by Host, then path prefix).
     /// A target that is not an absolute path (`*`, or an HTTP/2 `:path` such as `@other-host/x`, which appended to the
     /// origin would name another authority) is taken by none.
-    static func key(target: String, host: String?, in routes: [BundleRoute]) -> (String, BundleRoute)? {
+    package static func key(target: String, host: String?, in routes: [BundleRoute]) -> (String, BundleRoute)? {
         guard target.utf8.first == UInt8(ascii: "/") else { return nil }
         for route in routes {
             if let wanted = route.host, wanted != host { continue }

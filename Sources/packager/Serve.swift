@@ -226,7 +226,11 @@ final class Reloader: Sendable {
     static func identity(_ path: String) -> [Int] {
         var info = stat()
         guard stat(path, &info) == 0 else { return [] }
-        return [Int(info.st_dev), Int(info.st_ino), Int(info.st_size), Int(info.st_mtim.tv_sec), Int(info.st_mtim.tv_nsec)]
+        // The status-change time too: a write in place with its modification time set back still shows.
+        return [
+            Int(info.st_dev), Int(info.st_ino), Int(info.st_size), Int(info.st_mtim.tv_sec), Int(info.st_mtim.tv_nsec), Int(info.st_ctim.tv_sec),
+            Int(info.st_ctim.tv_nsec),
+        ]
     }
 
     /// Mounts every bundle again; on success the new loader answers new requests, on failure the old one stays.

@@ -60,3 +60,137 @@ final class ServedLog: @unchecked Sendable {
     func add(_ record: ServedRequest) { lock.withLock { records.append(record) } }
     var all: [ServedRequest] { lock.withLock { records } }
 }
+
+/// The second security review's findings against the channel server (N1, N3, N8, N11, N13, and the spec's gzip 5xx).
+@Suite("OfflineBundleChannelServer under attack: bounded memory, write timeout, 400s logged, checks that hold")
+struct ChannelServerAttackTests {
+    /// A raw client: `exchange(data)` sends `data` and reads to the end of the connection.
+    static let client = #"""
+        import socket, sys, time
+        port = int(sys.argv[1])
+        def exchange(data):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(data)
+            got = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk: break
+                got += chunk
+            return got
+
+        """#
+
+    /// A server of the bundle at `path`; with `shortIdle`, its idle (and write) timeout is 700 ms.
+    func start(_ path: String, shortIdle: Bool = false, served: ServedLog? = nil) async throws -> OfflineBundleChannelServer {
+        let loader = try OfflineLoader(path: path)
+        var report: (@Sendable (ServedRequest) -> Void)?
+        if let served { report = { served.add($0) } }
+        return try await OfflineBundleChannelServer.start(
+            handle: LoaderHandle(loader), routes: [.init(origin: "https://docs.example.com")], idleTimeout: shortIdle ? .milliseconds(700) : .seconds(60),
+            served: report)
+    }
+
+    @Test("two Host fields, or none in HTTP/1.1, are a 400 (RFC 9112 §3.2); every 400, unparsable requests too, is in the access log")
+    func badRequestsAreRefusedAndLogged() async throws {
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
+        let log = ServedLog()
+        let server = try await start(folder.path + "/b.zip", served: log)
+        try folder.file(
+            "c.py",
+            Self.client + #"""
+                for request in [b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n", b"GET / HTTP/1.1\r\n\r\n",
+                                b"GET /\x01 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", b"GET / HTTP/1.0\r\n\r\n"]:
+                    print(exchange(request).split(b"\r\n")[0].decode())
+                """#)
+        let lines = try await run("python3", [folder.path + "/c.py", String(server.port)]).output.split(separator: "\n").map(String.init)
+        #expect(lines == ["HTTP/1.1 400 Bad Request", "HTTP/1.1 400 Bad Request", "HTTP/1.1 400 Bad Request", "HTTP/1.1 200 OK"])
+        #expect(log.all.map(\.status) == [400, 400, 400, 200])
+        #expect(log.all.first?.target == "/")
+        await server.stop()
+    }
+
+    @Test("a client that stops reading a long body is closed once its answer makes no progress for the idle timeout")
+    func writeTimeout() async throws {
+        let folder = try TemporaryFolder()
+        // Past what the socket buffers hold (a few MiB on loopback), stored as it is (not a compressible type).
+        let size = 24 << 20
+        try writeBundle(["https://docs.example.com/big.bin": Data(repeating: 0x61, count: size)], to: folder.path + "/b.zip")
+        let server = try await start(folder.path + "/b.zip", shortIdle: true)
+        try folder.file(
+            "c.py",
+            #"""
+            import socket, sys, time
+            port = int(sys.argv[1])
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", port))
+            s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            mine = s.getsockname()[1]
+            # The server's side of this connection, from /proc/net/tcp: ESTABLISHED (01) while it is held; once the
+            # server closed it, FIN_WAIT1 (04) or later, its FIN queued behind the bytes this client has not read.
+            def server_state():
+                for line in open("/proc/net/tcp").read().splitlines()[1:]:
+                    local, remote, state = line.split()[1:4]
+                    if int(local.split(":")[1], 16) == port and int(remote.split(":")[1], 16) == mine:
+                        return state
+                return "gone"
+            time.sleep(0.5)
+            first = server_state()
+            time.sleep(3.5)
+            print(first, server_state())
+            """#)
+        let result = try await run("python3", [folder.path + "/c.py", String(server.port)])
+        let states = result.output.split(separator: " ").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+        // Held (established) while the answer was young; closed by the server after a period without progress.
+        #expect(states.first == "01", "\(result.output)")
+        #expect(states.count == 2 && states[1] != "01", "\(result.output)")
+        await server.stop()
+    }
+
+    @Test("an answer kept as a span of the file is not sent again once the file is written in place (times set back): the body is checked again, and fails")
+    func keptSpanOfAChangedFile() async throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path + "/b.zip"
+        try writeSampleBundle(origin: "https://docs.example.com", to: path)
+        let server = try await start(path)
+        let url = "http://127.0.0.1:\(server.port)/logo.png"
+        for _ in 0..<3 {
+            try await run("curl", ["-s", "-o", folder.path + "/got", url])
+            #expect(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/got")) == sampleImage)
+        }
+        let at = try #require(try offset(of: sampleImage.suffix(64), in: path))
+        try overwriteInPlace(path, at: at, with: Array("TAMPERED".utf8))
+        let status = try await run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", url]).output
+        #expect(status == "500")
+        await server.stop()
+    }
+
+    @Test("a small gzip answer whose stored stream is damaged is a 500, not a 200 cut short")
+    func damagedSmallGzipIs500() async throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path + "/b.zip"
+        try writeSampleBundle(origin: "https://docs.example.com", to: path)
+        let mounted = try MountedBundle(path: path)
+        let page = try #require(mounted.entry(for: "https://docs.example.com/"))
+        let stream = try #require(try mounted.deflatedBody(of: page, verify: false)).data
+        let at = try #require(try offset(of: stream.suffix(40), in: path))
+        try flipByte(at: at + 5, in: path)
+        let server = try await start(path)
+        let result = try await run(
+            "curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Accept-Encoding: gzip", "http://127.0.0.1:\(server.port)/"])
+        #expect(result.output == "500")
+        await server.stop()
+    }
+}
+
+extension ChannelServerAttackTests {
+    @Test("a target that is not an absolute path (an HTTP/2 :path such as @other-host/x) is taken by no route")
+    func targetsOutsideTheRoute() {
+        let routes = [BundleRoute(origin: "https://127.0.0.1:18601"), BundleRoute(pathPrefix: "/docs/", origin: "https://docs.example.com")]
+        #expect(BundleRoute.key(target: "@127.0.0.1:18602/x?private=1", host: nil, in: routes) == nil)
+        #expect(BundleRoute.key(target: "*", host: nil, in: routes) == nil)
+        #expect(BundleRoute.key(target: "", host: nil, in: routes) == nil)
+        #expect(BundleRoute.key(target: "/x", host: nil, in: routes)?.0 == "https://127.0.0.1:18601/x")
+    }
+}

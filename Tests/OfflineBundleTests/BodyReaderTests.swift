@@ -101,24 +101,43 @@ struct BodyReaderTests {
         #expect(gzipSent > 0 && gzipSent < text.count)
     }
 
-    @Test("a checked body is trusted for the life of the mount, but a file cut short still fails the read")
+    @Test("a checked body is trusted only under CRC-32 checks and while the file is unchanged: a write in place, its times set back, revokes it")
     func checkedOnceThenTrusted() throws {
         let folder = try TemporaryFolder()
         let (path, _, bytes) = try bundle(in: folder)
-        let mounted = try MountedBundle(path: path, options: .init(verification: .sha256))
         let url = "https://example.com/noise.bin"
-        let entry = try #require(mounted.entry(for: url))
-        let body = try #require(entry.body)
+        // SHA-256 checks (a required key's) check every read of the file: nothing is trusted, nothing sent as a span.
+        let strictMount = try MountedBundle(path: path, options: .init(verification: .sha256))
+        let strictBody = try #require(strictMount.entry(for: url)?.body)
+        _ = try read(response(strictMount, url).bodyReader())
+        #expect(!strictMount.isVerified(strictBody.index))
+        #expect(try response(strictMount, url).fileSpan() == nil)
+
+        let mounted = try MountedBundle(path: path)
+        let body = try #require(mounted.entry(for: url)?.body)
         #expect(!mounted.isVerified(body.index))
+        #expect(try response(mounted, url).fileSpan() == nil)
         _ = try read(response(mounted, url).bodyReader())
         #expect(mounted.isVerified(body.index))
-        // Cut the file short after the check: the trusted body's read still fails, and is not padded.
+        let span = try #require(try response(mounted, url).fileSpan())
+        close(span.descriptor)
+
+        // Bytes changed in place under the mount, with the modification time set back: the check is no longer
+        // trusted, no span is given, and the next read checks again and fails.
+        let at = try #require(try offset(of: bytes.suffix(64), in: path))
+        try overwriteInPlace(path, at: at, with: Array("TAMPERED".utf8))
+        #expect(!mounted.fileUnchanged)
+        #expect(!mounted.isVerified(body.index))
+        #expect(try response(mounted, url).fileSpan() == nil)
+        let failed = #expect(throws: BundleError.self) { _ = try read(response(mounted, url).bodyReader()) }
+        #expect(failed?.code == .corruptBody)
+
         // A body claiming more than the mount allows is refused as hostile, streamed or not.
         let strict = try MountedBundle(path: path, options: .init(maxBodySize: 1000))
         let refused = #expect(throws: BundleError.self) { _ = try read(response(strict, url).bodyReader()) }
         #expect(refused?.code == .hostile)
-        let cut = try #require(try offset(of: bytes.suffix(64), in: path))
-        #expect(truncate(path, off_t(cut)) == 0)
+        // Cut the file short: the read fails, and is not padded.
+        #expect(truncate(path, off_t(at)) == 0)
         #expect(throws: BundleError.self) { _ = try read(response(mounted, url).bodyReader()) }
     }
 

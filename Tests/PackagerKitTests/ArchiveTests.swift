@@ -43,6 +43,18 @@ struct ArchiveTests {
         #expect(!FileManager.default.fileExists(atPath: folder.path + "/escape.txt"))
     }
 
+    @Test("a negative --strip-components is a usage error, in the CLI and the library, not a crash")
+    func negativeStripComponents() async throws {
+        let site = try TemporaryFolder()
+        try makeSite(in: site)
+        let out = try TemporaryFolder()
+        _ = try packSite(site, to: out.path + "/site.zip")
+        let result = try await run(packagerExecutable, ["extract", out.path + "/site.zip", out.path + "/x", "--strip-components=-1"])
+        #expect(result.status == 2, "\(result.output)")  // a usage error, not a trap
+        #expect(result.output.contains("cannot be negative"))
+        #expect(throws: PackagerError.self) { try Extractor.extract(archive: out.path + "/site.zip", to: out.path + "/y", stripComponents: -1) }
+    }
+
     @Test("extract writes a bundle's entries, identical to unzip's")
     func extractBundle() throws {
         let site = try TemporaryFolder()

@@ -242,6 +242,88 @@ struct CrawlSecurityTests {
         }
     }
 
+    @Test("a secret percent-encoded in a Location, a link, a requisite or a Link header, or double-encoded, is never taken in, stored or reported")
+    func encodedSecretsInResponses() async throws {
+        try await withOrigin { a in
+            let token = "supersecret123"
+            let encoded = "supersecre%74123"
+            a.set(
+                "/",
+                .text(
+                    "<html><a href=/login>in</a><a href=\"/x?token=\(token)\">x</a><a href=\"/y?t=super%2573ecret123\">y</a>"
+                        + "<img src=\"/p/\(encoded)/i.png\"><a href=\"/q?a=Bearer+\(token)\">q</a></html>", type: html,
+                    headers: [("Link", "</p?t=\(encoded)>; rel=preload")]))
+            a.set("/login", .redirect("/cb?code=\(encoded)", status: 302))
+            let folder = try TemporaryFolder()
+            let declared = try declaration(
+                "seeds: [\(a.base)/]\noutput: \(folder.path)/x.zip\nheaders: {Authorization: \"Bearer ${TOKEN}\"}\n", environment: ["TOKEN": token])
+            let report = try await Builder(declaration: declared).run()
+            // None of them was asked for: the origin saw only the seed and the redirect.
+            #expect(Set(a.requests.map(\.path)) == ["/", "/robots.txt", "/login"], "\(a.requests.map(\.path))")
+            // No file the build wrote, and no report, holds the secret in any form.
+            let data = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/x.zip"))
+            for form in [token, encoded, "super%2573ecret123"] {
+                #expect(data.range(of: Data(form.utf8)) == nil, "\(form) in the bundle")
+                #expect(try JSONEncoder().encode(report).range(of: Data(form.utf8)) == nil, "\(form) in the report")
+            }
+            #expect(report.skipped["URL carries a secret from the environment"] == 4, "\(report.skipped)")
+            #expect(report.failures.contains { $0.reason.contains("carries a secret") })
+        }
+    }
+
+    @Test("verify and refresh keep the crawl's address policy: keys on loopback are not asked unless named or allowed, on link-local never")
+    func verifyAddressPolicy() async throws {
+        try await withOrigin { a in
+            a.set("/page", .text("<p>internal</p>", type: html))
+            let folder = try TemporaryFolder()
+            let site = try TemporaryFolder()
+            try site.file("page", "<p>old</p>")
+            for (base, name) in [(a.base, "loop"), ("http://169.254.169.254", "meta")] {
+                _ = try Packer(options: .init(baseURL: base + "/")).pack(source: site.path, output: folder.path + "/\(name).zip")
+            }
+            let refused = try await Verifier().verify(bundleAt: folder.path + "/loop.zip")
+            #expect(refused.entries.allSatisfy { $0.verdict == .unreachable && ($0.error ?? "").contains("loopback address") }, "\(refused.entries)")
+            #expect(a.requests.isEmpty)
+            let refresher = Refresher()
+            _ = try? await refresher.refresh(bundleAt: folder.path + "/loop.zip", output: folder.path + "/new.zip")
+            #expect(a.requests.isEmpty)
+            // Named by a declaration, or allowed by the flag: asked.
+            let named = try await Verifier(options: .init(declaration: declaration("urls: [\(a.base)/page]\n"))).verify(bundleAt: folder.path + "/loop.zip")
+            #expect(named.entries.contains { $0.verdict == .stale })
+            var allowing = Verifier.Options()
+            allowing.allowPrivateAddresses = true
+            allowing.retries.attempts = 0
+            let allowed = try await Verifier(options: allowing).verify(bundleAt: folder.path + "/loop.zip")
+            #expect(allowed.entries.contains { $0.verdict == .stale })
+            // A link-local key is never asked, even when private addresses are allowed.
+            let meta = try await Verifier(options: allowing).verify(bundleAt: folder.path + "/meta.zip")
+            #expect(meta.entries.allSatisfy { $0.verdict == .unreachable && ($0.error ?? "").contains("link-local") }, "\(meta.entries)")
+        }
+    }
+
+    @Test("a body over scope.max-body (a gzip bomb's decoded size) fails its URL and is not stored")
+    func bodyOverMaxBody() async throws {
+        try await withOrigin { a in
+            // Text that gzip shrinks by a few times only (AsyncHTTPClient refuses ratios past 1000 by itself).
+            let decoded = Array(noise(3 << 20, seed: 5).base64EncodedData())
+            let gzipped = try Data(contentsOf: URL(fileURLWithPath: gzipFile(decoded)))
+            a.set("/bomb", Origin.Resource(headers: [("Content-Type", "text/html"), ("Content-Encoding", "gzip")], body: Array(gzipped)))
+            a.set("/", .text("<a href=/bomb>b</a>", type: html))
+            let folder = try TemporaryFolder()
+            let report = try await Builder(declaration: declaration("seeds: [\(a.base)/]\noutput: \(folder.path)/x.zip\nscope: {max-body: 1MiB}\n")).run()
+            #expect(report.failures.contains { $0.url.hasSuffix("/bomb") && $0.reason.contains("max-body") }, "\(report.failures)")
+            #expect(try MountedBundle(path: folder.path + "/x.zip").entry(for: a.base + "/bomb") == nil)
+        }
+    }
+
+    /// `bytes` gzipped into a temporary file, whose path is returned.
+    func gzipFile(_ bytes: [UInt8]) throws -> String {
+        let path = NSTemporaryDirectory() + "/bomb-\(UUID().uuidString)"
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        _ = try run("gzip", ["-9", "-f", path])
+        return path + ".gz"
+    }
+
     /// Whether this machine's own name resolves to a loopback or private address (it does on Debian and in
     /// containers, through /etc/hosts).
     static let hostNameIsLocal: Bool = {

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HTTPTypes
 import OfflineBundle
 import TestSupport
 import Testing
@@ -211,6 +212,64 @@ struct HostileTests {
         #expect(error.code == .corruptBody)
         let grown = peakResidentBytes() - before
         #expect(grown < 64 << 20, "peak memory grew by \(grown) bytes")
+    }
+
+    @Test("stored headers in any case are held to the never-replayed list (Set-Cookie, Transfer-Encoding), and check reports them")
+    func headerNamesInAnyCase() throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path + "/b.zip"
+        try writeSampleBundle(origin: "https://docs.example.com", to: path)
+        // Same length as the line replaced, so only the header block changes.
+        try forgeMetadataEntry(BundleFormat.indexEntryName, in: path) { bytes in
+            let line = Array("cache-control: max-age=300".utf8)
+            let forged = Array("Transfer-Encoding: chunked".utf8)
+            precondition(line.count == forged.count)
+            let at = bytes.firstRange(of: line)!
+            bytes.replaceSubrange(at, with: forged)
+            let etag = Array("etag: \"page-v1\"".utf8)
+            let cookie = Array("Set-Cookie: a=b".utf8)
+            precondition(etag.count == cookie.count)
+            bytes.replaceSubrange(bytes.firstRange(of: etag)!, with: cookie)
+        }
+        let loader = try OfflineLoader(path: path)
+        let answer = try #require(loader.response(for: BundleRequest(url: "https://docs.example.com/")))
+        #expect(answer.status == 200)
+        #expect(answer.headers[HTTPField.Name("set-cookie")!] == nil)
+        #expect(answer.headers[.transferEncoding] == nil)
+        #expect(answer.headers[.contentType] == "text/html; charset=utf-8")
+        let entry = try #require(try MountedBundle(path: path).entry(for: "https://docs.example.com/"))
+        #expect(entry.header("SET-COOKIE") == "a=b", "names are lowercased as read, so every rule sees them")
+        let report = Checker.check(path: path)
+        #expect(!report.isValid)
+        let said = report.issues.map(\.message)
+        #expect(said.contains { $0.contains("Set-Cookie") && $0.contains("not lowercase") }, "\(said)")
+        #expect(said.contains { $0.contains("set-cookie") && $0.contains("never replayed") }, "\(said)")
+        #expect(said.contains { $0.contains("transfer-encoding") && $0.contains("never replayed") }, "\(said)")
+    }
+
+    @Test("index.bin stored with deflate (a bomb of 256 MiB in a few hundred KB) is refused before it is inflated")
+    func deflatedIndexIsRefusedUnread() throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path + "/bomb.zip"
+        try folder.file(
+            "bomb.py",
+            #"""
+            import sys, zipfile
+            info = zipfile.ZipInfo("index.bin")
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with zipfile.ZipFile(sys.argv[1], "w", compresslevel=9) as z:
+                z.comment = b"packager-bundle/2 sha256:" + b"0" * 64
+                with z.open(info, "w") as f:
+                    for _ in range(256):
+                        f.write(b"\0" * (1 << 20))
+            """#)
+        _ = try run("python3", [folder.path + "/bomb.py", path])
+        let before = peakResidentBytes()
+        let error = try #require(throws: BundleError.self) { try MountedBundle(path: path) }
+        #expect(error.code == .hostile && error.message.contains("method 8"), "\(error)")
+        #expect(peakResidentBytes() - before < 64 << 20)
+        let report = Checker.check(path: path)
+        #expect(report.issues.contains { $0.message.contains("method 8") })
     }
 
     @Test("a body claiming an absurd compression ratio is refused at mount")

@@ -27,6 +27,26 @@ let rawExchange = #"""
 struct ServeCommandTests {
     func curl(_ arguments: [String]) async throws -> String { try await run("curl", ["-s"] + arguments).output }
 
+    @Test("a client that pipelines requests and never reads the answers costs the server a bounded amount of memory (scripts/attack-serve.py)")
+    func pipelinedFloodIsBounded() async throws {
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
+        try await withServe(folder.path + "/b.zip") { base, process in
+            let port = String(base.split(separator: ":").last ?? "")
+            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../scripts/attack-serve.py").path
+            // Both paths: answers kept whole (the page), and answers read each time (a conditional that never matches).
+            for request in ["GET / HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n", "GET /logo.png HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nIf-None-Match: \"x\"\\r\\n\\r\\n"] {
+                let result = try await run(
+                    "python3",
+                    [script, "flood", "--port", port, "--pid", String(process.processIdentifier), "--request", request, "--seconds", "4", "--limit-mb", "512"])
+                let json = try JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any]
+                let growth = json?["growth_mb"] as? Double ?? .infinity
+                #expect(growth < 64, "\(result.output)")
+                #expect((json?["requests_sent"] as? Int ?? 0) > 1000, "\(result.output)")
+            }
+        }
+    }
+
     @Test("200 with the recorded headers, 304, 206, gzip when asked, identity when not, 404 on a miss, the blocked entry empty")
     func curlAgainstServe() async throws {
         let folder = try TemporaryFolder()

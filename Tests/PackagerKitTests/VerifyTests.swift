@@ -216,6 +216,17 @@ struct VerifyTests {
         #expect(report.exitCode == 2)
     }
 
+    @Test("the text report shows control bytes from a stored or live value, never sends them to the terminal")
+    func textReportIsTerminalSafe() throws {
+        let entry = EntryVerification(
+            url: "http://127.0.0.1:8080/page", verdict: .stale, recordedStatus: 200, liveStatus: 200, method: "GET",
+            changes: [Change("content-type", recorded: "\u{1B}]2;PWNED\u{07}\u{1B}[31mRED", live: "text/html")], error: nil, attempts: 1)
+        let report = VerifyReport(bundle: "b.zip", checkedAt: Date(), seconds: 1, entries: [entry], failOn: Verdict.failingByDefault)
+        let text = try ReportFormatter.render(report, as: .text)
+        #expect(!text.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" }, "\(text.debugDescription)")
+        #expect(text.contains("\\u{1b}]2;PWNED"))
+    }
+
     @Test("HTML and Markdown reports escape what a key or a server says, per Unicode scalar")
     func reportsEscape() throws {
         // `"` followed by a combining mark is one Character that is not `"`: escaping by Character lets it through.

@@ -26,6 +26,13 @@ public func writeSampleBundle(origin: String, to path: String, signingKey: Curve
     return try writer.write(to: path)
 }
 
+/// Writes a bundle of `bodies` by URL, each `application/octet-stream`.
+public func writeBundle(_ bodies: [String: Data], to path: String) throws {
+    var writer = BundleWriter()
+    for (url, body) in bodies { writer.add(.init(url: url, headers: [("content-type", "application/octet-stream")], body: .data(body))) }
+    _ = try writer.write(to: path)
+}
+
 /// gunzip, through the gzip tool.
 public func gunzip(_ data: Data) throws -> Data {
     let folder = try TemporaryFolder()

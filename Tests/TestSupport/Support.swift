@@ -160,3 +160,16 @@ public func fields(_ pairs: [(String, String)]) -> HTTPFields {
     }
     return result
 }
+
+/// Writes `bytes` over the file at `offset`, in place (same inode, as `dd conv=notrunc` writes), then sets its access
+/// and modification times back to what they were (as `touch -r` can): only the status-change time tells.
+public func overwriteInPlace(_ path: String, at offset: Int, with bytes: [UInt8]) throws {
+    var before = stat()
+    guard stat(path, &before) == 0 else { throw POSIXError(.ENOENT) }
+    let handle = try FileHandle(forUpdating: URL(fileURLWithPath: path))
+    try handle.seek(toOffset: UInt64(offset))
+    try handle.write(contentsOf: Data(bytes))
+    try handle.close()
+    var times = [before.st_atim, before.st_mtim]
+    guard utimensat(AT_FDCWD, path, &times, 0) == 0 else { throw POSIXError(.EPERM) }
+}

@@ -299,7 +299,7 @@ final class Crawler: Sendable {
         let maxBody = declaration.scope.maxBody
         let outcome = await fetcher.fetch(
             job.url, spoolPath: path, memory: memory, withinBudget: { $0 <= maxBody && reservation.grow(to: $0) },
-            limitName: "the declared limits (scope.max-body: \(maxBody) bytes in one body; scope.max-bytes in all)")
+            limitName: "the declared byte limits (scope.max-body: \(maxBody) bytes in one body; scope.max-bytes in all)")
         defer { reservation.release() }
         switch outcome {
         case .failure(let failure):
