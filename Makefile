@@ -50,7 +50,8 @@ bench:
 	scripts/bench-verify.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/verify $(BENCH_WORK)/verify.md
 	scripts/bench-verify-servers.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/verify-servers $(BENCH_WORK)/verify-servers.md
 	scripts/bench-https.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/https $(BENCH_WORK)/https.md
-	scripts/bench-report.sh docs/BENCHMARKS.md $(BENCH_WORK)/format.md $(BENCH_WORK)/deflate.md $(BENCH_WORK)/build.md $(BENCH_WORK)/https.md $(BENCH_WORK)/serve.md $(BENCH_WORK)/range.md $(BENCH_WORK)/verify.md $(BENCH_WORK)/verify-servers.md
+	scripts/bench-attack.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/attack $(BENCH_WORK)/attack.md
+	scripts/bench-report.sh docs/BENCHMARKS.md $(BENCH_WORK)/format.md $(BENCH_WORK)/deflate.md $(BENCH_WORK)/build.md $(BENCH_WORK)/https.md $(BENCH_WORK)/serve.md $(BENCH_WORK)/range.md $(BENCH_WORK)/verify.md $(BENCH_WORK)/verify-servers.md $(BENCH_WORK)/attack.md
 
 # The same benchmarks on small inputs, to check the scripts; writes /tmp/BENCHMARKS-quick.md.
 bench-quick:
@@ -64,7 +65,8 @@ bench-quick:
 	scripts/bench-verify.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/verify $(BENCH_WORK)-quick/verify.md --quick
 	scripts/bench-verify-servers.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/verify-servers $(BENCH_WORK)-quick/verify-servers.md --quick
 	scripts/bench-https.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/https $(BENCH_WORK)-quick/https.md --quick
-	scripts/bench-report.sh /tmp/BENCHMARKS-quick.md $(BENCH_WORK)-quick/format.md $(BENCH_WORK)-quick/build.md $(BENCH_WORK)-quick/https.md $(BENCH_WORK)-quick/serve.md $(BENCH_WORK)-quick/range.md $(BENCH_WORK)-quick/verify.md $(BENCH_WORK)-quick/verify-servers.md
+	scripts/bench-attack.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/attack $(BENCH_WORK)-quick/attack.md --quick
+	scripts/bench-report.sh /tmp/BENCHMARKS-quick.md $(BENCH_WORK)-quick/format.md $(BENCH_WORK)-quick/build.md $(BENCH_WORK)-quick/https.md $(BENCH_WORK)-quick/serve.md $(BENCH_WORK)-quick/range.md $(BENCH_WORK)-quick/verify.md $(BENCH_WORK)-quick/verify-servers.md $(BENCH_WORK)-quick/attack.md
 
 # The concurrent-read, crawl and crawl-pipeline tests under the thread sanitizer (a separate build folder, .build-tsan).
 test-tsan: deps

@@ -101,7 +101,7 @@ build_rss=$(echo "$build_said" | sed -n 's/.*maxrss=\([0-9]*\).*/\1/p')
 secrets=0
 for form in supersecret123 supersecre%74123 super%2573ecret123; do
     for file in "$work/hostile.zip" "$work/hostile.json" "$work/hostile.err"; do
-        [ -f "$file" ] && secrets=$((secrets + $(grep -a -o -F "$form" "$file" | wc -l)))
+        [ -f "$file" ] && secrets=$((secrets + $( (grep -a -o -F "$form" "$file" || true) | wc -l)))
     done
 done
 bomb_failed=$(python3 -c "import json;r=json.load(open('$work/hostile.json'));print(sum(1 for f in r.get('failures',[]) if f['url'].endswith('/bomb')))" 2>/dev/null || echo "?")

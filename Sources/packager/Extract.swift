@@ -16,13 +16,24 @@ extension Packager {
         @Option(name: .customLong("strip-components"), help: "Leading path components to drop from entry names.")
         var stripComponents: Int = 0
 
+        @Option(name: .customLong("max-entries"), help: "Refuse an archive that lists more entries (default: 1000000).")
+        var maxEntries = 1_000_000
+
+        @Option(name: .customLong("max-bytes"), help: "Refuse an archive that declares or writes more bytes (default: the free space; 512M, 2G).")
+        var maxBytes: String?
+
         func validate() throws {
             if stripComponents < 0 { throw ValidationError("--strip-components cannot be negative") }
+            if maxEntries < 1 { throw ValidationError("--max-entries must be at least 1") }
+            if let maxBytes, DeclarationParser.byteSize(maxBytes) == nil {
+                throw ValidationError("--max-bytes: '\(maxBytes)' is not a size of one byte or more (say 512M or 2G)")
+            }
         }
 
         func run() throws {
             try reportingErrors {
-                let summary = try Extractor.extract(archive: archive, to: destination, stripComponents: stripComponents)
+                let limits = Extractor.Limits(entries: maxEntries, bytes: maxBytes.flatMap(DeclarationParser.byteSize).map { UInt64($0) })
+                let summary = try Extractor.extract(archive: archive, to: destination, stripComponents: stripComponents, limits: limits)
                 print("extracted \(summary.files) files and \(summary.directories) folders (\(formatBytes(summary.bytes))) into \(destination)")
             }
         }

@@ -55,6 +55,22 @@ struct ArchiveTests {
         #expect(throws: PackagerError.self) { try Extractor.extract(archive: out.path + "/site.zip", to: out.path + "/y", stripComponents: -1) }
     }
 
+    @Test("extract refuses an archive past its entry or byte limit before writing anything")
+    func extractLimits() throws {
+        let site = try TemporaryFolder()
+        try makeSite(in: site)
+        let out = try TemporaryFolder()
+        let bundle = out.path + "/site.zip"
+        _ = try packSite(site, to: bundle)
+        let many = #expect(throws: PackagerError.self) { try Extractor.extract(archive: bundle, to: out.path + "/a", limits: .init(entries: 2)) }
+        #expect(many?.message.contains("more than 2 entries") == true)
+        let big = #expect(throws: PackagerError.self) { try Extractor.extract(archive: bundle, to: out.path + "/b", limits: .init(bytes: 100)) }
+        #expect(big?.message.contains("more than 100 bytes") == true)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: out.path + "/a").isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: out.path + "/b").isEmpty)
+        #expect(try Extractor.extract(archive: bundle, to: out.path + "/c").files > 2)
+    }
+
     @Test("extract writes a bundle's entries, identical to unzip's")
     func extractBundle() throws {
         let site = try TemporaryFolder()

@@ -9,6 +9,20 @@ public enum Extractor {
         public var bytes: UInt64
     }
 
+    /// How much an extraction may write: an archive that lists more entries, or declares or writes more bytes, is
+    /// refused (a bomb of a million empty files, or of a few kilobytes that inflate to the disk's size).
+    public struct Limits: Sendable {
+        /// Entries (files and folders) at most.
+        public var entries: Int
+        /// Bytes written at most; nil for the free space of the destination's file system.
+        public var bytes: UInt64?
+
+        public init(entries: Int = 1_000_000, bytes: UInt64? = nil) {
+            self.entries = entries
+            self.bytes = bytes
+        }
+    }
+
     /// Extracts `archive` into `destination`, which is created if needed.
     ///
     /// Every entry name is checked before anything is written: an absolute
@@ -17,14 +31,29 @@ public enum Extractor {
     /// on as a second line of defence, and existing files are never overwritten.
     ///
     /// - Parameter stripComponents: leading path components to remove from each name, as `tar --strip-components`.
-    /// - Throws: ``PackagerError`` with code `.unsafeEntry` naming the entry, or `.archive` with libarchive's message.
+    /// - Parameter limits: entries and bytes at most; the declared sizes are checked before anything is written, the
+    ///   bytes written as they are (a size that lies is caught too).
+    /// - Throws: ``PackagerError`` with code `.unsafeEntry` naming the entry, `.invalidInput` past a limit, or
+    ///   `.archive` with libarchive's message.
     @discardableResult
-    public static func extract(archive: String, to destination: String, stripComponents: Int = 0) throws -> Summary {
+    public static func extract(archive: String, to destination: String, stripComponents: Int = 0, limits: Limits = Limits()) throws -> Summary {
         guard stripComponents >= 0 else { throw PackagerError(.invalidInput, "strip-components cannot be negative (\(stripComponents))") }
         // Pass 1: names and types only.
         let scan = try LibArchive.Reader(path: archive)
         var plan = [(String, LibArchive.EntryType)]()
+        var declared: UInt64 = 0
+        try FileManager.default.createDirectory(atPath: destination, withIntermediateDirectories: true)
+        let maxBytes = limits.bytes ?? freeSpace(at: destination)
         while let header = try scan.next() {
+            declared &+= UInt64(max(0, header.size))
+            guard plan.count < limits.entries else {
+                throw PackagerError(.invalidInput, "the archive lists more than \(limits.entries) entries; nothing was extracted", subject: archive)
+            }
+            guard declared <= maxBytes else {
+                throw PackagerError(
+                    .invalidInput, "the archive declares more than \(maxBytes) bytes (the limit, or the free space at \(destination)); nothing was extracted",
+                    subject: archive)
+            }
             let relative = try safeRelativePath(header.path, stripComponents: stripComponents)
             switch header.type {
             case .file, .directory:
@@ -36,7 +65,6 @@ public enum Extractor {
                 throw PackagerError(.unsafeEntry, "the archive holds a device, FIFO or socket; only files and folders are extracted", subject: header.path)
             }
         }
-        try FileManager.default.createDirectory(atPath: destination, withIntermediateDirectories: true)
         // Pass 2: write.
         let reader = try LibArchive.Reader(path: archive)
         let writer = try LibArchive.DiskWriter()
@@ -53,6 +81,9 @@ public enum Extractor {
                 try writer.write(path: target, type: .file, size: header.size) { sink in
                     try reader.readData { block in
                         written += UInt64(block.count)
+                        guard summary.bytes + written <= maxBytes else {
+                            throw PackagerError(.invalidInput, "\(header.path) writes more than its archive declared, past \(maxBytes) bytes", subject: header.path)
+                        }
                         try sink(block)
                     }
                 }
@@ -62,6 +93,13 @@ public enum Extractor {
         }
         try writer.close()
         return summary
+    }
+
+    /// Bytes free for an unprivileged writer on the file system holding `path`; no limit when it cannot be read.
+    static func freeSpace(at path: String) -> UInt64 {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { return .max }
+        return UInt64(info.f_bavail) &* UInt64(info.f_frsize)
     }
 
     /// The normalised relative path for an archive entry name, nil when stripping leaves nothing, or an error when unsafe.

@@ -175,24 +175,33 @@ final class Crawler: Sendable {
             }
             return
         }
+        // A resource is taken before the key is claimed: past scope.max-resources a key costs no entry in the frontier's
+        // set of keys taken in (a hostile page naming endless URLs cannot grow it), only one in the bounded set of
+        // keys left out.
+        if case .fetch = decision {
+            guard state.reserveResource() else {
+                if await frontier.noteSkipped(key, role: role) { state.skip("scope.max-resources reached") }
+                state.limit("scope.max-resources (\(declaration.scope.maxResources)) reached: the crawl stopped taking new URLs")
+                if declared { state.fail(.init(url: key, reason: "not fetched: scope.max-resources reached", declared: true, referrer: referrer)) }
+                return
+            }
+            guard await frontier.claim(key) else {
+                state.unreserveResource()
+                return
+            }
+            let url = Self.withoutDroppedParameters(raw, key: key)
+            await frontier.enqueue(
+                .init(url: url, key: key, host: host, role: role, depth: depth, referrer: referrer, redirectChain: chain, declared: declared))
+            return
+        }
         guard await frontier.claim(key) else { return }
         switch decision {
         case .block:
             state.add(BundleWriter.Entry(url: key, status: 204, kind: .blocked), kind: .blocked)
         case .substitute(let file, let declaredFile):
             await substitute(key: key, file: file, declared: declaredFile, role: role, depth: depth, referrer: referrer, frontier: frontier)
-        case .outOfScope:
+        case .outOfScope, .fetch:
             break
-        case .fetch:
-            guard state.reserveResource() else {
-                state.skip("scope.max-resources reached")
-                state.limit("scope.max-resources (\(declaration.scope.maxResources)) reached: the crawl stopped taking new URLs")
-                if declared { state.fail(.init(url: key, reason: "not fetched: scope.max-resources reached", declared: true, referrer: referrer)) }
-                return
-            }
-            let url = Self.withoutDroppedParameters(raw, key: key)
-            await frontier.enqueue(
-                .init(url: url, key: key, host: host, role: role, depth: depth, referrer: referrer, redirectChain: chain, declared: declared))
         }
     }
 

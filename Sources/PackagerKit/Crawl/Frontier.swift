@@ -52,10 +52,16 @@ actor Frontier {
     /// Whether `key` was already taken in; marks it seen.
     func claim(_ key: String) -> Bool { seen.insert(KeyHash(key)).inserted }
 
+    /// Keys left out remembered at most (17 bytes each, and more in the dictionary): past this, a key left out is
+    /// not remembered, so a page naming endless URLs out of scope cannot grow the crawl's memory; it is then counted
+    /// each time it is met, and decided again.
+    static let maxSkipped = 1 << 20
+
     /// Notes `key` left out in `role`; true when it is the first time it is left out at all (so it is counted once).
     func noteSkipped(_ key: String, role: CrawlScope.Role) -> Bool {
         let hash = KeyHash(key)
         let before = skipped[hash]
+        if before == nil && skipped.count >= Self.maxSkipped { return true }
         skipped[hash] = (before ?? 0) | role.bit
         return before == nil
     }

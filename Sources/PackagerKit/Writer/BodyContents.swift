@@ -20,7 +20,9 @@ enum BodyContents {
         case .data(let data): self = .data(data)
         case .bundle(let bundle, let entry): self = .data(try bundle.body(of: entry))
         case .file(let path):
-            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            // Not through a symbolic link: `pack` walked the folder and took regular files only, and a link swapped in
+            // since (pointing out of the folder) is refused rather than read.
+            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
             guard fd >= 0 else { throw PackagerError(.io, "cannot read \(path): \(String(cString: strerror(errno)))", subject: path) }
             defer { close(fd) }
             var info = stat()

@@ -91,9 +91,10 @@ extension PreparedBody.Storage {
             }
             try data.withUnsafeBytes { try output.write($0) }
         case .source(.file(let path)):
-            guard let handle = FileHandle(forReadingAtPath: path) else {
-                throw PackagerError(.io, "cannot open \(path)", subject: path)
-            }
+            // Not through a symbolic link, as when it was hashed (BodyContents).
+            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            guard fd >= 0 else { throw PackagerError(.io, "cannot open \(path): \(String(cString: strerror(errno)))", subject: path) }
+            let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
             defer { try? handle.close() }
             var crc: UInt32 = 0
             var done: UInt64 = 0
