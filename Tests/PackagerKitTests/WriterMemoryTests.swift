@@ -41,6 +41,32 @@ struct WriterMemoryTests {
         #expect(try run("unzip", ["-p", folder.path + "/spilled.zip", "e/499.txt"]).output == "entry 499\n")
     }
 
+    @Test("bodies of 16 MiB and more are read in chunks: deflated by zlib when their type is worth it, stored when not, the same bytes read back, reproducibly")
+    func largeBodiesStreamed() throws {
+        let folder = try TemporaryFolder()
+        let site = try TemporaryFolder()
+        var page = Data()
+        let line = Data("<p>Offline and fine, line after line, with a number: ".utf8)
+        for i in 0..<400_000 { page += line + Data("\(i)</p>\n".utf8) }
+        #expect(page.count >= StreamingBody.threshold)
+        try site.file("big.html", page)
+        let noisy = noise(StreamingBody.threshold + 12_345, seed: 9)
+        try site.file("big.bin", noisy)
+        for name in ["a.zip", "b.zip"] {
+            _ = try Packer(options: .init(baseURL: "https://example.com/")).pack(source: site.path, output: folder.path + "/" + name)
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/a.zip")) == Data(contentsOf: URL(fileURLWithPath: folder.path + "/b.zip")))
+        let bundle = try MountedBundle(path: folder.path + "/a.zip", options: .init(verification: .sha256))
+        let html = try #require(bundle.entry(for: "https://example.com/big.html"))
+        #expect(html.body?.compression == .deflate && (html.body?.storedSize ?? .max) < UInt64(page.count / 4))
+        #expect(try bundle.body(of: html) == page)
+        let bin = try #require(bundle.entry(for: "https://example.com/big.bin"))
+        #expect(bin.body?.compression == .stored)
+        #expect(try bundle.body(of: bin) == noisy)
+        #expect(try run("unzip", ["-tq", folder.path + "/a.zip"]).status == 0)
+        #expect(Checker.check(path: folder.path + "/a.zip").isValid)
+    }
+
     @Test("a bundle of many bodies, some the same: written whole, each distinct body once, every entry answers its own bytes")
     func manyBodies() throws {
         let folder = try TemporaryFolder()

@@ -15,8 +15,11 @@ struct Deflaters {
     static let largeBodyLevel = 7
     let small: Deflater
     let large: Deflater
+    /// The level asked for (bodies read in chunks, ``StreamingBody``, use it through zlib).
+    let level: Int
 
     init(level: Int) throws {
+        self.level = level
         small = try Deflater(level: level)
         large = try Deflater(level: min(level, Self.largeBodyLevel))
     }
@@ -28,6 +31,17 @@ struct Deflaters {
 
 /// Hashes and compresses bodies in parallel.
 struct BodyPreparer {
+    /// A regular file of ``StreamingBody/threshold`` bytes or more, read in chunks (not mapped); nil for a smaller
+    /// one, or one that is not a regular file, which ``BodyContents`` reads.
+    static func streamed(_ path: String, compressible: Bool, level: Int) throws -> StreamingBody.Result? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, Int(info.st_size) >= StreamingBody.threshold else { return nil }
+        return try StreamingBody.read(fd, size: Int(info.st_size), path: path, deflateAt: compressible ? level : nil)
+    }
+
     let options: BundleWriter.Options
     let spool: OverflowFile
     let memory: MemoryBudget
@@ -89,10 +103,21 @@ struct BodyPreparer {
     ) throws
         -> PreparedBody
     {
-        let contents = try BodyContents(source)
         let contentType = entry.headers.first { $0.name.lowercased() == "content-type" }?.value ?? ""
         let encoded = entry.headers.contains { $0.name.lowercased() == "content-encoding" && $0.value.lowercased() != "identity" }
         let compressible = !encoded && MediaTypes.isCompressible(contentType)
+        if case .file(let path) = source, let large = try streamed(path, compressible: compressible, level: deflaters.level) {
+            guard let deflated = large.deflated else {
+                return PreparedBody(
+                    digest: large.digest, crc32: large.crc32, storedCRC32: large.crc32, size: large.size, storedSize: large.size, compression: .stored,
+                    storage: .source(source))
+            }
+            let storage: PreparedBody.Storage = memory.take(deflated.count) ? .memory(deflated) : .spool(offset: try spool.append(deflated))
+            return PreparedBody(
+                digest: large.digest, crc32: large.crc32, storedCRC32: CRC32.checksum(deflated), size: large.size,
+                storedSize: UInt64(deflated.count), compression: .deflate, storage: storage)
+        }
+        let contents = try BodyContents(source)
         return try contents.withUnsafeBytes { raw -> PreparedBody in
             let digest = BodyDigest(SHA256.hash(data: raw))
             let crc = CRC32.checksum(raw)
