@@ -64,21 +64,6 @@ final class ServedLog: @unchecked Sendable {
 /// The second security review's findings against the channel server (N1, N3, N8, N11, N13, and the spec's gzip 5xx).
 @Suite("OfflineBundleChannelServer under attack: bounded memory, write timeout, 400s logged, checks that hold")
 struct ChannelServerAttackTests {
-    /// A raw client: `exchange(data)` sends `data` and reads to the end of the connection.
-    static let client = #"""
-        import socket, sys, time
-        port = int(sys.argv[1])
-        def exchange(data):
-            s = socket.create_connection(("127.0.0.1", port), timeout=10)
-            s.sendall(data)
-            got = b""
-            while True:
-                chunk = s.recv(65536)
-                if not chunk: break
-                got += chunk
-            return got
-
-        """#
 
     /// A server of the bundle at `path`; with `shortIdle`, its idle (and write) timeout is 700 ms.
     func start(_ path: String, shortIdle: Bool = false, served: ServedLog? = nil) async throws -> OfflineBundleChannelServer {
@@ -98,7 +83,7 @@ struct ChannelServerAttackTests {
         let server = try await start(folder.path + "/b.zip", served: log)
         try folder.file(
             "c.py",
-            Self.client + #"""
+            rawExchange + #"""
                 for request in [b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n", b"GET / HTTP/1.1\r\n\r\n",
                                 b"GET /\x01 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", b"GET / HTTP/1.0\r\n\r\n"]:
                     print(exchange(request).split(b"\r\n")[0].decode())

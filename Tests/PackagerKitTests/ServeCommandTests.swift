@@ -4,24 +4,6 @@ import PackagerKit
 import TestSupport
 import Testing
 
-/// A Python client for raw HTTP/1.1 exchanges: `exchange(data, later)` sends `data` (and `later` 0.3 s after), then
-/// reads until the server closes the connection. The port is the script's first argument.
-let rawExchange = #"""
-    import re, socket, sys, time
-    def exchange(data, later=b""):
-        s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
-        s.sendall(data)
-        if later:
-            time.sleep(0.3)
-            s.sendall(later)
-        got = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk: break
-            got += chunk
-        return got
-
-    """#
 
 @Suite("packager serve, checked with curl")
 struct ServeCommandTests {

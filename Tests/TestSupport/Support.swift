@@ -173,3 +173,22 @@ public func overwriteInPlace(_ path: String, at offset: Int, with bytes: [UInt8]
     var times = [before.st_atim, before.st_mtim]
     guard utimensat(AT_FDCWD, path, &times, 0) == 0 else { throw POSIXError(.EPERM) }
 }
+
+/// A Python client for raw HTTP/1.1 exchanges: `exchange(data, later)` sends `data` (and `later` 0.3 s after), then
+/// reads until the server closes the connection. The port is the script's first argument.
+public let rawExchange = #"""
+    import re, socket, sys, time
+    def exchange(data, later=b""):
+        s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+        s.sendall(data)
+        if later:
+            time.sleep(0.3)
+            s.sendall(later)
+        got = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk: break
+            got += chunk
+        return got
+
+    """#

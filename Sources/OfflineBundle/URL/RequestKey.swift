@@ -166,20 +166,27 @@ public struct RequestKeyCanonicalizer: Sendable {
     private func isDropped(_ name: UnsafeRawBufferPointer) -> Bool {
         guard !patterns.isEmpty else { return false }
         // Decode the name so that `utm%5Fsource` matches `utm_*`.
-        var decoded = [UInt8]()
-        decoded.reserveCapacity(name.count)
-        var j = 0
-        while j < name.count {
-            if name[j] == UInt8(ascii: "%"), j + 2 < name.count, let hi = hexValue(name[j + 1]), let lo = hexValue(name[j + 2]) {
-                decoded.append(lower(hi << 4 | lo))
-                j += 3
-            } else {
-                decoded.append(lower(name[j]))
-                j += 1
-            }
-        }
+        let decoded = percentDecodedLowercased(name)
         return patterns.contains { globMatch($0[...], decoded[...]) }
     }
+}
+
+/// `bytes` with every `%XX` escape decoded (hex digits in either case; a `%` without two hex digits after it kept as
+/// it is) and ASCII letters lowercased.
+package func percentDecodedLowercased(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+    var decoded = [UInt8]()
+    decoded.reserveCapacity(bytes.count)
+    var j = 0
+    while j < bytes.count {
+        if bytes[j] == UInt8(ascii: "%"), j + 2 < bytes.count, let hi = hexValue(bytes[j + 1]), let lo = hexValue(bytes[j + 2]) {
+            decoded.append(lower(hi << 4 | lo))
+            j += 3
+        } else {
+            decoded.append(lower(bytes[j]))
+            j += 1
+        }
+    }
+    return decoded
 }
 
 /// Whether `key` has the shape every canonical key has: `http://` or `https://`, a host of letters, digits,

@@ -160,7 +160,7 @@ final class Crawler: Sendable {
                 state.fail(
                     .init(url: secretScan.redacted(key), reason: "carries a secret from the environment; not fetched", declared: true, referrer: referrer))
             }
-            state.skip("URL carries a secret from the environment")
+            state.skip("carries a secret from the environment: \(secretScan.redacted(key))")
             return
         }
         let decision = scope.decide(key, role: role, named: declared && chain.isEmpty)

@@ -1,4 +1,5 @@
 import Foundation
+import OfflineBundle
 
 /// Values from the environment (``Declaration/secrets``), searched for in every form a URL or a header value can carry
 /// them, so that none reaches a request key, a stored header or a report.
@@ -27,6 +28,13 @@ package struct SecretScan: Sendable {
     /// for a report that must name a URL without its secret.
     package func redacted(_ text: String) -> String {
         guard found(in: text) else { return text }
+        let redacted = redactedOnce(text)
+        // Two secrets in two forms (one raw with a `+`, one with a space) could leave one in the form chosen: then
+        // nothing of the text is shown.
+        return found(in: redacted) ? "[a URL that carries a secret]" : redacted
+    }
+
+    private func redactedOnce(_ text: String) -> String {
         for form in forms(of: text).reversed() where secrets.contains(where: { Self.contains(form, $0) }) {
             var out = [UInt8]()
             var i = 0
@@ -66,29 +74,9 @@ package struct SecretScan: Sendable {
 
     private static func lower(_ byte: UInt8) -> UInt8 { byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte }
 
-    /// `%XX` escapes decoded (either case of hex digits; a `%` not followed by two hex digits kept), then lowercased.
+    /// `%XX` escapes decoded and letters lowercased (the request keys' own decoding).
     private static func percentDecoded(_ bytes: [UInt8]) -> [UInt8] {
-        func hex(_ byte: UInt8) -> UInt8? {
-            switch byte {
-            case 0x30...0x39: byte - 0x30
-            case 0x41...0x46: byte - 0x41 + 10
-            case 0x61...0x66: byte - 0x61 + 10
-            default: nil
-            }
-        }
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count)
-        var i = 0
-        while i < bytes.count {
-            if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.count, let high = hex(bytes[i + 1]), let low = hex(bytes[i + 2]) {
-                out.append(lower(high << 4 | low))
-                i += 3
-            } else {
-                out.append(bytes[i])
-                i += 1
-            }
-        }
-        return out
+        bytes.withUnsafeBytes { percentDecodedLowercased($0) }
     }
 
     private static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
