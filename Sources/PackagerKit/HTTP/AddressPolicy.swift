@@ -48,37 +48,45 @@ struct AddressPolicy: Sendable {
         return namedOrigins.contains { $0.matches(normalized, plainHTTPAllowed: true, declared: declared) }
     }
 
+    /// Why an address may not be fetched.
+    struct Refusal: Sendable, Equatable, CustomStringConvertible {
+        var reason: String
+        /// Whether naming the origin in a declaration, or allowing private addresses, would let it be fetched (false for
+        /// link-local and metadata addresses, which never are).
+        var allowable: Bool
+        var description: String { reason }
+    }
+
     /// Why `origin` may not be fetched at all, judged from its host as written; nil when it may.
     func refusal(_ origin: HTTPOrigin) -> String? {
-        refusal(for: AddressClass(host: origin.host), origin: origin, via: nil)
+        refusal(for: AddressClass(host: origin.host), origin: origin, via: nil)?.reason
     }
 
     /// ``refusal(_:)`` for what an unnamed host name resolves to (through DNS or `/etc/hosts`).
-    func resolvedRefusal(_ origin: HTTPOrigin) -> String? {
+    func resolvedRefusal(_ origin: HTTPOrigin) -> String? { resolved(origin)?.reason }
+
+    private func resolved(_ origin: HTTPOrigin) -> Refusal? {
         let host = origin.host.hasSuffix(".") ? String(origin.host.dropLast()) : origin.host
         // Literals were judged as written; names the declaration gives are trusted as given.
         guard !host.hasPrefix("["), AddressClass.ipv4(host) == nil, !names(origin) else { return nil }
-        for found in resolver.classes(of: host) {
-            if let refusal = refusal(for: found, origin: origin, via: host) { return refusal }
-        }
-        return nil
+        return resolver.classes(of: host).lazy.compactMap { refusal(for: $0, origin: origin, via: host) }.first
     }
 
     /// Both: as written, then as resolved (for a request made once, as verify and refresh make them).
-    func refusal(forURL url: String) -> String? {
-        guard let origin = HTTPOrigin(key: url) else { return "not an http or https URL" }
-        return refusal(origin) ?? resolvedRefusal(origin)
+    func refusal(forURL url: String) -> Refusal? {
+        guard let origin = HTTPOrigin(key: url) else { return Refusal(reason: "not an http or https URL", allowable: false) }
+        return refusal(for: AddressClass(host: origin.host), origin: origin, via: nil) ?? resolved(origin)
     }
 
-    private func refusal(for address: AddressClass, origin: HTTPOrigin, via name: String?) -> String? {
+    private func refusal(for address: AddressClass, origin: HTTPOrigin, via name: String?) -> Refusal? {
         let what = name.map { "\($0) resolves to a" } ?? "\(origin.host) is a"
         switch address {
         case .linkLocal:
-            return "\(what) link-local or cloud-metadata address, which is never fetched"
+            return Refusal(reason: "\(what) link-local or cloud-metadata address, which is never fetched", allowable: false)
         case .loopback where !allowPrivate && !names(origin):
-            return "\(what) loopback address on an origin the declaration does not name (\(origin))"
+            return Refusal(reason: "\(what) loopback address on an origin the declaration does not name (\(origin))", allowable: true)
         case .privateNetwork where !allowPrivate && !names(origin):
-            return "\(what) private address on an origin the declaration does not name (\(origin))"
+            return Refusal(reason: "\(what) private address on an origin the declaration does not name (\(origin))", allowable: true)
         default:
             return nil
         }

@@ -44,6 +44,8 @@ struct Probe: Sendable {
     struct Unreachable: Error {
         var message: String
         var attempts: Int
+        /// Not asked at all: the address policy refused the key's address.
+        var refusal: AddressPolicy.Refusal? = nil
     }
 
     /// The entry's verdict. (An origin no connection could be made to is remembered by the retry loop.)
@@ -85,6 +87,14 @@ struct Probe: Sendable {
             result.verdict = .unreachable
             result.error = error.message
             result.attempts = error.attempts
+            if let refusal = error.refusal {
+                result.method = EntryVerification.notProbed
+                result.advice =
+                    refusal.allowable
+                    ? "the check is incomplete: name the origin in --declaration, or pass --allow-private-addresses, to ask it"
+                    : "never asked: link-local and cloud-metadata addresses are not fetched"
+                return result
+            }
         } catch {
             result.verdict = .unreachable
             result.error = "\(error)"
@@ -149,7 +159,7 @@ struct Probe: Sendable {
     /// Sends one request with retries on connection errors, timeouts, 429 and 5xx (``RetryLoop``).
     func send(_ url: String, method: HTTPMethod, headers extra: [(String, String)], body: BodyHandling) async throws -> Answer {
         if let refusal = addresses.refusal(forURL: url) {
-            throw Unreachable(message: "not asked: \(refusal) (name it with --declaration, or pass --allow-private-addresses)", attempts: 0)
+            throw Unreachable(message: "not asked: \(refusal.reason)", attempts: 0, refusal: refusal)
         }
         // Verify asks for canonical keys: their origin is read off the key, without canonicalizing it again.
         let origin = HTTPOrigin(key: url) ?? HTTPOrigin(url: url)

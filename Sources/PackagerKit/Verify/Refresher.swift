@@ -104,7 +104,7 @@ public struct Refresher: Sendable {
             let limit = options.maxBodyBytes
             // The crawl's address policy: a hostile bundle's internal keys are neither asked nor stored.
             if let refusal = addresses.refusal(forURL: url) {
-                failed.append((url, "not fetched: \(refusal)"))
+                failed.append((url, "not fetched: \(refusal.reason)"))
                 continue
             }
             switch await fetcher.fetch(
