@@ -557,8 +557,9 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         unflushed = true
     }
 
-    /// The largest region of a file written at once.
-    static let fileRegionSize = 1 << 20
+    /// The largest region of a file written at once: a client must read this much per idle period (60 s by default,
+    /// so about 4 KB/s) not to be taken for one that stopped reading.
+    static let fileRegionSize = 256 << 10
 
     private func send(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
         context.write(wrapOutboundOut(.byteBuffer(buffer)), promise: nil)

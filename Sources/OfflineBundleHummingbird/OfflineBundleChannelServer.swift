@@ -61,9 +61,12 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     ///
     /// - Parameters:
     ///   - serverName: the `Server` header every response carries, when given.
-    ///   - idleTimeout: a connection that sends nothing for this long while no response is going out is closed (a
-    ///     client that opens connections and goes quiet cannot hold the server's descriptors). It is checked once per
-    ///     period, so such a connection closes after one to two periods.
+    ///   - idleTimeout: a connection that sends nothing for this long while its answers make no progress (none going
+    ///     out, or one the client stopped reading: a write timeout, as nginx's `send_timeout`) is closed, so a client
+    ///     that opens connections and goes quiet, or stops reading a large body, cannot hold the server's descriptors
+    ///     and buffers. It is checked once per period, so such a connection closes after one to two periods. (Whatever
+    ///     the client does, a connection's memory is bounded: requests pipelined while answers are unsent wait, and
+    ///     the connection is not read until the client reads.)
     ///   - responseCacheSize: memory for whole responses to plain GET requests (no conditional or Range header), kept
     ///     ready to send again: the head as bytes and the body as checked and sent, bodies of at most 4 MiB; shared by
     ///     the event loops, emptied when the handle's loader is replaced. 0 keeps none; nor is anything kept from a
