@@ -181,3 +181,48 @@ func gunzipInMemory(_ data: Data) throws -> Data {
     let raw = Array(bytes[10..<(n - 8)])
     return Data(try raw.withUnsafeBytes { try RawInflate.inflate($0, expectedSize: size, entry: "test") })
 }
+
+@Suite("HTTP dates by RFC 9110's grammar, and nothing else")
+struct HTTPDateTests {
+    @Test("the three forms parse to the same instant; the fields are checked; a leap second reads as 59")
+    func validForms() {
+        let instant = Date(timeIntervalSince1970: 784_111_777)
+        for text in ["Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994", "Sun Nov 06 08:49:37 1994", " Sun, 06 Nov 1994 08:49:37 GMT\t"] {
+            #expect(HTTPDates.parse(text) == instant, "\(text)")
+        }
+        #expect(HTTPDates.parse("Thu, 29 Feb 2024 00:00:00 GMT") == Date(timeIntervalSince1970: 1_709_164_800))
+        #expect(HTTPDates.parse("Sat, 30 Jun 2012 23:59:60 GMT") == Date(timeIntervalSince1970: 1_341_100_799))
+        // Whatever weekday is written: the grammar's names, not the calendar's.
+        #expect(HTTPDates.parse("Mon, 06 Nov 1994 08:49:37 GMT") == instant)
+    }
+
+    @Test("lenient forms are not HTTP dates: lowercase names, other zones, impossible fields, short days, four-digit RFC 850 years")
+    func invalidForms() {
+        for text in [
+            "Sun, 06 Nov 1994 08:49:37 gmt", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Nov 1994 08:49:37 PST", "Sun, 06 Nov 1994 08:49:37 +0000",
+            "Sun, 06 nov 1994 08:49:37 GMT", "sun, 06 Nov 1994 08:49:37 GMT", "Sun, 30 Feb 1994 08:49:37 GMT", "Thu, 29 Feb 2023 00:00:00 GMT",
+            "Sun, 06 Nov 1994 25:00:00 GMT", "Sun, 06 Nov 1994 08:60:00 GMT", "Sun, 06 Nov 1994 08:49:61 GMT", "Sun, 00 Nov 1994 08:49:37 GMT",
+            "Sun, 6 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-1994 08:49:37 GMT", "Sun, 06-Nov-94 08:49:37 GMT", "Sun Nov 6 08:49:37 1994",
+            "Sunday, 06 Nov 1994 08:49:37 GMT", "0", "", "Sun, 06 Nov 1994 08:49:37 GMTX", "Sun, 06 Nov 1994 08:49 GMT",
+        ] {
+            #expect(HTTPDates.parse(text) == nil, "\(text)")
+        }
+    }
+
+    @Test("a two-digit RFC 850 year is the latest with those digits not more than 50 years ahead")
+    func twoDigitYears() throws {
+        let now = try #require(HTTPDates.parse("Wed, 25 Nov 2026 12:00:00 GMT"))
+        #expect(HTTPDates.parse("Friday, 01-Jan-77 00:00:00 GMT", now: now) == HTTPDates.parse("Sat, 01 Jan 1977 00:00:00 GMT"))
+        #expect(HTTPDates.parse("Saturday, 01-Jan-76 00:00:00 GMT", now: now) == HTTPDates.parse("Wed, 01 Jan 2076 00:00:00 GMT"))
+        #expect(HTTPDates.parse("Thursday, 01-Jan-26 00:00:00 GMT", now: now) == HTTPDates.parse("Thu, 01 Jan 2026 00:00:00 GMT"))
+    }
+
+    @Test("every date formatted as an IMF-fixdate parses back to itself")
+    func roundTrip() {
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<5_000 {
+            let date = Date(timeIntervalSince1970: TimeInterval(Int64.random(in: -2_000_000_000...253_402_300_799, using: &random)))
+            #expect(HTTPDates.parse(HTTPDates.format(date)) == date)
+        }
+    }
+}
