@@ -226,3 +226,20 @@ struct HTTPDateTests {
         }
     }
 }
+
+@Suite("Accept-Encoding weights by RFC 9110's qvalue grammar")
+struct QValueTests {
+    @Test("weights that match the grammar decide; others count as no weight (q=1), so gzip is accepted")
+    func qvalues() {
+        #expect(BundleResponder.qvalue("0") == 0 && BundleResponder.qvalue("0.5") == 500 && BundleResponder.qvalue("0.125") == 125)
+        #expect(BundleResponder.qvalue("1") == 1000 && BundleResponder.qvalue("1.000") == 1000 && BundleResponder.qvalue("0.") == 0)
+        for bad in ["nan", "1e400", "-1", "0.0001", "2", "1.5", "0x1p3", "", " 0", "inf"] {
+            #expect(BundleResponder.qvalue(Substring(bad)) == nil, "\(bad)")
+        }
+        #expect(BundleResponder.acceptsGzip("gzip;q=nan"))
+        #expect(BundleResponder.acceptsGzip("gzip;q=1e400"))
+        #expect(!BundleResponder.acceptsGzip("gzip;q=0.000"))
+        #expect(!BundleResponder.acceptsGzip("gzip;q=0, *;q=1"))
+        #expect(BundleResponder.acceptsGzip("br, gzip;q=0.001"))
+    }
+}

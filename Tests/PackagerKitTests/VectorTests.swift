@@ -229,6 +229,8 @@ struct VectorTests {
         request("HTTP://VECTORS.example:80/site/?utm_source=mail#top"),
         request(base, [("Accept-Encoding", "gzip")]),
         request(base, [("Accept-Encoding", "gzip;q=0, *")]),
+        // A weight outside RFC 9110's grammar is no weight (H7).
+        request(base, [("Accept-Encoding", "gzip;q=nan")]),
         request(base, method: "HEAD"),
         request(base, [("Range", "bytes=0-9")]),
         request(base, [("Range", "bytes=-5")]),

@@ -224,13 +224,13 @@ public struct BundleResponder: Sendable {
     }
 
     /// Whether an Accept-Encoding value accepts gzip (a `q=0` refuses it).
-    static func acceptsGzip(_ header: String?) -> Bool {
+    package static func acceptsGzip(_ header: String?) -> Bool {
         guard let header else { return false }
-        var gzipQ: Double?
-        var anyQ: Double?
+        var gzipQ: Int?
+        var anyQ: Int?
         for item in header.lowercased().split(separator: ",") {
             let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
-            let q = parts.dropFirst().first { $0.hasPrefix("q=") }.flatMap { Double($0.dropFirst(2)) } ?? 1
+            let q = parts.dropFirst().first { $0.hasPrefix("q=") }.flatMap { qvalue($0.dropFirst(2)) } ?? 1000
             switch parts.first {
             case "gzip", "x-gzip": gzipQ = q
             case "*": anyQ = q
@@ -239,6 +239,19 @@ public struct BundleResponder: Sendable {
         }
         // An explicit gzip item wins over "*" (RFC 9110 §12.5.3).
         return (gzipQ ?? anyQ ?? 0) > 0
+    }
+
+    /// A weight by RFC 9110 §12.4.2's grammar, `0[.ddd]` or `1[.000]`, in thousandths; nil for anything else (`nan`,
+    /// `1e400`, `-1`, `0.0001`, `2`), which H7 reads as no weight.
+    package static func qvalue(_ text: Substring) -> Int? {
+        let b = Array(text.utf8)
+        guard let first = b.first, first == UInt8(ascii: "0") || first == UInt8(ascii: "1"), b.count <= 5 else { return nil }
+        if b.count == 1 { return first == UInt8(ascii: "1") ? 1000 : 0 }
+        guard b[1] == UInt8(ascii: "."), b.dropFirst(2).allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        let digits = b.dropFirst(2).map { Int($0 - 0x30) } + [0, 0, 0]
+        let thousandths = digits[0] * 100 + digits[1] * 10 + digits[2]
+        if first == UInt8(ascii: "1") { return thousandths == 0 ? 1000 : nil }
+        return thousandths
     }
 }
 
