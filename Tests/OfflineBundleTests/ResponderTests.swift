@@ -243,3 +243,25 @@ struct QValueTests {
         #expect(BundleResponder.acceptsGzip("br, gzip;q=0.001"))
     }
 }
+
+@Suite("several ETag fields")
+struct SeveralETagTests {
+    @Test("a 206 or 416 keeps an entry's ETag fields as stored, with or without gzip accepted, not one joined value")
+    func etagFieldsKept() throws {
+        let folder = try TemporaryFolder()
+        var writer = BundleWriter()
+        writer.add(
+            .init(
+                url: "https://example.com/t.txt", headers: [("content-type", "text/plain"), ("etag", "\"a\""), ("etag", "\"b\"")],
+                body: .data(Data(String(repeating: "text ", count: 200).utf8))))
+        try writer.write(to: folder.path + "/b.zip")
+        let loader = try OfflineLoader(path: folder.path + "/b.zip")
+        for extra in [[], [("Accept-Encoding", "gzip")]] as [[(String, String)]] {
+            for range in ["bytes=0-3", "bytes=5000-"] {
+                let answer = try #require(loader.response(for: BundleRequest(url: "https://example.com/t.txt", headers: fields([("Range", range)] + extra))))
+                #expect([206, 416].contains(answer.status))
+                #expect(answer.headers[values: .eTag] == ["\"a\"", "\"b\""], "\(range) \(extra): \(answer.headers[values: .eTag])")
+            }
+        }
+    }
+}

@@ -74,6 +74,9 @@ public struct BundleResponder: Sendable {
             }
         }
         let etag = headers[.eTag]
+        // The stored ETag fields as they are (H3's "R's ETag" joins several with ", " for comparing; a 206 restores the
+        // fields themselves, not the joined value).
+        let etagFields = headers[values: .eTag]
         let lastModified = headers[.lastModified]
         func response(_ status: Int, _ part: Part, length: UInt64, extra: HTTPFields = [:]) -> BundleResponse {
             var all = headers
@@ -111,14 +114,14 @@ public struct BundleResponder: Sendable {
         if !head, let rangeHeader = request.headers[.range], ifRangeHolds(request.headers[.ifRange], etag: etag, lastModified: lastModified) {
             switch parseRange(rangeHeader, size: size) {
             case .single(let range):
-                if let etag { headers[.eTag] = etag }
+                if gzip { headers[values: .eTag] = etagFields }
                 return response(
                     206, .range(range), length: range.upperBound - range.lowerBound,
                     extra: [.contentRange: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(size)"])
             case .unsatisfiable:
                 // Ranges address the identity bytes: the 416 names the identity representation's ETag, as a 206 does.
                 var fields = headers
-                if let etag { fields[.eTag] = etag }
+                if gzip { fields[values: .eTag] = etagFields }
                 fields[.contentType] = nil
                 fields[.contentRange] = "bytes */\(size)"
                 fields[.contentLength] = "0"
