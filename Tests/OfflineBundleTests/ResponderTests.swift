@@ -265,3 +265,31 @@ struct SeveralETagTests {
         }
     }
 }
+
+extension SeveralETagTests {
+    @Test("a stored Accept-Ranges is removed and ours appended after the stored fields (H5)")
+    func acceptRangesAppended() throws {
+        let folder = try TemporaryFolder()
+        var writer = BundleWriter()
+        writer.add(
+            .init(
+                url: "https://example.com/t.txt", headers: [("content-type", "text/plain"), ("accept-ranges", "none"), ("etag", "\"a\"")],
+                body: .data(Data(String(repeating: "text ", count: 200).utf8))))
+        try writer.write(to: folder.path + "/b.zip")
+        let answer = try #require(try OfflineLoader(path: folder.path + "/b.zip").response(for: BundleRequest(url: "https://example.com/t.txt")))
+        let names = answer.headers.map(\.name.canonicalName)
+        #expect(names.prefix(4) == ["content-type", "etag", "accept-ranges", "vary"], "\(names)")
+        #expect(answer.headers[values: .acceptRanges] == ["bytes"])
+    }
+
+    @Test("a stored Age counts only as delta-seconds (H18)")
+    func storedAgeIsDeltaSeconds() {
+        let fetched = Date(timeIntervalSince1970: 1_000_000)
+        let now = fetched.addingTimeInterval(10)
+        #expect(BundleEntry.age(fetchedAt: fetched, originDate: nil, recordedAge: "100", now: now) == 110)
+        for bad in ["1e3", "-5", "nan", "12abc", "", "0x10"] {
+            #expect(BundleEntry.age(fetchedAt: fetched, originDate: nil, recordedAge: bad, now: now) == 10, "\(bad)")
+        }
+        #expect(BundleEntry.age(fetchedAt: nil, originDate: nil, recordedAge: "100", now: now) == nil)
+    }
+}

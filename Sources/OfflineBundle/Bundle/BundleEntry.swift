@@ -93,10 +93,12 @@ extension BundleEntry {
     }
 
     /// The age of a response fetched at `fetchedAt`, sent with `originDate` and an `Age` of `recordedAge`.
-    static func age(fetchedAt: Date?, originDate: Date?, recordedAge: String?, now: Date) -> TimeInterval? {
+    package static func age(fetchedAt: Date?, originDate: Date?, recordedAge: String?, now: Date) -> TimeInterval? {
         guard let fetchedAt else { return nil }
         let apparent = originDate.map { max(0, fetchedAt.timeIntervalSince($0)) } ?? 0
-        let recorded = recordedAge.flatMap { Double($0.trimmingCharacters(in: .whitespaces)) }.flatMap { $0.isFinite ? max(0, $0) : nil } ?? 0
+        // delta-seconds (RFC 9111 §1.2.2): digits only; anything else is no stored age.
+        let digits = recordedAge.map { $0.trimmingCharacters(in: .whitespaces) }
+        let recorded = digits.flatMap { !$0.isEmpty && $0.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } ? Double($0) : nil } ?? 0
         return max(apparent, recorded) + max(0, now.timeIntervalSince(fetchedAt))
     }
 }

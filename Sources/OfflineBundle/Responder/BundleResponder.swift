@@ -88,7 +88,9 @@ public struct BundleResponder: Sendable {
         guard status == 200, let size else {
             return response(status, size == nil ? .none : .whole, length: size ?? 0)
         }
-        headers[.acceptRanges] = "bytes"
+        // H5: a stored Accept-Ranges is removed, and ours appended after the stored fields.
+        headers[.acceptRanges] = nil
+        headers.append(HTTPField(name: .acceptRanges, value: "bytes"))
         // A deflated body has two representations (identity and gzip); caches must key on Accept-Encoding,
         // and the gzip one gets its own strong validator so a Range resumed with If-Range never splices the two.
         // A stored `Content-Encoding: identity` says the same as none (the writer deflates such a body too).
