@@ -219,3 +219,25 @@ struct ManifestWriterTests {
         #expect(check.output.trimmingCharacters(in: .newlines) == tricky)
     }
 }
+
+extension PackTests {
+    @Test("an archive holding a file and a folder of one name is refused as a key collision, before extraction (§5.3)")
+    func fileAndFolderOfOneName() throws {
+        let folder = try TemporaryFolder()
+        try folder.file(
+            "make.py",
+            #"""
+            import io, sys, tarfile
+            with tarfile.open(sys.argv[1], "w:gz") as t:
+                for name, data in [("site/about", b"file"), ("site/about/index.html", b"<p>folder</p>")]:
+                    info = tarfile.TarInfo(name); info.size = len(data); t.addfile(info, io.BytesIO(data))
+            """#)
+        _ = try run("python3", [folder.path + "/make.py", folder.path + "/clash.tar.gz"])
+        let error = #expect(throws: PackagerError.self) {
+            try Packer(options: .init(baseURL: "https://example.com/", stripComponents: 1)).pack(
+                source: folder.path + "/clash.tar.gz", output: folder.path + "/out.zip")
+        }
+        #expect(error?.message.contains("holds both a file about and about/index.html") == true, "\(String(describing: error))")
+        #expect(!FileManager.default.fileExists(atPath: folder.path + "/out.zip"))
+    }
+}

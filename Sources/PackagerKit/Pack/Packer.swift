@@ -63,8 +63,32 @@ public struct Packer: Sendable {
         let scratch = try ScratchFolder(besideOutput: output)
         defer { scratch.remove() }
         let staging = scratch.path(for: "site")
+        try refuseFileAndFolderOfOneName(in: source)
         try Extractor.extract(archive: source, to: staging, stripComponents: options.stripComponents)
         return try packFolder(staging, output: output)
+    }
+
+    /// An archive can hold a file `about` and a file `about/index.html`, which no folder can: the folder's 301 and the
+    /// file would answer the same key (§5.3), so the pack is refused, named, before anything is extracted.
+    private func refuseFileAndFolderOfOneName(in archive: String) throws {
+        let reader = try LibArchive.Reader(path: archive)
+        var files = Set<String>()
+        var folders = [String: String]()  // a folder, and an entry found inside it
+        while let header = try reader.next() {
+            guard let relative = try Extractor.safeRelativePath(header.path, stripComponents: options.stripComponents) else { continue }
+            if header.type == .file { files.insert(relative) }
+            var parts = relative.split(separator: "/").dropLast()
+            while !parts.isEmpty {
+                folders[parts.joined(separator: "/")] = folders[parts.joined(separator: "/")] ?? relative
+                parts = parts.dropLast()
+            }
+        }
+        if let clash = files.sorted().first(where: { folders[$0] != nil }) {
+            throw PackagerError(
+                .invalidInput,
+                "\(archive) holds both a file \(clash) and \(folders[clash]!) in a folder of that name: the folder's redirect and the file would answer the same key",
+                subject: clash)
+        }
     }
 
     /// The files of `folder` as writer entries.
