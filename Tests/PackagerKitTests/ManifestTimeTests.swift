@@ -24,13 +24,13 @@ struct ManifestTimeTests {
         #expect(BundleWriter.iso8601(far, formatter) == formatter.string(from: far))
     }
 
-    @Test("HTTP dates: the IMF-fixdate read and written back, months in any case, spaces around")
+    @Test("HTTP dates: the IMF-fixdate read and written back, spaces around; month names as RFC 9110 writes them")
     func httpDates() throws {
         for text in ["Sun, 06 Nov 1994 08:49:37 GMT", "Thu, 01 Jan 1970 00:00:00 GMT", "Tue, 29 Feb 2000 23:59:59 GMT"] {
             let date = try #require(HTTPDates.parse(" \t" + text + " "))
             #expect(HTTPDates.format(date) == text)
         }
-        #expect(HTTPDates.parse("Sun, 06 NOV 1994 08:49:37 GMT") == HTTPDates.parse("Sun, 06 Nov 1994 08:49:37 GMT"))
+        #expect(HTTPDates.parse("Sun, 06 NOV 1994 08:49:37 GMT") == nil)
         #expect(HTTPDates.parse("Sun, 06 Nox 1994 08:49:37 GMT") == nil)
     }
 }
