@@ -240,4 +240,25 @@ extension PackTests {
         #expect(error?.message.contains("holds both a file about and about/index.html") == true, "\(String(describing: error))")
         #expect(!FileManager.default.fileExists(atPath: folder.path + "/out.zip"))
     }
+
+    @Test("a file or folder name that is not UTF-8 is keyed with U+FFFD and its bytes read all the same (§5.3)")
+    func nonUTF8Names() throws {
+        let folder = try TemporaryFolder()
+        try folder.file(
+            "make.py",
+            #"""
+            import os, sys
+            root = sys.argv[1].encode()
+            os.makedirs(root + b"/site/caf\xe9", exist_ok=True)
+            open(root + b"/site/r\xe9sum\xe9.txt", "wb").write(b"latin-1 name")
+            open(root + b"/site/caf\xe9/menu.txt", "wb").write(b"in a latin-1 folder")
+            """#)
+        _ = try run("python3", [folder.path + "/make.py", folder.path])
+        _ = try Packer(options: .init(baseURL: "https://example.com/")).pack(source: folder.path + "/site", output: folder.path + "/out.zip")
+        let bundle = try MountedBundle(path: folder.path + "/out.zip")
+        let file = try #require(bundle.entry(forKey: "https://example.com/r%EF%BF%BDsum%EF%BF%BD.txt"), "\(bundle.entries.map(\.key))")
+        #expect(try bundle.body(of: file) == Data("latin-1 name".utf8))
+        let nested = try #require(bundle.entry(forKey: "https://example.com/caf%EF%BF%BD/menu.txt"), "\(bundle.entries.map(\.key))")
+        #expect(try bundle.body(of: nested) == Data("in a latin-1 folder".utf8))
+    }
 }

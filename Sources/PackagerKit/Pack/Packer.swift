@@ -127,12 +127,15 @@ public struct Packer: Sendable {
             let encoded = relative.split(separator: "/", omittingEmptySubsequences: false).map { Self.encodeSegment(String($0)) }.joined(separator: "/")
             let url = base.absoluteString + encoded
             let headers = [(name: "content-type", value: contentType(for: name))]
-            entries.append(BundleWriter.Entry(url: url, headers: headers, body: .file(path), synthesizeETag: true))
+            // A name that is not UTF-8 is keyed by its U+FFFD spelling and read by its own bytes, into memory (a String
+            // path cannot name it).
+            let body: BundleWriter.BodySource = try item.rawRelative.map { .data(try Self.readFile(root: root, raw: $0)) } ?? .file(path)
+            entries.append(BundleWriter.Entry(url: url, headers: headers, body: body, synthesizeETag: true))
             keys.insert(url)
             if claimant[relative.dropLast(name.count)] == name {
                 let folderURL = String(url.dropLast(Self.encodeSegment(name).count))
                 if keys.insert(folderURL).inserted {
-                    entries.append(BundleWriter.Entry(url: folderURL, headers: headers, body: .file(path), synthesizeETag: true))
+                    entries.append(BundleWriter.Entry(url: folderURL, headers: headers, body: body, synthesizeETag: true))
                     if folderURL != base.absoluteString {
                         // The Location is the folder's canonical key, so every writer spells it the same way (docs/FORMAT.md §5.3).
                         let location = RequestKeyCanonicalizer(dropQueryParameters: options.writer.dropQueryParameters).canonicalize(folderURL) ?? folderURL
@@ -156,6 +159,22 @@ public struct Packer: Sendable {
                     return nil
                 }
             ).count, skipped: skipped, write: write)
+    }
+
+    /// The bytes of the regular file at `root` + `/` + `raw`, not through a symbolic link.
+    static func readFile(root: String, raw: [UInt8]) throws -> Data {
+        let fd = FolderWalker.withPath(root, raw) { open($0, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
+        let shown = root + "/" + String(decoding: raw, as: UTF8.self)
+        guard fd >= 0 else { throw PackagerError(.io, "cannot read \(shown): \(String(cString: strerror(errno)))", subject: shown) }
+        defer { close(fd) }
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let got = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            guard got >= 0 else { throw PackagerError(.io, "cannot read \(shown): \(String(cString: strerror(errno)))", subject: shown) }
+            if got == 0 { return data }
+            data.append(contentsOf: buffer[0..<got])
+        }
     }
 
     func contentType(for name: String) -> String {
@@ -182,23 +201,34 @@ public struct Packer: Sendable {
 /// Lists the regular files and symbolic links under a folder with POSIX calls (one `readdir` pass per folder, no per-file `stat` when the file system reports types).
 struct FolderWalker {
     struct Item {
-        /// The path below the root, `/`-separated.
+        /// The path below the root, `/`-separated, read as UTF-8 (invalid sequences as U+FFFD, docs/FORMAT.md §5.3).
         var relative: String
         var isSymbolicLink: Bool
+        /// The path below the root as the file system spells it, when that is not valid UTF-8 (`relative` then names
+        /// another file, or none): the file is read by these bytes.
+        var rawRelative: [UInt8]? = nil
     }
 
     var includeHidden: Bool
 
     func walk(root: String, into items: inout [Item]) throws {
-        try walk(root: root, relative: "", into: &items)
+        try walk(root: root, relative: "", raw: [], into: &items)
     }
 
-    private func walk(root: String, relative: String, into items: inout [Item]) throws {
+    /// Calls `body` with the C string of `root` + `/` + `raw` (or `root` alone when `raw` is empty).
+    static func withPath<T>(_ root: String, _ raw: [UInt8], _ body: (UnsafePointer<CChar>) throws -> T) rethrows -> T {
+        let bytes = Array(root.utf8) + (raw.isEmpty ? [] : [UInt8(ascii: "/")] + raw) + [0]
+        return try bytes.withUnsafeBufferPointer { buffer in
+            try buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: bytes.count) { try body($0) }
+        }
+    }
+
+    private func walk(root: String, relative: String, raw: [UInt8], into items: inout [Item]) throws {
         let folder = relative.isEmpty ? root : root + "/" + relative
-        guard let dir = opendir(folder) else {
+        guard let dir = Self.withPath(root, raw, { opendir($0) }) else {
             throw PackagerError(.io, "cannot read the folder \(folder): \(String(cString: strerror(errno)))", subject: folder)
         }
-        var folders = [String]()
+        var folders = [(String, [UInt8])]()
         var failure: Int32 = 0
         while true {
             errno = 0
@@ -206,16 +236,17 @@ struct FolderWalker {
                 failure = errno  // 0 at the end of the folder; otherwise the listing broke off
                 break
             }
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
+            let nameBytes = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix(while: { $0 != 0 })) }
+            let name = String(decoding: nameBytes, as: UTF8.self)
             if name == "." || name == ".." { continue }
             if name.hasPrefix("."), name != ".well-known", !includeHidden { continue }
             let path = relative.isEmpty ? name : relative + "/" + name
+            let rawPath = raw.isEmpty ? nameBytes : raw + [UInt8(ascii: "/")] + nameBytes
+            let exotic = rawPath.elementsEqual(path.utf8) ? nil : rawPath
             var type = Int32(entry.pointee.d_type)
             if type == Int32(DT_UNKNOWN) {
                 var info = stat()
-                guard lstat(root + "/" + path, &info) == 0 else {
+                guard Self.withPath(root, rawPath, { lstat($0, &info) }) == 0 else {
                     if errno == ENOENT { continue }  // removed while we listed
                     let reason = String(cString: strerror(errno))
                     closedir(dir)
@@ -229,9 +260,9 @@ struct FolderWalker {
                 }
             }
             switch type {
-            case Int32(DT_DIR): folders.append(path)
-            case Int32(DT_REG): items.append(Item(relative: path, isSymbolicLink: false))
-            case Int32(DT_LNK): items.append(Item(relative: path, isSymbolicLink: true))
+            case Int32(DT_DIR): folders.append((path, rawPath))
+            case Int32(DT_REG): items.append(Item(relative: path, isSymbolicLink: false, rawRelative: exotic))
+            case Int32(DT_LNK): items.append(Item(relative: path, isSymbolicLink: true, rawRelative: exotic))
             default: continue  // sockets, devices, FIFOs
             }
         }
@@ -240,6 +271,6 @@ struct FolderWalker {
         if failure != 0 {
             throw PackagerError(.io, "cannot list the folder \(folder): \(String(cString: strerror(failure)))", subject: folder)
         }
-        for sub in folders { try walk(root: root, relative: sub, into: &items) }
+        for (sub, subRaw) in folders { try walk(root: root, relative: sub, raw: subRaw, into: &items) }
     }
 }
