@@ -101,17 +101,19 @@ struct BodyReaderTests {
         #expect(gzipSent > 0 && gzipSent < text.count)
     }
 
-    @Test("a checked body is trusted only under CRC-32 checks and while the file is unchanged: a write in place, its times set back, revokes it")
+    @Test("a checked body is trusted only once checked as the mount checks, and while the file is unchanged: a write in place, its times set back, revokes it")
     func checkedOnceThenTrusted() throws {
         let folder = try TemporaryFolder()
         let (path, _, bytes) = try bundle(in: folder)
         let url = "https://example.com/noise.bin"
-        // SHA-256 checks (a required key's) check every read of the file: nothing is trusted, nothing sent as a span.
+        // Under SHA-256 checks (a required key's), a body is trusted once it passed them in full, and only then.
         let strictMount = try MountedBundle(path: path, options: .init(verification: .sha256))
         let strictBody = try #require(strictMount.entry(for: url)?.body)
+        #expect(try strictMount.bodyBytes(at: strictBody.index, verification: .crc32).count > 0)
+        #expect(!strictMount.isVerified(strictBody.index), "a CRC-32 read does not make a SHA-256 mount trust a body")
         _ = try read(response(strictMount, url).bodyReader())
-        #expect(!strictMount.isVerified(strictBody.index))
-        #expect(try response(strictMount, url).fileSpan() == nil)
+        #expect(strictMount.isVerified(strictBody.index))
+        if let span = try response(strictMount, url).fileSpan() { close(span.descriptor) } else { Issue.record("no span once checked") }
 
         let mounted = try MountedBundle(path: path)
         let body = try #require(mounted.entry(for: url)?.body)

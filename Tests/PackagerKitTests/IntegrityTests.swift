@@ -272,6 +272,46 @@ struct HostileTests {
         #expect(report.issues.contains { $0.message.contains("method 8") })
     }
 
+    @Test("a manifest.json swapped for a deflate bomb is refused by its size bound and its digest, never inflated into memory")
+    func manifestBomb() throws {
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
+        // Appends a deflated manifest of SIZE spaces and points the central directory's manifest record at it.
+        try folder.file(
+            "bomb.py",
+            #"""
+            import struct, sys, zlib
+            src, dst, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
+            b = bytearray(open(src, "rb").read())
+            end = b.rfind(b"PK\x05\x06")
+            cd_off, = struct.unpack("<I", b[end + 16:end + 20]); n, = struct.unpack("<H", b[end + 10:end + 12])
+            co, chunk, comp, crc = zlib.compressobj(9, zlib.DEFLATED, -15), b" " * (1 << 20), bytearray(), 0
+            for _ in range(size >> 20):
+                comp += co.compress(chunk); crc = zlib.crc32(chunk, crc)
+            comp += co.flush()
+            name = b"manifest.json"
+            local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 0, crc, len(comp), size, len(name), 0) + name + comp
+            cd, p = bytearray(), cd_off
+            for _ in range(n):
+                nl, el, cl = struct.unpack("<HHH", b[p + 28:p + 34]); rec = bytearray(b[p:p + 46 + nl + el + cl])
+                if bytes(b[p + 46:p + 46 + nl]) == name:
+                    rec[10:12] = struct.pack("<H", 8); rec[16:28] = struct.pack("<III", crc, len(comp), size); rec[42:46] = struct.pack("<I", cd_off)
+                cd += rec; p += 46 + nl + el + cl
+            tail = bytearray(b[end:]); tail[12:20] = struct.pack("<II", len(cd), cd_off + len(local))
+            open(dst, "wb").write(bytes(b[:cd_off]) + local + bytes(cd) + bytes(tail))
+            """#)
+        for (name, size) in [("big.zip", 256 << 20), ("small.zip", 1 << 20)] {
+            _ = try run("python3", [folder.path + "/bomb.py", folder.path + "/b.zip", folder.path + "/" + name, String(size)])
+            let bundle = try MountedBundle(path: folder.path + "/" + name)
+            let before = peakResidentBytes()
+            let error = #expect(throws: BundleError.self) { _ = try bundle.manifest() }
+            // 256 MiB is past what 5 entries can describe; 1 MiB is within it, and its digest is not the index's.
+            #expect(error?.code == (size > 64 << 20 ? .hostile : .corruptIndex), "\(String(describing: error))")
+            #expect(!Checker.check(path: folder.path + "/" + name).isValid)
+            #expect(peakResidentBytes() - before < 32 << 20)
+        }
+    }
+
     @Test("a body claiming an absurd compression ratio is refused at mount")
     func zipBomb() throws {
         let folder = try TemporaryFolder()

@@ -176,9 +176,9 @@ public final class MountedBundle: Sendable {
     }
 
     /// Whether body `bodyIndex` may be read again without its checks, or sent as a span of the file: it passed them in
-    /// this mount, the mount checks by CRC-32 (SHA-256 verification, a required key's, checks every read of the file),
-    /// and the file is still the one mounted (``fileUnchanged``). See docs/FORMAT.md §8.2.
-    package func isVerified(_ bodyIndex: Int) -> Bool { verification == .crc32 && verified.contains(bodyIndex) && file.unchanged }
+    /// this mount (by SHA-256 when the mount checks by SHA-256) and the file is still the one mounted
+    /// (``fileUnchanged``). See docs/FORMAT.md §8.2.
+    package func isVerified(_ bodyIndex: Int) -> Bool { verified.contains(bodyIndex) && file.unchanged }
 
     /// Whether the bundle file is still as it was mounted: same device, inode, size, modification and status-change
     /// times (one `fstat`). A file written in place after mounting fails this for good, and its bodies are then

@@ -12,18 +12,65 @@ extension MountedBundle {
     /// - Throws: ``BundleError`` with code `.corruptIndex` when the bundle has no manifest, it does not match the
     ///   index's digest of it, or it cannot be decoded.
     public func manifest() throws -> Manifest {
-        guard let entry = metadata[BundleFormat.manifestEntryName] else {
-            throw BundleError(.corruptIndex, "the bundle has no manifest.json", entry: BundleFormat.manifestEntryName)
-        }
-        let bytes = try Self.readMetadataEntry(entry, from: file, limit: Self.manifestLimit, bodyArea: directory.centralDirectoryOffset)
-        guard Array(SHA256.hash(data: bytes)) == index.manifestSHA256 else {
-            throw BundleError(
-                .corruptIndex, "manifest.json does not match the SHA-256 index.bin records for it: it was altered", entry: BundleFormat.manifestEntryName)
-        }
+        let bytes = try manifestBytes()
         do {
             return try JSONDecoder().decode(Manifest.self, from: Data(bytes))
         } catch {
             throw BundleError(.corruptIndex, "manifest.json cannot be decoded: \(error)", entry: BundleFormat.manifestEntryName)
+        }
+    }
+
+    /// The most `manifest.json` may inflate to in this bundle: 1 MiB and 64 KiB per entry (a manifest line is a few
+    /// hundred bytes), and never past ``manifestLimit``.
+    package var manifestLimitForEntries: UInt64 { min(Self.manifestLimit, (1 << 20) + UInt64(entryCount) * (64 << 10)) }
+
+    /// The bytes of `manifest.json`, checked against the SHA-256 `index.bin` records for it.
+    package func manifestBytes() throws -> [UInt8] {
+        guard let entry = metadata[BundleFormat.manifestEntryName] else {
+            throw BundleError(.corruptIndex, "the bundle has no manifest.json", entry: BundleFormat.manifestEntryName)
+        }
+        // A deflated manifest is inflated once into SHA-256 alone, keeping nothing, and compared with the index's
+        // digest of it before it is inflated into memory: a swapped-in bomb costs a chunk, not its size. Its size is
+        // also bounded by the entries it can describe.
+        let limit = manifestLimitForEntries
+        if entry.method == 8 { try checkDeflatedManifestDigest(entry, limit: limit) }
+        let bytes = try Self.readMetadataEntry(entry, from: file, limit: limit, bodyArea: directory.centralDirectoryOffset)
+        guard Array(SHA256.hash(data: bytes)) == index.manifestSHA256 else {
+            throw BundleError(
+                .corruptIndex, "manifest.json does not match the SHA-256 index.bin records for it: it was altered", entry: BundleFormat.manifestEntryName)
+        }
+        return bytes
+    }
+
+    /// Inflates a deflated `manifest.json` 64 KiB at a time into SHA-256 and compares it with the index's digest.
+    private func checkDeflatedManifestDigest(_ entry: ZipCentralEntry, limit: UInt64) throws {
+        let name = BundleFormat.manifestEntryName
+        guard entry.uncompressedSize <= limit, entry.compressedSize <= limit else {
+            throw BundleError(.hostile, "\(name) claims \(entry.uncompressedSize) bytes, over the limit of \(limit) for \(entryCount) entries", entry: name)
+        }
+        let fixed = try file.read(at: entry.localHeaderOffset, count: ZipConstants.localHeaderSize, what: name)
+        guard fixed.u32(0) == ZipConstants.localHeaderSignature else {
+            throw BundleError(.corruptDirectory, "the local header of \(name) is damaged", entry: name)
+        }
+        let dataOffset = entry.localHeaderOffset + UInt64(ZipConstants.localHeaderSize) + UInt64(fixed.u16(26)) + UInt64(fixed.u16(28))
+        guard dataOffset + entry.compressedSize <= directory.centralDirectoryOffset else {
+            throw BundleError(.hostile, "\(name) runs into the central directory", entry: name)
+        }
+        let stream = try InflateStream(entry: name)
+        var digest = SHA256()
+        var offset: UInt64 = 0
+        while !stream.ended {
+            if stream.needsInput {
+                guard offset < entry.compressedSize else { break }
+                let count = Int(min(64 << 10, entry.compressedSize - offset))
+                try stream.feed(try file.read(at: dataOffset + offset, count: count, what: name))
+                offset += UInt64(count)
+            }
+            let piece = try stream.pull(max: 64 << 10, limit: entry.uncompressedSize)
+            digest.update(data: piece)
+        }
+        guard Array(digest.finalize()) == index.manifestSHA256 else {
+            throw BundleError(.corruptIndex, "manifest.json does not match the SHA-256 index.bin records for it: it was altered", entry: name)
         }
     }
 }

@@ -75,7 +75,12 @@ enum LibArchive {
             while true {
                 let n = buffer.withUnsafeMutableBytes { archive_read_data(handle, $0.baseAddress, $0.count) }
                 if n == 0 { return }
-                if n < 0 { try LibArchive.check(handle, Int32(n), "cannot read data from \(path)") }
+                if n < 0 {
+                    // A warning (an entry whose data runs past its stated size, say) is no data: every negative answer
+                    // fails the read.
+                    try LibArchive.check(handle, Int32(n), "cannot read data from \(path)")
+                    throw PackagerError(.archive, "cannot read data from \(path): the archive's data disagrees with its headers", subject: path)
+                }
                 try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
             }
         }

@@ -230,8 +230,10 @@ public enum Checker {
         func issue(_ error: any Error) { report.record(error) }
         if let manifestEntry = bundle.metadata[BundleFormat.manifestEntryName] {
             do {
+                // Bounded by what the entries can need, so a swapped-in bomb is refused before it is inflated; a
+                // manifest within it that differs is still compared, to name what differs.
                 let bytes = try MountedBundle.readMetadataEntry(
-                    manifestEntry, from: bundle.file, limit: MountedBundle.manifestLimit, bodyArea: bundle.directory.centralDirectoryOffset)
+                    manifestEntry, from: bundle.file, limit: bundle.manifestLimitForEntries, bodyArea: bundle.directory.centralDirectoryOffset)
                 if Array(SHA256.hash(data: bytes)) != bundle.index.manifestSHA256 {
                     issue(BundleFormat.manifestEntryName, "its SHA-256 differs from the one index.bin records")
                 }
