@@ -71,6 +71,27 @@ struct ArchiveTests {
         #expect(try Extractor.extract(archive: bundle, to: out.path + "/c").files > 2)
     }
 
+    @Test("an entry whose data runs past its stated size fails the extraction with a message, not a trap")
+    func entryLongerThanStated() async throws {
+        let out = try TemporaryFolder()
+        try out.file(
+            "lie.py",
+            #"""
+            import struct, sys, zipfile
+            with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
+                z.writestr("a.txt", b"x" * (5 << 20))
+            b = bytearray(open(sys.argv[1], "rb").read())
+            b[22:26] = struct.pack("<I", 1000)                     # the local header's uncompressed size
+            cd = b.rfind(b"PK\x01\x02"); b[cd + 24:cd + 28] = struct.pack("<I", 1000)
+            open(sys.argv[1], "wb").write(b)
+            """#)
+        _ = try await run("python3", [out.path + "/lie.py", out.path + "/lie.zip"])
+        let error = #expect(throws: PackagerError.self) { try Extractor.extract(archive: out.path + "/lie.zip", to: out.path + "/x") }
+        #expect(error?.message.contains("disagrees with its headers") == true || error?.message.contains("cannot read") == true, "\(String(describing: error))")
+        let cli = try await run(packagerExecutable, ["pack", out.path + "/lie.zip", "--base-url", "https://example.com/", "-o", out.path + "/p.zip"])
+        #expect(cli.status == 1, "\(cli.output)")
+    }
+
     @Test("extract writes a bundle's entries, identical to unzip's")
     func extractBundle() throws {
         let site = try TemporaryFolder()
