@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HTTPTypes
 import OfflineBundle
 import PackagerKit
 import TestSupport
@@ -291,5 +292,22 @@ extension SeveralETagTests {
             #expect(BundleEntry.age(fetchedAt: fetched, originDate: nil, recordedAge: bad, now: now) == 10, "\(bad)")
         }
         #expect(BundleEntry.age(fetchedAt: nil, originDate: nil, recordedAge: "100", now: now) == nil)
+    }
+}
+
+extension SeveralETagTests {
+    @Test("headers that leave state in a browser for the serving origin (NEL, Report-To, Accept-CH, Service-Worker-Allowed) are never replayed")
+    func browserStateHeadersDropped() throws {
+        let folder = try TemporaryFolder()
+        var writer = BundleWriter()
+        let stateful = [
+            ("NEL", "{\"report_to\":\"a\",\"max_age\":9e9}"), ("Report-To", "{\"group\":\"a\"}"), ("Reporting-Endpoints", "a=\"https://x/\""),
+            ("Accept-CH", "Sec-CH-UA"), ("Critical-CH", "Sec-CH-UA"), ("Service-Worker-Allowed", "/"),
+        ]
+        writer.add(.init(url: "https://example.com/", headers: [("content-type", "text/html")] + stateful, body: .data(Data("<p>x</p>".utf8))))
+        try writer.write(to: folder.path + "/b.zip")
+        let answer = try #require(try OfflineLoader(path: folder.path + "/b.zip").response(for: BundleRequest(url: "https://example.com/")))
+        #expect(answer.status == 200)
+        for (name, _) in stateful { #expect(answer.headers[HTTPField.Name(name)!] == nil, "\(name)") }
     }
 }

@@ -304,6 +304,22 @@ struct CrawlSecurityTests {
         }
     }
 
+    @Test("metadata services outside 169.254/16 and addresses wrapped in NAT64 or IPv4-mapped IPv6 are classed as what they reach")
+    func addressClasses() {
+        for host in ["100.100.100.200", "192.0.0.192", "[fd00:ec2::254]", "169.254.169.254", "0.0.0.0", "[64:ff9b::a9fe:a9fe]", "[::ffff:169.254.169.254]"] {
+            #expect(AddressClass(host: host) == .linkLocal, "\(host)")
+        }
+        #expect(AddressClass(host: "[64:ff9b::7f00:1]") == .loopback)
+        #expect(AddressClass(host: "[64:ff9b::10.0.0.1]") == .privateNetwork)
+        #expect(AddressClass(host: "100.100.100.201") == .privateNetwork)
+        #expect(AddressClass(host: "[fd00:ec2::253]") == .privateNetwork)
+        #expect(AddressClass(host: "8.8.8.8") == .other)
+        // With private addresses allowed, a metadata service is still never asked.
+        let policy = AddressPolicy(allowPrivate: true)
+        #expect(policy.refusal(forURL: "http://100.100.100.200/latest/meta-data/")?.allowable == false)
+        #expect(policy.refusal(forURL: "http://10.0.0.1/") == nil)
+    }
+
     @Test("a body over scope.max-body (a gzip bomb's decoded size) fails its URL and is not stored")
     func bodyOverMaxBody() async throws {
         try await withOrigin { a in

@@ -144,6 +144,8 @@ public struct BundleResponder: Sendable {
     package static let neverReplayed: Set<String> = [
         "content-length", "set-cookie", "set-cookie2", "strict-transport-security", "public-key-pins", "alt-svc", "clear-site-data",
         "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade", "proxy-connection",
+        // State a browser keeps for the serving origin: reporting endpoints, client hints, a service worker's scope.
+        "nel", "report-to", "reporting-endpoints", "accept-ch", "critical-ch", "service-worker-allowed",
     ]
 
     /// The strong validator of the gzip representation: the identity ETag with `-gzip` inside its quotes.

@@ -52,6 +52,9 @@ enum AddressClass: Sendable, Equatable {
         default: break
         }
         if a >> 16 == 0xA9FE { return .linkLocal }  // 169.254/16
+        // Cloud metadata services outside 169.254/16: Alibaba's 100.100.100.200 (inside the shared 100.64/10) and
+        // Oracle's 192.0.0.192 (IETF protocol assignments, 192.0.0/24), never fetched like the link-local ones.
+        if a == 0x6464_64C8 || a >> 8 == 0xC0_0000 { return .linkLocal }
         if a >> 20 == 0xAC1 { return .privateNetwork }  // 172.16/12
         if a >> 16 == 0xC0A8 { return .privateNetwork }  // 192.168/16
         if a >> 22 == (100 << 2 | 1) { return .privateNetwork }  // 100.64/10
@@ -113,6 +116,12 @@ enum AddressClass: Sendable, Equatable {
         if groups[0..<5].allSatisfy({ $0 == 0 }) && (groups[5] == 0xFFFF || groups[5] == 0) {
             return classify(ipv4: UInt32(groups[6]) << 16 | UInt32(groups[7]))
         }
+        // NAT64 (64:ff9b::/96, RFC 6052) reaches the IPv4 address in its last 32 bits.
+        if groups[0] == 0x64 && groups[1] == 0xFF9B && groups[2..<6].allSatisfy({ $0 == 0 }) {
+            return classify(ipv4: UInt32(groups[6]) << 16 | UInt32(groups[7]))
+        }
+        // AWS's metadata service over IPv6 (fd00:ec2::254), inside the private fc00::/7.
+        if groups == [0xFD00, 0x0EC2, 0, 0, 0, 0, 0, 0x0254] { return .linkLocal }
         if groups[0] & 0xFFC0 == 0xFE80 { return .linkLocal }
         if groups[0] & 0xFE00 == 0xFC00 { return .privateNetwork }
         return .other
