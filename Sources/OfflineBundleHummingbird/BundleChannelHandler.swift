@@ -45,6 +45,9 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private var closing = false
     /// A read the channel asked for while too many requests waited.
     private var readPending = false
+    /// A request NIO could not parse, behind requests still waiting or answering: its 400 goes out after their answers,
+    /// and nothing more is read.
+    private var refusedAfterWaiting: (method: String, target: String)?
     private var unflushed = false
     private var idleCheck: Scheduled<Void>?
     /// Request parts received, and how many there were at the last idle check.
@@ -89,6 +92,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         reads &+= 1
+        guard refusedAfterWaiting == nil else { return }
         switch unwrapInboundIn(data) {
         case .head(let head): self.head = head
         case .body: break
@@ -106,7 +110,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     func channelReadComplete(context: ChannelHandlerContext) { flushIfNeeded(context: context) }
 
     func read(context: ChannelHandlerContext) {
-        if waiting.count >= Self.maxWaiting || !context.channel.isWritable {
+        if waiting.count >= Self.maxWaiting || !context.channel.isWritable || refusedAfterWaiting != nil {
             readPending = true
         } else {
             context.read()
@@ -124,11 +128,18 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// A request NIO could not parse is a 400, and the end of the connection (RFC 9112 §2.2); other errors close it.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard error is HTTPParserError, !busy, !closing else {
+        guard error is HTTPParserError, !closing else {
             context.close(promise: nil)
             return
         }
-        badRequest(method: head?.method.rawValue ?? "-", target: head?.uri ?? "-", context: context)
+        guard refusedAfterWaiting == nil else { return }
+        let refused = (method: head?.method.rawValue ?? "-", target: head?.uri ?? "-")
+        if busy || !waiting.isEmpty {
+            // The requests before it are answered first, in order; then the 400 ends the connection.
+            refusedAfterWaiting = refused
+            return
+        }
+        badRequest(method: refused.method, target: refused.target, context: context)
     }
 
     /// A 400 that ends the connection, logged like any answer.
@@ -147,7 +158,11 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// in order, while the channel takes more.
     private func resume(context: ChannelHandlerContext) {
         while !busy, !closing, context.channel.isWritable, let next = waiting.popFirst() { respond(to: next, context: context) }
-        if readPending && waiting.count < Self.maxWaiting && context.channel.isWritable {
+        if let refused = refusedAfterWaiting, waiting.isEmpty, !busy, !closing {
+            refusedAfterWaiting = nil
+            return badRequest(method: refused.method, target: refused.target, context: context)
+        }
+        if readPending && waiting.count < Self.maxWaiting && context.channel.isWritable && refusedAfterWaiting == nil {
             readPending = false
             context.read()
         }

@@ -95,6 +95,35 @@ struct ChannelServerAttackTests {
         await server.stop()
     }
 
+    @Test("a malformed request behind pipelined ones that wait for the client to read: they are all answered, in order, then the 400")
+    func badRequestAfterWaitingOnes() async throws {
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
+        let server = try await start(folder.path + "/b.zip")
+        try folder.file(
+            "c.py",
+            #"""
+            import re, socket, sys, time
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", int(sys.argv[1])))
+            s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 30 + b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nbad header\r\n\r\n")
+            time.sleep(0.5)
+            s.settimeout(10)
+            got = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk: break
+                got += chunk
+            print(" ".join(m.decode() for m in re.findall(rb"HTTP/1\.1 (\d{3}) ", got)))
+            """#)
+        let statuses = try await run("python3", [folder.path + "/c.py", String(server.port)]).output.split(separator: " ").map {
+            $0.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(statuses == Array(repeating: "200", count: 30) + ["400"], "\(statuses)")
+        await server.stop()
+    }
+
     @Test("a client that stops reading a long body is closed once its answer makes no progress for the idle timeout")
     func writeTimeout() async throws {
         let folder = try TemporaryFolder()
