@@ -48,6 +48,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// A request NIO could not parse, behind requests still waiting or answering: its 400 goes out after their answers,
     /// and nothing more is read.
     private var refusedAfterWaiting: (method: String, target: String)?
+    /// The client half-closed: once the requests it sent are answered, the connection closes.
+    private var inputClosed = false
     private var unflushed = false
     private var idleCheck: Scheduled<Void>?
     /// Request parts received, and how many there were at the last idle check.
@@ -117,6 +119,24 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         }
     }
 
+    /// The client sent its last request and half-closed (`shutdown(SHUT_WR)`): its answers still go out.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            inputClosed = true
+            closeIfAnswered(context: context)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    /// After a half-close, closes once nothing waits, answers or is refused.
+    private func closeIfAnswered(context: ChannelHandlerContext) {
+        guard inputClosed, !busy, waiting.isEmpty, refusedAfterWaiting == nil, !closing else { return }
+        closing = true
+        unflushed = false
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.byteBuffer(ByteBuffer()))).whenComplete { _ in channel.close(promise: nil) }
+    }
+
     /// The answers written have drained below the channel's low water mark: the requests that waited, and reading again.
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable {
@@ -167,6 +187,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             context.read()
         }
         flushIfNeeded(context: context)
+        closeIfAnswered(context: context)
     }
 
     // MARK: - Answering

@@ -124,6 +124,34 @@ struct ChannelServerAttackTests {
         await server.stop()
     }
 
+    @Test("a client that half-closes after pipelining its requests gets every answer, whole, then the end of the connection")
+    func halfClosedClientGetsItsAnswers() async throws {
+        let folder = try TemporaryFolder()
+        let size = 1 << 20
+        try writeBundle(["https://docs.example.com/big.bin": noise(size, seed: 4)], to: folder.path + "/b.zip")
+        let server = try await start(folder.path + "/b.zip")
+        try folder.file(
+            "c.py",
+            #"""
+            import socket, sys
+            s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+            s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 3)
+            s.shutdown(socket.SHUT_WR)
+            got = b""
+            while True:
+                chunk = s.recv(1 << 20)
+                if not chunk: break
+                got += chunk
+            print(got.count(b"HTTP/1.1 200 OK"), len(got))
+            """#)
+        let fields = try await run("python3", [folder.path + "/c.py", String(server.port)]).output.split(separator: " ").map {
+            $0.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(fields.first == "3", "\(fields)")
+        #expect((Int(fields.last ?? "") ?? 0) > 3 * size, "\(fields)")
+        await server.stop()
+    }
+
     @Test("a client that stops reading a long body is closed once its answer makes no progress for the idle timeout")
     func writeTimeout() async throws {
         let folder = try TemporaryFolder()
