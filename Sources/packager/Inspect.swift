@@ -126,7 +126,6 @@ extension Packager {
     }
 }
 
-
 func printTable(_ rows: [[String]]) {
     let rows = rows.map { $0.map(terminalSafe) }
     guard let columns = rows.first?.count else { return }

@@ -245,7 +245,10 @@ final class Reloader: Sendable {
         } catch {
             // Not again for the same files: a half-copied bundle is retried when it changes again, or on SIGHUP.
             seen.withLockedValue { $0 = identities }
-            FileHandle.standardError.write(Data("packager: not reloaded (\(reason)): \(error); the bundles already mounted keep answering (a file written in place, not replaced, has each body checked again, and altered ones refused)\n".utf8))
+            FileHandle.standardError.write(
+                Data(
+                    "packager: not reloaded (\(reason)): \(error); the bundles already mounted keep answering (a file written in place, not replaced, has each body checked again, and altered ones refused)\n"
+                        .utf8))
         }
     }
 

@@ -188,7 +188,10 @@ struct HTTPDateTests {
     @Test("the three forms parse to the same instant; the fields are checked; a leap second reads as 59")
     func validForms() {
         let instant = Date(timeIntervalSince1970: 784_111_777)
-        for text in ["Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994", "Sun Nov 06 08:49:37 1994", " Sun, 06 Nov 1994 08:49:37 GMT\t"] {
+        for text in [
+            "Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994", "Sun Nov 06 08:49:37 1994",
+            " Sun, 06 Nov 1994 08:49:37 GMT\t",
+        ] {
             #expect(HTTPDates.parse(text) == instant, "\(text)")
         }
         #expect(HTTPDates.parse("Thu, 29 Feb 2024 00:00:00 GMT") == Date(timeIntervalSince1970: 1_709_164_800))

@@ -64,7 +64,8 @@ struct RealServerVerifyTests {
 
     /// The verdicts of `packager verify --format json`, by path, and its exit status.
     static func verify(_ bundle: String, base: String, _ extra: [String] = []) async throws -> (status: Int32, verdicts: [String: String], report: String) {
-        let result = try await run(packagerExecutable, ["verify", bundle, "--allow-private-addresses", "--format", "json", "--retries", "1", "--timeout", "30"] + extra)
+        let result = try await run(
+            packagerExecutable, ["verify", bundle, "--allow-private-addresses", "--format", "json", "--retries", "1", "--timeout", "30"] + extra)
         let json = String(result.output[result.output.firstIndex(of: "{")!...])
         let report = try JSONDecoder().decode(VerifyReport.self, from: Data(json.utf8))
         var verdicts: [String: String] = [:]

@@ -4,7 +4,6 @@ import PackagerKit
 import TestSupport
 import Testing
 
-
 @Suite("packager serve, checked with curl")
 struct ServeCommandTests {
     func curl(_ arguments: [String]) async throws -> String { try await run("curl", ["-s"] + arguments).output }
@@ -17,7 +16,9 @@ struct ServeCommandTests {
             let port = String(base.split(separator: ":").last ?? "")
             let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../scripts/attack-serve.py").path
             // Both paths: answers kept whole (the page), and answers read each time (a conditional that never matches).
-            for request in ["GET / HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n", "GET /logo.png HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nIf-None-Match: \"x\"\\r\\n\\r\\n"] {
+            for request in [
+                "GET / HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n", "GET /logo.png HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nIf-None-Match: \"x\"\\r\\n\\r\\n",
+            ] {
                 let result = try await run(
                     "python3",
                     [script, "flood", "--port", port, "--pid", String(process.processIdentifier), "--request", request, "--seconds", "4", "--limit-mb", "512"])

@@ -138,7 +138,9 @@ struct VerifyTests {
             #expect(try await run(packagerExecutable, ["verify", folder.path + "/junk.zip"]).status == 2)
             #expect(try await run(packagerExecutable, ["verify", bundle, "-o", "/nonexistent/folder/r.json"]).status == 2)
             // refresh: the down host's entry could not be checked, so the refresh is incomplete (2), and says which.
-            let refresh = try await run(packagerExecutable, ["refresh", bundle, "--allow-private-addresses", "-o", folder.path + "/r.zip", "--retries", "0", "--connect-timeout", "0.5"])
+            let refresh = try await run(
+                packagerExecutable,
+                ["refresh", bundle, "--allow-private-addresses", "-o", folder.path + "/r.zip", "--retries", "0", "--connect-timeout", "0.5"])
             #expect(refresh.status == 2 && refresh.output.contains("could not check http://127.0.0.1:9/down.html"), "\(refresh.output)")
             for format in ["markdown", "html"] {
                 result = try await run(packagerExecutable, args + ["--format", format, "-o", folder.path + "/report.\(format)"])
@@ -324,7 +326,8 @@ struct VerifyTests {
             writer.add(.init(url: origin.base + "/grown.txt", headers: [("content-type", "text/plain")], body: .data(Data("x".utf8))))
             try writer.write(to: folder.path + "/b.zip")
             let result = try await run(
-                packagerExecutable, ["verify", folder.path + "/b.zip", "--allow-private-addresses", "--deep", "--max-body", "64K", "--retries", "0", "--format", "json"])
+                packagerExecutable,
+                ["verify", folder.path + "/b.zip", "--allow-private-addresses", "--deep", "--max-body", "64K", "--retries", "0", "--format", "json"])
             #expect(result.status == 2, "\(result.output)")
             let report = try JSONDecoder().decode(VerifyReport.self, from: Data(result.output[result.output.firstIndex(of: "{")!...].utf8))
             let endlessEntry = try #require(report.entries.first { $0.url.hasSuffix("/endless.txt") })

@@ -38,7 +38,9 @@ public enum Exporter {
             }
             for name in [BundleFormat.indexEntryName, BundleFormat.manifestEntryName, BundleFormat.signatureEntryName] {
                 guard let entry = bundle.metadata[name] else { continue }
-                let bytes = try MountedBundle.readMetadataEntry(entry, from: bundle.file, limit: name == BundleFormat.manifestEntryName ? MountedBundle.manifestLimit : 1 << 32, bodyArea: bundle.directory.centralDirectoryOffset)
+                let bytes = try MountedBundle.readMetadataEntry(
+                    entry, from: bundle.file, limit: name == BundleFormat.manifestEntryName ? MountedBundle.manifestLimit : 1 << 32,
+                    bodyArea: bundle.directory.centralDirectoryOffset)
                 try bytes.withUnsafeBytes { try writer.addFile(path: name, bytes: $0) }
                 count += 1
             }

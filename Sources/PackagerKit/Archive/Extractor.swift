@@ -82,7 +82,8 @@ public enum Extractor {
                     try reader.readData { block in
                         written += UInt64(block.count)
                         guard summary.bytes + written <= maxBytes else {
-                            throw PackagerError(.invalidInput, "\(header.path) writes more than its archive declared, past \(maxBytes) bytes", subject: header.path)
+                            throw PackagerError(
+                                .invalidInput, "\(header.path) writes more than its archive declared, past \(maxBytes) bytes", subject: header.path)
                         }
                         try sink(block)
                     }

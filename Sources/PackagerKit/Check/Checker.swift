@@ -101,10 +101,12 @@ public enum Checker {
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
             let name = line[line.startIndex..<colon]
             let shown = String(decoding: name.map { $0 >= 0x20 && $0 < 0x7F ? $0 : UInt8(ascii: "?") }, as: UTF8.self)
-            let isToken = !name.isEmpty && name.allSatisfy { byte in
-                (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
-                    || "!#$%&'*+-.^_`|~".utf8.contains(byte)
-            }
+            let isToken =
+                !name.isEmpty
+                && name.allSatisfy { byte in
+                    (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                        || "!#$%&'*+-.^_`|~".utf8.contains(byte)
+                }
             if !isToken {
                 problems.append("stored header name \"\(shown)\" is not an HTTP field name (hostile)")
                 continue
