@@ -131,10 +131,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// After a half-close, closes once nothing waits, answers or is refused.
     private func closeIfAnswered(context: ChannelHandlerContext) {
         guard inputClosed, !busy, waiting.isEmpty, refusedAfterWaiting == nil, !closing else { return }
-        closing = true
-        unflushed = false
-        let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(.byteBuffer(ByteBuffer()))).whenComplete { _ in channel.close(promise: nil) }
+        closeOnceWritten(context: context)
     }
 
     /// The answers written have drained below the channel's low water mark: the requests that waited, and reading again.
@@ -169,9 +166,15 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         logServed(ServedRequest(client: nil, method: method, target: target, status: 400, contentLength: "0", source: nil), context: context)
         var buffer = context.channel.allocator.buffer(capacity: 96)
         buffer.writeStaticString("HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+        closeOnceWritten(after: buffer, context: context)
+    }
+
+    /// Ends the connection once what was written (and `last`) has gone out; later requests are not answered.
+    private func closeOnceWritten(after last: ByteBuffer = ByteBuffer(), context: ChannelHandlerContext) {
+        closing = true
         unflushed = false
         let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(.byteBuffer(buffer))).whenComplete { _ in channel.close(promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(.byteBuffer(last))).whenComplete { _ in channel.close(promise: nil) }
     }
 
     /// After an answer that went off the event loop, or once the channel is writable again: the requests that waited,
@@ -622,9 +625,6 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// The response is written; without keep-alive the connection closes once it has gone out.
     private func end(keepAlive: Bool, context: ChannelHandlerContext) {
         guard !keepAlive else { return }
-        closing = true
-        unflushed = false
-        let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(.byteBuffer(ByteBuffer()))).whenComplete { _ in channel.close(promise: nil) }
+        closeOnceWritten(context: context)
     }
 }

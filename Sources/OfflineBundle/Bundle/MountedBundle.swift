@@ -318,6 +318,20 @@ public final class MountedBundle: Sendable {
         return output
     }
 
+    /// Where a metadata entry's data starts: after its local header's own name and extra fields, checked to end before
+    /// the central directory (§8.1, reading a metadata entry, steps 2 and 3).
+    package static func metadataDataOffset(_ entry: ZipCentralEntry, in file: BundleFile, bodyArea: UInt64) throws -> UInt64 {
+        let fixed = try file.read(at: entry.localHeaderOffset, count: ZipConstants.localHeaderSize, what: entry.name)
+        guard fixed.u32(0) == ZipConstants.localHeaderSignature else {
+            throw BundleError(.corruptDirectory, "the local header of \(entry.name) is damaged", entry: entry.name)
+        }
+        let dataOffset = entry.localHeaderOffset + UInt64(ZipConstants.localHeaderSize) + UInt64(fixed.u16(26)) + UInt64(fixed.u16(28))
+        guard dataOffset + entry.compressedSize <= bodyArea else {
+            throw BundleError(.hostile, "\(entry.name) runs into the central directory", entry: entry.name)
+        }
+        return dataOffset
+    }
+
     /// The largest `manifest.json` a tool reads (inflated): a manifest line is a few hundred bytes, so this is millions
     /// of entries, and a deflated manifest that claims more is refused before it is inflated.
     package static let manifestLimit: UInt64 = 1 << 30
@@ -336,14 +350,7 @@ public final class MountedBundle: Sendable {
                 .hostile, "\(entry.name) is compressed (method \(entry.method)); the format stores it (method 0), so it is refused unread",
                 entry: entry.name)
         }
-        let fixed = try file.read(at: entry.localHeaderOffset, count: ZipConstants.localHeaderSize, what: entry.name)
-        guard fixed.u32(0) == ZipConstants.localHeaderSignature else {
-            throw BundleError(.corruptDirectory, "the local header of \(entry.name) is damaged", entry: entry.name)
-        }
-        let dataOffset = entry.localHeaderOffset + UInt64(ZipConstants.localHeaderSize) + UInt64(fixed.u16(26)) + UInt64(fixed.u16(28))
-        guard dataOffset + entry.compressedSize <= bodyArea else {
-            throw BundleError(.hostile, "\(entry.name) runs into the central directory", entry: entry.name)
-        }
+        let dataOffset = try metadataDataOffset(entry, in: file, bodyArea: bodyArea)
         let stored = try file.read(at: dataOffset, count: Int(entry.compressedSize), what: entry.name)
         let bytes: [UInt8]
         switch entry.method {

@@ -48,14 +48,7 @@ extension MountedBundle {
         guard entry.uncompressedSize <= limit, entry.compressedSize <= limit else {
             throw BundleError(.hostile, "\(name) claims \(entry.uncompressedSize) bytes, over the limit of \(limit) for \(entryCount) entries", entry: name)
         }
-        let fixed = try file.read(at: entry.localHeaderOffset, count: ZipConstants.localHeaderSize, what: name)
-        guard fixed.u32(0) == ZipConstants.localHeaderSignature else {
-            throw BundleError(.corruptDirectory, "the local header of \(name) is damaged", entry: name)
-        }
-        let dataOffset = entry.localHeaderOffset + UInt64(ZipConstants.localHeaderSize) + UInt64(fixed.u16(26)) + UInt64(fixed.u16(28))
-        guard dataOffset + entry.compressedSize <= directory.centralDirectoryOffset else {
-            throw BundleError(.hostile, "\(name) runs into the central directory", entry: name)
-        }
+        let dataOffset = try Self.metadataDataOffset(entry, in: file, bodyArea: directory.centralDirectoryOffset)
         let stream = try InflateStream(entry: name)
         var digest = SHA256()
         var offset: UInt64 = 0

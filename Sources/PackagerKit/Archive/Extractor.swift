@@ -42,7 +42,6 @@ public enum Extractor {
         let scan = try LibArchive.Reader(path: archive)
         var plan = [(String, LibArchive.EntryType)]()
         var declared: UInt64 = 0
-        try FileManager.default.createDirectory(atPath: destination, withIntermediateDirectories: true)
         let maxBytes = limits.bytes ?? freeSpace(at: destination)
         while let header = try scan.next() {
             declared &+= UInt64(max(0, header.size))
@@ -65,6 +64,7 @@ public enum Extractor {
                 throw PackagerError(.unsafeEntry, "the archive holds a device, FIFO or socket; only files and folders are extracted", subject: header.path)
             }
         }
+        try FileManager.default.createDirectory(atPath: destination, withIntermediateDirectories: true)
         // Pass 2: write.
         let reader = try LibArchive.Reader(path: archive)
         let writer = try LibArchive.DiskWriter()
@@ -96,10 +96,13 @@ public enum Extractor {
         return summary
     }
 
-    /// Bytes free for an unprivileged writer on the file system holding `path`; no limit when it cannot be read.
+    /// Bytes free for an unprivileged writer on the file system that holds `path`, or would (its nearest existing
+    /// folder: nothing is created before the archive is accepted); no limit when it cannot be read.
     static func freeSpace(at path: String) -> UInt64 {
+        var folder = URL(fileURLWithPath: path).standardizedFileURL
+        while !FileManager.default.fileExists(atPath: folder.path) && folder.path != "/" { folder.deleteLastPathComponent() }
         var info = statvfs()
-        guard statvfs(path, &info) == 0 else { return .max }
+        guard statvfs(folder.path, &info) == 0 else { return .max }
         return UInt64(info.f_bavail) &* UInt64(info.f_frsize)
     }
 

@@ -433,12 +433,6 @@ final class Crawler: Sendable {
     }
 
     static func storedHeaders(
-        _ headers: [(name: String, value: String)], policy: Declaration.ContentEncodingPolicy, secrets: [String]
-    ) -> [(name: String, value: String)] {
-        storedHeaders(headers, policy: policy, secrets: SecretScan(secrets))
-    }
-
-    static func storedHeaders(
         _ headers: [(name: String, value: String)], policy: Declaration.ContentEncodingPolicy, secrets: SecretScan
     ) -> [(name: String, value: String)] {
         headers.filter { header in

@@ -93,7 +93,7 @@ public struct Refresher: Sendable {
             settings: .init(
                 headerRules: options.headerRules, userAgent: options.userAgent, timeouts: options.timeouts, retries: options.retries,
                 perHost: options.perHost, contentEncoding: .decoded, tls: options.tls), downHosts: downHosts)
-        let secrets = options.secrets
+        let secrets = SecretScan(options.secrets)
         let addresses = options.addressPolicy()
         var refreshed: [(String, Int)] = []
         var failed: [(String, String)] = []
