@@ -4,10 +4,12 @@ import PackageDescription
 
 let package = Package(
     name: "packager",
-    platforms: [.macOS(.v14)],
+    // macOS 15: the runtime's locks are the standard library's `Mutex` (Synchronization).
+    platforms: [.macOS(.v15)],
     products: [
         .library(name: "OfflineBundle", targets: ["OfflineBundle"]),
         .library(name: "OfflineBundleHummingbird", targets: ["OfflineBundleHummingbird"]),
+        .library(name: "OfflineBundleServing", targets: ["OfflineBundleServing"]),
         .library(name: "OfflineBundleHTTPClient", targets: ["OfflineBundleHTTPClient"]),
         .library(name: "OfflineBundleURLSession", targets: ["OfflineBundleURLSession"]),
         .library(name: "PackagerKit", targets: ["PackagerKit"]),
@@ -69,9 +71,22 @@ let package = Package(
                 .target(name: "CDispatchQueue", condition: .when(platforms: [.linux, .android, .windows, .openbsd])),
             ]
         ),
-        // Hummingbird middleware that serves a mounted bundle; apart, so the runtime never pulls in NIO.
+        // Hummingbird middleware that serves a mounted bundle; apart, so the runtime never pulls in NIO, and light: a service
+        // that wants only the middleware compiles neither TLS nor HTTP/2.
         .target(
             name: "OfflineBundleHummingbird",
+            dependencies: [
+                "OfflineBundle",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        // Servers of bundles: the SwiftNIO channel server (plain HTTP/1.1), a Hummingbird server with HTTPS and HTTP/2, and
+        // the reloader; what `packager serve` runs, for services that run a bundle server of their own.
+        .target(
+            name: "OfflineBundleServing",
             dependencies: [
                 "OfflineBundle",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -127,6 +142,7 @@ let package = Package(
                 "PackagerKit",
                 "OfflineBundle",
                 "OfflineBundleHummingbird",
+                "OfflineBundleServing",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -141,7 +157,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "PackagerKit", "OfflineBundle", "OfflineBundleHummingbird",
+                "PackagerKit", "OfflineBundle", "OfflineBundleServing",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
@@ -167,7 +183,7 @@ let package = Package(
         .testTarget(
             name: "OfflineBundleHummingbirdTests",
             dependencies: [
-                "OfflineBundleHummingbird", "OfflineBundle", "TestSupport",
+                "OfflineBundleHummingbird", "OfflineBundleServing", "OfflineBundle", "TestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -203,7 +219,7 @@ if ProcessInfo.processInfo.environment["PACKAGER_BENCHMARKS"] != nil {
         .executableTarget(
             name: "packager-bench-fileserver",
             dependencies: [
-                "OfflineBundleHummingbird", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log"),
+                "OfflineBundleServing", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],

@@ -9,7 +9,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import OfflineBundleHummingbird
+import OfflineBundleServing
 
 /// Answers every request with the same body, on the event loop.
 final class FixedAnswer: ChannelInboundHandler, Sendable {

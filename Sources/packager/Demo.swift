@@ -5,6 +5,7 @@ import Hummingbird
 import Logging
 import OfflineBundle
 import OfflineBundleHummingbird
+import OfflineBundleServing
 import PackagerKit
 import ServiceLifecycle
 

@@ -2,11 +2,11 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import OfflineBundle
 import OfflineBundleHummingbird
+import OfflineBundleServing
 import PackagerKit
 
 extension Packager {
@@ -124,32 +124,30 @@ extension Packager {
                 }
                 let loader = try mount()
                 let handle = LoaderHandle(loader)
-                let middleware: OfflineBundleMiddleware<ServeContext>
+                let served: [BundleRoute]
                 if !routes.isEmpty {
-                    middleware = OfflineBundleMiddleware(
-                        handle: handle,
-                        routes: try routes.map { text in
-                            let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
-                            guard parts.count == 2 else { throw PackagerError(.invalidInput, "--route takes HOST=ORIGIN, not '\(text)'") }
-                            return .init(host: parts[0], origin: parts[1])
-                        })
+                    served = try routes.map { text in
+                        let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
+                        guard parts.count == 2 else { throw PackagerError(.invalidInput, "--route takes HOST=ORIGIN, not '\(text)'") }
+                        return BundleRoute(host: parts[0], origin: parts[1])
+                    }
                 } else if let origin {
-                    middleware = OfflineBundleMiddleware(handle: handle, routes: [.init(origin: origin)])
+                    served = [BundleRoute(origin: origin)]
                 } else {
                     do {
-                        middleware = OfflineBundleMiddleware(handle: handle, routes: try OfflineBundleMiddleware<ServeContext>(loader: loader).routes)
+                        served = [try BundleServing.singleOriginRoute(of: loader)]
                     } catch let error as BundleError {
                         throw PackagerError(.invalidInput, error.message + "; use --origin ORIGIN or --route HOST=ORIGIN")
                     }
                 }
-                let log = try accessLog.map(AccessLog<ServeContext>.open)
                 let names = Set(allowedHosts.map { $0.lowercased() } + routes.compactMap { $0.split(separator: "=").first.map { $0.lowercased() } })
+                let policy = ServerPolicy(allowedHosts: names, accessLog: try accessLog.map(Self.accessLogSink))
+                let serving = BundleServing(handle: handle, routes: served, policy: policy)
                 var logger = Logger(label: "packager-serve")
                 logger.logLevel = .warning
                 let running: Running
                 do {
-                    running = try await start(
-                        handle: handle, middleware: middleware, allowed: names, responseCacheSize: responses, log: log, logger: logger)
+                    running = try await start(serving, responseCacheSize: responses, logger: logger)
                 } catch let error as OfflineBundleServer.TLSFileError {
                     throw PackagerError(.invalidInput, "cannot serve HTTPS: \(error.message)")
                 } catch let error as IOError {
@@ -163,10 +161,21 @@ extension Packager {
                 let entries = loader.bundles.map(\.entryCount).reduce(0, +)
                 FileHandle.standardOutput.write(
                     Data("serving \(paths.joined(separator: ", ")) (\(entries) entries) on \(scheme)://\(host):\(running.port)/\n".utf8))
-                let reloader = Reloader(paths: paths, handle: handle, mount: mount)
+                let listed = paths.joined(separator: ", ")
+                let reloader = BundleReloader(paths: paths, handle: handle, interval: reloadCheck, mount: mount) { event in
+                    switch event {
+                    case .reloaded(let loader, let reason):
+                        let entries = loader.bundles.map(\.entryCount).reduce(0, +)
+                        FileHandle.standardOutput.write(Data("reloaded \(listed) (\(reason)): \(entries) entries\n".utf8))
+                    case .failed(let error, let reason):
+                        FileHandle.standardError.write(
+                            Data(
+                                "packager: not reloaded (\(reason)): \(error); the bundles already mounted keep answering (a file written in place, not replaced, has each body checked again, and altered ones refused)\n"
+                                    .utf8))
+                    }
+                }
                 Interrupts.onHangup { reloader.reload(because: "SIGHUP") }
-                let interval = reloadCheck
-                let watch = Task { if interval > 0 { await reloader.watch(every: interval) } }
+                let watch = Task { try await reloader.run() }
                 defer { watch.cancel() }
                 try await running.wait()
             }
@@ -181,172 +190,47 @@ extension Packager.Serve {
         var wait: @Sendable () async throws -> Void
     }
 
-    /// Starts the server: plain HTTP/1.1 from a SwiftNIO handler (the same answers as the middleware, without the
-    /// framework's cost per request), or HTTPS with HTTP/2 by ALPN through Hummingbird.
-    func start(
-        handle: LoaderHandle, middleware: OfflineBundleMiddleware<ServeContext>, allowed names: Set<String>, responseCacheSize: Int, log: FileHandle?,
-        logger: Logger
-    ) async throws -> Running {
+    /// Starts the server: plain HTTP/1.1 from a SwiftNIO handler (the same answer step as the middleware, without the
+    /// framework's cost per request), or HTTPS with HTTP/2 by ALPN through Hummingbird and the middleware.
+    func start(_ serving: BundleServing, responseCacheSize: Int, logger: Logger) async throws -> Running {
         guard let tlsCertificate else {
-            var served: (@Sendable (ServedRequest) -> Void)?
-            if let log { served = { (request: ServedRequest) in log.write(Data(AccessLog<ServeContext>.line(for: request).utf8)) } }
             let server = try await OfflineBundleChannelServer.start(
-                handle: handle, routes: middleware.routes, host: host, port: port, serverName: "packager", responseCacheSize: responseCacheSize,
-                accepts: { HostGuard<ServeContext>.accepts($0, allowed: names) },
-                served: served, group: threads.map { MultiThreadedEventLoopGroup(numberOfThreads: $0) } ?? MultiThreadedEventLoopGroup.singleton)
+                serving: serving, host: host, port: port, serverName: "packager", responseCacheSize: responseCacheSize,
+                group: threads.map { MultiThreadedEventLoopGroup(numberOfThreads: $0) } ?? MultiThreadedEventLoopGroup.singleton)
             return Running(port: server.port, wait: { try await server.wait(shutdownSignals: [.sigterm, .sigint]) })
         }
         let router = Router(context: ServeContext.self)
-        if let log { router.add(middleware: AccessLog<ServeContext>(output: log)) }
-        router.add(middleware: HostGuard(allowed: names))
-        router.add(middleware: middleware)
+        router.add(middleware: OfflineBundleMiddleware(handle: serving.handle, routes: serving.routes, policy: serving.policy))
         let tls = OfflineBundleServer.TLS(certificateChain: tlsCertificate, privateKey: tlsKey ?? "")
         let server = try await OfflineBundleServer.start(
             responder: router.buildResponder(), host: host, port: port, serverName: "packager", shutdownSignals: [.sigterm, .sigint], tls: tls,
             logger: logger)
         return Running(port: server.port, wait: { try await server.wait() })
     }
-}
 
-/// Mounts the served bundles again and swaps them in: on SIGHUP, and when a bundle file is replaced.
-final class Reloader: Sendable {
-    let paths: [String]
-    let handle: LoaderHandle
-    let mount: @Sendable () throws -> OfflineLoader
-    /// What each file was when last mounted (device, inode, size, modification time).
-    private let seen: NIOLockedValueBox<[String: [Int]]>
-
-    init(paths: [String], handle: LoaderHandle, mount: @escaping @Sendable () throws -> OfflineLoader) {
-        self.paths = paths
-        self.handle = handle
-        self.mount = mount
-        seen = NIOLockedValueBox(Dictionary(uniqueKeysWithValues: paths.map { ($0, Self.identity($0)) }))
-    }
-
-    static func identity(_ path: String) -> [Int] {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return [] }
-        // The status-change time too: a write in place with its modification time set back still shows.
-        return [
-            Int(info.st_dev), Int(info.st_ino), Int(info.st_size), Int(info.st_mtim.tv_sec), Int(info.st_mtim.tv_nsec), Int(info.st_ctim.tv_sec),
-            Int(info.st_ctim.tv_nsec),
-        ]
-    }
-
-    /// Mounts every bundle again; on success the new loader answers new requests, on failure the old one stays.
-    func reload(because reason: String) {
-        let identities = Dictionary(uniqueKeysWithValues: paths.map { ($0, Self.identity($0)) })
-        do {
-            let loader = try mount()
-            handle.replace(with: loader)
-            seen.withLockedValue { $0 = identities }
-            let entries = loader.bundles.map(\.entryCount).reduce(0, +)
-            FileHandle.standardOutput.write(Data("reloaded \(paths.joined(separator: ", ")) (\(reason)): \(entries) entries\n".utf8))
-        } catch {
-            // Not again for the same files: a half-copied bundle is retried when it changes again, or on SIGHUP.
-            seen.withLockedValue { $0 = identities }
-            FileHandle.standardError.write(
-                Data(
-                    "packager: not reloaded (\(reason)): \(error); the bundles already mounted keep answering (a file written in place, not replaced, has each body checked again, and altered ones refused)\n"
-                        .utf8))
+    /// Appends each request's line, in the common log format, to the file at `path` ('-': standard output).
+    static func accessLogSink(_ path: String) throws -> @Sendable (ServedRequest) -> Void {
+        let output: FileHandle
+        if path == "-" {
+            output = FileHandle.standardOutput
+        } else {
+            if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
+            guard let handle = FileHandle(forWritingAtPath: path) else { throw PackagerError(.io, "cannot open the access log", subject: path) }
+            handle.seekToEndOfFile()
+            output = handle
         }
-    }
-
-    /// Checks every `interval` seconds whether a bundle file was replaced or changed, and reloads when one was.
-    func watch(every interval: Double) async {
-        while !Task.isCancelled {
-            try? await Task.sleep(for: .seconds(interval))
-            let changed = seen.withLockedValue { seen in paths.contains { Self.identity($0) != seen[$0] } }
-            if changed && !Task.isCancelled { reload(because: "a bundle file changed") }
-        }
+        return { output.write(Data($0.commonLogLine().utf8)) }
     }
 }
 
-/// The request context of `packager serve`: the basic one, with the client's address and what answered, for the
-/// access log.
-struct ServeContext: RequestContext, RemoteAddressRequestContext, AnswerRecordingRequestContext {
+/// The request context of `packager serve` over HTTPS: the basic one, with the client's address for the access log.
+struct ServeContext: RequestContext, RemoteAddressRequestContext {
     var coreContext: CoreRequestContextStorage
     let remoteAddress: SocketAddress?
-    let answeredBy = AnswerRecord()
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
-    }
-}
-
-/// A line per request in the common log format (`host - - [time] "METHOD target HTTP/1.1" status bytes`), appended
-/// to a file once the response head is known; bytes are the response's Content-Length (`-` when it has none). A last
-/// quoted field says what answered: the bundle's file name, `rules`, `last-seen`, or `-`.
-struct AccessLog<Context: RemoteAddressRequestContext & AnswerRecordingRequestContext>: RouterMiddleware {
-    let output: FileHandle
-
-    static func open(_ path: String) throws -> FileHandle {
-        if path == "-" { return FileHandle.standardOutput }
-        if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
-        guard let handle = FileHandle(forWritingAtPath: path) else { throw PackagerError(.io, "cannot open the access log", subject: path) }
-        handle.seekToEndOfFile()
-        return handle
-    }
-
-    /// One request's line, ending with a newline.
-    static func line(for served: ServedRequest) -> String {
-        let source = served.source.map { "\"\($0.description.unicodeScalars.filter { $0.value >= 0x20 && $0 != "\"" })\"" } ?? "\"-\""
-        let time = commonLogTime(Date())
-        // A request line is the client's: quotes and control bytes in it are escaped, so one line stays one line.
-        let target = "\(served.method) \(served.target) HTTP/1.1".unicodeScalars.map { c -> String in
-            c == "\"" || c == "\\" || c.value < 0x20 || c.value == 0x7F ? String(format: "\\x%02x", c.value) : String(c)
-        }.joined()
-        return "\(served.client ?? "-") - - [\(time)] \"\(target)\" \(served.status) \(served.contentLength ?? "-") \(source)\n"
-    }
-
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let line = { (status: Int, bytes: String) in
-            let served = ServedRequest(
-                client: context.remoteAddress?.ipAddress, method: request.method.rawValue, target: request.uri.string, status: status,
-                contentLength: bytes, source: context.answeredBy.source)
-            output.write(Data(Self.line(for: served).utf8))
-        }
-        do {
-            let response = try await next(request, context)
-            line(response.status.code, response.headers[.contentLength] ?? "-")
-            return response
-        } catch let error as HTTPError {
-            line(error.status.code, "-")
-            throw error
-        } catch {
-            line(500, "-")
-            throw error
-        }
-    }
-
-}
-
-/// `23/Nov/2026:13:02:01 +0000`, the common log format's time, in UTC.
-func commonLogTime(_ date: Date) -> String {
-    var seconds = time_t(date.timeIntervalSince1970)
-    var parts = tm()
-    gmtime_r(&seconds, &parts)
-    let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-    func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
-    return "\(two(parts.tm_mday))/\(months[Int(parts.tm_mon)])/\(parts.tm_year + 1900):\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) +0000"
-}
-
-/// Refuses requests whose Host names a host the server was not told about: a web page that rebinds its own name to
-/// 127.0.0.1 then cannot read what the bundle serves. IP literals and localhost are always accepted.
-struct HostGuard<Context: RequestContext>: RouterMiddleware {
-    let allowed: Set<String>
-
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let host = request.head.authority.flatMap { HTTPRules.host(ofAuthority: $0) }
-        return Self.accepts(host, allowed: allowed) ? try await next(request, context) : Response(status: .misdirectedRequest)
-    }
-
-    /// Whether a request with this Host (without port; nil when it has none) is answered.
-    static func accepts(_ host: String?, allowed: Set<String>) -> Bool {
-        guard let host else { return true }
-        let isLiteral = host.hasPrefix("[") || host.split(separator: ".").allSatisfy { !$0.isEmpty && $0.allSatisfy(\.isNumber) }
-        return isLiteral || host == "localhost" || host.hasSuffix(".localhost") || allowed.contains(host)
     }
 }
 

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import OfflineBundle
 import OfflineBundleHummingbird
+import OfflineBundleServing
 import TestSupport
 import Testing
 
@@ -14,7 +15,7 @@ struct ChannelServerTests {
         let records = ServedLog()
         let server = try await OfflineBundleChannelServer.start(
             handle: LoaderHandle(try OfflineLoader(path: folder.path + "/b.zip")), routes: [.init(origin: "https://docs.example.com")],
-            idleTimeout: .milliseconds(500), served: { records.add($0) })
+            policy: ServerPolicy(accessLog: { records.add($0) }), idleTimeout: .milliseconds(500))
         let base = "http://127.0.0.1:\(server.port)"
         let page = try await run("curl", ["-s", base + "/"])
         #expect(page.output == samplePage)
@@ -71,8 +72,8 @@ struct ChannelServerAttackTests {
         var report: (@Sendable (ServedRequest) -> Void)?
         if let served { report = { served.add($0) } }
         return try await OfflineBundleChannelServer.start(
-            handle: LoaderHandle(loader), routes: [.init(origin: "https://docs.example.com")], idleTimeout: shortIdle ? .milliseconds(700) : .seconds(60),
-            served: report)
+            handle: LoaderHandle(loader), routes: [.init(origin: "https://docs.example.com")], policy: ServerPolicy(accessLog: report),
+            idleTimeout: shortIdle ? .milliseconds(700) : .seconds(60))
     }
 
     @Test("two Host fields, or none in HTTP/1.1, are a 400 (RFC 9112 §3.2); every 400, unparsable requests too, is in the access log")
@@ -234,5 +235,43 @@ extension ChannelServerAttackTests {
         #expect(BundleRoute.key(target: "*", host: nil, in: routes) == nil)
         #expect(BundleRoute.key(target: "", host: nil, in: routes) == nil)
         #expect(BundleRoute.key(target: "/x", host: nil, in: routes)?.0 == "https://127.0.0.1:18601/x")
+    }
+}
+
+extension ChannelServerTests {
+    @Test("the shared table, asked twice by curl (the second time from the cache of whole answers), and the same under a policy's Host check")
+    func sharedTable() async throws {
+        let folder = try TemporaryFolder()
+        let origin = "https://docs.example.com"
+        let loader = try runtimeLoader(origin: origin, folder: folder, policy: .bundleOnly)
+        let records = ServedLog()
+        let server = try await OfflineBundleChannelServer.start(
+            handle: LoaderHandle(loader), routes: [.init(origin: origin)],
+            policy: ServerPolicy(allowedHosts: ["docs.test"], accessLog: { records.add($0) }))
+        defer { Task { await server.stop() } }
+        for round in 0..<2 {
+            for wanted in runtimeCases {
+                // curl leaves the output file alone for an empty body.
+                try? FileManager.default.removeItem(atPath: folder.path + "/body")
+                var arguments = ["-s", "-D", folder.path + "/head", "-o", folder.path + "/body", "-H", "Host: docs.test"]
+                for (name, value) in wanted.headers { arguments += ["-H", "\(name): \(value)"] }
+                _ = try await run("curl", arguments + ["http://127.0.0.1:\(server.port)\(wanted.path)"])
+                let head = try String(contentsOfFile: folder.path + "/head", encoding: .utf8).components(separatedBy: "\r\n")
+                let status = Int(head.first?.split(separator: " ").dropFirst().first ?? "") ?? 0
+                let header = { (name: String) -> String? in
+                    head.dropFirst().first { $0.lowercased().hasPrefix(name.lowercased() + ":") }.map {
+                        String($0.dropFirst(name.count + 1)).trimmingCharacters(in: .whitespaces)
+                    }
+                }
+                let body = (try? Data(contentsOf: URL(fileURLWithPath: folder.path + "/body"))) ?? Data()
+                let problem = mismatch(wanted, status: status, header: header, body: body)
+                #expect(problem == nil, "round \(round): \(problem ?? "")")
+            }
+        }
+        // A Host the policy does not know is refused before the bundles are asked, and logged.
+        let refused = try await run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Host: rebound.example", "http://127.0.0.1:\(server.port)/"])
+        #expect(refused.output == "421")
+        #expect(records.all.count == 2 * runtimeCases.count + 1)
+        #expect(records.all.last.map { "\($0.status) \($0.source == nil)" } == "421 true")
     }
 }

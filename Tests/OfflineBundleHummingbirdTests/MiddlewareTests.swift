@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import OfflineBundle
 import OfflineBundleHummingbird
+import OfflineBundleServing
 import TestSupport
 import Testing
 
@@ -87,5 +88,30 @@ struct MiddlewareTests {
                 #expect(problem == nil, "\(problem ?? "")")
             }
         }
+    }
+
+    @Test("under a server policy: a Host it does not know is 421; every request, misses that fall through too, is reported with its final status")
+    func policy() async throws {
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
+        let records = ServedLog()
+        let router = Router()
+        router.add(
+            middleware: try OfflineBundleMiddleware(
+                loader: try OfflineLoader(path: folder.path + "/b.zip"), policy: ServerPolicy(allowedHosts: ["docs.test"], accessLog: { records.add($0) })))
+        router.get("/health") { _, _ in "ok" }
+        // A real server and a real client: the Host field curl sends is the request's authority.
+        let server = try await OfflineBundleServer.start(responder: router.buildResponder())
+        for (host, path, status) in [
+            ("docs.test", "/", "200"), ("rebound.example", "/", "421"), ("docs.test", "/health", "200"), ("docs.test", "/nowhere", "404"),
+        ] {
+            let got = try await run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Host: \(host)", "http://127.0.0.1:\(server.port)\(path)"])
+            #expect(got.output == status, "\(host) \(path)")
+        }
+        await server.stop()
+        #expect(
+            records.all.map { "\($0.target) \($0.status) \($0.source.map { "\($0)" } ?? "-")" } == [
+                "/ 200 b.zip", "/ 421 -", "/health 200 -", "/nowhere 404 -",
+            ])
     }
 }

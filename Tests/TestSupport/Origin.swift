@@ -3,7 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
-import OfflineBundleHummingbird
+import OfflineBundleServing
 
 /// A real HTTP origin on loopback whose content, faults and validators a test sets and changes while it runs.
 ///

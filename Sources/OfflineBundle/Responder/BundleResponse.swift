@@ -268,19 +268,30 @@ public struct BundleResponse: Sendable {
         return reader.inMemory ? reader : nil
     }
 
-    /// The body as chunks of about `size` bytes, for writing to a client in pieces (a ``BodyReader`` read on the
-    /// task that iterates: servers that must keep file reads off the cooperative pool use ``bodyReader(chunkSize:)``).
-    public func bodyChunks(size: Int = 64 * 1024) -> AsyncThrowingStream<Data, any Error> {
-        let response = self
-        return AsyncThrowingStream { continuation in
-            do {
-                if let reader = try response.bodyReader(chunkSize: size) {
-                    while let chunk = try reader.next() { continuation.yield(chunk) }
-                }
-                continuation.finish()
-            } catch {
-                continuation.finish(throwing: error)
-            }
-        }
+    /// The body's reader and its first two chunks, read before a head goes out, as every integration answers: for
+    /// most pages the first chunk is the whole body, read and checked whole, so a damaged one is an error answer and
+    /// never a good head followed by a cut; a longer body streams the rest from ``OpenedBody/reader``, its last chunk
+    /// held back until its check passes. Nil when the response has no body. Blocks on file reads unless the body is
+    /// in memory (see ``BodyReader``).
+    ///
+    /// - Throws: ``BundleError`` when the stored bytes read so far fail their checks.
+    public func openBody(chunkSize: Int = 64 << 10) throws -> OpenedBody? {
+        guard let reader = try bodyReaderIfInMemory(chunkSize: chunkSize) ?? bodyReader(chunkSize: chunkSize) else { return nil }
+        let first = try reader.next() ?? Data()
+        return OpenedBody(reader: reader, first: first, second: try reader.next())
     }
+
+}
+
+/// A body opened for sending (``BundleResponse/openBody(chunkSize:)``): its first chunks, and the reader of the rest.
+public struct OpenedBody: Sendable {
+    /// Reads the chunks after ``second``.
+    public let reader: BodyReader
+    /// The first chunk (empty for an empty body).
+    public let first: Data
+    /// The second chunk; nil when ``first`` is the whole body.
+    public let second: Data?
+
+    /// The chunks read so far, in order.
+    public var chunks: [Data] { second.map { [first, $0] } ?? [first] }
 }

@@ -27,8 +27,8 @@ import OfflineBundle
 /// none).
 final class ResponseCache: Sendable {
     /// What a request must match to be answered from the cache: the raw Host, target and Accept-Encoding it sent,
-    /// which are all a bundle's answer to a plain GET depends on (the route and the loader's lookup are functions of
-    /// them; ``OfflineBundleChannelServer`` asks that `accepts` be one too).
+    /// which are all a bundle's answer to a plain GET depends on (the route, the server policy's Host verdict and the
+    /// loader's lookup are functions of them).
     struct Key: Hashable, Sendable {
         var host: String?
         var target: String
@@ -182,19 +182,14 @@ func closeDescriptor(_ descriptor: Int32) { _ = close(descriptor) }
 /// HTTP/1.1 response heads, written as bytes.
 enum ResponseHead {
     /// The status line and a line per field (Age left out: it changes per request), plus `Server` when given.
-    static func fixed(status: Int, fields: HTTPFields, route: BundleRoute?, serverName: String?, allocator: ByteBufferAllocator) -> ByteBuffer {
+    static func fixed(status: Int, fields: HTTPFields, serverName: String?, allocator: ByteBufferAllocator) -> ByteBuffer {
         var buffer = allocator.buffer(capacity: 512)
         buffer.writeStaticString("HTTP/1.1 ")
         buffer.writeString(String(status))
         buffer.writeStaticString(" ")
         buffer.writeString(HTTPResponseStatus(statusCode: status).reasonPhrase)
         buffer.writeStaticString("\r\n")
-        for field in fields where field.name != .age {
-            var value = field.value
-            // A recorded redirect to the origin itself stays on this server.
-            if let route, field.name == .location || field.name == .contentLocation { value = route.localize(value) }
-            line(&buffer, field.name.canonicalName, value)
-        }
+        for field in fields where field.name != .age { line(&buffer, field.name.canonicalName, field.value) }
         if let serverName { line(&buffer, "server", serverName) }
         return buffer
     }

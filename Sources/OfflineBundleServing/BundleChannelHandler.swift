@@ -20,17 +20,11 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// What every connection of a server shares.
     struct Settings: Sendable {
-        var handle: LoaderHandle
-        var routes: [BundleRoute]
+        /// The answer step: routes, policy (Host, access log), the loader's handle.
+        var serving: BundleServing
         var serverName: String?
         var idleTimeout: TimeAmount
-        var accepts: @Sendable (String?) -> Bool
-        var served: (@Sendable (ServedRequest) -> Void)?
     }
-
-    /// Bodies up to this size are read on the event loop: the stored stream of a gzip answer, or both the stored and the
-    /// inflated size of an identity answer (which inflates).
-    static let smallBody: UInt64 = 64 << 10
     /// Requests received and not yet answered past which the connection is not read.
     static let maxWaiting = 16
 
@@ -195,19 +189,6 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     // MARK: - Answering
 
-    /// A request target in origin form (`/path?query`), and the authority an absolute-form target named (RFC 9112
-    /// §3.2.2), when it was one.
-    static func originForm(_ target: String) -> (target: String, authority: String?) {
-        guard !target.hasPrefix("/") else { return (target, nil) }
-        let lowered = target.prefix(8).lowercased()
-        let scheme = lowered.hasPrefix("http://") ? 7 : lowered.hasPrefix("https://") ? 8 : 0
-        guard scheme > 0 else { return (target, nil) }
-        let rest = target.dropFirst(scheme)
-        let end = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
-        let path = rest[end...]
-        return (path.hasPrefix("/") ? String(path) : "/" + path, String(rest[..<end]))
-    }
-
     /// What of a request's header fields decides its answer.
     private struct Asked {
         var host: String?
@@ -247,65 +228,57 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     private func respond(to request: HTTPRequestHead, context: ChannelHandlerContext) {
         let keepAlive = request.isKeepAlive
-        var asked = Asked(request.headers)
+        let asked = Asked(request.headers)
         // RFC 9112 §3.2: a request with two Host fields, or an HTTP/1.1 request without one, is a 400.
         if asked.hosts > 1 || (asked.hosts == 0 && request.version.minor >= 1) {
             return badRequest(method: request.method.rawValue, target: request.uri, context: context)
         }
-        // RFC 9112 §3.2.2: a request in absolute form (as a client sends to a proxy) names its host in the target, and
-        // the Host field is ignored.
-        let (target, authority) = Self.originForm(request.uri)
-        if let authority { asked.host = authority }
-        let (loader, generation) = settings.handle.snapshot
-        let key = ResponseCache.Key(host: asked.host, target: target, acceptEncoding: asked.acceptEncoding)
+        let (loader, generation) = settings.serving.handle.snapshot
+        // The raw Host and target: an answer depends on nothing else of a plain GET (the route and the policy are
+        // functions of them), so whole answers are kept and found by them before the answer step runs.
+        let key = ResponseCache.Key(host: asked.host, target: request.uri, acceptEncoding: asked.acceptEncoding)
         let cacheable = cache != nil && asked.plain && request.method == .GET
         if cacheable, let answer = cache?.answer(for: key, generation: generation), answer.body.stillThere {
             return answerFromCache(answer, request: request, keepAlive: keepAlive, context: context)
-        }
-        var record = ServedRequest(client: nil, method: request.method.rawValue, target: request.uri, status: 500, contentLength: nil, source: nil)
-        let host = asked.host.flatMap { HTTPRules.host(ofAuthority: $0) }
-        guard settings.accepts(host) else { return empty(421, record, request: request, keepAlive: keepAlive, context: context) }
-        guard let (url, route) = BundleRoute.key(target: target, host: host, in: settings.routes) else {
-            return empty(404, record, request: request, keepAlive: keepAlive, context: context)
         }
         var fields = HTTPFields()
         for header in request.headers {
             if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
         }
-        guard let answer = loader.response(for: BundleRequest(method: request.method.rawValue, url: url, headers: fields)) else {
-            return empty(404, record, request: request, keepAlive: keepAlive, context: context)
+        let record = ServedRequest(method: request.method.rawValue, target: request.uri, status: 500)
+        let answer: ServeAnswer
+        switch settings.serving.answer(method: request.method.rawValue, target: request.uri, host: asked.host, headers: fields, loader: loader) {
+        case .miss: return empty(404, record, request: request, keepAlive: keepAlive, context: context)
+        case .status(let status): return empty(status, record, request: request, keepAlive: keepAlive, context: context)
+        case .answer(let found): answer = found
         }
-        // Mounting refuses statuses outside 200...599; checked again, as the middleware does.
         let status = answer.status
-        guard (200...599).contains(status) else { return empty(500, record, request: request, keepAlive: keepAlive, context: context) }
-        record.source = answer.source
-        record.status = status
-        record.contentLength = answer.headers[.contentLength]
-        let fixed = ResponseHead.fixed(
-            status: status, fields: answer.headers, route: route, serverName: settings.serverName, allocator: context.channel.allocator)
+        let fixed = ResponseHead.fixed(status: status, fields: answer.headers, serverName: settings.serverName, allocator: context.channel.allocator)
         let age = answer.headers[.age].flatMap { Int($0) }
-        let response = Response(head: fixed, age: age, record: record, keepAlive: keepAlive, http10: request.version.minor == 0)
-        if status == 204 || status == 304 || request.method == .HEAD {
+        let response = Response(
+            head: fixed, age: age, record: answer.served(method: request.method.rawValue, target: request.uri), keepAlive: keepAlive,
+            http10: request.version.minor == 0)
+        let place = answer.bodyPlace
+        if place == .none {
             sendHead(response, context: context)
             return end(keepAlive: keepAlive, context: context)
         }
         // A bundle's answer to a plain GET is kept, whole, once its body has gone out checked (not when the loader has a
         // last-seen cache: what it keeps can take the bundle's place later).
         var filling: Filling?
-        if cacheable, loader.options.lastSeen == nil, case .bundle = answer.source, let length = record.contentLength.flatMap({ Int($0) }),
+        if cacheable, loader.options.lastSeen == nil, case .bundle = answer.source, let length = response.record.contentLength.flatMap({ Int($0) }),
             length <= ResponseCache.maxBody
         {
             filling = Filling(
-                key: key, generation: generation, response: answer, length: length,
+                key: key, generation: generation, response: answer.response, length: length,
                 answer: .init(
-                    status: status, head: fixed, body: .bytes(ByteBuffer()), age: age.map { ($0, time(nil)) }, contentLength: record.contentLength,
-                    source: answer.source),
+                    status: status, head: fixed, body: .bytes(ByteBuffer()), age: age.map { ($0, time(nil)) },
+                    contentLength: response.record.contentLength, source: answer.source),
                 bytes: context.channel.allocator.buffer(capacity: length))
         }
-        let fail: @Sendable (any Error) -> Void = { error in loader.recordError(error, url: url) }
         // Checked before and sent as stored: from the file to the socket (sendfile), no copy through this process.
-        if filling == nil, let span = answer.fileSpan() {
-            guard span.descriptor >= 0 else { return empty(500, record, request: request, keepAlive: keepAlive, context: context) }
+        if filling == nil, let span = answer.response.fileSpan() {
+            guard span.descriptor >= 0 else { return empty(500, response.record, request: request, keepAlive: keepAlive, context: context) }
             sendHead(response, context: context)
             if !span.prefix.isEmpty { send(ByteBuffer(bytes: span.prefix), context: context) }
             sendFile(ResponseCache.FileBytes(span), context: context)
@@ -313,39 +286,27 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             return end(keepAlive: keepAlive, context: context)
         }
         // In memory, or a small body of the bundle (one read of at most 64 KiB, from the page cache as a rule, as nginx
-        // reads): answered where it stands, without a hop to the thread pool.
-        let small: Bool
-        switch answer.body {
-        case .gzip(let entry): small = (entry.body?.storedSize ?? .max) <= Self.smallBody
-        case .entry(let entry), .range(let entry, _): small = entry.body.map { $0.size <= Self.smallBody && $0.storedSize <= Self.smallBody } ?? false
-        case .content, .empty: small = false
-        }
-        if let reader = small ? nil : answer.bodyReaderIfInMemory() {
-            return readHere(response, reader: { reader }, whole: false, filling: filling, fail: fail, context: context)
-        }
-        if small {
-            return readHere(response, reader: { try answer.bodyReader() }, whole: true, filling: filling, fail: fail, context: context)
+        // reads): answered where it stands, without a hop to the thread pool. A small body is read to its end, and so
+        // through its checks, before the head goes out.
+        if place == .memory || place == .small {
+            return readHere(response, answer: answer, whole: place == .small, filling: filling, context: context)
         }
         // The first chunks are read (and checked) on NIO's thread pool before the head goes out; requests behind this
         // one wait.
         busy = true
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context, filling), eventLoop: loop)
-        NIOThreadPool.singleton.runIfActive(eventLoop: loop) { () -> FirstChunks? in
-            guard let reader = try answer.bodyReader() else { return nil }
-            return FirstChunks(reader: reader, first: try reader.next(), second: try reader.next())
-        }.whenComplete { result in
+        NIOThreadPool.singleton.runIfActive(eventLoop: loop) { try answer.openBody() }.whenComplete { result in
             let (handler, context, filling) = bound.value
             handler.busy = false
             switch result {
-            case .success(let chunks?):
-                handler.start(response, reader: chunks.reader, first: chunks.first, second: chunks.second, filling: filling, fail: fail, context: context)
+            case .success(let opened?):
+                handler.start(response, opened, answer: answer, filling: filling, context: context)
             case .success(nil):
                 handler.sendHead(response, context: context)
                 handler.end(keepAlive: keepAlive, context: context)
-            case .failure(let error):
-                // Never half-serve: a body that fails its checks is an error response, counted and logged.
-                fail(error)
+            case .failure:
+                // Never half-serve: a body that fails its checks is an error response (counted by the answer).
                 handler.empty(500, response.record, request: request, keepAlive: keepAlive, context: context)
             }
             handler.resume(context: context)
@@ -383,13 +344,6 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         }
     }
 
-    /// A body's reader and its first two chunks.
-    private struct FirstChunks: Sendable {
-        var reader: BodyReader
-        var first: Data?
-        var second: Data?
-    }
-
     private func answerFromCache(_ answer: ResponseCache.Answer, request: HTTPRequestHead, keepAlive: Bool, context: ChannelHandlerContext) {
         var buffer = context.channel.allocator.buffer(capacity: answer.head.readableBytes + 96 + min(answer.body.memory, 16 << 10))
         buffer.writeImmutableBuffer(answer.head)
@@ -419,41 +373,38 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// Answers with a body read on the event loop. A `whole` body (a small one) is read to its end, and so through its
     /// checks, before the head goes out: a damaged one is a 500, never a 200 cut short. Otherwise (a body in memory,
     /// checked before it was kept) the first chunks go out and the rest is pumped.
-    private func readHere(
-        _ response: Response, reader make: () throws -> BodyReader?, whole: Bool, filling: Filling?, fail: @escaping @Sendable (any Error) -> Void,
-        context: ChannelHandlerContext
-    ) {
+    private func readHere(_ response: Response, answer: ServeAnswer, whole: Bool, filling: Filling?, context: ChannelHandlerContext) {
+        // Never half-serve: a body that fails its checks is an error response, counted and logged (openBody counts
+        // its own failures).
+        let opened: OpenedBody
         do {
-            guard let reader = try make() else {
+            guard let body = try answer.openBody() else {
                 sendHead(response, context: context)
                 return end(keepAlive: response.keepAlive, context: context)
             }
-            if whole {
-                var chunks = [Data]()
-                while let chunk = try reader.next() { chunks.append(chunk) }
-                sendHead(response, context: context)
-                for chunk in chunks { sendChunk(chunk, filling: filling, context: context) }
-                keep(filling)
-                return end(keepAlive: response.keepAlive, context: context)
-            }
-            let first = try reader.next()
-            let second = try reader.next()
-            start(response, reader: reader, first: first, second: second, filling: filling, fail: fail, context: context)
+            opened = body
         } catch {
-            // Never half-serve: a body that fails its checks is an error response, counted and logged.
-            fail(error)
-            empty(500, response.record, http10: response.http10, keepAlive: response.keepAlive, context: context)
+            return empty(500, response.record, http10: response.http10, keepAlive: response.keepAlive, context: context)
         }
+        guard whole else { return start(response, opened, answer: answer, filling: filling, context: context) }
+        var chunks = opened.chunks
+        do {
+            while let chunk = try opened.reader.next() { chunks.append(chunk) }
+        } catch {
+            answer.recordError(error)
+            return empty(500, response.record, http10: response.http10, keepAlive: response.keepAlive, context: context)
+        }
+        sendHead(response, context: context)
+        for chunk in chunks { sendChunk(chunk, filling: filling, context: context) }
+        keep(filling)
+        end(keepAlive: response.keepAlive, context: context)
     }
 
     /// The head and the first chunks; the rest follows one chunk at a time, off the event loop.
-    private func start(
-        _ response: Response, reader: BodyReader, first: Data?, second: Data?, filling: Filling?, fail: @escaping @Sendable (any Error) -> Void,
-        context: ChannelHandlerContext
-    ) {
+    private func start(_ response: Response, _ opened: OpenedBody, answer: ServeAnswer, filling: Filling?, context: ChannelHandlerContext) {
         sendHead(response, context: context)
-        if let first { sendChunk(first, filling: filling, context: context) }
-        guard let second else {
+        sendChunk(opened.first, filling: filling, context: context)
+        guard let second = opened.second else {
             keep(filling)
             return end(keepAlive: response.keepAlive, context: context)
         }
@@ -461,8 +412,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         busy = true
         unflushed = false
         pump(
-            reader, after: context.writeAndFlush(wrapOutboundOut(.byteBuffer(ByteBuffer()))), keepAlive: response.keepAlive, filling: filling, fail: fail,
-            context: context)
+            opened.reader, after: context.writeAndFlush(wrapOutboundOut(.byteBuffer(ByteBuffer()))), keepAlive: response.keepAlive, filling: filling,
+            fail: answer.recordError, context: context)
     }
 
     /// Sends the rest of a body: the next chunk is read once the previous one is written, so a response holds one chunk.
@@ -533,7 +484,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         record.source = nil
         var fields = HTTPFields()
         fields[.contentLength] = "0"
-        let head = ResponseHead.fixed(status: status, fields: fields, route: nil, serverName: settings.serverName, allocator: context.channel.allocator)
+        let head = ResponseHead.fixed(status: status, fields: fields, serverName: settings.serverName, allocator: context.channel.allocator)
         sendHead(Response(head: head, age: nil, record: record, keepAlive: keepAlive, http10: http10), context: context)
         end(keepAlive: keepAlive, context: context)
     }
@@ -548,7 +499,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// Tells the access log, when there is one, with the client's address (only then looked up).
     private func logServed(_ record: ServedRequest, context: ChannelHandlerContext) {
-        guard let served = settings.served else { return }
+        guard let served = settings.serving.policy.accessLog else { return }
         var record = record
         record.client = context.channel.remoteAddress?.ipAddress
         served(record)

@@ -9,34 +9,12 @@ import OfflineBundle
 import ServiceLifecycle
 import UnixSignals
 
-/// What one request got, for an access log.
-public struct ServedRequest: Sendable {
-    /// The client's address, when known.
-    public var client: String?
-    public var method: String
-    /// The request target as the client sent it.
-    public var target: String
-    public var status: Int
-    /// The response's Content-Length, when it has one.
-    public var contentLength: String?
-    /// What answered; nil for a miss, a refused Host or an error.
-    public var source: BundleResponse.Source?
-
-    public init(client: String?, method: String, target: String, status: Int, contentLength: String?, source: BundleResponse.Source?) {
-        self.client = client
-        self.method = method
-        self.target = target
-        self.status = status
-        self.contentLength = contentLength
-        self.source = source
-    }
-}
-
-/// Serves bundles over plain HTTP/1.1 from a SwiftNIO channel handler, without a web framework: the answers of
-/// ``OfflineBundleMiddleware`` (the same loader, routes and checks) at the rate the network stack allows.
+/// Serves bundles over plain HTTP/1.1 from a SwiftNIO channel handler, without a web framework: the answers of the
+/// runtime's answer step (`BundleServing`, which the Hummingbird middleware runs too: the same routes, policy, loader
+/// and checks) at the rate the network stack allows.
 ///
-/// On this machine's benchmark a Hummingbird route answering a fixed body reaches half of nginx's rate and a bare
-/// SwiftNIO handler all of it (docs/BENCHMARKS.md); `packager serve` uses this server for plain HTTP and Hummingbird
+/// In docs/BENCHMARKS.md's serve rows a Hummingbird route answering a fixed body reaches half of nginx's rate and a
+/// bare SwiftNIO handler all of it; `packager serve` uses this server for plain HTTP and Hummingbird
 /// (``OfflineBundleServer``) for HTTPS with HTTP/2.
 ///
 /// Response heads are written as bytes, without NIO's HTTP encoder. A plain GET (no conditional or Range header) answered
@@ -48,7 +26,7 @@ public struct ServedRequest: Sendable {
 /// later closes the connection short of its Content-Length. Requests on a connection are answered in order; a request
 /// that cannot be parsed is a 400 and ends the connection.
 public final class OfflineBundleChannelServer: Service, Sendable {
-    /// The port it listens on, once ``start(handle:routes:host:port:serverName:idleTimeout:responseCacheSize:accepts:served:group:)`` returned.
+    /// The port it listens on, once ``start(serving:host:port:serverName:idleTimeout:responseCacheSize:group:)`` returned.
     public let port: Int
     private let channel: any Channel
 
@@ -60,6 +38,8 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     /// Starts listening and returns once it does.
     ///
     /// - Parameters:
+    ///   - serving: the answer step: routes, the server policy (Host values answered, others 421; the access log, told
+    ///     after each response head) and the handle whose loader answers.
     ///   - serverName: the `Server` header every response carries, when given.
     ///   - idleTimeout: a connection that sends nothing for this long while its answers make no progress (none going
     ///     out, or one the client stopped reading: a write timeout, as nginx's `send_timeout`) is closed, so a client
@@ -71,18 +51,13 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     ///     ready to send again: the head as bytes and the body as checked and sent, bodies of at most 4 MiB; shared by
     ///     the event loops, emptied when the handle's loader is replaced. 0 keeps none; nor is anything kept from a
     ///     loader with a last-seen cache (what it keeps later takes the bundle's place).
-    ///   - accepts: whether a request's Host (without port; nil when it sent none) is answered; others get 421. It must
-    ///     give the same result for the same Host: an answer kept for a Host value is given again without asking.
-    ///   - served: called after each response head, for an access log.
     ///   - group: the event loops that answer (by default NIO's shared group, a loop per core).
     public static func start(
-        handle: LoaderHandle, routes: [BundleRoute], host: String = "127.0.0.1", port: Int = 0, serverName: String? = nil,
-        idleTimeout: TimeAmount = .seconds(60), responseCacheSize: Int = 32 << 20, accepts: @escaping @Sendable (String?) -> Bool = { _ in true },
-        served: (@Sendable (ServedRequest) -> Void)? = nil, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        serving: BundleServing, host: String = "127.0.0.1", port: Int = 0, serverName: String? = nil, idleTimeout: TimeAmount = .seconds(60),
+        responseCacheSize: Int = 32 << 20, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> OfflineBundleChannelServer {
         let cache = responseCacheSize > 0 ? ResponseCache(budget: responseCacheSize) : nil
-        let settings = BundleChannelHandler.Settings(
-            handle: handle, routes: routes, serverName: serverName, idleTimeout: idleTimeout, accepts: accepts, served: served)
+        let settings = BundleChannelHandler.Settings(serving: serving, serverName: serverName, idleTimeout: idleTimeout)
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -97,6 +72,18 @@ public final class OfflineBundleChannelServer: Service, Sendable {
             }
             .bind(host: host, port: port).get()
         return OfflineBundleChannelServer(port: channel.localAddress?.port ?? port, channel: channel)
+    }
+
+    /// Starts listening for `handle`'s loader through `routes` under `policy`, and returns once it does (see
+    /// ``start(serving:host:port:serverName:idleTimeout:responseCacheSize:group:)``).
+    public static func start(
+        handle: LoaderHandle, routes: [BundleRoute], policy: ServerPolicy = .open, host: String = "127.0.0.1", port: Int = 0,
+        serverName: String? = nil, idleTimeout: TimeAmount = .seconds(60), responseCacheSize: Int = 32 << 20,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> OfflineBundleChannelServer {
+        try await start(
+            serving: BundleServing(handle: handle, routes: routes, policy: policy), host: host, port: port, serverName: serverName,
+            idleTimeout: idleTimeout, responseCacheSize: responseCacheSize, group: group)
     }
 
     /// Serves until a graceful shutdown (a service group's signal), then stops listening.

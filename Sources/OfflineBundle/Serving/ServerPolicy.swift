@@ -1,0 +1,74 @@
+import Foundation
+
+/// What a server decides beside the bundle's answer, the same for every transport: which Host values it answers
+/// (so a web page that rebinds its own name to 127.0.0.1 cannot read what the bundle serves), and where each request
+/// is reported (an access log). Reloading the bundles is the loader handle's (``LoaderHandle``), which a reloader
+/// swaps.
+public struct ServerPolicy: Sendable {
+    /// Host names (without port, lowercased) answered besides IP literals, `localhost` and `*.localhost`; others get
+    /// 421 Misdirected Request. Nil answers every Host.
+    public var allowedHosts: Set<String>?
+    /// Told of every request answered, once its status is known; nil reports none.
+    public var accessLog: (@Sendable (ServedRequest) -> Void)?
+
+    /// Every Host answered, nothing reported: what a service embedding the middleware behind its own policy wants.
+    public static let open = ServerPolicy()
+
+    public init(allowedHosts: Set<String>? = nil, accessLog: (@Sendable (ServedRequest) -> Void)? = nil) {
+        self.allowedHosts = allowedHosts.map { Set($0.map { $0.lowercased() }) }
+        self.accessLog = accessLog
+    }
+
+    /// Whether a request with this Host (without port, lowercased; nil when it has none) is answered. The same Host
+    /// always gets the same verdict, so a server may keep answers by Host.
+    public func accepts(host: String?) -> Bool {
+        guard let allowedHosts, let host else { return true }
+        let isLiteral =
+            host.hasPrefix("[")
+            || host.split(separator: ".", omittingEmptySubsequences: false).allSatisfy { !$0.isEmpty && $0.allSatisfy { $0.isASCII && $0.isNumber } }
+        return isLiteral || host == "localhost" || host.hasSuffix(".localhost") || allowedHosts.contains(host)
+    }
+}
+
+/// What one request got, for an access log.
+public struct ServedRequest: Sendable {
+    /// The client's address, when known.
+    public var client: String?
+    public var method: String
+    /// The request target as the client sent it.
+    public var target: String
+    public var status: Int
+    /// The response's Content-Length, when it has one.
+    public var contentLength: String?
+    /// What answered; nil for a miss, a refused Host or an error.
+    public var source: BundleResponse.Source?
+
+    public init(client: String? = nil, method: String, target: String, status: Int, contentLength: String? = nil, source: BundleResponse.Source? = nil) {
+        self.client = client
+        self.method = method
+        self.target = target
+        self.status = status
+        self.contentLength = contentLength
+        self.source = source
+    }
+
+    /// The request's line in the common log format (`host - - [time] "METHOD target HTTP/1.1" status bytes`), ending
+    /// with a newline; bytes are the Content-Length (`-` without one), and a last quoted field says what answered: the
+    /// bundle's file name, `rules`, `last-seen`, or `-`. The client's request line is escaped (quotes, backslashes and
+    /// control bytes as `\xNN`), so one request is one line.
+    public func commonLogLine(at date: Date = Date()) -> String {
+        let answered = source.map { "\"\($0.description.unicodeScalars.filter { $0.value >= 0x20 && $0 != "\"" })\"" } ?? "\"-\""
+        let request = "\(method) \(target) HTTP/1.1".unicodeScalars.map { c -> String in
+            c == "\"" || c == "\\" || c.value < 0x20 || c.value == 0x7F ? String(format: "\\x%02x", c.value) : String(c)
+        }.joined()
+        return "\(client ?? "-") - - [\(Self.commonLogTime(date))] \"\(request)\" \(status) \(contentLength ?? "-") \(answered)\n"
+    }
+
+    /// `23/Nov/2026:13:02:01 +0000`, the common log format's time, in UTC.
+    static func commonLogTime(_ date: Date) -> String {
+        let t = HTTPDates.civil(Int(date.timeIntervalSince1970.rounded(.down)))
+        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        return "\(two(t.day))/\(months[t.month - 1])/\(t.year):\(two(t.hour)):\(two(t.minute)):\(two(t.second)) +0000"
+    }
+}
