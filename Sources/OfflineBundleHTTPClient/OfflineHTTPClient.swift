@@ -37,7 +37,7 @@ public struct OfflineHTTPClient: Sendable {
         case .miss:
             throw BundleError(.notFound, "the bundle has no entry for \(request.method.rawValue) \(request.url) (policy: bundle only)")
         case .answer(let answer):
-            return try respond(answer, url: url)
+            return try await respond(answer, url: url)
         case .network(let limit):
             var networkTimeout = timeout
             if let limit {
@@ -51,13 +51,13 @@ public struct OfflineHTTPClient: Sendable {
                 response = try await client.execute(request, timeout: networkTimeout)
             } catch {
                 if let (fallback, url) = loader.fallback(for: bundleRequest, networkAnswered: false, followingRedirects: 10) {
-                    return try respond(fallback, url: url)
+                    return try await respond(fallback, url: url)
                 }
                 throw error
             }
             let status = Int(response.status.code)
             if loader.fallsBack(onStatus: status), let (fallback, url) = loader.fallback(for: bundleRequest, networkAnswered: true, followingRedirects: 10) {
-                return try respond(fallback, url: url)
+                return try await respond(fallback, url: url)
             }
             // A response the client reached by following redirects answers another URL: it is not kept for this one.
             guard status == 200, response.history.count <= 1, loader.mayRemember(bundleRequest), let lastSeen = loader.options.lastSeen else {
@@ -81,9 +81,9 @@ public struct OfflineHTTPClient: Sendable {
     /// Recorded redirects are followed inside the bundle (up to 10 hops), as AsyncHTTPClient follows network ones;
     /// a redirect whose target the bundle lacks is returned as recorded. Accept-Encoding is left out, so bodies
     /// come back as identity (AsyncHTTPClient's decompression never sees these responses).
-    public func fromBundle(_ request: HTTPClientRequest) throws -> HTTPClientResponse? {
+    public func fromBundle(_ request: HTTPClientRequest) async throws -> HTTPClientResponse? {
         guard let (answer, url) = loader.response(for: Self.bundleRequest(request), followingRedirects: 10) else { return nil }
-        return try respond(answer, url: url)
+        return try await respond(answer, url: url)
     }
 
     /// AsyncHTTPClient speaks NIO's HTTPHeaders; the loader speaks HTTPFields. Accept-Encoding is left out.
@@ -96,16 +96,17 @@ public struct OfflineHTTPClient: Sendable {
     }
 
     /// `answer` as AsyncHTTPClient's response.
-    private func respond(_ answer: BundleResponse, url: String) throws -> HTTPClientResponse {
+    private func respond(_ answer: BundleResponse, url: String) async throws -> HTTPClientResponse {
         // The first chunk (for most pages, the whole body) is read and checked here; a larger body streams the rest,
-        // read on NIO's thread pool, its last chunk held back until its check passes (see BodyReader).
-        let reader: BodyReader?
-        let first: Data
-        let second: Data?
+        // its last chunk held back until its check passes (see BodyReader). File reads block, so they happen on NIO's
+        // thread pool, never on Swift's cooperative pool; a body in memory is read where it stands.
+        let opened: OpenedBody?
         do {
-            reader = try answer.bodyReader()
-            first = try reader?.next() ?? Data()
-            second = try reader?.next()
+            if answer.bodyPlace == .memory {
+                opened = try answer.openBody()
+            } else {
+                opened = try await NIOThreadPool.singleton.runIfActive { try answer.openBody() }
+            }
         } catch {
             loader.recordError(error, url: url)
             throw error
@@ -113,8 +114,10 @@ public struct OfflineHTTPClient: Sendable {
         var fields = HTTPHeaders()
         for field in answer.headers { fields.add(name: field.name.canonicalName, value: field.value) }
         let status = HTTPResponseStatus(statusCode: answer.status)
-        guard let reader, let second else { return HTTPClientResponse(status: status, headers: fields, body: .bytes(ByteBuffer(bytes: first))) }
-        let rest = BundleBodyChunks(reader: reader, first: [first, second], loader: loader, url: url)
+        guard let opened, opened.second != nil else {
+            return HTTPClientResponse(status: status, headers: fields, body: .bytes(ByteBuffer(bytes: opened?.first ?? Data())))
+        }
+        let rest = BundleBodyChunks(reader: opened.reader, first: opened.chunks, loader: loader, url: url)
         return HTTPClientResponse(status: status, headers: fields, body: .stream(rest))
     }
 }

@@ -567,10 +567,17 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// trailer go out, so they leave as full segments rather than three pushes.
     private var corked = false
 
+    /// TCP_CORK on Linux; BSD's TCP_NOPUSH does the same elsewhere.
+    #if canImport(Darwin)
+        private static let corkOption = TCP_NOPUSH
+    #else
+        private static let corkOption = TCP_CORK
+    #endif
+
     private func cork(_ on: Bool, context: ChannelHandlerContext) {
         corked = on
         try? context.channel.syncOptions?.setOption(
-            ChannelOptions.Types.SocketOption(level: .tcp, name: .init(rawValue: TCP_CORK)), value: on ? 1 : 0)
+            ChannelOptions.Types.SocketOption(level: .tcp, name: .init(rawValue: Self.corkOption)), value: on ? 1 : 0)
     }
 
     /// The response is written; without keep-alive the connection closes once it has gone out.

@@ -3,14 +3,6 @@ import OfflineBundle
 import ServiceLifecycle
 import Synchronization
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
 /// Mounts a server's bundles again and swaps them into its ``OfflineBundle/LoaderHandle``: when told to (on SIGHUP,
 /// say: ``reload(because:)``), and, while it runs as a swift-service-lifecycle `Service`, when a bundle file is
 /// replaced or changed. Requests already answering finish on the loader they started with; a set of bundles that does
@@ -51,7 +43,7 @@ public final class BundleReloader: Service, Sendable {
     private let mount: @Sendable () throws -> OfflineLoader
     private let report: @Sendable (Event) -> Void
     /// What each file was when last mounted.
-    private let seen: Mutex<[String: FileIdentity]>
+    private let seen: Mutex<[String: BundleFile.Identity?]>
 
     /// - Parameters:
     ///   - paths: the bundle files watched.
@@ -68,12 +60,12 @@ public final class BundleReloader: Service, Sendable {
         self.interval = interval
         self.mount = mount
         self.report = report
-        seen = Mutex(Dictionary(uniqueKeysWithValues: paths.map { ($0, FileIdentity(path: $0)) }))
+        seen = Mutex(Dictionary(uniqueKeysWithValues: paths.map { ($0, BundleFile.identity(ofPath: $0)) }))
     }
 
     /// Mounts every bundle again; on success the new loader answers new requests, on failure the old one stays.
     public func reload(because reason: String) {
-        let identities = Dictionary(uniqueKeysWithValues: paths.map { ($0, FileIdentity(path: $0)) })
+        let identities = Dictionary(uniqueKeysWithValues: paths.map { ($0, BundleFile.identity(ofPath: $0)) })
         // Not again for the same files after a failure: a half-copied bundle is retried when it changes again.
         defer { seen.withLock { $0 = identities } }
         do {
@@ -97,26 +89,5 @@ public final class BundleReloader: Service, Sendable {
     }
 
     /// Whether a file differs from what was last mounted.
-    var changed: Bool { seen.withLock { seen in paths.contains { FileIdentity(path: $0) != seen[$0] } } }
-}
-
-/// What a file is, as far as a reload cares: nil fields when it does not exist.
-struct FileIdentity: Equatable, Sendable {
-    var fields: [Int]
-
-    init(path: String) {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            fields = []
-            return
-        }
-        #if canImport(Darwin)
-            let (modified, changed) = (info.st_mtimespec, info.st_ctimespec)
-        #else
-            let (modified, changed) = (info.st_mtim, info.st_ctim)
-        #endif
-        fields = [
-            Int(info.st_dev), Int(info.st_ino), Int(info.st_size), Int(modified.tv_sec), Int(modified.tv_nsec), Int(changed.tv_sec), Int(changed.tv_nsec),
-        ]
-    }
+    var changed: Bool { seen.withLock { seen in paths.contains { BundleFile.identity(ofPath: $0) != seen[$0] } } }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import OfflineBundle
+import Synchronization
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -45,9 +46,8 @@ public final class OfflineURLProtocol: URLProtocol {
         var network: URLSession
     }
 
-    private static let lock = NSLock()
-    // Guarded by `lock`: URLSession creates protocol instances itself, so the loader cannot be handed to them.
-    nonisolated(unsafe) private static var installed: Installed?
+    /// Process-wide: URLSession creates protocol instances itself, so the loader cannot be handed to them.
+    private static let installed = Mutex<Installed?>(nil)
     /// Guards `networkTask` and `stopped`, which `stopLoading()` touches from the thread that cancels.
     private let stateLock = NSLock()
     private var networkTask: URLSessionDataTask?
@@ -65,7 +65,7 @@ public final class OfflineURLProtocol: URLProtocol {
             throw BundleError(
                 .invalidArgument, "the fallback session lists OfflineURLProtocol, so network requests would come back to the bundle; give it a plain session")
         }
-        try lock.withLock {
+        try installed.withLock { installed in
             if let current = installed, current.loader !== loader {
                 throw BundleError(
                     .invalidArgument,
@@ -76,12 +76,12 @@ public final class OfflineURLProtocol: URLProtocol {
     }
 
     /// Removes the installed loader; requests this protocol would have taken then go to the network.
-    public static func uninstallProcessWide() { lock.withLock { installed = nil } }
+    public static func uninstallProcessWide() { installed.withLock { $0 = nil } }
 
     /// The installed loader, if any.
-    public static var processWideLoader: OfflineLoader? { lock.withLock { installed?.loader } }
+    public static var processWideLoader: OfflineLoader? { installed.withLock { $0?.loader } }
 
-    private static var current: Installed? { lock.withLock { installed } }
+    private static var current: Installed? { installed.withLock { $0 } }
     static var loader: OfflineLoader? { current?.loader }
 
     public override class func canInit(with request: URLRequest) -> Bool {
@@ -111,11 +111,11 @@ public final class OfflineURLProtocol: URLProtocol {
             deliver(self.answer(answer, loader: loader, url: url, finalURL: finalURL), to: client)
         case (.network(let limit), _):
             let queue = CallerQueue.current()
-            let handle = Handle(instance: self)
+            let handle = Carried(self)
             let seconds = limit.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 } ?? request.timeoutInterval
             fetch(through: installed.network, timeout: min(seconds, request.timeoutInterval)) { outcome in
                 queue.async {
-                    let this = handle.instance
+                    let this = handle.value
                     // On the task's queue again: a cancel() ran stopLoading here first, or not at all.
                     guard let client = this.client, !this.stateLock.withLock({ this.stopped }) else { return }
                     let fallback: (response: BundleResponse, url: String)?
@@ -258,10 +258,9 @@ public final class OfflineURLProtocol: URLProtocol {
         let finalURL = URL(string: finalString) ?? url
         do {
             // The first chunk (for most pages, the whole body) is read and checked before the response is handed over.
-            let reader = try answer.bodyReader()
-            var chunks = [try reader?.next() ?? Data()]
-            let second = try reader?.next()
-            if let second { chunks.append(second) }
+            let opened = try answer.openBody()
+            let reader = opened?.reader
+            let chunks = opened?.chunks ?? [Data()]
             var fields: [String: String] = [:]
             for field in answer.headers { fields[field.name.canonicalName] = fields[field.name.canonicalName].map { $0 + ", " + field.value } ?? field.value }
             guard let response = HTTPURLResponse(url: finalURL, statusCode: answer.status, httpVersion: "HTTP/1.1", headerFields: fields) else {
@@ -277,7 +276,7 @@ public final class OfflineURLProtocol: URLProtocol {
                     return .bundle(response, [], rest: nil, redirect: next)
                 }
             #endif
-            return .bundle(response, chunks, rest: second == nil ? nil : reader, redirect: nil)
+            return .bundle(response, chunks, rest: opened?.second == nil ? nil : reader, redirect: nil)
         } catch {
             loader.recordError(error, url: url.absoluteString)
             return .failure(URLError(.cannotDecodeContentData, userInfo: [NSLocalizedDescriptionKey: "\(error)"]))
@@ -291,11 +290,11 @@ public final class OfflineURLProtocol: URLProtocol {
     private func fetch(through network: URLSession, timeout: TimeInterval, done: @escaping @Sendable (NetworkOutcome) -> Void) {
         var networkRequest = request
         networkRequest.timeoutInterval = timeout
-        let handle = Handle(instance: self)
-        let outgoing = SendableRequest(request: networkRequest)
-        let session = SendableSession(session: network)
+        let handle = Carried(self)
+        let outgoing = Carried(networkRequest)
+        let session = Carried(network)
         DispatchQueue.global().async {
-            let task = session.session.dataTask(with: outgoing.request) { data, response, error in
+            let task = session.value.dataTask(with: outgoing.value) { data, response, error in
                 if let error {
                     done(.failed(error))
                 } else if let response {
@@ -304,7 +303,7 @@ public final class OfflineURLProtocol: URLProtocol {
                     done(.failed(URLError(.badServerResponse)))
                 }
             }
-            let this = handle.instance
+            let this = handle.value
             let cancelled = this.stateLock.withLock {
                 if !this.stopped { this.networkTask = task }
                 return this.stopped
@@ -318,23 +317,14 @@ public final class OfflineURLProtocol: URLProtocol {
     }
 }
 
-/// A session carried to the thread that sends on it.
-// Unchecked: URLSession is thread-safe; corelibs-foundation does not mark it Sendable.
-private struct SendableSession: @unchecked Sendable {
-    let session: URLSession
-}
-
-/// A request carried to the thread that sends it.
-// Unchecked: URLRequest is a value type; on corelibs-foundation it is not marked Sendable.
-private struct SendableRequest: @unchecked Sendable {
-    let request: URLRequest
-}
-
-/// The protocol instance, carried to its task's queue.
-// Unchecked: URLProtocol is not Sendable; the instance's mutable state (`networkTask`, `stopped`) is behind its
-// lock, and its client is only called on the task's queue, where this handle takes it.
-private struct Handle: @unchecked Sendable {
-    let instance: OfflineURLProtocol
+/// A value carried to another thread (a session to the thread that sends on it, a request, the protocol instance to
+/// its task's queue).
+// Unchecked: it carries only these three. URLSession is thread-safe and URLRequest a value type, neither marked
+// Sendable by corelibs-foundation; the protocol instance's mutable state (`networkTask`, `stopped`) is behind its
+// lock, and its client is only called on the task's queue, where the carried instance is used.
+private struct Carried<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }
 
 /// What the network answered.

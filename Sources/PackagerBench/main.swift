@@ -6,6 +6,10 @@ import OfflineBundle
 
 #if canImport(Glibc)
     import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
 #endif
 
 let arguments = CommandLine.arguments

@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import OfflineBundle
 import PackagerKit
+import Synchronization
 
 @main
 struct Packager: AsyncParsableCommand {
@@ -92,7 +93,7 @@ enum Interrupts {
         let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
         source.setEventHandler {
             // A server reloads on SIGHUP instead of stopping.
-            if signalNumber == SIGHUP, let reload = hangup.action {
+            if signalNumber == SIGHUP, let reload = hangup.withLock({ $0 }) {
                 reload()
                 return
             }
@@ -108,19 +109,10 @@ enum Interrupts {
 
     static func install() { _ = sources }
 
-    /// What SIGHUP does instead of stopping the process (`packager serve` reloads its bundles).
-    private static let hangup = HangupAction()
+    /// What SIGHUP does instead of stopping the process (`packager serve` reloads its bundles), set once a server is up.
+    private static let hangup = Mutex<(@Sendable () -> Void)?>(nil)
 
-    static func onHangup(_ action: @escaping @Sendable () -> Void) { hangup.set(action) }
-}
-
-/// The action SIGHUP runs, set once a server is up.
-final class HangupAction: @unchecked Sendable {
-    private var stored: (@Sendable () -> Void)?
-    private let lock = NSLock()
-
-    var action: (@Sendable () -> Void)? { lock.withLock { stored } }
-    func set(_ action: @escaping @Sendable () -> Void) { lock.withLock { stored = action } }
+    static func onHangup(_ action: @escaping @Sendable () -> Void) { hangup.withLock { $0 = action } }
 }
 
 func formatBytes(_ n: UInt64) -> String {

@@ -45,7 +45,7 @@ struct ResolveTests {
             ("caf\u{E9}", "http://a/b/c/caf%C3%A9"), ("g?a=1&b", "http://a/b/c/g?a=1&b"),
         ])
     func rfc3986Examples(reference: String, expected: String?) {
-        #expect(Self.key(Crawler.resolve(reference, against: "http://a/b/c/d;p?q")) == expected, "\(reference)")
+        #expect(Self.key(URLReference.resolve(reference, against: "http://a/b/c/d;p?q")) == expected, "\(reference)")
     }
 
     @Test(
@@ -57,7 +57,7 @@ struct ResolveTests {
             ("/a/%2e%2E/b", "http://h/", "http://h/a/%2e%2E/b"),
         ])
     func requestTargets(reference: String, base: String, expected: String) {
-        #expect(Crawler.resolve(reference, against: base) == expected)
+        #expect(URLReference.resolve(reference, against: base) == expected)
     }
 
     @Test("every link of Debian's python3.11-doc resolves to the key Foundation's URL gave (when the docs are installed)")
@@ -77,11 +77,11 @@ struct ResolveTests {
             let links = LinkExtractor.html([UInt8](data))
             // Strings are made only of the attributes link discovery reads: the links are the same as with all of them.
             if n % 30 == 0 { #expect(links == LinkExtractor.html([UInt8](data), attributeNames: nil), "\(path)") }
-            let base = links.baseHref.flatMap { Crawler.resolve($0, against: page) } ?? page
+            let base = links.baseHref.flatMap { URLReference.resolve($0, against: page) } ?? page
             for raw in links.requisites + links.links {
                 compared += 1
                 let old = Self.key(Self.foundationResolve(raw, against: base))
-                let new = Self.key(Crawler.resolve(raw, against: base))
+                let new = Self.key(URLReference.resolve(raw, against: base))
                 if old != new { differences.append("\(path): \(raw.debugDescription): \(old ?? "nil") -> \(new ?? "nil")") }
             }
         }

@@ -5,6 +5,13 @@ import Logging
 import NIOCore
 import OfflineBundleServing
 
+/// SOCK_STREAM as `socket` and `ai_socktype` take it: an enumeration's raw value in Glibc, an Int32 elsewhere.
+#if canImport(Glibc)
+    private let streamSocketType = Int32(SOCK_STREAM.rawValue)
+#else
+    private let streamSocketType = SOCK_STREAM
+#endif
+
 /// A real HTTP origin on loopback whose content, faults and validators a test sets and changes while it runs.
 ///
 /// Built on Hummingbird. Every request is logged with its headers, so tests
@@ -196,7 +203,7 @@ public func withOrigins<T>(_ body: (Origin, Origin) async throws -> T) async thr
 
 /// A loopback port nothing listens on: bound, read, and closed again.
 public func closedPort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let fd = socket(AF_INET, streamSocketType, 0)
     guard fd >= 0 else { throw POSIXError(.EBADF) }
     defer { close(fd) }
     var address = sockaddr_in()

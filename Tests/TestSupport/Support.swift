@@ -170,7 +170,11 @@ public func overwriteInPlace(_ path: String, at offset: Int, with bytes: [UInt8]
     try handle.seek(toOffset: UInt64(offset))
     try handle.write(contentsOf: Data(bytes))
     try handle.close()
-    var times = [before.st_atim, before.st_mtim]
+    #if canImport(Darwin)
+        var times = [before.st_atimespec, before.st_mtimespec]
+    #else
+        var times = [before.st_atim, before.st_mtim]
+    #endif
     guard utimensat(AT_FDCWD, path, &times, 0) == 0 else { throw POSIXError(.EPERM) }
 }
 

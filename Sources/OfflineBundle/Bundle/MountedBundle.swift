@@ -438,69 +438,6 @@ package enum LocalHeader {
     }
 }
 
-/// A set of body positions, safe to read and extend from any thread.
-final class VerifiedBodies: @unchecked Sendable {
-    private var words: [UInt64]
-    private let lock = NSLock()
-
-    init(count: Int) { words = [UInt64](repeating: 0, count: (count + 63) / 64) }
-
-    func contains(_ n: Int) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return n / 64 < words.count && words[n / 64] & (1 << UInt64(n % 64)) != 0
-    }
-
-    func insert(_ n: Int) {
-        lock.lock()
-        defer { lock.unlock() }
-        if n / 64 < words.count { words[n / 64] |= 1 << UInt64(n % 64) }
-    }
-}
-
-/// Inflated bodies, least recently used out first, bounded in bytes; safe from any thread.
-package final class InflatedCache: @unchecked Sendable {
-    private let capacity: Int
-    private var bodies: [Int: (bytes: Data, used: UInt64)] = [:]
-    private var total = 0
-    private var clock: UInt64 = 0
-    private let lock = NSLock()
-
-    init(capacity: Int) { self.capacity = capacity }
-
-    /// Whether a body of `size` bytes may be kept (an eighth of the capacity at most, so one body cannot empty it).
-    package func admits(_ size: UInt64) -> Bool { size <= UInt64(capacity / 8) }
-
-    package func get(_ body: Int) -> Data? {
-        lock.withLock {
-            guard let entry = bodies[body] else { return nil }
-            clock += 1
-            bodies[body] = (entry.bytes, clock)
-            return entry.bytes
-        }
-    }
-
-    package func put(_ body: Int, _ bytes: Data) {
-        guard admits(UInt64(bytes.count)) else { return }
-        lock.withLock {
-            guard bodies[body] == nil else { return }
-            clock += 1
-            bodies[body] = (bytes, clock)
-            total += bytes.count
-            while total > capacity, let oldest = bodies.min(by: { $0.value.used < $1.value.used }) {
-                total -= oldest.value.bytes.count
-                bodies[oldest.key] = nil
-            }
-        }
-    }
-
-    /// Bytes held now.
-    package var bytes: Int { lock.withLock { total } }
-
-    /// Whether `body` is held (without counting as a use).
-    package func contains(_ body: Int) -> Bool { lock.withLock { bodies[body] != nil } }
-}
-
 /// The checks of a body's bytes against its index record (docs/FORMAT.md §8.2), for whole reads and streamed ones.
 package enum BodyCheck {
     /// The CRC-32 of the stored stream (format 2).

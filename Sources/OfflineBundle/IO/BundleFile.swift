@@ -20,7 +20,7 @@ package final class BundleFile: Sendable {
     /// back.
     private let identity: Identity
 
-    private struct Identity: Equatable {
+    package struct Identity: Equatable, Sendable {
         var device, inode, size, modified, modifiedNanoseconds, changed, changedNanoseconds: Int
     }
 
@@ -50,6 +50,14 @@ package final class BundleFile: Sendable {
         #endif
         self.modified = Date(timeIntervalSince1970: TimeInterval(time.tv_sec) + TimeInterval(time.tv_nsec) / 1e9)
         self.identity = Self.identity(info)
+    }
+
+    /// What the file at `path` is now (device, inode, size, modification and status-change times); nil when it
+    /// cannot be read. A reloader compares these to tell a replaced or rewritten bundle.
+    package static func identity(ofPath path: String) -> Identity? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return identity(info)
     }
 
     private static func identity(_ info: stat) -> Identity {

@@ -72,12 +72,27 @@ public enum MediaTypes {
     ///
     /// - Parameter mediaType: A media type or full Content-Type value.
     /// - Returns: `true` if deflating the body is likely to pay off.
+    /// The media type of a Content-Type value, lowercased, without parameters (`text/html` of
+    /// `Text/HTML; charset=utf-8`): the one parser of Content-Type the build, verify and the runtime share.
+    package static func essence(of contentType: String) -> String {
+        contentType.prefix { $0 != ";" }.trimmingWhitespace().lowercased()
+    }
+
+    /// The `charset` parameter of a Content-Type value, lowercased and unquoted; nil when it has none.
+    package static func charset(of contentType: String) -> String? {
+        for parameter in contentType.split(separator: ";").dropFirst() {
+            let parts = parameter.split(separator: "=", maxSplits: 1)
+            if parts.count == 2, parts[0].trimmingWhitespace().lowercased() == "charset" {
+                var value = parts[1].trimmingWhitespace()
+                if value.count >= 2, value.first == "\"", value.last == "\"" { value = value.dropFirst().dropLast() }
+                return value.lowercased()
+            }
+        }
+        return nil
+    }
+
     public static func isCompressible(_ mediaType: String) -> Bool {
-        let essence =
-            mediaType
-            .split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)
-            .first
-            .map { $0.trimmingWhitespace().lowercased() } ?? ""
+        let essence = essence(of: mediaType)
         guard let slash = essence.firstIndex(of: "/") else { return false }
         let top = essence[..<slash]
         let subtype = essence[essence.index(after: slash)...]

@@ -268,6 +268,37 @@ public struct BundleResponse: Sendable {
         return reader.inMemory ? reader : nil
     }
 
+    /// How the body is best read: where the caller stands, or off it.
+    public var bodyPlace: BodyPlace {
+        switch body {
+        case .empty: return .none
+        case .gzip(let entry): return (entry.body?.storedSize ?? .max) <= Self.smallBody ? .small : .large
+        case .entry(let entry), .range(let entry, _):
+            guard let body = entry.body else { return .none }
+            if body.size <= Self.smallBody && body.storedSize <= Self.smallBody { return .small }
+            return entry.bundle.inflatedCache?.contains(body.index) == true ? .memory : .large
+        case .content(let content, _):
+            if case .bytes = content.storage { return .memory }
+            return .large
+        }
+    }
+
+    /// Where a body is read from, so a caller knows whether reading it may block.
+    public enum BodyPlace: Sendable {
+        /// No body.
+        case none
+        /// In memory (a rule's bytes, the mount's cache of inflated bodies): reading it reads no file.
+        case memory
+        /// A body of at most ``BundleResponse/smallBody`` bytes (stored and inflated): one read, from the page cache
+        /// as a rule, as nginx reads on its event loop.
+        case small
+        /// A larger body, read in chunks: off an event loop and off Swift's cooperative pool (``BodyReader`` blocks).
+        case large
+    }
+
+    /// Bodies up to this size (stored and inflated) are ``BodyPlace/small``.
+    public static let smallBody: UInt64 = 64 << 10
+
     /// The body's reader and its first two chunks, read before a head goes out, as every integration answers: for
     /// most pages the first chunk is the whole body, read and checked whole, so a damaged one is an error answer and
     /// never a good head followed by a cut; a longer body streams the rest from ``OpenedBody/reader``, its last chunk

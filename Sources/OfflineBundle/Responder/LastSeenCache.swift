@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HTTPTypes
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -21,8 +22,7 @@ import HTTPTypes
 /// or a `Range`, responses with `Cache-Control: no-store` or `private`, `Vary: *`, a `Content-Encoding` (the cache
 /// holds decoded bodies), bodies over ``maxEntryBytes``, and, when ``minimumLifetime`` is set, responses whose
 /// freshness lifetime (`max-age`, or `Expires` minus `Date`) is shorter or not given. `Set-Cookie` is never kept.
-public final class LastSeenCache: @unchecked Sendable {
-    // Unchecked: the index of files is behind `lock`; the rest is immutable.
+public final class LastSeenCache: Sendable {
 
     /// The folder the responses are kept in.
     public let directory: String
@@ -38,9 +38,13 @@ public final class LastSeenCache: @unchecked Sendable {
         var used: Date
     }
 
-    private var items: [String: Item] = [:]
-    private var total: UInt64 = 0
-    private let lock = NSLock()
+    /// The files kept, and the bytes they take.
+    private struct Files {
+        var items: [String: Item] = [:]
+        var total: UInt64 = 0
+    }
+
+    private let files: Mutex<Files>
     private static let suffix = ".seen"
     private static let magic = Array("PKSEEN01".utf8)
 
@@ -53,6 +57,7 @@ public final class LastSeenCache: @unchecked Sendable {
         self.maxEntryBytes = maxEntryBytes ?? maxBytes / 8
         self.minimumLifetime = minimumLifetime
         let manager = FileManager.default
+        var found = Files()
         do {
             try manager.createDirectory(atPath: directory, withIntermediateDirectories: true)
             for name in try manager.contentsOfDirectory(atPath: directory) {
@@ -64,17 +69,18 @@ public final class LastSeenCache: @unchecked Sendable {
                 }
                 guard name.hasSuffix(Self.suffix), let attributes = try? manager.attributesOfItem(atPath: path) else { continue }
                 let size = (attributes[.size] as? NSNumber)?.uint64Value ?? 0
-                items[name] = Item(size: size, used: attributes[.modificationDate] as? Date ?? .distantPast)
-                total += size
+                found.items[name] = Item(size: size, used: attributes[.modificationDate] as? Date ?? .distantPast)
+                found.total += size
             }
         } catch {
             throw BundleError(.io, "cannot use \(directory) for the last-seen cache: \(error.localizedDescription)")
         }
-        lock.withLock { evict(keeping: nil) }
+        files = Mutex(found)
+        files.withLock { evict(&$0, keeping: nil) }
     }
 
     /// The bytes the kept files take now.
-    public var bytesUsed: UInt64 { lock.withLock { total } }
+    public var bytesUsed: UInt64 { files.withLock { $0.total } }
 
     /// Whether a response to `request` could be kept at all.
     public func mayStore(_ request: BundleRequest) -> Bool {
@@ -102,15 +108,15 @@ public final class LastSeenCache: @unchecked Sendable {
         let temporary = (directory as NSString).appendingPathComponent(".tmp-\(UUID().uuidString)")
         guard FileManager.default.createFile(atPath: temporary, contents: Data(file)) else { return false }
         // Renamed under the lock, so an eviction running meanwhile cannot remove the file just written.
-        return lock.withLock {
+        return files.withLock { files in
             guard rename(temporary, path) == 0 else {
                 unlink(temporary)
                 return false
             }
-            total -= items[name]?.size ?? 0
-            items[name] = Item(size: UInt64(file.count), used: now)
-            total += UInt64(file.count)
-            evict(keeping: name)
+            files.total -= files.items[name]?.size ?? 0
+            files.items[name] = Item(size: UInt64(file.count), used: now)
+            files.total += UInt64(file.count)
+            evict(&files, keeping: name)
             return true
         }
     }
@@ -118,7 +124,7 @@ public final class LastSeenCache: @unchecked Sendable {
     /// The response kept for the canonical `key`, or nil.
     package func record(forKey key: String) -> Record? {
         let name = Self.name(forKey: key)
-        guard lock.withLock({ items[name] != nil }) else { return nil }
+        guard files.withLock({ $0.items[name] != nil }) else { return nil }
         let path = (directory as NSString).appendingPathComponent(name)
         guard let file = try? BundleFile(path: path), file.size >= 12, let head = try? file.read(at: 0, count: 12, what: "the header"),
             Array(head[0..<8]) == Self.magic
@@ -128,7 +134,7 @@ public final class LastSeenCache: @unchecked Sendable {
             let meta = try? JSONDecoder().decode(Meta.self, from: Data(metaBytes)), meta.key == key
         else { return nil }
         let now = Date()
-        lock.withLock { items[name]?.used = now }
+        files.withLock { $0.items[name]?.used = now }
         // The order survives a restart: the file's modification time is its last use.
         _ = try? FileManager.default.setAttributes([.modificationDate: now], ofItemAtPath: path)
         let bodyStart = 12 + metaLength
@@ -138,13 +144,13 @@ public final class LastSeenCache: @unchecked Sendable {
     }
 
     /// Removes the least recently used files until the total fits, never `keeping`.
-    private func evict(keeping: String?) {
-        guard total > maxBytes else { return }
-        for (name, item) in items.sorted(by: { $0.value.used < $1.value.used }) where name != keeping {
+    private func evict(_ files: inout Files, keeping: String?) {
+        guard files.total > maxBytes else { return }
+        for (name, item) in files.items.sorted(by: { $0.value.used < $1.value.used }) where name != keeping {
             unlink((directory as NSString).appendingPathComponent(name))
-            items[name] = nil
-            total -= item.size
-            if total <= maxBytes { return }
+            files.items[name] = nil
+            files.total -= item.size
+            if files.total <= maxBytes { return }
         }
     }
 

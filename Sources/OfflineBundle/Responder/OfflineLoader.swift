@@ -313,7 +313,7 @@ public final class OfflineLoader: Sendable {
         var hops = 0
         while hops < maxRedirects, (300...399).contains(found.response.status), found.response.status != 304,
             let location = found.response.header("location"),
-            let target = URL(string: location, relativeTo: URL(string: found.url))?.absoluteURL.absoluteString
+            let target = URLReference.resolve(location, against: found.url)
         {
             var next = request
             next.url = target

@@ -99,38 +99,11 @@ public struct ServeAnswer: Sendable {
     /// What answered (a bundle's label, `rules`, `last-seen`).
     public var source: BundleResponse.Source { response.source }
 
-    /// How the body is best read: where the request stands, or off it.
-    public var bodyPlace: BodyPlace {
-        guard sendsBody else { return .none }
-        switch response.body {
-        case .empty: return .none
-        case .gzip(let entry): return (entry.body?.storedSize ?? .max) <= Self.smallBody ? .small : .large
-        case .entry(let entry), .range(let entry, _):
-            if let body = entry.body, body.size <= Self.smallBody, body.storedSize <= Self.smallBody { return .small }
-            return entry.body.flatMap { entry.bundle.inflatedCache?.contains($0.index) } == true ? .memory : .large
-        case .content(let content, _):
-            if case .bytes = content.storage { return .memory }
-            return .large
-        }
-    }
+    /// How the body is best read: where the request stands, or off it (``BundleResponse/bodyPlace``); `.none` when
+    /// no body goes out.
+    public var bodyPlace: BundleResponse.BodyPlace { sendsBody ? response.bodyPlace : .none }
 
-    /// Where a body is read from, so a transport knows whether reading it may block.
-    public enum BodyPlace: Sendable {
-        /// No body goes out.
-        case none
-        /// In memory (a rule's bytes, the mount's cache of inflated bodies): reading it reads no file.
-        case memory
-        /// A body of at most 64 KiB (stored and inflated): one read, from the page cache as a rule, as nginx reads on
-        /// its event loop.
-        case small
-        /// A larger body, read in chunks: off an event loop and off Swift's cooperative pool (``BodyReader`` blocks).
-        case large
-    }
-
-    /// Bodies up to this size (stored and inflated) are ``BodyPlace/small``.
-    public static let smallBody: UInt64 = 64 << 10
-
-    /// The body's reader and its first two chunks, read and checked as far as they go (blocking: see ``bodyPlace``);
+    /// The body's reader and its first two chunks, read and checked as far as they go (blocking unless ``bodyPlace`` is `.memory`);
     /// nil when no body goes out. A body that fails its checks is counted by the loader and thrown: the transport
     /// answers 500 (or, once a head went out, ends the response short).
     public func openBody(chunkSize: Int = 64 << 10) throws -> OpenedBody? {

@@ -44,7 +44,7 @@ actor RobotsCache {
                     return RobotsRules(parsing: text, userAgent: Self.productToken(fetcher.settings.userAgent))
                 case 300...399:
                     guard let location = response.headers.first(where: { $0.name == "location" })?.value,
-                        let next = Crawler.resolve(location, against: target), let nextOrigin = HTTPOrigin(url: next),
+                        let next = URLReference.resolve(location, against: target), let nextOrigin = HTTPOrigin(url: next),
                         scope.addressRefusal(nextOrigin) == nil, scope.allows(nextOrigin), scope.resolvedAddressRefusal(nextOrigin) == nil
                     else { return nil }
                     target = next

@@ -1,6 +1,13 @@
 import Foundation
 import NIOConcurrencyHelpers
 
+/// SOCK_STREAM as `socket` and `ai_socktype` take it: an enumeration's raw value in Glibc, an Int32 elsewhere.
+#if canImport(Glibc)
+    private let streamSocketType = Int32(SOCK_STREAM.rawValue)
+#else
+    private let streamSocketType = SOCK_STREAM
+#endif
+
 /// What the addresses a host name resolves to are, looked up once per name (through `getaddrinfo`, so
 /// `/etc/hosts` counts as DNS does) and remembered for the run.
 ///
@@ -25,7 +32,7 @@ final class HostResolver: Sendable {
     private static func resolve(_ host: String) -> [AddressClass] {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_socktype = streamSocketType
         var list: UnsafeMutablePointer<addrinfo>?
         guard getaddrinfo(host, nil, &hints, &list) == 0, let first = list else { return [] }
         defer { freeaddrinfo(first) }

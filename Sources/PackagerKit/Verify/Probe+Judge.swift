@@ -164,14 +164,16 @@ extension Probe {
     /// A page's requisites (any origin) and same-origin links, resolved (absolute http(s) URLs without fragments).
     static func resources(in page: [UInt8], page url: String) -> Set<String> {
         let links = LinkExtractor.html(page)
-        let base = links.baseHref.flatMap { Crawler.resolve($0, against: url) } ?? url
+        let base = links.baseHref.flatMap { URLReference.resolve($0, against: url) } ?? url
         let origin = keyOrigin(url).map { String($0.origin) }
         var found = Set<String>()
         for raw in links.requisites {
-            if let absolute = Crawler.resolve(raw, against: base) { found.insert(absolute) }
+            if let absolute = URLReference.resolve(raw, against: base) { found.insert(absolute) }
         }
         for raw in links.links {
-            guard let absolute = Crawler.resolve(raw, against: base), let origin, keyOrigin(absolute).map({ String($0.origin) }) == origin else { continue }
+            guard let absolute = URLReference.resolve(raw, against: base), let origin, keyOrigin(absolute).map({ String($0.origin) }) == origin else {
+                continue
+            }
             found.insert(absolute)
         }
         return found
@@ -186,7 +188,7 @@ extension Probe {
     }
 
     static func absolute(_ location: String, base: String) -> String {
-        URL(string: location, relativeTo: URL(string: base))?.absoluteURL.absoluteString ?? location
+        URLReference.resolve(location, against: base) ?? location
     }
 }
 
@@ -194,8 +196,8 @@ extension Probe {
 /// charset do not name another type; a charset only when both sides name one (one server's default is not a change).
 enum MediaTypeRule {
     static func same(_ a: String, _ b: String) -> Bool {
-        guard Crawler.mediaType(a) == Crawler.mediaType(b) else { return false }
-        guard let x = BundleWriter.charset(of: a), let y = BundleWriter.charset(of: b) else { return true }
+        guard MediaTypes.essence(of: a) == MediaTypes.essence(of: b) else { return false }
+        guard let x = MediaTypes.charset(of: a), let y = MediaTypes.charset(of: b) else { return true }
         return x == y
     }
 }

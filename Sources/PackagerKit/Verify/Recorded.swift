@@ -41,7 +41,7 @@ extension Recorded {
     /// Whether the recorded body is an HTML page (its links are compared when it changed).
     var isHTML: Bool {
         guard let contentType else { return false }
-        let type = Crawler.mediaType(contentType)
+        let type = MediaTypes.essence(of: contentType)
         return type == "text/html" || type == "application/xhtml+xml"
     }
 }

@@ -467,15 +467,15 @@ public struct BundleWriter: Sendable {
     ) -> ManifestEntry {
         func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
         let contentType = header("content-type")
-        let mediaType = contentType.map { $0.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)[0].trimmingWhitespace().lowercased() }
-        let redirectTo = header("location").flatMap { URL(string: $0, relativeTo: URL(string: key))?.absoluteURL.absoluteString }
+        let mediaType = contentType.map(MediaTypes.essence(of:))
+        let redirectTo = header("location").flatMap { URLReference.resolve($0, against: key) }
         let etagSynthesized = flags & IndexLayout.flagETagSynthesized != 0
         var synthesized = [String]()
         if etagSynthesized { synthesized.append("etag") }
         if flags & IndexLayout.flagLastModifiedSynthesized != 0 { synthesized.append("last-modified") }
         return ManifestEntry(
             key: key, method: nil, kind: entry.kind, status: entry.status, headers: headers.map { [$0.name, $0.value] },
-            mediaType: mediaType, charset: contentType.flatMap(Self.charset(of:)), body: body,
+            mediaType: mediaType, charset: contentType.flatMap(MediaTypes.charset(of:)), body: body,
             etag: header("etag"), lastModified: header("last-modified"),
             cacheControl: header("cache-control"), expires: header("expires"),
             fetchedAt: fetchedAt.map { iso8601($0, formatter) }, date: originDate.map { iso8601($0, formatter) },
@@ -511,18 +511,6 @@ public struct BundleWriter: Sendable {
             try zip.addEntry(
                 name: BundleFormat.signatureEntryName, method: 0, crc32: CRC32.checksum(blockBytes), size: UInt64(blockBytes.count), data: blockBytes)
         }
-    }
-
-    static func charset(of contentType: String) -> String? {
-        for parameter in contentType.split(separator: ";").dropFirst() {
-            let parts = parameter.split(separator: "=", maxSplits: 1)
-            if parts.count == 2, parts[0].trimmingWhitespace().lowercased() == "charset" {
-                var value = parts[1].trimmingWhitespace()
-                if value.count >= 2, value.first == "\"", value.last == "\"" { value = value.dropFirst().dropLast() }
-                return value.lowercased()
-            }
-        }
-        return nil
     }
 }
 
