@@ -2,6 +2,8 @@
 ///
 /// Like `BundleError`, it carries a code to switch on, a
 /// sentence for people, and the file or entry concerned.
+import OfflineBundle
+
 public struct PackagerError: Error, Sendable, CustomStringConvertible {
     /// What kind of problem this is.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
@@ -43,13 +45,22 @@ public struct PackagerError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// The file, archive entry or request key concerned, when there is one.
     public var subject: String?
+    /// The error that caused this one, when there is one (a system call's, libarchive's, the YAML parser's).
+    public var cause: (any Error)?
 
     /// Creates an error.
-    public init(_ code: Code, _ message: String, subject: String? = nil) {
+    public init(_ code: Code, _ message: String, subject: String? = nil, cause: (any Error)? = nil) {
         self.code = code
         self.message = message
         self.subject = subject
+        self.cause = cause
     }
 
-    public var description: String { subject.map { "\(message) (\($0))" } ?? message }
+    /// The message, the cause's reason after a colon (a system call's or libarchive's), and the subject in parentheses.
+    public var description: String {
+        var text = message
+        if let reason = cause as? any ReasonText { text += ": \(reason)" }
+        if let subject { text += " (\(subject))" }
+        return text
+    }
 }

@@ -124,3 +124,13 @@ struct ReaderTests {
         #expect(e3.code == .signature && e3.message.contains("does not verify"), "\(e3)")
     }
 }
+
+extension ReaderTests {
+    @Test("a bundle that cannot be opened keeps the system call's error as its cause, and says its reason")
+    func openFailureKeepsItsCause() throws {
+        let folder = try TemporaryFolder()
+        let error = try #require(throws: BundleError.self) { try MountedBundle(path: folder.path + "/missing.zip") }
+        #expect(error.code == .io && (error.underlying as? SystemCallError)?.code == ENOENT)
+        #expect("\(error)" == "cannot open \(folder.path)/missing.zip: no such file or directory")
+    }
+}

@@ -147,3 +147,18 @@ struct ArchiveTests {
         #expect(listing.totals.entries == listing.entries.count)
     }
 }
+
+extension ArchiveTests {
+    @Test("an archive libarchive refuses keeps libarchive's error as the cause; a YAML error keeps Yams's")
+    func causesAreKept() throws {
+        let folder = try TemporaryFolder()
+        try folder.file("broken.tar.gz", "not gzip at all, and not a tar either")
+        let refused = try #require(throws: PackagerError.self) {
+            try Packer(options: .init(baseURL: "https://example.com/")).pack(source: folder.path + "/broken.tar.gz", output: folder.path + "/o.zip")
+        }
+        #expect(refused.code == .archive && refused.cause is LibArchive.ArchiveError, "\(refused)")
+        #expect("\(refused)".contains(": \((refused.cause as? LibArchive.ArchiveError)?.message ?? "-")"), "\(refused)")
+        let yaml = try #require(throws: PackagerError.self) { try DeclarationParser().parse("seeds: [a\n", file: "d.yml") }
+        #expect(yaml.cause != nil && yaml.message.hasPrefix("d.yml:"), "\(yaml)")
+    }
+}

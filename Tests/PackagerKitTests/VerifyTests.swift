@@ -332,6 +332,7 @@ struct VerifyTests {
             let report = try JSONDecoder().decode(VerifyReport.self, from: Data(result.output[result.output.firstIndex(of: "{")!...].utf8))
             let endlessEntry = try #require(report.entries.first { $0.url.hasSuffix("/endless.txt") })
             #expect(endlessEntry.verdict == .unreachable && endlessEntry.error == "body longer than 65536 bytes (the --max-body limit); not compared")
+            #expect(endlessEntry.advice == "the check is incomplete: raise --max-body to compare this body", "\(endlessEntry.advice ?? "-")")
             let grown = try #require(report.entries.first { $0.url.hasSuffix("/grown.txt") })
             #expect(grown.verdict == .stale && grown.changes.first == Change("body", recorded: "1 bytes", live: "longer"))
             let both = try await run(packagerExecutable, ["verify", folder.path + "/b.zip", "--deep", "--shallow"])

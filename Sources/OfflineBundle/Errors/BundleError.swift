@@ -62,7 +62,8 @@ public struct BundleError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// The ZIP entry name or request key the problem concerns, when there is one.
     public var entry: String?
-    /// The error that caused this one, when there is one.
+    /// The error that caused this one, when there is one (a system call's, for a file that cannot be opened or read);
+    /// a system call's reason is printed after the message.
     public var underlying: (any Error & Sendable)?
 
     /// Creates an error.
@@ -76,7 +77,7 @@ public struct BundleError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         var text = message
         if let entry { text += " (entry \(entry))" }
-        if let underlying { text += ": \(underlying)" }
+        if let reason = underlying as? any ReasonText { text += ": \(reason)" }
         return text
     }
 }

@@ -28,13 +28,13 @@ package final class BundleFile: Sendable {
         // Non-blocking: a named pipe is refused by the check below instead of blocking the open.
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
-            throw BundleError(.io, "cannot open \(path): \(String(cString: strerror(errno)))")
+            throw BundleError(.io, "cannot open \(path)", underlying: SystemCallError(errno))
         }
         var info = stat()
         guard fstat(fd, &info) == 0 else {
-            let message = String(cString: strerror(errno))
+            let error = SystemCallError(errno)
             close(fd)
-            throw BundleError(.io, "cannot stat \(path): \(message)")
+            throw BundleError(.io, "cannot stat \(path)", underlying: error)
         }
         guard (info.st_mode & S_IFMT) == S_IFREG else {
             close(fd)
@@ -100,7 +100,7 @@ package final class BundleFile: Sendable {
     package func readFully(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64, what: @autoclosure () -> String) throws {
         switch FileIO.read(descriptor, into: buffer, at: offset) {
         case .failed(let error):
-            throw BundleError(.io, "cannot read \(what()) from \(path): \(String(cString: strerror(error)))")
+            throw BundleError(.io, "cannot read \(what()) from \(path)", underlying: SystemCallError(error))
         case .done(let count) where count < buffer.count:
             throw BundleError(.truncated, "\(what()) is cut short: the file ends at \(offset + UInt64(count))")
         case .done:

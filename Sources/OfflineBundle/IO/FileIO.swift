@@ -67,3 +67,18 @@ extension FileIO.Outcome {
         return nil
     }
 }
+
+/// A system call's failure, kept as a value (the `errno`), so an error can carry its cause rather than only its
+/// sentence: `BundleError.underlying`, `PackagerError.cause`. Its description is the C library's, lowercased.
+package struct SystemCallError: Error, Equatable, CustomStringConvertible, ReasonText {
+    /// The `errno` the call set.
+    package var code: Int32
+
+    package init(_ code: Int32) { self.code = code }
+
+    package var description: String { String(cString: strerror(code)).lowercased() }
+}
+
+/// A cause whose description is a reason in words, printed after its error's message (`cannot open x: permission
+/// denied`); other causes (a YAML parser's error, whose position the message already gives) are kept, not printed.
+package protocol ReasonText: CustomStringConvertible {}

@@ -1,5 +1,6 @@
 internal import CArchive
 import Foundation
+import OfflineBundle
 
 /// The one place that talks to libarchive's C API.
 ///
@@ -22,8 +23,20 @@ enum LibArchive {
 
     static func check(_ handle: OpaquePointer?, _ code: Int32, _ what: @autoclosure () -> String) throws {
         guard code < ARCHIVE_WARN else { return }
-        let message = handle.flatMap { archive_error_string($0) }.map { String(cString: $0) } ?? "unknown error"
-        throw PackagerError(.archive, "\(what()): \(message)")
+        throw PackagerError(.archive, what(), cause: ArchiveError(handle))
+    }
+
+    /// libarchive's own account of a failure: its errno and its message.
+    struct ArchiveError: Error, ReasonText {
+        var errno: Int32
+        var message: String
+
+        init(_ handle: OpaquePointer?) {
+            errno = handle.map { archive_errno($0) } ?? 0
+            message = handle.flatMap { archive_error_string($0) }.map { String(cString: $0) } ?? "unknown error"
+        }
+
+        var description: String { message }
     }
 
     /// Reads entries from any archive format and compression libarchive knows.

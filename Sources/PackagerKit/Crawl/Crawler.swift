@@ -292,9 +292,9 @@ final class Crawler: Sendable {
                     // A TLS failure means the server answered: it is not down, and robots.txt is not the problem to fix.
                     let reason =
                         rules.unavailable.map { problem in
-                            problem.contains("(TLS: ")
-                                ? problem
-                                : "\(problem), so RFC 9309 counts the whole site as disallowed; is it down? (set 'robots: false' to crawl anyway)"
+                            problem.code == .tls
+                                ? problem.message
+                                : "\(problem.message), so RFC 9309 counts the whole site as disallowed; is it down? (set 'robots: false' to crawl anyway)"
                         }
                         ?? "robots.txt disallows it (set 'robots: false' to crawl anyway)"
                     state.fail(.init(url: job.key, reason: reason, declared: true, referrer: job.referrer))

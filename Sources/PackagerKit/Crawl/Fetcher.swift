@@ -35,14 +35,6 @@ final class Fetcher: Sendable {
         var httpVersion = "HTTP/1.1"
     }
 
-    /// Why a fetch failed after its retries.
-    struct Failure: Error, Sendable {
-        var message: String
-        /// The last HTTP status seen, when the server answered.
-        var status: Int?
-        var attempts: Int
-    }
-
     /// Settings the fetcher takes from the declaration.
     struct Settings: Sendable {
         /// Which declared headers go to which origin.
@@ -96,16 +88,16 @@ final class Fetcher: Sendable {
         try? await client.shutdown()
     }
 
-    /// The longest a body may be, so that the total stays within the declared byte limit.
-    typealias Budget = @Sendable (_ received: Int64) -> Bool
+    /// Whether a body of this many bytes so far may go on (within `scope.max-body` and the declared byte limit).
+    typealias WithinLimit = @Sendable (_ received: Int64) -> Bool
 
     /// Fetches `url` into `spoolPath`, with retries.
     ///
     /// - Parameter withinBudget: called as bytes arrive; returning false aborts the fetch as over the byte limit.
     func fetch(
-        _ url: String, method: HTTPMethod = .GET, spoolPath: String, memory: MemoryBudget? = nil, withinBudget: Budget,
+        _ url: String, method: HTTPMethod = .GET, spoolPath: String, memory: MemoryBudget? = nil, withinBudget: WithinLimit,
         limitName: String = "the declared byte limit (scope.max-bytes)"
-    ) async -> Result<Response, Failure> {
+    ) async -> Result<Response, FetchError> {
         let origin = HTTPOrigin(url: url)
         let discard = { (response: Response) in response.discard(returningTo: memory) }
         let outcome = await retryLoop.run(origin: origin, discard: discard) { _ in
@@ -113,28 +105,22 @@ final class Fetcher: Sendable {
             {
             case .success(let response):
                 return .answered(response, status: response.status, retryAfter: response.headers.first { $0.name == "retry-after" }?.value)
-            case .failure(let failure):
-                return .failed(message: failure.message, retryable: failure.retryable, cannotConnect: failure.cannotConnect)
+            case .failure(let error):
+                return .failed(error)
             }
         }
         switch outcome {
         case .answered(var response, let attempts):
             response.attempts = attempts
             return .success(response)
-        case .failed(let failure):
-            return .failure(Failure(message: failure.message, status: failure.status, attempts: failure.attempts))
+        case .failed(let error):
+            return .failure(error)
         }
     }
 
-    private struct AttemptFailure: Error {
-        var message: String
-        var retryable: Bool
-        var cannotConnect = false
-    }
-
     private func fetchOnce(
-        _ url: String, origin: HTTPOrigin?, method: HTTPMethod, spoolPath: String, memory: MemoryBudget?, withinBudget: Budget, limitName: String
-    ) async -> Result<Response, AttemptFailure> {
+        _ url: String, origin: HTTPOrigin?, method: HTTPMethod, spoolPath: String, memory: MemoryBudget?, withinBudget: WithinLimit, limitName: String
+    ) async -> Result<Response, FetchError> {
         var request = HTTPClientRequest(url: url)
         request.method = method
         // A client certificate goes only to the origins it is declared for.
@@ -161,18 +147,17 @@ final class Fetcher: Sendable {
                 try chunk.withUnsafeReadableBytes { try sink.write($0) }
                 guard withinBudget(sink.size) else {
                     sink.discard()
-                    return .failure(
-                        AttemptFailure(message: "body longer than \(limitName)", retryable: false))
+                    return .failure(FetchError(.bodyTooLong, "body longer than \(limitName)"))
                 }
                 if NIODeadline.now() > deadline {
                     sink.discard()
-                    return .failure(AttemptFailure(message: "timed out after \(settings.timeouts.request)s while receiving the body", retryable: true))
+                    return .failure(FetchError(.timeout, "timed out after \(settings.timeouts.request)s while receiving the body", retryable: true))
                 }
             }
             // When the body was decoded, Content-Length counts the encoded bytes; otherwise it must match exactly.
             if let expected, method != .HEAD, !decodedByClient, expected != sink.size {
                 sink.discard()
-                return .failure(AttemptFailure(message: "the body ended after \(sink.size) of \(expected) bytes (Content-Length)", retryable: true))
+                return .failure(FetchError(.truncated, "the body ended after \(sink.size) of \(expected) bytes (Content-Length)", retryable: true))
             }
             let size = sink.size
             let version = response.version.major >= 2 ? "HTTP/\(response.version.major)" : "HTTP/\(response.version.major).\(response.version.minor)"
@@ -182,19 +167,13 @@ final class Fetcher: Sendable {
                     httpVersion: version))
         } catch {
             sink.discard()
-            var failure = Self.describe(error)
+            var failure = HTTPTransport.fetchError(error)
             // "Not trusted" has many causes; the certificate itself says which (expired, self-signed, an unknown CA).
             if HTTPTransport.isUntrustedCertificate(error), let origin, let reason = await diagnosis.explain(origin) { failure.message = reason }
             return .failure(failure)
         }
     }
 
-    /// A sentence for an AsyncHTTPClient or NIO error, and whether another attempt may succeed.
-    private static func describe(_ error: any Error) -> AttemptFailure {
-        if let error = error as? PackagerError { return .init(message: error.message, retryable: false) }
-        return .init(
-            message: HTTPTransport.describe(error), retryable: HTTPTransport.isRetryable(error), cannotConnect: HTTPTransport.isConnectFailure(error))
-    }
 }
 
 extension Fetcher.Response {

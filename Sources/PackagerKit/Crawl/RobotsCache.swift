@@ -22,13 +22,13 @@ actor RobotsCache {
             var target = origin + "/robots.txt"
             // RFC 9309 asks crawlers to follow at least five redirects for robots.txt.
             var redirects = 0
-            var problem = ""
+            var problem = FetchError(.other, "no answer")
             hops: for _ in 0..<6 {
                 let response: Fetcher.Response
                 switch await fetcher.fetch(target, spoolPath: path, withinBudget: { $0 <= 8 << 20 }) {
                 case .success(let answer): response = answer
                 case .failure(let failure):
-                    problem = failure.message
+                    problem = failure
                     break hops
                 }
                 switch response.status {
@@ -53,7 +53,7 @@ actor RobotsCache {
                 case 400...499:
                     return nil
                 default:
-                    problem = "HTTP \(response.status)"
+                    problem = FetchError(.status, "HTTP \(response.status)", status: response.status)
                 }
                 break
             }
@@ -61,7 +61,8 @@ actor RobotsCache {
             // (5xx or no connection after the retries), and RFC 9309 §2.3.1.4 says to assume everything is disallowed.
             if redirects == 6 { return nil }
             var rules = RobotsRules(parsing: "User-agent: *\nDisallow: /\n", userAgent: "*")
-            rules.unavailable = "\(target) could not be fetched (\(problem))"
+            problem.message = "\(target) could not be fetched (\(problem.message))"
+            rules.unavailable = problem
             return rules
         }
         tasks[origin] = task

@@ -23,7 +23,7 @@ struct RobotsRules: Sendable {
     /// The `Sitemap:` URLs, in order, without repeats.
     let sitemaps: [String]
     /// When robots.txt could not be fetched and these rules disallow everything (RFC 9309 §2.3.1.4): why.
-    var unavailable: String?
+    var unavailable: FetchError?
 
     /// Parses `text` and keeps the rules that apply to `userAgent` (a product token such as
     /// "packager", or a full User-Agent string whose leading token is used).

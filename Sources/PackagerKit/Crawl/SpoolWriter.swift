@@ -17,7 +17,7 @@ final class SpoolWriter {
 
     init(path: String) throws {
         fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw PackagerError(.io, "cannot create a spool file: \(String(cString: strerror(errno)))", subject: path) }
+        guard fd >= 0 else { throw PackagerError(.io, "cannot create a spool file", subject: path, cause: SystemCallError(errno)) }
         self.path = path
     }
 
@@ -26,7 +26,7 @@ final class SpoolWriter {
     func write(_ bytes: UnsafeRawBufferPointer) throws {
         size += Int64(bytes.count)
         if let error = FileIO.write(fd, bytes) {
-            throw PackagerError(.io, "cannot write a spool file: \(String(cString: strerror(error)))", subject: path)
+            throw PackagerError(.io, "cannot write a spool file", subject: path, cause: SystemCallError(error))
         }
     }
 

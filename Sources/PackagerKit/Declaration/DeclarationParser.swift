@@ -63,13 +63,14 @@ public struct DeclarationParser: Sendable {
         case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _),
             .composer(let context, let problem, let mark, _):
             let detail = [context?.text, problem].compactMap { $0 }.filter { !$0.isEmpty }.joined(separator: " ")
-            return PackagerError(.invalidInput, "\(file):\(mark.line):\(mark.column): invalid YAML: \(detail)")
+            return PackagerError(.invalidInput, "\(file):\(mark.line):\(mark.column): invalid YAML: \(detail)", cause: error)
         case .duplicatedKeysInMapping(let duplicates, let context):
             let keys = duplicates.sorted().map { "'\($0)'" }.joined(separator: ", ")
             return PackagerError(
-                .invalidInput, "\(file):\(context.mark.line):\(context.mark.column): \(keys) given more than once in the mapping that starts here")
+                .invalidInput, "\(file):\(context.mark.line):\(context.mark.column): \(keys) given more than once in the mapping that starts here",
+                cause: error)
         default:
-            return PackagerError(.invalidInput, "\(file): invalid YAML: \(error)")
+            return PackagerError(.invalidInput, "\(file): invalid YAML: \(error)", cause: error)
         }
     }
 }

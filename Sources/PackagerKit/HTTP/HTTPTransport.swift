@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
+import OfflineBundle
 
 /// The one AsyncHTTPClient configuration and the one reading of transport errors that crawl, verify and refresh share.
 enum HTTPTransport {
@@ -94,7 +95,7 @@ enum HTTPTransport {
             }
         }
         if let error = error as? IOError {
-            let reason = String(cString: strerror(error.errnoCode)).lowercased()
+            let reason = SystemCallError(error.errnoCode).description
             return connectErrors.contains(error.errnoCode) ? "cannot connect: " + reason : "connection error: " + reason
         }
         if let error = error as? NIOConnectionError {
@@ -103,6 +104,26 @@ enum HTTPTransport {
             return reasons.first ?? "cannot connect"
         }
         return "\(error)"
+    }
+
+    /// `error` (AsyncHTTPClient's, NIO's, BoringSSL's, this tool's) as a fetch error: its code, its sentence, whether
+    /// another attempt may succeed, and the error itself as the cause.
+    static func fetchError(_ error: any Error) -> FetchError {
+        if let error = error as? FetchError { return error }
+        if let error = error as? PackagerError { return FetchError(.other, error.message, cause: error) }
+        let code: FetchError.Code
+        if describeTLS(error) != nil {
+            code = .tls
+        } else if isConnectFailure(error) {
+            code = .cannotConnect
+        } else if let client = error as? HTTPClientError, [.deadlineExceeded, .readTimeout, .writeTimeout].contains(client) {
+            code = .timeout
+        } else if let client = error as? HTTPClientError, [.remoteConnectionClosed, .bodyLengthMismatch].contains(client) {
+            code = .truncated
+        } else {
+            code = .other
+        }
+        return FetchError(code, describe(error), retryable: isRetryable(error), cause: error)
     }
 
     /// Whether another attempt may succeed after `error`.

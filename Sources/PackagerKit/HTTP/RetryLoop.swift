@@ -4,7 +4,7 @@ import OfflineBundle
 /// The one retry loop for every request the build side makes (crawl, robots.txt, verify, refresh).
 ///
 /// Connection errors and timeouts, and the statuses 429, 500, 502, 503 and 504, are retried with exponential
-/// backoff and full jitter; `Retry-After` (seconds or an HTTP date) is honoured when it is no longer than
+/// backoff and equal jitter (a random wait between half the ceiling and all of it); `Retry-After` (seconds or an HTTP date) is honoured when it is no longer than
 /// `retries.max-backoff`. An origin no connection could be made to after every attempt is remembered in
 /// ``DownHosts``, and its later requests fail at once as "not tried".
 struct RetryLoop: Sendable {
@@ -20,23 +20,15 @@ struct RetryLoop: Sendable {
         /// The server answered; `status` and `retryAfter` decide whether to try again.
         case answered(Answer, status: Int, retryAfter: String?)
         /// No answer.
-        case failed(message: String, retryable: Bool, cannotConnect: Bool)
+        case failed(FetchError)
     }
 
     /// What all the attempts came to.
     enum Outcome<Answer> {
         /// An answer: a status worth keeping, or a retryable one when the retries ran out.
         case answered(Answer, attempts: Int)
-        case failed(Failure)
-    }
-
-    struct Failure: Error, Sendable {
-        var message: String
-        /// The last status the server sent, when it answered.
-        var status: Int?
-        var attempts: Int
-        /// Whether no connection could be made at all.
-        var cannotConnect: Bool
+        /// No answer worth keeping after every attempt; ``FetchError/attempts`` says how many were made.
+        case failed(FetchError)
     }
 
     static func retryable(status: Int) -> Bool { status == 429 || status == 500 || status == 502 || status == 503 || status == 504 }
@@ -50,7 +42,7 @@ struct RetryLoop: Sendable {
         while true {
             number += 1
             if let origin, let down = downHosts.reason(origin) {
-                return .failed(Failure(message: "not tried: \(down)", status: nil, attempts: number - 1, cannotConnect: true))
+                return .failed(FetchError(.notTried, "not tried: \(down)", attempts: number - 1))
             }
             switch await attempt(number) {
             case .answered(let answer, let status, let retryAfter):
@@ -59,22 +51,22 @@ struct RetryLoop: Sendable {
                 discard(answer)
                 guard let wait = delay(attempt: number, retryAfter: retryAfter) else {
                     return .failed(
-                        Failure(
-                            message: "HTTP \(status), and Retry-After asks for a longer wait than retries.max-backoff", status: status, attempts: number,
-                            cannotConnect: false))
+                        FetchError(.status, "HTTP \(status), and Retry-After asks for a longer wait than retries.max-backoff", status: status, attempts: number)
+                    )
                 }
                 await Self.sleep(wait)
-            case .failed(let message, let retryable, let cannotConnect):
-                if retryable, number <= retries.attempts, let wait = delay(attempt: number, retryAfter: nil) {
+            case .failed(var error):
+                if error.retryable, number <= retries.attempts, let wait = delay(attempt: number, retryAfter: nil) {
                     await Self.sleep(wait)
                     continue
                 }
                 // No connection after every attempt: the origin is down for the rest of the run.
-                if cannotConnect, let origin { downHosts.mark(origin, because: "\(origin) could not be reached (\(message))") }
-                if let limit = timeoutsBeforeDown, let origin, message.contains("timed out"), downHosts.timedOut(origin) >= limit {
+                if error.code == .cannotConnect, let origin { downHosts.mark(origin, because: "\(origin) could not be reached (\(error.message))") }
+                if let limit = timeoutsBeforeDown, let origin, error.code == .timeout, downHosts.timedOut(origin) >= limit {
                     downHosts.mark(origin, because: "\(origin) did not answer in time (\(limit) requests in a row timed out after every retry)")
                 }
-                return .failed(Failure(message: message, status: nil, attempts: number, cannotConnect: cannotConnect))
+                error.attempts = number
+                return .failed(error)
             }
         }
     }
@@ -85,7 +77,7 @@ struct RetryLoop: Sendable {
             return seconds <= retries.maxBackoff ? seconds : nil
         }
         let ceiling = min(retries.maxBackoff, retries.backoff * pow(2, Double(attempt - 1)))
-        // Full jitter: spread retries from many workers so they do not arrive together.
+        // Equal jitter: spread retries from many workers so they do not arrive together, never waiting under half.
         return Double.random(in: (ceiling / 2)...max(ceiling / 2, ceiling))
     }
 

@@ -165,13 +165,13 @@ public struct Packer: Sendable {
     static func readFile(root: String, raw: [UInt8]) throws -> Data {
         let fd = FolderWalker.withPath(root, raw) { open($0, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
         let shown = root + "/" + String(decoding: raw, as: UTF8.self)
-        guard fd >= 0 else { throw PackagerError(.io, "cannot read \(shown): \(String(cString: strerror(errno)))", subject: shown) }
+        guard fd >= 0 else { throw PackagerError(.io, "cannot read \(shown)", subject: shown, cause: SystemCallError(errno)) }
         defer { close(fd) }
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         while true {
             let got = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            guard got >= 0 else { throw PackagerError(.io, "cannot read \(shown): \(String(cString: strerror(errno)))", subject: shown) }
+            guard got >= 0 else { throw PackagerError(.io, "cannot read \(shown)", subject: shown, cause: SystemCallError(errno)) }
             if got == 0 { return data }
             data.append(contentsOf: buffer[0..<got])
         }
@@ -226,7 +226,7 @@ struct FolderWalker {
     private func walk(root: String, relative: String, raw: [UInt8], into items: inout [Item]) throws {
         let folder = relative.isEmpty ? root : root + "/" + relative
         guard let dir = Self.withPath(root, raw, { opendir($0) }) else {
-            throw PackagerError(.io, "cannot read the folder \(folder): \(String(cString: strerror(errno)))", subject: folder)
+            throw PackagerError(.io, "cannot read the folder \(folder)", subject: folder, cause: SystemCallError(errno))
         }
         var folders = [(String, [UInt8])]()
         var failure: Int32 = 0
@@ -248,9 +248,9 @@ struct FolderWalker {
                 var info = stat()
                 guard Self.withPath(root, rawPath, { lstat($0, &info) }) == 0 else {
                     if errno == ENOENT { continue }  // removed while we listed
-                    let reason = String(cString: strerror(errno))
+                    let error = SystemCallError(errno)
                     closedir(dir)
-                    throw PackagerError(.io, "cannot read \(root + "/" + path): \(reason)", subject: path)
+                    throw PackagerError(.io, "cannot read \(root + "/" + path)", subject: path, cause: error)
                 }
                 switch info.st_mode & S_IFMT {
                 case S_IFDIR: type = Int32(DT_DIR)
@@ -269,7 +269,7 @@ struct FolderWalker {
         // Closed before descending, so a deep tree holds one descriptor at a time.
         closedir(dir)
         if failure != 0 {
-            throw PackagerError(.io, "cannot list the folder \(folder): \(String(cString: strerror(failure)))", subject: folder)
+            throw PackagerError(.io, "cannot list the folder \(folder)", subject: folder, cause: SystemCallError(failure))
         }
         for (sub, subRaw) in folders { try walk(root: root, relative: sub, raw: subRaw, into: &items) }
     }

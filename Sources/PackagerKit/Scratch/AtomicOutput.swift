@@ -68,7 +68,7 @@ final class AtomicOutput {
         self.temporaryPath = folder + "/" + prefix + "\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         fd = open(temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
-            throw PackagerError(.io, "cannot create \(temporaryPath): \(String(cString: strerror(errno)))", subject: destination)
+            throw PackagerError(.io, "cannot create \(temporaryPath)", subject: destination, cause: SystemCallError(errno))
         }
         AbandonedFiles.hold(fd)
         TemporaryFiles.shared.register(temporaryPath)
@@ -103,7 +103,7 @@ final class AtomicOutput {
 
     private func writeAll(_ bytes: UnsafeRawBufferPointer) throws {
         if let error = FileIO.write(fd, bytes) {
-            throw PackagerError(.io, "cannot write \(temporaryPath): \(String(cString: strerror(error)))", subject: destination)
+            throw PackagerError(.io, "cannot write \(temporaryPath)", subject: destination, cause: SystemCallError(error))
         }
     }
 
@@ -111,12 +111,12 @@ final class AtomicOutput {
     func commit() throws {
         try flush()
         guard fsync(fd) == 0 else {
-            throw PackagerError(.io, "cannot sync \(temporaryPath): \(String(cString: strerror(errno)))", subject: destination)
+            throw PackagerError(.io, "cannot sync \(temporaryPath)", subject: destination, cause: SystemCallError(errno))
         }
         close(fd)
         fd = -1
         guard rename(temporaryPath, destination) == 0 else {
-            throw PackagerError(.io, "cannot rename the finished bundle to \(destination): \(String(cString: strerror(errno)))", subject: destination)
+            throw PackagerError(.io, "cannot rename the finished bundle to \(destination)", subject: destination, cause: SystemCallError(errno))
         }
         committed = true
         TemporaryFiles.shared.unregister(temporaryPath)

@@ -1,4 +1,5 @@
 import Foundation
+import OfflineBundle
 
 #if canImport(Glibc)
     import Glibc
@@ -30,7 +31,7 @@ final class ScratchFolder: Sendable {
         Self.removeAbandoned(in: parent)
         let path = parent + "/" + Self.prefix + "\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         guard mkdir(path, 0o700) == 0 else {
-            throw PackagerError(.io, "cannot create a scratch folder in \(parent): \(String(cString: strerror(errno)))", subject: path)
+            throw PackagerError(.io, "cannot create a scratch folder in \(parent)", subject: path, cause: SystemCallError(errno))
         }
         self.path = path
         lockDescriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

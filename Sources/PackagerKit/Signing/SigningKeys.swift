@@ -25,11 +25,11 @@ public enum SigningKeys {
         }
         // Created 0600 from the start, so the private key is never readable by others, not even briefly.
         let fd = open(privatePath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw PackagerError(.io, "cannot create \(privatePath): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw PackagerError(.io, "cannot create \(privatePath)", cause: SystemCallError(errno)) }
         let text = Array((key.rawRepresentation.base64EncodedString() + "\n").utf8)
         let failure = text.withUnsafeBytes { FileIO.write(fd, $0) }
         close(fd)
-        if let failure { throw PackagerError(.io, "cannot write \(privatePath): \(String(cString: strerror(failure)))") }
+        if let failure { throw PackagerError(.io, "cannot write \(privatePath)", cause: SystemCallError(failure)) }
         let publicText = Data((key.publicKey.rawRepresentation.base64EncodedString() + "\n").utf8)
         guard FileManager.default.createFile(atPath: publicPath, contents: publicText) else {
             throw PackagerError(.io, "cannot write \(publicPath)")

@@ -129,19 +129,19 @@ extension Probe {
     }
 
     /// What to run about a verdict that needs attention.
-    func advice(for result: EntryVerification, _ recorded: Recorded) -> String? {
+    func advice(for result: EntryVerification, _ recorded: Recorded, failure: FetchError.Code? = nil) -> String? {
         if result.verdict == .fresh { return nil }
         let refresh = "packager refresh \(options.bundleArgument)"
         switch result.verdict {
         case .stale:
-            if result.notes.contains(where: { $0.field == "new resources" }) {
+            if result.notes.contains(where: { $0.field == Change.newResources }) {
                 return "rebuild: the page links new resources the bundle lacks (\(refresh) would re-fetch the page alone)"
             }
             return "\(refresh) re-fetches it"
         case .gone: return "\(refresh) records the \(result.liveStatus ?? 404); drop the URL from the declaration if it is gone for good"
         case .moved: return "\(refresh) records the redirect; rebuild to crawl its target"
         case .unreachable:
-            if result.error?.contains("--max-body") == true { return "the check is incomplete: raise --max-body to compare this body" }
+            if failure == .bodyTooLong { return "the check is incomplete: raise --max-body to compare this body" }
             return "the check is incomplete: run verify again once \(keyOrigin(recorded.url).map { String($0.origin) } ?? "the server") answers as it should"
         case .unverifiable: return "run verify without --shallow to compare bodies"
         case .substituted where !result.changes.isEmpty:
@@ -158,7 +158,7 @@ extension Probe {
         let missing = Self.resources(in: live, page: recorded.url).filter { !before.contains($0) && bundle.entry(for: $0) == nil }.sorted()
         guard let first = missing.first else { return [] }
         let more = missing.count > 1 ? " and \(missing.count - 1) more" : ""
-        return [Change("new resources", recorded: nil, live: first + more)]
+        return [Change(Change.newResources, recorded: nil, live: first + more)]
     }
 
     /// A page's requisites (any origin) and same-origin links, resolved (absolute http(s) URLs without fragments).

@@ -21,7 +21,7 @@ extension Probe {
             answer = try await send(
                 recorded.url, method: .GET, headers: conditions,
                 body: .hashWhen { [limit = options.maxBodyBytes] status, _ in status == 200 ? (limit, false) : nil })
-        } catch let error as Unreachable {
+        } catch let error as FetchError {
             result.notes = [Change("remote unreachable", recorded: nil, live: error.message)]
             result.attempts = error.attempts
             return

@@ -41,13 +41,6 @@ struct Probe: Sendable {
         func header(_ name: String) -> String? { headers.first(name: name) }
     }
 
-    struct Unreachable: Error {
-        var message: String
-        var attempts: Int
-        /// Not asked at all: the address policy refused the key's address.
-        var refusal: AddressPolicy.Refusal? = nil
-    }
-
     /// The entry's verdict. (An origin no connection could be made to is remembered by the retry loop.)
     func verify(_ recorded: Recorded) async -> EntryVerification {
         var result = EntryVerification(
@@ -83,7 +76,7 @@ struct Probe: Sendable {
             } else {
                 try await verifyContent(recorded, into: &result)
             }
-        } catch let error as Unreachable {
+        } catch let error as FetchError {
             result.verdict = .unreachable
             result.error = error.message
             result.attempts = error.attempts
@@ -95,6 +88,8 @@ struct Probe: Sendable {
                     : "never asked: link-local and cloud-metadata addresses are not fetched"
                 return result
             }
+            result.advice = advice(for: result, recorded, failure: error.code)
+            return result
         } catch {
             result.verdict = .unreachable
             result.error = "\(error)"
@@ -159,7 +154,7 @@ struct Probe: Sendable {
     /// Sends one request with retries on connection errors, timeouts, 429 and 5xx (``RetryLoop``).
     func send(_ url: String, method: HTTPMethod, headers extra: [(String, String)], body: BodyHandling) async throws -> Answer {
         if let refusal = addresses.refusal(forURL: url) {
-            throw Unreachable(message: "not asked: \(refusal.reason)", attempts: 0, refusal: refusal)
+            throw FetchError(.notAsked, "not asked: \(refusal.reason)", refusal: refusal)
         }
         // Verify asks for canonical keys: their origin is read off the key, without canonicalizing it again.
         let origin = HTTPOrigin(key: url) ?? HTTPOrigin(url: url)
@@ -168,12 +163,10 @@ struct Probe: Sendable {
             do {
                 let answer = try await sendOnce(url, method: method, headers: extra, body: body)
                 return .answered(answer, status: answer.status, retryAfter: answer.header("retry-after"))
-            } catch let error as BodyTooLong {
-                return .failed(message: error.description, retryable: false, cannotConnect: false)
             } catch {
-                var message = HTTPTransport.describe(error)
-                if HTTPTransport.isUntrustedCertificate(error), let origin, let reason = await diagnosis.explain(origin) { message = reason }
-                return .failed(message: message, retryable: HTTPTransport.isRetryable(error), cannotConnect: HTTPTransport.isConnectFailure(error))
+                var failure = HTTPTransport.fetchError(error)
+                if HTTPTransport.isUntrustedCertificate(error), let origin, let reason = await diagnosis.explain(origin) { failure.message = reason }
+                return .failed(failure)
             }
         }
         switch outcome {
@@ -181,18 +174,12 @@ struct Probe: Sendable {
             answer.attempts = attempts
             // Still 429 or 5xx after every retry: the server cannot say whether the entry changed.
             if RetryLoop.retryable(status: answer.status) {
-                throw Unreachable(message: "HTTP \(answer.status) after \(attempts) attempts", attempts: attempts)
+                throw FetchError(.status, "HTTP \(answer.status) after \(attempts) attempts", status: answer.status, attempts: attempts)
             }
             return answer
         case .failed(let failure):
-            throw Unreachable(message: failure.message, attempts: failure.attempts)
+            throw failure
         }
-    }
-
-    /// A body past ``Verifier/Options/maxBodyBytes``: the check stops there.
-    struct BodyTooLong: Error, CustomStringConvertible {
-        var limit: UInt64
-        var description: String { "body longer than \(limit) bytes (the --max-body limit); not compared" }
     }
 
     /// One attempt: the request, and the body read as `body` asks.
@@ -237,7 +224,9 @@ struct Probe: Sendable {
                 break
             }
             // A recorded body past the cap cannot be compared without reading past it.
-            if !answer.longer && received > options.maxBodyBytes { throw BodyTooLong(limit: options.maxBodyBytes) }
+            if !answer.longer && received > options.maxBodyBytes {
+                throw FetchError(.bodyTooLong, "body longer than \(options.maxBodyBytes) bytes (the --max-body limit); not compared")
+            }
             guard NIODeadline.now() <= deadline else { throw HTTPClientError.deadlineExceeded }
             chunk.withUnsafeReadableBytes { raw in
                 hasher.update(bufferPointer: raw)

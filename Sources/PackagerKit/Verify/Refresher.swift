@@ -66,7 +66,7 @@ public struct Refresher: Sendable {
         let targets = Set(report.entries.filter { refreshVerdicts.contains($0.verdict) }.map(\.url))
         let unchecked = report.entries.filter { $0.verdict == .unreachable }.map { ($0.url, $0.error ?? "unreachable") }
         let linksNew = report.entries.compactMap { entry in
-            entry.notes.first { $0.field == "new resources" }.map { (entry.url, $0.live ?? "") }
+            entry.notes.first { $0.field == Change.newResources }.map { (entry.url, $0.live ?? "") }
         }
         if targets.isEmpty {
             // Nothing changed: the bundle stays byte for byte as it was (a copy when another output is asked for,
@@ -76,9 +76,9 @@ public struct Refresher: Sendable {
                 try? FileManager.default.removeItem(atPath: partial)
                 try FileManager.default.copyItem(atPath: path, toPath: partial)
                 guard rename(partial, output) == 0 else {
-                    let reason = String(cString: strerror(errno))
+                    let error = SystemCallError(errno)
                     try? FileManager.default.removeItem(atPath: partial)
-                    throw PackagerError(.io, "cannot write \(output): \(reason)", subject: output)
+                    throw PackagerError(.io, "cannot write \(output)", subject: output, cause: error)
                 }
             }
             return Summary(verify: report, refreshed: [], failed: [], unchecked: unchecked, linksNew: [], write: nil)

@@ -35,6 +35,9 @@ public struct Change: Codable, Sendable, Equatable {
     public var recorded: String?
     public var live: String?
 
+    /// The field of a note listing resources a live page links that the bundle lacks (refresh reads it too).
+    public static let newResources = "new resources"
+
     public init(_ field: String, recorded: String?, live: String?) {
         self.field = field
         self.recorded = recorded

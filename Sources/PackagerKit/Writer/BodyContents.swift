@@ -25,10 +25,10 @@ enum BodyContents {
             // Not through a symbolic link: `pack` walked the folder and took regular files only, and a link swapped in
             // since (pointing out of the folder) is refused rather than read.
             let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-            guard fd >= 0 else { throw PackagerError(.io, "cannot read \(path): \(String(cString: strerror(errno)))", subject: path) }
+            guard fd >= 0 else { throw PackagerError(.io, "cannot read \(path)", subject: path, cause: SystemCallError(errno)) }
             defer { close(fd) }
             var info = stat()
-            guard fstat(fd, &info) == 0 else { throw PackagerError(.io, "cannot read \(path): \(String(cString: strerror(errno)))", subject: path) }
+            guard fstat(fd, &info) == 0 else { throw PackagerError(.io, "cannot read \(path)", subject: path, cause: SystemCallError(errno)) }
             let size = Int(info.st_size)
             if (info.st_mode & S_IFMT) != S_IFREG || size == 0 {
                 // A FIFO, a /proc file, or a file whose size the system does not know: read it to the end.
@@ -52,7 +52,7 @@ enum BodyContents {
                     count = 0
                 }
             }
-            if failure != 0 { throw PackagerError(.io, "cannot read \(path): \(String(cString: strerror(failure)))", subject: path) }
+            if failure != 0 { throw PackagerError(.io, "cannot read \(path)", subject: path, cause: SystemCallError(failure)) }
             if bytes.count < size { throw PackagerError(.io, "\(path) shrank while it was read", subject: path) }
             self = .bytes(bytes)
         }
@@ -63,7 +63,7 @@ enum BodyContents {
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         while true {
             switch chunk.withUnsafeMutableBytes({ FileIO.read(fd, into: $0) }) {
-            case .failed(let error): throw PackagerError(.io, "cannot read \(path): \(String(cString: strerror(error)))", subject: path)
+            case .failed(let error): throw PackagerError(.io, "cannot read \(path)", subject: path, cause: SystemCallError(error))
             case .done(let n):
                 bytes.append(contentsOf: chunk[0..<n])
                 if n < chunk.count { return bytes }

@@ -123,11 +123,11 @@ final class EntryStore: Sendable {
         guard !state.pending.isEmpty else { return }
         if state.fd < 0 {
             state.fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-            guard state.fd >= 0 else { throw PackagerError(.io, "cannot create \(path): \(String(cString: strerror(errno)))", subject: path) }
+            guard state.fd >= 0 else { throw PackagerError(.io, "cannot create \(path)", subject: path, cause: SystemCallError(errno)) }
         }
         let offset = state.written
         if let error = state.pending.withUnsafeBytes({ FileIO.write(state.fd, $0, at: offset) }) {
-            throw PackagerError(.io, "cannot write \(path): \(String(cString: strerror(error)))", subject: path)
+            throw PackagerError(.io, "cannot write \(path)", subject: path, cause: SystemCallError(error))
         }
         state.written += UInt64(state.pending.count)
         state.pending.removeAll(keepingCapacity: true)

@@ -40,14 +40,14 @@ final class OverflowFile: Sendable {
         let (fd, offset): (Int32, UInt64) = try state.withLockedValue { state in
             if state.fd < 0 {
                 state.fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-                guard state.fd >= 0 else { throw PackagerError(.io, "cannot create \(path): \(String(cString: strerror(errno)))") }
+                guard state.fd >= 0 else { throw PackagerError(.io, "cannot create \(path)", cause: SystemCallError(errno)) }
             }
             defer { state.end += UInt64(bytes.count) }
             return (state.fd, state.end)
         }
         try bytes.withUnsafeBytes { raw in
             if let error = FileIO.write(fd, raw, at: offset) {
-                throw PackagerError(.io, "cannot write \(path): \(String(cString: strerror(error)))")
+                throw PackagerError(.io, "cannot write \(path)", cause: SystemCallError(error))
             }
         }
         return offset

@@ -95,7 +95,7 @@ extension PreparedBody.Storage {
         case .source(.file(let path)):
             // Not through a symbolic link, as when it was hashed (BodyContents).
             let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-            guard fd >= 0 else { throw PackagerError(.io, "cannot open \(path): \(String(cString: strerror(errno)))", subject: path) }
+            guard fd >= 0 else { throw PackagerError(.io, "cannot open \(path)", subject: path, cause: SystemCallError(errno)) }
             let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
             defer { try? handle.close() }
             var crc: UInt32 = 0
