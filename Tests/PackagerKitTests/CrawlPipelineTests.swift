@@ -38,10 +38,8 @@ struct CrawlPipelineTests {
         return declaration
     }
 
-    static func write(_ entries: [BundleWriter.Entry], overflow: OverflowFile?, scratch: ScratchFolder, to path: String) throws -> Data {
-        var writer = BundleWriter(options: .init(createdAt: nil, timeClamp: Date(timeIntervalSince1970: 1_000_000_000)))
-        writer.scratch = scratch
-        writer.overflow = overflow
+    static func write(_ entries: [BundleWriter.Entry], session: BuildSession, to path: String) throws -> Data {
+        var writer = BundleWriter(options: .init(createdAt: nil, timeClamp: Date(timeIntervalSince1970: 1_000_000_000)), session: session)
         for entry in entries { writer.add(entry) }
         try writer.write(to: path)
         return try Data(contentsOf: URL(fileURLWithPath: path))
@@ -54,16 +52,12 @@ struct CrawlPipelineTests {
             let folder = try TemporaryFolder()
             let declaration = Self.declaration(origin)
 
-            let scratch = try ScratchFolder(in: folder.path)
-            defer { scratch.remove() }
             let total = 64 << 20
             let memory = MemoryBudget(total: total, perBody: 256 << 10)
-            let overflow = OverflowFile(in: scratch)
             let kept = MemoryBudget(total: 1 << 20, perBody: .max)
-            let crawl = await Crawler(
-                declaration: declaration, spool: scratch, memory: memory, compressing: (BundleWriter.defaultCompressionLevel, kept, overflow),
-                progress: nil
-            ).run()
+            let session = BuildSession(scratch: try ScratchFolder(in: folder.path), received: memory, prepared: kept)
+            defer { session.remove() }
+            let crawl = await Crawler(declaration: declaration, session: session, progress: nil).run()
             let crawled = try crawl.entries()
             #expect(crawl.failures.isEmpty, "\(crawl.failures)")
             #expect(crawled.count == 6)
@@ -80,7 +74,7 @@ struct CrawlPipelineTests {
             #expect(memory.available == total, "budget left \(memory.available) of \(total)")
             #expect(kept.available == (1 << 20) - held && held > 0 && held < 100_000, "kept budget left \(kept.available), held \(held)")
             // Spool files: only the stored photo's is left (the bundle is written from it); the big page's was deleted.
-            let spooled = try FileManager.default.contentsOfDirectory(atPath: scratch.path).filter { !$0.hasPrefix("overflow") }
+            let spooled = try FileManager.default.contentsOfDirectory(atPath: session.scratch.path).filter { !$0.hasPrefix("overflow") }
             let photo = try #require(crawled.first { $0.url.hasSuffix("/img/photo.png") }?.prepared)
             guard case .source(.file(let photoPath)) = photo.storage else {
                 Issue.record("the photo is not read from its spool file: \(photo.storage)")
@@ -89,26 +83,23 @@ struct CrawlPipelineTests {
             #expect(spooled == [(photoPath as NSString).lastPathComponent], "\(spooled)")
 
             // The same crawl, compressed by the writer afterwards: the same bundle.
-            let plainScratch = try ScratchFolder(in: folder.path)
-            defer { plainScratch.remove() }
-            let plain = await Crawler(
-                declaration: declaration, spool: plainScratch, memory: MemoryBudget(total: total, perBody: 256 << 10), progress: nil
-            ).run()
+            let plainSession = BuildSession(
+                scratch: try ScratchFolder(in: folder.path), received: MemoryBudget(total: total, perBody: 256 << 10), prepared: nil)
+            defer { plainSession.remove() }
+            let plain = await Crawler(declaration: declaration, session: plainSession, progress: nil).run()
             let plainEntries = try plain.entries()
             #expect(plainEntries.allSatisfy { $0.prepared == nil })
-            let pipelined = try Self.write(crawled, overflow: overflow, scratch: scratch, to: folder.path + "/pipelined.zip")
-            let after = try Self.write(plainEntries, overflow: nil, scratch: plainScratch, to: folder.path + "/after.zip")
+            let pipelined = try Self.write(crawled, session: session, to: folder.path + "/pipelined.zip")
+            let after = try Self.write(plainEntries, session: plainSession, to: folder.path + "/after.zip")
             // Compared as one Bool: a failed == between two bundles of 400 KB made the test library diff them for 15 minutes.
             #expect(pipelined.elementsEqual(after), "\(pipelined.count) bytes against \(after.count)")
 
             // With no memory to keep them in, the compressed streams go to the overflow file: the same bundle again.
-            let spilledScratch = try ScratchFolder(in: folder.path)
-            defer { spilledScratch.remove() }
-            let spilledOverflow = OverflowFile(in: spilledScratch)
-            let spilledCrawl = await Crawler(
-                declaration: declaration, spool: spilledScratch, memory: MemoryBudget(total: total, perBody: 256 << 10),
-                compressing: (BundleWriter.defaultCompressionLevel, MemoryBudget(total: 0, perBody: .max), spilledOverflow), progress: nil
-            ).run()
+            let spilledSession = BuildSession(
+                scratch: try ScratchFolder(in: folder.path), received: MemoryBudget(total: total, perBody: 256 << 10),
+                prepared: MemoryBudget(total: 0, perBody: .max))
+            defer { spilledSession.remove() }
+            let spilledCrawl = await Crawler(declaration: declaration, session: spilledSession, progress: nil).run()
             let spilledEntries = try spilledCrawl.entries()
             for entry in spilledEntries {
                 switch entry.prepared?.storage {
@@ -117,7 +108,7 @@ struct CrawlPipelineTests {
                 default: Issue.record("\(entry.url) is held in memory with no budget for it")
                 }
             }
-            let spilled = try Self.write(spilledEntries, overflow: spilledOverflow, scratch: spilledScratch, to: folder.path + "/spilled.zip")
+            let spilled = try Self.write(spilledEntries, session: spilledSession, to: folder.path + "/spilled.zip")
             #expect(spilled.elementsEqual(after), "\(spilled.count) bytes against \(after.count)")
             let bundle = try MountedBundle(path: folder.path + "/pipelined.zip")
             #expect(try bundle.body(of: try #require(bundle.entry(for: origin.base + "/pages/big.html"))).count == big.size)
@@ -130,11 +121,9 @@ struct CrawlPipelineTests {
         try await withOrigin { origin in
             Self.serve(origin)
             let folder = try TemporaryFolder()
-            let scratch = try ScratchFolder(in: folder.path)
-            defer { scratch.remove() }
-            let crawl = await Crawler(
-                declaration: Self.declaration(origin), spool: scratch, memory: MemoryBudget(total: 64 << 20, perBody: 256 << 10), progress: nil
-            ).run()
+            let session = BuildSession(scratch: try ScratchFolder(in: folder.path), received: MemoryBudget(total: 64 << 20, perBody: 256 << 10), prepared: nil)
+            defer { session.remove() }
+            let crawl = await Crawler(declaration: Self.declaration(origin), session: session, progress: nil).run()
             let crawled = try crawl.entries()
             let keys = Set(crawled.map(\.url))
             #expect(keys.contains(origin.base + "/img/pic.png"), "\(keys.sorted())")

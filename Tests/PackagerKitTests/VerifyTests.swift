@@ -191,6 +191,13 @@ struct VerifyTests {
             let again = try await Refresher(options: quiet).refresh(bundleAt: folder.path + "/new.zip", output: folder.path + "/new.zip")
             #expect(again.write == nil && again.refreshed.isEmpty && again.unchecked.map(\.url) == ["http://127.0.0.1:9/down.html"])
             #expect(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/new.zip")) == before)
+            // Nothing to refresh, another output asked for: a copy, byte for byte, written as every output is (nothing
+            // left beside it).
+            try FileManager.default.createDirectory(atPath: folder.path + "/copy", withIntermediateDirectories: true)
+            let copied = try await Refresher(options: quiet).refresh(bundleAt: folder.path + "/new.zip", output: folder.path + "/copy/same.zip")
+            #expect(copied.write == nil)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/copy/same.zip")) == before)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path + "/copy") == ["same.zip"])
         }
     }
 

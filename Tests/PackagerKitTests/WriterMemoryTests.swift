@@ -115,8 +115,9 @@ struct WriterMemoryTests {
         for i in 0..<3 {
             _ = store.append(.init(url: "https://docs.example/\(i)", headers: [("content-type", "text/plain")], body: .data(Data("body \(i)".utf8))))
         }
-        var writer = BundleWriter()
-        writer.store = store
+        let session = BuildSession(scratch: try ScratchFolder(in: folder.path), received: MemoryBudget(total: 64 << 20, perBody: .max), prepared: nil)
+        defer { session.remove() }
+        let writer = BundleWriter(options: .init(), session: session, store: store)
         let summary = try writer.write(to: folder.path + "/first.zip")
         #expect(summary.entries == 3 && summary.bodies == 3)
         #expect {

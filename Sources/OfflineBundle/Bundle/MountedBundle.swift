@@ -229,13 +229,17 @@ public final class MountedBundle: Sendable {
 
     /// The entry's body, inflated and checked; empty when the entry has none.
     ///
+    /// Read by the same ``BodyReader`` a server streams with, so one place decides what is checked: a body not yet
+    /// checked in this mount is checked (CRC-32, and SHA-256 when so configured), one that passed is trusted while the
+    /// file is unchanged (a file cut short still fails).
+    ///
     /// - Throws: ``BundleError`` with code `.corruptBody` when the bytes do not
     ///   match the recorded CRC-32 (and SHA-256 when so configured), `.hostile`
     ///   when they claim more than `maxBodySize`, `.corruptDirectory` when the
     ///   local header disagrees with the index. Wrong bytes are never returned.
     public func body(of entry: BundleEntry) throws -> Data {
         guard let body = entry.body else { return Data() }
-        return Data(try bodyBytes(at: body.index, verification: verification))
+        return try BodyReader(bundle: self, bodyIndex: body.index, shape: .identity, chunkSize: 1 << 20).readAll()
     }
 
     /// The stored deflate stream of a compressed body, with what a gzip trailer needs.
@@ -269,6 +273,8 @@ public final class MountedBundle: Sendable {
             : BundleFormat.bodyPrefix + hexString(record.sha256.prefix(IndexLayout.bodyNameDigits / 2))
     }
 
+    /// A body read whole and checked whatever this mount trusts already, as `verification` says: what `check` and
+    /// `export` read, which must check every body again.
     package func bodyBytes(at bodyIndex: Int, verification: Options.Verification) throws -> [UInt8] {
         let record = index.body(at: bodyIndex)
         let name = bodyName(record)

@@ -89,6 +89,13 @@ public final class BodyReader: @unchecked Sendable {
     public func drain() throws {
         while try next() != nil {}
     }
+
+    /// Reads the rest of the body and returns it, checked as ``next()`` checks.
+    public func readAll() throws -> Data {
+        var data = Data()
+        while let chunk = try next() { data.append(chunk) }
+        return data
+    }
 }
 
 /// Reads a bundle body (see ``BodyReader``).

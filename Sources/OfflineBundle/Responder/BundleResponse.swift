@@ -150,19 +150,8 @@ public struct BundleResponse: Sendable {
     ///
     /// - Throws: ``BundleError`` when the stored bytes fail their checks.
     public func bodyData() throws -> Data {
-        switch body {
-        case .empty: return Data()
-        case .entry(let entry): return try entry.bundle.body(of: entry)
-        case .range(let entry, let range): return Data(try entry.bundle.body(of: entry)[Int(range.lowerBound)..<Int(range.upperBound)])
-        case .gzip(let entry):
-            guard let deflated = try entry.bundle.deflatedBody(of: entry) else { return try entry.bundle.body(of: entry) }
-            return deflated.gzip
-        case .content(let content, let range):
-            var data = Data()
-            let reader = content.reader(range, chunkSize: 1 << 20)
-            while let chunk = try reader.next() { data.append(chunk) }
-            return data
-        }
+        // The same reader a server streams with: one place decides the checks.
+        try bodyReader(chunkSize: 1 << 20)?.readAll() ?? Data()
     }
 
     /// A reader of the body in chunks of about `chunkSize` bytes, straight from the bundle file (see ``BodyReader``):

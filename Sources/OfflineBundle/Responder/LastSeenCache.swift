@@ -96,7 +96,7 @@ public final class LastSeenCache: Sendable {
         guard status == 200, mayStore(request), UInt64(body.count) <= maxEntryBytes, Self.mayKeep(headers, minimumLifetime: minimumLifetime) else {
             return false
         }
-        let kept = headers.filter { !BundleResponder.neverReplayed.contains($0.name.canonicalName) && $0.name != .age }
+        let kept = headers.filter { HeaderPolicy.isReplayed($0.name) && $0.name != .age }
         let meta = Meta(key: key, status: status, storedAt: now.timeIntervalSince1970, headers: kept.map { [$0.name.canonicalName, $0.value] })
         guard let metaBytes = try? JSONEncoder().encode(meta) else { return false }
         var file = Self.magic

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import NIOPosix
 
 /// `packager build`: crawls what a declaration names and writes the bundle.
 ///
@@ -67,20 +68,11 @@ public struct Builder: Sendable {
         if declaration.tls.insecure && options.signingKey != nil {
             throw PackagerError(.invalidInput, "tls.insecure cannot be used with a signing key: a signed bundle would vouch for unverified content")
         }
-        let scratch = try ScratchFolder(in: folder)
-        defer { scratch.remove() }
-        // Memory for bodies, 64 MiB in all: received bodies waiting to be read for links and compressed (beyond it they
-        // are received into spool files), and the compressed ones waiting for the bundle to be written (beyond it they
-        // go to the overflow file). Neither grows with the site.
-        let memory = MemoryBudget(total: 48 << 20, perBody: 256 << 10)
-        let kept = MemoryBudget(total: 16 << 20, perBody: .max)
-
+        let session = try BuildSession.forBuild(in: folder, compressionLevel: options.compressionLevel)
+        defer { session.remove() }
         let started = Date()
         // Bodies are hashed and compressed while the crawl goes on; the writer then only orders and copies them.
-        let overflow = OverflowFile(in: scratch)
-        let crawl = await Crawler(
-            declaration: declaration, spool: scratch, memory: memory, compressing: (options.compressionLevel, kept, overflow), progress: progress
-        ).run()
+        let crawl = await Crawler(declaration: declaration, session: session, progress: progress).run()
         let maxErrors = options.maxErrors ?? declaration.maxErrors
         let declaredFailed = crawl.failures.contains { $0.declared }
         let tooMany = maxErrors.map { crawl.failures.count > $0 } ?? false
@@ -91,16 +83,13 @@ public struct Builder: Sendable {
         report.crawlSeconds = Date().timeIntervalSince(started)
         report.protocols = crawl.stats.protocols
         if report.succeeded {
-            var writer = BundleWriter(
+            let writer = BundleWriter(
                 options: .init(
                     rules: declaration.bundleRules, createdAt: options.createdAt, signingKey: options.signingKey,
-                    compressionLevel: options.compressionLevel, memoryBudget: 64 << 20))
-            writer.sharedMemory = memory
-            writer.scratch = scratch
-            writer.overflow = overflow
-            // Read back one at a time as the bundle is written.
-            writer.store = crawl.store
-            let summary = try writer.write(to: output)
+                    compressionLevel: options.compressionLevel),
+                session: session, store: crawl.store)
+            // Writing reads, compresses and writes files: on NIO's thread pool, not Swift's cooperative one.
+            let summary = try await NIOThreadPool.singleton.runIfActive { try writer.write(to: output) }
             report.output = output
             report.digest = summary.digest
             report.entries = summary.entries

@@ -114,7 +114,7 @@ public enum Checker {
             if name.contains(where: { (0x41...0x5A).contains($0) }) {
                 problems.append("stored header name \"\(shown)\" is not lowercase (§4.5)")
             }
-            if BundleResponder.neverReplayed.contains(shown.lowercased()) {
+            if HeaderPolicy.neverReplayed.contains(shown.lowercased()) {
                 problems.append("stores \(shown.lowercased()), a header that is never replayed (hostile)")
             }
             if line[(colon + 1)...].contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {

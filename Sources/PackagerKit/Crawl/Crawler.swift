@@ -40,19 +40,18 @@ final class Crawler: Sendable {
     static let maxRedirects = 10
     static let maxURLLength = 16 << 10
 
-    /// - Parameter compressing: when given, bodies are hashed and compressed at that level while the crawl goes on, and
-    ///   the entries carry the results: kept in memory within `kept`, in the overflow file beyond it.
-    init(
-        declaration: Declaration, spool: ScratchFolder, memory: MemoryBudget,
-        compressing: (level: Int, kept: MemoryBudget, overflow: OverflowFile)? = nil,
-        progress: (@Sendable (CrawlProgress) -> Void)?
-    ) {
+    /// - Parameter session: the build's scratch folder and memory budgets; when it has a budget for prepared bodies,
+    ///   bodies are hashed and compressed at its level while the crawl goes on, and the entries carry the results: kept
+    ///   in memory within that budget, in its overflow file beyond it.
+    init(declaration: Declaration, session: BuildSession, progress: (@Sendable (CrawlProgress) -> Void)?) {
+        let memory = session.received
         self.memory = memory
+        let spool = session.scratch
         let state = CrawlState(
             maxResources: declaration.scope.maxResources, maxBytes: declaration.scope.maxBytes, entriesPath: spool.path(for: "entries"))
         self.state = state
-        self.pipeline = compressing.map { level, kept, overflow in
-            BodyPipeline(level: level, memory: memory, kept: kept, overflow: overflow) { state.setPrepared($0, $1) }
+        self.pipeline = session.prepared.map { kept in
+            BodyPipeline(level: session.compressionLevel, memory: memory, kept: kept, overflow: session.overflow) { state.setPrepared($0, $1) }
         }
         self.declaration = declaration
         self.scope = CrawlScope(declaration)
@@ -436,7 +435,7 @@ final class Crawler: Sendable {
         _ headers: [(name: String, value: String)], policy: Declaration.ContentEncodingPolicy, secrets: SecretScan
     ) -> [(name: String, value: String)] {
         headers.filter { header in
-            guard keptHeaders.contains(header.name) else { return false }
+            guard HeaderPolicy.recorded.contains(header.name) else { return false }
             // AsyncHTTPClient decodes gzip and deflate (not x-gzip); any other coding is kept, since the bytes still carry it.
             if header.name == "content-encoding" && policy == .decoded && ["gzip", "deflate"].contains(header.value.lowercased()) {
                 return false
@@ -444,12 +443,6 @@ final class Crawler: Sendable {
             return !secrets.found(in: header.value)
         }
     }
-
-    /// The response headers a bundle keeps.
-    static let keptHeaders: Set<String> = [
-        "content-type", "content-language", "content-encoding", "content-disposition", "etag", "last-modified", "cache-control", "expires", "vary",
-        "location", "link", "access-control-allow-origin", "content-security-policy", "x-content-type-options", "refresh",
-    ]
 
     /// The `Date` a response carries, when it carries a valid one.
     static func originDate(_ headers: [(name: String, value: String)]) -> Date? {

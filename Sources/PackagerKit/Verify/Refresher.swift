@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import NIOPosix
 import OfflineBundle
 
 /// `packager refresh`: re-fetches only what verify finds stale, gone or moved, and writes a new bundle.
@@ -70,17 +71,8 @@ public struct Refresher: Sendable {
         }
         if targets.isEmpty {
             // Nothing changed: the bundle stays byte for byte as it was (a copy when another output is asked for,
-            // put in place by a rename, as a written bundle is).
-            if output != path {
-                let partial = output + ".partial-\(getpid())"
-                try? FileManager.default.removeItem(atPath: partial)
-                try FileManager.default.copyItem(atPath: path, toPath: partial)
-                guard rename(partial, output) == 0 else {
-                    let error = SystemCallError(errno)
-                    try? FileManager.default.removeItem(atPath: partial)
-                    throw PackagerError(.io, "cannot write \(output)", subject: output, cause: error)
-                }
-            }
+            // written as every output is: a temporary file, synced, renamed, removed when interrupted).
+            if output != path { try Self.copy(path, to: output) }
             return Summary(verify: report, refreshed: [], failed: [], unchecked: unchecked, linksNew: [], write: nil)
         }
         let manifest = try bundle.manifest()
@@ -138,10 +130,38 @@ public struct Refresher: Sendable {
                     fetchedAt: entry.fetchedAt ?? record?.fetchedAt.flatMap { formatter.date(from: $0) }, originDate: entry.originDate,
                     source: record?.source, synthesizeETag: entry.etagSynthesized, lastModifiedSynthesized: entry.lastModifiedSynthesized))
         }
-        let summary = try writer.write(to: output)
+        // Writing reads, compresses and writes files: on NIO's thread pool, not Swift's cooperative one.
+        let finished = writer
+        let summary = try await NIOThreadPool.singleton.runIfActive { try finished.write(to: output) }
         let written = Set(refreshed.map(\.0))
         return Summary(
             verify: report, refreshed: refreshed, failed: failed, unchecked: unchecked, linksNew: linksNew.filter { written.contains($0.0) },
             write: summary)
+    }
+
+    /// Copies the bundle at `source` to `destination` through ``AtomicOutput``, 1 MiB at a time.
+    static func copy(_ source: String, to destination: String) throws {
+        let file: BundleFile
+        do {
+            file = try BundleFile(path: source)
+        } catch let error as BundleError {
+            throw PackagerError(.io, error.message, subject: source, cause: error.underlying)
+        }
+        let output = try AtomicOutput(destination: destination)
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var offset: UInt64 = 0
+        while offset < file.size {
+            let count = Int(min(UInt64(buffer.count), file.size - offset))
+            do {
+                try buffer.withUnsafeMutableBytes {
+                    try file.readFully(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<count]), at: offset, what: "the bundle")
+                }
+            } catch let error as BundleError {
+                throw PackagerError(.io, error.message, subject: source, cause: error.underlying)
+            }
+            try buffer.withUnsafeBytes { try output.write(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+            offset += UInt64(count)
+        }
+        try output.commit()
     }
 }

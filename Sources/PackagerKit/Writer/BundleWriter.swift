@@ -136,32 +136,38 @@ public struct BundleWriter: Sendable {
     /// The generator string recorded in manifests.
     public static let generator = "packager \(PackagerVersion.string)"
 
-    /// Headers never written into a bundle: credentials, and hop-by-hop headers that describe one connection.
-    public static let droppedHeaders: Set<String> = [
-        "authorization", "proxy-authorization", "cookie", "set-cookie", "set-cookie2",
-        "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection",
-        "content-length",
-    ]
+    /// Headers never written into a bundle: credentials, and hop-by-hop headers that describe one connection (the
+    /// runtime's header policy, which every part of the package reads).
+    public static var droppedHeaders: Set<String> { HeaderPolicy.neverStored }
 
     public var options: Options
     public private(set) var entries: [Entry] = []
-    /// The run's one memory budget, when the writer is part of a run that already holds bodies in memory (a crawl):
-    /// the writer's compressed bodies then draw on what the crawl left, instead of a budget of their own.
-    var sharedMemory: MemoryBudget?
-    /// The run's scratch folder, when it has one beside the output already.
-    var scratch: ScratchFolder?
-    /// The run's overflow file, when bodies were prepared before the write (their spooled streams are in it).
-    var overflow: OverflowFile?
+    /// The build this writer is part of (its scratch folder, overflow file and memory budget), when it is one; a writer
+    /// on its own makes a scratch folder beside its output and a budget of ``Options/memoryBudget``.
+    let session: BuildSession?
 
     /// Creates an empty writer.
-    public init(options: Options = Options()) { self.options = options }
+    public init(options: Options = Options()) {
+        self.options = options
+        session = nil
+        store = nil
+    }
+
+    /// A writer for a build: its bodies' memory is what the crawl left of the session's budget (the compressed bodies
+    /// draw on the same budget the crawl's received ones did), its scratch files are the session's, and the crawl's
+    /// entries come from `store`, read back one at a time as the bundle is written.
+    init(options: Options, session: BuildSession, store: EntryStore? = nil) {
+        self.options = options
+        self.session = session
+        self.store = store
+    }
 
     /// Adds an entry.
     public mutating func add(_ entry: Entry) { entries.append(entry) }
 
     /// A crawl's entries, read back one at a time as the bundle is written; they come after ``entries``. A writer with a
     /// store writes once: the store hands its prepared bodies over.
-    var store: EntryStore?
+    let store: EntryStore?
 
     /// How many entries the bundle gets: ``entries``, then the store's.
     private var entryCount: Int { entries.count + (store?.count ?? 0) }
@@ -182,10 +188,10 @@ public struct BundleWriter: Sendable {
     public func write(to path: String) throws -> Summary {
         let keys = try keyedEntries()
         let output = try AtomicOutput(destination: path)
-        let ownScratch = self.scratch == nil ? try ScratchFolder(besideOutput: path) : nil
+        let ownScratch = session == nil ? try ScratchFolder(besideOutput: path) : nil
         defer { ownScratch?.remove() }
-        let spool = overflow ?? OverflowFile(in: self.scratch ?? ownScratch!)
-        let memory = sharedMemory ?? MemoryBudget(total: options.memoryBudget, perBody: .max)
+        let spool = session?.overflow ?? OverflowFile(in: ownScratch!)
+        let memory = session?.received ?? MemoryBudget(total: options.memoryBudget, perBody: .max)
         let zip = ZipWriter(output: output, spill: spool)
         // The bodies, prepared in the entries' own order, each distinct one written once in digest order; their bytes
         // are let go as they are written, and what the manifest and the index need of them is kept.
@@ -383,7 +389,7 @@ public struct BundleWriter: Sendable {
             let entry = try entry(at: keys.entry(i))
             var headers = entry.headers
                 .map { (name: $0.name.lowercased(), value: String(Substring($0.value).trimmingWhitespace())) }
-                .filter { !Self.droppedHeaders.contains($0.name) }
+                .filter { !HeaderPolicy.neverStored.contains($0.name) }
             // A synthesized ETag is a flag, derived from the digest when answering: it is never stored as a header, so
             // it cannot pass for the origin's, and header blocks stay shareable.
             var flags: UInt8 = 0
