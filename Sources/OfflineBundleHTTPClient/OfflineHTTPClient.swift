@@ -102,8 +102,8 @@ public struct OfflineHTTPClient: Sendable {
         // thread pool, never on Swift's cooperative pool; a body in memory is read where it stands.
         let opened: OpenedBody?
         do {
-            if answer.bodyPlace == .memory {
-                opened = try answer.openBody()
+            if answer.bodyPlace == .memory, let inMemory = try answer.openBodyIfInMemory() {
+                opened = inMemory
             } else {
                 opened = try await NIOThreadPool.singleton.runIfActive { try answer.openBody() }
             }

@@ -54,35 +54,39 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
     }
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard let log = serving.policy.accessLog else { return try await answer(request, context: context, next: next).response }
+        guard let log = serving.policy.accessLog else {
+            var source: BundleResponse.Source?
+            return try await answer(request, context: context, next: next, source: &source)
+        }
         var served = ServedRequest(
             client: (context as? any RemoteAddressRequestContext)?.remoteAddress?.ipAddress, method: request.method.rawValue,
             target: request.uri.string, status: 500)
         do {
-            let (response, source) = try await answer(request, context: context, next: next)
+            let response = try await answer(request, context: context, next: next, source: &served.source)
             served.status = response.status.code
             served.contentLength = response.headers[.contentLength]
-            served.source = source
             log(served)
             return response
         } catch {
+            // What answered stays in the line: a damaged body is the bundle's 500.
             served.status = (error as? any HTTPResponseError)?.status.code ?? 500
             log(served)
             throw error
         }
     }
 
-    /// The response, and what answered it when the bundles did.
-    private func answer(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> (
-        response: Response, source: BundleResponse.Source?
-    ) {
+    /// The response; `source` is set to what answered, as soon as the bundles do.
+    private func answer(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response, source: inout BundleResponse.Source?
+    ) async throws -> Response {
         let answer: ServeAnswer
         switch serving.answer(method: request.method.rawValue, target: request.uri.string, host: request.head.authority, headers: request.headers) {
-        case .miss: return (try await next(request, context), nil)
+        case .miss: return try await next(request, context)
         case .status(500): throw HTTPError(.internalServerError, message: "the bundle records an invalid status for this resource")
-        case .status(let code): return (Response(status: HTTPResponse.Status(code: code)), nil)
+        case .status(let code): return Response(status: HTTPResponse.Status(code: code))
         case .answer(let found): answer = found
         }
+        source = answer.source
         let status = HTTPResponse.Status(code: answer.status)
         // The first chunk (for most pages, the whole body) is read and checked before the head goes out.
         let opened: OpenedBody?
@@ -91,16 +95,22 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
             // file, and is answered without the hop.
             switch answer.bodyPlace {
             case .none: opened = nil
-            case .memory: opened = try answer.openBody()
+            case .memory:
+                // Unless the mount's cache let it go meanwhile: then it is read as any other.
+                if let inMemory = try answer.openBodyIfInMemory() {
+                    opened = inMemory
+                } else {
+                    opened = try await NIOThreadPool.singleton.runIfActive { try answer.openBody() }
+                }
             case .small, .large: opened = try await NIOThreadPool.singleton.runIfActive { try answer.openBody() }
             }
         } catch {
             // Never half-serve: a body that fails its checks is an error response (counted and logged by the loader).
             throw HTTPError(.internalServerError, message: "the bundle's copy of this resource is damaged")
         }
-        guard let opened else { return (Response(status: status, headers: answer.headers), answer.source) }
+        guard let opened else { return Response(status: status, headers: answer.headers) }
         guard let second = opened.second else {
-            return (Response(status: status, headers: answer.headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: opened.first))), answer.source)
+            return Response(status: status, headers: answer.headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: opened.first)))
         }
         let reader = opened.reader
         let body = ResponseBody { writer in
@@ -117,6 +127,6 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
             }
             try await writer.finish(nil)
         }
-        return (Response(status: status, headers: answer.headers, body: body), answer.source)
+        return Response(status: status, headers: answer.headers, body: body)
     }
 }

@@ -288,8 +288,16 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         // In memory, or a small body of the bundle (one read of at most 64 KiB, from the page cache as a rule, as nginx
         // reads): answered where it stands, without a hop to the thread pool. A small body is read to its end, and so
         // through its checks, before the head goes out.
-        if place == .memory || place == .small {
-            return readHere(response, answer: answer, whole: place == .small, filling: filling, context: context)
+        if place == .small { return readHere(response, answer: answer, opened: { try answer.openBody() }, filling: filling, context: context) }
+        if place == .memory {
+            // In memory now, unless the mount's cache let it go meanwhile: then it is read on the thread pool below.
+            do {
+                if let opened = try answer.openBodyIfInMemory() {
+                    return start(response, opened, answer: answer, filling: filling, context: context)
+                }
+            } catch {
+                return empty(500, response.record, request: request, keepAlive: keepAlive, context: context)
+            }
         }
         // The first chunks are read (and checked) on NIO's thread pool before the head goes out; requests behind this
         // one wait.
@@ -370,15 +378,16 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         end(keepAlive: keepAlive, context: context)
     }
 
-    /// Answers with a body read on the event loop. A `whole` body (a small one) is read to its end, and so through its
-    /// checks, before the head goes out: a damaged one is a 500, never a 200 cut short. Otherwise (a body in memory,
-    /// checked before it was kept) the first chunks go out and the rest is pumped.
-    private func readHere(_ response: Response, answer: ServeAnswer, whole: Bool, filling: Filling?, context: ChannelHandlerContext) {
+    /// Answers with a small body read on the event loop, to its end, and so through its checks, before the head goes
+    /// out: a damaged one is a 500, never a 200 cut short.
+    private func readHere(
+        _ response: Response, answer: ServeAnswer, opened open: () throws -> OpenedBody?, filling: Filling?, context: ChannelHandlerContext
+    ) {
         // Never half-serve: a body that fails its checks is an error response, counted and logged (openBody counts
         // its own failures).
         let opened: OpenedBody
         do {
-            guard let body = try answer.openBody() else {
+            guard let body = try open() else {
                 sendHead(response, context: context)
                 return end(keepAlive: response.keepAlive, context: context)
             }
@@ -386,7 +395,6 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         } catch {
             return empty(500, response.record, http10: response.http10, keepAlive: response.keepAlive, context: context)
         }
-        guard whole else { return start(response, opened, answer: answer, filling: filling, context: context) }
         var chunks = opened.chunks
         do {
             while let chunk = try opened.reader.next() { chunks.append(chunk) }

@@ -4,10 +4,17 @@ import OfflineBundle
 import PackagerKit
 
 extension Packager {
-    struct Check: ParsableCommand {
+    struct Check: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Check a bundle offline: every body's digest, the index against the manifest, the signature.",
-            discussion: "Exits 0 when the bundle is intact, 1 with every problem listed when it is not."
+            discussion: """
+                Exits 0 when the bundle is intact, 1 with every problem listed when it is not.
+
+                With --browser, the bundle's pages are then opened in headless Chromium with no network at all (the bundle \
+                answers every request, and host names do not resolve), their search boxes typed into and menus opened, and \
+                every request the bundle could not answer is listed with its page and the script that asked; exits 1 when \
+                there is one. Needs Chromium (Debian: chromium-headless-shell).
+                """
         )
 
         @Argument(help: "The bundle to check.")
@@ -19,7 +26,24 @@ extension Packager {
         @Flag(help: "Print JSON.")
         var json = false
 
-        func run() throws {
+        @Flag(help: "Also open the bundle's pages in headless Chromium, offline, and list every request the bundle cannot answer.")
+        var browser = false
+
+        @Option(help: "With --browser: open this many of the pages, spread over them (default: all).")
+        var sample: Int?
+
+        @Option(name: .customLong("open"), help: "With --browser: also open this URL (repeatable), e.g. a search page with its query.")
+        var extraPages: [String] = []
+
+        @Option(name: .customLong("page-timeout"), help: "With --browser: seconds a page may take to load (default: 20).")
+        var pageTimeout: Double = 20
+
+        func validate() throws {
+            if let sample, sample < 1 { throw ValidationError("--sample must be at least 1") }
+            guard pageTimeout.isFinite, pageTimeout > 0, pageTimeout <= 600 else { throw ValidationError("--page-timeout must be between 0 and 600 seconds") }
+        }
+
+        func run() async throws {
             try reportingErrors {
                 let key = try publicKey.map(readPublicKey)
                 let report = Checker.check(path: path, publicKey: key)
@@ -38,6 +62,26 @@ extension Packager {
                     for issue in report.issues { print("  " + terminalSafe(issue.description)) }
                 }
                 if !report.isValid { throw ExitCode(1) }
+            }
+            guard browser else { return }
+            try await reportingErrorsAsync {
+                let key = try publicKey.map(readPublicKey)
+                let loader = try OfflineLoader(path: path, publicKey: key)
+                let profile = FileManager.default.temporaryDirectory.appendingPathComponent("packager-browser-\(UUID().uuidString)").path
+                defer { try? FileManager.default.removeItem(atPath: profile) }
+                let result = try await BrowserCheck.run(
+                    loader: loader, options: .init(sample: sample, pageTimeout: pageTimeout, extraPages: extraPages), profileFolder: profile)
+                if json {
+                    try printJSON(result)
+                } else {
+                    print("browser: \(result.pages) pages opened offline, \(result.requests) requests, \(result.answered) answered by the bundle")
+                    for miss in result.unanswered {
+                        let by = miss.initiator.map { ", asked by \($0)" } ?? ""
+                        print(terminalSafe("  not in the bundle: \(miss.method) \(miss.url) (\(miss.type)\(by)) on \(miss.page)"))
+                    }
+                    for problem in result.problems { print(terminalSafe("  not checked: \(problem.page): \(problem.reason)")) }
+                }
+                if !result.passed { throw ExitCode(1) }
             }
         }
     }

@@ -35,6 +35,13 @@ extension Packager {
         @Flag(name: .customLong("include-hidden"), help: "Also pack files and folders whose names start with a dot.")
         var includeHidden = false
 
+        @Flag(
+            name: .customLong("query-matters"),
+            help:
+                "Answer a URL with a query only if that exact URL was packed (by default /search.html?q=x is answered by search.html, as a static server does)."
+        )
+        var queryMatters = false
+
         @Option(name: .customLong("compression-level"), help: "Deflate level for text bodies, 1 (fast) to 12 (small).")
         var compressionLevel: Int = BundleWriter.defaultCompressionLevel
 
@@ -52,7 +59,7 @@ extension Packager {
                 let packer = Packer(
                     options: .init(
                         baseURL: baseURL, charset: charset == "none" ? nil : charset, stripComponents: stripComponents, includeHidden: includeHidden,
-                        writer: .init(dropQueryParameters: dropQuery, signingKey: key, compressionLevel: compressionLevel)))
+                        writer: .init(dropQueryParameters: dropQuery, signingKey: key, compressionLevel: compressionLevel), ignoresQuery: !queryMatters))
                 let summary = try packer.pack(source: source, output: output)
                 let w = summary.write
                 print("packed \(summary.files) files into \(output)")

@@ -144,9 +144,13 @@ struct BuildTests {
             #expect(hop2.status == 302 && hop2.header("location") == "/docs/")
             #expect(try #require(bundle.entry(for: origin.base + "/missing.html")).status == 404)
 
-            // Every key was fetched once, robots.txt once, with the declared headers.
-            let pageRequests = origin.requests.filter { $0.path != "/robots.txt" }
-            #expect(pageRequests.count == Set(pageRequests.map(\.path)).count + 1)  // the flaky one twice
+            // Every key was fetched once, robots.txt once, with the declared headers; then one page again, with and without
+            // a query, to learn whether the origin ignores queries (this one does not: it answers 404 to the query).
+            let probes = origin.requests.filter { $0.path.contains("packager-query-probe=") }
+            #expect(probes.count == 1)
+            #expect(bundle.rules.ignoreQuery.isEmpty)
+            let pageRequests = origin.requests.filter { $0.path != "/robots.txt" && !$0.path.contains("packager-query-probe=") }
+            #expect(pageRequests.count == Set(pageRequests.map(\.path)).count + 2)  // the flaky one twice, the probed page twice
             #expect(origin.count("/robots.txt") == 1)
             #expect(origin.count("/private/notes.html") == 0)
             #expect(pageRequests.allSatisfy { $0.headers["authorization"] == "Bearer \(secret)" && $0.headers["accept-language"] == "en" })

@@ -35,10 +35,13 @@ struct VectorTests {
     static let level = 8
 
     /// `packager pack docs/vectors/site --base-url http://vectors.example/site/ --drop-query 'utm_*' --compression-level 8`.
-    static func writePack(to path: String, signed: Bool) throws {
+    ///
+    /// The first vectors were written before packs carried an ignore-query rule (`ignoresQuery: false` keeps their bytes);
+    /// `v2-pack-query.zip` is a pack as `packager pack` writes one now, with the rule.
+    static func writePack(to path: String, signed: Bool, ignoresQuery: Bool = false) throws {
         var writer = BundleWriter.Options(dropQueryParameters: ["utm_*"], compressionLevel: level, timeClamp: nil)
         if signed { writer.signingKey = try signingKey() }
-        _ = try Packer(options: .init(baseURL: base, writer: writer)).pack(source: folder + "/site", output: path)
+        _ = try Packer(options: .init(baseURL: base, writer: writer, ignoresQuery: ignoresQuery)).pack(source: folder + "/site", output: path)
     }
 
     /// A crawl's bundle, as `packager build` records one: the origin's validators and times, a redirect, an error page,
@@ -144,6 +147,7 @@ struct VectorTests {
     static func writeVectors(into out: String) throws {
         try writePack(to: out + "/v2-pack.zip", signed: false)
         try writePack(to: out + "/v2-pack-signed.zip", signed: true)
+        try writePack(to: out + "/v2-pack-query.zip", signed: false, ignoresQuery: true)
         try writeCrawl(to: out + "/v2-crawl.zip")
         try rewriteAsZip64(out + "/v2-crawl.zip", to: out + "/v2-crawl-zip64.zip")
         let pack = out + "/v2-pack.zip"
@@ -272,6 +276,11 @@ struct VectorTests {
         request("http://ads.example/pixel.gif"),
         request("https://cdn.example/lib.js"),
         request("https://cdn.example/lib.js", [("If-None-Match", "\"386e41cba18e8dfc6aadceb2d3362bec\"")]),
+        // A query no entry has: answered by the query-less entry only under an ignore-query rule (§4.6).
+        request(base + "about/index.html?q=dictionary&check_keywords=yes"),
+        request(base + "style.css?v=3", [("Accept-Encoding", "gzip")]),
+        request(base + "?utm_source=mail&page=2"),
+        request(base + "missing.html?q=x"),
     ]
 
     static func answer(_ request: Request, bundle: MountedBundle) -> Answer {
@@ -310,7 +319,7 @@ struct VectorTests {
     /// Which vectors `expected.json` lists, with the key each is mounted with.
     static let plan: [(file: String, publicKey: String?)] = [
         ("v1-unsigned.zip", nil), ("v1-signed.zip", "vector-test-key.pub"),
-        ("v2-pack.zip", nil), ("v2-pack.zip", "vector-test-key.pub"), ("v2-pack-signed.zip", "vector-test-key.pub"),
+        ("v2-pack.zip", nil), ("v2-pack.zip", "vector-test-key.pub"), ("v2-pack-signed.zip", "vector-test-key.pub"), ("v2-pack-query.zip", nil),
         ("v2-crawl.zip", nil), ("v2-crawl-zip64.zip", nil),
         ("broken-body.zip", nil), ("broken-index.zip", nil), ("broken-truncated.zip", nil), ("hostile-status.zip", nil), ("unknown-flag.zip", nil),
     ]
@@ -336,7 +345,10 @@ struct VectorTests {
         }
         let scratch = try TemporaryFolder()
         try Self.writeVectors(into: scratch.path)
-        for name in ["v2-pack.zip", "v2-crawl.zip", "v2-crawl-zip64.zip", "broken-body.zip", "broken-index.zip", "hostile-status.zip", "unknown-flag.zip"] {
+        for name in [
+            "v2-pack.zip", "v2-pack-query.zip", "v2-crawl.zip", "v2-crawl-zip64.zip", "broken-body.zip", "broken-index.zip", "hostile-status.zip",
+            "unknown-flag.zip",
+        ] {
             let written = try Data(contentsOf: URL(fileURLWithPath: scratch.path + "/" + name))
             let committed = try Data(contentsOf: URL(fileURLWithPath: Self.folder + "/" + name))
             #expect(written == committed, "\(name) differs from docs/vectors/\(name): the writer's output changed")

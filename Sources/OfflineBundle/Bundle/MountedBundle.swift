@@ -88,6 +88,8 @@ public final class MountedBundle: Sendable {
     private let verified: VerifiedBodies
     /// Inflated bodies kept for identity answers (checked before they are kept).
     package let inflatedCache: InflatedCache?
+    /// With ignore-query rules: the query-less keys of entries recorded with a query (there the query matters).
+    private let queryVariantPaths: Set<String>
 
     /// Mounts the bundle at `path`.
     ///
@@ -173,6 +175,14 @@ public final class MountedBundle: Sendable {
         self.maxBodySize = options.maxBodySize
         self.verified = VerifiedBodies(count: index.bodyCount)
         self.inflatedCache = options.inflatedCacheBytes > 0 ? InflatedCache(capacity: options.inflatedCacheBytes) : nil
+        var variants = Set<String>()
+        if !index.rules.ignoreQuery.isEmpty {
+            for i in 0..<index.entryCount {
+                let key = index.entryKey(i)
+                if let mark = key.utf8.firstIndex(of: UInt8(ascii: "?")) { variants.insert(String(key[..<mark])) }
+            }
+        }
+        self.queryVariantPaths = variants
     }
 
     /// Whether body `bodyIndex` may be read again without its checks, or sent as a span of the file: it passed them in
@@ -195,6 +205,16 @@ public final class MountedBundle: Sendable {
             guard let key = canonicalizer.canonicalBytes(UnsafeRawBufferPointer(buffer)) else { return nil }
             return key.withUnsafeBytes { index.find(canonicalKey: $0) }.map(makeEntry)
         }
+    }
+
+    /// The entry that answers `url` with its query ignored, under the bundle's ignore-query rules (docs/FORMAT.md §4.6):
+    /// the entry of the key without its query, when that key matches an ignore-query pattern and the bundle records
+    /// no entry for the same path with a query. Nil otherwise, and for a URL without a query.
+    public func entryIgnoringQuery(for url: String) -> BundleEntry? {
+        guard !index.rules.ignoreQuery.isEmpty, let key = canonicalizer.canonicalize(url), let mark = key.firstIndex(of: "?") else { return nil }
+        let path = String(key[..<mark])
+        guard !queryVariantPaths.contains(path), index.rules.ignoreQueryPattern(matching: path) != nil else { return nil }
+        return entry(forKey: path)
     }
 
     /// The entry whose canonical key is exactly `key`, or nil.

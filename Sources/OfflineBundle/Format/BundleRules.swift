@@ -7,18 +7,45 @@
 /// - ``substitutions``: canonical keys that a local file answers.
 /// - ``substitutionPrefixes``: canonical URL prefixes that a local folder answers: a URL under one is answered
 ///   from the bundle or not at all.
+/// - ``ignoreQuery``: URL patterns (as `block`'s) where the origin ignores the query for stored files, as static
+///   servers do: a GET for `/search.html?q=x` that no entry answers is answered by `/search.html`, unless the bundle
+///   records any entry for that path with a query (then the query matters there).
 public struct BundleRules: Sendable, Equatable, Codable {
     public var dropQueryParameters: [String]
     public var block: [String]
     public var substitutions: [String]
     public var substitutionPrefixes: [String]
+    public var ignoreQuery: [String]
 
     /// Creates a rule set.
-    public init(dropQueryParameters: [String] = [], block: [String] = [], substitutions: [String] = [], substitutionPrefixes: [String] = []) {
+    public init(
+        dropQueryParameters: [String] = [], block: [String] = [], substitutions: [String] = [], substitutionPrefixes: [String] = [],
+        ignoreQuery: [String] = []
+    ) {
         self.dropQueryParameters = dropQueryParameters
         self.block = block
         self.substitutions = substitutions
         self.substitutionPrefixes = substitutionPrefixes
+        self.ignoreQuery = ignoreQuery
+    }
+
+    private enum CodingKeys: String, CodingKey { case dropQueryParameters, block, substitutions, substitutionPrefixes, ignoreQuery }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        dropQueryParameters = try container.decode([String].self, forKey: .dropQueryParameters)
+        block = try container.decode([String].self, forKey: .block)
+        substitutions = try container.decode([String].self, forKey: .substitutions)
+        substitutionPrefixes = try container.decode([String].self, forKey: .substitutionPrefixes)
+        // Written only when there are some (docs/FORMAT.md §6): bundles without it read as before.
+        ignoreQuery = try container.decodeIfPresent([String].self, forKey: .ignoreQuery) ?? []
+    }
+
+    /// The ignore-query pattern the query-less canonical key `canonicalKey` matches, or nil.
+    public func ignoreQueryPattern(matching canonicalKey: String) -> String? {
+        guard !ignoreQuery.isEmpty else { return nil }
+        let key = Array(canonicalKey.lowercased().utf8)
+        return ignoreQuery.first { globMatch(Array($0.lowercased().utf8)[...], key[...]) }
     }
 
     /// The block pattern that matches `canonicalKey`, or nil.
@@ -36,9 +63,9 @@ public struct BundleRules: Sendable, Equatable, Codable {
     // MARK: The encoding in index.bin (docs/FORMAT.md §4.6)
 
     /// Rule names, in the order a writer emits them.
-    static let names = ["drop-query", "block", "substitute", "substitute-prefix"]
+    static let names = ["drop-query", "block", "substitute", "substitute-prefix", "ignore-query"]
 
-    private var lists: [[String]] { [dropQueryParameters, block, substitutions, substitutionPrefixes] }
+    private var lists: [[String]] { [dropQueryParameters, block, substitutions, substitutionPrefixes, ignoreQuery] }
 
     /// One line per rule, `name SP value LF`, grouped by name in the order of ``names``, each group in declared order.
     package func encoded() throws -> [UInt8] {
@@ -73,6 +100,7 @@ public struct BundleRules: Sendable, Equatable, Codable {
             case "block": block.append(value)
             case "substitute": substitutions.append(value)
             case "substitute-prefix": substitutionPrefixes.append(value)
+            case "ignore-query": ignoreQuery.append(value)
             default: throw BundleError(.unsupported, "index.bin: unknown rule \(name.prefix(40).debugDescription)")
             }
         }

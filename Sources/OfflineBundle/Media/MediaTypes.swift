@@ -55,23 +55,6 @@ public enum MediaTypes {
         return type
     }
 
-    /// Whether bodies of this media type are worth deflating.
-    ///
-    /// Takes a full Content-Type value, possibly with parameters
-    /// (`"text/html; charset=utf-8"`), compared case-insensitively. The answer is
-    /// `true` for text and text-like formats (all of `text/*`, JSON, XML and any
-    /// `+json` or `+xml` type, JavaScript, WebAssembly, scripts, SVG, RTF,
-    /// PostScript, uncompressed tar), for uncompressed fonts (TTF, OTF, EOT,
-    /// TTC), uncompressed images (BMP, ICO, TIFF, PNM) and audio (WAV, AIFF),
-    /// legacy binary Office documents, executables and SQLite databases.
-    ///
-    /// It is `false` for formats that are already compressed (JPEG, PNG, GIF,
-    /// WebP, AVIF, HEIC, WOFF, WOFF2, PDF, ZIP and every zip-based format such as
-    /// JAR, APK, EPUB and Office Open XML or OpenDocument files, gzip, bzip2, xz,
-    /// zstd, 7z, RAR, video and most audio), and for anything unknown.
-    ///
-    /// - Parameter mediaType: A media type or full Content-Type value.
-    /// - Returns: `true` if deflating the body is likely to pay off.
     /// The media type of a Content-Type value, lowercased, without parameters (`text/html` of
     /// `Text/HTML; charset=utf-8`): the one parser of Content-Type the build, verify and the runtime share.
     package static func essence(of contentType: String) -> String {
@@ -91,6 +74,23 @@ public enum MediaTypes {
         return nil
     }
 
+    /// Whether bodies of this media type are worth deflating.
+    ///
+    /// Takes a full Content-Type value, possibly with parameters
+    /// (`"text/html; charset=utf-8"`), compared case-insensitively. The answer is
+    /// `true` for text and text-like formats (all of `text/*`, JSON, XML and any
+    /// `+json` or `+xml` type, JavaScript, WebAssembly, scripts, SVG, RTF,
+    /// PostScript, uncompressed tar), for uncompressed fonts (TTF, OTF, EOT,
+    /// TTC), uncompressed images (BMP, ICO, TIFF, PNM) and audio (WAV, AIFF),
+    /// legacy binary Office documents, executables and SQLite databases.
+    ///
+    /// It is `false` for formats that are already compressed (JPEG, PNG, GIF,
+    /// WebP, AVIF, HEIC, WOFF, WOFF2, PDF, ZIP and every zip-based format such as
+    /// JAR, APK, EPUB and Office Open XML or OpenDocument files, gzip, bzip2, xz,
+    /// zstd, 7z, RAR, video and most audio), and for anything unknown.
+    ///
+    /// - Parameter mediaType: A media type or full Content-Type value.
+    /// - Returns: `true` if deflating the body is likely to pay off.
     public static func isCompressible(_ mediaType: String) -> Bool {
         let essence = essence(of: mediaType)
         guard let slash = essence.firstIndex(of: "/") else { return false }

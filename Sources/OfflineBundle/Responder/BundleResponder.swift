@@ -21,10 +21,14 @@ public struct BundleResponder: Sendable {
 
     public init(bundle: MountedBundle) { self.bundle = bundle }
 
-    /// The response for `request`, or nil when the bundle has no entry for it (a miss).
+    /// The response for `request`, or nil when the bundle has no entry for it (a miss). A URL with a query that no
+    /// entry answers is answered by its query-less entry where the bundle's ignore-query rules say the origin ignores
+    /// the query (``MountedBundle/entryIgnoringQuery(for:)``).
     public func respond(to request: BundleRequest) -> BundleResponse? {
         let method = request.method.uppercased()
-        guard method == "GET" || method == "HEAD", let entry = bundle.entry(for: request.url) else { return nil }
+        guard method == "GET" || method == "HEAD", let entry = bundle.entry(for: request.url) ?? bundle.entryIgnoringQuery(for: request.url) else {
+            return nil
+        }
         return respond(to: request, with: entry, head: method == "HEAD")
     }
 

@@ -297,8 +297,13 @@ public struct BundleResponse: Sendable {
     /// - Throws: ``BundleError`` when the stored bytes read so far fail their checks.
     public func openBody(chunkSize: Int = 64 << 10) throws -> OpenedBody? {
         guard let reader = try bodyReaderIfInMemory(chunkSize: chunkSize) ?? bodyReader(chunkSize: chunkSize) else { return nil }
-        let first = try reader.next() ?? Data()
-        return OpenedBody(reader: reader, first: first, second: try reader.next())
+        return try OpenedBody(reading: reader)
+    }
+
+    /// The body opened as ``openBody(chunkSize:)`` opens it, when it is in memory now (reading it reads no file); nil
+    /// otherwise (``bodyPlace`` said `.memory`, and the mount's cache let the body go since: read it off the caller).
+    public func openBodyIfInMemory(chunkSize: Int = 64 << 10) throws -> OpenedBody? {
+        try bodyReaderIfInMemory(chunkSize: chunkSize).map { try OpenedBody(reading: $0) }
     }
 
 }
@@ -314,4 +319,11 @@ public struct OpenedBody: Sendable {
 
     /// The chunks read so far, in order.
     public var chunks: [Data] { second.map { [first, $0] } ?? [first] }
+
+    /// Reads the first two chunks of `reader`.
+    init(reading reader: BodyReader) throws {
+        self.reader = reader
+        first = try reader.next() ?? Data()
+        second = try reader.next()
+    }
 }

@@ -355,6 +355,16 @@ public final class OfflineLoader: Sendable {
             }
             if bundle.rules.substitutionPrefix(containing: key) != nil { underPrefix = true }
         }
+        // No entry for the URL itself: a bundle whose origin ignores the query for stored files answers with the
+        // query-less entry (a search page asked for with its query, as a static server answers it).
+        if entryAnswer == nil, blockedBy == nil, request.url.utf8.contains(UInt8(ascii: "?")) {
+            for bundle in bundles {
+                if let entry = bundle.entryIgnoringQuery(for: request.url) {
+                    entryAnswer = (entry, bundle)
+                    break
+                }
+            }
+        }
         // The last-seen cache answers when it is newer than the entry that would (or when no entry would).
         if blockedBy == nil, let lastSeen = options.lastSeen, let key = RequestKeyCanonicalizer().canonicalize(request.url),
             let record = lastSeen.record(forKey: key)

@@ -116,6 +116,18 @@ public struct ServeAnswer: Sendable {
         }
     }
 
+    /// The body opened where the caller stands, when it is in memory now; nil when it is not (read it with
+    /// ``openBody(chunkSize:)`` off the caller then). See ``BundleResponse/openBodyIfInMemory(chunkSize:)``.
+    public func openBodyIfInMemory(chunkSize: Int = 64 << 10) throws -> OpenedBody? {
+        guard sendsBody else { return nil }
+        do {
+            return try response.openBodyIfInMemory(chunkSize: chunkSize)
+        } catch {
+            recordError(error)
+            throw error
+        }
+    }
+
     /// Counts a body that failed its checks after ``openBody(chunkSize:)`` (a later chunk of a streamed body).
     public func recordError(_ error: any Error) { loader.recordError(error, url: url) }
 

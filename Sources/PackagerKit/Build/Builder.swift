@@ -83,9 +83,11 @@ public struct Builder: Sendable {
         report.crawlSeconds = Date().timeIntervalSince(started)
         report.protocols = crawl.stats.protocols
         if report.succeeded {
+            var rules = declaration.bundleRules
+            if declaration.ignoreQuery == .auto { rules.ignoreQuery = crawl.ignoreQuery }
             let writer = BundleWriter(
                 options: .init(
-                    rules: declaration.bundleRules, createdAt: options.createdAt, signingKey: options.signingKey,
+                    rules: rules, createdAt: options.createdAt, signingKey: options.signingKey,
                     compressionLevel: options.compressionLevel),
                 session: session, store: crawl.store)
             // Writing reads, compresses and writes files: on NIO's thread pool, not Swift's cooperative one.

@@ -16,6 +16,9 @@ final class Crawler: Sendable {
         var skipped: [String: Int]
         var limitsReached: [String]
         var stats: CrawlProgress
+        /// Ignore-query patterns learned for the origins that ignore the query (``QueryProbe``); empty unless the
+        /// declaration's `ignore-query` is `auto`.
+        var ignoreQuery: [String] = []
 
         /// Every entry, read back (for tests; the writer reads them one at a time).
         func entries() throws -> [BundleWriter.Entry] { try (0..<store.count).map { try store.entry(at: $0) } }
@@ -31,6 +34,8 @@ final class Crawler: Sendable {
     let state: CrawlState
     let robots: RobotsCache
     let progress: (@Sendable (CrawlProgress) -> Void)?
+    /// Which origins ignore the query: one page per origin, probed once the crawl is done.
+    let queryProbe = QueryProbe()
     /// Small bodies are kept in memory within the run's budget (256 KiB each at most); the rest go to spool files.
     let memory: MemoryBudget
     /// Hashes and compresses each recorded body once the crawl has read it; nil leaves that to the writer.
@@ -83,6 +88,7 @@ final class Crawler: Sendable {
                 }
             }
         }
+        let ignoreQuery = declaration.ignoreQuery == .auto ? await learnIgnoredQueries() : []
         await fetcher.shutdown()
         await pipeline?.finish()
         let lost = await frontier.lost
@@ -90,7 +96,26 @@ final class Crawler: Sendable {
             state.fail(
                 .init(url: spool.path, reason: "\(lost) queued URLs could not be read back from the crawl's scratch files", declared: true, referrer: nil))
         }
-        return state.result()
+        var result = state.result()
+        result.ignoreQuery = ignoreQuery
+        return result
+    }
+
+    /// Asks each origin's probe page with and without a query (``QueryProbe``), within robots.txt and the body limits.
+    private func learnIgnoredQueries() async -> [String] {
+        let maxBody = declaration.scope.maxBody
+        return await queryProbe.learn(
+            allowed: { url in
+                guard declaration.respectRobots else { return true }
+                guard let rules = await robots.rules(for: url, fetcher: fetcher, spool: spool, scope: scope) else { return true }
+                return rules.unavailable == nil && rules.allows(Self.pathAndQuery(url))
+            },
+            fetch: { url in
+                guard case .success(let response) = await fetcher.fetch(url, spoolPath: spool.newFile(state.nextSpoolNumber()), withinBudget: { $0 <= maxBody })
+                else { return nil }
+                defer { response.discard(returningTo: nil) }
+                return (response.status, response.bodyBytes())
+            })
     }
 
     // MARK: - Taking URLs in
@@ -349,6 +374,7 @@ final class Crawler: Sendable {
             }
             guard (200...299).contains(response.status), response.bodySize > 0 else { return }
             let type = response.headers.first { $0.name == "content-type" }.map { MediaTypes.essence(of: $0.value) } ?? ""
+            queryProbe.note(key: job.key, status: response.status, mediaType: type)
             // Bodies that still carry a coding (stored as sent, or one the client does not decode) are read decoded.
             let coding = response.headers.first { $0.name == "content-encoding" }.map { String(Substring($0.value.lowercased()).trimmingWhitespace()) }
             let clientDecoded: Set<String> = ["gzip", "deflate", "identity"]

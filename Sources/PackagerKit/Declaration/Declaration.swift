@@ -35,6 +35,19 @@ public struct Declaration: Sendable, Equatable {
     public var block: [String] = []
     /// Query parameter name patterns dropped from request keys (`utm_*`, `fbclid`).
     public var dropQueryParameters: [String] = []
+    /// Where the bundle answers a URL with a query no entry has by the entry without it, as a static server does
+    /// (docs/FORMAT.md §4.6): learned per origin by the crawl (`auto`), nowhere, or for these URL patterns.
+    public var ignoreQuery = IgnoreQuery.auto
+
+    /// Where the origins ignore the query for stored files.
+    public enum IgnoreQuery: Sendable, Equatable {
+        /// Learned: an origin that answers one of its pages the same with and without a query, ignores it.
+        case auto
+        /// Nowhere: a query no entry has is a miss.
+        case none
+        /// For keys matching these patterns (as `block`'s), and nowhere else.
+        case patterns([String])
+    }
     /// Whether bodies sent with a Content-Encoding are stored decoded or as sent.
     public var contentEncoding = ContentEncodingPolicy.decoded
     /// Discovered resources that may fail before the build fails; nil for no limit. Declared URLs always count.
@@ -52,6 +65,7 @@ public struct Declaration: Sendable, Equatable {
     public var bundleRules: BundleRules {
         let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: dropQueryParameters)
         var rules = BundleRules(dropQueryParameters: dropQueryParameters, block: block)
+        if case .patterns(let patterns) = ignoreQuery { rules.ignoreQuery = patterns }
         for substitution in substitutions {
             switch substitution.match {
             case .url(let url, _): if let key = canonicalizer.canonicalize(url) { rules.substitutions.append(key) }

@@ -115,7 +115,7 @@ private struct Reader {
 
     static let topKeys = [
         "output", "seeds", "urls", "sitemaps", "scope", "robots", "user-agent", "headers", "concurrency", "timeouts", "retries",
-        "substitutions", "block", "drop-query-parameters", "content-encoding", "max-errors", "tls",
+        "substitutions", "block", "drop-query-parameters", "ignore-query", "content-encoding", "max-errors", "tls",
     ]
 
     mutating func declaration(_ root: Node) throws -> Declaration {
@@ -136,6 +136,12 @@ private struct Reader {
             case "substitutions": d.substitutions = try substitutions(value)
             case "block": d.block = try stringList(value, "block")
             case "drop-query-parameters": d.dropQueryParameters = try stringList(value, "drop-query-parameters")
+            case "ignore-query":
+                switch value.scalar?.string {
+                case "auto": d.ignoreQuery = .auto
+                case "none": d.ignoreQuery = .none
+                default: d.ignoreQuery = .patterns(try stringList(value, "ignore-query ('auto', 'none', or URL patterns)"))
+                }
             case "content-encoding":
                 let text = try string(value, "content-encoding")
                 guard let policy = Declaration.ContentEncodingPolicy(rawValue: text) else {

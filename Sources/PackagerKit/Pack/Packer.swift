@@ -22,12 +22,16 @@ public struct Packer: Sendable {
         public var includeHidden: Bool
         /// Settings passed to the writer.
         public var writer: BundleWriter.Options
+        /// Whether the bundle answers a URL with a query by the file it names, as a static server does (`/search.html?q=x`
+        /// by `search.html`): an ignore-query rule for every key (docs/FORMAT.md §4.6). On by default.
+        public var ignoresQuery: Bool
 
         /// Creates options.
         public init(
             baseURL: String, indexFiles: [String] = ["index.html", "index.htm"], charset: String? = "utf-8", stripComponents: Int = 0,
-            includeHidden: Bool = false, writer: BundleWriter.Options = .init()
+            includeHidden: Bool = false, writer: BundleWriter.Options = .init(), ignoresQuery: Bool = true
         ) {
+            self.ignoresQuery = ignoresQuery
             self.baseURL = baseURL
             self.indexFiles = indexFiles
             self.charset = charset
@@ -149,7 +153,12 @@ public struct Packer: Sendable {
 
     private func packFolder(_ folder: String, output: String) throws -> Summary {
         let (entries, skipped) = try entries(forFolder: folder)
-        var writer = BundleWriter(options: options.writer)
+        var writerOptions = options.writer
+        // Files on a static server: the query does not change the answer.
+        if options.ignoresQuery, writerOptions.rules.ignoreQuery.isEmpty, let base = RequestKeyCanonicalizer().canonicalize(options.baseURL) {
+            writerOptions.rules.ignoreQuery = [base + "*"]
+        }
+        var writer = BundleWriter(options: writerOptions)
         for entry in entries { writer.add(entry) }
         let write = try writer.write(to: output)
         return Summary(

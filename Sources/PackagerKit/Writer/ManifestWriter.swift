@@ -47,6 +47,11 @@ enum ManifestWriter {
         out.stringArray(rules.block)
         out.raw(", \"dropQueryParameters\": ")
         out.stringArray(rules.dropQueryParameters)
+        // Only when there are some: a bundle without them has the manifest it had before the rule existed.
+        if !rules.ignoreQuery.isEmpty {
+            out.raw(", \"ignoreQuery\": ")
+            out.stringArray(rules.ignoreQuery)
+        }
         out.raw(", \"substitutionPrefixes\": ")
         out.stringArray(rules.substitutionPrefixes)
         out.raw(", \"substitutions\": ")

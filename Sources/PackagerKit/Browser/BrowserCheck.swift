@@ -1,0 +1,128 @@
+import Foundation
+import NIOPosix
+import OfflineBundle
+
+/// `packager check --browser`: the offline proof. The bundle's pages are opened in headless Chromium with no network
+/// at all (every request is paused and answered by the loader, and every host name fails to resolve), the generic
+/// behaviours run on each, and every request the bundle could not answer is listed with the page and the script that
+/// asked: what a user offline would meet as a broken page.
+public enum BrowserCheck {
+    public struct Options: Sendable {
+        /// How many of the bundle's pages to open, spread evenly over them in key order; nil opens them all.
+        public var sample: Int?
+        /// Seconds a page may take to load.
+        public var pageTimeout: Double = 20
+        /// Pages open at once.
+        public var tabs = 2
+        /// URLs opened besides the bundle's pages (a search page with its query, say).
+        public var extraPages: [String] = []
+        /// The Chromium to run (default: ``DevTools`` finds one).
+        public var executable: String?
+
+        public init(sample: Int? = nil, pageTimeout: Double = 20, tabs: Int = 2, extraPages: [String] = [], executable: String? = nil) {
+            self.sample = sample
+            self.pageTimeout = pageTimeout
+            self.tabs = tabs
+            self.extraPages = extraPages
+            self.executable = executable
+        }
+    }
+
+    /// A request the bundle could not answer.
+    public struct Miss: Codable, Sendable, Equatable {
+        public var page: String
+        public var url: String
+        public var method: String
+        /// What asked for it: Script, XHR, Fetch, Image, Stylesheet, Document…
+        public var type: String
+        /// The script or document that asked, when the browser says.
+        public var initiator: String?
+    }
+
+    /// A page that could not be checked, and why.
+    public struct Problem: Codable, Sendable, Equatable {
+        public var page: String
+        public var reason: String
+    }
+
+    public struct Report: Codable, Sendable {
+        public var pages: Int
+        public var requests: Int
+        public var answered: Int
+        public var unanswered: [Miss]
+        public var problems: [Problem]
+        /// Whether every request of every page was answered and every page opened.
+        public var passed: Bool { unanswered.isEmpty && problems.isEmpty }
+    }
+
+    /// The HTML pages of the loader's bundles the check opens: status 200, `text/html`, in key order, one key per
+    /// distinct body (`/` and `/index.html` are one page), sampled.
+    static func pages(of loader: OfflineLoader, sample: Int?) -> [String] {
+        var pages: [(key: String, body: String)] = []
+        for bundle in loader.bundles {
+            for entry in bundle.entries where entry.status == 200 && entry.kind != .blocked {
+                let type = entry.header("content-type").map(MediaTypes.essence(of:)) ?? ""
+                if type == "text/html" || type == "application/xhtml+xml" { pages.append((entry.key, entry.body.map { "\($0.sha256)" } ?? entry.key)) }
+            }
+        }
+        var seenKeys = Set<String>()
+        var seenBodies = Set<String>()
+        let keys = pages.sorted { $0.key < $1.key }.filter { seenKeys.insert($0.key).inserted && seenBodies.insert($0.body).inserted }.map(\.key)
+        guard let sample, sample < keys.count, sample > 0 else { return keys }
+        return (0..<sample).map { keys[$0 * keys.count / sample] }
+    }
+
+    /// Opens the pages in a browser answered by `loader` alone, and lists what it could not answer.
+    ///
+    /// - Throws: ``PackagerError`` when no Chromium can be found or started.
+    public static func run(loader: OfflineLoader, options: Options, profileFolder: String) async throws -> Report {
+        guard let executable = options.executable ?? DevTools.findExecutable() else {
+            throw PackagerError(.invalidInput, "--browser needs Chromium: " + DevTools.installHint)
+        }
+        let browser: DevTools
+        do {
+            browser = try DevTools.launch(executable: executable, profile: profileFolder, offline: true)
+        } catch {
+            throw PackagerError(.io, "cannot start the browser: \(error)")
+        }
+        defer { browser.close() }
+        let pages = pages(of: loader, sample: options.sample) + options.extraPages
+        var results: [(page: String, result: PageVisit.Result)] = []
+        await withTaskGroup(of: (String, PageVisit.Result).self) { group in
+            var next = 0
+            func start() {
+                guard next < pages.count else { return }
+                let page = pages[next]
+                next += 1
+                group.addTask { (page, await PageVisit.visit(page, in: browser, timeout: options.pageTimeout, decide: { await answer($0, from: loader) })) }
+            }
+            for _ in 0..<max(1, options.tabs) { start() }
+            for await done in group {
+                results.append(done)
+                start()
+            }
+        }
+        var report = Report(pages: pages.count, requests: 0, answered: 0, unanswered: [], problems: [])
+        for (page, result) in results.sorted(by: { $0.page < $1.page }) {
+            if let problem = result.problem { report.problems.append(Problem(page: page, reason: problem)) }
+            for (request, decision) in result.requests {
+                report.requests += 1
+                if decision == "answered" {
+                    report.answered += 1
+                } else {
+                    report.unanswered.append(Miss(page: page, url: request.url, method: request.method, type: request.type, initiator: request.initiator))
+                }
+            }
+        }
+        return report
+    }
+
+    /// The loader's answer to one request of the browser; a miss fails it.
+    static func answer(_ request: PageVisit.Request, from loader: OfflineLoader) async -> PageVisit.Decision {
+        guard let response = loader.response(for: BundleRequest(method: request.method, url: request.url)) else { return .fail }
+        // Bodies are read off the cooperative pool, as every integration reads them.
+        guard let body = try? await NIOThreadPool.singleton.runIfActive({ try response.bodyData() }) else { return .fail }
+        let headers = response.headers.filter { $0.name != .contentLength }.map { ($0.name.canonicalName, $0.value) }
+        return .fulfill(status: response.status, headers: headers, body: body)
+    }
+}

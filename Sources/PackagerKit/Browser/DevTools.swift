@@ -1,0 +1,203 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A headless Chromium driven over the DevTools protocol on a pipe (`--remote-debugging-pipe`): commands go to the
+/// browser's descriptor 3 and answers and events come from its descriptor 4, each a JSON message ended by a NUL byte.
+/// No WebSocket, no Node: a pipe of the process's own.
+///
+/// Commands are answered by id; events go to the handler registered for their session (a page's, a frame's, a
+/// worker's). When the browser exits or crashes, every command waiting fails, and later ones fail at once.
+final class DevTools: Sendable {
+    /// A command the browser refused or did not answer, or a browser that is gone.
+    struct Failure: Error, CustomStringConvertible {
+        var message: String
+        var description: String { message }
+    }
+
+    typealias EventHandler = @Sendable (_ method: String, _ params: JSONValue, _ session: String) -> Void
+
+    private struct State {
+        var nextId = 1
+        var waiting: [Int: CheckedContinuation<JSONValue, any Error>] = [:]
+        var handlers: [String: EventHandler] = [:]
+        var gone: String?
+    }
+
+    let pid: pid_t
+    private let commands: Int32
+    private let state = NIOLockedValueBox(State())
+
+    /// The Chromium to run: `$PACKAGER_CHROMIUM`, else the first of chromium-headless-shell, chromium, google-chrome on
+    /// the PATH (Debian's packages `chromium-headless-shell` and `chromium`); nil when there is none.
+    static func findExecutable() -> String? {
+        if let path = ProcessInfo.processInfo.environment["PACKAGER_CHROMIUM"], !path.isEmpty { return path }
+        let folders = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map(String.init)
+        for name in ["chromium-headless-shell", "chromium", "google-chrome"] {
+            for folder in folders where access(folder + "/" + name, X_OK) == 0 { return folder + "/" + name }
+        }
+        return nil
+    }
+
+    /// How to get a browser, for an error message.
+    static let installHint = "install Debian's chromium-headless-shell (apt-get install chromium-headless-shell), or set PACKAGER_CHROMIUM to a Chromium"
+
+    /// Starts `executable` headless with its profile in `profile` (a fresh folder), and its DevTools on a pipe.
+    static func launch(executable: String, profile: String, offline: Bool = false) throws -> DevTools {
+        var toBrowser: [Int32] = [0, 0]
+        var fromBrowser: [Int32] = [0, 0]
+        guard pipe(&toBrowser) == 0, pipe(&fromBrowser) == 0 else { throw Failure(message: "cannot make a pipe to the browser") }
+        for fd in [toBrowser[1], fromBrowser[0]] { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        var arguments = [
+            executable, "--headless", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions", "--mute-audio",
+            "--hide-scrollbars", "--disable-dev-shm-usage", "--user-data-dir=" + profile,
+        ]
+        // Nothing reaches the network when the bundle alone answers: every name fails to resolve.
+        if offline { arguments.append("--host-resolver-rules=MAP * ~NOTFOUND") }
+        arguments.append("about:blank")
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, toBrowser[0], 3)
+        posix_spawn_file_actions_adddup2(&actions, fromBrowser[1], 4)
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let argv = arguments.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        closeFD(toBrowser[0])
+        closeFD(fromBrowser[1])
+        guard spawned == 0 else {
+            closeFD(toBrowser[1])
+            closeFD(fromBrowser[0])
+            throw Failure(message: "cannot start \(executable): \(String(cString: strerror(spawned)))")
+        }
+        let browser = DevTools(pid: pid, commands: toBrowser[1])
+        let events = fromBrowser[0]
+        Thread.detachNewThread { browser.readMessages(from: events) }
+        return browser
+    }
+
+    private init(pid: pid_t, commands: Int32) {
+        self.pid = pid
+        self.commands = commands
+    }
+
+    /// Sends `method` with `params` (to `session`, or to the browser) and waits for its answer's result, at most
+    /// `timeout` seconds.
+    @discardableResult
+    func send(_ method: String, _ params: JSONValue = [:], session: String? = nil, timeout: Double = 30) async throws -> JSONValue {
+        try await withCheckedThrowingContinuation { continuation in
+            let (id, gone) = state.withLockedValue { state -> (Int, String?) in
+                if let gone = state.gone { return (0, gone) }
+                let id = state.nextId
+                state.nextId += 1
+                state.waiting[id] = continuation
+                return (id, nil)
+            }
+            if let gone { return continuation.resume(throwing: Failure(message: gone)) }
+            var message: [String: JSONValue] = ["id": .number(Double(id)), "method": .string(method), "params": params]
+            if let session { message["sessionId"] = .string(session) }
+            guard var data = try? JSONSerialization.data(withJSONObject: JSONValue.object(message).any) else {
+                return fail(id, Failure(message: "\(method): the command cannot be written as JSON"))
+            }
+            data.append(0)
+            let written = data.withUnsafeBytes { bytes -> Bool in
+                var offset = 0
+                while offset < bytes.count {
+                    let n = write(commands, bytes.baseAddress! + offset, bytes.count - offset)
+                    if n < 0 && errno == EINTR { continue }
+                    guard n > 0 else { return false }
+                    offset += n
+                }
+                return true
+            }
+            if !written { return fail(id, Failure(message: "\(method): the browser is gone")) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [self] in
+                fail(id, Failure(message: "\(method): no answer from the browser in \(Int(timeout)) s"))
+            }
+        }
+    }
+
+    private func fail(_ id: Int, _ error: any Error) {
+        state.withLockedValue { $0.waiting.removeValue(forKey: id) }?.resume(throwing: error)
+    }
+
+    /// Events of `session` (the browser's own when empty) go to `handler` until ``removeHandler(session:)``.
+    func setHandler(session: String, _ handler: @escaping EventHandler) { state.withLockedValue { $0.handlers[session] = handler } }
+
+    func removeHandler(session: String) { state.withLockedValue { _ = $0.handlers.removeValue(forKey: session) } }
+
+    /// Whether the browser is gone (exited, crashed, closed), and why.
+    var gone: String? { state.withLockedValue { $0.gone } }
+
+    /// Ends the browser and waits for it.
+    func close() {
+        ended("the browser was closed")
+        closeFD(commands)
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        _ = waitpid(pid, &status, 0)
+    }
+
+    private func ended(_ reason: String) {
+        let waiting = state.withLockedValue { state -> [CheckedContinuation<JSONValue, any Error>] in
+            if state.gone == nil { state.gone = reason }
+            defer { state.waiting.removeAll() }
+            return Array(state.waiting.values)
+        }
+        for continuation in waiting { continuation.resume(throwing: Failure(message: reason)) }
+    }
+
+    /// The reading thread: splits the stream at NUL bytes and hands each message on.
+    private func readMessages(from fd: Int32) {
+        var buffer = [UInt8]()
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = read(fd, &chunk, chunk.count)
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            buffer.append(contentsOf: chunk[0..<n])
+            var start = 0
+            while let end = buffer[start...].firstIndex(of: 0) {
+                dispatch(Data(buffer[start..<end]))
+                start = end + 1
+            }
+            buffer.removeFirst(start)
+            // A message without its NUL past 256 MiB is not one.
+            if buffer.count > 256 << 20 { break }
+        }
+        closeFD(fd)
+        ended("the browser exited")
+    }
+
+    private func dispatch(_ data: Data) {
+        let message = JSONValue(try? JSONSerialization.jsonObject(with: data))
+        if let id = message["id"].int {
+            guard let continuation = state.withLockedValue({ $0.waiting.removeValue(forKey: id) }) else { return }
+            if case .object = message["error"] {
+                continuation.resume(throwing: Failure(message: message["error"]["message"].string ?? "the browser refused the command"))
+            } else {
+                continuation.resume(returning: message["result"])
+            }
+            return
+        }
+        guard let method = message["method"].string else { return }
+        let session = message["sessionId"].string ?? ""
+        let handler = state.withLockedValue { $0.handlers[session] }
+        handler?(method, message["params"], session)
+    }
+}
+
+/// Closes a descriptor (a free function: inside ``DevTools`` `close` names its own method).
+private func closeFD(_ fd: Int32) { _ = close(fd) }

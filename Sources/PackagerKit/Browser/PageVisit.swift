@@ -1,0 +1,265 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// One page opened in a tab of a ``DevTools`` browser, every request it makes (its frames' and workers' too) paused
+/// and decided by the caller: answered (from a bundle), let through (to the origin), or failed. Generic behaviours run
+/// once it has loaded (scroll, focus and type into search boxes, open menus and `<details>`), so code that loads on
+/// use loads; then the links of the rendered DOM are read.
+///
+/// Bounded whatever the page does: a load waits at most `timeout` seconds, a page stops being answered past
+/// ``maxRequests`` requests, dialogs are dismissed, and navigations of the page away from itself are failed (and
+/// reported as links). A browser that crashes ends the visit with a problem, not a hang.
+struct PageVisit: Sendable {
+    /// A request the page made.
+    struct Request: Sendable, Equatable {
+        var url: String
+        var method: String
+        /// What asked for it, as the browser says: Document, Script, XHR, Fetch, Stylesheet, Image, Font…
+        var type: String
+        /// The script (or document) that asked, when the browser says.
+        var initiator: String?
+    }
+
+    /// How the caller answers one request.
+    enum Decision: Sendable {
+        case fulfill(status: Int, headers: [(String, String)], body: Data)
+        /// On to the network.
+        case proceed
+        case fail
+    }
+
+    /// What the visit found.
+    struct Result: Sendable {
+        /// Every request the page made, in order, and how each was decided.
+        var requests: [(request: Request, decision: String)] = []
+        /// The links and resources of the rendered DOM (absolute URLs), navigations away included.
+        var links: [String] = []
+        /// Why the visit ended early, when it did (a crash, a load that never ended).
+        var problem: String?
+    }
+
+    static let maxRequests = 2_000
+
+    /// The behaviours run once the page has loaded, then the DOM's links, as JSON.
+    static let behaviours = """
+        (async () => {
+          const sleep = ms => new Promise(r => setTimeout(r, ms));
+          try { window.scrollTo(0, document.body ? document.body.scrollHeight : 0); } catch (e) {}
+          for (const el of document.querySelectorAll('details:not([open])')) { try { el.open = true; } catch (e) {} }
+          const boxes = document.querySelectorAll('input[type=search], input[name=q], input[name=query], input[name=search], input[role=combobox], input[type=text]');
+          for (const el of Array.from(boxes).slice(0, 5)) {
+            try {
+              el.focus();
+              el.dispatchEvent(new FocusEvent('focus', {bubbles: true}));
+              el.value = 'a';
+              el.dispatchEvent(new Event('input', {bubbles: true}));
+              el.dispatchEvent(new KeyboardEvent('keydown', {bubbles: true, key: 'a'}));
+              el.dispatchEvent(new KeyboardEvent('keyup', {bubbles: true, key: 'a'}));
+            } catch (e) {}
+          }
+          for (const el of Array.from(document.querySelectorAll('[aria-haspopup], [aria-expanded=false], nav button')).slice(0, 20)) {
+            try { el.click(); } catch (e) {}
+          }
+          await sleep(400);
+          const found = new Set();
+          for (const el of document.querySelectorAll('a[href], area[href], link[href]')) { if (el.href) found.add(String(el.href)); }
+          for (const el of document.querySelectorAll('script[src], img[src], iframe[src], source[src], video[src], audio[src], embed[src]')) {
+            if (el.src) found.add(String(el.src));
+          }
+          return JSON.stringify(Array.from(found));
+        })()
+        """
+
+    /// Opens `url` in a new tab of `browser` and records what it asks for, `decide` deciding each request.
+    static func visit(_ url: String, in browser: DevTools, timeout: Double, decide: @escaping @Sendable (Request) async -> Decision) async -> Result {
+        let recorder = Recorder(page: url)
+        let target: String
+        let session: String
+        do {
+            target = try await browser.send("Target.createTarget", ["url": "about:blank"])["targetId"].string ?? ""
+            session = try await browser.send("Target.attachToTarget", ["targetId": .string(target), "flatten": true])["sessionId"].string ?? ""
+        } catch {
+            return Result(problem: "the browser did not open a tab: \(error)")
+        }
+        defer { Task { _ = try? await browser.send("Target.closeTarget", ["targetId": .string(target)], timeout: 5) } }
+        let handler = recorder.handler(browser: browser, decide: decide)
+        browser.setHandler(session: session, handler)
+        defer {
+            browser.removeHandler(session: session)
+            for child in recorder.children { browser.removeHandler(session: child) }
+        }
+        do {
+            try await browser.send("Fetch.enable", ["patterns": [["urlPattern": "*"]]], session: session)
+            try await browser.send("Network.enable", [:], session: session)
+            try await browser.send("Page.enable", [:], session: session)
+            // Out-of-process frames and workers: their requests are paused in their own sessions.
+            try await browser.send("Target.setAutoAttach", ["autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true], session: session)
+            let navigated = try await browser.send("Page.navigate", ["url": .string(url)], session: session, timeout: timeout)
+            if let error = navigated["errorText"].string, !error.isEmpty { return recorder.result(problem: "the page did not load: \(error)") }
+            recorder.mainFrame = navigated["frameId"].string
+            if await !recorder.waitForLoad(timeout: timeout) { return recorder.result(problem: "the page did not finish loading in \(Int(timeout)) s") }
+            await recorder.waitForQuiet(limit: min(5, timeout))
+            let evaluated = try await browser.send(
+                "Runtime.evaluate", ["expression": .string(behaviours), "awaitPromise": true, "returnByValue": true, "timeout": 10_000], session: session,
+                timeout: 15)
+            await recorder.waitForQuiet(limit: min(5, timeout))
+            if let text = evaluated["result"]["value"].string, let data = text.data(using: .utf8),
+                let links = try? JSONSerialization.jsonObject(with: data) as? [String]
+            {
+                recorder.addLinks(links)
+            }
+        } catch {
+            return recorder.result(problem: browser.gone ?? "\(error)")
+        }
+        return recorder.result(problem: nil)
+    }
+}
+
+/// The state of one visit, shared by the event handler (on the browser's reading thread) and the visit.
+private final class Recorder: Sendable {
+    private struct State {
+        var requests: [(request: PageVisit.Request, decision: String)] = []
+        var links: [String] = []
+        var loaded = false
+        var crashed: String?
+        var lastActivity = Date()
+        var inFlight = 0
+        var initiators: [String: String] = [:]
+        var mainFrame: String?
+        var children: [String] = []
+        var navigated = false
+    }
+
+    let page: String
+    private let state = NIOLockedValueBox(State())
+
+    init(page: String) { self.page = page }
+
+    var mainFrame: String? {
+        get { state.withLockedValue { $0.mainFrame } }
+        set { state.withLockedValue { $0.mainFrame = newValue } }
+    }
+
+    var children: [String] { state.withLockedValue { $0.children } }
+
+    func addLinks(_ links: [String]) { state.withLockedValue { $0.links.append(contentsOf: links) } }
+
+    func result(problem: String?) -> PageVisit.Result {
+        state.withLockedValue { state in
+            var seen = Set<String>()
+            let links = state.links.filter { seen.insert($0).inserted }
+            return PageVisit.Result(requests: state.requests, links: links, problem: problem ?? state.crashed)
+        }
+    }
+
+    /// Waits for the load event (or a crash), at most `timeout` seconds; whether it came.
+    func waitForLoad(timeout: Double) async -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let (loaded, crashed) = state.withLockedValue { ($0.loaded, $0.crashed) }
+            if loaded { return true }
+            if crashed != nil { return false }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return false
+    }
+
+    /// Waits until no request has been paused or answered for half a second, at most `limit` seconds.
+    func waitForQuiet(limit: Double) async {
+        let deadline = Date().addingTimeInterval(limit)
+        while Date() < deadline {
+            let (last, inFlight) = state.withLockedValue { ($0.lastActivity, $0.inFlight) }
+            if inFlight == 0 && Date().timeIntervalSince(last) > 0.5 { return }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    func handler(browser: DevTools, decide: @escaping @Sendable (PageVisit.Request) async -> PageVisit.Decision) -> DevTools.EventHandler {
+        { [self] method, params, session in
+            switch method {
+            case "Page.loadEventFired":
+                state.withLockedValue { $0.loaded = true }
+            case "Inspector.targetCrashed":
+                state.withLockedValue { $0.crashed = "the page crashed the browser's renderer" }
+            case "Page.javascriptDialogOpening":
+                Task { _ = try? await browser.send("Page.handleJavaScriptDialog", ["accept": false], session: session, timeout: 5) }
+            case "Network.requestWillBeSent":
+                let initiator = params["initiator"]
+                let by = initiator["url"].string ?? initiator["stack"]["callFrames"].array.first?["url"].string
+                if let id = params["requestId"].string, let by, !by.isEmpty { state.withLockedValue { $0.initiators[id] = by } }
+            case "Target.attachedToTarget":
+                // A frame or worker of the page: its requests are paused and decided the same way.
+                guard let child = params["sessionId"].string else { return }
+                state.withLockedValue { $0.children.append(child) }
+                browser.setHandler(session: child, handler(browser: browser, decide: decide))
+                Task {
+                    _ = try? await browser.send("Fetch.enable", ["patterns": [["urlPattern": "*"]]], session: child, timeout: 10)
+                    _ = try? await browser.send("Network.enable", [:], session: child, timeout: 10)
+                    _ = try? await browser.send("Runtime.runIfWaitingForDebugger", [:], session: child, timeout: 10)
+                }
+            case "Fetch.requestPaused":
+                paused(params, session: session, browser: browser, decide: decide)
+            default:
+                break
+            }
+        }
+    }
+
+    private func paused(
+        _ params: JSONValue, session: String, browser: DevTools, decide: @escaping @Sendable (PageVisit.Request) async -> PageVisit.Decision
+    ) {
+        guard let id = params["requestId"].string else { return }
+        let url = params["request"]["url"].string ?? ""
+        let type = params["resourceType"].string ?? "Other"
+        let initiator = params["networkId"].string.flatMap { network in state.withLockedValue { $0.initiators[network] } }
+        let request = PageVisit.Request(url: url, method: params["request"]["method"].string ?? "GET", type: type, initiator: initiator)
+        // The page navigating away from itself (a clicked link, a script's location change): a link, not a visit.
+        let (navigatesAway, tooMany) = state.withLockedValue { state -> (Bool, Bool) in
+            state.lastActivity = Date()
+            let isMainDocument = type == "Document" && params["frameId"].string == state.mainFrame
+            let away = isMainDocument && state.navigated
+            if isMainDocument { state.navigated = true }
+            if away { state.links.append(url) }
+            return (away, state.requests.count >= PageVisit.maxRequests)
+        }
+        if navigatesAway || tooMany || url.hasPrefix("data:") || url.hasPrefix("blob:") {
+            let verdict = url.hasPrefix("data:") || url.hasPrefix("blob:")
+            Task {
+                if verdict {
+                    _ = try? await browser.send("Fetch.continueRequest", ["requestId": .string(id)], session: session, timeout: 10)
+                } else {
+                    _ = try? await browser.send(
+                        "Fetch.failRequest", ["requestId": .string(id), "errorReason": "BlockedByClient"], session: session, timeout: 10)
+                }
+            }
+            return
+        }
+        state.withLockedValue { $0.inFlight += 1 }
+        Task {
+            let decision = await decide(request)
+            let word: String
+            switch decision {
+            case .fulfill(let status, let headers, let body):
+                word = "answered"
+                let fields: [JSONValue] = headers.map { ["name": .string($0.0), "value": .string($0.1)] }
+                _ = try? await browser.send(
+                    "Fetch.fulfillRequest",
+                    [
+                        "requestId": .string(id), "responseCode": .number(Double(status)), "responseHeaders": .array(fields),
+                        "body": .string(body.base64EncodedString()),
+                    ], session: session, timeout: 30)
+            case .proceed:
+                word = "fetched"
+                _ = try? await browser.send("Fetch.continueRequest", ["requestId": .string(id)], session: session, timeout: 10)
+            case .fail:
+                word = "failed"
+                _ = try? await browser.send("Fetch.failRequest", ["requestId": .string(id), "errorReason": "BlockedByClient"], session: session, timeout: 10)
+            }
+            state.withLockedValue {
+                $0.requests.append((request, word))
+                $0.inFlight -= 1
+                $0.lastActivity = Date()
+            }
+        }
+    }
+}

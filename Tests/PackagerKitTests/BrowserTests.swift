@@ -1,0 +1,90 @@
+import Foundation
+import OfflineBundle
+import TestSupport
+import Testing
+
+@testable import PackagerKit
+
+/// Headless Chromium (Debian's chromium-headless-shell) driven over the DevTools protocol: skipped, with the reason,
+/// where it is not installed (`make deps` and CI install it).
+let chromium = DevTools.findExecutable()
+
+@Suite("the browser: check --browser offline, build --browser", .enabled(if: chromium != nil, "Chromium is not installed: \(DevTools.installHint)"))
+struct BrowserTests {
+    /// A site whose scripts load what no link names: a script inserted by a script, JSON fetched on load, a search page
+    /// that reads its query, and a file fetched only when the search box is typed into.
+    static func site(_ folder: TemporaryFolder, withMissing: Bool) throws -> String {
+        try folder.file(
+            "site/index.html",
+            """
+            <html><head><script src="app.js"></script></head>
+            <body><input type="search" id="q"><a href="search.html">search</a><div id="out"></div></body></html>
+            """)
+        try folder.file(
+            "site/app.js",
+            """
+            const s = document.createElement('script'); s.src = 'inserted.js'; document.head.appendChild(s);
+            fetch('data/menu.json').then(r => r.json()).then(m => { document.getElementById('out').textContent = m.title; });
+            document.addEventListener('DOMContentLoaded', () => {
+              document.getElementById('q').addEventListener('input', () => { fetch('data/index.json'); });
+            });
+            """)
+        try folder.file("site/inserted.js", "window.inserted = true;")
+        try folder.file("site/data/menu.json", "{\"title\": \"Menu\"}")
+        if !withMissing { try folder.file("site/data/index.json", "[\"a\"]") }
+        try folder.file(
+            "site/search.html",
+            """
+            <html><body><ul id="results"></ul><script>
+            const q = new URLSearchParams(location.search).get('q') || '';
+            fetch('data/menu.json').then(r => r.json()).then(m => {
+              if (q && m.title.toLowerCase().includes(q)) { const li = document.createElement('li'); li.textContent = m.title; document.getElementById('results').appendChild(li); }
+            });
+            </script></body></html>
+            """)
+        return folder.path + "/site"
+    }
+
+    @Test("check --browser opens the pages offline and lists exactly what the bundle cannot answer, with the script that asked")
+    func checkListsWhatIsMissing() async throws {
+        let folder = try TemporaryFolder()
+        let root = try Self.site(folder, withMissing: true)
+        _ = try await run(packagerExecutable, ["pack", root, "--base-url", "https://site.example/", "-o", folder.path + "/b.zip"])
+        let result = try await run(
+            packagerExecutable,
+            ["check", folder.path + "/b.zip", "--browser", "--json", "--open", "https://site.example/search.html?q=menu"])
+        #expect(result.status == 1, "\(result.output)")
+        let json = String(result.output[result.output.range(of: "{\n  \"answered\"")!.lowerBound...])
+        let report = try JSONDecoder().decode(BrowserCheck.Report.self, from: Data(json.utf8))
+        // `/` and `/index.html` are one page; the search page; the search page with its query.
+        #expect(report.pages == 3 && report.problems.isEmpty, "\(report)")
+        #expect(report.unanswered.map(\.url) == ["https://site.example/data/index.json"], "\(report.unanswered)")
+        #expect(report.unanswered.first?.initiator == "https://site.example/app.js" && ["Fetch", "XHR"].contains(report.unanswered.first?.type ?? ""))
+        // The script-inserted script, the JSON fetched on load and the search page with its query were all answered.
+        #expect(report.answered >= 6, "\(report)")
+
+        // With the file in the bundle: nothing is missing.
+        let complete = try TemporaryFolder()
+        let full = try Self.site(complete, withMissing: false)
+        _ = try await run(packagerExecutable, ["pack", full, "--base-url", "https://site.example/", "-o", complete.path + "/b.zip"])
+        let passed = try await run(packagerExecutable, ["check", complete.path + "/b.zip", "--browser"])
+        #expect(passed.status == 0 && passed.output.contains("browser: 2 pages opened offline"), "\(passed.output)")
+    }
+
+    @Test("a search page asked for with its query is answered from the bundle (the query ignored, as the origin did), and so is all it asks for")
+    func searchWorksOffline() async throws {
+        let folder = try TemporaryFolder()
+        let root = try Self.site(folder, withMissing: false)
+        _ = try await run(packagerExecutable, ["pack", root, "--base-url", "https://site.example/", "-o", folder.path + "/b.zip"])
+        let loader = try OfflineLoader(path: folder.path + "/b.zip")
+        let browser = try DevTools.launch(executable: try #require(chromium), profile: folder.path + "/profile", offline: true)
+        defer { browser.close() }
+        let visit = await PageVisit.visit("https://site.example/search.html?q=menu", in: browser, timeout: 20) {
+            await BrowserCheck.answer($0, from: loader)
+        }
+        #expect(visit.problem == nil)
+        #expect(visit.requests.allSatisfy { $0.decision == "answered" }, "\(visit.requests.map { ($0.request.url, $0.decision) })")
+        let results = try await browser.send("Target.getTargets")
+        #expect(!results["targetInfos"].array.isEmpty)
+    }
+}
