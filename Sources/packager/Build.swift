@@ -72,6 +72,13 @@ extension Packager {
         @Flag(name: .customLong("no-robots"), help: "Do not obey robots.txt.")
         var noRobots = false
 
+        @Flag(
+            name: .customLong("browser"),
+            help:
+                "Also load each page in headless Chromium and crawl what its scripts load (as the declaration's browser: section; needs chromium-headless-shell)."
+        )
+        var browser = false
+
         @Flag(help: "Print the report as JSON on standard output instead of text.")
         var json = false
 
@@ -105,6 +112,7 @@ extension Packager {
                 if let perHost { declared.concurrency.perHost = perHost }
                 if let maxDepth { declared.scope.maxDepth = maxDepth }
                 if noRobots { declared.respectRobots = false }
+                if browser { declared.browser.enabled = true }
                 declared.scope.include += include
                 declared.scope.exclude += exclude
                 if noParent { declared.scope.noParent = true }

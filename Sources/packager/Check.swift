@@ -38,8 +38,12 @@ extension Packager {
         @Option(name: .customLong("page-timeout"), help: "With --browser: seconds a page may take to load (default: 20).")
         var pageTimeout: Double = 20
 
+        @Option(help: "With --browser: pages open at once (default: 2).")
+        var tabs = 2
+
         func validate() throws {
             if let sample, sample < 1 { throw ValidationError("--sample must be at least 1") }
+            guard (1...16).contains(tabs) else { throw ValidationError("--tabs must be between 1 and 16") }
             guard pageTimeout.isFinite, pageTimeout > 0, pageTimeout <= 600 else { throw ValidationError("--page-timeout must be between 0 and 600 seconds") }
         }
 
@@ -70,7 +74,7 @@ extension Packager {
                 let profile = FileManager.default.temporaryDirectory.appendingPathComponent("packager-browser-\(UUID().uuidString)").path
                 defer { try? FileManager.default.removeItem(atPath: profile) }
                 let result = try await BrowserCheck.run(
-                    loader: loader, options: .init(sample: sample, pageTimeout: pageTimeout, extraPages: extraPages), profileFolder: profile)
+                    loader: loader, options: .init(sample: sample, pageTimeout: pageTimeout, tabs: tabs, extraPages: extraPages), profileFolder: profile)
                 if json {
                     try printJSON(result)
                 } else {

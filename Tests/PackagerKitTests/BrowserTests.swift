@@ -87,4 +87,41 @@ struct BrowserTests {
         let results = try await browser.send("Target.getTargets")
         #expect(!results["targetInfos"].array.isEmpty)
     }
+
+    @Test(
+        "build --browser crawls what scripts load (an inserted script, JSON fetched on load and on typing into the search box); the bundle then passes check --browser",
+        arguments: RealServer.installed.prefix(1))
+    func buildWithBrowser(kind: String) async throws {
+        let folder = try TemporaryFolder()
+        let root = try Self.site(folder, withMissing: false)
+        let server = try await RealServer.start(kind, root: root, state: folder.path + "/server")
+        defer { server.stop() }
+        let plain = try await run(packagerExecutable, ["build", "--seed", server.base + "/", "--no-robots", "-o", folder.path + "/plain.zip"])
+        #expect(plain.status == 0, "\(plain.output)")
+        let plainBundle = try MountedBundle(path: folder.path + "/plain.zip")
+        for path in ["/inserted.js", "/data/menu.json", "/data/index.json"] { #expect(plainBundle.entry(for: server.base + path) == nil, "\(path)") }
+
+        let rendered = try await run(packagerExecutable, ["build", "--seed", server.base + "/", "--no-robots", "--browser", "-o", folder.path + "/b.zip"])
+        #expect(rendered.status == 0, "\(rendered.output)")
+        let bundle = try MountedBundle(path: folder.path + "/b.zip")
+        for path in ["/", "/app.js", "/inserted.js", "/data/menu.json", "/data/index.json", "/search.html"] {
+            #expect(bundle.entry(for: server.base + path)?.status == 200, "\(path)")
+        }
+        let check = try await run(packagerExecutable, ["check", folder.path + "/b.zip", "--browser", "--open", server.base + "/search.html?q=menu"])
+        #expect(check.status == 0, "\(check.output)")
+    }
+
+    @Test("--browser without Chromium says how to install it")
+    func missingChromium() async throws {
+        let folder = try TemporaryFolder()
+        let result = try await run(
+            "/usr/bin/env",
+            [
+                "PACKAGER_CHROMIUM=/nonexistent/chromium", packagerExecutable, "build", "--seed", "http://127.0.0.1:1/", "--browser", "-o",
+                folder.path + "/x.zip",
+            ])
+        #expect(
+            result.status != 0 && result.output.contains("cannot start the browser") && result.output.contains("apt-get install chromium-headless-shell"),
+            "\(result.output)")
+    }
 }

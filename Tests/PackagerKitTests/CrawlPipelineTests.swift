@@ -57,7 +57,7 @@ struct CrawlPipelineTests {
             let kept = MemoryBudget(total: 1 << 20, perBody: .max)
             let session = BuildSession(scratch: try ScratchFolder(in: folder.path), received: memory, prepared: kept)
             defer { session.remove() }
-            let crawl = await Crawler(declaration: declaration, session: session, progress: nil).run()
+            let crawl = try await Crawler(declaration: declaration, session: session, progress: nil).run()
             let crawled = try crawl.entries()
             #expect(crawl.failures.isEmpty, "\(crawl.failures)")
             #expect(crawled.count == 6)
@@ -86,7 +86,7 @@ struct CrawlPipelineTests {
             let plainSession = BuildSession(
                 scratch: try ScratchFolder(in: folder.path), received: MemoryBudget(total: total, perBody: 256 << 10), prepared: nil)
             defer { plainSession.remove() }
-            let plain = await Crawler(declaration: declaration, session: plainSession, progress: nil).run()
+            let plain = try await Crawler(declaration: declaration, session: plainSession, progress: nil).run()
             let plainEntries = try plain.entries()
             #expect(plainEntries.allSatisfy { $0.prepared == nil })
             let pipelined = try Self.write(crawled, session: session, to: folder.path + "/pipelined.zip")
@@ -99,7 +99,7 @@ struct CrawlPipelineTests {
                 scratch: try ScratchFolder(in: folder.path), received: MemoryBudget(total: total, perBody: 256 << 10),
                 prepared: MemoryBudget(total: 0, perBody: .max))
             defer { spilledSession.remove() }
-            let spilledCrawl = await Crawler(declaration: declaration, session: spilledSession, progress: nil).run()
+            let spilledCrawl = try await Crawler(declaration: declaration, session: spilledSession, progress: nil).run()
             let spilledEntries = try spilledCrawl.entries()
             for entry in spilledEntries {
                 switch entry.prepared?.storage {
@@ -123,7 +123,7 @@ struct CrawlPipelineTests {
             let folder = try TemporaryFolder()
             let session = BuildSession(scratch: try ScratchFolder(in: folder.path), received: MemoryBudget(total: 64 << 20, perBody: 256 << 10), prepared: nil)
             defer { session.remove() }
-            let crawl = await Crawler(declaration: Self.declaration(origin), session: session, progress: nil).run()
+            let crawl = try await Crawler(declaration: Self.declaration(origin), session: session, progress: nil).run()
             let crawled = try crawl.entries()
             let keys = Set(crawled.map(\.url))
             #expect(keys.contains(origin.base + "/img/pic.png"), "\(keys.sorted())")

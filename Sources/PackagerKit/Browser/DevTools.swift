@@ -34,6 +34,9 @@ final class DevTools: Sendable {
     let pid: pid_t
     private let commands: Int32
     private let state = NIOLockedValueBox(State())
+    /// One message is written whole before the next: a pipe write past PIPE_BUF bytes is not atomic, and two
+    /// interleaved would corrupt both.
+    private let writing = NIOLock()
 
     /// The Chromium to run: `$PACKAGER_CHROMIUM`, else the first of chromium-headless-shell, chromium, google-chrome on
     /// the PATH (Debian's packages `chromium-headless-shell` and `chromium`); nil when there is none.
@@ -112,15 +115,17 @@ final class DevTools: Sendable {
                 return fail(id, Failure(message: "\(method): the command cannot be written as JSON"))
             }
             data.append(0)
-            let written = data.withUnsafeBytes { bytes -> Bool in
-                var offset = 0
-                while offset < bytes.count {
-                    let n = write(commands, bytes.baseAddress! + offset, bytes.count - offset)
-                    if n < 0 && errno == EINTR { continue }
-                    guard n > 0 else { return false }
-                    offset += n
+            let written = writing.withLock {
+                data.withUnsafeBytes { bytes -> Bool in
+                    var offset = 0
+                    while offset < bytes.count {
+                        let n = write(commands, bytes.baseAddress! + offset, bytes.count - offset)
+                        if n < 0 && errno == EINTR { continue }
+                        guard n > 0 else { return false }
+                        offset += n
+                    }
+                    return true
                 }
-                return true
             }
             if !written { return fail(id, Failure(message: "\(method): the browser is gone")) }
             DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [self] in

@@ -60,7 +60,7 @@ struct PageVisit: Sendable {
           for (const el of Array.from(document.querySelectorAll('[aria-haspopup], [aria-expanded=false], nav button')).slice(0, 20)) {
             try { el.click(); } catch (e) {}
           }
-          await sleep(400);
+          await sleep(300);
           const found = new Set();
           for (const el of document.querySelectorAll('a[href], area[href], link[href]')) { if (el.href) found.add(String(el.href)); }
           for (const el of document.querySelectorAll('script[src], img[src], iframe[src], source[src], video[src], audio[src], embed[src]')) {
@@ -164,12 +164,12 @@ private final class Recorder: Sendable {
         return false
     }
 
-    /// Waits until no request has been paused or answered for half a second, at most `limit` seconds.
+    /// Waits until no request has been paused or answered for 0.3 s, at most `limit` seconds.
     func waitForQuiet(limit: Double) async {
         let deadline = Date().addingTimeInterval(limit)
         while Date() < deadline {
             let (last, inFlight) = state.withLockedValue { ($0.lastActivity, $0.inFlight) }
-            if inFlight == 0 && Date().timeIntervalSince(last) > 0.5 { return }
+            if inFlight == 0 && Date().timeIntervalSince(last) > 0.3 { return }
             try? await Task.sleep(for: .milliseconds(50))
         }
     }

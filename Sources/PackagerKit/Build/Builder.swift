@@ -72,7 +72,7 @@ public struct Builder: Sendable {
         defer { session.remove() }
         let started = Date()
         // Bodies are hashed and compressed while the crawl goes on; the writer then only orders and copies them.
-        let crawl = await Crawler(declaration: declaration, session: session, progress: progress).run()
+        let crawl = try await Crawler(declaration: declaration, session: session, progress: progress).run()
         let maxErrors = options.maxErrors ?? declaration.maxErrors
         let declaredFailed = crawl.failures.contains { $0.declared }
         let tooMany = maxErrors.map { crawl.failures.count > $0 } ?? false

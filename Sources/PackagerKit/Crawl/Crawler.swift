@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import OfflineBundle
 
 /// Crawls what a declaration names: fetches, follows requisites and in-scope links, and records every response.
@@ -36,6 +37,10 @@ final class Crawler: Sendable {
     let progress: (@Sendable (CrawlProgress) -> Void)?
     /// Which origins ignore the query: one page per origin, probed once the crawl is done.
     let queryProbe = QueryProbe()
+    /// With the declaration's browser on: each HTML page also loaded in headless Chromium.
+    let browser: BrowserPool?
+    /// The script sets of the pages rendered (browser.pages: by-scripts).
+    let renderedScripts = SeenSet()
     /// Small bodies are kept in memory within the run's budget (256 KiB each at most); the rest go to spool files.
     let memory: MemoryBudget
     /// Hashes and compresses each recorded body once the crawl has read it; nil leaves that to the writer.
@@ -48,7 +53,9 @@ final class Crawler: Sendable {
     /// - Parameter session: the build's scratch folder and memory budgets; when it has a budget for prepared bodies,
     ///   bodies are hashed and compressed at its level while the crawl goes on, and the entries carry the results: kept
     ///   in memory within that budget, in its overflow file beyond it.
-    init(declaration: Declaration, session: BuildSession, progress: (@Sendable (CrawlProgress) -> Void)?) {
+    /// - Throws: ``PackagerError`` when the declaration's browser is on and no Chromium starts.
+    init(declaration: Declaration, session: BuildSession, progress: (@Sendable (CrawlProgress) -> Void)?) throws {
+        browser = declaration.browser.enabled ? try BrowserPool(settings: declaration.browser, profile: session.scratch.path(for: "browser")) : nil
         let memory = session.received
         self.memory = memory
         let spool = session.scratch
@@ -88,6 +95,7 @@ final class Crawler: Sendable {
                 }
             }
         }
+        await browser?.close()
         let ignoreQuery = declaration.ignoreQuery == .auto ? await learnIgnoredQueries() : []
         await fetcher.shutdown()
         await pipeline?.finish()
@@ -446,7 +454,43 @@ final class Crawler: Sendable {
                 add(links.links, against: base, role: .link, depth: depth + 1)
             }
         }
+        if isHTML, let browser, declaration.browser.everyPage || renderedScripts.isNew(Self.scriptSignature(found)) {
+            found += await rendered(url, in: browser, role: role, depth: depth)
+        }
         await offerFound(found, referrer: url, frontier: frontier)
+    }
+
+    /// The scripts a page loads, as found in its HTML (resolved, without their queries): pages with the same set load
+    /// the same things when their scripts run.
+    static func scriptSignature(_ found: [(url: String, role: CrawlScope.Role, depth: Int)]) -> String {
+        let scripts = found.filter { $0.role == .requisite }.map { $0.url.prefix { $0 != "?" && $0 != "#" } }.filter {
+            $0.hasSuffix(".js") || $0.hasSuffix(".mjs")
+        }
+        return Set(scripts).sorted().joined(separator: "\n")
+    }
+
+    /// What a page asks for in the browser, and the links of its rendered DOM, as URLs found on it: requests as
+    /// requisites, links as links (within the depth limit, from pages that follow links). The browser itself reaches
+    /// only origins the scope allows (other requests fail in it, and are offered to the scope like any URL found).
+    private func rendered(_ url: String, in browser: BrowserPool, role: CrawlScope.Role, depth: Int) async -> [(
+        url: String, role: CrawlScope.Role, depth: Int
+    )] {
+        let scope = self.scope
+        let anyHost = declaration.scope.requisitesFromAnyHost
+        let visit = await browser.visit(url) { request in
+            guard let origin = HTTPOrigin(url: request.url), scope.addressRefusal(origin) == nil, anyHost || scope.allows(origin) else { return .fail }
+            return .proceed
+        }
+        if let problem = visit.problem { state.skip("pages not rendered in the browser (\(problem))") }
+        var found: [(url: String, role: CrawlScope.Role, depth: Int)] = []
+        for (request, _) in visit.requests where request.method == "GET" && request.url != url {
+            found.append((request.url, .requisite, depth))
+        }
+        let maxDepth = declaration.scope.maxDepth
+        if role == .seed || role == .link, maxDepth.map({ depth < $0 }) ?? true {
+            for link in visit.links { found.append((link, .link, depth + 1)) }
+        }
+        return found
     }
 
     // MARK: - Helpers
@@ -490,4 +534,12 @@ final class Crawler: Sendable {
         let path = url.path.isEmpty ? "/" : (URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? url.path)
         return url.query.map { path + "?" + $0 } ?? path
     }
+}
+
+/// Strings seen, safe from any thread.
+final class SeenSet: Sendable {
+    private let seen = NIOLockedValueBox(Set<String>())
+
+    /// Whether `value` is new (and remembers it).
+    func isNew(_ value: String) -> Bool { seen.withLockedValue { $0.insert(value).inserted } }
 }

@@ -35,6 +35,24 @@ public struct Declaration: Sendable, Equatable {
     public var block: [String] = []
     /// Query parameter name patterns dropped from request keys (`utm_*`, `fbclid`).
     public var dropQueryParameters: [String] = []
+    /// Pages also rendered in headless Chromium during the crawl, for what their scripts load.
+    public var browser = Browser()
+
+    /// The `browser:` section.
+    public struct Browser: Sendable, Equatable {
+        /// Whether each HTML page is also loaded in headless Chromium, every request it makes (and the links of its
+        /// rendered DOM) fed to the crawl under the same scope, secret and robots rules.
+        public var enabled = false
+        /// Pages rendered at once.
+        public var tabs = 2
+        /// Seconds a page may take to load.
+        public var pageTimeout: Double = 20
+        /// Whether every page is rendered, or (the default) one page per set of scripts: pages that load the same
+        /// scripts (a generator's pages, but for its search page) load the same things when they run.
+        public var everyPage = false
+        public init() {}
+    }
+
     /// Where the bundle answers a URL with a query no entry has by the entry without it, as a static server does
     /// (docs/FORMAT.md §4.6): learned per origin by the crawl (`auto`), nowhere, or for these URL patterns.
     public var ignoreQuery = IgnoreQuery.auto

@@ -115,7 +115,7 @@ private struct Reader {
 
     static let topKeys = [
         "output", "seeds", "urls", "sitemaps", "scope", "robots", "user-agent", "headers", "concurrency", "timeouts", "retries",
-        "substitutions", "block", "drop-query-parameters", "ignore-query", "content-encoding", "max-errors", "tls",
+        "substitutions", "block", "drop-query-parameters", "ignore-query", "content-encoding", "max-errors", "tls", "browser",
     ]
 
     mutating func declaration(_ root: Node) throws -> Declaration {
@@ -150,6 +150,7 @@ private struct Reader {
                 d.contentEncoding = policy
             case "max-errors": d.maxErrors = try integer(value, "max-errors", minimum: 0)
             case "tls": d.tls = try tls(value)
+            case "browser": d.browser = try browser(value)
             default: break
             }
         }
@@ -296,6 +297,29 @@ private struct Reader {
             throw fail(node, "tls.client-cert-origins needs tls.client-cert and tls.client-key")
         }
         return t
+    }
+
+    func browser(_ node: Node) throws -> Declaration.Browser {
+        var b = Declaration.Browser()
+        if case .scalar = node {
+            b.enabled = try bool(node, "browser")
+            return b
+        }
+        for (key, value) in try mapping(node, in: "browser", keys: ["enabled", "tabs", "page-timeout", "pages"]) {
+            switch key.string ?? "" {
+            case "enabled": b.enabled = try bool(value, "browser.enabled")
+            case "tabs": b.tabs = try integer(value, "browser.tabs", minimum: 1)
+            case "page-timeout":
+                let seconds = try integer(value, "browser.page-timeout", minimum: 1)
+                b.pageTimeout = Double(seconds)
+            case "pages":
+                let text = try string(value, "browser.pages")
+                guard text == "all" || text == "by-scripts" else { throw fail(value, "browser.pages must be 'all' or 'by-scripts', not '\(text)'") }
+                b.everyPage = text == "all"
+            default: break
+            }
+        }
+        return b
     }
 
     func concurrency(_ node: Node) throws -> Declaration.Concurrency {
