@@ -47,7 +47,7 @@ extension Packager {
             if let createdAt = b.createdAt { print("created \(terminalSafe(createdAt))") }
             let rules = [
                 ("drops query parameters", b.rules.dropQueryParameters), ("blocks", b.rules.block), ("substitutes", b.rules.substitutions),
-                ("substitutes under", b.rules.substitutionPrefixes),
+                ("substitutes under", b.rules.substitutionPrefixes), ("ignores the query under", b.rules.ignoreQuery),
             ]
             for (label, values) in rules where !values.isEmpty { print("\(label): \(terminalSafe(values.joined(separator: ", ")))") }
             print("")

@@ -47,10 +47,12 @@ struct OfflineHTTPClientTests {
             #expect(try await body(get(client(.bundleOnly), "/")) == samplePage)
             #expect(try await body(get(client(.bundleFirst), "/")) == samplePage)
             #expect(try await body(get(client(.networkFirst(timeout: .seconds(1))), "/")) == samplePage)
-            // Neither has it: the network's own error (a refused connection), not a bundle error.
+            // Neither has it: the network's own error (a refused connection; on a loaded machine, where another test's
+            // server may take the freed port, a deadline), not a bundle error.
             let networkError = await #expect(throws: (any Error).self) { try await get(client(.networkFirst(timeout: .seconds(1))), "/only-live.txt") }
             #expect(networkError.map { !($0 is BundleError) } == true, "\(String(describing: networkError))")
-            #expect("\(String(describing: networkError))".lowercased().contains("connect"), "\(String(describing: networkError))")
+            let text = "\(String(describing: networkError))".lowercased()
+            #expect(text.contains("connect") || text.contains("deadline"), "\(text)")
             // Bundle only: a miss is the bundle's not-found, and nothing is tried on the network.
             let miss = await #expect(throws: BundleError.self) { try await get(client(.bundleOnly), "/only-live.txt") }
             #expect(miss?.code == .notFound)

@@ -49,7 +49,9 @@ struct URLSessionTests {
             #expect(try await get("/", .bundleFirst)?.1 == samplePage)
             #expect(try await get("/", .networkFirst(timeout: .seconds(5)))?.1 == samplePage)
             #expect(try await get("/only-live.txt", .networkFirst(timeout: .seconds(5))) == nil)
-            #expect(lastError == .cannotConnectToHost)
+            // The network's own error: a refused connection (on a loaded machine, where another test's server may take
+            // the freed port, a timeout).
+            #expect(lastError == .cannotConnectToHost || lastError == .timedOut, "\(String(describing: lastError))")
         }
     }
 

@@ -124,4 +124,41 @@ struct BrowserTests {
             result.status != 0 && result.output.contains("cannot start the browser") && result.output.contains("apt-get install chromium-headless-shell"),
             "\(result.output)")
     }
+
+    static let pythonDocs = "/usr/share/doc/python3.11/html"
+
+    /// Waits for Sphinx's search to list its results (at most 15 s), and counts them.
+    static let sphinxResults = """
+        new Promise(done => {
+          let waited = 0;
+          const tick = setInterval(() => {
+            const count = document.querySelectorAll('ul.search li').length;
+            const finished = document.getElementById('search-progress') && document.getElementById('search-progress').textContent.length > 0;
+            if ((count > 0 && finished) || ++waited > 150) { clearInterval(tick); done(String(count)); }
+          }, 100);
+        })
+        """
+
+    @Test(
+        "python3.11-doc from nginx, built with --browser: its search finds as many results offline from the bundle as from nginx",
+        .enabled(if: FileManager.default.fileExists(atPath: pythonDocs + "/search.html") && RealServer.installed.contains("nginx")))
+    func pythonDocsSearchOffline() async throws {
+        let folder = try TemporaryFolder()
+        let server = try await RealServer.start("nginx", root: Self.pythonDocs, state: folder.path + "/server")
+        defer { server.stop() }
+        let built = try await run(
+            packagerExecutable, ["build", "--seed", server.base + "/index.html", "--no-robots", "--browser", "-o", folder.path + "/py.zip"])
+        #expect(built.status == 0, "\(built.output)")
+        let loader = try OfflineLoader(path: folder.path + "/py.zip")
+        let browser = try DevTools.launch(executable: try #require(chromium), profile: folder.path + "/profile")
+        defer { browser.close() }
+        let search = server.base + "/search.html?q=dictionary&check_keywords=yes&area=default"
+        let live = await PageVisit.visit(search, in: browser, timeout: 30, probe: Self.sphinxResults) { _ in .proceed }
+        let offline = await PageVisit.visit(search, in: browser, timeout: 30, probe: Self.sphinxResults) { await BrowserCheck.answer($0, from: loader) }
+        let liveCount = Int(live.probe ?? "") ?? 0
+        print("python3.11-doc search for 'dictionary': \(liveCount) results from nginx, \(offline.probe ?? "-") offline from the bundle")
+        #expect(liveCount > 100, "\(live.problem ?? "") \(live.probe ?? "-")")
+        #expect(offline.probe.flatMap(Int.init) == liveCount, "\(offline.problem ?? "") \(offline.probe ?? "-") of \(liveCount)")
+        #expect(offline.requests.allSatisfy { $0.decision == "answered" }, "\(offline.requests.filter { $0.decision != "answered" }.map(\.request.url))")
+    }
 }

@@ -36,6 +36,8 @@ struct PageVisit: Sendable {
         var links: [String] = []
         /// Why the visit ended early, when it did (a crash, a load that never ended).
         var problem: String?
+        /// What the caller's probe expression gave, when it gave a string.
+        var probe: String?
     }
 
     static let maxRequests = 2_000
@@ -71,7 +73,12 @@ struct PageVisit: Sendable {
         """
 
     /// Opens `url` in a new tab of `browser` and records what it asks for, `decide` deciding each request.
-    static func visit(_ url: String, in browser: DevTools, timeout: Double, decide: @escaping @Sendable (Request) async -> Decision) async -> Result {
+    ///
+    /// - Parameter probe: a JavaScript expression evaluated last (awaited when it is a promise), whose string result is
+    ///   ``Result/probe``: what a test reads of the rendered page (how many search results it shows, say).
+    static func visit(
+        _ url: String, in browser: DevTools, timeout: Double, probe: String? = nil, decide: @escaping @Sendable (Request) async -> Decision
+    ) async -> Result {
         let recorder = Recorder(page: url)
         let target: String
         let session: String
@@ -108,6 +115,12 @@ struct PageVisit: Sendable {
             {
                 recorder.addLinks(links)
             }
+            if let probe {
+                let value = try await browser.send(
+                    "Runtime.evaluate", ["expression": .string(probe), "awaitPromise": true, "returnByValue": true, "timeout": 20_000],
+                    session: session, timeout: 25)
+                recorder.probe = value["result"]["value"].string
+            }
         } catch {
             return recorder.result(problem: browser.gone ?? "\(error)")
         }
@@ -119,6 +132,9 @@ struct PageVisit: Sendable {
 private final class Recorder: Sendable {
     private struct State {
         var requests: [(request: PageVisit.Request, decision: String)] = []
+        /// The browser's network id of each request, whose initiator is looked up when the visit ends (the event that
+        /// names it may come after the request was paused).
+        var networkIds: [String?] = []
         var links: [String] = []
         var loaded = false
         var crashed: String?
@@ -128,6 +144,7 @@ private final class Recorder: Sendable {
         var mainFrame: String?
         var children: [String] = []
         var navigated = false
+        var probe: String?
     }
 
     let page: String
@@ -142,13 +159,22 @@ private final class Recorder: Sendable {
 
     var children: [String] { state.withLockedValue { $0.children } }
 
+    var probe: String? {
+        get { state.withLockedValue { $0.probe } }
+        set { state.withLockedValue { $0.probe = newValue } }
+    }
+
     func addLinks(_ links: [String]) { state.withLockedValue { $0.links.append(contentsOf: links) } }
 
     func result(problem: String?) -> PageVisit.Result {
         state.withLockedValue { state in
             var seen = Set<String>()
             let links = state.links.filter { seen.insert($0).inserted }
-            return PageVisit.Result(requests: state.requests, links: links, problem: problem ?? state.crashed)
+            var requests = state.requests
+            for (i, id) in state.networkIds.enumerated() where requests[i].request.initiator == nil {
+                requests[i].request.initiator = id.flatMap { state.initiators[$0] }
+            }
+            return PageVisit.Result(requests: requests, links: links, problem: problem ?? state.crashed, probe: state.probe)
         }
     }
 
@@ -211,8 +237,8 @@ private final class Recorder: Sendable {
         guard let id = params["requestId"].string else { return }
         let url = params["request"]["url"].string ?? ""
         let type = params["resourceType"].string ?? "Other"
-        let initiator = params["networkId"].string.flatMap { network in state.withLockedValue { $0.initiators[network] } }
-        let request = PageVisit.Request(url: url, method: params["request"]["method"].string ?? "GET", type: type, initiator: initiator)
+        let networkId = params["networkId"].string
+        let request = PageVisit.Request(url: url, method: params["request"]["method"].string ?? "GET", type: type, initiator: nil)
         // The page navigating away from itself (a clicked link, a script's location change): a link, not a visit.
         let (navigatesAway, tooMany) = state.withLockedValue { state -> (Bool, Bool) in
             state.lastActivity = Date()
@@ -257,6 +283,7 @@ private final class Recorder: Sendable {
             }
             state.withLockedValue {
                 $0.requests.append((request, word))
+                $0.networkIds.append(networkId)
                 $0.inFlight -= 1
                 $0.lastActivity = Date()
             }
