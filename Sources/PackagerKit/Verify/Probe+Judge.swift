@@ -1,5 +1,5 @@
 import Foundation
-import NIOHTTP1
+import HTTPTypes
 import OfflineBundle
 
 /// How a probe judges what the server answered against what the bundle recorded.
@@ -110,19 +110,19 @@ extension Probe {
     /// The recorded headers the live ones contradict, by rule: ETags weakly, dates as instants, lengths of uncoded
     /// answers only, media types by essence (and charset when both name one). A validator the writer made up is not
     /// among the recorded ones, so it is never compared.
-    static func headerChanges(_ recorded: Recorded, headers: HTTPHeaders) -> [Change] {
+    static func headerChanges(_ recorded: Recorded, headers: HTTPFields) -> [Change] {
         var changes: [Change] = []
-        if let etag = recorded.etag, let live = headers.first(name: "etag"), !HTTPRules.weaklyEqual(etag, live) {
+        if let etag = recorded.etag, let live = headers[.eTag], !HTTPRules.weaklyEqual(etag, live) {
             changes.append(Change("etag", recorded: etag, live: live))
         }
-        if let modified = recorded.lastModified, let live = headers.first(name: "last-modified"), !sameDate(modified, live) {
+        if let modified = recorded.lastModified, let live = headers[.lastModified], !sameDate(modified, live) {
             changes.append(Change("last-modified", recorded: modified, live: live))
         }
-        let coded = headers.first(name: "content-encoding").map { $0.lowercased() != "identity" } ?? false
-        if let size = recorded.size, !coded, let length = headers.first(name: "content-length").flatMap(UInt64.init), length != size {
+        let coded = headers[.contentEncoding].map { $0.lowercased() != "identity" } ?? false
+        if let size = recorded.size, !coded, let length = headers[.contentLength].flatMap(UInt64.init), length != size {
             changes.append(Change("content-length", recorded: String(size), live: String(length)))
         }
-        if let type = recorded.contentType, let live = headers.first(name: "content-type"), !MediaTypeRule.same(type, live) {
+        if let type = recorded.contentType, let live = headers[.contentType], !MediaTypeRule.same(type, live) {
             changes.append(Change("content-type", recorded: type, live: live))
         }
         return changes

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Crypto
 import Foundation
+import HTTPTypes
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -28,7 +29,7 @@ struct Probe: Sendable {
     /// The live answer's parts that matter.
     struct Answer {
         var status: Int
-        var headers: HTTPHeaders
+        var headers: HTTPFields
         /// Whether the body was read (and hashed, unless it was ``longer``).
         var bodyRead = false
         /// SHA-256 of the decoded body, when it was read whole.
@@ -38,7 +39,7 @@ struct Probe: Sendable {
         /// The decoded body, when it was read and kept (pages whose links may be compared).
         var body: [UInt8]?
         var attempts: Int
-        func header(_ name: String) -> String? { headers.first(name: name) }
+        func header(_ name: String) -> String? { HTTPField.Name(name).flatMap { headers[$0] } }
     }
 
     /// The entry's verdict. (An origin no connection could be made to is remembered by the retry loop.)
@@ -148,7 +149,7 @@ struct Probe: Sendable {
         case hash(limit: UInt64, keep: Bool)
         /// As `hash`, with the limit and whether to keep the bytes that `decide` returns for the answer's status and
         /// headers; when it returns nil, the body is not read.
-        case hashWhen(_ decide: @Sendable (Int, HTTPHeaders) -> (limit: UInt64, keep: Bool)?)
+        case hashWhen(_ decide: @Sendable (Int, HTTPFields) -> (limit: UInt64, keep: Bool)?)
     }
 
     /// Sends one request with retries on connection errors, timeouts, 429 and 5xx (``RetryLoop``).
@@ -196,12 +197,12 @@ struct Probe: Sendable {
         for header in options.headerRules.headers(forURL: url) { request.headers.replaceOrAdd(name: header.name, value: header.value) }
         for (name, value) in extra { request.headers.replaceOrAdd(name: name, value: value) }
         let response = try await client.execute(request, timeout: .milliseconds(Int64(options.timeouts.request * 1000)))
-        var answer = Answer(status: Int(response.status.code), headers: response.headers, sha256: nil, attempts: 1)
+        var answer = Answer(status: Int(response.status.code), headers: HTTPFields(response.headers), sha256: nil, attempts: 1)
         let reading: (limit: UInt64, keep: Bool)? =
             switch body {
             case .skip: nil
             case .hash(let limit, let keep): (limit, keep)
-            case .hashWhen(let decide): decide(answer.status, response.headers)
+            case .hashWhen(let decide): decide(answer.status, answer.headers)
             }
         guard let reading, method != .HEAD else {
             // The body is not needed: stop reading it (the connection is closed if it was not empty).
