@@ -48,11 +48,14 @@ extension Packager {
         }
 
         func run() async throws {
+            var integrity: Checker.Report?
             try reportingErrors {
                 let key = try publicKey.map(readPublicKey)
                 let report = Checker.check(path: path, publicKey: key)
+                integrity = report
                 if json {
-                    try printJSON(report)
+                    // With --browser, one JSON document for both: printed once the browser is done.
+                    if !browser { try printJSON(report) }
                 } else if report.isValid {
                     let signature =
                         switch (report.signatureValid, report.signerChecked) {
@@ -65,9 +68,13 @@ extension Packager {
                     print("FAILED: \(report.path): \(report.issues.count) problem\(report.issues.count == 1 ? "" : "s")")
                     for issue in report.issues { print("  " + terminalSafe(issue.description)) }
                 }
-                if !report.isValid { throw ExitCode(1) }
+                if !report.isValid {
+                    if json && browser { try printJSON(report) }
+                    throw ExitCode(1)
+                }
             }
             guard browser else { return }
+            guard let integrity else { return }
             try await reportingErrorsAsync {
                 let key = try publicKey.map(readPublicKey)
                 let loader = try OfflineLoader(path: path, publicKey: key)
@@ -76,7 +83,7 @@ extension Packager {
                 let result = try await BrowserCheck.run(
                     loader: loader, options: .init(sample: sample, pageTimeout: pageTimeout, tabs: tabs, extraPages: extraPages), profileFolder: profile)
                 if json {
-                    try printJSON(result)
+                    try printJSON(CombinedReport(check: integrity, browser: result))
                 } else {
                     print("browser: \(result.pages) pages opened offline, \(result.requests) requests, \(result.answered) answered by the bundle")
                     for miss in result.unanswered {
@@ -89,4 +96,10 @@ extension Packager {
             }
         }
     }
+}
+
+/// `check --json --browser`: the integrity report and the browser's, one document.
+private struct CombinedReport: Encodable {
+    var check: Checker.Report
+    var browser: BrowserCheck.Report
 }

@@ -54,8 +54,9 @@ struct BrowserTests {
             packagerExecutable,
             ["check", folder.path + "/b.zip", "--browser", "--json", "--open", "https://site.example/search.html?q=menu"])
         #expect(result.status == 1, "\(result.output)")
-        let json = String(result.output[result.output.range(of: "{\n  \"answered\"")!.lowerBound...])
-        let report = try JSONDecoder().decode(BrowserCheck.Report.self, from: Data(json.utf8))
+        // One JSON document: the integrity check's report and the browser's.
+        struct Combined: Decodable { var browser: BrowserCheck.Report }
+        let report = try JSONDecoder().decode(Combined.self, from: Data(result.output.utf8)).browser
         // `/` and `/index.html` are one page; the search page; the search page with its query.
         #expect(report.pages == 3 && report.problems.isEmpty, "\(report)")
         #expect(report.unanswered.map(\.url) == ["https://site.example/data/index.json"], "\(report.unanswered)")
@@ -153,12 +154,42 @@ struct BrowserTests {
         let browser = try DevTools.launch(executable: try #require(chromium), profile: folder.path + "/profile")
         defer { browser.close() }
         let search = server.base + "/search.html?q=dictionary&check_keywords=yes&area=default"
-        let live = await PageVisit.visit(search, in: browser, timeout: 30, probe: Self.sphinxResults) { _ in .proceed }
+        let live = await PageVisit.visit(search, in: browser, timeout: 30, probe: Self.sphinxResults) { _ in .proceed() }
         let offline = await PageVisit.visit(search, in: browser, timeout: 30, probe: Self.sphinxResults) { await BrowserCheck.answer($0, from: loader) }
         let liveCount = Int(live.probe ?? "") ?? 0
         print("python3.11-doc search for 'dictionary': \(liveCount) results from nginx, \(offline.probe ?? "-") offline from the bundle")
         #expect(liveCount > 100, "\(live.problem ?? "") \(live.probe ?? "-")")
         #expect(offline.probe.flatMap(Int.init) == liveCount, "\(offline.problem ?? "") \(offline.probe ?? "-") of \(liveCount)")
         #expect(offline.requests.allSatisfy { $0.decision == "answered" }, "\(offline.requests.filter { $0.decision != "answered" }.map(\.request.url))")
+    }
+
+    @Test("the browser's own requests carry the headers declared for their origin, and obey robots.txt")
+    func browserRequestsFollowTheDeclaration() async throws {
+        try await withOrigin { origin in
+            origin.set("/", .text("<html><head><script src=\"app.js\"></script></head><body>home</body></html>", type: "text/html"))
+            origin.set("/app.js", .text("fetch('data.json'); fetch('private/secret.json');", type: "text/javascript"))
+            origin.set("/data.json", .text("{}", type: "application/json"))
+            origin.set("/private/secret.json", .text("{}", type: "application/json"))
+            origin.set("/robots.txt", .text("User-agent: *\nDisallow: /private/\n", type: "text/plain"))
+            let folder = try TemporaryFolder()
+            try folder.file(
+                "d.yml",
+                """
+                seeds: [\(origin.base)/]
+                output: \(folder.path)/b.zip
+                browser: true
+                ignore-query: none
+                headers:
+                  Authorization: Bearer declared-token
+                """)
+            let result = try await run(packagerExecutable, ["build", folder.path + "/d.yml"])
+            #expect(result.status == 0, "\(result.output)")
+            let fromBrowser = origin.requests.filter { ($0.headers["user-agent"] ?? "").contains("HeadlessChrome") }
+            #expect(fromBrowser.contains { $0.path == "/data.json" }, "\(origin.requests.map { "\($0.path) \($0.headers["user-agent"] ?? "")" })")
+            #expect(fromBrowser.allSatisfy { $0.headers["authorization"] == "Bearer declared-token" }, "\(fromBrowser.map(\.headers))")
+            // Disallowed by robots.txt: asked by neither the browser nor the crawl.
+            #expect(origin.count("/private/secret.json") == 0)
+            #expect(try MountedBundle(path: folder.path + "/b.zip").entry(for: origin.base + "/data.json")?.status == 200)
+        }
     }
 }

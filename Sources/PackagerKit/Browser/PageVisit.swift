@@ -23,8 +23,8 @@ struct PageVisit: Sendable {
     /// How the caller answers one request.
     enum Decision: Sendable {
         case fulfill(status: Int, headers: [(String, String)], body: Data)
-        /// On to the network.
-        case proceed
+        /// On to the network, with these request headers added (or replacing the browser's of the same name).
+        case proceed(headers: [(String, String)] = [])
         case fail
     }
 
@@ -238,6 +238,7 @@ private final class Recorder: Sendable {
         let url = params["request"]["url"].string ?? ""
         let type = params["resourceType"].string ?? "Other"
         let networkId = params["networkId"].string
+        let sent = params["request"]["headers"]
         let request = PageVisit.Request(url: url, method: params["request"]["method"].string ?? "GET", type: type, initiator: nil)
         // The page navigating away from itself (a clicked link, a script's location change): a link, not a visit.
         let (navigatesAway, tooMany) = state.withLockedValue { state -> (Bool, Bool) in
@@ -274,9 +275,22 @@ private final class Recorder: Sendable {
                         "requestId": .string(id), "responseCode": .number(Double(status)), "responseHeaders": .array(fields),
                         "body": .string(body.base64EncodedString()),
                     ], session: session, timeout: 30)
-            case .proceed:
+            case .proceed(let extra):
                 word = "fetched"
-                _ = try? await browser.send("Fetch.continueRequest", ["requestId": .string(id)], session: session, timeout: 10)
+                var message: [String: JSONValue] = ["requestId": .string(id)]
+                if !extra.isEmpty {
+                    // The browser's own headers, then the declared ones in their place.
+                    let replaced = Set(extra.map { $0.0.lowercased() })
+                    var fields: [JSONValue] = []
+                    if case .object(let members) = sent {
+                        for (name, value) in members where !replaced.contains(name.lowercased()) {
+                            if let value = value.string { fields.append(["name": .string(name), "value": .string(value)]) }
+                        }
+                    }
+                    for (name, value) in extra { fields.append(["name": .string(name), "value": .string(value)]) }
+                    message["headers"] = .array(fields)
+                }
+                _ = try? await browser.send("Fetch.continueRequest", .object(message), session: session, timeout: 10)
             case .fail:
                 word = "failed"
                 _ = try? await browser.send("Fetch.failRequest", ["requestId": .string(id), "errorReason": "BlockedByClient"], session: session, timeout: 10)

@@ -477,9 +477,18 @@ final class Crawler: Sendable {
     )] {
         let scope = self.scope
         let anyHost = declaration.scope.requisitesFromAnyHost
+        let headerRules = fetcher.settings.headerRules
+        let (robots, fetcher, spool, obeysRobots) = (self.robots, self.fetcher, self.spool, declaration.respectRobots)
         let visit = await browser.visit(url) { request in
             guard let origin = HTTPOrigin(url: request.url), scope.addressRefusal(origin) == nil, anyHost || scope.allows(origin) else { return .fail }
-            return .proceed
+            // robots.txt holds for what the browser asks as for what the crawl asks.
+            if obeysRobots, let rules = await robots.rules(for: request.url, fetcher: fetcher, spool: spool, scope: scope),
+                !rules.allows(Self.pathAndQuery(request.url))
+            {
+                return .fail
+            }
+            // The headers declared for the origin (a token, a cookie), as the crawl sends them, and to no other origin.
+            return .proceed(headers: headerRules.headers(for: origin).map { ($0.name, $0.value) })
         }
         if let problem = visit.problem { state.skip("pages not rendered in the browser (\(problem))") }
         var found: [(url: String, role: CrawlScope.Role, depth: Int)] = []
