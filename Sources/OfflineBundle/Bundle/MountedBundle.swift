@@ -266,8 +266,8 @@ public final class MountedBundle: Sendable {
     ///
     /// A server can send `gzipHeader + data + trailer(crc32, size)` to a client
     /// that accepts gzip without inflating anything. Returns nil when the body is
-    /// stored uncompressed. The stream is checked by inflating it once, unless
-    /// `verify` is false.
+    /// stored uncompressed. Unless `verify` is false the stream is checked: by the CRC-32 of the stored stream
+    /// (version 2, CRC-32 checking), else by inflating it once (SHA-256 checking, or version 1).
     public func deflatedBody(of entry: BundleEntry, verify: Bool = true) throws -> DeflatedBody? {
         guard let body = entry.body, body.compression == .deflate else { return nil }
         let record = index.body(at: body.index)

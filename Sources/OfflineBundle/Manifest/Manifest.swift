@@ -5,7 +5,7 @@
 public struct Manifest: Codable, Sendable, Equatable {
     /// Always `packager-bundle`.
     public var format: String
-    /// The schema version, 1.
+    /// The format version (``BundleFormat/version``: 2 for bundles written now; 1 for those of packager 0.1.0).
     public var formatVersion: Int
     /// The tool that wrote the bundle, with its version (nothing host-specific).
     public var generator: String

@@ -1,4 +1,5 @@
-/// Media types by file name extension, for packing local files.
+/// Media types by file name extension, for packing local files and for the runtime's substitution answers; and the
+/// one parser of Content-Type values (``essence(of:)``, ``charset(of:)``).
 ///
 /// The table maps lowercase file name extensions to bare media types (no
 /// parameters such as `charset`; those are decided elsewhere). It favours the

@@ -13,7 +13,8 @@ import HTTPTypes
 ///   nothing of the body is in range. A request for several ranges is answered
 ///   with the whole body (200), which RFC 9110 allows a server to do.
 /// - A deflated body goes to a client that accepts gzip as `Content-Encoding:
-///   gzip`, without inflating it.
+///   gzip`: once checked, without inflating it (the first gzip answer of a body under SHA-256 checking, or of a
+///   version-1 bundle, inflates once to check it; see ``BodyReader``).
 ///
 /// Bodies are read lazily from the ``BundleResponse``.
 public struct BundleResponder: Sendable {

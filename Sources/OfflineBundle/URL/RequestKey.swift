@@ -100,7 +100,6 @@ public struct RequestKeyCanonicalizer: Sendable {
             var q = portStart
             while q < authEnd, s[q] == UInt8(ascii: "0"), q + 1 < authEnd { q += 1 }
             let port = UnsafeRawBufferPointer(rebasing: s[q..<authEnd])
-            // Ports are 16-bit: a longer number names no server.
             // Ports are 1 to 65535: a longer number (or 0) names no server.
             let number = port.count <= 5 ? port.reduce(0, { $0 * 10 + Int($1 - UInt8(ascii: "0")) }) : Int.max
             guard port.isEmpty || (1...65535).contains(number) else { return nil }

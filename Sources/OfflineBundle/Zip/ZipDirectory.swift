@@ -130,7 +130,6 @@ package struct ZipDirectory: Sendable {
         return directory
     }
 
-    /// Reads the whole central directory.
     /// Walks the central directory records, calling `body` with each; stops early when `body` returns false.
     ///
     /// Records whose name `skip` accepts are checked for structure but not decoded (mounting skips bodies this way).

@@ -14,7 +14,7 @@ public enum Exporter {
 
     /// Exports the bundle at `bundlePath` to `output`.
     ///
-    /// The archive holds `manifest.json` and every body, inflated and checked,
+    /// The archive holds `manifest.json`, `index.bin` and `signature.json` (when signed), and every body, inflated and checked,
     /// under `bodies/<sha256>`, sorted, with fixed timestamps and owners, so
     /// the same bundle always exports to the same bytes. It is written to a
     /// temporary file and renamed into place.

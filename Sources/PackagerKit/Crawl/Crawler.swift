@@ -6,8 +6,9 @@ import OfflineBundle
 ///
 /// Small bodies are kept in memory within a fixed budget and the rest stream
 /// to spool files, so memory stays bounded whatever the size of the site;
-/// each request key is fetched once. The result is a list of writer entries
-/// (holding the bodies or pointing at spool files) and a list of failures.
+/// each request key is fetched once. The result is an ``EntryStore`` of writer entries, kept in a scratch file (their
+/// bodies in memory, in crawl body files or already prepared), the failures, and what the crawl learned (which
+/// origins ignore the query).
 final class Crawler: Sendable {
     /// What the crawl produced.
     struct Result: Sendable {
