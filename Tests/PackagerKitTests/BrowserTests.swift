@@ -169,4 +169,34 @@ struct BrowserTests {
         #expect(liveCount > 100, "\(live.problem ?? "") \(live.probe ?? "-")")
         #expect(offline.probe.flatMap(Int.init) == liveCount, "\(offline.problem ?? "") \(offline.probe ?? "-") of \(liveCount)")
     }
+
+    @Test("the browser's own requests carry the headers declared for their origin, and obey robots.txt")
+    func browserRequestsFollowTheDeclaration() async throws {
+        try await withOrigin { origin in
+            origin.set("/", .text("<html><head><script src=\"app.js\"></script></head><body>home</body></html>", type: "text/html"))
+            origin.set("/app.js", .text("fetch('data.json'); fetch('private/secret.json');", type: "text/javascript"))
+            origin.set("/data.json", .text("{}", type: "application/json"))
+            origin.set("/private/secret.json", .text("{}", type: "application/json"))
+            origin.set("/robots.txt", .text("User-agent: *\nDisallow: /private/\n", type: "text/plain"))
+            let folder = try TemporaryFolder()
+            try folder.file(
+                "d.yml",
+                """
+                seeds: [\(origin.base)/]
+                output: \(folder.path)/b.zip
+                browser: true
+                ignore-query: none
+                headers:
+                  Authorization: Bearer declared-token
+                """)
+            let result = try await run(packagerExecutable, ["build", folder.path + "/d.yml"])
+            #expect(result.status == 0, "\(result.output)")
+            let fromBrowser = origin.requests.filter { ($0.headers["user-agent"] ?? "").contains("HeadlessChrome") }
+            #expect(fromBrowser.contains { $0.path == "/data.json" }, "\(origin.requests.map { "\($0.path) \($0.headers["user-agent"] ?? "")" })")
+            #expect(fromBrowser.allSatisfy { $0.headers["authorization"] == "Bearer declared-token" }, "\(fromBrowser.map(\.headers))")
+            // Disallowed by robots.txt: asked by neither the browser nor the crawl.
+            #expect(origin.count("/private/secret.json") == 0)
+            #expect(try MountedBundle(path: folder.path + "/b.zip").entry(for: origin.base + "/data.json")?.status == 200)
+        }
+    }
 }
