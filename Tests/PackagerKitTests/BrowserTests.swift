@@ -84,7 +84,7 @@ struct BrowserTests {
             await BrowserCheck.answer($0, from: loader)
         }
         #expect(visit.problem == nil)
-        #expect(visit.requests.allSatisfy { $0.decision == "answered" }, "\(visit.requests.map { ($0.request.url, $0.decision) })")
+        #expect(visit.requests.allSatisfy { $0.decision == .answered }, "\(visit.requests.map { ($0.request.url, $0.decision) })")
         let results = try await browser.send("Target.getTargets")
         #expect(!results["targetInfos"].array.isEmpty)
     }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 
 /// A bundle file opened read-only, answering lookups from its compact index.
 ///
@@ -88,8 +89,9 @@ public final class MountedBundle: Sendable {
     private let verified: VerifiedBodies
     /// Inflated bodies kept for identity answers (checked before they are kept).
     package let inflatedCache: InflatedCache?
-    /// With ignore-query rules: the query-less keys of entries recorded with a query (there the query matters).
-    private let queryVariantPaths: Set<String>
+    /// With ignore-query rules: the query-less keys of entries recorded with a query (there the query matters). Made on
+    /// the first query no entry holds, not at mount: every packed bundle carries the rule, and most never need it.
+    private let queryVariantPaths = Mutex<Set<String>?>(nil)
 
     /// Mounts the bundle at `path`.
     ///
@@ -175,14 +177,6 @@ public final class MountedBundle: Sendable {
         self.maxBodySize = options.maxBodySize
         self.verified = VerifiedBodies(count: index.bodyCount)
         self.inflatedCache = options.inflatedCacheBytes > 0 ? InflatedCache(capacity: options.inflatedCacheBytes) : nil
-        var variants = Set<String>()
-        if !index.rules.ignoreQuery.isEmpty {
-            for i in 0..<index.entryCount {
-                let key = index.entryKey(i)
-                if let mark = key.utf8.firstIndex(of: UInt8(ascii: "?")) { variants.insert(String(key[..<mark])) }
-            }
-        }
-        self.queryVariantPaths = variants
     }
 
     /// Whether body `bodyIndex` may be read again without its checks, or sent as a span of the file: it passed them in
@@ -213,7 +207,19 @@ public final class MountedBundle: Sendable {
     public func entryIgnoringQuery(for url: String) -> BundleEntry? {
         guard !index.rules.ignoreQuery.isEmpty, let key = canonicalizer.canonicalize(url), let mark = key.firstIndex(of: "?") else { return nil }
         let path = String(key[..<mark])
-        guard !queryVariantPaths.contains(path), index.rules.ignoreQueryPattern(matching: path) != nil else { return nil }
+        guard index.rules.ignoreQueryPattern(matching: path) != nil else { return nil }
+        let recordedWithQuery = queryVariantPaths.withLock { paths in
+            if paths == nil {
+                var found = Set<String>()
+                for i in 0..<index.entryCount {
+                    let key = index.entryKey(i)
+                    if let mark = key.utf8.firstIndex(of: UInt8(ascii: "?")) { found.insert(String(key[..<mark])) }
+                }
+                paths = found
+            }
+            return paths!.contains(path)
+        }
+        guard !recordedWithQuery else { return nil }
         return entry(forKey: path)
     }
 

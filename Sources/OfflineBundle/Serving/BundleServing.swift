@@ -107,21 +107,20 @@ public struct ServeAnswer: Sendable {
     /// nil when no body goes out. A body that fails its checks is counted by the loader and thrown: the transport
     /// answers 500 (or, once a head went out, ends the response short).
     public func openBody(chunkSize: Int = 64 << 10) throws -> OpenedBody? {
-        guard sendsBody else { return nil }
-        do {
-            return try response.openBody(chunkSize: chunkSize)
-        } catch {
-            recordError(error)
-            throw error
-        }
+        try counted { try response.openBody(chunkSize: chunkSize) }
     }
 
     /// The body opened where the caller stands, when it is in memory now; nil when it is not (read it with
     /// ``openBody(chunkSize:)`` off the caller then). See ``BundleResponse/openBodyIfInMemory(chunkSize:)``.
     public func openBodyIfInMemory(chunkSize: Int = 64 << 10) throws -> OpenedBody? {
+        try counted { try response.openBodyIfInMemory(chunkSize: chunkSize) }
+    }
+
+    /// `open`'s body, when one goes out; a body that fails its checks is counted by the loader, then thrown.
+    private func counted(_ open: () throws -> OpenedBody?) throws -> OpenedBody? {
         guard sendsBody else { return nil }
         do {
-            return try response.openBodyIfInMemory(chunkSize: chunkSize)
+            return try open()
         } catch {
             recordError(error)
             throw error

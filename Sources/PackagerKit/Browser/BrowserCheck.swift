@@ -107,7 +107,7 @@ public enum BrowserCheck {
             if let problem = result.problem { report.problems.append(Problem(page: page, reason: problem)) }
             for (request, decision) in result.requests {
                 report.requests += 1
-                if decision == "answered" {
+                if decision == .answered {
                     report.answered += 1
                 } else {
                     report.unanswered.append(Miss(page: page, url: request.url, method: request.method, type: request.type, initiator: request.initiator))

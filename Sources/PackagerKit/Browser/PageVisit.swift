@@ -20,6 +20,15 @@ struct PageVisit: Sendable {
         var initiator: String?
     }
 
+    /// What became of one request.
+    enum Outcome: String, Sendable {
+        /// Answered by the caller (from a bundle).
+        case answered
+        /// Let through to the network.
+        case fetched
+        case failed
+    }
+
     /// How the caller answers one request.
     enum Decision: Sendable {
         case fulfill(status: Int, headers: [(String, String)], body: Data)
@@ -31,7 +40,7 @@ struct PageVisit: Sendable {
     /// What the visit found.
     struct Result: Sendable {
         /// Every request the page made, in order, and how each was decided.
-        var requests: [(request: Request, decision: String)] = []
+        var requests: [(request: Request, decision: Outcome)] = []
         /// The links and resources of the rendered DOM (absolute URLs), navigations away included.
         var links: [String] = []
         /// Why the visit ended early, when it did (a crash, a load that never ended).
@@ -131,7 +140,7 @@ struct PageVisit: Sendable {
 /// The state of one visit, shared by the event handler (on the browser's reading thread) and the visit.
 private final class Recorder: Sendable {
     private struct State {
-        var requests: [(request: PageVisit.Request, decision: String)] = []
+        var requests: [(request: PageVisit.Request, decision: PageVisit.Outcome)] = []
         /// The browser's network id of each request, whose initiator is looked up when the visit ends (the event that
         /// names it may come after the request was paused).
         var networkIds: [String?] = []
@@ -264,10 +273,10 @@ private final class Recorder: Sendable {
         state.withLockedValue { $0.inFlight += 1 }
         Task {
             let decision = await decide(request)
-            let word: String
+            let word: PageVisit.Outcome
             switch decision {
             case .fulfill(let status, let headers, let body):
-                word = "answered"
+                word = .answered
                 let fields: [JSONValue] = headers.map { ["name": .string($0.0), "value": .string($0.1)] }
                 _ = try? await browser.send(
                     "Fetch.fulfillRequest",
@@ -276,7 +285,7 @@ private final class Recorder: Sendable {
                         "body": .string(body.base64EncodedString()),
                     ], session: session, timeout: 30)
             case .proceed(let extra):
-                word = "fetched"
+                word = .fetched
                 var message: [String: JSONValue] = ["requestId": .string(id)]
                 if !extra.isEmpty {
                     // The browser's own headers, then the declared ones in their place.
@@ -292,7 +301,7 @@ private final class Recorder: Sendable {
                 }
                 _ = try? await browser.send("Fetch.continueRequest", .object(message), session: session, timeout: 10)
             case .fail:
-                word = "failed"
+                word = .failed
                 _ = try? await browser.send("Fetch.failRequest", ["requestId": .string(id), "errorReason": "BlockedByClient"], session: session, timeout: 10)
             }
             state.withLockedValue {
