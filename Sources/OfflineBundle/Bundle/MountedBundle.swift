@@ -265,7 +265,9 @@ public final class MountedBundle: Sendable {
     ///   local header disagrees with the index. Wrong bytes are never returned.
     public func body(of entry: BundleEntry) throws -> Data {
         guard let body = entry.body else { return Data() }
-        return try BodyReader(bundle: self, bodyIndex: body.index, shape: .identity, chunkSize: 1 << 20).readAll()
+        // One chunk for a body up to 1 MiB, and no buffer larger than the body.
+        let chunk = Int(min(body.size, 1 << 20))
+        return try BodyReader(bundle: self, bodyIndex: body.index, shape: .identity, chunkSize: chunk).readAll()
     }
 
     /// The stored deflate stream of a compressed body, with what a gzip trailer needs.

@@ -151,7 +151,9 @@ public struct BundleResponse: Sendable {
     /// - Throws: ``BundleError`` when the stored bytes fail their checks.
     public func bodyData() throws -> Data {
         // The same reader a server streams with: one place decides the checks.
-        try bodyReader(chunkSize: 1 << 20)?.readAll() ?? Data()
+        // No buffer larger than the body (a small one is one chunk of its own size), and none over 1 MiB.
+        let size = entry?.body?.size ?? (1 << 20)
+        return try bodyReader(chunkSize: Int(min(size, 1 << 20)))?.readAll() ?? Data()
     }
 
     /// A reader of the body in chunks of about `chunkSize` bytes, straight from the bundle file (see ``BodyReader``):
