@@ -1,6 +1,6 @@
 # A thin front end; Package.swift works without it.
 SWIFT ?= swift
-DEBIAN_PACKAGES = libarchive-dev libarchive-tools zlib1g-dev libdeflate-dev unzip zstd gzip curl python3 openssl python3.11-doc nginx apache2 lighttpd lighttpd-mod-deflate caddy chromium-headless-shell
+DEBIAN_PACKAGES = libarchive-dev libarchive-tools zlib1g-dev libdeflate-dev unzip zstd gzip curl python3 openssl python3.11-doc nginx apache2 lighttpd lighttpd-mod-deflate caddy chromium-headless-shell openjdk-17-doc rust-doc mkdocs-doc
 # The peers the benchmarks compare with, and the tools that drive them.
 BENCH_PACKAGES = nginx wget2 wrk time iproute2 python3.11-doc libisal-dev gcc
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)

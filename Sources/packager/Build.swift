@@ -180,6 +180,10 @@ extension Packager {
             if let digest = report.digest { lines.append("  digest sha256:\(digest)") }
             for (reason, count) in report.skipped.sorted(by: { $0.key < $1.key }) { lines.append("  skipped \(count): \(reason)") }
             for limit in report.limitsReached { lines.append("  " + style.yellow("limit") + ": \(limit)") }
+            if !report.browserProblems.isEmpty {
+                lines.append("pages the browser could not render in full (crawled all the same):")
+                for problem in report.browserProblems { lines.append(terminalSafe("  " + style.yellow("browser") + " \(problem.page): \(problem.reason)")) }
+            }
             if !report.failures.isEmpty {
                 lines.append("failures:")
                 for failure in report.failures {

@@ -41,10 +41,16 @@ extension Packager {
         @Option(help: "With --browser: pages open at once (default: 2).")
         var tabs = 2
 
+        @Option(
+            name: .customLong("behaviors"),
+            help: "With --browser: run the behaviours of this declaration's browser section on the pages (browser.behaviors, browser.generic-behaviors).")
+        var behaviorsFrom: String?
+
         func validate() throws {
             if let sample, sample < 1 { throw ValidationError("--sample must be at least 1") }
             guard (1...16).contains(tabs) else { throw ValidationError("--tabs must be between 1 and 16") }
             guard pageTimeout.isFinite, pageTimeout > 0, pageTimeout <= 600 else { throw ValidationError("--page-timeout must be between 0 and 600 seconds") }
+            if behaviorsFrom != nil && !browser { throw ValidationError("--behaviors goes with --browser") }
         }
 
         func run() async throws {
@@ -80,8 +86,11 @@ extension Packager {
                 let loader = try OfflineLoader(path: path, publicKey: key)
                 let profile = FileManager.default.temporaryDirectory.appendingPathComponent("packager-browser-\(UUID().uuidString)").path
                 defer { try? FileManager.default.removeItem(atPath: profile) }
-                let result = try await BrowserCheck.run(
-                    loader: loader, options: .init(sample: sample, pageTimeout: pageTimeout, tabs: tabs, extraPages: extraPages), profileFolder: profile)
+                let settings = try behaviorsFrom.map { try DeclarationParser().parse(contentsOf: $0).browser } ?? Declaration.Browser()
+                let options = BrowserCheck.Options(
+                    sample: sample, pageTimeout: pageTimeout, tabs: tabs, extraPages: extraPages, genericBehaviors: settings.genericBehaviors,
+                    behaviors: settings.behaviors)
+                let result = try await BrowserCheck.run(loader: loader, options: options, profileFolder: profile)
                 if json {
                     try printJSON(CombinedReport(check: integrity, browser: result))
                 } else {

@@ -112,6 +112,140 @@ struct BrowserTests {
         #expect(check.status == 0, "\(check.output)")
     }
 
+    @Test(
+        "declared behaviours (a click, typing a word, a script) load what the generic ones do not, on the pages they name; check --browser --behaviors runs them offline"
+    )
+    func declaredBehaviours() async throws {
+        try await withOrigin { origin in
+            origin.set(
+                "/",
+                .text(
+                    #"<html><head><script src="app.js"></script></head><body><button id="more">more</button><input id="find"></body></html>"#, type: "text/html"
+                ))
+            origin.set(
+                "/app.js",
+                .text(
+                    """
+                    document.addEventListener('DOMContentLoaded', () => {
+                      document.getElementById('more').addEventListener('click', () => fetch('more.json'));
+                      document.getElementById('find').addEventListener('input', e => { if (e.target.value.length > 3) fetch('words/' + e.target.value + '.json'); });
+                    });
+                    window.later = () => fetch('later.json');
+                    """, type: "text/javascript"))
+            for path in ["/more.json", "/words/zebra.json", "/later.json"] { origin.set(path, .text("{}", type: "application/json")) }
+            let folder = try TemporaryFolder()
+            func declaration(_ name: String, behaviors: String) throws -> String {
+                try folder.file(
+                    name,
+                    """
+                    seeds: [\(origin.base)/]
+                    output: \(folder.path)/\(name).zip
+                    robots: false
+                    ignore-query: none
+                    browser:
+                      enabled: true
+                    \(behaviors)
+                    """)
+                return folder.path + "/" + name
+            }
+            // The generic behaviours alone: the button is no menu, the input no search box.
+            let plain = try await run(packagerExecutable, ["build", try declaration("plain", behaviors: "")])
+            #expect(plain.status == 0, "\(plain.output)")
+            let plainBundle = try MountedBundle(path: folder.path + "/plain.zip")
+            for path in ["/more.json", "/words/zebra.json", "/later.json"] { #expect(plainBundle.entry(for: origin.base + path) == nil, "\(path)") }
+
+            let declared = try declaration(
+                "declared",
+                behaviors: """
+                      behaviors:
+                        - click: "#more"
+                        - type: "#find"
+                          text: zebra
+                        - script: "window.later()"
+                          pages: "*/index.html"
+                    """)
+            let built = try await run(packagerExecutable, ["build", declared])
+            #expect(built.status == 0, "\(built.output)")
+            let bundle = try MountedBundle(path: folder.path + "/declared.zip")
+            for path in ["/more.json", "/words/zebra.json"] { #expect(bundle.entry(for: origin.base + path)?.status == 200, "\(path)") }
+            // The script is limited to pages named index.html, and the seed is `/`.
+            #expect(bundle.entry(for: origin.base + "/later.json") == nil)
+
+            // Offline, the same behaviours ask the bundle for what they asked the origin: all answered.
+            let check = try await run(packagerExecutable, ["check", folder.path + "/declared.zip", "--browser", "--behaviors", declared])
+            #expect(check.status == 0, "\(check.output)")
+            // The plain bundle lacks what they load: check says so, with the script that asked.
+            let missing = try await run(packagerExecutable, ["check", folder.path + "/plain.zip", "--browser", "--behaviors", declared])
+            #expect(
+                missing.status == 1 && missing.output.contains(origin.base + "/more.json") && missing.output.contains("words/zebra.json"), "\(missing.output)")
+        }
+    }
+
+    @Test(
+        "hostile pages are bounded, reported with the page, and never fail the build: a load that never ends, dialogs, a navigation away, 300 frames, off-scope requests"
+    )
+    func hostilePages() async throws {
+        try await withOrigin { origin in
+            let pages = ["slow", "dialogs", "away", "frames", "offscope"]
+            origin.set("/", .text("<html><body>" + pages.map { "<a href=\"\($0).html\">\($0)</a>" }.joined() + "</body></html>", type: "text/html"))
+            // Its image takes longer than the page timeout: the load event never comes in time.
+            origin.set("/slow.html", .text(#"<html><body><img src="slow.png"></body></html>"#, type: "text/html"))
+            var slow = Origin.Resource.text("png", type: "image/png")
+            slow.delay = 8
+            origin.set("/slow.png", slow)
+            // Dialogs block the page's script until they are dismissed; what it asks for after them is still found.
+            origin.set(
+                "/dialogs.html",
+                .text("<html><body><script>alert('a'); confirm('b'); prompt('c'); fetch('after-dialogs.json');</script></body></html>", type: "text/html"))
+            origin.set("/after-dialogs.json", .text("{}", type: "application/json"))
+            // A page that sends itself elsewhere: the visit stays, and the target is a link.
+            origin.set(
+                "/away.html",
+                .text("<html><body><script>setTimeout(() => { location.href = 'elsewhere.html'; }, 50);</script></body></html>", type: "text/html"))
+            origin.set("/elsewhere.html", .text("<html><body>elsewhere</body></html>", type: "text/html"))
+            origin.set(
+                "/frames.html",
+                .text(
+                    "<html><body><script>for (let i = 0; i < 300; i++) { const f = document.createElement('iframe'); f.src = 'frame.html#' + i; document.body.appendChild(f); }</script></body></html>",
+                    type: "text/html"))
+            origin.set("/frame.html", .text("<html><body>frame</body></html>", type: "text/html"))
+            origin.set(
+                "/offscope.html",
+                .text(
+                    "<html><body><script>fetch('http://offscope.invalid/x.json'); fetch('http://127.0.0.1:1/closed.json'); fetch('inscope.json');</script></body></html>",
+                    type: "text/html"))
+            origin.set("/inscope.json", .text("{}", type: "application/json"))
+            let folder = try TemporaryFolder()
+            try folder.file(
+                "d.yml",
+                """
+                seeds: [\(origin.base)/]
+                output: \(folder.path)/b.zip
+                robots: false
+                ignore-query: none
+                timeouts: {request: 3s}
+                retries: {attempts: 0}
+                browser: {enabled: true, pages: all, page-timeout: 2}
+                """)
+            let started = Date()
+            let result = try await run(packagerExecutable, ["build", folder.path + "/d.yml", "--json"])
+            let seconds = Date().timeIntervalSince(started)
+            #expect(result.status == 0, "\(result.output)")
+            let report = try JSONDecoder().decode(BuildReport.self, from: Data(result.output.utf8))
+            // Each page waits at most its timeout; the whole build is bounded by pages x timeout, not by what they do.
+            #expect(seconds < 60, "\(seconds) s")
+            // The slow page is reported with its page; 300 frames may take past the timeout too. No other page is.
+            let problems = Dictionary(report.browserProblems.map { ($0.page, $0.reason) }, uniquingKeysWith: { a, _ in a })
+            #expect(problems[origin.base + "/slow.html"]?.contains("did not finish loading in 2 s") == true, "\(report.browserProblems)")
+            #expect(Set(problems.keys).isSubset(of: [origin.base + "/slow.html", origin.base + "/frames.html"]), "\(report.browserProblems)")
+            let bundle = try MountedBundle(path: folder.path + "/b.zip")
+            for path in ["/after-dialogs.json", "/elsewhere.html", "/frame.html", "/inscope.json"] {
+                #expect(bundle.entry(for: origin.base + path)?.status == 200, "\(path)")
+            }
+            #expect(!bundle.entries.contains { $0.key.contains("offscope.invalid") || $0.key.contains("127.0.0.1:1/") })
+        }
+    }
+
     @Test("--browser without Chromium says how to install it")
     func missingChromium() async throws {
         let folder = try TemporaryFolder()
@@ -126,48 +260,101 @@ struct BrowserTests {
             "\(result.output)")
     }
 
-    static let pythonDocs = "/usr/share/doc/python3.11/html"
+    /// A documentation generator's output that Debian ships, and how its search is asked and counted.
+    struct Generator: Sendable, CustomTestStringConvertible {
+        var name: String
+        /// The Debian package, and the folder it installs the site in.
+        var package: String
+        var root: String
+        /// The page the crawl starts from (depth 0: it and what it needs, not the whole site; the suite shares two
+        /// cores with timing tests).
+        var seed: String
+        /// The page the search is run on, with its query when the generator reads one.
+        var search: String
+        /// Files that only scripts load (the static crawl cannot find them).
+        var scriptLoaded: [String]
+        /// A JavaScript expression that gives the number of results, as a string, once their count has settled.
+        var probe: String
+        var testDescription: String { name }
+    }
 
-    /// Waits for Sphinx's search to list its results (the count steady for a second, at most 15 s), and counts them.
-    static let sphinxResults = """
+    /// Waits until `ready` holds (at most 20 s), runs `start` once, then waits for the count of elements `results`
+    /// selects to settle (the same for a second) and gives it.
+    static func searchProbe(ready: String = "true", start: String = "", results: String) -> String {
+        """
         new Promise(done => {
-          let waited = 0, last = -1, steady = 0;
+          let waited = 0, last = -1, steady = 0, started = false;
           const tick = setInterval(() => {
-            const count = document.querySelectorAll('ul.search li').length;
+            let ready = false;
+            try { ready = !!(\(ready)); } catch (e) {}
+            if (!started && ready) { started = true; try { \(start) } catch (e) {} }
+            const count = started ? document.querySelectorAll(\(PageVisit.Behaviours.literal(results))).length : -1;
             steady = count === last ? steady + 1 : 0;
             last = count;
-            if ((count > 0 && steady >= 10) || ++waited > 150) { clearInterval(tick); done(String(count)); }
+            if ((count > 0 && steady >= 10) || ++waited > 200) { clearInterval(tick); done(String(count)); }
           }, 100);
         })
         """
+    }
+
+    static let generators: [Generator] = [
+        Generator(
+            name: "Sphinx (python3.11-doc)", package: "python3.11-doc", root: "/usr/share/doc/python3.11/html", seed: "/search.html",
+            search: "/search.html?q=dictionary&check_keywords=yes&area=default",
+            scriptLoaded: ["/_static/glossary.json"], probe: searchProbe(results: "ul.search li")),
+        Generator(
+            // script.js inserts search.js and the five search indexes as script elements on every page.
+            name: "javadoc (openjdk-17-doc)", package: "openjdk-17-doc", root: "/usr/share/doc/openjdk-17-doc/api", seed: "/index.html",
+            search: "/index.html", scriptLoaded: ["/search.js", "/member-search-index.js", "/type-search-index.js", "/tag-search-index.js"],
+            probe: searchProbe(
+                ready: "typeof memberSearchIndex !== 'undefined' && typeof typeSearchIndex !== 'undefined' && jQuery('#search-input').catcomplete('instance')",
+                start: "jQuery('#search-input').val('HashMap').catcomplete('search', 'HashMap');",
+                results: "ul.ui-autocomplete li:not(.ui-autocomplete-category)")),
+        Generator(
+            // main.js loads the search code and its index when the page is asked for with ?search=.
+            name: "rustdoc (rust-doc)", package: "rust-doc", root: "/usr/share/doc/rust-doc/html", seed: "/std/index.html",
+            search: "/std/index.html?search=HashMap", scriptLoaded: ["/search1.63.0.js", "/search-index1.63.0.js"],
+            probe: searchProbe(results: "#search .search-results a")),
+        Generator(
+            // The search runs in a Web Worker, which loads lunr and the index itself.
+            name: "MkDocs (mkdocs-doc)", package: "mkdocs-doc", root: "/usr/share/doc/mkdocs/html", seed: "/index.html",
+            search: "/index.html?q=theme", scriptLoaded: ["/search/worker.js", "/search/lunr.js", "/search/search_index.json"],
+            probe: searchProbe(results: "#mkdocs-search-results article")),
+    ]
 
     @Test(
-        "python3.11-doc's search page from nginx, built with --browser: its search finds as many results offline from the bundle as from nginx",
-        .enabled(if: FileManager.default.fileExists(atPath: pythonDocs + "/search.html") && RealServer.installed.contains("nginx")))
-    func pythonDocsSearchOffline() async throws {
+        "documentation that Debian ships, from nginx, built with --browser: its search finds as many results offline from the bundle as from nginx",
+        .enabled(if: RealServer.installed.contains("nginx")), arguments: generators)
+    func searchOffline(generator: Generator) async throws {
+        guard FileManager.default.fileExists(atPath: generator.root + generator.seed) else {
+            print("skipped: \(generator.name): \(generator.package) is not installed")
+            return
+        }
         let folder = try TemporaryFolder()
-        let server = try await RealServer.start("nginx", root: Self.pythonDocs, state: folder.path + "/server")
+        let server = try await RealServer.start("nginx", root: generator.root, state: folder.path + "/server")
         defer { server.stop() }
-        // The search page and what it needs, not the whole site: the suite shares two cores with timing tests. The search
-        // index and the glossary are loaded by scripts, which only the browser finds.
-        let built = try await run(
-            packagerExecutable,
-            ["build", "--seed", server.base + "/search.html", "--max-depth", "0", "--no-robots", "--browser", "-o", folder.path + "/py.zip"])
+        let arguments = ["build", "--seed", server.base + generator.seed, "--max-depth", "0", "--no-robots"]
+        // Without the browser, the crawl misses what only scripts load.
+        let plain = try await run(packagerExecutable, arguments + ["-o", folder.path + "/plain.zip"])
+        #expect(plain.status == 0, "\(plain.output)")
+        let plainLoader = try OfflineLoader(path: folder.path + "/plain.zip")
+        #expect(generator.scriptLoaded.allSatisfy { plainLoader.response(for: BundleRequest(url: server.base + $0)) == nil })
+        let built = try await run(packagerExecutable, arguments + ["--browser", "-o", folder.path + "/b.zip"])
         #expect(built.status == 0, "\(built.output)")
-        let loader = try OfflineLoader(path: folder.path + "/py.zip")
-        for path in ["/searchindex.js", "/_static/glossary.json", "/_static/searchtools.js"] {
-            #expect(loader.response(for: BundleRequest(url: server.base + path))?.status == 200, "\(path)")
+        let loader = try OfflineLoader(path: folder.path + "/b.zip")
+        for path in generator.scriptLoaded {
+            #expect(loader.response(for: BundleRequest(url: server.base + path))?.status == 200, "\(generator.name): \(path)")
         }
         let browser = try DevTools.launch(executable: try #require(chromium), profile: folder.path + "/profile")
         defer { browser.close() }
-        let search = server.base + "/search.html?q=dictionary&check_keywords=yes&area=default"
-        let live = await PageVisit.visit(search, in: browser, timeout: 30, probe: Self.sphinxResults) { _ in .proceed() }
-        // Offline: the bundle answers; the result pages it does not hold (fetched for their summaries) fail.
-        let offline = await PageVisit.visit(search, in: browser, timeout: 30, probe: Self.sphinxResults) { await BrowserCheck.answer($0, from: loader) }
+        let search = server.base + generator.search
+        let live = await PageVisit.visit(search, in: browser, timeout: 30, probe: generator.probe) { _ in .proceed() }
+        // Offline: the bundle answers; what it does not hold (result pages fetched for their summaries) fails.
+        let offline = await PageVisit.visit(search, in: browser, timeout: 30, probe: generator.probe) { await BrowserCheck.answer($0, from: loader) }
         let liveCount = Int(live.probe ?? "") ?? 0
-        print("python3.11-doc search for 'dictionary': \(liveCount) results from nginx, \(offline.probe ?? "-") offline from the bundle")
-        #expect(liveCount > 100, "\(live.problem ?? "") \(live.probe ?? "-")")
-        #expect(offline.probe.flatMap(Int.init) == liveCount, "\(offline.problem ?? "") \(offline.probe ?? "-") of \(liveCount)")
+        print("\(generator.name): \(liveCount) results from nginx, \(offline.probe ?? "-") offline from the bundle")
+        #expect(liveCount > 0, "\(generator.name): \(live.problem ?? "") \(live.probe ?? "-")")
+        #expect(offline.probe.flatMap(Int.init) == liveCount, "\(generator.name): \(offline.problem ?? "") \(offline.probe ?? "-") of \(liveCount)")
     }
 
     @Test("the browser's own requests carry the headers declared for their origin, and obey robots.txt")

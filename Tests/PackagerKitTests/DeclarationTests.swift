@@ -102,4 +102,63 @@ struct DeclarationTests {
         let message = error(yaml)
         #expect(message.hasPrefix(expected), "got: \(message)")
     }
+
+    @Test("browser behaviours: each item one action, in order, with the pages it runs on")
+    func browserBehaviours() throws {
+        let d = try parser.parse(
+            """
+            seeds: [https://a.example/]
+            browser:
+              enabled: true
+              generic-behaviors: false
+              behaviors:
+                - type: "#search-input"
+                  text: HashMap
+                - click: "button.more"
+                  pages: "*/api/*"
+                - wait: 500
+                - script: "document.title"
+            """)
+        #expect(d.browser.enabled && !d.browser.genericBehaviors)
+        #expect(
+            d.browser.behaviors == [
+                .init(action: .type(selector: "#search-input", text: "HashMap")), .init(pages: "*/api/*", action: .click(selector: "button.more")),
+                .init(action: .wait(milliseconds: 500)), .init(action: .script("document.title")),
+            ])
+        #expect(d.browser.behaviors[1].applies(to: "https://A.example/API/x.html") && !d.browser.behaviors[1].applies(to: "https://a.example/"))
+        let visit = PageVisit.Behaviours(d.browser)
+        #expect(visit.waits(on: "https://a.example/") == 500)
+        // Selectors and text reach the page as string literals, whatever they hold; the generic steps are left out.
+        let script = visit.script(for: "https://a.example/api/x")
+        #expect(script.contains(##"all("#search-input")"##) && script.contains(#"all("button.more")"#) && !script.contains("details:not([open])"))
+        #expect(!visit.script(for: "https://a.example/").contains("button.more"))
+        let hostile = PageVisit.Behaviours(declared: [.init(action: .type(selector: "x", text: "\"); alert(1); (\""))]).script(for: "https://a.example/")
+        #expect(hostile.contains(#"type(el, "\"); alert(1); (\"")"#), "\(hostile)")
+    }
+
+    @Test(
+        "browser behaviour mistakes are located and say what is wrong",
+        arguments: [
+            (
+                "seeds: [https://a.example/]\nbrowser:\n  behaviors:\n    - click: a\n      wait: 5\n",
+                "site.yml:4:7: an item of browser.behaviors takes one action, click, type, wait or script, not click and wait"
+            ),
+            (
+                "seeds: [https://a.example/]\nbrowser:\n  behaviors:\n    - type: \"#q\"\n",
+                "site.yml:4:7: type needs text: what is typed into the elements it selects"
+            ),
+            (
+                "seeds: [https://a.example/]\nbrowser:\n  behaviors:\n    - wait: 60000\n",
+                "site.yml:4:13: browser.behaviors wait is at most 10000 milliseconds"
+            ),
+            (
+                "seeds: [https://a.example/]\nbrowser:\n  behaviors:\n    - clik: a\n",
+                "site.yml:4:7: unknown key 'clik' in an item of browser.behaviors; did you mean 'click'?"
+            ),
+            ("seeds: [https://a.example/]\nbrowser:\n  behaviors: {click: a}\n", "site.yml:3:14: browser.behaviors must be a list of steps"),
+        ])
+    func behaviourErrors(yaml: String, expected: String) {
+        let message = error(yaml)
+        #expect(message.hasPrefix(expected), "got: \(message)")
+    }
 }

@@ -18,13 +18,22 @@ public enum BrowserCheck {
         public var extraPages: [String] = []
         /// The Chromium to run (default: ``DevTools`` finds one).
         public var executable: String?
+        /// Whether the generic behaviours run on each page (as in the crawl).
+        public var genericBehaviors = true
+        /// Declared behaviours (a declaration's `browser.behaviors`), run on the pages they match.
+        public var behaviors: [Declaration.Behavior] = []
 
-        public init(sample: Int? = nil, pageTimeout: Double = 20, tabs: Int = 2, extraPages: [String] = [], executable: String? = nil) {
+        public init(
+            sample: Int? = nil, pageTimeout: Double = 20, tabs: Int = 2, extraPages: [String] = [], executable: String? = nil,
+            genericBehaviors: Bool = true, behaviors: [Declaration.Behavior] = []
+        ) {
             self.sample = sample
             self.pageTimeout = pageTimeout
             self.tabs = tabs
             self.extraPages = extraPages
             self.executable = executable
+            self.genericBehaviors = genericBehaviors
+            self.behaviors = behaviors
         }
     }
 
@@ -87,6 +96,7 @@ public enum BrowserCheck {
         }
         defer { browser.close() }
         let pages = pages(of: loader, sample: options.sample) + options.extraPages
+        let behaviours = PageVisit.Behaviours(generic: options.genericBehaviors, declared: options.behaviors)
         var results: [(page: String, result: PageVisit.Result)] = []
         await withTaskGroup(of: (String, PageVisit.Result).self) { group in
             var next = 0
@@ -94,7 +104,9 @@ public enum BrowserCheck {
                 guard next < pages.count else { return }
                 let page = pages[next]
                 next += 1
-                group.addTask { (page, await PageVisit.visit(page, in: browser, timeout: options.pageTimeout, decide: { await answer($0, from: loader) })) }
+                group.addTask {
+                    (page, await PageVisit.visit(page, in: browser, timeout: options.pageTimeout, behaviours: behaviours) { await answer($0, from: loader) })
+                }
             }
             for _ in 0..<max(1, options.tabs) { start() }
             for await done in group {

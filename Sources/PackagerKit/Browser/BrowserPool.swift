@@ -7,6 +7,7 @@ actor BrowserPool {
     private let profile: String
     private let tabs: Int
     let pageTimeout: Double
+    private let behaviours: PageVisit.Behaviours
     private var browser: DevTools?
     private var busy = 0
     private var waiting: [CheckedContinuation<Void, Never>] = []
@@ -21,6 +22,7 @@ actor BrowserPool {
         self.profile = profile
         tabs = settings.tabs
         pageTimeout = settings.pageTimeout
+        behaviours = PageVisit.Behaviours(settings)
         do {
             browser = try DevTools.launch(executable: executable, profile: profile)
         } catch {
@@ -43,7 +45,7 @@ actor BrowserPool {
             browser = try? DevTools.launch(executable: executable, profile: profile + "-\(restarts)")
         }
         guard let browser, browser.gone == nil else { return PageVisit.Result(problem: "the browser is gone") }
-        return await PageVisit.visit(url, in: browser, timeout: pageTimeout, decide: decide)
+        return await PageVisit.visit(url, in: browser, timeout: pageTimeout, behaviours: behaviours, decide: decide)
     }
 
     func close() {

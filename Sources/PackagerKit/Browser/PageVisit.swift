@@ -51,42 +51,97 @@ struct PageVisit: Sendable {
 
     static let maxRequests = 2_000
 
-    /// The behaviours run once the page has loaded, then the DOM's links, as JSON.
-    static let behaviours = """
-        (async () => {
-          const sleep = ms => new Promise(r => setTimeout(r, ms));
-          try { window.scrollTo(0, document.body ? document.body.scrollHeight : 0); } catch (e) {}
-          for (const el of document.querySelectorAll('details:not([open])')) { try { el.open = true; } catch (e) {} }
-          const boxes = document.querySelectorAll('input[type=search], input[name=q], input[name=query], input[name=search], input[role=combobox], input[type=text]');
-          for (const el of Array.from(boxes).slice(0, 5)) {
-            try {
-              el.focus();
-              el.dispatchEvent(new FocusEvent('focus', {bubbles: true}));
-              el.value = 'a';
-              el.dispatchEvent(new Event('input', {bubbles: true}));
-              el.dispatchEvent(new KeyboardEvent('keydown', {bubbles: true, key: 'a'}));
-              el.dispatchEvent(new KeyboardEvent('keyup', {bubbles: true, key: 'a'}));
-            } catch (e) {}
-          }
-          for (const el of Array.from(document.querySelectorAll('[aria-haspopup], [aria-expanded=false], nav button')).slice(0, 20)) {
-            try { el.click(); } catch (e) {}
-          }
-          await sleep(300);
-          const found = new Set();
-          for (const el of document.querySelectorAll('a[href], area[href], link[href]')) { if (el.href) found.add(String(el.href)); }
-          for (const el of document.querySelectorAll('script[src], img[src], iframe[src], source[src], video[src], audio[src], embed[src]')) {
-            if (el.src) found.add(String(el.src));
-          }
-          return JSON.stringify(Array.from(found));
-        })()
-        """
+    /// What a visit runs in the page once it has loaded.
+    struct Behaviours: Sendable, Equatable {
+        /// Whether the generic behaviours run: scroll to the end, open `<details>`, focus and type into search boxes,
+        /// click menu buttons.
+        var generic = true
+        /// The declared ones (`browser.behaviors`), run after the generic ones on the pages they match.
+        var declared: [Declaration.Behavior] = []
+
+        init(generic: Bool = true, declared: [Declaration.Behavior] = []) {
+            self.generic = generic
+            self.declared = declared
+        }
+
+        init(_ settings: Declaration.Browser) { self.init(generic: settings.genericBehaviors, declared: settings.behaviors) }
+
+        /// Milliseconds the declared waits of the page add to the script's run.
+        func waits(on url: String) -> Int {
+            declared.filter { $0.applies(to: url) }.reduce(0) { total, step in
+                if case .wait(let milliseconds) = step.action { return total + milliseconds }
+                return total
+            }
+        }
+
+        /// The script run on the page at `url`: the behaviours, then the rendered DOM's links, as a JSON array.
+        func script(for url: String) -> String {
+            var steps: [String] = []
+            if generic { steps.append(Self.genericSteps) }
+            for step in declared where step.applies(to: url) {
+                switch step.action {
+                case .click(let selector):
+                    steps.append("for (const el of all(\(Self.literal(selector))).slice(0, 20)) { try { el.click(); } catch (e) {} }\nawait sleep(200);")
+                case .type(let selector, let text):
+                    steps.append("for (const el of all(\(Self.literal(selector))).slice(0, 5)) { type(el, \(Self.literal(text))); }\nawait sleep(200);")
+                case .wait(let milliseconds):
+                    steps.append("await sleep(\(milliseconds));")
+                case .script(let source):
+                    // Indirect eval: the page's global scope; a promise it gives is awaited; what it throws is ignored.
+                    steps.append("try { await (0, eval)(\(Self.literal(source))); } catch (e) {}")
+                }
+            }
+            return """
+                (async () => {
+                const sleep = ms => new Promise(r => setTimeout(r, ms));
+                const all = selector => { try { return Array.from(document.querySelectorAll(selector)); } catch (e) { return []; } };
+                const type = (el, text) => {
+                  try {
+                    el.focus();
+                    el.dispatchEvent(new FocusEvent('focus', {bubbles: true}));
+                    el.value = text;
+                    const key = text.slice(-1);
+                    el.dispatchEvent(new KeyboardEvent('keydown', {bubbles: true, key}));
+                    el.dispatchEvent(new Event('input', {bubbles: true}));
+                    el.dispatchEvent(new KeyboardEvent('keyup', {bubbles: true, key}));
+                    el.dispatchEvent(new Event('change', {bubbles: true}));
+                  } catch (e) {}
+                };
+                \(steps.joined(separator: "\n"))
+                await sleep(300);
+                const found = new Set();
+                for (const el of document.querySelectorAll('a[href], area[href], link[href]')) { if (el.href) found.add(String(el.href)); }
+                for (const el of document.querySelectorAll('script[src], img[src], iframe[src], source[src], video[src], audio[src], embed[src]')) {
+                  if (el.src) found.add(String(el.src));
+                }
+                return JSON.stringify(Array.from(found));
+                })()
+                """
+        }
+
+        static let genericSteps = """
+            try { window.scrollTo(0, document.body ? document.body.scrollHeight : 0); } catch (e) {}
+            for (const el of all('details:not([open])')) { try { el.open = true; } catch (e) {} }
+            for (const el of all('input[type=search], input[name=q], input[name=query], input[name=search], input[role=combobox], input[type=text]').slice(0, 5)) {
+              type(el, 'a');
+            }
+            for (const el of all('[aria-haspopup], [aria-expanded=false], nav button').slice(0, 20)) { try { el.click(); } catch (e) {} }
+            """
+
+        /// `text` as a JavaScript string literal (a JSON string is one).
+        static func literal(_ text: String) -> String {
+            let data = (try? JSONEncoder().encode(text)) ?? Data("\"\"".utf8)
+            return String(decoding: data, as: UTF8.self)
+        }
+    }
 
     /// Opens `url` in a new tab of `browser` and records what it asks for, `decide` deciding each request.
     ///
     /// - Parameter probe: a JavaScript expression evaluated last (awaited when it is a promise), whose string result is
     ///   ``Result/probe``: what a test reads of the rendered page (how many search results it shows, say).
     static func visit(
-        _ url: String, in browser: DevTools, timeout: Double, probe: String? = nil, decide: @escaping @Sendable (Request) async -> Decision
+        _ url: String, in browser: DevTools, timeout: Double, behaviours: Behaviours = Behaviours(), probe: String? = nil,
+        decide: @escaping @Sendable (Request) async -> Decision
     ) async -> Result {
         let recorder = Recorder(page: url)
         let target: String
@@ -115,9 +170,12 @@ struct PageVisit: Sendable {
             recorder.mainFrame = navigated["frameId"].string
             if await !recorder.waitForLoad(timeout: timeout) { return recorder.result(problem: "the page did not finish loading in \(Int(timeout)) s") }
             await recorder.waitForQuiet(limit: min(5, timeout))
+            // Declared scripts may take up to the page timeout, on top of the declared waits.
+            let budget = 10_000 + behaviours.waits(on: url) + (behaviours.declared.isEmpty ? 0 : Int(timeout * 1000))
             let evaluated = try await browser.send(
-                "Runtime.evaluate", ["expression": .string(behaviours), "awaitPromise": true, "returnByValue": true, "timeout": 10_000], session: session,
-                timeout: 15)
+                "Runtime.evaluate",
+                ["expression": .string(behaviours.script(for: url)), "awaitPromise": true, "returnByValue": true, "timeout": .number(Double(budget))],
+                session: session, timeout: Double(budget) / 1000 + 5)
             await recorder.waitForQuiet(limit: min(5, timeout))
             if let text = evaluated["result"]["value"].string, let data = text.data(using: .utf8),
                 let links = try? JSONSerialization.jsonObject(with: data) as? [String]

@@ -61,4 +61,18 @@ public struct BuildReport: Codable, Sendable {
     public var succeeded: Bool
     /// Responses recorded, by the protocol they came over (`HTTP/2`, `HTTP/1.1`).
     public var protocols: [String: Int] = [:]
+    /// Pages the browser could not render in full (`browser`): a crash, a load that never ended. Never fatal: the
+    /// page itself was crawled, and what the browser saw before the problem is kept.
+    public var browserProblems: [PageProblem] = []
+
+    /// A page the browser could not render in full, and why.
+    public struct PageProblem: Codable, Sendable, Equatable {
+        public var page: String
+        public var reason: String
+
+        public init(page: String, reason: String) {
+            self.page = page
+            self.reason = reason
+        }
+    }
 }

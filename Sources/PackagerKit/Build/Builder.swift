@@ -82,6 +82,7 @@ public struct Builder: Sendable {
             skipped: crawl.skipped, limitsReached: crawl.limitsReached, succeeded: !declaredFailed && !tooMany && crawl.store.count > 0)
         report.crawlSeconds = Date().timeIntervalSince(started)
         report.protocols = crawl.stats.protocols
+        report.browserProblems = crawl.browserProblems
         if report.succeeded {
             var rules = declaration.bundleRules
             if declaration.ignoreQuery == .auto { rules.ignoreQuery = crawl.ignoreQuery }

@@ -30,6 +30,7 @@ final class CrawlState: Sendable {
     private struct State {
         var failures: [BuildReport.Failure] = []
         var skipped: [String: Int] = [:]
+        var browserProblems: [BuildReport.PageProblem] = []
         var limits: [String] = []
         var counts = CrawlProgress()
         var reservedResources = 0
@@ -84,6 +85,10 @@ final class CrawlState: Sendable {
             state.skipped[reason, default: 0] += 1
             state.counts.skipped += 1
         }
+    }
+
+    func browserProblem(page: String, reason: String) {
+        state.withLockedValue { $0.browserProblems.append(.init(page: page, reason: reason)) }
     }
 
     func limit(_ message: String) {
@@ -143,7 +148,9 @@ final class CrawlState: Sendable {
         var stats = state.counts
         stats.elapsed = Date().timeIntervalSince(started)
         let sortedFailures = state.failures.sorted { ($0.declared ? 0 : 1, $0.url) < ($1.declared ? 0 : 1, $1.url) }
-        return .init(store: entries, failures: sortedFailures, skipped: state.skipped, limitsReached: state.limits, stats: stats)
+        return .init(
+            store: entries, failures: sortedFailures, skipped: state.skipped, limitsReached: state.limits, stats: stats,
+            browserProblems: state.browserProblems.sorted { $0.page < $1.page })
     }
 }
 

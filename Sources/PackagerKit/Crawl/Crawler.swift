@@ -18,6 +18,8 @@ final class Crawler: Sendable {
         var skipped: [String: Int]
         var limitsReached: [String]
         var stats: CrawlProgress
+        /// Pages the browser could not render in full.
+        var browserProblems: [BuildReport.PageProblem] = []
         /// Ignore-query patterns learned for the origins that ignore the query (``QueryProbe``); empty unless the
         /// declaration's `ignore-query` is `auto`.
         var ignoreQuery: [String] = []
@@ -491,7 +493,7 @@ final class Crawler: Sendable {
             // The headers declared for the origin (a token, a cookie), as the crawl sends them, and to no other origin.
             return .proceed(headers: headerRules.headers(for: origin).map { ($0.name, $0.value) })
         }
-        if let problem = visit.problem { state.skip("pages not rendered in the browser (\(problem))") }
+        if let problem = visit.problem { state.browserProblem(page: url, reason: problem) }
         var found: [(url: String, role: CrawlScope.Role, depth: Int)] = []
         for (request, _) in visit.requests where request.method == "GET" && request.url != url {
             found.append((request.url, .requisite, depth))

@@ -50,7 +50,42 @@ public struct Declaration: Sendable, Equatable {
         /// Whether every page is rendered, or (the default) one page per set of scripts: pages that load the same
         /// scripts (a generator's pages, but for its search page) load the same things when they run.
         public var everyPage = false
+        /// Whether the generic behaviours run on each page: scroll to the end, open `<details>`, focus and type into
+        /// search boxes, click menu buttons.
+        public var genericBehaviors = true
+        /// The behaviours the declaration names, run in order on the pages they match, after the generic ones.
+        public var behaviors: [Behavior] = []
         public init() {}
+    }
+
+    /// One step run in a rendered page (`browser.behaviors`), so that what a page loads only on use is loaded.
+    public struct Behavior: Sendable, Equatable {
+        /// A URL pattern (as `block`'s: `*` for any run of characters, compared without case); nil for every page.
+        public var pages: String?
+        public var action: Action
+
+        public enum Action: Sendable, Equatable {
+            /// Clicks each element the CSS selector matches (at most 20).
+            case click(selector: String)
+            /// Focuses each element the CSS selector matches (at most 5), sets its value to the text and sends the
+            /// input, key and change events a user's typing would.
+            case type(selector: String, text: String)
+            /// Waits, in milliseconds (at most 10,000).
+            case wait(milliseconds: Int)
+            /// JavaScript evaluated in the page (a promise it gives is awaited, for at most the page timeout).
+            case script(String)
+        }
+
+        public init(pages: String? = nil, action: Action) {
+            self.pages = pages
+            self.action = action
+        }
+
+        /// Whether the behaviour runs on the page at `url`.
+        public func applies(to url: String) -> Bool {
+            guard let pages else { return true }
+            return globMatch(Array(pages.lowercased().utf8)[...], Array(url.lowercased().utf8)[...])
+        }
     }
 
     /// Where the bundle answers a URL with a query no entry has by the entry without it, as a static server does

@@ -305,7 +305,7 @@ private struct Reader {
             b.enabled = try bool(node, "browser")
             return b
         }
-        for (key, value) in try mapping(node, in: "browser", keys: ["enabled", "tabs", "page-timeout", "pages"]) {
+        for (key, value) in try mapping(node, in: "browser", keys: ["enabled", "tabs", "page-timeout", "pages", "generic-behaviors", "behaviors"]) {
             switch key.string ?? "" {
             case "enabled": b.enabled = try bool(value, "browser.enabled")
             case "tabs": b.tabs = try integer(value, "browser.tabs", minimum: 1)
@@ -316,10 +316,51 @@ private struct Reader {
                 let text = try string(value, "browser.pages")
                 guard text == "all" || text == "by-scripts" else { throw fail(value, "browser.pages must be 'all' or 'by-scripts', not '\(text)'") }
                 b.everyPage = text == "all"
+            case "generic-behaviors": b.genericBehaviors = try bool(value, "browser.generic-behaviors")
+            case "behaviors":
+                guard case .sequence(let items) = value else { throw fail(value, "browser.behaviors must be a list of steps") }
+                b.behaviors = try items.map(behavior)
             default: break
             }
         }
         return b
+    }
+
+    /// One item of `browser.behaviors`: one action (`click`, `type` with `text`, `wait`, `script`), and `pages`.
+    func behavior(_ node: Node) throws -> Declaration.Behavior {
+        let place = "an item of browser.behaviors"
+        let pairs = try mapping(node, in: place, keys: ["pages", "click", "type", "text", "wait", "script"])
+        var values: [String: Node] = [:]
+        for (key, value) in pairs { values[key.string ?? ""] = value }
+        let actions = ["click", "type", "wait", "script"].filter { values[$0] != nil }
+        guard actions.count == 1 else {
+            throw fail(node, "\(place) takes one action, click, type, wait or script, not \(actions.isEmpty ? "none" : actions.joined(separator: " and "))")
+        }
+        if values["text"] != nil && actions[0] != "type" { throw fail(values["text"], "text goes with type: the text typed into its elements") }
+        let pages = try values["pages"].map { try string($0, "browser.behaviors pages") }
+        let action: Declaration.Behavior.Action
+        switch actions[0] {
+        case "click": action = .click(selector: try selector(values["click"]!, "click"))
+        case "type":
+            guard let text = values["text"] else { throw fail(node, "type needs text: what is typed into the elements it selects") }
+            action = .type(selector: try selector(values["type"]!, "type"), text: try string(text, "browser.behaviors text"))
+        case "wait":
+            let milliseconds = try integer(values["wait"]!, "browser.behaviors wait (milliseconds)", minimum: 0)
+            guard milliseconds <= 10_000 else { throw fail(values["wait"], "browser.behaviors wait is at most 10000 milliseconds") }
+            action = .wait(milliseconds: milliseconds)
+        default:
+            let script = try string(values["script"]!, "browser.behaviors script")
+            guard !script.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { throw fail(values["script"], "browser.behaviors script is empty") }
+            action = .script(script)
+        }
+        return Declaration.Behavior(pages: pages, action: action)
+    }
+
+    /// A CSS selector: not empty. (Whether it parses is the browser's to say; one that does not selects nothing.)
+    func selector(_ node: Node, _ what: String) throws -> String {
+        let text = try string(node, "browser.behaviors \(what)")
+        guard !text.trimmingCharacters(in: .whitespaces).isEmpty else { throw fail(node, "browser.behaviors \(what) needs a CSS selector") }
+        return text
     }
 
     func concurrency(_ node: Node) throws -> Declaration.Concurrency {
