@@ -246,6 +246,34 @@ struct BrowserTests {
         }
     }
 
+    @Test("a browser killed in the middle of a page ends that visit at once with the reason, and the crawl's pool starts it again for the next page")
+    func browserKilled() async throws {
+        try await withOrigin { origin in
+            origin.set("/", .text(#"<html><body><img src="slow.png"></body></html>"#, type: "text/html"))
+            var slow = Origin.Resource.text("png", type: "image/png")
+            slow.delay = 9
+            origin.set("/slow.png", slow)
+            origin.set("/ok.html", .text("<html><body>ok</body></html>", type: "text/html"))
+            let folder = try TemporaryFolder()
+            var settings = Declaration.Browser()
+            settings.pageTimeout = 30
+            let pool = try BrowserPool(settings: settings, profile: folder.path + "/profile")
+            let first = try #require(await pool.browserProcess)
+            let started = Date()
+            async let visit = pool.visit(origin.base + "/") { _ in .proceed() }
+            try await Task.sleep(for: .seconds(2))
+            // The whole browser, as a crash would end it (its process group: the wrapper script, the browser, its renderers).
+            kill(-first, SIGKILL)
+            let killed = await visit
+            // Not the page timeout (30 s), nor the image's 9 s: the visit sees the browser go.
+            #expect(Date().timeIntervalSince(started) < 6 && killed.problem != nil, "\(killed.problem ?? "no problem")")
+            let next = await pool.visit(origin.base + "/ok.html") { _ in .proceed() }
+            #expect(next.problem == nil && next.requests.contains { $0.request.url == origin.base + "/ok.html" }, "\(next.problem ?? "")")
+            #expect(await pool.browserProcess != first)
+            await pool.close()
+        }
+    }
+
     @Test("--browser without Chromium says how to install it")
     func missingChromium() async throws {
         let folder = try TemporaryFolder()

@@ -48,6 +48,9 @@ actor BrowserPool {
         return await PageVisit.visit(url, in: browser, timeout: pageTimeout, behaviours: behaviours, decide: decide)
     }
 
+    /// The running browser's process (for tests that kill it).
+    var browserProcess: pid_t? { browser?.pid }
+
     func close() {
         browser?.close()
         browser = nil

@@ -31,6 +31,7 @@ final class DevTools: Sendable {
         var gone: String?
     }
 
+    /// The process started, leader of the browser's process group.
     let pid: pid_t
     private let commands: Int32
     private let state = NIOLockedValueBox(State())
@@ -76,8 +77,15 @@ final class DevTools: Sendable {
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         let argv = arguments.map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
+        // Its own process group: Debian's chromium-headless-shell is a shell script that runs the browser as its child,
+        // and the browser starts renderers of its own; ending the group ends them all.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+        posix_spawnattr_setpgroup(&attributes, 0)
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        let spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
         closeFD(toBrowser[0])
         closeFD(fromBrowser[1])
         guard spawned == 0 else {
@@ -146,11 +154,11 @@ final class DevTools: Sendable {
     /// Whether the browser is gone (exited, crashed, closed), and why.
     var gone: String? { state.withLockedValue { $0.gone } }
 
-    /// Ends the browser and waits for it.
+    /// Ends the browser (its whole process group) and waits for it.
     func close() {
         ended("the browser was closed")
         closeFD(commands)
-        kill(pid, SIGKILL)
+        kill(-pid, SIGKILL)
         var status: Int32 = 0
         _ = waitpid(pid, &status, 0)
     }

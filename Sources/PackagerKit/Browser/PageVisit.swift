@@ -168,15 +168,17 @@ struct PageVisit: Sendable {
             let navigated = try await browser.send("Page.navigate", ["url": .string(url)], session: session, timeout: timeout)
             if let error = navigated["errorText"].string, !error.isEmpty { return recorder.result(problem: "the page did not load: \(error)") }
             recorder.mainFrame = navigated["frameId"].string
-            if await !recorder.waitForLoad(timeout: timeout) { return recorder.result(problem: "the page did not finish loading in \(Int(timeout)) s") }
-            await recorder.waitForQuiet(limit: min(5, timeout))
+            if await !recorder.waitForLoad(timeout: timeout, browser: browser) {
+                return recorder.result(problem: browser.gone ?? "the page did not finish loading in \(Int(timeout)) s")
+            }
+            await recorder.waitForQuiet(limit: min(5, timeout), browser: browser)
             // Declared scripts may take up to the page timeout, on top of the declared waits.
             let budget = 10_000 + behaviours.waits(on: url) + (behaviours.declared.isEmpty ? 0 : Int(timeout * 1000))
             let evaluated = try await browser.send(
                 "Runtime.evaluate",
                 ["expression": .string(behaviours.script(for: url)), "awaitPromise": true, "returnByValue": true, "timeout": .number(Double(budget))],
                 session: session, timeout: Double(budget) / 1000 + 5)
-            await recorder.waitForQuiet(limit: min(5, timeout))
+            await recorder.waitForQuiet(limit: min(5, timeout), browser: browser)
             if let text = evaluated["result"]["value"].string, let data = text.data(using: .utf8),
                 let links = try? JSONSerialization.jsonObject(with: data) as? [String]
             {
@@ -245,22 +247,22 @@ private final class Recorder: Sendable {
         }
     }
 
-    /// Waits for the load event (or a crash), at most `timeout` seconds; whether it came.
-    func waitForLoad(timeout: Double) async -> Bool {
+    /// Waits for the load event (or a crash, of the page or the browser), at most `timeout` seconds; whether it came.
+    func waitForLoad(timeout: Double, browser: DevTools) async -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             let (loaded, crashed) = state.withLockedValue { ($0.loaded, $0.crashed) }
             if loaded { return true }
-            if crashed != nil { return false }
+            if crashed != nil || browser.gone != nil { return false }
             try? await Task.sleep(for: .milliseconds(50))
         }
         return false
     }
 
     /// Waits until no request has been paused or answered for 0.3 s, at most `limit` seconds.
-    func waitForQuiet(limit: Double) async {
+    func waitForQuiet(limit: Double, browser: DevTools) async {
         let deadline = Date().addingTimeInterval(limit)
-        while Date() < deadline {
+        while Date() < deadline, browser.gone == nil {
             let (last, inFlight) = state.withLockedValue { ($0.lastActivity, $0.inFlight) }
             if inFlight == 0 && Date().timeIntervalSince(last) > 0.3 { return }
             try? await Task.sleep(for: .milliseconds(50))
