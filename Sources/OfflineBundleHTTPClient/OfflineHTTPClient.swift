@@ -31,7 +31,14 @@ public struct OfflineHTTPClient: Sendable {
 
     /// Executes `request` from the loader or the network, as the policy for its URL says.
     public func execute(_ request: HTTPClientRequest, timeout: TimeAmount) async throws -> HTTPClientResponse {
-        let bundleRequest = Self.bundleRequest(request)
+        var request = request
+        var bundleRequest = Self.bundleRequest(request)
+        // A body is read only where a bundle recorded an answer to one at this URL and method; it then goes to the
+        // network (when it does) as the bytes read.
+        if let collected = try await collectedBody(of: request) {
+            bundleRequest.body = Data(collected.readableBytesView)
+            request.body = .bytes(collected)
+        }
         let (plan, url) = loader.plan(for: bundleRequest, followingRedirects: 10)
         switch plan {
         case .miss:
@@ -82,8 +89,19 @@ public struct OfflineHTTPClient: Sendable {
     /// a redirect whose target the bundle lacks is returned as recorded. Accept-Encoding is left out, so bodies
     /// come back as identity (AsyncHTTPClient's decompression never sees these responses).
     public func fromBundle(_ request: HTTPClientRequest) async throws -> HTTPClientResponse? {
-        guard let (answer, url) = loader.response(for: Self.bundleRequest(request), followingRedirects: 10) else { return nil }
+        var bundleRequest = Self.bundleRequest(request)
+        if let collected = try await collectedBody(of: request) { bundleRequest.body = Data(collected.readableBytesView) }
+        guard let (answer, url) = loader.response(for: bundleRequest, followingRedirects: 10) else { return nil }
         return try await respond(answer, url: url)
+    }
+
+    /// The request's body, read whole, where a bundle recorded an answer to a body at its URL and method; nil elsewhere
+    /// (the body is then not touched).
+    private func collectedBody(of request: HTTPClientRequest) async throws -> ByteBuffer? {
+        guard let body = request.body, loader.matchesBody(method: request.method.rawValue, url: request.url) else { return nil }
+        var collected = ByteBuffer()
+        for try await chunk in body { collected.writeImmutableBuffer(chunk) }
+        return collected
     }
 
     /// AsyncHTTPClient speaks NIO's HTTPHeaders; the loader speaks HTTPFields. Accept-Encoding is left out.

@@ -80,7 +80,20 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response, source: inout BundleResponse.Source?
     ) async throws -> Response {
         let answer: ServeAnswer
-        switch serving.answer(method: request.method.rawValue, target: request.uri.string, host: request.head.authority, headers: request.headers) {
+        var request = request
+        var requestBody: Data?
+        // The body is read (at most BundleRequest.maxBodySize bytes; a declared longer one is left to the next
+        // responder) only for a method other than GET and HEAD, from bundles that recorded such requests; the next
+        // responder then reads it from memory.
+        if request.method != .get && request.method != .head, serving.handle.loader.bundles.contains(where: \.hasRequestVariants),
+            (request.headers[.contentLength].flatMap { Int($0) } ?? 0) <= BundleRequest.maxBodySize
+        {
+            let collected = try await request.collectBody(upTo: BundleRequest.maxBodySize)
+            requestBody = Data(collected.readableBytesView)
+        }
+        switch serving.answer(
+            method: request.method.rawValue, target: request.uri.string, host: request.head.authority, headers: request.headers, body: requestBody)
+        {
         case .miss: return try await next(request, context)
         case .status(500): throw HTTPError(.internalServerError, message: "the bundle records an invalid status for this resource")
         case .status(let code): return Response(status: HTTPResponse.Status(code: code))

@@ -32,7 +32,20 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// The server's cache of whole responses, shared by its event loops; nil when there is none.
     let cache: ResponseCache?
     private var head: HTTPRequestHead?
-    private var waiting = CircularBuffer<HTTPRequestHead>()
+    /// The body of the request being read, kept only where a bundle may match it (a method other than GET or HEAD,
+    /// bundles with request variants), at most ``BundleRequest/maxBodySize`` bytes.
+    private var body: ByteBuffer?
+    private var bodyTooLarge = false
+    private var waiting = CircularBuffer<Pending>()
+    /// The bytes of the bodies kept by waiting requests: past ``BundleRequest/maxBodySize``, the connection is not read.
+    private var waitingBodyBytes = 0
+
+    /// A request read whole, waiting its turn.
+    private struct Pending {
+        var head: HTTPRequestHead
+        var body: ByteBuffer?
+        var tooLarge: Bool
+    }
     /// An answer is being read off the event loop or streamed: later requests wait, and the connection is not idle.
     private var busy = false
     /// A response ended the connection: later requests are not answered.
@@ -90,15 +103,31 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         reads &+= 1
         guard refusedAfterWaiting == nil else { return }
         switch unwrapInboundIn(data) {
-        case .head(let head): self.head = head
-        case .body: break
+        case .head(let head):
+            self.head = head
+            body = nil
+            bodyTooLarge = false
+            if head.method != .GET && head.method != .HEAD && settings.serving.handle.loader.bundles.contains(where: \.hasRequestVariants) {
+                body = context.channel.allocator.buffer(capacity: 0)
+            }
+        case .body(var part):
+            guard body != nil else { return }
+            if body!.readableBytes + part.readableBytes > BundleRequest.maxBodySize {
+                bodyTooLarge = true
+                body = ByteBuffer()
+            } else if !bodyTooLarge {
+                body!.writeBuffer(&part)
+            }
         case .end:
             guard let head, !closing else { return }
             self.head = nil
+            let pending = Pending(head: head, body: body, tooLarge: bodyTooLarge)
+            body = nil
             if busy || !waiting.isEmpty || !context.channel.isWritable {
-                waiting.append(head)
+                waitingBodyBytes += pending.body?.readableBytes ?? 0
+                waiting.append(pending)
             } else {
-                respond(to: head, context: context)
+                respond(to: pending, context: context)
             }
         }
     }
@@ -106,7 +135,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     func channelReadComplete(context: ChannelHandlerContext) { flushIfNeeded(context: context) }
 
     func read(context: ChannelHandlerContext) {
-        if waiting.count >= Self.maxWaiting || !context.channel.isWritable || refusedAfterWaiting != nil {
+        if waiting.count >= Self.maxWaiting || waitingBodyBytes >= BundleRequest.maxBodySize || !context.channel.isWritable || refusedAfterWaiting != nil {
             readPending = true
         } else {
             context.read()
@@ -157,6 +186,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private func badRequest(method: String, target: String, context: ChannelHandlerContext) {
         closing = true
         waiting.removeAll()
+        waitingBodyBytes = 0
         logServed(ServedRequest(client: nil, method: method, target: target, status: 400, contentLength: "0", source: nil), context: context)
         var buffer = context.channel.allocator.buffer(capacity: 96)
         buffer.writeStaticString("HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
@@ -174,12 +204,17 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// After an answer that went off the event loop, or once the channel is writable again: the requests that waited,
     /// in order, while the channel takes more.
     private func resume(context: ChannelHandlerContext) {
-        while !busy, !closing, context.channel.isWritable, let next = waiting.popFirst() { respond(to: next, context: context) }
+        while !busy, !closing, context.channel.isWritable, let next = waiting.popFirst() {
+            waitingBodyBytes -= next.body?.readableBytes ?? 0
+            respond(to: next, context: context)
+        }
         if let refused = refusedAfterWaiting, waiting.isEmpty, !busy, !closing {
             refusedAfterWaiting = nil
             return badRequest(method: refused.method, target: refused.target, context: context)
         }
-        if readPending && waiting.count < Self.maxWaiting && context.channel.isWritable && refusedAfterWaiting == nil {
+        if readPending && waiting.count < Self.maxWaiting && waitingBodyBytes < BundleRequest.maxBodySize && context.channel.isWritable
+            && refusedAfterWaiting == nil
+        {
             readPending = false
             context.read()
         }
@@ -226,7 +261,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         }
     }
 
-    private func respond(to request: HTTPRequestHead, context: ChannelHandlerContext) {
+    private func respond(to pending: Pending, context: ChannelHandlerContext) {
+        let request = pending.head
         let keepAlive = request.isKeepAlive
         let asked = Asked(request.headers)
         // RFC 9112 §3.2: a request with two Host fields, or an HTTP/1.1 request without one, is a 400.
@@ -237,7 +273,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         // The raw Host and target: an answer depends on nothing else of a plain GET (the route and the policy are
         // functions of them), so whole answers are kept and found by them before the answer step runs.
         let key = ResponseCache.Key(host: asked.host, target: request.uri, acceptEncoding: asked.acceptEncoding)
-        let cacheable = cache != nil && asked.plain && request.method == .GET
+        // Answers that depend on request headers beyond these (request variants) are not kept.
+        let cacheable = cache != nil && asked.plain && request.method == .GET && !loader.bundles.contains(where: \.hasRequestVariants)
         if cacheable, let answer = cache?.answer(for: key, generation: generation), answer.body.stillThere {
             return answerFromCache(answer, request: request, keepAlive: keepAlive, context: context)
         }
@@ -246,8 +283,10 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
         }
         let record = ServedRequest(method: request.method.rawValue, target: request.uri, status: 500)
+        if pending.tooLarge { return empty(413, record, request: request, keepAlive: keepAlive, context: context) }
         let answer: ServeAnswer
-        switch settings.serving.answer(method: request.method.rawValue, target: request.uri, host: asked.host, headers: fields, loader: loader) {
+        let body = pending.body.map { Data($0.readableBytesView) }
+        switch settings.serving.answer(method: request.method.rawValue, target: request.uri, host: asked.host, headers: fields, body: body, loader: loader) {
         case .miss: return empty(404, record, request: request, keepAlive: keepAlive, context: context)
         case .status(let status): return empty(status, record, request: request, keepAlive: keepAlive, context: context)
         case .answer(let found): answer = found

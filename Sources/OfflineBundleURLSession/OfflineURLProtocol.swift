@@ -89,6 +89,11 @@ public final class OfflineURLProtocol: URLProtocol {
         // A bundle-first URL that nothing here answers goes to URLSession's own HTTP stack, with the app's session,
         // delegates and cookies: nothing for this protocol to add (a block rule answers it here, whatever the method).
         if loader.policy(for: url.absoluteString) == .bundleFirst {
+            // A streamed body is not read here (the stream is read once): the protocol takes the request, and sends it
+            // to the network itself, with the body it read, when the bundle has no answer.
+            if request.httpBody == nil, request.httpBodyStream != nil, loader.matchesBody(method: request.httpMethod ?? "GET", url: url.absoluteString) {
+                return true
+            }
             return loader.hasEntry(for: bundleRequest(request, url: url))
         }
         return true
@@ -102,7 +107,8 @@ public final class OfflineURLProtocol: URLProtocol {
             return
         }
         let loader = installed.loader
-        let bundleRequest = Self.bundleRequest(request, url: url)
+        let streamed = Self.streamedBody(of: request, url: url, loader: loader)
+        let bundleRequest = Self.bundleRequest(request, url: url, collectedBody: streamed)
         switch loader.plan(for: bundleRequest, followingRedirects: Self.redirectsFollowedHere) {
         case (.miss, _):
             client.urlProtocol(
@@ -113,7 +119,7 @@ public final class OfflineURLProtocol: URLProtocol {
             let queue = CallerQueue.current()
             let handle = Carried(self)
             let seconds = limit.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 } ?? request.timeoutInterval
-            fetch(through: installed.network, timeout: min(seconds, request.timeoutInterval)) { outcome in
+            fetch(through: installed.network, timeout: min(seconds, request.timeoutInterval), body: streamed) { outcome in
                 queue.async {
                     let this = handle.value
                     // On the task's queue again: a cancel() ran stopLoading here first, or not at all.
@@ -158,12 +164,31 @@ public final class OfflineURLProtocol: URLProtocol {
 
     /// The request as the loader sees it. Accept-Encoding is left out: URLSession does not decode what a protocol
     /// hands it, so bodies go out as identity.
-    private static func bundleRequest(_ request: URLRequest, url: URL) -> BundleRequest {
+    /// A body given as `httpBody` is matched as it is; one given as a stream is read only when a bundle recorded an
+    /// answer to a body at this URL and method (``OfflineLoader/matchesBody(method:url:)``), and then kept in
+    /// ``collectedBody`` for the network.
+    private static func bundleRequest(_ request: URLRequest, url: URL, collectedBody: Data? = nil) -> BundleRequest {
         var headers = HTTPFields()
         for (name, value) in request.allHTTPHeaderFields ?? [:] where name.lowercased() != "accept-encoding" {
             if let fieldName = HTTPField.Name(name) { headers.append(HTTPField(name: fieldName, value: value)) }
         }
-        return BundleRequest(method: request.httpMethod ?? "GET", url: url.absoluteString, headers: headers)
+        return BundleRequest(method: request.httpMethod ?? "GET", url: url.absoluteString, headers: headers, body: collectedBody ?? request.httpBody)
+    }
+
+    /// The bytes of a request body given as a stream, when a bundle may match them (nil otherwise).
+    private static func streamedBody(of request: URLRequest, url: URL, loader: OfflineLoader) -> Data? {
+        guard request.httpBody == nil, let stream = request.httpBodyStream, loader.matchesBody(method: request.httpMethod ?? "GET", url: url.absoluteString)
+        else { return nil }
+        var data = Data()
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        stream.open()
+        defer { stream.close() }
+        while true {
+            let n = stream.read(&chunk, maxLength: chunk.count)
+            if n <= 0 { break }
+            data.append(contentsOf: chunk[0..<n])
+        }
+        return data
     }
 
     /// Keeps a network response in the loader's last-seen cache (URLSession has decoded its body), written off the
@@ -287,9 +312,11 @@ public final class OfflineURLProtocol: URLProtocol {
     ///
     /// The task is created and resumed from another thread: creating a task does a synchronous hop onto the
     /// queue every corelibs-foundation session shares, which this thread holds while in `startLoading()`.
-    private func fetch(through network: URLSession, timeout: TimeInterval, done: @escaping @Sendable (NetworkOutcome) -> Void) {
+    private func fetch(through network: URLSession, timeout: TimeInterval, body: Data? = nil, done: @escaping @Sendable (NetworkOutcome) -> Void) {
         var networkRequest = request
         networkRequest.timeoutInterval = timeout
+        // A streamed body read to match it against the bundle goes out as the bytes read.
+        if let body { networkRequest.httpBody = body }
         let handle = Carried(self)
         let outgoing = Carried(networkRequest)
         let session = Carried(network)

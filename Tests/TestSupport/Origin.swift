@@ -65,10 +65,16 @@ public final class Origin: @unchecked Sendable {
         public var method: String
         public var path: String
         public var headers: [String: String]
+        /// The request body (of a route's requests; empty for others).
+        public var body = Data()
     }
+
+    /// An answer made for each request (an API: by method, headers and body).
+    public typealias Handler = @Sendable (Received) -> Resource
 
     private let lock = NSLock()
     private var resources: [String: Resource] = [:]
+    private var handlers: [String: Handler] = [:]
     private var served: [String: Int] = [:]
     private var servedGET: [String: Int] = [:]
     private var log: [Received] = []
@@ -81,6 +87,8 @@ public final class Origin: @unchecked Sendable {
     public var base: String { "http://127.0.0.1:\(port)" }
 
     public func set(_ path: String, _ resource: Resource) { lock.withLock { resources[path] = resource } }
+    /// Answers requests for `path` (with its query) by `handler`, which sees the method, headers and body.
+    public func route(_ path: String, _ handler: @escaping Handler) { lock.withLock { handlers[path] = handler } }
     public func remove(_ path: String) { lock.withLock { _ = resources.removeValue(forKey: path) } }
     public var requests: [Received] { lock.withLock { log } }
     public func count(_ path: String) -> Int { lock.withLock { log.filter { $0.path == path }.count } }
@@ -107,9 +115,13 @@ public final class Origin: @unchecked Sendable {
         let path = request.uri.path + (request.uri.query.map { "?" + $0 } ?? "")
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.canonicalName] = field.value }
+        var request = request
+        let handler = lock.withLock { handlers[path] }
+        let requestBody = handler == nil ? Data() : Data((try await request.collectBody(upTo: 1 << 22)).readableBytesView)
+        let received = Received(method: request.method.rawValue, path: path, headers: headers, body: requestBody)
         let (resource, attempt, getAttempt): (Resource?, Int, Int) = lock.withLock {
-            log.append(Received(method: request.method.rawValue, path: path, headers: headers))
-            let resource = resources[path]
+            log.append(received)
+            let resource = handler.map { $0(received) } ?? resources[path]
             served[path, default: 0] += 1
             if request.method == .get { servedGET[path, default: 0] += 1 }
             return (resource, served[path]!, servedGET[path, default: 0])

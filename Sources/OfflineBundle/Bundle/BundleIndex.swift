@@ -15,6 +15,8 @@ package struct BundleIndex: Sendable {
     package let bytes: [UInt8]
     /// The format version of the bundle's own index.
     package let formatVersion: UInt32
+    /// Whether keys may carry request qualifiers (header flag 0x1, docs/FORMAT.md §5.4).
+    package let hasRequestQualifiers: Bool
     package let entryCount: Int
     package let bodyCount: Int
     package let slotCount: Int
@@ -57,9 +59,11 @@ package struct BundleIndex: Sendable {
     private init(version2 bytes: [UInt8], bodyArea: UInt64, maxRatio: UInt64, formatVersion: UInt32) throws {
         func fail(_ message: String) -> BundleError { BundleError(.corruptIndex, "index.bin: \(message)") }
         guard bytes.count >= IndexLayout.headerSize else { throw fail("the index is shorter than its header") }
-        guard bytes.u32(IndexLayout.flagsOffset) == 0 else {
-            throw BundleError(.unsupported, "index.bin: the index sets flags \(bytes.u32(IndexLayout.flagsOffset)) this reader does not know")
+        let headerFlags = bytes.u32(IndexLayout.flagsOffset)
+        guard headerFlags & ~IndexLayout.knownHeaderFlags == 0 else {
+            throw BundleError(.unsupported, "index.bin: the index sets flags \(headerFlags) this reader does not know")
         }
+        hasRequestQualifiers = headerFlags & IndexLayout.headerFlagRequestQualifiers != 0
         self.bytes = bytes
         self.formatVersion = formatVersion
         entryCount = Int(bytes.u32(IndexLayout.entryCountOffset))
@@ -100,7 +104,8 @@ package struct BundleIndex: Sendable {
         rules = try BundleRules(decoding: bytes[(stringsOffset + rulesOffset)..<(stringsOffset + stringsLength)])
         try Self.checkBlocks(bytes, at: blocksOffset, count: blockCount, from: keysEnd, to: rulesOffset)
         try Self.checkEntries(
-            bytes, strings: stringsOffset, keysEnd: keysEnd, entries: (entriesOffset, entryCount), bodyCount: bodyCount, blockCount: blockCount)
+            bytes, strings: stringsOffset, keysEnd: keysEnd, entries: (entriesOffset, entryCount), bodyCount: bodyCount, blockCount: blockCount,
+            qualified: hasRequestQualifiers)
         try Self.checkBodies(bytes, at: bodiesOffset, count: bodyCount, bodyArea: bodyArea, maxRatio: maxRatio)
     }
 
@@ -120,7 +125,8 @@ package struct BundleIndex: Sendable {
 
     /// Every entry's references, flags, key shape, status and order, checked once so lookups need not check again.
     private static func checkEntries(
-        _ bytes: [UInt8], strings sOff: Int, keysEnd: Int, entries: (offset: Int, count: Int), bodyCount bCount: Int, blockCount: Int
+        _ bytes: [UInt8], strings sOff: Int, keysEnd: Int, entries: (offset: Int, count: Int), bodyCount bCount: Int, blockCount: Int,
+        qualified: Bool
     ) throws {
         func fail(_ message: String) -> BundleError { BundleError(.corruptIndex, "index.bin: \(message)") }
         let (eOff, entryCount) = entries
@@ -148,8 +154,13 @@ package struct BundleIndex: Sendable {
                 }
                 let key = UnsafeRawBufferPointer(rebasing: raw[(sOff + keyOffset)..<(sOff + keyEnd)])
                 var keyText: String { String(decoding: key.prefix(200), as: UTF8.self) }
-                guard isWellFormedKey(key) else {
+                // With request qualifiers (header flag 0x1), a key may go on after its URL from its first space (§5.4).
+                let space = qualified ? key.firstIndex(of: 0x20) : nil
+                guard isWellFormedKey(space.map { UnsafeRawBufferPointer(rebasing: key[..<$0]) } ?? key) else {
                     throw BundleError(.hostile, "index.bin: entry \(i)'s key is not a canonical http or https URL", entry: keyText)
+                }
+                if let space, !RequestQualifiers.isWellFormed(UnsafeRawBufferPointer(rebasing: key[space...])) {
+                    throw BundleError(.hostile, "index.bin: entry \(i)'s key has request qualifiers of the wrong shape", entry: keyText)
                 }
                 // Statuses an HTTP response can carry, and no body where HTTP allows none (RFC 9110 §6.4.1):
                 // a body after a 204 or 304 head would be read by the client as the next response.

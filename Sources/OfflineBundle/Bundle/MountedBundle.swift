@@ -92,6 +92,8 @@ public final class MountedBundle: Sendable {
     /// With ignore-query rules: the query-less keys of entries recorded with a query (there the query matters). Made on
     /// the first query no entry holds, not at mount: every packed bundle carries the rule, and most never need it.
     private let queryVariantPaths = Mutex<Set<String>?>(nil)
+    /// The entries whose keys carry request qualifiers, by the canonical URL before them (built on first use).
+    private let qualifiedEntries = Mutex<[String: [Int]]?>(nil)
 
     /// Mounts the bundle at `path`.
     ///
@@ -221,6 +223,67 @@ public final class MountedBundle: Sendable {
         }
         guard !recordedWithQuery else { return nil }
         return entry(forKey: path)
+    }
+
+    /// Whether keys may carry request qualifiers (method, body digest, request headers; docs/FORMAT.md §5.4), so that
+    /// a URL may have several recorded answers and ``entry(for:)-(BundleRequest)`` chooses among them.
+    public var hasRequestVariants: Bool { index.hasRequestQualifiers }
+
+    /// The entry that answers `request`: its method, headers and body as well as its URL (docs/FORMAT.md §8.4 H12).
+    ///
+    /// In a bundle without request qualifiers, the entry for the URL answers GET and HEAD and nothing else answers.
+    /// In one with them, every answer recorded for the URL is a candidate, and the one whose method, body digest and
+    /// recorded request headers the request satisfies answers (content negotiation on `Accept` and
+    /// `Accept-Language`); a request that none satisfies is a miss, never another variant's answer.
+    public func entry(for request: BundleRequest) -> BundleEntry? {
+        let method = request.method.uppercased()
+        guard index.hasRequestQualifiers else { return method == "GET" || method == "HEAD" ? entry(for: request.url) : nil }
+        guard let url = canonicalizer.canonicalize(request.url) else { return nil }
+        let qualified = qualified(url)
+        let plain = entry(forKey: url)
+        if qualified.isEmpty { return method == "GET" || method == "HEAD" ? plain : nil }
+        return choose(among: qualified, plain: plain, for: request, method: method)
+    }
+
+    /// The entries whose keys carry request qualifiers for the canonical URL `url`.
+    private func qualified(_ url: String) -> [Int] {
+        qualifiedEntries.withLock { map in
+            if map == nil {
+                var found: [String: [Int]] = [:]
+                for i in 0..<index.entryCount {
+                    let key = index.entryKey(i)
+                    if let space = key.utf8.firstIndex(of: 0x20) { found[String(key[..<space]), default: []].append(i) }
+                }
+                map = found
+            }
+            return map![url] ?? []
+        }
+    }
+
+    /// Whether a request's body takes part in matching `method` at `url`: the bundle recorded an answer to that
+    /// method there (a GET's only when it was recorded with a body). An integration collects the body (at most
+    /// ``BundleRequest/maxBodySize`` bytes) only then.
+    public func matchesBody(method: String, url: String) -> Bool {
+        guard index.hasRequestQualifiers, let url = canonicalizer.canonicalize(url) else { return false }
+        let method = method.uppercased()
+        return qualified(url).contains { i in
+            RequestQualifiers.split(key: index.entryKey(i)).qualifiers.map { $0.method == method && (method != "GET" || $0.bodyDigest != nil) } ?? false
+        }
+    }
+
+    private func choose(among qualified: [Int], plain: BundleEntry?, for request: BundleRequest, method: String) -> BundleEntry? {
+        var candidates: [RequestQualifiers.Candidate] = []
+        for i in (plain.map { [$0.position] } ?? []) + qualified {
+            guard let qualifiers = RequestQualifiers.split(key: index.entryKey(i)).qualifiers else { continue }
+            let headers = index.entryHeaders(i)
+            candidates.append(
+                .init(
+                    entry: i, qualifiers: qualifiers, contentType: headers.first { $0.name == "content-type" }?.value,
+                    contentLanguage: headers.first { $0.name == "content-language" }?.value))
+        }
+        let chosen = RequestQualifiers.choose(
+            candidates, method: method, headers: request.headers, bodyDigest: RequestQualifiers.bodyDigest(of: request.body))
+        return chosen.map(makeEntry)
     }
 
     /// The entry whose canonical key is exactly `key`, or nil.

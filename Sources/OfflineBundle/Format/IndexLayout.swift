@@ -15,6 +15,9 @@ package enum IndexLayout {
     // Header field offsets.
     package static let versionOffset = 8
     package static let flagsOffset = 12
+    /// Header flag: keys may carry request qualifiers after their URL (method, body digest, headers; §5.4).
+    package static let headerFlagRequestQualifiers: UInt32 = 0x01
+    package static let knownHeaderFlags: UInt32 = 0x01
     package static let entryCountOffset = 16
     package static let bodyCountOffset = 20
     package static let slotCountOffset = 24
@@ -179,6 +182,8 @@ package struct IndexAccumulator {
     /// The body records so far, in digest order.
     private var bodyRecords = [UInt8]()
     private var bodiesAdded = 0
+    /// Whether a key carries request qualifiers (sets header flag 0x1).
+    private var qualified = false
 
     /// For `entryCount` entries (exactly that many are added) referring to `bodyCount` bodies.
     package init(entryCount: Int, bodyCount: Int) {
@@ -256,6 +261,14 @@ package struct IndexAccumulator {
             guard ordered else { throw BundleError(.invalidArgument, "index entries must be sorted by key and unique", entry: key) }
         }
         lastKey = thisKey
+        if key.utf8.contains(0x20) {
+            // A space starts a key's request qualifiers (§5.4): their shape is checked here as a reader checks it.
+            let split = RequestQualifiers.split(key: key)
+            guard isWellFormedKey(String(split.url)), split.qualifiers != nil else {
+                throw BundleError(.invalidArgument, "a key's request qualifiers are malformed", entry: key)
+            }
+            qualified = true
+        }
         guard keys.count <= Int(UInt32.max) else { throw BundleError(.invalidArgument, "index strings exceed 4 GiB") }
 
         var block = [UInt8]()
@@ -341,7 +354,8 @@ package struct IndexAccumulator {
         head.reserveCapacity(IndexLayout.headerSize)
         head.append(contentsOf: IndexLayout.magic)
         head.appendLE(BundleFormat.version)
-        head.appendLE(UInt32(0))
+        // The request-qualifiers flag only when a key carries qualifiers: a bundle without them is as it always was.
+        head.appendLE(qualified ? IndexLayout.headerFlagRequestQualifiers : 0)
         head.appendLE(UInt32(entryCount))
         head.appendLE(UInt32(bodyCount))
         head.appendLE(UInt32(slotCount))

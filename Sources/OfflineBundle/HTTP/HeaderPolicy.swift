@@ -5,10 +5,16 @@ import HTTPTypes
 /// `check`. Names are lowercase; compare a field's `canonicalName` lowercased, or use ``isReplayed(_:)``.
 package enum HeaderPolicy {
     /// What a crawl records of an origin's response: what a client needs to use it, and what verify compares.
-    /// Credentials, cookies and connection state are not among them.
+    /// Credentials, cookies and connection state are not among them. APIs' clients also read paging (`link`,
+    /// `next-page`, the total counts), `retry-after`, `allow` and `www-authenticate` (on the 405 and 401 fixtures),
+    /// CORS answers, and an API's lifecycle (`deprecation`, `sunset`); rate-limit counters, which change on every
+    /// answer and describe the live server's state, are not kept.
     package static let recorded: Set<String> = [
         "content-type", "content-language", "content-encoding", "content-disposition", "etag", "last-modified", "cache-control", "expires", "vary",
         "location", "link", "access-control-allow-origin", "content-security-policy", "x-content-type-options", "refresh",
+        "next-page", "total-records", "x-total-count", "x-total", "x-total-pages", "x-next-page", "x-page", "x-per-page", "retry-after", "allow",
+        "www-authenticate", "access-control-expose-headers", "access-control-allow-methods", "access-control-allow-headers",
+        "access-control-allow-credentials", "access-control-max-age", "deprecation", "sunset", "content-location",
     ]
 
     /// Never written into a bundle, whoever adds the entry (a crawl, `pack`, the writer's API): credentials, and

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The human-readable manifest, `manifest.json` (schema version 2; version-1 manifests decode too).
 ///
 /// Tools and people read it; the loader answers requests from `index.bin`
@@ -98,14 +100,27 @@ public struct ManifestEntry: Codable, Sendable, Equatable {
     public var source: String?
     /// `identity` when the body is stored decoded; otherwise the Content-Encoding of the stored bytes.
     public var contentEncoding: String?
+    /// For a declared request (a method other than GET, a body, headers that choose among a URL's answers): the
+    /// request as it was sent, secrets left out, so verify and refresh can send it again.
+    public var request: ManifestRequest?
+    /// JSON pointers (`*` for any one step) of the fields that change on every answer (a query time, a timestamp):
+    /// verify, refresh and diff leave them out.
+    public var volatile: [String]?
+    /// SHA-256 of the body's JSON with the volatile fields removed (keys sorted, no spaces): what verify, refresh and
+    /// diff compare when ``volatile`` is set.
+    public var stableSha256: String?
 
     /// Creates an entry.
     public init(
         key: String, method: String? = nil, kind: EntryKind, status: Int, headers: [[String]], mediaType: String? = nil,
         charset: String? = nil, body: ManifestBody? = nil, etag: String? = nil, lastModified: String? = nil,
         cacheControl: String? = nil, expires: String? = nil, fetchedAt: String? = nil, date: String? = nil, redirectTo: String? = nil,
-        source: String? = nil, contentEncoding: String? = nil, synthesized: [String]? = nil
+        source: String? = nil, contentEncoding: String? = nil, synthesized: [String]? = nil, request: ManifestRequest? = nil, volatile: [String]? = nil,
+        stableSha256: String? = nil
     ) {
+        self.request = request
+        self.volatile = volatile
+        self.stableSha256 = stableSha256
         self.date = date
         self.synthesized = synthesized
         self.key = key
@@ -124,6 +139,34 @@ public struct ManifestEntry: Codable, Sendable, Equatable {
         self.redirectTo = redirectTo
         self.source = source
         self.contentEncoding = contentEncoding
+    }
+}
+
+/// The request a declared entry was recorded for.
+public struct ManifestRequest: Codable, Sendable, Equatable {
+    /// The method, uppercase.
+    public var method: String
+    /// The request headers sent, as `[name, value]` pairs, names lowercased; secret values are left out (their names
+    /// are kept with an empty value, and verify takes the value from the declaration again).
+    public var headers: [[String]]
+    /// The request body, as text when it is UTF-8, else in ``bodyBase64``.
+    public var body: String?
+    public var bodyBase64: String?
+    /// The request headers that choose this answer among the URL's (the key's `h=` qualifiers), lowercase.
+    public var vary: [String]?
+
+    public init(method: String, headers: [[String]], body: String? = nil, bodyBase64: String? = nil, vary: [String]? = nil) {
+        self.method = method
+        self.headers = headers
+        self.body = body
+        self.bodyBase64 = bodyBase64
+        self.vary = vary
+    }
+
+    /// The body's bytes, nil for none.
+    public var bodyData: Data? {
+        if let body { return Data(body.utf8) }
+        return bodyBase64.flatMap { Data(base64Encoded: $0) }
     }
 }
 

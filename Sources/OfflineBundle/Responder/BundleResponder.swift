@@ -27,15 +27,20 @@ public struct BundleResponder: Sendable {
     /// the query (``MountedBundle/entryIgnoringQuery(for:)``).
     public func respond(to request: BundleRequest) -> BundleResponse? {
         let method = request.method.uppercased()
-        guard method == "GET" || method == "HEAD", let entry = bundle.entry(for: request.url) ?? bundle.entryIgnoringQuery(for: request.url) else {
-            return nil
-        }
+        let plain = method == "GET" || method == "HEAD"
+        guard let entry = bundle.entry(for: request) ?? (plain ? bundle.entryIgnoringQuery(for: request.url) : nil) else { return nil }
         return respond(to: request, with: entry, head: method == "HEAD")
     }
 
     /// The response `entry` gives to `request`.
     package func respond(to request: BundleRequest, with entry: BundleEntry, head: Bool) -> BundleResponse {
         let body = entry.body
+        var request = request
+        let method = request.method.uppercased()
+        if method != "GET" && method != "HEAD" {
+            // Validators and ranges are GET's (RFC 9110 §13.1, §14.2): another method's answer is the recorded one, whole.
+            for name in [HTTPField.Name.ifNoneMatch, .ifModifiedSince, .range, .ifRange] { request.headers[name] = nil }
+        }
         return Self.respond(
             to: request, status: entry.status, headers: entry.headers, size: body?.size, storedSize: body?.compression == .deflate ? body?.storedSize : nil,
             head: head

@@ -1,20 +1,28 @@
 import Foundation
 import HTTPTypes
 
-/// A request to answer from a bundle: method, absolute URL and headers.
+/// A request to answer from a bundle: method, absolute URL, headers and body.
 public struct BundleRequest: Sendable {
-    /// `GET` or `HEAD` are answered; any other method is a miss.
+    /// `GET` and `HEAD` are answered from a URL's plain entry; another method only by an entry recorded for it, in a
+    /// bundle with request variants (``MountedBundle/hasRequestVariants``).
     public var method: String
     /// The absolute URL; canonicalized before lookup.
     public var url: String
     /// The request's header fields (names compare case-insensitively, as HTTP says).
     public var headers: HTTPFields
+    /// The request's body, when it has one: an entry recorded for a body answers only the same bytes (its SHA-256).
+    public var body: Data?
 
-    public init(method: String = "GET", url: String, headers: HTTPFields = [:]) {
+    public init(method: String = "GET", url: String, headers: HTTPFields = [:], body: Data? = nil) {
         self.method = method
         self.url = url
         self.headers = headers
+        self.body = body
     }
+
+    /// The most request body bytes the integrations collect to match an entry recorded for a body (1 MiB); a longer
+    /// body is a miss.
+    public static let maxBodySize = 1 << 20
 
     /// The value of a header, by name in any case (several fields of that name are joined with commas).
     public func header(_ name: String) -> String? { HTTPField.Name(name).flatMap { headers[$0] } }

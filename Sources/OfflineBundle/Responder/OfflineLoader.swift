@@ -249,6 +249,10 @@ public final class OfflineLoader: Sendable {
         return (counted(found), found.url)
     }
 
+    /// Whether a request's body takes part in matching `method` at `url` in any bundle
+    /// (``MountedBundle/matchesBody(method:url:)``): the integrations collect a request's body only then.
+    public func matchesBody(method: String, url: String) -> Bool { bundles.contains { $0.matchesBody(method: method, url: url) } }
+
     /// Whether a rule, the last-seen cache or a bundle answers `request` (nothing is counted).
     package func hasEntry(for request: BundleRequest) -> Bool { find(request, followingRedirects: 0) != nil }
 
@@ -307,8 +311,12 @@ public final class OfflineLoader: Sendable {
 
     private func find(_ request: BundleRequest, followingRedirects maxRedirects: Int) -> Found? {
         let method = request.method.uppercased()
-        // A block rule answers every method (a tracker's POST beacon too); the rest answers GET and HEAD only.
-        guard method == "GET" || method == "HEAD" else { return blocked(request).map { Found(response: $0, url: request.url, fixed: true) } }
+        // A block rule answers every method (a tracker's POST beacon too); the rest answers GET and HEAD only, but
+        // in bundles that recorded requests of other methods (request variants).
+        guard method == "GET" || method == "HEAD" || bundles.contains(where: \.hasRequestVariants) else {
+            return blocked(request).map { Found(response: $0, url: request.url, fixed: true) }
+        }
+        if method != "GET" && method != "HEAD", let answer = blocked(request) { return Found(response: answer, url: request.url, fixed: true) }
         guard var found = lookup(request, head: method == "HEAD") else { return nil }
         var hops = 0
         while hops < maxRedirects, (300...399).contains(found.response.status), found.response.status != 304,
@@ -342,7 +350,7 @@ public final class OfflineLoader: Sendable {
         var blockedBy: MountedBundle?
         var underPrefix = false
         for bundle in bundles {
-            if let entry = bundle.entry(for: request.url) {
+            if let entry = bundle.entry(for: request) {
                 entryAnswer = (entry, bundle)
                 break
             }
@@ -357,7 +365,7 @@ public final class OfflineLoader: Sendable {
         }
         // No entry for the URL itself: a bundle whose origin ignores the query for stored files answers with the
         // query-less entry (a search page asked for with its query, as a static server answers it).
-        if entryAnswer == nil, blockedBy == nil, request.url.utf8.contains(UInt8(ascii: "?")) {
+        if entryAnswer == nil, blockedBy == nil, head || request.method.uppercased() == "GET", request.url.utf8.contains(UInt8(ascii: "?")) {
             for bundle in bundles {
                 if let entry = bundle.entryIgnoringQuery(for: request.url) {
                     entryAnswer = (entry, bundle)

@@ -47,7 +47,8 @@ public struct BundleServing: Sendable {
     ///     whose authority then stands for the Host (RFC 9112 §3.2.2).
     ///   - host: the Host field (or HTTP/2 `:authority`) as sent, port and all; nil when there was none.
     ///   - loader: the loader to ask, when the caller took one from ``handle`` already (to pair it with a generation).
-    public func answer(method: String, target: String, host: String?, headers: HTTPFields, loader: OfflineLoader? = nil) -> ServeOutcome {
+    ///   - body: the request's body, where a bundle may match it (see ``OfflineLoader/matchesBody(method:url:)``).
+    public func answer(method: String, target: String, host: String?, headers: HTTPFields, body: Data? = nil, loader: OfflineLoader? = nil) -> ServeOutcome {
         let (path, authority) = BundleRoute.originForm(target)
         let hostName = (authority ?? host).flatMap { HTTPRules.host(ofAuthority: $0) }
         guard policy.accepts(host: hostName) else { return .status(421) }
@@ -55,7 +56,7 @@ public struct BundleServing: Sendable {
         // One loader for the whole request: a reload meanwhile does not change which bundles answer it, and the
         // bundles it answers from stay open until its body has gone out.
         let loader = loader ?? handle.loader
-        guard let response = loader.response(for: BundleRequest(method: method, url: url, headers: headers)) else { return .miss }
+        guard let response = loader.response(for: BundleRequest(method: method, url: url, headers: headers, body: body)) else { return .miss }
         // Mounting refuses statuses outside 200...599 and bodies on 204 and 304; checked again here, since a body after
         // a body-less head would be read by the client as the next response.
         guard (200...599).contains(response.status) else { return .status(500) }

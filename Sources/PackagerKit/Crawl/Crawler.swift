@@ -44,6 +44,10 @@ final class Crawler: Sendable {
     let browser: BrowserPool?
     /// The script sets of the pages rendered (browser.pages: by-scripts).
     let renderedScripts = SeenSet()
+    /// The plain keys the declared requests answered: the crawl does not fetch them again.
+    let requestedKeys = SeenSet()
+    /// Each key a declared request's answer took, and the line of the request.
+    let declaredKeys = NIOLockedValueBox([String: Int]())
     /// Small bodies are kept in memory within the run's budget (256 KiB each at most); the rest go to spool files.
     let memory: MemoryBudget
     /// Hashes and compresses each recorded body once the crawl has read it; nil leaves that to the writer.
@@ -81,6 +85,7 @@ final class Crawler: Sendable {
     /// Runs the crawl to the end.
     func run() async -> Result {
         let frontier = Frontier(perHost: declaration.concurrency.perHost, spill: spool)
+        await runDeclaredRequests()
         let seeds: [(String, CrawlScope.Role)] =
             declaration.seeds.map { ($0, .seed) } + declaration.urls.map { ($0, .declared) } + declaration.sitemaps.map { ($0, .sitemap) }
         for (url, role) in seeds {
@@ -188,6 +193,8 @@ final class Crawler: Sendable {
             if declared { state.fail(.init(url: raw, reason: "not a URL that can be fetched", declared: true, referrer: referrer)) }
             return
         }
+        // A declared request answered it already.
+        if requestedKeys.contains(key) { return }
         // A URL that carries a secret from the environment (a link, a requisite, a redirect's target) is never taken
         // in: its key would be written to the index, the manifest and the reports. Counted, without the URL.
         if secretScan.found(in: key) || secretScan.found(in: raw) {
@@ -554,4 +561,6 @@ final class SeenSet: Sendable {
 
     /// Whether `value` is new (and remembers it).
     func isNew(_ value: String) -> Bool { seen.withLockedValue { $0.insert(value).inserted } }
+
+    func contains(_ value: String) -> Bool { seen.withLockedValue { $0.contains(value) } }
 }

@@ -95,13 +95,15 @@ final class Fetcher: Sendable {
     ///
     /// - Parameter withinBudget: called as bytes arrive; returning false aborts the fetch as over the byte limit.
     func fetch(
-        _ url: String, method: HTTPMethod = .GET, spoolPath: String, memory: MemoryBudget? = nil, withinBudget: WithinLimit,
-        limitName: String = "the declared byte limit (scope.max-bytes)"
+        _ url: String, method: HTTPMethod = .GET, headers: [(name: String, value: String)] = [], body: Data? = nil, spoolPath: String,
+        memory: MemoryBudget? = nil, withinBudget: WithinLimit, limitName: String = "the declared byte limit (scope.max-bytes)"
     ) async -> Result<Response, FetchError> {
         let origin = HTTPOrigin(url: url)
         let discard = { (response: Response) in response.discard(returningTo: memory) }
         let outcome = await retryLoop.run(origin: origin, discard: discard) { _ in
-            switch await fetchOnce(url, origin: origin, method: method, spoolPath: spoolPath, memory: memory, withinBudget: withinBudget, limitName: limitName)
+            switch await fetchOnce(
+                url, origin: origin, method: method, headers: headers, body: body, spoolPath: spoolPath, memory: memory, withinBudget: withinBudget,
+                limitName: limitName)
             {
             case .success(let response):
                 return .answered(response, status: response.status, retryAfter: response.headers.first { $0.name == "retry-after" }?.value)
@@ -119,10 +121,12 @@ final class Fetcher: Sendable {
     }
 
     private func fetchOnce(
-        _ url: String, origin: HTTPOrigin?, method: HTTPMethod, spoolPath: String, memory: MemoryBudget?, withinBudget: WithinLimit, limitName: String
+        _ url: String, origin: HTTPOrigin?, method: HTTPMethod, headers extra: [(name: String, value: String)], body: Data?, spoolPath: String,
+        memory: MemoryBudget?, withinBudget: WithinLimit, limitName: String
     ) async -> Result<Response, FetchError> {
         var request = HTTPClientRequest(url: url)
         request.method = method
+        if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
         // A client certificate goes only to the origins it is declared for.
         request.tlsConfiguration = settings.tls.requestConfiguration(forURL: url)
         request.headers.add(name: "User-Agent", value: settings.userAgent)
@@ -132,6 +136,8 @@ final class Fetcher: Sendable {
         for header in origin.map(settings.headerRules.headers(for:)) ?? [] {
             request.headers.replaceOrAdd(name: header.name, value: header.value)
         }
+        // A declared request's own headers, over those.
+        for header in extra { request.headers.replaceOrAdd(name: header.name, value: header.value) }
         let started = Date()
         let deadline = NIODeadline.now() + .milliseconds(Int64(settings.timeouts.request * 1000))
         let sink = BodySink(spoolPath: spoolPath, memory: memory)

@@ -15,6 +15,49 @@ public struct Declaration: Sendable, Equatable {
     public var urls: [String] = []
     /// sitemap.xml files whose in-scope pages are crawled like seeds.
     public var sitemaps: [String] = []
+    /// Requests sent as declared (an API's calls): method, headers, body, the status expected, pagination, volatile
+    /// fields. Each response is kept under its request's key (docs/FORMAT.md §5.4).
+    public var requests: [Request] = []
+
+    /// One item of `requests:`.
+    public struct Request: Sendable, Equatable {
+        public var url: String
+        /// Uppercase; `GET` by default.
+        public var method = "GET"
+        /// Headers sent with this request (besides, and over, the declaration's `headers` for its origin).
+        public var headers: [Header] = []
+        /// The body sent (`body` as text, or the bytes of `body-file`).
+        public var body: Data?
+        /// The status the response must have (a 404 kept as a fixture); nil: any 2xx or 3xx.
+        public var status: Int?
+        /// Request headers (lowercase names) that choose this answer among the URL's, besides the response's `Vary`.
+        public var vary: [String] = []
+        /// How the next page is found, and how many pages at most.
+        public var paginate = Pagination.link
+        public var maxPages = 1_000
+        /// JSON pointers (`*` for any one step) of fields that change on every answer: verify, refresh and diff leave
+        /// them out.
+        public var volatile: [String] = []
+        /// The line of the declaration it was written on, for messages.
+        public var line = 0
+
+        public init(url: String, method: String = "GET") {
+            self.url = url
+            self.method = method
+        }
+    }
+
+    /// How a paged answer names its next page.
+    public enum Pagination: Sendable, Equatable {
+        /// Not followed.
+        case none
+        /// `Link: <…>; rel="next"` (RFC 8288), the default.
+        case link
+        /// A JSON pointer to the next page's URL in the body (`/next_url`, `/links/next`); null or absent ends.
+        case json(String)
+        /// A response header holding the next page's URL (`Next-Page`).
+        case header(String)
+    }
     /// What the crawl may reach.
     public var scope = Scope()
     /// Whether robots.txt rules are obeyed.
@@ -249,7 +292,7 @@ public struct Declaration: Sendable, Equatable {
     /// never printed.
     public var secrets: [String] {
         var found: [String] = []
-        for header in headers where header.secret {
+        for header in headers + requests.flatMap(\.headers) where header.secret {
             for text in [header.value] + header.secretParts where text.utf8.count >= 8 && !found.contains(text) { found.append(text) }
         }
         return found

@@ -40,7 +40,7 @@ public struct DeclarationParser: Sendable {
             throw Self.syntaxError(error, file: file)
         }
         guard let root else { throw PackagerError(.invalidInput, "\(file): the declaration is empty; it needs at least 'seeds' or 'urls'") }
-        var reader = Reader(file: file, environment: environment)
+        var reader = Reader(file: file, environment: environment, baseDirectory: baseDirectory)
         var declaration = try reader.declaration(root)
         declaration.baseDirectory = baseDirectory
         for path in declaration.tls.caFiles {
@@ -105,6 +105,8 @@ extension DeclarationParser {
 private struct Reader {
     let file: String
     let environment: [String: String]
+    /// The declaration's folder: a request's `body-file` is read from it.
+    let baseDirectory: String
     /// Where each `tls.ca-file` item was written, for errors found once the folder is known.
     var itemNodes: [String: Node] = [:]
 
@@ -115,7 +117,7 @@ private struct Reader {
 
     static let topKeys = [
         "output", "seeds", "urls", "sitemaps", "scope", "robots", "user-agent", "headers", "concurrency", "timeouts", "retries",
-        "substitutions", "block", "drop-query-parameters", "ignore-query", "content-encoding", "max-errors", "tls", "browser",
+        "substitutions", "block", "drop-query-parameters", "ignore-query", "content-encoding", "max-errors", "tls", "browser", "requests",
     ]
 
     mutating func declaration(_ root: Node) throws -> Declaration {
@@ -151,13 +153,142 @@ private struct Reader {
             case "max-errors": d.maxErrors = try integer(value, "max-errors", minimum: 0)
             case "tls": d.tls = try tls(value)
             case "browser": d.browser = try browser(value)
+            case "requests":
+                guard case .sequence(let items) = value else { throw fail(value, "requests must be a list of requests") }
+                d.requests = try items.map(request)
             default: break
             }
         }
-        if d.seeds.isEmpty && d.urls.isEmpty && d.sitemaps.isEmpty {
-            throw fail(root, "nothing to fetch: give at least one of 'seeds', 'urls' or 'sitemaps'")
+        if d.seeds.isEmpty && d.urls.isEmpty && d.sitemaps.isEmpty && d.requests.isEmpty {
+            throw fail(root, "nothing to fetch: give at least one of 'seeds', 'urls', 'sitemaps' or 'requests'")
         }
+        try checkDistinct(d.requests, dropping: d.dropQueryParameters)
         return d
+    }
+
+    /// One item of `requests:`: a URL (a GET), or a mapping.
+    func request(_ node: Node) throws -> Declaration.Request {
+        let line = node.mark?.line ?? 0
+        if case .scalar = node {
+            let url = try string(node, "a request")
+            try checkURL(url, at: node, "requests item")
+            var request = Declaration.Request(url: url)
+            request.line = line
+            return request
+        }
+        let keys = ["url", "method", "headers", "body", "body-file", "status", "vary", "paginate", "volatile"]
+        let pairs = try mapping(node, in: "a request", keys: keys)
+        var values: [String: Node] = [:]
+        for (key, value) in pairs { values[key.string ?? ""] = value }
+        guard let urlNode = values["url"] else { throw fail(node, "a request needs a url") }
+        let url = try string(urlNode, "a request's url")
+        try checkURL(url, at: urlNode, "request url")
+        var request = Declaration.Request(url: url)
+        request.line = line
+        if let methodNode = values["method"] {
+            let method = try string(methodNode, "a request's method").uppercased()
+            guard !method.isEmpty, method.count <= 32, method.utf8.allSatisfy({ $0 >= 0x41 && $0 <= 0x5A }) else {
+                throw fail(methodNode, "'\(method)' is not an HTTP method (letters only, such as GET, POST, PUT, PATCH, DELETE)")
+            }
+            guard method != "HEAD" else { throw fail(methodNode, "a HEAD is answered from its GET: declare the GET") }
+            guard method != "CONNECT" && method != "TRACE" else { throw fail(methodNode, "\(method) is not a request whose answer can be kept") }
+            request.method = method
+        }
+        if let headersNode = values["headers"] {
+            request.headers = try headers(headersNode)
+            if let scoped = request.headers.first(where: { !$0.origins.isEmpty }) {
+                throw fail(headersNode, "header '\(scoped.name)' of a request goes to its URL only: 'origins' is for the declaration's headers")
+            }
+        }
+        if values["body"] != nil && values["body-file"] != nil { throw fail(node, "a request has a body or a body-file, not both") }
+        if let bodyNode = values["body"] { request.body = Data(try string(bodyNode, "a request's body").utf8) }
+        if let fileNode = values["body-file"] {
+            let path = try string(fileNode, "a request's body-file")
+            let resolved = path.hasPrefix("/") ? path : (baseDirectory as NSString).appendingPathComponent(path)
+            guard let data = FileManager.default.contents(atPath: resolved) else { throw fail(fileNode, "cannot read the body-file '\(path)'") }
+            request.body = data
+        }
+        if let body = request.body, body.count > BundleRequest.maxBodySize {
+            throw fail(
+                values["body"] ?? values["body-file"],
+                "the request body is \(body.count) bytes, over the \(BundleRequest.maxBodySize) bytes a bundle's readers match requests on")
+        }
+        if let statusNode = values["status"] {
+            let status = try integer(statusNode, "a request's status", minimum: 200)
+            guard status <= 599 else { throw fail(statusNode, "a request's status must be from 200 to 599") }
+            request.status = status
+        }
+        if let varyNode = values["vary"] {
+            for (i, item) in try items(varyNode, "vary", expected: "header names").enumerated() {
+                let name = try string(item, "each item of vary").lowercased()
+                guard !name.isEmpty, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ":") }) else {
+                    throw fail(item, "'\(name)' is not a header name")
+                }
+                if let secret = request.headers.first(where: { $0.name.lowercased() == name && $0.secret }),
+                    !RequestQualifiers.credentialHeaders.contains(name)
+                {
+                    throw fail(item, "header '\(secret.name)' holds a secret: it cannot choose an answer, or the secret would be in the bundle's keys")
+                }
+                guard !request.vary.contains(name) else { throw fail(item, "'\(name)' is given twice in vary (item \(i + 1))") }
+                request.vary.append(name)
+            }
+        }
+        if let paginateNode = values["paginate"] { (request.paginate, request.maxPages) = try paginate(paginateNode) }
+        if let volatileNode = values["volatile"] {
+            for item in try items(volatileNode, "volatile", expected: "JSON pointers") {
+                let pointer = try string(item, "each item of volatile")
+                if let problem = JSONPointer.problem(pointer) { throw fail(item, problem) }
+                request.volatile.append(pointer)
+            }
+        }
+        return request
+    }
+
+    /// `paginate`: `link`, `none`, or `{link: true | json: POINTER | header: NAME, max-pages: N}`.
+    func paginate(_ node: Node) throws -> (Declaration.Pagination, Int) {
+        if case .scalar(let scalar) = node {
+            switch scalar.string {
+            case "link": return (.link, 1_000)
+            case "none", "false": return (.none, 1_000)
+            default: throw fail(node, "paginate must be 'link', 'none', or a mapping with link, json or header (and max-pages)")
+            }
+        }
+        var pagination: Declaration.Pagination?
+        var maxPages = 1_000
+        for (key, value) in try mapping(node, in: "paginate", keys: ["link", "json", "header", "max-pages"]) {
+            let name = key.string ?? ""
+            if name != "max-pages" && pagination != nil { throw fail(key, "paginate takes one of link, json and header") }
+            switch name {
+            case "link": pagination = try bool(value, "paginate.link") ? .link : Declaration.Pagination.none
+            case "json":
+                let pointer = try string(value, "paginate.json")
+                if let problem = JSONPointer.problem(pointer) { throw fail(value, problem) }
+                pagination = .json(pointer)
+            case "header": pagination = .header(try string(value, "paginate.header").lowercased())
+            default: maxPages = try integer(value, "paginate.max-pages", minimum: 1)
+            }
+        }
+        return (pagination ?? .link, maxPages)
+    }
+
+    /// Two requests that are the same (method, URL, body and headers) are a mistake, named with both lines. (Two that
+    /// differ only in headers neither `vary` nor the response's `Vary` names are found when the answers come.)
+    func checkDistinct(_ requests: [Declaration.Request], dropping: [String]) throws {
+        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: dropping)
+        var seen: [String: Int] = [:]
+        for request in requests {
+            let values = request.headers.map { $0.name.lowercased() + "=" + $0.value }.sorted()
+            let key =
+                [request.method, canonicalizer.canonicalize(request.url) ?? request.url, RequestQualifiers.bodyDigest(of: request.body) ?? ""]
+                + values
+            let joined = key.joined(separator: "\n")
+            if let first = seen[joined] {
+                throw PackagerError(
+                    .invalidInput,
+                    "\(file):\(request.line): this request is the same as the one on line \(first) (\(request.method) \(request.url))")
+            }
+            seen[joined] = request.line
+        }
     }
 
     func scope(_ node: Node) throws -> Declaration.Scope {

@@ -47,6 +47,13 @@ public struct BundleWriter: Sendable {
         public var synthesizeETag: Bool
         /// The body already hashed and compressed (by a crawl's ``BodyPipeline``); ``body`` is then nil.
         var prepared: PreparedBody?
+        /// The declared request the response answers, when it is more than a plain GET of ``url``: its key then carries
+        /// the request's qualifiers (docs/FORMAT.md §5.4), and the manifest records the request.
+        public var request: RecordedRequest?
+        /// JSON pointers of the body's volatile fields (`browser`… `requests[].volatile`), and the SHA-256 of the body's
+        /// JSON without them, which verify, refresh and diff compare instead of the body's.
+        public var volatile: [String] = []
+        public var stableSHA256: String?
 
         /// Creates an entry.
         public init(
@@ -243,9 +250,10 @@ public struct BundleWriter: Sendable {
         table.keys.reserveCapacity(entryCount)
         for index in 0..<entryCount {
             let entry = try entry(at: index)
-            guard let key = canonicalizer.canonicalize(entry.url), isWellFormedKey(key) else {
+            guard let url = canonicalizer.canonicalize(entry.url), isWellFormedKey(url) else {
                 throw PackagerError(.invalidInput, "\(entry.url) is not an absolute http or https URL with a host", subject: entry.url)
             }
+            let key = url + (entry.request?.qualifiers.keySuffix ?? "")
             guard (200...599).contains(entry.status) else {
                 throw PackagerError(.invalidInput, "status \(entry.status) is not a final HTTP status (200...599)", subject: key)
             }
@@ -479,14 +487,16 @@ public struct BundleWriter: Sendable {
         var synthesized = [String]()
         if etagSynthesized { synthesized.append("etag") }
         if flags & IndexLayout.flagLastModifiedSynthesized != 0 { synthesized.append("last-modified") }
+        let method = entry.request.map(\.method).flatMap { $0 == "GET" ? nil : $0 }
         return ManifestEntry(
-            key: key, method: nil, kind: entry.kind, status: entry.status, headers: headers.map { [$0.name, $0.value] },
+            key: key, method: method, kind: entry.kind, status: entry.status, headers: headers.map { [$0.name, $0.value] },
             mediaType: mediaType, charset: contentType.flatMap(MediaTypes.charset(of:)), body: body,
             etag: header("etag"), lastModified: header("last-modified"),
             cacheControl: header("cache-control"), expires: header("expires"),
             fetchedAt: fetchedAt.map { iso8601($0, formatter) }, date: originDate.map { iso8601($0, formatter) },
             redirectTo: (300...399).contains(entry.status) ? redirectTo : nil, source: entry.source,
-            contentEncoding: body == nil ? nil : (header("content-encoding") ?? "identity"), synthesized: synthesized.isEmpty ? nil : synthesized)
+            contentEncoding: body == nil ? nil : (header("content-encoding") ?? "identity"), synthesized: synthesized.isEmpty ? nil : synthesized,
+            request: entry.request?.manifest, volatile: entry.volatile.isEmpty ? nil : entry.volatile, stableSha256: entry.stableSHA256)
     }
 
     /// `index.bin`, `manifest.json` (deflated when that is smaller) and, when signing, `signature.json`.

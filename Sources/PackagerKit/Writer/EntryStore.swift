@@ -147,7 +147,8 @@ final class EntryStore: Sendable {
         out.string(entry.url)
         out.integer(Int32(entry.status))
         out.string(entry.kind.description)
-        out.integer(UInt8((entry.lastModifiedSynthesized ? 1 : 0) | (entry.synthesizeETag ? 2 : 0) | (entry.source == nil ? 0 : 4)))
+        let extras = entry.request != nil || !entry.volatile.isEmpty || entry.stableSHA256 != nil
+        out.integer(UInt8((entry.lastModifiedSynthesized ? 1 : 0) | (entry.synthesizeETag ? 2 : 0) | (entry.source == nil ? 0 : 4) | (extras ? 8 : 0)))
         time(entry.fetchedAt)
         time(entry.originDate)
         if let source = entry.source { out.string(source) }
@@ -155,6 +156,30 @@ final class EntryStore: Sendable {
         for header in entry.headers {
             out.string(header.name)
             out.string(header.value)
+        }
+        if extras {
+            // The request (method, headers, body, key headers; an absent value as one byte 0), the volatile pointers and
+            // the stable digest.
+            out.integer(UInt8(entry.request == nil ? 0 : 1))
+            if let request = entry.request {
+                out.string(request.method)
+                out.integer(UInt32(request.headers.count))
+                for header in request.headers {
+                    out.string(header.name)
+                    out.string(header.value ?? "")
+                }
+                out.integer(UInt8(request.body == nil ? 0 : 1))
+                if let body = request.body { out.string(body.base64EncodedString()) }
+                out.integer(UInt32(request.keyHeaders.count))
+                for header in request.keyHeaders {
+                    out.string(header.name)
+                    out.integer(UInt8(header.value == nil ? 0 : 1))
+                    if let value = header.value { out.string(value) }
+                }
+            }
+            out.integer(UInt32(entry.volatile.count))
+            for pointer in entry.volatile { out.string(pointer) }
+            out.string(entry.stableSHA256 ?? "")
         }
         return out.bytes
     }
@@ -181,9 +206,46 @@ final class EntryStore: Sendable {
             guard let name = reader.string(), let value = reader.string() else { return nil }
             headers.append((name, value))
         }
-        guard reader.atEnd else { return nil }
-        return BundleWriter.Entry(
+        var entry = BundleWriter.Entry(
             url: url, status: Int(status), kind: kind, headers: headers, body: nil, fetchedAt: fetchedAt, originDate: originDate, source: source,
             synthesizeETag: flags & 2 != 0, lastModifiedSynthesized: flags & 1 != 0)
+        if flags & 8 != 0 {
+            guard let hasRequest = reader.integer(UInt8.self) else { return nil }
+            if hasRequest == 1 {
+                guard let method = reader.string(), let headerCount = reader.integer(UInt32.self) else { return nil }
+                var sent: [RecordedRequest.Header] = []
+                for _ in 0..<headerCount {
+                    guard let name = reader.string(), let value = reader.string() else { return nil }
+                    sent.append(.init(name: name, value: value))
+                }
+                guard let hasBody = reader.integer(UInt8.self) else { return nil }
+                var body: Data?
+                if hasBody == 1 {
+                    guard let text = reader.string(), let data = Data(base64Encoded: text) else { return nil }
+                    body = data
+                }
+                guard let keyCount = reader.integer(UInt32.self) else { return nil }
+                var keyHeaders: [RecordedRequest.Header] = []
+                for _ in 0..<keyCount {
+                    guard let name = reader.string(), let present = reader.integer(UInt8.self) else { return nil }
+                    var value: String?
+                    if present == 1 {
+                        guard let text = reader.string() else { return nil }
+                        value = text
+                    }
+                    keyHeaders.append(.init(name: name, value: value))
+                }
+                entry.request = RecordedRequest(method: method, headers: sent, body: body, keyHeaders: keyHeaders)
+            }
+            guard let volatileCount = reader.integer(UInt32.self) else { return nil }
+            for _ in 0..<volatileCount {
+                guard let pointer = reader.string() else { return nil }
+                entry.volatile.append(pointer)
+            }
+            guard let stable = reader.string() else { return nil }
+            entry.stableSHA256 = stable.isEmpty ? nil : stable
+        }
+        guard reader.atEnd else { return nil }
+        return entry
     }
 }

@@ -107,12 +107,55 @@ enum ManifestWriter {
         optional("mediaType", entry.mediaType)
         optional("method", entry.method)
         optional("redirectTo", entry.redirectTo)
+        if let request = entry.request {
+            field("request")
+            write(request, to: &out)
+        }
         optional("source", entry.source)
+        optional("stableSha256", entry.stableSha256)
         field("status")
         out.integer(entry.status)
         if let synthesized = entry.synthesized {
             field("synthesized")
             out.stringArray(synthesized)
+        }
+        if let volatile = entry.volatile {
+            field("volatile")
+            out.stringArray(volatile)
+        }
+        out.raw("}")
+    }
+
+    /// A declared request, fields in byte order of their names.
+    private static func write(_ request: ManifestRequest, to out: inout JSONBytes) {
+        out.raw("{")
+        var first = true
+        func field(_ name: StaticString) {
+            out.raw(first ? "\"" : ", \"")
+            first = false
+            out.raw(name)
+            out.raw("\": ")
+        }
+        if let body = request.body {
+            field("body")
+            out.string(body)
+        }
+        if let body = request.bodyBase64 {
+            field("bodyBase64")
+            out.string(body)
+        }
+        field("headers")
+        out.raw("[")
+        for (i, pair) in request.headers.enumerated() {
+            if i > 0 { out.raw(", ") }
+            out.stringArray(pair)
+        }
+        out.raw("]")
+        field("method")
+        out.string(request.method)
+        if let vary = request.vary {
+            field("vary")
+            out.stringArray(vary)
         }
         out.raw("}")
     }

@@ -1,0 +1,299 @@
+import Crypto
+import Foundation
+import HTTPTypes
+
+/// What a stored response was recorded for besides its URL (docs/FORMAT.md §5.4): the method, a digest of the
+/// request body, and the request headers the answer depends on. A key with qualifiers is the canonical URL, then
+/// ` m=METHOD`, ` b=DIGEST` and ` h=NAME:VALUE` (or ` h=NAME` for a header the request did not carry), in that order,
+/// the headers by name; a plain `GET` without a body or such headers has none, and its key is the URL alone.
+package struct RequestQualifiers: Sendable, Equatable {
+    /// The method, uppercase; `GET` when the key names none.
+    package var method = "GET"
+    /// The first 32 hexadecimal digits of the request body's SHA-256, lowercase; nil for a request without a body.
+    package var bodyDigest: String?
+    /// The request headers the answer depends on, by lowercase name in byte order; a nil value for a header the
+    /// request did not carry. An `authorization` value is its scheme alone (`bearer`), never the credential.
+    package var headers: [Header] = []
+
+    package struct Header: Sendable, Equatable {
+        package var name: String
+        package var value: String?
+
+        package init(name: String, value: String?) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    package init(method: String = "GET", bodyDigest: String? = nil, headers: [Header] = []) {
+        self.method = method.uppercased()
+        self.bodyDigest = bodyDigest
+        self.headers = headers.sorted { Array($0.name.utf8).lexicographicallyPrecedes(Array($1.name.utf8)) }
+    }
+
+    /// Headers whose value stands for a credential: a key holds the scheme alone.
+    package static let credentialHeaders: Set<String> = ["authorization", "proxy-authorization"]
+
+    /// The value a key records for header `name` sent with `value`: a credential's scheme, lowercased; other values
+    /// as sent, trimmed.
+    package static func keyValue(name: String, value: String) -> String {
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        guard credentialHeaders.contains(name) else { return trimmed }
+        return String(trimmed.prefix { $0 != " " }).lowercased()
+    }
+
+    /// The digest a key records for a request body: nil for none or an empty one.
+    package static func bodyDigest(of body: Data?) -> String? {
+        guard let body, !body.isEmpty else { return nil }
+        return hexString(Array(SHA256.hash(data: body)).prefix(16))
+    }
+
+    /// Whether the key names nothing beyond its URL (a plain GET).
+    package var isPlain: Bool { method == "GET" && bodyDigest == nil && headers.isEmpty }
+
+    /// The key's suffix: empty for a plain GET, else a space and the qualifiers.
+    package var keySuffix: String {
+        var suffix = ""
+        if method != "GET" { suffix += " m=" + method }
+        if let bodyDigest { suffix += " b=" + bodyDigest }
+        for header in headers {
+            suffix += " h=" + header.name
+            if let value = header.value { suffix += ":" + Self.encode(value) }
+        }
+        return suffix
+    }
+
+    /// The key's URL part and its qualifiers (nil when the suffix is malformed).
+    package static func split(key: String) -> (url: Substring, qualifiers: RequestQualifiers?) {
+        guard let space = key.firstIndex(of: " ") else { return (key[...], RequestQualifiers()) }
+        return (key[..<space], parse(key[space...]))
+    }
+
+    /// Reads a key's suffix (starting with its space).
+    package static func parse(_ suffix: Substring) -> RequestQualifiers? {
+        var bytes = Array(suffix.utf8)
+        guard isWellFormed(&bytes) else { return nil }
+        var qualifiers = RequestQualifiers()
+        for item in suffix.split(separator: " ") {
+            let value = item.dropFirst(2)
+            switch item.prefix(2) {
+            case "m=": qualifiers.method = String(value)
+            case "b=": qualifiers.bodyDigest = String(value)
+            default:
+                if let colon = value.firstIndex(of: ":") {
+                    qualifiers.headers.append(Header(name: String(value[..<colon]), value: decode(value[value.index(after: colon)...])))
+                } else {
+                    qualifiers.headers.append(Header(name: String(value), value: nil))
+                }
+            }
+        }
+        return qualifiers
+    }
+
+    /// Whether `suffix` (from its first space) has the shape §5.4 gives: each item once at most and in order, a method
+    /// of uppercase letters that is not GET or HEAD, a digest of 32 lowercase hexadecimal digits, header names of
+    /// lowercase token characters in strictly increasing order, values of bytes that may stand raw or `%XX`.
+    package static func isWellFormed(_ suffix: inout [UInt8]) -> Bool {
+        suffix.withUnsafeBytes { isWellFormed($0) }
+    }
+
+    package static func isWellFormed(_ suffix: UnsafeRawBufferPointer) -> Bool {
+        guard suffix.count > 3, suffix[0] == 0x20 else { return false }
+        var stage = 0  // 1 after m=, 2 after b=, 3 in headers
+        var lastName: [UInt8] = []
+        var i = 0
+        while i < suffix.count {
+            guard suffix[i] == 0x20, i + 2 < suffix.count, suffix[i + 2] == UInt8(ascii: "=") else { return false }
+            let kind = suffix[i + 1]
+            var end = i + 3
+            while end < suffix.count, suffix[end] != 0x20 { end += 1 }
+            let value = UnsafeRawBufferPointer(rebasing: suffix[(i + 3)..<end])
+            guard !value.isEmpty else { return false }
+            switch kind {
+            case UInt8(ascii: "m"):
+                guard stage < 1, value.allSatisfy({ $0 >= 0x41 && $0 <= 0x5A }), value.count <= 32 else { return false }
+                let method = String(decoding: value, as: UTF8.self)
+                guard method != "GET", method != "HEAD" else { return false }
+                stage = 1
+            case UInt8(ascii: "b"):
+                guard stage < 2, value.count == 32, value.allSatisfy({ isDigit($0) || ($0 >= 0x61 && $0 <= 0x66) }) else { return false }
+                stage = 2
+            case UInt8(ascii: "h"):
+                let colon = value.firstIndex(of: UInt8(ascii: ":")) ?? value.count
+                let name = Array(value[0..<colon])
+                guard !name.isEmpty, name.allSatisfy(isLowercaseTokenByte) else { return false }
+                guard stage < 3 || lastName.lexicographicallyPrecedes(name) else { return false }
+                if colon < value.count {
+                    var j = colon + 1
+                    while j < value.count {
+                        if value[j] == UInt8(ascii: "%") {
+                            guard j + 2 < value.count, isHexDigit(value[j + 1]), isHexDigit(value[j + 2]) else { return false }
+                            j += 3
+                        } else {
+                            guard isRawValueByte(value[j]) else { return false }
+                            j += 1
+                        }
+                    }
+                }
+                lastName = name
+                stage = 3
+            default:
+                return false
+            }
+            i = end
+        }
+        return true
+    }
+
+    /// A header value as a key holds it: bytes that may stand raw as they are, every other byte as `%XX`.
+    static func encode(_ value: String) -> String {
+        var out = ""
+        for byte in value.utf8 {
+            if isRawValueByte(byte) {
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                out += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+            }
+        }
+        return out
+    }
+
+    static func decode(_ value: Substring) -> String {
+        let bytes = Array(value.utf8)
+        var out = [UInt8]()
+        var i = 0
+        while i < bytes.count {
+            if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.count, let byte = UInt8(String(decoding: bytes[(i + 1)...(i + 2)], as: UTF8.self), radix: 16) {
+                out.append(byte)
+                i += 3
+            } else {
+                out.append(bytes[i])
+                i += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Letters, digits, and ``!#$&'*+-.^_`|~`` lowercase: an HTTP token, as a key writes a header name.
+    private static func isLowercaseTokenByte(_ c: UInt8) -> Bool {
+        (c >= 0x61 && c <= 0x7A) || isDigit(c) || "!#$&'*+-.^_`|~".utf8.contains(c)
+    }
+
+    /// What a key writes raw in a header value: unreserved bytes and `! $ & ' ( ) * + , ; = : @ / ?`.
+    private static func isRawValueByte(_ c: UInt8) -> Bool {
+        (c >= 0x61 && c <= 0x7A) || (c >= 0x41 && c <= 0x5A) || isDigit(c) || "-._~!$&'()*+,;=:@/?".utf8.contains(c)
+    }
+
+    private static func isHexDigit(_ c: UInt8) -> Bool { isDigit(c) || ((c | 0x20) >= 0x61 && (c | 0x20) <= 0x66) }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String { count >= width ? self : String(repeating: "0", count: width - count) + self }
+}
+
+// MARK: - Choosing a variant
+
+extension RequestQualifiers {
+    /// A stored response a request may get: its entry, its qualifiers, and what content negotiation compares.
+    package struct Candidate: Sendable {
+        package var entry: Int
+        package var qualifiers: RequestQualifiers
+        /// The stored `content-type` and `content-language`.
+        package var contentType: String?
+        package var contentLanguage: String?
+
+        package init(entry: Int, qualifiers: RequestQualifiers, contentType: String?, contentLanguage: String?) {
+            self.entry = entry
+            self.qualifiers = qualifiers
+            self.contentType = contentType
+            self.contentLanguage = contentLanguage
+        }
+    }
+
+    /// The candidate that answers `request` (docs/FORMAT.md §8.4 H12), or nil: the method (HEAD as GET) and the body
+    /// digest must be equal; each recorded header must be satisfied (`accept` and `accept-language` by content
+    /// negotiation on the stored response, a credential by its scheme, any other by its value, an absent one by its
+    /// absence); among several, the best negotiated, then the one recorded with the request's very values, then
+    /// the fewest qualifiers, then key order.
+    package static func choose(_ candidates: [Candidate], method: String, headers: HTTPFields, bodyDigest: String?) -> Int? {
+        let method = method.uppercased() == "HEAD" ? "GET" : method.uppercased()
+        var best: (entry: Int, score: (Double, Int, Int))?
+        for candidate in candidates {
+            let q = candidate.qualifiers
+            guard q.method == method, q.bodyDigest == bodyDigest else { continue }
+            var weight = 1.0
+            var exact = 0
+            var acceptable = true
+            for header in q.headers where acceptable {
+                let sent = HTTPField.Name(header.name).flatMap { headers[$0] }.map { keyValue(name: header.name, value: $0) }
+                if sent == header.value { exact += 1 }
+                switch header.name {
+                case "accept":
+                    let type = candidate.contentType.map(MediaTypes.essence(of:)) ?? ""
+                    weight *= Double(acceptWeight(sent ?? "*/*", type: type)) / 1000
+                case "accept-language" where candidate.contentLanguage != nil:
+                    weight *= Double(languageWeight(sent ?? "*", language: candidate.contentLanguage ?? "")) / 1000
+                default:
+                    // A credential by its scheme (keyValue keeps only that), any other header by its value.
+                    if credentialHeaders.contains(header.name) {
+                        acceptable = sent?.lowercased() == header.value?.lowercased()
+                    } else {
+                        acceptable = sent == header.value
+                    }
+                }
+                if weight == 0 { acceptable = false }
+            }
+            // A credential the request carries goes only to an answer recorded with one of its scheme.
+            for name in credentialHeaders where acceptable && !q.headers.contains(where: { $0.name == name }) {
+                if let field = HTTPField.Name(name), headers[field] != nil { acceptable = false }
+            }
+            guard acceptable else { continue }
+            let score = (weight, exact, -(q.headers.count + (q.isPlain ? 0 : 1)))
+            if best.map({ score > $0.score }) ?? true { best = (candidate.entry, score) }
+        }
+        return best?.entry
+    }
+
+    /// The weight (in thousandths) an `Accept` value gives media type `type` (RFC 9110 §12.5.1): the most specific
+    /// range that matches decides; 0 when none does.
+    package static func acceptWeight(_ accept: String, type: String) -> Int {
+        let type = type.lowercased()
+        let major = type.split(separator: "/").first.map(String.init) ?? type
+        var best: (specificity: Int, q: Int)?
+        for item in accept.split(separator: ",") {
+            let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard let range = parts.first, !range.isEmpty else { continue }
+            let q = parts.dropFirst().first { $0.hasPrefix("q=") }.flatMap { BundleResponder.qvalue(Substring($0.dropFirst(2))) } ?? 1000
+            let specificity: Int
+            if range == type {
+                specificity = 3
+            } else if range == major + "/*" {
+                specificity = 2
+            } else if range == "*/*" {
+                specificity = 1
+            } else {
+                continue
+            }
+            if best.map({ specificity > $0.specificity }) ?? true { best = (specificity, q) }
+        }
+        return best?.q ?? 0
+    }
+
+    /// The weight an `Accept-Language` value gives language tag `language`: a range matches a tag equal to it, a tag
+    /// that starts with it and `-` (RFC 4647 basic filtering), or a tag it starts with and `-` (`fr-CH` takes `fr`,
+    /// as lookup falls back); `*` matches any. The longest matching range decides.
+    package static func languageWeight(_ acceptLanguage: String, language: String) -> Int {
+        let tags = language.lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        var best: (length: Int, q: Int)?
+        for item in acceptLanguage.split(separator: ",") {
+            let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard let range = parts.first, !range.isEmpty else { continue }
+            let q = parts.dropFirst().first { $0.hasPrefix("q=") }.flatMap { BundleResponder.qvalue(Substring($0.dropFirst(2))) } ?? 1000
+            let matches = range == "*" || tags.contains { $0 == range || $0.hasPrefix(range + "-") || range.hasPrefix($0 + "-") }
+            guard matches else { continue }
+            let length = range == "*" ? 0 : range.count
+            if best.map({ length > $0.length }) ?? true { best = (length, q) }
+        }
+        return best?.q ?? 0
+    }
+}

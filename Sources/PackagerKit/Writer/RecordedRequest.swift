@@ -1,0 +1,65 @@
+import Foundation
+import OfflineBundle
+
+/// The request a response was recorded for, when the declaration named it (`requests:`): its method, headers and
+/// body, and the request headers that choose its answer among the URL's. Its key is the URL and the request's
+/// qualifiers (docs/FORMAT.md §5.4); a plain GET without a body or such headers keeps the URL alone as its key.
+public struct RecordedRequest: Sendable, Equatable {
+    /// The method, uppercase.
+    public var method: String
+    /// The headers sent, names lowercased; a secret's value is empty (it is never stored).
+    public var headers: [Header]
+    /// The body sent, nil for none.
+    public var body: Data?
+    /// The request headers that choose this answer (the declaration's `vary`, the response's `Vary`, and a credential
+    /// by its scheme), names lowercased, with the value the key holds (a credential's scheme alone, lowercased; any
+    /// other value as sent, trimmed), or nil when the request did not carry the header.
+    public var keyHeaders: [Header]
+
+    public struct Header: Sendable, Equatable {
+        public var name: String
+        public var value: String?
+
+        public init(name: String, value: String?) {
+            self.name = name.lowercased()
+            self.value = value
+        }
+    }
+
+    public init(method: String = "GET", headers: [Header] = [], body: Data? = nil, keyHeaders: [Header] = []) {
+        self.method = method.uppercased()
+        self.headers = headers
+        self.body = body
+        self.keyHeaders = keyHeaders
+    }
+
+    /// The key's qualifiers: a credential by its scheme, other values as sent.
+    var qualifiers: RequestQualifiers {
+        RequestQualifiers(
+            method: method, bodyDigest: RequestQualifiers.bodyDigest(of: body),
+            headers: keyHeaders.map { header in
+                .init(name: header.name, value: header.value.map { RequestQualifiers.keyValue(name: header.name, value: $0) })
+            })
+    }
+
+    /// The key for `url` (canonicalized by `canonicalizer`) answered for this request; nil when the URL has none.
+    func key(for url: String, canonicalizer: RequestKeyCanonicalizer) -> String? {
+        canonicalizer.canonicalize(url).map { $0 + qualifiers.keySuffix }
+    }
+
+    /// As the manifest records it.
+    var manifest: ManifestRequest {
+        let text = body.flatMap { String(data: $0, encoding: .utf8) }
+        return ManifestRequest(
+            method: method, headers: headers.map { [$0.name, $0.value ?? ""] }, body: text,
+            bodyBase64: text == nil ? body?.base64EncodedString() : nil, vary: keyHeaders.isEmpty ? nil : keyHeaders.map(\.name))
+    }
+
+    /// What a manifest records, read back (for refresh and verify).
+    init(_ manifest: ManifestRequest, keyQualifiers: RequestQualifiers?) {
+        self.init(
+            method: manifest.method, headers: manifest.headers.compactMap { $0.count == 2 ? Header(name: $0[0], value: $0[1]) : nil },
+            body: manifest.bodyData,
+            keyHeaders: (keyQualifiers?.headers ?? []).map { Header(name: $0.name, value: $0.value) })
+    }
+}

@@ -1,0 +1,208 @@
+import Foundation
+import HTTPTypes
+import OfflineBundle
+import TestSupport
+import Testing
+
+@testable import PackagerKit
+
+/// An API on the test origin: a search answered by the POST body, a list in two representations (by `Accept`), a
+/// greeting in two languages (`Vary: Accept-Language`), a 404, a private answer for a bearer, and lists paged three ways.
+func serveAPI(_ origin: Origin) {
+    origin.route("/api/search") { request in
+        guard request.method == "POST" else { return .text("{\"error\": \"POST only\"}", type: "application/json", status: 405, headers: [("Allow", "POST")]) }
+        let query = (try? JSONSerialization.jsonObject(with: request.body) as? [String: String])?["q"] ?? ""
+        let hits = ["a": "apple", "b": "banana"][query].map { "[\"\($0)\"]" } ?? "[]"
+        return .text("{\"hits\": \(hits), \"query_ms\": \(Int.random(in: 1...999))}", type: "application/json")
+    }
+    origin.route("/api/items") { request in
+        let accept = request.headers["accept"] ?? "*/*"
+        if accept.contains("text/csv") { return .text("id,name\n1,apple\n", type: "text/csv", headers: [("Vary", "Accept")]) }
+        if accept.contains("json") || accept.contains("*/*") {
+            return .text("[{\"id\": 1, \"name\": \"apple\"}]", type: "application/json", headers: [("Vary", "Accept")])
+        }
+        return .text("not acceptable", type: "text/plain", status: 406, headers: [("Vary", "Accept")])
+    }
+    origin.route("/api/greeting") { request in
+        let french = (request.headers["accept-language"] ?? "").hasPrefix("fr")
+        return .text(
+            french ? "bonjour" : "hallo", type: "text/plain",
+            headers: [("Content-Language", french ? "fr" : "de"), ("Vary", "Accept-Language")])
+    }
+    origin.set("/api/missing", .text("{\"error\": \"no such thing\"}", type: "application/json", status: 404))
+    origin.route("/api/private") { request in
+        request.headers["authorization"] == "Bearer s3cret-t0ken-value"
+            ? .text("{\"secret\": \"the full answer\"}", type: "application/json")
+            : .text("{\"public\": true}", type: "application/json")
+    }
+    for page in 1...3 {
+        let next = page < 3 ? [("Link", "</api/pages?page=\(page + 1)>; rel=\"next\", </api/pages?page=1>; rel=\"first\"")] : []
+        origin.set("/api/pages?page=\(page)", .text("[\"row \(page)\"]", type: "application/json", headers: next + [("X-Total-Count", "3")]))
+        let cursor = page < 3 ? "\"\(origin.base)/api/cursor?after=\(page)\"" : "null"
+        origin.set(
+            page == 1 ? "/api/cursor" : "/api/cursor?after=\(page - 1)", .text("{\"rows\": [\(page)], \"next_url\": \(cursor)}", type: "application/json"))
+    }
+    origin.set("/api/headed", .text("[1]", type: "application/json", headers: [("Next-Page", "/api/headed?p=2")]))
+    origin.set("/api/headed?p=2", .text("[2]", type: "application/json"))
+    // A list whose last page links back to its first.
+    origin.set("/api/loop", .text("[1]", type: "application/json", headers: [("Link", "</api/loop?p=2>; rel=next")]))
+    origin.set("/api/loop?p=2", .text("[2]", type: "application/json", headers: [("Link", "</api/loop>; rel=next")]))
+}
+
+@Suite("declared requests: methods, bodies, variants, fixtures, pagination")
+struct RequestsTests {
+    static func declaration(_ base: String, output: String, extra: String = "") -> String {
+        """
+        output: \(output)
+        robots: false
+        requests:
+          - url: \(base)/api/search
+            method: POST
+            headers: {Content-Type: application/json}
+            body: '{"q": "a"}'
+            volatile: [/query_ms]
+          - url: \(base)/api/search
+            method: POST
+            headers: {Content-Type: application/json}
+            body: '{"q": "b"}'
+            volatile: [/query_ms]
+          - url: \(base)/api/items
+            headers: {Accept: application/json}
+          - url: \(base)/api/items
+            headers: {Accept: text/csv}
+          - url: \(base)/api/greeting
+            headers: {Accept-Language: fr}
+          - url: \(base)/api/greeting
+            headers: {Accept-Language: de}
+          - url: \(base)/api/missing
+            status: 404
+          - url: \(base)/api/private
+            headers: {Authorization: "Bearer ${API_TOKEN}"}
+          - \(base)/api/pages?page=1
+          - url: \(base)/api/cursor
+            paginate: {json: /next_url}
+          - url: \(base)/api/headed
+            paginate: {header: Next-Page}
+        \(extra)
+        """
+    }
+
+    @Test(
+        "a declared POST, two Accept variants, two languages, a 404 fixture, a bearer's answer and three kinds of paged list are kept and answered by request")
+    func builtAndAnswered() async throws {
+        try await withOrigin { origin in
+            serveAPI(origin)
+            let folder = try TemporaryFolder()
+            try folder.file("api.yml", Self.declaration(origin.base, output: folder.path + "/api.zip"))
+            let result = try await run("/usr/bin/env", ["API_TOKEN=s3cret-t0ken-value", packagerExecutable, "build", folder.path + "/api.yml"])
+            #expect(result.status == 0, "\(result.output)")
+            let loader = try OfflineLoader(path: folder.path + "/api.zip")
+            func ask(_ path: String, _ headers: HTTPFields = [:], method: String = "GET", body: String? = nil) -> (Int, String)? {
+                guard
+                    let response = loader.response(
+                        for: BundleRequest(method: method, url: origin.base + path, headers: headers, body: body.map { Data($0.utf8) })),
+                    let data = try? response.bodyData()
+                else { return nil }
+                return (response.status, String(decoding: data, as: UTF8.self))
+            }
+            // By method and body.
+            #expect(ask("/api/search", method: "POST", body: "{\"q\": \"a\"}")?.1.contains("apple") == true)
+            #expect(ask("/api/search", method: "POST", body: "{\"q\": \"b\"}")?.1.contains("banana") == true)
+            #expect(ask("/api/search", method: "POST", body: "{\"q\": \"c\"}") == nil, "a body not recorded is a miss")
+            #expect(ask("/api/search", method: "GET") == nil, "a GET is not the POST")
+            // By Accept, as content negotiation chooses; a type neither variant is, is a miss (the origin said 406).
+            #expect(ask("/api/items", [.accept: "application/json"])?.1.hasPrefix("[") == true)
+            #expect(ask("/api/items", [.accept: "text/csv"])?.1.hasPrefix("id,name") == true)
+            #expect(ask("/api/items", [.accept: "text/csv;q=0.5, application/json;q=0.9"])?.1.hasPrefix("[") == true)
+            #expect(ask("/api/items", [.accept: "text/*"])?.1.hasPrefix("id,name") == true)
+            #expect(ask("/api/items", [.accept: "application/xml"]) == nil)
+            #expect(ask("/api/items")?.1.hasPrefix("[") == true, "no Accept takes any; the JSON comes first")
+            // By Accept-Language (the response's Vary made it part of the key).
+            #expect(ask("/api/greeting", [.acceptLanguage: "fr-CH, de;q=0.5"])?.1 == "bonjour")
+            #expect(ask("/api/greeting", [.acceptLanguage: "de"])?.1 == "hallo")
+            #expect(ask("/api/greeting", [.acceptLanguage: "es"]) == nil)
+            // The 404 is a fixture.
+            #expect(ask("/api/missing")?.0 == 404)
+            // The bearer's answer goes to a request with a bearer, not to one without.
+            #expect(ask("/api/private", [.authorization: "Bearer any-token"])?.1.contains("the full answer") == true)
+            #expect(ask("/api/private") == nil)
+            #expect(ask("/api/private", [.authorization: "Basic dXNlcjpwYXNz"]) == nil)
+            // Every page of each list, to its last.
+            for page in 1...3 { #expect(ask("/api/pages?page=\(page)")?.1 == "[\"row \(page)\"]", "page \(page)") }
+            #expect(loader.response(for: BundleRequest(url: origin.base + "/api/pages?page=2"))?.header("x-total-count") == "3")
+            #expect(ask("/api/cursor?after=2")?.1.contains("\"rows\": [3]") == true)
+            #expect(ask("/api/headed?p=2")?.1 == "[2]")
+
+            // The token is nowhere in the bundle.
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/api.zip"))
+            #expect(bytes.range(of: Data("s3cret-t0ken-value".utf8)) == nil)
+            let unzipped = try await run("/usr/bin/unzip", ["-p", folder.path + "/api.zip", "manifest.json"])
+            #expect(!unzipped.output.contains("s3cret") && unzipped.output.contains("\"method\": \"POST\""), "\(unzipped.output.prefix(2000))")
+        }
+    }
+
+    @Test("pagination: a loop is named, and a page limit is said; a request whose answer does not vary on the headers that tell it from another is named")
+    func paginationAndCollisions() async throws {
+        try await withOrigin { origin in
+            serveAPI(origin)
+            origin.set("/api/plain", .text("same", type: "text/plain"))
+            let folder = try TemporaryFolder()
+            try folder.file(
+                "loop.yml",
+                """
+                output: \(folder.path)/loop.zip
+                robots: false
+                requests:
+                  - url: \(origin.base)/api/loop
+                """)
+            let loop = try await run(packagerExecutable, ["build", folder.path + "/loop.yml"])
+            #expect(loop.status != 0 && loop.output.contains("pagination loop: page 3 is \(origin.base)/api/loop again"), "\(loop.output)")
+
+            try folder.file(
+                "limit.yml",
+                """
+                output: \(folder.path)/limit.zip
+                robots: false
+                requests:
+                  - url: \(origin.base)/api/pages?page=1
+                    paginate: {link: true, max-pages: 2}
+                """)
+            let limited = try await run(packagerExecutable, ["build", folder.path + "/limit.yml"])
+            #expect(limited.status == 0 && limited.output.contains("stopped after 2 pages (paginate.max-pages)"), "\(limited.output)")
+
+            try folder.file(
+                "same.yml",
+                """
+                output: \(folder.path)/same.zip
+                robots: false
+                requests:
+                  - url: \(origin.base)/api/plain
+                    headers: {Accept-Language: fr}
+                  - url: \(origin.base)/api/plain
+                    headers: {Accept-Language: de}
+                """)
+            let same = try await run(packagerExecutable, ["build", folder.path + "/same.yml"])
+            #expect(same.status != 0 && same.output.contains("would be kept under the same key as the answer to the request on line"), "\(same.output)")
+            #expect(!FileManager.default.fileExists(atPath: folder.path + "/same.zip"))
+        }
+    }
+
+    @Test("a declared status that does not come fails the build, named with its line")
+    func unexpectedStatus() async throws {
+        try await withOrigin { origin in
+            serveAPI(origin)
+            let folder = try TemporaryFolder()
+            try folder.file(
+                "d.yml",
+                """
+                output: \(folder.path)/x.zip
+                robots: false
+                requests:
+                  - url: \(origin.base)/api/missing
+                    status: 200
+                """)
+            let result = try await run(packagerExecutable, ["build", folder.path + "/d.yml"])
+            #expect(result.status != 0 && result.output.contains("HTTP 404, where the declaration expects 200 (requests, line 4)"), "\(result.output)")
+        }
+    }
+}
