@@ -47,6 +47,11 @@ struct ProbeOptions: ParsableArguments {
         help: "Ask keys on loopback and private addresses too (by default only on origins --declaration names; link-local never).")
     var allowPrivateAddresses = false
 
+    @Flag(
+        name: .customLong("resend-unsafe"),
+        help: "Send declared POST, PUT, PATCH and DELETE requests again to compare their answers (by default they are not: they may change the server).")
+    var resendUnsafe = false
+
     func validate() throws {
         if let concurrency, concurrency < 1 { throw ValidationError("--concurrency must be at least 1") }
         if let perHost, perHost < 1 { throw ValidationError("--per-host must be at least 1") }
@@ -78,6 +83,7 @@ struct ProbeOptions: ParsableArguments {
         if let timeout { options.timeouts.request = timeout }
         if let connectTimeout { options.timeouts.connect = connectTimeout }
         options.allowPrivateAddresses = allowPrivateAddresses
+        options.resendUnsafe = resendUnsafe
         return options
     }
 }
@@ -253,7 +259,10 @@ extension Packager {
                 func size(_ n: UInt64?) -> String { n.map { formatBytes($0) } ?? "-" }
                 for item in diff.added { print("+ \(item.url)  \(size(item.newSize))") }
                 for item in diff.removed { print("- \(item.url)  \(size(item.oldSize))") }
-                for item in diff.changed { print("~ \(item.url)  \(size(item.oldSize)) -> \(size(item.newSize))  (\(item.changes.joined(separator: ", ")))") }
+                for item in diff.changed {
+                    print(terminalSafe("~ \(item.url)  \(size(item.oldSize)) -> \(size(item.newSize))  (\(item.changes.joined(separator: ", ")))"))
+                    for line in item.details ?? [] { print(terminalSafe("    " + line)) }
+                }
                 print("\(diff.added.count) added, \(diff.removed.count) removed, \(diff.changed.count) changed, \(diff.unchanged) unchanged")
             }
             if differs { throw ExitCode(1) }

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import NIOConcurrencyHelpers
 import OfflineBundle
 import TestSupport
 import Testing
@@ -203,6 +204,98 @@ struct RequestsTests {
                 """)
             let result = try await run(packagerExecutable, ["build", folder.path + "/d.yml"])
             #expect(result.status != 0 && result.output.contains("HTTP 404, where the declaration expects 200 (requests, line 4)"), "\(result.output)")
+        }
+    }
+}
+
+@Suite("declared requests: verify, refresh and diff, with volatile JSON fields")
+struct RequestsFreshnessTests {
+    /// An API whose answers carry a query time that changes on every request, a list that grows a page, and a POST.
+    final class API: Sendable {
+        let name = NIOLockedValueBox("Auckland")
+        let pages = NIOLockedValueBox(2)
+
+        func serve(_ origin: Origin) {
+            origin.route("/api/rows") { [self] _ in
+                let name = self.name.withLockedValue { $0 }
+                return .text(
+                    "{\"rows\": [{\"id\": 1, \"name\": \"\(name)\"}, {\"id\": 2, \"name\": \"Wellington\"}], \"query_ms\": \(Double.random(in: 0.1...99))}",
+                    type: "application/json")
+            }
+            for page in 1...3 {
+                origin.route(page == 1 ? "/api/list" : "/api/list?page=\(page)") { [self] _ in
+                    let last = self.pages.withLockedValue { $0 }
+                    let next = page < last ? [("Link", "</api/list?page=\(page + 1)>; rel=\"next\"")] : []
+                    return .text("[\(page)]", type: "application/json", headers: next)
+                }
+            }
+            origin.route("/api/echo") { request in
+                .text("{\"echo\": \(String(decoding: request.body, as: UTF8.self)), \"query_ms\": \(Int.random(in: 1...99))}", type: "application/json")
+            }
+        }
+    }
+
+    @Test("verify gives 0 false alarms over 5 runs while query_ms changes, then names the changed field; diff names it too; refresh walks a list's new page; a POST is re-sent only when asked")
+    func volatileFieldsAndPages() async throws {
+        let api = API()
+        try await withOrigin { origin in
+            api.serve(origin)
+            let folder = try TemporaryFolder()
+            try folder.file(
+                "api.yml",
+                """
+                output: \(folder.path)/api.zip
+                robots: false
+                requests:
+                  - url: \(origin.base)/api/rows
+                    volatile: [/query_ms]
+                  - url: \(origin.base)/api/list
+                  - url: \(origin.base)/api/echo
+                    method: POST
+                    body: '{"a": 1}'
+                    volatile: [/query_ms]
+                """)
+            let declaration = folder.path + "/api.yml"
+            let built = try await run(packagerExecutable, ["build", declaration])
+            #expect(built.status == 0, "\(built.output)")
+            // A second build: the bodies differ (query_ms), the bundles answer alike.
+            try folder.file("again.yml", try String(contentsOfFile: declaration, encoding: .utf8).replacingOccurrences(of: "/api.zip", with: "/again.zip"))
+            _ = try await run(packagerExecutable, ["build", folder.path + "/again.yml"])
+            let same = try await run(packagerExecutable, ["diff", folder.path + "/api.zip", folder.path + "/again.zip"])
+            #expect(same.status == 0 && same.output.contains("0 changed"), "\(same.output)")
+
+            for run in 1...5 {
+                let verified = try await TestSupport.run(packagerExecutable, ["verify", folder.path + "/api.zip", "--declaration", declaration, "--format", "json"])
+                let report = try JSONDecoder().decode(VerifyReport.self, from: Data(verified.output.utf8))
+                let verdicts = Dictionary(report.entries.map { ($0.url, $0.verdict) }, uniquingKeysWith: { a, _ in a })
+                #expect(verified.status == 0, "run \(run): \(verified.output)")
+                #expect(verdicts[origin.base + "/api/rows"] == .fresh && verdicts[origin.base + "/api/list"] == .fresh, "run \(run): \(verdicts)")
+                // The POST is not sent again by default.
+                #expect(verdicts.first { $0.key.contains("m=POST") }?.value == .unverifiable)
+            }
+            let resent = try await run(packagerExecutable, ["verify", folder.path + "/api.zip", "--declaration", declaration, "--resend-unsafe", "--format", "json"])
+            let resentReport = try JSONDecoder().decode(VerifyReport.self, from: Data(resent.output.utf8))
+            #expect(resentReport.entries.first { $0.url.contains("m=POST") }?.verdict == .fresh, "\(resent.output)")
+            #expect(origin.requests.filter { $0.method == "POST" }.count == 3, "two builds and one --resend-unsafe")
+
+            // A real change: stale, with the field named; refresh records it, and walks the list's new page.
+            api.name.withLockedValue { $0 = "Tāmaki Makaurau" }
+            api.pages.withLockedValue { $0 = 3 }
+            let stale = try await run(packagerExecutable, ["verify", folder.path + "/api.zip", "--declaration", declaration])
+            #expect(stale.status == 1 && stale.output.contains("/rows/0/name") && stale.output.contains("Tāmaki Makaurau"), "\(stale.output)")
+            let refreshed = try await run(
+                packagerExecutable, ["refresh", folder.path + "/api.zip", "--declaration", declaration, "-o", folder.path + "/new.zip"])
+            #expect(refreshed.status == 0, "\(refreshed.output)")
+            let loader = try OfflineLoader(path: folder.path + "/new.zip")
+            #expect(loader.response(for: BundleRequest(url: origin.base + "/api/list?page=3")) != nil, "the new last page was walked to")
+            let body = try loader.response(for: BundleRequest(url: origin.base + "/api/rows"))?.bodyData()
+            #expect(body.map { String(decoding: $0, as: UTF8.self).contains("Tāmaki Makaurau") } == true)
+            // The POST's entry was carried over under its key, with its request.
+            #expect(loader.response(for: BundleRequest(method: "POST", url: origin.base + "/api/echo", body: Data("{\"a\": 1}".utf8))) != nil)
+            let diff = try await run(packagerExecutable, ["diff", folder.path + "/api.zip", folder.path + "/new.zip"])
+            #expect(diff.status == 1 && diff.output.contains("/rows/0/name: \"Auckland\" -> \"Tāmaki Makaurau\""), "\(diff.output)")
+            #expect(diff.output.contains("+ \(origin.base)/api/list?page=3"), "\(diff.output)")
+            #expect(!diff.output.contains("query_ms"), "\(diff.output)")
         }
     }
 }

@@ -154,8 +154,12 @@ public struct ManifestRequest: Codable, Sendable, Equatable {
     public var bodyBase64: String?
     /// The request headers that choose this answer among the URL's (the key's `h=` qualifiers), lowercase.
     public var vary: [String]?
+    /// How the next page of a paged answer is found (`link`, `json:/next_url`, `header:next-page`), so refresh walks
+    /// the pages again; nil when it is not followed.
+    public var paginate: String?
 
-    public init(method: String, headers: [[String]], body: String? = nil, bodyBase64: String? = nil, vary: [String]? = nil) {
+    public init(method: String, headers: [[String]], body: String? = nil, bodyBase64: String? = nil, vary: [String]? = nil, paginate: String? = nil) {
+        self.paginate = paginate
         self.method = method
         self.headers = headers
         self.body = body

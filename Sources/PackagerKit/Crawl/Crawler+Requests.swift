@@ -97,6 +97,7 @@ extension Crawler {
             entry.request = Self.recorded(
                 method: method, body: body, sent: sentHeaders, vary: declared.vary, responseHeaders: response.headers,
                 secret: { name in declared.headers.contains { $0.name.lowercased() == name && $0.secret } || secretScan.found(in: name) }, scan: secretScan)
+            entry.request?.paginate = declared.paginate.word
             if !declared.volatile.isEmpty {
                 entry.volatile = declared.volatile
                 entry.stableSHA256 = StableJSON.digest(of: bytes, volatile: declared.volatile)

@@ -49,6 +49,29 @@ public struct Declaration: Sendable, Equatable {
 
     /// How a paged answer names its next page.
     public enum Pagination: Sendable, Equatable {
+        /// As a manifest records it: `link`, `json:POINTER`, `header:NAME`; nil for none.
+        public var word: String? {
+            switch self {
+            case .none: nil
+            case .link: "link"
+            case .json(let pointer): "json:" + pointer
+            case .header(let name): "header:" + name
+            }
+        }
+
+        /// From ``word``; nil for a word that names none.
+        public init?(word: String) {
+            if word == "link" {
+                self = .link
+            } else if word.hasPrefix("json:") {
+                self = .json(String(word.dropFirst(5)))
+            } else if word.hasPrefix("header:") {
+                self = .header(String(word.dropFirst(7)))
+            } else {
+                return nil
+            }
+        }
+
         /// Not followed.
         case none
         /// `Link: <…>; rel="next"` (RFC 8288), the default.
@@ -205,7 +228,7 @@ public struct Declaration: Sendable, Equatable {
         /// The values the environment put into ``value``, searched for in responses so they are never stored.
         public var secretParts: [String]
         /// The origins (`https://host[:port]`) or host patterns (`host`, `*.example.com`, `host:port`) the header is
-        /// sent to; empty means the origins of ``Declaration/seeds``, ``Declaration/urls`` and ``Declaration/sitemaps``.
+        /// sent to; empty means the origins of ``Declaration/seeds``, ``Declaration/urls``, ``Declaration/sitemaps`` and ``Declaration/requests``.
         public var origins: [String]
 
         public init(name: String, value: String, secret: Bool = false, secretParts: [String] = [], origins: [String] = []) {
@@ -229,7 +252,7 @@ public struct Declaration: Sendable, Equatable {
         /// The PEM private key of ``clientCertificate``; the file must not be readable by group or others.
         public var clientKey: String?
         /// The origins or host patterns the client certificate is presented to; empty means the origins of
-        /// ``Declaration/seeds``, ``Declaration/urls`` and ``Declaration/sitemaps`` (the same rule as headers).
+        /// ``Declaration/seeds``, ``Declaration/urls``, ``Declaration/sitemaps`` and ``Declaration/requests`` (the same rule as headers).
         public var clientCertificateOrigins: [String] = []
         public init() {}
     }

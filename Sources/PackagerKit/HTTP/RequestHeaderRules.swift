@@ -54,9 +54,9 @@ struct RequestHeaderRules: Sendable {
 }
 
 extension Declaration {
-    /// The origins of `seeds`, `urls` and `sitemaps`, in order of first mention.
+    /// The origins of `seeds`, `urls`, `sitemaps` and `requests`, in order of first mention.
     var declaredOrigins: [HTTPOrigin] {
         var seen = Set<HTTPOrigin>()
-        return (seeds + urls + sitemaps).compactMap(HTTPOrigin.init(url:)).filter { seen.insert($0).inserted }
+        return (seeds + urls + sitemaps + requests.map(\.url)).compactMap(HTTPOrigin.init(url:)).filter { seen.insert($0).inserted }
     }
 }

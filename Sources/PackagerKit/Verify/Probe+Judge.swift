@@ -30,6 +30,20 @@ extension Probe {
         return false
     }
 
+    /// A page of a paged answer (by `Link` or a header) whose content is unchanged but whose next page is another:
+    /// stale, so that refresh walks the pages again and the bundle never names a next page it lacks.
+    func judgeNextPage(_ recorded: Recorded, _ answer: Answer, into result: inout EntryVerification) {
+        guard result.verdict == .fresh, answer.status != 304, let word = recorded.request?.paginate,
+            let pagination = Declaration.Pagination(word: word), !word.hasPrefix("json:")
+        else { return }
+        let live = answer.headers.map { (name: $0.name.canonicalName, value: $0.value) }
+        let was = Crawler.nextPage(of: recorded.headers, body: Data(), pagination: pagination).map { Self.absolute($0, base: recorded.url) }
+        let now = Crawler.nextPage(of: live, body: Data(), pagination: pagination).map { Self.absolute($0, base: recorded.url) }
+        guard was != now else { return }
+        result.verdict = .stale
+        result.changes = [Change("next page", recorded: was, live: now)]
+    }
+
     /// A content entry whose live body was read: the digest decides.
     func judgeContent(_ recorded: Recorded, _ answer: Answer, into result: inout EntryVerification) {
         result.liveStatus = answer.status
@@ -46,11 +60,49 @@ extension Probe {
         let headers = Self.headerChanges(recorded, headers: answer.headers)
         if changes.isEmpty {
             result.notes = headers
+            judgeNextPage(recorded, answer, into: &result)
         } else {
             result.verdict = .stale
             result.changes = changes + headers
             if recorded.isHTML, let body = answer.body { result.notes = newResources(recorded, live: body) }
         }
+    }
+
+    /// A JSON answer with volatile fields: its JSON without them decides; what differs is named by pointer, and the
+    /// validators and length (which change with the volatile fields) are notes.
+    func judgeStableJSON(_ recorded: Recorded, _ answer: Answer, into result: inout EntryVerification) {
+        result.liveStatus = answer.status
+        result.attempts = answer.attempts
+        if judgeGoneOrMoved(recorded, answer, into: &result) { return }
+        var changes: [Change] = []
+        if answer.status != recorded.status { changes.append(Change("status", recorded: String(recorded.status), live: String(answer.status))) }
+        let live = answer.body.flatMap { StableJSON.digest(of: Data($0), volatile: recorded.volatile) }
+        if live != recorded.stableSHA256 {
+            changes += jsonChanges(recorded, live: answer.body)
+            if changes.isEmpty || live == nil {
+                changes.append(Change("json", recorded: recorded.stableSHA256, live: live ?? "not JSON, or longer than --max-body"))
+            }
+        }
+        if changes.isEmpty {
+            result.notes = Self.headerChanges(recorded, headers: answer.headers)
+            judgeNextPage(recorded, answer, into: &result)
+        } else {
+            result.verdict = .stale
+            result.changes = changes
+        }
+    }
+
+    /// The fields of the stored JSON that the live one changed, volatile ones left out, each as a change named by its
+    /// pointer (at most 10, and a count of the rest).
+    func jsonChanges(_ recorded: Recorded, live: [UInt8]?) -> [Change] {
+        guard let live, let entry = bundle.entry(forKey: recorded.key), let stored = try? bundle.body(of: entry),
+            let old = StableJSON.stableData(stored, volatile: recorded.volatile).flatMap(JSONDiff.parse),
+            let new = StableJSON.stableData(Data(live), volatile: recorded.volatile).flatMap(JSONDiff.parse)
+        else { return [] }
+        let (shown, total) = JSONDiff.differences(old, new, limit: 10)
+        var changes = shown.map { Change($0.pointer.isEmpty ? "/" : $0.pointer, recorded: $0.old, live: $0.new) }
+        if total > shown.count { changes.append(Change("json", recorded: nil, live: "\(total - shown.count) more fields changed")) }
+        return changes
     }
 
     /// A conditional GET whose body was not read: 304, or the same validators, is fresh.
@@ -66,6 +118,7 @@ extension Probe {
             result.verdict = .stale
             result.changes = changes
         }
+        judgeNextPage(recorded, answer, into: &result)
     }
 
     /// `--shallow` on an entry without the origin's validators: only a status or an uncoded length can prove a change.

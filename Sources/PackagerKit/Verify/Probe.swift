@@ -45,7 +45,7 @@ struct Probe: Sendable {
     /// The entry's verdict. (An origin no connection could be made to is remembered by the retry loop.)
     func verify(_ recorded: Recorded) async -> EntryVerification {
         var result = EntryVerification(
-            url: recorded.url, verdict: .fresh, recordedStatus: recorded.status, liveStatus: nil, method: "", changes: [], error: nil, attempts: 0)
+            url: recorded.key, verdict: .fresh, recordedStatus: recorded.status, liveStatus: nil, method: "", changes: [], error: nil, attempts: 0)
         switch recorded.kind {
         case .substituted:
             result.verdict = .substituted
@@ -59,15 +59,23 @@ struct Probe: Sendable {
         case .recorded:
             break
         }
+        // A request that may change the server (POST, PUT, PATCH, DELETE…) is not sent again unless asked.
+        if recorded.method != "GET" && !options.resendUnsafe {
+            result.verdict = .unverifiable
+            result.method = EntryVerification.notProbed
+            result.advice = "a \(recorded.method) is not sent again by default, as it may change the server: pass --resend-unsafe to send it"
+            return result
+        }
+        let asked = requestHeaders(for: recorded)
         do {
             if (300...399).contains(recorded.status) {
-                result.method = "GET"
-                let answer = try await send(recorded.url, method: .GET, headers: [], body: .skip)
+                result.method = recorded.method
+                let answer = try await send(recorded, headers: asked, body: .skip)
                 judgeRedirect(recorded, answer, into: &result)
             } else if (400...499).contains(recorded.status) {
                 // A recorded client error: fresh while the server still answers the same status.
-                result.method = "GET"
-                let answer = try await send(recorded.url, method: .GET, headers: [], body: .skip)
+                result.method = recorded.method
+                let answer = try await send(recorded, headers: asked, body: .skip)
                 result.liveStatus = answer.status
                 result.attempts = answer.attempts
                 if answer.status != recorded.status {
@@ -99,14 +107,36 @@ struct Probe: Sendable {
         return result
     }
 
+    /// The headers a declared request is sent with again: those recorded, and a secret's (which the bundle does not
+    /// keep) from the declaration's request for the same method and URL.
+    func requestHeaders(for recorded: Recorded) -> [(String, String)] {
+        recorded.request?.headersToSend(url: recorded.url, declared: options.declaredRequests) ?? []
+    }
+
+    /// Sends the entry's request (its method, body and `headers`) to its URL.
+    func send(_ recorded: Recorded, headers: [(String, String)], body: BodyHandling) async throws -> Answer {
+        try await send(recorded.url, method: HTTPMethod(rawValue: recorded.method), headers: headers, body: body, requestBody: recorded.request?.body)
+    }
+
     /// A content entry: by its body unless `--shallow`, by validators first when the origin gave some.
     private func verifyContent(_ recorded: Recorded, into result: inout EntryVerification) async throws {
         // A body stored still coded cannot be compared with a decoded live one: validators and lengths only.
         let byContent = !options.shallow && !recorded.storedCoded
         let hasValidators = recorded.etag != nil || recorded.lastModified != nil
-        if options.deep && byContent {
-            result.method = "deep GET"
-            let answer = try await send(recorded.url, method: .GET, headers: [], body: .hash(limit: recorded.size ?? 0, keep: recorded.isHTML))
+        let asked = requestHeaders(for: recorded)
+        if recorded.comparesStableJSON && !options.shallow {
+            // Fields that change on every answer are left out: the rest of the JSON decides, and validators (which
+            // change with them) are notes.
+            result.method = "\(recorded.method), volatile fields left out"
+            let answer = try await send(recorded, headers: asked, body: .hash(limit: options.maxBodyBytes, keep: true))
+            judgeStableJSON(recorded, answer, into: &result)
+        } else if options.deep && byContent {
+            result.method = "deep \(recorded.method)"
+            let answer = try await send(recorded, headers: asked, body: .hash(limit: recorded.size ?? 0, keep: recorded.isHTML))
+            judgeContent(recorded, answer, into: &result)
+        } else if recorded.method != "GET" {
+            result.method = recorded.method
+            let answer = try await send(recorded, headers: asked, body: .hash(limit: recorded.size ?? 0, keep: false))
             judgeContent(recorded, answer, into: &result)
         } else if hasValidators {
             result.method = "conditional GET"
@@ -120,7 +150,7 @@ struct Probe: Sendable {
                     guard status == recorded.status, !Self.headerChanges(recorded, headers: headers).isEmpty else { return nil }
                     return (recorded.size ?? 0, recorded.isHTML)
                 } : .skip
-            let answer = try await send(recorded.url, method: .GET, headers: conditions, body: body)
+            let answer = try await send(recorded, headers: asked + conditions, body: body)
             if answer.bodyRead {
                 result.method = "conditional GET, body compared"
                 judgeContent(recorded, answer, into: &result)
@@ -129,14 +159,14 @@ struct Probe: Sendable {
             }
         } else if byContent {
             result.method = "GET"
-            let answer = try await send(recorded.url, method: .GET, headers: [], body: .hash(limit: recorded.size ?? 0, keep: recorded.isHTML))
+            let answer = try await send(recorded, headers: asked, body: .hash(limit: recorded.size ?? 0, keep: recorded.isHTML))
             judgeContent(recorded, answer, into: &result)
         } else {
             result.method = "HEAD"
-            var answer = try await send(recorded.url, method: .HEAD, headers: [], body: .skip)
+            var answer = try await send(recorded.url, method: .HEAD, headers: asked, body: .skip)
             if answer.status == 405 || answer.status == 501 {
                 result.method = "GET"
-                answer = try await send(recorded.url, method: .GET, headers: [], body: .skip)
+                answer = try await send(recorded, headers: asked, body: .skip)
             }
             judgeShallow(recorded, answer, into: &result)
         }
@@ -153,7 +183,7 @@ struct Probe: Sendable {
     }
 
     /// Sends one request with retries on connection errors, timeouts, 429 and 5xx (``RetryLoop``).
-    func send(_ url: String, method: HTTPMethod, headers extra: [(String, String)], body: BodyHandling) async throws -> Answer {
+    func send(_ url: String, method: HTTPMethod, headers extra: [(String, String)], body: BodyHandling, requestBody: Data? = nil) async throws -> Answer {
         if let refusal = addresses.refusal(forURL: url) {
             throw FetchError(.notAsked, "not asked: \(refusal.reason)", refusal: refusal)
         }
@@ -162,7 +192,7 @@ struct Probe: Sendable {
         let outcome = await retryLoop.run(origin: origin) { _ -> RetryLoop.Attempt<Answer> in
             if let pacer { await pacer.wait() }
             do {
-                let answer = try await sendOnce(url, method: method, headers: extra, body: body)
+                let answer = try await sendOnce(url, method: method, headers: extra, body: body, requestBody: requestBody)
                 return .answered(answer, status: answer.status, retryAfter: answer.header("retry-after"))
             } catch {
                 var failure = HTTPTransport.fetchError(error)
@@ -184,9 +214,12 @@ struct Probe: Sendable {
     }
 
     /// One attempt: the request, and the body read as `body` asks.
-    private func sendOnce(_ url: String, method: HTTPMethod, headers extra: [(String, String)], body: BodyHandling) async throws -> Answer {
+    private func sendOnce(
+        _ url: String, method: HTTPMethod, headers extra: [(String, String)], body: BodyHandling, requestBody: Data?
+    ) async throws -> Answer {
         var request = HTTPClientRequest(url: url)
         request.method = method
+        if let requestBody { request.body = .bytes(ByteBuffer(bytes: requestBody)) }
         request.tlsConfiguration = options.tls.requestConfiguration(forURL: url)
         request.headers.add(name: "User-Agent", value: options.userAgent)
         // The codings the crawl accepts, so the server selects the representation whose validators the bundle recorded

@@ -3,7 +3,17 @@ import OfflineBundle
 
 /// What the bundle recorded for one entry, copied out so probes need not touch the bundle.
 struct Recorded: Sendable {
+    /// The entry's key: the URL, and a declared request's qualifiers (docs/FORMAT.md §5.4).
+    var key: String
+    /// The URL asked.
     var url: String
+    /// The declared request the entry answers (its method, headers and body), from the manifest; nil for a plain GET.
+    var request: RecordedRequest?
+    /// The body's volatile JSON fields, and the digest of the body without them, which is compared instead.
+    var volatile: [String] = []
+    var stableSHA256: String?
+    /// The stored headers (a paged answer's `Link` or next-page header is compared with the live one's).
+    var headers: [(name: String, value: String)] = []
     var kind: EntryKind
     var status: Int
     var etag: String?
@@ -18,12 +28,18 @@ struct Recorded: Sendable {
     /// When the entry was fetched (or packed): what a substituted entry's remote is compared against.
     var fetchedAt: Date?
 
-    init(entry: BundleEntry) {
-        url = entry.key
+    init(entry: BundleEntry, manifest: ManifestEntry? = nil) {
+        key = entry.key
+        let split = RequestQualifiers.split(key: entry.key)
+        url = String(split.url)
+        if let request = manifest?.request { self.request = RecordedRequest(request, keyQualifiers: split.qualifiers) }
+        volatile = manifest?.volatile ?? []
+        stableSHA256 = manifest?.stableSha256
         kind = entry.kind
         status = entry.status
         // One decode of the headers, not one per field.
         let headers = entry.headers
+        self.headers = headers
         func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
         // Validators the writer made up (a packed file's ETag of its digest) are no origin's: never sent, never compared.
         etag = entry.etagSynthesized ? nil : header("etag")
@@ -38,6 +54,12 @@ struct Recorded: Sendable {
 }
 
 extension Recorded {
+    /// The method sent: the declared request's, or GET.
+    var method: String { request?.method ?? "GET" }
+
+    /// Whether the body is compared without its volatile fields.
+    var comparesStableJSON: Bool { !volatile.isEmpty && stableSHA256 != nil }
+
     /// Whether the recorded body is an HTML page (its links are compared when it changed).
     var isHTML: Bool {
         guard let contentType else { return false }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import NIOHTTP1
 import NIOPosix
 import OfflineBundle
 
@@ -90,26 +91,74 @@ public struct Refresher: Sendable {
         var refreshed: [(String, Int)] = []
         var failed: [(String, String)] = []
         var fresh: [String: BundleWriter.Entry] = [:]
+        /// Keys of pages the bundle did not hold, which a paged answer now names.
+        var added: [String] = []
         var n = 0
-        for url in targets.sorted() {
+        let limit = options.maxBodyBytes
+        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: bundle.rules.dropQueryParameters)
+        /// Fetches one key's request again: the entry to write, and the response (its spool file still there).
+        func fetch(key: String, url: String, request: RecordedRequest?, volatile: [String]) async -> (BundleWriter.Entry, Fetcher.Response)? {
             n += 1
-            let limit = options.maxBodyBytes
             // The crawl's address policy: a hostile bundle's internal keys are neither asked nor stored.
             if let refusal = addresses.refusal(forURL: url) {
-                failed.append((url, "not fetched: \(refusal.reason)"))
-                continue
+                failed.append((key, "not fetched: \(refusal.reason)"))
+                return nil
             }
+            let headers = request?.headersToSend(url: url, declared: options.declaredRequests) ?? []
             switch await fetcher.fetch(
-                url, spoolPath: spool.newFile(n), withinBudget: { $0 <= Int64(clamping: limit) }, limitName: "the --max-body limit of \(limit) bytes")
+                url, method: HTTPMethod(rawValue: request?.method ?? "GET"), headers: headers, body: request?.body, spoolPath: spool.newFile(n),
+                withinBudget: { $0 <= Int64(clamping: limit) }, limitName: "the --max-body limit of \(limit) bytes")
             {
             case .success(let response):
-                let headers = Crawler.storedHeaders(response.headers, policy: .decoded, secrets: secrets)
-                fresh[url] = BundleWriter.Entry(
-                    url: url, status: response.status, headers: headers, body: Crawler.source(response.body), fetchedAt: response.fetchedAt,
+                let stored = Crawler.storedHeaders(response.headers, policy: .decoded, secrets: secrets)
+                var entry = BundleWriter.Entry(
+                    url: url, status: response.status, headers: stored, body: Crawler.source(response.body), fetchedAt: response.fetchedAt,
                     originDate: Crawler.originDate(response.headers))
-                refreshed.append((url, response.status))
+                entry.request = request
+                if !volatile.isEmpty {
+                    entry.volatile = volatile
+                    entry.stableSHA256 = StableJSON.digest(of: Data(response.bodyBytes()), volatile: volatile)
+                }
+                refreshed.append((key, response.status))
+                return (entry, response)
             case .failure(let failure):
-                failed.append((url, failure.message))
+                failed.append((key, failure.message))
+                return nil
+            }
+        }
+        for key in targets.sorted() {
+            let record = records[key]
+            let split = RequestQualifiers.split(key: key)
+            let url = String(split.url)
+            let request = record?.request.map { RecordedRequest($0, keyQualifiers: split.qualifiers) }
+            guard var (entry, response) = await fetch(key: key, url: url, request: request, volatile: record?.volatile ?? []) else { continue }
+            // Under its very key, whatever the manifest kept of the request.
+            entry.carriedKeySuffix = String(key[split.url.endIndex...])
+            fresh[key] = entry
+            // A paged answer's pages are walked again from it, so the bundle never names a next page it lacks: each
+            // next page the bundle does not hold is fetched, until the chain reaches one it holds (and verify did not
+            // find changed) or ends.
+            guard let request, let word = request.paginate, let pagination = Declaration.Pagination(word: word), (200...299).contains(response.status) else {
+                continue
+            }
+            var page = RecordedRequest(method: "GET", headers: request.headers, keyHeaders: request.keyHeaders)
+            page.paginate = request.paginate
+            var seen: Set<String> = [key]
+            var current = url
+            while seen.count <= 1_000,
+                let next = Crawler.nextPage(of: response.headers, body: Data(response.bodyBytes()), pagination: pagination),
+                let target = URLReference.resolve(next, against: current), let pageKey = page.key(for: target, canonicalizer: canonicalizer)
+            {
+                guard seen.insert(pageKey).inserted else {
+                    failed.append((pageKey, "pagination loop: the pages from \(key) come back to it"))
+                    break
+                }
+                if bundle.entry(forKey: pageKey) != nil || fresh[pageKey] != nil { break }
+                guard let (pageEntry, pageResponse) = await fetch(key: pageKey, url: target, request: page, volatile: record?.volatile ?? []) else { break }
+                fresh[pageKey] = pageEntry
+                added.append(pageKey)
+                response = pageResponse
+                current = target
             }
         }
         await fetcher.shutdown()
@@ -122,14 +171,21 @@ public struct Refresher: Sendable {
                 continue
             }
             let record = records[entry.key]
-            // Carried over as recorded: the stored headers, and a synthesized ETag stays a synthesized one.
-            writer.add(
-                BundleWriter.Entry(
-                    url: entry.key, status: entry.status, kind: entry.kind, headers: bundle.headers(ofEntryAt: entry.position),
-                    body: entry.body == nil ? nil : .bundle(bundle, entry),
-                    fetchedAt: entry.fetchedAt ?? record?.fetchedAt.flatMap { formatter.date(from: $0) }, originDate: entry.originDate,
-                    source: record?.source, synthesizeETag: entry.etagSynthesized, lastModifiedSynthesized: entry.lastModifiedSynthesized))
+            let split = RequestQualifiers.split(key: entry.key)
+            // Carried over as recorded: the stored headers, and a synthesized ETag stays a synthesized one; a declared
+            // request's entry keeps its key, its request and its volatile fields.
+            var carried = BundleWriter.Entry(
+                url: String(split.url), status: entry.status, kind: entry.kind, headers: bundle.headers(ofEntryAt: entry.position),
+                body: entry.body == nil ? nil : .bundle(bundle, entry),
+                fetchedAt: entry.fetchedAt ?? record?.fetchedAt.flatMap { formatter.date(from: $0) }, originDate: entry.originDate,
+                source: record?.source, synthesizeETag: entry.etagSynthesized, lastModifiedSynthesized: entry.lastModifiedSynthesized)
+            carried.carriedKeySuffix = String(entry.key[split.url.endIndex...])
+            carried.request = record?.request.map { RecordedRequest($0, keyQualifiers: split.qualifiers) }
+            carried.volatile = record?.volatile ?? []
+            carried.stableSHA256 = record?.stableSha256
+            writer.add(carried)
         }
+        for key in added { if let entry = fresh[key] { writer.add(entry) } }
         // Writing reads, compresses and writes files: on NIO's thread pool, not Swift's cooperative one.
         let finished = writer
         let summary = try await NIOThreadPool.singleton.runIfActive { try finished.write(to: output) }

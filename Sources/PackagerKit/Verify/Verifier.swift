@@ -60,6 +60,10 @@ public struct Verifier: Sendable {
         var tls = TLSSettings.system
         public var userAgent = "packager/\(PackagerVersion.string)"
         public var failOn = Verdict.failingByDefault
+        /// Whether declared requests that may change the server (POST, PUT, PATCH, DELETE…) are sent again.
+        public var resendUnsafe = false
+        /// The declaration's requests: a secret header of one (which the bundle does not keep) is sent again.
+        var declaredRequests: [Declaration.Request] = []
 
         public init() {}
 
@@ -74,6 +78,7 @@ public struct Verifier: Sendable {
             userAgent = declaration.userAgent
             concurrency = declaration.concurrency.total
             perHost = declaration.concurrency.perHost
+            declaredRequests = declaration.requests
         }
     }
 
@@ -116,6 +121,7 @@ public struct Verifier: Sendable {
             options: options, client: client, pacer: pacer, retryLoop: RetryLoop(retries: options.retries, downHosts: downHosts, timeoutsBeforeDown: 3),
             bundle: bundle, addresses: options.addressPolicy())
         let order = limiter == nil ? Array(entries.indices) : Self.interleavedByHost(entries)
+        let declared = Self.declaredEntries(of: bundle)
         let results = await withTaskGroup(of: [EntryVerification].self) { group in
             for _ in 0..<max(1, min(options.concurrency, entries.count)) {
                 group.addTask {
@@ -124,13 +130,14 @@ public struct Verifier: Sendable {
                         $0 += 1
                         return $0
                     }) - 1, n < order.count {
-                        let record = Recorded(entry: entries[order[n]])
+                        let entry = entries[order[n]]
+                        let record = Recorded(entry: entry, manifest: declared[entry.key])
                         // Scheme and authority: http://a and https://a are different servers. Mounting checked the
                         // shape of every key; one without an origin all the same is not probed.
                         guard let origin = HTTPOrigin(key: record.url) else {
                             mine.append(
                                 EntryVerification(
-                                    url: record.url, verdict: .unreachable, recordedStatus: record.status, liveStatus: nil, method: EntryVerification.notProbed,
+                                    url: record.key, verdict: .unreachable, recordedStatus: record.status, liveStatus: nil, method: EntryVerification.notProbed,
                                     changes: [], error: "not an http or https URL with a host and port", attempts: 0))
                             progress?(
                                 done.withLockedValue {
@@ -146,7 +153,7 @@ public struct Verifier: Sendable {
                             // A host no connection could be made to, after every retry, is not asked again for each of its entries.
                             mine.append(
                                 EntryVerification(
-                                    url: record.url, verdict: .unreachable, recordedStatus: record.status, liveStatus: nil, method: EntryVerification.notProbed,
+                                    url: record.key, verdict: .unreachable, recordedStatus: record.status, liveStatus: nil, method: EntryVerification.notProbed,
                                     changes: [], error: "not tried: \(down)", attempts: 0))
                         } else {
                             let probed = await probe.verify(record)
@@ -173,6 +180,17 @@ public struct Verifier: Sendable {
 }
 
 extension Verifier {
+    /// The manifest entries of declared requests and volatile bodies, by key: read only when the manifest names one (a
+    /// crawled site's manifest is not decoded for nothing).
+    static func declaredEntries(of bundle: MountedBundle) -> [String: ManifestEntry] {
+        guard let bytes = try? bundle.manifestBytes() else { return [:] }
+        let marks = ["\"request\": ", "\"volatile\": "].map { Array($0.utf8) }
+        guard marks.contains(where: { bytes.firstRange(of: $0) != nil }), let manifest = try? bundle.manifest() else { return [:] }
+        var found: [String: ManifestEntry] = [:]
+        for entry in manifest.entries where entry.request != nil || entry.volatile != nil { found[entry.key] = entry }
+        return found
+    }
+
     /// Entry positions taking each host in turn, so that workers waiting on one host's limit do not hold back the others.
     static func interleavedByHost(_ entries: [BundleEntry]) -> [Int] {
         var buckets: [String: [Int]] = [:]

@@ -54,6 +54,8 @@ public struct BundleWriter: Sendable {
         /// JSON without them, which verify, refresh and diff compare instead of the body's.
         public var volatile: [String] = []
         public var stableSHA256: String?
+        /// The key's qualifiers as another bundle recorded them (refresh carries an entry over under its very key).
+        var carriedKeySuffix: String?
 
         /// Creates an entry.
         public init(
@@ -253,7 +255,7 @@ public struct BundleWriter: Sendable {
             guard let url = canonicalizer.canonicalize(entry.url), isWellFormedKey(url) else {
                 throw PackagerError(.invalidInput, "\(entry.url) is not an absolute http or https URL with a host", subject: entry.url)
             }
-            let key = url + (entry.request?.qualifiers.keySuffix ?? "")
+            let key = url + (entry.carriedKeySuffix ?? entry.request?.qualifiers.keySuffix ?? "")
             guard (200...599).contains(entry.status) else {
                 throw PackagerError(.invalidInput, "status \(entry.status) is not a final HTTP status (200...599)", subject: key)
             }

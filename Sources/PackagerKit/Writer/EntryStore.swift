@@ -176,6 +176,7 @@ final class EntryStore: Sendable {
                     out.integer(UInt8(header.value == nil ? 0 : 1))
                     if let value = header.value { out.string(value) }
                 }
+                out.string(request.paginate ?? "")
             }
             out.integer(UInt32(entry.volatile.count))
             for pointer in entry.volatile { out.string(pointer) }
@@ -235,7 +236,9 @@ final class EntryStore: Sendable {
                     }
                     keyHeaders.append(.init(name: name, value: value))
                 }
+                guard let paginate = reader.string() else { return nil }
                 entry.request = RecordedRequest(method: method, headers: sent, body: body, keyHeaders: keyHeaders)
+                entry.request?.paginate = paginate.isEmpty ? nil : paginate
             }
             guard let volatileCount = reader.integer(UInt32.self) else { return nil }
             for _ in 0..<volatileCount {

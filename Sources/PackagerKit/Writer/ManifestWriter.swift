@@ -153,6 +153,10 @@ enum ManifestWriter {
         out.raw("]")
         field("method")
         out.string(request.method)
+        if let paginate = request.paginate {
+            field("paginate")
+            out.string(paginate)
+        }
         if let vary = request.vary {
             field("vary")
             out.stringArray(vary)

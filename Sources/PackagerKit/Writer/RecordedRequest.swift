@@ -15,6 +15,8 @@ public struct RecordedRequest: Sendable, Equatable {
     /// by its scheme), names lowercased, with the value the key holds (a credential's scheme alone, lowercased; any
     /// other value as sent, trimmed), or nil when the request did not carry the header.
     public var keyHeaders: [Header]
+    /// How the next page is found (``Declaration/Pagination/word``), when the answer's pages are followed.
+    public var paginate: String?
 
     public struct Header: Sendable, Equatable {
         public var name: String
@@ -52,7 +54,17 @@ public struct RecordedRequest: Sendable, Equatable {
         let text = body.flatMap { String(data: $0, encoding: .utf8) }
         return ManifestRequest(
             method: method, headers: headers.map { [$0.name, $0.value ?? ""] }, body: text,
-            bodyBase64: text == nil ? body?.base64EncodedString() : nil, vary: keyHeaders.isEmpty ? nil : keyHeaders.map(\.name))
+            bodyBase64: text == nil ? body?.base64EncodedString() : nil, vary: keyHeaders.isEmpty ? nil : keyHeaders.map(\.name), paginate: paginate)
+    }
+
+    /// The headers to send this request with again (verify, refresh): those recorded, and a secret's, which the bundle
+    /// does not keep, from the declaration's request for the same method and URL (canonical `url`).
+    func headersToSend(url: String, declared: [Declaration.Request]) -> [(String, String)] {
+        let source = declared.first { $0.method == method && RequestKeyCanonicalizer().canonicalize($0.url) == url }
+        return headers.compactMap { header -> (String, String)? in
+            if let value = header.value, !value.isEmpty { return (header.name, value) }
+            return source?.headers.first { $0.name.lowercased() == header.name }.map { (header.name, $0.value) }
+        }
     }
 
     /// What a manifest records, read back (for refresh and verify).
@@ -61,5 +73,6 @@ public struct RecordedRequest: Sendable, Equatable {
             method: manifest.method, headers: manifest.headers.compactMap { $0.count == 2 ? Header(name: $0[0], value: $0[1]) : nil },
             body: manifest.bodyData,
             keyHeaders: (keyQualifiers?.headers ?? []).map { Header(name: $0.name, value: $0.value) })
+        paginate = manifest.paginate
     }
 }
