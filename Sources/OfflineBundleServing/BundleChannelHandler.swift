@@ -273,8 +273,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         // The raw Host and target: an answer depends on nothing else of a plain GET (the route and the policy are
         // functions of them), so whole answers are kept and found by them before the answer step runs.
         let key = ResponseCache.Key(host: asked.host, target: request.uri, acceptEncoding: asked.acceptEncoding)
-        // Answers that depend on request headers beyond these (request variants) are not kept.
-        let cacheable = cache != nil && asked.plain && request.method == .GET && !loader.bundles.contains(where: \.hasRequestVariants)
+        let cacheable = cache != nil && asked.plain && request.method == .GET
         if cacheable, let answer = cache?.answer(for: key, generation: generation), answer.body.stillThere {
             return answerFromCache(answer, request: request, keepAlive: keepAlive, context: context)
         }
@@ -305,7 +304,9 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         // A bundle's answer to a plain GET is kept, whole, once its body has gone out checked (not when the loader has a
         // last-seen cache: what it keeps can take the bundle's place later).
         var filling: Filling?
-        if cacheable, loader.options.lastSeen == nil, case .bundle = answer.source, let length = response.record.contentLength.flatMap({ Int($0) }),
+        // An answer chosen among a URL's request variants (by Accept, a credential…) depends on more than the cache's key:
+        // it is not kept, so the cache only ever holds answers that no such header changes.
+        if cacheable, loader.options.lastSeen == nil, case .bundle = answer.source, !loader.variesByRequest(url: answer.url), let length = response.record.contentLength.flatMap({ Int($0) }),
             length <= ResponseCache.maxBody
         {
             filling = Filling(

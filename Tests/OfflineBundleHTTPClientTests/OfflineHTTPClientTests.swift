@@ -98,6 +98,8 @@ struct OfflineHTTPClientTests {
                 let fromRules: Set<String> = ["/tracker/pixel.gif", "/runtime-blocked/a.js", "/flags.json", "/override.txt"]
                 for wanted in runtimeCases where policy != .networkFirst(timeout: .seconds(30)) || fromRules.contains(wanted.path) {
                     var request = HTTPClientRequest(url: origin.base + wanted.path)
+                    request.method = .init(rawValue: wanted.method)
+                    if let body = wanted.requestBody { request.body = .bytes(ByteBuffer(bytes: body)) }
                     for (name, value) in wanted.headers { request.headers.add(name: name, value: value) }
                     let response = try await client.execute(request, timeout: .seconds(30))
                     let body = Data(buffer: try await response.body.collect(upTo: 1 << 20))

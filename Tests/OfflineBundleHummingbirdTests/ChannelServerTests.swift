@@ -261,6 +261,8 @@ extension ChannelServerTests {
                 try? FileManager.default.removeItem(atPath: folder.path + "/body")
                 var arguments = ["-s", "-D", folder.path + "/head", "-o", folder.path + "/body", "-H", "Host: docs.test"]
                 for (name, value) in wanted.headers { arguments += ["-H", "\(name): \(value)"] }
+                if wanted.method != "GET" { arguments += ["-X", wanted.method] }
+                if let body = wanted.requestBody { arguments += ["--data-binary", String(decoding: body, as: UTF8.self)] }
                 _ = try await run("curl", arguments + ["http://127.0.0.1:\(server.port)\(wanted.path)"])
                 let head = try String(contentsOfFile: folder.path + "/head", encoding: .utf8).components(separatedBy: "\r\n")
                 let status = Int(head.first?.split(separator: " ").dropFirst().first ?? "") ?? 0

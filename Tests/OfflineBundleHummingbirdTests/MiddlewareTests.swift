@@ -82,7 +82,8 @@ struct MiddlewareTests {
             for wanted in runtimeCases {
                 var headers = HTTPFields()
                 for (name, value) in wanted.headers { headers[HTTPField.Name(name)!] = value }
-                let response = try await client.execute(uri: wanted.path, method: .get, headers: headers)
+                let response = try await client.execute(
+                    uri: wanted.path, method: HTTPRequest.Method(wanted.method)!, headers: headers, body: wanted.requestBody.map { ByteBuffer(bytes: $0) })
                 let problem = mismatch(
                     wanted, status: response.status.code, header: { response.headers[HTTPField.Name($0)!] }, body: Data(buffer: response.body))
                 #expect(problem == nil, "\(problem ?? "")")

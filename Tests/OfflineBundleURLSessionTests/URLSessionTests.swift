@@ -175,6 +175,8 @@ struct URLSessionTests {
                 let session = URLSession(configuration: configuration)
                 for wanted in runtimeCases {
                     var request = URLRequest(url: URL(string: origin.base + wanted.path)!)
+                    request.httpMethod = wanted.method
+                    request.httpBody = wanted.requestBody
                     for (name, value) in wanted.headers { request.setValue(value, forHTTPHeaderField: name) }
                     let (data, response) = try await session.data(for: request)
                     let http = try #require(response as? HTTPURLResponse)

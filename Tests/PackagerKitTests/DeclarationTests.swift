@@ -83,7 +83,7 @@ struct DeclarationTests {
                 "site.yml:3:5: a substitution needs either 'url' and 'file', or 'prefix' and 'folder'"
             ),
             ("seeds: [https://a.example/\n", "site.yml:2:1: invalid YAML"),
-            ("output: x.zip\n", "site.yml:1:1: nothing to fetch: give at least one of 'seeds', 'urls' or 'sitemaps'"),
+            ("output: x.zip\n", "site.yml:1:1: nothing to fetch: give at least one of 'seeds', 'urls', 'sitemaps' or 'requests'"),
             (
                 "seeds: [https://a.example/]\nscope: {hosts: [a.example, https://b.example/docs/]}\n",
                 "site.yml:2:28: scope.hosts item 'https://b.example/docs/' is not an origin or host name: an origin has no path, query or user name"
@@ -134,6 +134,44 @@ struct DeclarationTests {
         #expect(!visit.script(for: "https://a.example/").contains("button.more"))
         let hostile = PageVisit.Behaviours(declared: [.init(action: .type(selector: "x", text: "\"); alert(1); (\""))]).script(for: "https://a.example/")
         #expect(hostile.contains(#"type(el, "\"); alert(1); (\"")"#), "\(hostile)")
+    }
+
+    @Test(
+        "request mistakes are located and say what is wrong",
+        arguments: [
+            ("requests:\n  - url: https://a.example/x\n    method: P0ST\n", "site.yml:3:13: 'P0ST' is not an HTTP method"),
+            ("requests:\n  - url: https://a.example/x\n    method: HEAD\n", "site.yml:3:13: a HEAD is answered from its GET: declare the GET"),
+            ("requests:\n  - url: https://a.example/x\n    body: a\n    body-file: b\n", "site.yml:2:5: a request has a body or a body-file, not both"),
+            ("requests:\n  - url: https://a.example/x\n    body-file: nowhere.json\n", "site.yml:3:16: cannot read the body-file 'nowhere.json'"),
+            ("requests:\n  - url: https://a.example/x\n    volatile: [query_ms]\n", "site.yml:3:16: 'query_ms' is not a JSON pointer: it must start with '/'"),
+            ("requests:\n  - url: https://a.example/x\n    volatile: [/a~2]\n", "site.yml:3:16: '/a~2' is not a JSON pointer: '~' must be followed by 0 or 1"),
+            ("requests:\n  - url: https://a.example/x\n    paginate: {json: next}\n", "site.yml:3:22: 'next' is not a JSON pointer"),
+            ("requests:\n  - url: https://a.example/x\n    paginate: {link: true, header: X}\n", "site.yml:3:28: paginate takes one of link, json and header"),
+            ("requests:\n  - url: https://a.example/x\n    status: 99\n", "site.yml:3:13: a request's status must be at least 200"),
+            (
+                "requests:\n  - url: https://a.example/x\n    headers: {X-Key: \"${TOKEN}\"}\n    vary: [X-Key]\n",
+                "site.yml:4:12: header 'X-Key' holds a secret: it cannot choose an answer"
+            ),
+            ("requests:\n  - https://a.example/x\n  - https://a.example/x\n", "site.yml:3: this request is the same as the one on line 2"),
+            ("requests:\n  - url: ftp://a.example/x\n", "site.yml:2:10: request url 'ftp://a.example/x' is not an absolute http or https URL"),
+            ("requests:\n  - method: POST\n", "site.yml:2:5: a request needs a url"),
+            ("requests:\n  - url: https://a.example/x\n    metod: POST\n", "site.yml:3:5: unknown key 'metod' in a request; did you mean 'method'?"),
+        ])
+    func requestErrors(yaml: String, expected: String) {
+        let message = error(yaml)
+        #expect(message.hasPrefix(expected), "got: \(message)")
+    }
+
+    @Test("a request body over the 1 MiB that readers match on is refused, named")
+    func oversizedBody() throws {
+        let folder = try TemporaryFolder()
+        try folder.file("big.json", String(repeating: "x", count: (1 << 20) + 1))
+        do {
+            _ = try parser.parse("requests:\n  - url: https://a.example/x\n    method: POST\n    body-file: big.json\n", file: "site.yml", baseDirectory: folder.path)
+            Issue.record("no error")
+        } catch {
+            #expect("\(error)".contains("site.yml:4:16: the request body is 1048577 bytes, over the 1048576 bytes"), "\(error)")
+        }
     }
 
     @Test(

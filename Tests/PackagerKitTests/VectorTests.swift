@@ -82,6 +82,78 @@ struct VectorTests {
         try writer.write(to: path)
     }
 
+    /// Declared requests (§5.4): a POST by body, `Accept` and `Accept-Language` variants, a bearer's answer beside an
+    /// anonymous one, a 404 fixture and a plain GET, as `packager build` records `requests:`.
+    static let api = "http://api.example/"
+
+    static func writeRequests(to path: String) throws {
+        let fetched = Date(timeIntervalSince1970: 1_767_323_045)
+        var writer = BundleWriter(options: .init(rules: BundleRules(), createdAt: fetched, compressionLevel: level, timeClamp: nil))
+        func add(
+            _ path: String, status: Int = 200, type: String, body: String, headers: [(String, String)] = [], request: RecordedRequest? = nil
+        ) {
+            var entry = BundleWriter.Entry(
+                url: api + path, status: status, headers: [("content-type", type)] + headers, body: .data(Data(body.utf8)), fetchedAt: fetched)
+            entry.request = request
+            writer.add(entry)
+        }
+        let json = "application/json"
+        for (query, hit) in [("a", "apple"), ("b", "banana")] {
+            add(
+                "search", type: json, body: "{\"hits\": [\"\(hit)\"]}",
+                request: RecordedRequest(
+                    method: "POST", headers: [.init(name: "content-type", value: json)], body: Data("{\"q\": \"\(query)\"}".utf8)))
+        }
+        add(
+            "items", type: json, body: "[{\"id\": 1}]", headers: [("vary", "Accept")],
+            request: RecordedRequest(headers: [.init(name: "accept", value: json)], keyHeaders: [.init(name: "accept", value: json)]))
+        add(
+            "items", type: "text/csv", body: "id\n1\n", headers: [("vary", "Accept")],
+            request: RecordedRequest(headers: [.init(name: "accept", value: "text/csv")], keyHeaders: [.init(name: "accept", value: "text/csv")]))
+        for (language, word) in [("fr", "bonjour"), ("de", "hallo")] {
+            add(
+                "greeting", type: "text/plain", body: word, headers: [("content-language", language), ("vary", "Accept-Language")],
+                request: RecordedRequest(
+                    headers: [.init(name: "accept-language", value: language)], keyHeaders: [.init(name: "accept-language", value: language)]))
+        }
+        add(
+            "private", type: json, body: "{\"secret\": \"for bearers\"}",
+            request: RecordedRequest(headers: [.init(name: "authorization", value: "")], keyHeaders: [.init(name: "authorization", value: "bearer")]))
+        add("private", type: json, body: "{\"public\": true}")
+        add("missing", status: 404, type: json, body: "{\"error\": \"no such thing\"}", request: RecordedRequest())
+        add("status", type: "text/plain", body: "ok")
+        try writer.write(to: path)
+    }
+
+    static let apiRequests: [Request] = [
+        request(api + "search", [("Content-Type", "application/json")], method: "POST", body: "{\"q\": \"a\"}"),
+        request(api + "search", method: "POST", body: "{\"q\": \"b\"}"),
+        request(api + "search", method: "post", body: "{\"q\": \"a\"}"),
+        request(api + "search", method: "POST", body: "{\"q\": \"c\"}"),
+        request(api + "search", method: "POST"),
+        request(api + "search"),
+        request(api + "items", [("Accept", "application/json")]),
+        request(api + "items", [("Accept", "application/json")], method: "HEAD"),
+        request(api + "items", [("Accept", "text/csv")]),
+        request(api + "items", [("Accept", "text/csv;q=0.5, application/json;q=0.9")]),
+        request(api + "items", [("Accept", "text/*")]),
+        request(api + "items", [("Accept", "application/xml")]),
+        request(api + "items", [("Accept", "text/csv;q=0")]),
+        request(api + "items"),
+        request(api + "items", method: "POST"),
+        request(api + "greeting", [("Accept-Language", "fr-CH, de;q=0.5")]),
+        request(api + "greeting", [("Accept-Language", "de")]),
+        request(api + "greeting", [("Accept-Language", "es")]),
+        request(api + "private", [("Authorization", "Bearer any-token")]),
+        request(api + "private", [("Authorization", "bearer other")]),
+        request(api + "private"),
+        request(api + "private", [("Authorization", "Basic dXNlcjpwYXNz")]),
+        request(api + "missing"),
+        request(api + "status"),
+        request(api + "status", method: "HEAD"),
+        request(api + "status", method: "DELETE"),
+    ]
+
     /// The same bundle with ZIP64 end records (a ZIP64 end record and locator, and the classic end record's fields at
     /// their sentinels), as a writer with 65,535 entries or more writes them.
     static func rewriteAsZip64(_ source: String, to path: String) throws {
@@ -143,14 +215,29 @@ struct VectorTests {
         try damage(path)
     }
 
+    static func pack(_ out: String) -> String { out + "/v2-pack.zip" }
+
     /// Writes every version-2 vector into `out`.
     static func writeVectors(into out: String) throws {
         try writePack(to: out + "/v2-pack.zip", signed: false)
         try writePack(to: out + "/v2-pack-signed.zip", signed: true)
         try writePack(to: out + "/v2-pack-query.zip", signed: false, ignoresQuery: true)
         try writeCrawl(to: out + "/v2-crawl.zip")
+        try writeRequests(to: out + "/v2-requests.zip")
+        // A request qualifier of the wrong shape (a method in lowercase), on the last key: refused at mount as hostile.
+        try damaged(out + "/v2-requests.zip", to: out + "/hostile-qualifier.zip") { path in
+            try forgeIndex(in: path) { bytes in
+                let mark = Array(" m=POST".utf8)
+                guard let at = (0...(bytes.count - mark.count)).reversed().first(where: { Array(bytes[$0..<($0 + mark.count)]) == mark }) else { return }
+                for i in 4..<7 { bytes[at + i] |= 0x20 }
+            }
+        }
+        // A header flag this reader does not know: refused, not ignored.
+        try damaged(pack(out), to: out + "/unknown-header-flag.zip") { path in
+            try forgeIndex(in: path) { bytes in bytes[IndexLayout.flagsOffset] |= 0x02 }
+        }
         try rewriteAsZip64(out + "/v2-crawl.zip", to: out + "/v2-crawl-zip64.zip")
-        let pack = out + "/v2-pack.zip"
+        let pack = pack(out)
         // A flipped byte inside the deflate stream of the home page: mounts; every read of that body is refused.
         try damaged(pack, to: out + "/broken-body.zip") { path in
             let bundle = try MountedBundle(path: path)
@@ -190,6 +277,8 @@ struct VectorTests {
         var method: String
         var url: String
         var headers: [[String]]
+        /// The request body, as text (absent: none).
+        var body: String?
     }
 
     struct Answer: Codable, Equatable {
@@ -223,8 +312,8 @@ struct VectorTests {
         var vectors: [Vector]
     }
 
-    static func request(_ url: String, _ headers: [(String, String)] = [], method: String = "GET") -> Request {
-        Request(method: method, url: url, headers: headers.map { [$0.0, $0.1] })
+    static func request(_ url: String, _ headers: [(String, String)] = [], method: String = "GET", body: String? = nil) -> Request {
+        Request(method: method, url: url, headers: headers.map { [$0.0, $0.1] }, body: body)
     }
 
     /// The requests asked of a bundle of the vector site, packed or crawled.
@@ -286,7 +375,8 @@ struct VectorTests {
     static func answer(_ request: Request, bundle: MountedBundle) -> Answer {
         var fields = HTTPFields()
         for pair in request.headers { if let name = HTTPField.Name(pair[0]) { fields.append(HTTPField(name: name, value: pair[1])) } }
-        guard let response = BundleResponder(bundle: bundle).respond(to: BundleRequest(method: request.method, url: request.url, headers: fields))
+        let asked = BundleRequest(method: request.method, url: request.url, headers: fields, body: request.body.map { Data($0.utf8) })
+        guard let response = BundleResponder(bundle: bundle).respond(to: asked)
         else { return Answer() }
         do {
             let body = try response.bodyData()
@@ -322,6 +412,7 @@ struct VectorTests {
         ("v2-pack.zip", nil), ("v2-pack.zip", "vector-test-key.pub"), ("v2-pack-signed.zip", "vector-test-key.pub"), ("v2-pack-query.zip", nil),
         ("v2-crawl.zip", nil), ("v2-crawl-zip64.zip", nil),
         ("broken-body.zip", nil), ("broken-index.zip", nil), ("broken-truncated.zip", nil), ("hostile-status.zip", nil), ("unknown-flag.zip", nil),
+        ("v2-requests.zip", nil), ("hostile-qualifier.zip", nil), ("unknown-header-flag.zip", nil),
     ]
 
     static let comment =
@@ -330,7 +421,7 @@ struct VectorTests {
         + " sent: gzip when the answer is gzip), or the error code reading the body gives. Written by VectorTests with PACKAGER_WRITE_VECTORS=1."
 
     static func expected() -> Expected {
-        Expected(comment: comment, vectors: plan.map { run(file: $0.file, publicKey: $0.publicKey, requests: siteRequests) })
+        Expected(comment: comment, vectors: plan.map { run(file: $0.file, publicKey: $0.publicKey, requests: siteRequests + apiRequests) })
     }
 
     // MARK: Tests
@@ -347,7 +438,7 @@ struct VectorTests {
         try Self.writeVectors(into: scratch.path)
         for name in [
             "v2-pack.zip", "v2-pack-query.zip", "v2-crawl.zip", "v2-crawl-zip64.zip", "broken-body.zip", "broken-index.zip", "hostile-status.zip",
-            "unknown-flag.zip",
+            "unknown-flag.zip", "v2-requests.zip", "hostile-qualifier.zip", "unknown-header-flag.zip",
         ] {
             let written = try Data(contentsOf: URL(fileURLWithPath: scratch.path + "/" + name))
             let committed = try Data(contentsOf: URL(fileURLWithPath: Self.folder + "/" + name))
@@ -373,6 +464,50 @@ struct VectorTests {
                 #expect(a.answer == e.answer, "\(vector.file): \(e.request.method) \(e.request.url) \(e.request.headers)")
             }
         }
+    }
+
+    @Test("expected.json says what H19 promises for request variants, and what readers refuse")
+    func requestVariantRules() throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: Self.folder + "/expected.json"))
+        let expected = try JSONDecoder().decode(Expected.self, from: data)
+        let v = try #require(expected.vectors.first { $0.file == "v2-requests.zip" })
+        func answer(_ url: String, _ headers: [[String]] = [], method: String = "GET", body: String? = nil) throws -> Answer {
+            try #require(
+                v.exchanges.first { $0.request.url == Self.api + url && $0.request.headers == headers && $0.request.method == method && $0.request.body == body }
+            ).answer
+        }
+        func sha(_ text: String) -> String { hexString(Array(SHA256.hash(data: Data(text.utf8)))) }
+        #expect(v.mount == "ok" && v.entries == 10)
+        // Method and body.
+        #expect(try answer("search", [["Content-Type", "application/json"]], method: "POST", body: "{\"q\": \"a\"}").bodySHA256 == sha("{\"hits\": [\"apple\"]}"))
+        #expect(try answer("search", method: "post", body: "{\"q\": \"a\"}").bodySHA256 == sha("{\"hits\": [\"apple\"]}"))
+        #expect(try answer("search", method: "POST", body: "{\"q\": \"b\"}").bodySHA256 == sha("{\"hits\": [\"banana\"]}"))
+        #expect(try answer("search", method: "POST", body: "{\"q\": \"c\"}").status == nil)
+        #expect(try answer("search", method: "POST").status == nil)
+        #expect(try answer("search").status == nil)
+        // Content negotiation; no acceptable variant is a miss, never another's bytes.
+        #expect(try answer("items", [["Accept", "text/csv"]]).bodySHA256 == sha("id\n1\n"))
+        #expect(try answer("items", [["Accept", "text/csv;q=0.5, application/json;q=0.9"]]).bodySHA256 == sha("[{\"id\": 1}]"))
+        #expect(try answer("items", [["Accept", "text/*"]]).bodySHA256 == sha("id\n1\n"))
+        #expect(try answer("items", [["Accept", "application/xml"]]).status == nil)
+        // q=0 refuses the CSV, and no range names JSON: nothing is acceptable.
+        #expect(try answer("items", [["Accept", "text/csv;q=0"]]).status == nil)
+        #expect(try answer("items", [["Accept", "application/json"]], method: "HEAD").bodyLength == 0)
+        #expect(try answer("items", method: "POST").status == nil)
+        #expect(try answer("greeting", [["Accept-Language", "fr-CH, de;q=0.5"]]).bodySHA256 == sha("bonjour"))
+        #expect(try answer("greeting", [["Accept-Language", "es"]]).status == nil)
+        // A credential's answer goes to a request with one of its scheme only; the anonymous one to none with a credential.
+        #expect(try answer("private", [["Authorization", "Bearer any-token"]]).bodySHA256 == sha("{\"secret\": \"for bearers\"}"))
+        #expect(try answer("private", [["Authorization", "bearer other"]]).bodySHA256 == sha("{\"secret\": \"for bearers\"}"))
+        #expect(try answer("private").bodySHA256 == sha("{\"public\": true}"))
+        #expect(try answer("private", [["Authorization", "Basic dXNlcjpwYXNz"]]).status == nil)
+        #expect(try answer("missing").status == 404)
+        #expect(try answer("status", method: "DELETE").status == nil)
+        // The other vectors have no qualifiers: a POST with a body is a miss there, as before.
+        let pack = try #require(expected.vectors.first { $0.file == "v2-pack.zip" && $0.publicKey == nil })
+        #expect(pack.exchanges.filter { $0.request.url.hasPrefix(Self.api) }.allSatisfy { $0.answer.status == nil })
+        #expect(expected.vectors.first { $0.file == "hostile-qualifier.zip" }?.mount == "hostile")
+        #expect(expected.vectors.first { $0.file == "unknown-header-flag.zip" }?.mount == "unsupported")
     }
 
     @Test("expected.json says what the format promises, not only what the code did")

@@ -10,8 +10,11 @@ public struct RuntimeCase: Sendable, CustomStringConvertible {
     /// Headers that must be present with these values (nil: must be present, any value).
     public var expectedHeaders: [(String, String?)]
     public var body: Data
+    /// The request's method and body (a declared request's answer is chosen by them).
+    public var method = "GET"
+    public var requestBody: Data?
 
-    public var description: String { "GET \(path) \(headers)" }
+    public var description: String { "\(method) \(path) \(headers)" }
 }
 
 /// A release bundle and a hotfix bundle for `origin`, and runtime rules, layered in one loader: what the shared table
@@ -45,7 +48,25 @@ public func runtimeLoader(origin: String, folder: TemporaryFolder, policy: Offli
         """)
     var rules = try OfflineRules(contentsOf: folder.path + "/rules/rules.yml")
     rules.substitutions.append(.url(origin + "/flags.json", bytes: Data("{\"on\":true}".utf8), mediaType: "application/json"))
-    let bundles = [try MountedBundle(path: folder.path + "/hotfix.zip"), try MountedBundle(path: folder.path + "/release.zip")]
+    // An API's declared requests (docs/FORMAT.md §5.4): answers chosen by method and body, by Accept, by a credential.
+    var api = BundleWriter()
+    for (query, hit) in [("a", "apple"), ("b", "banana")] {
+        var entry = BundleWriter.Entry(url: origin + "/api/search", headers: [("content-type", "application/json")], body: .data(Data("[\"\(hit)\"]".utf8)))
+        entry.request = RecordedRequest(method: "POST", body: Data("{\"q\":\"\(query)\"}".utf8))
+        api.add(entry)
+    }
+    for (type, text) in [("application/json", "[1]"), ("text/csv", "id\n1\n")] {
+        var entry = BundleWriter.Entry(url: origin + "/api/items", headers: [("content-type", type), ("vary", "Accept")], body: .data(Data(text.utf8)))
+        entry.request = RecordedRequest(headers: [.init(name: "accept", value: type)], keyHeaders: [.init(name: "accept", value: type)])
+        api.add(entry)
+    }
+    var bearer = BundleWriter.Entry(url: origin + "/api/private", headers: [("content-type", "application/json")], body: .data(Data("{\"for\":\"bearers\"}".utf8)))
+    bearer.request = RecordedRequest(keyHeaders: [.init(name: "authorization", value: "bearer")])
+    api.add(bearer)
+    try api.write(to: folder.path + "/api.zip")
+    let bundles = [
+        try MountedBundle(path: folder.path + "/hotfix.zip"), try MountedBundle(path: folder.path + "/release.zip"), try MountedBundle(path: folder.path + "/api.zip"),
+    ]
     return try OfflineLoader(bundles: bundles, policy: policy, options: options).adding(rules)
 }
 
@@ -64,6 +85,22 @@ public let runtimeCases: [RuntimeCase] = [
     RuntimeCase(
         path: "/flags.json", headers: [("Range", "bytes=1-4")], status: 206, expectedHeaders: [("content-range", "bytes 1-4/11")],
         body: Data("\"on\"".utf8)),
+    // Declared requests: by method and body, by content negotiation, by credential.
+    RuntimeCase(
+        path: "/api/search", headers: [("Content-Type", "application/json")], status: 200, expectedHeaders: [("content-type", "application/json")],
+        body: Data("[\"apple\"]".utf8), method: "POST", requestBody: Data("{\"q\":\"a\"}".utf8)),
+    RuntimeCase(
+        path: "/api/search", headers: [("Content-Type", "application/json")], status: 200, expectedHeaders: [], body: Data("[\"banana\"]".utf8),
+        method: "POST", requestBody: Data("{\"q\":\"b\"}".utf8)),
+    RuntimeCase(
+        path: "/api/items", headers: [("Accept", "text/csv")], status: 200, expectedHeaders: [("content-type", "text/csv"), ("vary", "Accept")],
+        body: Data("id\n1\n".utf8)),
+    RuntimeCase(
+        path: "/api/items", headers: [("Accept", "text/csv;q=0.1, application/json;q=0.5")], status: 200,
+        expectedHeaders: [("content-type", "application/json")], body: Data("[1]".utf8)),
+    RuntimeCase(
+        path: "/api/private", headers: [("Authorization", "Bearer any-token")], status: 200, expectedHeaders: [],
+        body: Data("{\"for\":\"bearers\"}".utf8)),
 ]
 
 /// Whether a response matches a case; the mismatch in words when not.

@@ -260,6 +260,13 @@ public final class MountedBundle: Sendable {
         }
     }
 
+    /// Whether the bundle recorded answers to `url` for requests other than its plain GET (request variants), so that
+    /// what answers a GET of it may depend on the request's headers.
+    public func variesByRequest(url: String) -> Bool {
+        guard index.hasRequestQualifiers, let url = canonicalizer.canonicalize(url) else { return false }
+        return !qualified(url).isEmpty
+    }
+
     /// Whether a request's body takes part in matching `method` at `url`: the bundle recorded an answer to that
     /// method there (a GET's only when it was recorded with a body). An integration collects the body (at most
     /// ``BundleRequest/maxBodySize`` bytes) only then.

@@ -249,6 +249,10 @@ public final class OfflineLoader: Sendable {
         return (counted(found), found.url)
     }
 
+    /// Whether any bundle recorded request variants for `url` (``MountedBundle/variesByRequest(url:)``): an answer to a
+    /// GET of it may then depend on the request's headers, and a server's cache of whole answers does not keep it.
+    public func variesByRequest(url: String) -> Bool { bundles.contains { $0.variesByRequest(url: url) } }
+
     /// Whether a request's body takes part in matching `method` at `url` in any bundle
     /// (``MountedBundle/matchesBody(method:url:)``): the integrations collect a request's body only then.
     public func matchesBody(method: String, url: String) -> Bool { bundles.contains { $0.matchesBody(method: method, url: url) } }
