@@ -306,7 +306,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         var filling: Filling?
         // An answer chosen among a URL's request variants (by Accept, a credential…) depends on more than the cache's key:
         // it is not kept, so the cache only ever holds answers that no such header changes.
-        if cacheable, loader.options.lastSeen == nil, case .bundle = answer.source, !loader.variesByRequest(url: answer.url), let length = response.record.contentLength.flatMap({ Int($0) }),
+        if cacheable, loader.options.lastSeen == nil, case .bundle = answer.source, !loader.variesByRequest(url: answer.url),
+            let length = response.record.contentLength.flatMap({ Int($0) }),
             length <= ResponseCache.maxBody
         {
             filling = Filling(

@@ -167,7 +167,8 @@ struct DeclarationTests {
         let folder = try TemporaryFolder()
         try folder.file("big.json", String(repeating: "x", count: (1 << 20) + 1))
         do {
-            _ = try parser.parse("requests:\n  - url: https://a.example/x\n    method: POST\n    body-file: big.json\n", file: "site.yml", baseDirectory: folder.path)
+            let yaml = "requests:\n  - url: https://a.example/x\n    method: POST\n    body-file: big.json\n"
+            _ = try parser.parse(yaml, file: "site.yml", baseDirectory: folder.path)
             Issue.record("no error")
         } catch {
             #expect("\(error)".contains("site.yml:4:16: the request body is 1048577 bytes, over the 1048576 bytes"), "\(error)")

@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
-import NIOConcurrencyHelpers
 import OfflineBundle
+import Synchronization
 import TestSupport
 import Testing
 
@@ -212,19 +212,19 @@ struct RequestsTests {
 struct RequestsFreshnessTests {
     /// An API whose answers carry a query time that changes on every request, a list that grows a page, and a POST.
     final class API: Sendable {
-        let name = NIOLockedValueBox("Auckland")
-        let pages = NIOLockedValueBox(2)
+        let name = Mutex("Auckland")
+        let pages = Mutex(2)
 
         func serve(_ origin: Origin) {
             origin.route("/api/rows") { [self] _ in
-                let name = self.name.withLockedValue { $0 }
+                let name = self.name.withLock { $0 }
                 return .text(
                     "{\"rows\": [{\"id\": 1, \"name\": \"\(name)\"}, {\"id\": 2, \"name\": \"Wellington\"}], \"query_ms\": \(Double.random(in: 0.1...99))}",
                     type: "application/json")
             }
             for page in 1...3 {
                 origin.route(page == 1 ? "/api/list" : "/api/list?page=\(page)") { [self] _ in
-                    let last = self.pages.withLockedValue { $0 }
+                    let last = self.pages.withLock { $0 }
                     let next = page < last ? [("Link", "</api/list?page=\(page + 1)>; rel=\"next\"")] : []
                     return .text("[\(page)]", type: "application/json", headers: next)
                 }
@@ -235,7 +235,9 @@ struct RequestsFreshnessTests {
         }
     }
 
-    @Test("verify gives 0 false alarms over 5 runs while query_ms changes, then names the changed field; diff names it too; refresh walks a list's new page; a POST is re-sent only when asked")
+    @Test(
+        "verify gives 0 false alarms over 5 runs while query_ms changes, then names the changed field; diff names it too; refresh walks a list's new page; a POST is re-sent only when asked"
+    )
     func volatileFieldsAndPages() async throws {
         let api = API()
         try await withOrigin { origin in
@@ -265,7 +267,8 @@ struct RequestsFreshnessTests {
             #expect(same.status == 0 && same.output.contains("0 changed"), "\(same.output)")
 
             for run in 1...5 {
-                let verified = try await TestSupport.run(packagerExecutable, ["verify", folder.path + "/api.zip", "--declaration", declaration, "--format", "json"])
+                let verified = try await TestSupport.run(
+                    packagerExecutable, ["verify", folder.path + "/api.zip", "--declaration", declaration, "--format", "json"])
                 let report = try JSONDecoder().decode(VerifyReport.self, from: Data(verified.output.utf8))
                 let verdicts = Dictionary(report.entries.map { ($0.url, $0.verdict) }, uniquingKeysWith: { a, _ in a })
                 #expect(verified.status == 0, "run \(run): \(verified.output)")
@@ -273,14 +276,15 @@ struct RequestsFreshnessTests {
                 // The POST is not sent again by default.
                 #expect(verdicts.first { $0.key.contains("m=POST") }?.value == .unverifiable)
             }
-            let resent = try await run(packagerExecutable, ["verify", folder.path + "/api.zip", "--declaration", declaration, "--resend-unsafe", "--format", "json"])
+            let resent = try await run(
+                packagerExecutable, ["verify", folder.path + "/api.zip", "--declaration", declaration, "--resend-unsafe", "--format", "json"])
             let resentReport = try JSONDecoder().decode(VerifyReport.self, from: Data(resent.output.utf8))
             #expect(resentReport.entries.first { $0.url.contains("m=POST") }?.verdict == .fresh, "\(resent.output)")
             #expect(origin.requests.filter { $0.method == "POST" }.count == 3, "two builds and one --resend-unsafe")
 
             // A real change: stale, with the field named; refresh records it, and walks the list's new page.
-            api.name.withLockedValue { $0 = "Tāmaki Makaurau" }
-            api.pages.withLockedValue { $0 = 3 }
+            api.name.withLock { $0 = "Tāmaki Makaurau" }
+            api.pages.withLock { $0 = 3 }
             let stale = try await run(packagerExecutable, ["verify", folder.path + "/api.zip", "--declaration", declaration])
             #expect(stale.status == 1 && stale.output.contains("/rows/0/name") && stale.output.contains("Tāmaki Makaurau"), "\(stale.output)")
             let refreshed = try await run(

@@ -60,12 +60,14 @@ public func runtimeLoader(origin: String, folder: TemporaryFolder, policy: Offli
         entry.request = RecordedRequest(headers: [.init(name: "accept", value: type)], keyHeaders: [.init(name: "accept", value: type)])
         api.add(entry)
     }
-    var bearer = BundleWriter.Entry(url: origin + "/api/private", headers: [("content-type", "application/json")], body: .data(Data("{\"for\":\"bearers\"}".utf8)))
+    var bearer = BundleWriter.Entry(
+        url: origin + "/api/private", headers: [("content-type", "application/json")], body: .data(Data("{\"for\":\"bearers\"}".utf8)))
     bearer.request = RecordedRequest(keyHeaders: [.init(name: "authorization", value: "bearer")])
     api.add(bearer)
     try api.write(to: folder.path + "/api.zip")
     let bundles = [
-        try MountedBundle(path: folder.path + "/hotfix.zip"), try MountedBundle(path: folder.path + "/release.zip"), try MountedBundle(path: folder.path + "/api.zip"),
+        try MountedBundle(path: folder.path + "/hotfix.zip"), try MountedBundle(path: folder.path + "/release.zip"),
+        try MountedBundle(path: folder.path + "/api.zip"),
     ]
     return try OfflineLoader(bundles: bundles, policy: policy, options: options).adding(rules)
 }
