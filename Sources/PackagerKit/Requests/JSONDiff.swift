@@ -75,7 +75,10 @@ enum TextDiff {
         guard a.count * b.count <= 4_000_000 else {
             var first = 0
             while first < min(a.count, b.count), a[first] == b[first] { first += 1 }
-            return ["@@ line \(first + 1) @@", "- " + (first < a.count ? a[first] : ""), "+ " + (first < b.count ? b[first] : ""), "… (texts too long to compare line by line)"]
+            return [
+                "@@ line \(first + 1) @@", "- " + (first < a.count ? a[first] : ""), "+ " + (first < b.count ? b[first] : ""),
+                "… (texts too long to compare line by line)",
+            ]
         }
         var lcs = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)
         for i in stride(from: a.count - 1, through: 0, by: -1) {
