@@ -1,6 +1,6 @@
 # A thin front end; Package.swift works without it.
 SWIFT ?= swift
-DEBIAN_PACKAGES = libarchive-dev libarchive-tools zlib1g-dev libdeflate-dev unzip zstd gzip curl python3 openssl python3.11-doc nginx apache2 lighttpd lighttpd-mod-deflate caddy chromium-headless-shell openjdk-17-doc rust-doc mkdocs-doc
+DEBIAN_PACKAGES = libarchive-dev libarchive-tools zlib1g-dev libdeflate-dev unzip zstd gzip curl python3 openssl python3.11-doc nginx apache2 lighttpd lighttpd-mod-deflate caddy chromium-headless-shell openjdk-17-doc rust-doc mkdocs-doc iso-codes python3-venv
 # The peers the benchmarks compare with, and the tools that drive them.
 BENCH_PACKAGES = nginx wget2 wrk time iproute2 python3.11-doc libisal-dev gcc
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -20,6 +20,10 @@ deps:
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
+	@# Real API servers from PyPI for the API tests (skipped, with the reason, where they cannot be installed).
+	@[ -x .venv-api/bin/datasette ] && [ -x .venv-api/bin/kinto ] || \
+		{ python3 -m venv .venv-api && .venv-api/bin/pip install -q datasette kinto; } || \
+		echo "could not install Datasette and Kinto from PyPI: their tests will be skipped"
 
 build: deps
 	$(SWIFT) build

@@ -31,14 +31,15 @@ package struct RequestQualifiers: Sendable, Equatable {
         self.headers = headers.sorted { Array($0.name.utf8).lexicographicallyPrecedes(Array($1.name.utf8)) }
     }
 
-    /// Headers whose value stands for a credential: a key holds the scheme alone.
-    package static let credentialHeaders: Set<String> = ["authorization", "proxy-authorization"]
+    /// Headers whose value stands for a credential: a key holds the scheme alone (a cookie: nothing but its presence).
+    package static let credentialHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie"]
 
-    /// The value a key records for header `name` sent with `value`: a credential's scheme, lowercased; other values
-    /// as sent, trimmed.
+    /// The value a key records for header `name` sent with `value`: a credential's scheme, lowercased; a cookie's
+    /// presence (the empty value); other values as sent, trimmed.
     package static func keyValue(name: String, value: String) -> String {
         let trimmed = value.trimmingCharacters(in: .whitespaces)
         guard credentialHeaders.contains(name) else { return trimmed }
+        if name == "cookie" { return "" }
         return String(trimmed.prefix { $0 != " " }).lowercased()
     }
 
@@ -243,8 +244,9 @@ extension RequestQualifiers {
                 }
                 if weight == 0 { acceptable = false }
             }
-            // A credential the request carries goes only to an answer recorded with one of its scheme.
-            for name in credentialHeaders where acceptable && !q.headers.contains(where: { $0.name == name }) {
+            // A credential the request carries goes only to an answer recorded with one of its scheme (a cookie only
+            // where the answer varies on it: browsers send cookies everywhere).
+            for name in ["authorization", "proxy-authorization"] where acceptable && !q.headers.contains(where: { $0.name == name }) {
                 if let field = HTTPField.Name(name), headers[field] != nil { acceptable = false }
             }
             guard acceptable else { continue }

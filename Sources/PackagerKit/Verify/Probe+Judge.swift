@@ -30,8 +30,10 @@ extension Probe {
         return false
     }
 
-    /// A page of a paged answer (by `Link` or a header) whose content is unchanged but whose next page is another:
-    /// stale, so that refresh walks the pages again and the bundle never names a next page it lacks.
+    /// A page of a paged answer (by `Link` or a header) whose content is unchanged but that now has a next page where
+    /// it had none (the list grew), or none where it had one: stale, so that refresh walks the pages again and the
+    /// bundle never names a next page it lacks. (The next page's URL itself may change on every answer: Kinto's carry
+    /// a token made afresh each time; the page it names is checked as an entry of its own.)
     func judgeNextPage(_ recorded: Recorded, _ answer: Answer, into result: inout EntryVerification) {
         guard result.verdict == .fresh, answer.status != 304, let word = recorded.request?.paginate,
             let pagination = Declaration.Pagination(word: word), !word.hasPrefix("json:")
@@ -39,7 +41,7 @@ extension Probe {
         let live = answer.headers.map { (name: $0.name.canonicalName, value: $0.value) }
         let was = Crawler.nextPage(of: recorded.headers, body: Data(), pagination: pagination).map { Self.absolute($0, base: recorded.url) }
         let now = Crawler.nextPage(of: live, body: Data(), pagination: pagination).map { Self.absolute($0, base: recorded.url) }
-        guard was != now else { return }
+        guard (was == nil) != (now == nil) else { return }
         result.verdict = .stale
         result.changes = [Change("next page", recorded: was, live: now)]
     }

@@ -63,7 +63,8 @@ struct Probe: Sendable {
         if recorded.method != "GET" && !options.resendUnsafe {
             result.verdict = .unverifiable
             result.method = EntryVerification.notProbed
-            result.advice = "a \(recorded.method) is not sent again by default, as it may change the server: pass --resend-unsafe to send it"
+            result.error = "not sent again: a \(recorded.method) may change the server"
+            result.advice = "pass --resend-unsafe to send it again and compare its answer"
             return result
         }
         let asked = requestHeaders(for: recorded)

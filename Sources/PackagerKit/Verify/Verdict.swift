@@ -56,7 +56,8 @@ public struct EntryVerification: Codable, Sendable, Equatable {
     /// How the entry was checked: conditional GET, HEAD, GET, deep GET, or not probed.
     public var method: String
     public var changes: [Change]
-    /// For unreachable entries: the last error.
+    /// Why the entry could not be checked: for unreachable entries, the last error; for a declared POST (or another
+    /// method that may change the server) that was not sent again, that.
     public var error: String?
     public var attempts: Int
     /// Differences that do not make the entry stale: headers that changed over a byte-identical body (say

@@ -59,11 +59,16 @@ public struct RecordedRequest: Sendable, Equatable {
 
     /// The headers to send this request with again (verify, refresh): those recorded, and a secret's, which the bundle
     /// does not keep, from the declaration's request for the same method and URL (canonical `url`).
+    /// A later page of a paged answer has another URL than the request declared: its secret comes from a declared
+    /// request of the same origin that sends a header of that name.
     func headersToSend(url: String, declared: [Declaration.Request]) -> [(String, String)] {
         let source = declared.first { $0.method == method && RequestKeyCanonicalizer().canonicalize($0.url) == url }
+        let origin = HTTPOrigin(key: url)
         return headers.compactMap { header -> (String, String)? in
             if let value = header.value, !value.isEmpty { return (header.name, value) }
-            return source?.headers.first { $0.name.lowercased() == header.name }.map { (header.name, $0.value) }
+            let named = { (request: Declaration.Request) in request.headers.first { $0.name.lowercased() == header.name } }
+            let found = source.flatMap(named) ?? declared.lazy.filter { HTTPOrigin(url: $0.url) == origin }.compactMap(named).first
+            return found.map { (header.name, $0.value) }
         }
     }
 
