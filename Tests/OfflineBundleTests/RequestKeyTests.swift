@@ -45,6 +45,27 @@ struct RequestKeyTests {
         #expect(c.canonicalize("https://e.com/p?version=2") == "https://e.com/p?version=2")
     }
 
+    @Test("queries read as forms: + is a space, %2B a plus, one name's values keep their order; idempotent")
+    func formQueries() {
+        let form = RequestKeyCanonicalizer(dropQueryParameters: ["utm_*"], formQuery: true)
+        #expect(form.canonicalize("https://e.com/x?q=a+b") == "https://e.com/x?q=a%20b")
+        #expect(form.canonicalize("https://e.com/x?q=a%20b") == "https://e.com/x?q=a%20b")
+        #expect(form.canonicalize("https://e.com/x?q=a%2bb") == "https://e.com/x?q=a%2Bb")
+        #expect(form.canonicalize("https://e.com/x?_col=type&_col=name") == "https://e.com/x?_col=type&_col=name")
+        #expect(form.canonicalize("https://e.com/x?_col=name&z=1&_col=type") == "https://e.com/x?_col=name&_col=type&z=1")
+        #expect(form.canonicalize("https://e.com/x?a.b=1&a=2") == "https://e.com/x?a=2&a.b=1")
+        #expect(form.canonicalize("https://e.com/x?b=2&utm_source=m&a=1") == "https://e.com/x?a=1&b=2")
+        for (input, _) in Self.cases {
+            guard let key = form.canonicalize(input) else { continue }
+            #expect(form.canonicalize(key) == key, "\(input)")
+        }
+        // Only keys a reader without the form reading would not find need the flag.
+        #expect(form.needsFormQuery("https://e.com/x?q=a%20b") && form.needsFormQuery("https://e.com/x?_col=type&_col=name"))
+        #expect(!form.needsFormQuery("https://e.com/x?a=1&b=2") && !form.needsFormQuery("https://e.com/x"))
+        // The classic reading is unchanged.
+        #expect(RequestKeyCanonicalizer().canonicalize("https://e.com/x?_col=type&_col=name&q=a+b") == "https://e.com/x?_col=name&_col=type&q=a+b")
+    }
+
     @Test("canonicalizing a key gives the same key")
     func idempotent() {
         let c = RequestKeyCanonicalizer(dropQueryParameters: ["utm_*"])

@@ -43,6 +43,9 @@ func serveAPI(_ origin: Origin) {
         origin.set(
             page == 1 ? "/api/cursor" : "/api/cursor?after=\(page - 1)", .text("{\"rows\": [\(page)], \"next_url\": \(cursor)}", type: "application/json"))
     }
+    // Columns in the order asked (the request is sent as declared).
+    origin.set("/api/sql?sql=select+name&_col=type&_col=name", .text("[\"type\", \"name\"]", type: "application/json"))
+    origin.set("/api/sql?sql=select+name&_col=name&_col=type", .text("[\"name\", \"type\"]", type: "application/json"))
     origin.set("/api/headed", .text("[1]", type: "application/json", headers: [("Next-Page", "/api/headed?p=2")]))
     origin.set("/api/headed?p=2", .text("[2]", type: "application/json"))
     // A list whose last page links back to its first.
@@ -84,6 +87,8 @@ struct RequestsTests {
             paginate: {json: /next_url}
           - url: \(base)/api/headed
             paginate: {header: Next-Page}
+          - \(base)/api/sql?sql=select+name&_col=type&_col=name
+          - \(base)/api/sql?sql=select+name&_col=name&_col=type
         \(extra)
         """
     }
@@ -133,6 +138,10 @@ struct RequestsTests {
             #expect(loader.response(for: BundleRequest(url: origin.base + "/api/pages?page=2"))?.header("x-total-count") == "3")
             #expect(ask("/api/cursor?after=2")?.1.contains("\"rows\": [3]") == true)
             #expect(ask("/api/headed?p=2")?.1 == "[2]")
+            // A query declared with `+` is found with `%20` (URLComponents' spelling); one name's values keep their order.
+            #expect(ask("/api/sql?sql=select%20name&_col=type&_col=name")?.1 == "[\"type\", \"name\"]")
+            #expect(ask("/api/sql?_col=name&sql=select+name&_col=type")?.1 == "[\"name\", \"type\"]")
+            #expect(ask("/api/sql?sql=select%2Bname&_col=type&_col=name") == nil)
 
             // The token is nowhere in the bundle.
             let bytes = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/api.zip"))

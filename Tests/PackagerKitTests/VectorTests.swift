@@ -122,6 +122,9 @@ struct VectorTests {
         add("private", type: json, body: "{\"public\": true}")
         add("missing", status: 404, type: json, body: "{\"error\": \"no such thing\"}", request: RecordedRequest())
         add("status", type: "text/plain", body: "ok")
+        // A query read as a form (header flag bit 1): `+` is a space, and one name's values keep their order.
+        add("sql?sql=select+name+from+t&_col=type&_col=name", type: json, body: "[\"type, name\"]", request: RecordedRequest())
+        add("sql?sql=select+name+from+t&_col=name&_col=type", type: json, body: "[\"name, type\"]", request: RecordedRequest())
         try writer.write(to: path)
     }
 
@@ -152,6 +155,10 @@ struct VectorTests {
         request(api + "status"),
         request(api + "status", method: "HEAD"),
         request(api + "status", method: "DELETE"),
+        request(api + "sql?sql=select%20name%20from%20t&_col=type&_col=name"),
+        request(api + "sql?_col=name&sql=select+name+from+t&_col=type"),
+        request(api + "sql?sql=select%2Bname%2Bfrom%2Bt&_col=type&_col=name"),
+        request(api + "sql?sql=select+name+from+t&_col=name"),
     ]
 
     /// The same bundle with ZIP64 end records (a ZIP64 end record and locator, and the classic end record's fields at
@@ -234,7 +241,7 @@ struct VectorTests {
         }
         // A header flag this reader does not know: refused, not ignored.
         try damaged(pack(out), to: out + "/unknown-header-flag.zip") { path in
-            try forgeIndex(in: path) { bytes in bytes[IndexLayout.flagsOffset] |= 0x02 }
+            try forgeIndex(in: path) { bytes in bytes[IndexLayout.flagsOffset] |= 0x04 }
         }
         try rewriteAsZip64(out + "/v2-crawl.zip", to: out + "/v2-crawl-zip64.zip")
         let pack = pack(out)
@@ -479,7 +486,7 @@ struct VectorTests {
             ).answer
         }
         func sha(_ text: String) -> String { hexString(Array(SHA256.hash(data: Data(text.utf8)))) }
-        #expect(v.mount == "ok" && v.entries == 10)
+        #expect(v.mount == "ok" && v.entries == 12)
         // Method and body.
         let apple = sha("{\"hits\": [\"apple\"]}")
         #expect(try answer("search", [["Content-Type", "application/json"]], method: "POST", body: "{\"q\": \"a\"}").bodySHA256 == apple)
@@ -506,6 +513,12 @@ struct VectorTests {
         #expect(try answer("private", [["Authorization", "Basic dXNlcjpwYXNz"]]).status == nil)
         #expect(try answer("missing").status == 404)
         #expect(try answer("status", method: "DELETE").status == nil)
+        // Form queries: `%20` is the `+` a declaration wrote; the order of one name's values tells two answers apart; `%2B`
+        // is a plus, not a space.
+        #expect(try answer("sql?sql=select%20name%20from%20t&_col=type&_col=name").bodySHA256 == sha("[\"type, name\"]"))
+        #expect(try answer("sql?_col=name&sql=select+name+from+t&_col=type").bodySHA256 == sha("[\"name, type\"]"))
+        #expect(try answer("sql?sql=select%2Bname%2Bfrom%2Bt&_col=type&_col=name").status == nil)
+        #expect(try answer("sql?sql=select+name+from+t&_col=name").status == nil)
         // The other vectors have no qualifiers: a POST with a body is a miss there, as before.
         let pack = try #require(expected.vectors.first { $0.file == "v2-pack.zip" && $0.publicKey == nil })
         #expect(pack.exchanges.filter { $0.request.url.hasPrefix(Self.api) }.allSatisfy { $0.answer.status == nil })

@@ -17,6 +17,8 @@ package struct BundleIndex: Sendable {
     package let formatVersion: UInt32
     /// Whether keys may carry request qualifiers (header flag 0x1, docs/FORMAT.md §5.4).
     package let hasRequestQualifiers: Bool
+    /// Whether its keys' queries were read as forms (header flag 0x2): incoming URLs are canonicalized the same way.
+    package let readsQueriesAsForms: Bool
     package let entryCount: Int
     package let bodyCount: Int
     package let slotCount: Int
@@ -64,6 +66,7 @@ package struct BundleIndex: Sendable {
             throw BundleError(.unsupported, "index.bin: the index sets flags \(headerFlags) this reader does not know")
         }
         hasRequestQualifiers = headerFlags & IndexLayout.headerFlagRequestQualifiers != 0
+        readsQueriesAsForms = headerFlags & IndexLayout.headerFlagFormQuery != 0
         self.bytes = bytes
         self.formatVersion = formatVersion
         entryCount = Int(bytes.u32(IndexLayout.entryCountOffset))

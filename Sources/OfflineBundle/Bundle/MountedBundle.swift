@@ -174,7 +174,7 @@ public final class MountedBundle: Sendable {
         self.index = index
         self.digest = recordedDigest
         self.isSigned = signed
-        self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: index.rules.dropQueryParameters)
+        self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: index.rules.dropQueryParameters, formQuery: index.readsQueriesAsForms)
         self.verification = options.verification ?? (options.requiredPublicKey == nil ? .crc32 : .sha256)
         self.maxBodySize = options.maxBodySize
         self.verified = VerifiedBodies(count: index.bodyCount)

@@ -17,7 +17,10 @@ package enum IndexLayout {
     package static let flagsOffset = 12
     /// Header flag: keys may carry request qualifiers after their URL (method, body digest, headers; §5.4).
     package static let headerFlagRequestQualifiers: UInt32 = 0x01
-    package static let knownHeaderFlags: UInt32 = 0x01
+    /// Header flag: queries are read as forms (`+` is a space; parameters ordered by name, one name's values in their
+    /// order; §5.1 rule 11).
+    package static let headerFlagFormQuery: UInt32 = 0x02
+    package static let knownHeaderFlags: UInt32 = 0x03
     package static let entryCountOffset = 16
     package static let bodyCountOffset = 20
     package static let slotCountOffset = 24
@@ -184,6 +187,8 @@ package struct IndexAccumulator {
     private var bodiesAdded = 0
     /// Whether a key carries request qualifiers (sets header flag 0x1).
     private var qualified = false
+    /// Whether the keys were canonicalized reading queries as forms, and need it to be found (header flag 0x2).
+    package var formQuery = false
 
     /// For `entryCount` entries (exactly that many are added) referring to `bodyCount` bodies.
     package init(entryCount: Int, bodyCount: Int) {
@@ -355,7 +360,7 @@ package struct IndexAccumulator {
         head.append(contentsOf: IndexLayout.magic)
         head.appendLE(BundleFormat.version)
         // The request-qualifiers flag only when a key carries qualifiers: a bundle without them is as it always was.
-        head.appendLE(qualified ? IndexLayout.headerFlagRequestQualifiers : 0)
+        head.appendLE((qualified ? IndexLayout.headerFlagRequestQualifiers : 0) | (formQuery ? IndexLayout.headerFlagFormQuery : 0))
         head.appendLE(UInt32(entryCount))
         head.appendLE(UInt32(bodyCount))
         head.appendLE(UInt32(slotCount))

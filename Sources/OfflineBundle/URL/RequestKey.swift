@@ -7,7 +7,10 @@
 /// - percent-escapes of unreserved characters are decoded, other escapes use
 ///   uppercase hex, and bytes that may not appear raw are escaped;
 /// - query parameters that match a drop pattern are removed, the others are
-///   sorted (by their bytes, stable), and an empty query disappears;
+///   sorted (by their bytes, stable), and an empty query disappears; with
+///   ``formQuery``, a `+` in the query is a space (`%20`), as the form encoding
+///   says, and parameters are sorted by name only, so the order of a repeated
+///   parameter's values (`_col=type&_col=name`) is kept;
 /// - the fragment is dropped.
 ///
 /// The rules are specified in docs/FORMAT.md so that writers in other
@@ -18,9 +21,22 @@ public struct RequestKeyCanonicalizer: Sendable {
     private let patterns: [[UInt8]]
 
     /// Creates a canonicalizer that drops query parameters matching `dropQueryParameters`.
-    public init(dropQueryParameters: [String] = []) {
+    /// Whether queries are read as forms (docs/FORMAT.md §5.1 rule 11, header flag bit 1): `+` is `%20`, and
+    /// parameters are ordered by name, the values of one name in their order.
+    public let formQuery: Bool
+
+    public init(dropQueryParameters: [String] = [], formQuery: Bool = false) {
         self.dropQueryParameters = dropQueryParameters
         self.patterns = dropQueryParameters.map { Array($0.lowercased().utf8) }
+        self.formQuery = formQuery
+    }
+
+    /// Whether `key` (canonical under ``formQuery``) needs the form-query reading to be found: its query has a
+    /// space, or its parameters are in another order than the byte order a reader without it would put them in.
+    package func needsFormQuery(_ key: String) -> Bool {
+        guard let mark = key.firstIndex(of: "?") else { return false }
+        if key[mark...].contains("%20") { return true }
+        return RequestKeyCanonicalizer(dropQueryParameters: dropQueryParameters).canonicalize(key) != key
     }
 
     /// The canonical key for `url`, or nil when it is not an absolute URL with a host.
@@ -142,13 +158,25 @@ public struct RequestKeyCanonicalizer: Sendable {
                     var param = [UInt8]()
                     param.reserveCapacity(raw.count)
                     appendNormalized(raw, to: &param, inQuery: true)
+                    if formQuery, param.contains(UInt8(ascii: "+")) {
+                        // A form's space: the same as `%20` (a literal plus is `%2B`, which stays).
+                        param = param.flatMap { $0 == UInt8(ascii: "+") ? Array("%20".utf8) : [$0] }
+                    }
                     params.append(param)
                 }
             }
             startOfParam = j + 1
         }
         guard !params.isEmpty else { return }
-        if params.count > 1 {
+        if params.count > 1 && formQuery {
+            // Sort by name, comparing bytes; stable, so one name's values keep their order.
+            func name(_ param: [UInt8]) -> ArraySlice<UInt8> { param.prefix { $0 != UInt8(ascii: "=") } }
+            params = params.enumerated().sorted { a, b in
+                let (x, y) = (name(a.element), name(b.element))
+                if x == y { return a.offset < b.offset }
+                return x.lexicographicallyPrecedes(y)
+            }.map(\.element)
+        } else if params.count > 1 {
             // Sort by name, then value, comparing bytes; stable for equal parameters.
             params = params.enumerated().sorted { a, b in
                 if a.element == b.element { return a.offset < b.offset }

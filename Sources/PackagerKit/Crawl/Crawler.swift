@@ -74,7 +74,7 @@ final class Crawler: Sendable {
         }
         self.declaration = declaration
         self.scope = CrawlScope(declaration)
-        self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: declaration.dropQueryParameters)
+        self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: declaration.dropQueryParameters, formQuery: true)
         self.secretScan = SecretScan(declaration.secrets)
         self.fetcher = Fetcher(settings: .init(declaration))
         self.spool = spool

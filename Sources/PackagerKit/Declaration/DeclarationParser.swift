@@ -274,7 +274,7 @@ private struct Reader {
     /// Two requests that are the same (method, URL, body and headers) are a mistake, named with both lines. (Two that
     /// differ only in headers neither `vary` nor the response's `Vary` names are found when the answers come.)
     func checkDistinct(_ requests: [Declaration.Request], dropping: [String]) throws {
-        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: dropping)
+        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: dropping, formQuery: true)
         var seen: [String: Int] = [:]
         for request in requests {
             let values = request.headers.map { $0.name.lowercased() + "=" + $0.value }.sorted()

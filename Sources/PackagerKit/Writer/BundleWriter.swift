@@ -208,6 +208,7 @@ public struct BundleWriter: Sendable {
         let bodies = DistinctBodies(prepared, keys: keys)
         let deduplicated = prepared.withBody - bodies.count
         var index = IndexAccumulator(entryCount: keys.count, bodyCount: bodies.count)
+        index.formQuery = keys.formQuery
         // The prepared bodies go with the writing: from here on what the manifest needs of a body is its record in the index.
         try Self.writeBodies(bodies, of: consume prepared, to: zip, output: output, spool: spool, index: &index)
         // The bodies kept in memory were freed by the writer, but allocated by the crawl's threads: their pages stay
@@ -236,6 +237,8 @@ public struct BundleWriter: Sendable {
     /// and which entry it keys (12 bytes a key besides its own, where an array of `String` held about a hundred).
     struct KeyTable {
         var bytes: [UInt8] = []
+        /// Whether a key needs queries read as forms to be found (header flag bit 1).
+        var formQuery = false
         var keys: [(start: UInt32, length: UInt32, entry: UInt32)] = []
 
         var count: Int { keys.count }
@@ -247,7 +250,8 @@ public struct BundleWriter: Sendable {
     /// The entries' canonical keys, in key order, each checked: an http(s) key, a final status, no body where HTTP allows
     /// none, no key answered twice.
     private func keyedEntries() throws -> KeyTable {
-        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: options.dropQueryParameters)
+        // Queries are read as forms; the bundle says so (header flag bit 1) only where a key needs it.
+        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: options.dropQueryParameters, formQuery: true)
         var table = KeyTable()
         table.keys.reserveCapacity(entryCount)
         for index in 0..<entryCount {
@@ -256,6 +260,7 @@ public struct BundleWriter: Sendable {
                 throw PackagerError(.invalidInput, "\(entry.url) is not an absolute http or https URL with a host", subject: entry.url)
             }
             let key = url + (entry.carriedKeySuffix ?? entry.request?.qualifiers.keySuffix ?? "")
+            if !table.formQuery, canonicalizer.needsFormQuery(url) { table.formQuery = true }
             guard (200...599).contains(entry.status) else {
                 throw PackagerError(.invalidInput, "status \(entry.status) is not a final HTTP status (200...599)", subject: key)
             }
