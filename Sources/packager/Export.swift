@@ -6,8 +6,12 @@ extension Exporter.Format: ExpressibleByArgument {}
 extension Packager {
     struct Export: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Write a bundle's manifest and bodies (inflated and checked) as a tarball.",
-            discussion: "Formats: \(Exporter.Format.allCases.map(\.rawValue).joined(separator: ", ")). The output is reproducible."
+            abstract: "Write a bundle's manifest and bodies (inflated and checked) as a tarball, or its entries as HAR.",
+            discussion: """
+                Formats: \(Exporter.Format.allCases.map(\.rawValue).joined(separator: ", ")). The output is reproducible. \
+                har writes HAR 1.2 (each entry's request, with a declared request's method, headers and body, and its answer), \
+                which Playwright's routeFromHAR and mitmproxy replay.
+                """
         )
 
         @Argument(help: "The bundle to export.")
@@ -22,7 +26,7 @@ extension Packager {
         func run() throws {
             try reportingErrors {
                 let count = try Exporter.export(bundle: bundle, to: output, format: format)
-                print("exported \(count) files to \(output)")
+                print("exported \(count) \(format == .har ? "entries" : "files") to \(output)")
             }
         }
     }

@@ -15,10 +15,15 @@ extension Packager {
         )
 
         @Argument(help: "The folder or archive to pack.")
-        var source: String
+        var source: String?
 
         @Option(name: .customLong("base-url"), help: "The URL the folder's root answers for.")
-        var baseURL: String
+        var baseURL: String?
+
+        @Option(
+            name: .customLong("from-har"),
+            help: "Pack a HAR 1.2 recording (browsers' developer tools, Playwright, mitmproxy) instead of a folder: each request's answer.")
+        var fromHAR: String?
 
         @Option(name: [.short, .customLong("output")], help: "Where to write the bundle.")
         var output: String
@@ -49,6 +54,12 @@ extension Packager {
         var signKey: String?
 
         func validate() throws {
+            if fromHAR != nil {
+                guard source == nil, baseURL == nil else { throw ValidationError("--from-har packs a recording: give no folder and no --base-url") }
+            } else {
+                guard source != nil else { throw ValidationError("give the folder or archive to pack (or --from-har FILE)") }
+                guard baseURL != nil else { throw ValidationError("--base-url is required: the URL the folder's root answers for") }
+            }
             guard (1...12).contains(compressionLevel) else { throw ValidationError("--compression-level must be 1 to 12") }
             guard stripComponents >= 0 else { throw ValidationError("--strip-components cannot be negative") }
         }
@@ -56,6 +67,20 @@ extension Packager {
         func run() throws {
             try reportingErrors {
                 let key = try SigningKeys.privateKey(file: signKey, environment: "PACKAGER_SIGN_KEY")
+                if let fromHAR {
+                    let imported = try HARImporter.read(fromHAR)
+                    guard !imported.entries.isEmpty else { throw PackagerError(.invalidInput, "\(fromHAR): no entry of the recording can be packed") }
+                    var writer = BundleWriter(
+                        options: .init(dropQueryParameters: dropQuery, signingKey: key, compressionLevel: compressionLevel))
+                    for entry in imported.entries { writer.add(entry) }
+                    let w = try writer.write(to: output)
+                    print("packed \(imported.entries.count) recorded requests into \(output)")
+                    print("  \(w.entries) request keys, \(w.bodies) bodies; bundle \(formatBytes(w.fileSize))")
+                    print("  digest sha256:\(w.digest)")
+                    for skipped in imported.skipped { print(terminalSafe("  skipped entry \(skipped.entry) (\(skipped.url)): \(skipped.reason)")) }
+                    return
+                }
+                guard let source, let baseURL else { return }
                 let packer = Packer(
                     options: .init(
                         baseURL: baseURL, charset: charset == "none" ? nil : charset, stripComponents: stripComponents, includeHidden: includeHidden,

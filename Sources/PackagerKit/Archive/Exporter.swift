@@ -10,6 +10,8 @@ public enum Exporter {
         case tarXz = "tar.xz"
         case tar = "tar"
         case zip = "zip"
+        /// HAR 1.2: the entries as requests and answers (``HARExporter``), for tools that replay recordings.
+        case har = "har"
     }
 
     /// Exports the bundle at `bundlePath` to `output`.
@@ -22,6 +24,7 @@ public enum Exporter {
     /// - Returns: the number of files written.
     @discardableResult
     public static func export(bundle bundlePath: String, to output: String, format: Format) throws -> Int {
+        if format == .har { return try HARExporter.export(bundle: bundlePath, to: output) }
         let bundle = try MountedBundle(path: bundlePath, options: .init(verification: .sha256))
         // Written through AtomicOutput like a bundle: a temporary file beside the output, synced, renamed, the folder synced.
         let atomic = try AtomicOutput(destination: output)

@@ -163,7 +163,7 @@ enum LibArchive {
                 // No name or timestamp in the gzip header: reproducible output.
                 try LibArchive.check(handle, archive_write_set_filter_option(handle, "gzip", "timestamp", nil), "cannot configure gzip")
             case .tarXz: try LibArchive.check(handle, archive_write_add_filter_xz(handle), "this libarchive cannot write xz")
-            case .tar, .zip: break
+            case .tar, .zip, .har: break
             }
             try LibArchive.check(handle, archive_write_open_fd(handle, descriptor), "cannot start writing the archive")
         }

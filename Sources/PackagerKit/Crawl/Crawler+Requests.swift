@@ -166,7 +166,9 @@ extension Crawler {
                 chosenBy.append(name)
             }
         }
-        for name in RequestQualifiers.credentialHeaders where sent.contains(where: { $0.name.lowercased() == name }) && !chosenBy.contains(name) {
+        // A credential sent chooses the answer by its scheme; a cookie only where the answer says it varies on it (a
+        // browser's recording sends cookies everywhere).
+        for name in ["authorization", "proxy-authorization"] where sent.contains(where: { $0.name.lowercased() == name }) && !chosenBy.contains(name) {
             chosenBy.append(name)
         }
         let keyHeaders = chosenBy.sorted().map { name -> RecordedRequest.Header in

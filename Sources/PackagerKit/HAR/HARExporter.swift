@@ -1,0 +1,91 @@
+import Foundation
+import NIOHTTP1
+import OfflineBundle
+
+/// A bundle written as HAR 1.2 (`packager export --format har`), for the tools that replay recordings: Playwright's
+/// `routeFromHAR`, mitmproxy, browsers' developer tools.
+///
+/// Each entry gives one HAR entry: the request as recorded (its method, its URL, the headers and body a declared
+/// request was sent with, a secret's value left out), and the answer with its stored headers and its body, checked
+/// (text as text, other bytes in base64). Entries are written one at a time, in key order, to a temporary file renamed
+/// into place; the same bundle always gives the same bytes.
+public enum HARExporter {
+    /// Writes the bundle at `bundlePath` to `output` as HAR; returns the number of entries written.
+    @discardableResult
+    public static func export(bundle bundlePath: String, to output: String) throws -> Int {
+        let bundle: MountedBundle
+        do {
+            bundle = try MountedBundle(path: bundlePath, options: .init(verification: .sha256))
+        } catch let error as BundleError {
+            throw PackagerError(.invalidInput, error.message, subject: bundlePath, cause: error)
+        }
+        let requests = (try? bundle.manifest().entries).map { Dictionary($0.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a }) } ?? [:]
+        let atomic = try AtomicOutput(destination: output)
+        let dates = ISO8601DateFormatter()
+        dates.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let created = bundle.createdAt ?? Date(timeIntervalSince1970: 0)
+        try atomic.write(
+            Array(
+                "{\"log\": {\"version\": \"1.2\", \"creator\": {\"name\": \"packager\", \"version\": \"\(PackagerVersion.string)\"}, \"entries\": [\n"
+                    .utf8))
+        var count = 0
+        for entry in bundle.entries {
+            let object = try harEntry(entry, in: bundle, manifest: requests[entry.key], started: dates.string(from: entry.fetchedAt ?? created))
+            let json = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+            try atomic.write(Array((count == 0 ? "" : ",\n").utf8) + Array(json))
+            count += 1
+        }
+        try atomic.write(Array("\n]}}\n".utf8))
+        try atomic.commit()
+        return count
+    }
+
+    static func harEntry(_ entry: BundleEntry, in bundle: MountedBundle, manifest: ManifestEntry?, started: String) throws -> [String: Any] {
+        let split = RequestQualifiers.split(key: entry.key)
+        let url = String(split.url)
+        let request = manifest?.request
+        let method = request?.method ?? split.qualifiers?.method ?? "GET"
+        // The request headers as recorded, a secret's (left empty) left out.
+        let sentHeaders = (request?.headers ?? []).filter { $0.count == 2 && !$0[1].isEmpty }.map { ["name": $0[0], "value": $0[1]] }
+        var harRequest: [String: Any] = [
+            "method": method, "url": url, "httpVersion": "HTTP/1.1", "headers": sentHeaders, "cookies": [], "headersSize": -1,
+            "queryString": queryString(of: url), "bodySize": request?.bodyData?.count ?? 0,
+        ]
+        if let body = request?.bodyData {
+            let type = request?.headers.first { $0.first == "content-type" }?.last ?? "application/octet-stream"
+            harRequest["postData"] = ["mimeType": type, "text": String(decoding: body, as: UTF8.self)]
+        }
+        let headers = entry.headers
+        let type = headers.first { $0.name == "content-type" }?.value ?? ""
+        let body = try bundle.body(of: entry)
+        var content: [String: Any] = ["size": body.count, "mimeType": type]
+        if !body.isEmpty {
+            if MediaTypes.isCompressible(type), let text = String(data: body, encoding: .utf8) {
+                content["text"] = text
+            } else {
+                content["text"] = body.base64EncodedString()
+                content["encoding"] = "base64"
+            }
+        }
+        let location = headers.first { $0.name == "location" }.flatMap { URLReference.resolve($0.value, against: url) } ?? ""
+        let response: [String: Any] = [
+            "status": entry.status, "statusText": reason(entry.status), "httpVersion": "HTTP/1.1",
+            "headers": headers.map { ["name": $0.name, "value": $0.value] } + [["name": "content-length", "value": String(body.count)]],
+            "cookies": [], "content": content, "redirectURL": location, "headersSize": -1, "bodySize": body.count,
+        ]
+        return [
+            "startedDateTime": started, "time": 0, "request": harRequest, "response": response, "cache": [:] as [String: Any],
+            "timings": ["send": 0, "wait": 0, "receive": 0],
+        ]
+    }
+
+    /// The URL's query as HAR lists it: each parameter's name and value, decoded.
+    static func queryString(of url: String) -> [[String: String]] {
+        guard let components = URLComponents(string: url), let items = components.queryItems else { return [] }
+        return items.map { ["name": $0.name, "value": $0.value ?? ""] }
+    }
+
+    static func reason(_ status: Int) -> String {
+        HTTPResponseStatus(statusCode: status).reasonPhrase
+    }
+}

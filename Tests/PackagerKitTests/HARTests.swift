@@ -1,0 +1,174 @@
+import Foundation
+import HTTPTypes
+import OfflineBundle
+import TestSupport
+import Testing
+
+@testable import PackagerKit
+
+let mitmdump = APIServer.find("mitmdump")
+
+@Suite("HAR 1.2: pack --from-har and export --format har")
+struct HARTests {
+    static func har(_ entries: [String]) -> String {
+        "{\"log\": {\"version\": \"1.2\", \"creator\": {\"name\": \"test\", \"version\": \"1\"}, \"entries\": [\(entries.joined(separator: ","))]}}"
+    }
+
+    static func entry(
+        _ method: String, _ url: String, status: Int, type: String = "application/json", text: String? = "{}", encoding: String? = nil,
+        requestHeaders: String = "[]", responseHeaders: String = "[]", postData: String? = nil, size: Int? = nil, extra: String = ""
+    ) -> String {
+        let content =
+            "{\"size\": \(size ?? text?.utf8.count ?? 0), \"mimeType\": \"\(type)\""
+            + (text.map { ", \"text\": \(String(decoding: try! JSONEncoder().encode($0), as: UTF8.self))" } ?? "")
+            + (encoding.map { ", \"encoding\": \"\($0)\"" } ?? "") + "}"
+        return """
+            {"startedDateTime": "2026-01-02T03:04:05.123Z", "time": 1\(extra),
+             "request": {"method": "\(method)", "url": "\(url)", "httpVersion": "HTTP/1.1", "headers": \(requestHeaders), "queryString": [], "cookies": [],
+                         "headersSize": -1, "bodySize": 0\(postData.map { ", \"postData\": \($0)" } ?? "")},
+             "response": {"status": \(status), "statusText": "", "httpVersion": "HTTP/1.1", "headers": \(responseHeaders), "cookies": [],
+                          "content": \(content), "redirectURL": "", "headersSize": -1, "bodySize": -1},
+             "cache": {}, "timings": {"send": 0, "wait": 0, "receive": 0}}
+            """
+    }
+
+    @Test("a recording with what a bundle cannot hold: each left out, named by entry number; credentials never stored; the rest answered by request")
+    func importSkipsAndStrips() async throws {
+        let folder = try TemporaryFolder()
+        let png = Data([0x89, 0x50, 0x4E, 0x47, 0, 1, 2, 255])
+        try folder.file(
+            "s.har",
+            Self.har([
+                Self.entry(
+                    "GET", "https://api.example/items", status: 200, text: "[1]",
+                    requestHeaders: #"[{"name": "Accept", "value": "application/json"}, {"name": "Cookie", "value": "session=s3cret-cookie-value"}]"#,
+                    responseHeaders:
+                        #"[{"name": "Content-Type", "value": "application/json"}, {"name": "Vary", "value": "Accept"}, {"name": "Set-Cookie", "value": "a=b"}, {"name": "Content-Encoding", "value": "br"}]"#
+                ),
+                Self.entry(
+                    "POST", "https://api.example/search", status: 200, text: "[\"apple\"]",
+                    requestHeaders: #"[{"name": "Authorization", "value": "Bearer s3cret-token-value"}]"#,
+                    postData: #"{"mimeType": "application/json", "text": "{\"q\": \"a\"}"}"#),
+                Self.entry("GET", "https://api.example/logo.png", status: 200, type: "image/png", text: png.base64EncodedString(), encoding: "base64"),
+                Self.entry("GET", "wss://api.example/live", status: 101, text: nil),
+                Self.entry("GET", "data:image/png;base64,AAAA", status: 200),
+                Self.entry("GET", "https://ads.example/pixel", status: 0, text: nil),
+                Self.entry("GET", "https://api.example/cached", status: 304, text: nil),
+                Self.entry("GET", "https://api.example/big", status: 200, text: nil, size: 5000),
+                Self.entry(
+                    "GET", "https://api.example/items", status: 200, text: "[1, 2]", requestHeaders: #"[{"name": "Accept", "value": "application/json"}]"#,
+                    responseHeaders: #"[{"name": "Content-Type", "value": "application/json"}, {"name": "Vary", "value": "Accept"}]"#),
+            ]))
+        let packed = try await run(packagerExecutable, ["pack", "--from-har", folder.path + "/s.har", "-o", folder.path + "/b.zip"])
+        #expect(packed.status == 0, "\(packed.output)")
+        for line in [
+            "skipped entry 1 (https://api.example/items): the same request as entry 9, whose answer is kept",
+            "skipped entry 4 (wss://api.example/live): not an http or https URL",
+            "skipped entry 5 (data:image/png;base64,AAAA): not an http or https URL",
+            "skipped entry 6 (https://ads.example/pixel): no answer was recorded (status 0",
+            "skipped entry 7 (https://api.example/cached): a 304 holds no content",
+            "skipped entry 8 (https://api.example/big): the HAR holds no body for it (content.size 5000)",
+        ] {
+            #expect(packed.output.contains(line), "\(line)\n\(packed.output)")
+        }
+        let bundle = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/b.zip"))
+        #expect(bundle.range(of: Data("s3cret".utf8)) == nil, "a credential reached the bundle")
+        let loader = try OfflineLoader(path: folder.path + "/b.zip")
+        let items = loader.response(for: BundleRequest(url: "https://api.example/items", headers: [.accept: "application/json"]))
+        #expect(try items.map { String(decoding: try $0.bodyData(), as: UTF8.self) } == "[1, 2]")
+        // The body is decoded in a HAR: no Content-Encoding describes it; Set-Cookie is never kept.
+        #expect(items?.headers[.contentEncoding] == nil && items?.headers[.setCookie] == nil)
+        let search = loader.response(
+            for: BundleRequest(method: "POST", url: "https://api.example/search", headers: [.authorization: "Bearer x"], body: Data("{\"q\": \"a\"}".utf8)))
+        #expect(try search.map { String(decoding: try $0.bodyData(), as: UTF8.self) } == "[\"apple\"]")
+        #expect(try loader.response(for: BundleRequest(url: "https://api.example/logo.png"))?.bodyData() == png)
+    }
+
+    @Test(
+        "damaged recordings are refused with the entry and what is wrong, and nothing is written",
+        arguments: [
+            ("not json", "not a HAR file: it is not JSON"),
+            ("{\"log\": {}}", "not a HAR file: it has no log.entries"),
+            (HARTests.har(["{\"request\": {}, \"response\": {}}"]), "entry 1 of log.entries: request.url is missing"),
+            (
+                HARTests.har([
+                    HARTests.entry("GET", "https://a.example/", status: 200),
+                    HARTests.entry("GET", "https://a.example/x", status: 200, text: "%%%", encoding: "base64"),
+                ]),
+                "entry 2 of log.entries: response.content.text is not valid base64"
+            ),
+        ])
+    func damaged(text: String, expected: String) async throws {
+        let folder = try TemporaryFolder()
+        try folder.file("d.har", text)
+        let result = try await run(packagerExecutable, ["pack", "--from-har", folder.path + "/d.har", "-o", folder.path + "/b.zip"])
+        #expect(result.status != 0 && result.output.contains(expected), "\(result.output)")
+        #expect(!FileManager.default.fileExists(atPath: folder.path + "/b.zip"))
+    }
+
+    @Test("export --format har: every entry with its request and answer, binary bodies in base64; pack --from-har of it answers alike")
+    func exportRoundTrip() async throws {
+        let folder = try TemporaryFolder()
+        try VectorTests.writeRequests(to: folder.path + "/api.zip")
+        let exported = try await run(packagerExecutable, ["export", folder.path + "/api.zip", "--format", "har", "-o", folder.path + "/api.har"])
+        #expect(exported.status == 0 && exported.output.contains("exported 12 entries"), "\(exported.output)")
+        let har = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: folder.path + "/api.har"))) as? [String: Any])
+        let entries = try #require((har["log"] as? [String: Any])?["entries"] as? [[String: Any]])
+        #expect(entries.count == 12)
+        let posted = entries.compactMap { entry -> String? in
+            guard let request = entry["request"] as? [String: Any], request["method"] as? String == "POST" else { return nil }
+            return (request["postData"] as? [String: Any])?["text"] as? String
+        }
+        #expect(posted.sorted() == ["{\"q\": \"a\"}", "{\"q\": \"b\"}"])
+        // Read back: the same answers to the same requests.
+        let repacked = try await run(packagerExecutable, ["pack", "--from-har", folder.path + "/api.har", "-o", folder.path + "/again.zip"])
+        #expect(repacked.status == 0, "\(repacked.output)")
+        let before = try OfflineLoader(path: folder.path + "/api.zip")
+        let after = try OfflineLoader(path: folder.path + "/again.zip")
+        for request in VectorTests.apiRequests {
+            var fields = HTTPFields()
+            for pair in request.headers { fields[HTTPField.Name(pair[0])!] = pair[1] }
+            let asked = BundleRequest(method: request.method, url: request.url, headers: fields, body: request.body.map { Data($0.utf8) })
+            let a = try before.response(for: asked).map { [String(describing: $0.status), String(decoding: try $0.bodyData(), as: UTF8.self)] }
+            let b = try after.response(for: asked).map { [String(describing: $0.status), String(decoding: try $0.bodyData(), as: UTF8.self)] }
+            // The bearer's answer: the HAR has no credential to send (secrets are not exported), so the re-packed entry answers anonymously.
+            if request.url.hasSuffix("/private") { continue }
+            #expect(a == b, "\(request.method) \(request.url) \(request.headers)")
+        }
+    }
+
+    @Test(
+        "mitmproxy: a HAR it recorded as a reverse proxy packs into a bundle that answers by method, body and Accept; a HAR packager exported, it reads back",
+        .enabled(if: mitmdump != nil, "mitmproxy is not installed: make deps installs it into .venv-mitm"))
+    func mitmproxyRoundTrip() async throws {
+        try await withOrigin { origin in
+            serveAPI(origin)
+            let folder = try TemporaryFolder()
+            let proxy = try await APIServer.start(
+                try #require(mitmdump), ["-q", "--mode", "reverse:\(origin.base)", "-p", "{port}", "--set", "hardump=\(folder.path)/recorded.har"],
+                probe: "/api/missing")
+            for (accept, _) in [("application/json", 0), ("text/csv", 1)] {
+                _ = try await run("curl", ["-s", "-H", "Accept: \(accept)", proxy.base + "/api/items"])
+            }
+            _ = try await run("curl", ["-s", "-H", "Content-Type: application/json", "-d", "{\"q\": \"a\"}", proxy.base + "/api/search"])
+            proxy.interrupt()
+            let packed = try await run(packagerExecutable, ["pack", "--from-har", folder.path + "/recorded.har", "-o", folder.path + "/m.zip"])
+            #expect(packed.status == 0, "\(packed.output)")
+            let loader = try OfflineLoader(path: folder.path + "/m.zip")
+            // mitmproxy records a reverse-proxied request with the origin's address.
+            let base = origin.base
+            let csv = loader.response(for: BundleRequest(url: base + "/api/items", headers: [.accept: "text/csv"]))
+            #expect(try csv.map { String(decoding: try $0.bodyData(), as: UTF8.self) } == "id,name\n1,apple\n")
+            let search = loader.response(for: BundleRequest(method: "POST", url: base + "/api/search", body: Data("{\"q\": \"a\"}".utf8)))
+            #expect(try search.map { String(decoding: try $0.bodyData(), as: UTF8.self).contains("apple") } == true)
+            #expect(loader.response(for: BundleRequest(url: base + "/api/missing"))?.status == 404)
+
+            // And back: mitmproxy reads the HAR packager writes, every flow with its method, status and size.
+            _ = try await run(packagerExecutable, ["export", folder.path + "/m.zip", "--format", "har", "-o", folder.path + "/out.har"])
+            let read = try await run(try #require(mitmdump), ["-n", "-r", folder.path + "/out.har", "--flow-detail", "1"])
+            #expect(read.status == 0, "\(read.output)")
+            #expect(read.output.contains("POST \(base)/api/search") && read.output.contains("<< 404"), "\(read.output)")
+            #expect(read.output.components(separatedBy: "<< ").count - 1 == 4, "\(read.output)")
+        }
+    }
+}
