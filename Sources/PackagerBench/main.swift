@@ -224,16 +224,21 @@ func measureSite(label: String, root: String, files: Int, mountTarget: Double?) 
 try fm.createDirectory(atPath: work, withIntermediateDirectories: true)
 let smallCount = quick ? 10_000 : 100_000
 let largeCount = quick ? 100 : 1_000
-print("generating sites in \(work) ...")
-try makeSmallSite(work + "/small-site", count: smallCount)
-try makeLargeSite(work + "/large-site", count: largeCount, size: 1 << 20)
-print("measuring \(smallCount) small files ...")
-try measureSite(label: "small", root: work + "/small-site", files: smallCount, mountTarget: 20)
-print("measuring \(largeCount) files of 1 MiB ...")
-try measureSite(label: "large", root: work + "/large-site", files: largeCount, mountTarget: nil)
+// `--requests-only`: the declared requests' rows alone (for profiling them).
+let requestsOnly = arguments.contains("--requests-only")
+if !requestsOnly {
+    print("generating sites in \(work) ...")
+    try makeSmallSite(work + "/small-site", count: smallCount)
+    try makeLargeSite(work + "/large-site", count: largeCount, size: 1 << 20)
+    print("measuring \(smallCount) small files ...")
+    try measureSite(label: "small", root: work + "/small-site", files: smallCount, mountTarget: 20)
+    print("measuring \(largeCount) files of 1 MiB ...")
+    try measureSite(label: "large", root: work + "/large-site", files: largeCount, mountTarget: nil)
+}
 // Real content: Debian's python3.11-doc HTML (make bench installs it), packed as a folder.
 let pythonDocs = "/usr/share/doc/python3.11/html"
-if fm.fileExists(atPath: pythonDocs) {
+if requestsOnly {
+} else if fm.fileExists(atPath: pythonDocs) {
     var files = 0
     let walker = fm.enumerator(atPath: pythonDocs)
     while let name = walker?.nextObject() as? String {
@@ -244,6 +249,99 @@ if fm.fileExists(atPath: pythonDocs) {
 } else {
     notes.append("python-docs: \(pythonDocs) is not installed (apt-get install python3.11-doc); not measured.")
 }
+
+// Declared requests: a recording of 10,000 API calls packed from HAR, against the same bodies packed as files; and
+// the cost of choosing among a URL's variants (by body, by Accept) against a plain GET lookup.
+@MainActor
+func measureRequests(count: Int) throws {
+    let folder = work + "/requests"
+    try? fm.removeItem(atPath: folder)
+    try fm.createDirectory(atPath: folder + "/files", withIntermediateDirectories: true)
+    let base = "https://api.bench.example"
+    var entries: [String] = []
+    entries.reserveCapacity(count)
+    func json(_ text: String) -> String { String(decoding: try! JSONEncoder().encode(text), as: UTF8.self) }
+    func entry(_ method: String, _ path: String, accept: String?, postData: String?, type: String, body: String) -> String {
+        let headers = accept.map { "[{\"name\": \"Accept\", \"value\": \"\($0)\"}]" } ?? "[]"
+        let vary = accept == nil ? "" : ", {\"name\": \"Vary\", \"value\": \"Accept\"}"
+        let post = postData.map { ", \"postData\": {\"mimeType\": \"application/json\", \"text\": \(json($0))}" } ?? ""
+        return "{\"startedDateTime\": \"2026-01-02T03:04:05Z\", \"time\": 1, \"request\": {\"method\": \"\(method)\", \"url\": \"\(base)\(path)\", "
+            + "\"httpVersion\": \"HTTP/1.1\", \"headers\": \(headers), \"queryString\": [], \"cookies\": [], \"headersSize\": -1, \"bodySize\": 0\(post)}, "
+            + "\"response\": {\"status\": 200, \"statusText\": \"OK\", \"httpVersion\": \"HTTP/1.1\", \"headers\": [{\"name\": \"Content-Type\", \"value\": \"\(type)\"}\(vary)], "
+            + "\"cookies\": [], \"content\": {\"size\": \(body.utf8.count), \"mimeType\": \"\(type)\", \"text\": \(json(body))}, \"redirectURL\": \"\", "
+            + "\"headersSize\": -1, \"bodySize\": -1}, \"cache\": {}, \"timings\": {\"send\": 0, \"wait\": 0, \"receive\": 0}}"
+    }
+    let groups = count / 4
+    for i in 0..<groups {
+        let rows = (0..<(8 + i % 24)).map { "{\"id\": \($0 + i * 100), \"name\": \"row \($0) of item \(i)\", \"score\": \(Double($0 * i % 997) / 10)}" }
+        let itemJSON = "[" + rows.joined(separator: ", ") + "]"
+        let itemCSV = "id,name\n" + (0..<(8 + i % 24)).map { "\($0 + i * 100),row \($0) of item \(i)" }.joined(separator: "\n")
+        let hits = "{\"query\": \(i), \"hits\": [\(rows.prefix(5).joined(separator: ", "))]}"
+        let page = "<!doctype html><title>page \(i)</title><p>" + String(repeating: "Lorem ipsum dolor sit amet \(i). ", count: 10 + i % 40)
+        entries.append(entry("GET", "/items/\(i)", accept: "application/json", postData: nil, type: "application/json", body: itemJSON))
+        entries.append(entry("GET", "/items/\(i)", accept: "text/csv", postData: nil, type: "text/csv", body: itemCSV))
+        entries.append(entry("POST", "/search/\(i)", accept: nil, postData: "{\"q\": \(i)}", type: "application/json", body: hits))
+        entries.append(entry("GET", "/pages/\(i).html", accept: nil, postData: nil, type: "text/html", body: page))
+        // The same bodies as files, for pack's side of the comparison.
+        try itemJSON.write(toFile: folder + "/files/items-\(i).json", atomically: false, encoding: .utf8)
+        try itemCSV.write(toFile: folder + "/files/items-\(i).csv", atomically: false, encoding: .utf8)
+        try hits.write(toFile: folder + "/files/search-\(i).json", atomically: false, encoding: .utf8)
+        try page.write(toFile: folder + "/files/page-\(i).html", atomically: false, encoding: .utf8)
+    }
+    let har =
+        "{\"log\": {\"version\": \"1.2\", \"creator\": {\"name\": \"bench\", \"version\": \"1\"}, \"entries\": [\n" + entries.joined(separator: ",\n")
+        + "\n]}}\n"
+    try har.write(toFile: folder + "/session.har", atomically: false, encoding: .utf8)
+    let runs = quick ? 1 : 3
+    shell("cat '\(folder)/session.har' '\(folder)'/files/* > /dev/null")
+    let harTime = best(of: runs, "'\(packager)' pack --from-har '\(folder)/session.har' -o '\(folder)/har.zip'")
+    let filesTime = best(of: runs, "'\(packager)' pack '\(folder)/files' --base-url \(base)/files/ -o '\(folder)/files.zip'")
+    rows.append(
+        Row(
+            name: "requests: pack --from-har, \(groups * 4) recorded requests", ours: String(format: "%.2f s", harTime),
+            peer: String(format: "pack of the same bodies as files: %.2f s", filesTime), ratio: String(format: "%.2fx time", harTime / filesTime),
+            target: "<= 1.0x"))
+
+    // Lookups: a plain GET in the files bundle (today's lookup) against each kind of request in the recorded one.
+    let plain = try MountedBundle(path: folder + "/files.zip")
+    let recorded = try MountedBundle(path: folder + "/har.zip")
+    let lookups = quick ? 100_000 : 400_000
+    func rate(_ requests: [BundleRequest], _ bundle: MountedBundle, plainURL: Bool) -> Double {
+        var found = 0
+        let start = now()
+        for i in 0..<lookups {
+            let request = requests[i % requests.count]
+            if plainURL ? bundle.entry(for: request.url) != nil : bundle.entry(for: request) != nil { found += 1 }
+        }
+        precondition(found == lookups, "lookups missed")
+        return Double(lookups) / (now() - start)
+    }
+    let plainRequests = (0..<groups).map { BundleRequest(url: "\(base)/files/page-\($0).html") }
+    let kinds: [(String, [BundleRequest])] = [
+        ("a plain GET among variants", (0..<groups).map { BundleRequest(url: "\(base)/pages/\($0).html") }),
+        ("a POST chosen by its body", (0..<groups).map { BundleRequest(method: "POST", url: "\(base)/search/\($0)", body: Data("{\"q\": \($0)}".utf8)) }),
+        (
+            "a GET chosen by Accept (weights)",
+            (0..<groups).map { BundleRequest(url: "\(base)/items/\($0)", headers: [.accept: "text/csv;q=0.5, application/json;q=0.9"]) }
+        ),
+    ]
+    for (name, requests) in kinds {
+        // Alternated with the plain lookup, best of three each: the machine's noise hits both alike.
+        var perSecond = 0.0
+        var baseline = 0.0
+        for _ in 0..<3 {
+            baseline = max(baseline, rate(plainRequests, plain, plainURL: true))
+            perSecond = max(perSecond, rate(requests, recorded, plainURL: false))
+        }
+        rows.append(
+            Row(
+                name: "requests: lookups/s, \(name)", ours: String(format: "%.0f", perSecond), peer: String(format: "plain GET lookup: %.0f", baseline),
+                ratio: String(format: "%.2fx time", baseline / perSecond), target: "<= 1.2x"))
+    }
+}
+
+print("measuring declared requests ...")
+try measureRequests(count: quick ? 4_000 : 10_000)
 
 var cpu = "unknown CPU"
 if let info = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8), let line = info.split(separator: "\n").first(where: { $0.hasPrefix("model name") })

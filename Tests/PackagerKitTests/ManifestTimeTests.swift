@@ -34,3 +34,25 @@ struct ManifestTimeTests {
         #expect(HTTPDates.parse("Sun, 06 Nox 1994 08:49:37 GMT") == nil)
     }
 }
+
+@Suite("RFC 3339 times read by hand, as Foundation's formatter reads them")
+struct RFC3339Tests {
+    @Test("the same instants as ISO8601DateFormatter (fractions dropped), and nil for what is not RFC 3339")
+    func sameAsFoundation() {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let plain = ISO8601DateFormatter()
+        for text in [
+            "2026-01-02T03:04:05Z", "2026-01-02T03:04:05.123Z", "2024-02-29T23:59:59+02:00", "1999-12-31T00:00:00-05:30", "2026-11-25T23:18:20.5Z",
+            "1970-01-01T00:00:00Z",
+        ] {
+            let expected = (formatter.date(from: text) ?? plain.date(from: text)).map { $0.timeIntervalSince1970.rounded(.down) }
+            #expect(HTTPDates.parseRFC3339(text)?.timeIntervalSince1970 == expected, "\(text)")
+        }
+        // RFC 3339 allows a lowercase t and z, which Foundation's formatter refuses.
+        #expect(HTTPDates.parseRFC3339("1999-12-31t00:00:00.5z") == HTTPDates.parseRFC3339("1999-12-31T00:00:00Z"))
+        for text in ["2026-02-30T00:00:00Z", "2026-01-02 03:04:05Z", "2026-01-02T03:04:05", "2026-01-02T25:04:05Z", "2026-01-02T03:04:05+0200", "x"] {
+            #expect(HTTPDates.parseRFC3339(text) == nil, "\(text)")
+        }
+    }
+}

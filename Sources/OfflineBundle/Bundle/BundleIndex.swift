@@ -331,9 +331,28 @@ package struct BundleIndex: Sendable {
         }
     }
 
+    /// The entries whose keys carry request qualifiers (a space after their URL), with where their URL ends.
+    package func qualifiedKeys() -> [(entry: Int, urlLength: Int)] {
+        bytes.withUnsafeBytes { raw in
+            var found: [(Int, Int)] = []
+            for i in 0..<entryCount {
+                let range = keyRange(raw, i)
+                if let space = UnsafeRawBufferPointer(rebasing: raw[range]).firstIndex(of: 0x20) { found.append((i, space)) }
+            }
+            return found
+        }
+    }
+
+    /// The bytes of entry `i`'s key, to `body`.
+    package func withKeyBytes<T>(_ i: Int, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+        try bytes.withUnsafeBytes { raw in try body(UnsafeRawBufferPointer(rebasing: raw[keyRange(raw, i)])) }
+    }
+
     /// The entry whose canonical key is `key`, by the index's hash table.
-    package func find(canonicalKey key: UnsafeRawBufferPointer) -> Int? {
-        let h = IndexLayout.hash(key)
+    package func find(canonicalKey key: UnsafeRawBufferPointer) -> Int? { find(canonicalKey: key, hash: IndexLayout.hash(key)) }
+
+    /// The entry whose canonical key is `key`, whose FNV-1a hash is `h`.
+    package func find(canonicalKey key: UnsafeRawBufferPointer, hash h: UInt64) -> Int? {
         let tag = UInt32(truncatingIfNeeded: h >> 32)
         let mask = slotCount - 1
         return bytes.withUnsafeBytes { raw -> Int? in

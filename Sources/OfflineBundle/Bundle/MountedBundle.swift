@@ -92,8 +92,9 @@ public final class MountedBundle: Sendable {
     /// With ignore-query rules: the query-less keys of entries recorded with a query (there the query matters). Made on
     /// the first query no entry holds, not at mount: every packed bundle carries the rule, and most never need it.
     private let queryVariantPaths = Mutex<Set<String>?>(nil)
-    /// The entries whose keys carry request qualifiers, by the canonical URL before them (built on first use).
-    private let qualifiedEntries = Mutex<[String: [Int]]?>(nil)
+    /// The entries whose keys carry request qualifiers, by the canonical URL before them: built at mount in a bundle
+    /// with request qualifiers (one pass over the keys, and a parse of the qualified ones), none in another.
+    private let variantTable: VariantTable?
 
     /// Mounts the bundle at `path`.
     ///
@@ -178,6 +179,7 @@ public final class MountedBundle: Sendable {
         self.verification = options.verification ?? (options.requiredPublicKey == nil ? .crc32 : .sha256)
         self.maxBodySize = options.maxBodySize
         self.verified = VerifiedBodies(count: index.bodyCount)
+        self.variantTable = index.hasRequestQualifiers ? VariantTable(index) : nil
         self.inflatedCache = options.inflatedCacheBytes > 0 ? InflatedCache(capacity: options.inflatedCacheBytes) : nil
     }
 
@@ -236,61 +238,36 @@ public final class MountedBundle: Sendable {
     /// recorded request headers the request satisfies answers (content negotiation on `Accept` and
     /// `Accept-Language`); a request that none satisfies is a miss, never another variant's answer.
     public func entry(for request: BundleRequest) -> BundleEntry? {
-        let method = request.method.uppercased()
-        guard index.hasRequestQualifiers else { return method == "GET" || method == "HEAD" ? entry(for: request.url) : nil }
-        guard let url = canonicalizer.canonicalize(request.url) else { return nil }
-        let qualified = qualified(url)
-        let plain = entry(forKey: url)
-        if qualified.isEmpty { return method == "GET" || method == "HEAD" ? plain : nil }
-        return choose(among: qualified, plain: plain, for: request, method: method)
-    }
-
-    /// The entries whose keys carry request qualifiers for the canonical URL `url`.
-    private func qualified(_ url: String) -> [Int] {
-        qualifiedEntries.withLock { map in
-            if map == nil {
-                var found: [String: [Int]] = [:]
-                for i in 0..<index.entryCount {
-                    let key = index.entryKey(i)
-                    if let space = key.utf8.firstIndex(of: 0x20) { found[String(key[..<space]), default: []].append(i) }
+        let method = RequestQualifiers.asciiUppercased(request.method)
+        guard let table = variantTable else { return method == "GET" || method == "HEAD" ? entry(for: request.url) : nil }
+        var url = request.url
+        return url.withUTF8 { buffer -> BundleEntry? in
+            guard let key = canonicalizer.canonicalBytes(UnsafeRawBufferPointer(buffer)) else { return nil }
+            return key.withUnsafeBytes { bytes -> BundleEntry? in
+                let h = IndexLayout.hash(bytes)
+                guard let group = table.group(bytes, hash: h) else {
+                    return method == "GET" || method == "HEAD" ? index.find(canonicalKey: bytes, hash: h).map(makeEntry) : nil
                 }
-                map = found
+                return RequestQualifiers.choose(group.candidates, method: method, headers: request.headers, body: request.body).map(makeEntry)
             }
-            return map![url] ?? []
         }
     }
 
     /// Whether the bundle recorded answers to `url` for requests other than its plain GET (request variants), so that
     /// what answers a GET of it may depend on the request's headers.
     public func variesByRequest(url: String) -> Bool {
-        guard index.hasRequestQualifiers, let url = canonicalizer.canonicalize(url) else { return false }
-        return !qualified(url).isEmpty
+        guard let table = variantTable, let key = canonicalizer.canonicalBytes(url) else { return false }
+        return key.withUnsafeBytes { table.group($0, hash: IndexLayout.hash($0)) != nil }
     }
 
     /// Whether a request's body takes part in matching `method` at `url`: the bundle recorded an answer to that
     /// method there (a GET's only when it was recorded with a body). An integration collects the body (at most
     /// ``BundleRequest/maxBodySize`` bytes) only then.
     public func matchesBody(method: String, url: String) -> Bool {
-        guard index.hasRequestQualifiers, let url = canonicalizer.canonicalize(url) else { return false }
+        guard let table = variantTable, let key = canonicalizer.canonicalBytes(url) else { return false }
         let method = method.uppercased()
-        return qualified(url).contains { i in
-            RequestQualifiers.split(key: index.entryKey(i)).qualifiers.map { $0.method == method && (method != "GET" || $0.bodyDigest != nil) } ?? false
-        }
-    }
-
-    private func choose(among qualified: [Int], plain: BundleEntry?, for request: BundleRequest, method: String) -> BundleEntry? {
-        var candidates: [RequestQualifiers.Candidate] = []
-        for i in (plain.map { [$0.position] } ?? []) + qualified {
-            guard let qualifiers = RequestQualifiers.split(key: index.entryKey(i)).qualifiers else { continue }
-            let headers = index.entryHeaders(i)
-            candidates.append(
-                .init(
-                    entry: i, qualifiers: qualifiers, contentType: headers.first { $0.name == "content-type" }?.value,
-                    contentLanguage: headers.first { $0.name == "content-language" }?.value))
-        }
-        let chosen = RequestQualifiers.choose(
-            candidates, method: method, headers: request.headers, bodyDigest: RequestQualifiers.bodyDigest(of: request.body))
-        return chosen.map(makeEntry)
+        guard let group = key.withUnsafeBytes({ table.group($0, hash: IndexLayout.hash($0)) }) else { return false }
+        return group.candidates.contains { $0.qualifiers.method == method && (method != "GET" || $0.qualifiers.bodyDigest != nil) }
     }
 
     /// The entry whose canonical key is exactly `key`, or nil.

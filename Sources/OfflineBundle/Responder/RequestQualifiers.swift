@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HTTPTypes
+import Synchronization
 
 /// What a stored response was recorded for besides its URL (docs/FORMAT.md §5.4): the method, a digest of the
 /// request body, and the request headers the answer depends on. A key with qualifiers is the canonical URL, then
@@ -37,7 +38,7 @@ package struct RequestQualifiers: Sendable, Equatable {
     /// The value a key records for header `name` sent with `value`: a credential's scheme, lowercased; a cookie's
     /// presence (the empty value); other values as sent, trimmed.
     package static func keyValue(name: String, value: String) -> String {
-        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        let trimmed = trimmedSpaces(value)
         guard credentialHeaders.contains(name) else { return trimmed }
         if name == "cookie" { return "" }
         return String(trimmed.prefix { $0 != " " }).lowercased()
@@ -47,6 +48,23 @@ package struct RequestQualifiers: Sendable, Equatable {
     package static func bodyDigest(of body: Data?) -> String? {
         guard let body, !body.isEmpty else { return nil }
         return hexString(Array(SHA256.hash(data: body)).prefix(16))
+    }
+
+    /// `value` without leading and trailing spaces and tabs (without Foundation's character sets: this runs for every
+    /// header of every request matched).
+    static func trimmedSpaces(_ value: String) -> String {
+        let utf8 = value.utf8
+        guard let first = utf8.first, let last = utf8.last else { return value }
+        func blank(_ c: UInt8) -> Bool { c == 0x20 || c == 0x09 }
+        if !blank(first) && !blank(last) { return value }
+        guard let start = utf8.firstIndex(where: { !blank($0) }), let end = utf8.lastIndex(where: { !blank($0) }) else { return "" }
+        return String(value[start...end])
+    }
+
+    /// `text` with ASCII letters uppercased (itself when it has none in lowercase).
+    static func asciiUppercased(_ text: String) -> String {
+        guard text.utf8.contains(where: { $0 >= 0x61 && $0 <= 0x7A }) else { return text }
+        return String(decoding: text.utf8.map { $0 >= 0x61 && $0 <= 0x7A ? $0 - 0x20 : $0 }, as: UTF8.self)
     }
 
     /// Whether the key names nothing beyond its URL (a plain GET).
@@ -195,47 +213,98 @@ extension String {
 // MARK: - Choosing a variant
 
 extension RequestQualifiers {
-    /// A stored response a request may get: its entry, its qualifiers, and what content negotiation compares.
+    /// A stored response a request may get: its entry, its qualifiers, and what content negotiation compares, read
+    /// out once (a ``VariantTable`` keeps them for the life of a mount).
     package struct Candidate: Sendable {
         package var entry: Int
         package var qualifiers: RequestQualifiers
-        /// The stored `content-type` and `content-language`.
-        package var contentType: String?
-        package var contentLanguage: String?
+        /// The stored `content-type` essence and `content-language` tags, lowercased, and the type's major part.
+        let type: String
+        let major: Substring
+        let languages: [String]
+        let hasLanguage: Bool
+        /// The field name of each of the qualifiers' headers.
+        let fields: [HTTPField.Name?]
+        /// The `b=` digest's 16 bytes.
+        let digest: [UInt8]?
+        /// Qualifiers it carries (a plain entry none).
+        let size: Int
 
         package init(entry: Int, qualifiers: RequestQualifiers, contentType: String?, contentLanguage: String?) {
             self.entry = entry
             self.qualifiers = qualifiers
-            self.contentType = contentType
-            self.contentLanguage = contentLanguage
+            type = contentType.map(MediaTypes.essence(of:))?.lowercased() ?? ""
+            major = type.prefix { $0 != "/" }
+            languages = (contentLanguage ?? "").lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            hasLanguage = contentLanguage != nil
+            fields = qualifiers.headers.map { HTTPField.Name($0.name) }
+            digest = qualifiers.bodyDigest.map { hex in
+                var bytes = [UInt8]()
+                var high: UInt8?
+                for c in hex.utf8 {
+                    let v = c <= 0x39 ? c &- 0x30 : c &- 0x57
+                    if let h = high {
+                        bytes.append(h << 4 | v)
+                        high = nil
+                    } else {
+                        high = v
+                    }
+                }
+                return bytes
+            }
+            size = qualifiers.headers.count + (qualifiers.isPlain ? 0 : 1)
         }
     }
 
-    /// The candidate that answers `request` (docs/FORMAT.md §8.4 H12), or nil: the method (HEAD as GET) and the body
+    /// Whether `digest` (a candidate's 16 bytes, nil for no body) is that of `body`'s SHA-256 (nil for none).
+    static func same(_ digest: [UInt8]?, _ body: SHA256Digest?) -> Bool {
+        guard let digest, let body else { return digest == nil && body == nil }
+        return body.withUnsafeBytes { raw in digest.withUnsafeBytes { memcmp(raw.baseAddress!, $0.baseAddress!, 16) == 0 } }
+    }
+
+    /// The candidate that answers the request (docs/FORMAT.md §8.4 H19), or nil: the method (HEAD as GET) and the body
     /// digest must be equal; each recorded header must be satisfied (`accept` and `accept-language` by content
     /// negotiation on the stored response, a credential by its scheme, any other by its value, an absent one by its
     /// absence); among several, the best negotiated, then the one recorded with the request's very values, then
     /// the fewest qualifiers, then key order.
-    package static func choose(_ candidates: [Candidate], method: String, headers: HTTPFields, bodyDigest: String?) -> Int? {
-        let method = method.uppercased() == "HEAD" ? "GET" : method.uppercased()
+    package static func choose(_ candidates: [Candidate], method: String, headers: HTTPFields, body: Data?) -> Int? {
+        let upper = asciiUppercased(method)
+        let method = upper == "HEAD" ? "GET" : upper
+        var requestDigest: SHA256Digest??
+        var accept: [Range]??
+        var acceptLanguage: [Range]??
         var best: (entry: Int, score: (Double, Int, Int))?
+        // Each header's value is looked up once per request, whatever the candidates (HTTPFields' subscript searches
+        // and joins every time).
+        var looked: [(name: String, value: String?)] = []
+        func sentValue(_ name: String, _ field: HTTPField.Name?) -> String? {
+            if let known = looked.first(where: { $0.name == name }) { return known.value }
+            let value = field.flatMap { headers[$0] }
+            looked.append((name, value))
+            return value
+        }
         for candidate in candidates {
             let q = candidate.qualifiers
-            guard q.method == method, q.bodyDigest == bodyDigest else { continue }
+            guard q.method == method else { continue }
+            if requestDigest == nil { requestDigest = .some(body.flatMap { $0.isEmpty ? nil : SHA256.hash(data: $0) }) }
+            guard same(candidate.digest, requestDigest!) else { continue }
             var weight = 1.0
             var exact = 0
             var acceptable = true
-            for header in q.headers where acceptable {
-                let sent = HTTPField.Name(header.name).flatMap { headers[$0] }.map { keyValue(name: header.name, value: $0) }
+            for (k, header) in q.headers.enumerated() where acceptable {
+                let sent = sentValue(header.name, candidate.fields[k]).map { keyValue(name: header.name, value: $0) }
                 if sent == header.value { exact += 1 }
                 switch header.name {
                 case "accept":
-                    let type = candidate.contentType.map(MediaTypes.essence(of:)) ?? ""
-                    weight *= Double(acceptWeight(sent ?? "*/*", type: type)) / 1000
-                case "accept-language" where candidate.contentLanguage != nil:
-                    weight *= Double(languageWeight(sent ?? "*", language: candidate.contentLanguage ?? "")) / 1000
+                    if accept == nil { accept = .some(sentValue("accept", .accept).map(Range.cached)) }
+                    weight *= Double(Range.weight(accept! ?? [Range(text: "*/*", q: 1000)], type: candidate.type, major: candidate.major)) / 1000
+                case "accept-language" where candidate.hasLanguage:
+                    if acceptLanguage == nil { acceptLanguage = .some(sentValue("accept-language", .acceptLanguage).map(Range.cached)) }
+                    weight *= Double(Range.languageWeight(acceptLanguage! ?? [Range(text: "*", q: 1000)], tags: candidate.languages)) / 1000
+                case "authorization", "proxy-authorization", "cookie":
+                    // A credential by its scheme (keyValue keeps only that; a cookie by its presence).
+                    acceptable = sent?.lowercased() == header.value?.lowercased()
                 default:
-                    // A credential by its scheme (keyValue keeps only that), any other header by its value.
                     if credentialHeaders.contains(header.name) {
                         acceptable = sent?.lowercased() == header.value?.lowercased()
                     } else {
@@ -246,56 +315,120 @@ extension RequestQualifiers {
             }
             // A credential the request carries goes only to an answer recorded with one of its scheme (a cookie only
             // where the answer varies on it: browsers send cookies everywhere).
-            for name in ["authorization", "proxy-authorization"] where acceptable && !q.headers.contains(where: { $0.name == name }) {
-                if let field = HTTPField.Name(name), headers[field] != nil { acceptable = false }
+            if acceptable, headers.contains(where: { $0.name == .authorization || $0.name == .proxyAuthorization }) {
+                for name in ["authorization", "proxy-authorization"] where acceptable && !q.headers.contains(where: { $0.name == name }) {
+                    if let field = HTTPField.Name(name), headers[field] != nil { acceptable = false }
+                }
             }
             guard acceptable else { continue }
-            let score = (weight, exact, -(q.headers.count + (q.isPlain ? 0 : 1)))
+            let score = (weight, exact, -candidate.size)
             if best.map({ score > $0.score }) ?? true { best = (candidate.entry, score) }
         }
         return best?.entry
     }
 
-    /// The weight (in thousandths) an `Accept` value gives media type `type` (RFC 9110 §12.5.1): the most specific
-    /// range that matches decides; 0 when none does.
-    package static func acceptWeight(_ accept: String, type: String) -> Int {
-        let type = type.lowercased()
-        let major = type.split(separator: "/").first.map(String.init) ?? type
-        var best: (specificity: Int, q: Int)?
-        for item in accept.split(separator: ",") {
-            let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-            guard let range = parts.first, !range.isEmpty else { continue }
-            let q = parts.dropFirst().first { $0.hasPrefix("q=") }.flatMap { BundleResponder.qvalue(Substring($0.dropFirst(2))) } ?? 1000
-            let specificity: Int
-            if range == type {
-                specificity = 3
-            } else if range == major + "/*" {
-                specificity = 2
-            } else if range == "*/*" {
-                specificity = 1
-            } else {
-                continue
-            }
-            if best.map({ specificity > $0.specificity }) ?? true { best = (specificity, q) }
+    /// One item of an `Accept` or `Accept-Language` value: the range, lowercased, and its weight in thousandths.
+    struct Range: Sendable {
+        var text: String
+        var q: Int
+        /// For `type/*`, the type.
+        var major: Substring?
+
+        init(text: String, q: Int) {
+            self.text = text
+            self.q = q
+            major = text.hasSuffix("/*") && text != "*/*" ? text.dropLast(2) : nil
         }
-        return best?.q ?? 0
+
+        /// The parsed values of the `Accept` and `Accept-Language` headers seen last: a service's client sends the same
+        /// few again and again (bounded: emptied past 256).
+        private static let cache = Mutex<[String: [Range]]>([:])
+
+        /// ``parse(_:)``, through ``cache``.
+        static func cached(_ value: String) -> [Range] {
+            if let known = cache.withLock({ $0[value] }) { return known }
+            let ranges = parse(value)
+            cache.withLock { cache in
+                if cache.count >= 256 { cache.removeAll(keepingCapacity: true) }
+                cache[value] = ranges
+            }
+            return ranges
+        }
+
+        /// The items of a header value, by bytes (this runs for every request matched): ranges trimmed and lowercased,
+        /// `q` read by RFC 9110's grammar (anything else is no weight: 1).
+        static func parse(_ value: String) -> [Range] {
+            var ranges: [Range] = []
+            for item in value.utf8.split(separator: UInt8(ascii: ",")) {
+                var parts = item.split(separator: UInt8(ascii: ";")).makeIterator()
+                guard let first = parts.next() else { continue }
+                let range = trimmedLowercased(first)
+                guard !range.isEmpty else { continue }
+                var q = 1000
+                while let part = parts.next() {
+                    let parameter = trimmedLowercased(part)
+                    if parameter.hasPrefix("q=") {
+                        q = BundleResponder.qvalue(Substring(parameter.dropFirst(2))) ?? 1000
+                        break
+                    }
+                }
+                ranges.append(Range(text: range, q: q))
+            }
+            return ranges
+        }
+
+        static func trimmedLowercased(_ bytes: Substring.UTF8View.SubSequence) -> String {
+            guard let start = bytes.firstIndex(where: { $0 != 0x20 && $0 != 0x09 }), let end = bytes.lastIndex(where: { $0 != 0x20 && $0 != 0x09 }) else {
+                return ""
+            }
+            let slice = bytes[start...end]
+            return String(
+                decoding: slice.contains { $0 >= 0x41 && $0 <= 0x5A } ? slice.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 } : Array(slice), as: UTF8.self)
+        }
+
+        /// The weight `ranges` give media type `type` (RFC 9110 §12.5.1): the most specific matching range decides.
+        static func weight(_ ranges: [Range], type: String, major: Substring) -> Int {
+            var best: (specificity: Int, q: Int)?
+            for range in ranges {
+                let specificity: Int
+                if range.text == type {
+                    specificity = 3
+                } else if let rangeMajor = range.major, rangeMajor == major {
+                    specificity = 2
+                } else if range.text == "*/*" {
+                    specificity = 1
+                } else {
+                    continue
+                }
+                if best.map({ specificity > $0.specificity }) ?? true { best = (specificity, range.q) }
+            }
+            return best?.q ?? 0
+        }
+
+        /// The weight `ranges` give a response in languages `tags`: a range matches a tag equal to it, a tag that
+        /// starts with it and `-` (RFC 4647 basic filtering), or a tag it starts with and `-` (`fr-CH` takes `fr`, as
+        /// lookup falls back); `*` matches any. The longest matching range decides.
+        static func languageWeight(_ ranges: [Range], tags: [String]) -> Int {
+            var best: (length: Int, q: Int)?
+            for range in ranges {
+                let r = range.text
+                let matches = r == "*" || tags.contains { $0 == r || $0.hasPrefix(r + "-") || r.hasPrefix($0 + "-") }
+                guard matches else { continue }
+                let length = r == "*" ? 0 : r.count
+                if best.map({ length > $0.length }) ?? true { best = (length, range.q) }
+            }
+            return best?.q ?? 0
+        }
     }
 
-    /// The weight an `Accept-Language` value gives language tag `language`: a range matches a tag equal to it, a tag
-    /// that starts with it and `-` (RFC 4647 basic filtering), or a tag it starts with and `-` (`fr-CH` takes `fr`,
-    /// as lookup falls back); `*` matches any. The longest matching range decides.
+    /// The weight (in thousandths) an `Accept` value gives media type `type`.
+    package static func acceptWeight(_ accept: String, type: String) -> Int {
+        let type = type.lowercased()
+        return Range.weight(Range.parse(accept), type: type, major: type.prefix { $0 != "/" })
+    }
+
+    /// The weight an `Accept-Language` value gives language tag(s) `language`.
     package static func languageWeight(_ acceptLanguage: String, language: String) -> Int {
-        let tags = language.lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-        var best: (length: Int, q: Int)?
-        for item in acceptLanguage.split(separator: ",") {
-            let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-            guard let range = parts.first, !range.isEmpty else { continue }
-            let q = parts.dropFirst().first { $0.hasPrefix("q=") }.flatMap { BundleResponder.qvalue(Substring($0.dropFirst(2))) } ?? 1000
-            let matches = range == "*" || tags.contains { $0 == range || $0.hasPrefix(range + "-") || range.hasPrefix($0 + "-") }
-            guard matches else { continue }
-            let length = range == "*" ? 0 : range.count
-            if best.map({ length > $0.length }) ?? true { best = (length, q) }
-        }
-        return best?.q ?? 0
+        Range.languageWeight(Range.parse(acceptLanguage), tags: language.lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
     }
 }

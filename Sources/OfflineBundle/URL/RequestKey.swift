@@ -48,6 +48,11 @@ public struct RequestKeyCanonicalizer: Sendable {
     }
 
     /// The canonical key as UTF-8 bytes, or nil when the input is not an absolute URL with a host.
+    package func canonicalBytes(_ url: String) -> [UInt8]? {
+        var url = url
+        return url.withUTF8 { canonicalBytes(UnsafeRawBufferPointer($0)) }
+    }
+
     package func canonicalBytes(_ s: UnsafeRawBufferPointer) -> [UInt8]? {
         var start = 0
         var end = s.count

@@ -51,7 +51,7 @@ public struct RecordedRequest: Sendable, Equatable {
 
     /// As the manifest records it.
     var manifest: ManifestRequest {
-        let text = body.flatMap { String(data: $0, encoding: .utf8) }
+        let text = body.flatMap { String(validating: $0, as: UTF8.self) }
         return ManifestRequest(
             method: method, headers: headers.map { [$0.name, $0.value ?? ""] }, body: text,
             bodyBase64: text == nil ? body?.base64EncodedString() : nil, vary: keyHeaders.isEmpty ? nil : keyHeaders.map(\.name), paginate: paginate)
