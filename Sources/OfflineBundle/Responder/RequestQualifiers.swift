@@ -1,7 +1,6 @@
 import Crypto
 import Foundation
 import HTTPTypes
-import Synchronization
 
 /// What a stored response was recorded for besides its URL (docs/FORMAT.md §5.4): the method, a digest of the
 /// request body, and the request headers the answer depends on. A key with qualifiers is the canonical URL, then
@@ -38,10 +37,11 @@ package struct RequestQualifiers: Sendable, Equatable {
     /// The value a key records for header `name` sent with `value`: a credential's scheme, lowercased; a cookie's
     /// presence (the empty value); other values as sent, trimmed.
     package static func keyValue(name: String, value: String) -> String {
-        let trimmed = trimmedSpaces(value)
-        guard credentialHeaders.contains(name) else { return trimmed }
-        if name == "cookie" { return "" }
-        return String(trimmed.prefix { $0 != " " }).lowercased()
+        switch name {
+        case "authorization", "proxy-authorization": return String(trimmedSpaces(value).prefix { $0 != " " }).lowercased()
+        case "cookie": return ""
+        default: return trimmedSpaces(value)
+        }
     }
 
     /// The digest a key records for a request body: nil for none or an empty one.
@@ -215,12 +215,18 @@ extension String {
 extension RequestQualifiers {
     /// A stored response a request may get: its entry, its qualifiers, and what content negotiation compares, read
     /// out once (a ``VariantTable`` keeps them for the life of a mount).
-    package struct Candidate: Sendable {
-        package var entry: Int
-        package var qualifiers: RequestQualifiers
+    ///
+    /// A class: a request walks the candidates of its URL, and a reference costs one retain where a struct of arrays
+    /// and strings cost one per field.
+    package final class Candidate: Sendable {
+        package let entry: Int
+        package let qualifiers: RequestQualifiers
         /// The stored `content-type` essence and `content-language` tags, lowercased, and the type's major part.
         let type: String
         let major: Substring
+        let typeBytes: [UInt8]
+        let majorBytes: [UInt8]
+        let languageBytes: [[UInt8]]
         let languages: [String]
         let hasLanguage: Bool
         /// The field name of each of the qualifiers' headers.
@@ -236,6 +242,9 @@ extension RequestQualifiers {
             type = contentType.map(MediaTypes.essence(of:))?.lowercased() ?? ""
             major = type.prefix { $0 != "/" }
             languages = (contentLanguage ?? "").lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            typeBytes = Array(type.utf8)
+            majorBytes = Array(major.utf8)
+            languageBytes = languages.map { Array($0.utf8) }
             hasLanguage = contentLanguage != nil
             fields = qualifiers.headers.map { HTTPField.Name($0.name) }
             digest = qualifiers.bodyDigest.map { hex in
@@ -271,22 +280,26 @@ extension RequestQualifiers {
         let upper = asciiUppercased(method)
         let method = upper == "HEAD" ? "GET" : upper
         var requestDigest: SHA256Digest??
-        var accept: [Range]??
-        var acceptLanguage: [Range]??
         var best: (entry: Int, score: (Double, Int, Int))?
         // Each header's value is looked up once per request, whatever the candidates (HTTPFields' subscript searches
         // and joins every time).
         var looked: [(name: String, value: String?)] = []
         func sentValue(_ name: String, _ field: HTTPField.Name?) -> String? {
             if let known = looked.first(where: { $0.name == name }) { return known.value }
-            let value = field.flatMap { headers[$0] }
+            // Several fields of one name are one value, joined with ", " (RFC 9110 §5.3); one is taken as it is.
+            var value: String?
+            if let field {
+                for sent in headers where sent.name == field { value = value.map { $0 + ", " + sent.value } ?? sent.value }
+            }
             looked.append((name, value))
             return value
         }
         for candidate in candidates {
             let q = candidate.qualifiers
             guard q.method == method else { continue }
-            if requestDigest == nil { requestDigest = .some(body.flatMap { $0.isEmpty ? nil : SHA256.hash(data: $0) }) }
+            if requestDigest == nil {
+                requestDigest = .some(body.flatMap { $0.isEmpty ? nil : $0.withUnsafeBytes { SHA256.hash(data: $0) } })
+            }
             guard same(candidate.digest, requestDigest!) else { continue }
             var weight = 1.0
             var exact = 0
@@ -296,11 +309,9 @@ extension RequestQualifiers {
                 if sent == header.value { exact += 1 }
                 switch header.name {
                 case "accept":
-                    if accept == nil { accept = .some(sentValue("accept", .accept).map(Range.cached)) }
-                    weight *= Double(Range.weight(accept! ?? [Range(text: "*/*", q: 1000)], type: candidate.type, major: candidate.major)) / 1000
+                    weight *= Double(sentValue("accept", .accept).map { Scan.mediaWeight($0, candidate) } ?? 1000) / 1000
                 case "accept-language" where candidate.hasLanguage:
-                    if acceptLanguage == nil { acceptLanguage = .some(sentValue("accept-language", .acceptLanguage).map(Range.cached)) }
-                    weight *= Double(Range.languageWeight(acceptLanguage! ?? [Range(text: "*", q: 1000)], tags: candidate.languages)) / 1000
+                    weight *= Double(sentValue("accept-language", .acceptLanguage).map { Scan.languageWeight($0, candidate) } ?? 1000) / 1000
                 case "authorization", "proxy-authorization", "cookie":
                     // A credential by its scheme (keyValue keeps only that; a cookie by its presence).
                     acceptable = sent?.lowercased() == header.value?.lowercased()
@@ -327,108 +338,110 @@ extension RequestQualifiers {
         return best?.entry
     }
 
-    /// One item of an `Accept` or `Accept-Language` value: the range, lowercased, and its weight in thousandths.
-    struct Range: Sendable {
-        var text: String
-        var q: Int
-        /// For `type/*`, the type.
-        var major: Substring?
+    /// `Accept` and `Accept-Language` read against one candidate straight from the header's bytes, with nothing
+    /// allocated: this runs for every candidate of every request matched (the same rules as ``Range``).
+    enum Scan {
+        @inline(__always) static func lower(_ c: UInt8) -> UInt8 { c >= 0x41 && c <= 0x5A ? c | 0x20 : c }
 
-        init(text: String, q: Int) {
-            self.text = text
-            self.q = q
-            major = text.hasSuffix("/*") && text != "*/*" ? text.dropLast(2) : nil
-        }
-
-        /// The parsed values of the `Accept` and `Accept-Language` headers seen last: a service's client sends the same
-        /// few again and again (bounded: emptied past 256).
-        private static let cache = Mutex<[String: [Range]]>([:])
-
-        /// ``parse(_:)``, through ``cache``.
-        static func cached(_ value: String) -> [Range] {
-            if let known = cache.withLock({ $0[value] }) { return known }
-            let ranges = parse(value)
-            cache.withLock { cache in
-                if cache.count >= 256 { cache.removeAll(keepingCapacity: true) }
-                cache[value] = ranges
-            }
-            return ranges
-        }
-
-        /// The items of a header value, by bytes (this runs for every request matched): ranges trimmed and lowercased,
-        /// `q` read by RFC 9110's grammar (anything else is no weight: 1).
-        static func parse(_ value: String) -> [Range] {
-            var ranges: [Range] = []
-            for item in value.utf8.split(separator: UInt8(ascii: ",")) {
-                var parts = item.split(separator: UInt8(ascii: ";")).makeIterator()
-                guard let first = parts.next() else { continue }
-                let range = trimmedLowercased(first)
-                guard !range.isEmpty else { continue }
-                var q = 1000
-                while let part = parts.next() {
-                    let parameter = trimmedLowercased(part)
-                    if parameter.hasPrefix("q=") {
-                        q = BundleResponder.qvalue(Substring(parameter.dropFirst(2))) ?? 1000
-                        break
+        /// The items of `value`: for each, the trimmed range's bytes and the weight its `q` gives (1000 without one).
+        static func items(_ value: String, _ body: (UnsafeBufferPointer<UInt8>, Int) -> Void) {
+            var value = value
+            value.withUTF8 { b in
+                var i = 0
+                while i < b.count {
+                    var end = i
+                    while end < b.count, b[end] != UInt8(ascii: ",") { end += 1 }
+                    var rangeEnd = i
+                    while rangeEnd < end, b[rangeEnd] != UInt8(ascii: ";") { rangeEnd += 1 }
+                    var start = i
+                    var stop = rangeEnd
+                    while start < stop, b[start] == 0x20 || b[start] == 0x09 { start += 1 }
+                    while stop > start, b[stop - 1] == 0x20 || b[stop - 1] == 0x09 { stop -= 1 }
+                    if stop > start {
+                        body(UnsafeBufferPointer(rebasing: b[start..<stop]), weight(UnsafeBufferPointer(rebasing: b[rangeEnd..<end])))
                     }
+                    i = end + 1
                 }
-                ranges.append(Range(text: range, q: q))
             }
-            return ranges
         }
 
-        static func trimmedLowercased(_ bytes: Substring.UTF8View.SubSequence) -> String {
-            guard let start = bytes.firstIndex(where: { $0 != 0x20 && $0 != 0x09 }), let end = bytes.lastIndex(where: { $0 != 0x20 && $0 != 0x09 }) else {
-                return ""
+        /// The `q` among `;`-separated parameters, by RFC 9110 §12.4.2's grammar; 1000 without one or for a value outside it.
+        static func weight(_ parameters: UnsafeBufferPointer<UInt8>) -> Int {
+            var i = 0
+            while i < parameters.count {
+                while i < parameters.count, parameters[i] == UInt8(ascii: ";") || parameters[i] == 0x20 || parameters[i] == 0x09 { i += 1 }
+                var end = i
+                while end < parameters.count, parameters[end] != UInt8(ascii: ";") { end += 1 }
+                if end - i >= 2, lower(parameters[i]) == UInt8(ascii: "q"), parameters[i + 1] == UInt8(ascii: "=") {
+                    var stop = end
+                    while stop > i + 2, parameters[stop - 1] == 0x20 || parameters[stop - 1] == 0x09 { stop -= 1 }
+                    return qvalue(UnsafeBufferPointer(rebasing: parameters[(i + 2)..<stop])) ?? 1000
+                }
+                i = end
             }
-            let slice = bytes[start...end]
-            return String(
-                decoding: slice.contains { $0 >= 0x41 && $0 <= 0x5A } ? slice.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 } : Array(slice), as: UTF8.self)
+            return 1000
         }
 
-        /// The weight `ranges` give media type `type` (RFC 9110 §12.5.1): the most specific matching range decides.
-        static func weight(_ ranges: [Range], type: String, major: Substring) -> Int {
-            var best: (specificity: Int, q: Int)?
-            for range in ranges {
+        static func qvalue(_ b: UnsafeBufferPointer<UInt8>) -> Int? {
+            guard let first = b.first, first == UInt8(ascii: "0") || first == UInt8(ascii: "1"), b.count <= 5 else { return nil }
+            if b.count == 1 { return first == UInt8(ascii: "1") ? 1000 : 0 }
+            guard b[1] == UInt8(ascii: "."), b.dropFirst(2).allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+            var thousandths = 0
+            var scale = 100
+            for c in b.dropFirst(2) {
+                thousandths += Int(c - 0x30) * scale
+                scale /= 10
+            }
+            if first == UInt8(ascii: "1") { return thousandths == 0 ? 1000 : nil }
+            return thousandths
+        }
+
+        static func equal(_ range: UnsafeBufferPointer<UInt8>, _ bytes: [UInt8]) -> Bool {
+            range.count == bytes.count && zip(range, bytes).allSatisfy { lower($0) == $1 }
+        }
+
+        /// The weight an `Accept` value gives the candidate's type: the most specific matching range decides.
+        static func mediaWeight(_ value: String, _ candidate: Candidate) -> Int {
+            var best = (specificity: 0, q: 0)
+            items(value) { range, q in
                 let specificity: Int
-                if range.text == type {
+                if equal(range, candidate.typeBytes) {
                     specificity = 3
-                } else if let rangeMajor = range.major, rangeMajor == major {
+                } else if range.count == candidate.majorBytes.count + 2, range[range.count - 2] == UInt8(ascii: "/"),
+                    range[range.count - 1] == UInt8(ascii: "*"),
+                    equal(UnsafeBufferPointer(rebasing: range[0..<(range.count - 2)]), candidate.majorBytes), !candidate.majorBytes.isEmpty
+                {
                     specificity = 2
-                } else if range.text == "*/*" {
+                } else if range.count == 3, range[0] == UInt8(ascii: "*"), range[1] == UInt8(ascii: "/"), range[2] == UInt8(ascii: "*") {
                     specificity = 1
                 } else {
-                    continue
+                    return
                 }
-                if best.map({ specificity > $0.specificity }) ?? true { best = (specificity, range.q) }
+                if specificity > best.specificity { best = (specificity, q) }
             }
-            return best?.q ?? 0
+            return best.specificity == 0 ? 0 : best.q
         }
 
-        /// The weight `ranges` give a response in languages `tags`: a range matches a tag equal to it, a tag that
-        /// starts with it and `-` (RFC 4647 basic filtering), or a tag it starts with and `-` (`fr-CH` takes `fr`, as
-        /// lookup falls back); `*` matches any. The longest matching range decides.
-        static func languageWeight(_ ranges: [Range], tags: [String]) -> Int {
-            var best: (length: Int, q: Int)?
-            for range in ranges {
-                let r = range.text
-                let matches = r == "*" || tags.contains { $0 == r || $0.hasPrefix(r + "-") || r.hasPrefix($0 + "-") }
-                guard matches else { continue }
-                let length = r == "*" ? 0 : r.count
-                if best.map({ length > $0.length }) ?? true { best = (length, range.q) }
+        /// The weight an `Accept-Language` value gives the candidate's languages: the longest matching range decides.
+        static func languageWeight(_ value: String, _ candidate: Candidate) -> Int {
+            var best = (length: -1, q: 0)
+            items(value) { range, q in
+                let any = range.count == 1 && range[0] == UInt8(ascii: "*")
+                let matches =
+                    any
+                    || candidate.languageBytes.contains { tag in
+                        if equal(range, tag) { return true }
+                        // The tag starts with the range and `-`, or the range with the tag and `-`.
+                        let (short, long, shortIsRange) = range.count < tag.count ? (range.count, tag.count, true) : (tag.count, range.count, false)
+                        guard short < long else { return false }
+                        for j in 0..<short where lower(range[j]) != tag[j] { return false }
+                        return (shortIsRange ? tag[short] : lower(range[short])) == UInt8(ascii: "-")
+                    }
+                guard matches else { return }
+                let length = any ? 0 : range.count
+                if length > best.length { best = (length, q) }
             }
-            return best?.q ?? 0
+            return best.length < 0 ? 0 : best.q
         }
-    }
-
-    /// The weight (in thousandths) an `Accept` value gives media type `type`.
-    package static func acceptWeight(_ accept: String, type: String) -> Int {
-        let type = type.lowercased()
-        return Range.weight(Range.parse(accept), type: type, major: type.prefix { $0 != "/" })
-    }
-
-    /// The weight an `Accept-Language` value gives language tag(s) `language`.
-    package static func languageWeight(_ acceptLanguage: String, language: String) -> Int {
-        Range.languageWeight(Range.parse(acceptLanguage), tags: language.lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
     }
 }
