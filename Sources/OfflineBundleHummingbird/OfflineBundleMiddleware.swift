@@ -83,10 +83,11 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
         var request = request
         var requestBody: Data?
         // The body is read (at most BundleRequest.maxBodySize bytes; a declared longer one is left to the next
-        // responder) only for a method other than GET and HEAD, from bundles that recorded such requests; the next
-        // responder then reads it from memory.
-        if request.method != .get && request.method != .head, serving.handle.loader.bundles.contains(where: \.hasRequestVariants),
-            (request.headers[.contentLength].flatMap { Int($0) } ?? 0) <= BundleRequest.maxBodySize
+        // responder) only for a method other than GET and HEAD at a URL whose recorded answers are chosen by it; the
+        // next responder then reads it from memory.
+        if request.method != .get && request.method != .head,
+            (request.headers[.contentLength].flatMap { Int($0) } ?? 0) <= BundleRequest.maxBodySize,
+            serving.matchesBody(method: request.method.rawValue, target: request.uri.string, host: request.head.authority)
         {
             let collected = try await request.collectBody(upTo: BundleRequest.maxBodySize)
             requestBody = Data(collected.readableBytesView)

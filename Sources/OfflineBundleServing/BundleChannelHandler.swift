@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import OfflineBundle
+import Synchronization
 
 /// One connection's requests, answered in order, with response heads written as bytes.
 ///
@@ -24,6 +25,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         var serving: BundleServing
         var serverName: String?
         var idleTimeout: TimeAmount
+        /// The request body bytes all connections may hold at once.
+        var bodyBudget = BodyBudget(limit: 64 << 20)
     }
     /// Requests received and not yet answered past which the connection is not read.
     static let maxWaiting = 16
@@ -36,6 +39,10 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// bundles with request variants), at most ``BundleRequest/maxBodySize`` bytes.
     private var body: ByteBuffer?
     private var bodyTooLarge = false
+    /// The server's budget for request bodies had no room for this one: 503, not a wrong answer.
+    private var bodyRefused = false
+    /// Body bytes this connection holds against the server's budget (the body being read, and those waiting).
+    private var budgeted = 0
     private var waiting = CircularBuffer<Pending>()
     /// The bytes of the bodies kept by waiting requests: past ``BundleRequest/maxBodySize``, the connection is not read.
     private var waitingBodyBytes = 0
@@ -45,6 +52,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         var head: HTTPRequestHead
         var body: ByteBuffer?
         var tooLarge: Bool
+        var refused: Bool
     }
     /// An answer is being read off the event loop or streamed: later requests wait, and the connection is not idle.
     private var busy = false
@@ -77,7 +85,11 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     func handlerAdded(context: ChannelHandlerContext) { scheduleIdleCheck(context: context) }
 
-    func handlerRemoved(context: ChannelHandlerContext) { idleCheck?.cancel() }
+    func handlerRemoved(context: ChannelHandlerContext) {
+        idleCheck?.cancel()
+        settings.bodyBudget.release(budgeted)
+        budgeted = 0
+    }
 
     /// Once a period: a connection that sent nothing since the last check and whose answers made no progress (none
     /// going out, or one stuck behind a client that stopped reading: a write timeout, as nginx's `send_timeout`) is
@@ -107,21 +119,34 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             self.head = head
             body = nil
             bodyTooLarge = false
-            if head.method != .GET && head.method != .HEAD && settings.serving.handle.loader.bundles.contains(where: \.hasRequestVariants) {
+            bodyRefused = false
+            // A body is kept only where a bundle matches requests by it (a recorded POST's URL, say), and within the
+            // server's budget for all connections: elsewhere it is read and dropped.
+            if head.method != .GET && head.method != .HEAD,
+                settings.serving.matchesBody(method: head.method.rawValue, target: head.uri, host: head.headers.first(name: "host"))
+            {
                 body = context.channel.allocator.buffer(capacity: 0)
             }
         case .body(var part):
-            guard body != nil else { return }
+            guard body != nil, !bodyTooLarge, !bodyRefused else { return }
             if body!.readableBytes + part.readableBytes > BundleRequest.maxBodySize {
                 bodyTooLarge = true
+                settings.bodyBudget.release(body!.readableBytes)
+                budgeted -= body!.readableBytes
                 body = ByteBuffer()
-            } else if !bodyTooLarge {
+            } else if settings.bodyBudget.reserve(part.readableBytes) {
+                budgeted += part.readableBytes
                 body!.writeBuffer(&part)
+            } else {
+                bodyRefused = true
+                settings.bodyBudget.release(body!.readableBytes)
+                budgeted -= body!.readableBytes
+                body = ByteBuffer()
             }
         case .end:
             guard let head, !closing else { return }
             self.head = nil
-            let pending = Pending(head: head, body: body, tooLarge: bodyTooLarge)
+            let pending = Pending(head: head, body: body, tooLarge: bodyTooLarge, refused: bodyRefused)
             body = nil
             if busy || !waiting.isEmpty || !context.channel.isWritable {
                 waitingBodyBytes += pending.body?.readableBytes ?? 0
@@ -282,9 +307,15 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
         }
         let record = ServedRequest(method: request.method.rawValue, target: request.uri, status: 500)
-        if pending.tooLarge { return empty(413, record, request: request, keepAlive: keepAlive, context: context) }
-        let answer: ServeAnswer
         let body = pending.body.map { Data($0.readableBytesView) }
+        if let held = pending.body?.readableBytes, held > 0 {
+            // Copied out: the connection holds it no longer.
+            settings.bodyBudget.release(held)
+            budgeted -= held
+        }
+        if pending.tooLarge { return empty(413, record, request: request, keepAlive: keepAlive, context: context) }
+        if pending.refused { return empty(503, record, request: request, keepAlive: keepAlive, context: context) }
+        let answer: ServeAnswer
         switch settings.serving.answer(method: request.method.rawValue, target: request.uri, host: asked.host, headers: fields, body: body, loader: loader) {
         case .miss: return empty(404, record, request: request, keepAlive: keepAlive, context: context)
         case .status(let status): return empty(status, record, request: request, keepAlive: keepAlive, context: context)
@@ -634,4 +665,32 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         guard !keepAlive else { return }
         closeOnceWritten(context: context)
     }
+}
+
+/// The request body bytes a server's connections may hold at once (bodies are kept only where a bundle matches
+/// requests by them): past it, a request is answered 503 rather than held, so many connections sending bodies at
+/// once cost the budget, not a megabyte each.
+final class BodyBudget: Sendable {
+    let limit: Int
+    private let used = Atomic<Int>(0)
+
+    init(limit: Int) { self.limit = limit }
+
+    /// Takes `bytes` from the budget; false, taking nothing, when they do not fit.
+    func reserve(_ bytes: Int) -> Bool {
+        var current = used.load(ordering: .relaxed)
+        while true {
+            guard current + bytes <= limit else { return false }
+            let (exchanged, original) = used.compareExchange(expected: current, desired: current + bytes, ordering: .relaxed)
+            if exchanged { return true }
+            current = original
+        }
+    }
+
+    func release(_ bytes: Int) {
+        guard bytes > 0 else { return }
+        used.subtract(bytes, ordering: .relaxed)
+    }
+
+    var inUse: Int { used.load(ordering: .relaxed) }
 }

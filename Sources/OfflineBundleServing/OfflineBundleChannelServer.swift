@@ -51,13 +51,18 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     ///     ready to send again: the head as bytes and the body as checked and sent, bodies of at most 4 MiB; shared by
     ///     the event loops, emptied when the handle's loader is replaced. 0 keeps none; nor is anything kept from a
     ///     loader with a last-seen cache (what it keeps later takes the bundle's place).
+    ///   - requestBodyBudget: the request body bytes all connections may hold at once. A body is read into memory
+    ///     only for a method other than GET or HEAD at a URL whose recorded answers are chosen by their request's body
+    ///     (``OfflineLoader/matchesBody(method:url:)``), at most 1 MiB each (more is a 413); past the budget, such a
+    ///     request is answered 503, so connections that send bodies at once cost the budget, not a megabyte each.
     ///   - group: the event loops that answer (by default NIO's shared group, a loop per core).
     public static func start(
         serving: BundleServing, host: String = "127.0.0.1", port: Int = 0, serverName: String? = nil, idleTimeout: TimeAmount = .seconds(60),
-        responseCacheSize: Int = 32 << 20, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        responseCacheSize: Int = 32 << 20, requestBodyBudget: Int = 64 << 20, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> OfflineBundleChannelServer {
         let cache = responseCacheSize > 0 ? ResponseCache(budget: responseCacheSize) : nil
-        let settings = BundleChannelHandler.Settings(serving: serving, serverName: serverName, idleTimeout: idleTimeout)
+        let settings = BundleChannelHandler.Settings(
+            serving: serving, serverName: serverName, idleTimeout: idleTimeout, bodyBudget: BodyBudget(limit: requestBodyBudget))
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -78,12 +83,12 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     /// ``start(serving:host:port:serverName:idleTimeout:responseCacheSize:group:)``).
     public static func start(
         handle: LoaderHandle, routes: [BundleRoute], policy: ServerPolicy = .open, host: String = "127.0.0.1", port: Int = 0,
-        serverName: String? = nil, idleTimeout: TimeAmount = .seconds(60), responseCacheSize: Int = 32 << 20,
+        serverName: String? = nil, idleTimeout: TimeAmount = .seconds(60), responseCacheSize: Int = 32 << 20, requestBodyBudget: Int = 64 << 20,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> OfflineBundleChannelServer {
         try await start(
             serving: BundleServing(handle: handle, routes: routes, policy: policy), host: host, port: port, serverName: serverName,
-            idleTimeout: idleTimeout, responseCacheSize: responseCacheSize, group: group)
+            idleTimeout: idleTimeout, responseCacheSize: responseCacheSize, requestBodyBudget: requestBodyBudget, group: group)
     }
 
     /// Serves until a graceful shutdown (a service group's signal), then stops listening.

@@ -51,7 +51,7 @@ extension Packager {
             ]
             for (label, values) in rules where !values.isEmpty { print("\(label): \(terminalSafe(values.joined(separator: ", ")))") }
             print("")
-            let header = ["STATUS", "KIND", "TYPE", "SIZE", "STORED", "METHOD", "KEY"]
+            let header = ["STATUS", "KIND", "TYPE", "SIZE", "STORED", "CODING", "KEY"]
             var rows = [header]
             for e in b.entries {
                 var key = e.key

@@ -283,3 +283,34 @@ extension ChannelServerTests {
         #expect(records.all.last.map { "\($0.status) \($0.source == nil)" } == "421 true")
     }
 }
+
+extension ChannelServerTests {
+    @Test("request bodies are held only where a bundle matches by them, within the server's budget: past it a 503, then room again")
+    func requestBodyBudget() async throws {
+        let folder = try TemporaryFolder()
+        let origin = "https://docs.example.com"
+        let loader = try runtimeLoader(origin: origin, folder: folder, policy: .bundleOnly)
+        let server = try await OfflineBundleChannelServer.start(
+            handle: LoaderHandle(loader), routes: [.init(origin: origin)], requestBodyBudget: 1024)
+        defer { Task { await server.stop() } }
+        func post(_ path: String, _ body: String) async throws -> (status: String, body: String) {
+            try? FileManager.default.removeItem(atPath: folder.path + "/out")
+            try folder.file("request-body", body)
+            let result = try await run(
+                "curl",
+                [
+                    "-s", "-o", folder.path + "/out", "-w", "%{http_code}", "--data-binary", "@" + folder.path + "/request-body",
+                    "http://127.0.0.1:\(server.port)\(path)",
+                ])
+            return (result.output, (try? String(contentsOfFile: folder.path + "/out", encoding: .utf8)) ?? "")
+        }
+        #expect(try await post("/api/search", "{\"q\":\"a\"}") == ("200", "[\"apple\"]"))
+        // 2,000 bytes do not fit a budget of 1,024: refused, not held (and not the 413 of a body past 1 MiB).
+        #expect(try await post("/api/search", String(repeating: "x", count: 2000)).status == "503")
+        // Where no answer is chosen by a body, it is not held at all: the URL is a miss, as before.
+        #expect(try await post("/hotfix.txt", String(repeating: "x", count: 2000)).status == "404")
+        // The budget was given back.
+        #expect(try await post("/api/search", "{\"q\":\"b\"}") == ("200", "[\"banana\"]"))
+        #expect(try await post("/api/search", String(repeating: "y", count: (1 << 20) + 1)).status != "200")
+    }
+}

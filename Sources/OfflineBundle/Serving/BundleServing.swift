@@ -40,6 +40,15 @@ public struct BundleServing: Sendable {
         return BundleRoute(pathPrefix: pathPrefix, origin: origin)
     }
 
+    /// Whether the bundles match `method` at `target` by the request's body
+    /// (``OfflineLoader/matchesBody(method:url:)``): a transport reads a body into memory only then.
+    public func matchesBody(method: String, target: String, host: String?, loader: OfflineLoader? = nil) -> Bool {
+        let (path, authority) = BundleRoute.originForm(target)
+        let hostName = (authority ?? host).flatMap { HTTPRules.host(ofAuthority: $0) }
+        guard let (url, _) = BundleRoute.key(target: path, host: hostName, in: routes) else { return false }
+        return (loader ?? handle.loader).matchesBody(method: method, url: url)
+    }
+
     /// What a request gets.
     ///
     /// - Parameters:
