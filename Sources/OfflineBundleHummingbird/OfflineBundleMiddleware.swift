@@ -28,6 +28,9 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
 
     /// The answer step: routes, policy, and the handle whose loader answers.
     public let serving: BundleServing
+    /// The request body bytes held at once by the requests this middleware answers (64 MiB): bodies are held only at
+    /// URLs whose recorded answers are chosen by them.
+    let bodyBudget = BodyBudget(limit: 64 << 20)
 
     /// Where the loader comes from: a handle whose loader can be replaced while the server runs.
     public var handle: LoaderHandle { serving.handle }
@@ -82,14 +85,16 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
         let answer: ServeAnswer
         var request = request
         var requestBody: Data?
-        // The body is read (at most BundleRequest.maxBodySize bytes; a declared longer one is left to the next
-        // responder) only for a method other than GET and HEAD at a URL whose recorded answers are chosen by it; the
-        // next responder then reads it from memory.
-        if request.method != .get && request.method != .head,
-            (request.headers[.contentLength].flatMap { Int($0) } ?? 0) <= BundleRequest.maxBodySize,
-            serving.matchesBody(method: request.method.rawValue, target: request.uri.string, host: request.head.authority)
-        {
-            let collected = try await request.collectBody(upTo: BundleRequest.maxBodySize)
+        // The body is read only at a URL whose recorded answers are chosen by it (BundleRequest.maxBodySize bytes at
+        // most: more is a 413, as serve answers), within the middleware's budget for bodies held at once (503 past
+        // it); the next responder then reads it from memory.
+        if request.method != .head, serving.matchesBody(method: request.method.rawValue, target: request.uri.string, host: request.head.authority) {
+            let declared = request.headers[.contentLength].flatMap { Int($0) }
+            if let declared, declared > BundleRequest.maxBodySize { return Response(status: .contentTooLarge) }
+            let reserved = declared ?? BundleRequest.maxBodySize
+            guard bodyBudget.reserve(reserved) else { return Response(status: .serviceUnavailable) }
+            defer { bodyBudget.release(reserved) }
+            guard let collected = try? await request.collectBody(upTo: BundleRequest.maxBodySize) else { return Response(status: .contentTooLarge) }
             requestBody = Data(collected.readableBytesView)
         }
         switch serving.answer(

@@ -4,7 +4,6 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import OfflineBundle
-import Synchronization
 
 /// One connection's requests, answered in order, with response heads written as bytes.
 ///
@@ -122,9 +121,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             bodyRefused = false
             // A body is kept only where a bundle matches requests by it (a recorded POST's URL, say), and within the
             // server's budget for all connections: elsewhere it is read and dropped.
-            if head.method != .GET && head.method != .HEAD,
-                settings.serving.matchesBody(method: head.method.rawValue, target: head.uri, host: head.headers.first(name: "host"))
-            {
+            if head.method != .HEAD, settings.serving.matchesBody(method: head.method.rawValue, target: head.uri, host: head.headers.first(name: "host")) {
                 body = context.channel.allocator.buffer(capacity: 0)
             }
         case .body(var part):
@@ -665,32 +662,4 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         guard !keepAlive else { return }
         closeOnceWritten(context: context)
     }
-}
-
-/// The request body bytes a server's connections may hold at once (bodies are kept only where a bundle matches
-/// requests by them): past it, a request is answered 503 rather than held, so many connections sending bodies at
-/// once cost the budget, not a megabyte each.
-final class BodyBudget: Sendable {
-    let limit: Int
-    private let used = Atomic<Int>(0)
-
-    init(limit: Int) { self.limit = limit }
-
-    /// Takes `bytes` from the budget; false, taking nothing, when they do not fit.
-    func reserve(_ bytes: Int) -> Bool {
-        var current = used.load(ordering: .relaxed)
-        while true {
-            guard current + bytes <= limit else { return false }
-            let (exchanged, original) = used.compareExchange(expected: current, desired: current + bytes, ordering: .relaxed)
-            if exchanged { return true }
-            current = original
-        }
-    }
-
-    func release(_ bytes: Int) {
-        guard bytes > 0 else { return }
-        used.subtract(bytes, ordering: .relaxed)
-    }
-
-    var inUse: Int { used.load(ordering: .relaxed) }
 }

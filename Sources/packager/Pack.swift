@@ -68,7 +68,7 @@ extension Packager {
             try reportingErrors {
                 let key = try SigningKeys.privateKey(file: signKey, environment: "PACKAGER_SIGN_KEY")
                 if let fromHAR {
-                    let imported = try HARImporter.read(fromHAR)
+                    let imported = try HARImporter.read(fromHAR, dropQueryParameters: dropQuery)
                     guard !imported.entries.isEmpty else { throw PackagerError(.invalidInput, "\(fromHAR): no entry of the recording can be packed") }
                     var writer = BundleWriter(
                         options: .init(dropQueryParameters: dropQuery, signingKey: key, compressionLevel: compressionLevel))

@@ -162,5 +162,10 @@ struct KintoTests {
         let verified = try await run(
             "/usr/bin/env", ["KINTO_AUTH=" + auth, packagerExecutable, "verify", folder.path + "/kinto.zip", "--declaration", folder.path + "/api.yml"])
         #expect(verified.status == 0 && verified.output.contains("5 entries: 4 fresh, 1 unverifiable"), "\(verified.output)")
+        // Without the declaration, the credential is not there to send: those entries are not asked (an anonymous
+        // answer would call them stale, and refresh would store the 401 under the credential's key).
+        let anonymous = try await run(packagerExecutable, ["verify", folder.path + "/kinto.zip", "--allow-private-addresses"])
+        #expect(anonymous.output.contains("not sent: the value of authorization is a secret the bundle does not keep"), "\(anonymous.output)")
+        #expect(!anonymous.output.contains("stale"), "\(anonymous.output)")
     }
 }

@@ -172,3 +172,62 @@ struct HARTests {
         }
     }
 }
+
+@Suite("HAR import: what the review found")
+struct HARReviewTests {
+    @Test(
+        "no secret reaches a key: a bare token, a tab after the scheme, a secret header the answer varies on; odd methods and Vary names are named, not fatal")
+    func secretsAndShapes() async throws {
+        #expect(RequestQualifiers.keyValue(name: "authorization", value: "sk_live_SUPERSECRET") == "")
+        #expect(RequestQualifiers.keyValue(name: "authorization", value: "Basic\tdXNlcjpwYXNz") == "")
+        #expect(RequestQualifiers.keyValue(name: "authorization", value: "Bearer abc") == "bearer")
+        let folder = try TemporaryFolder()
+        let big = String(repeating: "x", count: (1 << 20) + 1)
+        try folder.file(
+            "r.har",
+            HARTests.har([
+                HARTests.entry(
+                    "GET", "https://api.example/keyed", status: 200, requestHeaders: #"[{"name": "X-Api-Key", "value": "KEY-SECRET-42"}]"#,
+                    responseHeaders: #"[{"name": "Vary", "value": "X-Api-Key"}]"#),
+                HARTests.entry(
+                    "GET", "https://api.example/bare", status: 200, requestHeaders: #"[{"name": "Authorization", "value": "sk_live_SUPERSECRET"}]"#),
+                HARTests.entry("M-SEARCH", "https://api.example/upnp", status: 200),
+                HARTests.entry("GET", "https://api.example/odd", status: 200, responseHeaders: #"[{"name": "Vary", "value": "Accept, X(Foo)"}]"#),
+                HARTests.entry(
+                    "GET", "https://api.example/modes", status: 200, text: "[\"a, b\"]",
+                    requestHeaders: #"[{"name": "X-Mode", "value": "a"}, {"name": "X-Mode", "value": "b"}]"#,
+                    responseHeaders: #"[{"name": "Vary", "value": "X-Mode"}]"#),
+                HARTests.entry("POST", "https://api.example/upload", status: 200, postData: "{\"mimeType\": \"text/plain\", \"text\": \"\(big)\"}"),
+                HARTests.entry("GET", "https://api.example/list?id=1&utm_source=a", status: 200, text: "[1]"),
+                HARTests.entry("GET", "https://api.example/list?id=1&utm_source=b", status: 200, text: "[2]"),
+            ]))
+        let packed = try await run(packagerExecutable, ["pack", "--from-har", folder.path + "/r.har", "--drop-query", "utm_*", "-o", folder.path + "/r.zip"])
+        #expect(packed.status == 0, "\(packed.output)")
+        #expect(packed.output.contains("skipped entry 1 (https://api.example/keyed): its answer varies on header 'x-api-key', which holds a secret"))
+        #expect(packed.output.contains("skipped entry 3 (https://api.example/upnp): the method 'M-SEARCH' is not one a bundle's key can name"))
+        #expect(packed.output.contains("skipped entry 6 (https://api.example/upload): the request body is 1048577 bytes"))
+        #expect(packed.output.contains("skipped entry 7 (https://api.example/list?id=1&utm_source=a): the same request as entry 8"))
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/r.zip"))
+        #expect(
+            bytes.range(of: Data("KEY-SECRET-42".utf8)) == nil && bytes.range(of: Data("SUPERSECRET".utf8)) == nil
+                && bytes.range(of: Data("supersecret".utf8)) == nil)
+        let loader = try OfflineLoader(path: folder.path + "/r.zip")
+        // A credential without a scheme is keyed by its presence: any credential gets the answer, none does not.
+        #expect(loader.response(for: BundleRequest(url: "https://api.example/bare", headers: [.authorization: "other"])) != nil)
+        #expect(loader.response(for: BundleRequest(url: "https://api.example/bare")) == nil)
+        // A Vary name that is not a token is left out of the key; Accept still chooses.
+        #expect(loader.response(for: BundleRequest(url: "https://api.example/odd")) != nil)
+        // Two fields of one name are one value, as readers join them.
+        var both = HTTPFields()
+        both.append(HTTPField(name: HTTPField.Name("X-Mode")!, value: "a"))
+        both.append(HTTPField(name: HTTPField.Name("X-Mode")!, value: "b"))
+        #expect(loader.response(for: BundleRequest(url: "https://api.example/modes", headers: both)) != nil)
+        #expect(loader.response(for: BundleRequest(url: "https://api.example/modes", headers: [HTTPField.Name("X-Mode")!: "b"])) == nil)
+        #expect(try loader.response(for: BundleRequest(url: "https://api.example/list?id=1"))?.bodyData() == Data("[2]".utf8))
+
+        // Exported, a bearer's answer keeps a placeholder credential, so packing the HAR again keeps it apart.
+        _ = try await run(packagerExecutable, ["export", folder.path + "/r.zip", "--format", "har", "-o", folder.path + "/r2.har"])
+        let exported = try String(contentsOfFile: folder.path + "/r2.har", encoding: .utf8)
+        #expect(exported.contains("\"value\":\"[redacted]\"") && !exported.contains("SUPERSECRET"))
+    }
+}

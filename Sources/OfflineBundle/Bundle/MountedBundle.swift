@@ -208,7 +208,12 @@ public final class MountedBundle: Sendable {
     /// The entry that answers `url` with its query ignored, under the bundle's ignore-query rules (docs/FORMAT.md §4.6):
     /// the entry of the key without its query, when that key matches an ignore-query pattern and the bundle records
     /// no entry for the same path with a query. Nil otherwise, and for a URL without a query.
-    public func entryIgnoringQuery(for url: String) -> BundleEntry? {
+    public func entryIgnoringQuery(for url: String) -> BundleEntry? { entryIgnoringQuery(for: BundleRequest(url: url)) }
+
+    /// ``entryIgnoringQuery(for:)-(String)`` for a whole request: in a bundle with request variants, the query-less URL
+    /// is matched by H19 (its method, headers and body), not taken as a plain GET.
+    public func entryIgnoringQuery(for request: BundleRequest) -> BundleEntry? {
+        let url = request.url
         guard !index.rules.ignoreQuery.isEmpty, let key = canonicalizer.canonicalize(url), let mark = key.firstIndex(of: "?") else { return nil }
         let path = String(key[..<mark])
         guard index.rules.ignoreQueryPattern(matching: path) != nil else { return nil }
@@ -224,14 +229,20 @@ public final class MountedBundle: Sendable {
             return paths!.contains(path)
         }
         guard !recordedWithQuery else { return nil }
-        return entry(forKey: path)
+        guard variantTable != nil else { return entry(forKey: path) }
+        var queryless = request
+        queryless.url = path
+        return entry(for: queryless)
     }
 
     /// Whether keys may carry request qualifiers (method, body digest, request headers; docs/FORMAT.md §5.4), so that
     /// a URL may have several recorded answers and ``entry(for:)-(BundleRequest)`` chooses among them.
     public var hasRequestVariants: Bool { index.hasRequestQualifiers }
 
-    /// The entry that answers `request`: its method, headers and body as well as its URL (docs/FORMAT.md §8.4 H12).
+    /// Whether its keys' queries are read as forms (header flag bit 1, docs/FORMAT.md §5.1 rule 11).
+    public var readsQueriesAsForms: Bool { index.readsQueriesAsForms }
+
+    /// The entry that answers `request`: its method, headers and body as well as its URL (docs/FORMAT.md §8.4 H19).
     ///
     /// In a bundle without request qualifiers, the entry for the URL answers GET and HEAD and nothing else answers.
     /// In one with them, every answer recorded for the URL is a candidate, and the one whose method, body digest and
@@ -240,6 +251,8 @@ public final class MountedBundle: Sendable {
     public func entry(for request: BundleRequest) -> BundleEntry? {
         let method = RequestQualifiers.asciiUppercased(request.method)
         guard let table = variantTable else { return method == "GET" || method == "HEAD" ? entry(for: request.url) : nil }
+        // A body past what readers match on matches nothing (H19).
+        if let body = request.body, body.count > BundleRequest.maxBodySize { return nil }
         var url = request.url
         return url.withUTF8 { buffer -> BundleEntry? in
             guard let key = canonicalizer.canonicalBytes(UnsafeRawBufferPointer(buffer)) else { return nil }
@@ -265,7 +278,7 @@ public final class MountedBundle: Sendable {
     /// ``BundleRequest/maxBodySize`` bytes) only then.
     public func matchesBody(method: String, url: String) -> Bool {
         guard let table = variantTable, let key = canonicalizer.canonicalBytes(url) else { return false }
-        let method = method.uppercased()
+        let method = RequestQualifiers.asciiUppercased(method)
         guard let group = key.withUnsafeBytes({ table.group($0, hash: IndexLayout.hash($0)) }) else { return false }
         return group.candidates.contains { $0.qualifiers.method == method && (method != "GET" || $0.qualifiers.bodyDigest != nil) }
     }

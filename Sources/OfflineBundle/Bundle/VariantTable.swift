@@ -1,8 +1,8 @@
 import HTTPTypes
 
 /// A bundle's request variants (docs/FORMAT.md §5.4), by URL: for each URL with qualified entries, every candidate
-/// H19 chooses among, its qualifiers parsed and what negotiation compares read out of its headers once. Built on the
-/// first lookup that needs it; a request then costs a hash, a dictionary probe and a comparison per candidate.
+/// H19 chooses among, its qualifiers parsed and what negotiation compares read out of its headers once. Built at mount
+/// in a bundle with request qualifiers; a request then costs a hash, a dictionary probe and a comparison per candidate.
 final class VariantTable: Sendable {
     struct Group: Sendable {
         /// The URL's canonical bytes.

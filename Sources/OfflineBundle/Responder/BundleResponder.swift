@@ -28,7 +28,7 @@ public struct BundleResponder: Sendable {
     public func respond(to request: BundleRequest) -> BundleResponse? {
         let method = request.method.uppercased()
         let plain = method == "GET" || method == "HEAD"
-        guard let entry = bundle.entry(for: request) ?? (plain ? bundle.entryIgnoringQuery(for: request.url) : nil) else { return nil }
+        guard let entry = bundle.entry(for: request) ?? (plain ? bundle.entryIgnoringQuery(for: request) : nil) else { return nil }
         return respond(to: request, with: entry, head: method == "HEAD")
     }
 

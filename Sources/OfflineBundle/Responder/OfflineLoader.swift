@@ -369,17 +369,19 @@ public final class OfflineLoader: Sendable {
         }
         // No entry for the URL itself: a bundle whose origin ignores the query for stored files answers with the
         // query-less entry (a search page asked for with its query, as a static server answers it).
-        if entryAnswer == nil, blockedBy == nil, head || request.method.uppercased() == "GET", request.url.utf8.contains(UInt8(ascii: "?")) {
+        let plainMethod = head || request.method.uppercased() == "GET"
+        if entryAnswer == nil, blockedBy == nil, plainMethod, request.url.utf8.contains(UInt8(ascii: "?")) {
             for bundle in bundles {
-                if let entry = bundle.entryIgnoringQuery(for: request.url) {
+                if let entry = bundle.entryIgnoringQuery(for: request) {
                     entryAnswer = (entry, bundle)
                     break
                 }
             }
         }
-        // The last-seen cache answers when it is newer than the entry that would (or when no entry would).
-        if blockedBy == nil, let lastSeen = options.lastSeen, let key = RequestKeyCanonicalizer().canonicalize(request.url),
-            let record = lastSeen.record(forKey: key)
+        // The last-seen cache answers when it is newer than the entry that would (or when no entry would): it keeps
+        // GETs, so it answers GET and HEAD of URLs whose answers do not depend on the request (no request variants).
+        if blockedBy == nil, plainMethod, let lastSeen = options.lastSeen, let key = RequestKeyCanonicalizer().canonicalize(request.url),
+            !variesByRequest(url: request.url), let record = lastSeen.record(forKey: key)
         {
             let entryTime = entryAnswer.flatMap { $0.0.fetchedAt ?? $0.1.createdAt }
             if entryTime.map({ record.storedAt > $0 }) ?? true {

@@ -34,14 +34,35 @@ package struct RequestQualifiers: Sendable, Equatable {
     /// Headers whose value stands for a credential: a key holds the scheme alone (a cookie: nothing but its presence).
     package static let credentialHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie"]
 
-    /// The value a key records for header `name` sent with `value`: a credential's scheme, lowercased; a cookie's
-    /// presence (the empty value); other values as sent, trimmed.
+    /// The value a key records for header `name` sent with `value`: a credential's scheme, lowercased (its presence, the
+    /// empty value, when it has no scheme: a bare token must not become the key); a cookie's presence; other values as
+    /// sent, trimmed.
     package static func keyValue(name: String, value: String) -> String {
         switch name {
-        case "authorization", "proxy-authorization": return String(trimmedSpaces(value).prefix { $0 != " " }).lowercased()
+        case "authorization", "proxy-authorization":
+            let trimmed = trimmedSpaces(value)
+            guard let space = trimmed.utf8.firstIndex(of: 0x20) else { return "" }
+            let scheme = trimmed.utf8[..<space]
+            guard !scheme.isEmpty, scheme.allSatisfy(isTokenByte) else { return "" }
+            return String(decoding: scheme.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
         case "cookie": return ""
         default: return trimmedSpaces(value)
         }
+    }
+
+    /// Whether `name` is an HTTP field name (a token) in lowercase: what a key may name.
+    package static func isKeyHeaderName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.allSatisfy(isLowercaseTokenByte)
+    }
+
+    /// A token character (RFC 9110 §5.6.2).
+    static func isTokenByte(_ c: UInt8) -> Bool {
+        (c >= 0x61 && c <= 0x7A) || (c >= 0x41 && c <= 0x5A) || isDigit(c) || "!#$%&'*+-.^_`|~".utf8.contains(c)
+    }
+
+    /// Whether `method` may stand in a key's `m=`: 1 to 32 uppercase letters (GET and HEAD have none).
+    package static func isKeyMethod(_ method: String) -> Bool {
+        (1...32).contains(method.utf8.count) && method.utf8.allSatisfy { $0 >= 0x41 && $0 <= 0x5A }
     }
 
     /// The digest a key records for a request body: nil for none or an empty one.
@@ -193,9 +214,9 @@ package struct RequestQualifiers: Sendable, Equatable {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// Letters, digits, and ``!#$&'*+-.^_`|~`` lowercase: an HTTP token, as a key writes a header name.
+    /// Letters, digits, and ``!#$%&'*+-.^_`|~`` lowercase: an HTTP token, as a key writes a header name.
     private static func isLowercaseTokenByte(_ c: UInt8) -> Bool {
-        (c >= 0x61 && c <= 0x7A) || isDigit(c) || "!#$&'*+-.^_`|~".utf8.contains(c)
+        (c >= 0x61 && c <= 0x7A) || isDigit(c) || "!#$%&'*+-.^_`|~".utf8.contains(c)
     }
 
     /// What a key writes raw in a header value: unreserved bytes and `! $ & ' ( ) * + , ; = : @ / ?`.
@@ -316,11 +337,7 @@ extension RequestQualifiers {
                     // A credential by its scheme (keyValue keeps only that; a cookie by its presence).
                     acceptable = sent?.lowercased() == header.value?.lowercased()
                 default:
-                    if credentialHeaders.contains(header.name) {
-                        acceptable = sent?.lowercased() == header.value?.lowercased()
-                    } else {
-                        acceptable = sent == header.value
-                    }
+                    acceptable = sent == header.value
                 }
                 if weight == 0 { acceptable = false }
             }

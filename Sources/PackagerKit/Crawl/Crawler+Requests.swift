@@ -32,10 +32,11 @@ extension Crawler {
         while true {
             let label = page == 1 ? "\(declared.method) \(url)" : "page \(page) of \(declared.method) \(declared.url): \(url)"
             func fail(_ reason: String, status: Int? = nil, attempts: Int = 1, recorded: Bool = false) {
+                // A next page's URL may carry a secret: the report names it redacted, as the crawl does.
                 state.fail(
                     .init(
-                        url: url, reason: reason + " (requests, line \(declared.line))", status: status, attempts: attempts, declared: true,
-                        referrer: page == 1 ? nil : declared.url, recorded: recorded))
+                        url: secretScan.redacted(url), reason: reason + " (requests, line \(declared.line))", status: status, attempts: attempts,
+                        declared: true, referrer: page == 1 ? nil : secretScan.redacted(declared.url), recorded: recorded))
             }
             guard let key = canonicalizer.canonicalize(url), HTTPOrigin(key: key) != nil else {
                 fail("not a URL that can be fetched")
@@ -94,9 +95,16 @@ extension Crawler {
             var entry = BundleWriter.Entry(
                 url: key, status: response.status, headers: storedHeaders(response.headers), body: Self.source(response.body),
                 fetchedAt: response.fetchedAt, originDate: Self.originDate(response.headers))
-            entry.request = Self.recorded(
+            switch Self.recorded(
                 method: method, body: body, sent: sentHeaders, vary: declared.vary, responseHeaders: response.headers,
-                secret: { name in declared.headers.contains { $0.name.lowercased() == name && $0.secret } || secretScan.found(in: name) }, scan: secretScan)
+                secret: { name in declared.headers.contains { $0.name.lowercased() == name && $0.secret } }, scan: secretScan)
+            {
+            case .success(let request): entry.request = request
+            case .failure(let problem):
+                response.discard(returningTo: memory)
+                fail(problem.message)
+                return
+            }
             entry.request?.paginate = declared.paginate.word
             if !declared.volatile.isEmpty {
                 entry.volatile = declared.volatile
@@ -149,20 +157,25 @@ extension Crawler {
     }
 
     /// The request as recorded: method, headers (a secret's value left out), body, and the headers that choose the
-    /// answer: the declared `vary`, the response's `Vary` (but `Accept-Encoding`, which every reader answers itself),
-    /// and a credential sent, by its scheme.
+    /// answer: the declared `vary`, the response's `Vary` (but `Accept-Encoding`, which every reader answers itself,
+    /// `User-Agent`, which every client sends its own, and names that are not tokens), and a credential sent, by its
+    /// scheme. Several fields of one name are one value, joined with `, ` (as readers join them).
+    ///
+    /// - Returns: the request, or why it cannot be kept: an answer that varies on a secret header (its value would
+    ///   be the key).
     static func recorded(
         method: String, body: Data?, sent: [(name: String, value: String)], vary: [String], responseHeaders: [(name: String, value: String)],
         secret: (String) -> Bool, scan: SecretScan
-    ) -> RecordedRequest {
+    ) -> Swift.Result<RecordedRequest, KeyProblem> {
+        func isSecret(_ name: String, _ value: String) -> Bool { secret(name) || scan.found(in: value) }
         let headers = sent.map { header -> RecordedRequest.Header in
             let name = header.name.lowercased()
-            return .init(name: name, value: secret(name) || scan.found(in: header.value) ? "" : header.value)
+            return .init(name: name, value: isSecret(name, header.value) ? "" : header.value)
         }
         var chosenBy = vary
         for field in responseHeaders where field.name == "vary" {
             for name in field.value.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces).lowercased() })
-            where !name.isEmpty && name != "*" && name != "accept-encoding" && !chosenBy.contains(name) {
+            where RequestQualifiers.isKeyHeaderName(name) && name != "accept-encoding" && name != "user-agent" && !chosenBy.contains(name) {
                 chosenBy.append(name)
             }
         }
@@ -171,12 +184,23 @@ extension Crawler {
         for name in ["authorization", "proxy-authorization"] where sent.contains(where: { $0.name.lowercased() == name }) && !chosenBy.contains(name) {
             chosenBy.append(name)
         }
-        let keyHeaders = chosenBy.sorted().map { name -> RecordedRequest.Header in
-            let value = sent.last { $0.name.lowercased() == name }?.value
-            // A secret never enters a key: a credential by its scheme; any other secret header is refused by the parser.
-            return .init(name: name, value: value.map { RequestQualifiers.keyValue(name: name, value: $0) })
+        var keyHeaders: [RecordedRequest.Header] = []
+        for name in chosenBy.sorted() {
+            let values = sent.filter { $0.name.lowercased() == name }.map(\.value)
+            let value = values.isEmpty ? nil : values.joined(separator: ", ")
+            // A secret never enters a key: a credential by its scheme (or its presence), a cookie by its presence; the
+            // answer to another secret header cannot be told apart without its value.
+            if let value, !RequestQualifiers.credentialHeaders.contains(name), isSecret(name, value) {
+                return .failure(KeyProblem(message: "its answer varies on header '\(name)', which holds a secret: the key would hold it"))
+            }
+            keyHeaders.append(.init(name: name, value: value.map { RequestQualifiers.keyValue(name: name, value: $0) }))
         }
-        return RecordedRequest(method: method, headers: headers, body: body, keyHeaders: keyHeaders)
+        return .success(RecordedRequest(method: method, headers: headers, body: body, keyHeaders: keyHeaders))
+    }
+
+    /// Why a request's answer cannot be kept under a key.
+    struct KeyProblem: Error {
+        var message: String
     }
 
     /// The next page's URL, as the pagination says, or nil on the last page.

@@ -221,8 +221,9 @@ private struct Reader {
         if let varyNode = values["vary"] {
             for (i, item) in try items(varyNode, "vary", expected: "header names").enumerated() {
                 let name = try string(item, "each item of vary").lowercased()
-                guard !name.isEmpty, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ":") }) else {
-                    throw fail(item, "'\(name)' is not a header name")
+                guard RequestQualifiers.isKeyHeaderName(name) else { throw fail(item, "'\(name)' is not a header name") }
+                guard name != "accept-encoding" else {
+                    throw fail(item, "accept-encoding cannot choose an answer: every reader answers it itself (gzip or identity)")
                 }
                 if let secret = request.headers.first(where: { $0.name.lowercased() == name && $0.secret }),
                     !RequestQualifiers.credentialHeaders.contains(name)

@@ -46,7 +46,14 @@ public enum HARExporter {
         let request = manifest?.request
         let method = request?.method ?? split.qualifiers?.method ?? "GET"
         // The request headers as recorded, a secret's (left empty) left out.
-        let sentHeaders = (request?.headers ?? []).filter { $0.count == 2 && !$0[1].isEmpty }.map { ["name": $0[0], "value": $0[1]] }
+        var sentHeaders = (request?.headers ?? []).filter { $0.count == 2 && !$0[1].isEmpty }.map { ["name": $0[0], "value": $0[1]] }
+        // A credential the key names is exported as a placeholder of its scheme: without it, a tool replaying the HAR
+        // (or packing it again) would take the answer for an anonymous one.
+        for qualifier in split.qualifiers?.headers ?? [] where RequestQualifiers.credentialHeaders.contains(qualifier.name) {
+            guard let scheme = qualifier.value, !sentHeaders.contains(where: { $0["name"] == qualifier.name }) else { continue }
+            let placeholder = scheme.isEmpty ? "[redacted]" : scheme.prefix(1).uppercased() + scheme.dropFirst() + " [redacted]"
+            sentHeaders.append(["name": qualifier.name, "value": placeholder])
+        }
         var harRequest: [String: Any] = [
             "method": method, "url": url, "httpVersion": "HTTP/1.1", "headers": sentHeaders, "cookies": [], "headersSize": -1,
             "queryString": queryString(of: url), "bodySize": request?.bodyData?.count ?? 0,

@@ -21,9 +21,19 @@ public enum HARImporter {
     /// Reads the HAR file at `path`.
     ///
     /// - Throws: ``PackagerError`` naming the file (and the entry) when it is not HAR, or an entry is damaged.
-    public static func read(_ path: String) throws -> Imported {
+    ///
+    /// - Parameter dropQueryParameters: the bundle's `drop-query` patterns, so that two requests its keys make one are
+    ///   found the same (the later answer is kept).
+    public static func read(_ path: String, dropQueryParameters: [String] = []) throws -> Imported {
         guard let data = FileManager.default.contents(atPath: path) else { throw PackagerError(.io, "cannot read the HAR file", subject: path) }
-        return try read(data, name: path)
+        return try read(data, name: path, dropQueryParameters: dropQueryParameters)
+    }
+
+    /// Header names whose values are secrets in a recording (tokens and keys a browser or a client sends), besides the
+    /// credentials: never stored, and an answer that varies on one is left out.
+    static func looksSecret(_ name: String) -> Bool {
+        if RequestQualifiers.credentialHeaders.contains(name) { return true }
+        return ["token", "secret", "api-key", "apikey", "password", "session", "csrf", "xsrf", "signature"].contains { name.contains($0) }
     }
 
     /// HAR 1.2's fields that a bundle takes, each optional: a recording from any tool decodes, and what is missing is
@@ -71,7 +81,7 @@ public enum HARImporter {
         var _resourceType: String?
     }
 
-    static func read(_ data: Data, name: String) throws -> Imported {
+    static func read(_ data: Data, name: String, dropQueryParameters: [String] = []) throws -> Imported {
         func fail(_ message: String) -> PackagerError { PackagerError(.invalidInput, "\(name): \(message)") }
         let file: File
         do {
@@ -85,9 +95,9 @@ public enum HARImporter {
             throw fail("not a HAR file: \(error)")
         }
         guard let list = file.log?.entries else { throw fail("not a HAR file: it has no log.entries") }
-        let canonicalizer = RequestKeyCanonicalizer(formQuery: true)
+        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: dropQueryParameters, formQuery: true)
         var imported = Imported(entries: [], skipped: [])
-        var byKey: [String: (entry: Int, index: Int)] = [:]
+        var byKey: [String: (entry: Int, index: Int, url: String)] = [:]
         // For what the fast reading does not take (a time without seconds, say).
         let dates = ISO8601DateFormatter()
         for (offset, entry) in list.enumerated() {
@@ -118,6 +128,10 @@ public enum HARImporter {
                 skip("a HEAD is answered from its GET")
                 continue
             }
+            guard RequestQualifiers.isKeyMethod(method) else {
+                skip("the method '\(method)' is not one a bundle's key can name (letters only)")
+                continue
+            }
             let sent = pairs(request.headers).filter { !$0.name.hasPrefix(":") }
             let answered = pairs(response.headers).filter { !$0.name.hasPrefix(":") }
             // The request body: postData.text (as sent); a form given only as params is rebuilt as the form encoding.
@@ -128,7 +142,8 @@ public enum HARImporter {
                 requestBody = Data(params.map { "\(formEncoded($0.name ?? ""))=\(formEncoded($0.value ?? ""))" }.joined(separator: "&").utf8)
             }
             if let body = requestBody, body.count > BundleRequest.maxBodySize {
-                throw entryFail("the request body is \(body.count) bytes, over the \(BundleRequest.maxBodySize) bytes a bundle's readers match on")
+                skip("the request body is \(body.count) bytes, over the \(BundleRequest.maxBodySize) bytes a bundle's readers match on")
+                continue
             }
             // The response body, decoded as the HAR holds it (base64 when it says so).
             let content = response.content
@@ -147,10 +162,15 @@ public enum HARImporter {
                 skip("the HAR holds no body for it (content.size \(size)): the recording left it out")
                 continue
             }
-            let credential: Set<String> = ["authorization", "proxy-authorization", "cookie"]
-            let recorded = Crawler.recorded(
-                method: method, body: requestBody, sent: sent, vary: [], responseHeaders: answered, secret: { credential.contains($0) },
-                scan: SecretScan([]))
+            let recorded: RecordedRequest
+            switch Crawler.recorded(
+                method: method, body: requestBody, sent: sent, vary: [], responseHeaders: answered, secret: looksSecret, scan: SecretScan([]))
+            {
+            case .success(let request): recorded = request
+            case .failure(let problem):
+                skip(problem.message)
+                continue
+            }
             guard let key = recorded.key(for: url, canonicalizer: canonicalizer) else {
                 skip("not a URL a bundle can hold")
                 continue
@@ -164,11 +184,11 @@ public enum HARImporter {
             written.request = recorded
             // The same request twice in one recording (a page polled, reloaded): the later answer is kept.
             if let earlier = byKey[key] {
-                imported.skipped.append((earlier.entry, url, "the same request as entry \(number), whose answer is kept"))
+                imported.skipped.append((earlier.entry, earlier.url, "the same request as entry \(number), whose answer is kept"))
                 imported.entries[earlier.index] = written
-                byKey[key] = (number, earlier.index)
+                byKey[key] = (number, earlier.index, url)
             } else {
-                byKey[key] = (number, imported.entries.count)
+                byKey[key] = (number, imported.entries.count, url)
                 imported.entries.append(written)
             }
         }

@@ -67,7 +67,22 @@ struct Probe: Sendable {
             result.advice = "pass --resend-unsafe to send it again and compare its answer"
             return result
         }
-        let asked = requestHeaders(for: recorded)
+        if let problem = recorded.unsendable {
+            result.verdict = .unverifiable
+            result.method = EntryVerification.notProbed
+            result.error = problem
+            return result
+        }
+        let sending = recorded.request?.sending(url: recorded.url, declared: options.declaredRequests)
+        if let missing = sending?.missing, !missing.isEmpty {
+            // Sent without its credential, the request would get another answer (an anonymous one, a 401).
+            result.verdict = .unverifiable
+            result.method = EntryVerification.notProbed
+            result.error = "not sent: the value of \(missing.joined(separator: ", ")) is a secret the bundle does not keep"
+            result.advice = "give --declaration with the request (or its origin's headers), whose ${ENV} values are sent"
+            return result
+        }
+        let asked = sending?.headers ?? []
         do {
             if (300...399).contains(recorded.status) {
                 result.method = recorded.method
@@ -111,7 +126,7 @@ struct Probe: Sendable {
     /// The headers a declared request is sent with again: those recorded, and a secret's (which the bundle does not
     /// keep) from the declaration's request for the same method and URL.
     func requestHeaders(for recorded: Recorded) -> [(String, String)] {
-        recorded.request?.headersToSend(url: recorded.url, declared: options.declaredRequests) ?? []
+        recorded.request?.sending(url: recorded.url, declared: options.declaredRequests).headers ?? []
     }
 
     /// Sends the entry's request (its method, body and `headers`) to its URL.

@@ -12,6 +12,8 @@ struct Recorded: Sendable {
     /// The body's volatile JSON fields, and the digest of the body without them, which is compared instead.
     var volatile: [String] = []
     var stableSHA256: String?
+    /// The key's qualifiers (the method and body digest the answer was recorded for).
+    var keyQualifiers: RequestQualifiers?
     /// The stored headers (a paged answer's `Link` or next-page header is compared with the live one's).
     var headers: [(name: String, value: String)] = []
     var kind: EntryKind
@@ -32,6 +34,7 @@ struct Recorded: Sendable {
         key = entry.key
         let split = RequestQualifiers.split(key: entry.key)
         url = String(split.url)
+        keyQualifiers = split.qualifiers
         if let request = manifest?.request { self.request = RecordedRequest(request, keyQualifiers: split.qualifiers) }
         volatile = manifest?.volatile ?? []
         stableSHA256 = manifest?.stableSha256
@@ -54,8 +57,18 @@ struct Recorded: Sendable {
 }
 
 extension Recorded {
-    /// The method sent: the declared request's, or GET.
-    var method: String { request?.method ?? "GET" }
+    /// The method sent: the key's (which the answer was recorded for), whatever the manifest says.
+    var method: String { keyQualifiers?.method ?? request?.method ?? "GET" }
+
+    /// Why the entry's request cannot be sent again as recorded, when it cannot: the manifest does not hold the body
+    /// the key names.
+    var unsendable: String? {
+        guard let digest = keyQualifiers?.bodyDigest else { return nil }
+        guard RequestQualifiers.bodyDigest(of: request?.body) == digest else {
+            return "the manifest does not hold the request body the key names (b=\(digest)): it cannot be sent again"
+        }
+        return nil
+    }
 
     /// Whether the body is compared without its volatile fields.
     var comparesStableJSON: Bool { !volatile.isEmpty && stableSHA256 != nil }

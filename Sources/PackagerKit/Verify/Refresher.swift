@@ -95,7 +95,7 @@ public struct Refresher: Sendable {
         var added: [String] = []
         var n = 0
         let limit = options.maxBodyBytes
-        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: bundle.rules.dropQueryParameters, formQuery: true)
+        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: bundle.rules.dropQueryParameters, formQuery: bundle.readsQueriesAsForms)
         /// Fetches one key's request again: the entry to write, and the response (its spool file still there).
         func fetch(key: String, url: String, request: RecordedRequest?, volatile: [String]) async -> (BundleWriter.Entry, Fetcher.Response)? {
             n += 1
@@ -105,8 +105,10 @@ public struct Refresher: Sendable {
                 return nil
             }
             let headers = request?.headersToSend(url: url, declared: options.declaredRequests) ?? []
+            // The key's method, which the answer was recorded for.
+            let method = RequestQualifiers.split(key: key).qualifiers?.method ?? request?.method ?? "GET"
             switch await fetcher.fetch(
-                url, method: HTTPMethod(rawValue: request?.method ?? "GET"), headers: headers, body: request?.body, spoolPath: spool.newFile(n),
+                url, method: HTTPMethod(rawValue: method), headers: headers, body: request?.body, spoolPath: spool.newFile(n),
                 withinBudget: { $0 <= Int64(clamping: limit) }, limitName: "the --max-body limit of \(limit) bytes")
             {
             case .success(let response):
@@ -153,6 +155,16 @@ public struct Refresher: Sendable {
                     failed.append((pageKey, "pagination loop: the pages from \(key) come back to it"))
                     break
                 }
+                // As the crawl: a next page stays on the request's origin (its headers go nowhere else), and one whose
+                // URL carries a secret is never a key.
+                guard HTTPOrigin(key: pageKey) == HTTPOrigin(key: url) else {
+                    failed.append((key, "its next page is on another origin; not followed"))
+                    break
+                }
+                guard !secrets.found(in: pageKey), !secrets.found(in: target) else {
+                    failed.append((secrets.redacted(key), "its next page's URL carries a secret from the environment; not followed"))
+                    break
+                }
                 if bundle.entry(forKey: pageKey) != nil || fresh[pageKey] != nil { break }
                 guard let (pageEntry, pageResponse) = await fetch(key: pageKey, url: target, request: page, volatile: record?.volatile ?? []) else { break }
                 fresh[pageKey] = pageEntry
@@ -164,7 +176,10 @@ public struct Refresher: Sendable {
         await fetcher.shutdown()
 
         let formatter = ISO8601DateFormatter()
-        var writer = BundleWriter(options: .init(rules: bundle.rules, createdAt: Date(), signingKey: signingKey))
+        var writerOptions = BundleWriter.Options(rules: bundle.rules, createdAt: Date(), signingKey: signingKey)
+        // The keys as the bundle wrote them: a bundle of classic queries stays one (its carried keys are not read again).
+        writerOptions.readsQueriesAsForms = bundle.readsQueriesAsForms
+        var writer = BundleWriter(options: writerOptions)
         for entry in bundle.entries {
             if let replacement = fresh[entry.key] {
                 writer.add(replacement)

@@ -99,6 +99,9 @@ public struct BundleWriter: Sendable {
         public var concurrency: Int
         /// Compressed bytes kept in memory before further ones are spooled to disk.
         public var memoryBudget: Int
+        /// Whether queries are read as forms when keys are made (docs/FORMAT.md §5.1 rule 11): true for every new
+        /// bundle; refresh writes an older bundle's keys the way it was written.
+        public var readsQueriesAsForms = true
 
         /// Creates options.
         public init(
@@ -251,7 +254,7 @@ public struct BundleWriter: Sendable {
     /// none, no key answered twice.
     private func keyedEntries() throws -> KeyTable {
         // Queries are read as forms; the bundle says so (header flag bit 1) only where a key needs it.
-        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: options.dropQueryParameters, formQuery: true)
+        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: options.dropQueryParameters, formQuery: options.readsQueriesAsForms)
         var table = KeyTable()
         table.keys.reserveCapacity(entryCount)
         for index in 0..<entryCount {
@@ -260,7 +263,7 @@ public struct BundleWriter: Sendable {
                 throw PackagerError(.invalidInput, "\(entry.url) is not an absolute http or https URL with a host", subject: entry.url)
             }
             let key = url + (entry.carriedKeySuffix ?? entry.request?.qualifiers.keySuffix ?? "")
-            if !table.formQuery, canonicalizer.needsFormQuery(url) { table.formQuery = true }
+            if options.readsQueriesAsForms, !table.formQuery, canonicalizer.needsFormQuery(url) { table.formQuery = true }
             guard (200...599).contains(entry.status) else {
                 throw PackagerError(.invalidInput, "status \(entry.status) is not a final HTTP status (200...599)", subject: key)
             }

@@ -35,13 +35,10 @@ public struct RecordedRequest: Sendable, Equatable {
         self.keyHeaders = keyHeaders
     }
 
-    /// The key's qualifiers: a credential by its scheme, other values as sent.
+    /// The key's qualifiers (``keyHeaders`` hold key values already).
     var qualifiers: RequestQualifiers {
         RequestQualifiers(
-            method: method, bodyDigest: RequestQualifiers.bodyDigest(of: body),
-            headers: keyHeaders.map { header in
-                .init(name: header.name, value: header.value.map { RequestQualifiers.keyValue(name: header.name, value: $0) })
-            })
+            method: method, bodyDigest: RequestQualifiers.bodyDigest(of: body), headers: keyHeaders.map { .init(name: $0.name, value: $0.value) })
     }
 
     /// The key for `url` (canonicalized by `canonicalizer`) answered for this request; nil when the URL has none.
@@ -61,15 +58,23 @@ public struct RecordedRequest: Sendable, Equatable {
     /// does not keep, from the declaration's request for the same method and URL (canonical `url`).
     /// A later page of a paged answer has another URL than the request declared: its secret comes from a declared
     /// request of the same origin that sends a header of that name.
-    func headersToSend(url: String, declared: [Declaration.Request]) -> [(String, String)] {
-        let source = declared.first { $0.method == method && RequestKeyCanonicalizer().canonicalize($0.url) == url }
+    func headersToSend(url: String, declared: [Declaration.Request]) -> [(String, String)] { sending(url: url, declared: declared).headers }
+
+    /// The headers to send again, and the names of the secret ones whose values neither the bundle nor the
+    /// declaration gives (sent without them, the answer would be another: an anonymous one, a 401).
+    func sending(url: String, declared: [Declaration.Request]) -> (headers: [(String, String)], missing: [String]) {
+        let canonical = RequestKeyCanonicalizer(formQuery: true)
+        let source = declared.first { $0.method == method && canonical.canonicalize($0.url) == url }
         let origin = HTTPOrigin(key: url)
-        return headers.compactMap { header -> (String, String)? in
+        var missing: [String] = []
+        let sent = headers.compactMap { header -> (String, String)? in
             if let value = header.value, !value.isEmpty { return (header.name, value) }
             let named = { (request: Declaration.Request) in request.headers.first { $0.name.lowercased() == header.name } }
             let found = source.flatMap(named) ?? declared.lazy.filter { HTTPOrigin(url: $0.url) == origin }.compactMap(named).first
+            if found == nil { missing.append(header.name) }
             return found.map { (header.name, $0.value) }
         }
+        return (sent, missing)
     }
 
     /// What a manifest records, read back (for refresh and verify).
