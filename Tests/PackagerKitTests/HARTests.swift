@@ -230,4 +230,20 @@ struct HARReviewTests {
         let exported = try String(contentsOfFile: folder.path + "/r2.har", encoding: .utf8)
         #expect(exported.contains("\"value\":\"[redacted]\"") && !exported.contains("SUPERSECRET"))
     }
+
+    @Test("a request body that is not UTF-8 survives export and import: its digest, and so its key, unchanged")
+    func binaryRequestBody() async throws {
+        let folder = try TemporaryFolder()
+        let body = Data([0xFF, 0x00, 0x80, 0x41])
+        var writer = BundleWriter()
+        var entry = BundleWriter.Entry(url: "https://api.example/upload", headers: [("content-type", "text/plain")], body: .data(Data("ok".utf8)))
+        entry.request = RecordedRequest(method: "POST", headers: [.init(name: "content-type", value: "application/octet-stream")], body: body)
+        writer.add(entry)
+        try writer.write(to: folder.path + "/b.zip")
+        _ = try await run(packagerExecutable, ["export", folder.path + "/b.zip", "--format", "har", "-o", folder.path + "/b.har"])
+        let packed = try await run(packagerExecutable, ["pack", "--from-har", folder.path + "/b.har", "-o", folder.path + "/again.zip"])
+        #expect(packed.status == 0, "\(packed.output)")
+        let loader = try OfflineLoader(path: folder.path + "/again.zip")
+        #expect(try loader.response(for: BundleRequest(method: "POST", url: "https://api.example/upload", body: body))?.bodyData() == Data("ok".utf8))
+    }
 }

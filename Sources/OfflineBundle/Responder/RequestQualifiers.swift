@@ -337,7 +337,12 @@ extension RequestQualifiers {
                     // A credential by its scheme (keyValue keeps only that; a cookie by its presence).
                     acceptable = sent?.lowercased() == header.value?.lowercased()
                 default:
-                    acceptable = sent == header.value
+                    // Bytes, not Unicode equivalence: a key holds the bytes a request sent.
+                    switch (sent, header.value) {
+                    case (nil, nil): acceptable = true
+                    case (let a?, let b?): acceptable = a.utf8.elementsEqual(b.utf8)
+                    default: acceptable = false
+                    }
                 }
                 if weight == 0 { acceptable = false }
             }

@@ -60,7 +60,13 @@ public enum HARExporter {
         ]
         if let body = request?.bodyData {
             let type = request?.headers.first { $0.first == "content-type" }?.last ?? "application/octet-stream"
-            harRequest["postData"] = ["mimeType": type, "text": String(decoding: body, as: UTF8.self)]
+            // A body that is not UTF-8 goes in base64, said by `encoding` as response content says it (HAR 1.2 has no
+            // field for it in postData; packager reads it back).
+            if let text = String(validating: body, as: UTF8.self) {
+                harRequest["postData"] = ["mimeType": type, "text": text]
+            } else {
+                harRequest["postData"] = ["mimeType": type, "text": body.base64EncodedString(), "encoding": "base64"]
+            }
         }
         let headers = entry.headers
         let type = headers.first { $0.name == "content-type" }?.value ?? ""

@@ -58,6 +58,8 @@ public enum HARImporter {
             struct PostData: Decodable {
                 var text: String?
                 var params: [Pair]?
+                /// Not HAR 1.2's: packager writes `base64` for a body that is not UTF-8.
+                var encoding: String?
             }
             var method: String?
             var url: String?
@@ -137,7 +139,14 @@ public enum HARImporter {
             // The request body: postData.text (as sent); a form given only as params is rebuilt as the form encoding.
             var requestBody: Data?
             if let text = request.postData?.text {
-                requestBody = Data(text.utf8)
+                if request.postData?.encoding?.lowercased() == "base64" {
+                    guard let decoded = Data(base64Encoded: text, options: .ignoreUnknownCharacters) else {
+                        throw entryFail("request.postData.text is not valid base64")
+                    }
+                    requestBody = decoded
+                } else {
+                    requestBody = Data(text.utf8)
+                }
             } else if let params = request.postData?.params, !params.isEmpty {
                 requestBody = Data(params.map { "\(formEncoded($0.name ?? ""))=\(formEncoded($0.value ?? ""))" }.joined(separator: "&").utf8)
             }
