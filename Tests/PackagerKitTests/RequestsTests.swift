@@ -311,4 +311,30 @@ struct RequestsFreshnessTests {
             #expect(!diff.output.contains("query_ms"), "\(diff.output)")
         }
     }
+
+    @Test("a POST answered 303 is followed by a GET of the target, as clients follow it; a 307 keeps the POST")
+    func postRedirects() throws {
+        let folder = try TemporaryFolder()
+        var writer = BundleWriter()
+        var post = BundleWriter.Entry(url: "https://api.example/form", status: 303, headers: [("location", "/done")])
+        post.request = RecordedRequest(method: "POST", body: Data("a=1".utf8))
+        writer.add(post)
+        var kept = BundleWriter.Entry(url: "https://api.example/keep", status: 307, headers: [("location", "/again")])
+        kept.request = RecordedRequest(method: "POST", body: Data("a=1".utf8))
+        writer.add(kept)
+        var again = BundleWriter.Entry(url: "https://api.example/again", headers: [("content-type", "text/plain")], body: .data(Data("posted".utf8)))
+        again.request = RecordedRequest(method: "POST", body: Data("a=1".utf8))
+        writer.add(again)
+        writer.add(.init(url: "https://api.example/done", headers: [("content-type", "text/plain")], body: .data(Data("done".utf8))))
+        try writer.write(to: folder.path + "/r.zip")
+        let loader = try OfflineLoader(path: folder.path + "/r.zip")
+        let followed = loader.response(
+            for: BundleRequest(method: "POST", url: "https://api.example/form", body: Data("a=1".utf8)), followingRedirects: 10)
+        #expect(followed?.url == "https://api.example/done")
+        #expect(try followed?.response.bodyData() == Data("done".utf8))
+        let kept307 = loader.response(
+            for: BundleRequest(method: "POST", url: "https://api.example/keep", body: Data("a=1".utf8)), followingRedirects: 10)
+        #expect(kept307?.url == "https://api.example/again")
+        #expect(try kept307?.response.bodyData() == Data("posted".utf8))
+    }
 }

@@ -323,13 +323,19 @@ public final class OfflineLoader: Sendable {
         if method != "GET" && method != "HEAD", let answer = blocked(request) { return Found(response: answer, url: request.url, fixed: true) }
         guard var found = lookup(request, head: method == "HEAD") else { return nil }
         var hops = 0
+        var next = request
         while hops < maxRedirects, (300...399).contains(found.response.status), found.response.status != 304,
             let location = found.response.header("location"),
             let target = URLReference.resolve(location, against: found.url)
         {
-            var next = request
             next.url = target
-            guard let followed = lookup(next, head: method == "HEAD") else { break }
+            // As clients follow them (RFC 9110 §15.4): a 303 is followed by a GET, and so is a 301 or 302 after a POST.
+            let status = found.response.status
+            if (status == 303 && next.method.uppercased() != "HEAD") || ((status == 301 || status == 302) && next.method.uppercased() == "POST") {
+                next.method = "GET"
+                next.body = nil
+            }
+            guard let followed = lookup(next, head: next.method.uppercased() == "HEAD") else { break }
             found = followed
             hops += 1
         }
