@@ -337,4 +337,13 @@ struct RequestsFreshnessTests {
         #expect(kept307?.url == "https://api.example/again")
         #expect(try kept307?.response.bodyData() == Data("posted".utf8))
     }
+
+    @Test("the manifest search verify runs first finds a mark anywhere, and nothing that is not there")
+    func byteSearch() {
+        let text = Array("{\"key\": \"x\", \"request\": {}}".utf8)
+        #expect(Verifier.contains(text, Array("\"request\": ".utf8)))
+        #expect(!Verifier.contains(text, Array("\"volatile\": ".utf8)))
+        #expect(Verifier.contains(Array("aab".utf8), Array("ab".utf8)) && !Verifier.contains(Array("a".utf8), Array("ab".utf8)))
+        #expect(Verifier.contains(Array("xyzab".utf8), Array("ab".utf8)) && !Verifier.contains(Array("xyza".utf8), Array("ab".utf8)))
+    }
 }
