@@ -43,10 +43,13 @@ public struct BundleServing: Sendable {
     /// Whether the bundles match `method` at `target` by the request's body
     /// (``OfflineLoader/matchesBody(method:url:)``): a transport reads a body into memory only then.
     public func matchesBody(method: String, target: String, host: String?, loader: OfflineLoader? = nil) -> Bool {
+        let loader = loader ?? handle.loader
+        // Every GET of a served site asks: without request variants, the answer is no, before any routing.
+        guard loader.bundles.contains(where: \.hasRequestVariants) else { return false }
         let (path, authority) = BundleRoute.originForm(target)
         let hostName = (authority ?? host).flatMap { HTTPRules.host(ofAuthority: $0) }
         guard let (url, _) = BundleRoute.key(target: path, host: hostName, in: routes) else { return false }
-        return (loader ?? handle.loader).matchesBody(method: method, url: url)
+        return loader.matchesBody(method: method, url: url)
     }
 
     /// What a request gets.
