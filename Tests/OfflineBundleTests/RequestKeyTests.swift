@@ -94,3 +94,32 @@ struct RequestKeyTests {
         }
     }
 }
+
+@Suite("content negotiation read from the header's bytes (H19)")
+struct NegotiationScanTests {
+    static func candidate(_ type: String, language: String? = nil) -> RequestQualifiers.Candidate {
+        RequestQualifiers.Candidate(entry: 0, qualifiers: RequestQualifiers(), contentType: type, contentLanguage: language)
+    }
+
+    @Test("Accept: the most specific range decides, q=0 refuses, a quoted comma stays inside its item, case does not matter")
+    func accept() {
+        let json = Self.candidate("application/json; charset=utf-8")
+        #expect(RequestQualifiers.Scan.mediaWeight("text/csv;q=0.5, application/json;q=0.9", json) == 900)
+        #expect(RequestQualifiers.Scan.mediaWeight("application/*;q=0.2, */*;q=0.1", json) == 200)
+        #expect(RequestQualifiers.Scan.mediaWeight("APPLICATION/JSON;Q=0, */*", json) == 0)
+        #expect(RequestQualifiers.Scan.mediaWeight("text/csv", json) == 0)
+        // The comma inside the quotes is a parameter's, not a new item: no range `b"` names JSON.
+        #expect(RequestQualifiers.Scan.mediaWeight("text/html;x=\"a, application/json;q=1;y=b\"", json) == 0)
+        #expect(RequestQualifiers.Scan.mediaWeight("text/html;x=\"a,\\\"b\";q=0.5, application/json;q=0.3", json) == 300)
+        #expect(RequestQualifiers.Scan.mediaWeight("application/json;q=nan", json) == 1000)
+    }
+
+    @Test("Accept-Language: a tag, its prefix, the range's prefix; the longest range decides")
+    func languages() {
+        let french = Self.candidate("text/plain", language: "fr")
+        #expect(RequestQualifiers.Scan.languageWeight("fr-CH, de;q=0.5", french) == 1000)
+        #expect(RequestQualifiers.Scan.languageWeight("de, *;q=0.1", french) == 100)
+        #expect(RequestQualifiers.Scan.languageWeight("fr;q=0.4, fr-ca;q=0.8", french) == 800)
+        #expect(RequestQualifiers.Scan.languageWeight("es", french) == 0)
+    }
+}

@@ -371,8 +371,18 @@ extension RequestQualifiers {
             value.withUTF8 { b in
                 var i = 0
                 while i < b.count {
+                    // The item runs to a comma outside a quoted parameter value (`;charset="a,b"`; a backslash escapes
+                    // the byte after it inside quotes, RFC 9110 §5.6.4).
                     var end = i
-                    while end < b.count, b[end] != UInt8(ascii: ",") { end += 1 }
+                    var quoted = false
+                    while end < b.count, quoted || b[end] != UInt8(ascii: ",") {
+                        if quoted && b[end] == UInt8(ascii: "\\") && end + 1 < b.count {
+                            end += 1
+                        } else if b[end] == UInt8(ascii: "\"") {
+                            quoted.toggle()
+                        }
+                        end += 1
+                    }
                     var rangeEnd = i
                     while rangeEnd < end, b[rangeEnd] != UInt8(ascii: ";") { rangeEnd += 1 }
                     var start = i
