@@ -3,8 +3,9 @@ import HTTPTypes
 
 /// Answers HTTP requests from a mounted bundle, as the origin would have answered them.
 ///
-/// - GET and HEAD are answered (HEAD from the GET entry, without a body);
-///   other methods are misses.
+/// - GET and HEAD are answered (HEAD from the GET entry, without a body); another method only by an entry recorded
+///   for it, in a bundle with request variants, which also chooses among a URL's answers by the request's body and
+///   headers (``MountedBundle/entry(for:)-(BundleRequest)``, docs/FORMAT.md §8.4 H19).
 /// - Recorded redirects and error pages are answered as recorded; blocked
 ///   entries with their empty response.
 /// - Conditional requests: `If-None-Match` (weak comparison, `*`) and, when it

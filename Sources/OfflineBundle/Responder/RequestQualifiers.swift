@@ -242,13 +242,11 @@ extension RequestQualifiers {
     package final class Candidate: Sendable {
         package let entry: Int
         package let qualifiers: RequestQualifiers
-        /// The stored `content-type` essence and `content-language` tags, lowercased, and the type's major part.
-        let type: String
-        let major: Substring
+        /// The stored `content-type` essence, lowercased, its major part, and the `content-language` tags, lowercased:
+        /// as bytes, which the negotiation scan compares.
         let typeBytes: [UInt8]
         let majorBytes: [UInt8]
         let languageBytes: [[UInt8]]
-        let languages: [String]
         let hasLanguage: Bool
         /// The field name of each of the qualifiers' headers.
         let fields: [HTTPField.Name?]
@@ -260,12 +258,10 @@ extension RequestQualifiers {
         package init(entry: Int, qualifiers: RequestQualifiers, contentType: String?, contentLanguage: String?) {
             self.entry = entry
             self.qualifiers = qualifiers
-            type = contentType.map(MediaTypes.essence(of:))?.lowercased() ?? ""
-            major = type.prefix { $0 != "/" }
-            languages = (contentLanguage ?? "").lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            let type = contentType.map(MediaTypes.essence(of:))?.lowercased() ?? ""
             typeBytes = Array(type.utf8)
-            majorBytes = Array(major.utf8)
-            languageBytes = languages.map { Array($0.utf8) }
+            majorBytes = Array(type.utf8.prefix { $0 != UInt8(ascii: "/") })
+            languageBytes = (contentLanguage ?? "").lowercased().split(separator: ",").map { Array($0.trimmingCharacters(in: .whitespaces).utf8) }
             hasLanguage = contentLanguage != nil
             fields = qualifiers.headers.map { HTTPField.Name($0.name) }
             digest = qualifiers.bodyDigest.map { hex in

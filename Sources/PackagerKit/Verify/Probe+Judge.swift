@@ -46,13 +46,18 @@ extension Probe {
         result.changes = [Change("next page", recorded: was, live: now)]
     }
 
-    /// A content entry whose live body was read: the digest decides.
-    func judgeContent(_ recorded: Recorded, _ answer: Answer, into result: inout EntryVerification) {
+    /// What every judge of a body does first: the live status and attempts recorded, a 404/410 or a redirect judged as
+    /// such (nil then: nothing more to judge), and a status change as the first change.
+    private func begin(_ recorded: Recorded, _ answer: Answer, into result: inout EntryVerification) -> [Change]? {
         result.liveStatus = answer.status
         result.attempts = answer.attempts
-        if judgeGoneOrMoved(recorded, answer, into: &result) { return }
-        var changes: [Change] = []
-        if answer.status != recorded.status { changes.append(Change("status", recorded: String(recorded.status), live: String(answer.status))) }
+        if judgeGoneOrMoved(recorded, answer, into: &result) { return nil }
+        return answer.status == recorded.status ? [] : [Change("status", recorded: String(recorded.status), live: String(answer.status))]
+    }
+
+    /// A content entry whose live body was read: the digest decides.
+    func judgeContent(_ recorded: Recorded, _ answer: Answer, into result: inout EntryVerification) {
+        guard var changes = begin(recorded, answer, into: &result) else { return }
         let recordedDigest = recorded.sha256 ?? Self.emptyDigest
         if answer.longer {
             changes.append(Change("body", recorded: "\(recorded.size ?? 0) bytes", live: "longer"))
@@ -73,11 +78,7 @@ extension Probe {
     /// A JSON answer with volatile fields: its JSON without them decides; what differs is named by pointer, and the
     /// validators and length (which change with the volatile fields) are notes.
     func judgeStableJSON(_ recorded: Recorded, _ answer: Answer, into result: inout EntryVerification) {
-        result.liveStatus = answer.status
-        result.attempts = answer.attempts
-        if judgeGoneOrMoved(recorded, answer, into: &result) { return }
-        var changes: [Change] = []
-        if answer.status != recorded.status { changes.append(Change("status", recorded: String(recorded.status), live: String(answer.status))) }
+        guard var changes = begin(recorded, answer, into: &result) else { return }
         let live = answer.body.flatMap { StableJSON.digest(of: Data($0), volatile: recorded.volatile) }
         if live != recorded.stableSHA256 {
             changes += jsonChanges(recorded, live: answer.body)
