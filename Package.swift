@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "OfflineBundleServing", targets: ["OfflineBundleServing"]),
         .library(name: "OfflineBundleHTTPClient", targets: ["OfflineBundleHTTPClient"]),
         .library(name: "OfflineBundleURLSession", targets: ["OfflineBundleURLSession"]),
+        .library(name: "OfflineBundleVapor", targets: ["OfflineBundleVapor"]),
         .library(name: "PackagerKit", targets: ["PackagerKit"]),
         .executable(name: "packager", targets: ["packager"]),
     ],
@@ -28,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/vapor", from: "4.122.3"),
     ],
     targets: [
         // zlib: the only C library the runtime links.
@@ -60,6 +62,9 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 // Runtime rules files are YAML, in the declaration's syntax.
                 .product(name: "Yams", package: "Yams"),
+                // The reloader is a service-lifecycle Service (no NIO: the package needs swift-log and async-algorithms).
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
         // The URLProtocol for URLSession; apart, since on Linux it links FoundationNetworking (and libcurl).
@@ -101,6 +106,20 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // Vapor 4: the middleware that serves a mounted bundle and the `Client` that answers `req.client` from one; apart,
+        // so that only a Vapor service compiles Vapor.
+        .target(
+            name: "OfflineBundleVapor",
+            dependencies: [
+                "OfflineBundle",
+                .product(name: "Vapor", package: "vapor"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         // AsyncHTTPClient wrapper that answers from a bundle by policy.
@@ -172,6 +191,8 @@ let package = Package(
             dependencies: [
                 "OfflineBundle", "PackagerKit", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
@@ -194,6 +215,15 @@ let package = Package(
             name: "OfflineBundleHTTPClientTests",
             dependencies: [
                 "OfflineBundleHTTPClient", "OfflineBundle", "PackagerKit", "TestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "OfflineBundleVaporTests",
+            dependencies: [
+                "OfflineBundleVapor", "OfflineBundleServing", "OfflineBundle", "TestSupport",
+                .product(name: "Vapor", package: "vapor"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]

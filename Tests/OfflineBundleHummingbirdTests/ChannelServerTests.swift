@@ -54,14 +54,6 @@ extension ChannelServerTests {
     }
 }
 
-/// What the server reported, from its event loop threads.
-final class ServedLog: @unchecked Sendable {
-    private let lock = NSLock()
-    private var records: [ServedRequest] = []
-    func add(_ record: ServedRequest) { lock.withLock { records.append(record) } }
-    var all: [ServedRequest] { lock.withLock { records } }
-}
-
 /// The second security review's findings against the channel server (N1, N3, N8, N11, N13, and the spec's gzip 5xx).
 @Suite("OfflineBundleChannelServer under attack: bounded memory, write timeout, 400s logged, checks that hold")
 struct ChannelServerAttackTests {

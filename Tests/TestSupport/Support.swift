@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import OfflineBundle
 import PackagerKit
+import Synchronization
 
 /// A fresh temporary folder, removed when the value is released.
 public final class TemporaryFolder {
@@ -196,3 +197,51 @@ public let rawExchange = #"""
         return got
 
     """#
+
+/// One exchange as curl saw it: the status, the header fields in order (names lowercased) and the body's bytes.
+public struct CurlExchange: Sendable, Equatable {
+    public var status: Int
+    public var headers: [(name: String, value: String)]
+    public var body: Data
+
+    public func header(_ name: String) -> String? { headers.first { $0.name == name.lowercased() }?.value }
+
+    public static func == (a: CurlExchange, b: CurlExchange) -> Bool {
+        a.status == b.status && a.body == b.body && a.headers.map { "\($0.name): \($0.value)" } == b.headers.map { "\($0.name): \($0.value)" }
+    }
+}
+
+/// Asks `url` with curl (`-s`, no decoding, no redirects followed), sending `headers`, `method` and `body`.
+public func curlExchange(
+    _ url: String, headers: [(String, String)] = [], method: String = "GET", body: Data? = nil, in folder: TemporaryFolder
+) async throws -> CurlExchange {
+    let head = folder.path + "/curl-head-\(UUID().uuidString)"
+    let out = folder.path + "/curl-body-\(UUID().uuidString)"
+    defer { for path in [head, out] { try? FileManager.default.removeItem(atPath: path) } }
+    var arguments = ["-s", "-D", head, "-o", out]
+    for (name, value) in headers { arguments += ["-H", "\(name): \(value)"] }
+    if method == "HEAD" { arguments.append("-I") } else if method != "GET" { arguments += ["-X", method] }
+    if let body {
+        let file = folder.path + "/curl-request-\(UUID().uuidString)"
+        try body.write(to: URL(fileURLWithPath: file))
+        arguments += ["--data-binary", "@" + file]
+    }
+    _ = try await run("curl", arguments + [url])
+    let lines = try String(contentsOfFile: head, encoding: .utf8).components(separatedBy: "\r\n").filter { !$0.isEmpty }
+    let status = Int(lines.first?.split(separator: " ").dropFirst().first ?? "") ?? 0
+    let fields = lines.dropFirst().compactMap { line -> (name: String, value: String)? in
+        guard let colon = line.firstIndex(of: ":") else { return nil }
+        return (line[..<colon].lowercased(), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+    }
+    // With -I, curl writes the head to the output file too: a HEAD has no body.
+    let body = method == "HEAD" ? Data() : (try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data()
+    return CurlExchange(status: status, headers: fields, body: body)
+}
+
+/// What a server's access log reported, from its event loop threads.
+public final class ServedLog: Sendable {
+    private let records = Mutex<[ServedRequest]>([])
+    public init() {}
+    public func add(_ record: ServedRequest) { records.withLock { $0.append(record) } }
+    public var all: [ServedRequest] { records.withLock { $0 } }
+}

@@ -1,0 +1,214 @@
+import Foundation
+import Logging
+import Metrics
+import ServiceLifecycle
+import Synchronization
+import UnixSignals
+
+/// Mounts a service's bundles again and swaps them into its ``LoaderHandle``: while it runs as a
+/// swift-service-lifecycle `Service`, when a bundle file is replaced or changed and on SIGHUP, and whenever told to
+/// (``reload(because:)``). Requests already answering finish on the loader they started with; new requests get the
+/// new one. A set of bundles that does not mount is reported (why, in words) and the loader answering keeps
+/// answering.
+///
+/// A file is taken as changed when its device, inode, size, modification time or status-change time differ from when
+/// it was last mounted: a release written beside the old one and renamed over it changes the inode, and a file
+/// written in place with its modification time set back still shows in the status-change time. A set that failed to
+/// mount is not tried again until a file changes again, or a signal or ``reload(because:)`` asks. Reloads run one at
+/// a time, off the request path (mounting reads each bundle's index).
+///
+/// Every reload is logged (info; a failure at error level) and counted through swift-metrics:
+/// `offline_bundle_reloads` with the dimension `result`, `reloaded` or `failed`.
+///
+/// Hummingbird, Vapor and any service with a `ServiceGroup` run it beside their server:
+///
+/// ```swift
+/// let reloader = try BundleReloader(paths: ["/srv/release.bundle.zip"], mountOptions: .init(requiredPublicKey: key))
+/// app.middleware.use(try OfflineBundleMiddleware(handle: reloader.handle))   // Vapor, or Hummingbird's router
+/// let group = ServiceGroup(configuration: .init(services: [server, reloader], logger: logger))
+/// try await group.run()
+/// ```
+public final class BundleReloader: Service, Sendable {
+    /// What a reload did.
+    public enum Event: Sendable, CustomStringConvertible {
+        /// The new loader answers from now on.
+        case reloaded(OfflineLoader, reason: String)
+        /// The bundles did not mount; the loader answering keeps answering.
+        case failed(any Error, reason: String)
+
+        public var description: String {
+            switch self {
+            case .reloaded(let loader, let reason):
+                "reloaded (\(reason)): \(loader.bundles.map(\.entryCount).reduce(0, +)) entries"
+            case .failed(let error, let reason):
+                "not reloaded (\(reason)): \(error)"
+            }
+        }
+    }
+
+    /// The bundle files watched.
+    public let paths: [String]
+    /// The handle whose loader a reload replaces: give it to the middleware, the client or the server.
+    public let handle: LoaderHandle
+    /// Seconds between checks of the files while ``run()`` runs; 0 checks none.
+    public let interval: Double
+    /// The signals that ask for a reload while ``run()`` runs (SIGHUP unless told otherwise).
+    public let signals: [UnixSignal]
+    private let mount: @Sendable () throws -> OfflineLoader
+    private let report: @Sendable (Event) -> Void
+    private let logger: Logger
+    /// What each file was when last mounted.
+    private let seen: Mutex<[String: BundleFile.Identity?]>
+    /// Held while a reload runs, so that reloads (a signal and a changed file at once) happen one after the other.
+    private let reloading = Mutex(())
+    private let reloaded = Counter(label: "offline_bundle_reloads", dimensions: [("result", "reloaded")])
+    private let failed = Counter(label: "offline_bundle_reloads", dimensions: [("result", "failed")])
+    private let counted = Mutex(Counts(reloaded: 0, failed: 0))
+
+    /// How many reloads swapped a new loader in, and how many failed, since this reloader was made.
+    public struct Counts: Sendable, Equatable {
+        public var reloaded: Int
+        public var failed: Int
+
+        public init(reloaded: Int, failed: Int) {
+            self.reloaded = reloaded
+            self.failed = failed
+        }
+    }
+
+    /// The reloads so far (also counted through swift-metrics as `offline_bundle_reloads`).
+    public var counts: Counts { counted.withLock { $0 } }
+
+    /// A reloader for a loader mounted already.
+    ///
+    /// - Parameters:
+    ///   - paths: the bundle files watched.
+    ///   - handle: the handle whose loader a reload replaces.
+    ///   - interval: seconds between checks of the files; 0 checks none.
+    ///   - signals: the signals that ask for a reload; none leaves signals alone.
+    ///   - logger: where reloads and failures are logged.
+    ///   - mount: mounts the bundles (and rules) again.
+    ///   - report: told of every reload and every failed one.
+    public convenience init(
+        paths: [String], handle: LoaderHandle, interval: Double = 2, signals: [UnixSignal] = [.sighup],
+        logger: Logger = Logger(label: "offline-bundle.reloader"), mount: @escaping @Sendable () throws -> OfflineLoader,
+        report: @escaping @Sendable (Event) -> Void = { _ in }
+    ) {
+        self.init(
+            paths: paths, identities: Self.identities(of: paths), handle: handle, interval: interval, signals: signals, logger: logger, mount: mount,
+            report: report)
+    }
+
+    /// Mounts the bundles at `paths` now, in order (the first with an entry answers), with `rulesFile`'s runtime rules
+    /// checked first, and again on each reload.
+    ///
+    /// - Throws: ``BundleError`` when a bundle does not mount now (missing, corrupt, not signed by the required key) or
+    ///   the rules file is not valid.
+    public convenience init(
+        paths: [String], mountOptions: MountedBundle.Options = MountedBundle.Options(), policy: OfflinePolicy = .bundleOnly,
+        overrides: [PolicyOverride] = [], options: LoaderOptions = LoaderOptions(), rulesFile: String? = nil, interval: Double = 2,
+        signals: [UnixSignal] = [.sighup], logger: Logger = Logger(label: "offline-bundle.reloader"),
+        report: @escaping @Sendable (Event) -> Void = { _ in }
+    ) throws {
+        @Sendable func mount() throws -> OfflineLoader {
+            let loader = OfflineLoader(
+                bundles: try paths.map { try MountedBundle(path: $0, options: mountOptions) }, policy: policy, overrides: overrides, options: options)
+            return try rulesFile.map { try loader.adding(OfflineRules(contentsOf: $0)) } ?? loader
+        }
+        // What the files are before the first mount: one replaced while it mounts is mounted again at the first check.
+        let identities = Self.identities(of: paths)
+        self.init(
+            paths: paths, identities: identities, handle: LoaderHandle(try mount()), interval: interval, signals: signals, logger: logger,
+            mount: mount, report: report)
+    }
+
+    private init(
+        paths: [String], identities: [String: BundleFile.Identity?], handle: LoaderHandle, interval: Double, signals: [UnixSignal], logger: Logger,
+        mount: @escaping @Sendable () throws -> OfflineLoader, report: @escaping @Sendable (Event) -> Void
+    ) {
+        self.paths = paths
+        self.handle = handle
+        self.interval = interval
+        self.signals = signals
+        self.logger = logger
+        self.mount = mount
+        self.report = report
+        seen = Mutex(identities)
+    }
+
+    /// The loader answering now.
+    public var loader: OfflineLoader { handle.loader }
+
+    /// Mounts every bundle again; on success the new loader answers new requests, on failure the old one stays.
+    /// Blocks while the bundles mount; reloads asked for at once run one after the other.
+    public func reload(because reason: String) {
+        reloading.withLock { _ in
+            let identities = Self.identities(of: paths)
+            // Not again for the same files after a failure: a half-copied bundle is retried when it changes again.
+            defer { seen.withLock { $0 = identities } }
+            let event: Event
+            do {
+                let loader = try mount()
+                handle.replace(with: loader)
+                event = .reloaded(loader, reason: reason)
+                reloaded.increment()
+                counted.withLock { $0.reloaded += 1 }
+                logger.info(
+                    "bundles reloaded",
+                    metadata: ["reason": "\(reason)", "entries": "\(loader.bundles.map(\.entryCount).reduce(0, +))", "paths": "\(paths)"])
+            } catch {
+                event = .failed(error, reason: reason)
+                failed.increment()
+                counted.withLock { $0.failed += 1 }
+                logger.error(
+                    "bundles not reloaded; the loader answering keeps answering",
+                    metadata: ["reason": "\(reason)", "error": "\(error)", "paths": "\(paths)"])
+            }
+            report(event)
+        }
+    }
+
+    /// Until cancelled or a graceful shutdown: checks the files every ``interval`` seconds, reloading when one changed,
+    /// and reloads on each of ``signals``. Mounting happens on a thread of its own, never on the cooperative pool.
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await withTaskGroup(of: Void.self) { group in
+                if !self.signals.isEmpty {
+                    group.addTask {
+                        for await signal in await UnixSignalsSequence(trapping: self.signals) {
+                            await self.reloadOffPool(because: "\(signal)")
+                        }
+                    }
+                }
+                if self.interval > 0 {
+                    group.addTask {
+                        while !Task.isCancelled {
+                            try? await Task.sleep(for: .seconds(self.interval))
+                            if !Task.isCancelled && self.changed { await self.reloadOffPool(because: "a bundle file changed") }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// ``reload(because:)`` on a dispatch thread, awaited.
+    private func reloadOffPool(because reason: String) async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global(qos: .utility).async {
+                self.reload(because: reason)
+                done.resume()
+            }
+        }
+    }
+
+    /// Whether a file differs from what was last mounted.
+    public var changed: Bool {
+        let now = Self.identities(of: paths)
+        return seen.withLock { $0 != now }
+    }
+
+    private static func identities(of paths: [String]) -> [String: BundleFile.Identity?] {
+        Dictionary(paths.map { ($0, BundleFile.identity(ofPath: $0)) }, uniquingKeysWith: { first, _ in first })
+    }
+}

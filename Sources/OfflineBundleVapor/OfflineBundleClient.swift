@@ -1,0 +1,172 @@
+import AsyncHTTPClient
+import Foundation
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import OfflineBundle
+import Vapor
+
+/// A Vapor `Client` that answers `req.client` and `app.client` from a loader's rules and bundles, by the loader's
+/// policy, as `OfflineHTTPClient` does for AsyncHTTPClient:
+///
+/// - `bundleOnly`: only the loader answers; a miss fails with `BundleError` (code `.notFound`), and nothing reaches
+///   the network.
+/// - `bundleFirst`: the loader answers what it has; the rest goes to the network.
+/// - `networkFirst(timeout:)`: the network answers; when it fails, answers 5xx (or a status in
+///   ``OfflineBundle/LoaderOptions/fallbackStatuses``), or takes longer than the timeout, the loader answers instead.
+///
+/// Runtime rules and the bundles' block patterns answer under every policy and never reach the network. Answers from
+/// a bundle carry the recorded status and headers and `Age`, honour conditional and Range requests, follow recorded
+/// redirects (10 hops, as AsyncHTTPClient follows the network's), and come back as identity (Accept-Encoding is left
+/// out). A body is read whole, as Vapor's client reads one, and checked first: a damaged one fails the request. With
+/// a last-seen cache (``OfflineBundle/LoaderOptions/lastSeen``), what the network answers may be kept.
+///
+/// The network is the application's shared AsyncHTTPClient (`app.http.client.shared`), with its configuration.
+///
+/// ```swift
+/// app.clients.use(.offlineBundle(try OfflineLoader(path: "api.bundle.zip", policy: .bundleOnly)))
+/// let response = try await req.client.get("https://api.example.com/v1/items")  // from the bundle
+/// ```
+public struct OfflineBundleClient: Client {
+    /// Where the loader comes from; a ``OfflineBundle/BundleReloader`` may replace it.
+    public let handle: LoaderHandle
+    /// The network, for what the policy sends there.
+    public let http: HTTPClient
+    public let eventLoop: any EventLoop
+    public let byteBufferAllocator: ByteBufferAllocator
+    let logger: Logger?
+    /// Where bundle bodies are read (file reads block).
+    let threadPool: NIOThreadPool
+
+    /// A client on `eventLoop` that answers from the loader `handle` holds and sends the rest to `http`.
+    public init(
+        handle: LoaderHandle, http: HTTPClient, eventLoop: any EventLoop, threadPool: NIOThreadPool = .singleton, logger: Logger? = nil,
+        byteBufferAllocator: ByteBufferAllocator = ByteBufferAllocator()
+    ) {
+        self.handle = handle
+        self.http = http
+        self.eventLoop = eventLoop
+        self.threadPool = threadPool
+        self.logger = logger
+        self.byteBufferAllocator = byteBufferAllocator
+    }
+
+    /// The loader answering now.
+    public var loader: OfflineLoader { handle.loader }
+
+    public func send(_ request: ClientRequest) -> EventLoopFuture<ClientResponse> {
+        let promise = eventLoop.makePromise(of: ClientResponse.self)
+        promise.completeWithTask { try await execute(request) }
+        return promise.futureResult
+    }
+
+    public func delegating(to eventLoop: any EventLoop) -> any Client {
+        OfflineBundleClient(
+            handle: handle, http: http, eventLoop: eventLoop, threadPool: threadPool, logger: logger, byteBufferAllocator: byteBufferAllocator)
+    }
+
+    public func logging(to logger: Logger) -> any Client {
+        OfflineBundleClient(
+            handle: handle, http: http, eventLoop: eventLoop, threadPool: threadPool, logger: logger, byteBufferAllocator: byteBufferAllocator)
+    }
+
+    public func allocating(to byteBufferAllocator: ByteBufferAllocator) -> any Client {
+        OfflineBundleClient(
+            handle: handle, http: http, eventLoop: eventLoop, threadPool: threadPool, logger: logger, byteBufferAllocator: byteBufferAllocator)
+    }
+
+    /// The answer to `request`: from the loader, or from the network, as the policy for its URL says.
+    public func execute(_ request: ClientRequest) async throws -> ClientResponse {
+        // One loader for the whole request: a reload meanwhile does not change what answers it.
+        let loader = handle.loader
+        let url = request.url.string
+        var fields = HTTPFields()
+        for (name, value) in request.headers where name.lowercased() != "accept-encoding" {
+            if let fieldName = HTTPField.Name(name) { fields.append(HTTPField(name: fieldName, value: value)) }
+        }
+        var bundleRequest = BundleRequest(method: request.method.rawValue, url: url, headers: fields)
+        // The body is in memory already; the bundles look at it only where they recorded answers chosen by one.
+        if let body = request.body, loader.matchesBody(method: request.method.rawValue, url: url) {
+            bundleRequest.body = Data(body.readableBytesView)
+        }
+        let (plan, answered) = loader.plan(for: bundleRequest, followingRedirects: 10)
+        switch plan {
+        case .miss:
+            throw BundleError(.notFound, "the bundle has no entry for \(request.method.rawValue) \(url) (policy: bundle only)")
+        case .answer(let answer):
+            return try await respond(answer, url: answered, loader: loader)
+        case .network(let limit):
+            var timeout = request.timeout
+            if let limit {
+                // Saturating: a Duration of centuries (meant as "no limit") must not overflow TimeAmount's nanoseconds.
+                let (seconds, attoseconds) = limit.components
+                let nanoseconds = seconds >= Int64.max / 1_000_000_000 ? Int64.max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+                timeout = min(timeout ?? .nanoseconds(Int64.max), .nanoseconds(max(0, nanoseconds)))
+            }
+            var outgoing = HTTPClientRequest(url: url)
+            outgoing.method = request.method
+            outgoing.headers = request.headers
+            outgoing.body = request.body.map { .bytes($0) }
+            let response: HTTPClientResponse
+            let body: ByteBuffer
+            do {
+                let deadline = timeout.map { NIODeadline.now() + $0 } ?? .distantFuture
+                response = try await http.execute(outgoing, deadline: deadline, logger: logger)
+                body = try await response.body.collect(upTo: Int.max)
+            } catch {
+                if let (fallback, url) = loader.fallback(for: bundleRequest, networkAnswered: false, followingRedirects: 10) {
+                    return try await respond(fallback, url: url, loader: loader)
+                }
+                throw error
+            }
+            let status = Int(response.status.code)
+            if loader.fallsBack(onStatus: status), let (fallback, url) = loader.fallback(for: bundleRequest, networkAnswered: true, followingRedirects: 10) {
+                return try await respond(fallback, url: url, loader: loader)
+            }
+            // A response reached by following redirects answers another URL: it is not kept for this one.
+            if status == 200, response.history.count <= 1, loader.mayRemember(bundleRequest) {
+                loader.remember(bundleRequest, status: 200, headers: HTTPFields(response.headers), body: Data(body.readableBytesView))
+            }
+            return ClientResponse(status: response.status, headers: response.headers, body: body, byteBufferAllocator: byteBufferAllocator)
+        }
+    }
+
+    /// `answer` as Vapor's response, its body read whole (and checked) on the thread pool unless it is in memory.
+    private func respond(_ answer: BundleResponse, url: String, loader: OfflineLoader) async throws -> ClientResponse {
+        let body: Data
+        do {
+            if answer.bodyPlace == .memory, let inMemory = try answer.openBodyIfInMemory(), inMemory.second == nil {
+                body = inMemory.first
+            } else {
+                body = try await threadPool.runIfActive { try answer.bodyData() }
+            }
+        } catch {
+            loader.recordError(error, url: url)
+            throw error
+        }
+        var buffer = byteBufferAllocator.buffer(capacity: body.count)
+        buffer.writeBytes(body)
+        let hasBody = !(answer.status == 204 || answer.status == 304) || !body.isEmpty
+        return ClientResponse(
+            status: HTTPResponseStatus(statusCode: answer.status), headers: HTTPHeaders(answer.headers), body: hasBody ? buffer : nil,
+            byteBufferAllocator: byteBufferAllocator)
+    }
+}
+
+extension Application.Clients.Provider {
+    /// `req.client` and `app.client` answer from the loader `handle` holds, by its policy; what the policy sends to the
+    /// network goes through the application's shared AsyncHTTPClient.
+    public static func offlineBundle(_ handle: LoaderHandle) -> Self {
+        .init { application in
+            application.clients.use { application in
+                OfflineBundleClient(
+                    handle: handle, http: application.http.client.shared, eventLoop: application.eventLoopGroup.any(),
+                    threadPool: application.threadPool, logger: application.logger)
+            }
+        }
+    }
+
+    /// `req.client` and `app.client` answer from `loader`, by its policy.
+    public static func offlineBundle(_ loader: OfflineLoader) -> Self { offlineBundle(LoaderHandle(loader)) }
+}
