@@ -222,8 +222,9 @@ let package = Package(
         .testTarget(
             name: "OfflineBundleVaporTests",
             dependencies: [
-                "OfflineBundleVapor", "OfflineBundleServing", "OfflineBundle", "TestSupport",
+                "OfflineBundleVapor", "OfflineBundleServing", "OfflineBundle", "PackagerKit", "TestSupport",
                 .product(name: "Vapor", package: "vapor"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]

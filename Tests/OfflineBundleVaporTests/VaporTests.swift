@@ -1,9 +1,11 @@
 import AsyncHTTPClient
+import Crypto
 import Foundation
 import NIOCore
 import OfflineBundle
 import OfflineBundleServing
 import OfflineBundleVapor
+import PackagerKit
 import Synchronization
 import TestSupport
 import Testing
@@ -299,6 +301,57 @@ struct VaporTests {
         #expect(counts.ok > 100, "\(counts.ok) answered")
         let reloads = events.all.filter { if case .reloaded = $0 { true } else { false } }
         #expect(reloads.count == 100, "\(events.all.prefix(3))")
+    }
+}
+
+extension VaporTests {
+    @Test("the README's service: a signed release mounted at launch by the reloader, served and asked through req.client; the next signed release swaps in, an unsigned one is refused")
+    func signedReleaseReloads() async throws {
+        let folder = try TemporaryFolder()
+        let key = Curve25519.Signing.PrivateKey()
+        let origin = "https://docs.example.com"
+        func release(_ text: String, signed: Bool, to path: String) throws {
+            var writer = BundleWriter(options: .init(signingKey: signed ? key : nil))
+            writer.add(.init(url: origin + "/", headers: [("content-type", "text/html")], body: .data(Data(text.utf8))))
+            try writer.write(to: path)
+        }
+        let served = folder.path + "/docs.bundle.zip"
+        let trusted = MountedBundle.Options(requiredPublicKey: Array(key.publicKey.rawRepresentation))
+        var quiet = Logger(label: "reloader")
+        quiet.logLevel = .critical
+        // An unsigned release stops the launch.
+        try release("unsigned", signed: false, to: served)
+        #expect(throws: BundleError.self) { _ = try BundleReloader(paths: [served], mountOptions: trusted, signals: [], logger: quiet) }
+        try release("one", signed: true, to: served)
+        let reloader = try BundleReloader(paths: [served], mountOptions: trusted, interval: 0.1, signals: [], logger: quiet)
+        let reloading = Task { try await reloader.run() }
+        defer { reloading.cancel() }
+        try await withVaporApp(
+            { app in
+                app.middleware.use(try OfflineBundleMiddleware(handle: reloader.handle, pathPrefix: "/docs"))
+                app.clients.use(.offlineBundle(reloader.handle))
+                app.get("fetch") { req async throws -> String in
+                    let response = try await req.client.get(URI(string: origin + "/"))
+                    return response.body.map { String(buffer: $0) } ?? ""
+                }
+            },
+            { base, _ in
+                func pages() async throws -> (served: String, fetched: String) {
+                    let served = try await curlExchange(base + "/docs/", in: folder).body
+                    let fetched = try await curlExchange(base + "/fetch", in: folder).body
+                    return (String(decoding: served, as: UTF8.self), String(decoding: fetched, as: UTF8.self))
+                }
+                #expect(try await pages() == ("one", "one"))
+                try release("two", signed: true, to: folder.path + "/next.zip")
+                #expect(rename(folder.path + "/next.zip", served) == 0)
+                for _ in 0..<100 where try await pages().served != "two" { try await Task.sleep(for: .milliseconds(50)) }
+                #expect(try await pages() == ("two", "two"))
+                try release("three", signed: false, to: folder.path + "/next.zip")
+                #expect(rename(folder.path + "/next.zip", served) == 0)
+                for _ in 0..<100 where reloader.counts.failed == 0 { try await Task.sleep(for: .milliseconds(50)) }
+                #expect(reloader.counts == .init(reloaded: 1, failed: 1))
+                #expect(try await pages() == ("two", "two"))
+            })
     }
 }
 
