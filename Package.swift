@@ -257,5 +257,11 @@ if ProcessInfo.processInfo.environment["PACKAGER_BENCHMARKS"] != nil {
             ],
             path: "Sources/PackagerBenchFileServer"
         ),
+        // The Vapor rows: OfflineBundleVapor's middleware, and Vapor's FileMiddleware serving the same files.
+        .executableTarget(
+            name: "packager-bench-vapor",
+            dependencies: ["OfflineBundle", "OfflineBundleVapor", .product(name: "Vapor", package: "vapor")],
+            path: "Sources/PackagerBenchVapor"
+        ),
     ]
 }

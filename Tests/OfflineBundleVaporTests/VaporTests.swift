@@ -305,7 +305,9 @@ struct VaporTests {
 }
 
 extension VaporTests {
-    @Test("the README's service: a signed release mounted at launch by the reloader, served and asked through req.client; the next signed release swaps in, an unsigned one is refused")
+    @Test(
+        "the README's service: a signed release mounted at launch by the reloader, served and asked through req.client; the next signed release swaps in, an unsigned one is refused"
+    )
     func signedReleaseReloads() async throws {
         let folder = try TemporaryFolder()
         let key = Curve25519.Signing.PrivateKey()
