@@ -51,7 +51,7 @@ version=$(python3 -c "import json; print(next(p['state'].get('version', '?') for
     echo "## The Vapor middleware: requests per second"
     echo
     echo "Run by \`make bench\` (scripts/bench-vapor.sh) on $(date -u +%Y-%m-%dT%H:%M:%SZ), $(machine)."
-    echo "Debian's python3.11-doc: OfflineBundleVapor's \`OfflineBundleMiddleware\` answering from the packed bundle, against Vapor $version's own \`FileMiddleware\` serving the same folder from disk; each alone in a Vapor application (production environment, NIO's event loops, one per core), answering identity."
+    echo "Debian's python3.11-doc: OfflineBundleVapor's \`OfflineBundleMiddleware\` answering from the packed bundle, against Vapor $version's own \`FileMiddleware\` serving the same folder from disk; each alone in a Vapor application (production environment, NIO's event loops, one per core), answering identity. The bundle is mounted with \`inflatedCacheBytes\` of 64 MiB (the memory \`packager serve\` gives its caches by default), so a page asked again is not inflated again; FileMiddleware's files sit in the kernel's page cache."
     echo "wrk -t1 -c32 -d${duration}s on loopback, best of 3 runs each, after a warm-up; client and servers share the machine's $(nproc) cores."
     echo
     echo "| request | OfflineBundleMiddleware | FileMiddleware | ratio | target |"

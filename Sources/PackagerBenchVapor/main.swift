@@ -20,9 +20,9 @@ func serve() async throws {
     app.http.server.configuration.hostname = "127.0.0.1"
     app.http.server.configuration.port = port
     if arguments[1] == "--bundle" {
-        // As `packager serve` keeps inflated bodies (an eighth of its default 64 MiB cache): identity answers to pages
-        // read again are not inflated again.
-        let bundle = try MountedBundle(path: arguments[2], options: .init(inflatedCacheBytes: 8 << 20))
+        // The memory `packager serve` gives its caches by default (64 MiB), here all for inflated bodies: identity
+        // answers to pages read again are not inflated again (FileMiddleware's files sit in the page cache).
+        let bundle = try MountedBundle(path: arguments[2], options: .init(inflatedCacheBytes: 64 << 20))
         app.middleware.use(try OfflineBundleMiddleware(loader: OfflineLoader(bundles: [bundle])))
     } else {
         app.middleware.use(FileMiddleware(publicDirectory: arguments[2], defaultFile: "index.html"))
