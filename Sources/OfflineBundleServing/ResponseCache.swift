@@ -95,6 +95,12 @@ final class ResponseCache: Sendable {
 
     /// A descriptor closed when the last answer and the last write that use it let it go. (Not a `NIOFileHandle`: one
     /// of those allows one user at a time, and the event loops send from the same file at once.)
+    /// One file of one mounted bundle.
+    struct FileKey: Hashable, Sendable {
+        var bundle: ObjectIdentifier
+        var store: Int
+    }
+
     final class SharedFile: Sendable {
         let descriptor: Int32
 
@@ -117,7 +123,8 @@ final class ResponseCache: Sendable {
         var used = 0
         var random = SystemRandomNumberGenerator()
         /// One descriptor per bundle file answers are kept from.
-        var files: [ObjectIdentifier: SharedFile] = [:]
+        /// By bundle and store (``BundleResponse/FileSpan/store``): a delta's spans lie in several files.
+        var files: [FileKey: SharedFile] = [:]
 
         mutating func reset(to generation: UInt64) {
             self.generation = generation
@@ -156,9 +163,9 @@ final class ResponseCache: Sendable {
     /// when there is none yet, else the one there is (and `span.descriptor` is closed).
     func fileBytes(of span: BundleResponse.FileSpan, generation: UInt64) -> FileBytes {
         let (shared, spare) = state.withLockedValue { state -> (SharedFile, Int32?) in
-            if generation == state.generation, let file = state.files[ObjectIdentifier(span.bundle)] { return (file, span.descriptor) }
+            if generation == state.generation, let file = state.files[FileKey(bundle: ObjectIdentifier(span.bundle), store: span.store)] { return (file, span.descriptor) }
             let file = SharedFile(descriptor: span.descriptor)
-            if generation == state.generation { state.files[ObjectIdentifier(span.bundle)] = file }
+            if generation == state.generation { state.files[FileKey(bundle: ObjectIdentifier(span.bundle), store: span.store)] = file }
             return (file, nil)
         }
         if let spare { closeDescriptor(spare) }

@@ -20,6 +20,11 @@ extension Packager {
 
         func run() throws {
             try reportingErrors {
+                // A delta is described by itself, without its base.
+                if let delta = try deltaInfo() {
+                    try printDelta(delta)
+                    return
+                }
                 if expired {
                     try printExpired()
                     return
@@ -37,6 +42,33 @@ extension Packager {
                 case .archive(let a): printArchive(a)
                 }
             }
+        }
+
+        /// What the file at `path` says of itself as a delta; nil when it is not one.
+        private func deltaInfo() throws -> DeltaInfo? {
+            guard FileManager.default.fileExists(atPath: path) else { return nil }
+            do {
+                return try MountedBundle.deltaInfo(atPath: path)
+            } catch let error as BundleError where error.code == .notABundle || error.code == .truncated {
+                return nil  // not a ZIP file with end records: Inspector says what it is
+            } catch let error as BundleError {
+                throw PackagerError(.invalidInput, error.message, subject: path)
+            }
+        }
+
+        private func printDelta(_ delta: DeltaInfo) throws {
+            if json {
+                try printJSON(delta)
+                return
+            }
+            let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.uint64Value ?? 0
+            print("delta \(path)  (\(formatBytes(size)), \(String(format: "%.2f", Double(size) * 100 / Double(max(delta.target.size, 1)))) % of the bundle it stands for)")
+            print("stands for the bundle sha256:\(delta.target.digest) (\(formatBytes(delta.target.size)), file sha256:\(delta.target.sha256))")
+            print("mounts over the bundle sha256:\(delta.base)")
+            print("bodies: \(delta.carried) carried, \(delta.reused) read from the base")
+            print("keys: \(delta.added) added, \(delta.changed) changed, \(delta.removed.count) removed")
+            for key in delta.removed.prefix(20) { print("  removed \(terminalSafe(key))") }
+            if delta.removed.count > 20 { print("  … and \(delta.removed.count - 20) more (--json lists them all)") }
         }
 
         private func printBundle(_ b: Inspector.BundleListing) {

@@ -114,7 +114,7 @@ extension Packager {
                 let rulesFile = self.rulesFile
                 @Sendable func mount() throws -> OfflineLoader {
                     let loader = OfflineLoader(
-                        bundles: try paths.map { try MountedBundle(path: $0, options: .init(requiredPublicKey: key, inflatedCacheBytes: cache)) })
+                        bundles: try MountedBundle.mount(paths: paths, options: .init(requiredPublicKey: key, inflatedCacheBytes: cache)))
                     guard let rulesFile else { return loader }
                     do {
                         return try loader.adding(OfflineRules(contentsOf: rulesFile))

@@ -80,6 +80,15 @@ public final class MountedBundle: Sendable {
     package let canonicalizer: RequestKeyCanonicalizer
 
     package let file: BundleFile
+    /// The files bodies are read from: this bundle's own, then (for a delta) its base's, in the base's order.
+    package let stores: [BundleFile]
+    /// For a delta: where each body lies (which of ``stores``, and where in it); nil when every body lies in ``file``
+    /// where the index says.
+    private let relocation: BodyRelocation?
+    /// The bundle a delta is mounted over (kept open while this one is); nil for a bundle that is not a delta.
+    public let base: MountedBundle?
+    /// What a delta says of itself (its base, what it carries and removes); nil for a bundle that is not a delta.
+    public let delta: DeltaInfo?
     package let index: BundleIndex
     package let directory: ZipDirectory
     package let metadata: [String: ZipCentralEntry]
@@ -101,13 +110,18 @@ public final class MountedBundle: Sendable {
     /// - Throws: ``BundleError`` when the file cannot be read, is not a bundle,
     ///   is truncated, damaged or hostile, or lacks a valid signature by
     ///   `options.requiredPublicKey`.
-    public init(path: String, options: Options = Options()) throws {
+    public convenience init(path: String, options: Options = Options()) throws {
         let file = try BundleFile(path: path)
         let directory = try ZipDirectory.locate(in: file)
         // The archive comment says the version, and so how body entries are named (§2.5).
         let comment = String(decoding: directory.comment, as: UTF8.self)
         let version: UInt32
-        if comment.hasPrefix(BundleFormat.commentPrefix + "sha256:") {
+        if comment.hasPrefix("packager-delta/") {
+            throw BundleError(
+                .unsupported,
+                "\(path) is a delta bundle: it holds only what changed since another bundle (\(comment.prefix(120))), and mounts over that bundle (MountedBundle(deltaPath:base:), or packager serve DELTA BASE)"
+            )
+        } else if comment.hasPrefix(BundleFormat.commentPrefix + "sha256:") {
             version = 2
         } else if comment.hasPrefix(BundleFormat.v1CommentPrefix + "sha256:") {
             version = 1
@@ -168,12 +182,26 @@ public final class MountedBundle: Sendable {
             throw BundleError(.signature, "the bundle is not signed, and a signature by the configured public key is required")
         }
 
+        self.init(
+            file: file, directory: directory, metadata: metadata, index: index, digest: recordedDigest, signed: signed, options: options, stores: [file],
+            relocation: nil, base: nil, delta: nil)
+    }
+
+    /// Takes the parts a mount read and checked.
+    package init(
+        file: BundleFile, directory: ZipDirectory, metadata: [String: ZipCentralEntry], index: BundleIndex, digest: String, signed: Bool,
+        options: Options, stores: [BundleFile], relocation: BodyRelocation?, base: MountedBundle?, delta: DeltaInfo?
+    ) {
         self.file = file
-        self.label = options.label ?? (path as NSString).lastPathComponent
+        self.stores = stores
+        self.relocation = relocation
+        self.base = base
+        self.delta = delta
+        self.label = options.label ?? (file.path as NSString).lastPathComponent
         self.directory = directory
         self.metadata = metadata
         self.index = index
-        self.digest = recordedDigest
+        self.digest = digest
         self.isSigned = signed
         self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: index.rules.dropQueryParameters, formQuery: index.readsQueriesAsForms)
         self.verification = options.verification ?? (options.requiredPublicKey == nil ? .crc32 : .sha256)
@@ -186,12 +214,31 @@ public final class MountedBundle: Sendable {
     /// Whether body `bodyIndex` may be read again without its checks, or sent as a span of the file: it passed them in
     /// this mount (by SHA-256 when the mount checks by SHA-256) and the file is still the one mounted
     /// (``fileUnchanged``). See docs/FORMAT.md §8.2.
-    package func isVerified(_ bodyIndex: Int) -> Bool { verified.contains(bodyIndex) && file.unchanged }
+    package func isVerified(_ bodyIndex: Int) -> Bool { verified.contains(bodyIndex) && bodyFile(bodyIndex).unchanged }
+
+    /// Body `bodyIndex`'s record, with where it lies in ``bodyFile(_:)`` (for a delta, in its own file or a base's).
+    package func bodyRecord(at bodyIndex: Int) -> IndexBodyRecord {
+        var record = index.body(at: bodyIndex)
+        if let relocation {
+            record.localHeaderOffset = relocation.offsets[bodyIndex]
+            record.dataOffset = relocation.offsets[bodyIndex] + UInt64(relocation.headerLengths[bodyIndex])
+        }
+        return record
+    }
+
+    /// The file body `bodyIndex` is read from.
+    package func bodyFile(_ bodyIndex: Int) -> BundleFile { stores[bodyStore(bodyIndex)] }
+
+    /// Which of ``stores`` body `bodyIndex` lies in (0, this bundle's own file, for a bundle that is not a delta).
+    package func bodyStore(_ bodyIndex: Int) -> Int { relocation.map { Int($0.stores[bodyIndex]) } ?? 0 }
+
+    /// How many deltas stand over a bundle that is not one, this one included (0 for a bundle that is not a delta).
+    public var deltaDepth: Int { base.map { $0.deltaDepth + 1 } ?? 0 }
 
     /// Whether the bundle file is still as it was mounted: same device, inode, size, modification and status-change
     /// times (one `fstat`). A file written in place after mounting fails this for good, and its bodies are then
     /// checked again on every read.
-    package var fileUnchanged: Bool { file.unchanged }
+    package var fileUnchanged: Bool { stores.allSatisfy(\.unchanged) }
     package func markVerified(_ bodyIndex: Int) { verified.insert(bodyIndex) }
 
     // MARK: Lookup
@@ -292,6 +339,9 @@ public final class MountedBundle: Sendable {
     /// Every entry, in key order.
     public var entries: [BundleEntry] { (0..<index.entryCount).map(makeEntry) }
 
+    /// The entry at `position` in key order (0 up to ``entryCount``).
+    package func entry(at position: Int) -> BundleEntry { makeEntry(position) }
+
     private func makeEntry(_ i: Int) -> BundleEntry {
         let fields = index.entryFields(i)
         let body = fields.body.map { b -> BundleEntry.Body in
@@ -338,10 +388,10 @@ public final class MountedBundle: Sendable {
     /// (version 2, CRC-32 checking), else by inflating it once (SHA-256 checking, or version 1).
     public func deflatedBody(of entry: BundleEntry, verify: Bool = true) throws -> DeflatedBody? {
         guard let body = entry.body, body.compression == .deflate else { return nil }
-        let record = index.body(at: body.index)
+        let record = bodyRecord(at: body.index)
         let name = bodyName(record)
         try checkClaimedSize(record, name: name)
-        let raw = try readStored(record, name: name)
+        let raw = try readStored(record, from: bodyFile(body.index), name: name)
         if verify {
             if verification == .crc32 && index.hasStoredChecksums {
                 // Version 2 records the CRC-32 of the stored stream: the bytes to be sent are checked as they are.
@@ -364,10 +414,10 @@ public final class MountedBundle: Sendable {
     /// A body read whole and checked whatever this mount trusts already, as `verification` says: what `check` and
     /// `export` read, which must check every body again.
     package func bodyBytes(at bodyIndex: Int, verification: Options.Verification) throws -> [UInt8] {
-        let record = index.body(at: bodyIndex)
+        let record = bodyRecord(at: bodyIndex)
         let name = bodyName(record)
         try checkClaimedSize(record, name: name)
-        let raw = try readStored(record, name: name)
+        let raw = try readStored(record, from: bodyFile(bodyIndex), name: name)
         // A whole read is always checked: it inflates anyway, and the CRC-32 (or SHA-256) costs little beside that.
         let output = try raw.withUnsafeBytes { try checkedInflate($0, record: record, name: name, verification: verification) }
         // Trusted from now on only when checked as this mount checks bodies.
@@ -376,7 +426,7 @@ public final class MountedBundle: Sendable {
     }
 
     /// Reads a body's local header and stored bytes in one read, checking the header against the index.
-    private func readStored(_ record: IndexBodyRecord, name: String) throws -> [UInt8] {
+    private func readStored(_ record: IndexBodyRecord, from file: BundleFile, name: String) throws -> [UInt8] {
         let headerLength = Int(record.dataOffset - record.localHeaderOffset)
         guard record.storedSize <= UInt64(Int.max - headerLength) else {
             throw BundleError(.hostile, "body claims an impossible stored size", entry: name)

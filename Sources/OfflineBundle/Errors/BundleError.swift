@@ -11,7 +11,7 @@ public struct BundleError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: Hashable, Sendable {
             case io, notABundle, truncated, corruptDirectory, corruptIndex, corruptBody
-            case hostile, unsupported, signature, notFound, invalidArgument
+            case hostile, unsupported, signature, notFound, invalidArgument, wrongBase
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -38,6 +38,8 @@ public struct BundleError: Error, Sendable, CustomStringConvertible {
         public static let notFound = Code(.notFound)
         /// A caller passed a value that cannot be used.
         public static let invalidArgument = Code(.invalidArgument)
+        /// A delta bundle was given a base other than the one it was made over (or a base that lacks what it removes).
+        public static let wrongBase = Code(.wrongBase)
 
         public var description: String {
             switch value {
@@ -52,6 +54,7 @@ public struct BundleError: Error, Sendable, CustomStringConvertible {
             case .signature: "signature"
             case .notFound: "not-found"
             case .invalidArgument: "invalid-argument"
+            case .wrongBase: "wrong-base"
             }
         }
     }

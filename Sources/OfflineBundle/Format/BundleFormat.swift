@@ -16,6 +16,14 @@ public enum BundleFormat {
     public static let v1BodyPrefix = "bodies/"
     /// Version 1's archive comment prefix.
     public static let v1CommentPrefix = "packager-bundle/1 "
+    /// The archive comment prefix of a delta bundle (docs/FORMAT.md §12), followed by `sha256:` and the digest of the
+    /// bundle it stands for, then ` base:` and the digest of the bundle it is mounted over. A reader that does not know
+    /// deltas finds no `packager-bundle/` comment and refuses the file.
+    public static let deltaCommentPrefix = "packager-delta/1 "
+    /// The ZIP entry of a delta bundle that says what it applies to and how to rebuild the bundle it stands for.
+    public static let deltaEntryName = "delta.json"
+    /// How many deltas may stand over one another (a delta over a delta … over a bundle).
+    public static let maxDeltaDepth = 8
     /// The domain-separation line that starts every signed message.
     public static let signatureDomain = "packager-bundle-signature/1\n"
 

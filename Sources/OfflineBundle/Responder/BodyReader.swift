@@ -111,6 +111,8 @@ final class StoredBodyReader {
 
     private let bundle: MountedBundle
     private let record: IndexBodyRecord
+    /// The file the body lies in (for a delta, its own or a base's).
+    private let file: BundleFile
     private let bodyIndex: Int
     private let name: String
     private let shape: Shape
@@ -143,7 +145,8 @@ final class StoredBodyReader {
     init(bundle: MountedBundle, bodyIndex: Int, shape: Shape, chunkSize: Int, justChecked: Bool) {
         self.bundle = bundle
         self.bodyIndex = bodyIndex
-        self.record = bundle.index.body(at: bodyIndex)
+        self.record = bundle.bodyRecord(at: bodyIndex)
+        self.file = bundle.bodyFile(bodyIndex)
         self.name = bundle.bodyName(record)
         self.shape = shape
         self.chunkSize = max(4096, chunkSize)
@@ -273,7 +276,7 @@ final class StoredBodyReader {
             if checkStored || checkContent {
                 let headerLength = Int(record.dataOffset - record.localHeaderOffset)
                 try bundle.checkLocalHeader(
-                    try bundle.file.read(at: record.localHeaderOffset, count: headerLength, what: "body \(name)"), of: record)
+                    try file.read(at: record.localHeaderOffset, count: headerLength, what: "body \(name)"), of: record)
             }
         }
         var start = storedPosition
@@ -286,7 +289,7 @@ final class StoredBodyReader {
         }
         guard start < end else { return nil }
         let count = Int(min(UInt64(chunkSize), end - start))
-        let bytes = try bundle.file.read(at: record.dataOffset + start, count: count, what: "body \(name)")
+        let bytes = try file.read(at: record.dataOffset + start, count: count, what: "body \(name)")
         bytesRead += UInt64(count)
         storedPosition = start + UInt64(count)
         if checkStored { storedCRC = CRC32.checksum(bytes, continuing: storedCRC) }

@@ -204,8 +204,11 @@ public struct BundleResponse: Sendable {
         public var count: UInt64
         /// Bytes after the span (a gzip trailer), possibly none.
         public var suffix: [UInt8]
-        /// The bundle whose file this is: spans of one mounted bundle can share one descriptor.
+        /// The bundle whose file this is: spans of one mounted bundle and one ``store`` can share one descriptor.
         public var bundle: MountedBundle
+        /// Which of the bundle's files the span lies in: 0, its own, for a bundle that is not a delta; a delta's bodies
+        /// lie in its own file or its bases'.
+        public var store: Int
     }
 
     /// The response's body as a span of the bundle file, when its bytes go out as they are stored and the body has
@@ -231,19 +234,22 @@ public struct BundleResponse: Sendable {
         case .empty, .content: return nil
         }
         guard let body = entry.body, entry.bundle.isVerified(body.index) else { return nil }
-        let record = entry.bundle.index.body(at: body.index)
+        let record = entry.bundle.bodyRecord(at: body.index)
+        let file = entry.bundle.bodyFile(body.index)
+        let store = entry.bundle.bodyStore(body.index)
         if gzip {
             guard record.compression == .deflate else { return nil }
             return FileSpan(
-                prefix: Array(DeflatedBody.gzipHeader), descriptor: entry.bundle.file.duplicateDescriptor(), offset: record.dataOffset,
-                count: record.storedSize, suffix: Array(DeflatedBody.gzipTrailer(crc32: record.crc32, size: record.size)), bundle: entry.bundle)
+                prefix: Array(DeflatedBody.gzipHeader), descriptor: file.duplicateDescriptor(), offset: record.dataOffset,
+                count: record.storedSize, suffix: Array(DeflatedBody.gzipTrailer(crc32: record.crc32, size: record.size)), bundle: entry.bundle,
+                store: store)
         }
         guard record.compression == .stored else { return nil }
         let bytes = range ?? 0..<record.size
         guard bytes.upperBound <= record.storedSize else { return nil }
         return FileSpan(
-            prefix: [], descriptor: entry.bundle.file.duplicateDescriptor(), offset: record.dataOffset + bytes.lowerBound, count: UInt64(bytes.count),
-            suffix: [], bundle: entry.bundle)
+            prefix: [], descriptor: file.duplicateDescriptor(), offset: record.dataOffset + bytes.lowerBound, count: UInt64(bytes.count),
+            suffix: [], bundle: entry.bundle, store: store)
     }
 
     /// A reader of the body when it will read no file (an identity answer or range of a body held in the mount's

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import NIOConcurrencyHelpers
 import OfflineBundle
@@ -83,7 +84,17 @@ final class AtomicOutput {
         }
     }
 
+    /// The SHA-256 of what is written, when asked for (``hashing()``) before the first write.
+    private var hasher: SHA256?
+
+    /// Keeps a SHA-256 of every byte written from now on (call before the first write).
+    func hashing() { hasher = SHA256() }
+
+    /// The SHA-256 of what was written, in lowercase hex; nil unless ``hashing()`` was called.
+    var sha256: String? { hasher.map { hexString(Array($0.finalize())) } }
+
     func write(_ bytes: UnsafeRawBufferPointer) throws {
+        hasher?.update(bufferPointer: bytes)
         offset += UInt64(bytes.count)
         if buffer.count + bytes.count > Self.bufferSize { try flush() }
         if bytes.count >= Self.bufferSize {

@@ -1,0 +1,248 @@
+import Crypto
+import Foundation
+
+/// What a delta bundle says of itself (its `delta.json`, docs/FORMAT.md §12): the bundle it is mounted over, the
+/// bundle it stands for, and what changed between them.
+public struct DeltaInfo: Sendable, Equatable, Codable {
+    /// The delta format version: 1.
+    public var format: Int
+    /// The digest of the bundle the delta is mounted over (its `index.bin`'s SHA-256, as its archive comment says).
+    public var base: String
+    /// The bundle the delta stands for: its digest, and its file's size, SHA-256 and body area, from which
+    /// `packager apply` rebuilds it byte for byte.
+    public var target: Target
+    /// Distinct bodies the delta carries (the target's bodies the base lacks, or stores otherwise).
+    public var carried: Int
+    /// Distinct bodies of the target read from the base.
+    public var reused: Int
+    /// Request keys the target adds, changes (another status, headers or body) and removes, against the base.
+    public var added: Int
+    public var changed: Int
+    /// The keys the target no longer answers; each is in the base (a delta that removes a key its base lacks is refused).
+    public var removed: [String]
+
+    public struct Target: Sendable, Equatable, Codable {
+        /// The target's bundle digest.
+        public var digest: String
+        /// The target file's size in bytes.
+        public var size: UInt64
+        /// The SHA-256 of the target file, in lowercase hex.
+        public var sha256: String
+        /// Where the target's body area ends (its `index.bin` local header's offset).
+        public var bodyArea: UInt64
+
+        public init(digest: String, size: UInt64, sha256: String, bodyArea: UInt64) {
+            self.digest = digest
+            self.size = size
+            self.sha256 = sha256
+            self.bodyArea = bodyArea
+        }
+    }
+
+    public init(base: String, target: Target, carried: Int, reused: Int, added: Int, changed: Int, removed: [String]) {
+        self.format = 1
+        self.base = base
+        self.target = target
+        self.carried = carried
+        self.reused = reused
+        self.added = added
+        self.changed = changed
+        self.removed = removed
+    }
+}
+
+/// Where each body of a delta's target lies: which of the mounted bundle's stores, at which local header offset, with
+/// which local header length.
+package struct BodyRelocation: Sendable {
+    package var stores: [UInt8]
+    package var offsets: [UInt64]
+    package var headerLengths: [UInt16]
+}
+
+extension MountedBundle {
+    /// What the delta bundle at `path` says of itself, read without its base; nil when the file is a ZIP file but
+    /// not a delta (a bundle, say).
+    ///
+    /// - Throws: ``BundleError`` when the file cannot be read or its `delta.json` is damaged.
+    public static func deltaInfo(atPath path: String) throws -> DeltaInfo? {
+        let file = try BundleFile(path: path)
+        let directory = try ZipDirectory.locate(in: file)
+        guard String(decoding: directory.comment, as: UTF8.self).hasPrefix("packager-delta/") else { return nil }
+        return try readDelta(file: file, directory: directory).info
+    }
+
+    /// Mounts `paths` in order, as `packager serve` takes them: a bundle alone, a delta over the path after it (itself
+    /// a bundle, or a delta over the next, and so on). `DELTA2 DELTA1 BASE` is one bundle; `HOTFIX DELTA BASE` two.
+    ///
+    /// - Throws: ``BundleError`` for a bundle that does not mount, a delta with no path after it, or one whose base
+    ///   is another bundle (`.wrongBase`).
+    public static func mount(paths: [String], options: Options = Options()) throws -> [MountedBundle] {
+        var mounted: [MountedBundle] = []
+        var rest = paths[...]
+        func next(_ options: Options) throws -> MountedBundle {
+            guard let path = rest.popFirst() else {
+                throw BundleError(.invalidArgument, "a delta bundle needs the bundle it was made over after it")
+            }
+            guard try deltaInfo(atPath: path) != nil else { return try MountedBundle(path: path, options: options) }
+            guard !rest.isEmpty else {
+                throw BundleError(.invalidArgument, "\(path) is a delta bundle: give the bundle it was made over after it")
+            }
+            // A base needs no signature of its own: what is read from it is checked against the delta's (signed) index,
+            // as the delta's mount checks bodies. It keeps no inflated bodies either: the delta's cache serves.
+            var baseOptions = options
+            baseOptions.requiredPublicKey = nil
+            baseOptions.inflatedCacheBytes = 0
+            baseOptions.label = nil
+            let base = try next(baseOptions)
+            return try MountedBundle(deltaPath: path, base: base, options: options)
+        }
+        while !rest.isEmpty { mounted.append(try next(options)) }
+        return mounted
+    }
+
+    /// Mounts the delta bundle at `deltaPath` over `base`: the result answers every request exactly as the bundle
+    /// the delta stands for, reading the bodies the delta carries from its file and the rest from the base's.
+    ///
+    /// The delta's `index.bin` must hash to the digest its comment names (and carry a signature by
+    /// `options.requiredPublicKey`, when given, as the target bundle did); every body of the target must be in the
+    /// delta or in the base, stored alike; every key the delta removes must be in the base.
+    ///
+    /// - Throws: ``BundleError``: `.wrongBase` when `base` is not the bundle the delta was made over (or lacks what it
+    ///   removes), `.unsupported` past ``BundleFormat/maxDeltaDepth`` deltas, `.corruptIndex`, `.truncated` or
+    ///   `.hostile` when the delta is damaged.
+    public convenience init(deltaPath: String, base: MountedBundle, options: Options = Options()) throws {
+        let file = try BundleFile(path: deltaPath)
+        let directory = try ZipDirectory.locate(in: file)
+        let comment = String(decoding: directory.comment, as: UTF8.self)
+        guard comment.hasPrefix(BundleFormat.deltaCommentPrefix + "sha256:") else {
+            if comment.hasPrefix("packager-delta/") {
+                throw BundleError(.unsupported, "\(deltaPath) is a delta of another format version (\(comment.prefix(20))…); this reader knows version 1")
+            }
+            throw BundleError(.notABundle, "\(deltaPath) is not a delta bundle (its archive comment does not start with \(BundleFormat.deltaCommentPrefix))")
+        }
+        let (info, metadata, carried) = try Self.readDelta(file: file, directory: directory)
+        let named = comment.dropFirst(BundleFormat.deltaCommentPrefix.count + 7)
+        guard named.hasPrefix(info.target.digest + " base:" + info.base) else {
+            throw BundleError(.corruptIndex, "the archive comment and delta.json of \(deltaPath) name different bundles")
+        }
+        guard info.base == base.digest else {
+            throw BundleError(
+                .wrongBase,
+                "\(deltaPath) is a delta over the bundle sha256:\(info.base.prefix(16))…, not over \(base.label) (sha256:\(base.digest.prefix(16))…)")
+        }
+        guard base.deltaDepth + 1 <= BundleFormat.maxDeltaDepth else {
+            throw BundleError(.unsupported, "\(deltaPath) would stand over \(base.deltaDepth) deltas; at most \(BundleFormat.maxDeltaDepth) may stand over one another")
+        }
+        guard let indexEntry = metadata[BundleFormat.indexEntryName] else {
+            throw BundleError(.notABundle, "\(deltaPath) holds no \(BundleFormat.indexEntryName)")
+        }
+        let indexBytes = try Self.readMetadataEntry(indexEntry, from: file, limit: 1 << 32, bodyArea: directory.centralDirectoryOffset)
+        // The delta's bodies are found through the index, so the index is always held to the digest the comment names.
+        guard hexString(Array(SHA256.hash(data: indexBytes))) == info.target.digest else {
+            throw BundleError(.corruptIndex, "index.bin of \(deltaPath) does not hash to the digest the delta names: it was altered")
+        }
+        let index = try BundleIndex(bytes: indexBytes, bodyArea: info.target.bodyArea, maxRatio: options.maxCompressionRatio)
+        guard index.formatVersion == BundleFormat.version else {
+            throw BundleError(.unsupported, "\(deltaPath) stands for a bundle of format version \(index.formatVersion); deltas are of version-2 bundles")
+        }
+        var signed = false
+        if let signatureEntry = metadata[BundleFormat.signatureEntryName] {
+            signed = true
+            if let key = options.requiredPublicKey {
+                let signature = try Self.readMetadataEntry(signatureEntry, from: file, limit: 1 << 16, bodyArea: directory.centralDirectoryOffset)
+                try SignatureBlock.verify(json: signature, bundleDigestHex: info.target.digest, publicKey: key)
+            }
+        } else if options.requiredPublicKey != nil {
+            throw BundleError(.signature, "the bundle the delta stands for is not signed, and a signature by the configured public key is required")
+        }
+        let relocation = try Self.relocate(index: index, carried: carried, file: file, base: base, path: deltaPath)
+        for key in info.removed where base.entry(forKey: key) == nil {
+            throw BundleError(.wrongBase, "\(deltaPath) removes \(key), which its base does not hold", entry: key)
+        }
+        self.init(
+            file: file, directory: directory, metadata: metadata, index: index, digest: info.target.digest, signed: signed, options: options,
+            stores: [file] + base.stores, relocation: relocation, base: base, delta: info)
+    }
+
+    /// The delta's `delta.json`, its metadata entries, and the bodies it carries (in name order).
+    private static func readDelta(file: BundleFile, directory: ZipDirectory) throws -> (
+        info: DeltaInfo, metadata: [String: ZipCentralEntry], carried: [ZipCentralEntry]
+    ) {
+        var metadata: [String: ZipCentralEntry] = [:]
+        var carried: [ZipCentralEntry] = []
+        try directory.forEachEntry(from: file) { entry in
+            if entry.name.hasPrefix(BundleFormat.bodyPrefix) {
+                let digits = entry.name.utf8.dropFirst(2)
+                guard (IndexLayout.bodyNameDigits...64).contains(digits.count), digits.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+                else { throw BundleError(.hostile, "a delta body is named \(entry.name), not b/ and 16 to 64 hex digits", entry: entry.name) }
+                carried.append(entry)
+            } else {
+                guard metadata[entry.name] == nil else {
+                    throw BundleError(.hostile, "the central directory lists \(entry.name) twice", entry: entry.name)
+                }
+                metadata[entry.name] = entry
+            }
+            return true
+        }
+        guard let deltaEntry = metadata[BundleFormat.deltaEntryName] else {
+            throw BundleError(.notABundle, "\(file.path) has a delta's comment but no \(BundleFormat.deltaEntryName)")
+        }
+        let bytes = try readMetadataEntry(deltaEntry, from: file, limit: 64 << 20, bodyArea: directory.centralDirectoryOffset)
+        let info: DeltaInfo
+        do {
+            info = try JSONDecoder().decode(DeltaInfo.self, from: Data(bytes))
+        } catch {
+            throw BundleError(.corruptIndex, "\(BundleFormat.deltaEntryName) of \(file.path) is not a delta description: \(error)")
+        }
+        guard info.format == 1 else { throw BundleError(.unsupported, "\(file.path) is a delta of format \(info.format); this reader knows format 1") }
+        return (info, metadata, carried.sorted { $0.name < $1.name })
+    }
+
+    /// Where each of the target's bodies lies: in the delta (a body entry whose name is a prefix of its digest) or in
+    /// the base (the same digest), stored alike either way.
+    private static func relocate(index: BundleIndex, carried: [ZipCentralEntry], file: BundleFile, base: MountedBundle, path: String) throws
+        -> BodyRelocation
+    {
+        let count = index.bodyCount
+        var relocation = BodyRelocation(
+            stores: [UInt8](repeating: 0, count: count), offsets: [UInt64](repeating: 0, count: count), headerLengths: [UInt16](repeating: 0, count: count))
+        var nextCarried = 0
+        var nextBase = 0
+        var baseRecord: IndexBodyRecord? = base.bodyCount > 0 ? base.bodyRecord(at: 0) : nil
+        guard base.stores.count + 1 <= Int(UInt8.max) else { throw BundleError(.unsupported, "too many files under \(path)") }
+        for i in 0..<count {
+            let record = index.body(at: i)
+            let hex = hexString(record.sha256)
+            let name = BundleFormat.bodyPrefix + hex.prefix(16)
+            // Carried bodies, in name order, are in digest order too: each is the prefix of the next record it names.
+            if nextCarried < carried.count, hex.hasPrefix(carried[nextCarried].name.dropFirst(BundleFormat.bodyPrefix.count)) {
+                let entry = carried[nextCarried]
+                nextCarried += 1
+                guard entry.method == record.compression.rawValue, entry.compressedSize == record.storedSize, entry.uncompressedSize == record.size,
+                    entry.crc32 == record.crc32
+                else { throw BundleError(.corruptIndex, "the delta stores body \(name) otherwise than its index records", entry: name) }
+                let fixed = try file.read(at: entry.localHeaderOffset, count: ZipConstants.localHeaderSize, what: "body \(name)")
+                relocation.offsets[i] = entry.localHeaderOffset
+                relocation.headerLengths[i] = UInt16(ZipConstants.localHeaderSize) + fixed.u16(26) + fixed.u16(28)
+                continue
+            }
+            while let candidate = baseRecord, candidate.sha256.lexicographicallyPrecedes(record.sha256) {
+                nextBase += 1
+                baseRecord = nextBase < base.bodyCount ? base.bodyRecord(at: nextBase) : nil
+            }
+            guard let found = baseRecord, found.sha256 == record.sha256 else {
+                throw BundleError(.wrongBase, "\(path) lacks body \(name), and its base does not hold it either", entry: name)
+            }
+            guard found.compression == record.compression, found.storedSize == record.storedSize, found.size == record.size,
+                found.crc32 == record.crc32, found.storedCRC32 == record.storedCRC32
+            else { throw BundleError(.wrongBase, "the base stores body \(name) otherwise than the delta's index records", entry: name) }
+            relocation.stores[i] = UInt8(base.bodyStore(nextBase) + 1)
+            relocation.offsets[i] = found.localHeaderOffset
+            relocation.headerLengths[i] = UInt16(found.dataOffset - found.localHeaderOffset)
+        }
+        guard nextCarried == carried.count else {
+            throw BundleError(.corruptIndex, "\(path) carries \(carried.count - nextCarried) bodies its index does not list", entry: carried[nextCarried].name)
+        }
+        return relocation
+    }
+}

@@ -1,0 +1,63 @@
+import ArgumentParser
+import Foundation
+import PackagerKit
+
+extension Packager {
+    struct Delta: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write the delta from one release to the next: only the bodies the old bundle lacks, and the new index.",
+            discussion: """
+                The delta mounts over OLD and answers as NEW does (packager serve DELTA OLD), and packager apply OLD DELTA \
+                rebuilds NEW byte for byte, so NEW's signature holds. A reader that does not know deltas refuses one.
+                """
+        )
+
+        @Argument(help: "The bundle the delta is made over (the release the fleet holds).")
+        var old: String
+
+        @Argument(help: "The bundle the delta stands for (the next release).")
+        var new: String
+
+        @Option(name: .shortAndLong, help: "Where to write the delta.")
+        var output: String
+
+        func run() throws {
+            try reportingErrors {
+                let summary = try DeltaBundles.make(old: old, new: new, to: output)
+                let info = summary.info
+                let share = info.target.size == 0 ? 0 : Double(summary.size) / Double(info.target.size) * 100
+                print(
+                    "wrote \(output): \(formatBytes(summary.size)) (\(String(format: "%.2f", share)) % of \(formatBytes(info.target.size))); "
+                        + "\(info.carried) bodies carried, \(info.reused) read from the base; "
+                        + "keys: \(info.added) added, \(info.changed) changed, \(info.removed.count) removed")
+            }
+        }
+    }
+
+    struct Apply: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Rebuild a release from the bundle before it and the delta (or deltas, oldest first) made over it.",
+            discussion: """
+                The output is the release the (last) delta stands for, byte for byte; a delta made over another bundle is \
+                refused, naming both, and nothing is written.
+                """
+        )
+
+        @Argument(help: "The bundle, then each delta made over the one before it.")
+        var bundles: [String]
+
+        @Option(name: .shortAndLong, help: "Where to write the rebuilt bundle.")
+        var output: String
+
+        func validate() throws {
+            if bundles.count < 2 { throw ValidationError("apply takes a bundle and at least one delta made over it") }
+        }
+
+        func run() throws {
+            try reportingErrors {
+                let info = try DeltaBundles.apply(bundles.reversed(), to: output)
+                print("wrote \(output): \(formatBytes(info.target.size)), sha256:\(info.target.sha256) (the bundle sha256:\(info.target.digest) stands for)")
+            }
+        }
+    }
+}
