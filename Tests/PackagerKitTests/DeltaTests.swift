@@ -1,0 +1,175 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import OfflineBundle
+import PackagerKit
+import TestSupport
+import Testing
+
+@Suite("delta bundles: the next release as what changed, mounted over the last or rebuilt byte for byte")
+struct DeltaTests {
+    static let origin = "https://docs.example.com"
+
+    /// Writes a release: `pages` by path (HTML), a shared image, a redirect and a blocked script, signed by `key`.
+    static func release(_ pages: [String: String], to path: String, key: Curve25519.Signing.PrivateKey? = nil) throws {
+        var writer = BundleWriter(options: .init(signingKey: key))
+        for (page, text) in pages.sorted(by: { $0.key < $1.key }) {
+            writer.add(
+                .init(
+                    url: origin + page, headers: [("content-type", "text/html; charset=utf-8"), ("etag", "\"\(text.count)-\(page.count)\"")],
+                    body: .data(Data(text.utf8))))
+        }
+        writer.add(.init(url: origin + "/logo.png", headers: [("content-type", "image/png")], body: .data(sampleImage)))
+        writer.add(.init(url: origin + "/old", status: 301, headers: [("location", "/")]))
+        writer.add(.init(url: origin + "/ads.js", status: 204, kind: .blocked))
+        try writer.write(to: path)
+    }
+
+    /// Forty pages of a few KiB each.
+    static let pages: [String: String] = Dictionary(
+        uniqueKeysWithValues: (0..<40).map { ("/p/\($0).html", String(repeating: "<p>Page \($0): offline and fine.</p>\n", count: 100 + $0)) })
+
+    /// The next release: two pages edited, one removed, one added.
+    static var nextPages: [String: String] {
+        var next = pages
+        next["/p/3.html"]! += "<p>edited</p>\n"
+        next["/p/17.html"] = "<p>rewritten</p>\n" + next["/p/17.html"]!
+        next["/p/30.html"] = nil
+        next["/p/new.html"] = "<p>a new page</p>"
+        return next
+    }
+
+    /// Every answer of `a` and `b` to `request`, compared: status, headers, body.
+    static func sameAnswer(_ a: OfflineLoader, _ b: OfflineLoader, _ request: BundleRequest) throws -> String? {
+        let x = a.response(for: request)
+        let y = b.response(for: request)
+        guard let x, let y else { return x == nil && y == nil ? nil : "\(request.url): one answers, the other does not" }
+        if x.status != y.status { return "\(request.url): status \(x.status) vs \(y.status)" }
+        let ignored: Set<HTTPField.Name> = [.age]
+        let xs = x.headers.filter { !ignored.contains($0.name) }.map { "\($0.name): \($0.value)" }
+        let ys = y.headers.filter { !ignored.contains($0.name) }.map { "\($0.name): \($0.value)" }
+        if xs != ys { return "\(request.url): headers \(xs) vs \(ys)" }
+        if try x.bodyData() != y.bodyData() { return "\(request.url): bodies differ" }
+        return nil
+    }
+
+    @Test("over the old release, the delta answers every key as the new one does (identity, gzip, ranges, 304), removed keys miss; apply rebuilds the new file byte for byte, its signature holding")
+    func answersAsNew() throws {
+        let folder = try TemporaryFolder()
+        let key = Curve25519.Signing.PrivateKey()
+        let publicKey = Array(key.publicKey.rawRepresentation)
+        try Self.release(Self.pages, to: folder.path + "/old.zip", key: key)
+        try Self.release(Self.nextPages, to: folder.path + "/new.zip", key: key)
+        let summary = try DeltaBundles.make(old: folder.path + "/old.zip", new: folder.path + "/new.zip", to: folder.path + "/delta.zip")
+        #expect(summary.info.carried == 3 && summary.info.added == 1 && summary.info.changed == 2)
+        #expect(summary.info.removed == [Self.origin + "/p/30.html"])
+        let newSize = try FileManager.default.attributesOfItem(atPath: folder.path + "/new.zip")[.size] as! UInt64
+        #expect(summary.size < newSize / 4, "\(summary.size) of \(newSize)")
+
+        let new = try OfflineLoader(path: folder.path + "/new.zip", publicKey: publicKey)
+        let mounted = try MountedBundle.mount(paths: [folder.path + "/delta.zip", folder.path + "/old.zip"], options: .init(requiredPublicKey: publicKey))
+        #expect(mounted.count == 1 && mounted[0].delta != nil && mounted[0].digest == new.bundles[0].digest && mounted[0].deltaDepth == 1)
+        let delta = OfflineLoader(bundles: mounted)
+        var asked = 0
+        for entry in new.bundles[0].entries {
+            for headers in [[:], [HTTPField.Name.acceptEncoding: "gzip"], [.range: "bytes=5-99"], [.ifNoneMatch: entry.header("etag") ?? "\"x\""]] as [HTTPFields] {
+                let problem = try Self.sameAnswer(new, delta, BundleRequest(url: entry.key, headers: headers))
+                #expect(problem == nil, "\(problem ?? "")")
+                asked += 1
+            }
+        }
+        #expect(asked == new.bundles[0].entryCount * 4)
+        // Misses: the removed page, and keys neither release has.
+        for url in [Self.origin + "/p/30.html", Self.origin + "/nowhere", "https://other.example/p/1.html"] {
+            #expect(delta.response(for: BundleRequest(url: url)) == nil, "\(url)")
+        }
+        // The carried pages come from the delta's file, the rest from the old release's.
+        let changed = try #require(mounted[0].entry(for: Self.origin + "/p/3.html")?.body)
+        let kept = try #require(mounted[0].entry(for: Self.origin + "/p/5.html")?.body)
+        #expect(mounted[0].bodyFile(changed.index).path.hasSuffix("delta.zip") && mounted[0].bodyFile(kept.index).path.hasSuffix("old.zip"))
+
+        let applied = try DeltaBundles.apply([folder.path + "/delta.zip", folder.path + "/old.zip"], to: folder.path + "/rebuilt.zip")
+        #expect(applied.target.digest == new.bundles[0].digest)
+        #expect(try run("cmp", [folder.path + "/new.zip", folder.path + "/rebuilt.zip"]).status == 0)
+        _ = try MountedBundle(path: folder.path + "/rebuilt.zip", options: .init(requiredPublicKey: publicKey))
+        // Standard tools read the delta as the ZIP file it is.
+        #expect(try run("unzip", ["-l", folder.path + "/delta.zip"]).output.contains("delta.json"))
+        #expect(try run("bsdtar", ["-tf", folder.path + "/delta.zip"]).output.contains("index.bin"))
+    }
+
+    @Test("refused, with the reason: a delta alone, a delta over another bundle, a delta cut short, a chain past the depth limit; a chain within it answers")
+    func refusals() throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path
+        try Self.release(Self.pages, to: path + "/old.zip")
+        try Self.release(Self.nextPages, to: path + "/new.zip")
+        try DeltaBundles.make(old: path + "/old.zip", new: path + "/new.zip", to: path + "/delta.zip")
+        // Alone: the reader says what it is, and what to mount it over.
+        let alone = #expect(throws: BundleError.self) { _ = try MountedBundle(path: path + "/delta.zip") }
+        #expect(alone?.code == .unsupported && alone?.message.contains("delta") == true)
+        // Over the wrong base: named.
+        let wrong = #expect(throws: BundleError.self) {
+            _ = try MountedBundle(deltaPath: path + "/delta.zip", base: try MountedBundle(path: path + "/new.zip"))
+        }
+        #expect(wrong?.code == .wrongBase && wrong?.message.contains("new.zip") == true, "\(wrong?.message ?? "")")
+        #expect(throws: PackagerError.self) { try DeltaBundles.apply([path + "/delta.zip", path + "/new.zip"], to: path + "/x.zip") }
+        #expect(!FileManager.default.fileExists(atPath: path + "/x.zip"))
+        // Cut short: refused at mount (the end records are gone) or at the first read, never a wrong byte.
+        let whole = try Data(contentsOf: URL(fileURLWithPath: path + "/delta.zip"))
+        try whole.prefix(whole.count - 40).write(to: URL(fileURLWithPath: path + "/cut.zip"))
+        #expect(throws: BundleError.self) { _ = try MountedBundle(deltaPath: path + "/cut.zip", base: try MountedBundle(path: path + "/old.zip")) }
+
+        // A chain: each release a delta over the one before; nine deep is refused, eight answer as the last release.
+        var releases = Self.pages
+        try Self.release(releases, to: path + "/r0.zip")
+        for n in 1...9 {
+            releases["/p/\(n).html"]! += "<p>release \(n)</p>"
+            try Self.release(releases, to: path + "/r\(n).zip")
+            try DeltaBundles.make(old: path + "/r\(n - 1).zip", new: path + "/r\(n).zip", to: path + "/d\(n).zip")
+        }
+        let eight = try MountedBundle.mount(paths: (1...8).reversed().map { path + "/d\($0).zip" } + [path + "/r0.zip"])
+        let r8 = try MountedBundle(path: path + "/r8.zip")
+        #expect(eight.count == 1 && eight[0].deltaDepth == 8 && eight[0].digest == r8.digest)
+        let page = try #require(eight[0].entry(for: Self.origin + "/p/8.html"))
+        #expect(String(decoding: try eight[0].body(of: page), as: UTF8.self).hasSuffix("<p>release 8</p>"))
+        let nine = #expect(throws: BundleError.self) {
+            _ = try MountedBundle.mount(paths: (1...9).reversed().map { path + "/d\($0).zip" } + [path + "/r0.zip"])
+        }
+        #expect(nine?.message.contains("at most 8") == true)
+        try DeltaBundles.apply((1...8).reversed().map { path + "/d\($0).zip" } + [path + "/r0.zip"], to: path + "/r8-rebuilt.zip")
+        #expect(try run("cmp", [path + "/r8.zip", path + "/r8-rebuilt.zip"]).status == 0)
+    }
+
+    @Test("packager serve DELTA OLD answers as packager serve NEW, byte for byte, through curl; inspect shows the delta's base and counts")
+    func serveAndInspect() async throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path
+        try Self.release(Self.pages, to: path + "/old.zip")
+        try Self.release(Self.nextPages, to: path + "/new.zip")
+        let made = try await run(packagerExecutable, ["delta", path + "/old.zip", path + "/new.zip", "-o", path + "/delta.zip"])
+        #expect(made.status == 0 && made.output.contains("3 bodies carried"), "\(made.output)")
+        let inspected = try await run(packagerExecutable, ["inspect", path + "/delta.zip"])
+        let oldDigest = try MountedBundle(path: path + "/old.zip").digest
+        #expect(inspected.output.contains("mounts over the bundle sha256:\(oldDigest)"), "\(inspected.output)")
+        #expect(inspected.output.contains("removed \(Self.origin)/p/30.html"))
+        let alone = try await run(packagerExecutable, ["serve", path + "/delta.zip", "--port", "0"])
+        #expect(alone.status != 0 && alone.output.contains("give the bundle it was made over after it"), "\(alone.output)")
+        try await withServe(path + "/new.zip") { newBase, _ in
+            try await withServe(path + "/delta.zip", [path + "/old.zip"]) { deltaBase, _ in
+                for page in Self.nextPages.keys.sorted() + ["/logo.png", "/old", "/ads.js", "/p/30.html"] {
+                    for headers in [[], [("Accept-Encoding", "gzip")], [("Range", "bytes=3-40")]] as [[(String, String)]] {
+                        let a = try await curlExchange(newBase + page, headers: headers, in: folder)
+                        let b = try await curlExchange(deltaBase + page, headers: headers, in: folder)
+                        #expect(a.status == b.status && a.body == b.body, "\(page) \(headers)")
+                        for name in ["content-type", "content-length", "content-encoding", "etag", "content-range", "location"] {
+                            #expect(a.header(name) == b.header(name), "\(page) \(headers) \(name)")
+                        }
+                    }
+                }
+            }
+        }
+        let applied = try await run(packagerExecutable, ["apply", path + "/old.zip", path + "/delta.zip", "-o", path + "/rebuilt.zip"])
+        #expect(applied.status == 0, "\(applied.output)")
+        #expect(try await run("cmp", [path + "/new.zip", path + "/rebuilt.zip"]).status == 0)
+    }
+}
