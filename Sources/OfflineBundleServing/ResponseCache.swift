@@ -163,7 +163,9 @@ final class ResponseCache: Sendable {
     /// when there is none yet, else the one there is (and `span.descriptor` is closed).
     func fileBytes(of span: BundleResponse.FileSpan, generation: UInt64) -> FileBytes {
         let (shared, spare) = state.withLockedValue { state -> (SharedFile, Int32?) in
-            if generation == state.generation, let file = state.files[FileKey(bundle: ObjectIdentifier(span.bundle), store: span.store)] { return (file, span.descriptor) }
+            if generation == state.generation, let file = state.files[FileKey(bundle: ObjectIdentifier(span.bundle), store: span.store)] {
+                return (file, span.descriptor)
+            }
             let file = SharedFile(descriptor: span.descriptor)
             if generation == state.generation { state.files[FileKey(bundle: ObjectIdentifier(span.bundle), store: span.store)] = file }
             return (file, nil)

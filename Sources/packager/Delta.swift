@@ -21,14 +21,21 @@ extension Packager {
         @Option(name: .shortAndLong, help: "Where to write the delta.")
         var output: String
 
+        @Flag(
+            name: .customLong("whole-bodies"),
+            help: """
+                Carry each changed body as NEW stores it, not as a patch of its old one: a larger delta whose gzip answers                 are NEW's bytes too (with patches, gzip answers of changed bodies are the same content deflated by the runtime).
+                """)
+        var wholeBodies = false
+
         func run() throws {
             try reportingErrors {
-                let summary = try DeltaBundles.make(old: old, new: new, to: output)
+                let summary = try DeltaBundles.make(old: old, new: new, to: output, wholeBodies: wholeBodies)
                 let info = summary.info
                 let share = info.target.size == 0 ? 0 : Double(summary.size) / Double(info.target.size) * 100
                 print(
                     "wrote \(output): \(formatBytes(summary.size)) (\(String(format: "%.2f", share)) % of \(formatBytes(info.target.size))); "
-                        + "\(info.carried) bodies carried, \(info.reused) read from the base; "
+                        + "\(info.carried) bodies carried, \(info.patched) as patches, \(info.reused) read from the base; "
                         + "keys: \(info.added) added, \(info.changed) changed, \(info.removed.count) removed")
             }
         }

@@ -62,10 +62,12 @@ extension Packager {
                 return
             }
             let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.uint64Value ?? 0
-            print("delta \(path)  (\(formatBytes(size)), \(String(format: "%.2f", Double(size) * 100 / Double(max(delta.target.size, 1)))) % of the bundle it stands for)")
+            print(
+                "delta \(path)  (\(formatBytes(size)), \(String(format: "%.2f", Double(size) * 100 / Double(max(delta.target.size, 1)))) % of the bundle it stands for)"
+            )
             print("stands for the bundle sha256:\(delta.target.digest) (\(formatBytes(delta.target.size)), file sha256:\(delta.target.sha256))")
             print("mounts over the bundle sha256:\(delta.base)")
-            print("bodies: \(delta.carried) carried, \(delta.reused) read from the base")
+            print("bodies: \(delta.carried) carried, \(delta.patched) as patches of the base's, \(delta.reused) read from the base")
             print("keys: \(delta.added) added, \(delta.changed) changed, \(delta.removed.count) removed")
             for key in delta.removed.prefix(20) { print("  removed \(terminalSafe(key))") }
             if delta.removed.count > 20 { print("  … and \(delta.removed.count - 20) more (--json lists them all)") }

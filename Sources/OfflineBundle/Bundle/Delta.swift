@@ -15,6 +15,8 @@ public struct DeltaInfo: Sendable, Equatable, Codable {
     public var carried: Int
     /// Distinct bodies of the target read from the base.
     public var reused: Int
+    /// Distinct bodies of the target the delta holds as patches of a base body (a page edited since).
+    public var patched: Int
     /// Request keys the target adds, changes (another status, headers or body) and removes, against the base.
     public var added: Int
     public var changed: Int
@@ -39,12 +41,13 @@ public struct DeltaInfo: Sendable, Equatable, Codable {
         }
     }
 
-    public init(base: String, target: Target, carried: Int, reused: Int, added: Int, changed: Int, removed: [String]) {
+    public init(base: String, target: Target, carried: Int, reused: Int, patched: Int, added: Int, changed: Int, removed: [String]) {
         self.format = 1
         self.base = base
         self.target = target
         self.carried = carried
         self.reused = reused
+        self.patched = patched
         self.added = added
         self.changed = changed
         self.removed = removed
@@ -57,6 +60,15 @@ package struct BodyRelocation: Sendable {
     package var stores: [UInt8]
     package var offsets: [UInt64]
     package var headerLengths: [UInt16]
+    /// The bodies rebuilt from patches at mount, by body index: stored as the runtime deflated them (in a file held in
+    /// memory), with the level the target's writer deflated them at (0: stored), which `packager apply` uses.
+    package var rebuilt: [Int: Rebuilt] = [:]
+
+    package struct Rebuilt: Sendable {
+        package var storedSize: UInt64
+        package var storedCRC32: UInt32
+        package var level: UInt8
+    }
 }
 
 extension MountedBundle {
@@ -120,7 +132,7 @@ extension MountedBundle {
             }
             throw BundleError(.notABundle, "\(deltaPath) is not a delta bundle (its archive comment does not start with \(BundleFormat.deltaCommentPrefix))")
         }
-        let (info, metadata, carried) = try Self.readDelta(file: file, directory: directory)
+        let (info, metadata, carried, patched) = try Self.readDelta(file: file, directory: directory)
         let named = comment.dropFirst(BundleFormat.deltaCommentPrefix.count + 7)
         guard named.hasPrefix(info.target.digest + " base:" + info.base) else {
             throw BundleError(.corruptIndex, "the archive comment and delta.json of \(deltaPath) name different bundles")
@@ -131,12 +143,18 @@ extension MountedBundle {
                 "\(deltaPath) is a delta over the bundle sha256:\(info.base.prefix(16))…, not over \(base.label) (sha256:\(base.digest.prefix(16))…)")
         }
         guard base.deltaDepth + 1 <= BundleFormat.maxDeltaDepth else {
-            throw BundleError(.unsupported, "\(deltaPath) would stand over \(base.deltaDepth) deltas; at most \(BundleFormat.maxDeltaDepth) may stand over one another")
+            throw BundleError(
+                .unsupported, "\(deltaPath) would stand over \(base.deltaDepth) deltas; at most \(BundleFormat.maxDeltaDepth) may stand over one another")
         }
-        guard let indexEntry = metadata[BundleFormat.indexEntryName] else {
-            throw BundleError(.notABundle, "\(deltaPath) holds no \(BundleFormat.indexEntryName)")
+        let indexBytes: [UInt8]
+        if let indexEntry = metadata[BundleFormat.indexEntryName] {
+            indexBytes = try Self.readMetadataEntry(indexEntry, from: file, limit: 1 << 32, bodyArea: directory.centralDirectoryOffset)
+        } else if let patchEntry = metadata[Self.indexPatchName] {
+            let patch = try Self.readMetadataEntry(patchEntry, from: file, limit: 1 << 32, bodyArea: directory.centralDirectoryOffset)
+            indexBytes = try BinaryPatch.apply(patch, to: base.index.bytes, limit: 1 << 32, what: BundleFormat.indexEntryName)
+        } else {
+            throw BundleError(.notABundle, "\(deltaPath) holds neither \(BundleFormat.indexEntryName) nor \(Self.indexPatchName)")
         }
-        let indexBytes = try Self.readMetadataEntry(indexEntry, from: file, limit: 1 << 32, bodyArea: directory.centralDirectoryOffset)
         // The delta's bodies are found through the index, so the index is always held to the digest the comment names.
         guard hexString(Array(SHA256.hash(data: indexBytes))) == info.target.digest else {
             throw BundleError(.corruptIndex, "index.bin of \(deltaPath) does not hash to the digest the delta names: it was altered")
@@ -155,27 +173,47 @@ extension MountedBundle {
         } else if options.requiredPublicKey != nil {
             throw BundleError(.signature, "the bundle the delta stands for is not signed, and a signature by the configured public key is required")
         }
-        let relocation = try Self.relocate(index: index, carried: carried, file: file, base: base, path: deltaPath)
+        let (relocation, rebuiltFile) = try Self.relocate(
+            index: index, carried: carried, patched: patched, file: file, directory: directory, base: base, path: deltaPath)
+        var manifestPatch: [UInt8]?
+        if metadata[BundleFormat.manifestEntryName] == nil {
+            guard let entry = metadata[Self.manifestPatchName] else {
+                throw BundleError(.notABundle, "\(deltaPath) holds neither \(BundleFormat.manifestEntryName) nor \(Self.manifestPatchName)")
+            }
+            // The level byte first (what `packager apply` deflates at), then the patch.
+            let bytes = try Self.readMetadataEntry(entry, from: file, limit: Self.manifestLimit, bodyArea: directory.centralDirectoryOffset)
+            guard bytes.count > 1 else { throw BundleError(.corruptIndex, "\(Self.manifestPatchName) of \(deltaPath) is empty") }
+            manifestPatch = Array(bytes.dropFirst())
+        }
         for key in info.removed where base.entry(forKey: key) == nil {
             throw BundleError(.wrongBase, "\(deltaPath) removes \(key), which its base does not hold", entry: key)
         }
         self.init(
             file: file, directory: directory, metadata: metadata, index: index, digest: info.target.digest, signed: signed, options: options,
-            stores: [file] + base.stores, relocation: relocation, base: base, delta: info)
+            stores: [file] + base.stores + (rebuiltFile.map { [$0] } ?? []), relocation: relocation, base: base, delta: info,
+            manifestPatch: manifestPatch)
     }
 
     /// The delta's `delta.json`, its metadata entries, and the bodies it carries (in name order).
+    /// The entry of a delta that holds its target's `index.bin` as a patch of its base's.
+    package static let indexPatchName = "index.patch"
+    /// The entry of a delta that holds its target's `manifest.json` as a patch of its base's.
+    package static let manifestPatchName = "manifest.patch"
+    /// The folder of a delta's bodies held as patches of a base body.
+    package static let patchPrefix = "p/"
+
     private static func readDelta(file: BundleFile, directory: ZipDirectory) throws -> (
-        info: DeltaInfo, metadata: [String: ZipCentralEntry], carried: [ZipCentralEntry]
+        info: DeltaInfo, metadata: [String: ZipCentralEntry], carried: [ZipCentralEntry], patched: [ZipCentralEntry]
     ) {
         var metadata: [String: ZipCentralEntry] = [:]
         var carried: [ZipCentralEntry] = []
+        var patched: [ZipCentralEntry] = []
         try directory.forEachEntry(from: file) { entry in
-            if entry.name.hasPrefix(BundleFormat.bodyPrefix) {
+            if entry.name.hasPrefix(BundleFormat.bodyPrefix) || entry.name.hasPrefix(patchPrefix) {
                 let digits = entry.name.utf8.dropFirst(2)
                 guard (IndexLayout.bodyNameDigits...64).contains(digits.count), digits.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
-                else { throw BundleError(.hostile, "a delta body is named \(entry.name), not b/ and 16 to 64 hex digits", entry: entry.name) }
-                carried.append(entry)
+                else { throw BundleError(.hostile, "a delta body is named \(entry.name), not b/ or p/ and 16 to 64 hex digits", entry: entry.name) }
+                if entry.name.hasPrefix(patchPrefix) { patched.append(entry) } else { carried.append(entry) }
             } else {
                 guard metadata[entry.name] == nil else {
                     throw BundleError(.hostile, "the central directory lists \(entry.name) twice", entry: entry.name)
@@ -195,26 +233,32 @@ extension MountedBundle {
             throw BundleError(.corruptIndex, "\(BundleFormat.deltaEntryName) of \(file.path) is not a delta description: \(error)")
         }
         guard info.format == 1 else { throw BundleError(.unsupported, "\(file.path) is a delta of format \(info.format); this reader knows format 1") }
-        return (info, metadata, carried.sorted { $0.name < $1.name })
+        return (info, metadata, carried.sorted { $0.name < $1.name }, patched.sorted { $0.name < $1.name })
     }
 
-    /// Where each of the target's bodies lies: in the delta (a body entry whose name is a prefix of its digest) or in
-    /// the base (the same digest), stored alike either way.
-    private static func relocate(index: BundleIndex, carried: [ZipCentralEntry], file: BundleFile, base: MountedBundle, path: String) throws
-        -> BodyRelocation
-    {
+    /// Where each of the target's bodies lies: in the delta (a body entry whose name is a prefix of its digest), rebuilt
+    /// from a patch of a base body (kept in a file held in memory, returned), or in the base (the same digest, stored
+    /// alike).
+    private static func relocate(
+        index: BundleIndex, carried: [ZipCentralEntry], patched: [ZipCentralEntry], file: BundleFile, directory: ZipDirectory, base: MountedBundle,
+        path: String
+    ) throws -> (BodyRelocation, BundleFile?) {
         let count = index.bodyCount
         var relocation = BodyRelocation(
             stores: [UInt8](repeating: 0, count: count), offsets: [UInt64](repeating: 0, count: count), headerLengths: [UInt16](repeating: 0, count: count))
         var nextCarried = 0
+        var nextPatched = 0
         var nextBase = 0
         var baseRecord: IndexBodyRecord? = base.bodyCount > 0 ? base.bodyRecord(at: 0) : nil
-        guard base.stores.count + 1 <= Int(UInt8.max) else { throw BundleError(.unsupported, "too many files under \(path)") }
+        guard base.stores.count + 2 <= Int(UInt8.max) else { throw BundleError(.unsupported, "too many files under \(path)") }
+        let rebuiltStore = UInt8(base.stores.count + 1)
+        var rebuiltBytes: [UInt8] = []
         for i in 0..<count {
             let record = index.body(at: i)
             let hex = hexString(record.sha256)
             let name = BundleFormat.bodyPrefix + hex.prefix(16)
-            // Carried bodies, in name order, are in digest order too: each is the prefix of the next record it names.
+            // Carried and patched bodies, in name order, are in digest order too: each is the prefix of the next record
+            // it names.
             if nextCarried < carried.count, hex.hasPrefix(carried[nextCarried].name.dropFirst(BundleFormat.bodyPrefix.count)) {
                 let entry = carried[nextCarried]
                 nextCarried += 1
@@ -226,6 +270,33 @@ extension MountedBundle {
                 relocation.headerLengths[i] = UInt16(ZipConstants.localHeaderSize) + fixed.u16(26) + fixed.u16(28)
                 continue
             }
+            if nextPatched < patched.count, hex.hasPrefix(patched[nextPatched].name.dropFirst(patchPrefix.count)) {
+                let entry = patched[nextPatched]
+                nextPatched += 1
+                let (body, level) = try rebuild(record, from: entry, in: file, directory: directory, base: base, name: name)
+                // Stored in memory as a body entry: a local header, then the stream as this runtime deflates it.
+                let stored = record.compression == .deflate ? try ZlibDeflate.deflate(body) : body
+                var header: [UInt8] = []
+                let nameBytes = Array(name.utf8)
+                header.appendLE(ZipConstants.localHeaderSignature)
+                header.appendLE(UInt16(20))
+                header.appendLE(UInt16(0))
+                header.appendLE(record.compression.rawValue)
+                header.appendLE(UInt32(0))
+                header.appendLE(record.crc32)
+                header.appendLE(UInt32(truncatingIfNeeded: min(UInt64(stored.count), 0xFFFF_FFFF)))
+                header.appendLE(UInt32(truncatingIfNeeded: min(record.size, 0xFFFF_FFFF)))
+                header.appendLE(UInt16(nameBytes.count))
+                header.appendLE(UInt16(0))
+                header.append(contentsOf: nameBytes)
+                relocation.stores[i] = rebuiltStore
+                relocation.offsets[i] = UInt64(rebuiltBytes.count)
+                relocation.headerLengths[i] = UInt16(header.count)
+                relocation.rebuilt[i] = .init(storedSize: UInt64(stored.count), storedCRC32: CRC32.checksum(stored), level: level)
+                rebuiltBytes += header
+                rebuiltBytes += stored
+                continue
+            }
             while let candidate = baseRecord, candidate.sha256.lexicographicallyPrecedes(record.sha256) {
                 nextBase += 1
                 baseRecord = nextBase < base.bodyCount ? base.bodyRecord(at: nextBase) : nil
@@ -233,16 +304,48 @@ extension MountedBundle {
             guard let found = baseRecord, found.sha256 == record.sha256 else {
                 throw BundleError(.wrongBase, "\(path) lacks body \(name), and its base does not hold it either", entry: name)
             }
-            guard found.compression == record.compression, found.storedSize == record.storedSize, found.size == record.size,
-                found.crc32 == record.crc32, found.storedCRC32 == record.storedCRC32
+            // Compared as the base's own index records it: a body the base rebuilt from a patch lies stored otherwise, and
+            // is taken over as it lies.
+            let recorded = base.index.body(at: nextBase)
+            guard recorded.compression == record.compression, recorded.storedSize == record.storedSize, recorded.size == record.size,
+                recorded.crc32 == record.crc32, recorded.storedCRC32 == record.storedCRC32
             else { throw BundleError(.wrongBase, "the base stores body \(name) otherwise than the delta's index records", entry: name) }
             relocation.stores[i] = UInt8(base.bodyStore(nextBase) + 1)
             relocation.offsets[i] = found.localHeaderOffset
             relocation.headerLengths[i] = UInt16(found.dataOffset - found.localHeaderOffset)
+            if let rebuilt = base.rebuilt(nextBase) { relocation.rebuilt[i] = rebuilt }
         }
-        guard nextCarried == carried.count else {
-            throw BundleError(.corruptIndex, "\(path) carries \(carried.count - nextCarried) bodies its index does not list", entry: carried[nextCarried].name)
+        guard nextCarried == carried.count, nextPatched == patched.count else {
+            let extra = nextCarried < carried.count ? carried[nextCarried] : patched[nextPatched]
+            throw BundleError(.corruptIndex, "\(path) carries bodies its index does not list", entry: extra.name)
         }
-        return relocation
+        let rebuilt = rebuiltBytes.isEmpty ? nil : BundleFile(memory: rebuiltBytes, name: path + " (bodies rebuilt from patches)")
+        return (relocation, rebuilt)
+    }
+
+    /// A body rebuilt from its patch entry (the source body's SHA-256, the level its target was deflated at, the
+    /// patch), checked against the target's record by CRC-32 and SHA-256; and that level.
+    private static func rebuild(
+        _ record: IndexBodyRecord, from entry: ZipCentralEntry, in file: BundleFile, directory: ZipDirectory, base: MountedBundle, name: String
+    ) throws -> ([UInt8], UInt8) {
+        let data = try readMetadataEntry(entry, from: file, limit: 1 << 32, bodyArea: directory.centralDirectoryOffset)
+        guard data.count > 33 else { throw BundleError(.corruptIndex, "the patch of body \(name) is cut short", entry: entry.name) }
+        let source = Array(data[0..<32])
+        // The source body, by binary search over the base's digests.
+        var low = 0
+        var high = base.bodyCount
+        while low < high {
+            let mid = (low + high) / 2
+            if base.bodyRecord(at: mid).sha256.lexicographicallyPrecedes(source) { low = mid + 1 } else { high = mid }
+        }
+        guard low < base.bodyCount, base.bodyRecord(at: low).sha256 == source else {
+            throw BundleError(
+                .wrongBase, "the delta patches body \(name) from a body its base does not hold (sha256:\(hexString(source).prefix(16))…)", entry: name)
+        }
+        let original = try base.bodyBytes(at: low, verification: .sha256)
+        let body = try BinaryPatch.apply(Array(data[33...]), to: original, limit: Int(min(record.size, UInt64(Int.max))), what: "body \(name)")
+        try BodyCheck.contentCRC(CRC32.checksum(body), of: record, name: name)
+        try BodyCheck.digest(Array(SHA256.hash(data: body)), of: record, name: name)
+        return (body, data[32])
     }
 }

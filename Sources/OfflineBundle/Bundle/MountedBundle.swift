@@ -89,6 +89,8 @@ public final class MountedBundle: Sendable {
     public let base: MountedBundle?
     /// What a delta says of itself (its base, what it carries and removes); nil for a bundle that is not a delta.
     public let delta: DeltaInfo?
+    /// A delta's `manifest.json` as a patch of its base's, when it carries it so.
+    package let manifestPatch: [UInt8]?
     package let index: BundleIndex
     package let directory: ZipDirectory
     package let metadata: [String: ZipCentralEntry]
@@ -184,14 +186,15 @@ public final class MountedBundle: Sendable {
 
         self.init(
             file: file, directory: directory, metadata: metadata, index: index, digest: recordedDigest, signed: signed, options: options, stores: [file],
-            relocation: nil, base: nil, delta: nil)
+            relocation: nil, base: nil, delta: nil, manifestPatch: nil)
     }
 
     /// Takes the parts a mount read and checked.
     package init(
         file: BundleFile, directory: ZipDirectory, metadata: [String: ZipCentralEntry], index: BundleIndex, digest: String, signed: Bool,
-        options: Options, stores: [BundleFile], relocation: BodyRelocation?, base: MountedBundle?, delta: DeltaInfo?
+        options: Options, stores: [BundleFile], relocation: BodyRelocation?, base: MountedBundle?, delta: DeltaInfo?, manifestPatch: [UInt8]?
     ) {
+        self.manifestPatch = manifestPatch
         self.file = file
         self.stores = stores
         self.relocation = relocation
@@ -222,12 +225,24 @@ public final class MountedBundle: Sendable {
         if let relocation {
             record.localHeaderOffset = relocation.offsets[bodyIndex]
             record.dataOffset = relocation.offsets[bodyIndex] + UInt64(relocation.headerLengths[bodyIndex])
+            // A body rebuilt from a patch is stored as the runtime deflated it, not as the target's writer did.
+            if let rebuilt = relocation.rebuilt[bodyIndex] {
+                record.storedSize = rebuilt.storedSize
+                record.storedCRC32 = rebuilt.storedCRC32
+            }
         }
         return record
     }
 
     /// The file body `bodyIndex` is read from.
     package func bodyFile(_ bodyIndex: Int) -> BundleFile { stores[bodyStore(bodyIndex)] }
+
+    /// For a body a delta rebuilt from a patch: the level its target's writer deflated it at (0: stored), which
+    /// `packager apply` deflates it at again; nil for every other body.
+    package func rebuiltLevel(_ bodyIndex: Int) -> UInt8? { relocation?.rebuilt[bodyIndex]?.level }
+
+    /// How a body rebuilt from a patch lies stored (for a delta over this one to take over).
+    package func rebuilt(_ bodyIndex: Int) -> BodyRelocation.Rebuilt? { relocation?.rebuilt[bodyIndex] }
 
     /// Which of ``stores`` body `bodyIndex` lies in (0, this bundle's own file, for a bundle that is not a delta).
     package func bodyStore(_ bodyIndex: Int) -> Int { relocation.map { Int($0.stores[bodyIndex]) } ?? 0 }
@@ -345,7 +360,8 @@ public final class MountedBundle: Sendable {
     private func makeEntry(_ i: Int) -> BundleEntry {
         let fields = index.entryFields(i)
         let body = fields.body.map { b -> BundleEntry.Body in
-            let record = index.body(at: b)
+            // As the body lies here: a delta's body rebuilt from a patch has the stored size of the runtime's stream.
+            let record = bodyRecord(at: b)
             return BundleEntry.Body(
                 index: b, sha256: hexString(record.sha256), size: record.size, storedSize: record.storedSize, compression: record.compression,
                 crc32: record.crc32)

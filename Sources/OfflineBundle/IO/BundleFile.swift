@@ -19,6 +19,8 @@ package final class BundleFile: Sendable {
     /// times (seconds and nanoseconds). A write in place changes the status-change time, which no `touch` can set
     /// back.
     private let identity: Identity
+    /// The bytes of a file made in memory (a delta's bodies rebuilt from patches); nil for a file on disk.
+    private let memory: [UInt8]?
 
     package struct Identity: Equatable, Sendable {
         var device, inode, size, modified, modifiedNanoseconds, changed, changedNanoseconds: Int
@@ -50,7 +52,21 @@ package final class BundleFile: Sendable {
         #endif
         self.modified = Date(timeIntervalSince1970: TimeInterval(time.tv_sec) + TimeInterval(time.tv_nsec) / 1e9)
         self.identity = Self.identity(info)
+        self.memory = nil
     }
+
+    /// A file held in memory, named `name` in messages: never changes, and has no descriptor to send from.
+    package init(memory bytes: [UInt8], name: String) {
+        path = name
+        descriptor = -1
+        size = UInt64(bytes.count)
+        modified = Date()
+        identity = Identity(device: 0, inode: 0, size: bytes.count, modified: 0, modifiedNanoseconds: 0, changed: 0, changedNanoseconds: 0)
+        memory = bytes
+    }
+
+    /// Whether the file is held in memory (it then has no descriptor for `sendfile`).
+    package var inMemory: Bool { memory != nil }
 
     /// What the file at `path` is now (device, inode, size, modification and status-change times); nil when it
     /// cannot be read. A reloader compares these to tell a replaced or rewritten bundle.
@@ -74,12 +90,13 @@ package final class BundleFile: Sendable {
     /// Whether the open file is still as it was opened (one `fstat`): no write in place, truncation or metadata
     /// change since. Once false it stays false, as the status-change time only moves forward.
     package var unchanged: Bool {
+        if memory != nil { return true }
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { return false }
         return Self.identity(info) == identity
     }
 
-    deinit { close(descriptor) }
+    deinit { if descriptor >= 0 { close(descriptor) } }
 
     /// A new descriptor for the same open file, which the caller closes (for `sendfile`).
     package func duplicateDescriptor() -> Int32 { dup(descriptor) }
@@ -98,6 +115,15 @@ package final class BundleFile: Sendable {
 
     /// Fills `buffer` from `offset`.
     package func readFully(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64, what: @autoclosure () -> String) throws {
+        if let memory {
+            guard offset <= UInt64(memory.count), UInt64(buffer.count) <= UInt64(memory.count) - offset else {
+                throw BundleError(.truncated, "\(what()) lies beyond the end of \(path)")
+            }
+            memory.withUnsafeBytes { raw in
+                buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[Int(offset)..<(Int(offset) + buffer.count)]))
+            }
+            return
+        }
         switch FileIO.read(descriptor, into: buffer, at: offset) {
         case .failed(let error):
             throw BundleError(.io, "cannot read \(what()) from \(path)", underlying: SystemCallError(error))

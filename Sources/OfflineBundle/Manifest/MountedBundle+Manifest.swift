@@ -26,6 +26,16 @@ extension MountedBundle {
 
     /// The bytes of `manifest.json`, checked against the SHA-256 `index.bin` records for it.
     package func manifestBytes() throws -> [UInt8] {
+        // A delta may carry its manifest as a patch of its base's.
+        if let patch = manifestPatch, let base {
+            let bytes = try BinaryPatch.apply(patch, to: try base.manifestBytes(), limit: Int(manifestLimitForEntries), what: BundleFormat.manifestEntryName)
+            guard Array(SHA256.hash(data: bytes)) == index.manifestSHA256 else {
+                throw BundleError(
+                    .corruptIndex, "manifest.json rebuilt from the delta's patch does not match the SHA-256 index.bin records for it",
+                    entry: BundleFormat.manifestEntryName)
+            }
+            return bytes
+        }
         guard let entry = metadata[BundleFormat.manifestEntryName] else {
             throw BundleError(.corruptIndex, "the bundle has no manifest.json", entry: BundleFormat.manifestEntryName)
         }

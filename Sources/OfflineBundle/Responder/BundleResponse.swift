@@ -236,6 +236,7 @@ public struct BundleResponse: Sendable {
         guard let body = entry.body, entry.bundle.isVerified(body.index) else { return nil }
         let record = entry.bundle.bodyRecord(at: body.index)
         let file = entry.bundle.bodyFile(body.index)
+        guard !file.inMemory else { return nil }
         let store = entry.bundle.bodyStore(body.index)
         if gzip {
             guard record.compression == .deflate else { return nil }

@@ -148,3 +148,28 @@ package final class InflateStream {
         return output
     }
 }
+
+/// Raw deflate (RFC 1951) through zlib, for the few bodies a delta rebuilds from patches at mount (the writer deflates
+/// with libdeflate; the runtime links zlib only).
+package enum ZlibDeflate {
+    /// `input` deflated at `level` in one pass.
+    package static func deflate(_ input: [UInt8], level: Int32 = 6) throws -> [UInt8] {
+        var stream = z_stream()
+        guard czlib_deflate_init_raw(&stream, level) == Z_OK else { throw BundleError(.io, "zlib could not start deflating") }
+        defer { deflateEnd(&stream) }
+        let bound = Int(deflateBound(&stream, UInt(input.count)))
+        var output = [UInt8](repeating: 0, count: bound)
+        let status = input.withUnsafeBytes { raw in
+            output.withUnsafeMutableBytes { out in
+                stream.next_in = UnsafeMutablePointer(mutating: raw.baseAddress?.assumingMemoryBound(to: UInt8.self))
+                stream.avail_in = UInt32(raw.count)
+                stream.next_out = out.baseAddress?.assumingMemoryBound(to: UInt8.self)
+                stream.avail_out = UInt32(out.count)
+                return CZlib.deflate(&stream, Z_FINISH)
+            }
+        }
+        guard status == Z_STREAM_END else { throw BundleError(.io, "zlib could not deflate (status \(status))") }
+        output.removeLast(Int(stream.avail_out))
+        return output
+    }
+}

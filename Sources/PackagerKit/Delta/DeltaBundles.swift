@@ -25,15 +25,23 @@ public enum DeltaBundles {
     /// - Throws: ``PackagerError`` when a bundle does not mount, the new one is a delta or of format version 1, it
     ///   cannot be rebuilt byte for byte, or the output cannot be written (nothing is left at `output` then).
     @discardableResult
-    public static func make(old oldPath: String, new newPath: String, to output: String) throws -> Summary {
+    ///
+    /// With `wholeBodies`, every changed body is carried as the new bundle stores it. By default a changed body is a
+    /// patch of its old one when that is much smaller: the delta is then far smaller, and mounted over the old bundle
+    /// it answers gzip requests for those bodies with a stream the runtime deflated (the same content, other bytes);
+    /// identity answers, and what `apply` rebuilds, are the new bundle's bytes either way.
+    public static func make(old oldPath: String, new newPath: String, to output: String, wholeBodies: Bool = false) throws -> Summary {
         let old = try mounted(oldPath)
         let new = try mounted(newPath)
         guard new.formatVersion == Int(BundleFormat.version) else {
             throw PackagerError(.invalidInput, "\(newPath) is a bundle of format version \(new.formatVersion); deltas are made to version-2 bundles")
         }
-        let (added, changed, removed) = keyChanges(old: old, new: new)
-        // The new bodies the old bundle holds stored alike are read from it; the others are carried.
+        let (added, changed, removed, sources) = keyChanges(old: old, new: new)
+        // The new bodies the old bundle holds stored alike are read from it; a changed page's body is a patch of its old
+        // one when that is much smaller (and the writer's deflate stream can be made again from it); the others are
+        // carried.
         var carried: [Int] = []
+        var patches: [(body: Int, data: [UInt8])] = []
         var j = 0
         for i in 0..<new.bodyCount {
             let record = new.bodyRecord(at: i)
@@ -47,11 +55,15 @@ public enum DeltaBundles {
                     break
                 }
             }
-            guard let found, found.sha256 == record.sha256, found.compression == record.compression, found.storedSize == record.storedSize,
+            if let found, found.sha256 == record.sha256, found.compression == record.compression, found.storedSize == record.storedSize,
                 found.size == record.size, found.crc32 == record.crc32, found.storedCRC32 == record.storedCRC32
-            else {
-                carried.append(i)
+            {
                 continue
+            }
+            if !wholeBodies, let source = sources[i], let data = try patch(i, of: new, from: source, of: old) {
+                patches.append((i, data))
+            } else {
+                carried.append(i)
             }
         }
         let newFile = try fileDigest(newPath)
@@ -60,7 +72,8 @@ public enum DeltaBundles {
         }
         let info = DeltaInfo(
             base: old.digest, target: .init(digest: new.digest, size: newFile.size, sha256: newFile.sha256, bodyArea: indexEntry.localHeaderOffset),
-            carried: carried.count, reused: new.bodyCount - carried.count, added: added, changed: changed, removed: removed)
+            carried: carried.count, reused: new.bodyCount - carried.count - patches.count, patched: patches.count, added: added, changed: changed,
+            removed: removed)
 
         let out = try AtomicOutput(destination: output)
         let writer = ZipWriter(output: out)
@@ -69,12 +82,30 @@ public enum DeltaBundles {
         for (n, (i, digits)) in Swift.zip(carried, BundleWriter.bodyNameDigits(digests)).enumerated() {
             let record = new.bodyRecord(at: i)
             let name = BundleFormat.bodyEntryName(sha256: digests[n], digits: digits)
-            _ = try writer.beginEntry(name: name, method: record.compression.rawValue, crc32: record.crc32, compressedSize: record.storedSize, size: record.size)
+            _ = try writer.beginEntry(
+                name: name, method: record.compression.rawValue, crc32: record.crc32, compressedSize: record.storedSize, size: record.size)
             try copyStored(of: i, in: new, to: out, buffer: &buffer)
         }
-        for name in [BundleFormat.indexEntryName, BundleFormat.manifestEntryName, BundleFormat.signatureEntryName] {
-            try copyMetadata(name, of: new, to: writer, output: out)
+        let patchDigests = patches.map { new.bodyRecord(at: $0.body).sha256 }
+        for (n, digits) in BundleWriter.bodyNameDigits(patchDigests).enumerated() {
+            let name = MountedBundle.patchPrefix + String(hexString(patchDigests[n]).prefix(digits))
+            try addDeflated(name, patches[n].data, to: writer)
         }
+        // index.bin and manifest.json as patches of the old ones when that is smaller, else as they are.
+        let indexPatch = BinaryDiff.make(source: old.index.bytes, target: new.index.bytes)
+        if try deflatedSize(indexPatch) < new.index.bytes.count {
+            try addDeflated(MountedBundle.indexPatchName, indexPatch, to: writer)
+        } else {
+            try copyMetadata(BundleFormat.indexEntryName, of: new, to: writer, output: out)
+        }
+        if let manifestPatch = try manifestPatch(of: new, from: old), let stored = new.metadata[BundleFormat.manifestEntryName],
+            try deflatedSize(manifestPatch) < Int(stored.compressedSize)
+        {
+            try addDeflated(MountedBundle.manifestPatchName, manifestPatch, to: writer)
+        } else {
+            try copyMetadata(BundleFormat.manifestEntryName, of: new, to: writer, output: out)
+        }
+        try copyMetadata(BundleFormat.signatureEntryName, of: new, to: writer, output: out)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let json = Array(try encoder.encode(info))
@@ -119,16 +150,41 @@ public enum DeltaBundles {
         out.hashing()
         let writer = ZipWriter(output: out)
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        let digests = (0..<mounted.bodyCount).map { mounted.bodyRecord(at: $0).sha256 }
+        let digests = (0..<mounted.bodyCount).map { mounted.index.body(at: $0).sha256 }
         for (i, digits) in BundleWriter.bodyNameDigits(digests).enumerated() {
-            let record = mounted.bodyRecord(at: i)
+            // The target's own record: a body rebuilt from a patch is deflated again as its writer did.
+            let record = mounted.index.body(at: i)
             let name = BundleFormat.bodyEntryName(sha256: digests[i], digits: digits)
-            _ = try writer.beginEntry(name: name, method: record.compression.rawValue, crc32: record.crc32, compressedSize: record.storedSize, size: record.size)
-            try copyStored(of: i, in: mounted, to: out, buffer: &buffer)
+            _ = try writer.beginEntry(
+                name: name, method: record.compression.rawValue, crc32: record.crc32, compressedSize: record.storedSize, size: record.size)
+            if let level = mounted.rebuiltLevel(i) {
+                let content = try mounted.bodyBytes(at: i, verification: .crc32)
+                let stored = level == 0 ? content : try content.withUnsafeBytes { try RawDeflate.deflate($0, level: Int32(level)) } ?? []
+                guard UInt64(stored.count) == record.storedSize, CRC32.checksum(stored) == record.storedCRC32 else {
+                    throw PackagerError(.invalidInput, "body \(name) cannot be deflated again as the bundle stored it; nothing was written")
+                }
+                try out.write(stored)
+            } else {
+                try copyStored(of: i, in: mounted, to: out, buffer: &buffer)
+            }
         }
-        for name in [BundleFormat.indexEntryName, BundleFormat.manifestEntryName, BundleFormat.signatureEntryName] {
-            try copyMetadata(name, of: mounted, to: writer, output: out)
+        try writer.addEntry(
+            name: BundleFormat.indexEntryName, method: 0, crc32: CRC32.checksum(mounted.index.bytes), size: UInt64(mounted.index.bytes.count),
+            data: mounted.index.bytes)
+        if mounted.metadata[BundleFormat.manifestEntryName] != nil {
+            try copyMetadata(BundleFormat.manifestEntryName, of: mounted, to: writer, output: out)
+        } else {
+            let content = try mounted.manifestBytes()
+            let level = try manifestLevel(of: mounted)
+            if level == 0 {
+                try writer.addEntry(name: BundleFormat.manifestEntryName, method: 0, crc32: CRC32.checksum(content), size: UInt64(content.count), data: content)
+            } else {
+                let deflated = try content.withUnsafeBytes { try RawDeflate.deflate($0, level: Int32(level)) } ?? []
+                try writer.addEntry(
+                    name: BundleFormat.manifestEntryName, method: 8, crc32: CRC32.checksum(content), size: UInt64(content.count), data: deflated)
+            }
         }
+        try copyMetadata(BundleFormat.signatureEntryName, of: mounted, to: writer, output: out)
         try writer.finish(comment: Array((BundleFormat.commentPrefix + "sha256:" + mounted.digest).utf8))
         guard out.offset == info.target.size, out.sha256 == info.target.sha256 else {
             throw PackagerError(
@@ -174,8 +230,74 @@ public enum DeltaBundles {
         try writer.addEntry(name: name, method: entry.method, crc32: entry.crc32, size: entry.uncompressedSize, data: bytes)
     }
 
+    /// Body `i` of `new` as a patch of body `j` of `old` (the source's digest, the level the new one's stream is
+    /// deflated at, the patch), when it is well under half the body's stored size and the stream can be made again;
+    /// nil otherwise.
+    private static func patch(_ i: Int, of new: MountedBundle, from j: Int, of old: MountedBundle) throws -> [UInt8]? {
+        let record = new.bodyRecord(at: i)
+        let source = old.bodyRecord(at: j)
+        guard record.size <= 64 << 20, source.size <= 64 << 20, record.storedSize >= 256 else { return nil }
+        let content = try new.bodyBytes(at: i, verification: .crc32)
+        guard let level = try level(reproducing: record, content: content, of: i, in: new) else { return nil }
+        let patch = BinaryDiff.make(source: try old.bodyBytes(at: j, verification: .crc32), target: content)
+        let data = source.sha256 + [level] + patch
+        return try deflatedSize(data) < Int(record.storedSize) / 2 ? data : nil
+    }
+
+    /// The libdeflate level (1–12) whose stream of `content` is body `i`'s stored stream, 0 for a stored body; nil when
+    /// none is (a stream another compressor wrote).
+    private static func level(reproducing record: IndexBodyRecord, content: [UInt8], of i: Int, in bundle: MountedBundle) throws -> UInt8? {
+        guard record.compression == .deflate else { return 0 }
+        let stored = try bundle.bodyFile(i).read(at: record.dataOffset, count: Int(record.storedSize), what: "body")
+        for level in [BundleWriter.defaultCompressionLevel, Builder.defaultCompressionLevel] + Array(1...12) {
+            if try content.withUnsafeBytes({ try RawDeflate.deflate($0, level: Int32(level)) }) == stored { return UInt8(level) }
+        }
+        return nil
+    }
+
+    /// `new`'s manifest as a patch of `old`'s, after the level its stream is deflated at (0: stored); nil when the
+    /// stream cannot be made again.
+    private static func manifestPatch(of new: MountedBundle, from old: MountedBundle) throws -> [UInt8]? {
+        guard let entry = new.metadata[BundleFormat.manifestEntryName] else { return nil }
+        let content = try new.manifestBytes()
+        var level: UInt8 = 0
+        if entry.method == 8 {
+            let offset = try MountedBundle.metadataDataOffset(entry, in: new.file, bodyArea: new.directory.centralDirectoryOffset)
+            let stored = try new.file.read(at: offset, count: Int(entry.compressedSize), what: BundleFormat.manifestEntryName)
+            guard
+                let found = try ([BundleWriter.defaultCompressionLevel, Builder.defaultCompressionLevel] + Array(1...12)).first(where: { level in
+                    try content.withUnsafeBytes { try RawDeflate.deflate($0, level: Int32(level)) } == stored
+                })
+            else { return nil }
+            level = UInt8(found)
+        }
+        return [level] + BinaryDiff.make(source: try old.manifestBytes(), target: content)
+    }
+
+    /// The level byte of a delta's `manifest.patch`.
+    private static func manifestLevel(of mounted: MountedBundle) throws -> UInt8 {
+        guard let entry = mounted.metadata[MountedBundle.manifestPatchName] else { return 0 }
+        let bytes = try MountedBundle.readMetadataEntry(
+            entry, from: mounted.file, limit: MountedBundle.manifestLimit, bodyArea: mounted.directory.centralDirectoryOffset)
+        return bytes.first ?? 0
+    }
+
+    private static func deflatedSize(_ data: [UInt8]) throws -> Int {
+        try data.withUnsafeBytes { try RawDeflate.deflate($0, level: 6) }?.count ?? data.count
+    }
+
+    /// An entry of the delta, deflated when that is smaller.
+    private static func addDeflated(_ name: String, _ data: [UInt8], to writer: ZipWriter) throws {
+        if let deflated = try data.withUnsafeBytes({ try RawDeflate.deflate($0, level: 9) }) {
+            try writer.addEntry(name: name, method: 8, crc32: CRC32.checksum(data), size: UInt64(data.count), data: deflated)
+        } else {
+            try writer.addEntry(name: name, method: 0, crc32: CRC32.checksum(data), size: UInt64(data.count), data: data)
+        }
+    }
+
     /// Keys added, changed (status, headers or body) and removed from `old` to `new`.
-    private static func keyChanges(old: MountedBundle, new: MountedBundle) -> (added: Int, changed: Int, removed: [String]) {
+    private static func keyChanges(old: MountedBundle, new: MountedBundle) -> (added: Int, changed: Int, removed: [String], sources: [Int: Int]) {
+        var sources: [Int: Int] = [:]
         var added = 0
         var changed = 0
         var removed: [String] = []
@@ -193,6 +315,8 @@ public enum DeltaBundles {
                     || !old.headers(ofEntryAt: i).elementsEqual(new.headers(ofEntryAt: j), by: { $0.name == $1.name && $0.value == $1.value })
                 {
                     changed += 1
+                    // The old body of a key whose body changed: what its new body is patched from.
+                    if let from = a.body, let to = b.body, from.sha256 != to.sha256, sources[to.index] == nil { sources[to.index] = from.index }
                 }
                 i += 1
                 j += 1
@@ -204,7 +328,7 @@ public enum DeltaBundles {
                 j += 1
             }
         }
-        return (added, changed, removed)
+        return (added, changed, removed, sources)
     }
 
     /// The order of keys in an index: by their UTF-8 bytes.
