@@ -210,3 +210,91 @@ struct DeltaTests {
         #expect(try await run("cmp", [path + "/new.zip", path + "/rebuilt.zip"]).status == 0)
     }
 }
+
+@Suite("byte patches (PKGDIFF1): made and applied, and hostile ones refused")
+struct BinaryPatchTests {
+    @Test("a patch rebuilds its target from its source: edits, moves, shifted records, empty and unrelated inputs")
+    func roundTrips() throws {
+        let base = Array(noise(40_000, seed: 7))
+        var shifted = base
+        // Records whose offsets all moved by the same amount, as index.bin's body records do.
+        for r in stride(from: 0, to: shifted.count - 68, by: 68) { shifted[r + 33] &+= 3 }
+        let cases: [([UInt8], [UInt8])] = [
+            (base, base), (base, Array(base[100...]) + Array(base[..<100])), (base, shifted),
+            (base, Array(base[..<20_000]) + Array("edit".utf8) + Array(base[20_000...])),
+            ([], base), (base, []), ([], []), (base, Array(noise(5_000, seed: 8))), (Array("short".utf8), Array("shorter".utf8)),
+        ]
+        for (source, target) in cases {
+            let patch = BinaryDiff.make(source: source, target: target)
+            #expect(try BinaryPatch.apply(patch, to: source, limit: 1 << 20, what: "test") == target)
+        }
+        // What the patches cost: a shifted record costs a few bytes, an insertion about its own size.
+        #expect(BinaryDiff.make(source: base, target: shifted).count < shifted.count / 8)
+        #expect(BinaryDiff.make(source: base, target: cases[3].1).count < 200)
+    }
+
+    @Test("a damaged or hostile patch is refused with a reason, never a crash or a wrong target")
+    func hostile() throws {
+        let source = Array(noise(1000, seed: 9))
+        let target = Array(source[10..<500]) + Array("new".utf8)
+        let good = BinaryDiff.make(source: source, target: target)
+        func patch(_ ops: [UInt8], sourceLength: Int = 1000, targetLength: Int) -> [UInt8] {
+            var bytes = BinaryPatch.magic
+            for value in [sourceLength, targetLength] {
+                var v = value
+                while v >= 0x80 {
+                    bytes.append(UInt8(v & 0x7F) | 0x80)
+                    v >>= 7
+                }
+                bytes.append(UInt8(v))
+            }
+            return bytes + ops
+        }
+        let hostile: [[UInt8]] = [
+            [], Array("PKGDIFF2".utf8), Array(good.dropLast()), good + [0], patch([0, 0, 0x90, 0x4E], targetLength: 10_000),  // copies past the source
+            patch([0, 0x7F, 5], targetLength: 5),  // a negative start
+            patch([1, 50, 1, 2, 3], targetLength: 50),  // adds past the patch
+            patch([2, 1, 0], targetLength: 1),  // unknown operation
+            patch([0, 0, 0], targetLength: 1),  // an empty copy
+            patch([], sourceLength: 999, targetLength: 0),  // made for another source
+            patch([0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01], targetLength: 2),  // an overflowing length
+            patch([], targetLength: 1 << 30),  // over the limit
+        ]
+        for bytes in hostile {
+            #expect(throws: BundleError.self) { _ = try BinaryPatch.apply(bytes, to: source, limit: 1 << 20, what: "test") }
+        }
+    }
+
+    @Test("a delta whose patches were altered is refused at mount, or its body at read, never a wrong byte")
+    func alteredDelta() throws {
+        let folder = try TemporaryFolder()
+        try DeltaTests.release(DeltaTests.pages, to: folder.path + "/old.zip")
+        try DeltaTests.release(DeltaTests.nextPages, to: folder.path + "/new.zip")
+        let summary = try DeltaBundles.make(old: folder.path + "/old.zip", new: folder.path + "/new.zip", to: folder.path + "/delta.zip")
+        #expect(summary.info.patched == 2)
+        let listing = try run("unzip", ["-Z", "-v", folder.path + "/delta.zip"]).output
+        #expect(listing.contains("p/") && listing.contains("index.patch"))
+        // Every byte of the delta but its end records, flipped in turn (a sample): mount or read fails, or answers right.
+        let size = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/delta.zip")).count
+        let new = try MountedBundle(path: folder.path + "/new.zip")
+        var refused = 0
+        for offset in stride(from: 0, to: size - 200, by: 37) {
+            let path = folder.path + "/altered.zip"
+            try? FileManager.default.removeItem(atPath: path)
+            try FileManager.default.copyItem(atPath: folder.path + "/delta.zip", toPath: path)
+            try flipByte(at: offset, in: path)
+            guard let mounted = try? MountedBundle(deltaPath: path, base: try MountedBundle(path: folder.path + "/old.zip")) else {
+                refused += 1
+                continue
+            }
+            for entry in new.entries {
+                guard let mine = mounted.entry(forKey: entry.key) else {
+                    Issue.record("offset \(offset): \(entry.key) is gone")
+                    continue
+                }
+                if let body = try? mounted.body(of: mine) { #expect(body == (try new.body(of: entry)), "offset \(offset): \(entry.key)") }
+            }
+        }
+        #expect(refused > 0)
+    }
+}

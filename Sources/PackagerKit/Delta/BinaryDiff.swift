@@ -4,10 +4,10 @@ import OfflineBundle
 /// ranges and added bytes. Matches are found through a table of the source's 16-byte windows, and the copy that
 /// continues the last one (the same shift) is tried first, so records whose offsets moved by the same amount cost a few
 /// added bytes each.
-enum BinaryDiff {
+package enum BinaryDiff {
     private static let window = 16
 
-    static func make(source: [UInt8], target: [UInt8]) -> [UInt8] {
+    package static func make(source: [UInt8], target: [UInt8]) -> [UInt8] {
         var out = BinaryPatch.magic
         func varint(_ value: UInt64) {
             var v = value
