@@ -224,6 +224,22 @@ struct VectorTests {
 
     static func pack(_ out: String) -> String { out + "/v2-pack.zip" }
 
+    /// The next release of the vector site (the home page grown, the stylesheet gone, a page added), packed as
+    /// `v2-pack.zip` was, and the delta from `v2-pack.zip` to it (§12): the home page as a patch of its old body, the
+    /// new page carried, `index.bin` and `manifest.json` as patches.
+    static func writeNext(into out: String) throws {
+        let scratch = try TemporaryFolder()
+        let site = scratch.path + "/site"
+        try FileManager.default.copyItem(atPath: folder + "/site", toPath: site)
+        let home = try String(contentsOfFile: site + "/index.html", encoding: .utf8)
+        try String(repeating: home, count: 12).write(toFile: site + "/index.html", atomically: false, encoding: .utf8)
+        try FileManager.default.removeItem(atPath: site + "/style.css")
+        try "<!doctype html><title>News</title><p>A page of the next release.</p>\n".write(toFile: site + "/news.html", atomically: false, encoding: .utf8)
+        let writer = BundleWriter.Options(dropQueryParameters: ["utm_*"], compressionLevel: level, timeClamp: nil)
+        _ = try Packer(options: .init(baseURL: base, writer: writer, ignoresQuery: false)).pack(source: site, output: out + "/v2-pack-next.zip")
+        try DeltaBundles.make(old: pack(out), new: out + "/v2-pack-next.zip", to: out + "/delta-pack-next.zip")
+    }
+
     /// Writes every version-2 vector into `out`.
     static func writeVectors(into out: String) throws {
         try writePack(to: out + "/v2-pack.zip", signed: false)
@@ -244,6 +260,7 @@ struct VectorTests {
             try forgeIndex(in: path) { bytes in bytes[IndexLayout.flagsOffset] |= 0x04 }
         }
         try rewriteAsZip64(out + "/v2-crawl.zip", to: out + "/v2-crawl-zip64.zip")
+        try writeNext(into: out)
         let pack = pack(out)
         // A flipped byte inside the deflate stream of the home page: mounts; every read of that body is refused.
         try damaged(pack, to: out + "/broken-body.zip") { path in
@@ -312,6 +329,8 @@ struct VectorTests {
         var entries: Int?
         var bodies: Int?
         var exchanges: [Exchange]
+        /// For a delta (§12): the bundle it is mounted over, relative to `docs/vectors/`.
+        var base: String?
     }
 
     struct Expected: Codable, Equatable {
@@ -398,28 +417,33 @@ struct VectorTests {
     }
 
     /// Mounts `file` as the vector says and asks it every request.
-    static func run(file: String, publicKey: String?, requests: [Request]) -> Vector {
+    static func run(file: String, publicKey: String?, base: String? = nil, requests: [Request]) -> Vector {
         var options = MountedBundle.Options()
         if let publicKey { options.requiredPublicKey = try? BundlePublicKey(contentsOf: folder + "/" + publicKey).bytes }
         do {
-            let bundle = try MountedBundle(path: folder + "/" + file, options: options)
+            let bundle =
+                try base.map { try MountedBundle(deltaPath: folder + "/" + file, base: try MountedBundle(path: folder + "/" + $0), options: options) }
+                ?? MountedBundle(path: folder + "/" + file, options: options)
             return Vector(
                 file: file, publicKey: publicKey, mount: "ok", formatVersion: bundle.formatVersion, entries: bundle.entryCount, bodies: bundle.bodyCount,
-                exchanges: requests.map { Exchange(request: $0, answer: answer($0, bundle: bundle)) })
+                exchanges: requests.map { Exchange(request: $0, answer: answer($0, bundle: bundle)) }, base: base)
         } catch let error as BundleError {
-            return Vector(file: file, publicKey: publicKey, mount: error.code.description, exchanges: [])
+            return Vector(file: file, publicKey: publicKey, mount: error.code.description, exchanges: [], base: base)
         } catch {
-            return Vector(file: file, publicKey: publicKey, mount: "\(error)", exchanges: [])
+            return Vector(file: file, publicKey: publicKey, mount: "\(error)", exchanges: [], base: base)
         }
     }
 
     /// Which vectors `expected.json` lists, with the key each is mounted with.
-    static let plan: [(file: String, publicKey: String?)] = [
-        ("v1-unsigned.zip", nil), ("v1-signed.zip", "vector-test-key.pub"),
-        ("v2-pack.zip", nil), ("v2-pack.zip", "vector-test-key.pub"), ("v2-pack-signed.zip", "vector-test-key.pub"), ("v2-pack-query.zip", nil),
-        ("v2-crawl.zip", nil), ("v2-crawl-zip64.zip", nil),
-        ("broken-body.zip", nil), ("broken-index.zip", nil), ("broken-truncated.zip", nil), ("hostile-status.zip", nil), ("unknown-flag.zip", nil),
-        ("v2-requests.zip", nil), ("hostile-qualifier.zip", nil), ("unknown-header-flag.zip", nil),
+    static let plan: [(file: String, publicKey: String?, base: String?)] = [
+        ("v1-unsigned.zip", nil, nil), ("v1-signed.zip", "vector-test-key.pub", nil),
+        ("v2-pack.zip", nil, nil), ("v2-pack.zip", "vector-test-key.pub", nil), ("v2-pack-signed.zip", "vector-test-key.pub", nil),
+        ("v2-pack-query.zip", nil, nil), ("v2-crawl.zip", nil, nil), ("v2-crawl-zip64.zip", nil, nil),
+        ("broken-body.zip", nil, nil), ("broken-index.zip", nil, nil), ("broken-truncated.zip", nil, nil), ("hostile-status.zip", nil, nil),
+        ("unknown-flag.zip", nil, nil), ("v2-requests.zip", nil, nil), ("hostile-qualifier.zip", nil, nil), ("unknown-header-flag.zip", nil, nil),
+        // A delta (§12): over its base it answers as v2-pack-next.zip; alone it is refused; over another bundle too.
+        ("v2-pack-next.zip", nil, nil), ("delta-pack-next.zip", nil, "v2-pack.zip"), ("delta-pack-next.zip", nil, nil),
+        ("delta-pack-next.zip", nil, "v2-crawl.zip"),
     ]
 
     static let comment =
@@ -428,7 +452,7 @@ struct VectorTests {
         + " sent: gzip when the answer is gzip), or the error code reading the body gives. Written by VectorTests with PACKAGER_WRITE_VECTORS=1."
 
     static func expected() -> Expected {
-        Expected(comment: comment, vectors: plan.map { run(file: $0.file, publicKey: $0.publicKey, requests: siteRequests + apiRequests) })
+        Expected(comment: comment, vectors: plan.map { run(file: $0.file, publicKey: $0.publicKey, base: $0.base, requests: siteRequests + apiRequests) })
     }
 
     // MARK: Tests
@@ -445,7 +469,7 @@ struct VectorTests {
         try Self.writeVectors(into: scratch.path)
         for name in [
             "v2-pack.zip", "v2-pack-query.zip", "v2-crawl.zip", "v2-crawl-zip64.zip", "broken-body.zip", "broken-index.zip", "hostile-status.zip",
-            "unknown-flag.zip", "v2-requests.zip", "hostile-qualifier.zip", "unknown-header-flag.zip",
+            "unknown-flag.zip", "v2-requests.zip", "hostile-qualifier.zip", "unknown-header-flag.zip", "v2-pack-next.zip", "delta-pack-next.zip",
         ] {
             let written = try Data(contentsOf: URL(fileURLWithPath: scratch.path + "/" + name))
             let committed = try Data(contentsOf: URL(fileURLWithPath: Self.folder + "/" + name))
@@ -464,7 +488,7 @@ struct VectorTests {
         let expected = try JSONDecoder().decode(Expected.self, from: data)
         #expect(expected.vectors.count == Self.plan.count)
         for vector in expected.vectors {
-            let actual = Self.run(file: vector.file, publicKey: vector.publicKey, requests: vector.exchanges.map(\.request))
+            let actual = Self.run(file: vector.file, publicKey: vector.publicKey, base: vector.base, requests: vector.exchanges.map(\.request))
             #expect(actual.mount == vector.mount, "\(vector.file)")
             #expect(actual.formatVersion == vector.formatVersion && actual.entries == vector.entries && actual.bodies == vector.bodies, "\(vector.file)")
             for (a, e) in zip(actual.exchanges, vector.exchanges) {
