@@ -206,10 +206,17 @@ extension Packager {
             help: "Sign the new bundle with this Ed25519 private key file (default: $PACKAGER_SIGN_KEY, base64); required for a signed bundle.")
         var signKey: String?
 
+        @Option(
+            name: .customLong("delta-out"),
+            help: "Also write the delta from BUNDLE as it was to the refreshed bundle here (packager delta), for fleets that hold BUNDLE.")
+        var deltaOut: String?
+
         func run() async throws {
             var incomplete = false
             try await reportingErrorsAsync(status: 2) {
                 guard FileManager.default.fileExists(atPath: bundle) else { throw PackagerError(.invalidInput, "no such bundle", subject: bundle) }
+                // Mounted before the refresh: the bundle as it was stays readable after the new one replaces it.
+                let before = try deltaOut.map { _ in try DeltaBundles.mount(bundle) }
                 var options = try probe.verifierOptions()
                 options.bundleArgument = bundle
                 var refresher = Refresher(options: options)
@@ -222,6 +229,10 @@ extension Packager {
                 for (url, reason) in summary.unchecked { print("  could not check \(url): \(reason)") }
                 if let write = summary.write {
                     print("wrote \(output ?? bundle): \(write.entries) entries, \(formatBytes(write.fileSize)), digest sha256:\(write.digest)")
+                    if let deltaOut, let before {
+                        let delta = try DeltaBundles.make(old: before, new: output ?? bundle, to: deltaOut)
+                        print("wrote \(deltaOut): the delta from the bundle as it was, \(formatBytes(delta.size))")
+                    }
                 } else {
                     print("nothing to refresh: \(output ?? bundle) \(output == nil || output == bundle ? "left as it was" : "is a copy of \(bundle)")")
                 }
@@ -241,7 +252,7 @@ extension Packager {
         @Argument(help: "The older bundle.")
         var old: String
 
-        @Argument(help: "The newer bundle.")
+        @Argument(help: "The newer bundle, or a delta made over the older one (packager delta).")
         var new: String
 
         @Flag(help: "Print the difference as JSON.")

@@ -211,6 +211,38 @@ struct DeltaTests {
     }
 }
 
+extension DeltaTests {
+    @Test("refresh --delta-out writes the delta from the bundle as it was to the one it wrote in its place; diff reads a delta over its base")
+    func refreshAndDiff() async throws {
+        try await withOrigin { origin in
+            let folder = try TemporaryFolder()
+            let path = folder.path
+            let page = Self.pages["/p/7.html"]!
+            origin.set("/p/7.html", .text(page + "<p>updated</p>", type: "text/html", headers: [("ETag", "\"v2\"")]))
+            origin.set("/p/8.html", .text(Self.pages["/p/8.html"]!, type: "text/html", headers: [("ETag", "\"same\"")]))
+            var writer = BundleWriter()
+            writer.add(.init(url: origin.base + "/p/7.html", headers: [("content-type", "text/html"), ("etag", "\"v1\"")], body: .data(Data(page.utf8))))
+            writer.add(
+                .init(
+                    url: origin.base + "/p/8.html", headers: [("content-type", "text/html"), ("etag", "\"same\"")],
+                    body: .data(Data(Self.pages["/p/8.html"]!.utf8))))
+            try writer.write(to: path + "/site.zip")
+            try FileManager.default.copyItem(atPath: path + "/site.zip", toPath: path + "/as-it-was.zip")
+            let refreshed = try await run(packagerExecutable, ["refresh", path + "/site.zip", "--allow-private-addresses", "--delta-out", path + "/d.zip"])
+            #expect(refreshed.status == 0 && refreshed.output.contains("wrote \(path)/d.zip"), "\(refreshed.output)")
+            let delta = try MountedBundle(deltaPath: path + "/d.zip", base: try MountedBundle(path: path + "/as-it-was.zip"))
+            #expect(delta.digest == (try MountedBundle(path: path + "/site.zip")).digest && delta.delta?.patched == 1)
+            let updated = try #require(delta.entry(forKey: origin.base + "/p/7.html"))
+            #expect(String(decoding: try delta.body(of: updated), as: UTF8.self).hasSuffix("<p>updated</p>"))
+            try DeltaBundles.apply([path + "/d.zip", path + "/as-it-was.zip"], to: path + "/rebuilt.zip")
+            #expect(try await run("cmp", [path + "/site.zip", path + "/rebuilt.zip"]).status == 0)
+            // diff OLD DELTA: the delta is read over the older bundle.
+            let diff = try await run(packagerExecutable, ["diff", path + "/as-it-was.zip", path + "/d.zip"])
+            #expect(diff.status == 1 && diff.output.contains("~ \(origin.base)/p/7.html") && diff.output.contains("1 changed, 1 unchanged"), "\(diff.output)")
+        }
+    }
+}
+
 @Suite("byte patches (PKGDIFF1): made and applied, and hostile ones refused")
 struct BinaryPatchTests {
     @Test("a patch rebuilds its target from its source: edits, moves, shifted records, empty and unrelated inputs")

@@ -31,8 +31,14 @@ public enum DeltaBundles {
     /// it answers gzip requests for those bodies with a stream the runtime deflated (the same content, other bytes);
     /// identity answers, and what `apply` rebuilds, are the new bundle's bytes either way.
     public static func make(old oldPath: String, new newPath: String, to output: String, wholeBodies: Bool = false) throws -> Summary {
-        let old = try mounted(oldPath)
-        let new = try mounted(newPath)
+        try make(old: try mount(oldPath), new: newPath, to: output, wholeBodies: wholeBodies)
+    }
+
+    /// ``make(old:new:to:wholeBodies:)`` from a bundle mounted already (`refresh --delta-out` mounts the bundle it
+    /// replaces before it replaces it).
+    @discardableResult
+    public static func make(old: MountedBundle, new newPath: String, to output: String, wholeBodies: Bool = false) throws -> Summary {
+        let new = try mount(newPath)
         guard new.formatVersion == Int(BundleFormat.version) else {
             throw PackagerError(.invalidInput, "\(newPath) is a bundle of format version \(new.formatVersion); deltas are made to version-2 bundles")
         }
@@ -334,7 +340,8 @@ public enum DeltaBundles {
     /// The order of keys in an index: by their UTF-8 bytes.
     private static func keyOrder(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
 
-    private static func mounted(_ path: String) throws -> MountedBundle {
+    /// The bundle at `path`, mounted, with the reader's error in the tool's words.
+    public static func mount(_ path: String) throws -> MountedBundle {
         do {
             return try MountedBundle(path: path)
         } catch let error as BundleError {

@@ -31,7 +31,8 @@ public struct BundleDiff: Codable, Sendable {
     /// them is the same is not a change.
     public static func compare(old: String, new: String) throws -> BundleDiff {
         let a = try MountedBundle(path: old)
-        let b = try MountedBundle(path: new)
+        // A delta made over the older bundle is the newer one mounted over it.
+        let b = try MountedBundle.deltaInfo(atPath: new) != nil ? MountedBundle(deltaPath: new, base: a) : MountedBundle(path: new)
         let oldDeclared = Verifier.declaredEntries(of: a)
         let newDeclared = Verifier.declaredEntries(of: b)
         var before: [String: BundleEntry] = [:]
