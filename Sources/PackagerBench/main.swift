@@ -28,6 +28,32 @@ if arguments.count >= 3, arguments[1] == "--mount" {
     print(String(format: "median mount %.2f ms", times[times.count / 2] * 1000))
     exit(0)
 }
+// `packager-bench --delta-lookups NEW DELTA OLD`: lookups and whole-body reads per second through NEW alone and through
+// DELTA mounted over OLD, alternated, best of three each; prints one line for scripts/bench-delta.sh.
+if arguments.count >= 5, arguments[1] == "--delta-lookups" {
+    let new = try MountedBundle(path: arguments[2])
+    let delta = try MountedBundle(deltaPath: arguments[3], base: try MountedBundle(path: arguments[4]))
+    let keys = new.entries.map(\.key)
+    func rate(_ bundle: MountedBundle, bodies: Bool) throws -> Double {
+        let count = bodies ? 200_000 : 1_000_000
+        var found = 0
+        let start = now()
+        for i in 0..<count {
+            guard let entry = bundle.entry(for: keys[i % keys.count]) else { continue }
+            if bodies { found += try bundle.body(of: entry).count > 0 ? 1 : 1 } else { found += 1 }
+        }
+        precondition(found == count, "lookups missed")
+        return Double(count) / (now() - start)
+    }
+    var best: [String: Double] = [:]
+    for _ in 0..<3 {
+        for (name, bundle, bodies) in [("new", new, false), ("delta", delta, false), ("new-bodies", new, true), ("delta-bodies", delta, true)] {
+            best[name] = max(best[name] ?? 0, try rate(bundle, bodies: bodies))
+        }
+    }
+    print(String(format: "%.0f %.0f %.0f %.0f", best["new"]!, best["delta"]!, best["new-bodies"]!, best["delta-bodies"]!))
+    exit(0)
+}
 guard arguments.count >= 4 else {
     print("usage: packager-bench PACKAGER_BINARY WORK_FOLDER REPORT.md [--quick]")
     exit(2)

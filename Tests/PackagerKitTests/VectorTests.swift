@@ -238,6 +238,10 @@ struct VectorTests {
         let writer = BundleWriter.Options(dropQueryParameters: ["utm_*"], compressionLevel: level, timeClamp: nil)
         _ = try Packer(options: .init(baseURL: base, writer: writer, ignoresQuery: false)).pack(source: site, output: out + "/v2-pack-next.zip")
         try DeltaBundles.make(old: pack(out), new: out + "/v2-pack-next.zip", to: out + "/delta-pack-next.zip")
+        // The same delta with its index as an edit (§12.4) rather than a byte patch.
+        _ = try DeltaBundles.make(
+            old: try MountedBundle(path: pack(out)), new: out + "/v2-pack-next.zip", to: out + "/delta-pack-next-edit.zip", wholeBodies: false,
+            indexForm: .edit)
     }
 
     /// Writes every version-2 vector into `out`.
@@ -443,7 +447,7 @@ struct VectorTests {
         ("unknown-flag.zip", nil, nil), ("v2-requests.zip", nil, nil), ("hostile-qualifier.zip", nil, nil), ("unknown-header-flag.zip", nil, nil),
         // A delta (§12): over its base it answers as v2-pack-next.zip; alone it is refused; over another bundle too.
         ("v2-pack-next.zip", nil, nil), ("delta-pack-next.zip", nil, "v2-pack.zip"), ("delta-pack-next.zip", nil, nil),
-        ("delta-pack-next.zip", nil, "v2-crawl.zip"),
+        ("delta-pack-next.zip", nil, "v2-crawl.zip"), ("delta-pack-next-edit.zip", nil, "v2-pack.zip"),
     ]
 
     static let comment =
@@ -470,6 +474,7 @@ struct VectorTests {
         for name in [
             "v2-pack.zip", "v2-pack-query.zip", "v2-crawl.zip", "v2-crawl-zip64.zip", "broken-body.zip", "broken-index.zip", "hostile-status.zip",
             "unknown-flag.zip", "v2-requests.zip", "hostile-qualifier.zip", "unknown-header-flag.zip", "v2-pack-next.zip", "delta-pack-next.zip",
+            "delta-pack-next-edit.zip",
         ] {
             let written = try Data(contentsOf: URL(fileURLWithPath: scratch.path + "/" + name))
             let committed = try Data(contentsOf: URL(fileURLWithPath: Self.folder + "/" + name))

@@ -149,11 +149,15 @@ extension MountedBundle {
         let indexBytes: [UInt8]
         if let indexEntry = metadata[BundleFormat.indexEntryName] {
             indexBytes = try Self.readMetadataEntry(indexEntry, from: file, limit: 1 << 32, bodyArea: directory.centralDirectoryOffset)
+        } else if let editEntry = metadata[Self.indexEditName] {
+            let edit = try Self.readMetadataEntry(editEntry, from: file, limit: 1 << 32, bodyArea: directory.centralDirectoryOffset)
+            indexBytes = try IndexEdit.apply(edit, to: base.index)
         } else if let patchEntry = metadata[Self.indexPatchName] {
             let patch = try Self.readMetadataEntry(patchEntry, from: file, limit: 1 << 32, bodyArea: directory.centralDirectoryOffset)
             indexBytes = try BinaryPatch.apply(patch, to: base.index.bytes, limit: 1 << 32, what: BundleFormat.indexEntryName)
         } else {
-            throw BundleError(.notABundle, "\(deltaPath) holds neither \(BundleFormat.indexEntryName) nor \(Self.indexPatchName)")
+            throw BundleError(
+                .notABundle, "\(deltaPath) holds none of \(BundleFormat.indexEntryName), \(Self.indexEditName) and \(Self.indexPatchName)")
         }
         // The delta's bodies are found through the index, so the index is always held to the digest the comment names.
         guard hexString(Array(SHA256.hash(data: indexBytes))) == info.target.digest else {
@@ -195,6 +199,9 @@ extension MountedBundle {
     }
 
     /// The delta's `delta.json`, its metadata entries, and the bodies it carries (in name order).
+    /// The entry of a delta that holds its target's `index.bin` as what it keeps of its base's bodies and entries
+    /// (``IndexEdit``).
+    package static let indexEditName = "index.edit"
     /// The entry of a delta that holds its target's `index.bin` as a patch of its base's.
     package static let indexPatchName = "index.patch"
     /// The entry of a delta that holds its target's `manifest.json` as a patch of its base's.

@@ -34,10 +34,19 @@ public enum DeltaBundles {
         try make(old: try mount(oldPath), new: newPath, to: output, wholeBodies: wholeBodies)
     }
 
+    /// How a delta holds its target's `index.bin`: the smallest form, or one form (the format's test vectors show each).
+    package enum IndexForm: Sendable {
+        case smallest, whole, patch, edit
+    }
+
     /// ``make(old:new:to:wholeBodies:)`` from a bundle mounted already (`refresh --delta-out` mounts the bundle it
     /// replaces before it replaces it).
     @discardableResult
     public static func make(old: MountedBundle, new newPath: String, to output: String, wholeBodies: Bool = false) throws -> Summary {
+        try make(old: old, new: newPath, to: output, wholeBodies: wholeBodies, indexForm: .smallest)
+    }
+
+    package static func make(old: MountedBundle, new newPath: String, to output: String, wholeBodies: Bool, indexForm: IndexForm) throws -> Summary {
         let new = try mount(newPath)
         guard new.formatVersion == Int(BundleFormat.version) else {
             throw PackagerError(.invalidInput, "\(newPath) is a bundle of format version \(new.formatVersion); deltas are made to version-2 bundles")
@@ -97,10 +106,31 @@ public enum DeltaBundles {
             let name = MountedBundle.patchPrefix + String(hexString(patchDigests[n]).prefix(digits))
             try addDeflated(name, patches[n].data, to: writer)
         }
-        // index.bin and manifest.json as patches of the old ones when that is smaller, else as they are.
+        // index.bin as an edit of the old one (what it keeps of its bodies and entries), or a byte patch of it, whichever
+        // is smaller, else as it is; an edit that does not make the index again byte for byte is not used.
         let indexPatch = BinaryDiff.make(source: old.index.bytes, target: new.index.bytes)
-        if try deflatedSize(indexPatch) < new.index.bytes.count {
-            try addDeflated(MountedBundle.indexPatchName, indexPatch, to: writer)
+        let edit = try? IndexEdit.make(base: old.index, target: new.index)
+        let editHolds = edit.map { (try? IndexEdit.apply($0, to: old.index)) == new.index.bytes } ?? false
+        var choices: [(name: String, size: Int, data: [UInt8]?)] = [
+            (BundleFormat.indexEntryName, new.index.bytes.count, nil), (MountedBundle.indexPatchName, try deflatedSize(indexPatch), indexPatch),
+        ]
+        if editHolds, let edit { choices.append((MountedBundle.indexEditName, try deflatedSize(edit), edit)) }
+        let named: String? =
+            switch indexForm {
+            case .smallest: nil
+            case .whole: BundleFormat.indexEntryName
+            case .patch: MountedBundle.indexPatchName
+            case .edit: MountedBundle.indexEditName
+            }
+        let chosen =
+            try named.map { name in
+                guard let choice = choices.first(where: { $0.name == name }) else {
+                    throw PackagerError(.invalidInput, "the index of \(newPath) cannot be held as \(name)")
+                }
+                return choice
+            } ?? choices.min { $0.size < $1.size }!
+        if let data = chosen.data {
+            try addDeflated(chosen.name, data, to: writer)
         } else {
             try copyMetadata(BundleFormat.indexEntryName, of: new, to: writer, output: out)
         }
@@ -165,7 +195,7 @@ public enum DeltaBundles {
                 name: name, method: record.compression.rawValue, crc32: record.crc32, compressedSize: record.storedSize, size: record.size)
             if let level = mounted.rebuiltLevel(i) {
                 let content = try mounted.bodyBytes(at: i, verification: .crc32)
-                let stored = level == 0 ? content : try content.withUnsafeBytes { try RawDeflate.deflate($0, level: Int32(level)) } ?? []
+                let stored = try deflate(content, level: level)
                 guard UInt64(stored.count) == record.storedSize, CRC32.checksum(stored) == record.storedCRC32 else {
                     throw PackagerError(.invalidInput, "body \(name) cannot be deflated again as the bundle stored it; nothing was written")
                 }
@@ -182,13 +212,9 @@ public enum DeltaBundles {
         } else {
             let content = try mounted.manifestBytes()
             let level = try manifestLevel(of: mounted)
-            if level == 0 {
-                try writer.addEntry(name: BundleFormat.manifestEntryName, method: 0, crc32: CRC32.checksum(content), size: UInt64(content.count), data: content)
-            } else {
-                let deflated = try content.withUnsafeBytes { try RawDeflate.deflate($0, level: Int32(level)) } ?? []
-                try writer.addEntry(
-                    name: BundleFormat.manifestEntryName, method: 8, crc32: CRC32.checksum(content), size: UInt64(content.count), data: deflated)
-            }
+            try writer.addEntry(
+                name: BundleFormat.manifestEntryName, method: level == 0 ? 0 : 8, crc32: CRC32.checksum(content), size: UInt64(content.count),
+                data: try deflate(content, level: level))
         }
         try copyMetadata(BundleFormat.signatureEntryName, of: mounted, to: writer, output: out)
         try writer.finish(comment: Array((BundleFormat.commentPrefix + "sha256:" + mounted.digest).utf8))
@@ -255,10 +281,25 @@ public enum DeltaBundles {
     private static func level(reproducing record: IndexBodyRecord, content: [UInt8], of i: Int, in bundle: MountedBundle) throws -> UInt8? {
         guard record.compression == .deflate else { return 0 }
         let stored = try bundle.bodyFile(i).read(at: record.dataOffset, count: Int(record.storedSize), what: "body")
-        for level in [BundleWriter.defaultCompressionLevel, Builder.defaultCompressionLevel] + Array(1...12) {
-            if try content.withUnsafeBytes({ try RawDeflate.deflate($0, level: Int32(level)) }) == stored { return UInt8(level) }
-        }
+        // The writer streams bodies of 16 MiB and more through zlib, and deflates the rest whole with libdeflate.
+        return try levelReproducing(stored, from: content, zlibFirst: content.count >= 16 << 20)
+    }
+
+    /// The compressor and level that make `stored` from `content`: 1–12 for libdeflate, 0x80 + 1–9 for zlib (the
+    /// writer's stream deflater); nil when neither does.
+    private static func levelReproducing(_ stored: [UInt8], from content: [UInt8], zlibFirst: Bool) throws -> UInt8? {
+        let likely = [BundleWriter.defaultCompressionLevel, Builder.defaultCompressionLevel]
+        let libdeflate = (likely + Array(1...12)).map { UInt8($0) }
+        let zlib = (likely + Array(1...9)).map { UInt8(0x80 | min($0, 9)) }
+        for level in zlibFirst ? zlib + libdeflate : libdeflate + zlib where try deflate(content, level: level) == stored { return level }
         return nil
+    }
+
+    /// `content` deflated as `level` says (see ``levelReproducing(_:from:zlibFirst:)``; 0 leaves it as it is).
+    private static func deflate(_ content: [UInt8], level: UInt8) throws -> [UInt8] {
+        if level == 0 { return content }
+        if level & 0x80 != 0 { return try ZlibDeflate.deflate(content, level: Int32(level & 0x7F)) }
+        return try content.withUnsafeBytes { try RawDeflate.deflate($0, level: Int32(level)) } ?? content
     }
 
     /// `new`'s manifest as a patch of `old`'s, after the level its stream is deflated at (0: stored); nil when the
@@ -270,12 +311,9 @@ public enum DeltaBundles {
         if entry.method == 8 {
             let offset = try MountedBundle.metadataDataOffset(entry, in: new.file, bodyArea: new.directory.centralDirectoryOffset)
             let stored = try new.file.read(at: offset, count: Int(entry.compressedSize), what: BundleFormat.manifestEntryName)
-            guard
-                let found = try ([BundleWriter.defaultCompressionLevel, Builder.defaultCompressionLevel] + Array(1...12)).first(where: { level in
-                    try content.withUnsafeBytes { try RawDeflate.deflate($0, level: Int32(level)) } == stored
-                })
-            else { return nil }
-            level = UInt8(found)
+            // The writer streams a manifest of 1 MiB and more through zlib.
+            guard let found = try levelReproducing(stored, from: content, zlibFirst: content.count >= 1 << 20) else { return nil }
+            level = found
         }
         return [level] + BinaryDiff.make(source: try old.manifestBytes(), target: content)
     }

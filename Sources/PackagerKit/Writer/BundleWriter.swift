@@ -365,27 +365,13 @@ public struct BundleWriter: Sendable {
         }
     }
 
-    /// How many hex digits of each digest its body's ZIP entry name holds (docs/FORMAT.md §2.1): 16, or one more than it
-    /// shares with a neighbour in digest order (a body shares the most leading digits with a neighbour), so no two
-    /// names are equal. `digests` must be sorted and distinct.
-    static func bodyNameDigits(_ digests: [[UInt8]]) -> [Int] {
-        digests.indices.map { i in
-            bodyNameDigits(digests[i], previous: i > 0 ? digests[i - 1] : nil, next: i + 1 < digests.count ? digests[i + 1] : nil)
-        }
-    }
+    /// How many hex digits of each digest its body's ZIP entry name holds (docs/FORMAT.md §2.1); see
+    /// `IndexLayout.bodyNameDigits(_:)`.
+    static func bodyNameDigits(_ digests: [[UInt8]]) -> [Int] { IndexLayout.bodyNameDigits(digests) }
 
     /// The digits of one body's name, given its neighbours in digest order.
     static func bodyNameDigits(_ digest: [UInt8], previous: [UInt8]?, next: [UInt8]?) -> Int {
-        func sharedDigits(_ a: [UInt8]?) -> Int {
-            guard let a else { return 0 }
-            var n = 0
-            for (x, y) in Swift.zip(a, digest) {
-                if x != y { return n + (x >> 4 == y >> 4 ? 1 : 0) }
-                n += 2
-            }
-            return n
-        }
-        return min(64, max(IndexLayout.bodyNameDigits, max(sharedDigits(previous), sharedDigits(next)) + 1))
+        IndexLayout.bodyNameDigits(digest, previous: previous, next: next)
     }
 
     /// The manifest, written into `sink` entry by entry, and the index, added to entry by entry (no entry's record is
