@@ -237,11 +237,13 @@ extension ChannelServerAttackTests {
 }
 
 extension ChannelServerTests {
-    @Test("the shared table, asked twice by curl (the second time from the cache of whole answers), and the same under a policy's Host check")
-    func sharedTable() async throws {
+    @Test(
+        "the shared table, asked twice by curl (the second time from the cache of whole answers), and the same under a policy's Host check; the release as itself and as a delta over the one before",
+        arguments: [false, true])
+    func sharedTable(releaseAsDelta: Bool) async throws {
         let folder = try TemporaryFolder()
         let origin = "https://docs.example.com"
-        let loader = try runtimeLoader(origin: origin, folder: folder, policy: .bundleOnly)
+        let loader = try runtimeLoader(origin: origin, folder: folder, policy: .bundleOnly, releaseAsDelta: releaseAsDelta)
         let records = ServedLog()
         let server = try await OfflineBundleChannelServer.start(
             handle: LoaderHandle(loader), routes: [.init(origin: origin)],

@@ -139,11 +139,11 @@ struct VaporTests {
             })
     }
 
-    @Test("the shared table through the Vapor middleware, asked by curl")
-    func sharedTableMiddleware() async throws {
+    @Test("the shared table through the Vapor middleware, asked by curl; the release as itself and as a delta over the one before", arguments: [false, true])
+    func sharedTableMiddleware(releaseAsDelta: Bool) async throws {
         let folder = try TemporaryFolder()
         let origin = "https://docs.example.com"
-        let loader = try runtimeLoader(origin: origin, folder: folder, policy: .bundleOnly)
+        let loader = try runtimeLoader(origin: origin, folder: folder, policy: .bundleOnly, releaseAsDelta: releaseAsDelta)
         try await withVaporApp(
             { app in app.middleware.use(OfflineBundleMiddleware(loader: loader, routes: [.init(origin: origin)])) },
             { base, _ in

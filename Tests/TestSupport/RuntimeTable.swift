@@ -24,9 +24,12 @@ public struct RuntimeCase: Sendable, CustomStringConvertible {
 ///   ago (so `Age` is at least 100), and `/override.txt`, which a runtime rule replaces;
 /// - the hotfix bundle, first, answers `/hotfix.txt` and nothing else;
 /// - the runtime rules block `*/runtime-blocked/*`, answer `/flags.json` with bytes and `/override.txt` with a file.
-public func runtimeLoader(origin: String, folder: TemporaryFolder, policy: OfflinePolicy, options: LoaderOptions = LoaderOptions()) throws
-    -> OfflineLoader
-{
+///
+/// With `releaseAsDelta`, the release bundle is mounted as a delta (docs/FORMAT.md §12) over an older release (another
+/// page, no `/override.txt`, a page since removed), so the table proves a delta answers as the release itself.
+public func runtimeLoader(
+    origin: String, folder: TemporaryFolder, policy: OfflinePolicy, options: LoaderOptions = LoaderOptions(), releaseAsDelta: Bool = false
+) throws -> OfflineLoader {
     var release = BundleWriter(options: .init(rules: BundleRules(block: ["*/tracker/*"])))
     release.add(
         .init(
@@ -65,10 +68,19 @@ public func runtimeLoader(origin: String, folder: TemporaryFolder, policy: Offli
     bearer.request = RecordedRequest(keyHeaders: [.init(name: "authorization", value: "bearer")])
     api.add(bearer)
     try api.write(to: folder.path + "/api.zip")
-    let bundles = [
-        try MountedBundle(path: folder.path + "/hotfix.zip"), try MountedBundle(path: folder.path + "/release.zip"),
-        try MountedBundle(path: folder.path + "/api.zip"),
-    ]
+    var releaseBundle = try MountedBundle(path: folder.path + "/release.zip")
+    if releaseAsDelta {
+        var older = BundleWriter(options: .init(rules: BundleRules(block: ["*/tracker/*"])))
+        older.add(
+            .init(
+                url: origin + "/", headers: [("content-type", "text/html; charset=utf-8"), ("etag", "\"page-v0\"")],
+                body: .data(Data((samplePage + "<p>the release before</p>").utf8)), fetchedAt: Date().addingTimeInterval(-1000)))
+        older.add(.init(url: origin + "/gone.txt", headers: [("content-type", "text/plain")], body: .data(Data("since removed".utf8))))
+        try older.write(to: folder.path + "/older.zip")
+        try DeltaBundles.make(old: folder.path + "/older.zip", new: folder.path + "/release.zip", to: folder.path + "/release.delta.zip")
+        releaseBundle = try MountedBundle(deltaPath: folder.path + "/release.delta.zip", base: try MountedBundle(path: folder.path + "/older.zip"))
+    }
+    let bundles = [try MountedBundle(path: folder.path + "/hotfix.zip"), releaseBundle, try MountedBundle(path: folder.path + "/api.zip")]
     return try OfflineLoader(bundles: bundles, policy: policy, options: options).adding(rules)
 }
 
