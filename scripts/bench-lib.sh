@@ -34,3 +34,19 @@ wait_for() { for _ in $(seq 100); do curl -sk -o /dev/null "$1" && return 0; sle
 
 # The machine line every report starts with: cores and CPU model.
 machine() { echo "$(nproc) cores ($(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'))"; }
+
+# pages_mix_lua SITE WORK: writes WORK/py-pages.txt (every HTML page of SITE, as a path) and WORK/py-mix.lua, a wrk
+# script that asks for them in turn.
+pages_mix_lua() {
+    local site=$1 work=$2
+    (cd "$site" && find . -name '*.html' | sed 's|^\.||' | sort) >"$work/py-pages.txt"
+    cat >"$work/py-mix.lua" <<LUA
+local pages = {}
+for line in io.lines("$work/py-pages.txt") do pages[#pages + 1] = line end
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("GET", pages[(n % #pages) + 1])
+end
+LUA
+}

@@ -97,16 +97,7 @@ if [ -f "$docs/library/functions.html" ]; then
     "$bin/packager" serve "$work/py.zip" --port 18095 >/dev/null 2>&1 & pids+=($!)
     wait_for "http://127.0.0.1:18095/library/functions.html"
     for port in 18094 18095; do curl -sf "http://127.0.0.1:$port/library/functions.html" | cmp - "$work/py/library/functions.html"; done
-    (cd "$work/py" && find . -name '*.html' | sed 's|^\.||' | sort) >"$work/py-pages.txt"
-    cat >"$work/py-mix.lua" <<LUA
-local pages = {}
-for line in io.lines("$work/py-pages.txt") do pages[#pages + 1] = line end
-local n = 0
-request = function()
-  n = n + 1
-  return wrk.format("GET", pages[(n % #pages) + 1])
-end
-LUA
+    pages_mix_lua "$work/py" "$work"
     one() { # PORT PATH [HEADER]
         local header=()
         [ -n "${3:-}" ] && header=(-H "$3")

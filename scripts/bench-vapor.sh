@@ -28,16 +28,7 @@ for port in 18101 18102; do
     # Both must give the same bytes.
     curl -sf "http://127.0.0.1:$port/library/functions.html" | cmp - "$work/py/library/functions.html"
 done
-(cd "$work/py" && find . -name '*.html' | sed 's|^\.||' | sort) >"$work/py-pages.txt"
-cat >"$work/py-mix.lua" <<LUA
-local pages = {}
-for line in io.lines("$work/py-pages.txt") do pages[#pages + 1] = line end
-local n = 0
-request = function()
-  n = n + 1
-  return wrk.format("GET", pages[(n % #pages) + 1])
-end
-LUA
+pages_mix_lua "$work/py" "$work"
 one() { wrk -t1 -c32 -d${duration}s "http://127.0.0.1:$1$2" | awk '/Requests\/sec/ {print $2}'; }
 mix() { wrk -t1 -c32 -d${duration}s -s "$work/py-mix.lua" "http://127.0.0.1:$1/" | awk '/Requests\/sec/ {print $2}'; }
 best3() { local a b c; a=$("$@"); b=$("$@"); c=$("$@"); python3 -c "print(max($a, $b, $c))"; }
