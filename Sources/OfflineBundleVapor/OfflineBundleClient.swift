@@ -111,9 +111,14 @@ public struct OfflineBundleClient: Client {
             let response: HTTPClientResponse
             let body: ByteBuffer
             do {
-                let deadline = timeout.map { NIODeadline.now() + $0 } ?? .distantFuture
-                response = try await http.execute(outgoing, deadline: deadline, logger: logger)
-                body = try await response.body.collect(upTo: Int.max)
+                // The timeout covers the whole answer, body included: AsyncHTTPClient's deadline ends with the head.
+                (response, body) = try await Self.within(timeout) { [http, logger, timeout, outgoing] in
+                    let deadline = timeout.map { NIODeadline.now() + $0 } ?? .distantFuture
+                    let response = try await http.execute(outgoing, deadline: deadline, logger: logger)
+                    return (response, try await response.body.collect(upTo: Int.max))
+                }
+            } catch is CancellationError {
+                throw CancellationError()
             } catch {
                 if let (fallback, url) = loader.fallback(for: bundleRequest, networkAnswered: false, followingRedirects: 10) {
                     return try await respond(fallback, url: url, loader: loader)
@@ -129,6 +134,21 @@ public struct OfflineBundleClient: Client {
                 loader.remember(bundleRequest, status: 200, headers: HTTPFields(response.headers), body: Data(body.readableBytesView))
             }
             return ClientResponse(status: response.status, headers: response.headers, body: body, byteBufferAllocator: byteBufferAllocator)
+        }
+    }
+
+    /// What `work` returns, or a timeout error once `timeout` has passed (the work is then cancelled).
+    private static func within<T: Sendable>(_ timeout: TimeAmount?, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+        guard let timeout else { return try await work() }
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await work() }
+            group.addTask {
+                try await Task.sleep(nanoseconds: UInt64(max(0, timeout.nanoseconds)))
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let value = first else { throw HTTPClientError.deadlineExceeded }
+            return value
         }
     }
 

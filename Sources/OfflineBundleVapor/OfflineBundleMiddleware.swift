@@ -151,16 +151,17 @@ public struct OfflineBundleMiddleware: AsyncMiddleware {
         let count = headers.first(name: .contentLength).flatMap { Int($0) } ?? -1
         let body = Response.Body(
             asyncStream: { writer in
-                try await writer.writeBuffer(ByteBuffer(bytes: opened.first))
-                try await writer.writeBuffer(ByteBuffer(bytes: second))
                 do {
+                    try await writer.writeBuffer(ByteBuffer(bytes: opened.first))
+                    try await writer.writeBuffer(ByteBuffer(bytes: second))
                     while let chunk = try await pool.runIfActive({ try reader.next() }) {
                         try await writer.writeBuffer(ByteBuffer(bytes: chunk))
                     }
-                } catch let error as BundleError {
+                } catch {
                     // Mid-stream: the head has gone out; ending the body short of its length tells the client it failed.
-                    answer.recordError(error)
-                    try await writer.write(.error(error))
+                    // A body that failed its checks is counted; a client gone or a pool shut down ends the stream too.
+                    if error is BundleError { answer.recordError(error) }
+                    try? await writer.write(.error(error))
                     return
                 }
                 try await writer.write(.end)

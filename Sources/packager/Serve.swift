@@ -162,8 +162,8 @@ extension Packager {
                 FileHandle.standardOutput.write(
                     Data("serving \(paths.joined(separator: ", ")) (\(entries) entries) on \(scheme)://\(host):\(running.port)/\n".utf8))
                 let listed = paths.joined(separator: ", ")
-                // The reloader listens for SIGHUP itself; the CLI's own handler only stops treating it as an interrupt.
-                let reloader = BundleReloader(paths: paths, handle: handle, interval: reloadCheck, signals: [.sighup], logger: logger, mount: mount) { event in
+                // SIGHUP through the CLI's own handler (installed at launch, so none is lost while the server starts).
+                let reloader = BundleReloader(paths: paths, handle: handle, interval: reloadCheck, signals: [], logger: logger, mount: mount) { event in
                     switch event {
                     case .reloaded(let loader, let reason):
                         let entries = loader.bundles.map(\.entryCount).reduce(0, +)
@@ -175,7 +175,7 @@ extension Packager {
                                     .utf8))
                     }
                 }
-                Interrupts.onHangup {}
+                Interrupts.onHangup { DispatchQueue.global().async { reloader.reload(because: "SIGHUP") } }
                 let watch = Task { try await reloader.run() }
                 defer { watch.cancel() }
                 try await running.wait()

@@ -297,6 +297,50 @@ struct BinaryPatchTests {
         }
     }
 
+    @Test("an index edit or patch that claims huge counts or lengths is refused before the reader allocates for them")
+    func hugeClaims() throws {
+        let folder = try TemporaryFolder()
+        try DeltaTests.release(DeltaTests.pages, to: folder.path + "/old.zip")
+        let base = try MountedBundle(path: folder.path + "/old.zip")
+        func varint(_ value: UInt64) -> [UInt8] {
+            var v = value
+            var out: [UInt8] = []
+            while v >= 0x80 {
+                out.append(UInt8(v & 0x7F) | 0x80)
+                v >>= 7
+            }
+            return out + [UInt8(v)]
+        }
+        // 2^27 bodies, then 2^27 entries after an empty body list: over what 8 bytes can make.
+        for edit in [IndexEdit.magic + varint(1 << 27), IndexEdit.magic + varint(0) + varint(1 << 27)] {
+            let error = #expect(throws: BundleError.self) { _ = try IndexEdit.apply(edit, to: base.index) }
+            #expect(error?.message.contains("count") == true, "\(error?.message ?? "")")
+        }
+        // A patch that claims a target of 2^60 bytes: refused by its limit, nothing reserved for it.
+        let patch = BinaryPatch.magic + varint(UInt64(base.index.bytes.count)) + varint(1 << 60)
+        #expect(throws: BundleError.self) { _ = try BinaryPatch.apply(patch, to: base.index.bytes, limit: 1 << 32, what: "test") }
+    }
+
+    @Test("a carried body whose local header names a length of 65535 is refused at mount as hostile, not a crash")
+    func hostileCarriedHeader() throws {
+        let folder = try TemporaryFolder()
+        try DeltaTests.release(DeltaTests.pages, to: folder.path + "/old.zip")
+        try DeltaTests.release(DeltaTests.nextPages, to: folder.path + "/new.zip")
+        try DeltaBundles.make(old: folder.path + "/old.zip", new: folder.path + "/new.zip", to: folder.path + "/delta.zip")
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: folder.path + "/delta.zip")))
+        // The first local header is the carried body's (entries are written bodies first).
+        #expect(bytes[0..<4] == [0x50, 0x4B, 0x03, 0x04] && bytes[30..<32] == Array("b/".utf8)[...])
+        bytes[26] = 0xFF
+        bytes[27] = 0xFF
+        bytes[28] = 0xFF
+        bytes[29] = 0xFF
+        try Data(bytes).write(to: URL(fileURLWithPath: folder.path + "/hostile.zip"))
+        let error = #expect(throws: BundleError.self) {
+            _ = try MountedBundle(deltaPath: folder.path + "/hostile.zip", base: try MountedBundle(path: folder.path + "/old.zip"))
+        }
+        #expect(error?.code == .hostile, "\(error?.message ?? "")")
+    }
+
     @Test("a delta whose patches were altered is refused at mount, or its body at read, never a wrong byte")
     func alteredDelta() throws {
         let folder = try TemporaryFolder()

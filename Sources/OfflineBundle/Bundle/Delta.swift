@@ -133,8 +133,7 @@ extension MountedBundle {
             throw BundleError(.notABundle, "\(deltaPath) is not a delta bundle (its archive comment does not start with \(BundleFormat.deltaCommentPrefix))")
         }
         let (info, metadata, carried, patched) = try Self.readDelta(file: file, directory: directory)
-        let named = comment.dropFirst(BundleFormat.deltaCommentPrefix.count + 7)
-        guard named.hasPrefix(info.target.digest + " base:" + info.base) else {
+        guard comment == BundleFormat.deltaCommentPrefix + "sha256:" + info.target.digest + " base:" + info.base else {
             throw BundleError(.corruptIndex, "the archive comment and delta.json of \(deltaPath) name different bundles")
         }
         guard info.base == base.digest else {
@@ -150,11 +149,12 @@ extension MountedBundle {
         if let indexEntry = metadata[BundleFormat.indexEntryName] {
             indexBytes = try Self.readMetadataEntry(indexEntry, from: file, limit: 1 << 32, bodyArea: directory.centralDirectoryOffset)
         } else if let editEntry = metadata[Self.indexEditName] {
-            let edit = try Self.readMetadataEntry(editEntry, from: file, limit: 1 << 32, bodyArea: directory.centralDirectoryOffset)
+            let edit = try Self.readMetadataEntry(editEntry, from: file, limit: Self.indexLimit(base), bodyArea: directory.centralDirectoryOffset)
             indexBytes = try IndexEdit.apply(edit, to: base.index)
         } else if let patchEntry = metadata[Self.indexPatchName] {
-            let patch = try Self.readMetadataEntry(patchEntry, from: file, limit: 1 << 32, bodyArea: directory.centralDirectoryOffset)
-            indexBytes = try BinaryPatch.apply(patch, to: base.index.bytes, limit: 1 << 32, what: BundleFormat.indexEntryName)
+            let patch = try Self.readMetadataEntry(patchEntry, from: file, limit: Self.indexLimit(base), bodyArea: directory.centralDirectoryOffset)
+            indexBytes = try BinaryPatch.apply(
+                patch, to: base.index.bytes, limit: Int(Self.indexLimit(base)) + 64 * patch.count, what: BundleFormat.indexEntryName)
         } else {
             throw BundleError(
                 .notABundle, "\(deltaPath) holds none of \(BundleFormat.indexEntryName), \(Self.indexEditName) and \(Self.indexPatchName)")
@@ -178,17 +178,17 @@ extension MountedBundle {
             throw BundleError(.signature, "the bundle the delta stands for is not signed, and a signature by the configured public key is required")
         }
         let (relocation, rebuiltFile) = try Self.relocate(
-            index: index, carried: carried, patched: patched, file: file, directory: directory, base: base, path: deltaPath)
-        var manifestPatch: [UInt8]?
+            index: index, carried: carried, patched: patched, file: file, directory: directory, base: base, path: deltaPath,
+            maxBodySize: options.maxBodySize)
+        // A manifest patch is read when the manifest is (tools and reports), not at mount.
+        var manifestPatch: ZipCentralEntry?
         if metadata[BundleFormat.manifestEntryName] == nil {
             guard let entry = metadata[Self.manifestPatchName] else {
                 throw BundleError(.notABundle, "\(deltaPath) holds neither \(BundleFormat.manifestEntryName) nor \(Self.manifestPatchName)")
             }
-            // The level byte first (what `packager apply` deflates at), then the patch.
-            let bytes = try Self.readMetadataEntry(entry, from: file, limit: Self.manifestLimit, bodyArea: directory.centralDirectoryOffset)
-            guard bytes.count > 1 else { throw BundleError(.corruptIndex, "\(Self.manifestPatchName) of \(deltaPath) is empty") }
-            manifestPatch = Array(bytes.dropFirst())
+            manifestPatch = entry
         }
+
         for key in info.removed where base.entry(forKey: key) == nil {
             throw BundleError(.wrongBase, "\(deltaPath) removes \(key), which its base does not hold", entry: key)
         }
@@ -199,6 +199,14 @@ extension MountedBundle {
     }
 
     /// The delta's `delta.json`, its metadata entries, and the bodies it carries (in name order).
+    /// The most bytes an `index.edit` or `index.patch` may inflate to, and (with 64 bytes a patch byte) what a byte patch
+    /// of the index may make: eight times the base's index, at least 64 MiB. Read before the signature is checked, so
+    /// bounded by what the reader already holds. `packager delta` carries `index.bin` whole past it.
+    package static func indexLimit(_ base: MountedBundle) -> UInt64 { UInt64(max(64 << 20, 8 * base.index.bytes.count)) }
+
+    /// The most bytes the bodies a delta rebuilds from patches may hold in memory together.
+    package static let maxRebuiltBytes: UInt64 = 512 << 20
+
     /// The entry of a delta that holds its target's `index.bin` as what it keeps of its base's bodies and entries
     /// (``IndexEdit``).
     package static let indexEditName = "index.edit"
@@ -248,7 +256,7 @@ extension MountedBundle {
     /// alike).
     private static func relocate(
         index: BundleIndex, carried: [ZipCentralEntry], patched: [ZipCentralEntry], file: BundleFile, directory: ZipDirectory, base: MountedBundle,
-        path: String
+        path: String, maxBodySize: UInt64
     ) throws -> (BodyRelocation, BundleFile?) {
         let count = index.bodyCount
         var relocation = BodyRelocation(
@@ -260,6 +268,7 @@ extension MountedBundle {
         guard base.stores.count + 2 <= Int(UInt8.max) else { throw BundleError(.unsupported, "too many files under \(path)") }
         let rebuiltStore = UInt8(base.stores.count + 1)
         var rebuiltBytes: [UInt8] = []
+        var rebuiltTotal: UInt64 = 0
         for i in 0..<count {
             let record = index.body(at: i)
             let hex = hexString(record.sha256)
@@ -273,13 +282,23 @@ extension MountedBundle {
                     entry.crc32 == record.crc32
                 else { throw BundleError(.corruptIndex, "the delta stores body \(name) otherwise than its index records", entry: name) }
                 let fixed = try file.read(at: entry.localHeaderOffset, count: ZipConstants.localHeaderSize, what: "body \(name)")
+                // Outside the signed index: checked before it is used (and the body's reads check the header again).
+                let headerLength = ZipConstants.localHeaderSize + Int(fixed.u16(26)) + Int(fixed.u16(28))
+                guard Int(fixed.u16(26)) == entry.nameBytes.count, headerLength <= Int(UInt16.max) else {
+                    throw BundleError(.hostile, "the local header of \(entry.name) disagrees with its central record", entry: entry.name)
+                }
                 relocation.offsets[i] = entry.localHeaderOffset
-                relocation.headerLengths[i] = UInt16(ZipConstants.localHeaderSize) + fixed.u16(26) + fixed.u16(28)
+                relocation.headerLengths[i] = UInt16(headerLength)
                 continue
             }
             if nextPatched < patched.count, hex.hasPrefix(patched[nextPatched].name.dropFirst(patchPrefix.count)) {
                 let entry = patched[nextPatched]
                 nextPatched += 1
+                // Bounded before anything is read: the body's claimed size, and all rebuilt bodies together.
+                rebuiltTotal += record.size
+                guard record.size <= maxBodySize, rebuiltTotal <= maxRebuiltBytes else {
+                    throw BundleError(.hostile, "rebuilding body \(name) from its patch would hold more than the reader allows", entry: name)
+                }
                 let (body, level) = try rebuild(record, from: entry, in: file, directory: directory, base: base, name: name)
                 // Stored in memory as a body entry: a local header, then the stream as this runtime deflates it.
                 let stored = record.compression == .deflate ? try ZlibDeflate.deflate(body) : body
@@ -335,7 +354,8 @@ extension MountedBundle {
     private static func rebuild(
         _ record: IndexBodyRecord, from entry: ZipCentralEntry, in file: BundleFile, directory: ZipDirectory, base: MountedBundle, name: String
     ) throws -> ([UInt8], UInt8) {
-        let data = try readMetadataEntry(entry, from: file, limit: 1 << 32, bodyArea: directory.centralDirectoryOffset)
+        // A patch is at most its body and what its operations cost (a few bytes each).
+        let data = try readMetadataEntry(entry, from: file, limit: 2 * record.size + (1 << 20), bodyArea: directory.centralDirectoryOffset)
         guard data.count > 33 else { throw BundleError(.corruptIndex, "the patch of body \(name) is cut short", entry: entry.name) }
         let source = Array(data[0..<32])
         // The source body, by binary search over the base's digests.

@@ -89,8 +89,9 @@ public final class MountedBundle: Sendable {
     public let base: MountedBundle?
     /// What a delta says of itself (its base, what it carries and removes); nil for a bundle that is not a delta.
     public let delta: DeltaInfo?
-    /// A delta's `manifest.json` as a patch of its base's, when it carries it so.
-    package let manifestPatch: [UInt8]?
+    /// A delta's `manifest.patch` entry (a level byte, then a patch of its base's manifest), when it carries its
+    /// manifest so; read only when the manifest is.
+    package let manifestPatch: ZipCentralEntry?
     package let index: BundleIndex
     package let directory: ZipDirectory
     package let metadata: [String: ZipCentralEntry]
@@ -192,7 +193,7 @@ public final class MountedBundle: Sendable {
     /// Takes the parts a mount read and checked.
     package init(
         file: BundleFile, directory: ZipDirectory, metadata: [String: ZipCentralEntry], index: BundleIndex, digest: String, signed: Bool,
-        options: Options, stores: [BundleFile], relocation: BodyRelocation?, base: MountedBundle?, delta: DeltaInfo?, manifestPatch: [UInt8]?
+        options: Options, stores: [BundleFile], relocation: BodyRelocation?, base: MountedBundle?, delta: DeltaInfo?, manifestPatch: ZipCentralEntry?
     ) {
         self.manifestPatch = manifestPatch
         self.file = file

@@ -34,7 +34,8 @@ package enum BinaryPatch {
         let length = try varint()
         guard length <= UInt64(limit) else { throw fail("it makes \(length) bytes, over the limit of \(limit)") }
         var target = [UInt8]()
-        target.reserveCapacity(Int(length))
+        // What the patch claims is not reserved up front: at most what its source and its own bytes could make plainly.
+        target.reserveCapacity(Int(min(length, UInt64(source.count + patch.count))))
         var copied: Int64 = 0
         while target.count < Int(length) {
             guard position < patch.count else { throw fail("it ends before its target is complete") }

@@ -135,9 +135,10 @@ package enum IndexEdit {
     package static func apply(_ edit: [UInt8], to base: BundleIndex) throws -> [UInt8] {
         var reader = Reader(bytes: edit)
         guard try reader.take(magic.count) == magic else { throw Reader.fail("no PKGIDXE1 header") }
-        let bodyCount = try reader.count(limit: 1 << 28)
+        // Counts are bounded by what the base and the edit's own bytes can make (a new body takes 44 bytes or more, a new
+        // entry 9), so a short edit cannot make the reader allocate for millions.
+        let bodyCount = try reader.count(limit: base.bodyCount + edit.count / 44)
         var bodies: [IndexBodyRecord] = []
-        bodies.reserveCapacity(bodyCount)
         // Which target body each base body became, for the entries kept.
         var fromBase = [Int](repeating: -1, count: base.bodyCount)
         var j = 0
@@ -183,7 +184,7 @@ package enum IndexEdit {
             guard !overflow else { throw Reader.fail("bodies larger than a file can be") }
             offset = end
         }
-        let entryCount = try reader.count(limit: 1 << 28)
+        let entryCount = try reader.count(limit: base.entryCount + edit.count / 9)
         // The entries are read first, the accumulator made after: the target's counts are known by then.
         var accumulator = IndexAccumulator(entryCount: entryCount, bodyCount: bodyCount)
         for body in bodies { try accumulator.addBody(body) }

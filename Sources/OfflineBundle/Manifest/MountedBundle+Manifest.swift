@@ -27,8 +27,13 @@ extension MountedBundle {
     /// The bytes of `manifest.json`, checked against the SHA-256 `index.bin` records for it.
     package func manifestBytes() throws -> [UInt8] {
         // A delta may carry its manifest as a patch of its base's.
-        if let patch = manifestPatch, let base {
-            let bytes = try BinaryPatch.apply(patch, to: try base.manifestBytes(), limit: Int(manifestLimitForEntries), what: BundleFormat.manifestEntryName)
+        if let entry = manifestPatch, let base {
+            let limit = manifestLimitForEntries
+            let stored = try Self.readMetadataEntry(entry, from: file, limit: limit, bodyArea: directory.centralDirectoryOffset)
+            guard stored.count > 1 else { throw BundleError(.corruptIndex, "manifest.patch is empty", entry: entry.name) }
+            // The level byte is what `packager apply` deflates the rebuilt manifest at; the patch follows it.
+            let bytes = try BinaryPatch.apply(
+                Array(stored.dropFirst()), to: try base.manifestBytes(), limit: Int(limit), what: BundleFormat.manifestEntryName)
             guard Array(SHA256.hash(data: bytes)) == index.manifestSHA256 else {
                 throw BundleError(
                     .corruptIndex, "manifest.json rebuilt from the delta's patch does not match the SHA-256 index.bin records for it",

@@ -111,8 +111,9 @@ public final class BundleReloader: Service, Sendable {
         report: @escaping @Sendable (Event) -> Void = { _ in }
     ) throws {
         @Sendable func mount() throws -> OfflineLoader {
+            // As `packager serve` takes paths: a delta mounts over the path after it.
             let loader = OfflineLoader(
-                bundles: try paths.map { try MountedBundle(path: $0, options: mountOptions) }, policy: policy, overrides: overrides, options: options)
+                bundles: try MountedBundle.mount(paths: paths, options: mountOptions), policy: policy, overrides: overrides, options: options)
             return try rulesFile.map { try loader.adding(OfflineRules(contentsOf: $0)) } ?? loader
         }
         // What the files are before the first mount: one replaced while it mounts is mounted again at the first check.
@@ -142,7 +143,8 @@ public final class BundleReloader: Service, Sendable {
     /// Mounts every bundle again; on success the new loader answers new requests, on failure the old one stays.
     /// Blocks while the bundles mount; reloads asked for at once run one after the other.
     public func reload(because reason: String) {
-        reloading.withLock { _ in
+        // Told after the lock is let go: a report that asks for another reload does not wait on this one.
+        let event = reloading.withLock { _ -> Event in
             let identities = Self.identities(of: paths)
             // Not again for the same files after a failure: a half-copied bundle is retried when it changes again.
             defer { seen.withLock { $0 = identities } }
@@ -164,13 +166,16 @@ public final class BundleReloader: Service, Sendable {
                     "bundles not reloaded; the loader answering keeps answering",
                     metadata: ["reason": "\(reason)", "error": "\(error)", "paths": "\(paths)"])
             }
-            report(event)
+            return event
         }
+        report(event)
     }
 
     /// Until cancelled or a graceful shutdown: checks the files every ``interval`` seconds, reloading when one changed,
     /// and reloads on each of ``signals``. Mounting happens on a thread of its own, never on the cooperative pool.
     public func run() async throws {
+        // A file replaced between the first mount and now (while the server started) is not missed.
+        if interval > 0 && changed { await reloadOffPool(because: "a bundle file changed") }
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 if !self.signals.isEmpty {

@@ -19,10 +19,10 @@ package enum BinaryDiff {
         }
         varint(UInt64(source.count))
         varint(UInt64(target.count))
-        var table: [UInt64: Int32] = [:]
+        var table: [UInt64: Int] = [:]
         if source.count >= window {
             table.reserveCapacity(source.count)
-            for p in stride(from: source.count - window, through: 0, by: -1) { table[hash(source, p)] = Int32(p) }
+            for p in stride(from: source.count - window, through: 0, by: -1) { table[hash(source, p)] = p }
         }
         var copiedEnd = 0
         var added = 0  // where the bytes not yet emitted start

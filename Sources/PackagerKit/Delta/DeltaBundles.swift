@@ -93,18 +93,21 @@ public enum DeltaBundles {
         let out = try AtomicOutput(destination: output)
         let writer = ZipWriter(output: out)
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        // Names hold the digits their neighbours among all of NEW's bodies call for (§2.1), as NEW names them: a reader
+        // matches each record to the next carried or patched name its digest starts with, so no name may also be the
+        // prefix of a body read from the base.
+        let newDigits = BundleWriter.bodyNameDigits((0..<new.bodyCount).map { new.bodyRecord(at: $0).sha256 })
         let digests = carried.map { new.bodyRecord(at: $0).sha256 }
-        for (n, (i, digits)) in Swift.zip(carried, BundleWriter.bodyNameDigits(digests)).enumerated() {
+        for (n, i) in carried.enumerated() {
             let record = new.bodyRecord(at: i)
-            let name = BundleFormat.bodyEntryName(sha256: digests[n], digits: digits)
+            let name = BundleFormat.bodyEntryName(sha256: digests[n], digits: newDigits[i])
             _ = try writer.beginEntry(
                 name: name, method: record.compression.rawValue, crc32: record.crc32, compressedSize: record.storedSize, size: record.size)
             try copyStored(of: i, in: new, to: out, buffer: &buffer)
         }
-        let patchDigests = patches.map { new.bodyRecord(at: $0.body).sha256 }
-        for (n, digits) in BundleWriter.bodyNameDigits(patchDigests).enumerated() {
-            let name = MountedBundle.patchPrefix + String(hexString(patchDigests[n]).prefix(digits))
-            try addDeflated(name, patches[n].data, to: writer)
+        for patch in patches {
+            let name = MountedBundle.patchPrefix + String(hexString(new.bodyRecord(at: patch.body).sha256).prefix(newDigits[patch.body]))
+            try addDeflated(name, patch.data, to: writer)
         }
         // index.bin as an edit of the old one (what it keeps of its bodies and entries), or a byte patch of it, whichever
         // is smaller, else as it is; an edit that does not make the index again byte for byte is not used.
@@ -115,6 +118,9 @@ public enum DeltaBundles {
             (BundleFormat.indexEntryName, new.index.bytes.count, nil), (MountedBundle.indexPatchName, try deflatedSize(indexPatch), indexPatch),
         ]
         if editHolds, let edit { choices.append((MountedBundle.indexEditName, try deflatedSize(edit), edit)) }
+        // A reader refuses an edit or a patch past its limit (it reads them before the signature): then the index goes whole.
+        let limit = Int(MountedBundle.indexLimit(old))
+        choices.removeAll { $0.data.map { $0.count > limit } ?? false }
         let named: String? =
             switch indexForm {
             case .smallest: nil
@@ -273,6 +279,8 @@ public enum DeltaBundles {
         guard let level = try level(reproducing: record, content: content, of: i, in: new) else { return nil }
         let patch = BinaryDiff.make(source: try old.bodyBytes(at: j, verification: .crc32), target: content)
         let data = source.sha256 + [level] + patch
+        // A reader takes a body's patch entry up to twice the body and 1 MiB (§12.5).
+        guard UInt64(data.count) <= 2 * record.size + (1 << 20) else { return nil }
         return try deflatedSize(data) < Int(record.storedSize) / 2 ? data : nil
     }
 

@@ -4,7 +4,8 @@
 // mount succeeds, each entry is answered as HTTP (the fuzzed request, then fixed ranges, conditionals, HEAD and
 // gzip), every answer's body is read, the entry is looked up again by its key, and its body is read, inflated and
 // checked both ways (inflated, and as a raw deflate stream). Any crash, hang, or allocation past libFuzzer's
-// -rss_limit_mb is a finding; a thrown BundleError is the expected outcome for a damaged file.
+// -rss_limit_mb is a finding; a thrown BundleError is the expected outcome for a damaged file. An input that does not
+// mount as a bundle is mounted as a delta over docs/vectors/v2-pack.zip (the delta vectors are among the seeds).
 import Foundation
 import HTTPTypes
 import OfflineBundle
@@ -28,6 +29,13 @@ let requestVariants: [[(name: String, value: String)]] = [
 ]
 
 let scratchPath = "/dev/shm/packager-fuzz-\(getpid()).zip"
+
+/// The base the format's delta vectors were made over (docs/vectors/v2-pack.zip), for fuzzed deltas; nil when absent.
+let deltaBase: MountedBundle? = {
+    let vectors = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("docs/vectors/v2-pack.zip").path
+    return try? MountedBundle(path: vectors)
+}()
 
 /// libFuzzer's entry for programs that keep their own `main` (SwiftPM names the executable's main itself).
 @_silgen_name("LLVMFuzzerRunDriver")
@@ -70,7 +78,11 @@ func fuzzBundleReader(_ input: UnsafePointer<UInt8>?, _ inputSize: Int) -> CInt 
     close(fd)
     // Bodies are capped at 16 MiB so that a claimed size cannot make the harness itself allocate gigabytes.
     let options = MountedBundle.Options(verification: .sha256, maxBodySize: 16 << 20)
-    guard let bundle = try? MountedBundle(path: scratchPath, options: options) else { return 0 }
+    // A delta (docs/FORMAT.md §12) is mounted over the vector it was made for, when the fuzzer made one of a seed.
+    guard
+        let bundle = (try? MountedBundle(path: scratchPath, options: options))
+            ?? deltaBase.flatMap({ try? MountedBundle(deltaPath: scratchPath, base: $0, options: options) })
+    else { return 0 }
     // The HTTP side too: conditional, range, HEAD and gzip requests answered from what the file holds.
     let responder = BundleResponder(bundle: bundle)
     for entry in bundle.entries.prefix(64) {
