@@ -321,6 +321,39 @@ struct BinaryPatchTests {
         #expect(throws: BundleError.self) { _ = try BinaryPatch.apply(patch, to: base.index.bytes, limit: 1 << 32, what: "test") }
     }
 
+    @Test("a delta that removes a key its base lacks is refused as wrong-base; a chain that names one delta twice is refused")
+    func removalAndLoop() throws {
+        let folder = try TemporaryFolder()
+        try DeltaTests.release(DeltaTests.pages, to: folder.path + "/old.zip")
+        try DeltaTests.release(DeltaTests.nextPages, to: folder.path + "/new.zip")
+        try DeltaBundles.make(old: folder.path + "/old.zip", new: folder.path + "/new.zip", to: folder.path + "/delta.zip")
+        // delta.json's removed key, /p/30.html, made /p/99.html (which the base lacks), its CRC-32 set right in both headers.
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: folder.path + "/delta.zip")))
+        let name = Array(BundleFormat.deltaEntryName.utf8)
+        let headers = (0...(bytes.count - name.count)).filter { bytes[$0..<($0 + name.count)].elementsEqual(name) }
+        #expect(headers.count == 2)
+        let local = headers[0] - 30
+        let start = headers[0] + name.count + Int(bytes.u16(local + 28))
+        let length = Int(bytes.u32(local + 18))
+        var json = Array(bytes[start..<(start + length)])
+        let from = Array("/p/30.html".utf8)
+        let at = try #require((0...(json.count - from.count)).first { json[$0..<($0 + from.count)].elementsEqual(from) })
+        json.replaceSubrange(at..<(at + from.count), with: Array("/p/99.html".utf8))
+        bytes.replaceSubrange(start..<(start + length), with: json)
+        let crc = CRC32.checksum(json)
+        for offset in [local + 14, headers[1] - 46 + 16] { withUnsafeBytes(of: crc.littleEndian) { bytes.replaceSubrange(offset..<(offset + 4), with: $0) } }
+        try Data(bytes).write(to: URL(fileURLWithPath: folder.path + "/removes.zip"))
+        let error = #expect(throws: BundleError.self) {
+            _ = try MountedBundle(deltaPath: folder.path + "/removes.zip", base: try MountedBundle(path: folder.path + "/old.zip"))
+        }
+        #expect(error?.code == .wrongBase && error?.message.contains("/p/99.html") == true, "\(error?.message ?? "")")
+        // The same delta twice over the base: the outer one's base is the new release, not the old.
+        let loop = #expect(throws: BundleError.self) {
+            _ = try MountedBundle.mount(paths: [folder.path + "/delta.zip", folder.path + "/delta.zip", folder.path + "/old.zip"])
+        }
+        #expect(loop?.code == .wrongBase, "\(loop?.message ?? "")")
+    }
+
     @Test("a carried body whose local header names a length of 65535 is refused at mount as hostile, not a crash")
     func hostileCarriedHeader() throws {
         let folder = try TemporaryFolder()
