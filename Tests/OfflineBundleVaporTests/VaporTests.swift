@@ -221,6 +221,16 @@ struct VaporTests {
                     let page = try await networkClient.get(URI(string: origin.base + "/"))
                     #expect(page.status == .ok && page.body.map { String(buffer: $0) } == samplePage)
                     #expect(origin.count("/") == 1)
+                    // A network that sends its head at once and then stalls in the body: the timeout (5 s) covers the body
+                    // too, so the bundle answers once it passes, not when the origin gives up (9 s).
+                    var stalling = Origin.Resource.text(String(repeating: "live ", count: 1000), type: "text/html")
+                    (stalling.stallAfter, stalling.stallSeconds) = (10, 9)
+                    origin.set("/", stalling)
+                    let started = ContinuousClock.now
+                    let fallback = try await networkClient.get(URI(string: origin.base + "/"))
+                    let waited = ContinuousClock.now - started
+                    #expect(fallback.status == .ok && fallback.body.map { String(buffer: $0) } == samplePage)
+                    #expect(waited >= .seconds(4) && waited < .seconds(8), "\(waited)")
                 })
         }
     }
