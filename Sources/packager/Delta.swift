@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import OfflineBundle
 import PackagerKit
 
 extension Packager {
@@ -62,6 +63,12 @@ extension Packager {
 
         func run() throws {
             try reportingErrors {
+                // The order is the other way round from serve's (base first here): say so when it is given serve's way.
+                if let first = bundles.first, (try? MountedBundle.deltaInfo(atPath: first)) ?? nil != nil {
+                    throw PackagerError(
+                        .invalidInput, "\(first) is a delta: apply takes the bundle first, then each delta made over the one before it (apply OLD DELTA -o NEW)"
+                    )
+                }
                 let info = try DeltaBundles.apply(bundles.reversed(), to: output)
                 print("wrote \(output): \(formatBytes(info.target.size)), sha256:\(info.target.sha256) (the bundle sha256:\(info.target.digest) stands for)")
             }

@@ -252,6 +252,7 @@ extension ChannelServerTests {
         let folder = try TemporaryFolder()
         let origin = "https://docs.example.com"
         let loader = try runtimeLoader(origin: origin, folder: folder, policy: .bundleOnly, releaseAsDelta: releaseAsDelta)
+        #expect(loader.bundles.contains { $0.delta != nil } == releaseAsDelta)
         let records = ServedLog()
         let server = try await OfflineBundleChannelServer.start(
             handle: LoaderHandle(loader), routes: [.init(origin: origin)],

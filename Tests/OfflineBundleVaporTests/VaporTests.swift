@@ -144,6 +144,7 @@ struct VaporTests {
         let folder = try TemporaryFolder()
         let origin = "https://docs.example.com"
         let loader = try runtimeLoader(origin: origin, folder: folder, policy: .bundleOnly, releaseAsDelta: releaseAsDelta)
+        #expect(loader.bundles.contains { $0.delta != nil } == releaseAsDelta)
         try await withVaporApp(
             { app in app.middleware.use(OfflineBundleMiddleware(loader: loader, routes: [.init(origin: origin)])) },
             { base, _ in

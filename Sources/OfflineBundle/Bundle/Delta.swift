@@ -271,8 +271,10 @@ extension MountedBundle {
         var rebuiltTotal: UInt64 = 0
         for i in 0..<count {
             let record = index.body(at: i)
-            let hex = hexString(record.sha256)
-            let name = BundleFormat.bodyPrefix + hex.prefix(16)
+            // Spelled in hex only while carried or patched bodies remain to be matched (most records of a large target
+            // are read from the base, and need no string).
+            let hex = nextCarried < carried.count || nextPatched < patched.count ? hexString(record.sha256) : ""
+            var name: String { BundleFormat.bodyPrefix + hexString(record.sha256.prefix(8)) }
             // Carried and patched bodies, in name order, are in digest order too: each is the prefix of the next record
             // it names.
             if nextCarried < carried.count, hex.hasPrefix(carried[nextCarried].name.dropFirst(BundleFormat.bodyPrefix.count)) {
@@ -332,10 +334,9 @@ extension MountedBundle {
             }
             // Compared as the base's own index records it: a body the base rebuilt from a patch lies stored otherwise, and
             // is taken over as it lies.
-            let recorded = base.index.body(at: nextBase)
-            guard recorded.compression == record.compression, recorded.storedSize == record.storedSize, recorded.size == record.size,
-                recorded.crc32 == record.crc32, recorded.storedCRC32 == record.storedCRC32
-            else { throw BundleError(.wrongBase, "the base stores body \(name) otherwise than the delta's index records", entry: name) }
+            guard base.index.body(at: nextBase).isStoredAlike(record) else {
+                throw BundleError(.wrongBase, "the base stores body \(name) otherwise than the delta's index records", entry: name)
+            }
             relocation.stores[i] = UInt8(base.bodyStore(nextBase) + 1)
             relocation.offsets[i] = found.localHeaderOffset
             relocation.headerLengths[i] = UInt16(found.dataOffset - found.localHeaderOffset)

@@ -41,7 +41,7 @@ package enum IndexEdit {
             }
             if pending.take > 0 && skipped > 0 { flushBodies() }
             pending.skip += skipped
-            if j < base.bodyCount, sameStorage(base.body(at: j), record) {
+            if j < base.bodyCount, base.body(at: j).isStoredAlike(record) {
                 pending.take += 1
                 j += 1
                 continue
@@ -107,11 +107,6 @@ package enum IndexEdit {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         out.bytes(Array(try encoder.encode(target.rules)))
         return out.bytes
-    }
-
-    private static func sameStorage(_ a: IndexBodyRecord, _ b: IndexBodyRecord) -> Bool {
-        a.sha256 == b.sha256 && a.storedSize == b.storedSize && a.size == b.size && a.crc32 == b.crc32 && a.storedCRC32 == b.storedCRC32
-            && a.compression == b.compression
     }
 
     private static func sameEntry(_ base: BundleIndex, _ k: Int, _ target: BundleIndex, _ i: Int) -> Bool {

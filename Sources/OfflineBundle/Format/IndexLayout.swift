@@ -132,6 +132,13 @@ package struct IndexBodyRecord: Sendable, Equatable {
         self.storedCRC32 = storedCRC32
         self.compression = compression
     }
+
+    /// Whether `other` is the same body stored the same way (digest, sizes, both CRC-32s, compression): a delta reads
+    /// such a body from its base, and a target rebuilt from them is byte for byte the same (docs/FORMAT.md §12).
+    package func isStoredAlike(_ other: IndexBodyRecord) -> Bool {
+        sha256 == other.sha256 && storedSize == other.storedSize && size == other.size && crc32 == other.crc32 && storedCRC32 == other.storedCRC32
+            && compression == other.compression
+    }
 }
 
 /// One request key as the index describes it.

@@ -5,10 +5,10 @@ import OfflineBundle
 /// Deltas between releases (docs/FORMAT.md §12): `packager delta` writes one, `packager apply` rebuilds the release it
 /// stands for, byte for byte.
 ///
-/// A delta holds the bodies of the new release that the old one lacks (or stores otherwise), the new release's
-/// `index.bin`, `manifest.json` and `signature.json` exactly as they are, and `delta.json`. Mounted over the old
-/// release (`MountedBundle(deltaPath:base:)`) it answers as the new one does; applied to it, it gives the new file back,
-/// so the new release's signature holds.
+/// A delta holds the bodies of the new release that the old one lacks (or stores otherwise), edited pages as patches
+/// of their old bodies, the new `index.bin` and `manifest.json` whole or as an edit or patch of the old ones, the new
+/// `signature.json`, and `delta.json`. Mounted over the old release (`MountedBundle(deltaPath:base:)`) it answers as
+/// the new one does; applied to it, it gives the new file back, so the new release's signature holds.
 public enum DeltaBundles {
     /// What a delta holds, against the bundle it stands for.
     public struct Summary: Sendable {
@@ -22,14 +22,14 @@ public enum DeltaBundles {
     /// The new bundle must be rebuildable from the delta byte for byte (a bundle packager wrote); this is checked
     /// before the delta is kept, by rebuilding it once.
     ///
-    /// - Throws: ``PackagerError`` when a bundle does not mount, the new one is a delta or of format version 1, it
-    ///   cannot be rebuilt byte for byte, or the output cannot be written (nothing is left at `output` then).
-    @discardableResult
-    ///
     /// With `wholeBodies`, every changed body is carried as the new bundle stores it. By default a changed body is a
     /// patch of its old one when that is much smaller: the delta is then far smaller, and mounted over the old bundle
     /// it answers gzip requests for those bodies with a stream the runtime deflated (the same content, other bytes);
     /// identity answers, and what `apply` rebuilds, are the new bundle's bytes either way.
+    ///
+    /// - Throws: ``PackagerError`` when a bundle does not mount, the new one is a delta or of format version 1, it
+    ///   cannot be rebuilt byte for byte, or the output cannot be written (nothing is left at `output` then).
+    @discardableResult
     public static func make(old oldPath: String, new newPath: String, to output: String, wholeBodies: Bool = false) throws -> Summary {
         try make(old: try mount(oldPath), new: newPath, to: output, wholeBodies: wholeBodies)
     }
@@ -57,24 +57,12 @@ public enum DeltaBundles {
         // carried.
         var carried: [Int] = []
         var patches: [(body: Int, data: [UInt8])] = []
+        // Compared as each index records its bodies, as a reader compares them (§12.5).
         var j = 0
         for i in 0..<new.bodyCount {
-            let record = new.bodyRecord(at: i)
-            var found: IndexBodyRecord?
-            while j < old.bodyCount {
-                let candidate = old.bodyRecord(at: j)
-                if candidate.sha256.lexicographicallyPrecedes(record.sha256) {
-                    j += 1
-                } else {
-                    found = candidate
-                    break
-                }
-            }
-            if let found, found.sha256 == record.sha256, found.compression == record.compression, found.storedSize == record.storedSize,
-                found.size == record.size, found.crc32 == record.crc32, found.storedCRC32 == record.storedCRC32
-            {
-                continue
-            }
+            let record = new.index.body(at: i)
+            while j < old.bodyCount, old.index.body(at: j).sha256.lexicographicallyPrecedes(record.sha256) { j += 1 }
+            if j < old.bodyCount, old.index.body(at: j).isStoredAlike(record) { continue }
             if !wholeBodies, let source = sources[i], let data = try patch(i, of: new, from: source, of: old) {
                 patches.append((i, data))
             } else {
