@@ -122,12 +122,13 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
-        // AsyncHTTPClient wrapper that answers from a bundle by policy.
+        // AsyncHTTPClient wrapper that answers from a bundle by policy, and the transport that mounts remote bundles.
         .target(
             name: "OfflineBundleHTTPClient",
             dependencies: [
                 "OfflineBundle",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -163,6 +164,7 @@ let package = Package(
                 "OfflineBundle",
                 "OfflineBundleHummingbird",
                 "OfflineBundleServing",
+                "OfflineBundleHTTPClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -86,14 +86,21 @@ extension MountedBundle {
     /// Mounts `paths` in order, as `packager serve` takes them: a bundle alone, a delta over the path after it (itself
     /// a bundle, or a delta over the next, and so on). `DELTA2 DELTA1 BASE` is one bundle; `HOTFIX DELTA BASE` two.
     ///
+    /// A path that is an `http://` or `https://` URL is a remote bundle, mounted by range reads through `remote`
+    /// (``init(url:remote:options:)``); it may stand as a delta's base.
+    ///
     /// - Throws: ``BundleError`` for a bundle that does not mount, a delta with no path after it, or one whose base
-    ///   is another bundle (`.wrongBase`).
-    public static func mount(paths: [String], options: Options = Options()) throws -> [MountedBundle] {
+    ///   is another bundle (`.wrongBase`); `.invalidArgument` for a URL without `remote`.
+    public static func mount(paths: [String], options: Options = Options(), remote: RemoteOptions? = nil) throws -> [MountedBundle] {
         var mounted: [MountedBundle] = []
         var rest = paths[...]
         func next(_ options: Options) throws -> MountedBundle {
             guard let path = rest.popFirst() else {
                 throw BundleError(.invalidArgument, "a delta bundle needs the bundle it was made over after it")
+            }
+            if RemoteOptions.isRemote(path) {
+                guard let remote else { throw BundleError(.invalidArgument, "\(RemoteObject.shown(path)) is a URL: mounting it needs RemoteOptions") }
+                return try MountedBundle(url: path, remote: remote, options: options)
             }
             guard try deltaInfo(atPath: path) != nil else { return try MountedBundle(path: path, options: options) }
             guard !rest.isEmpty else {

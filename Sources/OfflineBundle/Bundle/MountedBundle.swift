@@ -170,24 +170,33 @@ public final class MountedBundle: Sendable {
             throw BundleError(.corruptIndex, "index.bin lists \(index.bodyCount) bodies but the central directory holds \(bodyEntries)")
         }
 
-        var signed = false
-        if let signatureEntry = metadata[BundleFormat.signatureEntryName] {
-            signed = true
-            if let key = options.requiredPublicKey {
-                let signature = try Self.readMetadataEntry(signatureEntry, from: file, limit: 1 << 16, bodyArea: directory.centralDirectoryOffset)
-                let actual = hexString(Array(SHA256.hash(data: indexBytes)))
-                guard actual == recordedDigest else {
-                    throw BundleError(.signature, "the bundle digest in the ZIP comment does not match index.bin: the bundle was altered")
-                }
-                try SignatureBlock.verify(json: signature, bundleDigestHex: actual, publicKey: key)
-            }
-        } else if options.requiredPublicKey != nil {
-            throw BundleError(.signature, "the bundle is not signed, and a signature by the configured public key is required")
-        }
-
+        let signed = try Self.checkSignature(
+            metadata[BundleFormat.signatureEntryName], file: file, indexBytes: indexBytes, recordedDigest: recordedDigest, options: options,
+            bodyArea: directory.centralDirectoryOffset)
         self.init(
             file: file, directory: directory, metadata: metadata, index: index, digest: recordedDigest, signed: signed, options: options, stores: [file],
             relocation: nil, base: nil, delta: nil, manifestPatch: nil)
+    }
+
+    /// Checks the signature block `entry` when `options` require a key (§7); says whether the bundle is signed.
+    package static func checkSignature(
+        _ entry: ZipCentralEntry?, file: BundleFile, indexBytes: [UInt8], recordedDigest: String, options: Options, bodyArea: UInt64
+    ) throws -> Bool {
+        guard let entry else {
+            if options.requiredPublicKey != nil {
+                throw BundleError(.signature, "the bundle is not signed, and a signature by the configured public key is required")
+            }
+            return false
+        }
+        if let key = options.requiredPublicKey {
+            let signature = try readMetadataEntry(entry, from: file, limit: 1 << 16, bodyArea: bodyArea)
+            let actual = hexString(Array(SHA256.hash(data: indexBytes)))
+            guard actual == recordedDigest else {
+                throw BundleError(.signature, "the bundle digest in the ZIP comment does not match index.bin: the bundle was altered")
+            }
+            try SignatureBlock.verify(json: signature, bundleDigestHex: actual, publicKey: key)
+        }
+        return true
     }
 
     /// Takes the parts a mount read and checked.

@@ -11,7 +11,7 @@ public struct BundleError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: Hashable, Sendable {
             case io, notABundle, truncated, corruptDirectory, corruptIndex, corruptBody
-            case hostile, unsupported, signature, notFound, invalidArgument, wrongBase
+            case hostile, unsupported, signature, notFound, invalidArgument, wrongBase, remote, changed
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -40,6 +40,11 @@ public struct BundleError: Error, Sendable, CustomStringConvertible {
         public static let invalidArgument = Code(.invalidArgument)
         /// A delta bundle was given a base other than the one it was made over (or a base that lacks what it removes).
         public static let wrongBase = Code(.wrongBase)
+        /// A remote bundle's server could not be reached, or answered what a range read cannot use (an error status,
+        /// a range other than the one asked for, the whole object where ranges are required).
+        public static let remote = Code(.remote)
+        /// A remote bundle's object was replaced since it was mounted (its ETag or size changed): mount it again.
+        public static let changed = Code(.changed)
 
         public var description: String {
             switch value {
@@ -55,6 +60,8 @@ public struct BundleError: Error, Sendable, CustomStringConvertible {
             case .notFound: "not-found"
             case .invalidArgument: "invalid-argument"
             case .wrongBase: "wrong-base"
+            case .remote: "remote"
+            case .changed: "changed"
             }
         }
     }

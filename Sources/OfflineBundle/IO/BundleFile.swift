@@ -21,6 +21,8 @@ package final class BundleFile: Sendable {
     private let identity: Identity
     /// The bytes of a file made in memory (a delta's bodies rebuilt from patches); nil for a file on disk.
     private let memory: [UInt8]?
+    /// The object a remote bundle reads by HTTP ranges (``path`` is then its URL without the query); nil for a file.
+    package let remote: RemoteObject?
 
     package struct Identity: Equatable, Sendable {
         var device, inode, size, modified, modifiedNanoseconds, changed, changedNanoseconds: Int
@@ -53,6 +55,18 @@ package final class BundleFile: Sendable {
         self.modified = Date(timeIntervalSince1970: TimeInterval(time.tv_sec) + TimeInterval(time.tv_nsec) / 1e9)
         self.identity = Self.identity(info)
         self.memory = nil
+        self.remote = nil
+    }
+
+    /// A remote bundle's object, read by range requests into its cache.
+    package init(remote: RemoteObject, modified: Date) {
+        path = remote.shownURL
+        descriptor = -1
+        size = remote.size
+        self.modified = modified
+        identity = Identity(device: 0, inode: 0, size: Int(remote.size), modified: 0, modifiedNanoseconds: 0, changed: 0, changedNanoseconds: 0)
+        memory = nil
+        self.remote = remote
     }
 
     /// A file held in memory, named `name` in messages: never changes, and has no descriptor to send from.
@@ -63,7 +77,17 @@ package final class BundleFile: Sendable {
         modified = Date()
         identity = Identity(device: 0, inode: 0, size: bytes.count, modified: 0, modifiedNanoseconds: 0, changed: 0, changedNanoseconds: 0)
         memory = bytes
+        remote = nil
     }
+
+    /// Whether every byte of `range` is here to read without waiting on a network (always, but for a remote bundle's
+    /// bytes not fetched yet).
+    @inline(__always)
+    package func holds(_ range: Range<UInt64>) -> Bool { remote?.holds(range) ?? true }
+
+    /// Fetches what `range` lacks in one request, for a remote bundle (a no-op for a file): a body's local header and
+    /// stored bytes are asked for together.
+    package func prefetch(_ range: Range<UInt64>) throws { try remote?.prefetch(range) }
 
     /// Whether the file is held in memory (it then has no descriptor for `sendfile`).
     package var inMemory: Bool { memory != nil }
@@ -91,6 +115,7 @@ package final class BundleFile: Sendable {
     /// change since. Once false it stays false, as the status-change time only moves forward.
     package var unchanged: Bool {
         if memory != nil { return true }
+        if let remote { return remote.changeReason == nil }
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { return false }
         return Self.identity(info) == identity
@@ -99,7 +124,7 @@ package final class BundleFile: Sendable {
     deinit { if descriptor >= 0 { close(descriptor) } }
 
     /// A new descriptor for the same open file, which the caller closes (for `sendfile`).
-    package func duplicateDescriptor() -> Int32 { dup(descriptor) }
+    package func duplicateDescriptor() -> Int32 { dup(remote?.store.descriptor ?? descriptor) }
 
     /// Reads exactly `count` bytes at `offset`, or throws `.truncated` when the file ends first.
     package func read(at offset: UInt64, count: Int, what: @autoclosure () -> String) throws -> [UInt8] {
@@ -115,6 +140,7 @@ package final class BundleFile: Sendable {
 
     /// Fills `buffer` from `offset`.
     package func readFully(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64, what: @autoclosure () -> String) throws {
+        if let remote { return try remote.read(into: buffer, at: offset, what: what()) }
         if let memory {
             guard offset <= UInt64(memory.count), UInt64(buffer.count) <= UInt64(memory.count) - offset else {
                 throw BundleError(.truncated, "\(what()) lies beyond the end of \(path)")

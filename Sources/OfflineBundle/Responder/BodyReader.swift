@@ -273,6 +273,8 @@ final class StoredBodyReader {
         if !started {
             started = true
             try bundle.checkClaimedSize(record, name: name)
+            // A remote bundle's body comes in one range request, local header and all (a file's reads are local).
+            try file.prefetch(record.localHeaderOffset..<(record.dataOffset + record.storedSize))
             if checkStored || checkContent {
                 let headerLength = Int(record.dataOffset - record.localHeaderOffset)
                 try bundle.checkLocalHeader(

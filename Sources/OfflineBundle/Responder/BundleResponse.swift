@@ -236,7 +236,8 @@ public struct BundleResponse: Sendable {
         guard let body = entry.body, entry.bundle.isVerified(body.index) else { return nil }
         let record = entry.bundle.bodyRecord(at: body.index)
         let file = entry.bundle.bodyFile(body.index)
-        guard !file.inMemory else { return nil }
+        // A remote bundle's body is sent from its cache file once held there (bytes its cache could not keep are not).
+        guard !file.inMemory, file.holds(record.dataOffset..<(record.dataOffset + record.storedSize)) else { return nil }
         let store = entry.bundle.bodyStore(body.index)
         if gzip {
             guard record.compression == .deflate else { return nil }
@@ -278,10 +279,13 @@ public struct BundleResponse: Sendable {
     public var bodyPlace: BodyPlace {
         switch body {
         case .empty: return .none
-        case .gzip(let entry): return (entry.body?.storedSize ?? .max) <= Self.smallBody ? .small : .large
+        case .gzip(let entry):
+            guard let body = entry.body else { return .large }
+            return body.storedSize <= Self.smallBody && entry.bundle.bodyIsLocal(body.index) ? .small : .large
         case .entry(let entry), .range(let entry, _):
             guard let body = entry.body else { return .none }
-            if body.size <= Self.smallBody && body.storedSize <= Self.smallBody { return .small }
+            // A remote bundle's body not fetched yet is read off the caller, whatever its size: reading it waits on a request.
+            if body.size <= Self.smallBody && body.storedSize <= Self.smallBody && entry.bundle.bodyIsLocal(body.index) { return .small }
             return entry.bundle.inflatedCache?.contains(body.index) == true ? .memory : .large
         case .content(let content, _):
             if case .bytes = content.storage { return .memory }

@@ -43,29 +43,18 @@ package struct ZipDirectory: Sendable {
     package var isZip64: Bool
 
     /// Finds and validates the end of central directory records of `file`.
-    package static func locate(in file: BundleFile) throws -> ZipDirectory {
+    ///
+    /// `tailLimit` bounds the bytes read from the end to find the end record (a remote bundle reads what it fetched in
+    /// its first request); by default, the longest an end record with its comment can be.
+    package static func locate(in file: BundleFile, tailLimit: Int = ZipConstants.endSize + 0xFFFF) throws -> ZipDirectory {
         let size = file.size
         guard size >= UInt64(ZipConstants.endSize) else {
             throw BundleError(.notABundle, "\(file.path) is \(size) bytes, too short to be a ZIP file")
         }
-        let tailCount = Int(min(size, UInt64(ZipConstants.endSize + 0xFFFF)))
+        let tailCount = Int(min(size, UInt64(min(tailLimit, ZipConstants.endSize + 0xFFFF))))
         let tailStart = size - UInt64(tailCount)
         let tail = try file.read(at: tailStart, count: tailCount, what: "the end of the file")
-        // The end record is the last signature whose comment runs exactly to the end of the file.
-        var found: Int?
-        tail.withUnsafeBytes { raw in
-            var i = tailCount - ZipConstants.endSize
-            while i >= 0 {
-                if raw.u32(i) == ZipConstants.endOfCentralDirectorySignature,
-                    i + ZipConstants.endSize + Int(raw.u16(i + 20)) == tailCount
-                {
-                    found = i
-                    return
-                }
-                i -= 1
-            }
-        }
-        guard let end = found else {
+        guard let end = endRecordPosition(in: tail) else {
             throw BundleError(.notABundle, "no ZIP end of central directory record: \(file.path) is truncated or not a ZIP file")
         }
         let endOffset = tailStart + UInt64(end)
@@ -161,6 +150,59 @@ package struct ZipDirectory: Sendable {
             index += 1
             if let entry, try !body(entry) { return }
         }
+    }
+
+    /// Where the end record starts in `tail` (the file's last bytes): the last signature whose comment runs exactly
+    /// to the end of the file; nil when there is none.
+    package static func endRecordPosition(in tail: [UInt8]) -> Int? {
+        tail.withUnsafeBytes { raw in
+            var i = raw.count - ZipConstants.endSize
+            while i >= 0 {
+                if raw.u32(i) == ZipConstants.endOfCentralDirectorySignature, i + ZipConstants.endSize + Int(raw.u16(i + 20)) == raw.count {
+                    return i
+                }
+                i -= 1
+            }
+            return nil
+        }
+    }
+
+    /// The metadata entries' records, read from the end of the central directory without walking it: `names` are the
+    /// names its last records may have, last first (`signature.json`, which may be absent, then `manifest.json`, then
+    /// `index.bin`); a name that is not there is skipped when `optional` holds it. Each record is found by trying the
+    /// lengths its ZIP64 extra may have (none, or 1 to 3 fields), so the search is exact: no scan for a signature.
+    package func trailingEntries(from file: BundleFile, names: [String], optional: Set<String>) throws -> [ZipCentralEntry] {
+        let cdEnd = centralDirectoryOffset + centralDirectorySize
+        var end = cdEnd
+        var found: [ZipCentralEntry] = []
+        for name in names {
+            let nameBytes = Array(name.utf8)
+            var match: ZipCentralEntry?
+            for extraLength in [0, 12, 20, 28] {
+                let length = UInt64(ZipConstants.centralHeaderSize + nameBytes.count + extraLength)
+                guard end >= centralDirectoryOffset + length else { continue }
+                let start = end - length
+                let bytes = try file.read(at: start, count: Int(length), what: "the central directory record of \(name)")
+                guard bytes.u32(0) == ZipConstants.centralHeaderSignature, Int(bytes.u16(28)) == nameBytes.count,
+                    Int(bytes.u16(30)) == extraLength, bytes.u16(32) == 0, Array(bytes[46..<(46 + nameBytes.count)]) == nameBytes
+                else { continue }
+                let (_, entry) = try bytes.withUnsafeBytes {
+                    try record(in: $0, at: 0, directoryPosition: Int(start - centralDirectoryOffset), index: entryCount - 1 - UInt64(found.count), skip: nil)
+                }
+                match = entry
+                end = start
+                break
+            }
+            if let match {
+                found.append(match)
+            } else if !optional.contains(name) {
+                throw BundleError(
+                    .corruptDirectory,
+                    "the central directory does not end with the record of \(name), as a bundle's does (\(BundleFormat.indexEntryName), \(BundleFormat.manifestEntryName), then \(BundleFormat.signatureEntryName) when signed)"
+                )
+            }
+        }
+        return found
     }
 
     /// Checks and decodes the record at `at` of `raw` (which holds the directory from `directoryPosition - at` on);

@@ -1,0 +1,298 @@
+import Crypto
+import Foundation
+import Logging
+
+extension MountedBundle {
+    /// Bytes a cold mount's first request asks for from the end of the object: the end records, the comment and the
+    /// metadata entries' central records with room to spare. 64 KiB less the most an `index.bin` local header and its
+    /// ZIP64 extra take, so a cold mount fetches at most `index.bin` and 64 KiB.
+    package static let remoteTailBytes = (64 << 10) - 128
+
+    /// Mounts the bundle at `url` (`https://…`, or `http://`) by HTTP range reads, without downloading it: the end
+    /// of the object, then `index.bin` (two requests, whatever the entry count; one when the object is small). Each
+    /// body is fetched by one range request when first read and kept in `remote`'s cache. The object is pinned by its
+    /// ETag and size: every later request is conditional on them (`If-Match`), and a replaced object is never mixed
+    /// with the mounted index (reads of what the cache lacks fail with ``BundleError/Code-swift.struct/changed``, and
+    /// the file state reads changed, so a ``BundleReloader`` mounts the new version).
+    ///
+    /// With a cache folder that holds this URL's object from an earlier mount, mounting asks once whether it is still
+    /// the same (`HEAD` with `If-None-Match`) and reads the rest from the cache; when the server cannot be reached it
+    /// mounts from the cache alone (``RemoteOptions/offlineFromCache``), with a warning.
+    ///
+    /// Blocks while it fetches: call it off Swift's cooperative pool, or use ``mount(url:remote:options:)``.
+    ///
+    /// - Throws: ``BundleError``: `.remote` (naming the URL) when the server cannot be reached or answers an error, or
+    ///   does not serve ranges and `remote` refuses whole objects; `.changed` when the object was replaced twice while
+    ///   mounting; and what mounting a file throws for a bundle that is damaged, hostile or unsigned.
+    public convenience init(url: String, remote: RemoteOptions, options: Options = Options()) throws {
+        let parts = try RemoteMount(url: url, remote: remote, options: options).run()
+        self.init(
+            file: parts.file, directory: parts.directory, metadata: parts.metadata, index: parts.index, digest: parts.digest, signed: parts.signed,
+            options: options, stores: [parts.file], relocation: nil, base: nil, delta: nil, manifestPatch: nil)
+    }
+
+    /// ``init(url:remote:options:)`` on a dispatch thread, awaited.
+    public static func mount(url: String, remote: RemoteOptions, options: Options = Options()) async throws -> MountedBundle {
+        try await withCheckedThrowingContinuation { done in
+            DispatchQueue.global().async { done.resume(with: Result { try MountedBundle(url: url, remote: remote, options: options) }) }
+        }
+    }
+
+    /// The URL (without its query) a remote bundle was mounted from; nil for a file.
+    public var remoteURL: String? { file.remote?.shownURL }
+
+    /// For a remote bundle: the requests sent and bytes fetched since it was mounted (mounting included), and the
+    /// bytes its cache holds; nil for a file.
+    public var remoteTraffic: (requests: Int, bytes: UInt64, held: UInt64)? {
+        guard let remote = file.remote else { return nil }
+        let traffic = remote.traffic
+        return (traffic.requests, traffic.bytes, remote.store.heldBytes)
+    }
+
+    /// For a remote bundle: whether its object was replaced since it was mounted, asking the server now (a `HEAD`,
+    /// conditional on the pinned ETag; blocks); false for a file, or when the server cannot say.
+    public func remoteReplaced() -> Bool { file.remote?.checkReplaced() ?? false }
+
+    /// For a remote bundle: calls `watcher` once, when a read or a check sees its object replaced.
+    public func onRemoteReplaced(_ watcher: @escaping @Sendable () -> Void) { file.remote?.onChange(watcher) }
+
+    /// Whether body `bodyIndex`'s stored bytes are here to read without a network request (always for a file).
+    package func bodyIsLocal(_ bodyIndex: Int) -> Bool {
+        let file = bodyFile(bodyIndex)
+        guard file.remote != nil else { return true }
+        let record = bodyRecord(at: bodyIndex)
+        return file.holds(record.localHeaderOffset..<(record.dataOffset + record.storedSize))
+    }
+}
+
+/// One remote mount: a warm start from the cache when the pinned object is unchanged (or the server is down), else a
+/// cold mount in two requests. A mount that sees the object replaced half-way starts again, twice at most.
+struct RemoteMount {
+    let url: String
+    let remote: RemoteOptions
+    let options: MountedBundle.Options
+    let shownURL: String
+    private let logger = Logger(label: "offline-bundle.remote")
+
+    struct Parts {
+        var file: BundleFile
+        var directory: ZipDirectory
+        var metadata: [String: ZipCentralEntry]
+        var index: BundleIndex
+        var digest: String
+        var signed: Bool
+    }
+
+    init(url: String, remote: RemoteOptions, options: MountedBundle.Options) {
+        self.url = url
+        self.remote = remote
+        self.options = options
+        shownURL = RemoteObject.shown(url)
+    }
+
+    func run() throws -> Parts {
+        var attempt = 0
+        while true {
+            do {
+                return try mountOnce()
+            } catch let error as BundleError where error.code == .changed && attempt < 2 {
+                attempt += 1
+                logger.info("the remote bundle changed while it mounted; mounting again", metadata: ["url": "\(shownURL)"])
+            }
+        }
+    }
+
+    private func mountOnce() throws -> Parts {
+        if let folder = remote.cacheDirectory, let pin = RemotePin.load(folder: folder, url: url) {
+            switch revalidate(pin) {
+            case .same:
+                if let parts = try? open(pin: pin, folder: folder) { return parts }
+            case .unreachable(let reason):
+                guard remote.offlineFromCache else { throw BundleError(.remote, "cannot reach \(shownURL): \(reason)") }
+                do {
+                    let parts = try open(pin: pin, folder: folder)
+                    logger.warning(
+                        "the server cannot be reached; mounted what the cache holds of the last version seen",
+                        metadata: ["url": "\(shownURL)", "reason": "\(reason)", "etag": "\(pin.etag ?? "")"])
+                    return parts
+                } catch {
+                    throw BundleError(.remote, "cannot reach \(shownURL) (\(reason)), and the cache does not hold enough of it to mount: \(error)")
+                }
+            case .replaced:
+                break
+            }
+        }
+        return try cold()
+    }
+
+    private enum Revalidation {
+        case same, replaced
+        case unreachable(String)
+    }
+
+    /// Whether the pinned object is still the one at `url`: one `HEAD` with `If-None-Match`.
+    private func revalidate(_ pin: RemotePin) -> Revalidation {
+        var headers = remote.headers
+        if let etag = pin.etag { headers.append(("If-None-Match", etag)) }
+        let request = RemoteRequest(method: "HEAD", url: url, headers: headers, timeout: remote.timeout, maxBodyBytes: 0)
+        let reply: RemoteReply
+        do {
+            reply = try RemoteObject.send(request, options: remote, shownURL: shownURL)
+        } catch {
+            return .unreachable("\((error as? BundleError)?.message ?? "\(error)")")
+        }
+        switch reply.status {
+        case 304:
+            return .same
+        case 200:
+            let length = reply.value(of: "Content-Length").flatMap { UInt64($0) }
+            let same = reply.value(of: "ETag") == pin.etag && (length == nil || length == pin.size)
+            return same && pin.etag != nil ? .same : .replaced
+        default:
+            return .replaced
+        }
+    }
+
+    /// Mounts the pinned object from the cache, fetching what it lacks.
+    private func open(pin: RemotePin, folder: String) throws -> Parts {
+        let store = try RangeStore(folder: folder, digest: pin.digest, size: pin.size, budget: remote.cacheBytes)
+        let object = RemoteObject(url: url, options: remote, etag: pin.etag, lastModified: pin.lastModified, size: pin.size, store: store)
+        do {
+            return try parts(of: object, digest: pin.digest)
+        } catch let error as BundleError where error.code == .corruptIndex || error.code == .corruptDirectory || error.code == .notABundle {
+            // What the cache holds is not what the pin says: forgotten, and the object mounted cold.
+            store.forgetAll()
+            throw error
+        }
+    }
+
+    /// The object's last bytes, then its index.
+    private func cold() throws -> Parts {
+        let tailCount = MountedBundle.remoteTailBytes
+        let request = RemoteRequest(
+            method: "GET", url: url, headers: remote.headers + [("Range", "bytes=-\(tailCount)")], timeout: remote.timeout,
+            maxBodyBytes: Int.max)
+        let reply = try RemoteObject.send(request, options: remote, shownURL: shownURL)
+        let start: UInt64
+        let size: UInt64
+        switch reply.status {
+        case 206:
+            guard let parsed = RemoteObject.contentRange(reply.value(of: "Content-Range")), let total = parsed.total,
+                parsed.range.upperBound == total, reply.body.count == parsed.range.count
+            else {
+                throw BundleError(
+                    .remote,
+                    "\(shownURL) answered a request for its last \(tailCount) bytes with \(reply.value(of: "Content-Range") ?? "no Content-Range") and \(reply.body.count) bytes"
+                )
+            }
+            (start, size) = (parsed.range.lowerBound, total)
+        case 200:
+            let ranges = reply.value(of: "Accept-Ranges").map { "Accept-Ranges: \($0)" } ?? "no Accept-Ranges"
+            guard case .download = remote.wholeObject else {
+                throw BundleError(
+                    .remote,
+                    "\(shownURL) does not serve ranges: it answered a range request with the whole object (200, \(ranges)); it must be downloaded whole"
+                )
+            }
+            logger.warning(
+                "the server does not serve ranges: it answered a range request with the whole object, which is kept in the cache whole",
+                metadata: ["url": "\(shownURL)", "bytes": "\(reply.body.count)", "accept-ranges": "\(ranges)"])
+            (start, size) = (0, UInt64(reply.body.count))
+        case 416:
+            throw BundleError(.remote, "\(shownURL) is empty (416 to a request for its last bytes): it is not a bundle")
+        case 404, 410:
+            throw BundleError(.remote, "\(shownURL) is not there (\(reply.status))")
+        case 401, 403:
+            throw BundleError(.remote, "\(shownURL) refused the request (\(reply.status)): give the bucket's credentials (a header, or a presigned URL)")
+        default:
+            throw BundleError(.remote, "\(shownURL) answered \(reply.status) to a range request")
+        }
+        let digest = try Self.digest(fromTail: reply.body, shownURL: shownURL)
+        let store = try RangeStore(folder: remote.cacheDirectory, digest: digest, size: size, budget: remote.cacheBytes)
+        if let folder = remote.cacheDirectory { RangeStore.trim(folder: folder, budget: remote.cacheBytes, keep: store.path) }
+        let etag = reply.value(of: "ETag")
+        let lastModified = reply.value(of: "Last-Modified")
+        let object = RemoteObject(url: url, options: remote, etag: etag, lastModified: lastModified, size: size, store: store)
+        object.count(requests: 1, bytes: UInt64(reply.body.count))
+        store.keep(reply.body, at: start)
+        let parts = try parts(of: object, digest: digest)
+        if let folder = remote.cacheDirectory {
+            RemotePin(url: url, etag: etag, lastModified: lastModified, size: size, digest: digest).save(folder: folder)
+        }
+        return parts
+    }
+
+    /// The bundle digest the archive comment names, read from the object's last bytes.
+    static func digest(fromTail tail: [UInt8], shownURL: String) throws -> String {
+        guard let end = ZipDirectory.endRecordPosition(in: tail) else {
+            throw BundleError(.notABundle, "\(shownURL) has no ZIP end record in its last \(tail.count) bytes: it is not a bundle, or it is cut short")
+        }
+        let comment = String(decoding: tail[(end + ZipConstants.endSize)...], as: UTF8.self)
+        let prefix = BundleFormat.commentPrefix + "sha256:"
+        if comment.hasPrefix("packager-delta/") {
+            throw BundleError(
+                .unsupported, "\(shownURL) is a delta bundle; deltas are mounted from files (download it, then packager serve DELTA BASE)")
+        }
+        guard comment.hasPrefix(prefix), comment.utf8.count == prefix.utf8.count + 64 else {
+            if comment.hasPrefix("packager-bundle/") {
+                throw BundleError(.unsupported, "\(shownURL) is a bundle of format \(comment.prefix(17)); remote mounts read version 2")
+            }
+            throw BundleError(.notABundle, "\(shownURL) lacks the packager bundle comment: it is not a bundle")
+        }
+        let digest = String(comment.dropFirst(prefix.count))
+        guard digest.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
+            throw BundleError(.notABundle, "\(shownURL) has a bundle comment whose digest is not lowercase hex")
+        }
+        return digest
+    }
+
+    /// The mount's parts read through `object`: end records, the metadata records at the end of the central
+    /// directory, and `index.bin` in one request (with `signature.json` when it lies near and a key is required).
+    private func parts(of object: RemoteObject, digest: String) throws -> Parts {
+        let modified = object.lastModified.flatMap { HTTPDates.parse($0) } ?? Date()
+        let file = BundleFile(remote: object, modified: modified)
+        let directory = try ZipDirectory.locate(in: file, tailLimit: MountedBundle.remoteTailBytes)
+        guard String(decoding: directory.comment, as: UTF8.self) == BundleFormat.commentPrefix + "sha256:" + digest else {
+            throw BundleError(.corruptDirectory, "\(shownURL): the cached end record names another bundle")
+        }
+        let names = [BundleFormat.signatureEntryName, BundleFormat.manifestEntryName, BundleFormat.indexEntryName]
+        let trailing = try directory.trailingEntries(from: file, names: names, optional: [BundleFormat.signatureEntryName])
+        let metadata = [String: ZipCentralEntry](trailing.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        guard let indexEntry = metadata[BundleFormat.indexEntryName], let manifestEntry = metadata[BundleFormat.manifestEntryName] else {
+            throw BundleError(.corruptDirectory, "\(shownURL): the central directory lacks index.bin or manifest.json")
+        }
+        let signatureEntry = metadata[BundleFormat.signatureEntryName]
+        let cdOffset = directory.centralDirectoryOffset
+        guard indexEntry.localHeaderOffset < manifestEntry.localHeaderOffset,
+            manifestEntry.localHeaderOffset < (signatureEntry?.localHeaderOffset ?? cdOffset),
+            (signatureEntry?.localHeaderOffset ?? 0) < cdOffset
+        else {
+            throw BundleError(.corruptDirectory, "\(shownURL): the metadata entries are not in the order the format lays them out")
+        }
+        // index.bin's local header (30 bytes, its 9-byte name, at most a 28-byte ZIP64 extra) and bytes, in one request.
+        let localAllowance: UInt64 = 30 + 64 + 28
+        var end = min(cdOffset, indexEntry.localHeaderOffset + localAllowance + min(indexEntry.compressedSize, cdOffset))
+        if options.requiredPublicKey != nil, let signatureEntry, signatureEntry.localHeaderOffset < end + (64 << 10) {
+            end = min(cdOffset, signatureEntry.localHeaderOffset + localAllowance + min(signatureEntry.compressedSize, 1 << 16))
+        }
+        guard indexEntry.compressedSize <= 1 << 32 else {
+            throw BundleError(.hostile, "\(shownURL): index.bin claims \(indexEntry.compressedSize) bytes", entry: indexEntry.name)
+        }
+        try object.prefetch(indexEntry.localHeaderOffset..<end, whole: true)
+        let indexBytes = try MountedBundle.readMetadataEntry(indexEntry, from: file, limit: 1 << 32, bodyArea: cdOffset)
+        guard hexString(Array(SHA256.hash(data: indexBytes))) == digest else {
+            throw BundleError(.corruptIndex, "index.bin of \(shownURL) does not hash to the digest its comment names: it was altered, or the cache is damaged")
+        }
+        let index = try BundleIndex(bytes: indexBytes, bodyArea: indexEntry.localHeaderOffset, maxRatio: options.maxCompressionRatio)
+        guard index.formatVersion == 2 else {
+            throw BundleError(.corruptIndex, "the archive comment says format version 2 but index.bin is version \(index.formatVersion)")
+        }
+        guard UInt64(index.bodyCount) + UInt64(trailing.count) == directory.entryCount else {
+            throw BundleError(
+                .corruptIndex, "index.bin lists \(index.bodyCount) bodies but the central directory holds \(directory.entryCount - UInt64(trailing.count))")
+        }
+        let signed = try MountedBundle.checkSignature(
+            signatureEntry, file: file, indexBytes: indexBytes, recordedDigest: digest, options: options, bodyArea: cdOffset)
+        return Parts(file: file, directory: directory, metadata: metadata, index: index, digest: digest, signed: signed)
+    }
+}

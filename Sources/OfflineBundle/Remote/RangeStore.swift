@@ -1,0 +1,271 @@
+import Crypto
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Byte ranges held, sorted and apart (touching ranges are merged).
+package struct HeldRanges: Sendable, Equatable {
+    package private(set) var ranges: [Range<UInt64>] = []
+
+    package init() {}
+
+    /// Bytes held.
+    package var count: UInt64 { ranges.reduce(0) { $0 + UInt64($1.count) } }
+
+    /// The index of the first range that ends after `offset`.
+    private func firstEnding(after offset: UInt64) -> Int {
+        var low = 0
+        var high = ranges.count
+        while low < high {
+            let mid = (low + high) / 2
+            if ranges[mid].upperBound <= offset { low = mid + 1 } else { high = mid }
+        }
+        return low
+    }
+
+    package func contains(_ range: Range<UInt64>) -> Bool {
+        if range.isEmpty { return true }
+        let i = firstEnding(after: range.lowerBound)
+        return i < ranges.count && ranges[i].lowerBound <= range.lowerBound && ranges[i].upperBound >= range.upperBound
+    }
+
+    /// The parts of `range` not held, in order.
+    package func missing(in range: Range<UInt64>) -> [Range<UInt64>] {
+        var gaps: [Range<UInt64>] = []
+        var position = range.lowerBound
+        var i = firstEnding(after: position)
+        while position < range.upperBound {
+            if i < ranges.count && ranges[i].lowerBound <= position {
+                position = ranges[i].upperBound
+                i += 1
+                continue
+            }
+            let end = i < ranges.count ? min(ranges[i].lowerBound, range.upperBound) : range.upperBound
+            gaps.append(position..<end)
+            position = end
+        }
+        return gaps
+    }
+
+    package mutating func insert(_ range: Range<UInt64>) {
+        guard !range.isEmpty else { return }
+        var lower = range.lowerBound
+        var upper = range.upperBound
+        // Every range that overlaps or touches the new one is merged into it.
+        var first = firstEnding(after: lower)
+        if first > 0 && ranges[first - 1].upperBound == lower { first -= 1 }
+        var last = first
+        while last < ranges.count && ranges[last].lowerBound <= upper {
+            lower = min(lower, ranges[last].lowerBound)
+            upper = max(upper, ranges[last].upperBound)
+            last += 1
+        }
+        ranges.replaceSubrange(first..<last, with: [lower..<upper])
+    }
+}
+
+/// Where a remote bundle's fetched bytes are kept: a sparse file the size of the object, and a log of the ranges
+/// written to it. In a cache folder both are named by the bundle's digest and size, so they outlive the process and
+/// are shared by every process on the host that mounts the same bundle (they write the same bytes, and append whole
+/// 16-byte records to the log); without a folder the file is this process's own, unlinked at once.
+///
+/// A range is logged only after its bytes are written, so the log never claims bytes that were never written; bodies
+/// and the index are checked when read (CRC-32, SHA-256) as from any file, so a damaged cache is refused, never served.
+package final class RangeStore: Sendable {
+    /// The data file's descriptor (`sendfile` sends from it once a range is held).
+    package let descriptor: Int32
+    /// The log's descriptor, opened to append; -1 without a cache folder.
+    private let log: Int32
+    package let size: UInt64
+    /// The data file's path; nil for a file of this process's own.
+    package let path: String?
+    /// The most bytes kept; past it, fetched bytes are handed to the reader and not kept.
+    private let budget: UInt64
+    private let held: Mutex<HeldRanges>
+
+    private static let recordSize = 16
+
+    /// Opens (or makes) the store of the bundle `digest` of `size` bytes in `folder`, reading its log; without a folder,
+    /// a file of this process's own.
+    package init(folder: String?, digest: String, size: UInt64, budget: UInt64) throws {
+        self.size = size
+        self.budget = budget
+        guard let folder else {
+            var template = Array((NSTemporaryDirectory() + "/packager-remote-XXXXXX").utf8CString)
+            let fd = template.withUnsafeMutableBufferPointer { buffer -> Int32 in
+                let fd = mkstemp(buffer.baseAddress!)
+                if fd >= 0 { unlink(buffer.baseAddress!) }
+                return fd
+            }
+            guard fd >= 0 else { throw BundleError(.io, "cannot make a file for a remote bundle's ranges", underlying: SystemCallError(errno)) }
+            guard ftruncate(fd, off_t(size)) == 0 else {
+                let error = SystemCallError(errno)
+                close(fd)
+                throw BundleError(.io, "cannot size the file for a remote bundle's ranges", underlying: error)
+            }
+            descriptor = fd
+            log = -1
+            path = nil
+            held = Mutex(HeldRanges())
+            return
+        }
+        try Self.makeFolder(folder)
+        let base = "\(folder)/\(digest)-\(size)"
+        let dataPath = base + ".data"
+        let fd = open(dataPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw BundleError(.io, "cannot open the cache file \(dataPath)", underlying: SystemCallError(errno)) }
+        var info = stat()
+        if fstat(fd, &info) != 0 || UInt64(info.st_size) != size {
+            // New (or cut short by something else): sized now; a log of another size is not trusted.
+            if UInt64(info.st_size) != size { unlink(base + ".ranges") }
+            guard ftruncate(fd, off_t(size)) == 0 else {
+                let error = SystemCallError(errno)
+                close(fd)
+                throw BundleError(.io, "cannot size the cache file \(dataPath)", underlying: error)
+            }
+        }
+        let logFD = open(base + ".ranges", O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        guard logFD >= 0 else {
+            let error = SystemCallError(errno)
+            close(fd)
+            throw BundleError(.io, "cannot open the cache log \(base).ranges", underlying: error)
+        }
+        descriptor = fd
+        log = logFD
+        path = dataPath
+        held = Mutex(Self.readLog(logFD, size: size))
+        // Marks the bundle as used now (the folder's least recently used go first).
+        futimens(logFD, nil)
+    }
+
+    deinit {
+        close(descriptor)
+        if log >= 0 { close(log) }
+    }
+
+    private static func makeFolder(_ folder: String) throws {
+        do {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        } catch {
+            throw BundleError(.io, "cannot make the cache folder \(folder): \(error.localizedDescription)")
+        }
+    }
+
+    /// The log's records, each checked to lie inside the object (a record cut short or out of bounds is skipped).
+    private static func readLog(_ fd: Int32, size: UInt64) -> HeldRanges {
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_size > 0 else { return HeldRanges() }
+        let length = Int(info.st_size) / recordSize * recordSize
+        var bytes = [UInt8](repeating: 0, count: length)
+        guard case .done(let read) = bytes.withUnsafeMutableBytes({ FileIO.read(fd, into: $0, at: 0) }), read == length else { return HeldRanges() }
+        var ranges = HeldRanges()
+        for start in stride(from: 0, to: length, by: recordSize) {
+            let offset = bytes.u64(start)
+            let count = bytes.u64(start + 8)
+            guard offset <= size, count <= size - offset else { continue }
+            ranges.insert(offset..<(offset + count))
+        }
+        return ranges
+    }
+
+    /// Whether every byte of `range` is held.
+    package func holds(_ range: Range<UInt64>) -> Bool { held.withLock { $0.contains(range) } }
+
+    /// The parts of `range` not held.
+    package func missing(in range: Range<UInt64>) -> [Range<UInt64>] { held.withLock { $0.missing(in: range) } }
+
+    /// Bytes held.
+    package var heldBytes: UInt64 { held.withLock { $0.count } }
+
+    /// Keeps `bytes`, fetched from `offset`, unless the budget is spent; says whether they were kept.
+    @discardableResult
+    package func keep(_ bytes: [UInt8], at offset: UInt64) -> Bool {
+        guard !bytes.isEmpty, offset <= size, UInt64(bytes.count) <= size - offset else { return false }
+        guard heldBytes + UInt64(bytes.count) <= budget else { return false }
+        guard bytes.withUnsafeBytes({ FileIO.write(descriptor, $0, at: offset) }) == nil else { return false }
+        if log >= 0 {
+            var record = [UInt8]()
+            record.reserveCapacity(Self.recordSize)
+            record.appendLE(offset)
+            record.appendLE(UInt64(bytes.count))
+            // A failed append loses only the record: the bytes are fetched again by whoever mounts next.
+            _ = record.withUnsafeBytes { FileIO.write(log, $0) }
+        }
+        held.withLock { $0.insert(offset..<(offset + UInt64(bytes.count))) }
+        return true
+    }
+
+    /// Forgets every range (the cache's bytes failed a check): the log is emptied and the data refetched as asked.
+    package func forgetAll() {
+        held.withLock { $0 = HeldRanges() }
+        if log >= 0 { _ = ftruncate(log, 0) }
+    }
+
+    /// Fills `buffer` from the held bytes at `offset`.
+    package func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) -> FileIO.Outcome {
+        FileIO.read(descriptor, into: buffer, at: offset)
+    }
+
+    /// Removes the cache folder's least recently mounted bundles until what the folder holds is within `budget`,
+    /// keeping `keep` (the data file of the bundle being mounted). Sizes are the disk blocks used (the files are sparse).
+    package static func trim(folder: String, budget: UInt64, keep: String?) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return }
+        var files: [(base: String, used: UInt64, lastUse: Int)] = []
+        for name in names where name.hasSuffix(".data") {
+            let base = "\(folder)/\(name.dropLast(5))"
+            var data = stat()
+            var log = stat()
+            guard stat(base + ".data", &data) == 0 else { continue }
+            #if canImport(Darwin)
+                let lastUse = stat(base + ".ranges", &log) == 0 ? Int(log.st_mtimespec.tv_sec) : 0
+            #else
+                let lastUse = stat(base + ".ranges", &log) == 0 ? Int(log.st_mtim.tv_sec) : 0
+            #endif
+            files.append((base, UInt64(data.st_blocks) * 512, lastUse))
+        }
+        var total = files.reduce(0) { $0 + $1.used }
+        for file in files.sorted(by: { $0.lastUse < $1.lastUse }) where total > budget {
+            if file.base + ".data" == keep { continue }
+            unlink(file.base + ".ranges")
+            unlink(file.base + ".data")
+            total -= min(total, file.used)
+        }
+    }
+}
+
+/// What a cache folder remembers of a URL between runs: the object it named when last mounted.
+package struct RemotePin: Codable, Sendable, Equatable {
+    package var url: String
+    package var etag: String?
+    package var lastModified: String?
+    package var size: UInt64
+    package var digest: String
+
+    /// The file that holds the pin of `url` (named by a digest of the URL without its query, which a presigned URL
+    /// changes at each signing).
+    package static func path(folder: String, url: String) -> String {
+        let key = String(url.prefix { $0 != "?" && $0 != "#" })
+        return "\(folder)/\(hexString(Array(SHA256.hash(data: Array(key.utf8)))).prefix(32)).pin"
+    }
+
+    package static func load(folder: String, url: String) -> RemotePin? {
+        guard let data = FileManager.default.contents(atPath: path(folder: folder, url: url)) else { return nil }
+        return try? JSONDecoder().decode(RemotePin.self, from: data)
+    }
+
+    /// Writes the pin beside the cache (written whole to a file of its own, then renamed over the old one).
+    package func save(folder: String) {
+        guard let data = try? JSONEncoder().encode(self) else { return }
+        let target = Self.path(folder: folder, url: url)
+        let temporary = target + ".\(getpid()).tmp"
+        guard FileManager.default.createFile(atPath: temporary, contents: data) else { return }
+        if rename(temporary, target) != 0 { unlink(temporary) }
+    }
+}

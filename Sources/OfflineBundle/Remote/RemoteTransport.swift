@@ -1,0 +1,118 @@
+import Foundation
+import Synchronization
+
+/// One HTTP request a remote bundle sends: a `GET` of a byte range (or of the whole object), or a `HEAD`.
+public struct RemoteRequest: Sendable {
+    /// `GET` or `HEAD`.
+    public var method: String
+    /// The object's URL, query and all (a presigned URL keeps its signature in the query).
+    public var url: String
+    /// Header fields to send, in order: the caller's (`Authorization`, …) and the read's own (`Range`, `If-Match`,
+    /// `If-None-Match`).
+    public var headers: [(name: String, value: String)]
+    /// Seconds the whole exchange may take, body and all.
+    public var timeout: Double
+    /// The most body bytes the caller takes: a transport stops reading past it and fails the request.
+    public var maxBodyBytes: Int
+
+    public init(method: String, url: String, headers: [(name: String, value: String)], timeout: Double, maxBodyBytes: Int) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.timeout = timeout
+        self.maxBodyBytes = maxBodyBytes
+    }
+}
+
+/// What the server answered.
+public struct RemoteReply: Sendable {
+    public var status: Int
+    /// Header fields as received; look them up with ``value(of:)``.
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The first value of the field `name` (compared without case), or nil.
+    public func value(of name: String) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+}
+
+/// Sends a remote bundle's HTTP requests. The runtime speaks HTTP through it and links no HTTP client of its own:
+/// `OfflineBundleHTTPClient` gives one over AsyncHTTPClient (``RemoteOptions`` takes any).
+///
+/// A transport calls `completion` once, with the reply or the failure to get one (a refused connection, a timeout).
+/// It must call it from a thread of its own (an event loop), never from Swift's cooperative pool and never by blocking
+/// on it: a remote bundle's reads wait for the completion on the thread that reads, which may be a pool's.
+public protocol RemoteTransport: Sendable {
+    func send(_ request: RemoteRequest, completion: @escaping @Sendable (Result<RemoteReply, any Error>) -> Void)
+}
+
+extension RemoteTransport {
+    /// Sends `request` and blocks the calling thread until the reply (call off the cooperative pool).
+    package func sendWaiting(_ request: RemoteRequest) -> Result<RemoteReply, any Error> {
+        let done = DispatchSemaphore(value: 0)
+        let result = Mutex<Result<RemoteReply, any Error>?>(nil)
+        send(request) { outcome in
+            result.withLock { $0 = outcome }
+            done.signal()
+        }
+        done.wait()
+        return result.withLock { $0! }
+    }
+}
+
+/// How a remote bundle is read: through which transport, with which headers, cached where, and how patient.
+public struct RemoteOptions: Sendable {
+    /// What a server that answers a range request with the whole object (status 200) gets.
+    public enum WholeObjectAnswer: Sendable {
+        /// The whole object is kept in the cache once (a warning is logged) and read from there.
+        case download
+        /// The mount fails, saying that the server does not serve ranges.
+        case refuse
+    }
+
+    /// Sends the requests.
+    public var transport: any RemoteTransport
+    /// Sent with every request: `Authorization` for a private bucket, or any field a CDN wants.
+    public var headers: [(name: String, value: String)]
+    /// Where fetched ranges are kept across restarts and shared between processes on one host (one file per bundle
+    /// digest); nil keeps them in a file of this process's own, removed when it ends.
+    public var cacheDirectory: String?
+    /// The most bytes the cache folder holds: bundles least recently mounted are removed first when a mount finds it
+    /// over; a bundle larger than this keeps what it fetches past the bound in no file (read again when asked again).
+    public var cacheBytes: UInt64
+    /// Seconds one request may take, body and all.
+    public var timeout: Double
+    /// Attempts after the first on a connection error, a timeout or a 5xx answer (backing off 0.2 s, 0.4 s, …).
+    public var retries: Int
+    /// What a server that ignores ranges gets.
+    public var wholeObject: WholeObjectAnswer
+    /// Whether a mount may use what the cache holds when the server cannot be reached (warm cache, offline).
+    public var offlineFromCache: Bool
+
+    public init(
+        transport: any RemoteTransport, headers: [(name: String, value: String)] = [], cacheDirectory: String? = nil, cacheBytes: UInt64 = 1 << 30,
+        timeout: Double = 30, retries: Int = 3, wholeObject: WholeObjectAnswer = .download, offlineFromCache: Bool = true
+    ) {
+        self.transport = transport
+        self.headers = headers
+        self.cacheDirectory = cacheDirectory
+        self.cacheBytes = cacheBytes
+        self.timeout = timeout
+        self.retries = retries
+        self.wholeObject = wholeObject
+        self.offlineFromCache = offlineFromCache
+    }
+
+    /// Whether `location` names a remote bundle (an `http://` or `https://` URL) rather than a file.
+    public static func isRemote(_ location: String) -> Bool {
+        let lower = location.prefix(8).lowercased()
+        return lower.hasPrefix("http://") || lower.hasPrefix("https://")
+    }
+}

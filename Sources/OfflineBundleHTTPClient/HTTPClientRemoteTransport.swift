@@ -1,0 +1,87 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import OfflineBundle
+
+/// A ``RemoteTransport`` over AsyncHTTPClient: what mounts a remote bundle (`MountedBundle(url:remote:)`) in a
+/// service that has AsyncHTTPClient, and in `packager`.
+///
+/// Replies complete on the client's event loops, as the transport protocol asks. Redirects are not followed: a
+/// bucket's credentials are never sent to another host, and the URL to mount is the object's own.
+///
+/// ```swift
+/// let transport = try HTTPClientRemoteTransport(caFile: "/etc/ssl/internal-ca.pem")
+/// let remote = RemoteOptions(transport: transport, headers: [("Authorization", token)], cacheDirectory: "/var/cache/bundles")
+/// let bundle = try await MountedBundle.mount(url: "https://cdn.example.com/release.bundle.zip", remote: remote)
+/// ```
+public final class HTTPClientRemoteTransport: RemoteTransport {
+    /// The client requests go through.
+    public let client: HTTPClient
+    private let owned: Bool
+
+    /// A transport over `client` (which the caller shuts down).
+    public init(client: HTTPClient) {
+        self.client = client
+        owned = false
+    }
+
+    /// A transport with a client of its own: trusting the system's roots, or only the PEM certificates in `caFile`;
+    /// connections time out after `connectTimeout` seconds. Shut it down with ``shutdown()``.
+    ///
+    /// - Throws: when `caFile` cannot be read as PEM certificates.
+    public convenience init(caFile: String? = nil, connectTimeout: Double = 10) throws {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let caFile {
+            do {
+                tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(caFile))
+            } catch {
+                throw BundleError(.invalidArgument, "cannot read the CA file \(caFile) as PEM certificates: \(error)")
+            }
+        }
+        var configuration = HTTPClient.Configuration(tlsConfiguration: tls, redirectConfiguration: .disallow)
+        configuration.timeout.connect = .milliseconds(Int64(connectTimeout * 1000))
+        configuration.decompression = .disabled
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        self.init(client: client, owned: true)
+    }
+
+    private init(client: HTTPClient, owned: Bool) {
+        self.client = client
+        self.owned = owned
+    }
+
+    /// Shuts down the client this transport made (a no-op for a client given to it).
+    public func shutdown() async throws {
+        if owned { try await client.shutdown() }
+    }
+
+    deinit {
+        if owned { try? client.syncShutdown() }
+    }
+
+    public func send(_ request: RemoteRequest, completion: @escaping @Sendable (Result<RemoteReply, any Error>) -> Void) {
+        let prepared: HTTPClient.Request
+        do {
+            var headers = HTTPHeaders()
+            for (name, value) in request.headers { headers.add(name: name, value: value) }
+            prepared = try HTTPClient.Request(url: request.url, method: HTTPMethod(rawValue: request.method), headers: headers)
+        } catch {
+            completion(.failure(error))
+            return
+        }
+        let limit = min(max(request.maxBodyBytes, 0), Int(UInt32.max))
+        let accumulator = ResponseAccumulator(request: prepared, maxBodySize: limit)
+        let deadline = NIODeadline.now() + .milliseconds(Int64(request.timeout * 1000))
+        client.execute(request: prepared, delegate: accumulator, deadline: deadline).futureResult.whenComplete { outcome in
+            completion(
+                outcome.map { response in
+                    var body = response.body ?? ByteBuffer()
+                    let bytes = body.readBytes(length: body.readableBytes) ?? []
+                    return RemoteReply(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: bytes)
+                }.mapError { $0 })
+        }
+    }
+}
