@@ -216,7 +216,7 @@ let package = Package(
         .testTarget(
             name: "OfflineBundleHTTPClientTests",
             dependencies: [
-                "OfflineBundleHTTPClient", "OfflineBundle", "PackagerKit", "TestSupport",
+                "OfflineBundleHTTPClient", "OfflineBundleServing", "OfflineBundle", "PackagerKit", "TestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]

@@ -52,6 +52,9 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         var body: ByteBuffer?
         var tooLarge: Bool
         var refused: Bool
+        /// Answered once already, from a remote bundle replaced meanwhile: asked again of the new one, once; its body's
+        /// budget was given back the first time.
+        var again = false
     }
     /// An answer is being read off the event loop or streamed: later requests wait, and the connection is not idle.
     private var busy = false
@@ -305,7 +308,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         }
         let record = ServedRequest(method: request.method.rawValue, target: request.uri, status: 500)
         let body = pending.body.map { Data($0.readableBytesView) }
-        if let held = pending.body?.readableBytes, held > 0 {
+        if !pending.again, let held = pending.body?.readableBytes, held > 0 {
             // Copied out: the connection holds it no longer.
             settings.bodyBudget.release(held)
             budgeted -= held
@@ -382,12 +385,37 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             case .success(nil):
                 handler.sendHead(response, context: context)
                 handler.end(keepAlive: keepAlive, context: context)
+            case .failure(let error as BundleError) where error.code == .changed && !pending.again:
+                // A remote bundle replaced since it was mounted: asked again once the reloader has mounted the new one.
+                return handler.answerAgain(pending, after: generation, context: context)
             case .failure:
                 // Never half-serve: a body that fails its checks is an error response (counted by the answer).
                 handler.empty(500, response.record, request: request, keepAlive: keepAlive, context: context)
             }
             handler.resume(context: context)
         }
+    }
+
+    /// Waits (on the event loop's timer, up to 10 s) for the handle to hold another loader than `generation`'s, then
+    /// answers `pending` again from it; requests behind it wait. A remote bundle's replacement is seen by a read
+    /// (412, another ETag), which tells the reloader at once.
+    private func answerAgain(_ pending: Pending, after generation: UInt64, context: ChannelHandlerContext) {
+        busy = true
+        var retried = pending
+        retried.again = true
+        let again = retried
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let deadline = NIODeadline.now() + .seconds(10)
+        @Sendable func check() {
+            let (handler, context) = bound.value
+            if handler.settings.serving.handle.snapshot.generation != generation || NIODeadline.now() > deadline {
+                handler.busy = false
+                handler.respond(to: again, context: context)
+                return handler.resume(context: context)
+            }
+            context.eventLoop.scheduleTask(in: .milliseconds(10)) { check() }
+        }
+        check()
     }
 
     /// A response on its way: its head so far, and what the per-request lines and the access log need.

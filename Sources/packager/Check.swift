@@ -17,8 +17,10 @@ extension Packager {
                 """
         )
 
-        @Argument(help: "The bundle to check.")
+        @Argument(help: "The bundle to check: a file, or an http(s) URL (fetched whole into the cache once).")
         var path: String
+
+        @OptionGroup(title: "Bundle URLs") var remote: RemoteFlags
 
         @Option(name: .customLong("public-key"), help: "A file with the Ed25519 public key (32 raw bytes or base64) the bundle must be signed by.")
         var publicKey: String?
@@ -57,7 +59,7 @@ extension Packager {
             var integrity: Checker.Report?
             try reportingErrors {
                 let key = try publicKey.map(readPublicKey)
-                let report = Checker.check(path: path, publicKey: key)
+                let report = Checker.check(path: path, publicKey: key, remote: try remote.options(for: [path]))
                 integrity = report
                 if json {
                     // With --browser, one JSON document for both: printed once the browser is done.

@@ -9,8 +9,10 @@ extension Packager {
             abstract: "List a bundle's entries (or any archive's files) with sizes, media types and compression."
         )
 
-        @Argument(help: "The bundle or archive to list.")
+        @Argument(help: "The bundle or archive to list; a bundle may be an http(s) URL, read by range requests.")
         var path: String
+
+        @OptionGroup(title: "Bundle URLs") var remote: RemoteFlags
 
         @Flag(help: "Print JSON instead of a table.")
         var json = false
@@ -29,7 +31,7 @@ extension Packager {
                     try printExpired()
                     return
                 }
-                let listing = try Inspector.inspect(path: path)
+                let listing = try Inspector.inspect(path: path, remote: try remote.options(for: [path]))
                 if json {
                     switch listing {
                     case .bundle(let b): try printJSON(b)
@@ -46,7 +48,7 @@ extension Packager {
 
         /// What the file at `path` says of itself as a delta; nil when it is not one.
         private func deltaInfo() throws -> DeltaInfo? {
-            guard FileManager.default.fileExists(atPath: path) else { return nil }
+            guard !RemoteOptions.isRemote(path), FileManager.default.fileExists(atPath: path) else { return nil }
             do {
                 return try MountedBundle.deltaInfo(atPath: path)
             } catch let error as BundleError where error.code == .notABundle || error.code == .truncated {
@@ -115,7 +117,7 @@ extension Packager {
         private func printExpired() throws {
             let bundle: MountedBundle
             do {
-                bundle = try MountedBundle(path: path)
+                bundle = try MountedBundle(location: path, remote: try remote.options(for: [path]))
             } catch let error as BundleError {
                 throw PackagerError(.invalidInput, error.message)
             }

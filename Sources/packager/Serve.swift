@@ -29,8 +29,10 @@ extension Packager {
                 """
         )
 
-        @Argument(help: "The bundles to serve; for each request, the first that holds it answers.")
+        @Argument(help: "The bundles to serve (files, or http(s) URLs read by range requests); for each request, the first that holds it answers.")
         var bundles: [String]
+
+        @OptionGroup(title: "Bundle URLs") var remote: RemoteFlags
 
         @Option(help: "The address to listen on.")
         var host = "127.0.0.1"
@@ -112,9 +114,10 @@ extension Packager {
                 let responses = tlsCertificate == nil ? total - total / 8 : 0
                 let cache = (total - responses) / paths.count
                 let rulesFile = self.rulesFile
+                let remote = try self.remote.options(for: paths)
                 @Sendable func mount() throws -> OfflineLoader {
                     let loader = OfflineLoader(
-                        bundles: try MountedBundle.mount(paths: paths, options: .init(requiredPublicKey: key, inflatedCacheBytes: cache)))
+                        bundles: try MountedBundle.mount(paths: paths, options: .init(requiredPublicKey: key, inflatedCacheBytes: cache), remote: remote))
                     guard let rulesFile else { return loader }
                     do {
                         return try loader.adding(OfflineRules(contentsOf: rulesFile))

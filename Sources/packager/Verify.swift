@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import OfflineBundle
 import PackagerKit
 
 #if canImport(Glibc)
@@ -109,10 +110,12 @@ extension Packager {
                 """
         )
 
-        @Argument(help: "The bundle to verify.")
+        @Argument(help: "The bundle to verify: a file, or an http(s) URL read by range requests.")
         var bundle: String
 
         @OptionGroup var probe: ProbeOptions
+
+        @OptionGroup(title: "Bundle URLs") var remote: RemoteFlags
 
         @Option(help: "Report format: text, json, junit, markdown or html.")
         var format: String = "text"
@@ -151,13 +154,15 @@ extension Packager {
             var code: Int32 = 0
             // An error (a bundle that cannot be read, a report that cannot be written) means the check was not made: 2.
             try await reportingErrorsAsync(status: 2) {
-                guard FileManager.default.fileExists(atPath: bundle) else { throw PackagerError(.invalidInput, "no such bundle", subject: bundle) }
+                guard RemoteOptions.isRemote(bundle) || FileManager.default.fileExists(atPath: bundle) else {
+                    throw PackagerError(.invalidInput, "no such bundle", subject: bundle)
+                }
                 var options = try probe.verifierOptions()
                 options.failOn = try failingVerdicts()
                 options.checkSubstituted = checkSubstituted
                 options.bundleArgument = bundle
                 let live = isatty(STDERR_FILENO) == 1
-                let report = try await Verifier(options: options).verify(bundleAt: bundle) { done, total in
+                let report = try await Verifier(options: options).verify(bundleAt: bundle, remote: try remote.options(for: [bundle])) { done, total in
                     if live && (done % 25 == 0 || done == total) { FileHandle.standardError.write(Data("\r\u{1B}[Kverified \(done)/\(total)".utf8)) }
                 }
                 if live { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
@@ -214,7 +219,9 @@ extension Packager {
         func run() async throws {
             var incomplete = false
             try await reportingErrorsAsync(status: 2) {
-                guard FileManager.default.fileExists(atPath: bundle) else { throw PackagerError(.invalidInput, "no such bundle", subject: bundle) }
+                guard RemoteOptions.isRemote(bundle) || FileManager.default.fileExists(atPath: bundle) else {
+                    throw PackagerError(.invalidInput, "no such bundle", subject: bundle)
+                }
                 // Mounted before the refresh: the bundle as it was stays readable after the new one replaces it.
                 let before = try deltaOut.map { _ in try DeltaBundles.mount(bundle) }
                 var options = try probe.verifierOptions()

@@ -87,7 +87,8 @@ package final class BundleFile: Sendable {
 
     /// Fetches what `range` lacks in one request, for a remote bundle (a no-op for a file): a body's local header and
     /// stored bytes are asked for together.
-    package func prefetch(_ range: Range<UInt64>) throws { try remote?.prefetch(range) }
+    /// `whole` asks for it in one request however long.
+    package func prefetch(_ range: Range<UInt64>, whole: Bool = false) throws { try remote?.prefetch(range, whole: whole) }
 
     /// Whether the file is held in memory (it then has no descriptor for `sendfile`).
     package var inMemory: Bool { memory != nil }

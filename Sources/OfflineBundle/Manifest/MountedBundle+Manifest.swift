@@ -64,6 +64,8 @@ extension MountedBundle {
             throw BundleError(.hostile, "\(name) claims \(entry.uncompressedSize) bytes, over the limit of \(limit) for \(entryCount) entries", entry: name)
         }
         let dataOffset = try Self.metadataDataOffset(entry, in: file, bodyArea: directory.centralDirectoryOffset)
+        // A remote bundle's manifest comes in one request.
+        try file.prefetch(dataOffset..<(dataOffset + entry.compressedSize), whole: true)
         let stream = try InflateStream(entry: name)
         var digest = SHA256()
         var offset: UInt64 = 0

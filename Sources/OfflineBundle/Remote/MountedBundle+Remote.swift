@@ -31,6 +31,25 @@ extension MountedBundle {
             options: options, stores: [parts.file], relocation: nil, base: nil, delta: nil, manifestPatch: nil)
     }
 
+    /// Mounts `location`: a remote bundle when it is an `http://` or `https://` URL (through `remote`), else the file
+    /// at that path.
+    ///
+    /// - Throws: ``BundleError`` as each mount does; `.invalidArgument` for a URL without `remote`.
+    public convenience init(location: String, options: Options = Options(), remote: RemoteOptions?) throws {
+        if RemoteOptions.isRemote(location) {
+            guard let remote else {
+                throw BundleError(.invalidArgument, "\(RemoteObject.shown(location)) is a URL: mounting it needs RemoteOptions")
+            }
+            try self.init(url: location, remote: remote, options: options)
+        } else {
+            try self.init(path: location, options: options)
+        }
+    }
+
+    /// Fetches the whole object into the cache in one request (what reads every body, as `packager check` does, asks
+    /// first); a no-op for a file.
+    public func fetchWhole() throws { try file.prefetch(0..<file.size, whole: true) }
+
     /// ``init(url:remote:options:)`` on a dispatch thread, awaited.
     public static func mount(url: String, remote: RemoteOptions, options: Options = Options()) async throws -> MountedBundle {
         try await withCheckedThrowingContinuation { done in
@@ -98,6 +117,10 @@ struct RemoteMount {
             } catch let error as BundleError where error.code == .changed && attempt < 2 {
                 attempt += 1
                 logger.info("the remote bundle changed while it mounted; mounting again", metadata: ["url": "\(shownURL)"])
+            } catch var error as BundleError {
+                // Every refusal names the URL.
+                if !error.message.contains(shownURL) { error.message = "\(shownURL): \(error.message)" }
+                throw error
             }
         }
     }
@@ -106,7 +129,10 @@ struct RemoteMount {
         if let folder = remote.cacheDirectory, let pin = RemotePin.load(folder: folder, url: url) {
             switch revalidate(pin) {
             case .same:
-                if let parts = try? open(pin: pin, folder: folder) { return parts }
+                if let parts = try? open(pin: pin, folder: folder) {
+                    parts.file.remote?.count(requests: 1, bytes: 0)
+                    return parts
+                }
             case .unreachable(let reason):
                 guard remote.offlineFromCache else { throw BundleError(.remote, "cannot reach \(shownURL): \(reason)") }
                 do {

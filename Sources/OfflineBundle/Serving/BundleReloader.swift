@@ -107,13 +107,14 @@ public final class BundleReloader: Service, Sendable {
     public convenience init(
         paths: [String], mountOptions: MountedBundle.Options = MountedBundle.Options(), policy: OfflinePolicy = .bundleOnly,
         overrides: [PolicyOverride] = [], options: LoaderOptions = LoaderOptions(), rulesFile: String? = nil, interval: Double = 2,
-        signals: [UnixSignal] = [.sighup], logger: Logger = Logger(label: "offline-bundle.reloader"),
+        signals: [UnixSignal] = [.sighup], logger: Logger = Logger(label: "offline-bundle.reloader"), remote: RemoteOptions? = nil,
         report: @escaping @Sendable (Event) -> Void = { _ in }
     ) throws {
         @Sendable func mount() throws -> OfflineLoader {
-            // As `packager serve` takes paths: a delta mounts over the path after it.
+            // As `packager serve` takes paths: a delta mounts over the path after it; a URL is a remote bundle.
             let loader = OfflineLoader(
-                bundles: try MountedBundle.mount(paths: paths, options: mountOptions), policy: policy, overrides: overrides, options: options)
+                bundles: try MountedBundle.mount(paths: paths, options: mountOptions, remote: remote), policy: policy, overrides: overrides,
+                options: options)
             return try rulesFile.map { try loader.adding(OfflineRules(contentsOf: $0)) } ?? loader
         }
         // What the files are before the first mount: one replaced while it mounts is mounted again at the first check.
@@ -135,6 +136,21 @@ public final class BundleReloader: Service, Sendable {
         self.mount = mount
         self.report = report
         seen = Mutex(identities)
+        watchRemote(handle.loader)
+    }
+
+    /// Reloads as soon as a read or a check sees one of `loader`'s remote bundles replaced (while it still answers).
+    private func watchRemote(_ loader: OfflineLoader) {
+        for bundle in loader.bundles where bundle.remoteURL != nil {
+            let url = bundle.remoteURL ?? ""
+            bundle.onRemoteReplaced { [weak self, weak bundle] in
+                guard let reloader = self, let replaced = bundle else { return }
+                DispatchQueue.global().async {
+                    guard reloader.handle.loader.bundles.contains(where: { $0 === replaced }) else { return }
+                    reloader.reload(because: "\(url) was replaced")
+                }
+            }
+        }
     }
 
     /// The loader answering now.
@@ -152,6 +168,7 @@ public final class BundleReloader: Service, Sendable {
             do {
                 let loader = try mount()
                 handle.replace(with: loader)
+                watchRemote(loader)
                 event = .reloaded(loader, reason: reason)
                 reloaded.increment()
                 counted.withLock { $0.reloaded += 1 }
@@ -190,6 +207,8 @@ public final class BundleReloader: Service, Sendable {
                         while !Task.isCancelled {
                             try? await Task.sleep(for: .seconds(self.interval))
                             if !Task.isCancelled && self.changed { await self.reloadOffPool(because: "a bundle file changed") }
+                            // A replaced remote bundle is reloaded by its watcher (watchRemote), which the check tells.
+                            if !Task.isCancelled { _ = await self.remoteReplaced() }
                         }
                     }
                 }
@@ -204,6 +223,15 @@ public final class BundleReloader: Service, Sendable {
                 self.reload(because: reason)
                 done.resume()
             }
+        }
+    }
+
+    /// Whether a remote bundle of the loader answering was replaced: one conditional `HEAD` each, off the pool.
+    private func remoteReplaced() async -> Bool {
+        let remote = handle.loader.bundles.filter { $0.remoteURL != nil }
+        guard !remote.isEmpty else { return false }
+        return await withCheckedContinuation { done in
+            DispatchQueue.global(qos: .utility).async { done.resume(returning: remote.contains { $0.remoteReplaced() }) }
         }
     }
 

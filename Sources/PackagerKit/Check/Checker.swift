@@ -59,11 +59,13 @@ public enum Checker {
     /// Checks the bundle at `path`.
     ///
     /// - Parameter publicKey: when given (32 raw bytes), the bundle must carry a valid signature by it.
-    public static func check(path: String, publicKey: [UInt8]? = nil) -> Report {
+    /// - Parameter remote: how to read `path` when it is a URL (the whole object is fetched once: every body is read).
+    public static func check(path: String, publicKey: [UInt8]? = nil, remote: RemoteOptions? = nil) -> Report {
         var report = Report(path: path, issues: [], entries: 0, bodies: 0, bytesVerified: 0)
         let bundle: MountedBundle
         do {
-            bundle = try MountedBundle(path: path, options: .init(verification: .sha256))
+            bundle = try MountedBundle(location: path, options: .init(verification: .sha256), remote: remote)
+            try bundle.fetchWhole()
         } catch {
             report.record(error)
             return report

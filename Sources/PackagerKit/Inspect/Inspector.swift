@@ -59,7 +59,10 @@ public enum Inspector {
     ///
     /// A packager bundle is listed by request key from its manifest; any other
     /// archive is listed by entry through libarchive.
-    public static func inspect(path: String) throws -> Listing {
+    ///
+    /// A URL is a remote bundle, read through `remote` (its index and manifest only).
+    public static func inspect(path: String, remote: RemoteOptions? = nil) throws -> Listing {
+        if RemoteOptions.isRemote(path) { return .bundle(try inspectBundle(path: path, remote: remote)) }
         do {
             return .bundle(try inspectBundle(path: path))
         } catch let error as BundleError where error.code == .notABundle {
@@ -68,8 +71,8 @@ public enum Inspector {
     }
 
     /// Lists a bundle.
-    public static func inspectBundle(path: String) throws -> BundleListing {
-        let bundle = try MountedBundle(path: path)
+    public static func inspectBundle(path: String, remote: RemoteOptions? = nil) throws -> BundleListing {
+        let bundle = try MountedBundle(location: path, remote: remote)
         let manifest = try bundle.manifest()
         let rows = manifest.entries.map {
             Row(

@@ -100,8 +100,12 @@ public struct Verifier: Sendable {
     ///
     /// - Parameter progress: called after each entry with the number done and the total.
     /// - Throws: `BundleError` when the bundle cannot be mounted.
-    public func verify(bundleAt path: String, progress: (@Sendable (Int, Int) -> Void)? = nil) async throws -> VerifyReport {
-        try await verify(try MountedBundle(path: path), path: path, progress: progress)
+    /// A URL is a remote bundle, read through `remote` (its index; verify reads no body).
+    public func verify(bundleAt path: String, remote: RemoteOptions? = nil, progress: (@Sendable (Int, Int) -> Void)? = nil) async throws -> VerifyReport {
+        let bundle =
+            RemoteOptions.isRemote(path) && remote != nil
+            ? try await MountedBundle.mount(url: path, remote: remote!) : try MountedBundle(location: path, remote: remote)
+        return try await verify(bundle, path: RemoteOptions.isRemote(path) ? RemoteObject.shown(path) : path, progress: progress)
     }
 
     /// Verifies a bundle already mounted (refresh mounts once, for its verify and its writing).

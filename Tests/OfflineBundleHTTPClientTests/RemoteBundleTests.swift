@@ -1,0 +1,417 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import OfflineBundle
+import OfflineBundleHTTPClient
+import OfflineBundleServing
+import PackagerKit
+import TestSupport
+import Testing
+
+/// Remote bundles: mounted where they lie, by HTTP range requests, from the web servers people put in front of object
+/// storage (nginx, Apache httpd, Caddy, lighttpd) and from an S3-compatible API (moto) by a presigned URL; and what a
+/// hostile or failing server gets.
+@Suite("remote bundles by HTTP range reads", .serialized)
+struct RemoteBundleTests {
+    /// A bundle of `count` pages (1–20 KB, text), a few larger bodies (100 KB of noise, and 5 MB to read in pieces).
+    static func writeRelease(to path: String, count: Int = 300, version: String = "v1") throws {
+        var writer = BundleWriter()
+        for i in 0..<count {
+            let text = String(repeating: "<p>page \(i) of release \(version): the quick brown fox.</p>\n", count: 20 + (i * 7) % 400)
+            writer.add(.init(url: "https://docs.example/p\(i).html", headers: [("content-type", "text/html")], body: .data(Data(text.utf8))))
+        }
+        writer.add(.init(url: "https://docs.example/noise.bin", headers: [("content-type", "application/octet-stream")], body: .data(noise(100_000, seed: 3))))
+        writer.add(
+            .init(url: "https://docs.example/large.bin", headers: [("content-type", "application/octet-stream")], body: .data(noise(5_000_000, seed: 4))))
+        writer.add(.init(url: "https://docs.example/version.txt", headers: [("content-type", "text/plain")], body: .data(Data(version.utf8))))
+        _ = try writer.write(to: path)
+    }
+
+    static func remote(cache: String?, timeout: Double = 10, retries: Int = 1, whole: RemoteOptions.WholeObjectAnswer = .download) throws -> RemoteOptions {
+        RemoteOptions(
+            transport: try HTTPClientRemoteTransport(connectTimeout: 5), cacheDirectory: cache, timeout: timeout, retries: retries, wholeObject: whole)
+    }
+
+    /// Every entry's body through `remote` is the local file's, byte for byte.
+    static func expectSameBodies(_ remote: MountedBundle, _ local: MountedBundle) throws {
+        #expect(remote.entryCount == local.entryCount && remote.digest == local.digest)
+        for entry in local.entries {
+            let other = try #require(remote.entry(forKey: entry.key))
+            #expect(try remote.body(of: other) == local.body(of: entry), "\(entry.key)")
+        }
+    }
+
+    @Test("cold mount in two requests within index + 64 KiB, warm mount in one, offline from the cache: nginx, Apache, Caddy, lighttpd")
+    func realServers() async throws {
+        let kinds = ["nginx", "apache", "caddy", "lighttpd"].filter(RealServer.installed.contains)
+        #expect(!kinds.isEmpty, "no web server installed (make deps installs them)")
+        let folder = try TemporaryFolder()
+        try FileManager.default.createDirectory(atPath: folder.path + "/www", withIntermediateDirectories: true)
+        try Self.writeRelease(to: folder.path + "/www/release.zip")
+        let local = try MountedBundle(path: folder.path + "/www/release.zip")
+        let indexBytes = try #require(local.metadata["index.bin"]).compressedSize
+        for kind in kinds {
+            let server = try await RealServer.start(kind, root: folder.path + "/www", state: folder.path + "/state-\(kind)")
+            defer { server.stop() }
+            let cache = folder.path + "/cache-\(kind)"
+            let url = server.base + "/release.zip"
+            let bundle = try await MountedBundle.mount(url: url, remote: try Self.remote(cache: cache))
+            let mounted = try #require(bundle.remoteTraffic)
+            #expect(mounted.requests == 2, "\(kind): a cold mount took \(mounted.requests) requests")
+            #expect(mounted.bytes <= indexBytes + (64 << 10), "\(kind): a cold mount fetched \(mounted.bytes) bytes (index \(indexBytes))")
+            // One body, one request.
+            let page = try #require(bundle.entry(forKey: "https://docs.example/p7.html"))
+            #expect(try bundle.body(of: page) == local.body(of: try #require(local.entry(forKey: page.key))))
+            #expect(bundle.remoteTraffic?.requests == 3, "\(kind)")
+            try await offPool { try Self.expectSameBodies(bundle, local) }
+            // Warm: one conditional request, then every body from the cache.
+            let warm = try await MountedBundle.mount(url: url, remote: try Self.remote(cache: cache))
+            #expect(warm.remoteTraffic?.requests == 1, "\(kind): a warm mount took \(warm.remoteTraffic?.requests ?? 0) requests")
+            try await offPool { try Self.expectSameBodies(warm, local) }
+            #expect(warm.remoteTraffic?.requests == 1, "\(kind): a warm read went to the server")
+            server.stop()
+            // Offline: mounted from what the cache holds.
+            let offline = try await MountedBundle.mount(url: url, remote: try Self.remote(cache: cache, timeout: 2, retries: 0))
+            try await offPool { try Self.expectSameBodies(offline, local) }
+        }
+    }
+
+    @Test("a server that loses its origin keeps answering what its cache holds, and says why for the rest")
+    func lostOrigin() async throws {
+        let folder = try TemporaryFolder()
+        try FileManager.default.createDirectory(atPath: folder.path + "/www", withIntermediateDirectories: true)
+        try Self.writeRelease(to: folder.path + "/www/release.zip")
+        let server = try await RealServer.start("nginx", root: folder.path + "/www", state: folder.path + "/state")
+        let bundle = try await MountedBundle.mount(url: server.base + "/release.zip", remote: try Self.remote(cache: nil, timeout: 2, retries: 1))
+        let held = try #require(bundle.entry(forKey: "https://docs.example/p1.html"))
+        let before = try bundle.body(of: held)
+        server.stop()
+        #expect(try bundle.body(of: held) == before)
+        let missing = try #require(bundle.entry(forKey: "https://docs.example/p2.html"))
+        let error = try #require(throws: BundleError.self) { try bundle.body(of: missing) }
+        #expect(error.code == .remote && error.message.contains(server.base + "/release.zip"), "\(error)")
+    }
+
+    @Test("an object replaced mid-use is never mixed with the mounted index: reads of what is held go on, others fail as changed, and a reloader swaps")
+    func swapSafety() async throws {
+        let folder = try TemporaryFolder()
+        try FileManager.default.createDirectory(atPath: folder.path + "/www", withIntermediateDirectories: true)
+        try Self.writeRelease(to: folder.path + "/www/release.zip", version: "v1")
+        try Self.writeRelease(to: folder.path + "/v2.zip", count: 301, version: "v2")
+        let server = try await RealServer.start("nginx", root: folder.path + "/www", state: folder.path + "/state")
+        defer { server.stop() }
+        let url = server.base + "/release.zip"
+        let remote = try Self.remote(cache: folder.path + "/cache")
+        let reloader = try BundleReloader(paths: [url], interval: 0, signals: [], remote: remote)
+        let first = try #require(reloader.loader.bundles.first)
+        let version = try #require(first.entry(forKey: "https://docs.example/version.txt"))
+        #expect(try first.body(of: version) == Data("v1".utf8))
+        #expect(!first.remoteReplaced())
+        // Replaced as a release pipeline replaces it: written beside, renamed over.
+        try FileManager.default.copyItem(atPath: folder.path + "/v2.zip", toPath: folder.path + "/www/next.zip")
+        #expect(rename(folder.path + "/www/next.zip", folder.path + "/www/release.zip") == 0)
+        #expect(try first.body(of: version) == Data("v1".utf8), "a held body reads as mounted")
+        let unread = try #require(first.entry(forKey: "https://docs.example/p3.html"))
+        let error = try #require(throws: BundleError.self) { try first.body(of: unread) }
+        #expect(error.code == .changed, "\(error)")
+        // The read that saw it told the reloader, which mounts the new object.
+        for _ in 0..<100 where reloader.loader.bundles.first === first { try await Task.sleep(for: .milliseconds(50)) }
+        let second = try #require(reloader.loader.bundles.first)
+        #expect(second !== first)
+        #expect(try second.body(of: try #require(second.entry(forKey: "https://docs.example/version.txt"))) == Data("v2".utf8))
+        #expect(second.entryCount == first.entryCount + 1)
+    }
+
+    @Test("serve answers from a remote bundle swapped 20 times under 8 clients: no failed request, every body of one version")
+    func serveSwapsUnderLoad() async throws {
+        let folder = try TemporaryFolder()
+        try FileManager.default.createDirectory(atPath: folder.path + "/www", withIntermediateDirectories: true)
+        try Self.writeRelease(to: folder.path + "/a.zip", count: 60, version: "v1")
+        try Self.writeRelease(to: folder.path + "/b.zip", count: 60, version: "v2")
+        try FileManager.default.copyItem(atPath: folder.path + "/a.zip", toPath: folder.path + "/www/release.zip")
+        let server = try await RealServer.start("nginx", root: folder.path + "/www", state: folder.path + "/state")
+        defer { server.stop() }
+        let reloader = try BundleReloader(paths: [server.base + "/release.zip"], interval: 0, signals: [], remote: try Self.remote(cache: nil))
+        let serving = try await OfflineBundleChannelServer.start(
+            handle: reloader.handle, routes: [BundleRoute(origin: "https://docs.example")], responseCacheSize: 0)
+        let base = "http://127.0.0.1:\(serving.port)"
+        let a = try MountedBundle(path: folder.path + "/a.zip")
+        let b = try MountedBundle(path: folder.path + "/b.zip")
+        let stop = Stopwatch()
+        let failures = Counted()
+        let root = folder.path
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for client in 0..<8 {
+                group.addTask {
+                    var i = client
+                    while !stop.stopped {
+                        i = (i + 7) % 60
+                        let key = "https://docs.example/p\(i).html"
+                        var request = HTTPClientRequest(url: base + "/p\(i).html")
+                        request.method = .GET
+                        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+                        let body = Data(try await response.body.collect(upTo: 1 << 20).readableBytesView)
+                        let good = try [a, b].contains { bundle in try bundle.body(of: bundle.entry(forKey: key)!) == body }
+                        if response.status.code != 200 || !good { failures.add("\(key): \(response.status.code), \(body.count) bytes") }
+                    }
+                }
+            }
+            group.addTask {
+                for swap in 0..<20 {
+                    try await Task.sleep(for: .milliseconds(150))
+                    let next = root + "/www/next.zip"
+                    try? FileManager.default.removeItem(atPath: next)
+                    try FileManager.default.copyItem(atPath: root + (swap % 2 == 0 ? "/b.zip" : "/a.zip"), toPath: next)
+                    // nginx's ETag is the modification time and size: a second apart, so each version is told apart.
+                    try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_700_000_000 + Double(swap))], ofItemAtPath: next)
+                    #expect(rename(next, root + "/www/release.zip") == 0)
+                    _ = await offPoolCheck(reloader)
+                }
+                stop.stop()
+            }
+            try await group.waitForAll()
+        }
+        await serving.stop()
+        #expect(failures.items.isEmpty, "\(failures.items.prefix(5))")
+        #expect(reloader.counts.reloaded >= 10, "\(reloader.counts)")
+    }
+
+    @Test("an S3-compatible server (moto) by a presigned URL")
+    func presignedS3() async throws {
+        guard let moto = APIServer.find("moto_server") else {
+            Issue.record("moto_server is not installed: \(APIServer.installHint)")
+            return
+        }
+        let folder = try TemporaryFolder()
+        try Self.writeRelease(to: folder.path + "/release.zip", count: 50)
+        let server = try await APIServer.start(moto, ["-H", "127.0.0.1", "-p", "{port}"], probe: "/")
+        defer { server.stop() }
+        let script = """
+            import boto3, sys
+            s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
+            s3.create_bucket(Bucket="releases")
+            s3.upload_file(sys.argv[2], "releases", "docs/release.zip")
+            print(s3.generate_presigned_url("get_object", Params={"Bucket": "releases", "Key": "docs/release.zip"}, ExpiresIn=3600))
+            """
+        let python = URL(fileURLWithPath: moto).deletingLastPathComponent().appendingPathComponent("python3").path
+        let result = try await run(FileManager.default.isExecutableFile(atPath: python) ? python : "python3", ["-c", script, server.base, folder.path + "/release.zip"])
+        try #require(result.status == 0, "\(result.output)")
+        let presigned = try #require(result.output.split(separator: "\n").last.map(String.init))
+        #expect(presigned.contains("Signature=") || presigned.contains("X-Amz-Signature="))
+        let bundle = try await MountedBundle.mount(url: presigned, remote: try Self.remote(cache: folder.path + "/cache"))
+        #expect(bundle.remoteTraffic?.requests == 2)
+        #expect(bundle.remoteURL == server.base + "/releases/docs/release.zip", "the query (the signature) is never shown")
+        let local = try MountedBundle(path: folder.path + "/release.zip")
+        try await offPool { try Self.expectSameBodies(bundle, local) }
+        // Without the signature the bucket refuses, and the error says so.
+        let error = await #expect(throws: BundleError.self) {
+            _ = try await MountedBundle.mount(url: server.base + "/releases/docs/release.zip", remote: try Self.remote(cache: nil))
+        }
+        #expect(error?.code == .remote && error?.message.contains("403") == true, "\(String(describing: error))")
+    }
+}
+
+/// A server under the test's control, for what real servers do not do on request: ignore ranges, change the object
+/// between two requests, send the wrong range, fail, hang.
+@Suite("remote bundles: failing and hostile servers")
+struct RemoteBundleFaultTests {
+    /// Serves `bytes` with ranges, a strong ETag and If-Match, changed as `fault` says for each request (numbered from 1).
+    final class RangeServer: @unchecked Sendable {
+        var bytes: [UInt8]
+        var etag = "\"one\""
+        var fault: (Int, inout Origin.Resource, inout [UInt8]) -> Void = { _, _, _ in }
+        private var count = 0
+        private let lock = NSLock()
+        init(bytes: [UInt8]) { self.bytes = bytes }
+
+        var requests: Int { lock.withLock { count } }
+
+        func answer(_ request: Origin.Received) -> Origin.Resource {
+            lock.withLock {
+                count += 1
+                var bytes = self.bytes
+                var resource = Origin.Resource(status: 200, headers: [("ETag", etag), ("Accept-Ranges", "bytes")])
+                fault(count, &resource, &bytes)
+                let etag = resource.headers.first { $0.0 == "ETag" }?.1
+                if let match = request.headers["if-match"], match != etag { return Origin.Resource(status: 412) }
+                if request.method == "HEAD" {
+                    resource.body = bytes
+                    return resource
+                }
+                guard resource.status == 200, let range = request.headers["range"], range.hasPrefix("bytes=") else {
+                    resource.body = bytes
+                    return resource
+                }
+                let spec = range.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+                var first: Int
+                var last: Int
+                if spec[0].isEmpty {
+                    first = max(0, bytes.count - Int(spec[1])!)
+                    last = bytes.count - 1
+                } else {
+                    first = Int(spec[0])!
+                    last = min(bytes.count - 1, Int(spec[1])!)
+                }
+                if first > last { return Origin.Resource(status: 416) }
+                resource.status = 206
+                resource.headers.append(("Content-Range", "bytes \(first)-\(last)/\(bytes.count)"))
+                resource.body = Array(bytes[first...last])
+                return resource
+            }
+        }
+    }
+
+    func withRangeServer<T>(_ bytes: [UInt8], _ body: (Origin, RangeServer) async throws -> T) async throws -> T {
+        let server = RangeServer(bytes: bytes)
+        return try await withOrigin { origin in
+            origin.route("/release.zip") { server.answer($0) }
+            return try await body(origin, server)
+        }
+    }
+
+    func release() throws -> (TemporaryFolder, [UInt8]) {
+        let folder = try TemporaryFolder()
+        try RemoteBundleTests.writeRelease(to: folder.path + "/release.zip", count: 40)
+        return (folder, Array(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/release.zip"))))
+    }
+
+    func mount(_ origin: Origin, whole: RemoteOptions.WholeObjectAnswer = .download, timeout: Double = 5, retries: Int = 1) async throws -> MountedBundle {
+        try await MountedBundle.mount(
+            url: origin.base + "/release.zip?X-Signature=secret",
+            remote: try RemoteBundleTests.remote(cache: nil, timeout: timeout, retries: retries, whole: whole))
+    }
+
+    func mountError(_ origin: Origin, whole: RemoteOptions.WholeObjectAnswer = .download, timeout: Double = 5, retries: Int = 1) async -> BundleError? {
+        do {
+            _ = try await mount(origin, whole: whole, timeout: timeout, retries: retries)
+            return nil
+        } catch {
+            return error as? BundleError
+        }
+    }
+
+    @Test("a server that answers ranges with the whole object: kept whole once, with a warning; refused under the option, in words")
+    func wholeObject() async throws {
+        let (folder, bytes) = try release()
+        try await withRangeServer(bytes) { origin, server in
+            // Ignoring Range (and saying nothing of ranges): answered with status 200 and every byte.
+            server.fault = { _, resource, _ in resource.headers = [("ETag", "\"one\"")] }
+            origin.route("/release.zip") { request in
+                var stripped = request
+                stripped.headers["range"] = nil
+                return server.answer(stripped)
+            }
+            let error = await mountError(origin, whole: .refuse)
+            #expect(error?.code == .remote && error?.message.contains("does not serve ranges") == true, "\(String(describing: error))")
+            #expect(error?.message.contains("secret") == false, "a presigned query is never printed")
+            let bundle = try await mount(origin)
+            #expect(bundle.remoteTraffic?.requests == 1)
+            let local = try MountedBundle(path: folder.path + "/release.zip")
+            try await offPool { try RemoteBundleTests.expectSameBodies(bundle, local) }
+            #expect(bundle.remoteTraffic?.requests == 1, "every body came from the one download")
+        }
+    }
+
+    @Test("a truncated object, a damaged index and a damaged body are refused, naming the URL; never a wrong byte")
+    func damaged() async throws {
+        let (_, bytes) = try release()
+        try await withRangeServer(Array(bytes.dropLast(40))) { origin, _ in
+            let error = await mountError(origin)
+            #expect(error?.code == .notABundle && error?.message.contains(origin.base + "/release.zip") == true, "\(String(describing: error))")
+        }
+        let local = try TemporaryFolder()
+        try Data(bytes).write(to: URL(fileURLWithPath: local.path + "/r.zip"))
+        let mounted = try MountedBundle(path: local.path + "/r.zip")
+        let indexAt = Int(try MountedBundle.metadataDataOffset(try #require(mounted.metadata["index.bin"]), in: mounted.file, bodyArea: mounted.directory.centralDirectoryOffset))
+        var badIndex = bytes
+        badIndex[indexAt + 200] ^= 0x40
+        try await withRangeServer(badIndex) { origin, _ in
+            let error = await mountError(origin)
+            #expect([.corruptIndex, .corruptDirectory].contains(error?.code) && error?.message.contains(origin.base) == true, "\(String(describing: error))")
+        }
+        let page = try #require(mounted.entry(forKey: "https://docs.example/p5.html"))
+        let record = mounted.bodyRecord(at: try #require(page.body).index)
+        var badBody = bytes
+        badBody[Int(record.dataOffset) + 10] ^= 0x01
+        try await withRangeServer(badBody) { origin, _ in
+            let bundle = try await mount(origin)
+            let error = try #require(throws: BundleError.self) { try bundle.body(of: try #require(bundle.entry(forKey: page.key))) }
+            #expect(error.code == .corruptBody, "\(error)")
+            let other = try #require(bundle.entry(forKey: "https://docs.example/p6.html"))
+            #expect(try bundle.body(of: other) == mounted.body(of: try #require(mounted.entry(forKey: other.key))))
+        }
+    }
+
+    @Test("an ETag that changes between the two mount requests: mounted again; one that never holds still is refused as changed")
+    func etagChanges() async throws {
+        let (_, bytes) = try release()
+        try await withRangeServer(bytes) { origin, server in
+            server.fault = { n, resource, _ in
+                if n >= 2 { resource.headers = [("ETag", "\"two\"")] }
+            }
+            let bundle = try await mount(origin)
+            #expect(bundle.entryCount == 43)
+            #expect(server.requests == 4, "tail, index refused (412), then tail and index again")
+        }
+        try await withRangeServer(bytes) { origin, server in
+            server.fault = { n, resource, _ in resource.headers = [("ETag", "\"v\(n)\"")] }
+            let error = await mountError(origin)
+            #expect(error?.code == .changed && error?.message.contains(origin.base + "/release.zip") == true, "\(String(describing: error))")
+        }
+    }
+
+    @Test("a wrong Content-Range, 5xx answers (retried), and a server that hangs (timed out, retried, then refused)")
+    func misbehaving() async throws {
+        let (_, bytes) = try release()
+        try await withRangeServer(bytes) { origin, server in
+            // The index's range answered with another range's Content-Range.
+            origin.route("/release.zip") { request in
+                var answer = server.answer(request)
+                if server.requests > 1 && answer.status == 206 {
+                    answer.headers = answer.headers.map { $0.0 == "Content-Range" ? ("Content-Range", "bytes 0-9/\(bytes.count)") : $0 }
+                }
+                return answer
+            }
+            let error = await mountError(origin)
+            #expect(error?.code == .remote && error?.message.contains("Content-Range") == true, "\(String(describing: error))")
+        }
+        try await withRangeServer(bytes) { origin, server in
+            origin.route("/release.zip") { request in
+                let answer = server.answer(request)
+                return server.requests <= 2 ? Origin.Resource(status: 503) : answer
+            }
+            let bundle = try await mount(origin, retries: 3)
+            #expect(bundle.entryCount == 43)
+        }
+        try await withOrigin { origin in
+            var hanging = Origin.Resource(status: 200, body: bytes)
+            hanging.delay = 6
+            origin.set("/release.zip", hanging)
+            let started = Date()
+            let error = await mountError(origin, timeout: 1, retries: 1)
+            #expect(error?.code == .remote && error?.message.contains(origin.base + "/release.zip") == true, "\(String(describing: error))")
+            #expect(Date().timeIntervalSince(started) < 10)
+        }
+    }
+}
+
+/// Stops the clients of a load test.
+final class Stopwatch: @unchecked Sendable {
+    private let lock = NSLock()
+    private var done = false
+    var stopped: Bool { lock.withLock { done } }
+    func stop() { lock.withLock { done = true } }
+}
+
+/// What went wrong, from many tasks.
+final class Counted: @unchecked Sendable {
+    private let lock = NSLock()
+    private var list: [String] = []
+    var items: [String] { lock.withLock { list } }
+    func add(_ item: String) { lock.withLock { list.append(item) } }
+}
+
+/// Asks the reloader's bundles whether they were replaced (off the pool: a HEAD), which reloads a replaced one.
+func offPoolCheck(_ reloader: BundleReloader) async -> Bool {
+    (try? await offPool { reloader.loader.bundles.contains { $0.remoteReplaced() } }) ?? false
+}
