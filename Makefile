@@ -24,6 +24,9 @@ deps:
 	@[ -x .venv-api/bin/datasette ] && [ -x .venv-api/bin/kinto ] || \
 		{ python3 -m venv .venv-api && .venv-api/bin/pip install -q datasette kinto; } || \
 		echo "could not install Datasette and Kinto from PyPI: their tests will be skipped"
+	@# An S3-compatible API server (moto) for the remote-bundle tests, in its own environment with boto3.
+	@[ -x .venv-s3/bin/moto_server ] || { python3 -m venv .venv-s3 && .venv-s3/bin/pip install -q "moto[server]"; } || \
+		echo "could not install moto from PyPI: the presigned-URL test will fail"
 	@# mitmproxy in its own environment (its dependencies and Kinto's do not agree).
 	@[ -x .venv-mitm/bin/mitmdump ] || { python3 -m venv .venv-mitm && .venv-mitm/bin/pip install -q mitmproxy; } || \
 		echo "could not install mitmproxy from PyPI: its HAR tests will be skipped"

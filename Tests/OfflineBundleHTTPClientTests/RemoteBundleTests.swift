@@ -140,6 +140,8 @@ struct RemoteBundleTests {
         let stop = Stopwatch()
         let failures = Counted()
         let root = folder.path
+        // Identity answers (the shared client inflates gzip, and refuses these pages' ratio).
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(decompression: .disabled))
         try await withThrowingTaskGroup(of: Void.self) { group in
             for client in 0..<8 {
                 group.addTask {
@@ -149,10 +151,12 @@ struct RemoteBundleTests {
                         let key = "https://docs.example/p\(i).html"
                         var request = HTTPClientRequest(url: base + "/p\(i).html")
                         request.method = .GET
-                        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-                        let body = Data(try await response.body.collect(upTo: 1 << 20).readableBytesView)
+                        let response = try await http.execute(request, timeout: .seconds(30))
+                        let body = Data(try await response.body.collect(upTo: 64 << 20).readableBytesView)
                         let good = try [a, b].contains { bundle in try bundle.body(of: bundle.entry(forKey: key)!) == body }
-                        if response.status.code != 200 || !good { failures.add("\(key): \(response.status.code), \(body.count) bytes") }
+                        if response.status.code != 200 || !good {
+                            failures.add("\(key): \(response.status.code), \(body.count) bytes, \(response.headers.first(name: "content-length") ?? "")")
+                        }
                     }
                 }
             }
@@ -172,6 +176,7 @@ struct RemoteBundleTests {
             try await group.waitForAll()
         }
         await serving.stop()
+        try await http.shutdown()
         #expect(failures.items.isEmpty, "\(failures.items.prefix(5))")
         #expect(reloader.counts.reloaded >= 10, "\(reloader.counts)")
     }
@@ -199,7 +204,7 @@ struct RemoteBundleTests {
         let presigned = try #require(result.output.split(separator: "\n").last.map(String.init))
         #expect(presigned.contains("Signature=") || presigned.contains("X-Amz-Signature="))
         let bundle = try await MountedBundle.mount(url: presigned, remote: try Self.remote(cache: folder.path + "/cache"))
-        #expect(bundle.remoteTraffic?.requests == 2)
+        #expect((1...2).contains(bundle.remoteTraffic?.requests ?? 0), "its metadata may fit in the first request's 64 KiB")
         #expect(bundle.remoteURL == server.base + "/releases/docs/release.zip", "the query (the signature) is never shown")
         let local = try MountedBundle(path: folder.path + "/release.zip")
         try await offPool { try Self.expectSameBodies(bundle, local) }
@@ -264,14 +269,21 @@ struct RemoteBundleFaultTests {
     func withRangeServer<T>(_ bytes: [UInt8], _ body: (Origin, RangeServer) async throws -> T) async throws -> T {
         let server = RangeServer(bytes: bytes)
         return try await withOrigin { origin in
-            origin.route("/release.zip") { server.answer($0) }
+            route(origin) { server.answer($0) }
             return try await body(origin, server)
         }
     }
 
+    /// Answers the object's URL, with and without the query a presigned URL carries.
+    func route(_ origin: Origin, _ handler: @escaping Origin.Handler) {
+        origin.route("/release.zip", handler)
+        origin.route("/release.zip?X-Signature=secret", handler)
+    }
+
     func release() throws -> (TemporaryFolder, [UInt8]) {
         let folder = try TemporaryFolder()
-        try RemoteBundleTests.writeRelease(to: folder.path + "/release.zip", count: 40)
+        // Enough pages that index.bin lies outside the first request's 64 KiB.
+        try RemoteBundleTests.writeRelease(to: folder.path + "/release.zip", count: 1200)
         return (folder, Array(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/release.zip"))))
     }
 
@@ -296,7 +308,7 @@ struct RemoteBundleFaultTests {
         try await withRangeServer(bytes) { origin, server in
             // Ignoring Range (and saying nothing of ranges): answered with status 200 and every byte.
             server.fault = { _, resource, _ in resource.headers = [("ETag", "\"one\"")] }
-            origin.route("/release.zip") { request in
+            route(origin) { request in
                 var stripped = request
                 stripped.headers["range"] = nil
                 return server.answer(stripped)
@@ -350,7 +362,7 @@ struct RemoteBundleFaultTests {
                 if n >= 2 { resource.headers = [("ETag", "\"two\"")] }
             }
             let bundle = try await mount(origin)
-            #expect(bundle.entryCount == 43)
+            #expect(bundle.entryCount == 1203)
             #expect(server.requests == 4, "tail, index refused (412), then tail and index again")
         }
         try await withRangeServer(bytes) { origin, server in
@@ -365,7 +377,7 @@ struct RemoteBundleFaultTests {
         let (_, bytes) = try release()
         try await withRangeServer(bytes) { origin, server in
             // The index's range answered with another range's Content-Range.
-            origin.route("/release.zip") { request in
+            route(origin) { request in
                 var answer = server.answer(request)
                 if server.requests > 1 && answer.status == 206 {
                     answer.headers = answer.headers.map { $0.0 == "Content-Range" ? ("Content-Range", "bytes 0-9/\(bytes.count)") : $0 }
@@ -376,17 +388,17 @@ struct RemoteBundleFaultTests {
             #expect(error?.code == .remote && error?.message.contains("Content-Range") == true, "\(String(describing: error))")
         }
         try await withRangeServer(bytes) { origin, server in
-            origin.route("/release.zip") { request in
+            route(origin) { request in
                 let answer = server.answer(request)
                 return server.requests <= 2 ? Origin.Resource(status: 503) : answer
             }
             let bundle = try await mount(origin, retries: 3)
-            #expect(bundle.entryCount == 43)
+            #expect(bundle.entryCount == 1203)
         }
         try await withOrigin { origin in
             var hanging = Origin.Resource(status: 200, body: bytes)
             hanging.delay = 6
-            origin.set("/release.zip", hanging)
+            origin.set("/release.zip?X-Signature=secret", hanging)
             let started = Date()
             let error = await mountError(origin, timeout: 1, retries: 1)
             #expect(error?.code == .remote && error?.message.contains(origin.base + "/release.zip") == true, "\(String(describing: error))")

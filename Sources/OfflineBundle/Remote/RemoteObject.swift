@@ -238,7 +238,8 @@ package final class RemoteObject: Sendable {
             guard let parsed, parsed.range == span else {
                 throw BundleError(
                     .remote,
-                    "\(shownURL) answered the range \(span.lowerBound)-\(span.upperBound - 1) with \(reply.value(of: "Content-Range") ?? "no Content-Range")")
+                    "\(shownURL) answered the range \(span.lowerBound)-\(span.upperBound - 1) with \(reply.value(of: "Content-Range").map { "Content-Range: \($0)" } ?? "no Content-Range")"
+                )
             }
             if let total = parsed.total, total != size {
                 markChanged("it is now \(total) bytes, not \(size)")

@@ -262,8 +262,17 @@ public final class OfflineLoader: Sendable {
 
     /// Counts a body that failed its checks while being served.
     package func recordError(_ error: any Error, url: String) {
-        errors.increment()
-        logger.error("offline body failed its checks", metadata: ["url": "\(url)", "error": "\(error)"])
+        switch (error as? BundleError)?.code {
+        case .changed?:
+            // A remote bundle replaced under the read: not a damaged body; its reloader mounts the new one.
+            logger.debug("remote bundle replaced under a read", metadata: ["url": "\(url)", "error": "\(error)"])
+        case .remote?:
+            errors.increment()
+            logger.error("a remote bundle's body could not be fetched", metadata: ["url": "\(url)", "error": "\(error)"])
+        default:
+            errors.increment()
+            logger.error("offline body failed its checks", metadata: ["url": "\(url)", "error": "\(error)"])
+        }
     }
 
     // MARK: - The last-seen cache
