@@ -181,6 +181,55 @@ struct RemoteBundleTests {
         #expect(reloader.counts.reloaded >= 10, "\(reloader.counts)")
     }
 
+    @Test("the shared request table with the release mounted from nginx, through AsyncHTTPClient and serve's channel server (curl)")
+    func sharedTable() async throws {
+        let folder = try TemporaryFolder()
+        try FileManager.default.createDirectory(atPath: folder.path + "/www", withIntermediateDirectories: true)
+        let server = try await RealServer.start("nginx", root: folder.path + "/www", state: folder.path + "/state")
+        defer { server.stop() }
+        let origin = "https://docs.example.com"
+        let remote = try Self.remote(cache: folder.path + "/cache")
+        let www = folder.path + "/www"
+        let loader = try runtimeLoader(origin: origin, folder: folder, policy: .bundleOnly) { path in
+            try FileManager.default.copyItem(atPath: path, toPath: www + "/release.zip")
+            return try MountedBundle(url: server.base + "/release.zip", remote: remote)
+        }
+        #expect(loader.bundles.contains { $0.remoteURL == server.base + "/release.zip" })
+        // AsyncHTTPClient, through the wrapper.
+        let client = OfflineHTTPClient(loader: loader)
+        for wanted in runtimeCases {
+            var request = HTTPClientRequest(url: origin + wanted.path)
+            request.method = .init(rawValue: wanted.method)
+            if let body = wanted.requestBody { request.body = .bytes(ByteBuffer(bytes: body)) }
+            for (name, value) in wanted.headers { request.headers.add(name: name, value: value) }
+            let response = try await client.execute(request, timeout: .seconds(30))
+            let body = Data(buffer: try await response.body.collect(upTo: 1 << 20))
+            let problem = mismatch(wanted, status: Int(response.status.code), header: { response.headers.first(name: $0) }, body: body)
+            #expect(problem == nil, "AsyncHTTPClient: \(problem ?? "")")
+        }
+        // serve's channel server, asked by curl.
+        let serving = try await OfflineBundleChannelServer.start(handle: LoaderHandle(loader), routes: [.init(origin: origin)])
+        for wanted in runtimeCases {
+            try? FileManager.default.removeItem(atPath: folder.path + "/body")
+            var arguments = ["-s", "-D", folder.path + "/head", "-o", folder.path + "/body"]
+            for (name, value) in wanted.headers { arguments += ["-H", "\(name): \(value)"] }
+            if wanted.method != "GET" { arguments += ["-X", wanted.method] }
+            if let body = wanted.requestBody { arguments += ["--data-binary", String(decoding: body, as: UTF8.self)] }
+            _ = try await run("curl", arguments + ["http://127.0.0.1:\(serving.port)\(wanted.path)"])
+            let head = try String(contentsOfFile: folder.path + "/head", encoding: .utf8).components(separatedBy: "\r\n")
+            let status = Int(head.first?.split(separator: " ").dropFirst().first ?? "") ?? 0
+            let header = { (name: String) -> String? in
+                head.dropFirst().first { $0.lowercased().hasPrefix(name.lowercased() + ":") }.map {
+                    String($0.dropFirst(name.count + 1)).trimmingCharacters(in: .whitespaces)
+                }
+            }
+            let body = (try? Data(contentsOf: URL(fileURLWithPath: folder.path + "/body"))) ?? Data()
+            let problem = mismatch(wanted, status: status, header: header, body: body)
+            #expect(problem == nil, "serve: \(problem ?? "")")
+        }
+        await serving.stop()
+    }
+
     @Test("an S3-compatible server (moto) by a presigned URL")
     func presignedS3() async throws {
         guard let moto = APIServer.find("moto_server") else {

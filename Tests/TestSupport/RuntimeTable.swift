@@ -27,8 +27,12 @@ public struct RuntimeCase: Sendable, CustomStringConvertible {
 ///
 /// With `releaseAsDelta`, the release bundle is mounted as a delta (docs/FORMAT.md §12) over an older release (another
 /// page, no `/override.txt`, a page since removed), so the table proves a delta answers as the release itself.
+///
+/// With `mountRelease`, the release bundle is mounted by it from the path it was written to (a remote bundle's test
+/// puts it behind a web server and mounts its URL).
 public func runtimeLoader(
-    origin: String, folder: TemporaryFolder, policy: OfflinePolicy, options: LoaderOptions = LoaderOptions(), releaseAsDelta: Bool = false
+    origin: String, folder: TemporaryFolder, policy: OfflinePolicy, options: LoaderOptions = LoaderOptions(), releaseAsDelta: Bool = false,
+    mountRelease: ((String) throws -> MountedBundle)? = nil
 ) throws -> OfflineLoader {
     var release = BundleWriter(options: .init(rules: BundleRules(block: ["*/tracker/*"])))
     release.add(
@@ -68,7 +72,7 @@ public func runtimeLoader(
     bearer.request = RecordedRequest(keyHeaders: [.init(name: "authorization", value: "bearer")])
     api.add(bearer)
     try api.write(to: folder.path + "/api.zip")
-    var releaseBundle = try MountedBundle(path: folder.path + "/release.zip")
+    var releaseBundle = try mountRelease?(folder.path + "/release.zip") ?? MountedBundle(path: folder.path + "/release.zip")
     if releaseAsDelta {
         var older = BundleWriter(options: .init(rules: BundleRules(block: ["*/tracker/*"])))
         older.add(
