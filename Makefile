@@ -66,6 +66,7 @@ bench:
 	scripts/bench-serve.sh $(BIN_RELEASE) $(BENCH_WORK)/serve $(BENCH_WORK)/serve.md
 	scripts/bench-vapor.sh $(BIN_RELEASE) $(BENCH_WORK)/vapor $(BENCH_WORK)/vapor.md
 	scripts/bench-delta.sh $(BIN_RELEASE) $(BENCH_WORK)/delta $(BENCH_WORK)/delta.md
+	scripts/bench-remote.sh $(BIN_RELEASE) $(BENCH_WORK)/remote $(BENCH_WORK)/remote.md
 	scripts/bench-serve-range.sh $(BIN_RELEASE) $(BENCH_WORK)/range $(BENCH_WORK)/range.md
 	scripts/bench-verify.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/verify $(BENCH_WORK)/verify.md
 	scripts/bench-verify-servers.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/verify-servers $(BENCH_WORK)/verify-servers.md
@@ -84,6 +85,7 @@ bench-quick:
 	scripts/bench-serve.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/serve $(BENCH_WORK)-quick/serve.md --quick
 	scripts/bench-vapor.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/vapor $(BENCH_WORK)-quick/vapor.md --quick
 	scripts/bench-delta.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/delta $(BENCH_WORK)-quick/delta.md --quick
+	scripts/bench-remote.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/remote $(BENCH_WORK)-quick/remote.md --quick
 	scripts/bench-serve-range.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/range $(BENCH_WORK)-quick/range.md --quick
 	scripts/bench-verify.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/verify $(BENCH_WORK)-quick/verify.md --quick
 	scripts/bench-verify-servers.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/verify-servers $(BENCH_WORK)-quick/verify-servers.md --quick

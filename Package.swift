@@ -245,7 +245,7 @@ if ProcessInfo.processInfo.environment["PACKAGER_BENCHMARKS"] != nil {
     package.targets += [
         .executableTarget(
             name: "packager-bench",
-            dependencies: ["OfflineBundle"],
+            dependencies: ["OfflineBundle", "OfflineBundleHTTPClient"],
             path: "Sources/PackagerBench"
         ),
         // The serve benchmark's peers: Hummingbird's FileMiddleware serving files from disk, and the ceilings of

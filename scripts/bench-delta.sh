@@ -46,19 +46,7 @@ new_size=$(size "$work/py-new.zip")
 # Synthetic: many small files, 1 % of them changed (a line added), one in a thousand removed.
 count=100000
 [ "$quick" = "--quick" ] && count=10000
-python3 - "$work/syn-old" "$count" <<'PY'
-import os, random, sys
-root, count = sys.argv[1], int(sys.argv[2])
-rng = random.Random(3)
-words = "offline bundle serve request response header cache etag range gzip forecast station radar".split()
-for i in range(count):
-    folder = f"{root}/s{i // 1000}"
-    if i % 1000 == 0: os.makedirs(folder, exist_ok=True)
-    if i % 10 == 9:
-        open(f"{folder}/t{i}.png", "wb").write(rng.randbytes(600 + i * 11 % 1200))
-    else:
-        open(f"{folder}/p{i}.html", "w").write("<p>" + " ".join(rng.choice(words) for _ in range(120 + i * 37 % 250)) + "</p>\n")
-PY
+make_tiny_site "$work/syn-old" "$count"
 cp -r "$work/syn-old" "$work/syn-new"
 python3 - "$work/syn-new" "$count" <<'PY'
 import os, sys

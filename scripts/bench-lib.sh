@@ -50,3 +50,21 @@ request = function()
 end
 LUA
 }
+
+# make_tiny_site ROOT COUNT: COUNT small files under ROOT (HTML pages of words, one in ten a small PNG of noise), in
+# folders of 1000: the many-small-files site of the delta and remote benchmarks.
+make_tiny_site() {
+    python3 - "$1" "$2" <<'PY'
+import os, random, sys
+root, count = sys.argv[1], int(sys.argv[2])
+rng = random.Random(3)
+words = "offline bundle serve request response header cache etag range gzip forecast station radar".split()
+for i in range(count):
+    folder = f"{root}/s{i // 1000}"
+    if i % 1000 == 0: os.makedirs(folder, exist_ok=True)
+    if i % 10 == 9:
+        open(f"{folder}/t{i}.png", "wb").write(rng.randbytes(600 + i * 11 % 1200))
+    else:
+        open(f"{folder}/p{i}.html", "w").write("<p>" + " ".join(rng.choice(words) for _ in range(120 + i * 37 % 250)) + "</p>\n")
+PY
+}

@@ -3,6 +3,7 @@
 // Usage: packager-bench PACKAGER_BINARY WORK_FOLDER REPORT.md [--quick]
 import Foundation
 import OfflineBundle
+import OfflineBundleHTTPClient
 
 #if canImport(Glibc)
     import Glibc
@@ -52,6 +53,37 @@ if arguments.count >= 5, arguments[1] == "--delta-lookups" {
         }
     }
     print(String(format: "%.0f %.0f %.0f %.0f", best["new"]!, best["delta"]!, best["new-bodies"]!, best["delta-bodies"]!))
+    exit(0)
+}
+// `packager-bench --remote URL CACHE|- FRACTION`: mounts URL by range reads (CACHE a cache folder, or - for none),
+// reads one page's body, then a FRACTION of the bundle's HTML pages spread over it; prints one line for
+// scripts/bench-remote.sh: mount seconds, requests and bytes of the mount, index.bin's size, the object's size, the
+// first page's seconds, then requests and bytes after the pages, and the pages read.
+if arguments.count >= 5, arguments[1] == "--remote" {
+    let transport = try HTTPClientRemoteTransport()
+    let remote = RemoteOptions(transport: transport, cacheDirectory: arguments[3] == "-" ? nil : arguments[3])
+    let start = now()
+    let bundle = try MountedBundle(url: arguments[2], remote: remote)
+    let mounted = now() - start
+    let afterMount = bundle.remoteTraffic!
+    let pages = bundle.entries.filter { $0.key.hasSuffix(".html") && $0.body != nil }.map(\.key).sorted()
+    let first = pages[pages.count / 2]
+    let firstStart = now()
+    _ = try bundle.body(of: bundle.entry(for: first)!)
+    let firstTime = now() - firstStart
+    let fraction = Double(arguments[4]) ?? 0.01
+    let stride = max(1, Int((1 / fraction).rounded()))
+    var read = 1
+    for (i, key) in pages.enumerated() where i % stride == 0 && key != first {
+        _ = try bundle.body(of: bundle.entry(for: key)!)
+        read += 1
+    }
+    let after = bundle.remoteTraffic!
+    let indexBytes = bundle.metadata["index.bin"]!.compressedSize
+    print(
+        String(
+            format: "%.4f %d %llu %llu %llu %.4f %d %llu %d", mounted, afterMount.requests, afterMount.bytes, indexBytes, bundle.file.size, firstTime,
+            after.requests, after.bytes, read))
     exit(0)
 }
 guard arguments.count >= 4 else {
