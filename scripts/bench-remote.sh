@@ -26,7 +26,7 @@ r() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 
 # The bundles: python3.11-doc, and many small files.
 cp -rL "$docs" "$work/py"
-"$packager" pack "$work/py" --base-url https://docs.python.org/3.11/ -o "$work/www/py.zip" >/dev/null
+"$packager" pack "$work/py" --base-url http://bench.local/ -o "$work/www/py.zip" >/dev/null
 make_tiny_site "$work/syn" "$count"
 "$packager" pack "$work/syn" --base-url https://bench.example/ -o "$work/www/syn.zip" >/dev/null
 rm -rf "$work/syn"
@@ -34,7 +34,11 @@ rm -rf "$work/syn"
 start_nginx "$work" "$work/www" "127.0.0.1:$nginx_port" 1
 python3 "$scripts/delay-proxy.py" "$proxy_port" 127.0.0.1 "$nginx_port" "$one_way_ms" &
 proxy=$!
-trap 'kill $proxy 2>/dev/null; kill $serve_a $serve_b 2>/dev/null; stop_nginx "$work"' EXIT
+cleanup() {
+    kill $proxy $serve_a $serve_b 2>/dev/null || true
+    stop_nginx "$work"
+}
+trap cleanup EXIT
 serve_a=""
 serve_b=""
 wait_for "http://127.0.0.1:$proxy_port/py.zip"
@@ -77,7 +81,12 @@ serve_a=$!
 serve_b=$!
 wait_for "http://127.0.0.1:18213/"
 wait_for "http://127.0.0.1:18214/"
-for port in 18213 18214; do wrk -t1 -c8 -d1s -s "$work/py-mix.lua" "http://127.0.0.1:$port/" >/dev/null; done
+for port in 18213 18214; do
+    # Every page is there: a 404 would be counted by wrk as an answer.
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port$(head -1 "$work/py-pages.txt")")
+    [ "$code" = 200 ] || { echo "bench-remote: port $port answered $code for a page" >&2; exit 1; }
+    wrk -t1 -c8 -d1s -s "$work/py-mix.lua" "http://127.0.0.1:$port/" >/dev/null
+done
 mix() { wrk -t1 -c32 -d${duration}s -s "$work/py-mix.lua" "http://127.0.0.1:$1/" | awk '/Requests\/sec/ {print $2}'; }
 remote_best=0
 file_best=0
@@ -91,7 +100,7 @@ wait $serve_a $serve_b 2>/dev/null || true
 # Swaps under load: two releases that differ on every page, taking turns as release.zip on nginx.
 cp -r "$work/py" "$work/py-b"
 find "$work/py-b" -name '*.html' -exec sh -c 'echo "<!-- release b -->" >>"$1"' _ {} \;
-"$packager" pack "$work/py-b" --base-url https://docs.python.org/3.11/ -o "$work/py-b.zip" >/dev/null
+"$packager" pack "$work/py-b" --base-url http://bench.local/ -o "$work/py-b.zip" >/dev/null
 cp "$work/www/py.zip" "$work/py-a.zip"
 cp "$work/py-a.zip" "$work/www/release.zip"
 "$packager" serve "$direct/release.zip" --port 18215 --reload-check 0.5 --cache-dir "$work/cache-swaps" >"$work/serve-swaps.log" 2>&1 &

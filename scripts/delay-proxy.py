@@ -9,20 +9,35 @@ import sys
 
 
 async def pipe(reader, writer, delay):
+    """Forwards what `reader` receives to `writer`, each chunk `delay` seconds after it arrived: reading goes on while
+    earlier chunks wait, so the link adds latency without limiting its bandwidth."""
     loop = asyncio.get_running_loop()
+    queue = asyncio.Queue()
+
+    async def receive():
+        try:
+            while True:
+                data = await reader.read(65536)
+                await queue.put((loop.time() + delay, data))
+                if not data:
+                    break
+        except (ConnectionError, asyncio.CancelledError):
+            await queue.put((loop.time(), b""))
+
+    receiving = asyncio.ensure_future(receive())
     try:
         while True:
-            data = await reader.read(65536)
-            if not data:
-                break
-            due = loop.time() + delay
+            due, data = await queue.get()
             # Chunks keep their order: each waits until its own due time, then is written.
             await asyncio.sleep(max(0.0, due - loop.time()))
+            if not data:
+                break
             writer.write(data)
             await writer.drain()
     except (ConnectionError, asyncio.CancelledError):
         pass
     finally:
+        receiving.cancel()
         try:
             writer.close()
         except Exception:

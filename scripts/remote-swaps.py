@@ -72,8 +72,9 @@ for swap in range(swaps):
     staging = os.path.join(www, "next.zip")
     shutil.copyfile(source, staging)
     os.utime(staging, (1_700_000_000 + swap, 1_700_000_000 + swap))
-    os.rename(staging, os.path.join(www, "release.zip"))
+    # Taken before the rename: an answer asked after it may already be the next release's.
     swapped = time.monotonic()
+    os.rename(staging, os.path.join(www, "release.zip"))
     detected = None
     want = expected[probe][0 if current == "a" else 1]
     while time.monotonic() - swapped < 5:
@@ -100,5 +101,8 @@ neither = sum(1 for r in results if r[3] == 200 and r[2] is None)
 stale = 0
 for detected, next_swap, version in windows:
     upper = next_swap if next_swap is not None else end
-    stale += sum(1 for r in results if detected < r[0] < upper and r[2] is not None and r[2] != version)
+    late = [r for r in results if detected < r[0] < upper and r[2] is not None and r[2] != version]
+    stale += len(late)
+    for r in late[:3]:
+        print(f"old answer: asked {1000 * (r[0] - detected):.1f} ms after the swap was seen: {r[1]}", file=sys.stderr)
 print(len(results), failed, neither, stale, len(windows))
