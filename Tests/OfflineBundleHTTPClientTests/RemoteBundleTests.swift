@@ -390,6 +390,12 @@ struct RemoteBundleFaultTests {
             let error = await mountError(origin)
             #expect([.corruptIndex, .corruptDirectory].contains(error?.code) && error?.message.contains(origin.base) == true, "\(String(describing: error))")
         }
+        // An index altered where no check but its digest looks (a reserved header byte), its CRC-32 made to match.
+        try forgeMetadataEntry("index.bin", in: local.path + "/r.zip") { $0[140] ^= 0x01 }
+        try await withRangeServer(Array(try Data(contentsOf: URL(fileURLWithPath: local.path + "/r.zip")))) { origin, _ in
+            let error = await mountError(origin)
+            #expect(error?.code == .corruptIndex && error?.message.contains("does not hash") == true, "\(String(describing: error))")
+        }
         let page = try #require(mounted.entry(forKey: "https://docs.example/p5.html"))
         let record = mounted.bodyRecord(at: try #require(page.body).index)
         var badBody = bytes
