@@ -28,7 +28,7 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
         owned = false
     }
 
-    /// A transport with a client of its own: trusting the system's roots, or only the PEM certificates in `caFile`;
+    /// A transport with a client of its own: trusting the system's roots and the PEM certificates in `caFile`;
     /// connections time out after `connectTimeout` seconds. Shut it down with ``shutdown()``.
     ///
     /// - Throws: when `caFile` cannot be read as PEM certificates.
@@ -36,7 +36,7 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
         var tls = TLSConfiguration.makeClientConfiguration()
         if let caFile {
             do {
-                tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(caFile))
+                tls.additionalTrustRoots = [.certificates(try NIOSSLCertificate.fromPEMFile(caFile))]
             } catch {
                 throw BundleError(.invalidArgument, "cannot read the CA file \(caFile) as PEM certificates: \(error)")
             }

@@ -12,7 +12,7 @@ struct RemoteFlags: ParsableArguments {
         help: "With a bundle URL: a header sent with every request for it, 'Name: value' (repeatable), e.g. a bucket's Authorization.")
     var headers: [String] = []
 
-    @Option(name: .customLong("ca-file"), help: "With a bundle URL: trust only the PEM certificates in this file for HTTPS.")
+    @Option(name: .customLong("ca-file"), help: "With a bundle URL: trust the certificate authorities in this PEM file beside the system's, for HTTPS.")
     var caFile: String?
 
     @Option(
@@ -26,7 +26,7 @@ struct RemoteFlags: ParsableArguments {
     @Option(name: .customLong("remote-timeout"), help: "With a bundle URL: seconds one request may take (default: 30).")
     var remoteTimeout: Double = 30
 
-    @Option(name: .customLong("retries"), help: "With a bundle URL: attempts after the first on a connection error or a 5xx (default: 3).")
+    @Option(name: .customLong("remote-retries"), help: "With a bundle URL: attempts after the first on a connection error or a 5xx (default: 3).")
     var retries = 3
 
     @Flag(
@@ -44,7 +44,7 @@ struct RemoteFlags: ParsableArguments {
         guard remoteTimeout.isFinite, remoteTimeout > 0, remoteTimeout <= 3600 else {
             throw ValidationError("--remote-timeout must be between 0 and 3600 seconds")
         }
-        guard (0...10).contains(retries) else { throw ValidationError("--retries must be 0 to 10") }
+        guard (0...10).contains(retries) else { throw ValidationError("--remote-retries must be 0 to 10") }
         guard DeclarationParser.byteSize(cacheBytes) != nil else { throw ValidationError("--cache-bytes: '\(cacheBytes)' is not a size (say 512M or 4G)") }
     }
 
