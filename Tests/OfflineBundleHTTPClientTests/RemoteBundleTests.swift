@@ -230,6 +230,49 @@ struct RemoteBundleTests {
         await serving.stop()
     }
 
+    @Test("over HTTPS from nginx with a private CA: trusted with the CA file, refused without it")
+    func httpsWithPrivateCA() async throws {
+        let folder = try TemporaryFolder()
+        try FileManager.default.createDirectory(atPath: folder.path + "/www", withIntermediateDirectories: true)
+        try Self.writeRelease(to: folder.path + "/www/release.zip", count: 50)
+        try folder.file("san.cnf", "subjectAltName=IP:127.0.0.1\n")
+        for step in [
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=Test CA"],
+            ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"],
+            ["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "san.cnf"],
+        ] {
+            let result = try await run("openssl", step, in: folder.path)
+            try #require(result.status == 0, "\(result.output)")
+        }
+        let port = try closedPort()
+        let conf = folder.path + "/nginx.conf"
+        try """
+            worker_processes 1; pid \(folder.path)/nginx.pid; error_log \(folder.path)/error.log; user root;
+            events { worker_connections 64; }
+            http { access_log off; server { listen 127.0.0.1:\(port) ssl; ssl_certificate \(folder.path)/server.pem;
+                ssl_certificate_key \(folder.path)/server.key; root \(folder.path)/www; } }
+            """.write(toFile: conf, atomically: true, encoding: .utf8)
+        // In the foreground, as a child of the test (a daemon would hold the output pipe of `run` open).
+        let nginx = try launch("/usr/sbin/nginx", ["-c", conf, "-g", "daemon off;"])
+        defer {
+            nginx.terminate()
+            nginx.waitUntilExit()
+        }
+        let url = "https://127.0.0.1:\(port)/release.zip"
+        var trusted = try Self.remote(cache: nil)
+        trusted.transport = try HTTPClientRemoteTransport(caFile: folder.path + "/ca.pem")
+        var bundle: MountedBundle?
+        for _ in 0..<50 where bundle == nil {
+            bundle = try? await MountedBundle.mount(url: url, remote: trusted)
+            if bundle == nil { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        let mounted = try #require(bundle)
+        let local = try MountedBundle(path: folder.path + "/www/release.zip")
+        try await offPool { try Self.expectSameBodies(mounted, local) }
+        let error = await #expect(throws: BundleError.self) { _ = try await MountedBundle.mount(url: url, remote: try Self.remote(cache: nil, retries: 0)) }
+        #expect(error?.code == .remote && error?.message.contains(url) == true, "\(String(describing: error))")
+    }
+
     @Test("an S3-compatible server (moto) by a presigned URL")
     func presignedS3() async throws {
         guard let moto = APIServer.find("moto_server") else {
