@@ -239,7 +239,10 @@ struct RemoteBundleTests {
         for step in [
             ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=Test CA"],
             ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"],
-            ["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "san.cnf"],
+            [
+                "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile",
+                "san.cnf",
+            ],
         ] {
             let result = try await run("openssl", step, in: folder.path)
             try #require(result.status == 0, "\(result.output)")
@@ -247,11 +250,11 @@ struct RemoteBundleTests {
         let port = try closedPort()
         let conf = folder.path + "/nginx.conf"
         try """
-            worker_processes 1; pid \(folder.path)/nginx.pid; error_log \(folder.path)/error.log; user root;
-            events { worker_connections 64; }
-            http { access_log off; server { listen 127.0.0.1:\(port) ssl; ssl_certificate \(folder.path)/server.pem;
-                ssl_certificate_key \(folder.path)/server.key; root \(folder.path)/www; } }
-            """.write(toFile: conf, atomically: true, encoding: .utf8)
+        worker_processes 1; pid \(folder.path)/nginx.pid; error_log \(folder.path)/error.log; user root;
+        events { worker_connections 64; }
+        http { access_log off; server { listen 127.0.0.1:\(port) ssl; ssl_certificate \(folder.path)/server.pem;
+            ssl_certificate_key \(folder.path)/server.key; root \(folder.path)/www; } }
+        """.write(toFile: conf, atomically: true, encoding: .utf8)
         // In the foreground, as a child of the test (a daemon would hold the output pipe of `run` open).
         let nginx = try launch("/usr/sbin/nginx", ["-c", conf, "-g", "daemon off;"])
         defer {
@@ -291,7 +294,8 @@ struct RemoteBundleTests {
             print(s3.generate_presigned_url("get_object", Params={"Bucket": "releases", "Key": "docs/release.zip"}, ExpiresIn=3600))
             """
         let python = URL(fileURLWithPath: moto).deletingLastPathComponent().appendingPathComponent("python3").path
-        let result = try await run(FileManager.default.isExecutableFile(atPath: python) ? python : "python3", ["-c", script, server.base, folder.path + "/release.zip"])
+        let result = try await run(
+            FileManager.default.isExecutableFile(atPath: python) ? python : "python3", ["-c", script, server.base, folder.path + "/release.zip"])
         try #require(result.status == 0, "\(result.output)")
         let presigned = try #require(result.output.split(separator: "\n").last.map(String.init))
         #expect(presigned.contains("Signature=") || presigned.contains("X-Amz-Signature="))
@@ -426,7 +430,9 @@ struct RemoteBundleFaultTests {
         let local = try TemporaryFolder()
         try Data(bytes).write(to: URL(fileURLWithPath: local.path + "/r.zip"))
         let mounted = try MountedBundle(path: local.path + "/r.zip")
-        let indexAt = Int(try MountedBundle.metadataDataOffset(try #require(mounted.metadata["index.bin"]), in: mounted.file, bodyArea: mounted.directory.centralDirectoryOffset))
+        let indexAt = Int(
+            try MountedBundle.metadataDataOffset(
+                try #require(mounted.metadata["index.bin"]), in: mounted.file, bodyArea: mounted.directory.centralDirectoryOffset))
         var badIndex = bytes
         badIndex[indexAt + 200] ^= 0x40
         try await withRangeServer(badIndex) { origin, _ in

@@ -13,7 +13,10 @@ public final class APIServer: Sendable {
     /// The executable `name` from the API servers' virtual environment, or from PATH; nil when it is not installed.
     public static func find(_ name: String) -> String? {
         let folders =
-            [ProcessInfo.processInfo.environment["PACKAGER_API_VENV"].map { $0 + "/bin" }, root + "/.venv-api/bin", root + "/.venv-mitm/bin", root + "/.venv-s3/bin"].compactMap { $0 }
+            [
+                ProcessInfo.processInfo.environment["PACKAGER_API_VENV"].map { $0 + "/bin" }, root + "/.venv-api/bin", root + "/.venv-mitm/bin",
+                root + "/.venv-s3/bin",
+            ].compactMap { $0 }
             + (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(String.init)
         return folders.map { $0 + "/" + name }.first { FileManager.default.isExecutableFile(atPath: $0) }
     }

@@ -158,7 +158,9 @@ package final class RemoteObject: Sendable {
             let gaps = store.missing(in: range)
             guard let first = gaps.first, let last = gaps.last else { return nil }
             var span = first.lowerBound..<last.upperBound
-            if maxSpan == Self.maxRequestBytes, span.count >= Self.readAheadFrom, span.upperBound < size, store.missing(in: span.upperBound..<(span.upperBound + 1)).count == 1 {
+            if maxSpan == Self.maxRequestBytes, span.count >= Self.readAheadFrom, span.upperBound < size,
+                store.missing(in: span.upperBound..<(span.upperBound + 1)).count == 1
+            {
                 span = span.lowerBound..<min(size, span.lowerBound + max(UInt64(span.count), Self.readAhead))
             }
             span = span.lowerBound..<min(span.upperBound, span.lowerBound + max(maxSpan, 1))
