@@ -59,7 +59,8 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
     }
 
     deinit {
-        if owned { try? client.syncShutdown() }
+        // Without blocking: the last reference may go on one of the client's own event loops.
+        if owned { client.shutdown(queue: .global()) { _ in } }
     }
 
     public func send(_ request: RemoteRequest, completion: @escaping @Sendable (Result<RemoteReply, any Error>) -> Void) {

@@ -14,15 +14,18 @@ import Testing
 @Suite("remote bundles by HTTP range reads", .serialized)
 struct RemoteBundleTests {
     /// A bundle of `count` pages (1–20 KB, text), a few larger bodies (100 KB of noise, and 5 MB to read in pieces).
-    static func writeRelease(to path: String, count: Int = 300, version: String = "v1") throws {
+    static func writeRelease(to path: String, count: Int = 300, version: String = "v1", large: Bool = true) throws {
         var writer = BundleWriter()
         for i in 0..<count {
             let text = String(repeating: "<p>page \(i) of release \(version): the quick brown fox.</p>\n", count: 20 + (i * 7) % 400)
             writer.add(.init(url: "https://docs.example/p\(i).html", headers: [("content-type", "text/html")], body: .data(Data(text.utf8))))
         }
         writer.add(.init(url: "https://docs.example/noise.bin", headers: [("content-type", "application/octet-stream")], body: .data(noise(100_000, seed: 3))))
-        writer.add(
-            .init(url: "https://docs.example/large.bin", headers: [("content-type", "application/octet-stream")], body: .data(noise(5_000_000, seed: 4))))
+        if large {
+            writer.add(
+                .init(
+                    url: "https://docs.example/large.bin", headers: [("content-type", "application/octet-stream")], body: .data(noise(5_000_000, seed: 4))))
+        }
         writer.add(.init(url: "https://docs.example/version.txt", headers: [("content-type", "text/plain")], body: .data(Data(version.utf8))))
         _ = try writer.write(to: path)
     }
@@ -379,17 +382,17 @@ struct RemoteBundleFaultTests {
     func release() throws -> (TemporaryFolder, [UInt8]) {
         let folder = try TemporaryFolder()
         // Enough pages that index.bin lies outside the first request's 64 KiB.
-        try RemoteBundleTests.writeRelease(to: folder.path + "/release.zip", count: 1200)
+        try RemoteBundleTests.writeRelease(to: folder.path + "/release.zip", count: 1200, large: false)
         return (folder, Array(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/release.zip"))))
     }
 
-    func mount(_ origin: Origin, whole: RemoteOptions.WholeObjectAnswer = .download, timeout: Double = 5, retries: Int = 1) async throws -> MountedBundle {
+    func mount(_ origin: Origin, whole: RemoteOptions.WholeObjectAnswer = .download, timeout: Double = 30, retries: Int = 1) async throws -> MountedBundle {
         try await MountedBundle.mount(
             url: origin.base + "/release.zip?X-Signature=secret",
             remote: try RemoteBundleTests.remote(cache: nil, timeout: timeout, retries: retries, whole: whole))
     }
 
-    func mountError(_ origin: Origin, whole: RemoteOptions.WholeObjectAnswer = .download, timeout: Double = 5, retries: Int = 1) async -> BundleError? {
+    func mountError(_ origin: Origin, whole: RemoteOptions.WholeObjectAnswer = .download, timeout: Double = 30, retries: Int = 1) async -> BundleError? {
         do {
             _ = try await mount(origin, whole: whole, timeout: timeout, retries: retries)
             return nil
@@ -466,7 +469,7 @@ struct RemoteBundleFaultTests {
                 if n >= 2 { resource.headers = [("ETag", "\"two\"")] }
             }
             let bundle = try await mount(origin)
-            #expect(bundle.entryCount == 1203)
+            #expect(bundle.entryCount == 1202)
             #expect(server.requests == 4, "tail, index refused (412), then tail and index again")
         }
         try await withRangeServer(bytes) { origin, server in
@@ -497,7 +500,7 @@ struct RemoteBundleFaultTests {
                 return server.requests <= 2 ? Origin.Resource(status: 503) : answer
             }
             let bundle = try await mount(origin, retries: 3)
-            #expect(bundle.entryCount == 1203)
+            #expect(bundle.entryCount == 1202)
         }
         try await withOrigin { origin in
             var hanging = Origin.Resource(status: 200, body: bytes)
@@ -506,7 +509,7 @@ struct RemoteBundleFaultTests {
             let started = Date()
             let error = await mountError(origin, timeout: 1, retries: 1)
             #expect(error?.code == .remote && error?.message.contains(origin.base + "/release.zip") == true, "\(String(describing: error))")
-            #expect(Date().timeIntervalSince(started) < 10)
+            #expect(Date().timeIntervalSince(started) < 15)
         }
     }
 }
