@@ -84,6 +84,11 @@ extension Packager {
         @Option(name: .customLong("tls-key"), help: "A PEM file with the private key of --tls-cert.")
         var tlsKey: String?
 
+        @Option(
+            name: .customLong("prefetch"),
+            help: "With a bundle URL: a file of request keys (one URL per line) whose bodies are fetched at start and after each reload.")
+        var prefetchFile: String?
+
         func validate() throws {
             guard !bundles.isEmpty else { throw ValidationError("give at least one bundle to serve") }
             guard reloadCheck.isFinite, reloadCheck >= 0, reloadCheck <= 86_400 else {
@@ -115,9 +120,17 @@ extension Packager {
                 let cache = (total - responses) / paths.count
                 let rulesFile = self.rulesFile
                 let remote = try self.remote.options(for: paths)
+                let startupSet = try prefetchFile.map { path -> [String] in
+                    guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                        throw PackagerError(.invalidInput, "cannot read the prefetch list", subject: path)
+                    }
+                    return text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty && !$0.hasPrefix("#") }
+                }
                 @Sendable func mount() throws -> OfflineLoader {
-                    let loader = OfflineLoader(
-                        bundles: try MountedBundle.mount(paths: paths, options: .init(requiredPublicKey: key, inflatedCacheBytes: cache), remote: remote))
+                    let bundles = try MountedBundle.mount(paths: paths, options: .init(requiredPublicKey: key, inflatedCacheBytes: cache), remote: remote)
+                    // The startup set is fetched before the loader answers (a failure here fails the mount, as any read would).
+                    if let startupSet { for bundle in bundles { try bundle.prefetch(keys: startupSet) } }
+                    let loader = OfflineLoader(bundles: bundles)
                     guard let rulesFile else { return loader }
                     do {
                         return try loader.adding(OfflineRules(contentsOf: rulesFile))

@@ -79,6 +79,45 @@ struct RemoteBundleTests {
         }
     }
 
+    @Test("a startup set is fetched before it is asked for, bodies near each other in one request; the cache folder keeps to its bound")
+    func prefetchAndBound() async throws {
+        let folder = try TemporaryFolder()
+        try FileManager.default.createDirectory(atPath: folder.path + "/www", withIntermediateDirectories: true)
+        try Self.writeRelease(to: folder.path + "/www/a.zip", version: "a")
+        try Self.writeRelease(to: folder.path + "/www/b.zip", count: 200, version: "b", large: false)
+        let server = try await RealServer.start("nginx", root: folder.path + "/www", state: folder.path + "/state")
+        defer { server.stop() }
+        let cache = folder.path + "/cache"
+        let a = try await MountedBundle.mount(url: server.base + "/a.zip", remote: try Self.remote(cache: cache))
+        let keys = (0..<40).map { "https://docs.example/p\($0 * 7).html" } + ["https://docs.example/not-there.html"]
+        let sent = try await offPool { try a.prefetch(keys: keys) }
+        #expect(sent >= 1 && sent <= 40, "\(sent) requests for 40 bodies")
+        let after = try #require(a.remoteTraffic).requests
+        let local = try MountedBundle(path: folder.path + "/www/a.zip")
+        for key in keys.dropLast() {
+            #expect(try a.body(of: try #require(a.entry(forKey: key))) == local.body(of: try #require(local.entry(forKey: key))))
+        }
+        #expect(a.remoteTraffic?.requests == after, "a prefetched body was fetched again")
+        #expect(try await offPool { try a.prefetch(keys: keys) } == 0)
+        try await offPool { try a.fetchWhole() }
+        let aFiles = try FileManager.default.contentsOfDirectory(atPath: cache).filter { $0.hasPrefix(a.digest) }
+        #expect(aFiles.count == 2)
+        // B mounted with a bound that holds B but not A and B: A, mounted least recently, goes.
+        let bSize = try #require(try FileManager.default.attributesOfItem(atPath: folder.path + "/www/b.zip")[.size] as? NSNumber).uint64Value
+        var bounded = try Self.remote(cache: cache)
+        bounded.cacheBytes = bSize + (1 << 20)
+        let b = try await MountedBundle.mount(url: server.base + "/b.zip", remote: bounded)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: cache).filter { $0.hasPrefix(a.digest) }.isEmpty, "A's cache files were kept")
+        let bLocal = try MountedBundle(path: folder.path + "/www/b.zip")
+        try await offPool { try Self.expectSameBodies(b, bLocal) }
+        // Past its bound a bundle's reads still answer, from bytes it does not keep.
+        var tiny = try Self.remote(cache: folder.path + "/tiny")
+        tiny.cacheBytes = 70 << 10
+        let c = try await MountedBundle.mount(url: server.base + "/b.zip", remote: tiny)
+        try await offPool { try Self.expectSameBodies(c, bLocal) }
+        #expect((c.remoteTraffic?.held ?? .max) <= 70 << 10)
+    }
+
     @Test("a server that loses its origin keeps answering what its cache holds, and says why for the rest")
     func lostOrigin() async throws {
         let folder = try TemporaryFolder()

@@ -75,6 +75,35 @@ extension MountedBundle {
     /// For a remote bundle: calls `watcher` once, when a read or a check sees its object replaced.
     public func onRemoteReplaced(_ watcher: @escaping @Sendable () -> Void) { file.remote?.onChange(watcher) }
 
+    /// For a remote bundle: fetches the bodies of `keys` (a service's startup set: its home page, its API's first
+    /// answers) that the cache lacks, before they are asked for. Bodies lie in the order of their digests, so a set is
+    /// scattered; bodies less than `gap` bytes apart share one range request (the bytes between them are fetched too).
+    /// Returns the requests sent; 0 for a file, or when the cache holds them all. Keys the bundle lacks are skipped.
+    /// Blocks while it fetches.
+    ///
+    /// - Throws: ``BundleError`` as a read does (`.remote`, `.changed`).
+    @discardableResult
+    public func prefetch(keys: [String], gap: UInt64 = 64 << 10) throws -> Int {
+        guard file.remote != nil else { return 0 }
+        var spans: [Range<UInt64>] = []
+        for key in keys {
+            guard let body = entry(forKey: key)?.body, bodyFile(body.index) === file, !bodyIsLocal(body.index) else { continue }
+            let record = bodyRecord(at: body.index)
+            spans.append(record.localHeaderOffset..<(record.dataOffset + record.storedSize))
+        }
+        var merged: [Range<UInt64>] = []
+        for span in spans.sorted(by: { $0.lowerBound < $1.lowerBound }) {
+            if let last = merged.last, span.lowerBound <= last.upperBound + gap {
+                merged[merged.count - 1] = last.lowerBound..<max(last.upperBound, span.upperBound)
+            } else {
+                merged.append(span)
+            }
+        }
+        let before = file.remote?.traffic.requests ?? 0
+        for span in merged { try file.prefetch(span, whole: true) }
+        return (file.remote?.traffic.requests ?? 0) - before
+    }
+
     /// Whether body `bodyIndex`'s stored bytes are here to read without a network request (always for a file).
     package func bodyIsLocal(_ bodyIndex: Int) -> Bool {
         let file = bodyFile(bodyIndex)
