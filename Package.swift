@@ -179,7 +179,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "PackagerKit", "OfflineBundle", "OfflineBundleServing",
+                "PackagerKit", "OfflineBundle", "OfflineBundleServing", "OfflineBundleHTTPClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),

@@ -118,6 +118,45 @@ struct RemoteBundleTests {
         #expect((c.remoteTraffic?.held ?? .max) <= 70 << 10)
     }
 
+    @Test("every vector of docs/vectors read from nginx by range reads: a version-2 bundle answers as its file, a broken one is refused as its file is")
+    func vectors() async throws {
+        let vectors = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("docs/vectors").path
+        let folder = try TemporaryFolder()
+        let served = try await RemoteRelease.start(in: folder)
+        defer { served.stop() }
+        let names = try FileManager.default.contentsOfDirectory(atPath: vectors).filter { $0.hasSuffix(".zip") }.sorted()
+        #expect(names.count >= 15)
+        for name in names {
+            let path = vectors + "/" + name
+            let local = Result { try MountedBundle(path: path) }
+            let remote = Result { try served.mount(path) }
+            switch (local, remote) {
+            case (.success(let file), .success(let bundle)):
+                #expect(file.formatVersion == 2 && bundle.digest == file.digest && bundle.entryCount == file.entryCount, "\(name)")
+                // Each body as its file gives it, or refused with the same code (broken-body.zip).
+                for entry in file.entries {
+                    let other = try #require(bundle.entry(forKey: entry.key))
+                    switch (Result { try file.body(of: entry) }, Result { try bundle.body(of: other) }) {
+                    case (.success(let a), .success(let b)): #expect(a == b, "\(name): \(entry.key)")
+                    case (.failure(let a), .failure(let b)):
+                        #expect((a as? BundleError)?.code == (b as? BundleError)?.code, "\(name): \(entry.key): \(a) / \(b)")
+                    default: Issue.record("\(name): \(entry.key) reads differently from its URL")
+                    }
+                }
+            case (.success(let file), .failure(let error)):
+                #expect(file.formatVersion == 1 && (error as? BundleError)?.code == .unsupported, "\(name): \(error)")
+            case (.failure(let error), .success):
+                Issue.record("\(name): its file is refused (\(error)) but its URL mounts")
+            case (.failure(let fileError), .failure(let urlError)):
+                let delta = name.hasPrefix("delta-")
+                #expect(
+                    delta ? (urlError as? BundleError)?.code == .unsupported : (urlError as? BundleError) != nil,
+                    "\(name): \(fileError) / \(urlError)")
+            }
+        }
+    }
+
     @Test("a server that loses its origin keeps answering what its cache holds, and says why for the rest")
     func lostOrigin() async throws {
         let folder = try TemporaryFolder()

@@ -71,11 +71,14 @@ struct MiddlewareTests {
         }
     }
 
-    @Test("the shared table: rules, layered bundles, Age and ranges")
-    func sharedTable() async throws {
+    @Test("the shared table: rules, layered bundles, Age and ranges; the release from a file, and mounted from nginx by range reads", arguments: [false, true])
+    func sharedTable(remote: Bool) async throws {
         let folder = try TemporaryFolder()
         let origin = "https://docs.example.com"
-        let loader = try runtimeLoader(origin: origin, folder: folder, policy: .bundleOnly)
+        let served = remote ? try await RemoteRelease.start(in: folder) : nil
+        defer { served?.stop() }
+        let loader = try runtimeLoader(origin: origin, folder: folder, policy: .bundleOnly, mountRelease: served?.mount)
+        #expect(loader.bundles.contains { $0.remoteURL != nil } == remote)
         let router = Router()
         router.add(middleware: OfflineBundleMiddleware(loader: loader, routes: [.init(origin: origin)]))
         try await Application(router: router).test(.router) { client in

@@ -163,14 +163,20 @@ struct URLSessionTests {
         #expect(OfflineURLProtocol.processWideLoader === second)
     }
 
-    @Test("the shared table: rules, layered bundles, Age and ranges, and a counting origin that sees no request")
-    func sharedTable() async throws {
+    @Test(
+        "the shared table: rules, layered bundles, Age and ranges, and a counting origin that sees no request; the release from a file, and mounted from nginx by range reads",
+        arguments: [false, true])
+    func sharedTable(remote: Bool) async throws {
         try await withOrigin { origin in
             let folder = try TemporaryFolder()
+            let served = remote ? try await RemoteRelease.start(in: folder) : nil
+            defer { served?.stop() }
             for policy in [OfflinePolicy.bundleFirst, .bundleOnly] {
                 let configuration = URLSessionConfiguration.ephemeral
                 OfflineURLProtocol.uninstallProcessWide()
-                try configuration.useProcessWideOfflineBundle(try runtimeLoader(origin: origin.base, folder: folder, policy: policy))
+                let loader = try runtimeLoader(origin: origin.base, folder: folder, policy: policy, mountRelease: served?.mount)
+                #expect(loader.bundles.contains { $0.remoteURL != nil } == remote)
+                try configuration.useProcessWideOfflineBundle(loader)
                 defer { OfflineURLProtocol.uninstallProcessWide() }
                 let session = URLSession(configuration: configuration)
                 for wanted in runtimeCases {
