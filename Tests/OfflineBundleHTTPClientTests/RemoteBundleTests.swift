@@ -291,21 +291,9 @@ struct RemoteBundleTests {
         // serve's channel server, asked by curl.
         let serving = try await OfflineBundleChannelServer.start(handle: LoaderHandle(loader), routes: [.init(origin: origin)])
         for wanted in runtimeCases {
-            try? FileManager.default.removeItem(atPath: folder.path + "/body")
-            var arguments = ["-s", "-D", folder.path + "/head", "-o", folder.path + "/body"]
-            for (name, value) in wanted.headers { arguments += ["-H", "\(name): \(value)"] }
-            if wanted.method != "GET" { arguments += ["-X", wanted.method] }
-            if let body = wanted.requestBody { arguments += ["--data-binary", String(decoding: body, as: UTF8.self)] }
-            _ = try await run("curl", arguments + ["http://127.0.0.1:\(serving.port)\(wanted.path)"])
-            let head = try String(contentsOfFile: folder.path + "/head", encoding: .utf8).components(separatedBy: "\r\n")
-            let status = Int(head.first?.split(separator: " ").dropFirst().first ?? "") ?? 0
-            let header = { (name: String) -> String? in
-                head.dropFirst().first { $0.lowercased().hasPrefix(name.lowercased() + ":") }.map {
-                    String($0.dropFirst(name.count + 1)).trimmingCharacters(in: .whitespaces)
-                }
-            }
-            let body = (try? Data(contentsOf: URL(fileURLWithPath: folder.path + "/body"))) ?? Data()
-            let problem = mismatch(wanted, status: status, header: header, body: body)
+            let got = try await curlExchange(
+                "http://127.0.0.1:\(serving.port)\(wanted.path)", headers: wanted.headers, method: wanted.method, body: wanted.requestBody, in: folder)
+            let problem = mismatch(wanted, status: got.status, header: got.header, body: got.body)
             #expect(problem == nil, "serve: \(problem ?? "")")
         }
         await serving.stop()
