@@ -157,6 +157,21 @@ struct RemoteBundleTests {
         }
     }
 
+    @Test("a delta on disk mounted over a base read from nginx: every key answers as the next release's file")
+    func deltaOverRemoteBase() async throws {
+        let folder = try TemporaryFolder()
+        try Self.writeRelease(to: folder.path + "/old.zip", count: 120, version: "v1", large: false)
+        try Self.writeRelease(to: folder.path + "/new.zip", count: 121, version: "v2", large: false)
+        try DeltaBundles.make(old: folder.path + "/old.zip", new: folder.path + "/new.zip", to: folder.path + "/next.delta.zip")
+        let served = try await RemoteRelease.start(in: folder)
+        defer { served.stop() }
+        let base = try served.mount(folder.path + "/old.zip")
+        let delta = try MountedBundle(deltaPath: folder.path + "/next.delta.zip", base: base)
+        #expect(delta.base?.remoteURL != nil)
+        let new = try MountedBundle(path: folder.path + "/new.zip")
+        try await offPool { try Self.expectSameBodies(delta, new) }
+    }
+
     @Test("a server that loses its origin keeps answering what its cache holds, and says why for the rest")
     func lostOrigin() async throws {
         let folder = try TemporaryFolder()
