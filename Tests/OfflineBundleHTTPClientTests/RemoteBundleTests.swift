@@ -172,6 +172,34 @@ struct RemoteBundleTests {
         try await offPool { try Self.expectSameBodies(delta, new) }
     }
 
+    @Test("a damaged cache file: the body fails its check once, is forgotten, and is fetched again whole and right")
+    func damagedCache() async throws {
+        let folder = try TemporaryFolder()
+        try FileManager.default.createDirectory(atPath: folder.path + "/www", withIntermediateDirectories: true)
+        try Self.writeRelease(to: folder.path + "/www/release.zip", count: 50, large: false)
+        let server = try await RealServer.start("nginx", root: folder.path + "/www", state: folder.path + "/state")
+        defer { server.stop() }
+        let cache = folder.path + "/cache"
+        let url = server.base + "/release.zip"
+        let local = try MountedBundle(path: folder.path + "/www/release.zip")
+        let key = "https://docs.example/p9.html"
+        let good = try local.body(of: try #require(local.entry(forKey: key)))
+        let first = try await MountedBundle.mount(url: url, remote: try Self.remote(cache: cache))
+        #expect(try first.body(of: try #require(first.entry(forKey: key))) == good)
+        // One byte of the cached body flipped on disk, as a failing disk would.
+        let record = local.bodyRecord(at: try #require(local.entry(forKey: key)?.body).index)
+        let data = try #require(try FileManager.default.contentsOfDirectory(atPath: cache).first { $0.hasSuffix(".data") })
+        try flipByte(at: Int(record.dataOffset) + 5, in: cache + "/" + data)
+        let second = try await MountedBundle.mount(url: url, remote: try Self.remote(cache: cache))
+        let entry = try #require(second.entry(forKey: key))
+        let error = try #require(throws: BundleError.self) { try second.body(of: entry) }
+        #expect(error.code == .corruptBody, "\(error)")
+        #expect(try second.body(of: entry) == good)
+        // The next process finds it right too.
+        let third = try await MountedBundle.mount(url: url, remote: try Self.remote(cache: cache))
+        #expect(try third.body(of: try #require(third.entry(forKey: key))) == good)
+    }
+
     @Test("a server that loses its origin keeps answering what its cache holds, and says why for the rest")
     func lostOrigin() async throws {
         let folder = try TemporaryFolder()

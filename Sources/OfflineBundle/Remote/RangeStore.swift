@@ -54,6 +54,21 @@ package struct HeldRanges: Sendable, Equatable {
         return gaps
     }
 
+    /// Forgets `range` (what is held on either side of it stays).
+    package mutating func remove(_ range: Range<UInt64>) {
+        guard !range.isEmpty else { return }
+        var kept: [Range<UInt64>] = []
+        for held in ranges {
+            guard held.overlaps(range) else {
+                kept.append(held)
+                continue
+            }
+            if held.lowerBound < range.lowerBound { kept.append(held.lowerBound..<range.lowerBound) }
+            if held.upperBound > range.upperBound { kept.append(range.upperBound..<held.upperBound) }
+        }
+        ranges = kept
+    }
+
     package mutating func insert(_ range: Range<UInt64>) {
         guard !range.isEmpty else { return }
         var lower = range.lowerBound
@@ -91,6 +106,7 @@ package final class RangeStore: Sendable {
     private let held: Mutex<HeldRanges>
 
     private static let recordSize = 16
+    private static let forgottenBit: UInt64 = 1 << 63
 
     /// Opens (or makes) the store of the bundle `digest` of `size` bytes in `folder`, reading its log; without a folder,
     /// a file of this process's own.
@@ -168,9 +184,11 @@ package final class RangeStore: Sendable {
         var ranges = HeldRanges()
         for start in stride(from: 0, to: length, by: recordSize) {
             let offset = bytes.u64(start)
-            let count = bytes.u64(start + 8)
+            // The top bit of the length marks a range forgotten (its bytes failed a check).
+            let forgotten = bytes.u64(start + 8) & Self.forgottenBit != 0
+            let count = bytes.u64(start + 8) & ~Self.forgottenBit
             guard offset <= size, count <= size - offset else { continue }
-            ranges.insert(offset..<(offset + count))
+            if forgotten { ranges.remove(offset..<(offset + count)) } else { ranges.insert(offset..<(offset + count)) }
         }
         return ranges
     }
@@ -200,6 +218,19 @@ package final class RangeStore: Sendable {
         }
         held.withLock { $0.insert(offset..<(offset + UInt64(bytes.count))) }
         return true
+    }
+
+    /// Forgets `range`, whose bytes failed a check (a damaged cache file): it is fetched again when next read, here and
+    /// in the next process that opens the cache.
+    package func forget(_ range: Range<UInt64>) {
+        held.withLock { $0.remove(range) }
+        if log >= 0 {
+            var record = [UInt8]()
+            record.reserveCapacity(Self.recordSize)
+            record.appendLE(range.lowerBound)
+            record.appendLE(UInt64(range.count) | Self.forgottenBit)
+            _ = record.withUnsafeBytes { FileIO.write(log, $0) }
+        }
     }
 
     /// Forgets every range (the cache's bytes failed a check): the log is emptied and the data refetched as asked.

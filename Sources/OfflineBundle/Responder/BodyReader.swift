@@ -177,6 +177,17 @@ final class StoredBodyReader {
     /// - Throws: ``BundleError`` when the stored bytes fail a check, the file is cut short, or the stream is damaged;
     ///   nothing more should be sent then.
     func next() throws -> Data? {
+        do {
+            return try nextChecked()
+        } catch let error as BundleError where file.remote != nil && (error.code == .corruptBody || error.code == .corruptDirectory) {
+            // A remote bundle's body that fails its checks may be a damaged cache file: forgotten, so the next read
+            // fetches it again (and fails again if the server's bytes are what is damaged).
+            file.remote?.store.forget(record.localHeaderOffset..<(record.dataOffset + record.storedSize))
+            throw error
+        }
+    }
+
+    private func nextChecked() throws -> Data? {
         if let cached {
             // A cached body was checked before it was kept: its bytes go out as they are.
             var range = 0..<cached.count
