@@ -172,6 +172,25 @@ struct RemoteBundleTests {
         try await offPool { try Self.expectSameBodies(delta, new) }
     }
 
+    @Test("a body past the 16 MiB a first read fetches is read on in 4 MiB requests, not one per chunk")
+    func largeBody() async throws {
+        let folder = try TemporaryFolder()
+        try FileManager.default.createDirectory(atPath: folder.path + "/www", withIntermediateDirectories: true)
+        var writer = BundleWriter()
+        let body = noise(20 << 20, seed: 9)
+        writer.add(.init(url: "https://docs.example/video.bin", headers: [("content-type", "application/octet-stream")], body: .data(body)))
+        _ = try writer.write(to: folder.path + "/www/large.zip")
+        let server = try await RealServer.start("nginx", root: folder.path + "/www", state: folder.path + "/state")
+        defer { server.stop() }
+        let bundle = try await MountedBundle.mount(url: server.base + "/large.zip", remote: try Self.remote(cache: nil))
+        let mounted = try #require(bundle.remoteTraffic).requests
+        let read = try await offPool { try bundle.body(of: bundle.entry(forKey: "https://docs.example/video.bin")!) }
+        #expect(read == body)
+        // 16 MiB at the first read, then the last 4 MiB in one request (1 MiB chunks would take four).
+        let requests = try #require(bundle.remoteTraffic).requests - mounted
+        #expect(requests <= 3, "\(requests) requests for a 20 MiB body")
+    }
+
     @Test("a damaged cache file: the body fails its check once, is forgotten, and is fetched again whole and right")
     func damagedCache() async throws {
         let folder = try TemporaryFolder()

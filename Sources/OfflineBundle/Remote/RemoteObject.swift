@@ -53,7 +53,8 @@ package final class RemoteObject: Sendable {
 
     /// The most bytes one request fetches; a longer read goes out in pieces.
     static let maxRequestBytes: UInt64 = 16 << 20
-    /// A read that misses at least this much asks for more after it (a large body read in chunks).
+    /// A read that misses at least this much right after bytes held (a body past its first 16 MiB, read in chunks) asks
+    /// for more after it; a body's first read (its prefetch) asks for the body alone.
     static let readAheadFrom = 32 << 10
     static let readAhead: UInt64 = 4 << 20
 
@@ -113,7 +114,7 @@ package final class RemoteObject: Sendable {
     package func prefetch(_ range: Range<UInt64>, whole: Bool = false) throws {
         let clamped = range.lowerBound..<min(range.upperBound, whole ? size : range.lowerBound + Self.maxRequestBytes, size)
         guard !clamped.isEmpty else { return }
-        try fill(clamped, maxSpan: whole ? UInt64(clamped.count) : Self.maxRequestBytes)
+        try fill(clamped, maxSpan: whole ? UInt64(clamped.count) : Self.maxRequestBytes, readAhead: false)
     }
 
     /// Counts a request made for this object before it existed (a cold mount's first).
@@ -153,13 +154,14 @@ package final class RemoteObject: Sendable {
     /// Makes `range` held, fetching its missing parts (waiting for requests in flight that overlap them). Returns the
     /// bytes of `range` when they could not be kept, else nil.
     @discardableResult
-    private func fill(_ range: Range<UInt64>, maxSpan: UInt64 = maxRequestBytes) throws -> [UInt8]? {
+    private func fill(_ range: Range<UInt64>, maxSpan: UInt64 = maxRequestBytes, readAhead: Bool = true) throws -> [UInt8]? {
         while true {
             let gaps = store.missing(in: range)
             guard let first = gaps.first, let last = gaps.last else { return nil }
             var span = first.lowerBound..<last.upperBound
-            if maxSpan == Self.maxRequestBytes, span.count >= Self.readAheadFrom, span.upperBound < size,
-                store.missing(in: span.upperBound..<(span.upperBound + 1)).count == 1
+            // Sequential: the byte before the read is held, and the byte after it is not.
+            if readAhead, span.count >= Self.readAheadFrom, span.lowerBound > 0, span.upperBound < size,
+                store.holds((span.lowerBound - 1)..<span.lowerBound), store.missing(in: span.upperBound..<(span.upperBound + 1)).count == 1
             {
                 span = span.lowerBound..<min(size, span.lowerBound + max(UInt64(span.count), Self.readAhead))
             }
