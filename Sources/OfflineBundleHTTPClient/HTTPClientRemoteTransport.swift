@@ -63,6 +63,8 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
         if owned { client.shutdown(queue: .global()) { _ in } }
     }
 
+    /// Sends `request` through the client, collecting at most `request.maxBodyBytes` of its body, within
+    /// `request.timeout`; `completion` runs on the client's event loop.
     public func send(_ request: RemoteRequest, completion: @escaping @Sendable (Result<RemoteReply, any Error>) -> Void) {
         let prepared: HTTPClient.Request
         do {

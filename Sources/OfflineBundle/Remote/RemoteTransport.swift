@@ -15,6 +15,7 @@ public struct RemoteRequest: Sendable {
     /// The most body bytes the caller takes: a transport stops reading past it and fails the request.
     public var maxBodyBytes: Int
 
+    /// A request as a remote bundle sends it.
     public init(method: String, url: String, headers: [(name: String, value: String)], timeout: Double, maxBodyBytes: Int) {
         self.method = method
         self.url = url
@@ -26,10 +27,14 @@ public struct RemoteRequest: Sendable {
 
 /// What the server answered.
 public struct RemoteReply: Sendable {
+    /// The status code (206 for a range, 200 for the whole object, 304, 412, …).
     public var status: Int
     /// Header fields as received; look them up with ``value(of:)``.
     public var headers: [(name: String, value: String)]
+    /// The body's bytes (none for a `HEAD`).
     public var body: [UInt8]
+
+    /// A reply as a transport received it.
 
     public init(status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
         self.status = status
@@ -50,6 +55,7 @@ public struct RemoteReply: Sendable {
 /// It must call it from a thread of its own (an event loop), never from Swift's cooperative pool and never by blocking
 /// on it: a remote bundle's reads wait for the completion on the thread that reads, which may be a pool's.
 public protocol RemoteTransport: Sendable {
+    /// Sends `request`, then calls `completion` once with the reply or the failure, from the transport's own thread.
     func send(_ request: RemoteRequest, completion: @escaping @Sendable (Result<RemoteReply, any Error>) -> Void)
 }
 
@@ -96,6 +102,8 @@ public struct RemoteOptions: Sendable {
     /// Whether a mount may use what the cache holds when the server cannot be reached (warm cache, offline).
     public var offlineFromCache: Bool
 
+    /// Options with the defaults `packager` uses: 1 GiB of cache, 30 s per request, 3 retries, servers that ignore
+    /// ranges downloaded whole once, and the cache used when the server cannot be reached.
     public init(
         transport: any RemoteTransport, headers: [(name: String, value: String)] = [], cacheDirectory: String? = nil, cacheBytes: UInt64 = 1 << 30,
         timeout: Double = 30, retries: Int = 3, wholeObject: WholeObjectAnswer = .download, offlineFromCache: Bool = true
