@@ -13,11 +13,10 @@ import Synchronization
 /// Byte ranges held, sorted and apart (touching ranges are merged).
 package struct HeldRanges: Sendable, Equatable {
     package private(set) var ranges: [Range<UInt64>] = []
+    /// Bytes held (kept as ranges come and go: a store's budget is asked at every fetch).
+    package private(set) var count: UInt64 = 0
 
     package init() {}
-
-    /// Bytes held.
-    package var count: UInt64 { ranges.reduce(0) { $0 + UInt64($1.count) } }
 
     /// The index of the first range that ends after `offset`.
     private func firstEnding(after offset: UInt64) -> Int {
@@ -67,6 +66,7 @@ package struct HeldRanges: Sendable, Equatable {
             if held.upperBound > range.upperBound { kept.append(range.upperBound..<held.upperBound) }
         }
         ranges = kept
+        count = kept.reduce(0) { $0 + UInt64($1.count) }
     }
 
     package mutating func insert(_ range: Range<UInt64>) {
@@ -77,12 +77,15 @@ package struct HeldRanges: Sendable, Equatable {
         var first = firstEnding(after: lower)
         if first > 0 && ranges[first - 1].upperBound == lower { first -= 1 }
         var last = first
+        var replaced: UInt64 = 0
         while last < ranges.count && ranges[last].lowerBound <= upper {
             lower = min(lower, ranges[last].lowerBound)
             upper = max(upper, ranges[last].upperBound)
+            replaced += UInt64(ranges[last].count)
             last += 1
         }
         ranges.replaceSubrange(first..<last, with: [lower..<upper])
+        count += UInt64((lower..<upper).count) - replaced
     }
 }
 

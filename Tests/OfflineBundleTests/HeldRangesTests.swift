@@ -1,0 +1,36 @@
+import Testing
+
+@testable import OfflineBundle
+
+/// The ranges a remote bundle's cache holds, against a model of one flag per byte.
+@Suite("HeldRanges: a remote cache's ranges")
+struct HeldRangesTests {
+    @Test("random inserts and removals agree with a byte-by-byte model: count, contains, missing")
+    func againstModel() {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<50 {
+            var held = HeldRanges()
+            var model = [Bool](repeating: false, count: 600)
+            for _ in 0..<40 {
+                let a = UInt64.random(in: 0..<600, using: &generator)
+                let b = UInt64.random(in: a...600, using: &generator)
+                if Int.random(in: 0..<5, using: &generator) == 0 {
+                    held.remove(a..<b)
+                    for i in a..<b { model[Int(i)] = false }
+                } else {
+                    held.insert(a..<b)
+                    for i in a..<b { model[Int(i)] = true }
+                }
+                #expect(held.count == UInt64(model.filter { $0 }.count))
+                // Apart and merged: no two ranges touch.
+                #expect(zip(held.ranges, held.ranges.dropFirst()).allSatisfy { $0.upperBound < $1.lowerBound })
+                let c = UInt64.random(in: 0..<600, using: &generator)
+                let d = UInt64.random(in: c...600, using: &generator)
+                #expect(held.contains(c..<d) == (c..<d).allSatisfy { model[Int($0)] })
+                let gaps = held.missing(in: c..<d)
+                #expect(gaps.reduce(0) { $0 + $1.count } == (c..<d).filter { !model[Int($0)] }.count)
+                #expect(gaps.allSatisfy { $0.allSatisfy { !model[Int($0)] } })
+            }
+        }
+    }
+}
