@@ -52,9 +52,10 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         var body: ByteBuffer?
         var tooLarge: Bool
         var refused: Bool
-        /// Answered once already, from a remote bundle replaced meanwhile: asked again of the new one, once; its body's
-        /// budget was given back the first time.
-        var again = false
+        /// How many times it was answered already from a remote bundle replaced meanwhile, and asked again of the new
+        /// one (at most ``maxAgain``: an object replaced faster than it mounts gets a 500 then); its body's budget was
+        /// given back the first time.
+        var again = 0
     }
     /// An answer is being read off the event loop or streamed: later requests wait, and the connection is not idle.
     private var busy = false
@@ -308,7 +309,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         }
         let record = ServedRequest(method: request.method.rawValue, target: request.uri, status: 500)
         let body = pending.body.map { Data($0.readableBytesView) }
-        if !pending.again, let held = pending.body?.readableBytes, held > 0 {
+        if pending.again == 0, let held = pending.body?.readableBytes, held > 0 {
             // Copied out: the connection holds it no longer.
             settings.bodyBudget.release(held)
             budgeted -= held
@@ -385,7 +386,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             case .success(nil):
                 handler.sendHead(response, context: context)
                 handler.end(keepAlive: keepAlive, context: context)
-            case .failure(let error as BundleError) where error.code == .changed && !pending.again:
+            case .failure(let error as BundleError) where error.code == .changed && pending.again < Self.maxAgain:
                 // A remote bundle replaced since it was mounted: asked again once the reloader has mounted the new one.
                 return handler.answerAgain(pending, after: generation, context: context)
             case .failure:
@@ -396,13 +397,16 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         }
     }
 
+    /// Times a request caught by a remote bundle's replacement is asked again of the next mount.
+    static let maxAgain = 4
+
     /// Waits (on the event loop's timer, up to 10 s) for the handle to hold another loader than `generation`'s, then
     /// answers `pending` again from it; requests behind it wait. A remote bundle's replacement is seen by a read
     /// (412, another ETag), which tells the reloader at once.
     private func answerAgain(_ pending: Pending, after generation: UInt64, context: ChannelHandlerContext) {
         busy = true
         var retried = pending
-        retried.again = true
+        retried.again += 1
         let again = retried
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let deadline = NIODeadline.now() + .seconds(10)

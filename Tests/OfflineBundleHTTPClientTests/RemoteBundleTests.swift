@@ -311,8 +311,11 @@ struct RemoteBundleTests {
                     try FileManager.default.copyItem(atPath: root + (swap % 2 == 0 ? "/b.zip" : "/a.zip"), toPath: next)
                     // nginx's ETag is the modification time and size: a second apart, so each version is told apart.
                     try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_700_000_000 + Double(swap))], ofItemAtPath: next)
+                    let reloads = reloader.counts.reloaded
                     #expect(rename(next, root + "/www/release.zip") == 0)
                     _ = await offPoolCheck(reloader)
+                    // As a pipeline swaps releases: the next swap after this one is mounted (or 2 s).
+                    for _ in 0..<200 where reloader.counts.reloaded == reloads { try await Task.sleep(for: .milliseconds(10)) }
                 }
                 stop.stop()
             }

@@ -61,11 +61,13 @@ public func startServe(_ bundle: String, _ extra: [String] = []) async throws ->
         }
         return String(decoding: line, as: UTF8.self)
     }
-    guard let start = line.range(of: "https://") ?? line.range(of: "http://") else {
+    // "serving BUNDLES (N entries) on URL/": the URL after " on " (a bundle may be a URL too).
+    let after = line.range(of: " on ", options: .backwards).map { line[$0.upperBound...] } ?? line[...]
+    guard let start = after.range(of: "https://") ?? after.range(of: "http://") else {
         process.terminate()
         throw CocoaError(.fileReadUnknown)
     }
-    return (process, String(line[start.lowerBound...].prefix { !$0.isWhitespace }).trimmingCharacters(in: CharacterSet(charactersIn: "/")))
+    return (process, String(after[start.lowerBound...].prefix { !$0.isWhitespace }).trimmingCharacters(in: CharacterSet(charactersIn: "/")))
 }
 
 /// Runs a command-line tool and captures its output (stdout and stderr together).
