@@ -219,6 +219,24 @@ struct RemoteBundleTests {
         #expect(try third.body(of: try #require(third.entry(forKey: key))) == good)
     }
 
+    @Test("a signature required of a remote bundle: the signed vector mounts by its key, an unsigned one and another key are refused")
+    func requiredSignature() async throws {
+        let vectors = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("docs/vectors").path
+        let folder = try TemporaryFolder()
+        let served = try await RemoteRelease.start(in: folder)
+        defer { served.stop() }
+        let key = try BundlePublicKey(contentsOf: vectors + "/vector-test-key.pub").bytes
+        let signed = try served.mount(vectors + "/v2-pack-signed.zip", options: .init(requiredPublicKey: key))
+        #expect(signed.isSigned && signed.remoteTraffic?.requests ?? 0 <= 2)
+        let unsigned = #expect(throws: BundleError.self) { try served.mount(vectors + "/v2-pack.zip", options: .init(requiredPublicKey: key)) }
+        #expect(unsigned?.code == .signature)
+        let other = #expect(throws: BundleError.self) {
+            try served.mount(vectors + "/v2-pack-signed.zip", options: .init(requiredPublicKey: [UInt8](repeating: 7, count: 32)))
+        }
+        #expect(other?.code == .signature)
+    }
+
     @Test("a server that loses its origin keeps answering what its cache holds, and says why for the rest")
     func lostOrigin() async throws {
         let folder = try TemporaryFolder()

@@ -33,4 +33,11 @@ struct HeldRangesTests {
             }
         }
     }
+
+    @Test("what a remote bundle's messages and logs may show of its URL: no query (a presigned signature), no credentials")
+    func shownURL() {
+        #expect(RemoteObject.shown("https://user:secret@cdn.example/r/a.zip?X-Amz-Signature=abc#f") == "https://cdn.example/r/a.zip")
+        #expect(RemoteObject.shown("http://127.0.0.1:8080/a.zip") == "http://127.0.0.1:8080/a.zip")
+        #expect(RemoteObject.shown("https://cdn.example/path@v2/a.zip?x") == "https://cdn.example/path@v2/a.zip")
+    }
 }

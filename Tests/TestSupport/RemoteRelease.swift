@@ -25,11 +25,14 @@ public final class RemoteRelease: Sendable {
     }
 
     /// Copies the bundle at `path` under the server's root and mounts it from there by its URL.
-    public func mount(_ path: String) throws -> MountedBundle {
+    public func mount(_ path: String) throws -> MountedBundle { try mount(path, options: MountedBundle.Options()) }
+
+    /// ``mount(_:)`` with mount options (a required key).
+    public func mount(_ path: String, options: MountedBundle.Options) throws -> MountedBundle {
         let name = URL(fileURLWithPath: path).lastPathComponent
         try? FileManager.default.removeItem(atPath: root + "/" + name)
         try FileManager.default.copyItem(atPath: path, toPath: root + "/" + name)
-        return try MountedBundle(url: server.base + "/" + name, remote: options)
+        return try MountedBundle(url: server.base + "/" + name, remote: self.options, options: options)
     }
 
     public func stop() { server.stop() }

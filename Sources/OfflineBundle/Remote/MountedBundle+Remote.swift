@@ -327,13 +327,20 @@ struct RemoteMount {
         // index.bin's local header (30 bytes, its 9-byte name, at most a 28-byte ZIP64 extra) and bytes, in one request.
         let localAllowance: UInt64 = 30 + 64 + 28
         var end = min(cdOffset, indexEntry.localHeaderOffset + localAllowance + min(indexEntry.compressedSize, cdOffset))
-        if options.requiredPublicKey != nil, let signatureEntry, signatureEntry.localHeaderOffset < end + (64 << 10) {
-            end = min(cdOffset, signatureEntry.localHeaderOffset + localAllowance + min(signatureEntry.compressedSize, 1 << 16))
+        // A required signature comes with the index when it lies near (the manifest between them is small), else in one
+        // request of its own.
+        var signatureRange: Range<UInt64>?
+        if options.requiredPublicKey != nil, let signatureEntry {
+            let range =
+                signatureEntry
+                .localHeaderOffset..<min(cdOffset, signatureEntry.localHeaderOffset + localAllowance + min(signatureEntry.compressedSize, 1 << 16))
+            if range.lowerBound < end + (64 << 10) { end = max(end, range.upperBound) } else { signatureRange = range }
         }
         guard indexEntry.compressedSize <= 1 << 32 else {
             throw BundleError(.hostile, "\(shownURL): index.bin claims \(indexEntry.compressedSize) bytes", entry: indexEntry.name)
         }
         try object.prefetch(indexEntry.localHeaderOffset..<end, whole: true)
+        if let signatureRange { try object.prefetch(signatureRange, whole: true) }
         let indexBytes = try MountedBundle.readMetadataEntry(indexEntry, from: file, limit: 1 << 32, bodyArea: cdOffset)
         guard hexString(Array(SHA256.hash(data: indexBytes))) == digest else {
             throw BundleError(.corruptIndex, "index.bin of \(shownURL) does not hash to the digest its comment names: it was altered, or the cache is damaged")

@@ -285,13 +285,18 @@ package struct RemotePin: Codable, Sendable, Equatable {
     /// The file that holds the pin of `url` (named by a digest of the URL without its query, which a presigned URL
     /// changes at each signing).
     package static func path(folder: String, url: String) -> String {
-        let key = String(url.prefix { $0 != "?" && $0 != "#" })
+        let key = RemoteObject.shown(url)
         return "\(folder)/\(hexString(Array(SHA256.hash(data: Array(key.utf8)))).prefix(32)).pin"
     }
 
+    /// The pin of `url`; nil when there is none, or it does not decode, or its digest is not 64 lowercase hex digits
+    /// (the digest names the cache's files: nothing else may reach a path).
     package static func load(folder: String, url: String) -> RemotePin? {
-        guard let data = FileManager.default.contents(atPath: path(folder: folder, url: url)) else { return nil }
-        return try? JSONDecoder().decode(RemotePin.self, from: data)
+        guard let data = FileManager.default.contents(atPath: path(folder: folder, url: url)),
+            let pin = try? JSONDecoder().decode(RemotePin.self, from: data), pin.digest.utf8.count == 64,
+            pin.digest.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+        else { return nil }
+        return pin
     }
 
     /// Writes the pin beside the cache (written whole to a file of its own, then renamed over the old one).

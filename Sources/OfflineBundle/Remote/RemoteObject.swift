@@ -74,8 +74,16 @@ package final class RemoteObject: Sendable {
         self.store = store
     }
 
-    /// `url` without its query and fragment.
-    package static func shown(_ url: String) -> String { String(url.prefix { $0 != "?" && $0 != "#" }) }
+    /// `url` without its query and fragment (a presigned URL's signature) and without credentials in its authority
+    /// (`user:password@`): what may be printed and logged.
+    package static func shown(_ url: String) -> String {
+        let bare = String(url.prefix { $0 != "?" && $0 != "#" })
+        guard let scheme = bare.range(of: "://") else { return bare }
+        let rest = bare[scheme.upperBound...]
+        let authorityEnd = rest.firstIndex(of: "/") ?? rest.endIndex
+        guard let at = rest[..<authorityEnd].lastIndex(of: "@") else { return bare }
+        return String(bare[..<scheme.upperBound]) + String(rest[rest.index(after: at)...])
+    }
 
     /// Requests sent and bytes fetched by this object so far.
     package var traffic: (requests: Int, bytes: UInt64) { state.withLock { ($0.requests, $0.fetchedBytes) } }
@@ -137,7 +145,7 @@ package final class RemoteObject: Sendable {
             Self.cacheMisses.increment()
             if let bytes = try fill(range) {
                 // Not kept (the cache's budget is spent): the bytes go straight to the reader.
-                buffer.copyBytes(from: bytes[Int(offset - (range.lowerBound))..<Int(offset - range.lowerBound) + buffer.count])
+                buffer.copyBytes(from: bytes)
                 return
             }
         }

@@ -11,6 +11,10 @@ import UnixSignals
 /// new one. A set of bundles that does not mount is reported (why, in words) and the loader answering keeps
 /// answering.
 ///
+/// A remote bundle (a path that is an `http(s)` URL, mounted through ``RemoteOptions``) is taken as replaced when a
+/// read sees another ETag or size, or a `412` (it is then mounted again at once), or when the check every ``interval``
+/// seconds (a `HEAD` conditional on the pinned ETag) says so.
+///
 /// A file is taken as changed when its device, inode, size, modification time or status-change time differ from when
 /// it was last mounted: a release written beside the old one and renamed over it changes the inode, and a file
 /// written in place with its modification time set back still shows in the status-change time. A set that failed to
@@ -46,11 +50,12 @@ public final class BundleReloader: Service, Sendable {
         }
     }
 
-    /// The bundle files watched.
+    /// The bundle files (and remote bundles' URLs) watched.
     public let paths: [String]
     /// The handle whose loader a reload replaces: give it to the middleware, the client or the server.
     public let handle: LoaderHandle
-    /// Seconds between checks of the files while ``run()`` runs; 0 checks none.
+    /// Seconds between checks of the files (and of remote bundles, by a conditional `HEAD`) while ``run()`` runs; 0
+    /// checks none.
     public let interval: Double
     /// The signals that ask for a reload while ``run()`` runs (SIGHUP unless told otherwise).
     public let signals: [UnixSignal]

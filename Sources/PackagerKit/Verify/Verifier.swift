@@ -102,10 +102,10 @@ public struct Verifier: Sendable {
     /// - Throws: `BundleError` when the bundle cannot be mounted.
     /// A URL is a remote bundle, read through `remote` (its index; verify reads no body).
     public func verify(bundleAt path: String, remote: RemoteOptions? = nil, progress: (@Sendable (Int, Int) -> Void)? = nil) async throws -> VerifyReport {
-        let bundle =
-            RemoteOptions.isRemote(path) && remote != nil
-            ? try await MountedBundle.mount(url: path, remote: remote!) : try MountedBundle(location: path, remote: remote)
-        return try await verify(bundle, path: RemoteOptions.isRemote(path) ? RemoteObject.shown(path) : path, progress: progress)
+        guard RemoteOptions.isRemote(path), let remote else {
+            return try await verify(try MountedBundle(location: path, remote: remote), path: path, progress: progress)
+        }
+        return try await verify(try await MountedBundle.mount(url: path, remote: remote), path: RemoteObject.shown(path), progress: progress)
     }
 
     /// Verifies a bundle already mounted (refresh mounts once, for its verify and its writing).
