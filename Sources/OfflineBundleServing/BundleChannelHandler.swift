@@ -26,6 +26,12 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         var idleTimeout: TimeAmount
         /// The request body bytes all connections may hold at once.
         var bodyBudget = BodyBudget(limit: 64 << 20)
+        /// Whether spans of the bundle file go out by `sendfile` and are kept as spans in the response cache; not over
+        /// TLS, where a span is read into memory to be encrypted, so the cache keeps its bytes.
+        var sendfile = true
+        /// Whether each handler closes its connection when idle; not an HTTP/2 stream's (one request; the connection
+        /// has a check of its own), so a request costs no timer.
+        var idleCheck = true
     }
     /// Requests received and not yet answered past which the connection is not read.
     static let maxWaiting = 16
@@ -86,7 +92,9 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         self.cache = cache
     }
 
-    func handlerAdded(context: ChannelHandlerContext) { scheduleIdleCheck(context: context) }
+    func handlerAdded(context: ChannelHandlerContext) {
+        if settings.idleCheck { scheduleIdleCheck(context: context) }
+    }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         idleCheck?.cancel()
@@ -289,7 +297,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     private func respond(to pending: Pending, context: ChannelHandlerContext) {
         let request = pending.head
-        let keepAlive = request.isKeepAlive
+        // An HTTP/2 stream (one request each) is not a connection to keep or close.
+        let keepAlive = request.version.major >= 2 || request.isKeepAlive
         let asked = Asked(request.headers)
         // RFC 9112 §3.2: a request with two Host fields, or an HTTP/1.1 request without one, is a 400.
         if asked.hosts > 1 || (asked.hosts == 0 && request.version.minor >= 1) {
@@ -327,7 +336,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         let age = answer.headers[.age].flatMap { Int($0) }
         let response = Response(
             head: fixed, age: age, record: answer.served(method: request.method.rawValue, target: request.uri), keepAlive: keepAlive,
-            http10: request.version.minor == 0)
+            http10: request.isHTTP10)
         let place = answer.bodyPlace
         if place == .none {
             sendHead(response, context: context)
@@ -457,7 +466,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         var buffer = context.channel.allocator.buffer(capacity: answer.head.readableBytes + 96 + min(answer.body.memory, 16 << 10))
         buffer.writeImmutableBuffer(answer.head)
         let age = answer.age.map { $0.value + max(0, time(nil) - $0.at) }
-        endHead(&buffer, age: age, keepAlive: keepAlive, http10: request.version.minor == 0)
+        endHead(&buffer, age: age, keepAlive: keepAlive, http10: request.isHTTP10)
         logServed(
             ServedRequest(
                 client: nil, method: request.method.rawValue, target: request.uri, status: answer.status, contentLength: answer.contentLength,
@@ -570,7 +579,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         guard let filling, let cache, filling.bytes.readableBytes == filling.length else { return }
         var answer = filling.answer
         answer.body = .bytes(filling.bytes)
-        if let span = filling.response.fileSpan(), span.descriptor >= 0 {
+        if settings.sendfile, let span = filling.response.fileSpan(), span.descriptor >= 0 {
             if span.count >= ResponseCache.minFileSpan {
                 answer.body = .file(
                     cache.fileBytes(of: span, generation: filling.generation), prefix: ByteBuffer(bytes: span.prefix), suffix: ByteBuffer(bytes: span.suffix))
@@ -583,7 +592,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// An answer without a body: 421, a miss, an error.
     private func empty(_ status: Int, _ record: ServedRequest, request: HTTPRequestHead, keepAlive: Bool, context: ChannelHandlerContext) {
-        empty(status, record, http10: request.version.minor == 0, keepAlive: keepAlive, context: context)
+        empty(status, record, http10: request.isHTTP10, keepAlive: keepAlive, context: context)
     }
 
     private func empty(_ status: Int, _ record: ServedRequest, http10: Bool, keepAlive: Bool, context: ChannelHandlerContext) {
@@ -694,4 +703,9 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         guard !keepAlive else { return }
         closeOnceWritten(context: context)
     }
+}
+
+extension HTTPRequestHead {
+    /// HTTP/1.0: an answer kept alive says so (HTTP/2's version is 2.0, not this).
+    fileprivate var isHTTP10: Bool { version.major == 1 && version.minor == 0 }
 }

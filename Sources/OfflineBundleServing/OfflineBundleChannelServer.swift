@@ -5,17 +5,21 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import OfflineBundle
 import ServiceLifecycle
 import UnixSignals
 
-/// Serves bundles over plain HTTP/1.1 from a SwiftNIO channel handler, without a web framework: the answers of the
-/// runtime's answer step (`BundleServing`, which the Hummingbird middleware runs too: the same routes, policy, loader
-/// and checks) at the rate the network stack allows.
+/// Serves bundles over HTTP/1.1, or HTTPS with HTTP/2 by ALPN, from a SwiftNIO channel handler, without a web
+/// framework: the answers of the runtime's answer step (`BundleServing`, which the Hummingbird middleware runs too: the
+/// same routes, policy, loader and checks) at the rate the network stack allows.
 ///
-/// In docs/BENCHMARKS.md's serve rows a Hummingbird route answering a fixed body reaches half of nginx's rate and a
-/// bare SwiftNIO handler all of it; `packager serve` uses this server for plain HTTP and Hummingbird
-/// (``OfflineBundleServer``) for HTTPS with HTTP/2.
+/// In docs/BENCHMARKS.md's serve rows a Hummingbird route answering a fixed body reaches less of nginx's rate than a
+/// bare SwiftNIO handler; `packager serve` uses this server, over plain HTTP and over HTTPS.
+///
+/// With `tls`, a client that offers `h2` by ALPN is answered over HTTP/2 (one request per stream, through NIO's HTTP/2
+/// to HTTP/1 codec), others over HTTP/1.1; the same handler answers both, with the same response cache, whose bodies
+/// are then kept as bytes (TLS cannot send a file's span with `sendfile`).
 ///
 /// Response heads are written as bytes, without NIO's HTTP encoder. A plain GET (no conditional or Range header) answered
 /// once is answered again from a cache of whole responses (the head as bytes, the body as checked, or a span of the
@@ -26,7 +30,7 @@ import UnixSignals
 /// later closes the connection short of its Content-Length. Requests on a connection are answered in order; a request
 /// that cannot be parsed is a 400 and ends the connection.
 public final class OfflineBundleChannelServer: Service, Sendable {
-    /// The port it listens on, once ``start(serving:host:port:serverName:idleTimeout:responseCacheSize:group:)`` returned.
+    /// The port it listens on, once ``start(serving:host:port:serverName:idleTimeout:responseCacheSize:requestBodyBudget:tls:group:)`` returned.
     public let port: Int
     private let channel: any Channel
 
@@ -55,22 +59,31 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     ///     only for a method other than GET or HEAD at a URL whose recorded answers are chosen by their request's body
     ///     (``OfflineLoader/matchesBody(method:url:)``), at most 1 MiB each (more is a 413); past the budget, such a
     ///     request is answered 503, so connections that send bodies at once cost the budget, not a megabyte each.
+    ///   - tls: HTTPS, with HTTP/2 for clients that offer it by ALPN; plain HTTP/1.1 when nil. A connection whose
+    ///     handshake has not ended within `idleTimeout` is closed, and so is an HTTP/2 connection that sends nothing
+    ///     for that long.
     ///   - group: the event loops that answer (by default NIO's shared group, a loop per core).
+    /// - Throws: ``OfflineBundleServer/TLSFileError`` when a certificate or key file cannot be used; the listener's
+    ///   error (an address in use, say) when it cannot listen.
     public static func start(
         serving: BundleServing, host: String = "127.0.0.1", port: Int = 0, serverName: String? = nil, idleTimeout: TimeAmount = .seconds(60),
-        responseCacheSize: Int = 32 << 20, requestBodyBudget: Int = 64 << 20, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        responseCacheSize: Int = 32 << 20, requestBodyBudget: Int = 64 << 20, tls: OfflineBundleServer.TLS? = nil,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> OfflineBundleChannelServer {
         let cache = responseCacheSize > 0 ? ResponseCache(budget: responseCacheSize) : nil
-        let settings = BundleChannelHandler.Settings(
+        var settings = BundleChannelHandler.Settings(
             serving: serving, serverName: serverName, idleTimeout: idleTimeout, bodyBudget: BodyBudget(limit: requestBodyBudget))
+        let secure = try tls.map { try NIOSSLContext(configuration: $0.configuration()) }
+        settings.sendfile = secure == nil
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             // A client that half-closes after its requests still gets every answer (the handler closes once they went).
             .childChannelOption(.allowRemoteHalfClosure, value: true)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+            .childChannelInitializer { [settings] channel in
+                if let secure { return SecureServing.configure(channel, context: secure, settings: settings, cache: cache) }
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
                     try channel.pipeline.syncOperations.addHandler(BundleChannelHandler(settings, cache: cache))
                 }
@@ -80,15 +93,15 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     }
 
     /// Starts listening for `handle`'s loader through `routes` under `policy`, and returns once it does (see
-    /// ``start(serving:host:port:serverName:idleTimeout:responseCacheSize:group:)``).
+    /// ``start(serving:host:port:serverName:idleTimeout:responseCacheSize:requestBodyBudget:tls:group:)``).
     public static func start(
         handle: LoaderHandle, routes: [BundleRoute], policy: ServerPolicy = .open, host: String = "127.0.0.1", port: Int = 0,
         serverName: String? = nil, idleTimeout: TimeAmount = .seconds(60), responseCacheSize: Int = 32 << 20, requestBodyBudget: Int = 64 << 20,
-        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        tls: OfflineBundleServer.TLS? = nil, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> OfflineBundleChannelServer {
         try await start(
             serving: BundleServing(handle: handle, routes: routes, policy: policy), host: host, port: port, serverName: serverName,
-            idleTimeout: idleTimeout, responseCacheSize: responseCacheSize, requestBodyBudget: requestBodyBudget, group: group)
+            idleTimeout: idleTimeout, responseCacheSize: responseCacheSize, requestBodyBudget: requestBodyBudget, tls: tls, group: group)
     }
 
     /// Serves until a graceful shutdown (a service group's signal), then stops listening.

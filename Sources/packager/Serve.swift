@@ -1,11 +1,9 @@
 import ArgumentParser
 import Foundation
-import Hummingbird
 import Logging
 import NIOCore
 import NIOPosix
 import OfflineBundle
-import OfflineBundleHummingbird
 import OfflineBundleServing
 import PackagerKit
 
@@ -112,11 +110,11 @@ extension Packager {
             try await reportingErrorsAsync {
                 let key = try publicKey.map(readPublicKey)
                 let paths = bundles
-                // One budget. Over plain HTTP, seven eighths keep whole responses ready to send (identity and gzip
-                // answers to plain GETs) and an eighth keeps inflated bodies (ranges, bodies too large to keep whole);
-                // over HTTPS all of it keeps inflated bodies. The bundles served share theirs out evenly.
+                // One budget: seven eighths keep whole responses ready to send (identity and gzip answers to plain
+                // GETs) and an eighth keeps inflated bodies (ranges, bodies too large to keep whole). The bundles
+                // served share theirs out evenly.
                 let total = cacheSize == "0" ? 0 : Int(DeclarationParser.byteSize(cacheSize) ?? 0)
-                let responses = tlsCertificate == nil ? total - total / 8 : 0
+                let responses = total - total / 8
                 let cache = (total - responses) / paths.count
                 let rulesFile = self.rulesFile
                 let remote = try self.remote.options(for: paths)
@@ -207,22 +205,14 @@ extension Packager.Serve {
         var wait: @Sendable () async throws -> Void
     }
 
-    /// Starts the server: plain HTTP/1.1 from a SwiftNIO handler (the same answer step as the middleware, without the
-    /// framework's cost per request), or HTTPS with HTTP/2 by ALPN through Hummingbird and the middleware.
+    /// Starts the server: HTTP/1.1 from a SwiftNIO handler (the same answer step as the middleware, without the
+    /// framework's cost per request), or HTTPS with HTTP/2 by ALPN through the same handler behind TLS.
     func start(_ serving: BundleServing, responseCacheSize: Int, logger: Logger) async throws -> Running {
-        guard let tlsCertificate else {
-            let server = try await OfflineBundleChannelServer.start(
-                serving: serving, host: host, port: port, serverName: "packager", responseCacheSize: responseCacheSize,
-                group: threads.map { MultiThreadedEventLoopGroup(numberOfThreads: $0) } ?? MultiThreadedEventLoopGroup.singleton)
-            return Running(port: server.port, wait: { try await server.wait(shutdownSignals: [.sigterm, .sigint]) })
-        }
-        let router = Router(context: ServeContext.self)
-        router.add(middleware: OfflineBundleMiddleware(handle: serving.handle, routes: serving.routes, policy: serving.policy))
-        let tls = OfflineBundleServer.TLS(certificateChain: tlsCertificate, privateKey: tlsKey ?? "")
-        let server = try await OfflineBundleServer.start(
-            responder: router.buildResponder(), host: host, port: port, serverName: "packager", shutdownSignals: [.sigterm, .sigint], tls: tls,
-            logger: logger)
-        return Running(port: server.port, wait: { try await server.wait() })
+        let tls = tlsCertificate.map { OfflineBundleServer.TLS(certificateChain: $0, privateKey: tlsKey ?? "") }
+        let server = try await OfflineBundleChannelServer.start(
+            serving: serving, host: host, port: port, serverName: "packager", responseCacheSize: responseCacheSize, tls: tls,
+            group: threads.map { MultiThreadedEventLoopGroup(numberOfThreads: $0) } ?? MultiThreadedEventLoopGroup.singleton)
+        return Running(port: server.port, wait: { try await server.wait(shutdownSignals: [.sigterm, .sigint]) })
     }
 
     /// Appends each request's line, in the common log format, to the file at `path` ('-': standard output).
@@ -237,17 +227,6 @@ extension Packager.Serve {
             output = handle
         }
         return { output.write(Data($0.commonLogLine().utf8)) }
-    }
-}
-
-/// The request context of `packager serve` over HTTPS: the basic one, with the client's address for the access log.
-struct ServeContext: RequestContext, RemoteAddressRequestContext {
-    var coreContext: CoreRequestContextStorage
-    let remoteAddress: SocketAddress?
-
-    init(source: ApplicationRequestContextSource) {
-        coreContext = .init(source: source)
-        remoteAddress = source.channel.remoteAddress
     }
 }
 

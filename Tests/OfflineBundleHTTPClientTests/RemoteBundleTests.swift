@@ -387,18 +387,7 @@ struct RemoteBundleTests {
         let folder = try TemporaryFolder()
         try FileManager.default.createDirectory(atPath: folder.path + "/www", withIntermediateDirectories: true)
         try Self.writeRelease(to: folder.path + "/www/release.zip", count: 50)
-        try folder.file("san.cnf", "subjectAltName=IP:127.0.0.1\n")
-        for step in [
-            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=Test CA"],
-            ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"],
-            [
-                "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile",
-                "san.cnf",
-            ],
-        ] {
-            let result = try await run("openssl", step, in: folder.path)
-            try #require(result.status == 0, "\(result.output)")
-        }
+        try await makeTestCertificates(in: folder)
         let port = try closedPort()
         let conf = folder.path + "/nginx.conf"
         try """

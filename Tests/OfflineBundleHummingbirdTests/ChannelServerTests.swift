@@ -246,27 +246,40 @@ extension ChannelServerAttackTests {
 
 extension ChannelServerTests {
     @Test(
-        "the shared table, asked twice by curl (the second time from the cache of whole answers), and the same under a policy's Host check; the release as itself and as a delta over the one before",
-        arguments: [false, true])
-    func sharedTable(releaseAsDelta: Bool) async throws {
+        "the shared table, asked twice by curl (the second time from the cache of whole answers), and the same under a policy's Host check; the release as itself and as a delta over the one before; over HTTPS with HTTP/1.1 and with HTTP/2 by ALPN",
+        arguments: ["http", "http, release as a delta", "https", "https, HTTP/2"])
+    func sharedTable(wire: String) async throws {
         let folder = try TemporaryFolder()
         let origin = "https://docs.example.com"
+        let releaseAsDelta = wire.hasSuffix("delta")
         let loader = try runtimeLoader(origin: origin, folder: folder, policy: .bundleOnly, releaseAsDelta: releaseAsDelta)
         #expect(loader.bundles.contains { $0.delta != nil } == releaseAsDelta)
+        // Over HTTPS, curl trusts the test's CA, asks for the protocol and prints the one it spoke.
+        var tls: OfflineBundleServer.TLS?
+        var client: [String] = []
+        var spoken = ""
+        if wire.hasPrefix("https") {
+            try await makeTestCertificates(in: folder)
+            tls = .init(certificateChain: folder.path + "/server.pem", privateKey: folder.path + "/server.key")
+            spoken = wire.hasSuffix("HTTP/2") ? "2" : "1.1"
+            client = ["--cacert", folder.path + "/ca.pem", spoken == "2" ? "--http2" : "--http1.1", "-w", "%{http_version}"]
+        }
         let records = ServedLog()
         let server = try await OfflineBundleChannelServer.start(
             handle: LoaderHandle(loader), routes: [.init(origin: origin)],
-            policy: ServerPolicy(allowedHosts: ["docs.test"], accessLog: { records.add($0) }))
+            policy: ServerPolicy(allowedHosts: ["docs.test"], accessLog: { records.add($0) }), tls: tls)
         defer { Task { await server.stop() } }
+        let base = "\(tls == nil ? "http" : "https")://127.0.0.1:\(server.port)"
         for round in 0..<2 {
             for wanted in runtimeCases {
                 // curl leaves the output file alone for an empty body.
                 try? FileManager.default.removeItem(atPath: folder.path + "/body")
-                var arguments = ["-s", "-D", folder.path + "/head", "-o", folder.path + "/body", "-H", "Host: docs.test"]
+                var arguments = ["-s", "-D", folder.path + "/head", "-o", folder.path + "/body", "-H", "Host: docs.test"] + client
                 for (name, value) in wanted.headers { arguments += ["-H", "\(name): \(value)"] }
                 if wanted.method != "GET" { arguments += ["-X", wanted.method] }
                 if let body = wanted.requestBody { arguments += ["--data-binary", String(decoding: body, as: UTF8.self)] }
-                _ = try await run("curl", arguments + ["http://127.0.0.1:\(server.port)\(wanted.path)"])
+                let asked = try await run("curl", arguments + [base + wanted.path])
+                #expect(asked.output == spoken, "\(wanted.path): spoke HTTP \(asked.output)")
                 let head = try String(contentsOfFile: folder.path + "/head", encoding: .utf8).components(separatedBy: "\r\n")
                 let status = Int(head.first?.split(separator: " ").dropFirst().first ?? "") ?? 0
                 let header = { (name: String) -> String? in
@@ -280,8 +293,9 @@ extension ChannelServerTests {
             }
         }
         // A Host the policy does not know is refused before the bundles are asked, and logged.
-        let refused = try await run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Host: rebound.example", "http://127.0.0.1:\(server.port)/"])
-        #expect(refused.output == "421")
+        let refused = try await run(
+            "curl", ["-s", "-o", "/dev/null", "-H", "Host: rebound.example"] + client + ["-w", "%{http_version} %{http_code}", base + "/"])
+        #expect(refused.output == (spoken.isEmpty ? "1.1" : spoken) + " 421", "\(refused.output)")
         #expect(records.all.count == 2 * runtimeCases.count + 1)
         #expect(records.all.last.map { "\($0.status) \($0.source == nil)" } == "421 true")
     }

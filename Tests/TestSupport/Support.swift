@@ -215,12 +215,13 @@ public struct CurlExchange: Sendable, Equatable {
 
 /// Asks `url` with curl (`-s`, no decoding, no redirects followed), sending `headers`, `method` and `body`.
 public func curlExchange(
-    _ url: String, headers: [(String, String)] = [], method: String = "GET", body: Data? = nil, in folder: TemporaryFolder
+    _ url: String, headers: [(String, String)] = [], method: String = "GET", body: Data? = nil, in folder: TemporaryFolder,
+    curlOptions: [String] = []
 ) async throws -> CurlExchange {
     let head = folder.path + "/curl-head-\(UUID().uuidString)"
     let out = folder.path + "/curl-body-\(UUID().uuidString)"
     defer { for path in [head, out] { try? FileManager.default.removeItem(atPath: path) } }
-    var arguments = ["-s", "-D", head, "-o", out]
+    var arguments = ["-s", "-D", head, "-o", out] + curlOptions
     for (name, value) in headers { arguments += ["-H", "\(name): \(value)"] }
     if method == "HEAD" { arguments.append("-I") } else if method != "GET" { arguments += ["-X", method] }
     if let body {
@@ -246,4 +247,28 @@ public final class ServedLog: Sendable {
     public init() {}
     public func add(_ record: ServedRequest) { records.withLock { $0.append(record) } }
     public var all: [ServedRequest] { records.withLock { $0 } }
+}
+
+/// A private CA (`ca.pem`, `ca.key`) and a server certificate it signed for 127.0.0.1 (`server.pem`, `server.key`),
+/// written by openssl into `folder`.
+public func makeTestCertificates(in folder: TemporaryFolder) async throws {
+    try folder.file("san.cnf", "subjectAltName=IP:127.0.0.1\n")
+    let steps: [[String]] = [
+        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=Test CA"],
+        ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"],
+        [
+            "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.pem", "-days", "2",
+            "-extfile", "san.cnf",
+        ],
+    ]
+    for step in steps {
+        let result = try await run("openssl", step, in: folder.path)
+        guard result.status == 0 else { throw TestSetupError("openssl \(step.joined(separator: " ")): \(result.output)") }
+    }
+}
+
+/// A test's set-up that failed (a tool it needs), in words.
+public struct TestSetupError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
 }

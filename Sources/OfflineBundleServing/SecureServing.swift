@@ -1,0 +1,253 @@
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+
+/// HTTPS for the channel server: TLS in front of the same answer step, HTTP/1.1 or HTTP/2 as the client's ALPN offer
+/// says.
+///
+/// Over HTTP/1.1 the pipeline is the plain one behind `NIOSSLServerHandler`, with spans of the bundle file (which
+/// `sendfile` cannot send through TLS) read into memory first (``FileRegionReading``). Over HTTP/2 each stream runs the
+/// same handler behind NIO's HTTP/2 to HTTP/1 codec, its response bytes turned back into response parts
+/// (``HTTP2ResponseParts``), so both protocols answer from one answer step, one response cache and one set of checks.
+enum SecureServing {
+    /// Adds TLS and the protocol the client chose by ALPN to a new connection. A connection whose handshake has not
+    /// ended within `idleTimeout` is closed, as is an HTTP/2 connection that sends nothing (not even a window update for
+    /// an answer it reads) for that long.
+    static func configure(
+        _ channel: any Channel, context: NIOSSLContext, settings: BundleChannelHandler.Settings, cache: ResponseCache?
+    ) -> EventLoopFuture<Void> {
+        do {
+            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+        } catch {
+            return channel.eventLoop.makeFailedFuture(error)
+        }
+        var streamSettings = settings
+        streamSettings.idleCheck = false
+        let handshake = channel.eventLoop.scheduleTask(in: settings.idleTimeout) { channel.close(promise: nil) }
+        return channel.configureHTTP2SecureUpgrade(
+            h2ChannelConfigurator: { channel in
+                handshake.cancel()
+                do {
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: settings.idleTimeout))
+                    try channel.pipeline.syncOperations.addHandler(CloseWhenIdle())
+                } catch {
+                    return channel.eventLoop.makeFailedFuture(error)
+                }
+                // The multiplexer inside NIOHTTP2Handler (not the separate handler): a stream channel per request either
+                // way, with fewer hops per frame.
+                return channel.configureHTTP2Pipeline(
+                    mode: .server, connectionConfiguration: .init(), streamConfiguration: .init(),
+                    inboundStreamInitializer: { stream in
+                        stream.eventLoop.makeCompletedFuture {
+                            let sync = stream.pipeline.syncOperations
+                            try sync.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
+                            try sync.addHandler(HTTP2ResponseParts())
+                            try sync.addHandler(BundleChannelHandler(streamSettings, cache: cache))
+                        }
+                    }
+                ).map { _ in }
+            },
+            http1ChannelConfigurator: { channel in
+                handshake.cancel()
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(FileRegionReading())
+                    try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
+                    try sync.addHandler(BundleChannelHandler(settings, cache: cache))
+                }
+            })
+    }
+}
+
+/// Closes the connection on the idle event of the `IdleStateHandler` before it.
+final class CloseWhenIdle: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+}
+
+/// Reads a span of a file into memory on its way out, for a channel that cannot take a `FileRegion` (TLS encrypts what
+/// it sends; `sendfile` would send the file's bytes as they are). Spans are at most
+/// ``BundleChannelHandler/fileRegionSize`` and come from the page cache as a rule, so one `pread` on the event loop
+/// costs what nginx's read of a file does over TLS.
+final class FileRegionReading: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = IOData
+    typealias OutboundOut = IOData
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .byteBuffer:
+            context.write(data, promise: promise)
+        case .fileRegion(let region):
+            do {
+                context.write(wrapOutboundOut(.byteBuffer(try Self.read(region, allocator: context.channel.allocator))), promise: promise)
+            } catch {
+                promise?.fail(error)
+            }
+        }
+    }
+
+    /// The region's bytes; a file cut short is an error (the connection then closes short of its Content-Length).
+    static func read(_ region: FileRegion, allocator: ByteBufferAllocator) throws -> ByteBuffer {
+        let count = region.readableBytes
+        var buffer = allocator.buffer(capacity: count)
+        try region.fileHandle.withUnsafeFileDescriptor { descriptor in
+            var done = 0
+            while done < count {
+                let got = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count - done) { space in
+                    pread(descriptor, space.baseAddress, min(space.count, count - done), off_t(region.readerIndex + done))
+                }
+                if got < 0 && errno == EINTR { continue }
+                guard got > 0 else { throw IOError(errnoCode: got < 0 ? errno : EIO, reason: "pread") }
+                done += got
+            }
+        }
+        return buffer
+    }
+}
+
+/// Turns the HTTP/1.1 response bytes that ``BundleChannelHandler`` writes (a head as bytes, then the body as buffers
+/// or file spans) into the response parts NIO's HTTP/2 codec takes: the head's status and fields (less those HTTP/2
+/// forbids: Connection, Keep-Alive, Transfer-Encoding, Upgrade), the body, and the end of the stream once
+/// Content-Length bytes went (at once for HEAD, 1xx, 204 and 304). One stream carries one request.
+final class HTTP2ResponseParts: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = IOData
+    typealias OutboundOut = HTTPServerResponsePart
+
+    /// The request asked for the head only.
+    private var head = false
+    /// The head's bytes until its blank line came.
+    private var pendingHead: ByteBuffer?
+    /// Body bytes still to go; nil until the head went, and after the end.
+    private var remaining: Int?
+    private var ended = false
+    /// The last part written: an empty write (the handler's flush-and-wait) completes with it.
+    private var lastWrite: EventLoopFuture<Void>?
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .head(let request) = unwrapInboundIn(data) { head = request.method == .HEAD }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        var bytes: ByteBuffer
+        switch unwrapOutboundIn(data) {
+        case .byteBuffer(let buffer):
+            bytes = buffer
+        case .fileRegion(let region):
+            do {
+                bytes = try FileRegionReading.read(region, allocator: context.channel.allocator)
+            } catch {
+                promise?.fail(error)
+                return
+            }
+        }
+        if ended || (bytes.readableBytes == 0 && pendingHead == nil) {
+            // Nothing to send: done when what was written before is.
+            if let lastWrite { lastWrite.cascade(to: promise) } else { promise?.succeed() }
+            return
+        }
+        if remaining == nil {
+            if var pending = pendingHead {
+                pending.writeBuffer(&bytes)
+                bytes = pending
+            }
+            guard let end = Self.endOfHead(bytes) else {
+                pendingHead = bytes
+                promise?.succeed()
+                return
+            }
+            pendingHead = nil
+            guard let (response, length) = Self.parse(bytes.readSlice(length: end)!) else {
+                promise?.fail(IOError(errnoCode: EPROTO, reason: "a response head without a status"))
+                return context.close(promise: nil)
+            }
+            let bodyless = head || response.status.code < 200 || response.status == .noContent || response.status == .notModified
+            remaining = bodyless ? 0 : length
+            if remaining == 0 {
+                ended = true
+                context.write(wrapOutboundOut(.head(response)), promise: nil)
+                return send(.end(nil), promise: promise, context: context)
+            }
+            if bytes.readableBytes == 0 { return send(.head(response), promise: promise, context: context) }
+            context.write(wrapOutboundOut(.head(response)), promise: nil)
+        }
+        guard let left = remaining else { return }
+        let body = bytes.readSlice(length: min(bytes.readableBytes, left))!
+        remaining = left - body.readableBytes
+        if remaining == 0 {
+            ended = true
+            context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+            send(.end(nil), promise: promise, context: context)
+        } else {
+            send(.body(.byteBuffer(body)), promise: promise, context: context)
+        }
+    }
+
+    private func send(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
+        let written = context.eventLoop.makePromise(of: Void.self)
+        context.write(wrapOutboundOut(part), promise: written)
+        lastWrite = written.futureResult
+        written.futureResult.cascade(to: promise)
+    }
+
+    /// The index of the byte after the head's blank line (CR LF CR LF), if it came.
+    static func endOfHead(_ bytes: ByteBuffer) -> Int? {
+        bytes.withUnsafeReadableBytes { raw -> Int? in
+            guard raw.count >= 4 else { return nil }
+            var index = 3
+            while index < raw.count {
+                if raw[index] == 0x0A && raw[index - 1] == 0x0D && raw[index - 2] == 0x0A && raw[index - 3] == 0x0D { return index + 1 }
+                index += 1
+            }
+            return nil
+        }
+    }
+
+    /// The status and fields of a head the handler wrote, and its Content-Length (0 when it has none).
+    static func parse(_ head: ByteBuffer) -> (HTTPResponseHead, Int)? {
+        head.withUnsafeReadableBytes { raw -> (HTTPResponseHead, Int)? in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            // "HTTP/1.1 200 …"
+            guard bytes.count >= 12 else { return nil }
+            var code = 0
+            for index in 9..<12 {
+                guard (0x30...0x39).contains(bytes[index]) else { return nil }
+                code = code * 10 + Int(bytes[index] - 0x30)
+            }
+            var headers = HTTPHeaders()
+            var length = 0
+            var start = 0
+            while start < bytes.count, bytes[start] != 0x0A { start += 1 }
+            start += 1
+            while start < bytes.count {
+                var end = start
+                while end < bytes.count, bytes[end] != 0x0A { end += 1 }
+                let line = UnsafeBufferPointer(rebasing: bytes[start..<(end > start && bytes[end - 1] == 0x0D ? end - 1 : end)])
+                start = end + 1
+                guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
+                var valueStart = colon + 1
+                while valueStart < line.count, line[valueStart] == 0x20 { valueStart += 1 }
+                let name = String(decoding: UnsafeBufferPointer(rebasing: line[..<colon]), as: UTF8.self)
+                let value = String(decoding: UnsafeBufferPointer(rebasing: line[valueStart...]), as: UTF8.self)
+                switch name {
+                case "connection", "keep-alive", "transfer-encoding", "upgrade", "proxy-connection": continue
+                case "content-length": length = Int(value) ?? 0
+                default: break
+                }
+                headers.add(name: name, value: value)
+            }
+            return (HTTPResponseHead(version: .http2, status: HTTPResponseStatus(statusCode: code), headers: headers), length)
+        }
+    }
+}
