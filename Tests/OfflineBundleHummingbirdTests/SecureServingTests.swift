@@ -34,7 +34,7 @@ struct SecureServingTests {
         let wanted: [(String, Data)] = [("/big.bin", stored), ("/long.html", text), ("/small.html", Data("<p>small</p>".utf8))]
         for version in ["--http1.1", "--http2"] {
             // Each body three times, at once: over HTTP/2 these are streams of one connection.
-            var arguments = ["-s", "--cacert", ca, version, "--parallel", "--parallel-max", "9", "-w", "answer: %{http_version} %{http_code}\n"]
+            var arguments = ["-s", "--max-time", "30", "--cacert", ca, version, "--parallel", "--parallel-max", "9", "-w", "answer: %{http_version} %{http_code}\n"]
             for round in 0..<3 {
                 for (path, _) in wanted { arguments += ["-o", folder.path + "/out-\(round)\(path.dropFirst())", base + path] }
             }
