@@ -78,7 +78,7 @@ ratio_nginx=$(python3 -c "print(f'{$r_packager / $r_nginx:.2f}')")
     echo
     echo "| server | requests/s | vs nginx above | packager serve vs it |"
     echo "|---|---|---|---|"
-    echo "| a Hummingbird route (the framework the middleware runs in, and packager serve's HTTPS) | $r_hello | $(python3 -c "print(f'{$r_hello / $r_nginx:.2f}')")x | $(python3 -c "print(f'{$r_packager / $r_hello:.2f}')")x |"
+    echo "| a Hummingbird route (the framework the middleware runs in) | $r_hello | $(python3 -c "print(f'{$r_hello / $r_nginx:.2f}')")x | $(python3 -c "print(f'{$r_packager / $r_hello:.2f}')")x |"
     echo "| a SwiftNIO HTTP/1 channel handler, no framework | $r_nio | $(python3 -c "print(f'{$r_nio / $r_nginx:.2f}')")x | $(python3 -c "print(f'{$r_packager / $r_nio:.2f}')")x |"
     echo
 } >"$out"
