@@ -87,9 +87,18 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// The `Date` value (RFC 9110 §6.6.1: an origin server with a clock sends one), made once a second.
     private var date = (second: 0, value: "")
 
-    init(_ settings: Settings, cache: ResponseCache?) {
+    /// An HTTP/2 connection's turns for large bodies, which its streams (a handler each) share; nil over HTTP/1.1, where
+    /// a connection answers one request at a time.
+    let gate: BodyGate?
+    /// This handler holds one of the gate's turns.
+    private var gateHeld = false
+    /// The handler left its channel: a turn given later is handed back at once.
+    private var removed = false
+
+    init(_ settings: Settings, cache: ResponseCache?, gate: BodyGate? = nil) {
         self.settings = settings
         self.cache = cache
+        self.gate = gate
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -97,6 +106,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        removed = true
+        releaseGate()
         idleCheck?.cancel()
         settings.bodyBudget.release(budgeted)
         budgeted = 0
@@ -358,8 +369,10 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
                     contentLength: response.record.contentLength, source: answer.source),
                 bytes: context.channel.allocator.buffer(capacity: length))
         }
-        // Checked before and sent as stored: from the file to the socket (sendfile), no copy through this process.
-        if filling == nil, let span = answer.response.fileSpan() {
+        // Checked before and sent as stored: from the file to the socket (sendfile), no copy through this process. Not
+        // over TLS, which must read the bytes to encrypt them: there a body goes one chunk at a time, as any other, so a
+        // client that does not read holds a chunk, not the span.
+        if filling == nil, settings.sendfile, let span = answer.response.fileSpan() {
             guard span.descriptor >= 0 else { return empty(500, response.record, request: request, keepAlive: keepAlive, context: context) }
             sendHead(response, context: context)
             if !span.prefix.isEmpty { send(ByteBuffer(bytes: span.prefix), context: context) }
@@ -382,28 +395,46 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             }
         }
         // The first chunks are read (and checked) on NIO's thread pool before the head goes out; requests behind this
-        // one wait.
+        // one wait. On an HTTP/2 connection, streams take turns (``BodyGate``), so a client that opens many streams for
+        // large bodies and reads none holds a few bodies' chunks, not one per stream.
         busy = true
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context, filling), eventLoop: loop)
-        NIOThreadPool.singleton.runIfActive(eventLoop: loop) { try answer.openBody() }.whenComplete { result in
-            let (handler, context, filling) = bound.value
-            handler.busy = false
-            switch result {
-            case .success(let opened?):
-                handler.start(response, opened, answer: answer, filling: filling, context: context)
-            case .success(nil):
-                handler.sendHead(response, context: context)
-                handler.end(keepAlive: keepAlive, context: context)
-            case .failure(let error as BundleError) where error.code == .changed && pending.again < Self.maxAgain:
-                // A remote bundle replaced since it was mounted: asked again once the reloader has mounted the new one.
-                return handler.answerAgain(pending, after: generation, context: context)
-            case .failure:
-                // Never half-serve: a body that fails its checks is an error response (counted by the answer).
-                handler.empty(500, response.record, request: request, keepAlive: keepAlive, context: context)
+        @Sendable func readOffLoop() {
+            NIOThreadPool.singleton.runIfActive(eventLoop: loop) { try answer.openBody() }.whenComplete { result in
+                let (handler, context, filling) = bound.value
+                handler.busy = false
+                if case .success(.some) = result {} else { handler.releaseGate() }
+                switch result {
+                case .success(let opened?):
+                    handler.start(response, opened, answer: answer, filling: filling, context: context)
+                case .success(nil):
+                    handler.sendHead(response, context: context)
+                    handler.end(keepAlive: keepAlive, context: context)
+                case .failure(let error as BundleError) where error.code == .changed && pending.again < Self.maxAgain:
+                    // A remote bundle replaced since it was mounted: asked again once the reloader has mounted the new one.
+                    return handler.answerAgain(pending, after: generation, context: context)
+                case .failure:
+                    // Never half-serve: a body that fails its checks is an error response (counted by the answer).
+                    handler.empty(500, response.record, request: request, keepAlive: keepAlive, context: context)
+                }
+                handler.resume(context: context)
             }
-            handler.resume(context: context)
         }
+        guard let gate else { return readOffLoop() }
+        gate.enter {
+            let handler = bound.value.0
+            guard !handler.removed else { return gate.leave() }
+            handler.gateHeld = true
+            readOffLoop()
+        }
+    }
+
+    /// Gives back this handler's turn for a large body, if it holds one.
+    private func releaseGate() {
+        guard gateHeld else { return }
+        gateHeld = false
+        gate?.leave()
     }
 
     /// Times a request caught by a remote bundle's replacement is asked again of the next mount.
@@ -523,6 +554,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         sendHead(response, context: context)
         sendChunk(opened.first, filling: filling, context: context)
         guard let second = opened.second else {
+            releaseGate()
             keep(filling)
             return end(keepAlive: response.keepAlive, context: context)
         }
@@ -554,6 +586,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
                 handler.pump(reader, after: next, keepAlive: keepAlive, filling: filling, fail: fail, context: context)
             case .success(nil):
                 handler.progress &+= 1
+                handler.releaseGate()
                 handler.keep(filling)
                 handler.end(keepAlive: keepAlive, context: context)
                 handler.busy = false
@@ -561,6 +594,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             case .failure(let error):
                 // Mid-stream: the head has gone out; closing short of the Content-Length tells the client it failed.
                 if error is BundleError { fail(error) }
+                handler.releaseGate()
                 handler.closing = true
                 handler.busy = false
                 context.close(promise: nil)
@@ -702,6 +736,43 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private func end(keepAlive: Bool, context: ChannelHandlerContext) {
         guard !keepAlive else { return }
         closeOnceWritten(context: context)
+    }
+}
+
+/// An HTTP/2 connection's turns for large bodies (those read off the event loop), shared by its streams' handlers, on
+/// the connection's event loop: at most `limit` read and send at once, the others wait in order. A stream holds its
+/// body's first chunks and the one in flight, so a connection holds `limit` times that, however many streams it opens.
+final class BodyGate: @unchecked Sendable {
+    // @unchecked: used only on `loop` (every stream of a connection runs on the connection's event loop).
+    let limit: Int
+    let loop: any EventLoop
+    private var active = 0
+    private var waiting = CircularBuffer<@Sendable () -> Void>()
+
+    init(limit: Int, loop: any EventLoop) {
+        self.limit = limit
+        self.loop = loop
+    }
+
+    /// Runs `go` now when a turn is free, else once one is given back (on the loop, never inside `leave`).
+    func enter(_ go: @escaping @Sendable () -> Void) {
+        loop.preconditionInEventLoop()
+        if active < limit {
+            active += 1
+            go()
+        } else {
+            waiting.append(go)
+        }
+    }
+
+    /// Gives a turn back: to the first waiting, or free.
+    func leave() {
+        loop.preconditionInEventLoop()
+        if let next = waiting.popFirst() {
+            loop.execute(next)
+        } else {
+            active -= 1
+        }
     }
 }
 

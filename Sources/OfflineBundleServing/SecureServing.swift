@@ -7,11 +7,14 @@ import NIOSSL
 /// HTTPS for the channel server: TLS in front of the same answer step, HTTP/1.1 or HTTP/2 as the client's ALPN offer
 /// says.
 ///
-/// Over HTTP/1.1 the pipeline is the plain one behind `NIOSSLServerHandler`, with spans of the bundle file (which
-/// `sendfile` cannot send through TLS) read into memory first (``FileRegionReading``). Over HTTP/2 each stream runs the
+/// Over HTTP/1.1 the pipeline is the plain one behind `NIOSSLServerHandler`; the handler then sends no span of the
+/// bundle file with `sendfile` (which cannot go through TLS), but reads bodies in chunks. Over HTTP/2 each stream runs the
 /// same handler behind NIO's HTTP/2 to HTTP/1 codec, its response bytes turned back into response parts
 /// (``HTTP2ResponseParts``), so both protocols answer from one answer step, one response cache and one set of checks.
 enum SecureServing {
+    /// How many streams of one HTTP/2 connection read and send a large body at once (``BodyGate``).
+    static let largeBodiesPerConnection = 2
+
     /// Adds TLS and the protocol the client chose by ALPN to a new connection. A connection whose handshake has not
     /// ended within `idleTimeout` is closed, as is an HTTP/2 connection that sends nothing (not even a window update for
     /// an answer it reads) for that long.
@@ -29,6 +32,7 @@ enum SecureServing {
         return channel.configureHTTP2SecureUpgrade(
             h2ChannelConfigurator: { channel in
                 handshake.cancel()
+                let gate = BodyGate(limit: SecureServing.largeBodiesPerConnection, loop: channel.eventLoop)
                 do {
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: settings.idleTimeout))
                     try channel.pipeline.syncOperations.addHandler(CloseWhenIdle())
@@ -44,7 +48,7 @@ enum SecureServing {
                             let sync = stream.pipeline.syncOperations
                             try sync.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
                             try sync.addHandler(HTTP2ResponseParts())
-                            try sync.addHandler(BundleChannelHandler(streamSettings, cache: cache))
+                            try sync.addHandler(BundleChannelHandler(streamSettings, cache: cache, gate: gate))
                         }
                     }
                 ).map { _ in }
@@ -53,7 +57,6 @@ enum SecureServing {
                 handshake.cancel()
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(FileRegionReading())
                     try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
                     try sync.addHandler(BundleChannelHandler(settings, cache: cache))
                 }
@@ -74,27 +77,9 @@ final class CloseWhenIdle: ChannelInboundHandler, RemovableChannelHandler {
     }
 }
 
-/// Reads a span of a file into memory on its way out, for a channel that cannot take a `FileRegion` (TLS encrypts what
-/// it sends; `sendfile` would send the file's bytes as they are). Spans are at most
-/// ``BundleChannelHandler/fileRegionSize`` and come from the page cache as a rule, so one `pread` on the event loop
-/// costs what nginx's read of a file does over TLS.
-final class FileRegionReading: ChannelOutboundHandler, RemovableChannelHandler {
-    typealias OutboundIn = IOData
-    typealias OutboundOut = IOData
-
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        switch unwrapOutboundIn(data) {
-        case .byteBuffer:
-            context.write(data, promise: promise)
-        case .fileRegion(let region):
-            do {
-                context.write(wrapOutboundOut(.byteBuffer(try Self.read(region, allocator: context.channel.allocator))), promise: promise)
-            } catch {
-                promise?.fail(error)
-            }
-        }
-    }
-
+/// The bytes of a span of a file, for a channel that cannot take a `FileRegion`. The handler sends none over TLS (it
+/// reads bodies in chunks there, ``BundleChannelHandler/Settings/sendfile``); this is the fallback should one come.
+enum FileRegionReading {
     /// The region's bytes; a file cut short is an error (the connection then closes short of its Content-Length).
     static func read(_ region: FileRegion, allocator: ByteBufferAllocator) throws -> ByteBuffer {
         let count = region.readableBytes

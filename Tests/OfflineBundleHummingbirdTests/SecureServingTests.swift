@@ -34,7 +34,9 @@ struct SecureServingTests {
         let wanted: [(String, Data)] = [("/big.bin", stored), ("/long.html", text), ("/small.html", Data("<p>small</p>".utf8))]
         for version in ["--http1.1", "--http2"] {
             // Each body three times, at once: over HTTP/2 these are streams of one connection.
-            var arguments = ["-s", "--max-time", "30", "--cacert", ca, version, "--parallel", "--parallel-max", "9", "-w", "answer: %{http_version} %{http_code}\n"]
+            var arguments = [
+                "-s", "--max-time", "30", "--cacert", ca, version, "--parallel", "--parallel-max", "9", "-w", "answer: %{http_version} %{http_code}\n",
+            ]
             for round in 0..<3 {
                 for (path, _) in wanted { arguments += ["-o", folder.path + "/out-\(round)\(path.dropFirst())", base + path] }
             }
@@ -86,6 +88,69 @@ struct SecureServingTests {
         #expect(cut.status != 0, "curl must see the stream fail: \(cut.output)")
         // The connection still answers.
         #expect(try await curlExchange(base + "/small.bin", in: folder, curlOptions: tls).status == 500)
+    }
+
+    @Test(
+        "an HTTP/2 client that opens many streams for large bodies and reads nothing gets two answers started, not one per stream: a connection holds two bodies' chunks; the others follow once the client reads"
+    )
+    func streamsTakeTurnsForLargeBodies() async throws {
+        let folder = try TemporaryFolder()
+        // Larger than the socket buffers hold (a few MiB on loopback) and than the cache of whole answers keeps (4 MiB).
+        let large = noise(8 << 20, seed: 9)
+        try writeBundle(["\(Self.origin)/large.bin": large], to: folder.path + "/b.zip")
+        try await makeTestCertificates(in: folder)
+        let served = ServedLog()
+        let server = try await OfflineBundleChannelServer.start(
+            handle: LoaderHandle(try OfflineLoader(path: folder.path + "/b.zip")), routes: [.init(origin: Self.origin)],
+            policy: ServerPolicy(accessLog: { served.add($0) }),
+            tls: .init(certificateChain: folder.path + "/server.pem", privateKey: folder.path + "/server.key"))
+        defer { Task { await server.stop() } }
+        // Raw HTTP/2: the preface, SETTINGS with the largest stream window, the connection window opened as far, then
+        // HEADERS for ten streams (literal fields); nothing is read for a second, then everything.
+        try folder.file(
+            "streams.py",
+            #"""
+            import socket, ssl, sys, time
+            port, ca = int(sys.argv[1]), sys.argv[2]
+            context = ssl.create_default_context(cafile=ca)
+            context.set_alpn_protocols(["h2"])
+            raw = socket.create_connection(("127.0.0.1", port), timeout=20)
+            s = context.wrap_socket(raw, server_hostname="127.0.0.1")
+            assert s.selected_alpn_protocol() == "h2"
+            def literal(name, value): return bytes([0, len(name)]) + name + bytes([len(value)]) + value
+            block = literal(b":method", b"GET") + literal(b":scheme", b"https") + literal(b":path", b"/large.bin") + literal(b":authority", b"127.0.0.1")
+            out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 4]) + (2**31 - 1).to_bytes(4, "big")
+            out += bytes([0, 0, 4, 8, 0, 0, 0, 0, 0]) + (2**31 - 1 - 65535).to_bytes(4, "big")
+            for stream in range(1, 20, 2):
+                out += len(block).to_bytes(3, "big") + bytes([1, 5]) + stream.to_bytes(4, "big") + block
+            s.sendall(out)
+            time.sleep(1.5)
+            print("started", flush=True)
+            # Now read: every stream's answer ends (END_STREAM on DATA) once the others had their turn.
+            buffer, ended, deadline = b"", 0, time.time() + 20
+            while ended < 10 and time.time() < deadline:
+                chunk = s.recv(1 << 20)
+                if not chunk: break
+                buffer += chunk
+                while len(buffer) >= 9:
+                    length = int.from_bytes(buffer[0:3], "big")
+                    if len(buffer) < 9 + length: break
+                    kind, flags = buffer[3], buffer[4]
+                    if kind == 0 and flags & 1: ended += 1
+                    buffer = buffer[9 + length:]
+            print("ended", ended)
+            """#)
+        let output = Pipe()
+        let client = try launch("/usr/bin/python3", [folder.path + "/streams.py", String(server.port), folder.path + "/ca.pem"], output: output)
+        // While the client reads nothing: two answers started (their heads logged), the other eight wait their turn.
+        try await Task.sleep(for: .milliseconds(1200))
+        let started = served.all.count
+        while client.isRunning { try await Task.sleep(for: .milliseconds(100)) }
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        // Two: the server's turns for large bodies per HTTP/2 connection.
+        #expect(started == 2, "\(started) answers started while the client read nothing")
+        #expect(printed.contains("ended 10"), "\(printed)")
+        #expect(served.all.count == 10 && served.all.allSatisfy { $0.status == 200 })
     }
 
     @Test("a connection that never ends its TLS handshake is closed after the idle timeout, and so is an HTTP/2 connection that goes quiet")
