@@ -9,6 +9,9 @@ Subcommands, each printing one JSON line on stdout (progress goes to stderr with
             Always exits 0; the caller judges the numbers.
   slowread  N connections that each send one request and never read (review N8). Counts, once a second, how many the
             server has closed. Always exits 0.
+  h2streams N connections over TLS that choose HTTP/2 by ALPN and each open S streams for one path (literal HPACK
+            fields), with the largest windows, and never read. Samples the server's VmRSS for --seconds; reports the
+            peak. Always exits 0.
   fuzz      Random, often malformed requests (review N11, N13 and "what was tried and held"), then a plain `GET /` to
             check that the server still answers. Exits 1 when it does not.
 
@@ -857,6 +860,55 @@ def cmd_fuzz(args):
     return 0 if up else 1
 
 
+# MARK: - HTTP/2 streams that are never read
+
+
+def cmd_h2streams(args):
+    import ssl
+    raise_nofile()
+    context = ssl.create_default_context(cafile=args.ca)
+    context.set_alpn_protocols(["h2"])
+
+    def literal(name, value):
+        return bytes([0, len(name)]) + name + bytes([len(value)]) + value
+
+    block = (literal(b":method", b"GET") + literal(b":scheme", b"https") + literal(b":path", args.path.encode())
+             + literal(b":authority", HOST.encode()))
+    # The preface; SETTINGS with the largest initial stream window; the connection window opened as far; S HEADERS.
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 4]) + (2**31 - 1).to_bytes(4, "big")
+    preface += bytes([0, 0, 4, 8, 0, 0, 0, 0, 0]) + (2**31 - 1 - 65535).to_bytes(4, "big")
+    for stream in range(1, 2 * args.streams, 2):
+        preface += len(block).to_bytes(3, "big") + bytes([1, 5]) + stream.to_bytes(4, "big") + block
+    base = rss_mb(args.pid)
+    peak = base
+    held, failed = [], 0
+    for _ in range(args.connections):
+        try:
+            raw = socket.create_connection((HOST, args.port), timeout=10)
+            tls = context.wrap_socket(raw, server_hostname=HOST)
+            if tls.selected_alpn_protocol() != "h2":
+                raise RuntimeError("no h2")
+            tls.sendall(preface)
+            held.append(tls)
+        except Exception as error:  # noqa: BLE001
+            failed += 1
+            log(f"connection failed: {error!r}")
+        current = rss_mb(args.pid)
+        if current is not None:
+            peak = max(peak or 0.0, current)
+    start = time.monotonic()
+    while time.monotonic() - start < args.seconds:
+        current = rss_mb(args.pid)
+        if current is not None:
+            peak = max(peak or 0.0, current)
+        time.sleep(0.25)
+    for tls in held:
+        close_quietly(tls)
+    emit({"connections": len(held), "streams": args.streams, "peak_rss_mb": r1(peak), "base_rss_mb": r1(base),
+          "failed_connections": failed})
+    return 0
+
+
 # MARK: - main
 
 
@@ -882,6 +934,15 @@ def main(argv=None):
     slow.add_argument("--seconds", type=float, default=30.0)
     slow.add_argument("--interval", type=float, default=1.0, help=argparse.SUPPRESS)
 
+    h2 = sub.add_parser("h2streams", help="N HTTP/2 connections over TLS, S streams each, never read; peak server RSS")
+    h2.add_argument("--port", type=int, required=True)
+    h2.add_argument("--pid", type=int, required=True)
+    h2.add_argument("--ca", required=True, help="the CA file that signed the server's certificate")
+    h2.add_argument("--connections", type=int, default=10)
+    h2.add_argument("--streams", type=int, default=100)
+    h2.add_argument("--path", default="/")
+    h2.add_argument("--seconds", type=float, default=10.0)
+
     fuzz = sub.add_parser("fuzz", help="random and malformed requests, then check the server still answers")
     fuzz.add_argument("--port", type=int, required=True)
     fuzz.add_argument("--seconds", type=float, default=20.0)
@@ -893,7 +954,7 @@ def main(argv=None):
 
     args = parser.parse_args(argv)
     VERBOSE = args.verbose
-    handler = {"flood": cmd_flood, "slowread": cmd_slowread, "fuzz": cmd_fuzz}[args.command]
+    handler = {"flood": cmd_flood, "slowread": cmd_slowread, "h2streams": cmd_h2streams, "fuzz": cmd_fuzz}[args.command]
     try:
         return handler(args)
     except KeyboardInterrupt:

@@ -13,12 +13,12 @@ work=$2
 out=$3
 quick=${4:-}
 attack="$(cd "$(dirname "$0")" && pwd)/attack-serve.py"
-readers=1000 bomb_gib=4 flood_seconds=10 fuzz_seconds=60
-[ "$quick" = "--quick" ] && readers=100 bomb_gib=1 flood_seconds=4 fuzz_seconds=10
+readers=1000 bomb_gib=4 flood_seconds=10 fuzz_seconds=60 h2conns=200
+[ "$quick" = "--quick" ] && readers=100 bomb_gib=1 flood_seconds=4 fuzz_seconds=10 h2conns=20
 rm -rf "$work" && mkdir -p "$work/site"
 work=$(cd "$work" && pwd)
 pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true; stop_nginx "$work"' EXIT
+trap 'kill "${pids[@]}" 2>/dev/null || true; stop_nginx "$work"; stop_nginx "$work/tls"' EXIT
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 # A page (60 KiB of text, deflated in the bundle) and a 64 MiB stored body.
@@ -44,6 +44,25 @@ n1=$(flood 18702 "$nginx_worker" "$cached")
 slow=$(python3 "$attack" slowread --port 18701 --pid "$serve" --connections "$readers" --request 'GET /big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n' --seconds 150)
 nslow=$(python3 "$attack" slowread --port 18702 --pid "$nginx_worker" --connections "$readers" --request 'GET /big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n' --seconds 150)
 fuzz=$(python3 "$attack" fuzz --port 18701 --pid "$serve" --seconds "$fuzz_seconds" --seed 1 || true)
+
+# HTTP/2 over TLS: clients that open 100 streams each for the 64 MiB file and read nothing, against packager serve
+# --tls-cert and nginx (ssl http2) with the same certificate.
+tls=$work/tls
+mkdir -p "$tls"
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tls/ca.key" -out "$tls/ca.pem" -days 2 -subj "/CN=Bench CA" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -keyout "$tls/server.key" -out "$tls/server.csr" -subj "/CN=127.0.0.1" 2>/dev/null
+printf 'subjectAltName=IP:127.0.0.1\n' >"$tls/san.cnf"
+openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial -out "$tls/server.pem" -days 2 \
+    -extfile "$tls/san.cnf" 2>/dev/null
+"$packager" serve "$work/site.zip" --port 18704 --tls-cert "$tls/server.pem" --tls-key "$tls/server.key" >/dev/null 2>&1 &
+serve_tls=$!
+pids+=("$serve_tls")
+wait_for https://127.0.0.1:18704/page.html
+start_nginx "$tls" "$work/site" "127.0.0.1:18705 ssl http2" 1 "ssl_certificate $tls/server.pem; ssl_certificate_key $tls/server.key;"
+nginx_tls_worker=$(pgrep -P "$(cat "$tls/nginx/nginx.pid")" | head -1)
+h2=$(python3 "$attack" h2streams --port 18704 --pid "$serve_tls" --ca "$tls/ca.pem" --connections "$h2conns" --streams 100 --path /big.bin --seconds 8)
+nh2=$(python3 "$attack" h2streams --port 18705 --pid "$nginx_tls_worker" --ca "$tls/ca.pem" --connections "$h2conns" --streams 100 --path /big.bin --seconds 8)
+h2_after=$(curl -s --http2 --cacert "$tls/ca.pem" -o /dev/null -w '%{http_version} %{http_code}' https://127.0.0.1:18704/page.html || true)
 
 # index.bin deflated: BOMB_GIB GiB of zeros in a few MB, checked with a required key (read before the signature).
 "$packager" keygen -o "$work/release" >/dev/null
@@ -122,6 +141,7 @@ mib() { python3 -c "print(f'{float(\"$1\"):.1f}')"; }
     echo "| one client pipelining \`GET /page.html\` for ${flood_seconds} s, never reading: growth (after it left) | +$(mib "$(field "$f1" growth_mb)") MiB ($(mib "$(field "$f1" after_close_rss_mb)") MiB), $(field "$f1" requests_sent) requests sent | +$(mib "$(field "$n1" growth_mb)") MiB, $(field "$n1" requests_sent) requests sent | ≤ 64 MiB |"
     echo "| the same with \`If-None-Match: \"x\"\` (read each time) | +$(mib "$(field "$f2" growth_mb)") MiB ($(mib "$(field "$f2" after_close_rss_mb)") MiB) | - | ≤ 64 MiB |"
     echo "| $readers clients asking for the 64 MiB file, never reading: peak RSS; closed; seconds until all closed | $(mib "$(field "$slow" peak_rss_mb)") MiB; $(field "$slow" closed) of $readers; $(field "$slow" seconds_until_all_closed) | $(mib "$(field "$nslow" peak_rss_mb)") MiB; $(field "$nslow" closed) of $readers; $(field "$nslow" seconds_until_all_closed) | ≤ 256 MiB, all closed by the 60 s timeout (within two periods) |"
+    echo "| $h2conns HTTP/2 clients over TLS, 100 streams each for the 64 MiB file, never reading: peak RSS (growth); then a request | $(mib "$(field "$h2" peak_rss_mb)") MiB (+$(python3 -c "print(f'{$(field "$h2" peak_rss_mb) - $(field "$h2" base_rss_mb):.1f}')") MiB); HTTP/$h2_after | $(mib "$(field "$nh2" peak_rss_mb)") MiB (+$(python3 -c "print(f'{$(field "$nh2" peak_rss_mb) - $(field "$nh2" base_rss_mb):.1f}')") MiB) | ≤ 256 MiB; answered |"
     echo "| ${fuzz_seconds} s of random, malformed and pipelined requests (4 clients, seed 1) | alive: $(field "$fuzz" alive), $(field "$fuzz" requests) requests | - | alive |"
     echo "| \`check --public-key\` of a ${bomb_gib} GiB deflate bomb as index.bin ($bomb_size bytes) | peak $((bomb_rss / 1024)) MiB | - | refused, < 64 MiB |"
     echo "| \`build\` of a hostile origin: secrets in any file it wrote (bundle, JSON report, stderr) | $secrets | - | 0 |"
