@@ -224,6 +224,14 @@ func measureSite(label: String, root: String, files: Int, mountTarget: Double?) 
         "\(label): libarchive storing every entry (one method for all, no per-entry choice) takes " + String(format: "%.2f s", storeTime)
             + " and writes \(fileSize(storeZip) / 1024) KiB (" + String(format: "%.2fx", Double(fileSize(storeZip)) / Double(ours)) + " packager's size).")
     try? fm.removeItem(atPath: storeZip)
+    // Where the bytes go, in both files (scripts/zip-breakdown.py, beside this package's sources).
+    let breakdownScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../scripts/zip-breakdown.py").path
+    let breakdownOut = work + "/\(label).breakdown.txt"
+    if shell("python3 '\(breakdownScript)' '\(bundle)' '\(peerZip)' > '\(breakdownOut)'").status == 0,
+        let said = try? String(contentsOfFile: breakdownOut, encoding: .utf8)
+    {
+        notes.append("\(label): where the bytes go: " + said.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
     rows.append(
         Row(
             name: "\(label): pack \(files) files", ours: String(format: "%.2f s", packTime), peer: String(format: "bsdtar -a -cf: %.2f s", peerTime),

@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Where a ZIP's bytes go: entry data, local headers, the central directory and end records, and (for a bundle) the
+data of index.bin and manifest.json apart from the bodies. Usage: zip-breakdown.py BUNDLE.zip PEER.zip
+Prints one sentence comparing the two, in KiB."""
+import os
+import sys
+import zipfile
+
+
+def breakdown(path):
+    size = os.path.getsize(path)
+    with zipfile.ZipFile(path) as z:
+        infos = z.infolist()
+        data = {"index.bin": 0, "manifest.json": 0, "signature.json": 0}
+        bodies = 0
+        local = 0
+        for info in infos:
+            # The local header: 30 bytes, the name and the local extra (read from the file: it may differ from the
+            # central one).
+            with open(path, "rb") as f:
+                f.seek(info.header_offset + 26)
+                name_length = int.from_bytes(f.read(2), "little")
+                extra_length = int.from_bytes(f.read(2), "little")
+            local += 30 + name_length + extra_length
+            if info.filename in data:
+                data[info.filename] = info.compress_size
+            else:
+                bodies += info.compress_size
+        central = size - local - bodies - sum(data.values())
+    return {"entries": len(infos), "bodies": bodies, "local": local, "central": central, **data}
+
+
+def kib(n):
+    return f"{n / 1024:.0f} KiB"
+
+
+ours, peer = breakdown(sys.argv[1]), breakdown(sys.argv[2])
+print(
+    f"packager: bodies {kib(ours['bodies'])}, local headers {kib(ours['local'])}, central directory and end records "
+    f"{kib(ours['central'])}, index.bin {kib(ours['index.bin'])}, manifest.json {kib(ours['manifest.json'])} (deflated); "
+    f"bsdtar: file data {kib(peer['bodies'])}, local headers {kib(peer['local'])}, central directory and end records "
+    f"{kib(peer['central'])} ({peer['entries']} entries, directories included)."
+)
