@@ -48,12 +48,7 @@ fuzz=$(python3 "$attack" fuzz --port 18701 --pid "$serve" --seconds "$fuzz_secon
 # HTTP/2 over TLS: clients that open 100 streams each for the 64 MiB file and read nothing, against packager serve
 # --tls-cert and nginx (ssl http2) with the same certificate.
 tls=$work/tls
-mkdir -p "$tls"
-openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tls/ca.key" -out "$tls/ca.pem" -days 2 -subj "/CN=Bench CA" 2>/dev/null
-openssl req -newkey rsa:2048 -nodes -keyout "$tls/server.key" -out "$tls/server.csr" -subj "/CN=127.0.0.1" 2>/dev/null
-printf 'subjectAltName=IP:127.0.0.1\n' >"$tls/san.cnf"
-openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial -out "$tls/server.pem" -days 2 \
-    -extfile "$tls/san.cnf" 2>/dev/null
+make_test_ca "$tls"
 "$packager" serve "$work/site.zip" --port 18704 --tls-cert "$tls/server.pem" --tls-key "$tls/server.key" >/dev/null 2>&1 &
 serve_tls=$!
 pids+=("$serve_tls")

@@ -25,11 +25,7 @@ fi
 rm -rf "$work" && mkdir -p "$work/tls"
 work=$(cd "$work" && pwd)
 tls=$work/tls
-openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tls/ca.key" -out "$tls/ca.pem" -days 2 -subj "/CN=Bench CA" 2>/dev/null
-openssl req -newkey rsa:2048 -nodes -keyout "$tls/server.key" -out "$tls/server.csr" -subj "/CN=127.0.0.1" 2>/dev/null
-printf 'subjectAltName=IP:127.0.0.1\n' >"$tls/san.cnf"
-openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial -out "$tls/server.pem" -days 2 \
-    -extfile "$tls/san.cnf" 2>/dev/null
+make_test_ca "$tls"
 
 trap 'stop_nginx "$work"' EXIT
 start_nginx "$work" "$docs" "127.0.0.1:$port ssl http2" 2 "ssl_certificate $tls/server.pem; ssl_certificate_key $tls/server.key;"

@@ -29,6 +29,17 @@ NGINX
 
 stop_nginx() { nginx -c "$1/nginx/nginx.conf" -s stop 2>/dev/null || true; }
 
+# make_test_ca DIR: a CA (DIR/ca.pem, ca.key) and a certificate it signed for 127.0.0.1 (DIR/server.pem, server.key).
+make_test_ca() {
+    local tls=$1
+    mkdir -p "$tls"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tls/ca.key" -out "$tls/ca.pem" -days 2 -subj "/CN=Bench CA" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -keyout "$tls/server.key" -out "$tls/server.csr" -subj "/CN=127.0.0.1" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1\n' >"$tls/san.cnf"
+    openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial -out "$tls/server.pem" -days 2 \
+        -extfile "$tls/san.cnf" 2>/dev/null
+}
+
 # wait_for URL: until it answers (any status), for at most 10 s.
 wait_for() { for _ in $(seq 100); do curl -sk -o /dev/null "$1" && return 0; sleep 0.1; done; echo "bench: $1 did not come up" >&2; return 1; }
 

@@ -15,11 +15,7 @@ work=$(cd "$work" && pwd)
 tls=$work/tls
 
 # One certificate for both servers, signed by a CA the clients trust (wrk and h2load do not verify; curl does).
-openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tls/ca.key" -out "$tls/ca.pem" -days 2 -subj "/CN=Bench CA" 2>/dev/null
-openssl req -newkey rsa:2048 -nodes -keyout "$tls/server.key" -out "$tls/server.csr" -subj "/CN=127.0.0.1" 2>/dev/null
-printf 'subjectAltName=IP:127.0.0.1\n' >"$tls/san.cnf"
-openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial -out "$tls/server.pem" -days 2 \
-    -extfile "$tls/san.cnf" 2>/dev/null
+make_test_ca "$tls"
 
 cp -rL "$docs" "$work/py"
 "$bin/packager" pack "$work/py" --base-url http://bench.local/ -o "$work/py.zip" >/dev/null
