@@ -298,6 +298,8 @@ extension ChannelServerTests {
         #expect(refused.output == (spoken.isEmpty ? "1.1" : spoken) + " 421", "\(refused.output)")
         #expect(records.all.count == 2 * runtimeCases.count + 1)
         #expect(records.all.last.map { "\($0.status) \($0.source == nil)" } == "421 true")
+        // The access log names the client, over HTTP/2 too (a stream's channel answers with its connection's address).
+        #expect(records.all.allSatisfy { $0.client == "127.0.0.1" }, "\(Set(records.all.map { $0.client ?? "nil" }))")
     }
 }
 
