@@ -92,6 +92,14 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     let gate: BodyGate?
     /// This handler holds one of the gate's turns.
     private var gateHeld = false
+    /// This handler gave its turn back because its answer made no progress (a client that stopped reading this stream),
+    /// and counts among the gate's stalled streams until its answer ends.
+    private var stalledHeld = false
+    /// Checks, while a turn is held, that the answer makes progress.
+    private var stallCheck: Scheduled<Void>?
+    private var progressAtStallCheck = 0
+    /// The first chunks are being read off the event loop: a turn held is given back when they come, not before.
+    private var readingOffLoop = false
     /// The handler left its channel: a turn given later is handed back at once.
     private var removed = false
 
@@ -107,7 +115,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     func handlerRemoved(context: ChannelHandlerContext) {
         removed = true
-        releaseGate()
+        if !readingOffLoop { releaseGate() }
         idleCheck?.cancel()
         settings.bodyBudget.release(budgeted)
         budgeted = 0
@@ -401,9 +409,13 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context, filling), eventLoop: loop)
         @Sendable func readOffLoop() {
+            bound.value.0.readingOffLoop = true
             NIOThreadPool.singleton.runIfActive(eventLoop: loop) { try answer.openBody() }.whenComplete { result in
                 let (handler, context, filling) = bound.value
                 handler.busy = false
+                handler.readingOffLoop = false
+                // A stream reset while its first chunks were read: its turn goes back now, not while they were read.
+                guard !handler.removed else { return handler.releaseGate() }
                 if case .success(.some) = result {} else { handler.releaseGate() }
                 switch result {
                 case .success(let opened?):
@@ -423,18 +435,51 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         }
         guard let gate else { return readOffLoop() }
         gate.enter {
-            let handler = bound.value.0
+            let (handler, context, _) = bound.value
             guard !handler.removed else { return gate.leave() }
             handler.gateHeld = true
+            handler.scheduleStallCheck(context: context)
             readOffLoop()
         }
     }
 
-    /// Gives back this handler's turn for a large body, if it holds one.
+    /// Gives back this handler's turn for a large body, or its place among the stalled, if it holds either.
     private func releaseGate() {
-        guard gateHeld else { return }
-        gateHeld = false
-        gate?.leave()
+        stallCheck?.cancel()
+        stallCheck = nil
+        if gateHeld {
+            gateHeld = false
+            gate?.leave()
+        }
+        if stalledHeld {
+            stalledHeld = false
+            gate?.unstall()
+        }
+    }
+
+    /// Once a ``BodyGate/stallPeriod`` while a turn is held: an answer that made no progress meanwhile while its
+    /// connection still took bytes (a client that stopped reading this stream, as a browser does with a video once its
+    /// buffer is full) gives its turn to the next stream, while fewer than ``BodyGate/stalledLimit`` of the
+    /// connection's streams are stalled.
+    private func scheduleStallCheck(context: ChannelHandlerContext) {
+        guard let gate else { return }
+        progressAtStallCheck = progress
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        stallCheck = context.eventLoop.scheduleTask(in: gate.stallPeriod) {
+            let (handler, context) = bound.value
+            guard handler.gateHeld else { return }
+            // Stalled by its own flow-control window while the connection takes bytes (its channel writable): the
+            // client reads the connection but not this stream. A client that reads nothing at all leaves the
+            // connection unwritable, and its streams keep their turns.
+            let connectionTakesBytes = context.channel.parent?.isWritable ?? true
+            if handler.progress == handler.progressAtStallCheck && !handler.readingOffLoop && connectionTakesBytes && gate.stall() {
+                handler.gateHeld = false
+                handler.stalledHeld = true
+                handler.stallCheck = nil
+            } else {
+                handler.scheduleStallCheck(context: context)
+            }
+        }
     }
 
     /// Times a request caught by a remote bundle's replacement is asked again of the next mount.
@@ -742,16 +787,41 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 /// An HTTP/2 connection's turns for large bodies (those read off the event loop), shared by its streams' handlers, on
 /// the connection's event loop: at most `limit` read and send at once, the others wait in order. A stream holds its
 /// body's first chunks and the one in flight, so a connection holds `limit` times that, however many streams it opens.
+///
+/// A stream that holds a turn and makes no progress for ``stallPeriod`` gives it to the next one (a browser stops
+/// reading a video's stream once its buffer is full, and other answers must not wait for it), while fewer than
+/// ``stalledLimit`` are stalled so: a connection holds the chunks of `limit + stalledLimit` bodies at most.
 final class BodyGate: @unchecked Sendable {
     // @unchecked: used only on `loop` (every stream of a connection runs on the connection's event loop).
     let limit: Int
+    let stalledLimit: Int
+    let stallPeriod: TimeAmount
     let loop: any EventLoop
     private var active = 0
+    private var stalled = 0
     private var waiting = CircularBuffer<@Sendable () -> Void>()
 
-    init(limit: Int, loop: any EventLoop) {
+    init(limit: Int, stalledLimit: Int = 4, stallPeriod: TimeAmount = .seconds(2), loop: any EventLoop) {
         self.limit = limit
+        self.stalledLimit = stalledLimit
+        self.stallPeriod = stallPeriod
         self.loop = loop
+    }
+
+    /// A holder that made no progress gives its turn to the next, if fewer than `stalledLimit` are stalled; true when
+    /// it did (it then counts as stalled until ``unstall()``).
+    func stall() -> Bool {
+        loop.preconditionInEventLoop()
+        guard stalled < stalledLimit else { return false }
+        stalled += 1
+        leave()
+        return true
+    }
+
+    /// A stalled holder's answer ended.
+    func unstall() {
+        loop.preconditionInEventLoop()
+        stalled -= 1
     }
 
     /// Runs `go` now when a turn is free, else once one is given back (on the loop, never inside `leave`).

@@ -60,8 +60,8 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     ///     (``OfflineLoader/matchesBody(method:url:)``), at most 1 MiB each (more is a 413); past the budget, such a
     ///     request is answered 503, so connections that send bodies at once cost the budget, not a megabyte each.
     ///   - tls: HTTPS, with HTTP/2 for clients that offer it by ALPN; plain HTTP/1.1 when nil. A connection whose
-    ///     handshake has not ended within `idleTimeout` is closed, and so is an HTTP/2 connection that sends nothing
-    ///     for that long.
+    ///     handshake has not ended within `idleTimeout` is closed, and so is an HTTP/2 connection that neither sends
+    ///     anything nor takes any of its answers' bytes for that long.
     ///   - group: the event loops that answer (by default NIO's shared group, a loop per core).
     /// - Throws: ``OfflineBundleServer/TLSFileError`` when a certificate or key file cannot be used; the listener's
     ///   error (an address in use, say) when it cannot listen.

@@ -16,8 +16,8 @@ enum SecureServing {
     static let largeBodiesPerConnection = 2
 
     /// Adds TLS and the protocol the client chose by ALPN to a new connection. A connection whose handshake has not
-    /// ended within `idleTimeout` is closed, as is an HTTP/2 connection that sends nothing (not even a window update for
-    /// an answer it reads) for that long.
+    /// ended within `idleTimeout` is closed, as is an HTTP/2 connection that neither sends anything nor takes any of its
+    /// answers' bytes for that long.
     static func configure(
         _ channel: any Channel, context: NIOSSLContext, settings: BundleChannelHandler.Settings, cache: ResponseCache?
     ) -> EventLoopFuture<Void> {
@@ -29,12 +29,20 @@ enum SecureServing {
         var streamSettings = settings
         streamSettings.idleCheck = false
         let handshake = channel.eventLoop.scheduleTask(in: settings.idleTimeout) { channel.close(promise: nil) }
+        // A connection that ends before its handshake does (a scanner, a failed handshake) is not held by the timer.
+        channel.closeFuture.whenComplete { _ in handshake.cancel() }
         return channel.configureHTTP2SecureUpgrade(
             h2ChannelConfigurator: { channel in
                 handshake.cancel()
-                let gate = BodyGate(limit: SecureServing.largeBodiesPerConnection, loop: channel.eventLoop)
+                // A stream stalls after a thirtieth of the idle period without progress (2 s of the default 60 s).
+                let gate = BodyGate(
+                    limit: SecureServing.largeBodiesPerConnection, stallPeriod: .nanoseconds(max(settings.idleTimeout.nanoseconds / 30, 100_000_000)),
+                    loop: channel.eventLoop)
                 do {
-                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: settings.idleTimeout))
+                    // Idle when the client sent nothing and no write completed: a client that reads a long answer
+                    // slowly (its window large enough not to send updates) makes writes complete, one that stopped
+                    // reading does not.
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: settings.idleTimeout))
                     try channel.pipeline.syncOperations.addHandler(CloseWhenIdle())
                 } catch {
                     return channel.eventLoop.makeFailedFuture(error)
@@ -87,12 +95,16 @@ enum FileRegionReading {
         try region.fileHandle.withUnsafeFileDescriptor { descriptor in
             var done = 0
             while done < count {
-                let got = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count - done) { space in
-                    pread(descriptor, space.baseAddress, min(space.count, count - done), off_t(region.readerIndex + done))
+                var result = 0
+                var failure: Int32 = 0
+                buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count - done) { space in
+                    result = pread(descriptor, space.baseAddress, min(space.count, count - done), off_t(region.readerIndex + done))
+                    failure = result < 0 ? errno : 0
+                    return max(result, 0)
                 }
-                if got < 0 && errno == EINTR { continue }
-                guard got > 0 else { throw IOError(errnoCode: got < 0 ? errno : EIO, reason: "pread") }
-                done += got
+                if result < 0 && failure == EINTR { continue }
+                guard result > 0 else { throw IOError(errnoCode: result < 0 ? failure : EIO, reason: "pread") }
+                done += result
             }
         }
         return buffer
@@ -167,7 +179,10 @@ final class HTTP2ResponseParts: ChannelDuplexHandler, RemovableChannelHandler {
             if bytes.readableBytes == 0 { return send(.head(response), promise: promise, context: context) }
             context.write(wrapOutboundOut(.head(response)), promise: nil)
         }
-        guard let left = remaining else { return }
+        guard let left = remaining else {
+            promise?.succeed()
+            return
+        }
         let body = bytes.readSlice(length: min(bytes.readableBytes, left))!
         remaining = left - body.readableBytes
         if remaining == 0 {

@@ -100,9 +100,10 @@ struct SecureServingTests {
         try writeBundle(["\(Self.origin)/large.bin": large], to: folder.path + "/b.zip")
         try await makeTestCertificates(in: folder)
         let served = ServedLog()
+        // An idle period of 300 s: a stream that makes no progress gives its turn after 10 s, well after the count below.
         let server = try await OfflineBundleChannelServer.start(
             handle: LoaderHandle(try OfflineLoader(path: folder.path + "/b.zip")), routes: [.init(origin: Self.origin)],
-            policy: ServerPolicy(accessLog: { served.add($0) }),
+            policy: ServerPolicy(accessLog: { served.add($0) }), idleTimeout: .seconds(300),
             tls: .init(certificateChain: folder.path + "/server.pem", privateKey: folder.path + "/server.key"))
         defer { Task { await server.stop() } }
         // Raw HTTP/2: the preface, SETTINGS with the largest stream window, the connection window opened as far, then
@@ -151,6 +152,102 @@ struct SecureServingTests {
         #expect(started == 2, "\(started) answers started while the client read nothing")
         #expect(printed.contains("ended 10"), "\(printed)")
         #expect(served.all.count == 10 && served.all.allSatisfy { $0.status == 200 })
+    }
+
+    @Test(
+        "two HTTP/2 streams the client stopped reading (as a browser stops reading a video once its buffer is full) give their turns to the next stream after the stall period"
+    )
+    func stalledStreamsGiveTheirTurns() async throws {
+        let folder = try TemporaryFolder()
+        try writeBundle(["\(Self.origin)/large.bin": noise(8 << 20, seed: 10)], to: folder.path + "/b.zip")
+        // An idle period of 15 s: a stream that makes no progress for 0.5 s gives its turn.
+        let server = try await start(folder.path + "/b.zip", folder: folder, idleTimeout: .seconds(15))
+        defer { Task { await server.stop() } }
+        // Streams 1 and 3 keep the default stream window (64 KiB) and never get more: they stall. Stream 5 is opened
+        // next and read whole; the connection's window is opened wide, so only the streams' own windows hold back.
+        try folder.file(
+            "stall.py",
+            #"""
+            import socket, ssl, sys, time
+            port, ca = int(sys.argv[1]), sys.argv[2]
+            context = ssl.create_default_context(cafile=ca)
+            context.set_alpn_protocols(["h2"])
+            s = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=20), server_hostname="127.0.0.1")
+            def literal(name, value): return bytes([0, len(name)]) + name + bytes([len(value)]) + value
+            block = literal(b":method", b"GET") + literal(b":scheme", b"https") + literal(b":path", b"/large.bin") + literal(b":authority", b"127.0.0.1")
+            def window(stream, increment): return bytes([0, 0, 4, 8, 0]) + stream.to_bytes(4, "big") + increment.to_bytes(4, "big")
+            out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]) + window(0, 2**31 - 1 - 65535)
+            for stream in (1, 3, 5):
+                out += len(block).to_bytes(3, "big") + bytes([1, 5]) + stream.to_bytes(4, "big") + block
+            s.sendall(out)
+            start, buffer, answered = time.time(), b"", set()
+            while time.time() - start < 20:
+                chunk = s.recv(1 << 20)
+                if not chunk: break
+                buffer += chunk
+                while len(buffer) >= 9:
+                    length = int.from_bytes(buffer[0:3], "big")
+                    if len(buffer) < 9 + length: break
+                    kind, flags, stream = buffer[3], buffer[4], int.from_bytes(buffer[5:9], "big") & 0x7FFFFFFF
+                    if kind == 1:
+                        answered.add(stream)
+                        if stream == 5: s.sendall(window(5, 2**31 - 1 - 65535))
+                    if kind == 0 and flags & 1 and stream == 5:
+                        print("stream 5 ended after", round(time.time() - start, 1), "s; answers started:", sorted(answered))
+                        sys.exit(0)
+                    buffer = buffer[9 + length:]
+            print("stream 5 did not end; answers started:", sorted(answered))
+            """#)
+        let result = try await run("python3", [folder.path + "/stall.py", String(server.port), folder.path + "/ca.pem"])
+        #expect(result.output.hasPrefix("stream 5 ended after") && result.output.contains("[1, 3, 5]"), "\(result.output)")
+    }
+
+    @Test("an HTTP/2 client that reads a long answer slowly and sends nothing meanwhile is not cut off at the idle timeout")
+    func slowHTTP2ReaderIsNotCutOff() async throws {
+        let folder = try TemporaryFolder()
+        let body = noise(32 << 20, seed: 11)
+        try writeBundle(["\(Self.origin)/large.bin": body], to: folder.path + "/b.zip")
+        let server = try await start(folder.path + "/b.zip", folder: folder, idleTimeout: .seconds(2))
+        defer { Task { await server.stop() } }
+        // The largest windows, so the client never needs to send a window update: it reads 64 KiB every 5 ms at most,
+        // so the body takes more than an idle period, and the server always has bytes waiting for the client (the
+        // last socket buffers' worth drains within a period).
+        try folder.file(
+            "slow.py",
+            #"""
+            import socket, ssl, sys, time
+            port, ca = int(sys.argv[1]), sys.argv[2]
+            context = ssl.create_default_context(cafile=ca)
+            context.set_alpn_protocols(["h2"])
+            s = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=20), server_hostname="127.0.0.1")
+            def literal(name, value): return bytes([0, len(name)]) + name + bytes([len(value)]) + value
+            block = literal(b":method", b"GET") + literal(b":scheme", b"https") + literal(b":path", b"/large.bin") + literal(b":authority", b"127.0.0.1")
+            out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 4]) + (2**31 - 1).to_bytes(4, "big")
+            out += bytes([0, 0, 4, 8, 0, 0, 0, 0, 0]) + (2**31 - 1 - 65535).to_bytes(4, "big")
+            out += len(block).to_bytes(3, "big") + bytes([1, 5, 0, 0, 0, 1]) + block
+            s.sendall(out)
+            start, buffer, received, reads = time.time(), b"", 0, 0
+            while True:
+                chunk = s.recv(65536)
+                reads += 1
+                if not chunk:
+                    print("closed after", round(time.time() - start, 1), "s with", received, "bytes"); break
+                buffer += chunk
+                ended = False
+                while len(buffer) >= 9:
+                    length = int.from_bytes(buffer[0:3], "big")
+                    if len(buffer) < 9 + length: break
+                    if buffer[3] == 0:
+                        received += length
+                        ended = ended or bool(buffer[4] & 1)
+                    buffer = buffer[9 + length:]
+                if ended:
+                    print("ended after", round(time.time() - start, 1), "s with", received, "bytes"); break
+                # A TLS record (16 KiB) per read: 64 KiB per 5 ms.
+                if reads % 4 == 0: time.sleep(0.005)
+            """#)
+        let result = try await run("python3", [folder.path + "/slow.py", String(server.port), folder.path + "/ca.pem"])
+        #expect(result.output.hasPrefix("ended after") && result.output.contains("with \(body.count) bytes"), "\(result.output)")
     }
 
     @Test("a connection that never ends its TLS handshake is closed after the idle timeout, and so is an HTTP/2 connection that goes quiet")
