@@ -130,7 +130,9 @@ final class Crawler: Sendable {
                 guard case .success(let response) = await fetcher.fetch(url, spoolPath: spool.newFile(state.nextSpoolNumber()), withinBudget: { $0 <= maxBody })
                 else { return nil }
                 defer { response.discard(returningTo: nil) }
-                return (response.status, response.bodyBytes())
+                // Compared by digest, read in chunks: a probe page as large as scope.max-body is never held whole.
+                guard let digest = response.bodyDigest() else { return nil }
+                return (response.status, digest)
             })
     }
 

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Crypto
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -184,6 +185,21 @@ final class Fetcher: Sendable {
 
 extension Fetcher.Response {
     /// The body's bytes (read from its spool file when it has one).
+    /// The SHA-256 of the body as received, read from its spool file in chunks (a body of any size costs a chunk of
+    /// memory); nil when the spool file cannot be read.
+    func bodyDigest() -> [UInt8]? {
+        var hasher = SHA256()
+        switch body {
+        case .none: break
+        case .memory(let data): hasher.update(data: data)
+        case .file(let path):
+            guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+            defer { try? handle.close() }
+            while let chunk = try? handle.read(upToCount: 1 << 20), !chunk.isEmpty { hasher.update(data: chunk) }
+        }
+        return Array(hasher.finalize())
+    }
+
     func bodyBytes() -> [UInt8] {
         switch body {
         case .none: return []

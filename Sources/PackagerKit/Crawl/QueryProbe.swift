@@ -20,14 +20,14 @@ final class QueryProbe: Sendable {
     }
 
     /// The ignore-query patterns learned (`ORIGIN/*`), in origin order. `allowed` says whether robots.txt lets a URL be
-    /// fetched; `fetch` gets a URL's status and body (nil when it fails).
-    func learn(allowed: (String) async -> Bool, fetch: (String) async -> (status: Int, body: [UInt8])?) async -> [String] {
+    /// fetched; `fetch` gets a URL's status and the SHA-256 of its body (nil when it fails).
+    func learn(allowed: (String) async -> Bool, fetch: (String) async -> (status: Int, digest: [UInt8])?) async -> [String] {
         var patterns: [String] = []
         for (origin, key) in candidates.withLockedValue({ $0 }).sorted(by: { $0.key < $1.key }) {
             let token = String(UInt64.random(in: 0...UInt64.max), radix: 36)
             let probe = key + "?packager-query-probe=" + token
             guard await allowed(probe), let plain = await fetch(key), plain.status == 200, let queried = await fetch(probe), queried.status == 200,
-                plain.body == queried.body
+                plain.digest == queried.digest
             else { continue }
             patterns.append(origin + "/*")
         }
