@@ -107,15 +107,15 @@ struct SecureServingTests {
             tls: .init(certificateChain: folder.path + "/server.pem", privateKey: folder.path + "/server.key"))
         defer { Task { await server.stop() } }
         // Raw HTTP/2: the preface, SETTINGS with the largest stream window, the connection window opened as far, then
-        // HEADERS for ten streams (literal fields); nothing is read for a second, then everything.
+        // HEADERS for ten streams (literal fields); nothing is read until the test has counted, then everything.
         try folder.file(
             "streams.py",
             #"""
-            import socket, ssl, sys, time
+            import os, socket, ssl, sys, time
             port, ca = int(sys.argv[1]), sys.argv[2]
             context = ssl.create_default_context(cafile=ca)
             context.set_alpn_protocols(["h2"])
-            raw = socket.create_connection(("127.0.0.1", port), timeout=20)
+            raw = socket.create_connection(("127.0.0.1", port), timeout=120)
             s = context.wrap_socket(raw, server_hostname="127.0.0.1")
             assert s.selected_alpn_protocol() == "h2"
             def literal(name, value): return bytes([0, len(name)]) + name + bytes([len(value)]) + value
@@ -125,10 +125,13 @@ struct SecureServingTests {
             for stream in range(1, 20, 2):
                 out += len(block).to_bytes(3, "big") + bytes([1, 5]) + stream.to_bytes(4, "big") + block
             s.sendall(out)
-            time.sleep(1.5)
+            # Nothing is read until the test says so (a file appears), however slow the machine.
+            deadline = time.time() + 120
+            while not os.path.exists(sys.argv[3]) and time.time() < deadline:
+                time.sleep(0.05)
             print("started", flush=True)
             # Now read: every stream's answer ends (END_STREAM on DATA) once the others had their turn.
-            buffer, ended, deadline = b"", 0, time.time() + 20
+            buffer, ended, deadline = b"", 0, time.time() + 120
             while ended < 10 and time.time() < deadline:
                 chunk = s.recv(1 << 20)
                 if not chunk: break
@@ -142,10 +145,15 @@ struct SecureServingTests {
             print("ended", ended)
             """#)
         let output = Pipe()
-        let client = try launch("/usr/bin/python3", [folder.path + "/streams.py", String(server.port), folder.path + "/ca.pem"], output: output)
-        // While the client reads nothing: two answers started (their heads logged), the other eight wait their turn.
-        try await Task.sleep(for: .milliseconds(1200))
+        let go = folder.path + "/go"
+        let client = try launch("/usr/bin/python3", [folder.path + "/streams.py", String(server.port), folder.path + "/ca.pem", go], output: output)
+        // While the client reads nothing: two answers started (their heads logged), the other eight wait their turn;
+        // a second more changes nothing (no stream makes progress, and the connection takes no bytes).
+        let waitUntil = Date().addingTimeInterval(60)
+        while served.all.count < 2 && Date() < waitUntil && client.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+        try await Task.sleep(for: .seconds(1))
         let started = served.all.count
+        try folder.file("go", "")
         while client.isRunning { try await Task.sleep(for: .milliseconds(100)) }
         let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         // Two: the server's turns for large bodies per HTTP/2 connection.
