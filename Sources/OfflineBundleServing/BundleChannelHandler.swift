@@ -84,6 +84,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// progress; one to a client that stopped reading does not.
     private var progress = 0
     private var progressAtLastCheck = 0
+    /// The protocol of the request being answered, for the access log (HTTP/2.0 on a stream).
+    private var version = HTTPVersion.http1_1
     /// The `Date` value (RFC 9110 §6.6.1: an origin server with a clock sends one), made once a second.
     private var date = (second: 0, value: "")
 
@@ -316,6 +318,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     private func respond(to pending: Pending, context: ChannelHandlerContext) {
         let request = pending.head
+        version = request.version
         // An HTTP/2 stream (one request each) is not a connection to keep or close.
         let keepAlive = request.version.major >= 2 || request.isKeepAlive
         let asked = Asked(request.headers)
@@ -699,6 +702,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         guard let served = settings.serving.policy.accessLog else { return }
         var record = record
         record.client = context.channel.remoteAddress?.ipAddress
+        record.version = version.description
         served(record)
     }
 

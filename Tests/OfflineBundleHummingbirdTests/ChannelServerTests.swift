@@ -300,6 +300,9 @@ extension ChannelServerTests {
         #expect(records.all.last.map { "\($0.status) \($0.source == nil)" } == "421 true")
         // The access log names the client, over HTTP/2 too (a stream's channel answers with its connection's address).
         #expect(records.all.allSatisfy { $0.client == "127.0.0.1" }, "\(Set(records.all.map { $0.client ?? "nil" }))")
+        // And the protocol each request came in.
+        let protocolVersion = spoken == "2" ? "HTTP/2.0" : "HTTP/1.1"
+        #expect(records.all.allSatisfy { $0.commonLogLine().contains(" \(protocolVersion)\" ") }, "\(records.all.first?.commonLogLine() ?? "")")
     }
 }
 

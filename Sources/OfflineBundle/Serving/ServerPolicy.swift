@@ -42,6 +42,8 @@ public struct ServedRequest: Sendable {
     public var contentLength: String?
     /// What answered; nil for a miss, a refused Host or an error.
     public var source: BundleResponse.Source?
+    /// The request's protocol as the log writes it (`HTTP/1.1`, `HTTP/1.0`, `HTTP/2.0`).
+    public var version = "HTTP/1.1"
 
     public init(client: String? = nil, method: String, target: String, status: Int, contentLength: String? = nil, source: BundleResponse.Source? = nil) {
         self.client = client
@@ -52,13 +54,13 @@ public struct ServedRequest: Sendable {
         self.source = source
     }
 
-    /// The request's line in the common log format (`host - - [time] "METHOD target HTTP/1.1" status bytes`), ending
+    /// The request's line in the common log format (`host - - [time] "METHOD target VERSION" status bytes`), ending
     /// with a newline; bytes are the Content-Length (`-` without one), and a last quoted field says what answered: the
     /// bundle's file name, `rules`, `last-seen`, or `-`. The client's request line is escaped (quotes, backslashes and
     /// control bytes as `\xNN`), so one request is one line.
     public func commonLogLine(at date: Date = Date()) -> String {
         let answered = source.map { "\"\($0.description.unicodeScalars.filter { $0.value >= 0x20 && $0 != "\"" })\"" } ?? "\"-\""
-        let request = "\(method) \(target) HTTP/1.1".unicodeScalars.map { c -> String in
+        let request = "\(method) \(target) \(version)".unicodeScalars.map { c -> String in
             c == "\"" || c == "\\" || c.value < 0x20 || c.value == 0x7F ? String(format: "\\x%02x", c.value) : String(c)
         }.joined()
         return "\(client ?? "-") - - [\(Self.commonLogTime(date))] \"\(request)\" \(status) \(contentLength ?? "-") \(answered)\n"
