@@ -27,7 +27,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         /// The request body bytes all connections may hold at once.
         var bodyBudget = BodyBudget(limit: 64 << 20)
         /// Whether spans of the bundle file go out by `sendfile` and are kept as spans in the response cache; not over
-        /// TLS, where a span is read into memory to be encrypted, so the cache keeps its bytes.
+        /// TLS, which must encrypt the bytes: there bodies go in chunks, and the cache keeps bytes.
         var sendfile = true
         /// Whether each handler closes its connection when idle; not an HTTP/2 stream's (one request; the connection
         /// has a check of its own), so a request costs no timer.
@@ -805,7 +805,7 @@ final class BodyGate: @unchecked Sendable {
     private var stalled = 0
     private var waiting = CircularBuffer<@Sendable () -> Void>()
 
-    init(limit: Int, stalledLimit: Int = 4, stallPeriod: TimeAmount = .seconds(2), loop: any EventLoop) {
+    init(limit: Int, stalledLimit: Int = 4, stallPeriod: TimeAmount, loop: any EventLoop) {
         self.limit = limit
         self.stalledLimit = stalledLimit
         self.stallPeriod = stallPeriod

@@ -30,6 +30,9 @@ import UnixSignals
 /// later closes the connection short of its Content-Length. Requests on a connection are answered in order; a request
 /// that cannot be parsed is a 400 and ends the connection.
 public final class OfflineBundleChannelServer: Service, Sendable {
+    /// HTTPS for the server: a certificate chain and its key (the type ``OfflineBundleServer`` takes too).
+    public typealias TLS = OfflineBundleServer.TLS
+
     /// The port it listens on, once ``start(serving:host:port:serverName:idleTimeout:responseCacheSize:requestBodyBudget:tls:group:)`` returned.
     public let port: Int
     private let channel: any Channel
@@ -67,7 +70,7 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     ///   error (an address in use, say) when it cannot listen.
     public static func start(
         serving: BundleServing, host: String = "127.0.0.1", port: Int = 0, serverName: String? = nil, idleTimeout: TimeAmount = .seconds(60),
-        responseCacheSize: Int = 32 << 20, requestBodyBudget: Int = 64 << 20, tls: OfflineBundleServer.TLS? = nil,
+        responseCacheSize: Int = 32 << 20, requestBodyBudget: Int = 64 << 20, tls: TLS? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> OfflineBundleChannelServer {
         let cache = responseCacheSize > 0 ? ResponseCache(budget: responseCacheSize) : nil
@@ -97,7 +100,7 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     public static func start(
         handle: LoaderHandle, routes: [BundleRoute], policy: ServerPolicy = .open, host: String = "127.0.0.1", port: Int = 0,
         serverName: String? = nil, idleTimeout: TimeAmount = .seconds(60), responseCacheSize: Int = 32 << 20, requestBodyBudget: Int = 64 << 20,
-        tls: OfflineBundleServer.TLS? = nil, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        tls: TLS? = nil, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> OfflineBundleChannelServer {
         try await start(
             serving: BundleServing(handle: handle, routes: routes, policy: policy), host: host, port: port, serverName: serverName,

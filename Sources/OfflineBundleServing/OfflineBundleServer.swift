@@ -10,8 +10,8 @@ import UnixSignals
 /// A Hummingbird server run in the background: started on an address, its bound port known once it listens,
 /// stopped by a graceful shutdown that lets open responses finish.
 ///
-/// `packager serve`, `packager demo`, the test suite's origins and the benchmark's file server all run through
-/// it; a service that serves a bundle beside other work can too:
+/// `packager demo`, the test suite's origins and the benchmark's file server run through it (`packager serve` runs
+/// ``OfflineBundleChannelServer``); a service that serves a bundle beside other work can too:
 ///
 /// ```swift
 /// let router = Router()
@@ -22,8 +22,8 @@ import UnixSignals
 /// await server.stop()
 /// ```
 public struct OfflineBundleServer: Sendable {
-    /// HTTPS for a server: a certificate chain and its private key, both PEM files. The server then speaks HTTP/2 to
-    /// clients that offer it by ALPN, and HTTP/1.1 to the others.
+    /// HTTPS for a server (this one, or ``OfflineBundleChannelServer``): a certificate chain and its private key, both
+    /// PEM files. The server then speaks HTTP/2 to clients that offer it by ALPN, and HTTP/1.1 to the others.
     public struct TLS: Sendable {
         /// A PEM file with the server's certificate first, then any intermediate certificates.
         public var certificateChain: String

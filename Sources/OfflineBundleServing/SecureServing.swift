@@ -1,7 +1,6 @@
 import NIOCore
 import NIOHTTP1
 import NIOHTTP2
-import NIOPosix
 import NIOSSL
 
 /// HTTPS for the channel server: TLS in front of the same answer step, HTTP/1.1 or HTTP/2 as the client's ALPN offer
@@ -85,34 +84,8 @@ final class CloseWhenIdle: ChannelInboundHandler, RemovableChannelHandler {
     }
 }
 
-/// The bytes of a span of a file, for a channel that cannot take a `FileRegion`. The handler sends none over TLS (it
-/// reads bodies in chunks there, ``BundleChannelHandler/Settings/sendfile``); this is the fallback should one come.
-enum FileRegionReading {
-    /// The region's bytes; a file cut short is an error (the connection then closes short of its Content-Length).
-    static func read(_ region: FileRegion, allocator: ByteBufferAllocator) throws -> ByteBuffer {
-        let count = region.readableBytes
-        var buffer = allocator.buffer(capacity: count)
-        try region.fileHandle.withUnsafeFileDescriptor { descriptor in
-            var done = 0
-            while done < count {
-                var result = 0
-                var failure: Int32 = 0
-                buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count - done) { space in
-                    result = pread(descriptor, space.baseAddress, min(space.count, count - done), off_t(region.readerIndex + done))
-                    failure = result < 0 ? errno : 0
-                    return max(result, 0)
-                }
-                if result < 0 && failure == EINTR { continue }
-                guard result > 0 else { throw IOError(errnoCode: result < 0 ? failure : EIO, reason: "pread") }
-                done += result
-            }
-        }
-        return buffer
-    }
-}
-
-/// Turns the HTTP/1.1 response bytes that ``BundleChannelHandler`` writes (a head as bytes, then the body as buffers
-/// or file spans) into the response parts NIO's HTTP/2 codec takes: the head's status and fields (less those HTTP/2
+/// Turns the HTTP/1.1 response bytes that ``BundleChannelHandler`` writes (a head as bytes, then the body's buffers)
+/// into the response parts NIO's HTTP/2 codec takes: the head's status and fields (less those HTTP/2
 /// forbids: Connection, Keep-Alive, Transfer-Encoding, Upgrade), the body, and the end of the stream once
 /// Content-Length bytes went (at once for HEAD, 1xx, 204 and 304). One stream carries one request.
 final class HTTP2ResponseParts: ChannelDuplexHandler, RemovableChannelHandler {
@@ -137,17 +110,10 @@ final class HTTP2ResponseParts: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        var bytes: ByteBuffer
-        switch unwrapOutboundIn(data) {
-        case .byteBuffer(let buffer):
-            bytes = buffer
-        case .fileRegion(let region):
-            do {
-                bytes = try FileRegionReading.read(region, allocator: context.channel.allocator)
-            } catch {
-                promise?.fail(error)
-                return
-            }
+        // The handler sends no span of a file over TLS (``BundleChannelHandler/Settings/sendfile``): bytes only.
+        guard case .byteBuffer(var bytes) = unwrapOutboundIn(data) else {
+            promise?.fail(Unexpected(what: "a span of a file to send through TLS"))
+            return context.close(promise: nil)
         }
         if ended || (bytes.readableBytes == 0 && pendingHead == nil) {
             // Nothing to send: done when what was written before is.
@@ -166,7 +132,7 @@ final class HTTP2ResponseParts: ChannelDuplexHandler, RemovableChannelHandler {
             }
             pendingHead = nil
             guard let (response, length) = Self.parse(bytes.readSlice(length: end)!) else {
-                promise?.fail(IOError(errnoCode: EPROTO, reason: "a response head without a status"))
+                promise?.fail(Unexpected(what: "a response head without a status"))
                 return context.close(promise: nil)
             }
             let bodyless = head || response.status.code < 200 || response.status == .noContent || response.status == .notModified
@@ -192,6 +158,11 @@ final class HTTP2ResponseParts: ChannelDuplexHandler, RemovableChannelHandler {
         } else {
             send(.body(.byteBuffer(body)), promise: promise, context: context)
         }
+    }
+
+    /// What the handler never writes on a stream: the stream is then reset.
+    struct Unexpected: Error {
+        var what: String
     }
 
     private func send(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {

@@ -55,8 +55,8 @@ extension Packager {
         @Option(
             name: .customLong("cache-size"),
             help: """
-                Memory for answers kept ready to send: whole responses to plain GETs over HTTP (7/8) and inflated bodies (1/8; all of it \
-                over HTTPS). Default: 64M; 0 for none; sizes as in a declaration.
+                Memory for answers kept ready to send: whole responses to plain GETs (7/8) and inflated bodies (1/8). \
+                Default: 64M; 0 for none; sizes as in a declaration.
                 """)
         var cacheSize = "64M"
 
@@ -208,7 +208,7 @@ extension Packager.Serve {
     /// Starts the server: HTTP/1.1 from a SwiftNIO handler (the same answer step as the middleware, without the
     /// framework's cost per request), or HTTPS with HTTP/2 by ALPN through the same handler behind TLS.
     func start(_ serving: BundleServing, responseCacheSize: Int, logger: Logger) async throws -> Running {
-        let tls = tlsCertificate.map { OfflineBundleServer.TLS(certificateChain: $0, privateKey: tlsKey ?? "") }
+        let tls = tlsCertificate.map { OfflineBundleChannelServer.TLS(certificateChain: $0, privateKey: tlsKey ?? "") }
         let server = try await OfflineBundleChannelServer.start(
             serving: serving, host: host, port: port, serverName: "packager", responseCacheSize: responseCacheSize, tls: tls,
             group: threads.map { MultiThreadedEventLoopGroup(numberOfThreads: $0) } ?? MultiThreadedEventLoopGroup.singleton)

@@ -17,6 +17,50 @@ struct SecureServingTests {
             tls: .init(certificateChain: folder.path + "/server.pem", privateKey: folder.path + "/server.key"))
     }
 
+    /// Writes `h2raw.py` into `folder`: the few HTTP/2 frames the raw clients below send (literal header fields, no
+    /// HPACK table), over TLS with ALPN h2, and a reader of the frames that come back.
+    func writeRawHTTP2Client(in folder: TemporaryFolder) throws {
+        try folder.file(
+            "h2raw.py",
+            #"""
+            import socket, ssl
+            LARGEST = 2**31 - 1
+            def connect(port, ca, timeout=20):
+                context = ssl.create_default_context(cafile=ca)
+                context.set_alpn_protocols(["h2"])
+                s = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=timeout), server_hostname="127.0.0.1")
+                assert s.selected_alpn_protocol() == "h2", s.selected_alpn_protocol()
+                return s
+            def window(stream, increment):
+                return bytes([0, 0, 4, 8, 0]) + stream.to_bytes(4, "big") + increment.to_bytes(4, "big")
+            def preface(stream_window=None, connection_window=None):
+                """The connection preface and SETTINGS (with the initial stream window, if given), and the connection's
+                window opened to `connection_window`, if given."""
+                settings = b"" if stream_window is None else bytes([0, 4]) + stream_window.to_bytes(4, "big")
+                out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + len(settings).to_bytes(3, "big") + bytes([4, 0, 0, 0, 0, 0]) + settings
+                if connection_window is not None: out += window(0, connection_window - 65535)
+                return out
+            def get(stream, path):
+                """HEADERS for a GET of `path`, ending the stream."""
+                def literal(name, value): return bytes([0, len(name)]) + name + bytes([len(value)]) + value
+                block = literal(b":method", b"GET") + literal(b":scheme", b"https") + literal(b":path", path.encode()) + literal(b":authority", b"127.0.0.1")
+                return len(block).to_bytes(3, "big") + bytes([1, 5]) + stream.to_bytes(4, "big") + block
+            def frames(s, size=1 << 20, after_read=None):
+                """(type, flags, stream, length) of each frame received, until the connection ends."""
+                buffer = b""
+                while True:
+                    chunk = s.recv(size)
+                    if not chunk: return
+                    if after_read: after_read()
+                    buffer += chunk
+                    while len(buffer) >= 9:
+                        length = int.from_bytes(buffer[0:3], "big")
+                        if len(buffer) < 9 + length: break
+                        yield buffer[3], buffer[4], int.from_bytes(buffer[5:9], "big") & 0x7FFFFFFF, length
+                        buffer = buffer[9 + length:]
+            """#)
+    }
+
     @Test(
         "large bodies arrive whole over HTTP/1.1 and over HTTP/2, many streams at once on one connection: stored (spans of the file, read for TLS) and deflated (streamed off the event loop); a range and a HEAD"
     )
@@ -106,42 +150,25 @@ struct SecureServingTests {
             policy: ServerPolicy(accessLog: { served.add($0) }), idleTimeout: .seconds(300),
             tls: .init(certificateChain: folder.path + "/server.pem", privateKey: folder.path + "/server.key"))
         defer { Task { await server.stop() } }
-        // Raw HTTP/2: the preface, SETTINGS with the largest stream window, the connection window opened as far, then
-        // HEADERS for ten streams (literal fields); nothing is read until the test has counted, then everything.
+        // Raw HTTP/2: the largest stream and connection windows, then ten GETs; nothing is read until the test has
+        // counted, then everything.
+        try writeRawHTTP2Client(in: folder)
         try folder.file(
             "streams.py",
             #"""
-            import os, socket, ssl, sys, time
-            port, ca = int(sys.argv[1]), sys.argv[2]
-            context = ssl.create_default_context(cafile=ca)
-            context.set_alpn_protocols(["h2"])
-            raw = socket.create_connection(("127.0.0.1", port), timeout=120)
-            s = context.wrap_socket(raw, server_hostname="127.0.0.1")
-            assert s.selected_alpn_protocol() == "h2"
-            def literal(name, value): return bytes([0, len(name)]) + name + bytes([len(value)]) + value
-            block = literal(b":method", b"GET") + literal(b":scheme", b"https") + literal(b":path", b"/large.bin") + literal(b":authority", b"127.0.0.1")
-            out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 4]) + (2**31 - 1).to_bytes(4, "big")
-            out += bytes([0, 0, 4, 8, 0, 0, 0, 0, 0]) + (2**31 - 1 - 65535).to_bytes(4, "big")
-            for stream in range(1, 20, 2):
-                out += len(block).to_bytes(3, "big") + bytes([1, 5]) + stream.to_bytes(4, "big") + block
-            s.sendall(out)
+            import os, sys, time
+            from h2raw import *
+            s = connect(int(sys.argv[1]), sys.argv[2], timeout=120)
+            s.sendall(preface(LARGEST, LARGEST) + b"".join(get(stream, "/large.bin") for stream in range(1, 20, 2)))
             # Nothing is read until the test says so (a file appears), however slow the machine.
             deadline = time.time() + 120
             while not os.path.exists(sys.argv[3]) and time.time() < deadline:
                 time.sleep(0.05)
-            print("started", flush=True)
             # Now read: every stream's answer ends (END_STREAM on DATA) once the others had their turn.
-            buffer, ended, deadline = b"", 0, time.time() + 120
-            while ended < 10 and time.time() < deadline:
-                chunk = s.recv(1 << 20)
-                if not chunk: break
-                buffer += chunk
-                while len(buffer) >= 9:
-                    length = int.from_bytes(buffer[0:3], "big")
-                    if len(buffer) < 9 + length: break
-                    kind, flags = buffer[3], buffer[4]
-                    if kind == 0 and flags & 1: ended += 1
-                    buffer = buffer[9 + length:]
+            ended = 0
+            for kind, flags, stream, length in frames(s):
+                if kind == 0 and flags & 1: ended += 1
+                if ended == 10: break
             print("ended", ended)
             """#)
         let output = Pipe()
@@ -173,37 +200,22 @@ struct SecureServingTests {
         defer { Task { await server.stop() } }
         // Streams 1 and 3 keep the default stream window (64 KiB) and never get more: they stall. Stream 5 is opened
         // next and read whole; the connection's window is opened wide, so only the streams' own windows hold back.
+        try writeRawHTTP2Client(in: folder)
         try folder.file(
             "stall.py",
             #"""
-            import socket, ssl, sys, time
-            port, ca = int(sys.argv[1]), sys.argv[2]
-            context = ssl.create_default_context(cafile=ca)
-            context.set_alpn_protocols(["h2"])
-            s = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=20), server_hostname="127.0.0.1")
-            def literal(name, value): return bytes([0, len(name)]) + name + bytes([len(value)]) + value
-            block = literal(b":method", b"GET") + literal(b":scheme", b"https") + literal(b":path", b"/large.bin") + literal(b":authority", b"127.0.0.1")
-            def window(stream, increment): return bytes([0, 0, 4, 8, 0]) + stream.to_bytes(4, "big") + increment.to_bytes(4, "big")
-            out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]) + window(0, 2**31 - 1 - 65535)
-            for stream in (1, 3, 5):
-                out += len(block).to_bytes(3, "big") + bytes([1, 5]) + stream.to_bytes(4, "big") + block
-            s.sendall(out)
-            start, buffer, answered = time.time(), b"", set()
-            while time.time() - start < 20:
-                chunk = s.recv(1 << 20)
-                if not chunk: break
-                buffer += chunk
-                while len(buffer) >= 9:
-                    length = int.from_bytes(buffer[0:3], "big")
-                    if len(buffer) < 9 + length: break
-                    kind, flags, stream = buffer[3], buffer[4], int.from_bytes(buffer[5:9], "big") & 0x7FFFFFFF
-                    if kind == 1:
-                        answered.add(stream)
-                        if stream == 5: s.sendall(window(5, 2**31 - 1 - 65535))
-                    if kind == 0 and flags & 1 and stream == 5:
-                        print("stream 5 ended after", round(time.time() - start, 1), "s; answers started:", sorted(answered))
-                        sys.exit(0)
-                    buffer = buffer[9 + length:]
+            import sys, time
+            from h2raw import *
+            s = connect(int(sys.argv[1]), sys.argv[2])
+            s.sendall(preface(connection_window=LARGEST) + get(1, "/large.bin") + get(3, "/large.bin") + get(5, "/large.bin"))
+            start, answered = time.time(), set()
+            for kind, flags, stream, length in frames(s):
+                if kind == 1:
+                    answered.add(stream)
+                    if stream == 5: s.sendall(window(5, LARGEST - 65535))
+                if kind == 0 and flags & 1 and stream == 5:
+                    print("stream 5 ended after", round(time.time() - start, 1), "s; answers started:", sorted(answered))
+                    sys.exit(0)
             print("stream 5 did not end; answers started:", sorted(answered))
             """#)
         let result = try await run("python3", [folder.path + "/stall.py", String(server.port), folder.path + "/ca.pem"])
@@ -220,39 +232,27 @@ struct SecureServingTests {
         // The largest windows, so the client never needs to send a window update: it reads 64 KiB every 5 ms at most,
         // so the body takes more than an idle period, and the server always has bytes waiting for the client (the
         // last socket buffers' worth drains within a period).
+        try writeRawHTTP2Client(in: folder)
         try folder.file(
             "slow.py",
             #"""
-            import socket, ssl, sys, time
-            port, ca = int(sys.argv[1]), sys.argv[2]
-            context = ssl.create_default_context(cafile=ca)
-            context.set_alpn_protocols(["h2"])
-            s = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=20), server_hostname="127.0.0.1")
-            def literal(name, value): return bytes([0, len(name)]) + name + bytes([len(value)]) + value
-            block = literal(b":method", b"GET") + literal(b":scheme", b"https") + literal(b":path", b"/large.bin") + literal(b":authority", b"127.0.0.1")
-            out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 4]) + (2**31 - 1).to_bytes(4, "big")
-            out += bytes([0, 0, 4, 8, 0, 0, 0, 0, 0]) + (2**31 - 1 - 65535).to_bytes(4, "big")
-            out += len(block).to_bytes(3, "big") + bytes([1, 5, 0, 0, 0, 1]) + block
-            s.sendall(out)
-            start, buffer, received, reads = time.time(), b"", 0, 0
-            while True:
-                chunk = s.recv(65536)
-                reads += 1
-                if not chunk:
-                    print("closed after", round(time.time() - start, 1), "s with", received, "bytes"); break
-                buffer += chunk
-                ended = False
-                while len(buffer) >= 9:
-                    length = int.from_bytes(buffer[0:3], "big")
-                    if len(buffer) < 9 + length: break
-                    if buffer[3] == 0:
-                        received += length
-                        ended = ended or bool(buffer[4] & 1)
-                    buffer = buffer[9 + length:]
-                if ended:
-                    print("ended after", round(time.time() - start, 1), "s with", received, "bytes"); break
+            import sys, time
+            from h2raw import *
+            s = connect(int(sys.argv[1]), sys.argv[2])
+            s.sendall(preface(LARGEST, LARGEST) + get(1, "/large.bin"))
+            reads = 0
+            def pace():
                 # A TLS record (16 KiB) per read: 64 KiB per 5 ms.
+                global reads
+                reads += 1
                 if reads % 4 == 0: time.sleep(0.005)
+            start, received, how = time.time(), 0, "closed"
+            for kind, flags, stream, length in frames(s, 65536, pace):
+                if kind == 0: received += length
+                if kind == 0 and flags & 1:
+                    how = "ended"
+                    break
+            print(how, "after", round(time.time() - start, 1), "s with", received, "bytes")
             """#)
         let result = try await run("python3", [folder.path + "/slow.py", String(server.port), folder.path + "/ca.pem"])
         #expect(result.output.hasPrefix("ended after") && result.output.contains("with \(body.count) bytes"), "\(result.output)")
@@ -264,19 +264,19 @@ struct SecureServingTests {
         try writeSampleBundle(origin: Self.origin, to: folder.path + "/b.zip")
         let server = try await start(folder.path + "/b.zip", folder: folder, idleTimeout: .milliseconds(500))
         defer { Task { await server.stop() } }
+        try writeRawHTTP2Client(in: folder)
         try folder.file(
             "quiet.py",
             #"""
             import socket, ssl, sys, time
+            from h2raw import *
             port, ca, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-            s = socket.create_connection(("127.0.0.1", port), timeout=10)
             if mode == "h2":
-                context = ssl.create_default_context(cafile=ca)
-                context.set_alpn_protocols(["h2"])
-                s = context.wrap_socket(s, server_hostname="127.0.0.1")
-                assert s.selected_alpn_protocol() == "h2", s.selected_alpn_protocol()
                 # The connection preface and an empty SETTINGS frame, then nothing.
-                s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+                s = connect(port, ca, timeout=10)
+                s.sendall(preface())
+            else:
+                s = socket.create_connection(("127.0.0.1", port), timeout=10)
             start = time.time()
             try:
                 while s.recv(4096):
