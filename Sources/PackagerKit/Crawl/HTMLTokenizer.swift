@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// A token the HTML tokenizer hands out: only what link discovery needs.
 enum HTMLToken: Sendable, Equatable {
     /// One attribute of a start tag; the name is ASCII-lowercased, the value has its character references decoded.
@@ -36,7 +44,13 @@ struct HTMLTokenizer {
     private let switchesContentModel: Bool
     /// The attributes start tags report; nil for all. Others are still tokenized, as they must be, but no string is
     /// made of them: on real pages most attributes are `class` and `id`.
-    private let attributeFilter: AttributeFilter?
+    private let attributeFilter: NameSet?
+    /// The start tags reported; nil for every tag, end tags included. Other tags are still tokenized (and still switch
+    /// the content model), but make no token and no string: on real pages most tags are `span`, `div` and `p`.
+    private let tagFilter: TagFilter?
+    /// Whether the tag being tokenized is reported, and whether it is only because of an attribute
+    /// (``TagFilter/anyTagAttributes``): it is then reported only if it has one.
+    private var tagWanted = true
     /// The tag under construction: its attribute in progress, and the attributes kept so far.
     private var current = CurrentAttribute()
     private var attributes: [HTMLToken.Attribute] = []
@@ -44,8 +58,22 @@ struct HTMLTokenizer {
     private var seenNames: Set<String>?
 
     /// - Parameter textElements: elements whose raw text or RCDATA content is emitted as `rawText`.
-    init(_ bytes: [UInt8], emittingTextOf textElements: Set<String> = ["style"], attributeNames: Set<[UInt8]>? = nil) {
-        self.init(bytes, emittingTextOf: textElements, switchesContentModel: true, initialState: nil, attributeNames: attributeNames)
+    /// - Parameter attributeNames: the attributes reported; nil for all.
+    /// - Parameter tags: the start tags reported; nil for every start and end tag.
+    init(_ bytes: [UInt8], emittingTextOf textElements: Set<String> = ["style"], attributeNames: Set<[UInt8]>? = nil, tags: TagFilter? = nil) {
+        self.init(bytes, emittingTextOf: textElements, switchesContentModel: true, initialState: nil, attributeNames: attributeNames, tags: tags)
+    }
+
+    /// Which start tags a tokenizer reports: those named, and any other that has one of the attributes named (a
+    /// `style` attribute can hold URLs on any element). End tags are not reported.
+    struct TagFilter {
+        let names: NameSet
+        let anyTagAttributes: NameSet
+
+        init(names: Set<[UInt8]>, anyTagAttributes: Set<[UInt8]>) {
+            self.names = NameSet(names)
+            self.anyTagAttributes = NameSet(anyTagAttributes)
+        }
     }
 
     /// The state a tokenizer starts in, for running the html5lib tokenizer tests (which start some inputs inside an
@@ -60,11 +88,13 @@ struct HTMLTokenizer {
     /// and optionally starting inside an element's content.
     init(
         _ bytes: [UInt8], emittingTextOf textElements: Set<String>, switchesContentModel: Bool, initialState: InitialState?,
-        attributeNames: Set<[UInt8]>? = nil
+        attributeNames: Set<[UInt8]>? = nil, tags: TagFilter? = nil
     ) {
-        self.attributeFilter = attributeNames.map(AttributeFilter.init)
+        self.attributeFilter = attributeNames.map(NameSet.init)
+        self.tagFilter = tags
         // The standard's input preprocessing turns CR LF and lone CR into LF; doing it once keeps every state simple.
-        self.bytes = bytes.contains(0x0D) ? Self.normalizingNewlines(bytes) : bytes
+        let hasCR = bytes.withUnsafeBufferPointer { all in all.baseAddress.map { memchr($0, 0x0D, all.count) != nil } ?? false }
+        self.bytes = hasCR ? Self.normalizingNewlines(bytes) : bytes
         self.textElements = textElements
         self.switchesContentModel = switchesContentModel
         switch initialState {
@@ -100,9 +130,14 @@ struct HTMLTokenizer {
                 continue
             }
             // Data state: only a '<' can start anything the caller wants.
-            var i = pos
-            while i < bytes.count && bytes[i] != UInt8(ascii: "<") { i += 1 }
-            guard i < bytes.count else { break }
+            let from = pos
+            guard
+                let i = bytes.withUnsafeBufferPointer({ all in
+                    memchr(all.baseAddress! + from, Int32(UInt8(ascii: "<")), all.count - from).map {
+                        UnsafeRawPointer(all.baseAddress!).distance(to: UnsafeRawPointer($0))
+                    }
+                })
+            else { break }
             pos = i + 1
             if let token = tagOpen() { return token }
         }
@@ -225,8 +260,14 @@ struct HTMLTokenizer {
             pos = n
             return nil
         }
-        let name = Self.loweredString(bytes[nameStart..<i])
+        let nameBytes = bytes[nameStart..<i]
         pos = i
+        if let tagFilter {
+            tagWanted = !isEnd && tagFilter.names.contains(nameBytes)
+        } else {
+            tagWanted = true
+        }
+        let content = !isEnd && switchesContentModel ? Self.contentModel(of: nameBytes) : nil
         current.reset(keepsAttributes: !isEnd)
         var state = TagState.beforeAttributeName
         while pos < n {
@@ -271,7 +312,7 @@ struct HTMLTokenizer {
                     pos += 1
                 } else if c == UInt8(ascii: ">") {
                     pos += 1
-                    return emit(name, isEnd: isEnd, selfClosing: false)
+                    return emit(nameBytes, content, isEnd: isEnd, selfClosing: false)
                 } else {
                     finishAttribute()
                     current.nameStart = pos
@@ -288,7 +329,7 @@ struct HTMLTokenizer {
                     pos += 1
                 } else if c == UInt8(ascii: ">") {
                     pos += 1
-                    return emit(name, isEnd: isEnd, selfClosing: false)
+                    return emit(nameBytes, content, isEnd: isEnd, selfClosing: false)
                 } else {
                     state = .unquotedValue
                 }
@@ -311,7 +352,7 @@ struct HTMLTokenizer {
                     pos += 1
                 } else if b == UInt8(ascii: ">") {
                     pos += 1
-                    return emit(name, isEnd: isEnd, selfClosing: false)
+                    return emit(nameBytes, content, isEnd: isEnd, selfClosing: false)
                 } else {
                     specialValueByte()
                 }
@@ -324,14 +365,14 @@ struct HTMLTokenizer {
                     pos += 1
                 } else if c == UInt8(ascii: ">") {
                     pos += 1
-                    return emit(name, isEnd: isEnd, selfClosing: false)
+                    return emit(nameBytes, content, isEnd: isEnd, selfClosing: false)
                 } else {
                     state = .beforeAttributeName
                 }
             case .selfClosingStartTag:
                 if c == UInt8(ascii: ">") {
                     pos += 1
-                    return emit(name, isEnd: isEnd, selfClosing: true)
+                    return emit(nameBytes, content, isEnd: isEnd, selfClosing: true)
                 }
                 state = .beforeAttributeName
             }
@@ -403,7 +444,16 @@ struct HTMLTokenizer {
         current.nameEnd = nameEnd
         current.value = 0..<0
         current.inBuffer = false
-        current.keeps = current.keepsAttributes && (attributeFilter?.contains(bytes[current.nameStart..<nameEnd]) ?? true)
+        guard current.keepsAttributes else {
+            current.keeps = false
+            return
+        }
+        let name = bytes[current.nameStart..<nameEnd]
+        if tagWanted {
+            current.keeps = attributeFilter?.contains(name) ?? true
+        } else {
+            current.keeps = tagFilter!.anyTagAttributes.contains(name)
+        }
     }
 
     /// Keeps the attribute under construction unless an earlier one has the same name (the first one wins).
@@ -425,26 +475,52 @@ struct HTMLTokenizer {
         attributes.append(.init(name: name, value: value))
     }
 
-    private mutating func emit(_ name: String, isEnd: Bool, selfClosing: Bool) -> HTMLToken {
+    /// The token for a complete tag, or nil for a tag the filter does not report.
+    private mutating func emit(_ name: ArraySlice<UInt8>, _ content: Content?, isEnd: Bool, selfClosing: Bool) -> HTMLToken? {
         if isEnd {
             current.reset(keepsAttributes: false)
-            return .endTag(name: name)
+            return tagWanted ? .endTag(name: Self.loweredString(name)) : nil
         }
         finishAttribute()
         // The tree builder switches the tokenizer for these elements whether or not the tag is self-closing.
-        if switchesContentModel {
-            switch name {
-            case "script": pendingContent = .script
-            case "style", "xmp", "iframe", "noembed", "noframes": pendingContent = .rawText(name)
-            case "title", "textarea": pendingContent = .rcdata(name)
-            case "plaintext": pendingContent = .plaintext
-            default: break
-            }
-        }
+        if let content { pendingContent = content }
+        // A tag not named by the filter is reported only for an attribute it names.
+        guard tagWanted || !attributes.isEmpty else { return nil }
         var taken: [HTMLToken.Attribute] = []
         swap(&taken, &attributes)
         seenNames = nil
-        return .startTag(name: name, attributes: taken, selfClosing: selfClosing)
+        return .startTag(name: Self.loweredString(name), attributes: taken, selfClosing: selfClosing)
+    }
+
+    /// The content model a start tag switches the tokenizer to, as the tree builder does; nil for most elements.
+    private static func contentModel(of name: ArraySlice<UInt8>) -> Content? {
+        switch name.count {
+        case 3: if equalsLowercase(name, "xmp") { return .rawText("xmp") }
+        case 5:
+            if equalsLowercase(name, "style") { return .rawText("style") }
+            if equalsLowercase(name, "title") { return .rcdata("title") }
+        case 6:
+            if equalsLowercase(name, "script") { return .script }
+            if equalsLowercase(name, "iframe") { return .rawText("iframe") }
+        case 7: if equalsLowercase(name, "noembed") { return .rawText("noembed") }
+        case 8:
+            if equalsLowercase(name, "noframes") { return .rawText("noframes") }
+            if equalsLowercase(name, "textarea") { return .rcdata("textarea") }
+        case 9: if equalsLowercase(name, "plaintext") { return .plaintext }
+        default: break
+        }
+        return nil
+    }
+
+    /// Whether `run`, ASCII-lowercased, is `lowercase` (of the same length).
+    @inline(__always) private static func equalsLowercase(_ run: ArraySlice<UInt8>, _ lowercase: StaticString) -> Bool {
+        let start = lowercase.utf8Start
+        var k = 0
+        for b in run {
+            if lowered(b) != start[k] { return false }
+            k += 1
+        }
+        return true
     }
 
     /// The attribute under construction: where its name lies, and its value as a range of the input or, once a
@@ -474,8 +550,8 @@ struct HTMLTokenizer {
         }
     }
 
-    /// The attribute names a tokenizer reports, looked up by length and then by bytes, ASCII case-insensitively.
-    struct AttributeFilter {
+    /// A set of tag or attribute names, looked up by length and then by bytes, ASCII case-insensitively.
+    struct NameSet {
         private var byLength: [[[UInt8]]] = []
 
         init(_ names: Set<[UInt8]>) {
