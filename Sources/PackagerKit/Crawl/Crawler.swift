@@ -452,7 +452,7 @@ final class Crawler: Sendable {
             // 29,404 targets without their fragments).
             var targets = Set<Substring>()
             for raw in raws {
-                let target = raw.prefix { $0 != "#" }
+                let target = raw.utf8.firstIndex(of: UInt8(ascii: "#")).map { raw[..<$0] } ?? raw[...]
                 guard targets.insert(target).inserted, let absolute = URLReference.resolve(String(target), against: base) else { continue }
                 found.append((absolute, role, depth))
             }
