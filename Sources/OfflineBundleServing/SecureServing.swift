@@ -1,4 +1,5 @@
 import NIOCore
+import NIOHPACK
 import NIOHTTP1
 import NIOHTTP2
 import NIOSSL
@@ -8,8 +9,8 @@ import NIOSSL
 ///
 /// Over HTTP/1.1 the pipeline is the plain one behind `NIOSSLServerHandler`; the handler then sends no span of the
 /// bundle file with `sendfile` (which cannot go through TLS), but reads bodies in chunks. Over HTTP/2 each stream runs the
-/// same handler behind NIO's HTTP/2 to HTTP/1 codec, its response bytes turned back into response parts
-/// (``HTTP2ResponseParts``), so both protocols answer from one answer step, one response cache and one set of checks.
+/// same handler behind ``HTTP2StreamCodec``, which turns the stream's frames into request parts and its response bytes
+/// into frames, so both protocols answer from one answer step, one response cache and one set of checks.
 enum SecureServing {
     /// How many streams of one HTTP/2 connection read and send a large body at once (``BodyGate``).
     static let largeBodiesPerConnection = 2
@@ -25,8 +26,9 @@ enum SecureServing {
         } catch {
             return channel.eventLoop.makeFailedFuture(error)
         }
-        var streamSettings = settings
-        streamSettings.idleCheck = false
+        var unchecked = settings
+        unchecked.idleCheck = false
+        let streamSettings = unchecked
         let handshake = channel.eventLoop.scheduleTask(in: settings.idleTimeout) { channel.close(promise: nil) }
         // A connection that ends before its handshake does (a scanner, a failed handshake) is not held by the timer.
         channel.closeFuture.whenComplete { _ in handshake.cancel() }
@@ -53,8 +55,7 @@ enum SecureServing {
                     inboundStreamInitializer: { stream in
                         stream.eventLoop.makeCompletedFuture {
                             let sync = stream.pipeline.syncOperations
-                            try sync.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-                            try sync.addHandler(HTTP2ResponseParts())
+                            try sync.addHandler(HTTP2StreamCodec())
                             try sync.addHandler(BundleChannelHandler(streamSettings, cache: cache, gate: gate))
                         }
                     }
@@ -84,16 +85,24 @@ final class CloseWhenIdle: ChannelInboundHandler, RemovableChannelHandler {
     }
 }
 
-/// Turns the HTTP/1.1 response bytes that ``BundleChannelHandler`` writes (a head as bytes, then the body's buffers)
-/// into the response parts NIO's HTTP/2 codec takes: the head's status and fields (less those HTTP/2
-/// forbids: Connection, Keep-Alive, Transfer-Encoding, Upgrade), the body, and the end of the stream once
-/// Content-Length bytes went (at once for HEAD, 1xx, 204 and 304). One stream carries one request.
-final class HTTP2ResponseParts: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPServerRequestPart
+/// An HTTP/2 stream's frames as the request parts ``BundleChannelHandler`` reads, and the HTTP/1.1 response bytes it
+/// writes (a head as bytes, then the body's buffers) as frames: a HEADERS frame of the head's status and fields (less
+/// those HTTP/2 forbids: Connection, Keep-Alive, Transfer-Encoding, Upgrade), then DATA frames, the last of them (or the
+/// HEADERS frame, for HEAD, 1xx, 204, 304 and empty bodies) ending the stream once Content-Length bytes went. One
+/// stream carries one request.
+///
+/// One handler in place of NIO's HTTP/2-to-HTTP/1 codec and a second one turning bytes into its parts: a request costs
+/// one hop less each way, no `HTTPResponseHead` between the bytes and the HPACK fields, and no empty DATA frame to end
+/// the stream. Fields whose values change from answer to answer (`date`, `etag`, `content-length`, …) are sent without
+/// indexing, so the connection's HPACK table keeps the ones that repeat (`content-type`, `server`, `vary`).
+final class HTTP2StreamCodec: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTP2Frame.FramePayload
     typealias InboundOut = HTTPServerRequestPart
     typealias OutboundIn = IOData
-    typealias OutboundOut = HTTPServerResponsePart
+    typealias OutboundOut = HTTP2Frame.FramePayload
 
+    /// The request's head went up; a further HEADERS frame is its trailers.
+    private var requested = false
     /// The request asked for the head only.
     private var head = false
     /// The head's bytes until its blank line came.
@@ -101,12 +110,39 @@ final class HTTP2ResponseParts: ChannelDuplexHandler, RemovableChannelHandler {
     /// Body bytes still to go; nil until the head went, and after the end.
     private var remaining: Int?
     private var ended = false
-    /// The last part written: an empty write (the handler's flush-and-wait) completes with it.
+    /// The last frame written: an empty write (the handler's flush-and-wait) completes with it.
     private var lastWrite: EventLoopFuture<Void>?
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head(let request) = unwrapInboundIn(data) { head = request.method == .HEAD }
-        context.fireChannelRead(data)
+        switch unwrapInboundIn(data) {
+        case .headers(let block):
+            if requested {
+                // Trailers: the request ends; the bundle answers no request by its trailers.
+                if block.endStream { context.fireChannelRead(wrapInboundOut(.end(nil))) }
+                return
+            }
+            requested = true
+            // NIO's HTTP/2 handler validated the block: a request has :method, :scheme and :path (CONNECT aside).
+            guard let method = block.headers.first(name: ":method"), let path = block.headers.first(name: ":path") else {
+                context.close(promise: nil)
+                return
+            }
+            var fields: [(String, String)] = []
+            fields.reserveCapacity(block.headers.count)
+            if let authority = block.headers.first(name: ":authority"), !block.headers.contains(name: "host") { fields.append(("host", authority)) }
+            for (name, value, _) in block.headers where !name.hasPrefix(":") { fields.append((name, value)) }
+            head = method == "HEAD"
+            let request = HTTPRequestHead(version: .http2, method: HTTPMethod(rawValue: method), uri: path, headers: HTTPHeaders(fields))
+            context.fireChannelRead(wrapInboundOut(.head(request)))
+            if block.endStream { context.fireChannelRead(wrapInboundOut(.end(nil))) }
+        case .data(let frame):
+            guard case .byteBuffer(let bytes) = frame.data else { return }
+            if bytes.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(.body(bytes))) }
+            if frame.endStream { context.fireChannelRead(wrapInboundOut(.end(nil))) }
+        default:
+            // RST_STREAM closes the stream channel; the other frames mean nothing to the answer.
+            break
+        }
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -125,25 +161,24 @@ final class HTTP2ResponseParts: ChannelDuplexHandler, RemovableChannelHandler {
                 pending.writeBuffer(&bytes)
                 bytes = pending
             }
-            guard let end = Self.endOfHead(bytes) else {
+            guard let end = HTTP2ResponseHead.endOfHead(bytes) else {
                 pendingHead = bytes
                 promise?.succeed()
                 return
             }
             pendingHead = nil
-            guard let (response, length) = Self.parse(bytes.readSlice(length: end)!) else {
+            guard let (fields, status, length) = HTTP2ResponseHead.parse(bytes.readSlice(length: end)!) else {
                 promise?.fail(Unexpected(what: "a response head without a status"))
                 return context.close(promise: nil)
             }
-            let bodyless = head || response.status.code < 200 || response.status == .noContent || response.status == .notModified
+            let bodyless = head || status < 200 || status == 204 || status == 304
             remaining = bodyless ? 0 : length
             if remaining == 0 {
                 ended = true
-                context.write(wrapOutboundOut(.head(response)), promise: nil)
-                return send(.end(nil), promise: promise, context: context)
+                return send(.headers(.init(headers: fields, endStream: true)), promise: promise, context: context)
             }
-            if bytes.readableBytes == 0 { return send(.head(response), promise: promise, context: context) }
-            context.write(wrapOutboundOut(.head(response)), promise: nil)
+            if bytes.readableBytes == 0 { return send(.headers(.init(headers: fields)), promise: promise, context: context) }
+            context.write(wrapOutboundOut(.headers(.init(headers: fields))), promise: nil)
         }
         guard let left = remaining else {
             promise?.succeed()
@@ -151,13 +186,8 @@ final class HTTP2ResponseParts: ChannelDuplexHandler, RemovableChannelHandler {
         }
         let body = bytes.readSlice(length: min(bytes.readableBytes, left))!
         remaining = left - body.readableBytes
-        if remaining == 0 {
-            ended = true
-            context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
-            send(.end(nil), promise: promise, context: context)
-        } else {
-            send(.body(.byteBuffer(body)), promise: promise, context: context)
-        }
+        if remaining == 0 { ended = true }
+        send(.data(.init(data: .byteBuffer(body), endStream: ended)), promise: promise, context: context)
     }
 
     /// What the handler never writes on a stream: the stream is then reset.
@@ -165,12 +195,19 @@ final class HTTP2ResponseParts: ChannelDuplexHandler, RemovableChannelHandler {
         var what: String
     }
 
-    private func send(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
+    private func send(_ frame: HTTP2Frame.FramePayload, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
         let written = context.eventLoop.makePromise(of: Void.self)
-        context.write(wrapOutboundOut(part), promise: written)
+        context.write(wrapOutboundOut(frame), promise: written)
         lastWrite = written.futureResult
         written.futureResult.cascade(to: promise)
     }
+}
+
+/// The HTTP/1.1 response heads ``BundleChannelHandler`` writes, read back as HTTP/2 fields.
+enum HTTP2ResponseHead {
+    /// The fields whose values change from answer to answer: sent without indexing (RFC 7541 §6.2.2), so they never
+    /// push the repeating ones out of the connection's HPACK table.
+    private static let volatile: Set<String> = ["date", "etag", "content-length", "last-modified", "age", "expires", "content-range", "location"]
 
     /// The index of the byte after the head's blank line (CR LF CR LF), if it came.
     static func endOfHead(_ bytes: ByteBuffer) -> Int? {
@@ -185,9 +222,10 @@ final class HTTP2ResponseParts: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    /// The status and fields of a head the handler wrote, and its Content-Length (0 when it has none).
-    static func parse(_ head: ByteBuffer) -> (HTTPResponseHead, Int)? {
-        head.withUnsafeReadableBytes { raw -> (HTTPResponseHead, Int)? in
+    /// The `:status` and fields of a head the handler wrote (names lowercased, HTTP/1.1's connection fields dropped),
+    /// its status, and its Content-Length (0 when it has none).
+    static func parse(_ head: ByteBuffer) -> (HPACKHeaders, Int, Int)? {
+        head.withUnsafeReadableBytes { raw -> (HPACKHeaders, Int, Int)? in
             let bytes = raw.bindMemory(to: UInt8.self)
             // "HTTP/1.1 200 …"
             guard bytes.count >= 12 else { return nil }
@@ -196,7 +234,9 @@ final class HTTP2ResponseParts: ChannelDuplexHandler, RemovableChannelHandler {
                 guard (0x30...0x39).contains(bytes[index]) else { return nil }
                 code = code * 10 + Int(bytes[index] - 0x30)
             }
-            var headers = HTTPHeaders()
+            var fields = HPACKHeaders()
+            fields.reserveCapacity(12)
+            fields.add(name: ":status", value: String(code))
             var length = 0
             var start = 0
             while start < bytes.count, bytes[start] != 0x0A { start += 1 }
@@ -209,16 +249,21 @@ final class HTTP2ResponseParts: ChannelDuplexHandler, RemovableChannelHandler {
                 guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
                 var valueStart = colon + 1
                 while valueStart < line.count, line[valueStart] == 0x20 { valueStart += 1 }
-                let name = String(decoding: UnsafeBufferPointer(rebasing: line[..<colon]), as: UTF8.self)
+                let nameBytes = UnsafeBufferPointer(rebasing: line[..<colon])
+                // HTTP/2 field names are lowercase (RFC 9113 §8.2.1); the handler writes them so, and this keeps it true.
+                let name =
+                    nameBytes.contains(where: { $0 >= 0x41 && $0 <= 0x5A })
+                    ? String(decoding: nameBytes.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
+                    : String(decoding: nameBytes, as: UTF8.self)
                 let value = String(decoding: UnsafeBufferPointer(rebasing: line[valueStart...]), as: UTF8.self)
                 switch name {
                 case "connection", "keep-alive", "transfer-encoding", "upgrade", "proxy-connection": continue
                 case "content-length": length = Int(value) ?? 0
                 default: break
                 }
-                headers.add(name: name, value: value)
+                fields.add(name: name, value: value, indexing: volatile.contains(name) ? .nonIndexable : .indexable)
             }
-            return (HTTPResponseHead(version: .http2, status: HTTPResponseStatus(statusCode: code), headers: headers), length)
+            return (fields, code, length)
         }
     }
 }
