@@ -17,8 +17,8 @@ import UnixSignals
 /// In docs/BENCHMARKS.md's serve rows a Hummingbird route answering a fixed body reaches less of nginx's rate than a
 /// bare SwiftNIO handler; `packager serve` uses this server, over plain HTTP and over HTTPS.
 ///
-/// With `tls`, a client that offers `h2` by ALPN is answered over HTTP/2 (one request per stream, through NIO's HTTP/2
-/// to HTTP/1 codec), others over HTTP/1.1; the same handler answers both, with the same response cache, whose bodies
+/// With `tls`, a client that offers `h2` by ALPN is answered over HTTP/2 (one request per stream, its frames turned into
+/// request parts and the handler's response bytes into frames), others over HTTP/1.1; the same handler answers both, with the same response cache, whose bodies
 /// are then kept as bytes (TLS cannot send a file's span with `sendfile`).
 ///
 /// Response heads are written as bytes, without NIO's HTTP encoder. A plain GET (no conditional or Range header) answered

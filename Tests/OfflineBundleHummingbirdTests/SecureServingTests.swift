@@ -105,6 +105,56 @@ struct SecureServingTests {
         }
     }
 
+    @Test(
+        "an HTTP/2 answer is a HEADERS frame and DATA frames, the last of which ends the stream (no empty DATA frame after it), the second time from the cache as the first; a HEAD's and a 404's are a HEADERS frame that ends the stream"
+    )
+    func answerFrames() async throws {
+        let folder = try TemporaryFolder()
+        let long = Data((0..<4000).map { "<p>line \($0)</p>\n" }.joined().utf8)
+        try writeBundle(["\(Self.origin)/small.html": Data("<p>small</p>".utf8), "\(Self.origin)/long.html": long], to: folder.path + "/b.zip")
+        let server = try await start(folder.path + "/b.zip", folder: folder)
+        defer { Task { await server.stop() } }
+        try writeRawHTTP2Client(in: folder)
+        try folder.file(
+            "frames.py",
+            #"""
+            import sys
+            from h2raw import *
+            def request(stream, method, path):
+                def literal(name, value): return bytes([0, len(name)]) + name + bytes([len(value)]) + value
+                block = literal(b":method", method) + literal(b":scheme", b"https") + literal(b":path", path) + literal(b":authority", b"127.0.0.1")
+                return len(block).to_bytes(3, "big") + bytes([1, 5]) + stream.to_bytes(4, "big") + block
+            s = connect(int(sys.argv[1]), sys.argv[2])
+            asked = [(1, b"GET", b"/small.html"), (3, b"GET", b"/small.html"), (5, b"GET", b"/long.html"), (7, b"GET", b"/long.html"),
+                     (9, b"HEAD", b"/long.html"), (11, b"GET", b"/missing.html")]
+            s.sendall(preface(LARGEST, LARGEST))
+            seen = {}
+            for stream, method, path in asked:
+                # One at a time, so the second of each pair is answered from the cache the first filled.
+                s.sendall(request(stream, method, path))
+                for kind, flags, got, length in frames(s):
+                    if got == stream and kind in (0, 1):
+                        seen.setdefault(stream, []).append(f"{'HEADERS' if kind == 1 else 'DATA'}{'+END' if flags & 1 else ''}:{length if kind == 0 else ''}")
+                        if flags & 1: break
+            for stream, _, _ in asked: print(stream, " ".join(seen.get(stream, [])))
+            """#)
+        let result = try await run("/usr/bin/python3", [folder.path + "/frames.py", String(server.port), folder.path + "/ca.pem"])
+        var frames: [Int: [String]] = [:]
+        for line in result.output.split(separator: "\n") {
+            let words = line.split(separator: " ").map(String.init)
+            if let stream = Int(words.first ?? "") { frames[stream] = Array(words.dropFirst()) }
+        }
+        for stream in [1, 3] { #expect(frames[stream] == ["HEADERS:", "DATA+END:12"], "\(result.output)") }
+        for stream in [5, 7] {
+            let kinds = frames[stream] ?? []
+            let lengths = kinds.dropFirst().compactMap { Int($0.split(separator: ":").last ?? "") }
+            #expect(kinds.first == "HEADERS:" && kinds.last?.hasPrefix("DATA+END:") == true, "\(result.output)")
+            #expect(kinds.dropFirst().dropLast().allSatisfy { $0.hasPrefix("DATA:") } && !lengths.contains(0), "\(result.output)")
+            #expect(lengths.reduce(0, +) == long.count, "\(result.output)")
+        }
+        for stream in [9, 11] { #expect(frames[stream] == ["HEADERS+END:"], "\(result.output)") }
+    }
+
     @Test("a body damaged in the bundle is never sent whole over HTTP/2: a small one is a 500, a large one's stream is reset short of its length")
     func damagedBodiesOverHTTP2() async throws {
         let folder = try TemporaryFolder()
