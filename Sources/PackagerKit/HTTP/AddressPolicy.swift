@@ -1,3 +1,5 @@
+import NIOConcurrencyHelpers
+
 /// Which network addresses the project's requests may reach: one policy for the crawl (`build`), `verify` and
 /// `refresh`, so a bundle or a page can make none of them reach what the others refuse.
 ///
@@ -16,6 +18,9 @@ struct AddressPolicy: Sendable {
     let allowPrivate: Bool
     /// What names resolve to.
     let resolver: HostResolver
+    /// ``refusal(forURL:)``'s verdicts by origin, which they depend on alone (a name resolves once per resolver):
+    /// verify asks once per entry, mostly of one origin.
+    private let verdicts = NIOLockedValueBox<[HTTPOrigin: Refusal?]>([:])
 
     init(namedOrigins: [OriginPattern] = [], declaredOrigins: Set<HTTPOrigin> = [], allowPrivate: Bool = false, resolver: HostResolver = HostResolver()) {
         self.namedOrigins = namedOrigins.map { $0.withHost(Self.normalizedHost($0.host)) }
@@ -75,7 +80,10 @@ struct AddressPolicy: Sendable {
     /// Both: as written, then as resolved (for a request made once, as verify and refresh make them).
     func refusal(forURL url: String) -> Refusal? {
         guard let origin = HTTPOrigin(key: url) else { return Refusal(reason: "not an http or https URL", allowable: false) }
-        return refusal(for: AddressClass(host: origin.host), origin: origin, via: nil) ?? resolved(origin)
+        if let known = verdicts.withLockedValue({ $0[origin] }) { return known }
+        let verdict = refusal(for: AddressClass(host: origin.host), origin: origin, via: nil) ?? resolved(origin)
+        verdicts.withLockedValue { $0[origin] = verdict }
+        return verdict
     }
 
     private func refusal(for address: AddressClass, origin: HTTPOrigin, via name: String?) -> Refusal? {
