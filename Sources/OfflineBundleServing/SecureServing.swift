@@ -1,8 +1,10 @@
+import Foundation
 import NIOCore
 import NIOHPACK
 import NIOHTTP1
 import NIOHTTP2
 import NIOSSL
+import OfflineBundle
 
 /// HTTPS for the channel server: TLS in front of the same answer step, HTTP/1.1 or HTTP/2 as the client's ALPN offer
 /// says.
@@ -48,18 +50,28 @@ enum SecureServing {
                 } catch {
                     return channel.eventLoop.makeFailedFuture(error)
                 }
-                // The multiplexer inside NIOHTTP2Handler (not the separate handler): a stream channel per request either
-                // way, with fewer hops per frame.
-                return channel.configureHTTP2Pipeline(
-                    mode: .server, connectionConfiguration: .init(), streamConfiguration: .init(),
-                    inboundStreamInitializer: { stream in
-                        stream.eventLoop.makeCompletedFuture {
-                            let sync = stream.pipeline.syncOperations
-                            try sync.addHandler(HTTP2StreamCodec())
-                            try sync.addHandler(BundleChannelHandler(streamSettings, cache: cache, gate: gate))
-                        }
+                let streams: NIOChannelInitializer = { stream in
+                    stream.eventLoop.makeCompletedFuture {
+                        let sync = stream.pipeline.syncOperations
+                        try sync.addHandler(HTTP2StreamCodec())
+                        try sync.addHandler(BundleChannelHandler(streamSettings, cache: cache, gate: gate))
                     }
-                ).map { _ in }
+                }
+                guard let cache else {
+                    // No cache of whole answers: every request on a stream channel, by the multiplexer inside
+                    // NIOHTTP2Handler (fewer hops per frame than the separate one).
+                    return channel.configureHTTP2Pipeline(
+                        mode: .server, connectionConfiguration: .init(), streamConfiguration: .init(), inboundStreamInitializer: streams
+                    ).map { _ in }
+                }
+                // With one, the requests it answers are answered on the connection (``HTTP2CacheFront``); the others go
+                // on to stream channels made by the separate multiplexer behind it.
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()))
+                    try sync.addHandler(HTTP2CacheFront(settings: settings, cache: cache))
+                    try sync.addHandler(HTTP2StreamMultiplexer(mode: .server, channel: channel, inboundStreamInitializer: streams))
+                }
             },
             http1ChannelConfigurator: { channel in
                 handshake.cancel()
@@ -82,6 +94,106 @@ final class CloseWhenIdle: ChannelInboundHandler, RemovableChannelHandler {
         } else {
             context.fireUserInboundEventTriggered(event)
         }
+    }
+}
+
+/// Answers, on the HTTP/2 connection itself, the requests the cache of whole answers holds: a GET whose HEADERS frame
+/// ends its stream, with one Host (or `:authority`), no Range or conditional field and one Accept-Encoding at most,
+/// found under the key ``BundleChannelHandler`` keeps it by (raw Host, target, Accept-Encoding) and the loader
+/// generation it was filled from. Such an answer is a HEADERS frame (the kept head's fields, with Date and Age as the
+/// handler adds them) and a DATA frame of the kept bytes that ends the stream, and an access-log line as the handler
+/// writes one: what the handler answers from the cache, without a stream channel and its handlers per request (which
+/// cost the HTTP/2 rows more than the answer itself). Every other frame goes on to the stream multiplexer behind it,
+/// whose streams run the handler, which fills the cache.
+final class HTTP2CacheFront: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias InboundOut = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+
+    private let settings: BundleChannelHandler.Settings
+    private let cache: ResponseCache
+    /// The highest stream a request opened: a HEADERS frame on a higher one opens a request, on another ends one
+    /// (trailers), which goes on with its stream.
+    private var lastStream = HTTP2StreamID(0)
+    private var unflushed = false
+    /// The `Date` value, made once a second.
+    private var date = (second: 0, value: "")
+
+    init(settings: BundleChannelHandler.Settings, cache: ResponseCache) {
+        self.settings = settings
+        self.cache = cache
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        if case .headers(let block) = frame.payload, frame.streamID > lastStream {
+            lastStream = frame.streamID
+            if block.endStream, answer(frame.streamID, block.headers, context: context) { return }
+        }
+        context.fireChannelRead(data)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if unflushed {
+            unflushed = false
+            context.flush()
+        }
+        context.fireChannelReadComplete()
+    }
+
+    /// Answers the request from the cache when it holds the answer; false, having sent nothing, when it does not.
+    private func answer(_ stream: HTTP2StreamID, _ fields: HPACKHeaders, context: ChannelHandlerContext) -> Bool {
+        var method: String?
+        var path: String?
+        var authority: String?
+        var host: String?
+        var hosts = 0
+        var acceptEncoding: String?
+        var encodings = 0
+        for (name, value, _) in fields {
+            switch name {
+            case ":method": method = value
+            case ":path": path = value
+            case ":authority": authority = value
+            case "host":
+                if host == nil { host = value }
+                hosts += 1
+            case "accept-encoding":
+                acceptEncoding = value
+                encodings += 1
+            case "range", "if-none-match", "if-modified-since": return false
+            default: break
+            }
+        }
+        // As ``HTTP2StreamCodec`` reads the request: the Host field, else `:authority`.
+        if hosts == 0, let authority {
+            host = authority
+            hosts = 1
+        }
+        guard method == "GET", let path, hosts == 1, encodings <= 1 else { return false }
+        let generation = settings.serving.handle.snapshot.generation
+        guard let kept = cache.answer(for: .init(host: host, target: path, acceptEncoding: acceptEncoding), generation: generation),
+            case .bytes(let body) = kept.body, let (head, status, _) = HTTP2ResponseHead.parse(kept.head)
+        else { return false }
+        var headers = head
+        let now = time(nil)
+        if now != date.second { date = (now, HTTPDates.format(Date(timeIntervalSince1970: TimeInterval(now)))) }
+        headers.add(name: "date", value: date.value, indexing: .nonIndexable)
+        if let age = kept.age { headers.add(name: "age", value: String(age.value + max(0, now - age.at)), indexing: .nonIndexable) }
+        if let served = settings.serving.policy.accessLog {
+            var record = ServedRequest(
+                client: context.channel.remoteAddress?.ipAddress, method: "GET", target: path, status: status, contentLength: kept.contentLength,
+                source: kept.source)
+            record.version = HTTPVersion.http2.description
+            served(record)
+        }
+        let empty = body.readableBytes == 0
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: headers, endStream: empty)))), promise: nil)
+        if !empty {
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
+        }
+        unflushed = true
+        return true
     }
 }
 

@@ -155,6 +155,42 @@ struct SecureServingTests {
         for stream in [9, 11] { #expect(frames[stream] == ["HEADERS+END:"], "\(result.output)") }
     }
 
+    @Test(
+        "over HTTP/2 a kept answer is given on the connection while its bundle is the one mounted: the same bytes and fields as the first time, a line each in the access log; after a reload the new bundle answers; Range and conditional requests go to the handler"
+    )
+    func keptAnswersFollowTheMountedBundle() async throws {
+        let folder = try TemporaryFolder()
+        let first = Data("<p>the first release</p>".utf8)
+        let second = Data("<p>the second release, longer</p>".utf8)
+        try writeBundle(["\(Self.origin)/page.html": first], to: folder.path + "/a.zip")
+        try writeBundle(["\(Self.origin)/page.html": second], to: folder.path + "/b.zip")
+        try await makeTestCertificates(in: folder)
+        let served = ServedLog()
+        let handle = LoaderHandle(try OfflineLoader(path: folder.path + "/a.zip"))
+        let server = try await OfflineBundleChannelServer.start(
+            handle: handle, routes: [.init(origin: Self.origin)], policy: ServerPolicy(accessLog: { served.add($0) }),
+            tls: .init(certificateChain: folder.path + "/server.pem", privateKey: folder.path + "/server.key"))
+        defer { Task { await server.stop() } }
+        let url = "https://127.0.0.1:\(server.port)/page.html"
+        let tls = ["--cacert", folder.path + "/ca.pem", "--http2"]
+        let asked = try await curlExchange(url, in: folder, curlOptions: tls)
+        let kept = try await curlExchange(url, in: folder, curlOptions: tls)
+        #expect(asked.status == 200 && asked.body == first && kept.status == 200 && kept.body == first)
+        // Every field as the first time, but the Date of the second it was sent.
+        let fields = { (exchange: CurlExchange) in exchange.headers.filter { $0.name != "date" }.map { "\($0.name): \($0.value)" } }
+        #expect(fields(kept) == fields(asked) && kept.header("date") != nil && fields(kept).contains("content-length: \(first.count)"))
+        #expect(served.all.count == 2 && served.all.allSatisfy { $0.version == "HTTP/2.0" && $0.status == 200 && $0.client == "127.0.0.1" })
+        let range = try await curlExchange(url, headers: [("Range", "bytes=3-7")], in: folder, curlOptions: tls)
+        #expect(range.status == 206 && range.body == first[3...7])
+        #expect(try await curlExchange(url, headers: [("If-None-Match", "*")], in: folder, curlOptions: tls).status == 304)
+        handle.replace(with: try OfflineLoader(path: folder.path + "/b.zip"))
+        for _ in 0..<2 {
+            let now = try await curlExchange(url, in: folder, curlOptions: tls)
+            #expect(now.status == 200 && now.body == second)
+        }
+        #expect(served.all.count == 6)
+    }
+
     @Test("a body damaged in the bundle is never sent whole over HTTP/2: a small one is a 500, a large one's stream is reset short of its length")
     func damagedBodiesOverHTTP2() async throws {
         let folder = try TemporaryFolder()
