@@ -669,6 +669,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
                 closeDescriptor(span.descriptor)
             }
         }
+        // Over TLS, HTTP/2 answers from the cache on the connection, with the fields read here once.
+        if !settings.sendfile { answer.http2Fields = HTTP2ResponseHead.parse(answer.head)?.0 }
         cache.keep(answer, for: filling.key, generation: filling.generation)
     }
 

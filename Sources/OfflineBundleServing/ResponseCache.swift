@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOHPACK
 import NIOHTTP1
 import OfflineBundle
 
@@ -50,7 +51,10 @@ final class ResponseCache: Sendable {
         var age: (value: Int, at: Int)?
         var contentLength: String?
         var source: BundleResponse.Source
-        var cost: Int { head.readableBytes + body.memory + 256 }
+        /// The head's fields as HTTP/2 sends them, read once when kept by a server over TLS (where HTTP/2 answers
+        /// from here without a stream, ``HTTP2CacheFront``); nil otherwise.
+        var http2Fields: HPACKHeaders?
+        var cost: Int { head.readableBytes * (http2Fields == nil ? 1 : 3) + body.memory + 256 }
     }
 
     /// A kept body: its bytes, or where they lie in a file.

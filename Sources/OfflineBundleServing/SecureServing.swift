@@ -173,16 +173,15 @@ final class HTTP2CacheFront: ChannelInboundHandler, RemovableChannelHandler {
         guard method == "GET", let path, hosts == 1, encodings <= 1 else { return false }
         let generation = settings.serving.handle.snapshot.generation
         guard let kept = cache.answer(for: .init(host: host, target: path, acceptEncoding: acceptEncoding), generation: generation),
-            case .bytes(let body) = kept.body, let (head, status, _) = HTTP2ResponseHead.parse(kept.head)
+            case .bytes(let body) = kept.body, var headers = kept.http2Fields
         else { return false }
-        var headers = head
         let now = time(nil)
         if now != date.second { date = (now, HTTPDates.format(Date(timeIntervalSince1970: TimeInterval(now)))) }
-        headers.add(name: "date", value: date.value, indexing: .nonIndexable)
+        headers.add(name: "date", value: date.value)
         if let age = kept.age { headers.add(name: "age", value: String(age.value + max(0, now - age.at)), indexing: .nonIndexable) }
         if let served = settings.serving.policy.accessLog {
             var record = ServedRequest(
-                client: context.channel.remoteAddress?.ipAddress, method: "GET", target: path, status: status, contentLength: kept.contentLength,
+                client: context.channel.remoteAddress?.ipAddress, method: "GET", target: path, status: kept.status, contentLength: kept.contentLength,
                 source: kept.source)
             record.version = HTTPVersion.http2.description
             served(record)
@@ -318,8 +317,8 @@ final class HTTP2StreamCodec: ChannelDuplexHandler, RemovableChannelHandler {
 /// The HTTP/1.1 response heads ``BundleChannelHandler`` writes, read back as HTTP/2 fields.
 enum HTTP2ResponseHead {
     /// The fields whose values change from answer to answer: sent without indexing (RFC 7541 §6.2.2), so they never
-    /// push the repeating ones out of the connection's HPACK table.
-    private static let volatile: Set<String> = ["date", "etag", "content-length", "last-modified", "age", "expires", "content-range", "location"]
+    /// push the repeating ones out of the connection's HPACK table. (`date` is indexed: it is the same for a second.)
+    private static let volatile: Set<String> = ["etag", "content-length", "last-modified", "age", "expires", "content-range", "location"]
 
     /// The index of the byte after the head's blank line (CR LF CR LF), if it came.
     static func endOfHead(_ bytes: ByteBuffer) -> Int? {
