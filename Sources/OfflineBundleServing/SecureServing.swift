@@ -42,6 +42,7 @@ enum SecureServing {
                     limit: SecureServing.largeBodiesPerConnection, stallPeriod: .nanoseconds(max(settings.idleTimeout.nanoseconds / 30, 100_000_000)),
                     loop: channel.eventLoop)
                 do {
+                    try channel.pipeline.syncOperations.addHandler(TLSWriteCoalescer())
                     // Idle when the client sent nothing and no write completed: a client that reads a long answer
                     // slowly (its window large enough not to send updates) makes writes complete, one that stopped
                     // reading does not.
@@ -81,6 +82,64 @@ enum SecureServing {
                     try sync.addHandler(BundleChannelHandler(settings, cache: cache))
                 }
             })
+    }
+}
+
+/// Joins the small writes made between two flushes into buffers of up to one TLS record (16 KiB) before they reach
+/// `NIOSSLHandler`, which seals one record per write it is given. HTTP/2 writes each frame's 9-byte header apart from its
+/// payload, so an answer of a few kilobytes was three records, each with its own seal and overhead; joined, the answers
+/// of a read's requests share records. A write of a record's size or more goes on as it is (after what was joined
+/// before it), so large bodies are not copied.
+final class TLSWriteCoalescer: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = IOData
+    typealias OutboundOut = IOData
+
+    /// The largest plaintext of a TLS record (RFC 8446 §5.1).
+    static let recordSize = 16 << 10
+
+    private var joined: ByteBuffer?
+    private var promises: [EventLoopPromise<Void>] = []
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard case .byteBuffer(var bytes) = unwrapOutboundIn(data) else {
+            send(context: context)
+            return context.write(data, promise: promise)
+        }
+        if bytes.readableBytes >= Self.recordSize {
+            send(context: context)
+            return context.write(data, promise: promise)
+        }
+        if let held = joined, held.readableBytes + bytes.readableBytes > Self.recordSize { send(context: context) }
+        if joined == nil { joined = context.channel.allocator.buffer(capacity: Self.recordSize) }
+        joined!.writeBuffer(&bytes)
+        if let promise { promises.append(promise) }
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        send(context: context)
+        context.flush()
+    }
+
+    /// Writes what was joined, completing the joined writes' promises with it.
+    private func send(context: ChannelHandlerContext) {
+        guard let bytes = joined else { return }
+        joined = nil
+        if promises.isEmpty { return context.write(wrapOutboundOut(.byteBuffer(bytes)), promise: nil) }
+        let waiting = promises
+        promises.removeAll(keepingCapacity: true)
+        let written = context.eventLoop.makePromise(of: Void.self)
+        written.futureResult.whenComplete { result in
+            for promise in waiting { promise.completeWith(result) }
+        }
+        context.write(wrapOutboundOut(.byteBuffer(bytes)), promise: written)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        // Writes joined and never flushed fail as the channel's pending writes do when it closes.
+        let waiting = promises
+        promises.removeAll()
+        joined = nil
+        for promise in waiting { promise.fail(ChannelError.ioOnClosedChannel) }
     }
 }
 

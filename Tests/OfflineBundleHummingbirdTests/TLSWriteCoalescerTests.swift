@@ -1,0 +1,65 @@
+import NIOCore
+import NIOEmbedded
+import Testing
+
+@testable import OfflineBundleServing
+
+/// A count the embedded channel's callbacks change (they run on the test's thread).
+private final class Count: @unchecked Sendable {
+    var value = 0
+}
+
+@Suite("TLSWriteCoalescer: the small writes between two flushes go to TLS as one record's worth")
+struct TLSWriteCoalescerTests {
+    /// The writes that reached the channel's end, as byte strings, in order.
+    func written(_ channel: EmbeddedChannel) throws -> [[UInt8]] {
+        var out: [[UInt8]] = []
+        while let part = try channel.readOutbound(as: IOData.self) {
+            guard case .byteBuffer(let bytes) = part else { continue }
+            out.append(Array(bytes.readableBytesView))
+        }
+        return out
+    }
+
+    @Test("small writes are joined until the flush, in order; their promises complete with the joined write")
+    func joinsSmallWrites() throws {
+        let channel = EmbeddedChannel(handler: TLSWriteCoalescer())
+        let completed = Count()
+        for part in [[1, 2, 3], [4], [5, 6]] as [[UInt8]] {
+            let promise = channel.eventLoop.makePromise(of: Void.self)
+            promise.futureResult.whenSuccess { completed.value += 1 }
+            channel.write(IOData.byteBuffer(ByteBuffer(bytes: part)), promise: promise)
+        }
+        #expect(try written(channel).isEmpty, "nothing goes before the flush")
+        channel.flush()
+        #expect(try written(channel) == [[1, 2, 3, 4, 5, 6]])
+        #expect(completed.value == 3)
+        #expect(try channel.finish().isClean)
+    }
+
+    @Test("a write of a record's size or more goes on as it is, after what was joined before it; joined bytes never pass a record's size")
+    func largeWritesPassThrough() throws {
+        let channel = EmbeddedChannel(handler: TLSWriteCoalescer())
+        let record = TLSWriteCoalescer.recordSize
+        let large = [UInt8](repeating: 7, count: record + 10)
+        channel.write(IOData.byteBuffer(ByteBuffer(bytes: [1, 2])), promise: nil)
+        channel.write(IOData.byteBuffer(ByteBuffer(bytes: large)), promise: nil)
+        let nearlyFull = [UInt8](repeating: 8, count: record - 1)
+        channel.write(IOData.byteBuffer(ByteBuffer(bytes: nearlyFull)), promise: nil)
+        channel.write(IOData.byteBuffer(ByteBuffer(bytes: [9, 9])), promise: nil)
+        channel.flush()
+        #expect(try written(channel) == [[1, 2], large, nearlyFull, [9, 9]])
+        #expect(try channel.finish().isClean)
+    }
+
+    @Test("writes joined and never flushed fail when the handler goes, as a closed channel's pending writes do")
+    func unflushedWritesFailOnRemoval() throws {
+        let channel = EmbeddedChannel(handler: TLSWriteCoalescer())
+        let promise = channel.eventLoop.makePromise(of: Void.self)
+        let failed = Count()
+        promise.futureResult.whenFailure { _ in failed.value += 1 }
+        channel.write(IOData.byteBuffer(ByteBuffer(bytes: [1])), promise: promise)
+        _ = try channel.finish()
+        #expect(failed.value == 1)
+    }
+}
