@@ -78,6 +78,7 @@ enum SecureServing {
                 handshake.cancel()
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(TLSWriteCoalescer())
                     try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
                     try sync.addHandler(BundleChannelHandler(settings, cache: cache))
                 }
@@ -90,32 +91,45 @@ enum SecureServing {
 /// payload, so an answer of a few kilobytes was three records, each with its own seal and overhead; joined, the answers
 /// of a read's requests share records. A write of a record's size or more goes on as it is (after what was joined
 /// before it), so large bodies are not copied.
+///
+/// It also flushes once ``flushSize`` bytes were written since the last flush. `NIOSSLHandler` holds writes until a
+/// flush, where the channel does not count them: without this, handlers that check the channel's writability before
+/// answering (a client that does not read must not get an answer per request) would find it writable however much
+/// they had written in one read's requests. Flushed, the bytes are the socket's pending writes, which make the channel
+/// unwritable past its high water mark.
 final class TLSWriteCoalescer: ChannelOutboundHandler, RemovableChannelHandler {
     typealias OutboundIn = IOData
     typealias OutboundOut = IOData
 
     /// The largest plaintext of a TLS record (RFC 8446 §5.1).
     static let recordSize = 16 << 10
+    /// Written and not flushed past which the writes are flushed.
+    static let flushSize = 64 << 10
 
     private var joined: ByteBuffer?
     private var promises: [EventLoopPromise<Void>] = []
+    private var unflushed = 0
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         guard case .byteBuffer(var bytes) = unwrapOutboundIn(data) else {
             send(context: context)
             return context.write(data, promise: promise)
         }
+        unflushed += bytes.readableBytes
         if bytes.readableBytes >= Self.recordSize {
             send(context: context)
-            return context.write(data, promise: promise)
+            context.write(data, promise: promise)
+        } else {
+            if let held = joined, held.readableBytes + bytes.readableBytes > Self.recordSize { send(context: context) }
+            if joined == nil { joined = context.channel.allocator.buffer(capacity: Self.recordSize) }
+            joined!.writeBuffer(&bytes)
+            if let promise { promises.append(promise) }
         }
-        if let held = joined, held.readableBytes + bytes.readableBytes > Self.recordSize { send(context: context) }
-        if joined == nil { joined = context.channel.allocator.buffer(capacity: Self.recordSize) }
-        joined!.writeBuffer(&bytes)
-        if let promise { promises.append(promise) }
+        if unflushed >= Self.flushSize { flush(context: context) }
     }
 
     func flush(context: ChannelHandlerContext) {
+        unflushed = 0
         send(context: context)
         context.flush()
     }
@@ -202,6 +216,10 @@ final class HTTP2CacheFront: ChannelInboundHandler, RemovableChannelHandler {
 
     /// Answers the request from the cache when it holds the answer; false, having sent nothing, when it does not.
     private func answer(_ stream: HTTP2StreamID, _ fields: HPACKHeaders, context: ChannelHandlerContext) -> Bool {
+        // An answer goes out whole, whatever the client reads (its windows may be wide open): while the connection is
+        // not writable (a client that does not read; ``TLSWriteCoalescer`` flushes as answers pile up, so that it
+        // shows), requests go on to stream channels, which wait until it is.
+        guard context.channel.isWritable else { return false }
         var method: String?
         var path: String?
         var authority: String?

@@ -52,6 +52,21 @@ struct TLSWriteCoalescerTests {
         #expect(try channel.finish().isClean)
     }
 
+    @Test(
+        "past 64 KiB written without a flush, the writes are flushed: NIOSSL holds writes until a flush, where the channel's writability does not count them"
+    )
+    func flushesAsWritesPileUp() throws {
+        let channel = EmbeddedChannel(handler: TLSWriteCoalescer())
+        let part = [UInt8](repeating: 1, count: 20 << 10)
+        for _ in 0..<3 { channel.write(IOData.byteBuffer(ByteBuffer(bytes: part)), promise: nil) }
+        #expect(try written(channel).isEmpty, "60 KiB: not yet")
+        channel.write(IOData.byteBuffer(ByteBuffer(bytes: part)), promise: nil)
+        #expect(try written(channel).count == 4, "80 KiB: flushed without being asked")
+        for _ in 0..<2 { channel.write(IOData.byteBuffer(ByteBuffer(bytes: [2])), promise: nil) }
+        #expect(try written(channel).isEmpty, "counted again from the flush")
+        _ = try channel.finish()
+    }
+
     @Test("writes joined and never flushed fail when the handler goes, as a closed channel's pending writes do")
     func unflushedWritesFailOnRemoval() throws {
         let channel = EmbeddedChannel(handler: TLSWriteCoalescer())
