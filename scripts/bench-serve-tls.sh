@@ -87,7 +87,7 @@ row "HTTP/2, 4 connections × 8 streams: every page in turn, Accept-Encoding: gz
     echo "|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
     echo
-    echo "Where the time goes (perf record -g of packager serve under the multiplexed row): about a fifth in reference counting inside NIO's HTTP/2 stream channels (a channel per request, with its pipeline) and 5% in HPACK; small answers over multiplexed streams pay that per request, large ones (functions.html) do not."
+    echo "How HTTP/2 is answered (perf record -g of packager serve under the multiplexed row, 2026-11-26): an answer the cache of whole answers holds is given on the connection (HTTP2CacheFront: a HEADERS and a DATA frame, no stream channel; before, a stream channel and its handlers per request cost a fifth of the samples in reference counting alone, and the row was 0.54x), and the small writes between two flushes go to NIOSSL joined into record-sized buffers (TLSWriteCoalescer; NIOSSL seals a record per write, and HTTP/2 writes a frame's 9-byte header apart from its payload: 46k to about 60k requests/s). What is left is NIO's HTTP/2 state machines and header validation, HPACK (about 9%) and AES-GCM."
     echo
 } >"$out"
 cat "$out"

@@ -18,8 +18,9 @@ import UnixSignals
 /// bare SwiftNIO handler; `packager serve` uses this server, over plain HTTP and over HTTPS.
 ///
 /// With `tls`, a client that offers `h2` by ALPN is answered over HTTP/2 (one request per stream, its frames turned into
-/// request parts and the handler's response bytes into frames), others over HTTP/1.1; the same handler answers both, with the same response cache, whose bodies
-/// are then kept as bytes (TLS cannot send a file's span with `sendfile`).
+/// request parts and the handler's response bytes into frames), others over HTTP/1.1; the same handler answers both,
+/// with the same response cache, whose bodies are then kept as bytes (TLS cannot send a file's span with `sendfile`).
+/// Over HTTP/2, an answer the cache holds is given on the connection, without a stream channel.
 ///
 /// Response heads are written as bytes, without NIO's HTTP encoder. A plain GET (no conditional or Range header) answered
 /// once is answered again from a cache of whole responses (the head as bytes, the body as checked, or a span of the
