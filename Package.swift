@@ -164,6 +164,7 @@ let package = Package(
             name: "packager",
             dependencies: [
                 "PackagerKit",
+                "CMalloc",
                 "OfflineBundle",
                 "OfflineBundleHummingbird",
                 "OfflineBundleServing",

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CMalloc
 import Foundation
 import NIOConcurrencyHelpers
 import OfflineBundle
@@ -103,6 +104,8 @@ extension Packager {
         }
 
         func run() async throws {
+            // A crawl allocates and frees a body per response on several threads (docs/BENCHMARKS.md, the crawls).
+            packager_tune_allocator_for_bodies()
             try await reportingErrorsAsync {
                 var declared = try loadDeclaration()
                 if let concurrency {
