@@ -104,7 +104,7 @@ extension Packager {
         }
 
         func run() async throws {
-            // A crawl allocates and frees a body per response on several threads (docs/BENCHMARKS.md, the crawls).
+            // A crawl allocates and frees a body per response on several threads (CMalloc/shim.h; docs/BENCHMARKS.md).
             packager_tune_allocator_for_bodies()
             try await reportingErrorsAsync {
                 var declared = try loadDeclaration()
