@@ -84,6 +84,9 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// progress; one to a client that stopped reading does not.
     private var progress = 0
     private var progressAtLastCheck = 0
+    /// Checks in a row (half an idle period apart) that found neither: at two, the connection was quiet for a whole
+    /// period.
+    private var quietChecks = 0
     /// The protocol of the request being answered, for the access log (HTTP/2.0 on a stream).
     private var version = HTTPVersion.http1_1
     /// The `Date` value (RFC 9110 §6.6.1: an origin server with a clock sends one), made once a second.
@@ -123,21 +126,24 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         budgeted = 0
     }
 
-    /// Once a period: a connection that sent nothing since the last check and whose answers made no progress (none
-    /// going out, or one stuck behind a client that stopped reading: a write timeout, as nginx's `send_timeout`) is
-    /// closed. Counters per request and per write, instead of a timestamp per read and write (an `IdleStateHandler`
-    /// cost a tenth of the request rate).
+    /// Twice a period: a connection that sent nothing and whose answers made no progress (none going out, or one stuck
+    /// behind a client that stopped reading: a write timeout, as nginx's `send_timeout`) at two checks in a row, a whole
+    /// period, is closed; so it goes between one and one and a half periods after its last activity (with one check a
+    /// period, up to two). Counters per request and per write, instead of a timestamp per read and write (an
+    /// `IdleStateHandler` cost a tenth of the request rate).
     private func scheduleIdleCheck(context: ChannelHandlerContext) {
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        idleCheck = context.eventLoop.scheduleTask(in: settings.idleTimeout) {
+        idleCheck = context.eventLoop.scheduleTask(in: .nanoseconds(settings.idleTimeout.nanoseconds / 2)) {
             let (handler, context) = bound.value
             if handler.reads == handler.readsAtLastCheck && handler.progress == handler.progressAtLastCheck {
-                context.close(promise: nil)
+                handler.quietChecks += 1
+                if handler.quietChecks >= 2 { return context.close(promise: nil) }
             } else {
+                handler.quietChecks = 0
                 handler.readsAtLastCheck = handler.reads
                 handler.progressAtLastCheck = handler.progress
-                handler.scheduleIdleCheck(context: context)
             }
+            handler.scheduleIdleCheck(context: context)
         }
     }
 
