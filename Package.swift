@@ -217,6 +217,8 @@ let package = Package(
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
             ]
         ),
         .testTarget(

@@ -89,8 +89,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private var quietChecks = 0
     /// The protocol of the request being answered, for the access log (HTTP/2.0 on a stream).
     private var version = HTTPVersion.http1_1
-    /// The `Date` value (RFC 9110 §6.6.1: an origin server with a clock sends one), made once a second.
-    private var date = (second: 0, value: "")
+    /// The `Date` value (RFC 9110 §6.6.1: an origin server with a clock sends one).
+    private var date = DateField()
 
     /// An HTTP/2 connection's turns for large bodies, which its streams (a handler each) share; nil over HTTP/1.1, where
     /// a connection answers one request at a time.
@@ -285,34 +285,43 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     // MARK: - Answering
 
-    /// What of a request's header fields decides its answer.
-    private struct Asked {
+    /// What of a request's header fields decides its answer, and so the key its whole answer is kept under; read from
+    /// HTTP/1 heads here and from HTTP/2 header blocks by ``HTTP2CacheFront``, so both find the same answers.
+    struct Asked {
         var host: String?
         /// How many Host fields the request has (RFC 9112 §3.2: one, in HTTP/1.1).
         var hosts = 0
         var acceptEncoding: String?
+        private var encodings = 0
+        private var conditional = false
         /// No If-None-Match, If-Modified-Since or Range, and one Accept-Encoding at most: the answer is the same for
         /// every such request with the same Host, target and Accept-Encoding.
-        var plain = true
+        var plain: Bool { !conditional && encodings <= 1 }
+
+        init() {}
 
         init(_ headers: HTTPHeaders) {
-            var encodings = 0
-            for (name, value) in headers {
-                switch name.utf8.count {
-                case 4 where Self.named(name, "host"):
-                    if host == nil { host = value }
-                    hosts += 1
-                case 15 where Self.named(name, "accept-encoding"):
-                    acceptEncoding = value
-                    encodings += 1
-                case 5 where Self.named(name, "range"): plain = false
-                case 13 where Self.named(name, "if-none-match"): plain = false
-                case 17 where Self.named(name, "if-modified-since"): plain = false
-                default: break
-                }
-            }
-            if encodings > 1 { plain = false }
+            for (name, value) in headers { read(name, value) }
         }
+
+        /// Takes one header field into account (its name in any case).
+        mutating func read(_ name: String, _ value: String) {
+            switch name.utf8.count {
+            case 4 where Self.named(name, "host"):
+                if host == nil { host = value }
+                hosts += 1
+            case 15 where Self.named(name, "accept-encoding"):
+                acceptEncoding = value
+                encodings += 1
+            case 5 where Self.named(name, "range"): conditional = true
+            case 13 where Self.named(name, "if-none-match"): conditional = true
+            case 17 where Self.named(name, "if-modified-since"): conditional = true
+            default: break
+            }
+        }
+
+        /// The key a plain GET of `target` with these fields is kept under.
+        func key(for target: String) -> ResponseCache.Key { .init(host: host, target: target, acceptEncoding: acceptEncoding) }
 
         /// Whether `name` is `lowercase` in any case (ASCII).
         static func named(_ name: String, _ lowercase: StaticString) -> Bool {
@@ -335,7 +344,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         let (loader, generation) = settings.serving.handle.snapshot
         // The raw Host and target: an answer depends on nothing else of a plain GET (the route and the policy are
         // functions of them), so whole answers are kept and found by them before the answer step runs.
-        let key = ResponseCache.Key(host: asked.host, target: request.uri, acceptEncoding: asked.acceptEncoding)
+        let key = asked.key(for: request.uri)
         let cacheable = cache != nil && asked.plain && request.method == .GET
         if cacheable, let answer = cache?.answer(for: key, generation: generation), answer.body.stillThere {
             return answerFromCache(answer, request: request, keepAlive: keepAlive, context: context)
@@ -550,7 +559,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private func answerFromCache(_ answer: ResponseCache.Answer, request: HTTPRequestHead, keepAlive: Bool, context: ChannelHandlerContext) {
         var buffer = context.channel.allocator.buffer(capacity: answer.head.readableBytes + 96 + min(answer.body.memory, 16 << 10))
         buffer.writeImmutableBuffer(answer.head)
-        let age = answer.age.map { $0.value + max(0, time(nil) - $0.at) }
+        let age = answer.age(at: time(nil))
         endHead(&buffer, age: age, keepAlive: keepAlive, http10: request.isHTTP10)
         logServed(
             ServedRequest(
@@ -715,9 +724,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     private func endHead(_ buffer: inout ByteBuffer, age: Int?, keepAlive: Bool, http10: Bool) {
-        let now = time(nil)
-        if now != date.second { date = (now, HTTPDates.format(Date(timeIntervalSince1970: TimeInterval(now)))) }
-        ResponseHead.line(&buffer, "date", date.value)
+        ResponseHead.line(&buffer, "date", date.value(at: time(nil)))
         if let age { ResponseHead.line(&buffer, "age", String(age)) }
         if !keepAlive {
             buffer.writeStaticString("connection: close\r\n")
@@ -861,4 +868,16 @@ final class BodyGate: @unchecked Sendable {
 extension HTTPRequestHead {
     /// HTTP/1.0: an answer kept alive says so (HTTP/2's version is 2.0, not this).
     fileprivate var isHTTP10: Bool { version.major == 1 && version.minor == 0 }
+}
+
+/// The `Date` field's value (RFC 9110 §6.6.1), formatted once a second.
+struct DateField {
+    private var second = 0
+    private var text = ""
+
+    /// The value for `now` (`time()`).
+    mutating func value(at now: Int) -> String {
+        if now != second { (second, text) = (now, HTTPDates.format(Date(timeIntervalSince1970: TimeInterval(now)))) }
+        return text
+    }
 }

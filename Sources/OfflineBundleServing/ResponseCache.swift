@@ -55,6 +55,9 @@ final class ResponseCache: Sendable {
         /// from here without a stream, ``HTTP2CacheFront``); nil otherwise.
         var http2Fields: HPACKHeaders?
         var cost: Int { head.readableBytes * (http2Fields == nil ? 1 : 3) + body.memory + 256 }
+
+        /// The Age to send at `now` (`time()`), nil when the response had none.
+        func age(at now: Int) -> Int? { age.map { $0.value + max(0, now - $0.at) } }
     }
 
     /// A kept body: its bytes, or where they lie in a file.

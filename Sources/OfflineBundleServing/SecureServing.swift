@@ -141,8 +141,9 @@ final class TLSWriteCoalescer: ChannelOutboundHandler, RemovableChannelHandler {
         guard let bytes = joined else { return }
         joined = nil
         if promises.isEmpty { return context.write(wrapOutboundOut(.byteBuffer(bytes)), promise: nil) }
-        let waiting = promises
-        promises.removeAll(keepingCapacity: true)
+        var taken: [EventLoopPromise<Void>] = []
+        swap(&taken, &promises)
+        let waiting = taken
         let written = context.eventLoop.makePromise(of: Void.self)
         written.futureResult.whenComplete { result in
             for promise in waiting { promise.completeWith(result) }
@@ -191,8 +192,7 @@ final class HTTP2CacheFront: ChannelInboundHandler, RemovableChannelHandler {
     /// (trailers), which goes on with its stream.
     private var lastStream = HTTP2StreamID(0)
     private var unflushed = false
-    /// The `Date` value, made once a second.
-    private var date = (second: 0, value: "")
+    private var date = DateField()
 
     init(settings: BundleChannelHandler.Settings, cache: ResponseCache) {
         self.settings = settings
@@ -225,39 +225,25 @@ final class HTTP2CacheFront: ChannelInboundHandler, RemovableChannelHandler {
         var method: String?
         var path: String?
         var authority: String?
-        var host: String?
-        var hosts = 0
-        var acceptEncoding: String?
-        var encodings = 0
+        var asked = BundleChannelHandler.Asked()
         for (name, value, _) in fields {
             switch name {
             case ":method": method = value
             case ":path": path = value
             case ":authority": authority = value
-            case "host":
-                if host == nil { host = value }
-                hosts += 1
-            case "accept-encoding":
-                acceptEncoding = value
-                encodings += 1
-            case "range", "if-none-match", "if-modified-since": return false
-            default: break
+            default: asked.read(name, value)
             }
         }
         // As ``HTTP2StreamCodec`` reads the request: the Host field, else `:authority`.
-        if hosts == 0, let authority {
-            host = authority
-            hosts = 1
-        }
-        guard method == "GET", let path, hosts == 1, encodings <= 1 else { return false }
+        if asked.hosts == 0, let authority { asked.read("host", authority) }
+        guard method == "GET", let path, asked.hosts == 1, asked.plain else { return false }
         let generation = settings.serving.handle.snapshot.generation
-        guard let kept = cache.answer(for: .init(host: host, target: path, acceptEncoding: acceptEncoding), generation: generation),
-            case .bytes(let body) = kept.body, var headers = kept.http2Fields
+        guard let kept = cache.answer(for: asked.key(for: path), generation: generation), case .bytes(let body) = kept.body,
+            var headers = kept.http2Fields
         else { return false }
         let now = time(nil)
-        if now != date.second { date = (now, HTTPDates.format(Date(timeIntervalSince1970: TimeInterval(now)))) }
-        headers.add(name: "date", value: date.value)
-        if let age = kept.age { headers.add(name: "age", value: String(age.value + max(0, now - age.at)), indexing: .nonIndexable) }
+        headers.add(name: "date", value: date.value(at: now))
+        if let age = kept.age(at: now) { headers.add(name: "age", value: String(age), indexing: .nonIndexable) }
         if let served = settings.serving.policy.accessLog {
             var record = ServedRequest(
                 client: context.channel.remoteAddress?.ipAddress, method: "GET", target: path, status: kept.status, contentLength: kept.contentLength,
@@ -283,8 +269,9 @@ final class HTTP2CacheFront: ChannelInboundHandler, RemovableChannelHandler {
 ///
 /// One handler in place of NIO's HTTP/2-to-HTTP/1 codec and a second one turning bytes into its parts: a request costs
 /// one hop less each way, no `HTTPResponseHead` between the bytes and the HPACK fields, and no empty DATA frame to end
-/// the stream. Fields whose values change from answer to answer (`date`, `etag`, `content-length`, …) are sent without
-/// indexing, so the connection's HPACK table keeps the ones that repeat (`content-type`, `server`, `vary`).
+/// the stream. Fields whose values change from answer to answer (`etag`, `content-length`, …) are sent without
+/// indexing, so the connection's HPACK table keeps the ones that repeat (`content-type`, `server`, `vary`, and `date`,
+/// the same for a second).
 final class HTTP2StreamCodec: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTP2Frame.FramePayload
     typealias InboundOut = HTTPServerRequestPart

@@ -27,6 +27,26 @@ struct SecureServingTests {
             tls: .init(certificateChain: folder.path + "/server.pem", privateKey: folder.path + "/server.key"))
     }
 
+    /// Runs a raw HTTP/2 client that reads nothing until told: `body` is Python run after it connected (`s`, by h2raw),
+    /// with the file to wait for as `sys.argv[3]`. Once `served` logged `logged` answers and a second more went by, the
+    /// answers logged are counted, the client is told to read, and it is waited for: the count and what it printed.
+    func runHeldClient(_ body: String, server: OfflineBundleChannelServer, folder: TemporaryFolder, served: ServedLog, logged: Int) async throws
+        -> (started: Int, printed: String)
+    {
+        try writeRawHTTP2Client(in: folder)
+        try folder.file("held.py", "import sys\nfrom h2raw import *\ns = connect(int(sys.argv[1]), sys.argv[2], timeout=120)\n" + body)
+        let output = Pipe()
+        let client = try launch(
+            "/usr/bin/python3", [folder.path + "/held.py", String(server.port), folder.path + "/ca.pem", folder.path + "/go"], output: output)
+        let waitUntil = Date().addingTimeInterval(60)
+        while served.all.count < logged && Date() < waitUntil && client.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+        try await Task.sleep(for: .seconds(1))
+        let started = served.all.count
+        try folder.file("go", "")
+        while client.isRunning { try await Task.sleep(for: .milliseconds(100)) }
+        return (started, String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+    }
+
     /// Writes `h2raw.py` into `folder`: the few HTTP/2 frames the raw clients below send (literal header fields, no
     /// HPACK table), over TLS with ALPN h2, and a reader of the frames that come back.
     func writeRawHTTP2Client(in folder: TemporaryFolder) throws {
@@ -223,32 +243,18 @@ struct SecureServingTests {
         let served = ServedLog()
         let server = try await startLogged(folder.path + "/b.zip", folder: folder, served: served)
         defer { Task { await server.stop() } }
-        try writeRawHTTP2Client(in: folder)
-        try folder.file(
-            "asks.py",
+        // The answers are 1 MiB each, kept by the cache of whole answers (which keeps a body up to 4 MiB): 30 of them are
+        // more than the socket buffers hold. What the server holds meanwhile is measured by scripts/bench-attack.sh (a
+        // kept page asked by clients that never read).
+        let (_, printed) = try await runHeldClient(
             #"""
-            import sys
-            from h2raw import *
-            s = connect(int(sys.argv[1]), sys.argv[2], timeout=120)
             # The first answer read whole: it is kept, under the key of this client's Host.
             s.sendall(preface(LARGEST, LARGEST) + get(1, "/page.bin"))
             for kind, flags, stream, length in frames(s):
                 if kind == 0 and flags & 1: break
             s.sendall(b"".join(get(stream, "/page.bin") for stream in range(3, 62, 2)))
             read_after(s, sys.argv[3], 30)
-            """#)
-        let output = Pipe()
-        let client = try launch(
-            "/usr/bin/python3", [folder.path + "/asks.py", String(server.port), folder.path + "/ca.pem", folder.path + "/go"], output: output)
-        // The answers are 1 MiB each, kept by the cache of whole answers (which keeps a body up to 4 MiB): 30 of them are
-        // more than the socket buffers hold. What the server holds meanwhile is measured by scripts/bench-attack.sh (a
-        // kept page asked by clients that never read).
-        let waitUntil = Date().addingTimeInterval(30)
-        while served.all.count < 2 && Date() < waitUntil && client.isRunning { try await Task.sleep(for: .milliseconds(50)) }
-        try await Task.sleep(for: .seconds(1))
-        try folder.file("go", "")
-        while client.isRunning { try await Task.sleep(for: .milliseconds(100)) }
-        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            """#, server: server, folder: folder, served: served, logged: 2)
         #expect(printed.contains("ended 30"), "\(printed)")
         #expect(served.all.count == 31 && served.all.allSatisfy { $0.status == 200 })
     }
@@ -295,30 +301,15 @@ struct SecureServingTests {
         let server = try await startLogged(folder.path + "/b.zip", folder: folder, served: served)
         defer { Task { await server.stop() } }
         // Raw HTTP/2: the largest stream and connection windows, then ten GETs; nothing is read until the test has
-        // counted, then everything.
-        try writeRawHTTP2Client(in: folder)
-        try folder.file(
-            "streams.py",
+        // counted, then everything. While the client reads nothing: two answers started (their heads logged), the
+        // other eight wait their turn; a second more changes nothing (no stream makes progress, and the connection
+        // takes no bytes).
+        let (started, printed) = try await runHeldClient(
             #"""
-            import sys
-            from h2raw import *
-            s = connect(int(sys.argv[1]), sys.argv[2], timeout=120)
             s.sendall(preface(LARGEST, LARGEST) + b"".join(get(stream, "/large.bin") for stream in range(1, 20, 2)))
             # Every stream's answer ends once the others had their turn.
             read_after(s, sys.argv[3], 10)
-            """#)
-        let output = Pipe()
-        let go = folder.path + "/go"
-        let client = try launch("/usr/bin/python3", [folder.path + "/streams.py", String(server.port), folder.path + "/ca.pem", go], output: output)
-        // While the client reads nothing: two answers started (their heads logged), the other eight wait their turn;
-        // a second more changes nothing (no stream makes progress, and the connection takes no bytes).
-        let waitUntil = Date().addingTimeInterval(60)
-        while served.all.count < 2 && Date() < waitUntil && client.isRunning { try await Task.sleep(for: .milliseconds(50)) }
-        try await Task.sleep(for: .seconds(1))
-        let started = served.all.count
-        try folder.file("go", "")
-        while client.isRunning { try await Task.sleep(for: .milliseconds(100)) }
-        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            """#, server: server, folder: folder, served: served, logged: 2)
         // Two: the server's turns for large bodies per HTTP/2 connection.
         #expect(started == 2, "\(started) answers started while the client read nothing")
         #expect(printed.contains("ended 10"), "\(printed)")

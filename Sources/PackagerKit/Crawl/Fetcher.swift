@@ -184,7 +184,6 @@ final class Fetcher: Sendable {
 }
 
 extension Fetcher.Response {
-    /// The body's bytes (read from its spool file when it has one).
     /// The SHA-256 of the body as received, read from its spool file in chunks (a body of any size costs a chunk of
     /// memory); nil when the spool file cannot be read.
     func bodyDigest() -> [UInt8]? {
@@ -200,6 +199,7 @@ extension Fetcher.Response {
         return Array(hasher.finalize())
     }
 
+    /// The body's bytes (read from its spool file when it has one).
     func bodyBytes() -> [UInt8] {
         switch body {
         case .none: return []

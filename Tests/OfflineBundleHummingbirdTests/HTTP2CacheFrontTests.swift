@@ -1,0 +1,102 @@
+import Foundation
+import NIOCore
+import NIOEmbedded
+import NIOHPACK
+import NIOHTTP2
+import OfflineBundle
+import TestSupport
+import Testing
+
+@testable import OfflineBundleServing
+
+@Suite("HTTP2CacheFront: a request the cache of whole answers holds is answered on the connection; any other goes on to the streams")
+struct HTTP2CacheFrontTests {
+    /// A front over a cache that holds `GET /page.html` for Host `docs.example.com` (no Accept-Encoding), and what it
+    /// logged.
+    func front(in folder: TemporaryFolder) throws -> (EmbeddedChannel, ServedLog, LoaderHandle) {
+        try writeBundle(["https://docs.example.com/page.html": Data("hello".utf8)], to: folder.path + "/b.zip")
+        let served = ServedLog()
+        let handle = LoaderHandle(try OfflineLoader(path: folder.path + "/b.zip"))
+        let serving = BundleServing(
+            handle: handle, routes: [.init(origin: "https://docs.example.com")],
+            policy: ServerPolicy(accessLog: { served.add($0) }))
+        let cache = ResponseCache(budget: 1 << 20)
+        var answer = ResponseCache.Answer(
+            status: 200, head: ByteBuffer(string: "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: 5\r\n"),
+            body: .bytes(ByteBuffer(string: "hello")), age: nil, contentLength: "5", source: .bundle("b.zip"))
+        answer.http2Fields = HTTP2ResponseHead.parse(answer.head)?.0
+        cache.keep(answer, for: .init(host: "docs.example.com", target: "/page.html", acceptEncoding: nil), generation: serving.handle.snapshot.generation)
+        let settings = BundleChannelHandler.Settings(serving: serving, serverName: nil, idleTimeout: .seconds(60))
+        return (EmbeddedChannel(handler: HTTP2CacheFront(settings: settings, cache: cache)), served, handle)
+    }
+
+    func request(_ stream: Int, _ extra: [(String, String)] = [], authority: String = "docs.example.com", endStream: Bool = true) -> HTTP2Frame {
+        var fields = HPACKHeaders([(":method", "GET"), (":scheme", "https"), (":path", "/page.html"), (":authority", authority)])
+        for (name, value) in extra { fields.add(name: name, value: value) }
+        return HTTP2Frame(streamID: HTTP2StreamID(stream), payload: .headers(.init(headers: fields, endStream: endStream)))
+    }
+
+    @Test(
+        "a kept answer: a HEADERS frame with the kept fields, Date, and a DATA frame that ends the stream; the request goes no further; one access-log line, HTTP/2.0"
+    )
+    func answersWhatIsKept() throws {
+        let folder = try TemporaryFolder()
+        let (channel, served, _) = try front(in: folder)
+        try channel.writeInbound(request(1))
+        channel.pipeline.fireChannelReadComplete()
+        #expect(try channel.readInbound(as: HTTP2Frame.self) == nil)
+        let head = try #require(try channel.readOutbound(as: HTTP2Frame.self))
+        guard case .headers(let headers) = head.payload else {
+            Issue.record("not HEADERS: \(head.payload)")
+            return
+        }
+        #expect(head.streamID == 1 && !headers.endStream)
+        #expect(headers.headers.first(name: ":status") == "200" && headers.headers.first(name: "content-type") == "text/html")
+        #expect(headers.headers.first(name: "date") != nil && headers.headers.first(name: "content-length") == "5")
+        let data = try #require(try channel.readOutbound(as: HTTP2Frame.self))
+        guard case .data(let body) = data.payload, case .byteBuffer(let bytes) = body.data else {
+            Issue.record("not DATA")
+            return
+        }
+        #expect(String(buffer: bytes) == "hello" && body.endStream)
+        #expect(served.all.map { "\($0.method) \($0.target) \($0.status) \($0.version)" } == ["GET /page.html 200 HTTP/2.0"])
+        _ = try channel.finish()
+    }
+
+    @Test(
+        "not answered here, and passed on untouched: a Range, a conditional, two Hosts, another Host, a body to come, a reload, trailers, an unwritable connection"
+    )
+    func passesOnTheRest() throws {
+        let folder = try TemporaryFolder()
+        let (channel, served, handle) = try front(in: folder)
+        var stream = 1
+        func passedOn(_ frame: HTTP2Frame, _ what: String) throws {
+            try channel.writeInbound(frame)
+            #expect(try channel.readInbound(as: HTTP2Frame.self)?.streamID == frame.streamID, "\(what)")
+            #expect(try channel.readOutbound(as: HTTP2Frame.self) == nil, "\(what) was answered")
+        }
+        for (extra, what) in [
+            ([("range", "bytes=0-1")], "range"), ([("if-none-match", "*")], "if-none-match"), ([("if-modified-since", "x")], "if-modified-since"),
+            ([("host", "docs.example.com"), ("host", "docs.example.com")], "two hosts"),
+            ([("accept-encoding", "gzip"), ("accept-encoding", "br")], "two accept-encodings"),
+        ] {
+            try passedOn(request(stream, extra), what)
+            stream += 2
+        }
+        try passedOn(request(stream, authority: "other.example.com"), "another host")
+        stream += 2
+        // A HEADERS frame that does not end its stream: a body follows; then its trailers on the same stream.
+        try passedOn(request(stream, endStream: false), "a body to come")
+        try passedOn(request(stream), "trailers")
+        stream += 2
+        channel.isWritable = false
+        try passedOn(request(stream), "unwritable")
+        stream += 2
+        channel.isWritable = true
+        // The answer was kept from the bundle mounted before the reload.
+        handle.replace(with: try OfflineLoader(path: folder.path + "/b.zip"))
+        try passedOn(request(stream), "after a reload")
+        #expect(served.all.isEmpty)
+        _ = try channel.finish()
+    }
+}
