@@ -48,8 +48,8 @@ struct HTMLTokenizer {
     /// The start tags reported; nil for every tag, end tags included. Other tags are still tokenized (and still switch
     /// the content model), but make no token and no string: on real pages most tags are `span`, `div` and `p`.
     private let tagFilter: TagFilter?
-    /// Whether the tag being tokenized is reported, and whether it is only because of an attribute
-    /// (``TagFilter/anyTagAttributes``): it is then reported only if it has one.
+    /// Whether the filter names the tag being tokenized (always, without a filter). A tag it does not name is reported
+    /// only when it has one of ``TagFilter/anyTagAttributes``.
     private var tagWanted = true
     /// The tag under construction: its attribute in progress, and the attributes kept so far.
     private var current = CurrentAttribute()
@@ -262,11 +262,7 @@ struct HTMLTokenizer {
         }
         let nameBytes = bytes[nameStart..<i]
         pos = i
-        if let tagFilter {
-            tagWanted = !isEnd && tagFilter.names.contains(nameBytes)
-        } else {
-            tagWanted = true
-        }
+        tagWanted = tagFilter.map { !isEnd && $0.names.contains(nameBytes) } ?? true
         let content = !isEnd && switchesContentModel ? Self.contentModel(of: nameBytes) : nil
         current.reset(keepsAttributes: !isEnd)
         var state = TagState.beforeAttributeName
