@@ -20,6 +20,9 @@ final class DevTools: Sendable {
     struct Failure: Error, CustomStringConvertible {
         var message: String
         var description: String { message }
+
+        /// What the browser answers a command on a page that navigated itself away (or was closed) while it ran.
+        static let navigatedAway = "Inspected target navigated or closed"
     }
 
     typealias EventHandler = @Sendable (_ method: String, _ params: JSONValue, _ session: String) -> Void

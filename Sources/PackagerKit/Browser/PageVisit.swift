@@ -190,6 +190,10 @@ struct PageVisit: Sendable {
                     session: session, timeout: 25)
                 recorder.probe = value["result"]["value"].string
             }
+        } catch let error as DevTools.Failure where browser.gone == nil && error.message == DevTools.Failure.navigatedAway {
+            // The page went elsewhere on its own (a script set location) while a command ran on it: what it asked for
+            // until then is recorded, and the page it went to is a link like any other, not a problem of this page.
+            return recorder.result(problem: nil)
         } catch {
             return recorder.result(problem: browser.gone ?? "\(error)")
         }
