@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import OfflineBundleServing
 
@@ -213,11 +214,13 @@ public func withOrigins<T>(_ body: (Origin, Origin) async throws -> T) async thr
     try await withOrigin { a in try await withOrigin { b in try await body(a, b) } }
 }
 
-/// A loopback port nothing listens on: bound, read, and closed again.
+/// A loopback port nothing listens on, and nothing else can take: its socket stays bound (never listening) until the
+/// test process ends, so a connection to it is refused at once. (Freed at once, as it once was, the port went back to
+/// the pool that servers binding port 0 and outgoing connections draw from: in a full parallel run another test's
+/// server could take it, and a dial meant to be refused waited for its connect timeout instead.)
 public func closedPort() throws -> Int {
     let fd = socket(AF_INET, streamSocketType, 0)
     guard fd >= 0 else { throw POSIXError(.EBADF) }
-    defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = 0
@@ -226,6 +229,13 @@ public func closedPort() throws -> Int {
     let bound = withUnsafeMutablePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
     }
-    guard bound else { throw POSIXError(.EADDRINUSE) }
+    guard bound else {
+        close(fd)
+        throw POSIXError(.EADDRINUSE)
+    }
+    // Held, never closed: a few descriptors per test process.
+    heldPorts.withLockedValue { $0.append(fd) }
     return Int(UInt16(bigEndian: address.sin_port))
 }
+
+private let heldPorts = NIOLockedValueBox<[Int32]>([])
