@@ -99,7 +99,14 @@ enum SecureServing {
 /// answering (a client that does not read must not get an answer per request) would find it writable however much
 /// they had written in one read's requests. Flushed, the bytes are the socket's pending writes, which make the channel
 /// unwritable past its high water mark.
-final class TLSWriteCoalescer: ChannelOutboundHandler, RemovableChannelHandler {
+///
+/// The writability changes such a flush causes are passed on once the write that flushed has returned (on the event
+/// loop's next turn), never from inside it: NIO tells them while it flushes, and a handler told "writable" while the
+/// one before it is between two writes of one answer (an HTTP/1.1 body's chunks, an HTTP/2 DATA frame's header and
+/// payload) would put its own answer's bytes between them. Handlers that check `channel.isWritable` see the change at
+/// once.
+final class TLSWriteCoalescer: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
     typealias OutboundIn = IOData
     typealias OutboundOut = IOData
 
@@ -127,7 +134,30 @@ final class TLSWriteCoalescer: ChannelOutboundHandler, RemovableChannelHandler {
             joined!.writeBuffer(&bytes)
             if let promise { promises.append(promise) }
         }
-        if unflushed >= Self.flushSize { flush(context: context) }
+        if unflushed >= Self.flushSize {
+            flushingInWrite = true
+            flush(context: context)
+            flushingInWrite = false
+        }
+    }
+
+    /// Set while ``write(context:data:promise:)`` flushes; a writability change then waits (``deferredWritability``).
+    private var flushingInWrite = false
+    private var deferredWritability = false
+    private var removed = false
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        guard flushingInWrite else { return context.fireChannelWritabilityChanged() }
+        // One event for the changes of one flush (unwritable, then writable again): its handlers read the channel's
+        // writability when it comes.
+        guard !deferredWritability else { return }
+        deferredWritability = true
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            let (handler, context) = bound.value
+            handler.deferredWritability = false
+            if !handler.removed { context.fireChannelWritabilityChanged() }
+        }
     }
 
     func flush(context: ChannelHandlerContext) {
@@ -152,6 +182,7 @@ final class TLSWriteCoalescer: ChannelOutboundHandler, RemovableChannelHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        removed = true
         // Writes joined and never flushed fail as the channel's pending writes do when it closes.
         let waiting = promises
         promises.removeAll()

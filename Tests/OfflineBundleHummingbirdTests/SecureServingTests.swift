@@ -259,6 +259,57 @@ struct SecureServingTests {
         #expect(served.all.count == 31 && served.all.allSatisfy { $0.status == 200 })
     }
 
+    @Test(
+        "HTTP/1.1 over TLS, pipelined: each answer arrives whole and in order, a large body read off the event loop and a kept page after it, round after round"
+    )
+    func pipelinedAnswersStayWhole() async throws {
+        let folder = try TemporaryFolder()
+        let big = noise(1 << 20, seed: 11)
+        let small = Data("<p>small</p>".utf8)
+        try writeBundle(["\(Self.origin)/big.bin": big, "\(Self.origin)/small.html": small], to: folder.path + "/b.zip")
+        let server = try await start(folder.path + "/b.zip", folder: folder)
+        defer { Task { await server.stop() } }
+        // The large body's first chunks go out while the kept page's request waits behind it; a writability change in
+        // the middle of them (the write coalescer flushing past 64 KiB) must not answer the waiting request there.
+        try folder.file(
+            "pipeline.py",
+            #"""
+            import socket, ssl, sys
+            port, ca, rounds = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+            known = {open(sys.argv[4], "rb").read(): "big", open(sys.argv[5], "rb").read(): "small"}
+            context = ssl.create_default_context(cafile=ca)
+            context.set_alpn_protocols(["http/1.1"])
+            s = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=30), server_hostname="127.0.0.1")
+            def ask(path): return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+            s.sendall(b"".join(ask("/big.bin") + ask("/small.html") for _ in range(rounds)))
+            buffer = b""
+            def more():
+                global buffer
+                chunk = s.recv(1 << 20)
+                if not chunk: raise SystemExit("closed")
+                buffer += chunk
+            for _ in range(2 * rounds):
+                while b"\r\n\r\n" not in buffer: more()
+                head, buffer = buffer.split(b"\r\n\r\n", 1)
+                lines = head.decode("latin-1").split("\r\n")
+                lengths = [line.split(":", 1)[1] for line in lines[1:] if line.lower().startswith("content-length:")]
+                if not lines[0].startswith("HTTP/1.1 ") or len(lengths) != 1: raise SystemExit(f"garbled answer: {head[:60]!r}")
+                length = int(lengths[0])
+                while len(buffer) < length: more()
+                body, buffer = buffer[:length], buffer[length:]
+                print(lines[0].split(" ")[1], known.get(body, "other"), flush=True)
+            """#)
+        try big.write(to: URL(fileURLWithPath: folder.path + "/big.bin"))
+        try small.write(to: URL(fileURLWithPath: folder.path + "/small.html"))
+        let rounds = 20
+        let result = try await run(
+            "/usr/bin/python3",
+            [folder.path + "/pipeline.py", String(server.port), folder.path + "/ca.pem", String(rounds), folder.path + "/big.bin", folder.path + "/small.html"])
+        let expected = Array(repeating: ["200 big", "200 small"], count: rounds).flatMap { $0 }
+        let lines = result.output.split(separator: "\n").map(String.init)
+        #expect(result.status == 0 && lines == expected, "\(result.output.prefix(2000))")
+    }
+
     @Test("a body damaged in the bundle is never sent whole over HTTP/2: a small one is a 500, a large one's stream is reset short of its length")
     func damagedBodiesOverHTTP2() async throws {
         let folder = try TemporaryFolder()

@@ -77,4 +77,51 @@ struct TLSWriteCoalescerTests {
         _ = try channel.finish()
         #expect(failed.value == 1)
     }
+
+    @Test(
+        "a writability change during the flush a write makes reaches the handlers behind only after that write returned: never between two writes of one answer"
+    )
+    func writabilityWaitsForTheWrite() throws {
+        let told = Count()
+        let channel = EmbeddedChannel()
+        // Stands for the socket: its flush changes writability, as NIO's does while it writes (unwritable past the high
+        // water mark, writable again as the kernel takes the bytes).
+        try channel.pipeline.syncOperations.addHandler(FlushTellsWritability())
+        try channel.pipeline.syncOperations.addHandler(TLSWriteCoalescer())
+        try channel.pipeline.syncOperations.addHandler(WritabilityRecorder(told: told))
+        let part = [UInt8](repeating: 1, count: 40 << 10)
+        channel.write(IOData.byteBuffer(ByteBuffer(bytes: part)), promise: nil)
+        channel.write(IOData.byteBuffer(ByteBuffer(bytes: part)), promise: nil)
+        #expect(try written(channel).count == 2, "flushed past 64 KiB")
+        #expect(told.value == 0, "not told inside the write")
+        channel.embeddedEventLoop.run()
+        #expect(told.value == 1, "told once, after the write")
+        // Flushed by the handler behind it (not inside a write), both changes pass at once.
+        channel.write(IOData.byteBuffer(ByteBuffer(bytes: [1])), promise: nil)
+        channel.flush()
+        #expect(told.value == 3)
+        #expect(try written(channel) == [[1]])
+        #expect(try channel.finish().isClean)
+    }
+}
+
+/// Tells the pipeline its writability changed, twice (unwritable, then writable again), whenever it is flushed.
+private final class FlushTellsWritability: ChannelOutboundHandler {
+    typealias OutboundIn = IOData
+
+    func flush(context: ChannelHandlerContext) {
+        context.flush()
+        context.fireChannelWritabilityChanged()
+        context.fireChannelWritabilityChanged()
+    }
+}
+
+/// Counts the writability changes that reach it.
+private final class WritabilityRecorder: ChannelInboundHandler {
+    typealias InboundIn = NIOAny
+    let told: Count
+
+    init(told: Count) { self.told = told }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) { told.value += 1 }
 }
