@@ -388,7 +388,7 @@ struct RemoteBundleTests {
         try FileManager.default.createDirectory(atPath: folder.path + "/www", withIntermediateDirectories: true)
         try Self.writeRelease(to: folder.path + "/www/release.zip", count: 50)
         try await makeTestCertificates(in: folder)
-        let port = try closedPort()
+        let port = try freePort()
         let conf = folder.path + "/nginx.conf"
         try """
         worker_processes 1; pid \(folder.path)/nginx.pid; error_log \(folder.path)/error.log; user root;

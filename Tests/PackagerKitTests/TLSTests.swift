@@ -28,7 +28,7 @@ struct TLSTests {
 
     /// `openssl s_server -WWW` serving `site/` with `certificate`; stopped when `body` returns.
     func withTLSServer<T>(_ folder: TemporaryFolder, certificate: String, _ body: (String) async throws -> T) async throws -> T {
-        let port = try closedPort()
+        let port = try freePort()
         let process = try launch(
             "/usr/bin/openssl", ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificate + ".pem", "-key", certificate + ".key", "-WWW", "-quiet"],
             in: folder.path + "/site")
@@ -103,7 +103,7 @@ struct TLSTests {
 
     /// `openssl s_server -WWW` that requires a client certificate signed by the test's CA (mutual TLS).
     func withMutualTLSServer<T>(_ folder: TemporaryFolder, _ body: (String) async throws -> T) async throws -> T {
-        let port = try closedPort()
+        let port = try freePort()
         let process = try launch(
             "/usr/bin/openssl",
             [

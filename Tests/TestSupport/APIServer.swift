@@ -35,7 +35,7 @@ public final class APIServer: Sendable {
     public static func start(_ executable: String, _ arguments: [String], probe: String, in folder: String? = nil) async throws -> APIServer {
         var lastError = ""
         for _ in 0..<3 {
-            let port = try closedPort()
+            let port = try freePort()
             let process = try launch(executable, arguments.map { $0.replacingOccurrences(of: "{port}", with: String(port)) }, in: folder)
             let base = "http://127.0.0.1:\(port)"
             for _ in 0..<120 {

@@ -215,10 +215,26 @@ public func withOrigins<T>(_ body: (Origin, Origin) async throws -> T) async thr
 }
 
 /// A loopback port nothing listens on, and nothing else can take: its socket stays bound (never listening) until the
-/// test process ends, so a connection to it is refused at once. (Freed at once, as it once was, the port went back to
-/// the pool that servers binding port 0 and outgoing connections draw from: in a full parallel run another test's
-/// server could take it, and a dial meant to be refused waited for its connect timeout instead.)
+/// test process ends, so a connection to it is refused at once. (Freed at once, as ``freePort()`` does, the port went
+/// back to the pool that servers binding port 0 and outgoing connections draw from: in a full parallel run another
+/// test's server could take it, and a dial meant to be refused waited for a timeout instead.)
 public func closedPort() throws -> Int {
+    let (fd, port) = try boundLoopbackSocket()
+    // Held, never closed: a few descriptors per test process.
+    heldPorts.withLockedValue { $0.append(fd) }
+    return port
+}
+
+/// A loopback port free a moment ago, for a server a test starts to listen on (bound, read, and closed again; the
+/// server's start is retried on another port when something took this one in between).
+public func freePort() throws -> Int {
+    let (fd, port) = try boundLoopbackSocket()
+    close(fd)
+    return port
+}
+
+/// A TCP socket bound to a port of 127.0.0.1 the system chose, and the port.
+private func boundLoopbackSocket() throws -> (Int32, Int) {
     let fd = socket(AF_INET, streamSocketType, 0)
     guard fd >= 0 else { throw POSIXError(.EBADF) }
     var address = sockaddr_in()
@@ -233,9 +249,7 @@ public func closedPort() throws -> Int {
         close(fd)
         throw POSIXError(.EADDRINUSE)
     }
-    // Held, never closed: a few descriptors per test process.
-    heldPorts.withLockedValue { $0.append(fd) }
-    return Int(UInt16(bigEndian: address.sin_port))
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
 }
 
 private let heldPorts = NIOLockedValueBox<[Int32]>([])

@@ -29,7 +29,7 @@ public final class RealServer: Sendable {
         _ = try await run("/bin/chmod", ["-R", "a+rX", root])
         var lastError = ""
         for _ in 0..<3 {
-            let port = try closedPort()
+            let port = try freePort()
             let result = try await run("/bin/bash", [script, "start", kind, root, String(port), state])
             if result.status == 0 { return RealServer(kind: kind, base: "http://127.0.0.1:\(port)", state: state) }
             lastError = result.output
