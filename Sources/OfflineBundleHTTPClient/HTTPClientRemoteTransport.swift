@@ -84,7 +84,25 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
                     var body = response.body ?? ByteBuffer()
                     let bytes = body.readBytes(length: body.readableBytes) ?? []
                     return RemoteReply(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: bytes)
-                }.mapError { $0 })
+                }.mapError(Self.readable))
         }
+    }
+
+    /// A system call's failure said by its reason alone ("Connection refused"): NIO's own wording also names where it
+    /// saw the failure ("connection reset (error set): Connection refused (errno: 111)" for a refused connection).
+    static func readable(_ error: any Error) -> any Error {
+        switch error {
+        case let error as IOError: return ConnectionFailure(reason: String(cString: strerror(error.errnoCode)))
+        case let error as NIOConnectionError:
+            if error.dnsAError != nil || error.dnsAAAAError != nil { return ConnectionFailure(reason: "the host name did not resolve") }
+            return error.connectionErrors.first.map { readable($0.error) } ?? error
+        default: return error
+        }
+    }
+
+    /// A connection that could not be made or broke, by the system's reason.
+    struct ConnectionFailure: Error, CustomStringConvertible {
+        var reason: String
+        var description: String { "connection failed: \(reason)" }
     }
 }

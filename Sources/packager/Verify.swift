@@ -253,7 +253,7 @@ extension Packager {
     struct Diff: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Show what changed between two bundles: keys added, removed and changed, with sizes.",
-            discussion: "Exit status: 0 when they answer alike, 1 when they differ."
+            discussion: "Exit status: 0 when they answer alike, 1 when they differ, 2 when they cannot be compared (a bundle missing or damaged)."
         )
 
         @Argument(help: "The older bundle.")
@@ -267,6 +267,16 @@ extension Packager {
 
         func run() throws {
             var differs = false
+            // 1 says "they differ": a comparison that could not be made is 2, as for cmp and diff.
+            do {
+                try compare(&differs)
+            } catch is ExitCode {
+                throw ExitCode(2)
+            }
+            if differs { throw ExitCode(1) }
+        }
+
+        private func compare(_ differs: inout Bool) throws {
             try reportingErrors {
                 let diff = try BundleDiff.compare(old: old, new: new)
                 differs = !diff.isEmpty
@@ -283,7 +293,6 @@ extension Packager {
                 }
                 print("\(diff.added.count) added, \(diff.removed.count) removed, \(diff.changed.count) changed, \(diff.unchanged) unchanged")
             }
-            if differs { throw ExitCode(1) }
         }
     }
 }

@@ -74,6 +74,15 @@ struct DeclarationTests {
             ("seeds: [https://a.example/]\nconcurrency: {total: zero}\n", "site.yml:2:22: concurrency.total must be a whole number"),
             ("seeds: [ftp://a.example/]\n", "site.yml:1:9: seeds item 'ftp://a.example/' is not an absolute http or https URL"),
             (
+                "seeds: [\"https://a.example/a b\"]\n",
+                "site.yml:1:9: seeds item 'https://a.example/a b' holds a space, which a URL cannot (write a space in a path as %20)"
+            ),
+            // A list item indented one space too far continues the item above: two URLs run together, not one encoded.
+            (
+                "seeds:\n  - https://a.example/a\n   - https://a.example/b\n",
+                "site.yml:2:5: seeds item 'https://a.example/a - https://a.example/b' holds a space, which a URL cannot (write a space in a path as %20)"
+            ),
+            (
                 "seeds: [https://a.example/]\nheaders:\n  Authorization: Bearer ${MISSING}\n",
                 "site.yml:3:18: environment variable MISSING is not set (it is used in a header)"
             ),

@@ -53,6 +53,25 @@ struct PackTests {
         #expect(result.output.contains("packager-bundle/2 sha256:\(summary.write.digest)"))
     }
 
+    @Test("inspect says a bundle cut short is a damaged bundle, not a plain archive of b/ files")
+    func inspectTruncated() async throws {
+        let site = try TemporaryFolder()
+        try makeSite(in: site)
+        let out = try TemporaryFolder()
+        _ = try packSite(site, to: out.path + "/a.zip")
+        let whole = try Data(contentsOf: URL(fileURLWithPath: out.path + "/a.zip"))
+        // The end records gone: libarchive still reads the entries one after another.
+        try whole.prefix(whole.count - 100).write(to: URL(fileURLWithPath: out.path + "/cut.zip"))
+        let listed = try await run(packagerExecutable, ["inspect", out.path + "/cut.zip"])
+        #expect(listed.status == 1 && listed.output.contains("holds a packager bundle's entries") && listed.output.contains("cut short"), "\(listed.output)")
+        #expect(!listed.output.contains("not a packager bundle"), "\(listed.output)")
+        // A plain ZIP is still listed as an archive.
+        let plain = try await run("/usr/bin/env", ["bsdtar", "-a", "-cf", out.path + "/plain.zip", "-C", site.path, "."])
+        #expect(plain.status == 0, "\(plain.output)")
+        let archive = try await run(packagerExecutable, ["inspect", out.path + "/plain.zip"])
+        #expect(archive.status == 0 && archive.output.contains("not a packager bundle"), "\(archive.output)")
+    }
+
     @Test("packing the same folder twice gives byte-identical files")
     func reproducible() throws {
         let site = try TemporaryFolder()

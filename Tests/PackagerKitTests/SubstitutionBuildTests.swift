@@ -6,7 +6,9 @@ import Testing
 
 @Suite("every declared substitution is packaged, met by the crawl or not")
 struct SubstitutionBuildTests {
-    @Test("an unlinked {url, file} and a whole {prefix, folder} are in the bundle; a missing file fails the build, named")
+    @Test(
+        "an unlinked {url, file} and a whole {prefix, folder} are in the bundle; a missing file or folder is a bad declaration, named with its line before anything is fetched"
+    )
     func packagedWhole() async throws {
         try await withOrigin { origin in
             origin.set("/", .text("<html><body>no links</body></html>", type: "text/html"))
@@ -40,12 +42,24 @@ struct SubstitutionBuildTests {
             #expect(try bundle.body(of: #require(bundle.entry(for: "https://cdn.example.com/fonts/a%20b.woff2"))) == Data("font-a".utf8))
             #expect(origin.count("/api/flags.json") == 0)
 
+            // A declared file or folder that is not there is a mistake in the declaration, said with its line before
+            // anything is fetched; the command exits 2, as for any bad declaration.
             try folder.file("packager.yml", declaration("local/missing.json"))
             try? FileManager.default.removeItem(atPath: folder.path + "/out.zip")
-            let failed = try await Builder(declaration: DeclarationParser().parse(contentsOf: folder.path + "/packager.yml")).run()
-            #expect(!failed.succeeded)
-            #expect(failed.failures.contains { $0.declared && $0.reason.contains("local/missing.json") }, "\(failed.failures.map(\.reason))")
+            let asked = origin.count("/")
+            let failed = await #expect(throws: PackagerError.self) {
+                try await Builder(declaration: DeclarationParser().parse(contentsOf: folder.path + "/packager.yml")).run()
+            }
+            #expect(failed?.code == .invalidInput, "\(String(describing: failed))")
+            #expect(failed?.message.contains("line 4 of the declaration: the substitution file local/missing.json") == true, "\(String(describing: failed))")
+            #expect(origin.count("/") == asked)
             #expect(!FileManager.default.fileExists(atPath: folder.path + "/out.zip"))
+            let cli = try await run(packagerExecutable, ["build", folder.path + "/packager.yml"])
+            #expect(cli.status == 2 && cli.output.contains("local/missing.json"), "\(cli.status): \(cli.output)")
+            try folder.file("packager.yml", declaration("local/flags.json").replacingOccurrences(of: "folder: fonts", with: "folder: nofonts"))
+            let noFolder = try await run(packagerExecutable, ["build", folder.path + "/packager.yml"])
+            #expect(noFolder.status == 2 && noFolder.output.contains("line 6 of the declaration: the substitution folder nofonts"), "\(noFolder.output)")
+            #expect(origin.count("/") == asked)
         }
     }
 }

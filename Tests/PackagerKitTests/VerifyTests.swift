@@ -183,6 +183,9 @@ struct VerifyTests {
             let cli = try await run(packagerExecutable, ["diff", bundle, folder.path + "/new.zip"])
             #expect(cli.status == 1 && cli.output.contains("0 added, 0 removed, 5 changed, 7 unchanged"))
             #expect(try await run(packagerExecutable, ["diff", bundle, bundle]).status == 0)
+            // A bundle that cannot be read is not a difference: 2, as cmp and diff say trouble.
+            let missing = try await run(packagerExecutable, ["diff", bundle, folder.path + "/nope.zip"])
+            #expect(missing.status == 2 && missing.output.contains("nope.zip"), "\(missing.status): \(missing.output)")
 
             // Nothing left to refresh (the origin answers as the new bundle recorded, but for the down host): nothing is written.
             let before = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/new.zip"))

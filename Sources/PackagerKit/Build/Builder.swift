@@ -68,6 +68,8 @@ public struct Builder: Sendable {
         if declaration.tls.insecure && options.signingKey != nil {
             throw PackagerError(.invalidInput, "tls.insecure cannot be used with a signing key: a signed bundle would vouch for unverified content")
         }
+        // A declared file that is not there is a mistake in the declaration: said before anything is fetched.
+        if let problem = declaration.substitutionProblem() { throw PackagerError(.invalidInput, problem) }
         let session = try BuildSession.forBuild(in: folder, compressionLevel: options.compressionLevel)
         defer { session.remove() }
         let started = Date()

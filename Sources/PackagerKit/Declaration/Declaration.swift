@@ -328,4 +328,25 @@ public struct Declaration: Sendable, Equatable {
     public func resolve(_ path: String) -> String {
         path.hasPrefix("/") ? path : (baseDirectory as NSString).appendingPathComponent(path)
     }
+
+    /// Why a substitution cannot be used, or nil: each `file` must be a regular file and each `folder` a folder (the
+    /// first that is not, with its line).
+    func substitutionProblem() -> String? {
+        for substitution in substitutions {
+            let line = substitution.line.map { "line \($0) of the declaration: " } ?? ""
+            var isFolder: ObjCBool = false
+            switch substitution.match {
+            case .url(let url, let file):
+                let exists = FileManager.default.fileExists(atPath: resolve(file), isDirectory: &isFolder)
+                if !exists || isFolder.boolValue {
+                    return "\(line)the substitution file \(file) for \(url) does not exist or is not a file (looked for \(resolve(file)))"
+                }
+            case .prefix(let prefix, let folder):
+                if !FileManager.default.fileExists(atPath: resolve(folder), isDirectory: &isFolder) || !isFolder.boolValue {
+                    return "\(line)the substitution folder \(folder) for \(prefix) does not exist or is not a folder (looked for \(resolve(folder)))"
+                }
+            }
+        }
+        return nil
+    }
 }

@@ -607,6 +607,12 @@ private struct Reader {
     }
 
     func checkURL(_ text: String, at node: Node, _ what: String) throws {
+        // A URL holds no spaces or control characters: one that does is most often two items run together (a list
+        // item indented one space too far continues the item above), which encoding would turn into a URL that exists nowhere.
+        if let blank = text.unicodeScalars.first(where: { $0.value <= 0x20 || $0.value == 0x7F }) {
+            let named = blank == " " ? "a space" : "the control character U+\(String(format: "%04X", blank.value))"
+            throw fail(node, "\(what) '\(text)' holds \(named), which a URL cannot (write a space in a path as %20)")
+        }
         guard HTTPRules.isFetchableURL(text) else { throw fail(node, "\(what) '\(text)' is not an absolute http or https URL") }
     }
 

@@ -66,8 +66,25 @@ public enum Inspector {
         do {
             return .bundle(try inspectBundle(path: path))
         } catch let error as BundleError where error.code == .notABundle {
-            return .archive(try inspectArchive(path: path))
+            let archive = try inspectArchive(path: path)
+            // A bundle cut short (its end records gone) still reads as a stream of entries: listing its `b/…` files as
+            // a plain archive would hide that it is a damaged bundle.
+            if archive.entries.contains(where: { looksLikeBundleEntry($0.path) }) {
+                throw BundleError(
+                    .truncated,
+                    "\(path) holds a packager bundle's entries (index.bin, b/…) but cannot be mounted: \(error.message); it is damaged or cut short")
+            }
+            return .archive(archive)
         }
+    }
+
+    /// Whether an archive's entry name is one only a packager bundle writes: `index.bin`, or `b/` and 16 to 64
+    /// lowercase hexadecimal digits (docs/FORMAT.md §2.1).
+    static func looksLikeBundleEntry(_ name: String) -> Bool {
+        if name == BundleFormat.indexEntryName { return true }
+        guard name.hasPrefix("b/") else { return false }
+        let digits = name.utf8.dropFirst(2)
+        return (16...64).contains(digits.count) && digits.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
     }
 
     /// Lists a bundle.
