@@ -37,10 +37,10 @@ extension Packager {
         @Option(name: .customLong("open"), help: "With --browser: also open this URL (repeatable), e.g. a search page with its query.")
         var extraPages: [String] = []
 
-        @Option(name: .customLong("page-timeout"), help: "With --browser: seconds a page may take to load (default: 20).")
+        @Option(name: .customLong("page-timeout"), help: "With --browser: seconds a page may take to load.")
         var pageTimeout: Double = 20
 
-        @Option(help: "With --browser: pages open at once (default: 2).")
+        @Option(help: "With --browser: pages open at once.")
         var tabs = 2
 
         @Option(

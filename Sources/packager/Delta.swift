@@ -25,7 +25,7 @@ extension Packager {
         @Flag(
             name: .customLong("whole-bodies"),
             help: """
-                Carry each changed body as NEW stores it, not as a patch of its old one: a larger delta whose gzip answers                 are NEW's bytes too (with patches, gzip answers of changed bodies are the same content deflated by the runtime).
+                Carry each changed body as NEW stores it, not as a patch of its old one: a larger delta whose gzip answers are NEW's bytes too (with patches, gzip answers of changed bodies are the same content deflated by the runtime).
                 """)
         var wholeBodies = false
 

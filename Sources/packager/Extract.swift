@@ -16,7 +16,7 @@ extension Packager {
         @Option(name: .customLong("strip-components"), help: "Leading path components to drop from entry names.")
         var stripComponents: Int = 0
 
-        @Option(name: .customLong("max-entries"), help: "Refuse an archive that lists more entries (default: 1000000).")
+        @Option(name: .customLong("max-entries"), help: "Refuse an archive that lists more entries.")
         var maxEntries = 1_000_000
 
         @Option(name: .customLong("max-bytes"), help: "Refuse an archive that declares or writes more bytes (default: the free space; 512M, 2G).")

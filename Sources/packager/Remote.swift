@@ -20,13 +20,13 @@ struct RemoteFlags: ParsableArguments {
         help: "With a bundle URL: the folder that keeps fetched ranges across runs (default: $XDG_CACHE_HOME/packager/remote, or ~/.cache/…).")
     var cacheDirectory: String?
 
-    @Option(name: .customLong("cache-bytes"), help: "With a bundle URL: the most the cache folder holds (default: 1G; sizes as in a declaration).")
+    @Option(name: .customLong("cache-bytes"), help: "With a bundle URL: the most the cache folder holds (sizes as in a declaration: 512M, 2G).")
     var cacheBytes = "1G"
 
-    @Option(name: .customLong("remote-timeout"), help: "With a bundle URL: seconds one request may take (default: 30).")
+    @Option(name: .customLong("remote-timeout"), help: "With a bundle URL: seconds one request may take.")
     var remoteTimeout: Double = 30
 
-    @Option(name: .customLong("remote-retries"), help: "With a bundle URL: attempts after the first on a connection error or a 5xx (default: 3).")
+    @Option(name: .customLong("remote-retries"), help: "With a bundle URL: attempts after the first on a connection error or a 5xx.")
     var retries = 3
 
     @Flag(

@@ -62,7 +62,7 @@ extension Packager {
 
         @Option(
             name: .customLong("reload-check"),
-            help: "Seconds between checks whether a bundle file was replaced (default: 2; 0 reloads on SIGHUP only).")
+            help: "Seconds between checks whether a bundle file was replaced (0 reloads on SIGHUP only).")
         var reloadCheck: Double = 2
 
         @Option(
@@ -76,11 +76,11 @@ extension Packager {
         @Option(name: .customLong("tls-cert"), help: "A PEM file with the server's certificate (and intermediates): serve HTTPS, HTTP/2 by ALPN.")
         var tlsCertificate: String?
 
-        @Option(help: "Threads answering requests over plain HTTP (default: one per core).")
-        var threads: Int?
-
         @Option(name: .customLong("tls-key"), help: "A PEM file with the private key of --tls-cert.")
         var tlsKey: String?
+
+        @Option(help: "Threads answering requests over plain HTTP (default: one per core).")
+        var threads: Int?
 
         @Option(
             name: .customLong("prefetch"),

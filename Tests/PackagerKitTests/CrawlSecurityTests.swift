@@ -97,7 +97,7 @@ struct CrawlSecurityTests {
         #expect(scope.decide("http://127.0.0.1:8080/x", role: .link) == .fetch)
         #expect(
             scope.decide("http://127.0.0.1:6379/", role: .link)
-                == .outOfScope("127.0.0.1 is a loopback address on an origin the declaration does not name (http://127.0.0.1:6379)"))
+                == .outOfScope("127.0.0.1 is a loopback address on an origin no declaration names (http://127.0.0.1:6379)"))
         // Requisites from any host: still never link-local or metadata, and loopback only on a named host.
         #expect(scope.decide("https://cdn.example.net/x.css", role: .requisite) == .fetch)
         for hostile in [
@@ -119,7 +119,7 @@ struct CrawlSecurityTests {
                 Issue.record("\(unnamed) was not refused")
                 continue
             }
-            #expect(reason.contains("does not name"), "\(unnamed): \(reason)")
+            #expect(reason.contains("no declaration names"), "\(unnamed): \(reason)")
         }
         // 127.0.0.1:8080 is named (by a seed); another port of it is not, even for a requisite from any host.
         #expect(scope.decide("http://127.0.0.1:8080/x.png", role: .requisite) == .fetch)
@@ -128,7 +128,7 @@ struct CrawlSecurityTests {
             Issue.record("another port of a named loopback host was admitted")
             return
         }
-        #expect(otherPort.contains("does not name"))
+        #expect(otherPort.contains("no declaration names"))
         // Any number of leading zeros, as glibc reads them.
         for padded in [
             "http://" + String(repeating: "0", count: 40) + "177.0.0.2/", "http://0x" + String(repeating: "0", count: 40) + "7f000002/",

@@ -239,6 +239,36 @@ struct VerifyTests {
         #expect(text.contains("\\u{1b}]2;PWNED"))
     }
 
+    @Test("the text report explains once a run of entries with the same verdict and reason (a whole origin not asked), one URL a line")
+    func textReportGroupsRepeatedReasons() throws {
+        func refused(_ path: String) -> EntryVerification {
+            var entry = EntryVerification(
+                url: "http://127.0.0.1:8480" + path, verdict: .unreachable, recordedStatus: 200, liveStatus: nil, method: EntryVerification.notProbed,
+                changes: [], error: "not asked: 127.0.0.1 is a loopback address", attempts: 0)
+            entry.advice = "name the origin"
+            return entry
+        }
+        let stale = EntryVerification(
+            url: "http://127.0.0.1:8480/c", verdict: .stale, recordedStatus: 200, liveStatus: 200, method: "GET",
+            changes: [Change("etag", recorded: "\"a\"", live: "\"b\"")], error: nil, attempts: 1)
+        let entries = [refused("/a"), refused("/b"), stale, refused("/d")]
+        let report = VerifyReport(bundle: "b.zip", checkedAt: Date(), seconds: 1, entries: entries, failOn: Verdict.failingByDefault)
+        let lines = try ReportFormatter.render(report, as: .text).split(separator: "\n").map(String.init)
+        #expect(
+            Array(lines.prefix(10)) == [
+                "VERDICT      STATUS  URL",
+                "unreachable  -       http://127.0.0.1:8480/a",
+                "unreachable  -       http://127.0.0.1:8480/b",
+                "             these 2: not asked: 127.0.0.1 is a loopback address",
+                "             -> name the origin",
+                "stale        200     http://127.0.0.1:8480/c",
+                "             \(stale.summary)",
+                "unreachable  -       http://127.0.0.1:8480/d",
+                "             not asked: 127.0.0.1 is a loopback address",
+                "             -> name the origin",
+            ], "\(lines)")
+    }
+
     @Test("HTML and Markdown reports escape what a key or a server says, per Unicode scalar")
     func reportsEscape() throws {
         // `"` followed by a combining mark is one Character that is not `"`: escaping by Character lets it through.

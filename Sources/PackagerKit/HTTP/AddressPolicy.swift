@@ -92,9 +92,9 @@ struct AddressPolicy: Sendable {
         case .linkLocal:
             return Refusal(reason: "\(what) link-local or cloud-metadata address, which is never fetched", allowable: false)
         case .loopback where !allowPrivate && !names(origin):
-            return Refusal(reason: "\(what) loopback address on an origin the declaration does not name (\(origin))", allowable: true)
+            return Refusal(reason: "\(what) loopback address on an origin no declaration names (\(origin))", allowable: true)
         case .privateNetwork where !allowPrivate && !names(origin):
-            return Refusal(reason: "\(what) private address on an origin the declaration does not name (\(origin))", allowable: true)
+            return Refusal(reason: "\(what) private address on an origin no declaration names (\(origin))", allowable: true)
         default:
             return nil
         }

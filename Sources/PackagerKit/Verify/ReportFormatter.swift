@@ -36,12 +36,25 @@ public enum ReportFormatter {
         // Fresh entries are summed up, not listed: the table is for what needs attention (and absent when nothing does).
         let listed = report.entries.filter { $0.verdict != .fresh }
         var lines = listed.isEmpty ? [] : ["VERDICT      STATUS  URL"]
-        for entry in listed {
-            let status = entry.liveStatus.map(String.init) ?? "-"
-            // Stored and live values come from the bundle and the server: control bytes are shown, not sent to the terminal.
-            lines.append("\(paint(entry.verdict)) \(status.padding(toLength: 8, withPad: " ", startingAt: 0))\(terminalSafe(entry.url))")
-            lines.append("             \(terminalSafe(entry.summary))")
-            if let advice = entry.advice { lines.append("             -> \(terminalSafe(advice))") }
+        // Entries in a row with the same verdict, status, explanation and advice (a whole origin not asked, say) are
+        // listed one URL a line, and explained once after them.
+        var start = 0
+        while start < listed.count {
+            let first = listed[start]
+            var end = start + 1
+            while end < listed.count, listed[end].verdict == first.verdict, listed[end].liveStatus == first.liveStatus,
+                listed[end].summary == first.summary, listed[end].advice == first.advice
+            {
+                end += 1
+            }
+            let status = first.liveStatus.map(String.init) ?? "-"
+            for entry in listed[start..<end] {
+                // Stored and live values come from the bundle and the server: control bytes are shown, not sent to the terminal.
+                lines.append("\(paint(entry.verdict)) \(status.padding(toLength: 8, withPad: " ", startingAt: 0))\(terminalSafe(entry.url))")
+            }
+            lines.append("             \(end - start > 1 ? "these \(end - start): " : "")\(terminalSafe(first.summary))")
+            if let advice = first.advice { lines.append("             -> \(terminalSafe(advice))") }
+            start = end
         }
         lines.append("")
         lines.append(summaryLine(report))
