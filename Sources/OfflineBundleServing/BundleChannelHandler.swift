@@ -347,6 +347,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         let key = asked.key(for: request.uri)
         let cacheable = cache != nil && asked.plain && request.method == .GET
         if cacheable, let answer = cache?.answer(for: key, generation: generation), answer.body.stillThere {
+            if let gate, !gate.mayWriteKept(Self.keptBytesSent(answer)) { return waitForKeptRoom(pending, gate: gate, context: context) }
             return answerFromCache(answer, request: request, keepAlive: keepAlive, context: context)
         }
         var fields = HTTPFields()
@@ -556,6 +557,30 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         }
     }
 
+    /// Past the HTTP/2 connection's bound on kept bytes in flight (``BodyGate/keptLimit``): the request is answered
+    /// again once the socket took some of them; requests behind it wait.
+    private func waitForKeptRoom(_ pending: Pending, gate: BodyGate, context: ChannelHandlerContext) {
+        busy = true
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        gate.whenKeptFits {
+            let (handler, context) = bound.value
+            guard !handler.removed else { return }
+            handler.busy = false
+            handler.respond(to: pending, context: context)
+            handler.resume(context: context)
+        }
+    }
+
+    /// A kept body this large or smaller is copied into the buffer of its head; a larger one goes out as the cache's own
+    /// buffer.
+    static let copiedKeptBody = 16 << 10
+
+    /// The bytes of the cache's own buffers an answer from it sends: its body when that is not copied.
+    static func keptBytesSent(_ answer: ResponseCache.Answer) -> Int {
+        guard case .bytes(let body) = answer.body, body.readableBytes > copiedKeptBody else { return 0 }
+        return body.readableBytes
+    }
+
     private func answerFromCache(_ answer: ResponseCache.Answer, request: HTTPRequestHead, keepAlive: Bool, context: ChannelHandlerContext) {
         var buffer = context.channel.allocator.buffer(capacity: answer.head.readableBytes + 96 + min(answer.body.memory, 16 << 10))
         buffer.writeImmutableBuffer(answer.head)
@@ -566,12 +591,20 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
                 client: nil, method: request.method.rawValue, target: request.uri, status: answer.status, contentLength: answer.contentLength,
                 source: answer.source), context: context)
         switch answer.body {
-        case .bytes(let body) where body.readableBytes <= 16 << 10:
+        case .bytes(let body) where body.readableBytes <= Self.copiedKeptBody:
             buffer.writeImmutableBuffer(body)
             send(buffer, context: context)
         case .bytes(let body):
             send(buffer, context: context)
-            send(body, context: context)
+            if let gate {
+                // Sent without a copy: counted on the connection until the socket took it (``BodyGate/keptLimit``).
+                let written = context.eventLoop.makePromise(of: Void.self)
+                context.write(wrapOutboundOut(.byteBuffer(body)), promise: written)
+                unflushed = true
+                gate.holdKept(body.readableBytes, until: written.futureResult)
+            } else {
+                send(body, context: context)
+            }
         case .file(let file, let prefix, let suffix):
             if suffix.readableBytes > 0 && !corked { cork(true, context: context) }
             buffer.writeImmutableBuffer(prefix)
@@ -862,6 +895,40 @@ final class BodyGate: @unchecked Sendable {
         } else {
             active -= 1
         }
+    }
+
+    /// The most bytes of kept answers' bodies (the response cache's own buffers, sent without a copy) written on the
+    /// connection and not yet taken by the socket, past the first such answer. A client whose windows take nothing holds
+    /// them in NIO's flow-control buffers, and the cache's budget stops counting them once it lets those answers go: a
+    /// connection asking again and again for answers the cache then replaced would hold a copy of each. Past it, the
+    /// next kept answer waits until the socket took some (``whenKeptFits(_:)``), holding nothing meanwhile; a client
+    /// that never reads is then closed by the idle timeout.
+    static let keptLimit = 4 << 20
+    private var keptInFlight = 0
+    private var keptWaiting = CircularBuffer<@Sendable () -> Void>()
+
+    /// Whether a kept body of `bytes` may go out now without a copy: always when none is in flight.
+    func mayWriteKept(_ bytes: Int) -> Bool {
+        loop.preconditionInEventLoop()
+        return keptInFlight == 0 || keptInFlight + bytes <= Self.keptLimit
+    }
+
+    /// Counts `bytes` of a kept body as in flight until `written` completes; then the answers that waited try again.
+    func holdKept(_ bytes: Int, until written: EventLoopFuture<Void>) {
+        loop.preconditionInEventLoop()
+        keptInFlight += bytes
+        written.whenComplete { _ in
+            self.keptInFlight -= bytes
+            // Each tries again in order, on the loop; one that still finds no room waits again, behind a write whose
+            // completion wakes it.
+            while let next = self.keptWaiting.popFirst() { self.loop.execute(next) }
+        }
+    }
+
+    /// Runs `go` once kept bytes in flight complete (called when ``mayWriteKept(_:)`` said no, so some are).
+    func whenKeptFits(_ go: @escaping @Sendable () -> Void) {
+        loop.preconditionInEventLoop()
+        keptWaiting.append(go)
     }
 }
 

@@ -72,7 +72,7 @@ enum SecureServing {
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()))
-                    try sync.addHandler(HTTP2CacheFront(settings: settings, cache: cache))
+                    try sync.addHandler(HTTP2CacheFront(settings: settings, cache: cache, gate: gate))
                     try sync.addHandler(HTTP2StreamMultiplexer(mode: .server, channel: channel, inboundStreamInitializer: streams))
                 }
             },
@@ -100,11 +100,11 @@ enum SecureServing {
 /// they had written in one read's requests. Flushed, the bytes are the socket's pending writes, which make the channel
 /// unwritable past its high water mark.
 ///
-/// The writability changes such a flush causes are passed on once the write that flushed has returned (on the event
-/// loop's next turn), never from inside it: NIO tells them while it flushes, and a handler told "writable" while the
-/// one before it is between two writes of one answer (an HTTP/1.1 body's chunks, an HTTP/2 DATA frame's header and
-/// payload) would put its own answer's bytes between them. Handlers that check `channel.isWritable` see the change at
-/// once.
+/// NIO tells the writability changes of a flush while it flushes. A change to "writable" that such a flush causes is
+/// passed on once the write that flushed has returned (on the event loop's next turn), never from inside it: a handler
+/// told "writable" while the one before it is between two writes of one answer (an HTTP/1.1 body's chunks, an HTTP/2
+/// DATA frame's header and payload) would put its own answer's bytes between them. A change to "unwritable" is passed
+/// on at once: it stops writes, and NIO's HTTP/2 handler, told late, would seal a whole body's frames meanwhile.
 final class TLSWriteCoalescer: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
     typealias OutboundIn = IOData
@@ -147,9 +147,11 @@ final class TLSWriteCoalescer: ChannelDuplexHandler, RemovableChannelHandler {
     private var removed = false
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        guard flushingInWrite else { return context.fireChannelWritabilityChanged() }
-        // One event for the changes of one flush (unwritable, then writable again): its handlers read the channel's
-        // writability when it comes.
+        // "Unwritable" goes on at once: it makes handlers stop writing (NIO's HTTP/2 handler then holds the rest of a
+        // body in its flow-control buffers, uncopied, instead of giving it to TLS to seal). "Writable" makes them write:
+        // inside a write, it waits.
+        guard flushingInWrite, context.channel.isWritable else { return context.fireChannelWritabilityChanged() }
+        // One event for the changes of one flush: its handlers read the channel's writability when it comes.
         guard !deferredWritability else { return }
         deferredWritability = true
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
@@ -219,15 +221,18 @@ final class HTTP2CacheFront: ChannelInboundHandler, RemovableChannelHandler {
 
     private let settings: BundleChannelHandler.Settings
     private let cache: ResponseCache
+    /// The connection's turns and its count of kept bytes in flight (``BodyGate/keptLimit``), shared with its streams.
+    private let gate: BodyGate
     /// The highest stream a request opened: a HEADERS frame on a higher one opens a request, on another ends one
     /// (trailers), which goes on with its stream.
     private var lastStream = HTTP2StreamID(0)
     private var unflushed = false
     private var date = DateField()
 
-    init(settings: BundleChannelHandler.Settings, cache: ResponseCache) {
+    init(settings: BundleChannelHandler.Settings, cache: ResponseCache, gate: BodyGate) {
         self.settings = settings
         self.cache = cache
+        self.gate = gate
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -269,8 +274,10 @@ final class HTTP2CacheFront: ChannelInboundHandler, RemovableChannelHandler {
         if asked.hosts == 0, let authority { asked.read("host", authority) }
         guard method == "GET", let path, asked.hosts == 1, asked.plain else { return false }
         let generation = settings.serving.handle.snapshot.generation
+        // Its body goes out as the cache's own buffer: not past the connection's bound on those in flight (a client
+        // whose windows take nothing holds them), where the streams read it afresh.
         guard let kept = cache.answer(for: asked.key(for: path), generation: generation), case .bytes(let body) = kept.body,
-            var headers = kept.http2Fields
+            var headers = kept.http2Fields, gate.mayWriteKept(body.readableBytes)
         else { return false }
         let now = time(nil)
         headers.add(name: "date", value: date.value(at: now))
@@ -285,7 +292,9 @@ final class HTTP2CacheFront: ChannelInboundHandler, RemovableChannelHandler {
         let empty = body.readableBytes == 0
         context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: headers, endStream: empty)))), promise: nil)
         if !empty {
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
+            let written = context.eventLoop.makePromise(of: Void.self)
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: written)
+            gate.holdKept(body.readableBytes, until: written.futureResult)
         }
         unflushed = true
         return true

@@ -13,21 +13,25 @@ import Testing
 struct HTTP2CacheFrontTests {
     /// A front over a cache that holds `GET /page.html` for Host `docs.example.com` (no Accept-Encoding), and what it
     /// logged.
-    func front(in folder: TemporaryFolder) throws -> (EmbeddedChannel, ServedLog, LoaderHandle) {
-        try writeBundle(["https://docs.example.com/page.html": Data("hello".utf8)], to: folder.path + "/b.zip")
+    func front(in folder: TemporaryFolder, body: Data = Data("hello".utf8), held: HeldWrites? = nil) throws -> (EmbeddedChannel, ServedLog, LoaderHandle) {
+        try writeBundle(["https://docs.example.com/page.html": body], to: folder.path + "/b.zip")
         let served = ServedLog()
         let handle = LoaderHandle(try OfflineLoader(path: folder.path + "/b.zip"))
         let serving = BundleServing(
             handle: handle, routes: [.init(origin: "https://docs.example.com")],
             policy: ServerPolicy(accessLog: { served.add($0) }))
-        let cache = ResponseCache(budget: 1 << 20)
+        let cache = ResponseCache(budget: 16 << 20)
         var answer = ResponseCache.Answer(
-            status: 200, head: ByteBuffer(string: "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: 5\r\n"),
-            body: .bytes(ByteBuffer(string: "hello")), age: nil, contentLength: "5", source: .bundle("b.zip"))
+            status: 200, head: ByteBuffer(string: "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: \(body.count)\r\n"),
+            body: .bytes(ByteBuffer(bytes: body)), age: nil, contentLength: String(body.count), source: .bundle("b.zip"))
         answer.http2Fields = HTTP2ResponseHead.parse(answer.head)?.0
         cache.keep(answer, for: .init(host: "docs.example.com", target: "/page.html", acceptEncoding: nil), generation: serving.handle.snapshot.generation)
         let settings = BundleChannelHandler.Settings(serving: serving, serverName: nil, idleTimeout: .seconds(60))
-        return (EmbeddedChannel(handler: HTTP2CacheFront(settings: settings, cache: cache)), served, handle)
+        let channel = EmbeddedChannel()
+        if let held { try channel.pipeline.syncOperations.addHandler(held) }
+        let gate = BodyGate(limit: 2, stallPeriod: .seconds(2), loop: channel.eventLoop)
+        try channel.pipeline.syncOperations.addHandler(HTTP2CacheFront(settings: settings, cache: cache, gate: gate))
+        return (channel, served, handle)
     }
 
     func request(_ stream: Int, _ extra: [(String, String)] = [], authority: String = "docs.example.com", endStream: Bool = true) -> HTTP2Frame {
@@ -60,6 +64,27 @@ struct HTTP2CacheFrontTests {
         }
         #expect(String(buffer: bytes) == "hello" && body.endStream)
         #expect(served.all.map { "\($0.method) \($0.target) \($0.status) \($0.version)" } == ["GET /page.html 200 HTTP/2.0"])
+        _ = try channel.finish()
+    }
+
+    @Test(
+        "kept bodies are not sent past 4 MiB in flight on a connection (a client whose windows take nothing holds them): the next goes on to the streams, until the socket took them"
+    )
+    func boundsKeptBytesInFlight() throws {
+        let folder = try TemporaryFolder()
+        let held = HeldWrites()
+        let (channel, _, _) = try front(in: folder, body: noise(3 << 20, seed: 5), held: held)
+        func passedOn(_ stream: Int) throws -> Bool {
+            try channel.writeInbound(request(stream))
+            return try channel.readInbound(as: HTTP2Frame.self)?.streamID == HTTP2StreamID(stream)
+        }
+        // The first goes, whatever its size; with it not taken, a second would make 6 MiB in flight: it goes on.
+        #expect(try !passedOn(1))
+        #expect(try passedOn(3))
+        #expect(held.frames.map(\.streamID) == [1, 1])
+        // Taken by the socket: their promises complete, nothing is in flight.
+        held.release()
+        #expect(try !passedOn(5))
         _ = try channel.finish()
     }
 
@@ -98,5 +123,26 @@ struct HTTP2CacheFrontTests {
         try passedOn(request(stream), "after a reload")
         #expect(served.all.isEmpty)
         _ = try channel.finish()
+    }
+}
+
+/// Stands for a socket that takes nothing until told: writes are kept with their promises.
+final class HeldWrites: ChannelOutboundHandler, @unchecked Sendable {
+    typealias OutboundIn = HTTP2Frame
+    private(set) var frames: [HTTP2Frame] = []
+    private var promises: [EventLoopPromise<Void>] = []
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        frames.append(unwrapOutboundIn(data))
+        if let promise { promises.append(promise) }
+    }
+
+    func flush(context: ChannelHandlerContext) {}
+
+    /// The socket took every write so far.
+    func release() {
+        let taken = promises
+        promises.removeAll()
+        for promise in taken { promise.succeed() }
     }
 }

@@ -234,6 +234,38 @@ struct SecureServingTests {
     }
 
     @Test(
+        "an HTTP/2 client whose windows take nothing holds at most 4 MiB of kept answers: the rest wait, holding nothing, and all arrive whole once it opens them"
+    )
+    func keptAnswersInFlightAreBounded() async throws {
+        let folder = try TemporaryFolder()
+        let page = noise(1 << 20, seed: 13)
+        try writeBundle(["\(Self.origin)/page.bin": page], to: folder.path + "/b.zip")
+        let served = ServedLog()
+        let server = try await startLogged(folder.path + "/b.zip", folder: folder, served: served)
+        defer { Task { await server.stop() } }
+        let (started, printed) = try await runHeldClient(
+            #"""
+            def initial_window(size):
+                return bytes([0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 4]) + size.to_bytes(4, "big")
+            # The first answer read whole: it is kept, under the key of this client's Host.
+            s.sendall(preface(LARGEST, LARGEST) + get(1, "/page.bin"))
+            for kind, flags, stream, length in frames(s):
+                if kind == 0 and flags & 1: break
+            # Windows that take nothing, then ten asks for the kept answer.
+            s.sendall(initial_window(0) + b"".join(get(stream, "/page.bin") for stream in range(3, 22, 2)))
+            import os, time
+            while not os.path.exists(sys.argv[3]): time.sleep(0.05)
+            s.sendall(initial_window(LARGEST))
+            read_after(s, sys.argv[3], 10)
+            """#, server: server, folder: folder, served: served, logged: 5)
+        // The first, then four kept answers of 1 MiB on the connection (the first of them goes whatever its size; then
+        // up to 4 MiB in flight); the other six wait for the socket to take some, and are not answered meanwhile.
+        #expect(started == 5, "\(started) answered while the windows took nothing")
+        #expect(printed.contains("ended 10"), "\(printed)")
+        #expect(served.all.count == 11 && served.all.allSatisfy { $0.status == 200 })
+    }
+
+    @Test(
         "an HTTP/2 client that opens its windows wide, asks a kept 1 MiB answer 30 times and reads nothing for a second gets all 30 whole once it reads (answers from the cache wait for the connection as the streams' do)"
     )
     func keptAnswersToAClientThatReadsLate() async throws {

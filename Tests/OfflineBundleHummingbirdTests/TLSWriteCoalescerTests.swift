@@ -79,49 +79,59 @@ struct TLSWriteCoalescerTests {
     }
 
     @Test(
-        "a writability change during the flush a write makes reaches the handlers behind only after that write returned: never between two writes of one answer"
+        "during the flush a write makes, 'unwritable' reaches the handlers behind at once and 'writable' only after that write returned: never between two writes of one answer"
     )
-    func writabilityWaitsForTheWrite() throws {
-        let told = Count()
+    func writableWaitsForTheWrite() throws {
+        let seen = Seen()
         let channel = EmbeddedChannel()
-        // Stands for the socket: its flush changes writability, as NIO's does while it writes (unwritable past the high
-        // water mark, writable again as the kernel takes the bytes).
-        try channel.pipeline.syncOperations.addHandler(FlushTellsWritability())
+        // Stands for the socket: its flush makes the channel unwritable and writable again, as NIO's does while it
+        // writes (past the high water mark, then the kernel takes the bytes).
+        try channel.pipeline.syncOperations.addHandler(FlushTogglesWritability(channel: channel))
         try channel.pipeline.syncOperations.addHandler(TLSWriteCoalescer())
-        try channel.pipeline.syncOperations.addHandler(WritabilityRecorder(told: told))
+        try channel.pipeline.syncOperations.addHandler(WritabilityRecorder(seen: seen))
         let part = [UInt8](repeating: 1, count: 40 << 10)
         channel.write(IOData.byteBuffer(ByteBuffer(bytes: part)), promise: nil)
         channel.write(IOData.byteBuffer(ByteBuffer(bytes: part)), promise: nil)
         #expect(try written(channel).count == 2, "flushed past 64 KiB")
-        #expect(told.value == 0, "not told inside the write")
+        #expect(seen.told == [false], "unwritable at once, writable not inside the write")
         channel.embeddedEventLoop.run()
-        #expect(told.value == 1, "told once, after the write")
-        // Flushed by the handler behind it (not inside a write), both changes pass at once.
+        #expect(seen.told == [false, true], "writable once the write returned")
+        // Flushed by the handler behind it (not inside a write): both pass at once.
         channel.write(IOData.byteBuffer(ByteBuffer(bytes: [1])), promise: nil)
         channel.flush()
-        #expect(told.value == 3)
+        #expect(seen.told == [false, true, false, true])
         #expect(try written(channel) == [[1]])
         #expect(try channel.finish().isClean)
     }
 }
 
-/// Tells the pipeline its writability changed, twice (unwritable, then writable again), whenever it is flushed.
-private final class FlushTellsWritability: ChannelOutboundHandler {
+/// Makes the channel unwritable and writable again whenever it is flushed, telling the pipeline each time.
+private final class FlushTogglesWritability: ChannelOutboundHandler {
     typealias OutboundIn = IOData
+    let channel: EmbeddedChannel
+
+    init(channel: EmbeddedChannel) { self.channel = channel }
 
     func flush(context: ChannelHandlerContext) {
         context.flush()
-        context.fireChannelWritabilityChanged()
-        context.fireChannelWritabilityChanged()
+        for writable in [false, true] {
+            channel.isWritable = writable
+            context.fireChannelWritabilityChanged()
+        }
     }
 }
 
-/// Counts the writability changes that reach it.
+/// What the channel's writability was at each change that reached it.
+private final class Seen: @unchecked Sendable {
+    var told: [Bool] = []
+}
+
+/// Records the writability changes that reach it.
 private final class WritabilityRecorder: ChannelInboundHandler {
     typealias InboundIn = NIOAny
-    let told: Count
+    let seen: Seen
 
-    init(told: Count) { self.told = told }
+    init(seen: Seen) { self.seen = seen }
 
-    func channelWritabilityChanged(context: ChannelHandlerContext) { told.value += 1 }
+    func channelWritabilityChanged(context: ChannelHandlerContext) { seen.told.append(context.channel.isWritable) }
 }
