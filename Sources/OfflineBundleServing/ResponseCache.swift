@@ -160,10 +160,12 @@ final class ResponseCache: Sendable {
 
     init(budget: Int) { self.budget = budget }
 
-    /// The answer kept for `key` under loader `generation`; a newer generation empties the cache first.
+    /// The answer kept for `key` under loader `generation`; a newer generation empties the cache first. A request that
+    /// took its loader before a reload (an older generation) finds nothing, and leaves the newer answers in place.
     func answer(for key: Key, generation: UInt64) -> Answer? {
         state.withLockedValue { state in
-            if generation != state.generation { state.reset(to: generation) }
+            if generation > state.generation { state.reset(to: generation) }
+            guard generation == state.generation else { return nil }
             return state.answers[key]?.answer
         }
     }

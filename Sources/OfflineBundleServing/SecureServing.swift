@@ -125,7 +125,8 @@ final class TLSWriteCoalescer: ChannelDuplexHandler, RemovableChannelHandler {
             return context.write(data, promise: promise)
         }
         unflushed += bytes.readableBytes
-        if bytes.readableBytes >= Self.recordSize {
+        // An empty write (a handler's mark to wait on before it flushes) needs no buffer of its own.
+        if bytes.readableBytes >= Self.recordSize || bytes.readableBytes == 0 {
             send(context: context)
             context.write(data, promise: promise)
         } else {

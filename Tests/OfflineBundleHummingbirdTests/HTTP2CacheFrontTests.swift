@@ -88,6 +88,22 @@ struct HTTP2CacheFrontTests {
         _ = try channel.finish()
     }
 
+    @Test("a request that took its loader before a reload finds nothing kept, and leaves what the newer loader's answers kept")
+    func olderGenerationLeavesTheCache() throws {
+        let cache = ResponseCache(budget: 1 << 20)
+        let key = ResponseCache.Key(host: "docs.example.com", target: "/page.html", acceptEncoding: nil)
+        let answer = ResponseCache.Answer(
+            status: 200, head: ByteBuffer(string: "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n"), body: .bytes(ByteBuffer(string: "hello")), age: nil,
+            contentLength: "5", source: .bundle("b.zip"))
+        #expect(cache.answer(for: key, generation: 2) == nil)
+        cache.keep(answer, for: key, generation: 2)
+        #expect(cache.answer(for: key, generation: 2) != nil)
+        #expect(cache.answer(for: key, generation: 1) == nil, "an older loader's request is not answered from the newer one's answers")
+        #expect(cache.answer(for: key, generation: 2) != nil, "and does not empty the cache")
+        cache.keep(answer, for: key, generation: 1)
+        #expect(cache.answer(for: key, generation: 3) == nil, "a newer generation empties it")
+    }
+
     @Test(
         "not answered here, and passed on untouched: a Range, a conditional, two Hosts, another Host, a body to come, a reload, trailers, an unwritable connection"
     )
