@@ -20,6 +20,9 @@ extension Packager {
         @Argument(help: "The bundle to check: a file, or an http(s) URL (fetched whole into the cache once).")
         var path: String
 
+        @Argument(help: "When the bundle is a delta: the bundle it was made over (itself a delta over the next, and so on, as packager serve takes them).")
+        var bases: [String] = []
+
         @OptionGroup(title: "Bundle URLs") var remote: RemoteFlags
 
         @Option(name: .customLong("public-key"), help: "A file with the Ed25519 public key (32 raw bytes or base64) the bundle must be signed by.")
@@ -59,7 +62,7 @@ extension Packager {
             var integrity: Checker.Report?
             try reportingErrors {
                 let key = try publicKey.map(readPublicKey)
-                let report = Checker.check(path: path, publicKey: key, remote: try remote.options(for: [path]))
+                let report = Checker.check(path: path, bases: bases, publicKey: key, remote: try remote.options(for: [path] + bases))
                 integrity = report
                 if json {
                     // With --browser, one JSON document for both: printed once the browser is done.
@@ -85,7 +88,9 @@ extension Packager {
             guard let integrity else { return }
             try await reportingErrorsAsync {
                 let key = try publicKey.map(readPublicKey)
-                let loader = try OfflineLoader(path: path, publicKey: key)
+                let loader = try OfflineLoader(
+                    bundles: MountedBundle.mount(paths: [path] + bases, options: .init(requiredPublicKey: key), remote: try remote.options(for: [path] + bases))
+                )
                 let profile = FileManager.default.temporaryDirectory.appendingPathComponent("packager-browser-\(UUID().uuidString)").path
                 defer { try? FileManager.default.removeItem(atPath: profile) }
                 let settings = try behaviorsFrom.map { try DeclarationParser().parse(contentsOf: $0).browser } ?? Declaration.Browser()

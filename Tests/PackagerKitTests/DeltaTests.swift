@@ -374,6 +374,43 @@ struct BinaryPatchTests {
         #expect(error?.code == .hostile, "\(error?.message ?? "")")
     }
 
+    @Test(
+        "check DELTA BASE checks the bundle the delta stands for, every body through its patches or its base; a damaged delta fails; a delta alone or over another bundle is refused with the reason"
+    )
+    func checkADelta() async throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path
+        try DeltaTests.release(DeltaTests.pages, to: path + "/old.zip")
+        try DeltaTests.release(DeltaTests.nextPages, to: path + "/new.zip")
+        _ = try DeltaBundles.make(old: path + "/old.zip", new: path + "/new.zip", to: path + "/delta.zip")
+        let new = try MountedBundle(path: path + "/new.zip")
+        let checked = try await run(packagerExecutable, ["check", path + "/delta.zip", path + "/old.zip"])
+        #expect(
+            checked.status == 0 && checked.output.contains("ok: \(path)/delta.zip: \(new.entryCount) entries, \(new.bodyCount) bodies"), "\(checked.output)")
+        let json = try await run(packagerExecutable, ["check", path + "/delta.zip", path + "/old.zip", "--json"])
+        #expect(json.status == 0 && json.output.contains(new.digest), "\(json.output)")
+        // Alone, or over a bundle it does not stand over: refused, with what to give.
+        let alone = try await run(packagerExecutable, ["check", path + "/delta.zip"])
+        #expect(alone.status == 1 && alone.output.contains("packager check DELTA BASE"), "\(alone.output)")
+        let wrong = try await run(packagerExecutable, ["check", path + "/delta.zip", path + "/new.zip"])
+        #expect(wrong.status == 1 && wrong.output.contains("is a delta over the bundle sha256:"), "\(wrong.output)")
+        let notDelta = try await run(packagerExecutable, ["check", path + "/new.zip", path + "/old.zip"])
+        #expect(notDelta.status == 1 && notDelta.output.contains("give bases only after a delta"), "\(notDelta.output)")
+        // A byte of a carried body's data flipped: the delta still mounts; reading that body fails the check.
+        let located = try await run(
+            "/usr/bin/python3",
+            [
+                "-c",
+                "import sys, zipfile; i = next(i for i in zipfile.ZipFile(sys.argv[1]).infolist() if i.filename.startswith('b/')); print(i.header_offset + 30 + len(i.filename) + len(i.extra) + i.compress_size // 2)",
+                path + "/delta.zip",
+            ])
+        let offset = try #require(Int(located.output.trimmingCharacters(in: .whitespacesAndNewlines)), "\(located.output)")
+        try FileManager.default.copyItem(atPath: path + "/delta.zip", toPath: path + "/damaged.zip")
+        try flipByte(at: offset, in: path + "/damaged.zip")
+        let damaged = try await run(packagerExecutable, ["check", path + "/damaged.zip", path + "/old.zip"])
+        #expect(damaged.status == 1 && damaged.output.contains("FAILED"), "\(damaged.output)")
+    }
+
     @Test("a delta whose patches were altered is refused at mount, or its body at read, never a wrong byte")
     func alteredDelta() throws {
         let folder = try TemporaryFolder()

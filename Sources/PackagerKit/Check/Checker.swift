@@ -58,14 +58,26 @@ public enum Checker {
 
     /// Checks the bundle at `path`.
     ///
+    /// - Parameter bases: when `path` is a delta bundle, the bundle it was made over (itself a delta over the next, and
+    ///   so on, as `packager serve` takes them): the bundle the delta stands for is checked, every body read through
+    ///   the delta's patches or from its base and held to its digest. The delta's own container is checked by its
+    ///   mount (its index to the digest it names, its entries' bounds).
     /// - Parameter publicKey: when given (32 raw bytes), the bundle must carry a valid signature by it.
     /// - Parameter remote: how to read `path` when it is a URL (the whole object is fetched once: every body is read).
-    public static func check(path: String, publicKey: [UInt8]? = nil, remote: RemoteOptions? = nil) -> Report {
+    public static func check(path: String, bases: [String] = [], publicKey: [UInt8]? = nil, remote: RemoteOptions? = nil) -> Report {
         var report = Report(path: path, issues: [], entries: 0, bodies: 0, bytesVerified: 0)
         let bundle: MountedBundle
         do {
-            bundle = try MountedBundle(location: path, options: .init(verification: .sha256), remote: remote)
-            try bundle.fetchWhole()
+            if bases.isEmpty {
+                bundle = try MountedBundle(location: path, options: .init(verification: .sha256), remote: remote)
+                try bundle.fetchWhole()
+            } else {
+                let mounted = try MountedBundle.mount(paths: [path] + bases, options: .init(verification: .sha256), remote: remote)
+                guard mounted.count == 1, mounted[0].base != nil else {
+                    throw BundleError(.invalidArgument, "\(path) is not a delta over \(bases.joined(separator: " ")): give bases only after a delta")
+                }
+                bundle = mounted[0]
+            }
         } catch {
             report.record(error)
             return report
@@ -73,8 +85,9 @@ public enum Checker {
         report.entries = bundle.entryCount
         report.bodies = bundle.bodyCount
         report.digest = bundle.digest
-        var cdBodies = checkContainer(bundle, into: &report)
-        checkBodies(bundle, centralDirectory: &cdBodies, into: &report)
+        // A delta's container holds what changed (bodies, patches); the bundle it stands for is checked through it.
+        if bundle.base == nil { checkBodyRecords(bundle, centralDirectory: checkContainer(bundle, into: &report), into: &report) }
+        checkBodies(bundle, into: &report)
         checkHashTable(bundle, into: &report)
         checkHeaderBlocks(bundle, into: &report)
         checkManifest(bundle, into: &report)
@@ -181,40 +194,44 @@ public enum Checker {
         return cdBodies
     }
 
-    /// The index against the container, and every body read back and checked.
-    private static func checkBodies(_ bundle: MountedBundle, centralDirectory cdBodies: inout [UInt64: ZipCentralEntry], into report: inout Report) {
-        func issue(_ entry: String?, _ message: String) { report.issue(entry, message) }
-        func issue(_ error: any Error) { report.record(error) }
+    /// The index's body records against the container's: each listed in both, alike, named by its digest.
+    private static func checkBodyRecords(_ bundle: MountedBundle, centralDirectory: [UInt64: ZipCentralEntry], into report: inout Report) {
+        var cdBodies = centralDirectory
+        for b in 0..<bundle.bodyCount {
+            let record = bundle.index.body(at: b)
+            let name = bundle.bodyName(record)
+            guard let entry = cdBodies.removeValue(forKey: record.localHeaderOffset) else {
+                report.issue(name, "the index lists this body but the central directory does not")
+                continue
+            }
+            let hex = hexString(record.sha256)
+            if !hex.hasPrefix(entry.name.dropFirst(bundle.formatVersion == 1 ? BundleFormat.v1BodyPrefix.count : BundleFormat.bodyPrefix.count)) {
+                report.issue(entry.name, "the central directory names this body \(entry.name), which is not its digest (sha256:\(hex))")
+            }
+            if entry.compressedSize != record.storedSize
+                || entry.uncompressedSize != record.size || entry.crc32 != record.crc32 || entry.method != record.compression.rawValue
+            {
+                report.issue(name, "the index and the central directory disagree about this body")
+            }
+        }
+        for offset in cdBodies.keys.sorted() { report.issue(cdBodies[offset]!.name, "stored in the ZIP but not listed in the index") }
+    }
+
+    /// Every body read back and held to its digest (a delta's through its patches or from its base), and used by an entry.
+    private static func checkBodies(_ bundle: MountedBundle, into report: inout Report) {
         var referenced = Set<Int>()
         for position in 0..<bundle.entryCount {
             if let b = bundle.index.entryFields(position).body { referenced.insert(b) }
         }
         for b in 0..<bundle.bodyCount {
-            let record = bundle.index.body(at: b)
-            let name = bundle.bodyName(record)
-            if let entry = cdBodies.removeValue(forKey: record.localHeaderOffset) {
-                let hex = hexString(record.sha256)
-                if !hex.hasPrefix(entry.name.dropFirst(bundle.formatVersion == 1 ? BundleFormat.v1BodyPrefix.count : BundleFormat.bodyPrefix.count)) {
-                    issue(entry.name, "the central directory names this body \(entry.name), which is not its digest (sha256:\(hex))")
-                }
-                if entry.compressedSize != record.storedSize
-                    || entry.uncompressedSize != record.size || entry.crc32 != record.crc32 || entry.method != record.compression.rawValue
-                {
-                    issue(name, "the index and the central directory disagree about this body")
-                }
-            } else {
-                issue(name, "the index lists this body but the central directory does not")
-            }
-            if !referenced.contains(b) { issue(name, "no entry uses this body") }
+            if !referenced.contains(b) { report.issue(bundle.bodyName(bundle.index.body(at: b)), "no entry uses this body") }
             do {
                 let bytes = try bundle.bodyBytes(at: b, verification: .sha256)
                 report.bytesVerified += UInt64(bytes.count)
             } catch {
-                issue(error)
+                report.record(error)
             }
         }
-        for offset in cdBodies.keys.sorted() { issue(cdBodies[offset]!.name, "stored in the ZIP but not listed in the index") }
-
     }
 
     /// The index's hash table finds every key.
@@ -232,7 +249,17 @@ public enum Checker {
     private static func checkManifest(_ bundle: MountedBundle, into report: inout Report) {
         func issue(_ entry: String?, _ message: String) { report.issue(entry, message) }
         func issue(_ error: any Error) { report.record(error) }
-        if let manifestEntry = bundle.metadata[BundleFormat.manifestEntryName] {
+        if bundle.base != nil {
+            // A delta carries its manifest whole or as a patch of its base's: rebuilt and held to the index's digest.
+            do {
+                let manifest = try JSONDecoder().decode(Manifest.self, from: Data(try bundle.manifestBytes()))
+                compare(manifest, with: bundle, issue: issue)
+            } catch let error as DecodingError {
+                issue(BundleFormat.manifestEntryName, "is not a valid manifest: \(error)")
+            } catch {
+                issue(error)
+            }
+        } else if let manifestEntry = bundle.metadata[BundleFormat.manifestEntryName] {
             do {
                 // Bounded by what the entries can need, so a swapped-in bomb is refused before it is inflated; a
                 // manifest within it that differs is still compared, to name what differs.

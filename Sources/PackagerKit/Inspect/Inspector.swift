@@ -67,9 +67,10 @@ public enum Inspector {
             return .bundle(try inspectBundle(path: path))
         } catch let error as BundleError where error.code == .notABundle {
             let archive = try inspectArchive(path: path)
-            // A bundle cut short (its end records gone) still reads as a stream of entries: listing its `b/…` files as
-            // a plain archive would hide that it is a damaged bundle.
-            if archive.entries.contains(where: { looksLikeBundleEntry($0.path) }) {
+            // A bundle cut short (its end records gone) still reads as a stream of ZIP entries: listing its `b/…` files
+            // as a plain archive would hide that it is a damaged bundle. (A tarball `packager export` wrote holds the
+            // same names, and is one.)
+            if archive.format.uppercased().hasPrefix("ZIP"), archive.entries.contains(where: { looksLikeBundleEntry($0.path) }) {
                 throw BundleError(
                     .truncated,
                     "\(path) holds a packager bundle's entries (index.bin, b/…) but cannot be mounted: \(error.message); it is damaged or cut short")
