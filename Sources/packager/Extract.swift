@@ -34,7 +34,8 @@ extension Packager {
             try reportingErrors {
                 let limits = Extractor.Limits(entries: maxEntries, bytes: maxBytes.flatMap(DeclarationParser.byteSize).map { UInt64($0) })
                 let summary = try Extractor.extract(archive: archive, to: destination, stripComponents: stripComponents, limits: limits)
-                print("extracted \(summary.files) files and \(summary.directories) folders (\(formatBytes(summary.bytes))) into \(destination)")
+                let skipped = summary.skipped == 0 ? "" : "; \(summary.skipped) files were there already and were left as they were"
+                print("extracted \(summary.files) files and \(summary.directories) folders (\(formatBytes(summary.bytes))) into \(destination)\(skipped)")
             }
         }
     }

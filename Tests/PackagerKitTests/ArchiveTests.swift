@@ -88,8 +88,45 @@ struct ArchiveTests {
         _ = try await run("python3", [out.path + "/lie.py", out.path + "/lie.zip"])
         let error = #expect(throws: PackagerError.self) { try Extractor.extract(archive: out.path + "/lie.zip", to: out.path + "/x") }
         #expect(error?.message.contains("disagrees with its headers") == true || error?.message.contains("cannot read") == true, "\(String(describing: error))")
+        #expect(!FileManager.default.fileExists(atPath: out.path + "/x"), "the folder it made is gone with what it wrote")
         let cli = try await run(packagerExecutable, ["pack", out.path + "/lie.zip", "--base-url", "https://example.com/", "-o", out.path + "/p.zip"])
         #expect(cli.status == 1, "\(cli.output)")
+    }
+
+    @Test("extract never overwrites: files already there are left and counted as skipped; one that fails midway removes what it wrote, not what was there")
+    func extractLeavesWhatWasThere() async throws {
+        let site = try TemporaryFolder()
+        try makeSite(in: site)
+        let out = try TemporaryFolder()
+        let bundle = out.path + "/site.zip"
+        let summary = try packSite(site, to: bundle)
+        let first = try Extractor.extract(archive: bundle, to: out.path + "/d")
+        #expect(first.files == summary.write.bodies + 2 && first.skipped == 0)
+        try "edited".write(toFile: out.path + "/d/manifest.json", atomically: false, encoding: .utf8)
+        let again = try await run(packagerExecutable, ["extract", bundle, out.path + "/d"])
+        #expect(again.status == 0 && again.output.contains("extracted 0 files"), "\(again.output)")
+        #expect(again.output.contains("\(first.files) files were there already and were left as they were"), "\(again.output)")
+        #expect(try String(contentsOfFile: out.path + "/d/manifest.json", encoding: .utf8) == "edited")
+
+        // A good entry, then one whose data runs past its stated size: the extraction fails on the second.
+        try out.file(
+            "half.py",
+            #"""
+            import struct, sys, zipfile
+            with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
+                z.writestr("sub/ok.txt", b"fine")
+                z.writestr("sub/lie.txt", b"x" * (5 << 20))
+            b = bytearray(open(sys.argv[1], "rb").read())
+            local = b.find(b"PK\x03\x04", 4); b[local + 22:local + 26] = struct.pack("<I", 1000)
+            cd = b.rfind(b"PK\x01\x02"); b[cd + 24:cd + 28] = struct.pack("<I", 1000)
+            open(sys.argv[1], "wb").write(b)
+            """#)
+        _ = try await run("python3", [out.path + "/half.py", out.path + "/half.zip"])
+        try out.file("e/mine.txt", "mine")
+        let failed = #expect(throws: PackagerError.self) { try Extractor.extract(archive: out.path + "/half.zip", to: out.path + "/e") }
+        #expect(failed?.message.contains("what the extraction had written was removed") == true, "\(String(describing: failed))")
+        let left = try FileManager.default.subpathsOfDirectory(atPath: out.path + "/e")
+        #expect(left == ["mine.txt"], "\(left)")
     }
 
     @Test("extract writes a bundle's entries, identical to unzip's")

@@ -327,8 +327,9 @@ struct BrowserTests {
         var testDescription: String { name }
     }
 
-    /// Waits until `ready` holds (at most 20 s), runs `start` once, then waits for the count of elements `results`
-    /// selects to settle (the same for a second) and gives it.
+    /// Waits until `ready` holds, runs `start` once, then waits for the count of elements `results` selects to settle
+    /// (the same for a second) and gives it; 45 s at most in all (a search in a Web Worker, offline, once took past
+    /// 20 s with the browser tests sharing two cores).
     static func searchProbe(ready: String = "true", start: String = "", results: String) -> String {
         """
         new Promise(done => {
@@ -340,7 +341,7 @@ struct BrowserTests {
             const count = started ? document.querySelectorAll(\(PageVisit.Behaviours.literal(results))).length : -1;
             steady = count === last ? steady + 1 : 0;
             last = count;
-            if ((count > 0 && steady >= 10) || ++waited > 200) { clearInterval(tick); done(String(count)); }
+            if ((count > 0 && steady >= 10) || ++waited > 450) { clearInterval(tick); done(String(count)); }
           }, 100);
         })
         """

@@ -7,6 +7,8 @@ public enum Extractor {
         public var files: Int
         public var directories: Int
         public var bytes: UInt64
+        /// Files left as they were: the destination held one of that name already (never overwritten).
+        public var skipped = 0
     }
 
     /// How much an extraction may write: an archive that lists more entries, or declares or writes more bytes, is
@@ -28,7 +30,10 @@ public enum Extractor {
     /// Every entry name is checked before anything is written: an absolute
     /// name, a `..` component, a symbolic or hard link, or a device is refused,
     /// and nothing is extracted. libarchive's own secure-extraction flags stay
-    /// on as a second line of defence, and existing files are never overwritten.
+    /// on as a second line of defence. A file the destination holds already is
+    /// left as it is, and counted as skipped. An extraction that fails midway
+    /// (a damaged entry, a full disk) removes what it wrote: files and folders
+    /// that were there before stay, nothing half-written does.
     ///
     /// - Parameter stripComponents: leading path components to remove from each name, as `tar --strip-components`.
     /// - Parameter limits: entries and bytes at most; the declared sizes are checked before anything is written, the
@@ -64,19 +69,53 @@ public enum Extractor {
                 throw PackagerError(.unsafeEntry, "the archive holds a device, FIFO or socket; only files and folders are extracted", subject: header.path)
             }
         }
-        try FileManager.default.createDirectory(atPath: destination, withIntermediateDirectories: true)
-        // Pass 2: write.
+        // What this extraction made, removed again if it fails: the destination's own folders (when it made them)
+        // and every file and folder it wrote inside.
+        var created: [String] = []
+        var folder = URL(fileURLWithPath: destination).standardizedFileURL
+        while !exists(folder.path), folder.path != "/" {
+            created.insert(folder.path, at: 0)
+            folder.deleteLastPathComponent()
+        }
+        do {
+            try FileManager.default.createDirectory(atPath: destination, withIntermediateDirectories: true)
+            return try write(
+                archive, under: URL(fileURLWithPath: destination).standardizedFileURL.path, stripComponents: stripComponents, maxBytes: maxBytes,
+                created: &created)
+        } catch {
+            for path in created.reversed() { try? FileManager.default.removeItem(atPath: path) }
+            guard var failure = error as? PackagerError else { throw error }
+            failure.message += created.isEmpty ? "" : "; what the extraction had written was removed"
+            throw failure
+        }
+    }
+
+    /// Pass 2: writes the entries under `root`, adding each file and folder it makes to `created`.
+    private static func write(_ archive: String, under root: String, stripComponents: Int, maxBytes: UInt64, created: inout [String]) throws -> Summary {
         let reader = try LibArchive.Reader(path: archive)
         let writer = try LibArchive.DiskWriter()
         var summary = Summary(files: 0, directories: 0, bytes: 0)
-        let root = URL(fileURLWithPath: destination).standardizedFileURL.path
         while let header = try reader.next() {
             guard let relative = try safeRelativePath(header.path, stripComponents: stripComponents) else { continue }
             let target = root + "/" + relative
+            let existed = exists(target)
+            // Folders an entry's name implies (no entry of their own) are made with it.
+            var missing: [String] = []
+            var parent = (target as NSString).deletingLastPathComponent
+            while parent.count > root.count, !exists(parent) {
+                missing.insert(parent, at: 0)
+                parent = (parent as NSString).deletingLastPathComponent
+            }
+            created += missing
             if header.type == .directory {
+                if !existed { created.append(target) }
                 try writer.write(path: target, type: .directory, size: 0) { _ in }
                 summary.directories += 1
+            } else if existed {
+                // Never overwritten: the next entry's header skips this one's data.
+                summary.skipped += 1
             } else {
+                created.append(target)
                 var written: UInt64 = 0
                 try writer.write(path: target, type: .file, size: header.size) { sink in
                     try reader.readData { block in
@@ -94,6 +133,12 @@ public enum Extractor {
         }
         try writer.close()
         return summary
+    }
+
+    /// Whether something is at `path`, a symbolic link included (not followed).
+    private static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
     }
 
     /// Bytes free for an unprivileged writer on the file system that holds `path`, or would (its nearest existing

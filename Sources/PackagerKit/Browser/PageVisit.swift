@@ -186,8 +186,8 @@ struct PageVisit: Sendable {
             }
             if let probe {
                 let value = try await browser.send(
-                    "Runtime.evaluate", ["expression": .string(probe), "awaitPromise": true, "returnByValue": true, "timeout": 20_000],
-                    session: session, timeout: 25)
+                    "Runtime.evaluate", ["expression": .string(probe), "awaitPromise": true, "returnByValue": true, "timeout": 60_000],
+                    session: session, timeout: 65)
                 recorder.probe = value["result"]["value"].string
             }
         } catch let error as DevTools.Failure where browser.gone == nil && error.message == DevTools.Failure.navigatedAway {
