@@ -94,8 +94,10 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
         switch error {
         case let error as IOError: return ConnectionFailure(reason: String(cString: strerror(error.errnoCode)))
         case let error as NIOConnectionError:
+            // An address dialled says why it failed; otherwise the name did not resolve.
+            if let dialled = error.connectionErrors.first { return readable(dialled.error) }
             if error.dnsAError != nil || error.dnsAAAAError != nil { return ConnectionFailure(reason: "the host name did not resolve") }
-            return error.connectionErrors.first.map { readable($0.error) } ?? error
+            return error
         default: return error
         }
     }

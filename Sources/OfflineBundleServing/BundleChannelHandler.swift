@@ -582,7 +582,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     private func answerFromCache(_ answer: ResponseCache.Answer, request: HTTPRequestHead, keepAlive: Bool, context: ChannelHandlerContext) {
-        var buffer = context.channel.allocator.buffer(capacity: answer.head.readableBytes + 96 + min(answer.body.memory, 16 << 10))
+        var buffer = context.channel.allocator.buffer(capacity: answer.head.readableBytes + 96 + min(answer.body.memory, Self.copiedKeptBody))
         buffer.writeImmutableBuffer(answer.head)
         let age = answer.age(at: time(nil))
         endHead(&buffer, age: age, keepAlive: keepAlive, http10: request.isHTTP10)
@@ -598,10 +598,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             send(buffer, context: context)
             if let gate {
                 // Sent without a copy: counted on the connection until the socket took it (``BodyGate/keptLimit``).
-                let written = context.eventLoop.makePromise(of: Void.self)
-                context.write(wrapOutboundOut(.byteBuffer(body)), promise: written)
+                gate.writeKept(wrapOutboundOut(.byteBuffer(body)), bytes: body.readableBytes, context: context)
                 unflushed = true
-                gate.holdKept(body.readableBytes, until: written.futureResult)
             } else {
                 send(body, context: context)
             }
@@ -843,6 +841,9 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 /// A stream that holds a turn and makes no progress for ``stallPeriod`` gives it to the next one (a browser stops
 /// reading a video's stream once its buffer is full, and other answers must not wait for it), while fewer than
 /// ``stalledLimit`` are stalled so: a connection holds the chunks of `limit + stalledLimit` bodies at most.
+///
+/// It also bounds the kept answers' bodies a connection has in flight (``keptLimit``), which go out as the response
+/// cache's own buffers.
 final class BodyGate: @unchecked Sendable {
     // @unchecked: used only on `loop` (every stream of a connection runs on the connection's event loop).
     let limit: Int
@@ -902,19 +903,30 @@ final class BodyGate: @unchecked Sendable {
     /// them in NIO's flow-control buffers, and the cache's budget stops counting them once it lets those answers go: a
     /// connection asking again and again for answers the cache then replaced would hold a copy of each. Past it, the
     /// next kept answer waits until the socket took some (``whenKeptFits(_:)``), holding nothing meanwhile; a client
-    /// that never reads is then closed by the idle timeout.
-    static let keptLimit = 4 << 20
+    /// that never reads is then closed by the idle timeout. (The limit is the largest body the cache keeps, so a kept
+    /// answer always goes when none is in flight.) A client that leaves one stream's window shut while it reads others
+    /// holds later kept answers of that connection until it reads that stream or closes it: browsers ask media, which
+    /// they pause, with Range requests, which are never answered from the cache.
+    static let keptLimit = ResponseCache.maxBody
     private var keptInFlight = 0
     private var keptWaiting = CircularBuffer<@Sendable () -> Void>()
 
-    /// Whether a kept body of `bytes` may go out now without a copy: always when none is in flight.
+    /// Whether a kept body of `bytes` may go out now without a copy (always when none is in flight: no kept body is larger
+    /// than the limit).
     func mayWriteKept(_ bytes: Int) -> Bool {
         loop.preconditionInEventLoop()
-        return keptInFlight == 0 || keptInFlight + bytes <= Self.keptLimit
+        return keptInFlight + bytes <= Self.keptLimit
+    }
+
+    /// Writes `data` (a kept body of `bytes`) through `context`, counting it in flight until the write completes.
+    func writeKept(_ data: NIOAny, bytes: Int, context: ChannelHandlerContext) {
+        let written = context.eventLoop.makePromise(of: Void.self)
+        context.write(data, promise: written)
+        holdKept(bytes, until: written.futureResult)
     }
 
     /// Counts `bytes` of a kept body as in flight until `written` completes; then the answers that waited try again.
-    func holdKept(_ bytes: Int, until written: EventLoopFuture<Void>) {
+    private func holdKept(_ bytes: Int, until written: EventLoopFuture<Void>) {
         loop.preconditionInEventLoop()
         keptInFlight += bytes
         written.whenComplete { _ in

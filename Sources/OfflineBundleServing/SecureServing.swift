@@ -293,9 +293,9 @@ final class HTTP2CacheFront: ChannelInboundHandler, RemovableChannelHandler {
         let empty = body.readableBytes == 0
         context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: headers, endStream: empty)))), promise: nil)
         if !empty {
-            let written = context.eventLoop.makePromise(of: Void.self)
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: written)
-            gate.holdKept(body.readableBytes, until: written.futureResult)
+            gate.writeKept(
+                wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), bytes: body.readableBytes,
+                context: context)
         }
         unflushed = true
         return true

@@ -34,8 +34,10 @@ extension Packager {
             try reportingErrors {
                 let limits = Extractor.Limits(entries: maxEntries, bytes: maxBytes.flatMap(DeclarationParser.byteSize).map { UInt64($0) })
                 let summary = try Extractor.extract(archive: archive, to: destination, stripComponents: stripComponents, limits: limits)
-                let skipped = summary.skipped == 0 ? "" : "; \(summary.skipped) files were there already and were left as they were"
-                print("extracted \(summary.files) files and \(summary.directories) folders (\(formatBytes(summary.bytes))) into \(destination)\(skipped)")
+                var notes = ""
+                if summary.skipped > 0 { notes += "; \(summary.skipped) files were there already and were left as they were" }
+                if summary.repeated > 0 { notes += "; \(summary.repeated) entries named a file an earlier entry wrote (the first was kept)" }
+                print("extracted \(summary.files) files and \(summary.directories) folders (\(formatBytes(summary.bytes))) into \(destination)\(notes)")
             }
         }
     }

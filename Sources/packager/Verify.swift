@@ -272,6 +272,9 @@ extension Packager {
                 try compare(&differs)
             } catch is ExitCode {
                 throw ExitCode(2)
+            } catch {
+                FileHandle.standardError.write(Data("packager: \(error)\n".utf8))
+                throw ExitCode(2)
             }
             if differs { throw ExitCode(1) }
         }

@@ -78,7 +78,7 @@ struct HTTP2CacheFrontTests {
             try channel.writeInbound(request(stream))
             return try channel.readInbound(as: HTTP2Frame.self)?.streamID == HTTP2StreamID(stream)
         }
-        // The first goes, whatever its size; with it not taken, a second would make 6 MiB in flight: it goes on.
+        // The first goes; with it not taken, a second would make 6 MiB in flight: it goes on.
         #expect(try !passedOn(1))
         #expect(try passedOn(3))
         #expect(held.frames.map(\.streamID) == [1, 1])

@@ -258,8 +258,8 @@ struct SecureServingTests {
             s.sendall(initial_window(LARGEST))
             read_after(s, sys.argv[3], 10)
             """#, server: server, folder: folder, served: served, logged: 5)
-        // The first, then four kept answers of 1 MiB on the connection (the first of them goes whatever its size; then
-        // up to 4 MiB in flight); the other six wait for the socket to take some, and are not answered meanwhile.
+        // The first, then four kept answers of 1 MiB on the connection (up to 4 MiB in flight); the other six wait for
+        // the socket to take some, and are not answered meanwhile.
         #expect(started == 5, "\(started) answered while the windows took nothing")
         #expect(printed.contains("ended 10"), "\(printed)")
         #expect(served.all.count == 11 && served.all.allSatisfy { $0.status == 200 })

@@ -127,6 +127,18 @@ struct ArchiveTests {
         #expect(failed?.message.contains("what the extraction had written was removed") == true, "\(String(describing: failed))")
         let left = try FileManager.default.subpathsOfDirectory(atPath: out.path + "/e")
         #expect(left == ["mine.txt"], "\(left)")
+
+        // An archive that names one file twice: the first is kept, and the second is not counted as there already.
+        _ = try await run(
+            "python3",
+            [
+                "-c",
+                "import sys, zipfile, warnings; warnings.simplefilter('ignore'); z = zipfile.ZipFile(sys.argv[1], 'w'); z.writestr('t.txt', 'first'); z.writestr('t.txt', 'second'); z.close()",
+                out.path + "/twice.zip",
+            ])
+        let twice = try Extractor.extract(archive: out.path + "/twice.zip", to: out.path + "/t")
+        #expect(twice.files == 1 && twice.repeated == 1 && twice.skipped == 0, "\(twice)")
+        #expect(try String(contentsOfFile: out.path + "/t/t.txt", encoding: .utf8) == "first")
     }
 
     @Test("extract writes a bundle's entries, identical to unzip's")

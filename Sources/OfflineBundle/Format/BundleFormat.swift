@@ -29,6 +29,13 @@ public enum BundleFormat {
 
     /// The ZIP entry name of the body with this SHA-256 digest, spelled with `digits` hex digits (16 unless another
     /// body of the bundle shares them).
+    /// Whether `name` is a version-2 body's entry name: `b/` and 16 to 64 lowercase hexadecimal digits (§2.1).
+    package static func isBodyName(_ name: String) -> Bool {
+        guard name.hasPrefix(bodyPrefix) else { return false }
+        let digits = name.utf8.dropFirst(bodyPrefix.utf8.count)
+        return (16...64).contains(digits.count) && digits.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+    }
+
     public static func bodyEntryName(sha256: [UInt8], digits: Int = 16) -> String {
         bodyPrefix + String(hexString(sha256).prefix(digits))
     }

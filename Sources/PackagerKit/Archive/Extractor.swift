@@ -9,6 +9,8 @@ public enum Extractor {
         public var bytes: UInt64
         /// Files left as they were: the destination held one of that name already (never overwritten).
         public var skipped = 0
+        /// Entries naming a file an earlier entry of the archive wrote (the first is kept).
+        public var repeated = 0
     }
 
     /// How much an extraction may write: an archive that lists more entries, or declares or writes more bytes, is
@@ -95,6 +97,7 @@ public enum Extractor {
         let reader = try LibArchive.Reader(path: archive)
         let writer = try LibArchive.DiskWriter()
         var summary = Summary(files: 0, directories: 0, bytes: 0)
+        var written = Set<String>()
         while let header = try reader.next() {
             guard let relative = try safeRelativePath(header.path, stripComponents: stripComponents) else { continue }
             let target = root + "/" + relative
@@ -108,14 +111,16 @@ public enum Extractor {
             }
             created += missing
             if header.type == .directory {
-                if !existed { created.append(target) }
+                guard !existed else { continue }
+                created.append(target)
                 try writer.write(path: target, type: .directory, size: 0) { _ in }
                 summary.directories += 1
             } else if existed {
                 // Never overwritten: the next entry's header skips this one's data.
-                summary.skipped += 1
+                if written.contains(target) { summary.repeated += 1 } else { summary.skipped += 1 }
             } else {
                 created.append(target)
+                written.insert(target)
                 var written: UInt64 = 0
                 try writer.write(path: target, type: .file, size: header.size) { sink in
                     try reader.readData { block in
@@ -135,7 +140,9 @@ public enum Extractor {
         return summary
     }
 
-    /// Whether something is at `path`, a symbolic link included (not followed).
+    /// Whether something is at `path`, a symbolic link included (not followed). Asked just before each write, whose
+    /// libarchive flags refuse to overwrite as well: something another process puts there in between is left alone
+    /// by the write, though a failed extraction would then remove it with what it wrote.
     private static func exists(_ path: String) -> Bool {
         var info = stat()
         return lstat(path, &info) == 0

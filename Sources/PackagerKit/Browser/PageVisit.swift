@@ -154,6 +154,7 @@ struct PageVisit: Sendable {
         }
         defer { Task { _ = try? await browser.send("Target.closeTarget", ["targetId": .string(target)], timeout: 5) } }
         let handler = recorder.handler(browser: browser, decide: decide)
+        var loaded = false
         browser.setHandler(session: session, handler)
         defer {
             browser.removeHandler(session: session)
@@ -171,6 +172,7 @@ struct PageVisit: Sendable {
             if await !recorder.waitForLoad(timeout: timeout, browser: browser) {
                 return recorder.result(problem: browser.gone ?? "the page did not finish loading in \(Int(timeout)) s")
             }
+            loaded = true
             await recorder.waitForQuiet(limit: min(5, timeout), browser: browser)
             // Declared scripts may take up to the page timeout, on top of the declared waits.
             let budget = 10_000 + behaviours.waits(on: url) + (behaviours.declared.isEmpty ? 0 : Int(timeout * 1000))
@@ -190,9 +192,10 @@ struct PageVisit: Sendable {
                     session: session, timeout: 65)
                 recorder.probe = value["result"]["value"].string
             }
-        } catch let error as DevTools.Failure where browser.gone == nil && error.message == DevTools.Failure.navigatedAway {
-            // The page went elsewhere on its own (a script set location) while a command ran on it: what it asked for
-            // until then is recorded, and the page it went to is a link like any other, not a problem of this page.
+        } catch let error as DevTools.Failure where loaded && browser.gone == nil && error.message == DevTools.Failure.navigatedAway {
+            // Loaded, the page went elsewhere on its own (a script set location) while a command ran on it: what it
+            // asked for until then is recorded (the page it went to among it), not a problem of this page. Before its
+            // load, the same answer may mean a tab closed: that stays a problem.
             return recorder.result(problem: nil)
         } catch {
             return recorder.result(problem: browser.gone ?? "\(error)")

@@ -58,7 +58,9 @@ public enum Inspector {
     /// Lists the bundle or archive at `path`.
     ///
     /// A packager bundle is listed by request key from its manifest; any other
-    /// archive is listed by entry through libarchive.
+    /// archive is listed by entry through libarchive. A ZIP without its end
+    /// records that holds a bundle's entries (`index.bin`, `b/…`) is a bundle cut
+    /// short, refused as such.
     ///
     /// A URL is a remote bundle, read through `remote` (its index and manifest only).
     public static func inspect(path: String, remote: RemoteOptions? = nil) throws -> Listing {
@@ -68,9 +70,11 @@ public enum Inspector {
         } catch let error as BundleError where error.code == .notABundle {
             let archive = try inspectArchive(path: path)
             // A bundle cut short (its end records gone) still reads as a stream of ZIP entries: listing its `b/…` files
-            // as a plain archive would hide that it is a damaged bundle. (A tarball `packager export` wrote holds the
-            // same names, and is one.)
-            if archive.format.uppercased().hasPrefix("ZIP"), archive.entries.contains(where: { looksLikeBundleEntry($0.path) }) {
+            // as a plain archive would hide that it is a damaged bundle. (A whole ZIP of the same names, a bundle
+            // extracted and zipped again, or a tarball `packager export` wrote, is an archive like any other.)
+            if archive.format.uppercased().hasPrefix("ZIP"), archive.entries.contains(where: { looksLikeBundleEntry($0.path) }),
+                (try? ZipDirectory.locate(in: BundleFile(path: path))) == nil
+            {
                 throw BundleError(
                     .truncated,
                     "\(path) holds a packager bundle's entries (index.bin, b/…) but cannot be mounted: \(error.message); it is damaged or cut short")
@@ -82,10 +86,7 @@ public enum Inspector {
     /// Whether an archive's entry name is one only a packager bundle writes: `index.bin`, or `b/` and 16 to 64
     /// lowercase hexadecimal digits (docs/FORMAT.md §2.1).
     static func looksLikeBundleEntry(_ name: String) -> Bool {
-        if name == BundleFormat.indexEntryName { return true }
-        guard name.hasPrefix("b/") else { return false }
-        let digits = name.utf8.dropFirst(2)
-        return (16...64).contains(digits.count) && digits.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+        name == BundleFormat.indexEntryName || BundleFormat.isBodyName(name)
     }
 
     /// Lists a bundle.
