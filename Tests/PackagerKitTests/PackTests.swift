@@ -72,7 +72,8 @@ struct PackTests {
         #expect(archive.status == 0 && archive.output.contains("not a packager bundle"), "\(archive.output)")
         // A whole ZIP of a bundle's files (extracted, then zipped again) is an archive like any other, not a damaged bundle.
         #expect(try await run(packagerExecutable, ["extract", out.path + "/a.zip", out.path + "/files"]).status == 0)
-        let rezipped = try await run("/usr/bin/env", ["bsdtar", "-a", "-cf", out.path + "/again.zip", "-C", out.path + "/files", "index.bin", "manifest.json", "b"])
+        let rezipped = try await run(
+            "/usr/bin/env", ["bsdtar", "-a", "-cf", out.path + "/again.zip", "-C", out.path + "/files", "index.bin", "manifest.json", "b"])
         #expect(rezipped.status == 0, "\(rezipped.output)")
         let again = try await run(packagerExecutable, ["inspect", out.path + "/again.zip"])
         #expect(again.status == 0 && again.output.contains("not a packager bundle") && again.output.contains("index.bin"), "\(again.output)")
