@@ -409,6 +409,14 @@ struct BinaryPatchTests {
         try flipByte(at: offset, in: path + "/damaged.zip")
         let damaged = try await run(packagerExecutable, ["check", path + "/damaged.zip", path + "/old.zip"])
         #expect(damaged.status == 1 && damaged.output.contains("FAILED"), "\(damaged.output)")
+        // An entry no delta holds, added to its ZIP: it still mounts (nothing reads it); the check names it.
+        try FileManager.default.copyItem(atPath: path + "/delta.zip", toPath: path + "/extra.zip")
+        let added = try await run(
+            "/usr/bin/python3",
+            ["-c", "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1], 'a'); z.writestr('evil.html', '<script></script>'); z.close()", path + "/extra.zip"])
+        #expect(added.status == 0, "\(added.output)")
+        let extra = try await run(packagerExecutable, ["check", path + "/extra.zip", path + "/old.zip"])
+        #expect(extra.status == 1 && extra.output.contains("evil.html: unexpected entry in a delta bundle"), "\(extra.output)")
     }
 
     @Test("a delta whose patches were altered is refused at mount, or its body at read, never a wrong byte")

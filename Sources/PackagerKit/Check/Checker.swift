@@ -60,8 +60,8 @@ public enum Checker {
     ///
     /// - Parameter bases: when `path` is a delta bundle, the bundle it was made over (itself a delta over the next, and
     ///   so on, as `packager serve` takes them): the bundle the delta stands for is checked, every body read through
-    ///   the delta's patches or from its base and held to its digest. The delta's own container is checked by its
-    ///   mount (its index to the digest it names, its entries' bounds).
+    ///   the delta's patches or from its base and held to its digest. The delta's own container is checked as a
+    ///   bundle's is: its entries' names, local headers and extents.
     /// - Parameter publicKey: when given (32 raw bytes), the bundle must carry a valid signature by it.
     /// - Parameter remote: how to read `path` when it is a URL (the whole object is fetched once: every body is read).
     public static func check(path: String, bases: [String] = [], publicKey: [UInt8]? = nil, remote: RemoteOptions? = nil) -> Report {
@@ -85,8 +85,10 @@ public enum Checker {
         report.entries = bundle.entryCount
         report.bodies = bundle.bodyCount
         report.digest = bundle.digest
-        // A delta's container holds what changed (bodies, patches); the bundle it stands for is checked through it.
-        if bundle.base == nil { checkBodyRecords(bundle, centralDirectory: checkContainer(bundle, into: &report), into: &report) }
+        // A delta's container holds what changed (bodies, patches): checked as a container; the bundle it stands for
+        // is checked through it.
+        let cdBodies = checkContainer(bundle, into: &report)
+        if bundle.base == nil { checkBodyRecords(bundle, centralDirectory: cdBodies, into: &report) }
         checkBodies(bundle, into: &report)
         checkHashTable(bundle, into: &report)
         checkHeaderBlocks(bundle, into: &report)
@@ -144,22 +146,29 @@ public enum Checker {
         func issue(_ entry: String?, _ message: String) { report.issue(entry, message) }
         func issue(_ error: any Error) { report.record(error) }
         var cdBodies = [UInt64: ZipCentralEntry]()
-        // Version 2 names a body `b/` + 16 to 64 hex digits; version 1 `bodies/` + 64.
-        let (prefix, digits) = bundle.formatVersion == 1 ? (BundleFormat.v1BodyPrefix, 64...64) : (BundleFormat.bodyPrefix, 16...64)
+        // Version 2 names a body `b/` + 16 to 64 hex digits, and a delta a patch `p/` + as many; version 1 `bodies/` + 64.
+        let isDelta = bundle.base != nil
+        let (prefixes, digits) =
+            bundle.formatVersion == 1
+            ? ([BundleFormat.v1BodyPrefix], 64...64) : (isDelta ? [BundleFormat.bodyPrefix, MountedBundle.patchPrefix] : [BundleFormat.bodyPrefix], 16...64)
+        var known = [BundleFormat.indexEntryName, BundleFormat.manifestEntryName, BundleFormat.signatureEntryName]
+        if isDelta {
+            known += [BundleFormat.deltaEntryName, MountedBundle.indexEditName, MountedBundle.indexPatchName, MountedBundle.manifestPatchName]
+        }
         do {
             var extents = [(start: UInt64, end: UInt64, name: String)]()
             var seen = Set<String>()
             try bundle.directory.forEachEntry(from: bundle.file) { entry in
                 if !seen.insert(entry.name).inserted { issue(entry.name, "listed twice in the central directory") }
-                let hex = entry.name.dropFirst(prefix.count)
-                let isBody =
-                    entry.name.hasPrefix(prefix) && digits.contains(hex.utf8.count)
-                    && hex.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
-                let known = [BundleFormat.indexEntryName, BundleFormat.manifestEntryName, BundleFormat.signatureEntryName]
+                let isBody = prefixes.contains { prefix in
+                    let hex = entry.name.dropFirst(prefix.count)
+                    return entry.name.hasPrefix(prefix) && digits.contains(hex.utf8.count)
+                        && hex.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+                }
                 if isBody {
                     cdBodies[entry.localHeaderOffset] = entry
                 } else if !known.contains(entry.name) {
-                    issue(entry.name, "unexpected entry in a bundle")
+                    issue(entry.name, isDelta ? "unexpected entry in a delta bundle" : "unexpected entry in a bundle")
                 }
                 do {
                     let header = try bundle.file.read(at: entry.localHeaderOffset, count: ZipConstants.localHeaderSize, what: "local header of \(entry.name)")
