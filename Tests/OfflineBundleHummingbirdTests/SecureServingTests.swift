@@ -27,6 +27,14 @@ struct SecureServingTests {
             tls: .init(certificateChain: folder.path + "/server.pem", privateKey: folder.path + "/server.key"))
     }
 
+    /// A logged server over HTTPS for a bundle of one 1 MiB body, `/page.bin` (kept whole by the cache once asked).
+    func startWithPage(seed: UInt64) async throws -> (TemporaryFolder, ServedLog, OfflineBundleChannelServer) {
+        let folder = try TemporaryFolder()
+        try writeBundle(["\(Self.origin)/page.bin": noise(1 << 20, seed: seed)], to: folder.path + "/b.zip")
+        let served = ServedLog()
+        return (folder, served, try await startLogged(folder.path + "/b.zip", folder: folder, served: served))
+    }
+
     /// Runs a raw HTTP/2 client that reads nothing until told: `body` is Python run after it connected (`s`, by h2raw),
     /// with the file to wait for as `sys.argv[3]`. Once `served` logged `logged` answers and a second more went by, the
     /// answers logged are counted, the client is told to read, and it is waited for: the count and what it printed.
@@ -75,6 +83,11 @@ struct SecureServingTests {
                 def literal(name, value): return bytes([0, len(name)]) + name + bytes([len(value)]) + value
                 block = literal(b":method", b"GET") + literal(b":scheme", b"https") + literal(b":path", path.encode()) + literal(b":authority", b"127.0.0.1")
                 return len(block).to_bytes(3, "big") + bytes([1, 5]) + stream.to_bytes(4, "big") + block
+            def keep_first(s, path):
+                """The preface with wide windows, and a GET of `path` read whole: kept by the server, under this client's Host."""
+                s.sendall(preface(LARGEST, LARGEST) + get(1, path))
+                for kind, flags, stream, length in frames(s):
+                    if kind == 0 and flags & 1: break
             def read_after(s, go, streams):
                 """Reads nothing until the file `go` appears (the test says so, however slow the machine), then reads
                 until `streams` answers ended (END_STREAM on DATA), and prints how many did."""
@@ -237,20 +250,13 @@ struct SecureServingTests {
         "an HTTP/2 client whose windows take nothing holds at most 4 MiB of kept answers: the rest wait, holding nothing, and all arrive whole once it opens them"
     )
     func keptAnswersInFlightAreBounded() async throws {
-        let folder = try TemporaryFolder()
-        let page = noise(1 << 20, seed: 13)
-        try writeBundle(["\(Self.origin)/page.bin": page], to: folder.path + "/b.zip")
-        let served = ServedLog()
-        let server = try await startLogged(folder.path + "/b.zip", folder: folder, served: served)
+        let (folder, served, server) = try await startWithPage(seed: 13)
         defer { Task { await server.stop() } }
         let (started, printed) = try await runHeldClient(
             #"""
             def initial_window(size):
                 return bytes([0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 4]) + size.to_bytes(4, "big")
-            # The first answer read whole: it is kept, under the key of this client's Host.
-            s.sendall(preface(LARGEST, LARGEST) + get(1, "/page.bin"))
-            for kind, flags, stream, length in frames(s):
-                if kind == 0 and flags & 1: break
+            keep_first(s, "/page.bin")
             # Windows that take nothing, then ten asks for the kept answer.
             s.sendall(initial_window(0) + b"".join(get(stream, "/page.bin") for stream in range(3, 22, 2)))
             import os, time
@@ -269,21 +275,14 @@ struct SecureServingTests {
         "an HTTP/2 client that opens its windows wide, asks a kept 1 MiB answer 30 times and reads nothing for a second gets all 30 whole once it reads (answers from the cache wait for the connection as the streams' do)"
     )
     func keptAnswersToAClientThatReadsLate() async throws {
-        let folder = try TemporaryFolder()
-        let page = noise(1 << 20, seed: 12)
-        try writeBundle(["\(Self.origin)/page.bin": page], to: folder.path + "/b.zip")
-        let served = ServedLog()
-        let server = try await startLogged(folder.path + "/b.zip", folder: folder, served: served)
+        let (folder, served, server) = try await startWithPage(seed: 12)
         defer { Task { await server.stop() } }
         // The answers are 1 MiB each, kept by the cache of whole answers (which keeps a body up to 4 MiB): 30 of them are
         // more than the socket buffers hold. What the server holds meanwhile is measured by scripts/bench-attack.sh (a
         // kept page asked by clients that never read).
         let (_, printed) = try await runHeldClient(
             #"""
-            # The first answer read whole: it is kept, under the key of this client's Host.
-            s.sendall(preface(LARGEST, LARGEST) + get(1, "/page.bin"))
-            for kind, flags, stream, length in frames(s):
-                if kind == 0 and flags & 1: break
+            keep_first(s, "/page.bin")
             s.sendall(b"".join(get(stream, "/page.bin") for stream in range(3, 62, 2)))
             read_after(s, sys.argv[3], 30)
             """#, server: server, folder: folder, served: served, logged: 2)
