@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 
 /// A bundle's request variants (docs/FORMAT.md §5.4), by URL: for each URL with qualified entries, every candidate
@@ -37,6 +38,10 @@ final class VariantTable: Sendable {
 
     /// The URL's group, when it has qualified entries.
     func group(_ url: UnsafeRawBufferPointer, hash: UInt64) -> Group? {
-        groups[hash]?.first { $0.url.count == url.count && $0.url.elementsEqual(url) }
+        guard let found = groups[hash] else { return nil }
+        for group in found where group.url.count == url.count {
+            if url.isEmpty || group.url.withUnsafeBytes({ memcmp($0.baseAddress!, url.baseAddress!, url.count) == 0 }) { return group }
+        }
+        return nil
     }
 }

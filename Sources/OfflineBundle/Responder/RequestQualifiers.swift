@@ -254,6 +254,18 @@ extension RequestQualifiers {
         let digest: [UInt8]?
         /// Qualifiers it carries (a plain entry none).
         let size: Int
+        /// The method, as ``qualifiers`` holds it (read here without copying the qualifiers for each request).
+        let method: String
+        /// What each of the qualifiers' headers is matched by.
+        let kinds: [HeaderKind]
+        /// Whether the qualifiers name `authorization` or `proxy-authorization` (a request carrying a credential the
+        /// candidate was not recorded with does not get it).
+        let namesAuthorization: Bool
+        let namesProxyAuthorization: Bool
+
+        enum HeaderKind {
+            case accept, acceptLanguage, credential, other
+        }
 
         package init(entry: Int, qualifiers: RequestQualifiers, contentType: String?, contentLanguage: String?) {
             self.entry = entry
@@ -279,6 +291,26 @@ extension RequestQualifiers {
                 return bytes
             }
             size = qualifiers.headers.count + (qualifiers.isPlain ? 0 : 1)
+            method = qualifiers.method
+            kinds = qualifiers.headers.map { header in
+                switch header.name {
+                case "accept": .accept
+                case "accept-language": .acceptLanguage
+                case "authorization", "proxy-authorization", "cookie": .credential
+                default: .other
+                }
+            }
+            namesAuthorization = qualifiers.headers.contains { $0.name == "authorization" }
+            namesProxyAuthorization = qualifiers.headers.contains { $0.name == "proxy-authorization" }
+        }
+    }
+
+    /// Bytes, not Unicode equivalence: a key holds the bytes a request sent; both absent is a match.
+    static func sameBytes(_ sent: String?, _ recorded: String?) -> Bool {
+        switch (sent, recorded) {
+        case (nil, nil): true
+        case (let a?, let b?): a.utf8.elementsEqual(b.utf8)
+        default: false
         }
     }
 
@@ -298,6 +330,12 @@ extension RequestQualifiers {
         let method = upper == "HEAD" ? "GET" : upper
         var requestDigest: SHA256Digest??
         var best: (entry: Int, score: (Double, Int, Int))?
+        // Which credentials the request carries, read once (not per candidate).
+        var carriesAuthorization = false
+        var carriesProxyAuthorization = false
+        for field in headers {
+            if field.name == .authorization { carriesAuthorization = true } else if field.name == .proxyAuthorization { carriesProxyAuthorization = true }
+        }
         // Each header's value is looked up once per request, whatever the candidates (HTTPFields' subscript searches
         // and joins every time).
         var looked: [(name: String, value: String?)] = []
@@ -312,41 +350,36 @@ extension RequestQualifiers {
             return value
         }
         for candidate in candidates {
-            let q = candidate.qualifiers
-            guard q.method == method else { continue }
+            guard candidate.method == method else { continue }
             if requestDigest == nil {
                 requestDigest = .some(body.flatMap { $0.isEmpty ? nil : $0.withUnsafeBytes { SHA256.hash(data: $0) } })
             }
             guard same(candidate.digest, requestDigest!) else { continue }
+            // A credential the request carries goes only to an answer recorded with one of its scheme (a cookie only
+            // where the answer varies on it: browsers send cookies everywhere).
+            if (carriesAuthorization && !candidate.namesAuthorization) || (carriesProxyAuthorization && !candidate.namesProxyAuthorization) { continue }
             var weight = 1.0
             var exact = 0
             var acceptable = true
-            for (k, header) in q.headers.enumerated() where acceptable {
-                let sent = sentValue(header.name, candidate.fields[k]).map { keyValue(name: header.name, value: $0) }
-                if sent == header.value { exact += 1 }
-                switch header.name {
-                case "accept":
-                    weight *= Double(sentValue("accept", .accept).map { Scan.mediaWeight($0, candidate) } ?? 1000) / 1000
-                case "accept-language" where candidate.hasLanguage:
-                    weight *= Double(sentValue("accept-language", .acceptLanguage).map { Scan.languageWeight($0, candidate) } ?? 1000) / 1000
-                case "authorization", "proxy-authorization", "cookie":
-                    // A credential by its scheme (keyValue keeps only that; a cookie by its presence).
-                    acceptable = sent?.lowercased() == header.value?.lowercased()
-                default:
-                    // Bytes, not Unicode equivalence: a key holds the bytes a request sent.
-                    switch (sent, header.value) {
-                    case (nil, nil): acceptable = true
-                    case (let a?, let b?): acceptable = a.utf8.elementsEqual(b.utf8)
-                    default: acceptable = false
+            if !candidate.kinds.isEmpty {
+                for (k, header) in candidate.qualifiers.headers.enumerated() where acceptable {
+                    let sent = sentValue(header.name, candidate.fields[k]).map { keyValue(name: header.name, value: $0) }
+                    if sent == header.value { exact += 1 }
+                    switch candidate.kinds[k] {
+                    case .accept:
+                        weight *= Double(sentValue("accept", .accept).map { Scan.mediaWeight($0, candidate) } ?? 1000) / 1000
+                    case .acceptLanguage where candidate.hasLanguage:
+                        weight *= Double(sentValue("accept-language", .acceptLanguage).map { Scan.languageWeight($0, candidate) } ?? 1000) / 1000
+                    case .acceptLanguage:
+                        // Stored without a language: matched by value, as any other header.
+                        acceptable = sameBytes(sent, header.value)
+                    case .credential:
+                        // A credential by its scheme (keyValue keeps only that; a cookie by its presence).
+                        acceptable = sent?.lowercased() == header.value?.lowercased()
+                    case .other:
+                        acceptable = sameBytes(sent, header.value)
                     }
-                }
-                if weight == 0 { acceptable = false }
-            }
-            // A credential the request carries goes only to an answer recorded with one of its scheme (a cookie only
-            // where the answer varies on it: browsers send cookies everywhere).
-            if acceptable, headers.contains(where: { $0.name == .authorization || $0.name == .proxyAuthorization }) {
-                for name in ["authorization", "proxy-authorization"] where acceptable && !q.headers.contains(where: { $0.name == name }) {
-                    if let field = HTTPField.Name(name), headers[field] != nil { acceptable = false }
+                    if weight == 0 { acceptable = false }
                 }
             }
             guard acceptable else { continue }
