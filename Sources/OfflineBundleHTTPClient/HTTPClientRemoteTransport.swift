@@ -64,7 +64,8 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
     }
 
     /// Sends `request` through the client, collecting at most `request.maxBodyBytes` of its body, within
-    /// `request.timeout`; `completion` runs on the client's event loop.
+    /// `request.timeout`; `completion` runs on the client's event loop. A connection that cannot be made fails with
+    /// ``ConnectionFailure``.
     public func send(_ request: RemoteRequest, completion: @escaping @Sendable (Result<RemoteReply, any Error>) -> Void) {
         let prepared: HTTPClient.Request
         do {
@@ -92,19 +93,24 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
     /// saw the failure ("connection reset (error set): Connection refused (errno: 111)" for a refused connection).
     static func readable(_ error: any Error) -> any Error {
         switch error {
-        case let error as IOError: return ConnectionFailure(reason: String(cString: strerror(error.errnoCode)))
-        case let error as NIOConnectionError:
+        case let io as IOError: return ConnectionFailure(reason: String(cString: strerror(io.errnoCode)), underlying: io)
+        case let failed as NIOConnectionError:
             // An address dialled says why it failed; otherwise the name did not resolve.
-            if let dialled = error.connectionErrors.first { return readable(dialled.error) }
-            if error.dnsAError != nil || error.dnsAAAAError != nil { return ConnectionFailure(reason: "the host name did not resolve") }
-            return error
+            if let dialled = failed.connectionErrors.first {
+                return ConnectionFailure(reason: (readable(dialled.error) as? ConnectionFailure)?.reason ?? "\(dialled.error)", underlying: failed)
+            }
+            if failed.dnsAError != nil || failed.dnsAAAAError != nil { return ConnectionFailure(reason: "the host name did not resolve", underlying: failed) }
+            return failed
         default: return error
         }
     }
 
-    /// A connection that could not be made or broke, by the system's reason.
-    struct ConnectionFailure: Error, CustomStringConvertible {
-        var reason: String
-        var description: String { "connection failed: \(reason)" }
+    /// A connection to the bundle's server that could not be made or broke: the system's reason, and NIO's error.
+    public struct ConnectionFailure: Error, CustomStringConvertible {
+        /// The system's reason, as `strerror` gives it ("Connection refused"), or that the host name did not resolve.
+        public var reason: String
+        /// The error NIO reported (an `IOError` or a `NIOConnectionError`).
+        public var underlying: any Error
+        public var description: String { "connection failed: \(reason)" }
     }
 }

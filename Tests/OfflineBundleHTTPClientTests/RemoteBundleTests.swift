@@ -561,6 +561,15 @@ struct RemoteBundleFaultTests {
         }
     }
 
+    @Test("a bundle URL whose port refuses connections is refused in words: the system's reason, the attempts")
+    func refusedConnectionInWords() async throws {
+        let url = "http://127.0.0.1:\(try closedPort())/release.zip"
+        let error = await #expect(throws: BundleError.self) {
+            try await MountedBundle.mount(url: url, remote: RemoteBundleTests.remote(cache: nil, retries: 0))
+        }
+        #expect(error?.message == "cannot read \(url): connection failed: Connection refused (1 attempt)", "\(String(describing: error))")
+    }
+
     @Test("a truncated object, a damaged index and a damaged body are refused, naming the URL; never a wrong byte")
     func damaged() async throws {
         let (_, bytes) = try release()

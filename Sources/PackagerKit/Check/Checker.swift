@@ -257,37 +257,30 @@ public enum Checker {
     /// The manifest against the index.
     private static func checkManifest(_ bundle: MountedBundle, into report: inout Report) {
         func issue(_ entry: String?, _ message: String) { report.issue(entry, message) }
-        func issue(_ error: any Error) { report.record(error) }
-        if bundle.base != nil {
-            // A delta carries its manifest whole or as a patch of its base's: rebuilt and held to the index's digest.
-            do {
-                let manifest = try JSONDecoder().decode(Manifest.self, from: Data(try bundle.manifestBytes()))
-                compare(manifest, with: bundle, issue: issue)
-            } catch let error as DecodingError {
-                issue(BundleFormat.manifestEntryName, "is not a valid manifest: \(error)")
-            } catch {
-                issue(error)
-            }
-        } else if let manifestEntry = bundle.metadata[BundleFormat.manifestEntryName] {
-            do {
+        do {
+            let bytes: [UInt8]
+            if bundle.base != nil {
+                // A delta carries its manifest whole or as a patch of its base's: rebuilt and held to the index's digest.
+                bytes = try bundle.manifestBytes()
+            } else {
+                guard let manifestEntry = bundle.metadata[BundleFormat.manifestEntryName] else {
+                    issue(BundleFormat.manifestEntryName, "missing")
+                    return
+                }
                 // Bounded by what the entries can need, so a swapped-in bomb is refused before it is inflated; a
                 // manifest within it that differs is still compared, to name what differs.
-                let bytes = try MountedBundle.readMetadataEntry(
+                bytes = try MountedBundle.readMetadataEntry(
                     manifestEntry, from: bundle.file, limit: bundle.manifestLimitForEntries, bodyArea: bundle.directory.centralDirectoryOffset)
                 if Array(SHA256.hash(data: bytes)) != bundle.index.manifestSHA256 {
                     issue(BundleFormat.manifestEntryName, "its SHA-256 differs from the one index.bin records")
                 }
-                let manifest = try JSONDecoder().decode(Manifest.self, from: Data(bytes))
-                compare(manifest, with: bundle, issue: issue)
-            } catch let error as DecodingError {
-                issue(BundleFormat.manifestEntryName, "is not a valid manifest: \(error)")
-            } catch {
-                issue(error)
             }
-        } else {
-            issue(BundleFormat.manifestEntryName, "missing")
+            compare(try JSONDecoder().decode(Manifest.self, from: Data(bytes)), with: bundle, issue: issue)
+        } catch let error as DecodingError {
+            issue(BundleFormat.manifestEntryName, "is not a valid manifest: \(error)")
+        } catch {
+            report.record(error)
         }
-
     }
 
     /// The bundle digest and the signature.
