@@ -284,7 +284,15 @@ private final class Recorder: Sendable {
             case "Inspector.targetCrashed":
                 state.withLockedValue { $0.crashed = "the page crashed the browser's renderer" }
             case "Page.javascriptDialogOpening":
-                Task { _ = try? await browser.send("Page.handleJavaScriptDialog", ["accept": false], session: session, timeout: 5) }
+                // A page held by a dialog is not quiet: what its script asks for after the dialog counts as the page's.
+                state.withLockedValue { $0.inFlight += 1 }
+                Task {
+                    _ = try? await browser.send("Page.handleJavaScriptDialog", ["accept": false], session: session, timeout: 5)
+                    self.state.withLockedValue {
+                        $0.inFlight -= 1
+                        $0.lastActivity = Date()
+                    }
+                }
             case "Network.requestWillBeSent":
                 let initiator = params["initiator"]
                 let by = initiator["url"].string ?? initiator["stack"]["callFrames"].array.first?["url"].string
