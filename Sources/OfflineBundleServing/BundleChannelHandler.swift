@@ -65,6 +65,12 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
     /// An answer is being read off the event loop or streamed: later requests wait, and the connection is not idle.
     private var busy = false
+    /// An answer's parts are being written. A handler in front may report the channel writable from inside one of
+    /// those writes (one that flushes on its own, as a TLS coalescer past its buffer does): the requests that wait are
+    /// then answered once this answer's writes are done, never between them.
+    private var writing = false
+    /// The channel became writable while an answer was written: the waiting requests are resumed after it.
+    private var resumeAfterWriting = false
     /// A response ended the connection: later requests are not answered.
     private var closing = false
     /// A read the channel asked for while too many requests waited.
@@ -265,6 +271,10 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// After an answer that went off the event loop, or once the channel is writable again: the requests that waited,
     /// in order, while the channel takes more.
     private func resume(context: ChannelHandlerContext) {
+        if writing {
+            resumeAfterWriting = true
+            return
+        }
         while !busy, !closing, context.channel.isWritable, let next = waiting.popFirst() {
             waitingBodyBytes -= next.body?.readableBytes ?? 0
             respond(to: next, context: context)
@@ -332,6 +342,22 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     private func respond(to pending: Pending, context: ChannelHandlerContext) {
+        whileWriting(context: context) { answer(pending, context: context) }
+    }
+
+    /// Runs `write`, which writes an answer's parts, so that a resume asked for meanwhile waits until it returns.
+    private func whileWriting(context: ChannelHandlerContext, _ write: () -> Void) {
+        let outer = writing
+        writing = true
+        write()
+        writing = outer
+        if !outer && resumeAfterWriting {
+            resumeAfterWriting = false
+            resume(context: context)
+        }
+    }
+
+    private func answer(_ pending: Pending, context: ChannelHandlerContext) {
         let request = pending.head
         version = request.version
         // An HTTP/2 stream (one request each) is not a connection to keep or close.
@@ -436,18 +462,21 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
                 // A stream reset while its first chunks were read: its turn goes back now, not while they were read.
                 guard !handler.removed else { return handler.releaseGate() }
                 if case .success(.some) = result {} else { handler.releaseGate() }
-                switch result {
-                case .success(let opened?):
-                    handler.start(response, opened, answer: answer, filling: filling, context: context)
-                case .success(nil):
-                    handler.sendHead(response, context: context)
-                    handler.end(keepAlive: keepAlive, context: context)
-                case .failure(let error as BundleError) where error.code == .changed && pending.again < Self.maxAgain:
+                if case .failure(let error as BundleError) = result, error.code == .changed, pending.again < Self.maxAgain {
                     // A remote bundle replaced since it was mounted: asked again once the reloader has mounted the new one.
                     return handler.answerAgain(pending, after: generation, context: context)
-                case .failure:
-                    // Never half-serve: a body that fails its checks is an error response (counted by the answer).
-                    handler.empty(500, response.record, request: request, keepAlive: keepAlive, context: context)
+                }
+                handler.whileWriting(context: context) {
+                    switch result {
+                    case .success(let opened?):
+                        handler.start(response, opened, answer: answer, filling: filling, context: context)
+                    case .success(nil):
+                        handler.sendHead(response, context: context)
+                        handler.end(keepAlive: keepAlive, context: context)
+                    case .failure:
+                        // Never half-serve: a body that fails its checks is an error response (counted by the answer).
+                        handler.empty(500, response.record, request: request, keepAlive: keepAlive, context: context)
+                    }
                 }
                 handler.resume(context: context)
             }

@@ -1,0 +1,69 @@
+import Foundation
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+import OfflineBundle
+import TestSupport
+import Testing
+
+@testable import OfflineBundleServing
+
+@Suite("BundleChannelHandler on an embedded channel: the order of answers on one connection")
+struct BundleChannelHandlerTests {
+    @Test(
+        "requests that waited for the channel to drain are answered one after the other, even when a handler in front reports the channel writable from inside one of an answer's writes"
+    )
+    func writableInsideAWriteDoesNotInterleave() throws {
+        let folder = try TemporaryFolder()
+        let first = Data(repeating: UInt8(ascii: "a"), count: 3000)
+        let second = Data(repeating: UInt8(ascii: "b"), count: 2000)
+        try writeBundle(["https://docs.example.com/a.txt": first, "https://docs.example.com/b.txt": second], to: folder.path + "/b.zip")
+        let serving = BundleServing(
+            handle: LoaderHandle(try OfflineLoader(path: folder.path + "/b.zip")), routes: [.init(origin: "https://docs.example.com")],
+            policy: ServerPolicy())
+        var settings = BundleChannelHandler.Settings(serving: serving, serverName: nil, idleTimeout: .seconds(60))
+        settings.sendfile = false
+        let channel = EmbeddedChannel()
+        let inFront = WritableInsideWrite()
+        try channel.pipeline.syncOperations.addHandler(inFront)
+        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(HTTPRequestDecoder()))
+        try channel.pipeline.syncOperations.addHandler(BundleChannelHandler(settings, cache: nil))
+
+        // Both requests arrive while the channel holds too much: they wait.
+        channel.isWritable = false
+        let asked = "GET /a.txt HTTP/1.1\r\nHost: docs.example.com\r\n\r\nGET /b.txt HTTP/1.1\r\nHost: docs.example.com\r\n\r\n"
+        try channel.writeInbound(ByteBuffer(string: asked))
+        #expect(try channel.readOutbound(as: IOData.self) == nil, "nothing is answered while the channel is not writable")
+
+        // It drains; the first answer's head goes out, and the handler in front says "writable" from inside that write.
+        inFront.armed = true
+        channel.isWritable = true
+        channel.pipeline.fireChannelWritabilityChanged()
+        channel.embeddedEventLoop.run()
+        #expect(!inFront.armed, "the handler in front reported writability inside a write")
+
+        var out: [UInt8] = []
+        while case .byteBuffer(let buffer)? = try channel.readOutbound(as: IOData.self) { out += buffer.readableBytesView }
+        let text = String(decoding: out, as: UTF8.self)
+        let answers = text.components(separatedBy: "HTTP/1.1 200 OK\r\n").filter { !$0.isEmpty }
+        try #require(answers.count == 2, "two answers: \(text.prefix(200))")
+        // Each answer is its head and then its own body, whole: the second does not start inside the first.
+        #expect(answers[0].hasSuffix("\r\n\r\n" + String(repeating: "a", count: 3000)))
+        #expect(answers[1].hasSuffix("\r\n\r\n" + String(repeating: "b", count: 2000)))
+        _ = try channel.finish()
+    }
+}
+
+/// Reports the channel writable from inside the next write it passes on, once armed: as a handler that flushes on its
+/// own within a write would (NIO tells the pipeline of writability changes synchronously).
+private final class WritableInsideWrite: ChannelOutboundHandler {
+    typealias OutboundIn = IOData
+    var armed = false
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        context.write(data, promise: promise)
+        guard armed else { return }
+        armed = false
+        context.fireChannelWritabilityChanged()
+    }
+}
