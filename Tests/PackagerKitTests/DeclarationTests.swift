@@ -105,7 +105,26 @@ struct DeclarationTests {
                 "seeds: [https://a.example/]\nheaders:\n  X-Key: {value: k, origins: [\"ftp://a.example\"]}\n",
                 "site.yml:3:31: header 'X-Key' origins item 'ftp://a.example' is not an origin or host name: the scheme must be http or https"
             ),
-            ("seeds: [https://a.example/]\nseeds: [https://b.example/]\n", "site.yml:1:1: 'seeds' given more than once in the mapping that starts here"),
+            (
+                "seeds: [https://a.example/]\nseeds: [https://b.example/]\n",
+                "site.yml:2:1: 'seeds' is given again: line 1 gives it already, in the same mapping; give each key once"
+            ),
+            (
+                "seeds: [https://a.example/]\nscope:\n  max-depth: 2\n  # a comment\n\n  max-pages: 10\n  \"max-depth\": 3\n",
+                "site.yml:7:3: 'max-depth' is given again: line 3 gives it already"
+            ),
+            (
+                "requests:\n  - url: https://a.example/a\n    method: POST\n  - url: https://a.example/b\n    body: x\n    method: PUT\n    url: https://a.example/c\n",
+                "site.yml:7:5: 'url' is given again: line 4 gives it already"
+            ),
+            (
+                "requests:\n  - {url: https://a.example/a, url: https://a.example/b}\n  - url: https://a.example/c\n",
+                "site.yml:2:6: 'url' given more than once in the mapping this key belongs to"
+            ),
+            (
+                "seeds: [https://a.example/]\nscope: {max-depth: 2, max-pages: 1, max-depth: 3}\n",
+                "site.yml:2:9: 'max-depth' given more than once in the mapping this key belongs to"
+            ),
         ])
     func locatedErrors(yaml: String, expected: String) {
         let message = error(yaml)

@@ -37,7 +37,7 @@ public struct DeclarationParser: Sendable {
         do {
             root = try Yams.compose(yaml: text)
         } catch let error as YamlError {
-            throw Self.syntaxError(error, file: file)
+            throw Self.syntaxError(error, file: file, text: text)
         }
         guard let root else { throw PackagerError(.invalidInput, "\(file): the declaration is empty; it needs at least 'seeds' or 'urls'") }
         var reader = Reader(file: file, environment: environment, baseDirectory: baseDirectory)
@@ -58,20 +58,55 @@ public struct DeclarationParser: Sendable {
     }
 
     /// Yams's message, reduced to `file:line:column: problem`.
-    static func syntaxError(_ error: YamlError, file: String) -> PackagerError {
+    static func syntaxError(_ error: YamlError, file: String, text: String) -> PackagerError {
         switch error {
         case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _),
             .composer(let context, let problem, let mark, _):
             let detail = [context?.text, problem].compactMap { $0 }.filter { !$0.isEmpty }.joined(separator: " ")
             return PackagerError(.invalidInput, "\(file):\(mark.line):\(mark.column): invalid YAML: \(detail)", cause: error)
         case .duplicatedKeysInMapping(let duplicates, let context):
+            // Yams marks the first time the (alphabetically) first of them is given; the line to fix is the next one.
+            let first = context.mark
+            if let key = duplicates.sorted().first, let again = repeatedKeyLine(in: text, key: key, firstLine: first.line, column: first.column) {
+                let others = duplicates.sorted().dropFirst().map { "'\($0)'" }
+                let alsoRepeated = others.isEmpty ? "" : " (\(others.joined(separator: ", ")) too)"
+                return PackagerError(
+                    .invalidInput,
+                    "\(file):\(again):\(first.column): '\(key)' is given again\(alsoRepeated): line \(first.line) gives it already, in the same mapping; "
+                        + "give each key once",
+                    cause: error)
+            }
             let keys = duplicates.sorted().map { "'\($0)'" }.joined(separator: ", ")
             return PackagerError(
-                .invalidInput, "\(file):\(context.mark.line):\(context.mark.column): \(keys) given more than once in the mapping that starts here",
+                .invalidInput, "\(file):\(first.line):\(first.column): \(keys) given more than once in the mapping this key belongs to",
                 cause: error)
         default:
             return PackagerError(.invalidInput, "\(file): invalid YAML: \(error)", cause: error)
         }
+    }
+}
+
+extension DeclarationParser {
+    /// The line (1-based) where a block mapping's `key`, first given at `firstLine`:`column`, is given again: the next
+    /// line of the same mapping (indented to `column`) that starts with the key, plain or quoted, and a colon. Nil when
+    /// there is none before the mapping ends (a flow mapping, `{a: 1, a: 2}`, is on one line).
+    static func repeatedKeyLine(in text: String, key: String, firstLine: Int, column: Int) -> Int? {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        guard firstLine >= 1, column >= 1, firstLine <= lines.count else { return nil }
+        let spellings = [key, "\"\(key)\"", "'\(key)'"]
+        for number in (firstLine + 1)..<(lines.count + 1) {
+            let line = Substring(lines[number - 1])
+            let indent = line.prefix { $0 == " " }.count
+            let rest = line.dropFirst(indent)
+            if rest.isEmpty || rest.hasPrefix("#") { continue }
+            // Less indented: the mapping has ended.
+            if indent < column - 1 { return nil }
+            guard indent == column - 1 else { continue }
+            for spelling in spellings where rest.hasPrefix(spelling) {
+                if rest.dropFirst(spelling.count).drop(while: { $0 == " " }).hasPrefix(":") { return number }
+            }
+        }
+        return nil
     }
 }
 
