@@ -42,7 +42,7 @@ struct SubstitutionBuildTests {
             #expect(try bundle.body(of: #require(bundle.entry(for: "https://cdn.example.com/fonts/a%20b.woff2"))) == Data("font-a".utf8))
             #expect(origin.count("/api/flags.json") == 0)
 
-            // A declared file or folder that is not there is a mistake in the declaration, said with its line before
+            // A declared file or folder that is not there is a mistake in the declaration, said with its file, line and column before
             // anything is fetched; the command exits 2, as for any bad declaration.
             try folder.file("packager.yml", declaration("local/missing.json"))
             try? FileManager.default.removeItem(atPath: folder.path + "/out.zip")
@@ -51,14 +51,14 @@ struct SubstitutionBuildTests {
                 try await Builder(declaration: DeclarationParser().parse(contentsOf: folder.path + "/packager.yml")).run()
             }
             #expect(failed?.code == .invalidInput, "\(String(describing: failed))")
-            #expect(failed?.message.contains("line 4 of the declaration: the substitution file local/missing.json") == true, "\(String(describing: failed))")
+            #expect(failed?.message.contains("packager.yml:5:11: the substitution file local/missing.json") == true, "\(String(describing: failed))")
             #expect(origin.count("/") == asked)
             #expect(!FileManager.default.fileExists(atPath: folder.path + "/out.zip"))
             let cli = try await run(packagerExecutable, ["build", folder.path + "/packager.yml"])
             #expect(cli.status == 2 && cli.output.contains("local/missing.json"), "\(cli.status): \(cli.output)")
             try folder.file("packager.yml", declaration("local/flags.json").replacingOccurrences(of: "folder: fonts", with: "folder: nofonts"))
             let noFolder = try await run(packagerExecutable, ["build", folder.path + "/packager.yml"])
-            #expect(noFolder.status == 2 && noFolder.output.contains("line 6 of the declaration: the substitution folder nofonts"), "\(noFolder.output)")
+            #expect(noFolder.status == 2 && noFolder.output.contains("packager.yml:7:13: the substitution folder nofonts"), "\(noFolder.output)")
             #expect(origin.count("/") == asked)
         }
     }

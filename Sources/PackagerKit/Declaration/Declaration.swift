@@ -295,9 +295,12 @@ public struct Declaration: Sendable, Equatable {
         public var match: Match
         /// The line in the declaration, for messages.
         public var line: Int?
-        public init(_ match: Match, line: Int? = nil) {
+        /// Where the declaration names the file or folder (`site.yml:12:11`), for messages.
+        public var location: String?
+        public init(_ match: Match, line: Int? = nil, location: String? = nil) {
             self.match = match
             self.line = line
+            self.location = location
         }
     }
 
@@ -333,7 +336,7 @@ public struct Declaration: Sendable, Equatable {
     /// first that is not, with its line).
     func substitutionProblem() -> String? {
         for substitution in substitutions {
-            let line = substitution.line.map { "line \($0) of the declaration: " } ?? ""
+            let line = substitution.location.map { "\($0): " } ?? substitution.line.map { "line \($0) of the declaration: " } ?? ""
             var isFolder: ObjCBool = false
             switch substitution.match {
             case .url(let url, let file):

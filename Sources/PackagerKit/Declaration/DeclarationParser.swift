@@ -145,6 +145,9 @@ private struct Reader {
     /// Where each `tls.ca-file` item was written, for errors found once the folder is known.
     var itemNodes: [String: Node] = [:]
 
+    /// `file:line:column` of `node`, as messages start.
+    func location(of node: Node) -> String? { node.mark.map { "\(file):\($0.line):\($0.column)" } }
+
     func fail(_ node: Node?, _ message: String) -> PackagerError {
         if let mark = node?.mark { return PackagerError(.invalidInput, "\(file):\(mark.line):\(mark.column): \(message)") }
         return PackagerError(.invalidInput, "\(file): \(message)")
@@ -589,10 +592,10 @@ private struct Reader {
             switch (fields["url"], fields["file"], fields["prefix"], fields["folder"]) {
             case (let url?, let file?, nil, nil):
                 try checkURL(url.0, at: url.1, "substitution url")
-                result.append(.init(.url(url.0, file: file.0), line: line))
+                result.append(.init(.url(url.0, file: file.0), line: line, location: location(of: file.1)))
             case (nil, nil, let prefix?, let folder?):
                 try checkURL(prefix.0, at: prefix.1, "substitution prefix")
-                result.append(.init(.prefix(prefix.0, folder: folder.0), line: line))
+                result.append(.init(.prefix(prefix.0, folder: folder.0), line: line, location: location(of: folder.1)))
             default:
                 throw fail(item, "a substitution needs either 'url' and 'file', or 'prefix' and 'folder'")
             }
