@@ -42,39 +42,41 @@ struct Packager: AsyncParsableCommand {
 }
 
 /// Runs a command body, turning the project's errors into one clear line and an exit code.
-func reportingErrors(_ body: () throws -> Void) throws {
+func reportingErrors(status: Int32? = nil, _ body: () throws -> Void) throws {
     Interrupts.install()
     do {
         try body()
     } catch {
-        throw reported(error)
+        throw reported(error, status: status)
     }
 }
 
-/// The async form of ``reportingErrors(_:)``, for commands that crawl or serve. `status` replaces the exit status of
-/// errors that are not wrong input (verify and refresh exit 2 when their check could not be made, 1 meaning "stale").
+/// The async form of ``reportingErrors(status:_:)``, for commands that crawl or serve.
 func reportingErrorsAsync(status: Int32? = nil, _ body: () async throws -> Void) async throws {
     Interrupts.install()
     do {
         try await body()
     } catch {
-        let exit = reported(error)
-        if let status, exit is ExitCode { throw ExitCode(status) }
-        throw exit
+        throw reported(error, status: status)
     }
 }
 
-/// Prints the project's errors as one line and turns them into an exit code (2 for wrong input, 1 otherwise);
-/// other errors pass through.
-private func reported(_ error: any Error) -> any Error {
+/// Prints the project's errors as one line and turns them into an exit code (2 for wrong input, 1 otherwise); other
+/// errors pass through. With `status`, every error is printed and exits with it: verify, refresh and diff say 1 for
+/// "stale" or "they differ", so a check that could not be made, for whatever reason, must not exit 1.
+private func reported(_ error: any Error, status: Int32?) -> any Error {
     let usage: Bool
     switch error {
     case let error as PackagerError: usage = error.code == .invalidInput
     case let error as BundleError: usage = error.code == .invalidArgument
-    default: return error
+    case let error as ExitCode: return status.map { error.rawValue == 0 ? error : ExitCode($0) } ?? error
+    default:
+        guard let status else { return error }
+        FileHandle.standardError.write(Data("packager: \(error)\n".utf8))
+        return ExitCode(status)
     }
     FileHandle.standardError.write(Data("packager: \(error)\n".utf8))
-    return ExitCode(usage ? 2 : 1)
+    return ExitCode(status ?? (usage ? 2 : 1))
 }
 
 /// Prints a value as the JSON every `--json` flag gives: indented, keys sorted.

@@ -268,19 +268,7 @@ extension Packager {
         func run() throws {
             var differs = false
             // 1 says "they differ": a comparison that could not be made is 2, as for cmp and diff.
-            do {
-                try compare(&differs)
-            } catch is ExitCode {
-                throw ExitCode(2)
-            } catch {
-                FileHandle.standardError.write(Data("packager: \(error)\n".utf8))
-                throw ExitCode(2)
-            }
-            if differs { throw ExitCode(1) }
-        }
-
-        private func compare(_ differs: inout Bool) throws {
-            try reportingErrors {
+            try reportingErrors(status: 2) {
                 let diff = try BundleDiff.compare(old: old, new: new)
                 differs = !diff.isEmpty
                 if json {
@@ -296,6 +284,7 @@ extension Packager {
                 }
                 print("\(diff.added.count) added, \(diff.removed.count) removed, \(diff.changed.count) changed, \(diff.unchanged) unchanged")
             }
+            if differs { throw ExitCode(1) }
         }
     }
 }
