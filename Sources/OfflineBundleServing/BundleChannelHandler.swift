@@ -473,6 +473,10 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
                     case .success(nil):
                         handler.sendHead(response, context: context)
                         handler.end(keepAlive: keepAlive, context: context)
+                    case .failure(let error as BundleError) where error.code == .changed:
+                        // A remote bundle replaced, and no newer one mounted meanwhile (the replacement failed to
+                        // mount): the body is not here now, and may be once the next upload is.
+                        handler.empty(503, response.record, http10: request.isHTTP10, keepAlive: keepAlive, retryAfter: 5, context: context)
                     case .failure:
                         // Never half-serve: a body that fails its checks is an error response (counted by the answer).
                         handler.empty(500, response.record, request: request, keepAlive: keepAlive, context: context)
@@ -534,7 +538,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     static let maxAgain = 4
 
     /// Waits (on the event loop's timer, up to 10 s) for the handle to hold another loader than `generation`'s, then
-    /// answers `pending` again from it; requests behind it wait. A remote bundle's replacement is seen by a read
+    /// answers `pending` again from it, or, when none came, with 503 (Retry-After: 5); requests behind it wait. A remote bundle's replacement is seen by a read
     /// (412, another ETag), which tells the reloader at once.
     private func answerAgain(_ pending: Pending, after generation: UInt64, context: ChannelHandlerContext) {
         busy = true
@@ -545,9 +549,21 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         let deadline = NIODeadline.now() + .seconds(10)
         @Sendable func check() {
             let (handler, context) = bound.value
-            if handler.settings.serving.handle.snapshot.generation != generation || NIODeadline.now() > deadline {
+            if handler.settings.serving.handle.snapshot.generation != generation {
                 handler.busy = false
                 handler.respond(to: again, context: context)
+                return handler.resume(context: context)
+            }
+            if NIODeadline.now() > deadline {
+                // No newer bundle was mounted (the replacement failed to mount, or is still uploading): asking the
+                // same one again would fail alike.
+                handler.busy = false
+                let request = again.head
+                handler.whileWriting(context: context) {
+                    handler.empty(
+                        503, ServedRequest(method: request.method.rawValue, target: request.uri, status: 503), http10: request.isHTTP10,
+                        keepAlive: request.version.major >= 2 || request.isKeepAlive, retryAfter: 5, context: context)
+                }
                 return handler.resume(context: context)
             }
             context.eventLoop.scheduleTask(in: .milliseconds(10)) { check() }
@@ -754,13 +770,14 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         empty(status, record, http10: request.isHTTP10, keepAlive: keepAlive, context: context)
     }
 
-    private func empty(_ status: Int, _ record: ServedRequest, http10: Bool, keepAlive: Bool, context: ChannelHandlerContext) {
+    private func empty(_ status: Int, _ record: ServedRequest, http10: Bool, keepAlive: Bool, retryAfter: Int? = nil, context: ChannelHandlerContext) {
         var record = record
         record.status = status
         record.contentLength = "0"
         record.source = nil
         var fields = HTTPFields()
         fields[.contentLength] = "0"
+        if let retryAfter { fields[.retryAfter] = String(retryAfter) }
         let head = ResponseHead.fixed(status: status, fields: fields, serverName: settings.serverName, allocator: context.channel.allocator)
         sendHead(Response(head: head, age: nil, record: record, keepAlive: keepAlive, http10: http10), context: context)
         end(keepAlive: keepAlive, context: context)

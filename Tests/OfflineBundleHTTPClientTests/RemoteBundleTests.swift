@@ -283,6 +283,50 @@ struct RemoteBundleTests {
         #expect(second.entryCount == first.entryCount + 1)
     }
 
+    @Test(
+        "a remote bundle whose replacement failed to mount (an upload caught half done) is mounted again once a good one is in place, and the half one is not mounted again and again"
+    )
+    func reloadAfterAFailedReplacement() async throws {
+        let folder = try TemporaryFolder()
+        try FileManager.default.createDirectory(atPath: folder.path + "/www", withIntermediateDirectories: true)
+        try Self.writeRelease(to: folder.path + "/www/release.zip", version: "v1")
+        try Self.writeRelease(to: folder.path + "/v2.zip", count: 301, version: "v2")
+        let server = try await RealServer.start("nginx", root: folder.path + "/www", state: folder.path + "/state")
+        defer { server.stop() }
+        let reloader = try BundleReloader(paths: [server.base + "/release.zip"], interval: 0.1, signals: [], remote: try Self.remote(cache: nil))
+        let first = try #require(reloader.loader.bundles.first)
+        let running = Task { try await reloader.run() }
+        defer { running.cancel() }
+        func replace(with bytes: Data, modified: Double) throws {
+            let next = folder.path + "/www/next.zip"
+            try bytes.write(to: URL(fileURLWithPath: next))
+            // nginx's ETag is the modification time and size: each version is told apart.
+            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: modified)], ofItemAtPath: next)
+            #expect(rename(next, folder.path + "/www/release.zip") == 0)
+        }
+        let good = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/v2.zip"))
+        try replace(with: good.prefix(good.count / 2), modified: 1_700_000_000)
+        for _ in 0..<100 where reloader.counts.failed == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(reloader.counts.failed >= 1, "the half upload was seen and failed to mount")
+        #expect(reloader.loader.bundles.first === first, "the mounted release keeps answering")
+        // A body the mounted release never read is not there any more: served, it is a 503 to ask again later (after
+        // waiting for a newer mount that does not come), not a 500.
+        let serving = try await OfflineBundleChannelServer.start(
+            handle: reloader.handle, routes: [BundleRoute(origin: "https://docs.example")], responseCacheSize: 0)
+        let http = HTTPClient(eventLoopGroupProvider: .singleton)
+        let response = try await http.execute(HTTPClientRequest(url: "http://127.0.0.1:\(serving.port)/p3.html"), timeout: .seconds(30))
+        #expect(response.status.code == 503 && response.headers.first(name: "retry-after") == "5", "\(response.status)")
+        try await http.shutdown()
+        await serving.stop()
+        // Checks every 0.1 s meanwhile: the half upload was not mounted again while it stayed.
+        #expect(reloader.counts.failed <= 2, "\(reloader.counts)")
+        try replace(with: good, modified: 1_700_000_100)
+        for _ in 0..<150 where reloader.loader.bundles.first === first { try await Task.sleep(for: .milliseconds(20)) }
+        let second = try #require(reloader.loader.bundles.first)
+        #expect(second !== first, "the good upload is mounted")
+        #expect(try second.body(of: try #require(second.entry(forKey: "https://docs.example/version.txt"))) == Data("v2".utf8))
+    }
+
     @Test("serve answers from a remote bundle swapped 20 times under 8 clients: no failed request, every body of one version")
     func serveSwapsUnderLoad() async throws {
         let folder = try TemporaryFolder()

@@ -72,6 +72,13 @@ extension MountedBundle {
     /// conditional on the pinned ETag; blocks); false for a file, or when the server cannot say.
     public func remoteReplaced() -> Bool { file.remote?.checkReplaced() ?? false }
 
+    /// For a remote bundle seen replaced: what the server holds at its URL now (``RemoteObject/currentVersion()``);
+    /// nil when it was not seen replaced, for a file, or when the server cannot say.
+    package func remoteVersionSinceReplaced() -> String? {
+        guard let remote = file.remote, remote.changeReason != nil else { return nil }
+        return remote.currentVersion()
+    }
+
     /// For a remote bundle: calls `watcher` once, when a read or a check sees its object replaced.
     public func onRemoteReplaced(_ watcher: @escaping @Sendable () -> Void) { file.remote?.onChange(watcher) }
 

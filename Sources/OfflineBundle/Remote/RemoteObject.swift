@@ -333,6 +333,17 @@ package final class RemoteObject: Sendable {
         return (first..<(last + 1), total)
     }
 
+    /// What the server holds at the URL now, as its validators say (a `HEAD`): ETag, length and Last-Modified, so two
+    /// answers compare equal when the object did not change between them; nil when the server could not be asked or
+    /// has no object there.
+    package func currentVersion() -> String? {
+        let request = RemoteRequest(method: "HEAD", url: url, headers: options.headers, timeout: options.timeout, maxBodyBytes: 0)
+        guard case .success(let reply) = options.transport.sendWaiting(request) else { return nil }
+        state.withLock { $0.requests += 1 }
+        guard reply.status == 200 else { return nil }
+        return ["ETag", "Content-Length", "Last-Modified"].map { reply.value(of: $0) ?? "-" }.joined(separator: " ")
+    }
+
     /// Asks the server whether the object is still the pinned version (a `HEAD` with `If-None-Match`): true when it
     /// was replaced (and marks it so), false when it was not or the server could not say.
     package func checkReplaced() -> Bool {

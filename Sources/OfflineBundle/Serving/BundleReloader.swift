@@ -212,8 +212,9 @@ public final class BundleReloader: Service, Sendable {
                         while !Task.isCancelled {
                             try? await Task.sleep(for: .seconds(self.interval))
                             if !Task.isCancelled && self.changed { await self.reloadOffPool(because: "a bundle file changed") }
-                            // A replaced remote bundle is reloaded by its watcher (watchRemote), which the check tells.
-                            if !Task.isCancelled { _ = await self.remoteReplaced() }
+                            // A replaced remote bundle is reloaded by its watcher (watchRemote), which the check tells;
+                            // one whose reload failed (an upload caught half done) is mounted again once it changes.
+                            if !Task.isCancelled { await self.checkRemote() }
                         }
                     }
                 }
@@ -231,14 +232,35 @@ public final class BundleReloader: Service, Sendable {
         }
     }
 
-    /// Whether a remote bundle of the loader answering was replaced: one conditional `HEAD` each, off the pool.
-    private func remoteReplaced() async -> Bool {
+    /// Checks the remote bundles of the loader answering, off the pool: for each, a conditional `HEAD`, whose finding
+    /// of a replacement its watcher reloads; for one seen replaced already (its reload failed, so it still answers), a
+    /// `HEAD` for what the server holds now, mounted again when that differs from what last failed to mount.
+    private func checkRemote() async {
         let remote = handle.loader.bundles.filter { $0.remoteURL != nil }
-        guard !remote.isEmpty else { return false }
-        return await withCheckedContinuation { done in
-            DispatchQueue.global(qos: .utility).async { done.resume(returning: remote.contains { $0.remoteReplaced() }) }
+        guard !remote.isEmpty else { return }
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global(qos: .utility).async {
+                for bundle in remote {
+                    guard let version = bundle.remoteVersionSinceReplaced() else {
+                        _ = bundle.remoteReplaced()
+                        continue
+                    }
+                    let url = bundle.remoteURL ?? ""
+                    guard self.failedRemote.withLock({ $0[url] }) != version else { continue }
+                    self.reload(because: "\(url) was replaced")
+                    // Still the loader that failed: not again until the server holds yet another version.
+                    if self.handle.loader.bundles.contains(where: { $0 === bundle }) {
+                        self.failedRemote.withLock { $0[url] = version }
+                    }
+                    break
+                }
+                done.resume()
+            }
         }
     }
+
+    /// For each remote bundle's URL whose replacement failed to mount: what the server held then.
+    private let failedRemote = Mutex<[String: String]>([:])
 
     /// Whether a file differs from what was last mounted.
     public var changed: Bool {
