@@ -91,8 +91,13 @@ extension Packager {
 
         func validate() throws {
             guard (1...12).contains(compressionLevel) else { throw ValidationError("--compression-level must be 1 to 12") }
-            if let concurrency, concurrency < 1 { throw ValidationError("--concurrency must be at least 1") }
-            if let perHost, perHost < 1 { throw ValidationError("--per-host must be at least 1") }
+            if let concurrency, !(1...Declaration.maxConcurrency).contains(concurrency) {
+                throw ValidationError("--concurrency must be 1 to \(Declaration.maxConcurrency)")
+            }
+            if let perHost, !(1...Declaration.maxConcurrency).contains(perHost) {
+                throw ValidationError("--per-host must be 1 to \(Declaration.maxConcurrency)")
+            }
+            try refuseOutput(output, over: [(declaration, "the declaration")])
             if let maxDepth, maxDepth < 0 { throw ValidationError("--max-depth cannot be negative") }
             if let maxErrors, maxErrors < 0 { throw ValidationError("--max-errors cannot be negative") }
             if declaration != nil && !(seeds.isEmpty && urls.isEmpty) {

@@ -29,6 +29,8 @@ extension Packager {
                 """)
         var wholeBodies = false
 
+        func validate() throws { try refuseOutput(output, over: [(old, "OLD, the release the delta stands over"), (new, "NEW")]) }
+
         func run() throws {
             try reportingErrors {
                 let summary = try DeltaBundles.make(old: old, new: new, to: output, wholeBodies: wholeBodies)

@@ -23,6 +23,8 @@ extension Packager {
         @Option(name: [.short, .customLong("output")], help: "Where to write the archive.")
         var output: String
 
+        func validate() throws { try refuseOutput(output, over: [(bundle, "the bundle to export")]) }
+
         func run() throws {
             try reportingErrors {
                 let count = try Exporter.export(bundle: bundle, to: output, format: format)

@@ -62,6 +62,7 @@ extension Packager {
             }
             guard (1...12).contains(compressionLevel) else { throw ValidationError("--compression-level must be 1 to 12") }
             guard stripComponents >= 0 else { throw ValidationError("--strip-components cannot be negative") }
+            try refuseOutput(output, over: [(source, "the archive to pack"), (fromHAR, "the recording to pack")])
         }
 
         func run() throws {

@@ -79,6 +79,22 @@ private func reported(_ error: any Error, status: Int32?) -> any Error {
     return ExitCode(status ?? (usage ? 2 : 1))
 }
 
+/// Refuses an output that is one of the command's inputs (the same file: device and inode), which writing would
+/// replace with what the command makes from it. An output that does not exist yet is no input.
+func refuseOutput(_ output: String?, option: String = "-o", over inputs: [(path: String?, what: String)]) throws {
+    guard let output, let written = fileIdentity(output) else { return }
+    for case (let path?, let what) in inputs where fileIdentity(path) == written {
+        throw ValidationError("\(option) \(output) is \(what), which this command reads: writing it would replace it; give another path")
+    }
+}
+
+/// A file's device and inode, nil when there is no file at `path`.
+private func fileIdentity(_ path: String) -> [UInt64]? {
+    var info = stat()
+    guard stat(path, &info) == 0 else { return nil }
+    return [UInt64(info.st_dev), UInt64(info.st_ino)]
+}
+
 /// Prints a value as the JSON every `--json` flag gives: indented, keys sorted.
 func printJSON<Value: Encodable>(_ value: Value) throws {
     let encoder = JSONEncoder()

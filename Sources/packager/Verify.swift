@@ -134,6 +134,7 @@ extension Packager {
                 throw ValidationError("--format must be one of \(ReportFormatter.Format.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             _ = try failingVerdicts()
+            try refuseOutput(output, over: [(bundle, "the bundle to verify"), (probe.declaration, "the declaration")])
         }
 
         func failingVerdicts() throws -> Set<Verdict> {
@@ -215,6 +216,12 @@ extension Packager {
             name: .customLong("delta-out"),
             help: "Also write the delta from BUNDLE as it was to the refreshed bundle here (packager delta), for fleets that hold BUNDLE.")
         var deltaOut: String?
+
+        func validate() throws {
+            // Writing the refreshed bundle over BUNDLE is what refresh does by default; the delta is another file.
+            try refuseOutput(deltaOut, option: "--delta-out", over: [(bundle, "the bundle to refresh"), (output, "the refreshed bundle's path")])
+            try refuseOutput(output, over: [(probe.declaration, "the declaration")])
+        }
 
         func run() async throws {
             var incomplete = false

@@ -296,3 +296,53 @@ struct DemoTests {
         #expect(missing.status == 2 && missing.output.contains("is not a site folder"), "\(missing.output)")
     }
 }
+
+@Suite("outputs that are inputs, and sizes that would exhaust the machine, are refused before anything is written")
+struct RefusedOutputTests {
+    @Test("an output that is one of the command's inputs is refused (exit 2, naming it), and the input is left as it was")
+    func outputThatIsAnInput() async throws {
+        let folder = try TemporaryFolder()
+        let siteFolder = try TemporaryFolder()
+        try makeSite(in: siteFolder)
+        let site = siteFolder.path
+        let bundle = folder.path + "/a.zip"
+        #expect(try await run(packagerExecutable, ["pack", site, "--base-url", "http://127.0.0.1:9/", "-o", bundle]).status == 0)
+        #expect(try await run(packagerExecutable, ["pack", site, "--base-url", "http://127.0.0.1:9/x/", "-o", folder.path + "/b.zip"]).status == 0)
+        try folder.file("site.yml", "seeds: [\"http://127.0.0.1:9/\"]\n")
+        try folder.file("r.har", "{\"log\": {\"entries\": []}}")
+        let before = try Data(contentsOf: URL(fileURLWithPath: bundle))
+        // The same file by another path is the same file.
+        let sameByAnotherPath = folder.path + "/./a.zip"
+        let commands: [([String], String)] = [
+            (["export", bundle, "-o", sameByAnotherPath, "--format", "zip"], "the bundle to export"),
+            (["delta", bundle, folder.path + "/b.zip", "-o", bundle], "OLD"),
+            (["delta", folder.path + "/b.zip", bundle, "-o", bundle], "NEW"),
+            (["verify", bundle, "--format", "junit", "-o", bundle], "the bundle to verify"),
+            (["refresh", bundle, "--delta-out", bundle], "the bundle to refresh"),
+            (["refresh", folder.path + "/b.zip", "-o", bundle, "--delta-out", bundle], "the refreshed bundle's path"),
+            (["pack", "--from-har", folder.path + "/r.har", "-o", folder.path + "/r.har"], "the recording to pack"),
+            (["pack", bundle, "--base-url", "http://127.0.0.1:9/", "-o", bundle], "the archive to pack"),
+            (["build", folder.path + "/site.yml", "-o", folder.path + "/site.yml"], "the declaration"),
+        ]
+        for (arguments, what) in commands {
+            let result = try await run(packagerExecutable, arguments)
+            #expect(result.status == 2 && result.output.contains("is \(what)"), "\(arguments): \(result.status) \(result.output)")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: bundle)) == before)
+        #expect(try String(contentsOfFile: folder.path + "/site.yml", encoding: .utf8).hasPrefix("seeds"))
+        // Refreshing in place is what refresh does: not refused here (it fails later, the origin being closed).
+        let inPlace = try await run(packagerExecutable, ["refresh", bundle, "-o", bundle, "--retries", "0"])
+        #expect(!inPlace.output.contains("which this command reads"), "\(inPlace.output)")
+    }
+
+    @Test("a build's concurrency is at most 1024, on the command line and in a declaration (a task and a connection each)")
+    func concurrencyBound() async throws {
+        let folder = try TemporaryFolder()
+        let flag = try await run(packagerExecutable, ["build", "--seed", "http://127.0.0.1:9/", "--concurrency", "99999999999", "-o", folder.path + "/o.zip"])
+        #expect(flag.status == 2 && flag.output.contains("--concurrency must be 1 to 1024"), "\(flag.output)")
+        try folder.file("site.yml", "seeds: [\"http://127.0.0.1:9/\"]\nconcurrency: {total: 5000}\n")
+        let declared = try await run(packagerExecutable, ["build", folder.path + "/site.yml", "-o", folder.path + "/o.zip"])
+        #expect(declared.status == 2 && declared.output.contains("site.yml:2:22: concurrency.total must be 1 to 1024"), "\(declared.output)")
+        #expect(!FileManager.default.fileExists(atPath: folder.path + "/o.zip"))
+    }
+}

@@ -18,7 +18,7 @@ extension Crawler {
                 next += 1
                 group.addTask { await self.send(request) }
             }
-            for _ in 0..<max(1, declaration.concurrency.total) { start() }
+            for _ in 0..<min(max(1, declaration.concurrency.total), Declaration.maxConcurrency) { start() }
             for await _ in group { start() }
         }
     }

@@ -93,7 +93,7 @@ final class Crawler: Sendable {
         }
         await offerSubstitutions(frontier: frontier)
         await withTaskGroup(of: Void.self) { group in
-            for _ in 0..<declaration.concurrency.total {
+            for _ in 0..<min(max(1, declaration.concurrency.total), Declaration.maxConcurrency) {
                 group.addTask {
                     while let job = await frontier.next() {
                         await self.process(job, frontier: frontier)

@@ -536,15 +536,15 @@ private struct Reader {
     func concurrency(_ node: Node) throws -> Declaration.Concurrency {
         var c = Declaration.Concurrency()
         if case .scalar = node {
-            c.total = try integer(node, "concurrency", minimum: 1)
+            c.total = try integer(node, "concurrency", minimum: 1, maximum: Declaration.maxConcurrency)
             c.perHost = c.total
             return c
         }
         var perHostGiven = false
         for (key, value) in try mapping(node, in: "concurrency", keys: ["total", "per-host"]) {
-            if key.string == "total" { c.total = try integer(value, "concurrency.total", minimum: 1) }
+            if key.string == "total" { c.total = try integer(value, "concurrency.total", minimum: 1, maximum: Declaration.maxConcurrency) }
             if key.string == "per-host" {
-                c.perHost = try integer(value, "concurrency.per-host", minimum: 1)
+                c.perHost = try integer(value, "concurrency.per-host", minimum: 1, maximum: Declaration.maxConcurrency)
                 perHostGiven = true
             }
         }
@@ -659,10 +659,11 @@ private struct Reader {
         return value
     }
 
-    func integer(_ node: Node, _ what: String, minimum: Int) throws -> Int {
+    func integer(_ node: Node, _ what: String, minimum: Int, maximum: Int? = nil) throws -> Int {
         guard case .scalar(let scalar) = node, let value = Int(scalar.string.replacingOccurrences(of: "_", with: "")) else {
             throw fail(node, "\(what) must be a whole number")
         }
+        if let maximum, !(minimum...maximum).contains(value) { throw fail(node, "\(what) must be \(minimum) to \(maximum)") }
         guard value >= minimum else { throw fail(node, "\(what) must be at least \(minimum)") }
         return value
     }
