@@ -44,6 +44,9 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
         var configuration = HTTPClient.Configuration(tlsConfiguration: tls, redirectConfiguration: .disallow)
         configuration.timeout.connect = .milliseconds(Int64(connectTimeout * 1000))
         configuration.decompression = .disabled
+        // AsyncHTTPClient otherwise dials a refused port again and again until the connect timeout (10 s an
+        // attempt); one refused dial is one failed attempt, which the remote options' retries and backoff follow.
+        configuration.connectionPool.retryConnectionEstablishment = false
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         self.init(client: client, owned: true)
     }

@@ -605,13 +605,16 @@ struct RemoteBundleFaultTests {
         }
     }
 
-    @Test("a bundle URL whose port refuses connections is refused in words: the system's reason, the attempts")
+    @Test("a bundle URL whose port refuses connections is refused in words (the system's reason, the attempts), and at once: one refused dial is one attempt")
     func refusedConnectionInWords() async throws {
         let url = "http://127.0.0.1:\(try closedPort())/release.zip"
+        let started = ContinuousClock.now
         let error = await #expect(throws: BundleError.self) {
             try await MountedBundle.mount(url: url, remote: RemoteBundleTests.remote(cache: nil, retries: 0))
         }
         #expect(error?.message == "cannot read \(url): connection failed: Connection refused (1 attempt)", "\(String(describing: error))")
+        // AsyncHTTPClient's own redialling had made it the connect timeout (10 s) an attempt.
+        #expect(ContinuousClock.now - started < .seconds(3))
     }
 
     @Test("a truncated object, a damaged index and a damaged body are refused, naming the URL; never a wrong byte")
