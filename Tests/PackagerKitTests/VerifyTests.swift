@@ -186,6 +186,12 @@ struct VerifyTests {
             // A bundle that cannot be read is not a difference: 2, as cmp and diff say trouble.
             let missing = try await run(packagerExecutable, ["diff", bundle, folder.path + "/nope.zip"])
             #expect(missing.status == 2 && missing.output.contains("nope.zip"), "\(missing.status): \(missing.output)")
+            // A changed page whose body is damaged: the comparison cannot be made (2), it is not a difference (1).
+            let damaged = folder.path + "/damaged.zip"
+            try FileManager.default.copyItem(atPath: folder.path + "/new.zip", toPath: damaged)
+            try flipByte(at: try #require(try offset(of: Data("<p>edited, new</p>".utf8), in: damaged)) + 3, in: damaged)
+            let broken = try await run(packagerExecutable, ["diff", bundle, damaged])
+            #expect(broken.status == 2 && broken.output.contains("damaged"), "\(broken.status): \(broken.output)")
 
             // Nothing left to refresh (the origin answers as the new bundle recorded, but for the down host): nothing is written.
             let before = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/new.zip"))

@@ -65,7 +65,7 @@ public struct BundleDiff: Codable, Sendable {
                 diff.unchanged += 1
             } else {
                 var item = Item(url: entry.key, oldSize: previous.body?.size, newSize: entry.body?.size, changes: changes)
-                if bodyChanged { item.details = details(a, previous, b, entry, volatile: volatile) }
+                if bodyChanged { item.details = try details(a, previous, b, entry, volatile: volatile) }
                 diff.changed.append(item)
             }
         }
@@ -76,10 +76,16 @@ public struct BundleDiff: Codable, Sendable {
     }
 
     /// What changed in a body of JSON (by field) or text (by line), when both sides are such and small enough.
-    static func details(_ a: MountedBundle, _ old: BundleEntry, _ b: MountedBundle, _ new: BundleEntry, volatile: [String]) -> [String]? {
+    ///
+    /// - Throws: ``BundleError`` when a body read fails its checks: a damaged bundle is not compared as if it differed.
+    static func details(_ a: MountedBundle, _ old: BundleEntry, _ b: MountedBundle, _ new: BundleEntry, volatile: [String]) throws -> [String]? {
         guard let x = old.body, let y = new.body, x.size <= detailLimit, y.size <= detailLimit else { return nil }
         let type = new.header("content-type").map(MediaTypes.essence(of:)) ?? ""
-        guard let before = try? a.body(of: old), let after = try? b.body(of: new) else { return nil }
+        let shown =
+            type.hasPrefix("text/") || type == "application/json" || type.hasSuffix("+json") || type.hasSuffix("+xml") || type == "application/javascript"
+        guard shown else { return nil }
+        let before = try a.body(of: old)
+        let after = try b.body(of: new)
         if type == "application/json" || type.hasSuffix("+json") {
             if let oldJSON = StableJSON.stableData(before, volatile: volatile).flatMap(JSONDiff.parse),
                 let newJSON = StableJSON.stableData(after, volatile: volatile).flatMap(JSONDiff.parse)
