@@ -58,6 +58,9 @@ struct HARTests {
                 Self.entry(
                     "GET", "https://api.example/items", status: 200, text: "[1, 2]", requestHeaders: #"[{"name": "Accept", "value": "application/json"}]"#,
                     responseHeaders: #"[{"name": "Content-Type", "value": "application/json"}, {"name": "Vary", "value": "Accept"}]"#),
+                Self.entry("GET", "https://api.example/qp", status: 200, text: "iVBORw0KGgo=", encoding: "quoted-printable"),
+                #"{"request": {"method": "GET", "url": "https://api.example/nocontent", "headers": []}, "response": {"status": 200, "headers": []}}"#,
+                Self.entry("GET", "https://api.example/moved", status: 301, text: ""),
             ]))
         let packed = try await run(packagerExecutable, ["pack", "--from-har", folder.path + "/s.har", "-o", folder.path + "/b.zip"])
         #expect(packed.status == 0, "\(packed.output)")
@@ -68,6 +71,9 @@ struct HARTests {
             "skipped entry 6 (https://ads.example/pixel): no answer was recorded (status 0",
             "skipped entry 7 (https://api.example/cached): a 304 holds no content",
             "skipped entry 8 (https://api.example/big): the HAR holds no body for it (content.size 5000)",
+            "skipped entry 10 (https://api.example/qp): response.content.encoding 'quoted-printable' is not one a body is read in (base64, or none)",
+            "skipped entry 11 (https://api.example/nocontent): the HAR holds no response.content for it",
+            "skipped entry 12 (https://api.example/moved): a redirect (301) without a Location header: it leads nowhere",
         ] {
             #expect(packed.output.contains(line), "\(line)\n\(packed.output)")
         }
@@ -90,6 +96,19 @@ struct HARTests {
             ("not json", "not a HAR file: it is not JSON"),
             ("{\"log\": {}}", "not a HAR file: it has no log.entries"),
             (HARTests.har(["{\"request\": {}, \"response\": {}}"]), "entry 1 of log.entries: request.url is missing"),
+            (HARTests.har(["{\"request\": {\"url\": \"https://a.example/\"}, \"response\": {}}"]), "entry 1 of log.entries: request.method is missing"),
+            (HARTests.har(["{\"request\": {\"method\": \"GET\", \"url\": \"https://a.example/\"}}"]), "entry 1 of log.entries: response is missing"),
+            (
+                HARTests.har([
+                    HARTests.entry("GET", "https://a.example/", status: 200),
+                    "{\"request\": {\"method\": \"GET\", \"url\": \"https://a.example/x\"}, \"response\": {\"status\": \"200\"}}",
+                ]),
+                "not a HAR file: entry 2 of log.entries: response.status should be a number, as HAR 1.2 has it"
+            ),
+            (
+                "{\"log\": {\"entries\": [{\"request\": {\"method\": \"GET\", \"url\": \"https://a.example/\", \"headers\": {}}}]}}",
+                "not a HAR file: entry 1 of log.entries: request.headers should be a list, as HAR 1.2 has it"
+            ),
             (
                 HARTests.har([
                     HARTests.entry("GET", "https://a.example/", status: 200),

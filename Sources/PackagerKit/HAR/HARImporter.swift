@@ -8,8 +8,10 @@ import OfflineBundle
 /// credential: docs/FORMAT.md §5.4), its response the answer. Secrets are stripped as the crawl strips them: a
 /// credential (`Authorization`, `Cookie`) is never stored, in the answer's headers or the recorded request's, and the
 /// answer keeps only the headers a crawl keeps. What the format cannot hold is skipped, each named with its entry
-/// number: WebSocket sessions, URLs that are not http or https, requests that got no answer (status 0), 304s and
-/// bodies the HAR did not record. Damaged input (not JSON, a missing URL, bad base64) refuses the whole file.
+/// number: WebSocket sessions, URLs that are not http or https, requests that got no answer (status 0), 304s, bodies
+/// the HAR did not record or records in an encoding other than base64, and redirects without a Location. Damaged
+/// input (not JSON, an entry without its request, response, method or URL, a field of the wrong type, bad base64)
+/// refuses the whole file.
 public enum HARImporter {
     /// What a HAR file gave.
     public struct Imported: Sendable {
@@ -90,9 +92,10 @@ public enum HARImporter {
             file = try JSONDecoder().decode(File.self, from: data)
         } catch DecodingError.dataCorrupted(let context) where context.codingPath.isEmpty {
             throw fail("not a HAR file: it is not JSON (\(context.debugDescription))")
-        } catch let DecodingError.typeMismatch(_, context), let DecodingError.dataCorrupted(context) {
-            let place = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? "." + $0.stringValue }.joined()
-            throw fail("not a HAR file: \(place.isEmpty ? "its top level" : String(place.dropFirst())) is not what HAR 1.2 puts there")
+        } catch DecodingError.typeMismatch(let type, let context) {
+            throw fail(Self.misplaced(context.codingPath, expected: Self.kind(of: type)))
+        } catch DecodingError.dataCorrupted(let context) {
+            throw fail(Self.misplaced(context.codingPath, expected: nil))
         } catch {
             throw fail("not a HAR file: \(error)")
         }
@@ -105,10 +108,11 @@ public enum HARImporter {
         for (offset, entry) in list.enumerated() {
             let number = offset + 1
             func entryFail(_ message: String) -> PackagerError { fail("entry \(number) of log.entries: \(message)") }
-            guard let request = entry.request, let response = entry.response else { throw entryFail("it has no request and response") }
+            guard let request = entry.request else { throw entryFail("request is missing") }
+            guard let response = entry.response else { throw entryFail("response is missing") }
             guard let url = request.url, !url.isEmpty else { throw entryFail("request.url is missing") }
+            guard let method = request.method?.uppercased(), !method.isEmpty else { throw entryFail("request.method is missing") }
             func skip(_ reason: String) { imported.skipped.append((number, url, reason)) }
-            let method = (request.method ?? "GET").uppercased()
             let status = response.status ?? 0
             guard HTTPRules.isFetchableURL(url) else {
                 skip("not an http or https URL")
@@ -138,6 +142,10 @@ public enum HARImporter {
             let answered = pairs(response.headers).filter { !$0.name.hasPrefix(":") }
             // The request body: postData.text (as sent); a form given only as params is rebuilt as the form encoding.
             var requestBody: Data?
+            if let encoding = request.postData?.encoding, !Self.readableEncoding(encoding) {
+                skip("request.postData.encoding '\(encoding)' is not one a body is read in (base64, or none)")
+                continue
+            }
             if let text = request.postData?.text {
                 if request.postData?.encoding?.lowercased() == "base64" {
                     guard let decoded = Data(base64Encoded: text, options: .ignoreUnknownCharacters) else {
@@ -156,6 +164,19 @@ public enum HARImporter {
             }
             // The response body, decoded as the HAR holds it (base64 when it says so).
             let content = response.content
+            if let encoding = content?.encoding, !Self.readableEncoding(encoding) {
+                skip("response.content.encoding '\(encoding)' is not one a body is read in (base64, or none)")
+                continue
+            }
+            // HAR 1.2 always records content; without it, a body-less answer (204, a redirect) is still whole.
+            if content == nil && status != 204 && !(300...399).contains(status) {
+                skip("the HAR holds no response.content for it: its body was not recorded")
+                continue
+            }
+            if (300...399).contains(status), !answered.contains(where: { $0.name == "location" }) {
+                skip("a redirect (\(status)) without a Location header: it leads nowhere")
+                continue
+            }
             let size = content?.size ?? 0
             var body = Data()
             if let text = content?.text {
@@ -203,6 +224,39 @@ public enum HARImporter {
         }
         imported.skipped.sort { $0.entry < $1.entry }
         return imported
+    }
+
+    /// Whether a body recorded with this `encoding` can be read: base64, or the text as it is (HAR 1.2 names no other).
+    static func readableEncoding(_ encoding: String) -> Bool {
+        let lowered = encoding.lowercased()
+        return lowered.isEmpty || lowered == "base64" || lowered == "utf-8" || lowered == "utf8"
+    }
+
+    /// Where a decoding error is, as a person finds it in the file (`entry 2 of log.entries: response.status`, entries
+    /// counted from 1 as the skipped ones are), and what HAR 1.2 puts there when that is known.
+    static func misplaced(_ path: [any CodingKey], expected: String?) -> String {
+        var rest = path[...]
+        var place = ""
+        if rest.count >= 3, rest[rest.startIndex].stringValue == "log", rest[rest.startIndex + 1].stringValue == "entries",
+            let index = rest[rest.startIndex + 2].intValue
+        {
+            place = "entry \(index + 1) of log.entries: "
+            rest = rest.dropFirst(3)
+        }
+        let field = rest.map { $0.intValue.map { "[\($0)]" } ?? "." + $0.stringValue }.joined()
+        let named = field.isEmpty ? (place.isEmpty ? "its top level" : "the entry") : String(field.dropFirst())
+        guard let expected else { return "not a HAR file: \(place)\(named) is not what HAR 1.2 puts there" }
+        return "not a HAR file: \(place)\(named) should be \(expected), as HAR 1.2 has it"
+    }
+
+    /// What a decoding type is, in HAR's words.
+    static func kind(of type: Any.Type) -> String {
+        switch type {
+        case is Int.Type, is Double.Type: "a number"
+        case is String.Type: "a string"
+        case is [Any].Type: "a list"
+        default: "an object"
+        }
     }
 
     /// `[{name, value}]` as pairs, names lowercased.
