@@ -104,8 +104,18 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
             }
             if failed.dnsAError != nil || failed.dnsAAAAError != nil { return ConnectionFailure(reason: "the host name did not resolve", underlying: failed) }
             return failed
+        case let client as HTTPClientError where [.deadlineExceeded, .readTimeout, .connectTimeout].contains(client):
+            return TimedOut(underlying: client)
         default: return error
         }
+    }
+
+    /// A request that took longer than its timeout (``RemoteRequest/timeout``), or a connection that took longer than
+    /// the connect timeout.
+    public struct TimedOut: Error, CustomStringConvertible {
+        /// The error AsyncHTTPClient reported.
+        public var underlying: HTTPClientError
+        public var description: String { underlying == .connectTimeout ? "connection failed: timed out" : "timed out" }
     }
 
     /// A connection to the bundle's server that could not be made or broke: the system's reason, and NIO's error.

@@ -209,7 +209,11 @@ package final class RangeStore: Sendable {
     @discardableResult
     package func keep(_ bytes: [UInt8], at offset: UInt64) -> Bool {
         guard !bytes.isEmpty, offset <= size, UInt64(bytes.count) <= size - offset else { return false }
-        guard heldBytes + UInt64(bytes.count) <= budget else { return false }
+        // What the store would hold after: bytes it holds already (a range read before the whole object came, say)
+        // are not counted twice.
+        let end = offset + UInt64(bytes.count)
+        let added = held.withLock { $0.missing(in: offset..<end).reduce(0) { $0 + UInt64($1.count) } }
+        guard heldBytes + added <= budget else { return false }
         guard bytes.withUnsafeBytes({ FileIO.write(descriptor, $0, at: offset) }) == nil else { return false }
         if log >= 0 {
             var record = [UInt8]()

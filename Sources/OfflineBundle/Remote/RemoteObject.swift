@@ -270,6 +270,14 @@ package final class RemoteObject: Sendable {
             guard case .download = options.wholeObject else {
                 throw BundleError(.remote, "\(shownURL) answered a range request with the whole object (200): the server does not serve ranges")
             }
+            // Not kept, every later read would download the whole object again.
+            guard store.keep(reply.body, at: 0) || store.holds(0..<size) else {
+                throw BundleError(
+                    .remote,
+                    "\(shownURL) does not serve ranges (it answered a range request with the whole object), and the object's \(size) bytes "
+                        + "are more than the cache may hold: every read would download it whole; give the cache at least that much "
+                        + "(--cache-bytes), or serve the bundle from a server that answers range requests")
+            }
             let warn = state.withLock { state -> Bool in
                 defer { state.warnedWhole = true }
                 return !state.warnedWhole
@@ -279,7 +287,6 @@ package final class RemoteObject: Sendable {
                     "the server answered a range request with the whole object; it is kept in the cache whole",
                     metadata: ["url": "\(shownURL)", "bytes": "\(size)"])
             }
-            store.keep(reply.body, at: 0)
             return Array(reply.body[Int(span.lowerBound)..<Int(span.upperBound)])
         case 412:
             markChanged("the server answered 412: it no longer has the ETag \(etag ?? "")")
