@@ -98,6 +98,7 @@ extension Packager {
                 throw ValidationError("--per-host must be 1 to \(Declaration.maxConcurrency)")
             }
             try refuseOutput(output, over: [(declaration, "the declaration")])
+            try refuseUnwritableOutput(output)
             if let maxDepth, maxDepth < 0 { throw ValidationError("--max-depth cannot be negative") }
             if let maxErrors, maxErrors < 0 { throw ValidationError("--max-errors cannot be negative") }
             if declaration != nil && !(seeds.isEmpty && urls.isEmpty) {

@@ -17,7 +17,10 @@ extension Packager {
                 """
         )
 
-        @Argument(help: "The bundle to check: a file, or an http(s) URL (fetched whole into the cache once; a delta's bases by range requests).")
+        @Argument(
+            help:
+                "The bundle to check: a file, or an http(s) URL (fetched whole into the cache once). A delta is a file; the bundles it stands over may be URLs, read by range requests."
+        )
         var path: String
 
         @Argument(help: "When the bundle is a delta: the bundle it was made over (itself a delta over the next, and so on, as packager serve takes them).")

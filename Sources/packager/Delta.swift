@@ -29,7 +29,10 @@ extension Packager {
                 """)
         var wholeBodies = false
 
-        func validate() throws { try refuseOutput(output, over: [(old, "OLD, the release the delta stands over"), (new, "NEW")]) }
+        func validate() throws {
+            try refuseURLs([old, new], command: "delta")
+            try refuseOutput(output, over: [(old, "OLD, the release the delta stands over"), (new, "NEW")])
+        }
 
         func run() throws {
             try reportingErrors {
@@ -38,7 +41,7 @@ extension Packager {
                 let share = info.target.size == 0 ? 0 : Double(summary.size) / Double(info.target.size) * 100
                 print(
                     "wrote \(output): \(formatBytes(summary.size)) (\(String(format: "%.2f", share)) % of \(formatBytes(info.target.size))); "
-                        + "\(info.carried) bodies carried, \(info.patched) as patches, \(info.reused) read from the base; "
+                        + "\(info.carried) \(info.carried == 1 ? "body" : "bodies") carried, \(info.patched) as patches, \(info.reused) read from the base; "
                         + "keys: \(info.added) added, \(info.changed) changed, \(info.removed.count) removed")
             }
         }
@@ -61,6 +64,7 @@ extension Packager {
 
         func validate() throws {
             if bundles.count < 2 { throw ValidationError("apply takes a bundle and at least one delta made over it") }
+            try refuseURLs(bundles, command: "apply")
         }
 
         func run() throws {

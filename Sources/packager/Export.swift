@@ -23,7 +23,10 @@ extension Packager {
         @Option(name: [.short, .customLong("output")], help: "Where to write the archive.")
         var output: String
 
-        func validate() throws { try refuseOutput(output, over: [(bundle, "the bundle to export")]) }
+        func validate() throws {
+            try refuseURLs([bundle], command: "export")
+            try refuseOutput(output, over: [(bundle, "the bundle to export")])
+        }
 
         func run() throws {
             try reportingErrors {

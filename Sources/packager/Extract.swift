@@ -36,6 +36,9 @@ extension Packager {
                 let summary = try Extractor.extract(archive: archive, to: destination, stripComponents: stripComponents, limits: limits)
                 var notes = ""
                 if summary.skipped > 0 { notes += "; \(summary.skipped) files were there already and were left as they were" }
+                if summary.strippedWhole > 0 {
+                    notes += "; \(summary.strippedWhole) entries had no more than \(stripComponents) path components and were not written (--strip-components)"
+                }
                 if summary.repeated > 0 { notes += "; \(summary.repeated) entries named a file an earlier entry wrote (the first was kept)" }
                 print("extracted \(summary.files) files and \(summary.directories) folders (\(formatBytes(summary.bytes))) into \(destination)\(notes)")
             }

@@ -88,6 +88,27 @@ func refuseOutput(_ output: String?, option: String = "-o", over inputs: [(path:
     }
 }
 
+/// Refuses, before a long run, an output path that cannot be written when the run ends: a folder, or a path whose
+/// folder does not exist.
+func refuseUnwritableOutput(_ output: String?, option: String = "-o") throws {
+    guard let output, !output.isEmpty else { return }
+    var isFolder: ObjCBool = false
+    if FileManager.default.fileExists(atPath: output, isDirectory: &isFolder), isFolder.boolValue {
+        throw ValidationError("\(option) \(output) is a folder: give the path of the file to write")
+    }
+    let folder = URL(fileURLWithPath: output).deletingLastPathComponent().path
+    guard FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), isFolder.boolValue else {
+        throw ValidationError("\(option) \(output): the folder \(folder) does not exist")
+    }
+}
+
+/// Refuses a bundle URL where a command reads files only.
+func refuseURLs(_ paths: [String], command: String) throws {
+    for path in paths where RemoteOptions.isRemote(path) {
+        throw ValidationError("\(path) is a URL: \(command) reads bundle files (download it first; serve, check, inspect and verify read URLs)")
+    }
+}
+
 /// A file's device and inode, nil when there is no file at `path`.
 private func fileIdentity(_ path: String) -> [UInt64]? {
     var info = stat()

@@ -42,7 +42,7 @@ struct RemoteFlags: ParsableArguments {
             else { throw ValidationError("--header takes 'Name: value', not '\(header)'") }
         }
         guard remoteTimeout.isFinite, remoteTimeout > 0, remoteTimeout <= 3600 else {
-            throw ValidationError("--remote-timeout must be between 0 and 3600 seconds")
+            throw ValidationError("--remote-timeout must be more than 0 and at most 3600 seconds")
         }
         guard (0...10).contains(retries) else { throw ValidationError("--remote-retries must be 0 to 10") }
         guard DeclarationParser.byteSize(cacheBytes) != nil else { throw ValidationError("--cache-bytes: '\(cacheBytes)' is not a size (say 512M or 4G)") }

@@ -164,6 +164,8 @@ extension Packager {
                     running = try await start(serving, responseCacheSize: responses, logger: logger)
                 } catch let error as OfflineBundleServer.TLSFileError {
                     throw PackagerError(.invalidInput, "cannot serve HTTPS: \(error.message)")
+                } catch let error where error is SocketAddressError || error is SocketAddressError.UnknownHost {
+                    throw PackagerError(.invalidInput, "cannot serve on \(host): it is not an address, or a host name this machine resolves (--host)")
                 } catch let error as IOError {
                     // Binding fails before anything is served: say where, and why, in words.
                     let reason = String(cString: strerror(error.errnoCode)).lowercased()

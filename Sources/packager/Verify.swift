@@ -135,6 +135,7 @@ extension Packager {
             }
             _ = try failingVerdicts()
             try refuseOutput(output, over: [(bundle, "the bundle to verify"), (probe.declaration, "the declaration")])
+            try refuseUnwritableOutput(output)
         }
 
         func failingVerdicts() throws -> Set<Verdict> {
@@ -218,9 +219,12 @@ extension Packager {
         var deltaOut: String?
 
         func validate() throws {
+            try refuseURLs([bundle], command: "refresh")
             // Writing the refreshed bundle over BUNDLE is what refresh does by default; the delta is another file.
             try refuseOutput(deltaOut, option: "--delta-out", over: [(bundle, "the bundle to refresh"), (output, "the refreshed bundle's path")])
             try refuseOutput(output, over: [(probe.declaration, "the declaration")])
+            try refuseUnwritableOutput(output)
+            try refuseUnwritableOutput(deltaOut, option: "--delta-out")
         }
 
         func run() async throws {
@@ -271,6 +275,8 @@ extension Packager {
 
         @Flag(help: "Print the difference as JSON.")
         var json = false
+
+        func validate() throws { try refuseURLs([old, new], command: "diff") }
 
         func run() throws {
             var differs = false

@@ -65,7 +65,7 @@ struct ArchiveTests {
         let many = #expect(throws: PackagerError.self) { try Extractor.extract(archive: bundle, to: out.path + "/a", limits: .init(entries: 2)) }
         #expect(many?.message.contains("more than 2 entries") == true)
         let big = #expect(throws: PackagerError.self) { try Extractor.extract(archive: bundle, to: out.path + "/b", limits: .init(bytes: 100)) }
-        #expect(big?.message.contains("more than 100 bytes") == true)
+        #expect(big?.message.contains("more than the limit of 100 bytes") == true, "\(String(describing: big))")
         #expect(!FileManager.default.fileExists(atPath: out.path + "/a"), "nothing is created for a refused archive")
         #expect(!FileManager.default.fileExists(atPath: out.path + "/b"))
         #expect(try Extractor.extract(archive: bundle, to: out.path + "/c").files > 2)

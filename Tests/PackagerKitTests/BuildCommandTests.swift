@@ -335,6 +335,30 @@ struct RefusedOutputTests {
         #expect(!inPlace.output.contains("which this command reads"), "\(inPlace.output)")
     }
 
+    @Test("mistaken paths and hosts are said in words, before anything is fetched or written: no Foundation or NIO error reaches the user")
+    func mistakenPaths() async throws {
+        let folder = try TemporaryFolder()
+        let siteFolder = try TemporaryFolder()
+        try makeSite(in: siteFolder)
+        let bundle = folder.path + "/a.zip"
+        #expect(try await run(packagerExecutable, ["pack", siteFolder.path, "--base-url", "http://127.0.0.1:9/", "-o", bundle]).status == 0)
+        let cases: [([String], String)] = [
+            (["extract", bundle, bundle], "this is a file, not a folder to extract into"),
+            (["extract", bundle, ""], "give the folder to extract into"),
+            (["verify", bundle, "-o", folder.path], "is a folder: give the path of the file to write"),
+            (["verify", bundle, "-o", folder.path + "/no/such/report.xml"], "does not exist"),
+            (["diff", "http://127.0.0.1:9/a.zip", bundle], "is a URL: diff reads bundle files"),
+            (["serve", bundle, "--host", "999.1.1.1", "--port", "0"], "cannot serve on 999.1.1.1: it is not an address"),
+            (["serve", bundle, "--cache-size", "1T", "--port", "99999"], "--port must be 0 to 65535"),
+        ]
+        for (arguments, said) in cases {
+            let result = try await run(packagerExecutable, arguments)
+            #expect(result.status != 0 && result.output.contains(said) && !result.output.contains("Error Domain"), "\(arguments): \(result.output)")
+        }
+        let stripped = try await run(packagerExecutable, ["extract", bundle, folder.path + "/x", "--strip-components", "5"])
+        #expect(stripped.status == 0 && stripped.output.contains("had no more than 5 path components and were not written"), "\(stripped.output)")
+    }
+
     @Test("a build's concurrency is at most 1024, on the command line and in a declaration (a task and a connection each)")
     func concurrencyBound() async throws {
         let folder = try TemporaryFolder()

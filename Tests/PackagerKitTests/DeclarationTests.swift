@@ -25,7 +25,7 @@ struct DeclarationTests {
         #expect(d.scope.maxDepth == 10)
         #expect(d.concurrency.total == 8 && d.concurrency.perHost == 4)
         #expect(d.retries.backoff == 0.5 && d.retries.maxBackoff == 30)
-        #expect(d.substitutions == [.init(.url("https://docs.example.com/assets/logo.svg", file: "assets/logo.svg"), line: 61)])
+        #expect(d.substitutions == [.init(.url("https://docs.example.com/assets/logo.svg", file: "assets/logo.svg"), line: 61, location: "packager.yml:62:11")])
         #expect(d.dropQueryParameters == ["utm_*", "fbclid", "gclid"])
     }
 

@@ -510,3 +510,12 @@ struct VerifyTests {
         }
     }
 }
+
+@Suite("diff's hunks of a changed text body")
+struct TextDiffTests {
+    @Test("a replaced line reads as diff prints it: the old line, then the new, with the lines around it")
+    func replacedLineOrder() {
+        let hunk = TextDiff.unified("one\ntwo\nthree\nfour\nfive\nsix", "one\ntwo\nTHREE\nfour\nfive\nsix\nseven", context: 1)
+        #expect(hunk == ["@@", "  two", "- three", "+ THREE", "  four", "@@", "  six", "+ seven"], "\(hunk)")
+    }
+}

@@ -122,7 +122,7 @@ public final class MountedBundle: Sendable {
         if comment.hasPrefix("packager-delta/") {
             throw BundleError(
                 .unsupported,
-                "\(path) is a delta bundle: it holds only what changed since another bundle (\(comment.prefix(120))), and mounts over that bundle (MountedBundle(deltaPath:base:), or packager serve DELTA BASE; packager check DELTA BASE checks it)"
+                "\(path) is a delta bundle: it holds only what changed since another bundle (\(comment.prefix(120))), and mounts over that bundle (MountedBundle(deltaPath:base:), or packager serve DELTA BASE; packager check DELTA BASE checks it; packager apply BASE DELTA -o FILE rebuilds the whole bundle)"
             )
         } else if comment.hasPrefix(BundleFormat.commentPrefix + "sha256:") {
             version = 2

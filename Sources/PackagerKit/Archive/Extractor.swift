@@ -11,6 +11,8 @@ public enum Extractor {
         public var skipped = 0
         /// Entries naming a file an earlier entry of the archive wrote (the first is kept).
         public var repeated = 0
+        /// Entries with no more path components than were stripped: nothing of their name was left to write.
+        public var strippedWhole = 0
     }
 
     /// How much an extraction may write: an archive that lists more entries, or declares or writes more bytes, is
@@ -45,6 +47,7 @@ public enum Extractor {
     @discardableResult
     public static func extract(archive: String, to destination: String, stripComponents: Int = 0, limits: Limits = Limits()) throws -> Summary {
         guard stripComponents >= 0 else { throw PackagerError(.invalidInput, "strip-components cannot be negative (\(stripComponents))") }
+        try checkDestination(destination)
         // Pass 1: names and types only.
         let scan = try LibArchive.Reader(path: archive)
         var plan = [(String, LibArchive.EntryType)]()
@@ -56,9 +59,8 @@ public enum Extractor {
                 throw PackagerError(.invalidInput, "the archive lists more than \(limits.entries) entries; nothing was extracted", subject: archive)
             }
             guard declared <= maxBytes else {
-                throw PackagerError(
-                    .invalidInput, "the archive declares more than \(maxBytes) bytes (the limit, or the free space at \(destination)); nothing was extracted",
-                    subject: archive)
+                let bound = limits.bytes != nil ? "the limit of \(maxBytes) bytes" : "the \(maxBytes) bytes free at \(destination)"
+                throw PackagerError(.invalidInput, "the archive declares more than \(bound); nothing was extracted", subject: archive)
             }
             let relative = try safeRelativePath(header.path, stripComponents: stripComponents)
             switch header.type {
@@ -92,6 +94,16 @@ public enum Extractor {
         }
     }
 
+    /// Refuses, before anything is read, a destination that cannot be the folder to extract into: an empty path, or a
+    /// file.
+    static func checkDestination(_ destination: String) throws {
+        guard !destination.isEmpty else { throw PackagerError(.invalidInput, "give the folder to extract into") }
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: destination, isDirectory: &isFolder), !isFolder.boolValue {
+            throw PackagerError(.invalidInput, "this is a file, not a folder to extract into", subject: destination)
+        }
+    }
+
     /// Pass 2: writes the entries under `root`, adding each file and folder it makes to `created`.
     private static func write(_ archive: String, under root: String, stripComponents: Int, maxBytes: UInt64, created: inout [String]) throws -> Summary {
         let reader = try LibArchive.Reader(path: archive)
@@ -99,7 +111,10 @@ public enum Extractor {
         var summary = Summary(files: 0, directories: 0, bytes: 0)
         var written = Set<String>()
         while let header = try reader.next() {
-            guard let relative = try safeRelativePath(header.path, stripComponents: stripComponents) else { continue }
+            guard let relative = try safeRelativePath(header.path, stripComponents: stripComponents) else {
+                if header.type != .directory { summary.strippedWhole += 1 }
+                continue
+            }
             let target = root + "/" + relative
             let existed = exists(target)
             // Folders an entry's name implies (no entry of their own) are made with it.

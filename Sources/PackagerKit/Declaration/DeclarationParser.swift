@@ -114,11 +114,11 @@ extension DeclarationParser {
 extension DeclarationParser {
     static let sizeUnits: [(suffix: String, factor: Double)] = [
         ("kib", 1024), ("mib", 1_048_576), ("gib", 1_073_741_824), ("tib", 1_099_511_627_776), ("kb", 1e3), ("mb", 1e6), ("gb", 1e9),
-        ("tb", 1e12), ("k", 1024), ("m", 1_048_576), ("g", 1_073_741_824), ("b", 1),
+        ("tb", 1e12), ("k", 1024), ("m", 1_048_576), ("g", 1_073_741_824), ("t", 1_099_511_627_776), ("b", 1),
     ]
 
-    /// A size as a declaration writes it (`500MB`, `2GiB`, `64M`, `4096`: KB, MB and GB are decimal; KiB, K, M
-    /// and G binary), in bytes; nil for anything else, or less than one byte. Command-line options take the same.
+    /// A size as a declaration writes it (`500MB`, `2GiB`, `64M`, `4096`: KB, MB, GB and TB are decimal; KiB, K, M,
+    /// G and T binary), in bytes; nil for anything else, or less than one byte. Command-line options take the same.
     public static func byteSize(_ text: String) -> Int64? {
         guard let bytes = quantity(text, units: sizeUnits), bytes >= 1, bytes < 9e18 else { return nil }
         return Int64(bytes)

@@ -95,12 +95,13 @@ enum TextDiff {
                 script.append((" ", a[i]))
                 i += 1
                 j += 1
-            } else if j < b.count, i == a.count || lcs[i][j + 1] >= lcs[i + 1][j] {
-                script.append(("+", b[j]))
-                j += 1
-            } else {
+            } else if i < a.count, j == b.count || lcs[i + 1][j] >= lcs[i][j + 1] {
+                // A line replaced reads as diff prints it: the old line, then the new.
                 script.append(("-", a[i]))
                 i += 1
+            } else {
+                script.append(("+", b[j]))
+                j += 1
             }
         }
         // Lines within `context` of a change.

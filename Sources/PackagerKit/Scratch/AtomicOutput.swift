@@ -63,13 +63,17 @@ final class AtomicOutput {
         guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw PackagerError(.io, "the output folder \(folder) does not exist", subject: destination)
         }
+        if FileManager.default.fileExists(atPath: destination, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw PackagerError(.invalidInput, "this is a folder: give the path of the file to write", subject: destination)
+        }
         self.destination = destination
         let prefix = "." + url.lastPathComponent + ".tmp-"
         AbandonedFiles.remove(in: folder, prefix: prefix)
         self.temporaryPath = folder + "/" + prefix + "\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         fd = open(temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
-            throw PackagerError(.io, "cannot create \(temporaryPath)", subject: destination, cause: SystemCallError(errno))
+            // Named by the output asked for; the temporary name beside it is how it would have been written.
+            throw PackagerError(.io, "cannot write a file in \(folder)", subject: destination, cause: SystemCallError(errno))
         }
         AbandonedFiles.hold(fd)
         TemporaryFiles.shared.register(temporaryPath)
@@ -127,7 +131,7 @@ final class AtomicOutput {
         close(fd)
         fd = -1
         guard rename(temporaryPath, destination) == 0 else {
-            throw PackagerError(.io, "cannot rename the finished bundle to \(destination)", subject: destination, cause: SystemCallError(errno))
+            throw PackagerError(.io, "cannot put the finished file in place", subject: destination, cause: SystemCallError(errno))
         }
         committed = true
         TemporaryFiles.shared.unregister(temporaryPath)
