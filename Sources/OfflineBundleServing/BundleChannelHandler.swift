@@ -59,8 +59,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         var tooLarge: Bool
         var refused: Bool
         /// How many times it was answered already from a remote bundle replaced meanwhile, and asked again of the new
-        /// one (at most ``maxAgain``: an object replaced faster than it mounts gets a 500 then); its body's budget was
-        /// given back the first time.
+        /// one (at most ``maxAgain``: an object replaced faster than it mounts gets a 500 then; one whose replacement
+        /// did not mount, a 503); its body's budget was given back the first time.
         var again = 0
     }
     /// An answer is being read off the event loop or streamed: later requests wait, and the connection is not idle.
@@ -190,9 +190,11 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             self.head = nil
             let pending = Pending(head: head, body: body, tooLarge: bodyTooLarge, refused: bodyRefused)
             body = nil
-            if busy || !waiting.isEmpty || !context.channel.isWritable {
+            if busy || writing || !waiting.isEmpty || !context.channel.isWritable {
                 waitingBodyBytes += pending.body?.readableBytes ?? 0
                 waiting.append(pending)
+                // Read while an answer was written (a handler in front that reads on its own): taken once it is.
+                if writing { resumeAfterWriting = true }
             } else {
                 respond(to: pending, context: context)
             }
@@ -549,13 +551,15 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         let deadline = NIODeadline.now() + .seconds(10)
         @Sendable func check() {
             let (handler, context) = bound.value
-            if handler.settings.serving.handle.snapshot.generation != generation {
+            guard !handler.removed else { return }
+            let handle = handler.settings.serving.handle
+            if handle.snapshot.generation != generation {
                 handler.busy = false
                 handler.respond(to: again, context: context)
                 return handler.resume(context: context)
             }
-            if NIODeadline.now() > deadline {
-                // No newer bundle was mounted (the replacement failed to mount, or is still uploading): asking the
+            if NIODeadline.now() > deadline || handle.replacementFailed(for: generation) {
+                // No newer bundle was mounted (the replacement failed to mount, or none came in time): asking the
                 // same one again would fail alike.
                 handler.busy = false
                 let request = again.head

@@ -97,8 +97,6 @@ extension Packager {
             if let perHost, !(1...Declaration.maxConcurrency).contains(perHost) {
                 throw ValidationError("--per-host must be 1 to \(Declaration.maxConcurrency)")
             }
-            try refuseOutput(output, over: [(declaration, "the declaration")])
-            try refuseUnwritableOutput(output)
             if let maxDepth, maxDepth < 0 { throw ValidationError("--max-depth cannot be negative") }
             if let maxErrors, maxErrors < 0 { throw ValidationError("--max-errors cannot be negative") }
             if declaration != nil && !(seeds.isEmpty && urls.isEmpty) {
@@ -138,6 +136,11 @@ extension Packager {
                 let key = try SigningKeys.privateKey(file: signKey, environment: "PACKAGER_SIGN_KEY")
                 let builder = Builder(
                     declaration: declared, options: .init(output: output, maxErrors: maxErrors, signingKey: key, compressionLevel: compressionLevel))
+                // The path the build writes (-o is resolved as the declaration's own paths are), not -o as typed.
+                let inputs: [(path: String?, what: String)] = [
+                    (seeds.isEmpty && urls.isEmpty ? declaration ?? "packager.yml" : nil, "the declaration"), (signKey, "the signing key"),
+                ]
+                if let conflict = outputConflict(builder.outputPath, over: inputs) { throw PackagerError(.invalidInput, conflict) }
                 let display = ProgressDisplay(enabled: !json)
                 let report = try await builder.run(progress: { display.update($0) })
                 display.finish()

@@ -62,7 +62,7 @@ extension Packager {
             }
             guard (1...12).contains(compressionLevel) else { throw ValidationError("--compression-level must be 1 to 12") }
             guard stripComponents >= 0 else { throw ValidationError("--strip-components cannot be negative") }
-            try refuseOutput(output, over: [(source, "the archive to pack"), (fromHAR, "the recording to pack")])
+            try refuseOutput(output, over: [(source, "the folder or archive to pack"), (fromHAR, "the recording to pack"), (signKey, "the signing key")])
         }
 
         func run() throws {

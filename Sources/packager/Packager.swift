@@ -82,10 +82,16 @@ private func reported(_ error: any Error, status: Int32?) -> any Error {
 /// Refuses an output that is one of the command's inputs (the same file: device and inode), which writing would
 /// replace with what the command makes from it. An output that does not exist yet is no input.
 func refuseOutput(_ output: String?, option: String = "-o", over inputs: [(path: String?, what: String)]) throws {
-    guard let output, let written = fileIdentity(output) else { return }
+    if let conflict = outputConflict(output, option: option, over: inputs) { throw ValidationError(conflict) }
+}
+
+/// Why `output` cannot be written (it is one of `inputs`), or nil.
+func outputConflict(_ output: String?, option: String = "-o", over inputs: [(path: String?, what: String)]) -> String? {
+    guard let output, let written = fileIdentity(output) else { return nil }
     for case (let path?, let what) in inputs where fileIdentity(path) == written {
-        throw ValidationError("\(option) \(output) is \(what), which this command reads: writing it would replace it; give another path")
+        return "\(option) \(output) is \(what), which this command reads: writing it would replace it; give another path"
     }
+    return nil
 }
 
 /// Refuses, before a long run, an output path that cannot be written when the run ends: a folder, or a path whose

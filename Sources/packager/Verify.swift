@@ -221,8 +221,13 @@ extension Packager {
         func validate() throws {
             try refuseURLs([bundle], command: "refresh")
             // Writing the refreshed bundle over BUNDLE is what refresh does by default; the delta is another file.
-            try refuseOutput(deltaOut, option: "--delta-out", over: [(bundle, "the bundle to refresh"), (output, "the refreshed bundle's path")])
-            try refuseOutput(output, over: [(probe.declaration, "the declaration")])
+            try refuseOutput(
+                deltaOut, option: "--delta-out",
+                over: [
+                    (bundle, "the bundle to refresh"), (output, "the refreshed bundle's path"), (probe.declaration, "the declaration"),
+                    (signKey, "the signing key"),
+                ])
+            try refuseOutput(output, over: [(probe.declaration, "the declaration"), (signKey, "the signing key")])
             try refuseUnwritableOutput(output)
             try refuseUnwritableOutput(deltaOut, option: "--delta-out")
         }
@@ -230,9 +235,7 @@ extension Packager {
         func run() async throws {
             var incomplete = false
             try await reportingErrorsAsync(status: 2) {
-                guard RemoteOptions.isRemote(bundle) || FileManager.default.fileExists(atPath: bundle) else {
-                    throw PackagerError(.invalidInput, "no such bundle", subject: bundle)
-                }
+                guard FileManager.default.fileExists(atPath: bundle) else { throw PackagerError(.invalidInput, "no such bundle", subject: bundle) }
                 // Mounted before the refresh: the bundle as it was stays readable after the new one replaces it.
                 let before = try deltaOut.map { _ in try DeltaBundles.mount(bundle) }
                 var options = try probe.verifierOptions()
@@ -264,7 +267,10 @@ extension Packager {
     struct Diff: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Show what changed between two bundles: keys added, removed and changed, with sizes.",
-            discussion: "Exit status: 0 when they answer alike, 1 when they differ, 2 when they cannot be compared (a bundle missing or damaged)."
+            discussion: """
+                Exit status: 0 when they answer alike, 1 when they differ, 2 when they cannot be compared (a bundle missing, or damaged \
+                where diff reads it: its index, or a changed text or JSON body it shows the lines of; packager check reads every body).
+                """
         )
 
         @Argument(help: "The older bundle.")

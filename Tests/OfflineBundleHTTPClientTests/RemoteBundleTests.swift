@@ -314,8 +314,11 @@ struct RemoteBundleTests {
         let serving = try await OfflineBundleChannelServer.start(
             handle: reloader.handle, routes: [BundleRoute(origin: "https://docs.example")], responseCacheSize: 0)
         let http = HTTPClient(eventLoopGroupProvider: .singleton)
+        let asked = ContinuousClock.now
         let response = try await http.execute(HTTPClientRequest(url: "http://127.0.0.1:\(serving.port)/p3.html"), timeout: .seconds(30))
         #expect(response.status.code == 503 && response.headers.first(name: "retry-after") == "5", "\(response.status)")
+        // At once: the server knows the replacement failed to mount (it waits up to 10 s for one on its way).
+        #expect(ContinuousClock.now - asked < .seconds(8))
         try await http.shutdown()
         await serving.stop()
         // Checks every 0.1 s meanwhile: the half upload was not mounted again while it stayed.
@@ -601,7 +604,7 @@ struct RemoteBundleFaultTests {
             let small = RemoteOptions(
                 transport: try HTTPClientRemoteTransport(connectTimeout: 5), cacheBytes: UInt64(bytes.count / 2), retries: 0, wholeObject: .download)
             let tooSmall = await #expect(throws: BundleError.self) { try await MountedBundle.mount(url: origin.base + "/release.zip", remote: small) }
-            #expect(tooSmall?.message.contains("more than the cache may hold") == true, "\(String(describing: tooSmall))")
+            #expect(tooSmall?.message.contains("the cache cannot keep the object") == true, "\(String(describing: tooSmall))")
             let bundle = try await mount(origin)
             #expect(bundle.remoteTraffic?.requests == 1)
             let local = try MountedBundle(path: folder.path + "/release.zip")

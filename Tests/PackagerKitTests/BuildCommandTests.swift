@@ -321,7 +321,7 @@ struct RefusedOutputTests {
             (["refresh", bundle, "--delta-out", bundle], "the bundle to refresh"),
             (["refresh", folder.path + "/b.zip", "-o", bundle, "--delta-out", bundle], "the refreshed bundle's path"),
             (["pack", "--from-har", folder.path + "/r.har", "-o", folder.path + "/r.har"], "the recording to pack"),
-            (["pack", bundle, "--base-url", "http://127.0.0.1:9/", "-o", bundle], "the archive to pack"),
+            (["pack", bundle, "--base-url", "http://127.0.0.1:9/", "-o", bundle], "the folder or archive to pack"),
             (["build", folder.path + "/site.yml", "-o", folder.path + "/site.yml"], "the declaration"),
         ]
         for (arguments, what) in commands {
@@ -330,6 +330,15 @@ struct RefusedOutputTests {
         }
         #expect(try Data(contentsOf: URL(fileURLWithPath: bundle)) == before)
         #expect(try String(contentsOfFile: folder.path + "/site.yml", encoding: .utf8).hasPrefix("seeds"))
+        // build resolves -o against the declaration's folder, as the declaration's own paths: conf/site.yml -o site.yml
+        // names conf/site.yml; and with no declaration given, it reads packager.yml.
+        try folder.file("conf/site.yml", "seeds: [\"http://127.0.0.1:9/\"]\n")
+        let relative = try await run(packagerExecutable, ["build", "conf/site.yml", "-o", "site.yml"], in: folder.path)
+        #expect(relative.status == 2 && relative.output.contains("is the declaration"), "\(relative.output)")
+        try folder.file("packager.yml", "seeds: [\"http://127.0.0.1:9/\"]\n")
+        let implicit = try await run(packagerExecutable, ["build", "-o", "packager.yml"], in: folder.path)
+        #expect(implicit.status == 2 && implicit.output.contains("is the declaration"), "\(implicit.output)")
+        #expect(try String(contentsOfFile: folder.path + "/conf/site.yml", encoding: .utf8).hasPrefix("seeds"))
         // Refreshing in place is what refresh does: not refused here (it fails later, the origin being closed).
         let inPlace = try await run(packagerExecutable, ["refresh", bundle, "-o", bundle, "--retries", "0"])
         #expect(!inPlace.output.contains("which this command reads"), "\(inPlace.output)")

@@ -61,6 +61,7 @@ struct HARTests {
                 Self.entry("GET", "https://api.example/qp", status: 200, text: "iVBORw0KGgo=", encoding: "quoted-printable"),
                 #"{"request": {"method": "GET", "url": "https://api.example/nocontent", "headers": []}, "response": {"status": 200, "headers": []}}"#,
                 Self.entry("GET", "https://api.example/moved", status: 301, text: ""),
+                #"{"request": {"method": "GET", "url": "https://api.example/old"}, "response": {"status": 302, "headers": [], "content": {"size": 0, "text": ""}, "redirectURL": "https://api.example/new"}}"#,
             ]))
         let packed = try await run(packagerExecutable, ["pack", "--from-har", folder.path + "/s.har", "-o", folder.path + "/b.zip"])
         #expect(packed.status == 0, "\(packed.output)")
@@ -88,6 +89,9 @@ struct HARTests {
             for: BundleRequest(method: "POST", url: "https://api.example/search", headers: [.authorization: "Bearer x"], body: Data("{\"q\": \"a\"}".utf8)))
         #expect(try search.map { String(decoding: try $0.bodyData(), as: UTF8.self) } == "[\"apple\"]")
         #expect(try loader.response(for: BundleRequest(url: "https://api.example/logo.png"))?.bodyData() == png)
+        // A redirect recorded by its redirectURL alone (HAR 1.2's field) answers with that Location.
+        let old = loader.response(for: BundleRequest(url: "https://api.example/old"))
+        #expect(old?.status == 302 && old?.headers[.location] == "https://api.example/new", "\(String(describing: old?.headers))")
     }
 
     @Test(

@@ -274,9 +274,10 @@ package final class RemoteObject: Sendable {
             guard store.keep(reply.body, at: 0) || store.holds(0..<size) else {
                 throw BundleError(
                     .remote,
-                    "\(shownURL) does not serve ranges (it answered a range request with the whole object), and the object's \(size) bytes "
-                        + "are more than the cache may hold: every read would download it whole; give the cache at least that much "
-                        + "(--cache-bytes), or serve the bundle from a server that answers range requests")
+                    "\(shownURL) does not serve ranges (it answered a range request with the whole object), and the cache cannot keep the "
+                        + "object's \(size) bytes (more than it may hold, or its folder cannot be written): every read would download it "
+                        + "whole; give the cache at least that much room (--cache-bytes), or serve the bundle from a server that answers range "
+                        + "requests")
             }
             let warn = state.withLock { state -> Bool in
                 defer { state.warnedWhole = true }

@@ -163,13 +163,17 @@ public final class BundleReloader: Service, Sendable {
 
     /// Mounts every bundle again; on success the new loader answers new requests, on failure the old one stays.
     /// Blocks while the bundles mount; reloads asked for at once run one after the other.
-    public func reload(because reason: String) {
+    public func reload(because reason: String) { _ = reloaded(because: reason) }
+
+    /// ``reload(because:)``, saying what came of it.
+    private func reloaded(because reason: String) -> Event {
         // Told after the lock is let go: a report that asks for another reload does not wait on this one.
         let event = reloading.withLock { _ -> Event in
             let identities = Self.identities(of: paths)
             // Not again for the same files after a failure: a half-copied bundle is retried when it changes again.
             defer { seen.withLock { $0 = identities } }
             let event: Event
+            handle.reloadStarted()
             do {
                 let loader = try mount()
                 handle.replace(with: loader)
@@ -181,6 +185,7 @@ public final class BundleReloader: Service, Sendable {
                     "bundles reloaded",
                     metadata: ["reason": "\(reason)", "entries": "\(loader.bundles.map(\.entryCount).reduce(0, +))", "paths": "\(paths)"])
             } catch {
+                handle.reloadFailed()
                 event = .failed(error, reason: reason)
                 failed.increment()
                 counted.withLock { $0.failed += 1 }
@@ -191,6 +196,7 @@ public final class BundleReloader: Service, Sendable {
             return event
         }
         report(event)
+        return event
     }
 
     /// Until cancelled or a graceful shutdown: checks the files every ``interval`` seconds, reloading when one changed,
@@ -246,10 +252,17 @@ public final class BundleReloader: Service, Sendable {
                         continue
                     }
                     let url = bundle.remoteURL ?? ""
-                    guard self.failedRemote.withLock({ $0[url] }) != version else { continue }
-                    self.reload(because: "\(url) was replaced")
-                    // Still the loader that failed: not again until the server holds yet another version.
-                    if self.handle.loader.bundles.contains(where: { $0 === bundle }) {
+                    // Swapped meanwhile (its watcher's reload came through), or that version failed already.
+                    guard self.handle.loader.bundles.contains(where: { $0 === bundle }), self.failedRemote.withLock({ $0[url] }) != version else {
+                        continue
+                    }
+                    switch self.reloaded(because: "\(url) was replaced") {
+                    case .reloaded:
+                        self.failedRemote.withLock { $0[url] = nil }
+                    case .failed(let error, _):
+                        // Not again until the server holds yet another version, when the object itself failed (cut short,
+                        // damaged, not a bundle); a server that could not be reached or answered an error is asked again.
+                        if let error = error as? BundleError, [.remote, .changed].contains(error.code) { break }
                         self.failedRemote.withLock { $0[url] = version }
                     }
                     break

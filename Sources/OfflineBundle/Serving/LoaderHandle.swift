@@ -15,4 +15,20 @@ public final class LoaderHandle: Sendable {
 
     /// Makes `loader` answer from now on.
     public func replace(with loader: OfflineLoader) { current.withLock { $0 = (loader, $0.generation &+ 1) } }
+
+    /// The generation whose replacement last failed to mount, while no other reload has started since.
+    private let failedReplacement = Mutex<UInt64?>(nil)
+
+    /// A reload starts: whether it fails is not known yet.
+    package func reloadStarted() { failedReplacement.withLock { $0 = nil } }
+
+    /// The reload that started last failed: the loader answering stays, with no replacement on its way.
+    package func reloadFailed() {
+        let generation = snapshot.generation
+        failedReplacement.withLock { $0 = generation }
+    }
+
+    /// Whether `generation` is answering after its replacement failed to mount, and no reload has started since: a
+    /// request that needs the replacement need not wait for it.
+    package func replacementFailed(for generation: UInt64) -> Bool { failedReplacement.withLock { $0 == generation } }
 }

@@ -257,11 +257,11 @@ public struct Declaration: Sendable, Equatable {
         public init() {}
     }
 
-    /// Limits on requests in flight.
     /// The most requests a build makes at once (each one a task and a connection): `concurrency` and `--concurrency`
     /// are refused above it.
     public static let maxConcurrency = 1024
 
+    /// Limits on requests in flight.
     public struct Concurrency: Sendable, Equatable {
         public var total = 8
         public var perHost = 8

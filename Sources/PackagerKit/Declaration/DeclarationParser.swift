@@ -93,6 +93,10 @@ extension DeclarationParser {
     static func repeatedKeyLine(in text: String, key: String, firstLine: Int, column: Int) -> Int? {
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
         guard firstLine >= 1, column >= 1, firstLine <= lines.count else { return nil }
+        // A key inside a flow mapping (`{x: 1, x: 2}`) is not at the start of its line: its mapping's keys are not found
+        // by column.
+        let before = lines[firstLine - 1].prefix(column - 1)
+        guard before.allSatisfy({ $0 == " " || $0 == "-" }) else { return nil }
         let spellings = [key, "\"\(key)\"", "'\(key)'"]
         for number in (firstLine + 1)..<(lines.count + 1) {
             let line = Substring(lines[number - 1])

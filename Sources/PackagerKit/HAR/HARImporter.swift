@@ -77,6 +77,8 @@ public enum HARImporter {
             var status: Int?
             var headers: [Pair]?
             var content: Content?
+            /// HAR 1.2's redirect target, which some tools fill in without a Location header.
+            var redirectURL: String?
         }
         var request: Request?
         var response: Response?
@@ -139,7 +141,10 @@ public enum HARImporter {
                 continue
             }
             let sent = pairs(request.headers).filter { !$0.name.hasPrefix(":") }
-            let answered = pairs(response.headers).filter { !$0.name.hasPrefix(":") }
+            var answered = pairs(response.headers).filter { !$0.name.hasPrefix(":") }
+            if (300...399).contains(status), !answered.contains(where: { $0.name == "location" }), let target = response.redirectURL, !target.isEmpty {
+                answered.append(("location", target))
+            }
             // The request body: postData.text (as sent); a form given only as params is rebuilt as the form encoding.
             var requestBody: Data?
             if let encoding = request.postData?.encoding, !Self.readableEncoding(encoding) {
@@ -173,7 +178,7 @@ public enum HARImporter {
                 skip("the HAR holds no response.content for it: its body was not recorded")
                 continue
             }
-            if (300...399).contains(status), !answered.contains(where: { $0.name == "location" }) {
+            if [301, 302, 303, 307, 308].contains(status), !answered.contains(where: { $0.name == "location" }) {
                 skip("a redirect (\(status)) without a Location header: it leads nowhere")
                 continue
             }
