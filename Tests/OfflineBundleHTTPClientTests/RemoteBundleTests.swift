@@ -253,13 +253,18 @@ struct RemoteBundleTests {
         #expect(error.code == .remote && error.message.contains(server.base + "/release.zip"), "\(error)")
     }
 
-    @Test("an object replaced mid-use is never mixed with the mounted index: reads of what is held go on, others fail as changed, and a reloader swaps")
-    func swapSafety() async throws {
+    /// Release v1 served by nginx as www/release.zip, and v2 (one page more) beside it, to be put in its place.
+    static func servedRelease() async throws -> (folder: TemporaryFolder, server: RealServer) {
         let folder = try TemporaryFolder()
         try FileManager.default.createDirectory(atPath: folder.path + "/www", withIntermediateDirectories: true)
-        try Self.writeRelease(to: folder.path + "/www/release.zip", version: "v1")
-        try Self.writeRelease(to: folder.path + "/v2.zip", count: 301, version: "v2")
-        let server = try await RealServer.start("nginx", root: folder.path + "/www", state: folder.path + "/state")
+        try writeRelease(to: folder.path + "/www/release.zip", version: "v1")
+        try writeRelease(to: folder.path + "/v2.zip", count: 301, version: "v2")
+        return (folder, try await RealServer.start("nginx", root: folder.path + "/www", state: folder.path + "/state"))
+    }
+
+    @Test("an object replaced mid-use is never mixed with the mounted index: reads of what is held go on, others fail as changed, and a reloader swaps")
+    func swapSafety() async throws {
+        let (folder, server) = try await Self.servedRelease()
         defer { server.stop() }
         let url = server.base + "/release.zip"
         let remote = try Self.remote(cache: folder.path + "/cache")
@@ -287,11 +292,7 @@ struct RemoteBundleTests {
         "a remote bundle whose replacement failed to mount (an upload caught half done) is mounted again once a good one is in place, and the half one is not mounted again and again"
     )
     func reloadAfterAFailedReplacement() async throws {
-        let folder = try TemporaryFolder()
-        try FileManager.default.createDirectory(atPath: folder.path + "/www", withIntermediateDirectories: true)
-        try Self.writeRelease(to: folder.path + "/www/release.zip", version: "v1")
-        try Self.writeRelease(to: folder.path + "/v2.zip", count: 301, version: "v2")
-        let server = try await RealServer.start("nginx", root: folder.path + "/www", state: folder.path + "/state")
+        let (folder, server) = try await Self.servedRelease()
         defer { server.stop() }
         let reloader = try BundleReloader(paths: [server.base + "/release.zip"], interval: 0.1, signals: [], remote: try Self.remote(cache: nil))
         let first = try #require(reloader.loader.bundles.first)
