@@ -1,3 +1,4 @@
+import Dispatch
 import Testing
 
 @testable import OfflineBundle
@@ -39,5 +40,24 @@ struct HeldRangesTests {
         #expect(RemoteObject.shown("https://user:secret@cdn.example/r/a.zip?X-Amz-Signature=abc#f") == "https://cdn.example/r/a.zip")
         #expect(RemoteObject.shown("http://127.0.0.1:8080/a.zip") == "http://127.0.0.1:8080/a.zip")
         #expect(RemoteObject.shown("https://cdn.example/path@v2/a.zip?x") == "https://cdn.example/path@v2/a.zip")
+    }
+}
+
+@Suite("RangeStore: a remote cache's bytes within its budget")
+struct RangeStoreTests {
+    @Test("keeps made at once never hold more than the budget: each counts what it writes before it writes")
+    func concurrentKeepsStayWithinBudget() throws {
+        for _ in 0..<20 {
+            let store = try RangeStore(folder: nil, digest: "test", size: 1 << 20, budget: 64 << 10)
+            DispatchQueue.concurrentPerform(iterations: 64) { i in
+                _ = store.keep([UInt8](repeating: 1, count: 4 << 10), at: UInt64(i) * (4 << 10))
+            }
+            #expect(store.heldBytes == 64 << 10, "\(store.heldBytes)")
+        }
+        // A whole object over ranges held already counts them once: a budget of exactly its size takes it.
+        let store = try RangeStore(folder: nil, digest: "test", size: 100, budget: 100)
+        #expect(store.keep([UInt8](repeating: 2, count: 40), at: 10))
+        #expect(store.keep([UInt8](repeating: 3, count: 100), at: 0))
+        #expect(store.heldBytes == 100 && !store.keep([9], at: 100))
     }
 }

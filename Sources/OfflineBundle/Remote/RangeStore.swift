@@ -106,7 +106,14 @@ package final class RangeStore: Sendable {
     package let path: String?
     /// The most bytes kept; past it, fetched bytes are handed to the reader and not kept.
     private let budget: UInt64
-    private let held: Mutex<HeldRanges>
+    private let held: Mutex<Holding>
+
+    /// The ranges held, and the bytes of keeps under way (counted against the budget from before they write until they
+    /// are held, so two at once cannot both pass it).
+    private struct Holding {
+        var ranges: HeldRanges
+        var reserved: UInt64 = 0
+    }
 
     private static let recordSize = 16
     private static let forgottenBit: UInt64 = 1 << 63
@@ -132,7 +139,7 @@ package final class RangeStore: Sendable {
             descriptor = fd
             log = -1
             path = nil
-            held = Mutex(HeldRanges())
+            held = Mutex(Holding(ranges: HeldRanges()))
             return
         }
         try Self.makeFolder(folder)
@@ -159,7 +166,7 @@ package final class RangeStore: Sendable {
         descriptor = fd
         log = logFD
         path = dataPath
-        held = Mutex(Self.readLog(logFD, size: size))
+        held = Mutex(Holding(ranges: Self.readLog(logFD, size: size)))
         // Marks the bundle as used now (the folder's least recently used go first).
         futimens(logFD, nil)
     }
@@ -197,23 +204,29 @@ package final class RangeStore: Sendable {
     }
 
     /// Whether every byte of `range` is held.
-    package func holds(_ range: Range<UInt64>) -> Bool { held.withLock { $0.contains(range) } }
+    package func holds(_ range: Range<UInt64>) -> Bool { held.withLock { $0.ranges.contains(range) } }
 
     /// The parts of `range` not held.
-    package func missing(in range: Range<UInt64>) -> [Range<UInt64>] { held.withLock { $0.missing(in: range) } }
+    package func missing(in range: Range<UInt64>) -> [Range<UInt64>] { held.withLock { $0.ranges.missing(in: range) } }
 
     /// Bytes held.
-    package var heldBytes: UInt64 { held.withLock { $0.count } }
+    package var heldBytes: UInt64 { held.withLock { $0.ranges.count } }
 
     /// Keeps `bytes`, fetched from `offset`, unless the budget is spent; says whether they were kept.
     @discardableResult
     package func keep(_ bytes: [UInt8], at offset: UInt64) -> Bool {
         guard !bytes.isEmpty, offset <= size, UInt64(bytes.count) <= size - offset else { return false }
         // What the store would hold after: bytes it holds already (a range read before the whole object came, say)
-        // are not counted twice.
+        // are not counted twice; bytes other keeps are writing are.
         let end = offset + UInt64(bytes.count)
-        let added = held.withLock { $0.missing(in: offset..<end).reduce(0) { $0 + UInt64($1.count) } }
-        guard heldBytes + added <= budget else { return false }
+        let reserved = held.withLock { holding -> UInt64? in
+            let added = holding.ranges.missing(in: offset..<end).reduce(0) { $0 + UInt64($1.count) }
+            guard holding.ranges.count + holding.reserved + added <= budget else { return nil }
+            holding.reserved += added
+            return added
+        }
+        guard let reserved else { return false }
+        defer { held.withLock { $0.reserved -= reserved } }
         guard bytes.withUnsafeBytes({ FileIO.write(descriptor, $0, at: offset) }) == nil else { return false }
         if log >= 0 {
             var record = [UInt8]()
@@ -223,14 +236,14 @@ package final class RangeStore: Sendable {
             // A failed append loses only the record: the bytes are fetched again by whoever mounts next.
             _ = record.withUnsafeBytes { FileIO.write(log, $0) }
         }
-        held.withLock { $0.insert(offset..<(offset + UInt64(bytes.count))) }
+        held.withLock { $0.ranges.insert(offset..<(offset + UInt64(bytes.count))) }
         return true
     }
 
     /// Forgets `range`, whose bytes failed a check (a damaged cache file): it is fetched again when next read, here and
     /// in the next process that opens the cache.
     package func forget(_ range: Range<UInt64>) {
-        held.withLock { $0.remove(range) }
+        held.withLock { $0.ranges.remove(range) }
         if log >= 0 {
             var record = [UInt8]()
             record.reserveCapacity(Self.recordSize)
@@ -242,7 +255,7 @@ package final class RangeStore: Sendable {
 
     /// Forgets every range (the cache's bytes failed a check): the log is emptied and the data refetched as asked.
     package func forgetAll() {
-        held.withLock { $0 = HeldRanges() }
+        held.withLock { $0.ranges = HeldRanges() }
         if log >= 0 { _ = ftruncate(log, 0) }
     }
 
