@@ -587,6 +587,19 @@ struct RemoteBundleFaultTests {
         }
     }
 
+    @Test("an empty object that a server answers whole (as nginx answers a range of an empty file) is no bundle, said so")
+    func emptyObjectWhole() async throws {
+        try await withRangeServer([]) { origin, server in
+            route(origin) { request in
+                var stripped = request
+                stripped.headers["range"] = nil
+                return server.answer(stripped)
+            }
+            let error = await mountError(origin)
+            #expect(error?.code == .notABundle && error?.message.contains("is empty: it is not a bundle") == true, "\(String(describing: error))")
+        }
+    }
+
     @Test("a server that answers ranges with the whole object: kept whole once, with a warning; refused under the option, in words")
     func wholeObject() async throws {
         let (folder, bytes) = try release()

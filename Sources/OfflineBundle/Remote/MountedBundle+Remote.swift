@@ -249,6 +249,8 @@ struct RemoteMount {
             }
             (start, size) = (parsed.range.lowerBound, total)
         case 200:
+            // nginx answers a range of an empty file with all of it: nothing.
+            guard !reply.body.isEmpty else { throw BundleError(.notABundle, "\(shownURL) is empty: it is not a bundle") }
             let ranges = reply.value(of: "Accept-Ranges").map { "Accept-Ranges: \($0)" } ?? "no Accept-Ranges"
             guard case .download = remote.wholeObject else {
                 throw BundleError(
@@ -276,7 +278,12 @@ struct RemoteMount {
         let lastModified = reply.value(of: "Last-Modified")
         let object = RemoteObject(url: url, options: remote, etag: etag, lastModified: lastModified, size: size, store: store)
         object.count(requests: 1, bytes: UInt64(reply.body.count))
-        store.keep(reply.body, at: start)
+        let kept = store.keep(reply.body, at: start)
+        if reply.status == 200 {
+            // Said once, here; and not kept, every read would download the whole object again.
+            object.wholeObjectSaid()
+            guard kept else { throw RemoteObject.wholeObjectNotKept(shownURL: shownURL, size: size) }
+        }
         let parts = try parts(of: object, digest: digest)
         if let folder = remote.cacheDirectory {
             RemotePin(url: url, etag: etag, lastModified: lastModified, size: size, digest: digest).save(folder: folder)

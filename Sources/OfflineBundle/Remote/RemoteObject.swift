@@ -271,14 +271,7 @@ package final class RemoteObject: Sendable {
                 throw BundleError(.remote, "\(shownURL) answered a range request with the whole object (200): the server does not serve ranges")
             }
             // Not kept, every later read would download the whole object again.
-            guard store.keep(reply.body, at: 0) || store.holds(0..<size) else {
-                throw BundleError(
-                    .remote,
-                    "\(shownURL) does not serve ranges (it answered a range request with the whole object), and the cache cannot keep the "
-                        + "object's \(size) bytes (more than it may hold, or its folder cannot be written): every read would download it "
-                        + "whole; give the cache at least that much room (--cache-bytes), or serve the bundle from a server that answers range "
-                        + "requests")
-            }
+            guard store.keep(reply.body, at: 0) || store.holds(0..<size) else { throw Self.wholeObjectNotKept(shownURL: shownURL, size: size) }
             let warn = state.withLock { state -> Bool in
                 defer { state.warnedWhole = true }
                 return !state.warnedWhole
@@ -351,6 +344,18 @@ package final class RemoteObject: Sendable {
         guard reply.status == 200 else { return nil }
         return ["ETag", "Content-Length", "Last-Modified"].map { reply.value(of: $0) ?? "-" }.joined(separator: " ")
     }
+
+    /// The refusal of an object that comes only whole and that the cache cannot keep.
+    package static func wholeObjectNotKept(shownURL: String, size: UInt64) -> BundleError {
+        BundleError(
+            .remote,
+            "\(shownURL) does not serve ranges (it answered a range request with the whole object), and the cache cannot keep the "
+                + "object's \(size) bytes (more than it may hold, or its folder cannot be written): every read would download it whole; "
+                + "give the cache at least that much room (--cache-bytes), or serve the bundle from a server that answers range requests")
+    }
+
+    /// The mount said already that the server sends the object whole: a read does not say it again.
+    package func wholeObjectSaid() { state.withLock { $0.warnedWhole = true } }
 
     /// Asks the server whether the object is still the pinned version (a `HEAD` with `If-None-Match`): true when it
     /// was replaced (and marks it so), false when it was not or the server could not say.
