@@ -111,6 +111,9 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private var progressAtStallCheck = 0
     /// The first chunks are being read off the event loop: a turn held is given back when they come, not before.
     private var readingOffLoop = false
+    /// The next chunk of a body is being read off the event loop: an answer waiting for its own read (a thread pool
+    /// held up by other work) is not a stream its client stopped reading.
+    private var readingNextChunk = false
     /// The handler left its channel: a turn given later is handed back at once.
     private var removed = false
 
@@ -526,7 +529,9 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             // client reads the connection but not this stream. A client that reads nothing at all leaves the
             // connection unwritable, and its streams keep their turns.
             let connectionTakesBytes = context.channel.parent?.isWritable ?? true
-            if handler.progress == handler.progressAtStallCheck && !handler.readingOffLoop && connectionTakesBytes && gate.stall() {
+            if handler.progress == handler.progressAtStallCheck && !handler.readingOffLoop && !handler.readingNextChunk && connectionTakesBytes
+                && gate.stall()
+            {
                 handler.gateHeld = false
                 handler.stalledHeld = true
                 handler.stallCheck = nil
@@ -717,9 +722,11 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context, filling), eventLoop: loop)
         written.flatMap {
-            NIOThreadPool.singleton.runIfActive(eventLoop: loop) { try reader.next() }
+            bound.value.0.readingNextChunk = true
+            return NIOThreadPool.singleton.runIfActive(eventLoop: loop) { try reader.next() }
         }.whenComplete { result in
             let (handler, context, filling) = bound.value
+            handler.readingNextChunk = false
             switch result {
             case .success(let chunk?):
                 handler.progress &+= 1
