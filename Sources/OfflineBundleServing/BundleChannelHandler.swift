@@ -365,8 +365,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private func answer(_ pending: Pending, context: ChannelHandlerContext) {
         let request = pending.head
         version = request.version
-        // An HTTP/2 stream (one request each) is not a connection to keep or close.
-        let keepAlive = request.version.major >= 2 || request.isKeepAlive
+        let keepAlive = Self.keepsAlive(request)
         let asked = Asked(request.headers)
         // RFC 9112 §3.2: a request with two Host fields, or an HTTP/1.1 request without one, is a 400.
         if asked.hosts > 1 || (asked.hosts == 0 && request.version.minor >= 1) {
@@ -481,7 +480,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
                     case .failure(let error as BundleError) where error.code == .changed:
                         // A remote bundle replaced, and no newer one mounted meanwhile (the replacement failed to
                         // mount): the body is not here now, and may be once the next upload is.
-                        handler.empty(503, response.record, http10: request.isHTTP10, keepAlive: keepAlive, retryAfter: 5, context: context)
+                        handler.unavailable(response.record, request: request, context: context)
                     case .failure:
                         // Never half-serve: a body that fails its checks is an error response (counted by the answer).
                         handler.empty(500, response.record, request: request, keepAlive: keepAlive, context: context)
@@ -545,7 +544,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     static let maxAgain = 4
 
     /// Waits (on the event loop's timer, up to 10 s) for the handle to hold another loader than `generation`'s, then
-    /// answers `pending` again from it, or, when none came, with 503 (Retry-After: 5); requests behind it wait. A remote bundle's replacement is seen by a read
+    /// answers `pending` again from it, or, when none came or its replacement failed to mount, with 503
+    /// (``unavailable(_:request:context:)``); requests behind it wait. A remote bundle's replacement is seen by a read
     /// (412, another ETag), which tells the reloader at once.
     private func answerAgain(_ pending: Pending, after generation: UInt64, context: ChannelHandlerContext) {
         busy = true
@@ -558,20 +558,14 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             let (handler, context) = bound.value
             guard !handler.removed else { return }
             let handle = handler.settings.serving.handle
-            if handle.snapshot.generation != generation {
-                handler.busy = false
-                handler.respond(to: again, context: context)
-                return handler.resume(context: context)
-            }
+            if handle.snapshot.generation != generation { return handler.answerNow(again, context: context) }
             if NIODeadline.now() > deadline || handle.replacementFailed(for: generation) {
                 // No newer bundle was mounted (the replacement failed to mount, or none came in time): asking the
                 // same one again would fail alike.
                 handler.busy = false
                 let request = again.head
                 handler.whileWriting(context: context) {
-                    handler.empty(
-                        503, ServedRequest(method: request.method.rawValue, target: request.uri, status: 503), http10: request.isHTTP10,
-                        keepAlive: request.version.major >= 2 || request.isKeepAlive, retryAfter: 5, context: context)
+                    handler.unavailable(ServedRequest(method: request.method.rawValue, target: request.uri, status: 503), request: request, context: context)
                 }
                 return handler.resume(context: context)
             }
@@ -619,10 +613,25 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         gate.whenKeptFits {
             let (handler, context) = bound.value
             guard !handler.removed else { return }
-            handler.busy = false
-            handler.respond(to: pending, context: context)
-            handler.resume(context: context)
+            handler.answerNow(pending, context: context)
         }
+    }
+
+    /// Answers `pending`, which waited (``busy``), then the requests behind it.
+    private func answerNow(_ pending: Pending, context: ChannelHandlerContext) {
+        busy = false
+        respond(to: pending, context: context)
+        resume(context: context)
+    }
+
+    /// Whether the connection stays open after answering `request` (an HTTP/2 stream, one request each, is not a
+    /// connection to keep or close).
+    private static func keepsAlive(_ request: HTTPRequestHead) -> Bool { request.version.major >= 2 || request.isKeepAlive }
+
+    /// A body a remote bundle's replacement took away, with no newer bundle mounted: 503, to ask again once the next
+    /// upload is.
+    private func unavailable(_ record: ServedRequest, request: HTTPRequestHead, context: ChannelHandlerContext) {
+        empty(503, record, http10: request.isHTTP10, keepAlive: Self.keepsAlive(request), retryAfter: 5, context: context)
     }
 
     /// A kept body this large or smaller is copied into the buffer of its head; a larger one goes out as the cache's own

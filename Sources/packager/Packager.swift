@@ -87,25 +87,17 @@ func refuseOutput(_ output: String?, option: String = "-o", over inputs: [(path:
 
 /// Why `output` cannot be written (it is one of `inputs`), or nil.
 func outputConflict(_ output: String?, option: String = "-o", over inputs: [(path: String?, what: String)]) -> String? {
-    guard let output, let written = fileIdentity(output) else { return nil }
-    for case (let path?, let what) in inputs where fileIdentity(path) == written {
+    guard let output, let written = BundleFile.identity(ofPath: output) else { return nil }
+    for case (let path?, let what) in inputs where BundleFile.identity(ofPath: path) == written {
         return "\(option) \(output) is \(what), which this command reads: writing it would replace it; give another path"
     }
     return nil
 }
 
-/// Refuses, before a long run, an output path that cannot be written when the run ends: a folder, or a path whose
-/// folder does not exist.
+/// Refuses, before a long run, an output path that cannot be written when the run ends (``OutputFile/problem(with:)``).
 func refuseUnwritableOutput(_ output: String?, option: String = "-o") throws {
-    guard let output, !output.isEmpty else { return }
-    var isFolder: ObjCBool = false
-    if FileManager.default.fileExists(atPath: output, isDirectory: &isFolder), isFolder.boolValue {
-        throw ValidationError("\(option) \(output) is a folder: give the path of the file to write")
-    }
-    let folder = URL(fileURLWithPath: output).deletingLastPathComponent().path
-    guard FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), isFolder.boolValue else {
-        throw ValidationError("\(option) \(output): the folder \(folder) does not exist")
-    }
+    guard let output, !output.isEmpty, let problem = OutputFile.problem(with: output) else { return }
+    throw ValidationError("\(option) \(output): \(problem.message)")
 }
 
 /// Refuses a bundle URL where a command reads files only.
@@ -113,13 +105,6 @@ func refuseURLs(_ paths: [String], command: String) throws {
     for path in paths where RemoteOptions.isRemote(path) {
         throw ValidationError("\(path) is a URL: \(command) reads bundle files (download it first; serve, check, inspect and verify read URLs)")
     }
-}
-
-/// A file's device and inode, nil when there is no file at `path`.
-private func fileIdentity(_ path: String) -> [UInt64]? {
-    var info = stat()
-    guard stat(path, &info) == 0 else { return nil }
-    return [UInt64(info.st_dev), UInt64(info.st_ino)]
 }
 
 /// Prints a value as the JSON every `--json` flag gives: indented, keys sorted.

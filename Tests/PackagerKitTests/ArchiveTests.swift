@@ -57,11 +57,7 @@ struct ArchiveTests {
 
     @Test("extract refuses an archive past its entry or byte limit before writing anything")
     func extractLimits() throws {
-        let site = try TemporaryFolder()
-        try makeSite(in: site)
-        let out = try TemporaryFolder()
-        let bundle = out.path + "/site.zip"
-        _ = try packSite(site, to: bundle)
+        let (_, out, bundle, _) = try packedSampleSite()
         let many = #expect(throws: PackagerError.self) { try Extractor.extract(archive: bundle, to: out.path + "/a", limits: .init(entries: 2)) }
         #expect(many?.message.contains("more than 2 entries") == true)
         let big = #expect(throws: PackagerError.self) { try Extractor.extract(archive: bundle, to: out.path + "/b", limits: .init(bytes: 100)) }
@@ -95,11 +91,7 @@ struct ArchiveTests {
 
     @Test("extract never overwrites: files already there are left and counted as skipped; one that fails midway removes what it wrote, not what was there")
     func extractLeavesWhatWasThere() async throws {
-        let site = try TemporaryFolder()
-        try makeSite(in: site)
-        let out = try TemporaryFolder()
-        let bundle = out.path + "/site.zip"
-        let summary = try packSite(site, to: bundle)
+        let (_, out, bundle, summary) = try packedSampleSite()
         let first = try Extractor.extract(archive: bundle, to: out.path + "/d")
         #expect(first.files == summary.write.bodies + 2 && first.skipped == 0)
         try "edited".write(toFile: out.path + "/d/manifest.json", atomically: false, encoding: .utf8)
@@ -143,11 +135,7 @@ struct ArchiveTests {
 
     @Test("extract writes a bundle's entries, identical to unzip's")
     func extractBundle() throws {
-        let site = try TemporaryFolder()
-        try makeSite(in: site)
-        let out = try TemporaryFolder()
-        let bundle = out.path + "/site.zip"
-        let summary = try packSite(site, to: bundle)
+        let (_, out, bundle, summary) = try packedSampleSite()
         let result = try Extractor.extract(archive: bundle, to: out.path + "/mine")
         #expect(result.files == summary.write.bodies + 2)
         #expect(try run("unzip", ["-q", bundle, "-d", out.path + "/theirs"]).status == 0)
@@ -156,11 +144,7 @@ struct ArchiveTests {
 
     @Test("export writes a reproducible tar.zst that bsdtar reads, bodies inflated")
     func export() throws {
-        let site = try TemporaryFolder()
-        try makeSite(in: site)
-        let out = try TemporaryFolder()
-        let bundle = out.path + "/site.zip"
-        let summary = try packSite(site, to: bundle)
+        let (site, out, bundle, summary) = try packedSampleSite()
         try Exporter.export(bundle: bundle, to: out.path + "/a.tar.zst", format: .tarZstd)
         try Exporter.export(bundle: bundle, to: out.path + "/b.tar.zst", format: .tarZstd)
         #expect(try Data(contentsOf: URL(fileURLWithPath: out.path + "/a.tar.zst")) == Data(contentsOf: URL(fileURLWithPath: out.path + "/b.tar.zst")))

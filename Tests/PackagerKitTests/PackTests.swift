@@ -9,11 +9,7 @@ import Testing
 struct PackTests {
     @Test("a packed bundle lists, tests and extracts with unzip, bsdtar and Python's zipfile")
     func standardTools() throws {
-        let site = try TemporaryFolder()
-        try makeSite(in: site)
-        let out = try TemporaryFolder()
-        let bundle = out.path + "/site.zip"
-        let summary = try packSite(site, to: bundle)
+        let (site, out, bundle, summary) = try packedSampleSite()
         #expect(summary.files == 8)
         #expect(summary.write.deduplicated >= 1)
 

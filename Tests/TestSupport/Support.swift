@@ -126,6 +126,16 @@ public func makeSite(in folder: TemporaryFolder) throws {
     try folder.file(".git/config", "[core]\n")
 }
 
+/// The sample site (``makeSite(in:)``) packed by ``packSite(_:to:base:options:)`` into `site.zip` in a folder of its
+/// own: both folders (each removed when let go), the bundle's path, and what pack said.
+public func packedSampleSite() throws -> (site: TemporaryFolder, out: TemporaryFolder, bundle: String, summary: Packer.Summary) {
+    let site = try TemporaryFolder()
+    try makeSite(in: site)
+    let out = try TemporaryFolder()
+    let bundle = out.path + "/site.zip"
+    return (site, out, bundle, try packSite(site, to: bundle))
+}
+
 public func packSite(_ site: TemporaryFolder, to output: String, base: String = "https://example.com/site/", options: BundleWriter.Options = .init()) throws
     -> Packer.Summary
 {

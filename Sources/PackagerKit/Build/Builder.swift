@@ -59,14 +59,9 @@ public struct Builder: Sendable {
         guard let output = outputPath else {
             throw PackagerError(.invalidInput, "no output path: give 'output' in the declaration or -o PATH")
         }
+        // Before the crawl, not after it.
+        if let problem = OutputFile.problem(with: output) { throw problem }
         let folder = (output as NSString).deletingLastPathComponent
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: folder.isEmpty ? "." : folder, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw PackagerError(.io, "the output folder \(folder) does not exist", subject: output)
-        }
-        if FileManager.default.fileExists(atPath: output, isDirectory: &isDirectory), isDirectory.boolValue {
-            throw PackagerError(.invalidInput, "this is a folder: give the path of the file to write", subject: output)
-        }
         // A signed bundle vouches for its content; content fetched without checking certificates cannot be vouched for.
         if declaration.tls.insecure && options.signingKey != nil {
             throw PackagerError(.invalidInput, "tls.insecure cannot be used with a signing key: a signed bundle would vouch for unverified content")

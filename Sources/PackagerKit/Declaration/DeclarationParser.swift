@@ -153,7 +153,7 @@ private struct Reader {
     func location(of node: Node) -> String? { node.mark.map { "\(file):\($0.line):\($0.column)" } }
 
     func fail(_ node: Node?, _ message: String) -> PackagerError {
-        if let mark = node?.mark { return PackagerError(.invalidInput, "\(file):\(mark.line):\(mark.column): \(message)") }
+        if let at = node.flatMap(location(of:)) { return PackagerError(.invalidInput, "\(at): \(message)") }
         return PackagerError(.invalidInput, "\(file): \(message)")
     }
 

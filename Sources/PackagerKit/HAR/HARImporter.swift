@@ -147,20 +147,13 @@ public enum HARImporter {
             }
             // The request body: postData.text (as sent); a form given only as params is rebuilt as the form encoding.
             var requestBody: Data?
-            if let encoding = request.postData?.encoding, !Self.readableEncoding(encoding) {
-                skip("request.postData.encoding '\(encoding)' is not one a body is read in (base64, or none)")
+            do {
+                requestBody = try Self.decoded(request.postData?.text, encoding: request.postData?.encoding, field: "request.postData", fail: entryFail)
+            } catch let unread as Unreadable {
+                skip(unread.reason)
                 continue
             }
-            if let text = request.postData?.text {
-                if request.postData?.encoding?.lowercased() == "base64" {
-                    guard let decoded = Data(base64Encoded: text, options: .ignoreUnknownCharacters) else {
-                        throw entryFail("request.postData.text is not valid base64")
-                    }
-                    requestBody = decoded
-                } else {
-                    requestBody = Data(text.utf8)
-                }
-            } else if let params = request.postData?.params, !params.isEmpty {
+            if requestBody == nil, let params = request.postData?.params, !params.isEmpty {
                 requestBody = Data(params.map { "\(formEncoded($0.name ?? ""))=\(formEncoded($0.value ?? ""))" }.joined(separator: "&").utf8)
             }
             if let body = requestBody, body.count > BundleRequest.maxBodySize {
@@ -169,10 +162,6 @@ public enum HARImporter {
             }
             // The response body, decoded as the HAR holds it (base64 when it says so).
             let content = response.content
-            if let encoding = content?.encoding, !Self.readableEncoding(encoding) {
-                skip("response.content.encoding '\(encoding)' is not one a body is read in (base64, or none)")
-                continue
-            }
             // HAR 1.2 always records content; without it, a body-less answer (204, a redirect) is still whole.
             if content == nil && status != 204 && !(300...399).contains(status) {
                 skip("the HAR holds no response.content for it: its body was not recorded")
@@ -184,16 +173,13 @@ public enum HARImporter {
             }
             let size = content?.size ?? 0
             var body = Data()
-            if let text = content?.text {
-                if content?.encoding?.lowercased() == "base64" {
-                    guard let decoded = Data(base64Encoded: text, options: .ignoreUnknownCharacters) else {
-                        throw entryFail("response.content.text is not valid base64")
-                    }
-                    body = decoded
-                } else {
-                    body = Data(text.utf8)
-                }
-            } else if size > 0 {
+            do {
+                if let decoded = try Self.decoded(content?.text, encoding: content?.encoding, field: "response.content", fail: entryFail) { body = decoded }
+            } catch let unread as Unreadable {
+                skip(unread.reason)
+                continue
+            }
+            if content?.text == nil && size > 0 {
                 skip("the HAR holds no body for it (content.size \(size)): the recording left it out")
                 continue
             }
@@ -231,10 +217,22 @@ public enum HARImporter {
         return imported
     }
 
-    /// Whether a body recorded with this `encoding` can be read: base64, or the text as it is (HAR 1.2 names no other).
-    static func readableEncoding(_ encoding: String) -> Bool {
-        let lowered = encoding.lowercased()
-        return lowered.isEmpty || lowered == "base64" || lowered == "utf-8" || lowered == "utf8"
+    /// A body recorded in an encoding no body is read in: the entry is skipped, for this reason.
+    struct Unreadable: Error { var reason: String }
+
+    /// A body's `text` as the HAR's `field` (`request.postData`, `response.content`) holds it, decoded: base64 when its
+    /// `encoding` says so, else the text's UTF-8 (HAR 1.2 names no other encoding); nil without text.
+    ///
+    /// - Throws: ``Unreadable`` for another encoding; `fail`'s error for base64 that does not decode.
+    static func decoded(_ text: String?, encoding: String?, field: String, fail: (String) -> PackagerError) throws -> Data? {
+        let lowered = encoding?.lowercased() ?? ""
+        guard ["", "base64", "utf-8", "utf8"].contains(lowered) else {
+            throw Unreadable(reason: "\(field).encoding '\(encoding ?? "")' is not one a body is read in (base64, or none)")
+        }
+        guard let text else { return nil }
+        guard lowered == "base64" else { return Data(text.utf8) }
+        guard let decoded = Data(base64Encoded: text, options: .ignoreUnknownCharacters) else { throw fail("\(field).text is not valid base64") }
+        return decoded
     }
 
     /// Where a decoding error is, as a person finds it in the file (`entry 2 of log.entries: response.status`, entries

@@ -57,15 +57,9 @@ final class AtomicOutput {
     var descriptor: Int32 { fd }
 
     init(destination: String) throws {
+        if let problem = OutputFile.problem(with: destination) { throw problem }
         let url = URL(fileURLWithPath: destination)
         let folder = url.deletingLastPathComponent().path
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw PackagerError(.io, "the output folder \(folder) does not exist", subject: destination)
-        }
-        if FileManager.default.fileExists(atPath: destination, isDirectory: &isDirectory), isDirectory.boolValue {
-            throw PackagerError(.invalidInput, "this is a folder: give the path of the file to write", subject: destination)
-        }
         self.destination = destination
         let prefix = "." + url.lastPathComponent + ".tmp-"
         AbandonedFiles.remove(in: folder, prefix: prefix)
@@ -157,6 +151,20 @@ public enum OutputFile {
 
     /// Writes `text` as UTF-8 to `path` atomically.
     public static func write(_ text: String, to path: String) throws { try write(Array(text.utf8), to: path) }
+
+    /// Why a file cannot be written at `destination`, or nil: it is a folder, or its folder does not exist. (Checked
+    /// again when writing; a command checks it before a long run too.)
+    public static func problem(with destination: String) -> PackagerError? {
+        let folder = URL(fileURLWithPath: destination).deletingLastPathComponent().path
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory), isDirectory.boolValue else {
+            return PackagerError(.io, "the output folder \(folder) does not exist", subject: destination)
+        }
+        if FileManager.default.fileExists(atPath: destination, isDirectory: &isDirectory), isDirectory.boolValue {
+            return PackagerError(.invalidInput, "this is a folder: give the path of the file to write", subject: destination)
+        }
+        return nil
+    }
 }
 
 /// Temporary files and folders the process must remove if it is interrupted.
