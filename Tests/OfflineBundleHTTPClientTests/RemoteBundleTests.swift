@@ -52,7 +52,10 @@ struct RemoteBundleTests {
         try FileManager.default.createDirectory(atPath: folder.path + "/www", withIntermediateDirectories: true)
         try Self.writeRelease(to: folder.path + "/www/release.zip")
         let local = try MountedBundle(path: folder.path + "/www/release.zip")
-        let indexBytes = try #require(local.metadata["index.bin"]).compressedSize
+        let indexEntry = try #require(local.metadata["index.bin"])
+        let indexBytes = indexEntry.compressedSize
+        // The tail request brings the index too when it lies in the object's last bytes (a small deflated one does).
+        let coldRequests = local.file.size - indexEntry.localHeaderOffset <= UInt64(MountedBundle.remoteTailBytes) ? 1 : 2
         for kind in kinds {
             let server = try await RealServer.start(kind, root: folder.path + "/www", state: folder.path + "/state-\(kind)")
             defer { server.stop() }
@@ -60,12 +63,12 @@ struct RemoteBundleTests {
             let url = server.base + "/release.zip"
             let bundle = try await MountedBundle.mount(url: url, remote: try Self.remote(cache: cache))
             let mounted = try #require(bundle.remoteTraffic)
-            #expect(mounted.requests == 2, "\(kind): a cold mount took \(mounted.requests) requests")
+            #expect(mounted.requests == coldRequests, "\(kind): a cold mount took \(mounted.requests) requests")
             #expect(mounted.bytes <= indexBytes + (64 << 10), "\(kind): a cold mount fetched \(mounted.bytes) bytes (index \(indexBytes))")
             // One body, one request.
             let page = try #require(bundle.entry(forKey: "https://docs.example/p7.html"))
             #expect(try bundle.body(of: page) == local.body(of: try #require(local.entry(forKey: page.key))))
-            #expect(bundle.remoteTraffic?.requests == 3, "\(kind)")
+            #expect(bundle.remoteTraffic?.requests == coldRequests + 1, "\(kind)")
             try await offPool { try Self.expectSameBodies(bundle, local) }
             // Warm: one conditional request, then every body from the cache.
             let warm = try await MountedBundle.mount(url: url, remote: try Self.remote(cache: cache))
@@ -118,7 +121,7 @@ struct RemoteBundleTests {
         #expect((c.remoteTraffic?.held ?? .max) <= 70 << 10)
     }
 
-    @Test("every vector of docs/vectors read from nginx by range reads: a version-2 bundle answers as its file, a broken one is refused as its file is")
+    @Test("every vector of docs/vectors read from nginx by range reads: a bundle of version 2 or 3 answers as its file, a broken one is refused as its file is")
     func vectors() async throws {
         let vectors = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("docs/vectors").path
@@ -133,7 +136,7 @@ struct RemoteBundleTests {
             let remote = Result { try served.mount(path) }
             switch (local, remote) {
             case (.success(let file), .success(let bundle)):
-                #expect(file.formatVersion == 2 && bundle.digest == file.digest && bundle.entryCount == file.entryCount, "\(name)")
+                #expect(file.formatVersion >= 2 && bundle.digest == file.digest && bundle.entryCount == file.entryCount, "\(name)")
                 // Each body as its file gives it, or refused with the same code (broken-body.zip).
                 for entry in file.entries {
                     let other = try #require(bundle.entry(forKey: entry.key))
@@ -149,7 +152,7 @@ struct RemoteBundleTests {
             case (.failure(let error), .success):
                 Issue.record("\(name): its file is refused (\(error)) but its URL mounts")
             case (.failure(let fileError), .failure(let urlError)):
-                let delta = name.hasPrefix("delta-")
+                let delta = name.contains("delta-")
                 #expect(
                     delta ? (urlError as? BundleError)?.code == .unsupported : (urlError as? BundleError) != nil,
                     "\(name): \(fileError) / \(urlError)")

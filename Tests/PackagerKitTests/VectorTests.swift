@@ -10,7 +10,7 @@ import Testing
 /// The format's test vectors (docs/vectors/): small bundles and `expected.json`, the answers another implementation
 /// can test itself against (docs/FORMAT.md §11).
 ///
-/// - The version-2 vectors are rewritten from their recipes below and compared byte for byte with the committed
+/// - The version-3 vectors are rewritten from their recipes below and compared byte for byte with the committed
 ///   files, so the writer's output for fixed inputs cannot drift unnoticed.
 /// - Every request in `expected.json` is replayed through the reader and the responder, and must get the recorded
 ///   answer: status, headers in order, body digest, or the error code.
@@ -37,7 +37,7 @@ struct VectorTests {
     /// `packager pack docs/vectors/site --base-url http://vectors.example/site/ --drop-query 'utm_*' --compression-level 8`.
     ///
     /// The first vectors were written before packs carried an ignore-query rule (`ignoresQuery: false` keeps their bytes);
-    /// `v2-pack-query.zip` is a pack as `packager pack` writes one now, with the rule.
+    /// `v3-pack-query.zip` is a pack as `packager pack` writes one now, with the rule.
     static func writePack(to path: String, signed: Bool, ignoresQuery: Bool = false) throws {
         var writer = BundleWriter.Options(dropQueryParameters: ["utm_*"], compressionLevel: level, timeClamp: nil)
         if signed { writer.signingKey = try signingKey() }
@@ -222,10 +222,10 @@ struct VectorTests {
         try damage(path)
     }
 
-    static func pack(_ out: String) -> String { out + "/v2-pack.zip" }
+    static func pack(_ out: String) -> String { out + "/v3-pack.zip" }
 
     /// The next release of the vector site (the home page grown, the stylesheet gone, a page added), packed as
-    /// `v2-pack.zip` was, and the delta from `v2-pack.zip` to it (§12): the home page as a patch of its old body, the
+    /// `v3-pack.zip` was, and the delta from `v3-pack.zip` to it (§12): the home page as a patch of its old body, the
     /// new page carried, `index.bin` and `manifest.json` as patches.
     static func writeNext(into out: String) throws {
         let scratch = try TemporaryFolder()
@@ -236,23 +236,23 @@ struct VectorTests {
         try FileManager.default.removeItem(atPath: site + "/style.css")
         try "<!doctype html><title>News</title><p>A page of the next release.</p>\n".write(toFile: site + "/news.html", atomically: false, encoding: .utf8)
         let writer = BundleWriter.Options(dropQueryParameters: ["utm_*"], compressionLevel: level, timeClamp: nil)
-        _ = try Packer(options: .init(baseURL: base, writer: writer, ignoresQuery: false)).pack(source: site, output: out + "/v2-pack-next.zip")
-        try DeltaBundles.make(old: pack(out), new: out + "/v2-pack-next.zip", to: out + "/delta-pack-next.zip")
+        _ = try Packer(options: .init(baseURL: base, writer: writer, ignoresQuery: false)).pack(source: site, output: out + "/v3-pack-next.zip")
+        try DeltaBundles.make(old: pack(out), new: out + "/v3-pack-next.zip", to: out + "/delta-pack-next.zip")
         // The same delta with its index as an edit (§12.4) rather than a byte patch.
         _ = try DeltaBundles.make(
-            old: try MountedBundle(path: pack(out)), new: out + "/v2-pack-next.zip", to: out + "/delta-pack-next-edit.zip", wholeBodies: false,
+            old: try MountedBundle(path: pack(out)), new: out + "/v3-pack-next.zip", to: out + "/delta-pack-next-edit.zip", wholeBodies: false,
             indexForm: .edit)
     }
 
-    /// Writes every version-2 vector into `out`.
+    /// Writes every version-3 vector into `out` (the version-2 ones are only read).
     static func writeVectors(into out: String) throws {
-        try writePack(to: out + "/v2-pack.zip", signed: false)
-        try writePack(to: out + "/v2-pack-signed.zip", signed: true)
-        try writePack(to: out + "/v2-pack-query.zip", signed: false, ignoresQuery: true)
-        try writeCrawl(to: out + "/v2-crawl.zip")
-        try writeRequests(to: out + "/v2-requests.zip")
+        try writePack(to: out + "/v3-pack.zip", signed: false)
+        try writePack(to: out + "/v3-pack-signed.zip", signed: true)
+        try writePack(to: out + "/v3-pack-query.zip", signed: false, ignoresQuery: true)
+        try writeCrawl(to: out + "/v3-crawl.zip")
+        try writeRequests(to: out + "/v3-requests.zip")
         // A request qualifier of the wrong shape (a method in lowercase), on the last key: refused at mount as hostile.
-        try damaged(out + "/v2-requests.zip", to: out + "/hostile-qualifier.zip") { path in
+        try damaged(out + "/v3-requests.zip", to: out + "/hostile-qualifier.zip") { path in
             try forgeIndex(in: path) { bytes in
                 let mark = Array(" m=POST".utf8)
                 guard let at = (0...(bytes.count - mark.count)).reversed().first(where: { Array(bytes[$0..<($0 + mark.count)]) == mark }) else { return }
@@ -263,7 +263,7 @@ struct VectorTests {
         try damaged(pack(out), to: out + "/unknown-header-flag.zip") { path in
             try forgeIndex(in: path) { bytes in bytes[IndexLayout.flagsOffset] |= 0x04 }
         }
-        try rewriteAsZip64(out + "/v2-crawl.zip", to: out + "/v2-crawl-zip64.zip")
+        try rewriteAsZip64(out + "/v3-crawl.zip", to: out + "/v3-crawl-zip64.zip")
         try writeNext(into: out)
         let pack = pack(out)
         // A flipped byte inside the deflate stream of the home page: mounts; every read of that body is refused.
@@ -441,13 +441,19 @@ struct VectorTests {
     /// Which vectors `expected.json` lists, with the key each is mounted with.
     static let plan: [(file: String, publicKey: String?, base: String?)] = [
         ("v1-unsigned.zip", nil, nil), ("v1-signed.zip", "vector-test-key.pub", nil),
-        ("v2-pack.zip", nil, nil), ("v2-pack.zip", "vector-test-key.pub", nil), ("v2-pack-signed.zip", "vector-test-key.pub", nil),
-        ("v2-pack-query.zip", nil, nil), ("v2-crawl.zip", nil, nil), ("v2-crawl-zip64.zip", nil, nil),
+        ("v3-pack.zip", nil, nil), ("v3-pack.zip", "vector-test-key.pub", nil), ("v3-pack-signed.zip", "vector-test-key.pub", nil),
+        ("v3-pack-query.zip", nil, nil), ("v3-crawl.zip", nil, nil), ("v3-crawl-zip64.zip", nil, nil),
         ("broken-body.zip", nil, nil), ("broken-index.zip", nil, nil), ("broken-truncated.zip", nil, nil), ("hostile-status.zip", nil, nil),
-        ("unknown-flag.zip", nil, nil), ("v2-requests.zip", nil, nil), ("hostile-qualifier.zip", nil, nil), ("unknown-header-flag.zip", nil, nil),
-        // A delta (§12): over its base it answers as v2-pack-next.zip; alone it is refused; over another bundle too.
-        ("v2-pack-next.zip", nil, nil), ("delta-pack-next.zip", nil, "v2-pack.zip"), ("delta-pack-next.zip", nil, nil),
-        ("delta-pack-next.zip", nil, "v2-crawl.zip"), ("delta-pack-next-edit.zip", nil, "v2-pack.zip"),
+        ("unknown-flag.zip", nil, nil), ("v3-requests.zip", nil, nil), ("hostile-qualifier.zip", nil, nil), ("unknown-header-flag.zip", nil, nil),
+        // A delta (§12): over its base it answers as v3-pack-next.zip; alone it is refused; over another bundle too.
+        ("v3-pack-next.zip", nil, nil), ("delta-pack-next.zip", nil, "v3-pack.zip"), ("delta-pack-next.zip", nil, nil),
+        ("delta-pack-next.zip", nil, "v3-crawl.zip"), ("delta-pack-next-edit.zip", nil, "v3-pack.zip"),
+        // Version 2, as packager wrote it before version 3 (index.bin stored, the bodies' digests in the manifest), read
+        // as before: these files are no longer written, only read. v2-delta-pack-next.zip is a delta of that time
+        // (delta.json without the target's format version), over v2-pack.zip.
+        ("v2-pack.zip", nil, nil), ("v2-pack-signed.zip", "vector-test-key.pub", nil), ("v2-pack-query.zip", nil, nil), ("v2-crawl.zip", nil, nil),
+        ("v2-crawl-zip64.zip", nil, nil), ("v2-requests.zip", nil, nil), ("v2-pack-next.zip", nil, nil),
+        ("v2-delta-pack-next.zip", nil, "v2-pack.zip"),
     ]
 
     static let comment =
@@ -461,7 +467,7 @@ struct VectorTests {
 
     // MARK: Tests
 
-    @Test("the writer writes the version-2 vectors byte for byte (reproducible for fixed inputs)")
+    @Test("the writer writes the version-3 vectors byte for byte (reproducible for fixed inputs)")
     func writerReproducesVectors() throws {
         if Self.writing {
             try Self.writeVectors(into: Self.folder)
@@ -472,8 +478,8 @@ struct VectorTests {
         let scratch = try TemporaryFolder()
         try Self.writeVectors(into: scratch.path)
         for name in [
-            "v2-pack.zip", "v2-pack-query.zip", "v2-crawl.zip", "v2-crawl-zip64.zip", "broken-body.zip", "broken-index.zip", "hostile-status.zip",
-            "unknown-flag.zip", "v2-requests.zip", "hostile-qualifier.zip", "unknown-header-flag.zip", "v2-pack-next.zip", "delta-pack-next.zip",
+            "v3-pack.zip", "v3-pack-query.zip", "v3-crawl.zip", "v3-crawl-zip64.zip", "broken-body.zip", "broken-index.zip", "hostile-status.zip",
+            "unknown-flag.zip", "v3-requests.zip", "hostile-qualifier.zip", "unknown-header-flag.zip", "v3-pack-next.zip", "delta-pack-next.zip",
             "delta-pack-next-edit.zip",
         ] {
             let written = try Data(contentsOf: URL(fileURLWithPath: scratch.path + "/" + name))
@@ -482,9 +488,9 @@ struct VectorTests {
         }
         // Ed25519 signatures need not repeat byte for byte across implementations: the signed vector must have the same
         // index (digest) as the unsigned one and verify.
-        let signed = try MountedBundle(path: scratch.path + "/v2-pack-signed.zip")
-        #expect(signed.digest == (try MountedBundle(path: Self.folder + "/v2-pack-signed.zip")).digest)
-        #expect(signed.digest == (try MountedBundle(path: Self.folder + "/v2-pack.zip")).digest)
+        let signed = try MountedBundle(path: scratch.path + "/v3-pack-signed.zip")
+        #expect(signed.digest == (try MountedBundle(path: Self.folder + "/v3-pack-signed.zip")).digest)
+        #expect(signed.digest == (try MountedBundle(path: Self.folder + "/v3-pack.zip")).digest)
     }
 
     @Test("every vector mounts, answers and fails as expected.json says")
@@ -506,7 +512,7 @@ struct VectorTests {
     func requestVariantRules() throws {
         let data = try Data(contentsOf: URL(fileURLWithPath: Self.folder + "/expected.json"))
         let expected = try JSONDecoder().decode(Expected.self, from: data)
-        let v = try #require(expected.vectors.first { $0.file == "v2-requests.zip" })
+        let v = try #require(expected.vectors.first { $0.file == "v3-requests.zip" })
         func answer(_ url: String, _ headers: [[String]] = [], method: String = "GET", body: String? = nil) throws -> Answer {
             try #require(
                 v.exchanges.first {
@@ -549,7 +555,7 @@ struct VectorTests {
         #expect(try answer("sql?sql=select%2Bname%2Bfrom%2Bt&_col=type&_col=name").status == nil)
         #expect(try answer("sql?sql=select+name+from+t&_col=name").status == nil)
         // The other vectors have no qualifiers: a POST with a body is a miss there, as before.
-        let pack = try #require(expected.vectors.first { $0.file == "v2-pack.zip" && $0.publicKey == nil })
+        let pack = try #require(expected.vectors.first { $0.file == "v3-pack.zip" && $0.publicKey == nil })
         #expect(pack.exchanges.filter { $0.request.url.hasPrefix(Self.api) }.allSatisfy { $0.answer.status == nil })
         #expect(expected.vectors.first { $0.file == "hostile-qualifier.zip" }?.mount == "hostile")
         #expect(expected.vectors.first { $0.file == "unknown-header-flag.zip" }?.mount == "unsupported")
@@ -564,9 +570,9 @@ struct VectorTests {
             try #require(v.exchanges.first { $0.request.url == url && $0.request.headers == headers && $0.request.method == method }).answer
         }
         func header(_ a: Answer, _ name: String) -> String? { a.headers?.first { $0[0].lowercased() == name }?[1] }
-        let pack = try vector("v2-pack.zip")
-        let crawl = try vector("v2-crawl.zip")
-        #expect(pack.mount == "ok" && pack.formatVersion == 2 && pack.entries == 9 && pack.bodies == 6)
+        let pack = try vector("v3-pack.zip")
+        let crawl = try vector("v3-crawl.zip")
+        #expect(pack.mount == "ok" && pack.formatVersion == 3 && pack.entries == 9 && pack.bodies == 6)
         // The packed home page: a synthesized ETag of the digest; gzip gets its own ETag and Vary.
         let home = try answer(pack, Self.base)
         #expect(home.status == 200 && header(home, "etag") == "\"d4141da8ee1c5761d4864de290aca2ab\"" && home.bodyLength == 543)
@@ -609,9 +615,9 @@ struct VectorTests {
         // Version 1 still answers; ZIP64 end records change nothing; the damaged ones fail with their codes.
         #expect(try vector("v1-signed.zip", key: "vector-test-key.pub").mount == "ok")
         #expect(try answer(vector("v1-unsigned.zip"), Self.base).bodySHA256 == home.bodySHA256)
-        #expect(try vector("v2-crawl-zip64.zip").exchanges.map(\.answer) == crawl.exchanges.map(\.answer))
-        #expect(try vector("v2-pack.zip", key: "vector-test-key.pub").mount == "signature")
-        #expect(try vector("v2-pack-signed.zip", key: "vector-test-key.pub").mount == "ok")
+        #expect(try vector("v3-crawl-zip64.zip").exchanges.map(\.answer) == crawl.exchanges.map(\.answer))
+        #expect(try vector("v3-pack.zip", key: "vector-test-key.pub").mount == "signature")
+        #expect(try vector("v3-pack-signed.zip", key: "vector-test-key.pub").mount == "ok")
         #expect(try answer(vector("broken-body.zip"), Self.base).error == "corrupt-body")
         #expect(try answer(vector("broken-body.zip"), Self.base, [["Accept-Encoding", "gzip"]]).error == "corrupt-body")
         #expect(try vector("broken-index.zip").mount == "corrupt-index")
@@ -622,7 +628,7 @@ struct VectorTests {
 
     @Test("standard tools list and extract the vectors")
     func standardTools() throws {
-        for file in ["v2-pack.zip", "v2-crawl.zip", "v2-crawl-zip64.zip"] {
+        for file in ["v3-pack.zip", "v3-crawl.zip", "v3-crawl-zip64.zip"] {
             let unzip = try TestSupport.run("unzip", ["-t", Self.folder + "/" + file])
             #expect(unzip.status == 0, "\(file): \(unzip.output)")
             let bsdtar = try TestSupport.run("bsdtar", ["-tf", Self.folder + "/" + file])

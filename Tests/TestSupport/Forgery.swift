@@ -2,18 +2,23 @@ import Crypto
 import Foundation
 import OfflineBundle
 
-/// Rewrites a stored metadata entry (`index.bin`, `signature.json`, `manifest.json`) of the bundle at `path` in
-/// place and fixes its CRC-32 in the local and central headers, so that only the lie remains for the reader to find
-/// (a damaged CRC would stop it earlier, before the check a test means to reach).
+/// Rewrites a metadata entry (`index.bin`, `signature.json`, `manifest.json`) of the bundle at `path` and fixes its
+/// CRC-32 in the local and central headers, so that only the lie remains for the reader to find (a damaged CRC would
+/// stop it earlier, before the check a test means to reach).
 ///
-/// `transform` must keep the length; the entry must be stored (method 0), as the writer stores metadata.
+/// A stored entry is rewritten in place (`transform` must keep its length); a deflated one (version 3's `index.bin`)
+/// is written back stored, as the format also allows, with the entries after it and the central directory moved.
 public func forgeMetadataEntry(_ name: String, in path: String, _ transform: (inout [UInt8]) -> Void) throws {
     let bundle = try MountedBundle(path: path)
-    guard let entry = bundle.metadata[name], entry.method == 0 else { throw POSIXError(.EINVAL) }
+    guard let entry = bundle.metadata[name] else { throw POSIXError(.EINVAL) }
     var bytes = try MountedBundle.readMetadataEntry(entry, from: bundle.file, limit: 1 << 32, bodyArea: bundle.directory.centralDirectoryOffset)
     let length = bytes.count
     transform(&bytes)
-    precondition(bytes.count == length, "a forged entry keeps its length")
+    guard entry.method == 0 else {
+        try replaceMetadataEntry(name, in: path, storing: bytes)
+        return
+    }
+    precondition(bytes.count == length, "a forged stored entry keeps its length")
     let crc = CRC32.checksum(bytes)
     var file = try Data(contentsOf: URL(fileURLWithPath: path))
     let local = Int(entry.localHeaderOffset)
@@ -48,4 +53,60 @@ public func forgeSignedDigest(in path: String) throws {
         guard let at = bytes.firstRange(of: marker) else { preconditionFailure("no signedDigest in signature.json") }
         bytes.replaceSubrange(at.upperBound..<(at.upperBound + 64), with: digest)
     }
+}
+
+/// Replaces metadata entry `name` of the bundle at `path` by `bytes`, stored (method 0): the metadata entries from it
+/// on are written again one after the other, then the central directory (its body records as they were) and the end
+/// record, with the offsets and sizes that changed. For test bundles without ZIP64 records.
+public func replaceMetadataEntry(_ name: String, in path: String, storing bytes: [UInt8]) throws {
+    let bundle = try MountedBundle(path: path)
+    let file = try Data(contentsOf: URL(fileURLWithPath: path))
+    func u16(_ at: Int) -> Int { Int(file[at]) | Int(file[at + 1]) << 8 }
+    func u32(_ at: Int) -> UInt32 { UInt32(u16(at)) | UInt32(u16(at + 2)) << 16 }
+    func le16(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF)] }
+    func le32(_ v: UInt32) -> [UInt8] { (0..<4).map { UInt8(v >> (8 * $0) & 0xFF) } }
+    guard let target = bundle.metadata[name] else { throw POSIXError(.EINVAL) }
+    let metadata = bundle.metadata.values.sorted { $0.localHeaderOffset < $1.localHeaderOffset }
+    let rewriteFrom = Int(target.localHeaderOffset)
+    let cdOffset = Int(bundle.directory.centralDirectoryOffset)
+    precondition(u32(cdOffset - 20) != 0x0706_4b50, "a test bundle without ZIP64 end records")
+    var out = Data(file[0..<rewriteFrom])
+    var moved: [String: (offset: Int, method: Int, crc: UInt32, size: Int)] = [:]
+    for entry in metadata where Int(entry.localHeaderOffset) >= rewriteFrom {
+        let local = Int(entry.localHeaderOffset)
+        let start = out.count
+        if entry.name == name {
+            let crc = CRC32.checksum(bytes)
+            var header = le32(0x0403_4b50) + le16(20) + le16(0) + le16(0) + le16(0) + le16(0x21) + le32(crc)
+            header += le32(UInt32(bytes.count)) + le32(UInt32(bytes.count)) + le16(entry.nameBytes.count) + le16(0)
+            out.append(contentsOf: header + entry.nameBytes + bytes)
+            moved[entry.name] = (start, 0, crc, bytes.count)
+        } else {
+            let end = local + 30 + u16(local + 26) + u16(local + 28) + Int(entry.compressedSize)
+            out.append(file[local..<end])
+            moved[entry.name] = (start, Int(entry.method), entry.crc32, Int(entry.compressedSize))
+        }
+    }
+    let newCD = out.count
+    var position = cdOffset
+    for _ in 0..<bundle.directory.entryCount {
+        let length = 46 + u16(position + 28) + u16(position + 30) + u16(position + 32)
+        var record = [UInt8](file[position..<(position + length)])
+        let recordName = String(decoding: record[46..<(46 + u16(position + 28))], as: UTF8.self)
+        if let change = moved[recordName] {
+            record.replaceSubrange(42..<46, with: le32(UInt32(change.offset)))
+            record.replaceSubrange(10..<12, with: le16(change.method))
+            record.replaceSubrange(16..<20, with: le32(change.crc))
+            record.replaceSubrange(20..<24, with: le32(UInt32(change.size)))
+            if change.method == 0 { record.replaceSubrange(24..<28, with: le32(UInt32(change.size))) }
+        }
+        out.append(contentsOf: record)
+        position += length
+    }
+    var end = [UInt8](file[position...])
+    precondition(u32(position) == 0x0605_4b50, "the end record follows the central directory")
+    end.replaceSubrange(12..<16, with: le32(UInt32(out.count - newCD)))
+    end.replaceSubrange(16..<20, with: le32(UInt32(newCD)))
+    out.append(contentsOf: end)
+    try out.write(to: URL(fileURLWithPath: path))
 }

@@ -6,7 +6,8 @@
     import Darwin
 #endif
 
-/// A validated `index.bin`, held in memory in the version-2 layout, with lookups that allocate only the key.
+/// A validated `index.bin`, held in memory in the version-2 layout (version 3's too), with lookups that allocate only
+/// the key.
 ///
 /// A version-1 index is converted to the version-2 layout when it is mounted (docs/FORMAT.md §10.3); ``formatVersion``
 /// says which version the bundle holds.
@@ -49,12 +50,13 @@ package struct BundleIndex: Sendable {
             throw BundleError(.corruptIndex, "index.bin: the index does not start with its magic number")
         }
         switch bytes.u32(IndexLayout.versionOffset) {
-        case 2:
-            try self.init(version2: bytes, bodyArea: bodyArea, maxRatio: maxRatio, formatVersion: 2)
+        case let version where version == 2 || version == 3:
+            // Version 3 keeps version 2's layout; it may store index.bin deflated, and its manifest changed (§10.2).
+            try self.init(version2: bytes, bodyArea: bodyArea, maxRatio: maxRatio, formatVersion: version)
         case 1:
             try self.init(version2: try IndexV1.convert(bytes), bodyArea: bodyArea, maxRatio: maxRatio, formatVersion: 1)
         case let version:
-            throw BundleError(.unsupported, "the bundle uses format version \(version); this reader knows versions 1 and 2")
+            throw BundleError(.unsupported, "the bundle uses format version \(version); this reader knows versions 1 to 3")
         }
     }
 

@@ -32,13 +32,22 @@ public struct DeltaInfo: Sendable, Equatable, Codable {
         public var sha256: String
         /// Where the target's body area ends (its `index.bin` local header's offset).
         public var bodyArea: UInt64
+        /// The target's format version: 3, or nil for 2 (deltas written before version 3 do not say it).
+        public var formatVersion: UInt32?
+        /// How the target stores `index.bin`, as a level byte (docs/FORMAT.md §12.1): nil or 0 for stored.
+        public var indexLevel: UInt8?
 
-        public init(digest: String, size: UInt64, sha256: String, bodyArea: UInt64) {
+        public init(digest: String, size: UInt64, sha256: String, bodyArea: UInt64, formatVersion: UInt32? = nil, indexLevel: UInt8? = nil) {
             self.digest = digest
             self.size = size
             self.sha256 = sha256
             self.bodyArea = bodyArea
+            self.formatVersion = formatVersion
+            self.indexLevel = indexLevel
         }
+
+        /// The target's format version, 2 when the delta does not say it.
+        public var version: UInt32 { formatVersion ?? 2 }
     }
 
     public init(base: String, target: Target, carried: Int, reused: Int, patched: Int, added: Int, changed: Int, removed: [String]) {
@@ -152,12 +161,17 @@ extension MountedBundle {
             throw BundleError(
                 .unsupported, "\(deltaPath) would stand over \(base.deltaDepth) deltas; at most \(BundleFormat.maxDeltaDepth) may stand over one another")
         }
+        let version = info.target.version
+        guard (2...BundleFormat.version).contains(version) else {
+            throw BundleError(
+                .unsupported, "\(deltaPath) stands for a bundle of format version \(version); deltas are of bundles of versions 2 and 3")
+        }
         let indexBytes: [UInt8]
         if let indexEntry = metadata[BundleFormat.indexEntryName] {
-            indexBytes = try Self.readMetadataEntry(indexEntry, from: file, limit: 1 << 32, bodyArea: directory.centralDirectoryOffset)
+            indexBytes = try Self.readIndex(indexEntry, version: version, from: file, bodyArea: directory.centralDirectoryOffset)
         } else if let editEntry = metadata[Self.indexEditName] {
             let edit = try Self.readMetadataEntry(editEntry, from: file, limit: Self.indexLimit(base), bodyArea: directory.centralDirectoryOffset)
-            indexBytes = try IndexEdit.apply(edit, to: base.index)
+            indexBytes = try IndexEdit.apply(edit, to: base.index, version: version)
         } else if let patchEntry = metadata[Self.indexPatchName] {
             let patch = try Self.readMetadataEntry(patchEntry, from: file, limit: Self.indexLimit(base), bodyArea: directory.centralDirectoryOffset)
             indexBytes = try BinaryPatch.apply(
@@ -171,8 +185,9 @@ extension MountedBundle {
             throw BundleError(.corruptIndex, "index.bin of \(deltaPath) does not hash to the digest the delta names: it was altered")
         }
         let index = try BundleIndex(bytes: indexBytes, bodyArea: info.target.bodyArea, maxRatio: options.maxCompressionRatio)
-        guard index.formatVersion == BundleFormat.version else {
-            throw BundleError(.unsupported, "\(deltaPath) stands for a bundle of format version \(index.formatVersion); deltas are of version-2 bundles")
+        guard index.formatVersion == version else {
+            throw BundleError(
+                .corruptIndex, "\(deltaPath) stands for a bundle of format version \(version), but its index.bin is of version \(index.formatVersion)")
         }
         var signed = false
         if let signatureEntry = metadata[BundleFormat.signatureEntryName] {

@@ -124,13 +124,11 @@ public final class MountedBundle: Sendable {
                 .unsupported,
                 "\(path) is a delta bundle: it holds only what changed since another bundle (\(comment.prefix(120))), and mounts over that bundle (MountedBundle(deltaPath:base:), or packager serve DELTA BASE; packager check DELTA BASE checks it; packager apply BASE DELTA -o FILE rebuilds the whole bundle)"
             )
-        } else if comment.hasPrefix(BundleFormat.commentPrefix + "sha256:") {
-            version = 2
-        } else if comment.hasPrefix(BundleFormat.v1CommentPrefix + "sha256:") {
-            version = 1
+        } else if let known = BundleFormat.version(ofComment: comment) {
+            version = known
         } else if comment.hasPrefix("packager-bundle/") {
             throw BundleError(
-                .unsupported, "\(path) is a packager bundle of another format version (\(comment.prefix(20))…); this reader knows versions 1 and 2")
+                .unsupported, "\(path) is a packager bundle of another format version (\(comment.prefix(20))…); this reader knows versions 1 to 3")
         } else {
             version = 0
         }
@@ -159,9 +157,9 @@ public final class MountedBundle: Sendable {
         guard version > 0 else {
             throw BundleError(.notABundle, "\(path) lacks the packager bundle comment; it is not a bundle, or its end record is damaged")
         }
-        let recordedDigest = String(comment.dropFirst(BundleFormat.commentPrefix.count + 7).prefix(64))
+        let recordedDigest = String(comment.dropFirst(BundleFormat.commentPrefix(version: version).count + 7).prefix(64))
 
-        let indexBytes = try Self.readMetadataEntry(indexEntry, from: file, limit: 1 << 32, bodyArea: directory.centralDirectoryOffset)
+        let indexBytes = try Self.readIndex(indexEntry, version: version, from: file, bodyArea: directory.centralDirectoryOffset)
         let index = try BundleIndex(bytes: indexBytes, bodyArea: firstMetadataOffset, maxRatio: options.maxCompressionRatio)
         guard index.formatVersion == version else {
             throw BundleError(.corruptIndex, "the archive comment says format version \(version) but index.bin is version \(index.formatVersion)")
@@ -511,13 +509,31 @@ public final class MountedBundle: Sendable {
     /// `index.bin` and `signature.json` must be stored (§3.2): one with another method is refused before anything is
     /// inflated, so neither can cost more memory than its bytes in the file, and both are read before the signature is
     /// checked. `manifest.json` may be deflated, up to `limit` bytes.
+    /// Reads `index.bin` for a bundle of format `version`: stored, or from version 3 on also deflated (docs/FORMAT.md
+    /// §2.1). The bytes returned are the index's own, inflated: the bundle digest is their SHA-256.
+    package static func readIndex(_ entry: ZipCentralEntry, version: UInt32, from file: BundleFile, bodyArea: UInt64) throws -> [UInt8] {
+        guard entry.method == 0 || version >= 3 else {
+            throw BundleError(
+                .hostile,
+                "\(entry.name) is compressed (method \(entry.method)); format version \(version) stores it (method 0), so it is refused unread",
+                entry: entry.name)
+        }
+        return try readMetadataEntry(entry, from: file, limit: 1 << 32, bodyArea: bodyArea)
+    }
+
     package static func readMetadataEntry(_ entry: ZipCentralEntry, from file: BundleFile, limit: UInt64, bodyArea: UInt64) throws -> [UInt8] {
         guard entry.uncompressedSize <= limit, entry.compressedSize <= limit else {
             throw BundleError(.hostile, "\(entry.name) claims \(entry.uncompressedSize) bytes, over the limit of \(limit)", entry: entry.name)
         }
-        if entry.method != 0 && (entry.name == BundleFormat.indexEntryName || entry.name == BundleFormat.signatureEntryName) {
+        if entry.method != 0 && entry.name == BundleFormat.signatureEntryName {
             throw BundleError(
                 .hostile, "\(entry.name) is compressed (method \(entry.method)); the format stores it (method 0), so it is refused unread",
+                entry: entry.name)
+        }
+        if entry.method != 0 && entry.name == BundleFormat.indexEntryName && entry.uncompressedSize > entry.compressedSize * BundleFormat.indexMaxRatio {
+            throw BundleError(
+                .hostile,
+                "\(entry.name) claims \(entry.uncompressedSize) bytes from \(entry.compressedSize) deflated, more than \(BundleFormat.indexMaxRatio) to 1: it is refused unread",
                 entry: entry.name)
         }
         let dataOffset = try metadataDataOffset(entry, in: file, bodyArea: bodyArea)
@@ -533,7 +549,12 @@ public final class MountedBundle: Sendable {
             guard entry.uncompressedSize <= max(entry.compressedSize, 1) * 1100 else {
                 throw BundleError(.hostile, "\(entry.name) claims an absurd compression ratio", entry: entry.name)
             }
-            bytes = try stored.withUnsafeBytes { try RawInflate.inflate($0, expectedSize: Int(entry.uncompressedSize), entry: entry.name) }
+            do {
+                bytes = try stored.withUnsafeBytes { try RawInflate.inflate($0, expectedSize: Int(entry.uncompressedSize), entry: entry.name) }
+            } catch let error as BundleError where error.code == .corruptBody {
+                // A damaged metadata stream is a damaged index or manifest, not a body.
+                throw BundleError(.corruptIndex, "\(entry.name): \(error.message)", entry: entry.name)
+            }
         default:
             throw BundleError(.unsupported, "\(entry.name) uses compression method \(entry.method)", entry: entry.name)
         }

@@ -1,7 +1,7 @@
-/// Constants of the bundle format, version 2 (see docs/FORMAT.md).
+/// Constants of the bundle format, version 3 (see docs/FORMAT.md).
 public enum BundleFormat {
-    /// The format version this library writes. It also mounts version 1.
-    public static let version: UInt32 = 2
+    /// The format version this library writes. It also mounts versions 1 and 2.
+    public static let version: UInt32 = 3
     /// The ZIP entry that holds the compact binary index.
     public static let indexEntryName = "index.bin"
     /// The ZIP entry that holds the human-readable JSON manifest.
@@ -11,7 +11,19 @@ public enum BundleFormat {
     /// The folder prefix of body entries; a body is `b/` + the first 16 (or more) lowercase hex digits of its SHA-256.
     public static let bodyPrefix = "b/"
     /// The prefix of the ZIP archive comment, followed by `sha256:` and the bundle digest.
-    public static let commentPrefix = "packager-bundle/2 "
+    public static let commentPrefix = commentPrefix(version: version)
+    /// The archive comment prefix of a bundle of format `version`: `packager-bundle/N ` (docs/FORMAT.md §2.5).
+    public static func commentPrefix(version: UInt32) -> String { "packager-bundle/\(version) " }
+    /// The format versions this library mounts.
+    public static let readableVersions: ClosedRange<UInt32> = 1...3
+    /// The format version an archive comment `packager-bundle/N sha256:…` names, when this library mounts it; nil for
+    /// any other comment.
+    package static func version(ofComment comment: String) -> UInt32? {
+        readableVersions.first { comment.hasPrefix(commentPrefix(version: $0) + "sha256:") }
+    }
+    /// The most `index.bin` may claim to inflate to per stored byte, when deflated (version 3, §4): real indexes
+    /// deflate by 2 to 10, so a bomb costs a file of a 64th of what it makes.
+    package static let indexMaxRatio: UInt64 = 64
     /// Version 1's body prefix: `bodies/` + all 64 hex digits.
     public static let v1BodyPrefix = "bodies/"
     /// Version 1's archive comment prefix.
@@ -29,7 +41,7 @@ public enum BundleFormat {
 
     /// The ZIP entry name of the body with this SHA-256 digest, spelled with `digits` hex digits (16 unless another
     /// body of the bundle shares them).
-    /// Whether `name` is a version-2 body's entry name: `b/` and 16 to 64 lowercase hexadecimal digits (§2.1).
+    /// Whether `name` is a body's entry name (versions 2 and 3): `b/` and 16 to 64 lowercase hexadecimal digits (§2.1).
     package static func isBodyName(_ name: String) -> Bool {
         guard name.hasPrefix(bodyPrefix) else { return false }
         let digits = name.utf8.dropFirst(bodyPrefix.utf8.count)

@@ -1,4 +1,4 @@
-/// The declaration's rules that travel in a bundle (format version 2), so the runtime can apply them to URLs the
+/// The declaration's rules that travel in a bundle (format versions 2 and 3), so the runtime can apply them to URLs the
 /// build never met.
 ///
 /// - ``dropQueryParameters``: query parameter name patterns removed from every request key (`utm_*`).

@@ -123,11 +123,11 @@ package enum IndexEdit {
 
     // MARK: Applying
 
-    /// The target's `index.bin` bytes, made from `base` and `edit` as a writer makes an index (the caller checks their
-    /// digest).
+    /// The target's `index.bin` bytes, made from `base` and `edit` as a writer makes an index of format `version`
+    /// (the caller checks their digest).
     ///
     /// - Throws: ``BundleError`` with code `.corruptIndex` when the edit is damaged or refers past the base.
-    package static func apply(_ edit: [UInt8], to base: BundleIndex) throws -> [UInt8] {
+    package static func apply(_ edit: [UInt8], to base: BundleIndex, version: UInt32 = BundleFormat.version) throws -> [UInt8] {
         var reader = Reader(bytes: edit)
         guard try reader.take(magic.count) == magic else { throw Reader.fail("no PKGIDXE1 header") }
         // Counts are bounded by what the base and the edit's own bytes can make (a new body takes 44 bytes or more, a new
@@ -182,6 +182,7 @@ package enum IndexEdit {
         let entryCount = try reader.count(limit: base.entryCount + edit.count / 9)
         // The entries are read first, the accumulator made after: the target's counts are known by then.
         var accumulator = IndexAccumulator(entryCount: entryCount, bodyCount: bodyCount)
+        accumulator.version = version
         for body in bodies { try accumulator.addBody(body) }
         var added = 0
         var k = 0

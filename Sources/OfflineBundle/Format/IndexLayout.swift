@@ -172,7 +172,7 @@ package struct IndexEntryRecord: Sendable {
     }
 }
 
-/// Serialises a version-2 index. Entries must be sorted by key and bodies by digest; the builder checks.
+/// Serialises an index in the version-2 layout (version 3's). Entries must be sorted by key and bodies by digest; the builder checks.
 package enum IndexBuilder {
     /// `index.bin` for `entries` (sorted by key, unique) and `bodies` (sorted by digest, unique), in one piece.
     package static func build(
@@ -219,6 +219,9 @@ package struct IndexAccumulator {
     private var qualified = false
     /// Whether the keys were canonicalized reading queries as forms, and need it to be found (header flag 0x2).
     package var formQuery = false
+    /// The format version written at offset 8: this library's, or 2 when an index a version-2 writer made is made
+    /// again (a delta that stands for a version-2 bundle, §12.4). The layout is the same.
+    package var version = BundleFormat.version
 
     /// For `entryCount` entries (exactly that many are added) referring to `bodyCount` bodies.
     package init(entryCount: Int, bodyCount: Int) {
@@ -388,7 +391,7 @@ package struct IndexAccumulator {
         var head = [UInt8]()
         head.reserveCapacity(IndexLayout.headerSize)
         head.append(contentsOf: IndexLayout.magic)
-        head.appendLE(BundleFormat.version)
+        head.appendLE(version)
         // The request-qualifiers flag only when a key carries qualifiers: a bundle without them is as it always was.
         head.appendLE((qualified ? IndexLayout.headerFlagRequestQualifiers : 0) | (formQuery ? IndexLayout.headerFlagFormQuery : 0))
         head.appendLE(UInt32(entryCount))

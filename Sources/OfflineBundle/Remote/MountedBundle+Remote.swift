@@ -297,14 +297,15 @@ struct RemoteMount {
             throw BundleError(.notABundle, "\(shownURL) has no ZIP end record in its last \(tail.count) bytes: it is not a bundle, or it is cut short")
         }
         let comment = String(decoding: tail[(end + ZipConstants.endSize)...], as: UTF8.self)
-        let prefix = BundleFormat.commentPrefix + "sha256:"
         if comment.hasPrefix("packager-delta/") {
             throw BundleError(
                 .unsupported, "\(shownURL) is a delta bundle; deltas are mounted from files (download it, then packager serve DELTA BASE)")
         }
-        guard comment.hasPrefix(prefix), comment.utf8.count == prefix.utf8.count + 64 else {
+        let version = BundleFormat.version(ofComment: comment)
+        let prefix = BundleFormat.commentPrefix(version: version ?? BundleFormat.version) + "sha256:"
+        guard let version, version >= 2, comment.utf8.count == prefix.utf8.count + 64 else {
             if comment.hasPrefix("packager-bundle/") {
-                throw BundleError(.unsupported, "\(shownURL) is a bundle of format \(comment.prefix(17)); remote mounts read version 2")
+                throw BundleError(.unsupported, "\(shownURL) is a bundle of format \(comment.prefix(17)); remote mounts read versions 2 and 3")
             }
             throw BundleError(.notABundle, "\(shownURL) lacks the packager bundle comment: it is not a bundle")
         }
@@ -321,7 +322,10 @@ struct RemoteMount {
         let modified = object.lastModified.flatMap { HTTPDates.parse($0) } ?? Date()
         let file = BundleFile(remote: object, modified: modified)
         let directory = try ZipDirectory.locate(in: file, tailLimit: MountedBundle.remoteTailBytes)
-        guard String(decoding: directory.comment, as: UTF8.self) == BundleFormat.commentPrefix + "sha256:" + digest else {
+        let comment = String(decoding: directory.comment, as: UTF8.self)
+        guard let version = BundleFormat.version(ofComment: comment), version >= 2,
+            comment == BundleFormat.commentPrefix(version: version) + "sha256:" + digest
+        else {
             throw BundleError(.corruptDirectory, "\(shownURL): the cached end record names another bundle")
         }
         let names = [BundleFormat.signatureEntryName, BundleFormat.manifestEntryName, BundleFormat.indexEntryName]
@@ -355,13 +359,13 @@ struct RemoteMount {
         }
         try object.prefetch(indexEntry.localHeaderOffset..<end, whole: true)
         if let signatureRange { try object.prefetch(signatureRange, whole: true) }
-        let indexBytes = try MountedBundle.readMetadataEntry(indexEntry, from: file, limit: 1 << 32, bodyArea: cdOffset)
+        let indexBytes = try MountedBundle.readIndex(indexEntry, version: version, from: file, bodyArea: cdOffset)
         guard hexString(Array(SHA256.hash(data: indexBytes))) == digest else {
             throw BundleError(.corruptIndex, "index.bin of \(shownURL) does not hash to the digest its comment names: it was altered, or the cache is damaged")
         }
         let index = try BundleIndex(bytes: indexBytes, bodyArea: indexEntry.localHeaderOffset, maxRatio: options.maxCompressionRatio)
-        guard index.formatVersion == 2 else {
-            throw BundleError(.corruptIndex, "the archive comment says format version 2 but index.bin is version \(index.formatVersion)")
+        guard index.formatVersion == version else {
+            throw BundleError(.corruptIndex, "the archive comment says format version \(version) but index.bin is version \(index.formatVersion)")
         }
         guard UInt64(index.bodyCount) + UInt64(trailing.count) == directory.entryCount else {
             throw BundleError(

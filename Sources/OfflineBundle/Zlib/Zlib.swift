@@ -152,6 +152,38 @@ package final class InflateStream {
 /// Raw deflate (RFC 1951) through zlib, for the few bodies a delta rebuilds from patches at mount (the writer deflates
 /// with libdeflate; the runtime links zlib only).
 package enum ZlibDeflate {
+    /// `pieces`, one after the other, deflated at `level` as one stream (the same bytes as ``deflate(_:level:)`` of
+    /// them joined: zlib's stream does not depend on how its input is cut), without joining them.
+    package static func deflate(pieces: [[UInt8]], level: Int32) throws -> [UInt8] {
+        var stream = z_stream()
+        guard czlib_deflate_init_raw(&stream, level) == Z_OK else { throw BundleError(.io, "zlib could not start deflating") }
+        defer { deflateEnd(&stream) }
+        var output = [UInt8]()
+        var chunk = [UInt8](repeating: 0, count: 256 << 10)
+        for (n, piece) in pieces.enumerated() {
+            let last = n == pieces.count - 1
+            try piece.withUnsafeBytes { raw in
+                stream.next_in = UnsafeMutablePointer(mutating: raw.baseAddress?.assumingMemoryBound(to: UInt8.self))
+                stream.avail_in = UInt32(raw.count)
+                while true {
+                    let (status, produced) = chunk.withUnsafeMutableBytes { out -> (Int32, Int) in
+                        stream.next_out = out.baseAddress?.assumingMemoryBound(to: UInt8.self)
+                        stream.avail_out = UInt32(out.count)
+                        let status = CZlib.deflate(&stream, last ? Z_FINISH : Z_NO_FLUSH)
+                        return (status, out.count - Int(stream.avail_out))
+                    }
+                    guard status == Z_OK || status == Z_STREAM_END || status == Z_BUF_ERROR else {
+                        throw BundleError(.io, "zlib could not deflate (status \(status))")
+                    }
+                    output.append(contentsOf: chunk[0..<produced])
+                    if last ? status == Z_STREAM_END : (stream.avail_in == 0 && produced < chunk.count) { break }
+                }
+            }
+        }
+        if pieces.isEmpty { return try deflate([], level: level) }
+        return output
+    }
+
     /// `input` deflated at `level` in one pass.
     package static func deflate(_ input: [UInt8], level: Int32 = 6) throws -> [UInt8] {
         var stream = z_stream()

@@ -48,8 +48,9 @@ public enum DeltaBundles {
 
     package static func make(old: MountedBundle, new newPath: String, to output: String, wholeBodies: Bool, indexForm: IndexForm) throws -> Summary {
         let new = try mount(newPath)
-        guard new.formatVersion == Int(BundleFormat.version) else {
-            throw PackagerError(.invalidInput, "\(newPath) is a bundle of format version \(new.formatVersion); deltas are made to version-2 bundles")
+        guard new.formatVersion >= 2 else {
+            throw PackagerError(
+                .invalidInput, "\(newPath) is a bundle of format version \(new.formatVersion); deltas are made to bundles of versions 2 and 3")
         }
         let (added, changed, removed, sources) = keyChanges(old: old, new: new)
         // The new bodies the old bundle holds stored alike are read from it; a changed page's body is a patch of its old
@@ -73,8 +74,14 @@ public enum DeltaBundles {
         guard let indexEntry = new.metadata[BundleFormat.indexEntryName] else {
             throw PackagerError(.invalidInput, "\(newPath) holds no \(BundleFormat.indexEntryName)")
         }
+        // A deflated index.bin is made again from its bytes when the delta holds it as an edit or a patch: at the level
+        // that reproduces its stream (nil when none does; then it goes whole).
+        let indexLevel = try storedLevel(of: indexEntry, content: new.index.bytes, in: new, zlibFirst: true, likely: BundleWriter.indexLevel)
         let info = DeltaInfo(
-            base: old.digest, target: .init(digest: new.digest, size: newFile.size, sha256: newFile.sha256, bodyArea: indexEntry.localHeaderOffset),
+            base: old.digest,
+            target: .init(
+                digest: new.digest, size: newFile.size, sha256: newFile.sha256, bodyArea: indexEntry.localHeaderOffset,
+                formatVersion: new.formatVersion == 2 ? nil : UInt32(new.formatVersion), indexLevel: indexLevel == 0 ? nil : indexLevel),
             carried: carried.count, reused: new.bodyCount - carried.count - patches.count, patched: patches.count, added: added, changed: changed,
             removed: removed)
 
@@ -99,13 +106,14 @@ public enum DeltaBundles {
         }
         // index.bin as an edit of the old one (what it keeps of its bodies and entries), or a byte patch of it, whichever
         // is smaller, else as it is; an edit that does not make the index again byte for byte is not used.
-        let indexPatch = BinaryDiff.make(source: old.index.bytes, target: new.index.bytes)
-        let edit = try? IndexEdit.make(base: old.index, target: new.index)
-        let editHolds = edit.map { (try? IndexEdit.apply($0, to: old.index)) == new.index.bytes } ?? false
-        var choices: [(name: String, size: Int, data: [UInt8]?)] = [
-            (BundleFormat.indexEntryName, new.index.bytes.count, nil), (MountedBundle.indexPatchName, try deflatedSize(indexPatch), indexPatch),
-        ]
-        if editHolds, let edit { choices.append((MountedBundle.indexEditName, try deflatedSize(edit), edit)) }
+        var choices: [(name: String, size: Int, data: [UInt8]?)] = [(BundleFormat.indexEntryName, Int(indexEntry.compressedSize), nil)]
+        if indexLevel != nil {
+            let indexPatch = BinaryDiff.make(source: old.index.bytes, target: new.index.bytes)
+            choices.append((MountedBundle.indexPatchName, try deflatedSize(indexPatch), indexPatch))
+            let edit = try? IndexEdit.make(base: old.index, target: new.index)
+            let editHolds = edit.map { (try? IndexEdit.apply($0, to: old.index, version: UInt32(new.formatVersion))) == new.index.bytes } ?? false
+            if editHolds, let edit { choices.append((MountedBundle.indexEditName, try deflatedSize(edit), edit)) }
+        }
         // A reader refuses an edit or a patch past its limit (it reads them before the signature): then the index goes whole.
         let limit = Int(MountedBundle.indexLimit(old))
         choices.removeAll { $0.data.map { $0.count > limit } ?? false }
@@ -198,9 +206,14 @@ public enum DeltaBundles {
                 try copyStored(of: i, in: mounted, to: out, buffer: &buffer)
             }
         }
-        try writer.addEntry(
-            name: BundleFormat.indexEntryName, method: 0, crc32: CRC32.checksum(mounted.index.bytes), size: UInt64(mounted.index.bytes.count),
-            data: mounted.index.bytes)
+        if mounted.metadata[BundleFormat.indexEntryName] != nil {
+            try copyMetadata(BundleFormat.indexEntryName, of: mounted, to: writer, output: out)
+        } else {
+            let level = info.target.indexLevel ?? 0
+            try writer.addEntry(
+                name: BundleFormat.indexEntryName, method: level == 0 ? 0 : 8, crc32: CRC32.checksum(mounted.index.bytes),
+                size: UInt64(mounted.index.bytes.count), data: try deflate(mounted.index.bytes, level: level))
+        }
         if mounted.metadata[BundleFormat.manifestEntryName] != nil {
             try copyMetadata(BundleFormat.manifestEntryName, of: mounted, to: writer, output: out)
         } else {
@@ -211,7 +224,7 @@ public enum DeltaBundles {
                 data: try deflate(content, level: level))
         }
         try copyMetadata(BundleFormat.signatureEntryName, of: mounted, to: writer, output: out)
-        try writer.finish(comment: Array((BundleFormat.commentPrefix + "sha256:" + mounted.digest).utf8))
+        try writer.finish(comment: Array((BundleFormat.commentPrefix(version: mounted.index.formatVersion) + "sha256:" + mounted.digest).utf8))
         guard out.offset == info.target.size, out.sha256 == info.target.sha256 else {
             throw PackagerError(
                 .invalidInput,
@@ -303,15 +316,21 @@ public enum DeltaBundles {
     private static func manifestPatch(of new: MountedBundle, from old: MountedBundle) throws -> [UInt8]? {
         guard let entry = new.metadata[BundleFormat.manifestEntryName] else { return nil }
         let content = try new.manifestBytes()
-        var level: UInt8 = 0
-        if entry.method == 8 {
-            let offset = try MountedBundle.metadataDataOffset(entry, in: new.file, bodyArea: new.directory.centralDirectoryOffset)
-            let stored = try new.file.read(at: offset, count: Int(entry.compressedSize), what: BundleFormat.manifestEntryName)
-            // The writer streams a manifest of 1 MiB and more through zlib.
-            guard let found = try levelReproducing(stored, from: content, zlibFirst: content.count >= 1 << 20) else { return nil }
-            level = found
-        }
+        // The writer streams a manifest of 1 MiB and more through zlib.
+        guard let level = try storedLevel(of: entry, content: content, in: new, zlibFirst: content.count >= 1 << 20) else { return nil }
         return [level] + BinaryDiff.make(source: try old.manifestBytes(), target: content)
+    }
+
+    /// The level byte that makes metadata entry `entry`'s stored bytes from `content`: 0 when it is stored, nil when no
+    /// level does.
+    private static func storedLevel(
+        of entry: ZipCentralEntry, content: [UInt8], in bundle: MountedBundle, zlibFirst: Bool, likely: UInt8? = nil
+    ) throws -> UInt8? {
+        guard entry.method == 8 else { return 0 }
+        let offset = try MountedBundle.metadataDataOffset(entry, in: bundle.file, bodyArea: bundle.directory.centralDirectoryOffset)
+        let stored = try bundle.file.read(at: offset, count: Int(entry.compressedSize), what: entry.name)
+        if let likely, try deflate(content, level: likely) == stored { return likely }
+        return try levelReproducing(stored, from: content, zlibFirst: zlibFirst)
     }
 
     /// The level byte of a delta's `manifest.patch`.

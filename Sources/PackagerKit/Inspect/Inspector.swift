@@ -93,10 +93,14 @@ public enum Inspector {
     public static func inspectBundle(path: String, remote: RemoteOptions? = nil) throws -> BundleListing {
         let bundle = try MountedBundle(location: path, remote: remote)
         let manifest = try bundle.manifest()
-        let rows = manifest.entries.map {
+        // The digest from the index: a version-3 manifest leaves it out.
+        let entries = bundle.entries
+        let rows = manifest.entries.enumerated().map { position, item in
             Row(
-                key: $0.key, status: $0.status, kind: $0.kind, mediaType: $0.mediaType, size: $0.body?.size, storedSize: $0.body?.storedSize,
-                compression: $0.body?.compression, sha256: $0.body?.sha256, redirectTo: $0.redirectTo)
+                key: item.key, status: item.status, kind: item.kind, mediaType: item.mediaType, size: item.body?.size, storedSize: item.body?.storedSize,
+                compression: item.body?.compression,
+                sha256: item.body?.sha256 ?? (position < entries.count && entries[position].key == item.key ? entries[position].body?.sha256 : nil),
+                redirectTo: item.redirectTo)
         }
         return BundleListing(
             path: path, fileSize: bundle.file.size, digest: bundle.digest, signed: bundle.isSigned, generator: manifest.generator,

@@ -83,8 +83,7 @@ enum ManifestWriter {
         if let body = entry.body {
             field("body")
             out.object([
-                ("compression", .string(body.compression.description)), ("sha256", .string(body.sha256)), ("size", .integer(body.size)),
-                ("storedSize", .integer(body.storedSize)),
+                ("compression", .string(body.compression.description)), ("size", .integer(body.size)), ("storedSize", .integer(body.storedSize)),
             ])
         }
         optional("cacheControl", entry.cacheControl)

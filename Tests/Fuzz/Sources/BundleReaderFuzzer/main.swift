@@ -5,7 +5,7 @@
 // gzip), every answer's body is read, the entry is looked up again by its key, and its body is read, inflated and
 // checked both ways (inflated, and as a raw deflate stream). Any crash, hang, or allocation past libFuzzer's
 // -rss_limit_mb is a finding; a thrown BundleError is the expected outcome for a damaged file. An input that does not
-// mount as a bundle is mounted as a delta over docs/vectors/v2-pack.zip (the delta vectors are among the seeds).
+// mount as a bundle is mounted as a delta over docs/vectors/v3-pack.zip (the delta vectors are among the seeds).
 import Foundation
 import HTTPTypes
 import OfflineBundle
@@ -30,10 +30,10 @@ let requestVariants: [[(name: String, value: String)]] = [
 
 let scratchPath = "/dev/shm/packager-fuzz-\(getpid()).zip"
 
-/// The base the format's delta vectors were made over (docs/vectors/v2-pack.zip), for fuzzed deltas; nil when absent.
+/// The base the format's delta vectors were made over (docs/vectors/v3-pack.zip), for fuzzed deltas; nil when absent.
 let deltaBase: MountedBundle? = {
     let vectors = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("docs/vectors/v2-pack.zip").path
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("docs/vectors/v3-pack.zip").path
     return try? MountedBundle(path: vectors)
 }()
 
