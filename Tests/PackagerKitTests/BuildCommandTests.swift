@@ -297,6 +297,34 @@ struct DemoTests {
     }
 }
 
+@Suite("pack --stored-index: index.bin stored, the same bundle digest")
+struct StoredIndexTests {
+    @Test("pack writes index.bin deflated by default and stored with --stored-index; both mount, with one digest and the same answers")
+    func storedIndex() async throws {
+        let folder = try TemporaryFolder()
+        let siteFolder = try TemporaryFolder()
+        try makeSite(in: siteFolder)
+        let deflated = folder.path + "/deflated.zip"
+        let stored = folder.path + "/stored.zip"
+        let base = "http://127.0.0.1:9/"
+        let a = try await run(packagerExecutable, ["pack", siteFolder.path, "--base-url", base, "-o", deflated])
+        let b = try await run(packagerExecutable, ["pack", siteFolder.path, "--base-url", base, "-o", stored, "--stored-index"])
+        #expect(a.status == 0 && b.status == 0, "\(a.output) \(b.output)")
+        let x = try MountedBundle(path: deflated)
+        let y = try MountedBundle(path: stored)
+        #expect(x.metadata[BundleFormat.indexEntryName]?.method == 8 && y.metadata[BundleFormat.indexEntryName]?.method == 0)
+        #expect(x.digest == y.digest && x.formatVersion == 3 && y.formatVersion == 3)
+        #expect(
+            try FileManager.default.attributesOfItem(atPath: stored)[.size] as! Int
+                > (try FileManager.default.attributesOfItem(atPath: deflated)[.size] as! Int))
+        for entry in x.entries {
+            let other = try #require(y.entry(forKey: entry.key))
+            #expect(try x.body(of: entry) == y.body(of: other), "\(entry.key)")
+        }
+        #expect(try await run(packagerExecutable, ["check", stored]).status == 0)
+    }
+}
+
 @Suite("outputs that are inputs, and sizes that would exhaust the machine, are refused before anything is written")
 struct RefusedOutputTests {
     @Test("an output that is one of the command's inputs is refused (exit 2, naming it), and the input is left as it was")

@@ -130,6 +130,53 @@ struct DeltaTests {
         #expect(try run("bsdtar", ["-tf", folder.path + "/delta.zip"]).output.contains("delta.json"))
     }
 
+    @Test(
+        "a version-3 target's index.bin, deflated: held as a patch and rebuilt at its level; deflated by another encoder, carried whole; stored, held as a patch and rebuilt stored"
+    )
+    func deflatedIndexes() throws {
+        let folder = try TemporaryFolder()
+        let old = folder.path + "/old.zip"
+        let new = folder.path + "/new.zip"
+        try Self.release(Self.pages, to: old)
+        try Self.release(Self.nextPages, to: new)
+        func index(of path: String) throws -> ZipCentralEntry { try #require(try MountedBundle(path: path).metadata[BundleFormat.indexEntryName]) }
+        func roundTrip(_ what: String) throws -> (DeltaInfo, [String]) {
+            let delta = folder.path + "/\(what).delta.zip"
+            let summary = try DeltaBundles.make(old: old, new: new, to: delta)
+            let names =
+                try MountedBundle.deltaInfo(atPath: delta) != nil ? try run("unzip", ["-Z1", delta]).output.split(separator: "\n").map(String.init) : []
+            let rebuilt = folder.path + "/\(what).rebuilt.zip"
+            try DeltaBundles.apply([delta, old], to: rebuilt)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: rebuilt)) == Data(contentsOf: URL(fileURLWithPath: new)), "\(what)")
+            return (summary.info, names)
+        }
+        // As packager writes it: deflated at zlib level 6, which the delta says; the index travels as a patch or an edit.
+        #expect(try index(of: new).method == 8)
+        let (written, writtenNames) = try roundTrip("written")
+        #expect(written.target.formatVersion == 3 && written.target.indexLevel == 0x86)
+        #expect(!writtenNames.contains(BundleFormat.indexEntryName), "\(writtenNames)")
+        // Deflated by another encoder (zlib with another memory level): no level byte makes it again, so it goes whole.
+        let inflated = try MountedBundle(path: new).index.bytes
+        let digest = try MountedBundle(path: new).digest
+        let script =
+            "import sys, zlib; d = sys.stdin.buffer.read(); c = zlib.compressobj(6, zlib.DEFLATED, -15, 9); sys.stdout.buffer.write(c.compress(d) + c.flush())"
+        let input = folder.path + "/index.bin"
+        try Data(inflated).write(to: URL(fileURLWithPath: input))
+        let other = try run("sh", ["-c", "python3 -c '\(script)' < \(input) > \(input).deflated"])
+        #expect(other.status == 0, "\(other.output)")
+        let stream = [UInt8](try Data(contentsOf: URL(fileURLWithPath: input + ".deflated")))
+        try replaceMetadataEntry(BundleFormat.indexEntryName, in: new, data: stream, method: 8, crc32: CRC32.checksum(inflated), size: inflated.count)
+        // The digest is the inflated index's: the same bundle, whichever stream holds it.
+        #expect(try MountedBundle(path: new).digest == digest)
+        let (foreign, foreignNames) = try roundTrip("foreign")
+        #expect(foreign.target.indexLevel == nil && foreignNames.contains(BundleFormat.indexEntryName), "\(foreignNames)")
+        // Stored, as version 3 also allows: level 0, said by no field, and rebuilt stored.
+        try replaceMetadataEntry(BundleFormat.indexEntryName, in: new, storing: inflated)
+        #expect(try index(of: new).method == 0)
+        let (stored, storedNames) = try roundTrip("stored")
+        #expect(stored.target.indexLevel == nil && !storedNames.contains(BundleFormat.indexEntryName), "\(storedNames)")
+    }
+
     @Test("refused, with the reason: a delta alone, a delta over another bundle, a delta cut short, a chain past the depth limit; a chain within it answers")
     func refusals() throws {
         let folder = try TemporaryFolder()

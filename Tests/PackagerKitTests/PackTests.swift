@@ -37,6 +37,11 @@ struct PackTests {
             z = zipfile.ZipFile(sys.argv[1])
             assert z.testzip() is None
             m = json.loads(z.read("manifest.json"))
+            # Version 3: index.bin deflated, and its SHA-256 (the bundle digest) taken of its inflated bytes; the
+            # manifest's bodies without their digest, which the index holds.
+            assert z.getinfo("index.bin").compress_type == zipfile.ZIP_DEFLATED
+            assert z.comment.decode().endswith(hashlib.sha256(z.read("index.bin")).hexdigest())
+            assert m["formatVersion"] == 3 and all("sha256" not in e["body"] for e in m["entries"] if "body" in e)
             for name in z.namelist():
                 if name.startswith("b/"):
                     assert len(name) >= 18 and hashlib.sha256(z.read(name)).hexdigest().startswith(name[2:]), name

@@ -59,6 +59,12 @@ public func forgeSignedDigest(in path: String) throws {
 /// on are written again one after the other, then the central directory (its body records as they were) and the end
 /// record, with the offsets and sizes that changed. For test bundles without ZIP64 records.
 public func replaceMetadataEntry(_ name: String, in path: String, storing bytes: [UInt8]) throws {
+    try replaceMetadataEntry(name, in: path, data: bytes, method: 0, crc32: CRC32.checksum(bytes), size: bytes.count)
+}
+
+/// Replaces metadata entry `name` of the bundle at `path` by `data`, stored with `method` (8: a raw deflate stream of
+/// `size` bytes whose CRC-32 is `crc32`), moving what follows it as ``replaceMetadataEntry(_:in:storing:)`` does.
+public func replaceMetadataEntry(_ name: String, in path: String, data bytes: [UInt8], method: Int, crc32: UInt32, size: Int) throws {
     let bundle = try MountedBundle(path: path)
     let file = try Data(contentsOf: URL(fileURLWithPath: path))
     func u16(_ at: Int) -> Int { Int(file[at]) | Int(file[at + 1]) << 8 }
@@ -71,20 +77,19 @@ public func replaceMetadataEntry(_ name: String, in path: String, storing bytes:
     let cdOffset = Int(bundle.directory.centralDirectoryOffset)
     precondition(u32(cdOffset - 20) != 0x0706_4b50, "a test bundle without ZIP64 end records")
     var out = Data(file[0..<rewriteFrom])
-    var moved: [String: (offset: Int, method: Int, crc: UInt32, size: Int)] = [:]
+    var moved: [String: (offset: Int, method: Int, crc: UInt32, storedSize: Int, size: Int)] = [:]
     for entry in metadata where Int(entry.localHeaderOffset) >= rewriteFrom {
         let local = Int(entry.localHeaderOffset)
         let start = out.count
         if entry.name == name {
-            let crc = CRC32.checksum(bytes)
-            var header = le32(0x0403_4b50) + le16(20) + le16(0) + le16(0) + le16(0) + le16(0x21) + le32(crc)
-            header += le32(UInt32(bytes.count)) + le32(UInt32(bytes.count)) + le16(entry.nameBytes.count) + le16(0)
+            var header = le32(0x0403_4b50) + le16(20) + le16(0) + le16(method) + le16(0) + le16(0x21) + le32(crc32)
+            header += le32(UInt32(bytes.count)) + le32(UInt32(size)) + le16(entry.nameBytes.count) + le16(0)
             out.append(contentsOf: header + entry.nameBytes + bytes)
-            moved[entry.name] = (start, 0, crc, bytes.count)
+            moved[entry.name] = (start, method, crc32, bytes.count, size)
         } else {
             let end = local + 30 + u16(local + 26) + u16(local + 28) + Int(entry.compressedSize)
             out.append(file[local..<end])
-            moved[entry.name] = (start, Int(entry.method), entry.crc32, Int(entry.compressedSize))
+            moved[entry.name] = (start, Int(entry.method), entry.crc32, Int(entry.compressedSize), Int(entry.uncompressedSize))
         }
     }
     let newCD = out.count
@@ -97,8 +102,8 @@ public func replaceMetadataEntry(_ name: String, in path: String, storing bytes:
             record.replaceSubrange(42..<46, with: le32(UInt32(change.offset)))
             record.replaceSubrange(10..<12, with: le16(change.method))
             record.replaceSubrange(16..<20, with: le32(change.crc))
-            record.replaceSubrange(20..<24, with: le32(UInt32(change.size)))
-            if change.method == 0 { record.replaceSubrange(24..<28, with: le32(UInt32(change.size))) }
+            record.replaceSubrange(20..<24, with: le32(UInt32(change.storedSize)))
+            record.replaceSubrange(24..<28, with: le32(UInt32(change.size)))
         }
         out.append(contentsOf: record)
         position += length

@@ -4,7 +4,7 @@ import Foundation
 /// What a delta bundle says of itself (its `delta.json`, docs/FORMAT.md §12): the bundle it is mounted over, the
 /// bundle it stands for, and what changed between them.
 public struct DeltaInfo: Sendable, Equatable, Codable {
-    /// The delta format version: 1.
+    /// The delta format: 2 for a delta of a version-3 bundle, 1 for one of a version-2 bundle (docs/FORMAT.md §12).
     public var format: Int
     /// The digest of the bundle the delta is mounted over (its `index.bin`'s SHA-256, as its archive comment says).
     public var base: String
@@ -51,7 +51,7 @@ public struct DeltaInfo: Sendable, Equatable, Codable {
     }
 
     public init(base: String, target: Target, carried: Int, reused: Int, patched: Int, added: Int, changed: Int, removed: [String]) {
-        self.format = 1
+        self.format = target.version >= 3 ? 2 : 1
         self.base = base
         self.target = target
         self.carried = carried
@@ -142,15 +142,16 @@ extension MountedBundle {
         let file = try BundleFile(path: deltaPath)
         let directory = try ZipDirectory.locate(in: file)
         let comment = String(decoding: directory.comment, as: UTF8.self)
-        guard comment.hasPrefix(BundleFormat.deltaCommentPrefix + "sha256:") else {
+        guard [1, 2].contains(where: { comment.hasPrefix(BundleFormat.deltaCommentPrefix(format: $0) + "sha256:") }) else {
             if comment.hasPrefix("packager-delta/") {
-                throw BundleError(.unsupported, "\(deltaPath) is a delta of another format version (\(comment.prefix(20))…); this reader knows version 1")
+                throw BundleError(
+                    .unsupported, "\(deltaPath) is a delta of another format version (\(comment.prefix(20))…); this reader knows versions 1 and 2")
             }
-            throw BundleError(.notABundle, "\(deltaPath) is not a delta bundle (its archive comment does not start with \(BundleFormat.deltaCommentPrefix))")
+            throw BundleError(.notABundle, "\(deltaPath) is not a delta bundle (its archive comment does not start with packager-delta/)")
         }
         let (info, metadata, carried, patched) = try Self.readDelta(file: file, directory: directory)
-        guard comment == BundleFormat.deltaCommentPrefix + "sha256:" + info.target.digest + " base:" + info.base else {
-            throw BundleError(.corruptIndex, "the archive comment and delta.json of \(deltaPath) name different bundles")
+        guard comment == BundleFormat.deltaCommentPrefix(format: info.format) + "sha256:" + info.target.digest + " base:" + info.base else {
+            throw BundleError(.corruptIndex, "the archive comment and delta.json of \(deltaPath) name different bundles or formats")
         }
         guard info.base == base.digest else {
             throw BundleError(
@@ -161,10 +162,10 @@ extension MountedBundle {
             throw BundleError(
                 .unsupported, "\(deltaPath) would stand over \(base.deltaDepth) deltas; at most \(BundleFormat.maxDeltaDepth) may stand over one another")
         }
+        // Delta format 1 stands for a version-2 bundle, format 2 for a version-3 one.
         let version = info.target.version
-        guard (2...BundleFormat.version).contains(version) else {
-            throw BundleError(
-                .unsupported, "\(deltaPath) stands for a bundle of format version \(version); deltas are of bundles of versions 2 and 3")
+        guard BundleFormat.deltaTargetVersion(format: info.format) == version else {
+            throw BundleError(.corruptIndex, "\(deltaPath) is a delta of format \(info.format) but says it stands for a bundle of version \(version)")
         }
         let indexBytes: [UInt8]
         if let indexEntry = metadata[BundleFormat.indexEntryName] {
@@ -269,7 +270,9 @@ extension MountedBundle {
         } catch {
             throw BundleError(.corruptIndex, "\(BundleFormat.deltaEntryName) of \(file.path) is not a delta description: \(error)")
         }
-        guard info.format == 1 else { throw BundleError(.unsupported, "\(file.path) is a delta of format \(info.format); this reader knows format 1") }
+        guard BundleFormat.deltaTargetVersion(format: info.format) != nil else {
+            throw BundleError(.unsupported, "\(file.path) is a delta of format \(info.format); this reader knows formats 1 and 2")
+        }
         return (info, metadata, carried.sorted { $0.name < $1.name }, patched.sorted { $0.name < $1.name })
     }
 

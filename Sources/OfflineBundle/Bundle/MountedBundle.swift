@@ -504,11 +504,6 @@ public final class MountedBundle: Sendable {
     /// of entries, and a deflated manifest that claims more is refused before it is inflated.
     package static let manifestLimit: UInt64 = 1 << 30
 
-    /// Reads a metadata entry (index, manifest, signature) in full and checks its CRC-32.
-    ///
-    /// `index.bin` and `signature.json` must be stored (§3.2): one with another method is refused before anything is
-    /// inflated, so neither can cost more memory than its bytes in the file, and both are read before the signature is
-    /// checked. `manifest.json` may be deflated, up to `limit` bytes.
     /// Reads `index.bin` for a bundle of format `version`: stored, or from version 3 on also deflated (docs/FORMAT.md
     /// §2.1). The bytes returned are the index's own, inflated: the bundle digest is their SHA-256.
     package static func readIndex(_ entry: ZipCentralEntry, version: UInt32, from file: BundleFile, bodyArea: UInt64) throws -> [UInt8] {
@@ -521,6 +516,11 @@ public final class MountedBundle: Sendable {
         return try readMetadataEntry(entry, from: file, limit: 1 << 32, bodyArea: bodyArea)
     }
 
+    /// Reads a metadata entry (index, manifest, signature, a delta's entries) in full and checks its CRC-32.
+    ///
+    /// `signature.json` must be stored (§3.2), and a deflated `index.bin` may claim at most 64 bytes per stored byte:
+    /// both are refused otherwise before anything is inflated, since both are read before the signature is checked.
+    /// Others may be deflated up to 1100 to 1, and all up to `limit` bytes.
     package static func readMetadataEntry(_ entry: ZipCentralEntry, from file: BundleFile, limit: UInt64, bodyArea: UInt64) throws -> [UInt8] {
         guard entry.uncompressedSize <= limit, entry.compressedSize <= limit else {
             throw BundleError(.hostile, "\(entry.name) claims \(entry.uncompressedSize) bytes, over the limit of \(limit)", entry: entry.name)

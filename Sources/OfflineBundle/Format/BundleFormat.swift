@@ -31,7 +31,14 @@ public enum BundleFormat {
     /// The archive comment prefix of a delta bundle (docs/FORMAT.md §12), followed by `sha256:` and the digest of the
     /// bundle it stands for, then ` base:` and the digest of the bundle it is mounted over. A reader that does not know
     /// deltas finds no `packager-bundle/` comment and refuses the file.
-    public static let deltaCommentPrefix = "packager-delta/1 "
+    public static let deltaCommentPrefix = deltaCommentPrefix(format: deltaFormat)
+    /// The delta format this library writes for a bundle of this format version: 2 (a delta of a version-3 bundle);
+    /// format 1 is a delta of a version-2 bundle, and is still read (docs/FORMAT.md §12).
+    public static let deltaFormat = 2
+    /// The archive comment prefix of a delta of format `format`: `packager-delta/N `.
+    public static func deltaCommentPrefix(format: Int) -> String { "packager-delta/\(format) " }
+    /// The delta formats this library mounts, and the bundle format version each stands for.
+    package static func deltaTargetVersion(format: Int) -> UInt32? { [1: 2, 2: 3][format] }
     /// The ZIP entry of a delta bundle that says what it applies to and how to rebuild the bundle it stands for.
     public static let deltaEntryName = "delta.json"
     /// How many deltas may stand over one another (a delta over a delta … over a bundle).

@@ -69,15 +69,20 @@ extension MountedBundle {
         let stream = try InflateStream(entry: name)
         var digest = SHA256()
         var offset: UInt64 = 0
-        while !stream.ended {
-            if stream.needsInput {
-                guard offset < entry.compressedSize else { break }
-                let count = Int(min(64 << 10, entry.compressedSize - offset))
-                try stream.feed(try file.read(at: dataOffset + offset, count: count, what: name))
-                offset += UInt64(count)
+        do {
+            while !stream.ended {
+                if stream.needsInput {
+                    guard offset < entry.compressedSize else { break }
+                    let count = Int(min(64 << 10, entry.compressedSize - offset))
+                    try stream.feed(try file.read(at: dataOffset + offset, count: count, what: name))
+                    offset += UInt64(count)
+                }
+                let piece = try stream.pull(max: 64 << 10, limit: entry.uncompressedSize)
+                digest.update(data: piece)
             }
-            let piece = try stream.pull(max: 64 << 10, limit: entry.uncompressedSize)
-            digest.update(data: piece)
+        } catch let error as BundleError where error.code == .corruptBody {
+            // A damaged metadata stream is a damaged manifest, not a body (docs/FORMAT.md §8.1).
+            throw BundleError(.corruptIndex, "\(name): \(error.message)", entry: name)
         }
         guard Array(digest.finalize()) == index.manifestSHA256 else {
             throw BundleError(.corruptIndex, "manifest.json does not match the SHA-256 index.bin records for it: it was altered", entry: name)

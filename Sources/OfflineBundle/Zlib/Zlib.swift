@@ -40,15 +40,28 @@ package enum RawInflate {
         defer { inflateEnd(&stream) }
         // One spare byte lets us notice a stream that inflates to more than it claims.
         let capacity = expectedSize + 1
-        var output = [UInt8]()
-        // A first guess bounded by what was read (deflate rarely beats 8:1 on real content); the array grows from there.
-        output.reserveCapacity(min(capacity, max(64 << 10, input.count.multipliedReportingOverflow(by: 8).partialValue)))
-        let chunkSize = 256 << 10
-        var chunk = [UInt8](repeating: 0, count: min(chunkSize, capacity))
+        // A first guess bounded by what was read (deflate rarely beats 8:1 on real content), inflated into in place;
+        // past it the array grows a chunk at a time.
+        // (zlib counts output in 32 bits: a larger guess is left to the loop below.)
+        let guess = min(capacity, Int(UInt32.max), max(64 << 10, input.count.multipliedReportingOverflow(by: 8).partialValue))
         var consumed = 0
         var status: Int32 = Z_OK
+        var output = [UInt8](unsafeUninitializedCapacity: guess) { buffer, count in
+            stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress?.assumingMemoryBound(to: UInt8.self))
+            stream.avail_in = UInt32(min(input.count, Int(UInt32.max)))
+            stream.next_out = buffer.baseAddress
+            stream.avail_out = UInt32(buffer.count)
+            status = CZlib.inflate(&stream, Z_NO_FLUSH)
+            consumed = min(input.count, Int(UInt32.max)) - Int(stream.avail_in)
+            count = buffer.count - Int(stream.avail_out)
+        }
+        guard status == Z_OK && output.count < capacity else {
+            return try finish(status: status, produced: output, consumed: consumed, input: input, expectedSize: expectedSize, entry: entry, stream: stream)
+        }
+        let chunkSize = 256 << 10
+        var chunk = [UInt8](repeating: 0, count: min(chunkSize, capacity))
         chunk.withUnsafeMutableBytes { scratch in
-            var inPos = 0
+            var inPos = consumed
             while true {
                 let inChunk = min(input.count - inPos, Int(UInt32.max))
                 let outChunk = min(capacity - output.count, scratch.count)
@@ -70,7 +83,17 @@ package enum RawInflate {
             }
             consumed = inPos
         }
+        return try finish(status: status, produced: output, consumed: consumed, input: input, expectedSize: expectedSize, entry: entry, stream: stream)
+    }
+
+    /// The inflated bytes once the stream stopped with `status`, or why they are refused.
+    private static func finish(
+        status: Int32, produced output: [UInt8], consumed: Int, input: UnsafeRawBufferPointer, expectedSize: Int, entry: String, stream: z_stream
+    ) throws -> [UInt8] {
         let produced = output.count
+        if produced > expectedSize {
+            throw BundleError(.hostile, "the body inflates past its recorded size of \(expectedSize) bytes", entry: entry)
+        }
         if status == Z_STREAM_END {
             guard produced == expectedSize else {
                 throw BundleError(.corruptBody, "the body inflates to \(produced) bytes, not the \(expectedSize) recorded", entry: entry)
@@ -79,9 +102,6 @@ package enum RawInflate {
                 throw BundleError(.corruptBody, "the deflate stream ends \(input.count - consumed) bytes before its recorded compressed size", entry: entry)
             }
             return output
-        }
-        if produced > expectedSize {
-            throw BundleError(.hostile, "the body inflates past its recorded size of \(expectedSize) bytes", entry: entry)
         }
         let reason = stream.msg.map { String(cString: $0) } ?? "the stream ends early"
         throw BundleError(.corruptBody, "the deflate stream is damaged (\(reason))", entry: entry)

@@ -21,6 +21,8 @@ public struct Builder: Sendable {
         public var createdAt: Date?
         /// Deflate level for text bodies, 1 (fastest) to 12 (smallest), libdeflate's scale.
         public var compressionLevel: Int
+        /// Stores `index.bin` as it is rather than deflated (``BundleWriter/Options/storesIndex``).
+        public var storesIndex = false
 
         public init(
             output: String? = nil, maxErrors: Int? = nil, signingKey: Curve25519.Signing.PrivateKey? = nil, createdAt: Date? = Date(),
@@ -86,11 +88,10 @@ public struct Builder: Sendable {
         if report.succeeded {
             var rules = declaration.bundleRules
             if declaration.ignoreQuery == .auto { rules.ignoreQuery = crawl.ignoreQuery }
-            let writer = BundleWriter(
-                options: .init(
-                    rules: rules, createdAt: options.createdAt, signingKey: options.signingKey,
-                    compressionLevel: options.compressionLevel),
-                session: session, store: crawl.store)
+            var writerOptions = BundleWriter.Options(
+                rules: rules, createdAt: options.createdAt, signingKey: options.signingKey, compressionLevel: options.compressionLevel)
+            writerOptions.storesIndex = options.storesIndex
+            let writer = BundleWriter(options: writerOptions, session: session, store: crawl.store)
             // Writing reads, compresses and writes files: on NIO's thread pool, not Swift's cooperative one.
             let summary = try await NIOThreadPool.singleton.runIfActive { try writer.write(to: output) }
             report.output = output

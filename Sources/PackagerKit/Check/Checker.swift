@@ -289,9 +289,9 @@ public enum Checker {
         func issue(_ error: any Error) { report.record(error) }
         do {
             // Mounting already read and CRC-checked index.bin; hash those bytes rather than reading them again (a version-1
-            // index is held converted, so its file bytes are read once more).
+            // index is held converted, so its file bytes are read once more; a delta's is never version 1).
             let indexBytes =
-                bundle.formatVersion == Int(BundleFormat.version)
+                bundle.formatVersion >= 2
                 ? bundle.index.bytes
                 : try MountedBundle.readMetadataEntry(
                     bundle.metadata[BundleFormat.indexEntryName]!, from: bundle.file, limit: 1 << 32, bodyArea: bundle.directory.centralDirectoryOffset)

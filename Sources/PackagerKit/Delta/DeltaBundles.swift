@@ -148,7 +148,7 @@ public enum DeltaBundles {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let json = Array(try encoder.encode(info))
         try writer.addEntry(name: BundleFormat.deltaEntryName, method: 0, crc32: CRC32.checksum(json), size: UInt64(json.count), data: json)
-        try writer.finish(comment: Array((BundleFormat.deltaCommentPrefix + "sha256:" + new.digest + " base:" + old.digest).utf8))
+        try writer.finish(comment: Array((BundleFormat.deltaCommentPrefix(format: info.format) + "sha256:" + new.digest + " base:" + old.digest).utf8))
         let size = out.offset
         try out.flush()
         // Rebuilt once from what was just written: a new bundle the rebuild cannot reproduce gets no delta.
