@@ -69,7 +69,9 @@ print(max(0.0, t(f"0-{size - 1}") - t("0-0")))
 PY
 )
 rtt=$(python3 -c "print(2 * $one_way_ms / 1000)")
-mount_bound=$(python3 -c "print(2.5 * $rtt + $index_time)")
+# Plus what the mount costs here on loopback (reading and, in format version 3, inflating the index): the delay adds
+# round trips and transfer time, not CPU.
+mount_bound=$(python3 -c "print(2.5 * $rtt + $index_time + $syn_mount)")
 
 # Serving python3.11-doc's pages from the remote bundle with a warm cache, beside the same bundle from a file.
 cache="$work/cache"
@@ -125,7 +127,7 @@ reloads=$(grep -c '^reloaded' "$work/serve-swaps.log" || true)
     echo "| cold mount, $count small files ($(python3 -c "print(f'{$syn_size / 1e6:.1f}')") MB, index.bin $(python3 -c "print(f'{$syn_index / 1e6:.2f}')") MB): requests | $syn_requests | ≤ 2 |"
     echo "| the same: bytes fetched | $syn_bytes (index + $(python3 -c "print(f'{($syn_bytes - $syn_index) / 1024:.1f}')") KiB) | ≤ index + 64 KiB |"
     echo "| the same: mount time, direct | $(python3 -c "print(f'{$syn_mount * 1000:.0f}')") ms | |"
-    echo "| the same over +${one_way_ms} ms: mount time | $(python3 -c "print(f'{$dsyn_mount * 1000:.0f}')") ms ($dsyn_requests requests) | ≤ 2.5 × RTT + index transfer = $(python3 -c "print(f'{$mount_bound * 1000:.0f}')") ms |"
+    echo "| the same over +${one_way_ms} ms: mount time | $(python3 -c "print(f'{$dsyn_mount * 1000:.0f}')") ms ($dsyn_requests requests) | ≤ 2.5 × RTT + index transfer + the direct mount = $(python3 -c "print(f'{$mount_bound * 1000:.0f}')") ms |"
     echo "| python3.11-doc over +${one_way_ms} ms: mount, then the first page | $(python3 -c "print(f'{$dpy_mount * 1000:.0f}')") ms, then $(python3 -c "print(f'{$dpy_first * 1000:.0f}')") ms | page ≤ 1 RTT ($(python3 -c "print(int($rtt * 1000))") ms) more |"
     echo "| python3.11-doc: 1 % of the pages ($pct_pages) read after a cold mount: bytes fetched | $pct_bytes of $py_size ($(python3 -c "print(f'{100 * $pct_bytes / $py_size:.2f}')") %), $pct_requests requests | ≤ 3 % |"
     echo "| serve python3.11-doc pages in turn (wrk -c32, best of 3): URL with a warm cache vs the file | $remote_best vs $file_best req/s: $(r "$remote_best" "$file_best")x | ≥ 0.9x |"
