@@ -35,7 +35,8 @@ extension Packager {
         @Option(help: "The address to listen on.")
         var host = "127.0.0.1"
 
-        @Option(help: "The port to listen on (0 picks a free one).")
+        // Read unconditionally, so `--port -1` is a port the check below refuses, not a missing value.
+        @Option(parsing: .unconditional, help: "The port to listen on (0 picks a free one).")
         var port = 8080
 
         @Option(help: "The origin whose keys are served at the root (default: the bundle's only origin).")

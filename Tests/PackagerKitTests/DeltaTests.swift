@@ -177,6 +177,29 @@ struct DeltaTests {
         #expect(stored.target.indexLevel == nil && !storedNames.contains(BundleFormat.indexEntryName), "\(storedNames)")
     }
 
+    @Test("a delta over the wrong base, or exported, and a negative port are the wrong input: exit 2, with the reason, in every form")
+    func wrongInputExits2() async throws {
+        let folder = try TemporaryFolder()
+        let old = folder.path + "/old.zip"
+        let new = folder.path + "/new.zip"
+        let other = folder.path + "/other.zip"
+        let delta = folder.path + "/delta.zip"
+        try Self.release(Self.pages, to: old)
+        try Self.release(Self.nextPages, to: new)
+        try Self.release(["/only.html": "<p>another site</p>"], to: other)
+        try DeltaBundles.make(old: old, new: new, to: delta)
+        let serve = try await run(packagerExecutable, ["serve", delta, other, "--port", "0"])
+        #expect(serve.status == 2 && serve.output.contains("not over"), "\(serve.output)")
+        // A negative port is a port out of range, not a missing value.
+        let port = try await run(packagerExecutable, ["serve", old, "--port", "-1"])
+        #expect(port.status == 2 && port.output.contains("--port must be 0 to 65535"), "\(port.output)")
+        for format in ["zip", "tar.zst", "har"] {
+            let exported = try await run(packagerExecutable, ["export", delta, "--format", format, "-o", folder.path + "/out." + format])
+            #expect(exported.status == 2 && exported.output.contains("is a delta bundle"), "\(format): \(exported.output)")
+            #expect(!FileManager.default.fileExists(atPath: folder.path + "/out." + format))
+        }
+    }
+
     @Test("refused, with the reason: a delta alone, a delta over another bundle, a delta cut short, a chain past the depth limit; a chain within it answers")
     func refusals() throws {
         let folder = try TemporaryFolder()

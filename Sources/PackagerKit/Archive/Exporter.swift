@@ -24,6 +24,14 @@ public enum Exporter {
     /// - Returns: the number of files written.
     @discardableResult
     public static func export(bundle bundlePath: String, to output: String, format: Format) throws -> Int {
+        func refuseDelta(_ path: String) throws {
+            guard (try? MountedBundle.deltaInfo(atPath: path)) ?? nil != nil else { return }
+            throw PackagerError(
+                .invalidInput,
+                "\(path) is a delta bundle: it holds only what changed since another bundle; rebuild the bundle it stands for (packager apply BASE DELTA -o FILE) and export that"
+            )
+        }
+        try refuseDelta(bundlePath)
         if format == .har { return try HARExporter.export(bundle: bundlePath, to: output) }
         let bundle = try MountedBundle(path: bundlePath, options: .init(verification: .sha256))
         // Written through AtomicOutput like a bundle: a temporary file beside the output, synced, renamed, the folder synced.

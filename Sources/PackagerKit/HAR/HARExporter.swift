@@ -13,12 +13,8 @@ public enum HARExporter {
     /// Writes the bundle at `bundlePath` to `output` as HAR; returns the number of entries written.
     @discardableResult
     public static func export(bundle bundlePath: String, to output: String) throws -> Int {
-        let bundle: MountedBundle
-        do {
-            bundle = try MountedBundle(path: bundlePath, options: .init(verification: .sha256))
-        } catch let error as BundleError {
-            throw PackagerError(.invalidInput, error.message, subject: bundlePath, cause: error)
-        }
+        // A bundle that does not mount fails as for the other formats (exit 1; a delta is refused before, exit 2).
+        let bundle = try MountedBundle(path: bundlePath, options: .init(verification: .sha256))
         let requests = (try? bundle.manifest().entries).map { Dictionary($0.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a }) } ?? [:]
         let atomic = try AtomicOutput(destination: output)
         let dates = ISO8601DateFormatter()
