@@ -38,9 +38,10 @@ struct VectorTests {
     ///
     /// The first vectors were written before packs carried an ignore-query rule (`ignoresQuery: false` keeps their bytes);
     /// `v3-pack-query.zip` is a pack as `packager pack` writes one now, with the rule.
-    static func writePack(to path: String, signed: Bool, ignoresQuery: Bool = false) throws {
+    static func writePack(to path: String, signed: Bool, ignoresQuery: Bool = false, storesIndex: Bool = false) throws {
         var writer = BundleWriter.Options(dropQueryParameters: ["utm_*"], compressionLevel: level, timeClamp: nil)
         if signed { writer.signingKey = try signingKey() }
+        writer.storesIndex = storesIndex
         _ = try Packer(options: .init(baseURL: base, writer: writer, ignoresQuery: ignoresQuery)).pack(source: folder + "/site", output: path)
     }
 
@@ -265,6 +266,24 @@ struct VectorTests {
         }
         try rewriteAsZip64(out + "/v3-crawl.zip", to: out + "/v3-crawl-zip64.zip")
         try writeNext(into: out)
+        // Version 3 stores index.bin or deflates it: the same pack with it stored mounts alike, with the same digest.
+        try writePack(to: out + "/v3-pack-stored-index.zip", signed: false, storesIndex: true)
+        // A deflated index.bin that claims more than 64 bytes per stored byte: refused unread as hostile.
+        try damaged(pack(out), to: out + "/hostile-index-ratio.zip") { path in
+            let bundle = try MountedBundle(path: path)
+            let entry = try #require(bundle.metadata[BundleFormat.indexEntryName])
+            let stream = try bundle.file.read(
+                at: try MountedBundle.metadataDataOffset(entry, in: bundle.file, bodyArea: bundle.directory.centralDirectoryOffset),
+                count: Int(entry.compressedSize), what: entry.name)
+            try replaceMetadataEntry(
+                BundleFormat.indexEntryName, in: path, data: stream, method: 8, crc32: entry.crc32, size: Int(entry.compressedSize) * 64 + 1)
+        }
+        // A version-2 bundle whose index.bin is deflated (version 2 stores it): refused unread as hostile.
+        try damaged(folder + "/v2-pack.zip", to: out + "/hostile-v2-deflated-index.zip") { path in
+            let index = try MountedBundle(path: path).index.bytes
+            let stream = try ZlibDeflate.deflate(index, level: 6)
+            try replaceMetadataEntry(BundleFormat.indexEntryName, in: path, data: stream, method: 8, crc32: CRC32.checksum(index), size: index.count)
+        }
         let pack = pack(out)
         // A flipped byte inside the deflate stream of the home page: mounts; every read of that body is refused.
         try damaged(pack, to: out + "/broken-body.zip") { path in
@@ -448,6 +467,7 @@ struct VectorTests {
         // A delta (§12): over its base it answers as v3-pack-next.zip; alone it is refused; over another bundle too.
         ("v3-pack-next.zip", nil, nil), ("delta-pack-next.zip", nil, "v3-pack.zip"), ("delta-pack-next.zip", nil, nil),
         ("delta-pack-next.zip", nil, "v3-crawl.zip"), ("delta-pack-next-edit.zip", nil, "v3-pack.zip"),
+        ("v3-pack-stored-index.zip", nil, nil), ("hostile-index-ratio.zip", nil, nil), ("hostile-v2-deflated-index.zip", nil, nil),
         // Version 2, as packager wrote it before version 3 (index.bin stored, the bodies' digests in the manifest), read
         // as before: these files are no longer written, only read. v2-delta-pack-next.zip is a delta of that time
         // (delta.json without the target's format version), over v2-pack.zip.
@@ -480,7 +500,7 @@ struct VectorTests {
         for name in [
             "v3-pack.zip", "v3-pack-query.zip", "v3-crawl.zip", "v3-crawl-zip64.zip", "broken-body.zip", "broken-index.zip", "hostile-status.zip",
             "unknown-flag.zip", "v3-requests.zip", "hostile-qualifier.zip", "unknown-header-flag.zip", "v3-pack-next.zip", "delta-pack-next.zip",
-            "delta-pack-next-edit.zip",
+            "delta-pack-next-edit.zip", "v3-pack-stored-index.zip", "hostile-index-ratio.zip", "hostile-v2-deflated-index.zip",
         ] {
             let written = try Data(contentsOf: URL(fileURLWithPath: scratch.path + "/" + name))
             let committed = try Data(contentsOf: URL(fileURLWithPath: Self.folder + "/" + name))
