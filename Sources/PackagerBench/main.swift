@@ -242,17 +242,19 @@ func measureSite(label: String, root: String, files: Int, mountTarget: Double?) 
             ratio: String(format: "%.3fx size", Double(ours) / Double(peer)), target: "<= 1.0x"))
 
     // Mount: median of repeated mounts, in process.
-    let rssBefore = residentBytes()
-    var mounts = [Double]()
-    var mounted: MountedBundle?
-    for _ in 0..<(quick ? 3 : 11) {
-        let start = now()
-        mounted = try MountedBundle(path: bundle)
-        mounts.append(now() - start)
+    func medianMount(_ path: String) throws -> (seconds: Double, bundle: MountedBundle) {
+        var mounts = [Double]()
+        var mounted: MountedBundle?
+        for _ in 0..<(quick ? 3 : 11) {
+            let start = now()
+            mounted = try MountedBundle(path: path)
+            mounts.append(now() - start)
+        }
+        mounts.sort()
+        return (mounts[mounts.count / 2], mounted!)
     }
-    mounts.sort()
-    let mount = mounts[mounts.count / 2]
-    let bundleHandle = mounted!
+    let rssBefore = residentBytes()
+    let (mount, bundleHandle) = try medianMount(bundle)
     let rssAfter = residentBytes()
     let keys = bundleHandle.entries.prefix(100_000).map(\.key)
     // First lookup on a fresh mount.
@@ -282,14 +284,7 @@ func measureSite(label: String, root: String, files: Int, mountTarget: Double?) 
         // The same bundle with index.bin stored (pack --stored-index): what a mount costs without inflating it.
         let storedBundle = work + "/\(label).stored-index.zip"
         _ = shell("'\(packager)' pack '\(root)' --base-url https://bench.example/ -o '\(storedBundle)' --stored-index > /dev/null")
-        var storedMounts = [Double]()
-        for _ in 0..<(quick ? 3 : 11) {
-            let start = now()
-            _ = try MountedBundle(path: storedBundle)
-            storedMounts.append(now() - start)
-        }
-        storedMounts.sort()
-        let storedMount = storedMounts[storedMounts.count / 2]
+        let storedMount = try medianMount(storedBundle).seconds
         rows.append(
             Row(
                 name: "\(label): mount, index.bin stored (pack --stored-index, \(fileSize(storedBundle) / 1024) KiB)",
