@@ -283,7 +283,9 @@ func measureSite(label: String, root: String, files: Int, mountTarget: Double?) 
     if let mountTarget {
         // The same bundle with index.bin stored (pack --stored-index): what a mount costs without inflating it.
         let storedBundle = work + "/\(label).stored-index.zip"
-        _ = shell("'\(packager)' pack '\(root)' --base-url https://bench.example/ -o '\(storedBundle)' --stored-index > /dev/null")
+        guard shell("'\(packager)' pack '\(root)' --base-url https://bench.example/ -o '\(storedBundle)' --stored-index > /dev/null").status == 0 else {
+            fatalError("pack --stored-index failed")
+        }
         let storedMount = try medianMount(storedBundle).seconds
         rows.append(
             Row(

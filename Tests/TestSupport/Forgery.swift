@@ -75,7 +75,6 @@ public func replaceMetadataEntry(_ name: String, in path: String, data bytes: [U
     let metadata = bundle.metadata.values.sorted { $0.localHeaderOffset < $1.localHeaderOffset }
     let rewriteFrom = Int(target.localHeaderOffset)
     let cdOffset = Int(bundle.directory.centralDirectoryOffset)
-    precondition(u32(cdOffset - 20) != 0x0706_4b50, "a test bundle without ZIP64 end records")
     var out = Data(file[0..<rewriteFrom])
     var moved: [String: (offset: Int, method: Int, crc: UInt32, storedSize: Int, size: Int)] = [:]
     for entry in metadata where Int(entry.localHeaderOffset) >= rewriteFrom {
@@ -108,6 +107,8 @@ public func replaceMetadataEntry(_ name: String, in path: String, data bytes: [U
         out.append(contentsOf: record)
         position += length
     }
+    precondition(Set(moved.keys) == Set(metadata.filter { Int($0.localHeaderOffset) >= rewriteFrom }.map(\.name)), "only metadata entries follow")
+    precondition(u32(position) != 0x0606_4b50, "a test bundle without ZIP64 end records")
     var end = [UInt8](file[position...])
     precondition(u32(position) == 0x0605_4b50, "the end record follows the central directory")
     end.replaceSubrange(12..<16, with: le32(UInt32(out.count - newCD)))

@@ -24,8 +24,11 @@ public enum Exporter {
     /// - Returns: the number of files written.
     @discardableResult
     public static func export(bundle bundlePath: String, to output: String, format: Format) throws -> Int {
+        // By the archive comment alone: a damaged delta is refused as a delta too, and an unreadable file says why below.
         func refuseDelta(_ path: String) throws {
-            guard (try? MountedBundle.deltaInfo(atPath: path)) ?? nil != nil else { return }
+            guard let file = try? BundleFile(path: path), let directory = try? ZipDirectory.locate(in: file),
+                String(decoding: directory.comment, as: UTF8.self).hasPrefix("packager-delta/")
+            else { return }
             throw PackagerError(
                 .invalidInput,
                 "\(path) is a delta bundle: it holds only what changed since another bundle; rebuild the bundle it stands for (packager apply BASE DELTA -o FILE) and export that"

@@ -179,6 +179,8 @@ public struct Refresher: Sendable {
         var writerOptions = BundleWriter.Options(rules: bundle.rules, createdAt: Date(), signingKey: signingKey)
         // The keys as the bundle wrote them: a bundle of classic queries stays one (its carried keys are not read again).
         writerOptions.readsQueriesAsForms = bundle.readsQueriesAsForms
+        // A version-3 bundle written with its index stored (--stored-index) stays so; older ones get version 3's default.
+        writerOptions.storesIndex = bundle.formatVersion >= 3 && bundle.metadata[BundleFormat.indexEntryName]?.method == 0
         var writer = BundleWriter(options: writerOptions)
         for entry in bundle.entries {
             if let replacement = fresh[entry.key] {
