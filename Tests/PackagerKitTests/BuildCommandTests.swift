@@ -61,6 +61,10 @@ struct BuildCommandTests {
             let size = { (path: String) in try FileManager.default.attributesOfItem(atPath: folder.path + "/" + path)[.size] as? Int ?? 0 }
             #expect(try size("fast.zip") > size("a.zip"))
             #expect(try fast.body(of: try #require(fast.entry(for: origin.base + "/"))) == bundle.body(of: home))
+            // --stored-index: index.bin stored rather than deflated, the same index, so the same bundle digest.
+            try await build("stored.zip", epoch: epoch, ["--stored-index"])
+            let stored = try MountedBundle(path: folder.path + "/stored.zip")
+            #expect(stored.digest == bundle.digest && stored.metadata["index.bin"]?.method == 0 && bundle.metadata["index.bin"]?.method == 8)
         }
     }
 

@@ -291,7 +291,10 @@ extension DeltaTests {
             let page = Self.pages["/p/7.html"]!
             origin.set("/p/7.html", .text(page + "<p>updated</p>", type: "text/html", headers: [("ETag", "\"v2\"")]))
             origin.set("/p/8.html", .text(Self.pages["/p/8.html"]!, type: "text/html", headers: [("ETag", "\"same\"")]))
-            var writer = BundleWriter()
+            // Written with its index stored (--stored-index): refresh keeps it so.
+            var options = BundleWriter.Options()
+            options.storesIndex = true
+            var writer = BundleWriter(options: options)
             writer.add(.init(url: origin.base + "/p/7.html", headers: [("content-type", "text/html"), ("etag", "\"v1\"")], body: .data(Data(page.utf8))))
             writer.add(
                 .init(
@@ -303,6 +306,7 @@ extension DeltaTests {
             #expect(refreshed.status == 0 && refreshed.output.contains("wrote \(path)/d.zip"), "\(refreshed.output)")
             let delta = try MountedBundle(deltaPath: path + "/d.zip", base: try MountedBundle(path: path + "/as-it-was.zip"))
             #expect(delta.digest == (try MountedBundle(path: path + "/site.zip")).digest && delta.delta?.patched == 1)
+            #expect(try MountedBundle(path: path + "/site.zip").metadata[BundleFormat.indexEntryName]?.method == 0)
             let updated = try #require(delta.entry(forKey: origin.base + "/p/7.html"))
             #expect(String(decoding: try delta.body(of: updated), as: UTF8.self).hasSuffix("<p>updated</p>"))
             try DeltaBundles.apply([path + "/d.zip", path + "/as-it-was.zip"], to: path + "/rebuilt.zip")
