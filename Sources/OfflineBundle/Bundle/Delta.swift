@@ -88,8 +88,19 @@ extension MountedBundle {
     public static func deltaInfo(atPath path: String) throws -> DeltaInfo? {
         let file = try BundleFile(path: path)
         let directory = try ZipDirectory.locate(in: file)
-        guard String(decoding: directory.comment, as: UTF8.self).hasPrefix("packager-delta/") else { return nil }
+        guard isDelta(directory) else { return nil }
         return try readDelta(file: file, directory: directory).info
+    }
+
+    /// Whether the file at `path` is a delta bundle, by its archive comment alone (so a damaged delta is one too); false
+    /// for a file that is not a ZIP or cannot be read.
+    package static func isDelta(atPath path: String) -> Bool {
+        guard let file = try? BundleFile(path: path), let directory = try? ZipDirectory.locate(in: file) else { return false }
+        return isDelta(directory)
+    }
+
+    private static func isDelta(_ directory: ZipDirectory) -> Bool {
+        String(decoding: directory.comment, as: UTF8.self).hasPrefix("packager-delta/")
     }
 
     /// Mounts `paths` in order, as `packager serve` takes them: a bundle alone, a delta over the path after it (itself

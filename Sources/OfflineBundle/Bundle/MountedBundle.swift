@@ -506,6 +506,8 @@ public final class MountedBundle: Sendable {
 
     /// Reads `index.bin` for a bundle of format `version`: stored, or from version 3 on also deflated (docs/FORMAT.md
     /// §2.1). The bytes returned are the index's own, inflated: the bundle digest is their SHA-256.
+    /// A deflated index may claim at most ``BundleFormat/indexMaxRatio`` bytes per stored byte: it is read before any
+    /// signature is checked, so it is refused past that before anything is inflated.
     package static func readIndex(_ entry: ZipCentralEntry, version: UInt32, from file: BundleFile, bodyArea: UInt64) throws -> [UInt8] {
         guard entry.method == 0 || version >= 3 else {
             throw BundleError(
@@ -513,14 +515,31 @@ public final class MountedBundle: Sendable {
                 "\(entry.name) is compressed (method \(entry.method)); format version \(version) stores it (method 0), so it is refused unread",
                 entry: entry.name)
         }
+        // Within readMetadataEntry's 4 GiB limit the product cannot overflow; past it, that limit refuses the entry.
+        if entry.method != 0, entry.compressedSize <= 1 << 32, entry.uncompressedSize > entry.compressedSize * BundleFormat.indexMaxRatio {
+            throw BundleError(
+                .hostile,
+                "\(entry.name) claims \(entry.uncompressedSize) bytes from \(entry.compressedSize) deflated, more than \(BundleFormat.indexMaxRatio) to 1: it is refused unread",
+                entry: entry.name)
+        }
         return try readMetadataEntry(entry, from: file, limit: 1 << 32, bodyArea: bodyArea)
+    }
+
+    /// `index.bin` as the bundle's file holds it, inflated (its SHA-256 is the bundle digest): the bytes mounted, or for a
+    /// version-1 bundle, whose index is held converted, read again.
+    package func indexFileBytes() throws -> [UInt8] {
+        guard index.formatVersion == 1 else { return index.bytes }
+        guard let entry = metadata[BundleFormat.indexEntryName] else {
+            throw BundleError(.notABundle, "\(label) holds no \(BundleFormat.indexEntryName)")
+        }
+        return try Self.readIndex(entry, version: 1, from: file, bodyArea: directory.centralDirectoryOffset)
     }
 
     /// Reads a metadata entry (index, manifest, signature, a delta's entries) in full and checks its CRC-32.
     ///
-    /// `signature.json` must be stored (§3.2), and a deflated `index.bin` may claim at most 64 bytes per stored byte:
-    /// both are refused otherwise before anything is inflated, since both are read before the signature is checked.
-    /// Others may be deflated up to 1100 to 1, and all up to `limit` bytes.
+    /// `signature.json` must be stored (§3.2): it is refused otherwise before anything is inflated, since it is read
+    /// before the signature is checked. Others may be deflated up to 1100 to 1 (`index.bin` is read through
+    /// ``readIndex(_:version:from:bodyArea:)``, which bounds it further), and all up to `limit` bytes.
     package static func readMetadataEntry(_ entry: ZipCentralEntry, from file: BundleFile, limit: UInt64, bodyArea: UInt64) throws -> [UInt8] {
         guard entry.uncompressedSize <= limit, entry.compressedSize <= limit else {
             throw BundleError(.hostile, "\(entry.name) claims \(entry.uncompressedSize) bytes, over the limit of \(limit)", entry: entry.name)
@@ -528,12 +547,6 @@ public final class MountedBundle: Sendable {
         if entry.method != 0 && entry.name == BundleFormat.signatureEntryName {
             throw BundleError(
                 .hostile, "\(entry.name) is compressed (method \(entry.method)); the format stores it (method 0), so it is refused unread",
-                entry: entry.name)
-        }
-        if entry.method != 0 && entry.name == BundleFormat.indexEntryName && entry.uncompressedSize > entry.compressedSize * BundleFormat.indexMaxRatio {
-            throw BundleError(
-                .hostile,
-                "\(entry.name) claims \(entry.uncompressedSize) bytes from \(entry.compressedSize) deflated, more than \(BundleFormat.indexMaxRatio) to 1: it is refused unread",
                 entry: entry.name)
         }
         let dataOffset = try metadataDataOffset(entry, in: file, bodyArea: bodyArea)

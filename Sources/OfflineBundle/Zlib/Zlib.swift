@@ -175,6 +175,8 @@ package enum ZlibDeflate {
     /// `pieces`, one after the other, deflated at `level` as one stream (the same bytes as ``deflate(_:level:)`` of
     /// them joined: zlib's stream does not depend on how its input is cut), without joining them.
     package static func deflate(pieces: [[UInt8]], level: Int32) throws -> [UInt8] {
+        // No piece is one empty piece: the stream still ends.
+        let pieces = pieces.isEmpty ? [[]] : pieces
         var stream = z_stream()
         guard czlib_deflate_init_raw(&stream, level) == Z_OK else { throw BundleError(.io, "zlib could not start deflating") }
         defer { deflateEnd(&stream) }
@@ -200,28 +202,9 @@ package enum ZlibDeflate {
                 }
             }
         }
-        if pieces.isEmpty { return try deflate([], level: level) }
         return output
     }
 
-    /// `input` deflated at `level` in one pass.
-    package static func deflate(_ input: [UInt8], level: Int32 = 6) throws -> [UInt8] {
-        var stream = z_stream()
-        guard czlib_deflate_init_raw(&stream, level) == Z_OK else { throw BundleError(.io, "zlib could not start deflating") }
-        defer { deflateEnd(&stream) }
-        let bound = Int(deflateBound(&stream, UInt(input.count)))
-        var output = [UInt8](repeating: 0, count: bound)
-        let status = input.withUnsafeBytes { raw in
-            output.withUnsafeMutableBytes { out in
-                stream.next_in = UnsafeMutablePointer(mutating: raw.baseAddress?.assumingMemoryBound(to: UInt8.self))
-                stream.avail_in = UInt32(raw.count)
-                stream.next_out = out.baseAddress?.assumingMemoryBound(to: UInt8.self)
-                stream.avail_out = UInt32(out.count)
-                return CZlib.deflate(&stream, Z_FINISH)
-            }
-        }
-        guard status == Z_STREAM_END else { throw BundleError(.io, "zlib could not deflate (status \(status))") }
-        output.removeLast(Int(stream.avail_out))
-        return output
-    }
+    /// `input` deflated at `level`.
+    package static func deflate(_ input: [UInt8], level: Int32 = 6) throws -> [UInt8] { try deflate(pieces: [input], level: level) }
 }

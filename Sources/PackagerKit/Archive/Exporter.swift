@@ -26,9 +26,7 @@ public enum Exporter {
     public static func export(bundle bundlePath: String, to output: String, format: Format) throws -> Int {
         // By the archive comment alone: a damaged delta is refused as a delta too, and an unreadable file says why below.
         func refuseDelta(_ path: String) throws {
-            guard let file = try? BundleFile(path: path), let directory = try? ZipDirectory.locate(in: file),
-                String(decoding: directory.comment, as: UTF8.self).hasPrefix("packager-delta/")
-            else { return }
+            guard MountedBundle.isDelta(atPath: path) else { return }
             throw PackagerError(
                 .invalidInput,
                 "\(path) is a delta bundle: it holds only what changed since another bundle; rebuild the bundle it stands for (packager apply BASE DELTA -o FILE) and export that"
@@ -50,7 +48,10 @@ public enum Exporter {
                 try bytes.withUnsafeBytes { try writer.addFile(path: name, bytes: $0) }
                 count += 1
             }
-            for name in [BundleFormat.indexEntryName, BundleFormat.manifestEntryName, BundleFormat.signatureEntryName] {
+            // index.bin as mounted (not read and inflated again), the others from the file.
+            try bundle.indexFileBytes().withUnsafeBytes { try writer.addFile(path: BundleFormat.indexEntryName, bytes: $0) }
+            count += 1
+            for name in [BundleFormat.manifestEntryName, BundleFormat.signatureEntryName] {
                 guard let entry = bundle.metadata[name] else { continue }
                 let bytes = try MountedBundle.readMetadataEntry(
                     entry, from: bundle.file, limit: name == BundleFormat.manifestEntryName ? MountedBundle.manifestLimit : 1 << 32,

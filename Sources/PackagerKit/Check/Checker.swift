@@ -288,13 +288,8 @@ public enum Checker {
         func issue(_ entry: String?, _ message: String) { report.issue(entry, message) }
         func issue(_ error: any Error) { report.record(error) }
         do {
-            // Mounting already read and CRC-checked index.bin; hash those bytes rather than reading them again (a version-1
-            // index is held converted, so its file bytes are read once more; a delta's is never version 1).
-            let indexBytes =
-                bundle.formatVersion >= 2
-                ? bundle.index.bytes
-                : try MountedBundle.readMetadataEntry(
-                    bundle.metadata[BundleFormat.indexEntryName]!, from: bundle.file, limit: 1 << 32, bodyArea: bundle.directory.centralDirectoryOffset)
+            // Mounting already read and CRC-checked index.bin: those bytes, not read again (but for version 1's).
+            let indexBytes = try bundle.indexFileBytes()
             let actual = hexString(Array(SHA256.hash(data: indexBytes)))
             if actual != bundle.digest {
                 issue(BundleFormat.indexEntryName, "the bundle digest in the ZIP comment (\(bundle.digest)) is not the SHA-256 of index.bin (\(actual))")

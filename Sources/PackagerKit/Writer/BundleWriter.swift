@@ -511,8 +511,8 @@ public struct BundleWriter: Sendable {
         let size = UInt64(pieces.reduce(0) { $0 + $1.count })
         // Deflated, as version 3 allows, when that is smaller: 100,000 small files' index takes 6.6 MB instead of 15.8.
         // Not past the 64 to 1 a reader takes (keys that repeat could deflate further): stored then.
-        let deflated = options.storesIndex ? [] : try ZlibDeflate.deflate(pieces: pieces, level: Int32(Self.indexLevel & 0x7F))
-        if !options.storesIndex && UInt64(deflated.count) < size && size <= UInt64(deflated.count) * BundleFormat.indexMaxRatio {
+        let deflated = options.storesIndex ? nil : try ZlibDeflate.deflate(pieces: pieces, level: Int32(Self.indexLevel & 0x7F))
+        if let deflated, UInt64(deflated.count) < size, size <= UInt64(deflated.count) * BundleFormat.indexMaxRatio {
             try zip.addEntry(name: BundleFormat.indexEntryName, method: 8, crc32: crc, size: size, data: deflated)
         } else {
             _ = try zip.beginEntry(name: BundleFormat.indexEntryName, method: 0, crc32: crc, compressedSize: size, size: size)
