@@ -201,6 +201,45 @@ struct DeltaTests {
         }
     }
 
+    @Test("a delta forged to name another base (its comment and delta.json) is refused over it as damaged, exit 1, not as the wrong base")
+    func forgedBase() async throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path
+        try Self.release(Self.pages, to: path + "/old.zip")
+        try Self.release(Self.nextPages, to: path + "/new.zip")
+        try Self.release(["/only.html": "<p>another site</p>"], to: path + "/other.zip")
+        // index.bin whole: an edit or a patch of old's index would not apply to other's, and be refused before the bodies.
+        _ = try DeltaBundles.make(
+            old: try MountedBundle(path: path + "/old.zip"), new: path + "/new.zip", to: path + "/delta.zip", wholeBodies: false, indexForm: .whole)
+        // Every mention of old's digest (delta.json's base, the comment's base:) made other's, delta.json's CRC-32 set right.
+        let oldDigest = Array(try MountedBundle(path: path + "/old.zip").digest.utf8)
+        let otherDigest = Array(try MountedBundle(path: path + "/other.zip").digest.utf8)
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path + "/delta.zip")))
+        var mentions = 0
+        var at = 0
+        while let found = bytes[at...].firstRange(of: oldDigest) {
+            bytes.replaceSubrange(found, with: otherDigest)
+            mentions += 1
+            at = found.upperBound
+        }
+        #expect(mentions == 2)
+        let name = Array(BundleFormat.deltaEntryName.utf8)
+        let headers = (0...(bytes.count - name.count)).filter { bytes[$0..<($0 + name.count)].elementsEqual(name) }
+        #expect(headers.count == 2)
+        let local = headers[0] - 30
+        let start = headers[0] + name.count + Int(bytes.u16(local + 28))
+        let crc = CRC32.checksum(Array(bytes[start..<(start + Int(bytes.u32(local + 18)))]))
+        for offset in [local + 14, headers[1] - 46 + 16] { withUnsafeBytes(of: crc.littleEndian) { bytes.replaceSubrange(offset..<(offset + 4), with: $0) } }
+        try Data(bytes).write(to: URL(fileURLWithPath: path + "/forged.zip"))
+        // The digests match, so other is the base the delta names; what the delta needs and other lacks says the delta lies.
+        let error = #expect(throws: BundleError.self) {
+            _ = try MountedBundle(deltaPath: path + "/forged.zip", base: try MountedBundle(path: path + "/other.zip"))
+        }
+        #expect(error?.code == .corruptIndex && error?.message.contains("damaged") == true, "\(error?.message ?? "")")
+        let serve = try await run("timeout", ["30", packagerExecutable, "serve", path + "/forged.zip", path + "/other.zip", "--port", "0"])
+        #expect(serve.status == 1 && serve.output.contains("damaged"), "\(serve.output)")
+    }
+
     @Test("refused, with the reason: a delta alone, a delta over another bundle, a delta cut short, a chain past the depth limit; a chain within it answers")
     func refusals() throws {
         let folder = try TemporaryFolder()
@@ -396,7 +435,7 @@ struct BinaryPatchTests {
         #expect(throws: BundleError.self) { _ = try BinaryPatch.apply(patch, to: base.index.bytes, limit: 1 << 32, what: "test") }
     }
 
-    @Test("a delta that removes a key its base lacks is refused as wrong-base; a chain that names one delta twice is refused")
+    @Test("a delta that removes a key its base lacks is refused as damaged (corrupt-index); a chain that names one delta twice is wrong-base")
     func removalAndLoop() throws {
         let folder = try TemporaryFolder()
         try DeltaTests.release(DeltaTests.pages, to: folder.path + "/old.zip")
@@ -421,7 +460,7 @@ struct BinaryPatchTests {
         let error = #expect(throws: BundleError.self) {
             _ = try MountedBundle(deltaPath: folder.path + "/removes.zip", base: try MountedBundle(path: folder.path + "/old.zip"))
         }
-        #expect(error?.code == .wrongBase && error?.message.contains("/p/99.html") == true, "\(error?.message ?? "")")
+        #expect(error?.code == .corruptIndex && error?.message.contains("/p/99.html") == true, "\(error?.message ?? "")")
         // The same delta twice over the base: the outer one's base is the new release, not the old.
         let loop = #expect(throws: BundleError.self) {
             _ = try MountedBundle.mount(paths: [folder.path + "/delta.zip", folder.path + "/delta.zip", folder.path + "/old.zip"])

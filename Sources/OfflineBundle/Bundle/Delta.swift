@@ -146,9 +146,10 @@ extension MountedBundle {
     /// `options.requiredPublicKey`, when given, as the target bundle did); every body of the target must be in the
     /// delta or in the base, stored alike; every key the delta removes must be in the base.
     ///
-    /// - Throws: ``BundleError``: `.wrongBase` when `base` is not the bundle the delta was made over (or lacks what it
-    ///   removes), `.unsupported` past ``BundleFormat/maxDeltaDepth`` deltas, `.corruptIndex`, `.truncated` or
-    ///   `.hostile` when the delta is damaged.
+    /// - Throws: ``BundleError``: `.wrongBase` when `base` is not the bundle the delta was made over (by its digest),
+    ///   `.unsupported` past ``BundleFormat/maxDeltaDepth`` deltas, `.corruptIndex`, `.truncated` or `.hostile` when
+    ///   the delta is damaged (a base whose digest matched lacks a body or key the delta names: only a damaged or
+    ///   forged delta names one).
     public convenience init(deltaPath: String, base: MountedBundle, options: Options = Options()) throws {
         let file = try BundleFile(path: deltaPath)
         let directory = try ZipDirectory.locate(in: file)
@@ -224,7 +225,8 @@ extension MountedBundle {
         }
 
         for key in info.removed where base.entry(forKey: key) == nil {
-            throw BundleError(.wrongBase, "\(deltaPath) removes \(key), which its base does not hold", entry: key)
+            // The base is the one the delta names (its digest matched): the delta's own list is wrong.
+            throw BundleError(.corruptIndex, "\(deltaPath) removes \(key), which its base does not hold: the delta is damaged", entry: key)
         }
         self.init(
             file: file, directory: directory, metadata: metadata, index: index, digest: info.target.digest, signed: signed, options: options,
@@ -366,12 +368,12 @@ extension MountedBundle {
                 baseRecord = nextBase < base.bodyCount ? base.bodyRecord(at: nextBase) : nil
             }
             guard let found = baseRecord, found.sha256 == record.sha256 else {
-                throw BundleError(.wrongBase, "\(path) lacks body \(name), and its base does not hold it either", entry: name)
+                throw BundleError(.corruptIndex, "\(path) lacks body \(name), and its base does not hold it either: the delta is damaged", entry: name)
             }
             // Compared as the base's own index records it: a body the base rebuilt from a patch lies stored otherwise, and
             // is taken over as it lies.
             guard base.index.body(at: nextBase).isStoredAlike(record) else {
-                throw BundleError(.wrongBase, "the base stores body \(name) otherwise than the delta's index records", entry: name)
+                throw BundleError(.corruptIndex, "the base stores body \(name) otherwise than the delta's index records: the delta is damaged", entry: name)
             }
             relocation.stores[i] = UInt8(base.bodyStore(nextBase) + 1)
             relocation.offsets[i] = found.localHeaderOffset
@@ -404,7 +406,9 @@ extension MountedBundle {
         }
         guard low < base.bodyCount, base.bodyRecord(at: low).sha256 == source else {
             throw BundleError(
-                .wrongBase, "the delta patches body \(name) from a body its base does not hold (sha256:\(hexString(source).prefix(16))…)", entry: name)
+                .corruptIndex,
+                "the delta patches body \(name) from a body its base does not hold (sha256:\(hexString(source).prefix(16))…): the delta is damaged",
+                entry: name)
         }
         let original = try base.bodyBytes(at: low, verification: .sha256)
         let body = try BinaryPatch.apply(Array(data[33...]), to: original, limit: Int(min(record.size, UInt64(Int.max))), what: "body \(name)")

@@ -38,7 +38,7 @@ public struct BundleError: Error, Sendable, CustomStringConvertible {
         public static let notFound = Code(.notFound)
         /// A caller passed a value that cannot be used.
         public static let invalidArgument = Code(.invalidArgument)
-        /// A delta bundle was given a base other than the one it was made over (or a base that lacks what it removes).
+        /// A delta bundle was given a base other than the one it was made over (its bundle digest is another).
         public static let wrongBase = Code(.wrongBase)
         /// A remote bundle's server could not be reached, or answered what a range read cannot use (an error status,
         /// a range other than the one asked for, the whole object where ranges are required).
