@@ -170,7 +170,7 @@ final class Crawler: Sendable {
     private func offerFound(_ found: [(url: String, role: CrawlScope.Role, depth: Int)], referrer: String, frontier: Frontier) async {
         var candidates: [(url: String, key: String, role: CrawlScope.Role, depth: Int)] = []
         candidates.reserveCapacity(found.count)
-        var unique = Set<String>()
+        var unique = Set<String>(minimumCapacity: found.count)
         for item in found {
             guard item.url.utf8.count <= Self.maxURLLength else {
                 state.skip("URL longer than \(Self.maxURLLength) bytes")

@@ -52,3 +52,17 @@ enum RawDeflate {
         try Deflater(level: Int(level)).deflate(input)
     }
 }
+
+/// CRC-32 (the ZIP polynomial) through libdeflate, for the bodies a build writes: it folds with carry-less
+/// multiplication where the CPU has it, a fraction of the time of the zlib 1.2 table loop the runtime uses
+/// (``CRC32``), and gives the same values.
+enum BodyCRC32 {
+    static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return crc }
+        return libdeflate_crc32(crc, base, bytes.count)
+    }
+
+    static func checksum(_ bytes: [UInt8], continuing crc: UInt32 = 0) -> UInt32 {
+        bytes.withUnsafeBytes { checksum($0, continuing: crc) }
+    }
+}
