@@ -8,7 +8,8 @@ extension Packager {
         static let configuration = CommandConfiguration(
             abstract: "Check a bundle offline: every body's digest, the index against the manifest, the signature.",
             discussion: """
-                Exits 0 when the bundle is intact, 1 with every problem listed when it is not.
+                Exits 0 when the bundle is intact, 1 with every problem listed when it is not, 2 when it could not be checked \
+                as given (a file that does not exist, a delta without its base or over another bundle than its own).
 
                 With --browser, the bundle's pages are then opened in headless Chromium with no network at all (the bundle \
                 answers every request, and host names do not resolve), their search boxes typed into and menus opened, and \
@@ -64,6 +65,9 @@ extension Packager {
         func run() async throws {
             var integrity: Checker.Report?
             try reportingErrors {
+                if bases.isEmpty, !RemoteOptions.isRemote(path), MountedBundle.isDelta(atPath: path) {
+                    throw PackagerError(.invalidInput, "\(path) is a delta: give the bundle it was made over after it (packager check \(path) BASE)")
+                }
                 let key = try publicKey.map(readPublicKey)
                 let report = Checker.check(path: path, bases: bases, publicKey: key, remote: try remote.options(for: [path] + bases))
                 integrity = report
@@ -84,7 +88,8 @@ extension Packager {
                 }
                 if !report.isValid {
                     if json && browser { try printJSON(report) }
-                    throw ExitCode(1)
+                    // Not checked at all: the input was wrong (a wrong base, a missing file), not the bundle damaged.
+                    throw ExitCode(report.refusedInput ? 2 : 1)
                 }
             }
             guard browser else { return }

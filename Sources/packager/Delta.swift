@@ -65,6 +65,10 @@ extension Packager {
         func validate() throws {
             if bundles.count < 2 { throw ValidationError("apply takes a bundle and at least one delta made over it") }
             try refuseURLs(bundles, command: "apply")
+            // Before anything is read: an output that cannot be written, or that is one of the bundles read (delta -o
+            // refuses its inputs too; a service may still be serving the base).
+            try refuseUnwritableOutput(output)
+            try refuseOutput(output, over: bundles.map { ($0, "a bundle apply reads") })
         }
 
         func run() throws {

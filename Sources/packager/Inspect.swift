@@ -73,6 +73,8 @@ extension Packager {
             print("keys: \(delta.added) added, \(delta.changed) changed, \(delta.removed.count) removed")
             for key in delta.removed.prefix(20) { print("  removed \(terminalSafe(key))") }
             if delta.removed.count > 20 { print("  … and \(delta.removed.count - 20) more (--json lists them all)") }
+            // The keys added and changed are known against the base only.
+            if delta.added + delta.changed > 0 { print("  (packager diff BASE \(path) names every key added, changed and removed)") }
         }
 
         private func printBundle(_ b: Inspector.BundleListing) {

@@ -68,8 +68,8 @@ private func reported(_ error: any Error, status: Int32?) -> any Error {
     let usage: Bool
     switch error {
     case let error as PackagerError: usage = error.code == .invalidInput
-    // A delta given over another bundle than its own is the wrong input, as a missing base is.
-    case let error as BundleError: usage = error.code == .invalidArgument || error.code == .wrongBase
+    // A delta given over another bundle than its own is the wrong input, as a file that does not exist is.
+    case let error as BundleError: usage = Checker.isWrongInput(error)
     case let error as ExitCode: return status.map { error.rawValue == 0 ? error : ExitCode($0) } ?? error
     default:
         guard let status else { return error }

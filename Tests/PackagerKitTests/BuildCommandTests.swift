@@ -396,6 +396,17 @@ struct RefusedOutputTests {
             let result = try await run(packagerExecutable, arguments)
             #expect(result.status != 0 && result.output.contains(said) && !result.output.contains("Error Domain"), "\(arguments): \(result.output)")
         }
+        // An output path given wrong is the wrong input (exit 2), for every command that writes one.
+        for arguments in [
+            ["verify", bundle, "-o", folder.path + "/no/such/report.xml"], ["apply", bundle, bundle, "-o", folder.path + "/no/such/x.zip"],
+            ["export", bundle, "-o", folder.path + "/no/such/x.har", "--format", "har"], ["export", bundle, "-o", folder.path, "--format", "har"],
+        ] {
+            let result = try await run(packagerExecutable, arguments)
+            #expect(result.status == 2 && (result.output.contains("/no/such") || result.output.contains("is a folder")), "\(arguments): \(result.output)")
+        }
+        // apply -o over the bundle it reads: refused before anything is read or written (a service may serve the base).
+        let overBase = try await run(packagerExecutable, ["apply", bundle, bundle, "-o", bundle])
+        #expect(overBase.status == 2 && overBase.output.contains("which this command reads"), "\(overBase.output)")
         let stripped = try await run(packagerExecutable, ["extract", bundle, folder.path + "/x", "--strip-components", "5"])
         #expect(stripped.status == 0 && stripped.output.contains("had no more than 5 path components and were not written"), "\(stripped.output)")
     }

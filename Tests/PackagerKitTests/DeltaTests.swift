@@ -240,6 +240,53 @@ struct DeltaTests {
         #expect(serve.status == 1 && serve.output.contains("damaged"), "\(serve.output)")
     }
 
+    @Test("check refuses a delta whose delta.json lies (counts, removed keys, body area, size, index level), as apply does; the true one passes")
+    func checkHoldsDeltaJSON() throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path
+        try Self.release(Self.pages, to: path + "/old.zip")
+        try Self.release(Self.nextPages, to: path + "/new.zip")
+        try DeltaBundles.make(old: path + "/old.zip", new: path + "/new.zip", to: path + "/delta.zip")
+        let honest = Checker.check(path: path + "/delta.zip", bases: [path + "/old.zip"])
+        #expect(honest.isValid, "\(honest.issues)")
+        let original = try #require(try MountedBundle.deltaInfo(atPath: path + "/delta.zip"))
+        #expect(original.target.indexLevel != nil && !original.removed.isEmpty)
+        let lies: [(what: String, change: (inout [String: Any]) -> Void, said: String)] = [
+            ("removed", { $0["removed"] = [String]() }, "keys removed"),
+            ("added", { $0["added"] = 1_000_000 }, "says 1000000 keys added"),
+            ("carried", { $0["carried"] = (original.carried + 1) }, "bodies carried"),
+            ("bodyArea", { Self.setTarget(&$0, "bodyArea", original.target.bodyArea + 1) }, "target.bodyArea"),
+            ("size", { Self.setTarget(&$0, "size", UInt64(1) << 50) }, "not the one the delta stands for"),
+            ("indexLevel 1", { Self.setTarget(&$0, "indexLevel", 1) }, "not the one the delta stands for"),
+            ("indexLevel 255", { Self.setTarget(&$0, "indexLevel", 255) }, "not a level byte"),
+            // Not a description at all: said in words, where (not Swift's rendering of a DecodingError).
+            ("added text", { $0["added"] = "many" }, "is not a delta description: added: expected a whole number"),
+            ("size -1", { Self.setTarget(&$0, "size", -1) }, "is not a delta description: not valid JSON, or a number out of its field's range"),
+        ]
+        for lie in lies {
+            let forged = path + "/forged-\(lie.what.replacingOccurrences(of: " ", with: "-")).zip"
+            try FileManager.default.copyItem(atPath: path + "/delta.zip", toPath: forged)
+            var object = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(original)) as? [String: Any])
+            lie.change(&object)
+            try replaceMetadataEntry(
+                BundleFormat.deltaEntryName, in: forged, storing: Array(try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])))
+            let report = Checker.check(path: forged, bases: [path + "/old.zip"])
+            #expect(!report.isValid && report.issues.contains { $0.message.contains(lie.said) }, "\(lie.what): \(report.issues)")
+            #expect(!report.issues.contains { $0.message.contains("DecodingError") }, "\(report.issues)")
+            // What check reports, apply refuses, or it rebuilds a bundle whose description lies (the counts are not used).
+            if ["size", "indexLevel 1", "indexLevel 255", "bodyArea"].contains(lie.what) {
+                #expect(throws: PackagerError.self, "\(lie.what)") { try DeltaBundles.apply([forged, path + "/old.zip"], to: path + "/x.zip") }
+                #expect(!FileManager.default.fileExists(atPath: path + "/x.zip"))
+            }
+        }
+    }
+
+    private static func setTarget(_ object: inout [String: Any], _ key: String, _ value: Any) {
+        var target = object["target"] as? [String: Any] ?? [:]
+        target[key] = value
+        object["target"] = target
+    }
+
     @Test("refused, with the reason: a delta alone, a delta over another bundle, a delta cut short, a chain past the depth limit; a chain within it answers")
     func refusals() throws {
         let folder = try TemporaryFolder()
@@ -255,7 +302,8 @@ struct DeltaTests {
             _ = try MountedBundle(deltaPath: path + "/delta.zip", base: try MountedBundle(path: path + "/new.zip"))
         }
         #expect(wrong?.code == .wrongBase && wrong?.message.contains("new.zip") == true, "\(wrong?.message ?? "")")
-        #expect(throws: PackagerError.self) { try DeltaBundles.apply([path + "/delta.zip", path + "/new.zip"], to: path + "/x.zip") }
+        let applied = #expect(throws: BundleError.self) { try DeltaBundles.apply([path + "/delta.zip", path + "/new.zip"], to: path + "/x.zip") }
+        #expect(applied?.code == .wrongBase, "\(applied?.message ?? "")")
         #expect(!FileManager.default.fileExists(atPath: path + "/x.zip"))
         // Cut short: refused at mount (the end records are gone) or at the first read, never a wrong byte.
         let whole = try Data(contentsOf: URL(fileURLWithPath: path + "/delta.zip"))
@@ -503,13 +551,30 @@ struct BinaryPatchTests {
             checked.status == 0 && checked.output.contains("ok: \(path)/delta.zip: \(new.entryCount) entries, \(new.bodyCount) bodies"), "\(checked.output)")
         let json = try await run(packagerExecutable, ["check", path + "/delta.zip", path + "/old.zip", "--json"])
         #expect(json.status == 0 && json.output.contains(new.digest), "\(json.output)")
-        // Alone, or over a bundle it does not stand over: refused, with what to give.
+        // Alone, over a bundle it does not stand over, or over a file that does not exist: not checked (the input is
+        // wrong, exit 2), with what to give.
         let alone = try await run(packagerExecutable, ["check", path + "/delta.zip"])
-        #expect(alone.status == 1 && alone.output.contains("packager check DELTA BASE"), "\(alone.output)")
+        #expect(alone.status == 2 && alone.output.contains("packager check \(path)/delta.zip BASE"), "\(alone.output)")
         let wrong = try await run(packagerExecutable, ["check", path + "/delta.zip", path + "/new.zip"])
-        #expect(wrong.status == 1 && wrong.output.contains("is a delta over the bundle sha256:"), "\(wrong.output)")
+        #expect(wrong.status == 2 && wrong.output.contains("is a delta over the bundle sha256:"), "\(wrong.output)")
         let notDelta = try await run(packagerExecutable, ["check", path + "/new.zip", path + "/old.zip"])
-        #expect(notDelta.status == 1 && notDelta.output.contains("give bases only after a delta"), "\(notDelta.output)")
+        #expect(notDelta.status == 2 && notDelta.output.contains("give bases only after a delta"), "\(notDelta.output)")
+        let missing = try await run(packagerExecutable, ["check", path + "/delta.zip", path + "/missing.zip"])
+        #expect(missing.status == 2 && missing.output.contains("missing.zip: no such file or directory"), "\(missing.output)")
+        // With several files, the damaged one is named: a byte of the delta's index edit or patch flipped (its message
+        // names only the entry, which every delta has).
+        var badBytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path + "/delta.zip")))
+        let indexNames = [MountedBundle.indexEditName, MountedBundle.indexPatchName].map { Array($0.utf8) }
+        let header = try #require(
+            (30..<(badBytes.count - 16)).first { at in
+                badBytes.u32(at - 30) == 0x0403_4b50 && indexNames.contains { badBytes[at..<min(at + $0.count, badBytes.count)].elementsEqual($0) }
+            })
+        badBytes[header + Int(badBytes.u16(header - 4)) + Int(badBytes.u16(header - 2))] ^= 0xFF
+        try Data(badBytes).write(to: URL(fileURLWithPath: path + "/bad.zip"))
+        let chained = try await run("timeout", ["30", packagerExecutable, "serve", path + "/bad.zip", path + "/old.zip", "--port", "0"])
+        #expect(chained.status == 1 && chained.output.contains("packager: \(path)/bad.zip: index."), "\(chained.output)")
+        let serveMissing = try await run("timeout", ["30", packagerExecutable, "serve", path + "/delta.zip", path + "/missing.zip", "--port", "0"])
+        #expect(serveMissing.status == 2 && serveMissing.output.contains("no such file or directory"), "\(serveMissing.output)")
         // A byte of a carried body's data flipped: the delta still mounts; reading that body fails the check.
         let located = try await run(
             "/usr/bin/python3",

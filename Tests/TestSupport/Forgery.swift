@@ -57,7 +57,8 @@ public func forgeSignedDigest(in path: String) throws {
 
 /// Replaces metadata entry `name` of the bundle at `path` by `bytes`, stored (method 0): the metadata entries from it
 /// on are written again one after the other, then the central directory (its body records as they were) and the end
-/// record, with the offsets and sizes that changed. For test bundles without ZIP64 records.
+/// record, with the offsets and sizes that changed. For test bundles without ZIP64 records; the ZIP is read raw, so a
+/// delta's entries (`delta.json`) can be replaced too.
 public func replaceMetadataEntry(_ name: String, in path: String, storing bytes: [UInt8]) throws {
     try replaceMetadataEntry(name, in: path, data: bytes, method: 0, crc32: CRC32.checksum(bytes), size: bytes.count)
 }
@@ -65,35 +66,55 @@ public func replaceMetadataEntry(_ name: String, in path: String, storing bytes:
 /// Replaces metadata entry `name` of the bundle at `path` by `data`, stored with `method` (8: a raw deflate stream of
 /// `size` bytes whose CRC-32 is `crc32`), moving what follows it as ``replaceMetadataEntry(_:in:storing:)`` does.
 public func replaceMetadataEntry(_ name: String, in path: String, data bytes: [UInt8], method: Int, crc32: UInt32, size: Int) throws {
-    let bundle = try MountedBundle(path: path)
     let file = try Data(contentsOf: URL(fileURLWithPath: path))
     func u16(_ at: Int) -> Int { Int(file[at]) | Int(file[at + 1]) << 8 }
     func u32(_ at: Int) -> UInt32 { UInt32(u16(at)) | UInt32(u16(at + 2)) << 16 }
     func le16(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF)] }
     func le32(_ v: UInt32) -> [UInt8] { (0..<4).map { UInt8(v >> (8 * $0) & 0xFF) } }
-    guard let target = bundle.metadata[name] else { throw POSIXError(.EINVAL) }
-    let metadata = bundle.metadata.values.sorted { $0.localHeaderOffset < $1.localHeaderOffset }
-    let rewriteFrom = Int(target.localHeaderOffset)
-    let cdOffset = Int(bundle.directory.centralDirectoryOffset)
+    // The central directory as the end record gives it (read raw: a delta does not mount alone).
+    guard let eocd = (0...(file.count - 22)).reversed().first(where: { u32($0) == 0x0605_4b50 }) else { throw POSIXError(.EINVAL) }
+    precondition(eocd < 20 || u32(eocd - 20) != 0x0706_4b50, "a test bundle without ZIP64 end records")
+    let cdOffset = Int(u32(eocd + 16))
+    let entryCount = u16(eocd + 10)
+    struct Record {
+        let name: String
+        let localHeaderOffset: Int
+        let method: Int
+        let crc: UInt32
+        let compressedSize: Int
+        let size: Int
+    }
+    var records: [Record] = []
+    var at = cdOffset
+    for _ in 0..<entryCount {
+        records.append(
+            Record(
+                name: String(decoding: file[(at + 46)..<(at + 46 + u16(at + 28))], as: UTF8.self), localHeaderOffset: Int(u32(at + 42)),
+                method: u16(at + 10), crc: u32(at + 16), compressedSize: Int(u32(at + 20)), size: Int(u32(at + 24))))
+        at += 46 + u16(at + 28) + u16(at + 30) + u16(at + 32)
+    }
+    guard let target = records.first(where: { $0.name == name }) else { throw POSIXError(.EINVAL) }
+    let rewriteFrom = target.localHeaderOffset
     var out = Data(file[0..<rewriteFrom])
     var moved: [String: (offset: Int, method: Int, crc: UInt32, storedSize: Int, size: Int)] = [:]
-    for entry in metadata where Int(entry.localHeaderOffset) >= rewriteFrom {
-        let local = Int(entry.localHeaderOffset)
+    for entry in records.sorted(by: { $0.localHeaderOffset < $1.localHeaderOffset }) where entry.localHeaderOffset >= rewriteFrom {
+        let local = entry.localHeaderOffset
         let start = out.count
+        let nameBytes = Array(entry.name.utf8)
         if entry.name == name {
             var header = le32(0x0403_4b50) + le16(20) + le16(0) + le16(method) + le16(0) + le16(0x21) + le32(crc32)
-            header += le32(UInt32(bytes.count)) + le32(UInt32(size)) + le16(entry.nameBytes.count) + le16(0)
-            out.append(contentsOf: header + entry.nameBytes + bytes)
+            header += le32(UInt32(bytes.count)) + le32(UInt32(size)) + le16(nameBytes.count) + le16(0)
+            out.append(contentsOf: header + nameBytes + bytes)
             moved[entry.name] = (start, method, crc32, bytes.count, size)
         } else {
-            let end = local + 30 + u16(local + 26) + u16(local + 28) + Int(entry.compressedSize)
+            let end = local + 30 + u16(local + 26) + u16(local + 28) + entry.compressedSize
             out.append(file[local..<end])
-            moved[entry.name] = (start, Int(entry.method), entry.crc32, Int(entry.compressedSize), Int(entry.uncompressedSize))
+            moved[entry.name] = (start, entry.method, entry.crc, entry.compressedSize, entry.size)
         }
     }
     let newCD = out.count
     var position = cdOffset
-    for _ in 0..<bundle.directory.entryCount {
+    for _ in 0..<entryCount {
         let length = 46 + u16(position + 28) + u16(position + 30) + u16(position + 32)
         var record = [UInt8](file[position..<(position + length)])
         let recordName = String(decoding: record[46..<(46 + u16(position + 28))], as: UTF8.self)
@@ -107,10 +128,11 @@ public func replaceMetadataEntry(_ name: String, in path: String, data bytes: [U
         out.append(contentsOf: record)
         position += length
     }
-    precondition(Set(moved.keys) == Set(metadata.filter { Int($0.localHeaderOffset) >= rewriteFrom }.map(\.name)), "only metadata entries follow")
-    precondition(u32(position) != 0x0606_4b50, "a test bundle without ZIP64 end records")
+    precondition(position == eocd, "the end record follows the central directory")
+    // Bodies lie where index.bin says: none may move.
+    precondition(
+        moved.keys.allSatisfy { $0 == name || !["b/", "p/", "bodies/"].contains(where: $0.hasPrefix) }, "only metadata entries follow the one rewritten")
     var end = [UInt8](file[position...])
-    precondition(u32(position) == 0x0605_4b50, "the end record follows the central directory")
     end.replaceSubrange(12..<16, with: le32(UInt32(out.count - newCD)))
     end.replaceSubrange(16..<20, with: le32(UInt32(newCD)))
     out.append(contentsOf: end)

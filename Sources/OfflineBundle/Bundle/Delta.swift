@@ -122,7 +122,7 @@ extension MountedBundle {
                 guard let remote else { throw BundleError(.invalidArgument, "\(RemoteObject.shown(path)) is a URL: mounting it needs RemoteOptions") }
                 return try MountedBundle(url: path, remote: remote, options: options)
             }
-            guard try deltaInfo(atPath: path) != nil else { return try MountedBundle(path: path, options: options) }
+            guard try deltaInfo(atPath: path) != nil else { return try naming(path) { try MountedBundle(path: path, options: options) } }
             guard !rest.isEmpty else {
                 throw BundleError(.invalidArgument, "\(path) is a delta bundle: give the bundle it was made over after it")
             }
@@ -133,7 +133,16 @@ extension MountedBundle {
             baseOptions.inflatedCacheBytes = 0
             baseOptions.label = nil
             let base = try next(baseOptions)
-            return try MountedBundle(deltaPath: path, base: base, options: options)
+            return try naming(path) { try MountedBundle(deltaPath: path, base: base, options: options) }
+        }
+        // With several files, an error names the one it is about (a chain's damaged delta, a damaged base).
+        func naming(_ path: String, _ mount: () throws -> MountedBundle) throws -> MountedBundle {
+            do {
+                return try mount()
+            } catch var error as BundleError where paths.count > 1 && !error.message.contains(path) {
+                error.message = "\(path): " + error.message
+                throw error
+            }
         }
         while !rest.isEmpty { mounted.append(try next(options)) }
         return mounted
@@ -281,7 +290,7 @@ extension MountedBundle {
         do {
             info = try JSONDecoder().decode(DeltaInfo.self, from: Data(bytes))
         } catch {
-            throw BundleError(.corruptIndex, "\(BundleFormat.deltaEntryName) of \(file.path) is not a delta description: \(error)")
+            throw BundleError(.corruptIndex, "\(BundleFormat.deltaEntryName) of \(file.path) is not a delta description: \(DecodingProblem.describe(error))")
         }
         guard BundleFormat.deltaTargetVersion(format: info.format) != nil else {
             throw BundleError(.unsupported, "\(file.path) is a delta of format \(info.format); this reader knows formats 1 and 2")

@@ -91,3 +91,37 @@ public struct BundleError: Error, Sendable, CustomStringConvertible {
         return text
     }
 }
+
+/// A `DecodingError` in words: where in the document (`target.size`) and what was wrong, without Swift's own
+/// rendering of the error (`DecodingError.dataCorrupted(Context(codingPath: …))`).
+package enum DecodingProblem {
+    package static func describe(_ error: any Error) -> String {
+        guard let error = error as? DecodingError else { return "\(error)" }
+        func at(_ path: [any CodingKey]) -> String {
+            let shown = path.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
+            return shown.isEmpty ? "" : String(shown.drop { $0 == "." }) + ": "
+        }
+        switch error {
+        case .typeMismatch(let type, let context): return at(context.codingPath) + "expected \(kind(type))"
+        case .valueNotFound(let type, let context): return at(context.codingPath) + "no value, where \(kind(type)) is expected"
+        case .keyNotFound(let key, let context): return at(context.codingPath + [key]) + "missing"
+        case .dataCorrupted(let context):
+            // Foundation's decoder also says "not valid JSON" for a number its field cannot hold (-1 or 2^64 for a size).
+            return context.codingPath.isEmpty
+                ? "not valid JSON, or a number out of its field's range (\(context.debugDescription))"
+                : at(context.codingPath) + context.debugDescription
+        @unknown default: return "\(error)"
+        }
+    }
+
+    private static func kind(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Bool.Type: "true or false"
+        case is any BinaryInteger.Type: "a whole number in range"
+        case is any BinaryFloatingPoint.Type: "a number"
+        default:
+            "\(type)".hasPrefix("Array<") ? "an array" : "\(type)".hasPrefix("Dictionary<") ? "an object" : "a value of type \(type)"
+        }
+    }
+}

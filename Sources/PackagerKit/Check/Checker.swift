@@ -50,9 +50,15 @@ public enum Checker {
             try container.encode(issues, forKey: .issues)
         }
 
+        /// The bundle could not be checked because the input is wrong, not damaged: a delta over another bundle than its
+        /// own, bases after a bundle that is not a delta, a file that does not exist. (`packager check` exits 2.)
+        public internal(set) var refusedInput = false
+
         mutating func issue(_ entry: String?, _ message: String) { issues.append(Issue(entry: entry, message: message)) }
         mutating func record(_ error: any Error) {
-            if let e = error as? BundleError { issue(e.entry, e.message) } else { issue(nil, "\(error)") }
+            guard let e = error as? BundleError else { return issue(nil, "\(error)") }
+            // A system call's reason (no such file or directory) goes with its message, as the CLI prints errors.
+            issue(e.entry, e.message + ((e.underlying as? any ReasonText).map { ": \($0)" } ?? ""))
         }
     }
 
@@ -80,6 +86,7 @@ public enum Checker {
             }
         } catch {
             report.record(error)
+            report.refusedInput = isWrongInput(error)
             return report
         }
         report.entries = bundle.entryCount
@@ -94,6 +101,7 @@ public enum Checker {
         checkHeaderBlocks(bundle, into: &report)
         checkManifest(bundle, into: &report)
         checkSignature(bundle, publicKey: publicKey, into: &report)
+        checkDelta(bundle, path: path, into: &report)
         return report
     }
 
@@ -237,9 +245,60 @@ public enum Checker {
             do {
                 let bytes = try bundle.bodyBytes(at: b, verification: .sha256)
                 report.bytesVerified += UInt64(bytes.count)
+            } catch let error as BundleError where bundle.base != nil && bundle.bodyStore(b) != 0 {
+                // Through a delta, a body may lie in a base: say which file is damaged.
+                report.issue(error.entry, error.message + " (the body lies in \(bundle.bodyFile(b).path))")
             } catch {
                 report.record(error)
             }
+        }
+    }
+
+    /// Whether a mount failed on the input given rather than on a damaged file: a wrong base, a bad argument, a path
+    /// that does not exist.
+    package static func isWrongInput(_ error: any Error) -> Bool {
+        guard let error = error as? BundleError else { return false }
+        if error.code == .wrongBase || error.code == .invalidArgument { return true }
+        return error.code == .io && (error.underlying as? SystemCallError)?.code == ENOENT
+    }
+
+    /// A delta, over and above the bundle it stands for: `delta.json` against what the delta does (the keys it adds,
+    /// changes and removes against its base, where its bodies come from), and the bundle `packager apply` would make
+    /// from it, rebuilt without being written and held to the size, SHA-256 and body area `delta.json` gives.
+    private static func checkDelta(_ delta: MountedBundle, path: String, into report: inout Report) {
+        guard let info = delta.delta, let base = delta.base else { return }
+        let changes = DeltaBundles.keyChanges(old: base, new: delta)
+        func compare(_ what: String, said: Int, did: Int) {
+            if said != did { report.issue(BundleFormat.deltaEntryName, "says \(said) \(what), but the delta \(what) \(did)") }
+        }
+        compare("keys added", said: info.added, did: changes.added)
+        compare("keys changed", said: info.changed, did: changes.changed)
+        if info.removed != changes.removed {
+            let listed = Set(info.removed)
+            let missing = changes.removed.filter { !listed.contains($0) }
+            report.issue(
+                BundleFormat.deltaEntryName,
+                "lists \(info.removed.count) keys removed, but the delta removes \(changes.removed.count)"
+                    + (missing.isEmpty ? "" : " (not listed: \(missing.prefix(3).joined(separator: ", "))\(missing.count > 3 ? ", …" : ""))"))
+        }
+        // The delta's stores: its own file (carried bodies), its base's stores, then the bodies it rebuilt from patches.
+        let rebuiltStore = 1 + base.stores.count
+        var carried = 0
+        var patched = 0
+        for b in 0..<delta.bodyCount {
+            switch delta.bodyStore(b) {
+            case 0: carried += 1
+            case rebuiltStore: patched += 1
+            default: break
+            }
+        }
+        compare("bodies carried", said: info.carried, did: carried)
+        compare("bodies patched", said: info.patched, did: patched)
+        compare("bodies read from the base", said: info.reused, did: delta.bodyCount - carried - patched)
+        do {
+            try DeltaBundles.verify(delta, what: path)
+        } catch {
+            report.record(error)
         }
     }
 
@@ -277,7 +336,7 @@ public enum Checker {
             }
             compare(try JSONDecoder().decode(Manifest.self, from: Data(bytes)), with: bundle, issue: issue)
         } catch let error as DecodingError {
-            issue(BundleFormat.manifestEntryName, "is not a valid manifest: \(error)")
+            issue(BundleFormat.manifestEntryName, "is not a valid manifest: \(DecodingProblem.describe(error))")
         } catch {
             report.record(error)
         }

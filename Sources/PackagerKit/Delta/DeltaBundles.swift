@@ -153,9 +153,7 @@ public enum DeltaBundles {
         try out.flush()
         // Rebuilt once from what was just written: a new bundle the rebuild cannot reproduce gets no delta.
         let check = try MountedBundle(deltaPath: out.temporaryPath, base: old)
-        let scratch = try ScratchFolder(besideOutput: output)
-        defer { scratch.remove() }
-        _ = try rebuild(check, to: scratch.path + "/rebuilt.zip", what: newPath)
+        try verify(check, what: newPath)
         try out.commit()
         return Summary(info: info, size: size)
     }
@@ -163,28 +161,38 @@ public enum DeltaBundles {
     /// Writes to `output` the bundle the delta chain `paths` stands for (the newest delta first, the bundle the oldest
     /// delta was made over last, as `MountedBundle.mount(paths:)` takes them); it is the new bundle byte for byte.
     ///
-    /// - Throws: ``PackagerError`` when the chain does not mount (a wrong base is named), or the rebuilt file is not
-    ///   the one the delta stands for (nothing is left at `output` then).
+    /// - Throws: ``BundleError`` when the chain does not mount (`.wrongBase` names a wrong base; a damaged delta or
+    ///   base is named by its code); ``PackagerError`` (`.invalidInput`) when a path after the first is not a delta,
+    ///   (`.integrity`) when the rebuilt file is not the one the delta stands for. Nothing is left at `output` then.
     @discardableResult
     public static func apply(_ paths: [String], to output: String) throws -> DeltaInfo {
-        let bundles: [MountedBundle]
-        do {
-            bundles = try MountedBundle.mount(paths: paths)
-        } catch let error as BundleError {
-            throw PackagerError(.invalidInput, error.message)
-        }
+        let bundles = try MountedBundle.mount(paths: paths)
         guard bundles.count == 1, let delta = bundles.first?.delta, let mounted = bundles.first else {
-            throw PackagerError(.invalidInput, "apply takes a bundle and the deltas made over it, one over the other")
+            let notDeltas = paths.dropLast().filter { !MountedBundle.isDelta(atPath: $0) }
+            throw PackagerError(
+                .invalidInput,
+                "apply takes a bundle and the deltas made over it, one over the other"
+                    + (notDeltas.isEmpty ? "" : ": \(notDeltas.joined(separator: ", ")) \(notDeltas.count == 1 ? "is" : "are") not a delta"))
         }
-        try rebuild(mounted, to: output, what: paths.first ?? "")
+        let out = try AtomicOutput(destination: output)
+        try rebuild(mounted, into: out, what: paths.first ?? "")
+        try out.commit()
         return delta
     }
 
-    /// Writes the bundle a mounted delta stands for and checks it is that bundle, byte for byte, before keeping it.
-    @discardableResult
-    private static func rebuild(_ mounted: MountedBundle, to output: String, what: String) throws -> UInt64 {
+    /// Rebuilds the bundle a mounted delta stands for without writing it, and checks it is that bundle byte for byte
+    /// (its size, SHA-256 and body area, as `delta.json` gives them): what `apply` would refuse, `packager check`
+    /// reports.
+    ///
+    /// - Throws: ``PackagerError`` (`.integrity`) naming what differs, or the error that stopped the rebuild.
+    package static func verify(_ mounted: MountedBundle, what: String) throws {
+        try rebuild(mounted, into: .discarding(), what: what)
+    }
+
+    /// Writes into `out` the bundle a mounted delta stands for and checks it is that bundle, byte for byte; the caller
+    /// commits `out` (or discards it) after.
+    private static func rebuild(_ mounted: MountedBundle, into out: AtomicOutput, what: String) throws {
         guard let info = mounted.delta else { throw PackagerError(.invalidInput, "\(what) is not a delta") }
-        let out = try AtomicOutput(destination: output)
         out.hashing()
         let writer = ZipWriter(output: out)
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
@@ -197,14 +205,21 @@ public enum DeltaBundles {
                 name: name, method: record.compression.rawValue, crc32: record.crc32, compressedSize: record.storedSize, size: record.size)
             if let level = mounted.rebuiltLevel(i) {
                 let content = try mounted.bodyBytes(at: i, verification: .crc32)
-                let stored = try deflate(content, level: level)
+                let stored = try deflate(content, level: level, what: "the patch of body \(name)")
                 guard UInt64(stored.count) == record.storedSize, CRC32.checksum(stored) == record.storedCRC32 else {
-                    throw PackagerError(.invalidInput, "body \(name) cannot be deflated again as the bundle stored it; nothing was written")
+                    throw PackagerError(.integrity, "body \(name) cannot be deflated again as the bundle stored it: the delta is damaged")
                 }
                 try out.write(stored)
             } else {
                 try copyStored(of: i, in: mounted, to: out, buffer: &buffer)
             }
+        }
+        // The body area ends where index.bin's local header starts.
+        guard out.offset == info.target.bodyArea else {
+            throw PackagerError(
+                .integrity,
+                "the bodies rebuilt from \(what) end at byte \(out.offset), where delta.json's target.bodyArea says \(info.target.bodyArea): the delta is damaged"
+            )
         }
         if mounted.metadata[BundleFormat.indexEntryName] != nil {
             try copyMetadata(BundleFormat.indexEntryName, of: mounted, to: writer, output: out)
@@ -212,7 +227,7 @@ public enum DeltaBundles {
             let level = info.target.indexLevel ?? 0
             try writer.addEntry(
                 name: BundleFormat.indexEntryName, method: level == 0 ? 0 : 8, crc32: CRC32.checksum(mounted.index.bytes),
-                size: UInt64(mounted.index.bytes.count), data: try deflate(mounted.index.bytes, level: level))
+                size: UInt64(mounted.index.bytes.count), data: try deflate(mounted.index.bytes, level: level, what: "delta.json's target.indexLevel"))
         }
         if mounted.metadata[BundleFormat.manifestEntryName] != nil {
             try copyMetadata(BundleFormat.manifestEntryName, of: mounted, to: writer, output: out)
@@ -221,18 +236,16 @@ public enum DeltaBundles {
             let level = try manifestLevel(of: mounted)
             try writer.addEntry(
                 name: BundleFormat.manifestEntryName, method: level == 0 ? 0 : 8, crc32: CRC32.checksum(content), size: UInt64(content.count),
-                data: try deflate(content, level: level))
+                data: try deflate(content, level: level, what: "the level byte of \(MountedBundle.manifestPatchName)"))
         }
         try copyMetadata(BundleFormat.signatureEntryName, of: mounted, to: writer, output: out)
         try writer.finish(comment: Array((BundleFormat.commentPrefix(version: mounted.index.formatVersion) + "sha256:" + mounted.digest).utf8))
         guard out.offset == info.target.size, out.sha256 == info.target.sha256 else {
             throw PackagerError(
-                .invalidInput,
-                "the bundle rebuilt from \(what) is not the one the delta stands for (\(out.offset) bytes, sha256:\(out.sha256?.prefix(16) ?? "")…; wanted \(info.target.size) bytes, sha256:\(info.target.sha256.prefix(16))…); nothing was written"
-            )
+                .integrity,
+                "the bundle rebuilt from \(what) is not the one the delta stands for (\(out.offset) bytes, sha256:\(out.sha256?.prefix(16) ?? "")…; delta.json says \(info.target.size) bytes, sha256:\(info.target.sha256.prefix(16))…): the delta is damaged"
+                    + (out.discards ? "" : "; nothing was written"))
         }
-        try out.commit()
-        return out.offset
     }
 
     /// Copies body `i`'s stored bytes, checked against the stored CRC-32 its record gives, as they go.
@@ -257,7 +270,7 @@ public enum DeltaBundles {
         }
         let expected = bundle.formatVersion == 1 ? record.crc32 : record.storedCRC32
         guard record.compression == .deflate && bundle.formatVersion == 1 || crc == expected else {
-            throw PackagerError(.invalidInput, "body \(name) is damaged (its stored bytes fail their CRC-32); nothing was written")
+            throw PackagerError(.integrity, "body \(name) in \(bundle.bodyFile(i).path) is damaged (its stored bytes fail their CRC-32)")
         }
     }
 
@@ -305,7 +318,12 @@ public enum DeltaBundles {
     }
 
     /// `content` deflated as `level` says (see ``levelReproducing(_:from:zlibFirst:)``; 0 leaves it as it is).
-    private static func deflate(_ content: [UInt8], level: UInt8) throws -> [UInt8] {
+    /// `content` deflated as the level byte says (§12.1: 0 stored, 1–12 libdeflate, 0x81–0x89 zlib); `what` names
+    /// where the byte came from when it is none of those.
+    private static func deflate(_ content: [UInt8], level: UInt8, what: String = "the level byte") throws -> [UInt8] {
+        guard level <= 12 || (0x81...0x89).contains(level) else {
+            throw PackagerError(.integrity, "\(what) is \(level), not a level byte (0 to 12, or 129 to 137): the delta is damaged")
+        }
         if level == 0 { return content }
         if level & 0x80 != 0 { return try ZlibDeflate.deflate(content, level: Int32(level & 0x7F)) }
         return try content.withUnsafeBytes { try RawDeflate.deflate($0, level: Int32(level)) } ?? content
@@ -355,7 +373,7 @@ public enum DeltaBundles {
     }
 
     /// Keys added, changed (status, headers or body) and removed from `old` to `new`.
-    private static func keyChanges(old: MountedBundle, new: MountedBundle) -> (added: Int, changed: Int, removed: [String], sources: [Int: Int]) {
+    package static func keyChanges(old: MountedBundle, new: MountedBundle) -> (added: Int, changed: Int, removed: [String], sources: [Int: Int]) {
         var sources: [Int: Int] = [:]
         var added = 0
         var changed = 0

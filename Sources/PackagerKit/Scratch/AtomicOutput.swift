@@ -74,6 +74,20 @@ final class AtomicOutput {
         buffer.reserveCapacity(Self.bufferSize)
     }
 
+    /// An output that writes nowhere: it counts and hashes what it is given (``hashing()``), for checking what a
+    /// writer would make (`packager check` rebuilds a delta's bundle this way). It cannot be committed.
+    static func discarding() -> AtomicOutput { AtomicOutput() }
+
+    private init() {
+        destination = ""
+        temporaryPath = ""
+        fd = -1
+        committed = true
+    }
+
+    /// Whether this output writes nowhere (``discarding()``).
+    var discards: Bool { temporaryPath.isEmpty }
+
     deinit {
         if fd >= 0 { close(fd) }
         if !committed {
@@ -94,6 +108,7 @@ final class AtomicOutput {
     func write(_ bytes: UnsafeRawBufferPointer) throws {
         hasher?.update(bufferPointer: bytes)
         offset += UInt64(bytes.count)
+        if discards { return }
         if buffer.count + bytes.count > Self.bufferSize { try flush() }
         if bytes.count >= Self.bufferSize {
             try writeAll(bytes)
@@ -118,6 +133,7 @@ final class AtomicOutput {
 
     /// Flushes, syncs and renames the file into place.
     func commit() throws {
+        precondition(!discards, "a discarding output has no file to put in place")
         try flush()
         guard fsync(fd) == 0 else {
             throw PackagerError(.io, "cannot sync \(temporaryPath)", subject: destination, cause: SystemCallError(errno))
@@ -158,7 +174,8 @@ public enum OutputFile {
         let folder = URL(fileURLWithPath: destination).deletingLastPathComponent().path
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory), isDirectory.boolValue else {
-            return PackagerError(.io, "the output folder \(folder) does not exist", subject: destination)
+            // A path given wrong, as a folder is: exit 2.
+            return PackagerError(.invalidInput, "the output folder \(folder) does not exist", subject: destination)
         }
         if FileManager.default.fileExists(atPath: destination, isDirectory: &isDirectory), isDirectory.boolValue {
             return PackagerError(.invalidInput, "this is a folder: give the path of the file to write", subject: destination)
