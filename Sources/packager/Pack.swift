@@ -95,7 +95,7 @@ extension Packager {
                 let summary = try packer.pack(source: source, output: output)
                 let w = summary.write
                 print("packed \(summary.files) files into \(output)")
-                print("  \(w.entries) request keys, \(w.bodies) bodies (\(w.deduplicated) duplicates stored once)")
+                print("  \(w.entries) request keys, \(w.bodies) bodies (\(w.deduplicated) duplicate\(w.deduplicated == 1 ? "" : "s") stored once)")
                 print("  \(formatBytes(w.bodyBytes)) of content stored in \(formatBytes(w.storedBytes)); bundle \(formatBytes(w.fileSize))")
                 print("  digest sha256:\(w.digest)")
                 for skipped in summary.skipped { print("  skipped \(skipped)") }

@@ -16,7 +16,8 @@ extension Packager {
                 A bundle with several origins needs --origin, or --route HOST=ORIGIN to choose by Host. \
                 What the bundle does not hold is a 404.
 
-                Several bundles are layered: serve hotfix.zip release.zip answers from hotfix.zip first. \
+                Several bundles are layered: serve hotfix.zip release.zip answers from hotfix.zip first. A delta is \
+                followed by the bundle it was made over: serve next.delta.zip release.zip answers as the next release. \
                 On SIGHUP, and when a bundle file is replaced (checked every --reload-check seconds), the bundles are \
                 mounted again and swapped in at once; requests already answering finish from the old ones. A \
                 bundle that no longer mounts is reported, and the old ones keep answering.
@@ -176,8 +177,15 @@ extension Packager {
                 // Written straight to the descriptor so a script reading the port sees it at once.
                 let scheme = tlsCertificate == nil ? "http" : "https"
                 let entries = loader.bundles.map(\.entryCount).reduce(0, +)
+                // Each mounted bundle took its own path and, for a delta, its bases' after it: "next.zip over release.zip".
+                var rest = paths[...]
+                let shown = loader.bundles.map { bundle in
+                    let group = rest.prefix(bundle.deltaDepth + 1)
+                    rest = rest.dropFirst(group.count)
+                    return group.map { RemoteOptions.isRemote($0) ? RemoteObject.shown($0) : $0 }.joined(separator: " over ")
+                }
                 FileHandle.standardOutput.write(
-                    Data("serving \(paths.joined(separator: ", ")) (\(entries) entries) on \(scheme)://\(host):\(running.port)/\n".utf8))
+                    Data("serving \(shown.joined(separator: ", ")) (\(entries) entries) on \(scheme)://\(host):\(running.port)/\n".utf8))
                 let listed = paths.joined(separator: ", ")
                 // SIGHUP through the CLI's own handler (installed at launch, so none is lost while the server starts).
                 let reloader = BundleReloader(paths: paths, handle: handle, interval: reloadCheck, signals: [], logger: logger, mount: mount) { event in
