@@ -65,9 +65,6 @@ extension Packager {
         func run() async throws {
             var integrity: Checker.Report?
             try reportingErrors {
-                if bases.isEmpty, !RemoteOptions.isRemote(path), MountedBundle.isDelta(atPath: path) {
-                    throw PackagerError(.invalidInput, "\(path) is a delta: give the bundle it was made over after it (packager check \(path) BASE)")
-                }
                 let key = try publicKey.map(readPublicKey)
                 let report = Checker.check(path: path, bases: bases, publicKey: key, remote: try remote.options(for: [path] + bases))
                 integrity = report
@@ -83,12 +80,13 @@ extension Packager {
                         }
                     print("ok: \(report.path): \(report.entries) entries, \(report.bodies) bodies, \(formatBytes(report.bytesVerified)) verified\(signature)")
                 } else {
-                    print("FAILED: \(report.path): \(report.issues.count) problem\(report.issues.count == 1 ? "" : "s")")
+                    // Not checked at all when the input was wrong (a wrong base, a missing file), not the bundle damaged.
+                    let verdict = report.refusedInput ? "NOT CHECKED" : "FAILED"
+                    print("\(verdict): \(report.path): \(report.issues.count) problem\(report.issues.count == 1 ? "" : "s")")
                     for issue in report.issues { print("  " + terminalSafe(issue.description)) }
                 }
                 if !report.isValid {
                     if json && browser { try printJSON(report) }
-                    // Not checked at all: the input was wrong (a wrong base, a missing file), not the bundle damaged.
                     throw ExitCode(report.refusedInput ? 2 : 1)
                 }
             }

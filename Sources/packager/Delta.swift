@@ -53,6 +53,10 @@ extension Packager {
             discussion: """
                 The output is the release the (last) delta stands for, byte for byte; a delta made over another bundle is \
                 refused, naming both, and nothing is written.
+
+                Exits 0 when the release is written; 2 when the input is wrong (a delta over another bundle, a file that \
+                does not exist, an output that is one of the bundles read or in no folder); 1 when a delta or its base \
+                is damaged, or the rebuilt file is not the release the delta names.
                 """
         )
 

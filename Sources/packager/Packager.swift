@@ -69,7 +69,7 @@ private func reported(_ error: any Error, status: Int32?) -> any Error {
     switch error {
     case let error as PackagerError: usage = error.code == .invalidInput
     // A delta given over another bundle than its own is the wrong input, as a file that does not exist is.
-    case let error as BundleError: usage = Checker.isWrongInput(error)
+    case let error as BundleError: usage = error.isWrongInput
     case let error as ExitCode: return status.map { error.rawValue == 0 ? error : ExitCode($0) } ?? error
     default:
         guard let status else { return error }

@@ -16,6 +16,10 @@ extension Packager {
                 A bundle with several origins needs --origin, or --route HOST=ORIGIN to choose by Host. \
                 What the bundle does not hold is a 404.
 
+                Exits 2 when the bundles cannot be served as given (a file that does not exist, a delta without the \
+                bundle it was made over or over another one, a --host that is not an address), 1 when one is damaged or \
+                the port cannot be bound.
+
                 Several bundles are layered: serve hotfix.zip release.zip answers from hotfix.zip first. A delta is \
                 followed by the bundle it was made over: serve next.delta.zip release.zip answers as the next release. \
                 On SIGHUP, and when a bundle file is replaced (checked every --reload-check seconds), the bundles are \
@@ -186,7 +190,7 @@ extension Packager {
                 }
                 FileHandle.standardOutput.write(
                     Data("serving \(shown.joined(separator: ", ")) (\(entries) entries) on \(scheme)://\(host):\(running.port)/\n".utf8))
-                let listed = paths.joined(separator: ", ")
+                let listed = shown.joined(separator: ", ")
                 // SIGHUP through the CLI's own handler (installed at launch, so none is lost while the server starts).
                 let reloader = BundleReloader(paths: paths, handle: handle, interval: reloadCheck, signals: [], logger: logger, mount: mount) { event in
                     switch event {

@@ -240,28 +240,35 @@ struct DeltaTests {
         #expect(serve.status == 1 && serve.output.contains("damaged"), "\(serve.output)")
     }
 
-    @Test("check refuses a delta whose delta.json lies (counts, removed keys, body area, size, index level), as apply does; the true one passes")
+    @Test(
+        "check refuses a delta whose delta.json lies (each count, the removed keys, body area, size, index level) or is no description; apply refuses the lies it would rebuild wrong; the true one, written again, passes"
+    )
     func checkHoldsDeltaJSON() throws {
         let folder = try TemporaryFolder()
         let path = folder.path
         try Self.release(Self.pages, to: path + "/old.zip")
         try Self.release(Self.nextPages, to: path + "/new.zip")
-        try DeltaBundles.make(old: path + "/old.zip", new: path + "/new.zip", to: path + "/delta.zip")
-        let honest = Checker.check(path: path + "/delta.zip", bases: [path + "/old.zip"])
-        #expect(honest.isValid, "\(honest.issues)")
+        // index.bin as an edit, so that the target's index is deflated again by target.indexLevel when it is rebuilt.
+        _ = try DeltaBundles.make(
+            old: try MountedBundle(path: path + "/old.zip"), new: path + "/new.zip", to: path + "/delta.zip", wholeBodies: false, indexForm: .edit)
+        #expect(try run("unzip", ["-Z1", path + "/delta.zip"]).output.contains(MountedBundle.indexEditName))
         let original = try #require(try MountedBundle.deltaInfo(atPath: path + "/delta.zip"))
         #expect(original.target.indexLevel != nil && !original.removed.isEmpty)
         let lies: [(what: String, change: (inout [String: Any]) -> Void, said: String)] = [
-            ("removed", { $0["removed"] = [String]() }, "keys removed"),
-            ("added", { $0["added"] = 1_000_000 }, "says 1000000 keys added"),
-            ("carried", { $0["carried"] = (original.carried + 1) }, "bodies carried"),
+            ("unchanged", { _ in }, ""),
+            ("removed", { $0["removed"] = [String]() }, "it removes but does not list"),
+            ("added", { $0["added"] = 1_000_000 }, "added is 1000000, but the delta adds \(original.added)"),
+            ("changed", { $0["changed"] = original.changed + 1 }, "changed is \(original.changed + 1), but the delta changes \(original.changed)"),
+            ("carried", { $0["carried"] = original.carried + 1 }, "carried is \(original.carried + 1)"),
+            ("patched", { $0["patched"] = original.patched + 1 }, "patched is \(original.patched + 1)"),
+            ("reused", { $0["reused"] = original.reused + 1 }, "reused is \(original.reused + 1)"),
             ("bodyArea", { Self.setTarget(&$0, "bodyArea", original.target.bodyArea + 1) }, "target.bodyArea"),
             ("size", { Self.setTarget(&$0, "size", UInt64(1) << 50) }, "not the one the delta stands for"),
             ("indexLevel 1", { Self.setTarget(&$0, "indexLevel", 1) }, "not the one the delta stands for"),
-            ("indexLevel 255", { Self.setTarget(&$0, "indexLevel", 255) }, "not a level byte"),
+            ("indexLevel 255", { Self.setTarget(&$0, "indexLevel", 255) }, "which is no level byte"),
             // Not a description at all: said in words, where (not Swift's rendering of a DecodingError).
             ("added text", { $0["added"] = "many" }, "is not a delta description: added: expected a whole number"),
-            ("size -1", { Self.setTarget(&$0, "size", -1) }, "is not a delta description: not valid JSON, or a number out of its field's range"),
+            ("size -1", { Self.setTarget(&$0, "size", -1) }, "is not a delta description"),
         ]
         for lie in lies {
             let forged = path + "/forged-\(lie.what.replacingOccurrences(of: " ", with: "-")).zip"
@@ -271,14 +278,39 @@ struct DeltaTests {
             try replaceMetadataEntry(
                 BundleFormat.deltaEntryName, in: forged, storing: Array(try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])))
             let report = Checker.check(path: forged, bases: [path + "/old.zip"])
+            if lie.said.isEmpty {
+                #expect(report.isValid, "\(lie.what): \(report.issues)")
+                continue
+            }
             #expect(!report.isValid && report.issues.contains { $0.message.contains(lie.said) }, "\(lie.what): \(report.issues)")
             #expect(!report.issues.contains { $0.message.contains("DecodingError") }, "\(report.issues)")
-            // What check reports, apply refuses, or it rebuilds a bundle whose description lies (the counts are not used).
+            // The lies a rebuild would get wrong, apply refuses too (the counts only describe; a rebuild does not use them).
             if ["size", "indexLevel 1", "indexLevel 255", "bodyArea"].contains(lie.what) {
-                #expect(throws: PackagerError.self, "\(lie.what)") { try DeltaBundles.apply([forged, path + "/old.zip"], to: path + "/x.zip") }
+                #expect(throws: (any Error).self, "\(lie.what)") { try DeltaBundles.apply([forged, path + "/old.zip"], to: path + "/x.zip") }
                 #expect(!FileManager.default.fileExists(atPath: path + "/x.zip"))
             }
         }
+    }
+
+    @Test("check of a chain holds every delta's delta.json to what it does, the inner ones too")
+    func checkHoldsEveryDelta() throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path
+        var third = Self.nextPages
+        third["/third.html"] = "<p>a third release</p>"
+        try Self.release(Self.pages, to: path + "/r0.zip")
+        try Self.release(Self.nextPages, to: path + "/r1.zip")
+        try Self.release(third, to: path + "/r2.zip")
+        try DeltaBundles.make(old: path + "/r0.zip", new: path + "/r1.zip", to: path + "/d1.zip")
+        try DeltaBundles.make(old: path + "/r1.zip", new: path + "/r2.zip", to: path + "/d2.zip")
+        #expect(Checker.check(path: path + "/d2.zip", bases: [path + "/d1.zip", path + "/r0.zip"]).isValid)
+        // The inner delta says it adds keys it does not.
+        let info = try #require(try MountedBundle.deltaInfo(atPath: path + "/d1.zip"))
+        var object = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(info)) as? [String: Any])
+        object["added"] = info.added + 7
+        try replaceMetadataEntry(BundleFormat.deltaEntryName, in: path + "/d1.zip", storing: Array(try JSONSerialization.data(withJSONObject: object)))
+        let report = Checker.check(path: path + "/d2.zip", bases: [path + "/d1.zip", path + "/r0.zip"])
+        #expect(report.issues.contains { $0.message.hasPrefix(path + "/d1.zip: added is \(info.added + 7)") }, "\(report.issues)")
     }
 
     private static func setTarget(_ object: inout [String: Any], _ key: String, _ value: Any) {

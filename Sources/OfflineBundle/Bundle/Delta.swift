@@ -120,9 +120,9 @@ extension MountedBundle {
             }
             if RemoteOptions.isRemote(path) {
                 guard let remote else { throw BundleError(.invalidArgument, "\(RemoteObject.shown(path)) is a URL: mounting it needs RemoteOptions") }
-                return try MountedBundle(url: path, remote: remote, options: options)
+                return try naming(path) { try MountedBundle(url: path, remote: remote, options: options) }
             }
-            guard try deltaInfo(atPath: path) != nil else { return try naming(path) { try MountedBundle(path: path, options: options) } }
+            guard try naming(path, { try deltaInfo(atPath: path) }) != nil else { return try naming(path) { try MountedBundle(path: path, options: options) } }
             guard !rest.isEmpty else {
                 throw BundleError(.invalidArgument, "\(path) is a delta bundle: give the bundle it was made over after it")
             }
@@ -136,17 +136,35 @@ extension MountedBundle {
             return try naming(path) { try MountedBundle(deltaPath: path, base: base, options: options) }
         }
         // With several files, an error names the one it is about (a chain's damaged delta, a damaged base).
-        func naming(_ path: String, _ mount: () throws -> MountedBundle) throws -> MountedBundle {
+        func naming<T>(_ path: String, _ step: () throws -> T) throws -> T {
             do {
-                return try mount()
-            } catch var error as BundleError where paths.count > 1 && !error.message.contains(path) {
-                error.message = "\(path): " + error.message
+                return try step()
+            } catch var error as BundleError where paths.count > 1 && !error.message.hasPrefix(path) && !error.message.contains(" " + path) {
+                error.message = "\(RemoteOptions.isRemote(path) ? RemoteObject.shown(path) : path): " + error.message
                 throw error
             }
         }
         while !rest.isEmpty { mounted.append(try next(options)) }
         return mounted
     }
+
+    /// Where a delta's bodies rebuilt from its patches lie among its stores: after its own file and its base's stores
+    /// (`[file] + base.stores + [rebuilt]`).
+    private static func rebuiltStoreIndex(over base: MountedBundle) -> Int { 1 + base.stores.count }
+
+    /// Where body `bodyIndex` of a delta comes from, as its mount found it (§12.5 step 5); nil for a bundle that is not
+    /// a delta.
+    package func bodyOrigin(_ bodyIndex: Int) -> BodyOrigin? {
+        guard let base else { return nil }
+        switch bodyStore(bodyIndex) {
+        case 0: return .carried
+        case Self.rebuiltStoreIndex(over: base): return .patched
+        default: return .base
+        }
+    }
+
+    /// Where a delta's body comes from.
+    package enum BodyOrigin: Sendable { case carried, patched, base }
 
     /// Mounts the delta bundle at `deltaPath` over `base`: the result answers every request exactly as the bundle
     /// the delta stands for, reading the bodies the delta carries from its file and the rest from the base's.
@@ -187,6 +205,9 @@ extension MountedBundle {
         let version = info.target.version
         guard BundleFormat.deltaTargetVersion(format: info.format) == version else {
             throw BundleError(.corruptIndex, "\(deltaPath) is a delta of format \(info.format) but says it stands for a bundle of version \(version)")
+        }
+        if metadata[BundleFormat.indexEntryName] == nil, let level = info.target.indexLevel, level == 0 || !BundleFormat.isLevelByte(level) {
+            throw BundleError(.corruptIndex, "delta.json of \(deltaPath) gives target.indexLevel \(level), which is no level byte that deflates (§12.1)")
         }
         let indexBytes: [UInt8]
         if let indexEntry = metadata[BundleFormat.indexEntryName] {
@@ -313,7 +334,7 @@ extension MountedBundle {
         var nextBase = 0
         var baseRecord: IndexBodyRecord? = base.bodyCount > 0 ? base.bodyRecord(at: 0) : nil
         guard base.stores.count + 2 <= Int(UInt8.max) else { throw BundleError(.unsupported, "too many files under \(path)") }
-        let rebuiltStore = UInt8(base.stores.count + 1)
+        let rebuiltStore = UInt8(rebuiltStoreIndex(over: base))
         var rebuiltBytes: [UInt8] = []
         var rebuiltTotal: UInt64 = 0
         for i in 0..<count {
@@ -423,6 +444,9 @@ extension MountedBundle {
         let body = try BinaryPatch.apply(Array(data[33...]), to: original, limit: Int(min(record.size, UInt64(Int.max))), what: "body \(name)")
         try BodyCheck.contentCRC(CRC32.checksum(body), of: record, name: name)
         try BodyCheck.digest(Array(SHA256.hash(data: body)), of: record, name: name)
+        guard BundleFormat.isLevelByte(data[32]) else {
+            throw BundleError(.corruptIndex, "the patch of body \(name) gives the level byte \(data[32]), which is none (§12.1)", entry: entry.name)
+        }
         return (body, data[32])
     }
 }

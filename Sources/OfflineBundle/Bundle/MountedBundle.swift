@@ -120,7 +120,7 @@ public final class MountedBundle: Sendable {
         let comment = String(decoding: directory.comment, as: UTF8.self)
         let version: UInt32
         if comment.hasPrefix("packager-delta/") {
-            let base = comment.range(of: " base:").map { "the bundle " + comment[$0.upperBound...].prefix(23) + "…" } ?? "another bundle"
+            let base = comment.range(of: " base:").map { "the bundle sha256:" + comment[$0.upperBound...].prefix(16) + "…" } ?? "another bundle"
             throw BundleError(
                 .unsupported,
                 "\(path) is a delta: it holds only what changed since \(base), and mounts over that bundle: give it after the delta (packager serve DELTA BASE, packager check DELTA BASE; packager apply BASE DELTA -o FILE rebuilds the whole bundle; in Swift, MountedBundle(deltaPath:base:))"

@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// An error raised while mounting, reading or checking a bundle.
 ///
 /// Every error carries a ``code`` that callers can switch on, a sentence for
@@ -106,12 +114,20 @@ package enum DecodingProblem {
         case .valueNotFound(let type, let context): return at(context.codingPath) + "no value, where \(kind(type)) is expected"
         case .keyNotFound(let key, let context): return at(context.codingPath + [key]) + "missing"
         case .dataCorrupted(let context):
-            // Foundation's decoder also says "not valid JSON" for a number its field cannot hold (-1 or 2^64 for a size).
+            // The parser's own reason, when it gives one (where the JSON breaks, a number its field cannot hold).
+            let reason = context.underlyingError.map { " (\(reasonText($0)))" } ?? ""
             return context.codingPath.isEmpty
-                ? "not valid JSON, or a number out of its field's range (\(context.debugDescription))"
-                : at(context.codingPath) + context.debugDescription
+                ? "not JSON, or a number out of its field's range: \(context.debugDescription)\(reason)"
+                : at(context.codingPath) + context.debugDescription + reason
         @unknown default: return "\(error)"
         }
+    }
+
+    /// An underlying error's text: its debug description when it is an `NSError`-like error that has one.
+    private static func reasonText(_ error: any Error) -> String {
+        let text = "\(error)"
+        if let range = text.range(of: "NSDebugDescription=") { return String(text[range.upperBound...].prefix { $0 != "}" }) }
+        return text
     }
 
     private static func kind(_ type: Any.Type) -> String {
@@ -123,5 +139,15 @@ package enum DecodingProblem {
         default:
             "\(type)".hasPrefix("Array<") ? "an array" : "\(type)".hasPrefix("Dictionary<") ? "an object" : "a value of type \(type)"
         }
+    }
+}
+
+extension BundleError {
+    /// Whether the error is about the input given rather than a damaged file: a delta over another bundle than its own,
+    /// an unusable argument, a path that does not exist or is not a file. (The CLI exits 2 for these, 1 for damage.)
+    package var isWrongInput: Bool {
+        if code == .wrongBase || code == .invalidArgument { return true }
+        guard code == .io, let errno = (underlying as? SystemCallError)?.code else { return false }
+        return [ENOENT, ENOTDIR, EISDIR].contains(errno)
     }
 }

@@ -41,6 +41,9 @@ public enum BundleFormat {
     package static func deltaTargetVersion(format: Int) -> UInt32? { [1: 2, 2: 3][format] }
     /// The ZIP entry of a delta bundle that says what it applies to and how to rebuild the bundle it stands for.
     public static let deltaEntryName = "delta.json"
+
+    /// Whether `level` is a level byte (§12.1): 0 stored, 1–12 libdeflate's raw deflate, `0x80` + 1–9 zlib's.
+    package static func isLevelByte(_ level: UInt8) -> Bool { level <= 12 || (0x81...0x89).contains(level) }
     /// How many deltas may stand over one another (a delta over a delta … over a bundle).
     public static let maxDeltaDepth = 8
     /// The domain-separation line that starts every signed message.

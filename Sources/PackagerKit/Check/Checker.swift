@@ -33,7 +33,7 @@ public enum Checker {
         public var isValid: Bool { issues.isEmpty }
 
         private enum CodingKeys: String, CodingKey {
-            case path, valid, entries, bodies, bytesVerified, digest, signatureValid, signerChecked, issues
+            case path, valid, refused, entries, bodies, bytesVerified, digest, signatureValid, signerChecked, issues
         }
 
         /// The report as `packager check --json` prints it (absent values as null).
@@ -41,6 +41,7 @@ public enum Checker {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(path, forKey: .path)
             try container.encode(isValid, forKey: .valid)
+            try container.encode(refusedInput, forKey: .refused)
             try container.encode(entries, forKey: .entries)
             try container.encode(bodies, forKey: .bodies)
             try container.encode(bytesVerified, forKey: .bytesVerified)
@@ -67,11 +68,21 @@ public enum Checker {
     /// - Parameter bases: when `path` is a delta bundle, the bundle it was made over (itself a delta over the next, and
     ///   so on, as `packager serve` takes them): the bundle the delta stands for is checked, every body read through
     ///   the delta's patches or from its base and held to its digest. The delta's own container is checked as a
-    ///   bundle's is: its entries' names, local headers and extents.
+    ///   bundle's is: its entries' names, local headers and extents. Each delta of the chain is held to its
+    ///   `delta.json` (the keys it adds, changes and removes, where its bodies come from), and, when nothing else
+    ///   was found, the bundle `packager apply` would make from it is rebuilt unwritten and held to the size,
+    ///   SHA-256 and body area `delta.json` gives (so every body is read twice).
+    /// - Returns: the report; ``Report/refusedInput`` when nothing could be checked because the input was wrong (a
+    ///   delta without its base or over another bundle, a file that does not exist).
     /// - Parameter publicKey: when given (32 raw bytes), the bundle must carry a valid signature by it.
     /// - Parameter remote: how to read `path` when it is a URL (the whole object is fetched once: every body is read).
     public static func check(path: String, bases: [String] = [], publicKey: [UInt8]? = nil, remote: RemoteOptions? = nil) -> Report {
         var report = Report(path: path, issues: [], entries: 0, bodies: 0, bytesVerified: 0)
+        if bases.isEmpty, !RemoteOptions.isRemote(path), MountedBundle.isDelta(atPath: path) {
+            report.issue(nil, "\(path) is a delta: give the bundle it was made over after it (packager check \(path) BASE)")
+            report.refusedInput = true
+            return report
+        }
         let bundle: MountedBundle
         do {
             if bases.isEmpty {
@@ -86,7 +97,7 @@ public enum Checker {
             }
         } catch {
             report.record(error)
-            report.refusedInput = isWrongInput(error)
+            report.refusedInput = (error as? BundleError)?.isWrongInput ?? false
             return report
         }
         report.entries = bundle.entryCount
@@ -101,7 +112,7 @@ public enum Checker {
         checkHeaderBlocks(bundle, into: &report)
         checkManifest(bundle, into: &report)
         checkSignature(bundle, publicKey: publicKey, into: &report)
-        checkDelta(bundle, path: path, into: &report)
+        checkDeltas(bundle, into: &report)
         return report
     }
 
@@ -254,51 +265,46 @@ public enum Checker {
         }
     }
 
-    /// Whether a mount failed on the input given rather than on a damaged file: a wrong base, a bad argument, a path
-    /// that does not exist.
-    package static func isWrongInput(_ error: any Error) -> Bool {
-        guard let error = error as? BundleError else { return false }
-        if error.code == .wrongBase || error.code == .invalidArgument { return true }
-        return error.code == .io && (error.underlying as? SystemCallError)?.code == ENOENT
-    }
-
-    /// A delta, over and above the bundle it stands for: `delta.json` against what the delta does (the keys it adds,
-    /// changes and removes against its base, where its bodies come from), and the bundle `packager apply` would make
-    /// from it, rebuilt without being written and held to the size, SHA-256 and body area `delta.json` gives.
-    private static func checkDelta(_ delta: MountedBundle, path: String, into report: inout Report) {
-        guard let info = delta.delta, let base = delta.base else { return }
-        let changes = DeltaBundles.keyChanges(old: base, new: delta)
-        func compare(_ what: String, said: Int, did: Int) {
-            if said != did { report.issue(BundleFormat.deltaEntryName, "says \(said) \(what), but the delta \(what) \(did)") }
-        }
-        compare("keys added", said: info.added, did: changes.added)
-        compare("keys changed", said: info.changed, did: changes.changed)
-        if info.removed != changes.removed {
-            let listed = Set(info.removed)
-            let missing = changes.removed.filter { !listed.contains($0) }
-            report.issue(
-                BundleFormat.deltaEntryName,
-                "lists \(info.removed.count) keys removed, but the delta removes \(changes.removed.count)"
-                    + (missing.isEmpty ? "" : " (not listed: \(missing.prefix(3).joined(separator: ", "))\(missing.count > 3 ? ", …" : ""))"))
-        }
-        // The delta's stores: its own file (carried bodies), its base's stores, then the bodies it rebuilt from patches.
-        let rebuiltStore = 1 + base.stores.count
-        var carried = 0
-        var patched = 0
-        for b in 0..<delta.bodyCount {
-            switch delta.bodyStore(b) {
-            case 0: carried += 1
-            case rebuiltStore: patched += 1
-            default: break
+    /// Every delta of a chain, over and above the bundle it stands for: its `delta.json` against what it does (the keys
+    /// it adds, changes and removes against its base, where its bodies come from), and the bundle `packager apply`
+    /// would make from it, rebuilt without being written and held to the size, SHA-256 and body area `delta.json`
+    /// gives. The rebuild reads every body again: it is skipped once a problem is found.
+    private static func checkDeltas(_ bundle: MountedBundle, into report: inout Report) {
+        var delta = bundle
+        while let info = delta.delta, let base = delta.base {
+            let name = delta.path
+            func issue(_ message: String) { report.issue(BundleFormat.deltaEntryName, "\(name): " + message) }
+            let changes = DeltaBundles.keyChanges(old: base, new: delta)
+            func compare(_ field: String, said: Int, did: Int, _ what: String) {
+                if said != did { issue("\(field) is \(said), but the delta \(what) \(did)") }
             }
-        }
-        compare("bodies carried", said: info.carried, did: carried)
-        compare("bodies patched", said: info.patched, did: patched)
-        compare("bodies read from the base", said: info.reused, did: delta.bodyCount - carried - patched)
-        do {
-            try DeltaBundles.verify(delta, what: path)
-        } catch {
-            report.record(error)
+            compare("added", said: info.added, did: changes.added, "adds")
+            compare("changed", said: info.changed, did: changes.changed, "changes")
+            if info.removed != changes.removed {
+                let listed = Set(info.removed)
+                let removed = Set(changes.removed)
+                let unlisted = changes.removed.filter { !listed.contains($0) }
+                let kept = info.removed.filter { !removed.contains($0) }
+                func few(_ keys: [String]) -> String { keys.prefix(3).joined(separator: ", ") + (keys.count > 3 ? ", …" : "") }
+                var parts: [String] = []
+                if !unlisted.isEmpty { parts.append("removes but does not list \(few(unlisted))") }
+                if !kept.isEmpty { parts.append("lists but does not remove \(few(kept))") }
+                if parts.isEmpty { parts.append("lists the keys it removes out of key order") }
+                issue("removed does not say what the delta removes: it " + parts.joined(separator: "; it "))
+            }
+            var origins: [MountedBundle.BodyOrigin: Int] = [:]
+            for b in 0..<delta.bodyCount { if let origin = delta.bodyOrigin(b) { origins[origin, default: 0] += 1 } }
+            compare("carried", said: info.carried, did: origins[.carried] ?? 0, "carries")
+            compare("patched", said: info.patched, did: origins[.patched] ?? 0, "patches")
+            compare("reused", said: info.reused, did: origins[.base] ?? 0, "reads from its base")
+            if report.issues.isEmpty {
+                do {
+                    try DeltaBundles.verify(delta, what: name)
+                } catch {
+                    report.record(error)
+                }
+            }
+            delta = base
         }
     }
 

@@ -152,8 +152,12 @@ public enum DeltaBundles {
         let size = out.offset
         try out.flush()
         // Rebuilt once from what was just written: a new bundle the rebuild cannot reproduce gets no delta.
-        let check = try MountedBundle(deltaPath: out.temporaryPath, base: old)
-        try verify(check, what: newPath)
+        do {
+            try verify(try MountedBundle(deltaPath: out.temporaryPath, base: old), what: newPath)
+        } catch {
+            // Not damage: a new bundle whose streams another writer made (§12.6). Said so, and nothing is kept.
+            throw PackagerError(.invalidInput, "a delta cannot rebuild \(newPath) byte for byte, so none was written (\(error))")
+        }
         try out.commit()
         return Summary(info: info, size: size)
     }
@@ -205,7 +209,7 @@ public enum DeltaBundles {
                 name: name, method: record.compression.rawValue, crc32: record.crc32, compressedSize: record.storedSize, size: record.size)
             if let level = mounted.rebuiltLevel(i) {
                 let content = try mounted.bodyBytes(at: i, verification: .crc32)
-                let stored = try deflate(content, level: level, what: "the patch of body \(name)")
+                let stored = try deflate(content, level: level, what: "the level byte of the patch of body \(name)")
                 guard UInt64(stored.count) == record.storedSize, CRC32.checksum(stored) == record.storedCRC32 else {
                     throw PackagerError(.integrity, "body \(name) cannot be deflated again as the bundle stored it: the delta is damaged")
                 }
@@ -263,7 +267,7 @@ public enum DeltaBundles {
             try buffer.withUnsafeMutableBytes { raw in
                 let part = UnsafeMutableRawBufferPointer(rebasing: raw[0..<count])
                 try file.readFully(into: part, at: record.dataOffset + done, what: "body \(name)")
-                crc = CRC32.checksum(UnsafeRawBufferPointer(part), continuing: crc)
+                crc = FastCRC32.checksum(UnsafeRawBufferPointer(part), continuing: crc)
                 try out.write(UnsafeRawBufferPointer(part))
             }
             done += UInt64(count)
@@ -317,12 +321,11 @@ public enum DeltaBundles {
         return nil
     }
 
-    /// `content` deflated as `level` says (see ``levelReproducing(_:from:zlibFirst:)``; 0 leaves it as it is).
     /// `content` deflated as the level byte says (§12.1: 0 stored, 1–12 libdeflate, 0x81–0x89 zlib); `what` names
     /// where the byte came from when it is none of those.
     private static func deflate(_ content: [UInt8], level: UInt8, what: String = "the level byte") throws -> [UInt8] {
-        guard level <= 12 || (0x81...0x89).contains(level) else {
-            throw PackagerError(.integrity, "\(what) is \(level), not a level byte (0 to 12, or 129 to 137): the delta is damaged")
+        guard BundleFormat.isLevelByte(level) else {
+            throw PackagerError(.integrity, "\(what) is \(level), which is no level byte (0 to 12, or 129 to 137): the delta is damaged")
         }
         if level == 0 { return content }
         if level & 0x80 != 0 { return try ZlibDeflate.deflate(content, level: Int32(level & 0x7F)) }

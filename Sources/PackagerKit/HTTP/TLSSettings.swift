@@ -3,8 +3,8 @@ import NIOConcurrencyHelpers
 import NIOSSL
 
 /// How the build side trusts HTTPS servers: the system's roots, plus the declaration's `tls.ca-file`s (or
-/// `--ca-file`), plus `SSL_CERT_FILE` and the certificates in `SSL_CERT_DIR` as curl and OpenSSL users expect;
-/// or, with `tls.insecure`, nothing checked at all.
+/// `--ca-file`), plus `SSL_CERT_FILE` and the certificates in `SSL_CERT_DIR` as curl and OpenSSL users expect (unless
+/// they name the system's own file or folder, which are loaded already); or, with `tls.insecure`, nothing checked at all.
 package struct TLSSettings: Sendable, Equatable {
     /// Absolute paths of PEM files whose certificates are trusted beside the system's.
     var caFiles: [String] = []
@@ -100,38 +100,36 @@ package struct TLSSettings: Sendable, Equatable {
             return configuration
         }
         var files = caFiles
-        // The environment's roots, unless they are the system's own, which NIOSSL loads anyway (Debian's containers set
-        // SSL_CERT_FILE and SSL_CERT_DIR to them: parsing their 280 certificates again took 10 ms of every command's start).
+        // The environment's roots, each parsed once here so that a damaged file is left out rather than failing every
+        // HTTPS fetch; but not the system's own, which NIOSSL loads anyway (Debian's containers set SSL_CERT_FILE and
+        // SSL_CERT_DIR to them: parsing their 280 certificates again took 10 ms of every command's start).
         let (systemFile, systemFolder) = Self.systemRoots
-        if let file = environment["SSL_CERT_FILE"], !file.isEmpty, Self.resolved(file) != systemFile, Self.looksLikePEM(file) { files.append(file) }
+        if let file = environment["SSL_CERT_FILE"], !file.isEmpty, Self.resolved(file) != systemFile, Self.problem(withCAFile: file) == nil {
+            files.append(file)
+        }
         if let folder = environment["SSL_CERT_DIR"], !folder.isEmpty, Self.resolved(folder) != systemFolder {
             for entry in (try? FileManager.default.contentsOfDirectory(atPath: folder))?.sorted() ?? [] {
                 let path = folder + "/" + entry
-                if [".pem", ".crt", ".cer"].contains(where: entry.hasSuffix), Self.looksLikePEM(path) { files.append(path) }
+                if [".pem", ".crt", ".cer"].contains(where: entry.hasSuffix), Self.problem(withCAFile: path) == nil { files.append(path) }
             }
         }
         configuration.additionalTrustRoots = files.map { .file($0) }
         return configuration
     }
 
-    /// The file and folder NIOSSL takes the system's roots from on Linux (the first of its search paths that exists),
-    /// resolved.
+    /// The file and folder NIOSSL takes the system's roots from, resolved: on Linux the first of its search paths that
+    /// exists, each (it loads both); elsewhere none (NIOSSL uses the platform's store, not these paths).
     private static let systemRoots: (file: String?, folder: String?) = {
-        let file = ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"].first { FileManager.default.fileExists(atPath: $0) }
-        let folder = ["/etc/ssl/certs"].first { FileManager.default.fileExists(atPath: $0) }
-        return (file.map(resolved), folder.map(resolved))
+        #if os(Linux)
+            let file = ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"].first { FileManager.default.fileExists(atPath: $0) }
+            let folder = ["/etc/ssl/certs"].first { FileManager.default.fileExists(atPath: $0) }
+            return (file.map(resolved), folder.map(resolved))
+        #else
+            return (nil, nil)
+        #endif
     }()
 
     private static func resolved(_ path: String) -> String { URL(fileURLWithPath: path).resolvingSymlinksInPath().path }
-
-    /// Whether an environment-named file may serve as roots: readable, with a PEM certificate in its first 64 KiB
-    /// (a folder also holds hash links and other files). Parsing is NIOSSL's, when a TLS connection is first made.
-    private static func looksLikePEM(_ path: String) -> Bool {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
-        defer { try? handle.close() }
-        guard let head = try? handle.read(upToCount: 64 << 10) else { return false }
-        return head.range(of: Data("-----BEGIN CERTIFICATE-----".utf8)) != nil
-    }
 
     /// Why `path` cannot serve as a CA file, or nil when it holds at least one PEM certificate.
     package static func problem(withCAFile path: String) -> String? {

@@ -114,18 +114,18 @@ struct BodyPreparer {
             }
             let storage: PreparedBody.Storage = memory.take(deflated.count) ? .memory(deflated) : .spool(offset: try spool.append(deflated))
             return PreparedBody(
-                digest: large.digest, crc32: large.crc32, storedCRC32: BodyCRC32.checksum(deflated), size: large.size,
+                digest: large.digest, crc32: large.crc32, storedCRC32: FastCRC32.checksum(deflated), size: large.size,
                 storedSize: UInt64(deflated.count), compression: .deflate, storage: storage)
         }
         let contents = try BodyContents(source)
         return try contents.withUnsafeBytes { raw -> PreparedBody in
             let digest = BodyDigest(SHA256.hash(data: raw))
-            let crc = BodyCRC32.checksum(raw)
+            let crc = FastCRC32.checksum(raw)
             if compressible, raw.count > 0, let deflated = deflaters.deflate(raw) {
                 let storage: PreparedBody.Storage =
                     memory.take(deflated.count) ? .memory(deflated) : .spool(offset: try spool.append(deflated))
                 return PreparedBody(
-                    digest: digest, crc32: crc, storedCRC32: BodyCRC32.checksum(deflated), size: UInt64(raw.count), storedSize: UInt64(deflated.count),
+                    digest: digest, crc32: crc, storedCRC32: FastCRC32.checksum(deflated), size: UInt64(raw.count), storedSize: UInt64(deflated.count),
                     compression: .deflate, storage: storage)
             }
             // Small stored bodies stay in memory, so the bytes written are the bytes hashed, and the file is not read twice.

@@ -507,7 +507,7 @@ public struct BundleWriter: Sendable {
     private func writeMetadata(
         index pieces: [[UInt8]], manifest: ManifestSink.Finished, digest: String, to zip: ZipWriter, output: AtomicOutput, spool: OverflowFile
     ) throws {
-        let crc = pieces.reduce(UInt32(0)) { crc, piece in piece.withUnsafeBytes { BodyCRC32.checksum($0, continuing: crc) } }
+        let crc = pieces.reduce(UInt32(0)) { crc, piece in piece.withUnsafeBytes { FastCRC32.checksum($0, continuing: crc) } }
         let size = UInt64(pieces.reduce(0) { $0 + $1.count })
         // Deflated, as version 3 allows, when that is smaller: 100,000 small files' index takes 6.6 MB instead of 15.8.
         // Not past the 64 to 1 a reader takes (keys that repeat could deflate further): stored then.
@@ -536,7 +536,7 @@ public struct BundleWriter: Sendable {
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
             let blockBytes = Array(try encoder.encode(block))
             try zip.addEntry(
-                name: BundleFormat.signatureEntryName, method: 0, crc32: BodyCRC32.checksum(blockBytes), size: UInt64(blockBytes.count), data: blockBytes)
+                name: BundleFormat.signatureEntryName, method: 0, crc32: FastCRC32.checksum(blockBytes), size: UInt64(blockBytes.count), data: blockBytes)
         }
     }
 }

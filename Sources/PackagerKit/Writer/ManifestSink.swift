@@ -75,7 +75,7 @@ final class ManifestSink {
         guard let stream else { return }
         let bytes = buffer.bytes
         hasher.update(data: bytes)
-        crc = bytes.withUnsafeBytes { BodyCRC32.checksum($0, continuing: crc) }
+        crc = bytes.withUnsafeBytes { FastCRC32.checksum($0, continuing: crc) }
         size += UInt64(bytes.count)
         try bytes.withUnsafeBufferPointer { input in
             stream.pointee.next_in = UnsafeMutablePointer(mutating: input.baseAddress)
@@ -114,6 +114,6 @@ final class ManifestSink {
         let json = buffer.bytes
         let deflated = try json.withUnsafeBytes { try RawDeflate.deflate($0, level: Int32(level)) }
         return Finished(
-            sha256: Array(SHA256.hash(data: json)), crc32: BodyCRC32.checksum(json), size: UInt64(json.count), stored: .memory(json: json, deflated: deflated))
+            sha256: Array(SHA256.hash(data: json)), crc32: FastCRC32.checksum(json), size: UInt64(json.count), stored: .memory(json: json, deflated: deflated))
     }
 }

@@ -88,7 +88,7 @@ extension PreparedBody.Storage {
         case .source(.bundle(let bundle, let entry)):
             // Read (and checked) again: the first read was for hashing, and was not kept.
             let data = try bundle.body(of: entry)
-            guard UInt64(data.count) == storedSize, expectedCRC.map({ BodyCRC32.checksum(Array(data)) == $0 }) ?? true else {
+            guard UInt64(data.count) == storedSize, expectedCRC.map({ FastCRC32.checksum(Array(data)) == $0 }) ?? true else {
                 throw PackagerError(.io, "\(bundle.path) changed while the bundle was written", subject: bundle.path)
             }
             try data.withUnsafeBytes { try output.write($0) }
@@ -104,7 +104,7 @@ extension PreparedBody.Storage {
                 let chunk = try handle.read(upToCount: Int(min(UInt64(buffer.count), storedSize - done))) ?? Data()
                 guard !chunk.isEmpty else { throw PackagerError(.io, "\(path) shrank while the bundle was written", subject: path) }
                 try chunk.withUnsafeBytes { raw in
-                    crc = BodyCRC32.checksum(raw, continuing: crc)
+                    crc = FastCRC32.checksum(raw, continuing: crc)
                     try output.write(raw)
                 }
                 done += UInt64(chunk.count)

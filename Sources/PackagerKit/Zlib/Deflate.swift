@@ -53,10 +53,10 @@ enum RawDeflate {
     }
 }
 
-/// CRC-32 (the ZIP polynomial) through libdeflate, for the bodies a build writes: it folds with carry-less
-/// multiplication where the CPU has it, a fraction of the time of the zlib 1.2 table loop the runtime uses
-/// (``CRC32``), and gives the same values.
-enum BodyCRC32 {
+/// CRC-32 (the ZIP polynomial) through libdeflate, for what the build side writes and copies (bodies, the index, the
+/// manifest): it folds with carry-less multiplication where the CPU has it, a fraction of the time of the zlib 1.2
+/// table loop the runtime uses (``CRC32``), and gives the same values, chained the same way (`continuing:`).
+enum FastCRC32 {
     static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return crc }
         return libdeflate_crc32(crc, base, bytes.count)

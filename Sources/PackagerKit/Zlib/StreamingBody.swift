@@ -70,7 +70,7 @@ enum StreamingBody {
             input.withUnsafeBytes { raw in
                 let chunk = UnsafeRawBufferPointer(rebasing: raw[0..<got])
                 sha.update(bufferPointer: chunk)
-                crc = BodyCRC32.checksum(chunk, continuing: crc)
+                crc = FastCRC32.checksum(chunk, continuing: crc)
             }
             if deflating, try !deflate(got, flush: Z_NO_FLUSH) {
                 deflating = false
