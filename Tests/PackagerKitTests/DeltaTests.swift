@@ -131,7 +131,7 @@ struct DeltaTests {
     }
 
     @Test(
-        "a version-3 target's index.bin, deflated: held as a patch and rebuilt at its level; deflated by another encoder, carried whole; stored, held as a patch and rebuilt stored"
+        "a version-3 target's index.bin, deflated: held as a patch and rebuilt at its level (libdeflate's, or zlib's as the first version-3 bundles were); deflated by another encoder, carried whole; stored, held as a patch and rebuilt stored"
     )
     func deflatedIndexes() throws {
         let folder = try TemporaryFolder()
@@ -150,24 +150,33 @@ struct DeltaTests {
             #expect(try Data(contentsOf: URL(fileURLWithPath: rebuilt)) == Data(contentsOf: URL(fileURLWithPath: new)), "\(what)")
             return (summary.info, names)
         }
-        // As packager writes it: deflated at zlib level 6, which the delta says; the index travels as a patch or an edit.
+        // As packager writes it: deflated at libdeflate's level 6, which the delta says; the index travels as a patch or
+        // an edit.
         #expect(try index(of: new).method == 8)
         let (written, writtenNames) = try roundTrip("written")
-        #expect(written.target.formatVersion == 3 && written.target.indexLevel == 0x86)
+        #expect(written.target.formatVersion == 3 && written.target.indexLevel == BundleWriter.indexLevel && BundleWriter.indexLevel == 6)
         #expect(!writtenNames.contains(BundleFormat.indexEntryName), "\(writtenNames)")
-        // Deflated by another encoder (zlib with another memory level): no level byte makes it again, so it goes whole.
         let inflated = try MountedBundle(path: new).index.bytes
         let digest = try MountedBundle(path: new).digest
-        let script =
-            "import sys, zlib; d = sys.stdin.buffer.read(); c = zlib.compressobj(6, zlib.DEFLATED, -15, 9); sys.stdout.buffer.write(c.compress(d) + c.flush())"
         let input = folder.path + "/index.bin"
         try Data(inflated).write(to: URL(fileURLWithPath: input))
-        let other = try run("sh", ["-c", "python3 -c '\(script)' < \(input) > \(input).deflated"])
-        #expect(other.status == 0, "\(other.output)")
-        let stream = [UInt8](try Data(contentsOf: URL(fileURLWithPath: input + ".deflated")))
-        try replaceMetadataEntry(BundleFormat.indexEntryName, in: new, data: stream, method: 8, crc32: CRC32.checksum(inflated), size: inflated.count)
-        // The digest is the inflated index's: the same bundle, whichever stream holds it.
-        #expect(try MountedBundle(path: new).digest == digest)
+        /// index.bin deflated again by Python's zlib with `memoryLevel`.
+        func redeflate(memoryLevel: Int) throws {
+            let script =
+                "import sys, zlib; d = sys.stdin.buffer.read(); c = zlib.compressobj(6, zlib.DEFLATED, -15, \(memoryLevel)); sys.stdout.buffer.write(c.compress(d) + c.flush())"
+            let other = try run("sh", ["-c", "python3 -c '\(script)' < \(input) > \(input).deflated"])
+            #expect(other.status == 0, "\(other.output)")
+            let stream = [UInt8](try Data(contentsOf: URL(fileURLWithPath: input + ".deflated")))
+            try replaceMetadataEntry(BundleFormat.indexEntryName, in: new, data: stream, method: 8, crc32: CRC32.checksum(inflated), size: inflated.count)
+            // The digest is the inflated index's: the same bundle, whichever stream holds it.
+            #expect(try MountedBundle(path: new).digest == digest)
+        }
+        // As the first version-3 bundles were written (zlib's level 6, memory level 8): level byte 0x86, still a patch.
+        try redeflate(memoryLevel: 8)
+        let (zlib, zlibNames) = try roundTrip("zlib")
+        #expect(zlib.target.indexLevel == 0x86 && !zlibNames.contains(BundleFormat.indexEntryName), "\(zlibNames)")
+        // Deflated by another encoder (zlib with another memory level): no level byte makes it again, so it goes whole.
+        try redeflate(memoryLevel: 9)
         let (foreign, foreignNames) = try roundTrip("foreign")
         #expect(foreign.target.indexLevel == nil && foreignNames.contains(BundleFormat.indexEntryName), "\(foreignNames)")
         // Stored, as version 3 also allows: level 0, said by no field, and rebuilt stored.
