@@ -186,7 +186,7 @@ extension Packager {
                 let shown = loader.bundles.map { bundle in
                     let group = rest.prefix(bundle.deltaDepth + 1)
                     rest = rest.dropFirst(group.count)
-                    return group.map { RemoteOptions.isRemote($0) ? RemoteObject.shown($0) : $0 }.joined(separator: " over ")
+                    return group.map(RemoteObject.shown).joined(separator: " over ")
                 }
                 FileHandle.standardOutput.write(
                     Data("serving \(shown.joined(separator: ", ")) (\(entries) entries) on \(scheme)://\(host):\(running.port)/\n".utf8))

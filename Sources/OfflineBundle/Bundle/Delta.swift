@@ -122,7 +122,8 @@ extension MountedBundle {
                 guard let remote else { throw BundleError(.invalidArgument, "\(RemoteObject.shown(path)) is a URL: mounting it needs RemoteOptions") }
                 return try naming(path) { try MountedBundle(url: path, remote: remote, options: options) }
             }
-            guard try naming(path, { try deltaInfo(atPath: path) }) != nil else { return try naming(path) { try MountedBundle(path: path, options: options) } }
+            // By the comment alone: the delta's own mount reads delta.json (once), and says what is wrong with it.
+            guard isDelta(atPath: path) else { return try naming(path) { try MountedBundle(path: path, options: options) } }
             guard !rest.isEmpty else {
                 throw BundleError(.invalidArgument, "\(path) is a delta bundle: give the bundle it was made over after it")
             }
@@ -140,7 +141,7 @@ extension MountedBundle {
             do {
                 return try step()
             } catch var error as BundleError where paths.count > 1 && !error.message.hasPrefix(path) && !error.message.contains(" " + path) {
-                error.message = "\(RemoteOptions.isRemote(path) ? RemoteObject.shown(path) : path): " + error.message
+                error.message = "\(RemoteObject.shown(path)): " + error.message
                 throw error
             }
         }

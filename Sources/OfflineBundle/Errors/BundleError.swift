@@ -95,9 +95,12 @@ public struct BundleError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         var text = message
         if let entry { text += " (entry \(entry))" }
-        if let reason = underlying as? any ReasonText { text += ": \(reason)" }
+        if let reason { text += ": \(reason)" }
         return text
     }
+
+    /// A system call's reason in words (`no such file or directory`), when the underlying error gives one.
+    package var reason: String? { (underlying as? any ReasonText).map { "\($0)" } }
 }
 
 /// A `DecodingError` in words: where in the document (`target.size`) and what was wrong, without Swift's own

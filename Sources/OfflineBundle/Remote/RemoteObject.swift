@@ -74,9 +74,10 @@ package final class RemoteObject: Sendable {
         self.store = store
     }
 
-    /// `url` without its query and fragment (a presigned URL's signature) and without credentials in its authority
-    /// (`user:password@`): what may be printed and logged.
+    /// A bundle's location as it may be printed and logged: a URL without its query and fragment (a presigned URL's
+    /// signature) and without credentials in its authority (`user:password@`); a file path as it is.
     package static func shown(_ url: String) -> String {
+        guard RemoteOptions.isRemote(url) else { return url }
         let bare = String(url.prefix { $0 != "?" && $0 != "#" })
         guard let scheme = bare.range(of: "://") else { return bare }
         let rest = bare[scheme.upperBound...]

@@ -25,14 +25,12 @@ public enum Exporter {
     @discardableResult
     public static func export(bundle bundlePath: String, to output: String, format: Format) throws -> Int {
         // By the archive comment alone: a damaged delta is refused as a delta too, and an unreadable file says why below.
-        func refuseDelta(_ path: String) throws {
-            guard MountedBundle.isDelta(atPath: path) else { return }
+        if MountedBundle.isDelta(atPath: bundlePath) {
             throw PackagerError(
                 .invalidInput,
-                "\(path) is a delta bundle: it holds only what changed since another bundle; rebuild the bundle it stands for (packager apply BASE DELTA -o FILE) and export that"
+                "\(bundlePath) is a delta bundle: it holds only what changed since another bundle; rebuild the bundle it stands for (packager apply BASE DELTA -o FILE) and export that"
             )
         }
-        try refuseDelta(bundlePath)
         if format == .har { return try HARExporter.export(bundle: bundlePath, to: output) }
         let bundle = try MountedBundle(path: bundlePath, options: .init(verification: .sha256))
         // Written through AtomicOutput like a bundle: a temporary file beside the output, synced, renamed, the folder synced.

@@ -59,7 +59,7 @@ public enum Checker {
         mutating func record(_ error: any Error) {
             guard let e = error as? BundleError else { return issue(nil, "\(error)") }
             // A system call's reason (no such file or directory) goes with its message, as the CLI prints errors.
-            issue(e.entry, e.message + ((e.underlying as? any ReasonText).map { ": \($0)" } ?? ""))
+            issue(e.entry, e.message + (e.reason.map { ": \($0)" } ?? ""))
         }
     }
 
@@ -78,11 +78,6 @@ public enum Checker {
     /// - Parameter remote: how to read `path` when it is a URL (the whole object is fetched once: every body is read).
     public static func check(path: String, bases: [String] = [], publicKey: [UInt8]? = nil, remote: RemoteOptions? = nil) -> Report {
         var report = Report(path: path, issues: [], entries: 0, bodies: 0, bytesVerified: 0)
-        if bases.isEmpty, !RemoteOptions.isRemote(path), MountedBundle.isDelta(atPath: path) {
-            report.issue(nil, "\(path) is a delta: give the bundle it was made over after it (packager check \(path) BASE)")
-            report.refusedInput = true
-            return report
-        }
         let bundle: MountedBundle
         do {
             if bases.isEmpty {
@@ -96,6 +91,12 @@ public enum Checker {
                 bundle = mounted[0]
             }
         } catch {
+            // A delta given alone is the wrong input too, said with what to give (looked at only when the mount failed).
+            if bases.isEmpty, !RemoteOptions.isRemote(path), MountedBundle.isDelta(atPath: path) {
+                report.issue(nil, "\(path) is a delta: give the bundle it was made over after it (packager check \(path) BASE)")
+                report.refusedInput = true
+                return report
+            }
             report.record(error)
             report.refusedInput = (error as? BundleError)?.isWrongInput ?? false
             return report
@@ -256,7 +257,7 @@ public enum Checker {
             do {
                 let bytes = try bundle.bodyBytes(at: b, verification: .sha256)
                 report.bytesVerified += UInt64(bytes.count)
-            } catch let error as BundleError where bundle.base != nil && bundle.bodyStore(b) != 0 {
+            } catch let error as BundleError where bundle.bodyOrigin(b) == .base {
                 // Through a delta, a body may lie in a base: say which file is damaged.
                 report.issue(error.entry, error.message + " (the body lies in \(bundle.bodyFile(b).path))")
             } catch {

@@ -51,12 +51,15 @@ final class AtomicOutput {
     private var buffer: [UInt8] = []
     private(set) var offset: UInt64 = 0
     private var committed = false
+    /// Whether this output writes nowhere (``discarding()``).
+    let discards: Bool
     private static let bufferSize = 1 << 20
 
     /// The open temporary file, for writers that take a descriptor (libarchive); write through one or the other.
     var descriptor: Int32 { fd }
 
     init(destination: String) throws {
+        discards = false
         if let problem = OutputFile.problem(with: destination) { throw problem }
         let url = URL(fileURLWithPath: destination)
         let folder = url.deletingLastPathComponent().path
@@ -83,10 +86,8 @@ final class AtomicOutput {
         temporaryPath = ""
         fd = -1
         committed = true
+        discards = true
     }
-
-    /// Whether this output writes nowhere (``discarding()``).
-    var discards: Bool { temporaryPath.isEmpty }
 
     deinit {
         if fd >= 0 { close(fd) }
