@@ -32,6 +32,9 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         /// Whether each handler closes its connection when idle; not an HTTP/2 stream's (one request; the connection
         /// has a check of its own), so a request costs no timer.
         var idleCheck = true
+        /// How long a body being held may make no progress before its connection is closed and its budget given back
+        /// (nginx's `client_body_timeout`): a client cannot hold the budget by sending part of a body and stopping.
+        var bodyTimeout: TimeAmount = .seconds(10)
     }
     /// Requests received and not yet answered past which the connection is not read.
     static let maxWaiting = 16
@@ -48,6 +51,21 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private var bodyRefused = false
     /// Body bytes this connection holds against the server's budget (the body being read, and those waiting).
     private var budgeted = 0
+    /// Bytes of the current request's body reserved ahead, from its Content-Length, and not yet received.
+    private var reservedAhead = 0
+    /// The client's address, whose share of the body budget this connection's bodies count against.
+    private var client: String?
+    /// The rest of the current request's body is not read: it was answered before it (413, 503) and the connection
+    /// closes after that answer.
+    private var skippingBody = false
+    /// Bytes of the current request's body dropped unread (no bundle matches by it): past
+    /// ``BundleRequest/maxBodySize``, a 413 and the connection closed, as for a body kept.
+    private var droppedBodyBytes = 0
+    /// Body bytes received, and how many there were at the last body check (``Settings/bodyTimeout``).
+    private var bodyBytesReceived = 0
+    private var bodyBytesAtCheck = 0
+    private var bodyQuietChecks = 0
+    private var bodyCheck: Scheduled<Void>?
     private var waiting = CircularBuffer<Pending>()
     /// The bytes of the bodies kept by waiting requests: past ``BundleRequest/maxBodySize``, the connection is not read.
     private var waitingBodyBytes = 0
@@ -58,6 +76,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         var body: ByteBuffer?
         var tooLarge: Bool
         var refused: Bool
+        /// Answered before its body was read: the connection closes after the answer.
+        var closes = false
         /// How many times it was answered already from a remote bundle replaced meanwhile, and asked again of the new
         /// one (at most ``maxAgain``: an object replaced faster than it mounts gets a 500 then; one whose replacement
         /// did not mount, a 503); its body's budget was given back the first time.
@@ -131,8 +151,10 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         removed = true
         if !readingOffLoop { releaseGate() }
         idleCheck?.cancel()
-        settings.bodyBudget.release(budgeted)
+        bodyCheck?.cancel()
+        settings.bodyBudget.release(budgeted + reservedAhead, client: client)
         budgeted = 0
+        reservedAhead = 0
     }
 
     /// Twice a period: a connection that sent nothing and whose answers made no progress (none going out, or one stuck
@@ -167,40 +189,137 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             body = nil
             bodyTooLarge = false
             bodyRefused = false
+            skippingBody = false
+            droppedBodyBytes = 0
+            // Known once the channel is active (not yet when the handler is added); nothing is reserved before a head.
+            if client == nil { client = context.channel.remoteAddress?.ipAddress }
+            let length = head.headers.first(name: "content-length").flatMap { Int($0) }
+            // A body past what any reader matches on is a 413 from its Content-Length, before a byte of it is read.
+            if let length, length > BundleRequest.maxBodySize { return answerBeforeBody(head, tooLarge: true, context: context) }
             // A body is kept only where a bundle matches requests by it (a recorded POST's URL, say), and within the
-            // server's budget for all connections: elsewhere it is read and dropped.
+            // server's budget for all connections and the client's share of it: elsewhere it is read and dropped.
             if head.method != .HEAD, settings.serving.matchesBody(method: head.method.rawValue, target: head.uri, host: head.headers.first(name: "host")) {
+                // Reserved whole from its Content-Length: no room is a 503 now, not after the client sent it all.
+                if let length, length > 0 {
+                    guard settings.bodyBudget.reserve(length, client: client) else { return answerBeforeBody(head, tooLarge: false, context: context) }
+                    reservedAhead = length
+                }
                 body = context.channel.allocator.buffer(capacity: 0)
+                startBodyCheck(context: context)
+            }
+            // RFC 9110 §10.1.1: the client waits for a 100 before it sends the body. Only where no other answer is
+            // going out on this connection (over HTTP/1.1), so the 100 cannot fall inside another response.
+            if head.headers.first(name: "expect")?.lowercased() == "100-continue", gate == nil, head.version.minor >= 1, !busy, !writing,
+                waiting.isEmpty
+            {
+                context.writeAndFlush(wrapOutboundOut(.byteBuffer(ByteBuffer(staticString: "HTTP/1.1 100 Continue\r\n\r\n"))), promise: nil)
             }
         case .body(var part):
-            guard body != nil, !bodyTooLarge, !bodyRefused else { return }
+            guard !skippingBody else { return }
+            bodyBytesReceived &+= part.readableBytes
+            guard body != nil, !bodyTooLarge, !bodyRefused else {
+                // A body no bundle matches by is dropped, up to what a kept one may hold; past it, a 413 and closed.
+                if body == nil, let head {
+                    droppedBodyBytes += part.readableBytes
+                    if droppedBodyBytes > BundleRequest.maxBodySize { answerBeforeBody(head, tooLarge: true, context: context) }
+                }
+                return
+            }
             if body!.readableBytes + part.readableBytes > BundleRequest.maxBodySize {
                 bodyTooLarge = true
-                settings.bodyBudget.release(body!.readableBytes)
-                budgeted -= body!.readableBytes
+                releaseBody()
                 body = ByteBuffer()
-            } else if settings.bodyBudget.reserve(part.readableBytes) {
-                budgeted += part.readableBytes
+                if let head { answerBeforeBody(head, tooLarge: true, context: context) }
+            } else if takeFromBudget(part.readableBytes) {
                 body!.writeBuffer(&part)
             } else {
                 bodyRefused = true
-                settings.bodyBudget.release(body!.readableBytes)
-                budgeted -= body!.readableBytes
+                releaseBody()
                 body = ByteBuffer()
             }
         case .end:
+            bodyCheck?.cancel()
+            bodyCheck = nil
+            guard !skippingBody else { return }
             guard let head, !closing else { return }
             self.head = nil
+            // What was reserved ahead and not sent (a shorter body cannot be: NIO reads Content-Length bytes) is given back.
+            settings.bodyBudget.release(reservedAhead, client: client)
+            reservedAhead = 0
             let pending = Pending(head: head, body: body, tooLarge: bodyTooLarge, refused: bodyRefused)
             body = nil
-            if busy || writing || !waiting.isEmpty || !context.channel.isWritable {
-                waitingBodyBytes += pending.body?.readableBytes ?? 0
-                waiting.append(pending)
-                // Read while an answer was written (a handler in front that reads on its own): taken once it is.
-                if writing { resumeAfterWriting = true }
+            enqueue(pending, context: context)
+        }
+    }
+
+    /// Answers or queues a request read whole (or answered before its body).
+    private func enqueue(_ pending: Pending, context: ChannelHandlerContext) {
+        if busy || writing || !waiting.isEmpty || !context.channel.isWritable {
+            waitingBodyBytes += pending.body?.readableBytes ?? 0
+            waiting.append(pending)
+            // Read while an answer was written (a handler in front that reads on its own): taken once it is.
+            if writing { resumeAfterWriting = true }
+        } else {
+            respond(to: pending, context: context)
+        }
+    }
+
+    /// Moves `bytes` of the body being read onto what this connection holds: from what its Content-Length reserved
+    /// ahead, else from the budget. False when the budget has no room.
+    private func takeFromBudget(_ bytes: Int) -> Bool {
+        if reservedAhead >= bytes {
+            reservedAhead -= bytes
+        } else {
+            guard settings.bodyBudget.reserve(bytes - reservedAhead, client: client) else { return false }
+            reservedAhead = 0
+        }
+        budgeted += bytes
+        return true
+    }
+
+    /// Gives back the body being read (and what was reserved ahead for it).
+    private func releaseBody() {
+        let held = body?.readableBytes ?? 0
+        settings.bodyBudget.release(held + reservedAhead, client: client)
+        budgeted -= held
+        reservedAhead = 0
+    }
+
+    /// A 413 (too large) or 503 (no room in the budget) for `head` before its body is read: the rest of the body is not
+    /// read, and the connection closes after the answer (nginx answers `client_max_body_size` the same way).
+    private func answerBeforeBody(_ head: HTTPRequestHead, tooLarge: Bool, context: ChannelHandlerContext) {
+        guard !skippingBody, !closing else { return }
+        releaseBody()
+        body = nil
+        bodyCheck?.cancel()
+        bodyCheck = nil
+        skippingBody = true
+        self.head = nil
+        enqueue(Pending(head: head, body: nil, tooLarge: tooLarge, refused: !tooLarge, closes: true), context: context)
+    }
+
+    /// Closes the connection when the body being held makes no progress for ``Settings/bodyTimeout`` (two checks half
+    /// of it apart): its budget goes back to the other clients.
+    private func startBodyCheck(context: ChannelHandlerContext) {
+        bodyCheck?.cancel()
+        bodyBytesAtCheck = bodyBytesReceived
+        bodyQuietChecks = 0
+        scheduleBodyCheck(context: context)
+    }
+
+    private func scheduleBodyCheck(context: ChannelHandlerContext) {
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        bodyCheck = context.eventLoop.scheduleTask(in: .nanoseconds(settings.bodyTimeout.nanoseconds / 2)) {
+            let (handler, context) = bound.value
+            guard handler.body != nil, handler.head != nil else { return }
+            if handler.bodyBytesReceived == handler.bodyBytesAtCheck {
+                handler.bodyQuietChecks += 1
+                if handler.bodyQuietChecks >= 2 { return context.close(promise: nil) }
             } else {
-                respond(to: pending, context: context)
+                handler.bodyQuietChecks = 0
+                handler.bodyBytesAtCheck = handler.bodyBytesReceived
             }
+            handler.scheduleBodyCheck(context: context)
         }
     }
 
@@ -365,7 +484,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private func answer(_ pending: Pending, context: ChannelHandlerContext) {
         let request = pending.head
         version = request.version
-        let keepAlive = Self.keepsAlive(request)
+        let keepAlive = Self.keepsAlive(request) && !pending.closes
         let asked = Asked(request.headers)
         // RFC 9112 §3.2: a request with two Host fields, or an HTTP/1.1 request without one, is a 400.
         if asked.hosts > 1 || (asked.hosts == 0 && request.version.minor >= 1) {
@@ -388,7 +507,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         let body = pending.body.map { Data($0.readableBytesView) }
         if pending.again == 0, let held = pending.body?.readableBytes, held > 0 {
             // Copied out: the connection holds it no longer.
-            settings.bodyBudget.release(held)
+            settings.bodyBudget.release(held, client: client)
             budgeted -= held
         }
         if pending.tooLarge { return empty(413, record, request: request, keepAlive: keepAlive, context: context) }
@@ -413,9 +532,10 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         // A bundle's answer to a plain GET is kept, whole, once its body has gone out checked (not when the loader has a
         // last-seen cache: what it keeps can take the bundle's place later).
         var filling: Filling?
-        // An answer chosen among a URL's request variants (by Accept, a credential…) depends on more than the cache's key:
-        // it is not kept, so the cache only ever holds answers that no such header changes.
-        if cacheable, loader.options.lastSeen == nil, case .bundle = answer.source, !loader.variesByRequest(url: answer.url),
+        // An answer chosen among request variants (by Accept, a credential…) depends on more than the cache's key: it is
+        // not kept, so the cache only ever holds answers that no such header changes. The loader says so of the entry
+        // that answered, which may sit at the query-less URL rather than at the URL asked.
+        if cacheable, loader.options.lastSeen == nil, case .bundle = answer.source, !answer.response.variesByRequest,
             let length = response.record.contentLength.flatMap({ Int($0) }),
             length <= ResponseCache.maxBody
         {

@@ -34,7 +34,7 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     /// HTTPS for the server: a certificate chain and its key (the type ``OfflineBundleServer`` takes too).
     public typealias TLS = OfflineBundleServer.TLS
 
-    /// The port it listens on, once ``start(serving:host:port:serverName:idleTimeout:responseCacheSize:requestBodyBudget:tls:group:)`` returned.
+    /// The port it listens on, once ``start(serving:host:port:serverName:idleTimeout:responseCacheSize:requestBodyBudget:requestBodyTimeout:tls:group:)`` returned.
     public let port: Int
     private let channel: any Channel
 
@@ -62,7 +62,12 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     ///   - requestBodyBudget: the request body bytes all connections may hold at once. A body is read into memory
     ///     only for a method other than GET or HEAD at a URL whose recorded answers are chosen by their request's body
     ///     (``OfflineLoader/matchesBody(method:url:)``), at most 1 MiB each (more is a 413); past the budget, such a
-    ///     request is answered 503, so connections that send bodies at once cost the budget, not a megabyte each.
+    ///     request is answered 503, so connections that send bodies at once cost the budget, not a megabyte each. One
+    ///     client address holds at most an eighth of it (at least 1 MiB), and a body with a `Content-Length` is
+    ///     reserved whole before it is read: a 503 (or a 413 past 1 MiB, on any request) goes out before its body, and
+    ///     the connection closes. `Expect: 100-continue` gets its 100 when the body will be read.
+    ///   - requestBodyTimeout: how long a body being held may make no progress before its connection is closed and its
+    ///     budget given back (nginx's `client_body_timeout`).
     ///   - tls: HTTPS, with HTTP/2 for clients that offer it by ALPN; plain HTTP/1.1 when nil. A connection whose
     ///     handshake has not ended within `idleTimeout` is closed, and so is an HTTP/2 connection that neither sends
     ///     anything nor takes any of its answers' bytes for that long.
@@ -71,12 +76,13 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     ///   error (an address in use, say) when it cannot listen.
     public static func start(
         serving: BundleServing, host: String = "127.0.0.1", port: Int = 0, serverName: String? = nil, idleTimeout: TimeAmount = .seconds(60),
-        responseCacheSize: Int = 32 << 20, requestBodyBudget: Int = 64 << 20, tls: TLS? = nil,
+        responseCacheSize: Int = 32 << 20, requestBodyBudget: Int = 64 << 20, requestBodyTimeout: TimeAmount = .seconds(10), tls: TLS? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> OfflineBundleChannelServer {
         let cache = responseCacheSize > 0 ? ResponseCache(budget: responseCacheSize) : nil
         var settings = BundleChannelHandler.Settings(
             serving: serving, serverName: serverName, idleTimeout: idleTimeout, bodyBudget: BodyBudget(limit: requestBodyBudget))
+        settings.bodyTimeout = requestBodyTimeout
         let secure = try tls.map { try NIOSSLContext(configuration: $0.configuration()) }
         settings.sendfile = secure == nil
         let channel = try await ServerBootstrap(group: group)
@@ -97,15 +103,16 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     }
 
     /// Starts listening for `handle`'s loader through `routes` under `policy`, and returns once it does (see
-    /// ``start(serving:host:port:serverName:idleTimeout:responseCacheSize:requestBodyBudget:tls:group:)``).
+    /// ``start(serving:host:port:serverName:idleTimeout:responseCacheSize:requestBodyBudget:requestBodyTimeout:tls:group:)``).
     public static func start(
         handle: LoaderHandle, routes: [BundleRoute], policy: ServerPolicy = .open, host: String = "127.0.0.1", port: Int = 0,
         serverName: String? = nil, idleTimeout: TimeAmount = .seconds(60), responseCacheSize: Int = 32 << 20, requestBodyBudget: Int = 64 << 20,
-        tls: TLS? = nil, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        requestBodyTimeout: TimeAmount = .seconds(10), tls: TLS? = nil, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> OfflineBundleChannelServer {
         try await start(
             serving: BundleServing(handle: handle, routes: routes, policy: policy), host: host, port: port, serverName: serverName,
-            idleTimeout: idleTimeout, responseCacheSize: responseCacheSize, requestBodyBudget: requestBodyBudget, tls: tls, group: group)
+            idleTimeout: idleTimeout, responseCacheSize: responseCacheSize, requestBodyBudget: requestBodyBudget, requestBodyTimeout: requestBodyTimeout,
+            tls: tls, group: group)
     }
 
     /// Serves until a graceful shutdown (a service group's signal), then stops listening.

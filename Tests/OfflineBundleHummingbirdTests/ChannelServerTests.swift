@@ -315,7 +315,6 @@ extension ChannelServerTests {
         let loader = try runtimeLoader(origin: origin, folder: folder, policy: .bundleOnly)
         let server = try await OfflineBundleChannelServer.start(
             handle: LoaderHandle(loader), routes: [.init(origin: origin)], requestBodyBudget: 1024)
-        defer { Task { await server.stop() } }
         func post(_ path: String, _ body: String) async throws -> (status: String, body: String) {
             try? FileManager.default.removeItem(atPath: folder.path + "/out")
             try folder.file("request-body", body)
@@ -335,5 +334,139 @@ extension ChannelServerTests {
         // The budget was given back.
         #expect(try await post("/api/search", "{\"q\":\"b\"}") == ("200", "[\"banana\"]"))
         #expect(try await post("/api/search", String(repeating: "y", count: (1 << 20) + 1)).status != "200")
+        await server.stop()
+    }
+}
+
+/// The third security review's S2: the response cache keeps an answer only where no request header chose it, also when
+/// it came from the query-less URL of an origin that ignores queries.
+@Suite("OfflineBundleChannelServer's response cache never crosses request variants")
+struct ResponseCacheVariantTests {
+    @Test(
+        "a variant chosen through the query-less fallback (a credential's, an Accept's) is not kept: the next anonymous or other request gets its own answer"
+    )
+    func querylessVariantsAreNotKept() async throws {
+        let folder = try TemporaryFolder()
+        let origin = "https://api.example.com"
+        try writeQuerylessVariantBundle(origin: origin, to: folder.path + "/api.zip")
+        let server = try await OfflineBundleChannelServer.start(
+            handle: LoaderHandle(try OfflineLoader(path: folder.path + "/api.zip")), routes: [.init(origin: origin)])
+        let base = "http://127.0.0.1:\(server.port)"
+        func ask(_ path: String, _ headers: [(String, String)] = []) async throws -> (Int, String) {
+            let exchange = try await curlExchange(base + path, headers: headers, in: folder)
+            return (exchange.status, String(decoding: exchange.body, as: UTF8.self))
+        }
+        // Each asked twice: a kept answer would be the second one's.
+        for _ in 0..<2 { #expect(try await ask("/private?a=1").0 == 404, "anonymous: no plain entry") }
+        for _ in 0..<2 { #expect(try await ask("/private?a=1", [("Authorization", "Bearer guess")]) == (200, "{\"owner\":\"alice\"}")) }
+        for _ in 0..<2 { #expect(try await ask("/private?a=1").0 == 404, "anonymous after a bearer: still no answer") }
+        for _ in 0..<2 { #expect(try await ask("/private?a=1", [("Authorization", "Basic Zm9v")]).0 == 404, "another scheme: no answer") }
+        for _ in 0..<2 { #expect(try await ask("/items?x=1", [("Accept", "text/csv")]) == (200, "a,b\n1,2\n")) }
+        for _ in 0..<2 { #expect(try await ask("/items?x=1") == (200, "[1]"), "anonymous after the CSV: the plain entry") }
+        for _ in 0..<2 { #expect(try await ask("/items?x=1", [("Accept", "text/csv")]) == (200, "a,b\n1,2\n"), "the CSV again, not the kept JSON") }
+        await server.stop()
+    }
+}
+
+/// The third security review's S8 and S13: request bodies shared fairly, answered before they are read where they will
+/// not be kept, and never held by a client that stops sending.
+@Suite("OfflineBundleChannelServer's request bodies: fair shares, early answers, a deadline")
+struct RequestBodyFairnessTests {
+    /// Talks raw HTTP/1.1 to the server, as the review's scripts did, from a chosen source address.
+    static let client = """
+        import socket, sys, time
+        port = int(sys.argv[1]); case = sys.argv[2]
+        def connect(source='127.0.0.1'):
+            s = socket.create_connection(('127.0.0.1', port), timeout=5, source_address=(source, 0)); return s
+        def head_of(s):
+            data = b''
+            while b'\\r\\n\\r\\n' not in data:
+                chunk = s.recv(65536)
+                if not chunk: break
+                data += chunk
+            return data.split(b'\\r\\n')[0].decode() if data else 'closed'
+        def post(source='127.0.0.1', body=b'{"q":"a"}'):
+            s = connect(source)
+            s.sendall(b'POST /api/search HTTP/1.1\\r\\nHost: docs.example.com\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\n\\r\\n' % len(body) + body)
+            return head_of(s)
+        if case == 'early':
+            # 100 MB announced, nothing sent: the 413 comes at once, and the connection closes.
+            s = connect(); start = time.time()
+            s.sendall(b'POST /api/search HTTP/1.1\\r\\nHost: docs.example.com\\r\\nContent-Length: 104857600\\r\\nExpect: 100-continue\\r\\n\\r\\n')
+            print(head_of(s), round(time.time() - start, 1), s.recv(10) == b'')
+            # A GET with a 5 MiB body: the same.
+            s = connect(); s.sendall(b'GET / HTTP/1.1\\r\\nHost: docs.example.com\\r\\nContent-Length: 5242880\\r\\n\\r\\n' + b'x' * 65536)
+            print(head_of(s))
+            # Expect: 100-continue on a body that will be kept: the 100, then the answer once it is sent.
+            s = connect(); body = b'{"q":"a"}'
+            s.sendall(b'POST /api/search HTTP/1.1\\r\\nHost: docs.example.com\\r\\nContent-Length: %d\\r\\nExpect: 100-continue\\r\\n\\r\\n' % len(body))
+            first = s.recv(4096).split(b'\\r\\n')[0].decode()
+            s.sendall(body)
+            print(first, head_of(s))
+        elif case == 'share':
+            # One address announces three bodies of 1,000,000 bytes and sends part of each: its share (2 MiB of a 16 MiB
+            # budget) takes two; the third is a 503 at once. Another address is still answered.
+            held = []
+            for i in range(3):
+                s = connect(); s.sendall(b'POST /api/search HTTP/1.1\\r\\nHost: docs.example.com\\r\\nContent-Length: 1000000\\r\\n\\r\\n' + b'x' * 1000)
+                held.append(s)
+            held[2].settimeout(3)
+            print(head_of(held[2]), post('127.0.0.2'))
+        elif case == 'deadline':
+            # A body that stops: the connection is closed after the body timeout (1 s here), and its room given back.
+            s = connect(); start = time.time()
+            s.sendall(b'POST /api/search HTTP/1.1\\r\\nHost: docs.example.com\\r\\nContent-Length: 1000000\\r\\n\\r\\n' + b'x' * 1000)
+            s.settimeout(30)
+            closed = s.recv(10) == b''
+            print(closed, round(time.time() - start, 1), post())
+        """
+
+    func start(_ folder: TemporaryFolder, budget: Int = 64 << 20) async throws -> OfflineBundleChannelServer {
+        let loader = try runtimeLoader(origin: "https://docs.example.com", folder: folder, policy: .bundleOnly)
+        return try await OfflineBundleChannelServer.start(
+            handle: LoaderHandle(loader), routes: [.init(origin: "https://docs.example.com")], requestBodyBudget: budget,
+            requestBodyTimeout: .seconds(1))
+    }
+
+    func talk(_ folder: TemporaryFolder, port: Int, _ name: String) async throws -> [String] {
+        try folder.file("client.py", Self.client)
+        return try await run("python3", [folder.path + "/client.py", String(port), name]).output.split(separator: "\n").map(String.init)
+    }
+
+    @Test("a body past 1 MiB is a 413 from its Content-Length before it is read (any method), and Expect: 100-continue gets its 100 where the body is kept")
+    func earlyAnswers() async throws {
+        let folder = try TemporaryFolder()
+        let server = try await start(folder)
+        let lines = try await talk(folder, port: server.port, "early")
+        await server.stop()
+        try #require(lines.count == 3, "\(lines)")
+        let early = lines[0].split(separator: " ")
+        #expect(lines[0].hasPrefix("HTTP/1.1 413") && early.last == "True", "\(lines[0])")
+        #expect((Double(early[early.count - 2]) ?? 99) < 3, "answered before the body: \(lines[0])")
+        #expect(lines[1].hasPrefix("HTTP/1.1 413"), "\(lines[1])")
+        #expect(lines[2] == "HTTP/1.1 100 Continue HTTP/1.1 200 OK", "\(lines[2])")
+    }
+
+    @Test("one client address holds at most its share of the body budget: its next body is a 503 at once, another address is answered")
+    func fairShare() async throws {
+        let folder = try TemporaryFolder()
+        let server = try await start(folder, budget: 16 << 20)
+        let lines = try await talk(folder, port: server.port, "share")
+        await server.stop()
+        #expect(lines == ["HTTP/1.1 503 Service Unavailable HTTP/1.1 200 OK"], "\(lines)")
+    }
+
+    @Test("a body that stops making progress is closed after the body timeout, and its room goes back")
+    func bodyDeadline() async throws {
+        let folder = try TemporaryFolder()
+        // Room for the held body and 5 bytes: the honest POST after it fits only once the held body's room is back.
+        let server = try await start(folder, budget: 1_000_005)
+        let lines = try await talk(folder, port: server.port, "deadline")
+        await server.stop()
+        try #require(lines.count == 1, "\(lines)")
+        let fields = lines[0].split(separator: " ", maxSplits: 2).map(String.init)
+        #expect(fields[0] == "True", "\(lines[0])")
+        #expect((Double(fields[1]) ?? 99) < 10, "closed in \(fields[1]) s, the idle timeout is 60 s")
+        #expect(fields[2] == "HTTP/1.1 200 OK", "\(lines[0])")
     }
 }

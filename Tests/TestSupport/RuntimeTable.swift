@@ -132,3 +132,18 @@ public func mismatch(_ wanted: RuntimeCase, status: Int, header: (String) -> Str
     if body != wanted.body { return "\(wanted): body of \(body.count) bytes differs" }
     return nil
 }
+
+/// A bundle whose origin ignores queries (`ignore-query: origin/*`) and whose URLs have request variants: `/private`
+/// recorded for a bearer only (`{"owner":"alice"}`, no plain entry), `/items` as a plain GET (`[1]`, JSON) and for
+/// `Accept: text/csv` (`a,b\n1,2\n`). A request with a query reaches them through the query-less fallback.
+public func writeQuerylessVariantBundle(origin: String, to path: String) throws {
+    var writer = BundleWriter(options: .init(rules: BundleRules(ignoreQuery: [origin + "/*"])))
+    var bearer = BundleWriter.Entry(url: origin + "/private", headers: [("content-type", "application/json")], body: .data(Data("{\"owner\":\"alice\"}".utf8)))
+    bearer.request = RecordedRequest(keyHeaders: [.init(name: "authorization", value: "bearer")])
+    writer.add(bearer)
+    writer.add(.init(url: origin + "/items", headers: [("content-type", "application/json")], body: .data(Data("[1]".utf8))))
+    var csv = BundleWriter.Entry(url: origin + "/items", headers: [("content-type", "text/csv"), ("vary", "Accept")], body: .data(Data("a,b\n1,2\n".utf8)))
+    csv.request = RecordedRequest(headers: [.init(name: "accept", value: "text/csv")], keyHeaders: [.init(name: "accept", value: "text/csv")])
+    writer.add(csv)
+    try writer.write(to: path)
+}

@@ -123,6 +123,11 @@ package struct BundleIndex: Sendable {
                 guard value >= previous, value <= rulesOffset, j > 0 || value == keysEnd, j < count || value == rulesOffset else {
                     throw BundleError(.corruptIndex, "index.bin: header block \(j) does not lie between the keys and the rules")
                 }
+                // A block past the bound is hostile (§4.5): a reader never builds a response of that many fields.
+                guard j == 0 || value - previous <= BundleFormat.maxHeaderBlockBytes else {
+                    throw BundleError(
+                        .hostile, "index.bin: header block \(j - 1) holds \(value - previous) bytes, past the \(BundleFormat.maxHeaderBlockBytes) a block may hold")
+                }
                 previous = value
             }
         }

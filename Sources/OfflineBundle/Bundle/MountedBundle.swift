@@ -344,6 +344,15 @@ public final class MountedBundle: Sendable {
         return key.withUnsafeBytes { table.group($0, hash: IndexLayout.hash($0)) != nil }
     }
 
+    /// Whether the query-less URL that ``entryIgnoringQuery(for:)-(BundleRequest)`` would answer `url` from has request
+    /// variants: an answer found that way then depends on the request's headers as much as one found at `url` itself.
+    package func querylessVariesByRequest(url: String) -> Bool {
+        guard variantTable != nil, !index.rules.ignoreQuery.isEmpty, let key = canonicalizer.canonicalize(url), let mark = key.firstIndex(of: "?")
+        else { return false }
+        let path = String(key[..<mark])
+        return index.rules.ignoreQueryPattern(matching: path) != nil && variesByRequest(url: path)
+    }
+
     /// Whether a request's body takes part in matching `method` at `url`: the bundle recorded an answer to that
     /// method there (a GET's only when it was recorded with a body). An integration collects the body (at most
     /// ``BundleRequest/maxBodySize`` bytes) only then.

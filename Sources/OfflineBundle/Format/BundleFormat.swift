@@ -24,6 +24,11 @@ public enum BundleFormat {
     /// The most `index.bin` may claim to inflate to per stored byte, when deflated (version 3, §4): real indexes
     /// deflate by 2 to 10, so a bomb costs a file of a 64th of what it makes.
     package static let indexMaxRatio: UInt64 = 64
+    /// The most bytes one entry's header block may hold (docs/FORMAT.md §4.5): 128 KiB, so at most 32,768 lines of
+    /// the shortest form (`a: ` + LF), far under what an HTTP field list holds (65,535), and far over what an origin
+    /// sends (servers refuse response heads past 8 to 80 KiB). Writers refuse a larger block and readers refuse the
+    /// index that holds one, so no bundle makes a reader build a response it cannot hold.
+    public static let maxHeaderBlockBytes = 128 << 10
     /// Version 1's body prefix: `bodies/` + all 64 hex digits.
     public static let v1BodyPrefix = "bodies/"
     /// Version 1's archive comment prefix.

@@ -320,6 +320,11 @@ package struct IndexAccumulator {
             block.append(contentsOf: value.utf8)
             block.append(0x0A)
         }
+        guard block.count <= BundleFormat.maxHeaderBlockBytes else {
+            throw BundleError(
+                .invalidArgument, "its \(headers.count) headers take \(block.count) bytes, past the \(BundleFormat.maxHeaderBlockBytes) an entry may store (FORMAT §4.5)",
+                entry: key)
+        }
         let blockIndex = try intern(block)
 
         guard flags & ~IndexLayout.knownEntryFlags == 0 else { throw BundleError(.invalidArgument, "unknown entry flags", entry: key) }

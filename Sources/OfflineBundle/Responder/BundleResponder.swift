@@ -69,6 +69,9 @@ public struct BundleResponder: Sendable {
     /// The response that stored content (`status`, `headers`, and a body of `size` bytes, or none when nil) gives to
     /// `request`: the rules of the type's documentation, for a bundle entry as for a runtime rule's content.
     /// `storedSize` is the size of a deflate stream the body is stored as, which a client that accepts gzip gets.
+    /// The most stored header fields a response carries (see ``BundleFormat/maxHeaderBlockBytes``).
+    static let maxFields = 32_768
+
     package static func respond(
         to request: BundleRequest, status: Int, headers stored: [(name: String, value: String)], size: UInt64?, storedSize: UInt64?, head: Bool,
         make: (Int, HTTPFields, Part) -> BundleResponse
@@ -79,7 +82,9 @@ public struct BundleResponder: Sendable {
         // field name is dropped.
         var headers = HTTPFields()
         // The list is compared with the field name's canonical (lowercase) form: `Set-Cookie` is `set-cookie`.
-        for (name, value) in stored {
+        // A mounted index holds no header block past 128 KiB (§4.5), so at most 32,768 lines; a content's headers from
+        // elsewhere are held to a bound too, far under the 65,535 fields a field list can hold (it traps past them).
+        for (name, value) in stored.prefix(Self.maxFields) {
             if let fieldName = HTTPField.Name(name), HeaderPolicy.isReplayed(fieldName) {
                 headers.append(HTTPField(name: fieldName, value: value))
             }

@@ -142,6 +142,11 @@ public struct BundleResponse: Sendable {
     public var entry: BundleEntry?
     /// What answered: a bundle, a rule, or the last-seen cache.
     public var source: Source
+    /// Whether the answer was chosen among request variants (docs/FORMAT.md §8.4 H19): by the request's method, body,
+    /// `Accept`, `Accept-Language` or credentials, at the URL asked or at the query-less URL that answered it. Another
+    /// request for the same URL may then get another answer, so a cache of whole answers keyed by less than the
+    /// whole request must not keep it.
+    public var variesByRequest = false
 
     init(status: Int, headers: HTTPFields, body: Body, entry: BundleEntry? = nil, source: Source) {
         self.status = status

@@ -344,7 +344,9 @@ public final class OfflineLoader: Sendable {
                 next.method = "GET"
                 next.body = nil
             }
-            guard let followed = lookup(next, head: next.method.uppercased() == "HEAD") else { break }
+            guard var followed = lookup(next, head: next.method.uppercased() == "HEAD") else { break }
+            // Chosen by the request at any hop, the end of the chain is too.
+            followed.response.variesByRequest = followed.response.variesByRequest || found.response.variesByRequest
             found = followed
             hops += 1
         }
@@ -393,10 +395,15 @@ public final class OfflineLoader: Sendable {
                 }
             }
         }
+        // Whether what answers depends on more than the URL: request variants at the URL, or at the query-less URL
+        // that answers it when the origin ignores queries (H19 chooses there by the request's headers too).
+        let varies =
+            bundles.contains { $0.variesByRequest(url: request.url) }
+            || (plainMethod && request.url.utf8.contains(UInt8(ascii: "?")) && bundles.contains { $0.querylessVariesByRequest(url: request.url) })
         // The last-seen cache answers when it is newer than the entry that would (or when no entry would): it keeps
         // GETs, so it answers GET and HEAD of URLs whose answers do not depend on the request (no request variants).
         if blockedBy == nil, plainMethod, let lastSeen = options.lastSeen, let key = RequestKeyCanonicalizer().canonicalize(request.url),
-            !variesByRequest(url: request.url), let record = lastSeen.record(forKey: key)
+            !varies, let record = lastSeen.record(forKey: key)
         {
             let entryTime = entryAnswer.flatMap { $0.0.fetchedAt ?? $0.1.createdAt }
             if entryTime.map({ record.storedAt > $0 }) ?? true {
@@ -405,6 +412,7 @@ public final class OfflineLoader: Sendable {
         }
         if let (entry, bundle) = entryAnswer {
             var response = BundleResponder(bundle: bundle).respond(to: request, with: entry, head: head)
+            response.variesByRequest = varies
             // From the response's own fields: the entry's headers are decoded once per request, not twice.
             if let age = BundleEntry.age(fetchedAt: entry.fetchedAt, originDate: entry.originDate, recordedAge: response.headers[.age], now: now),
                 age.isFinite

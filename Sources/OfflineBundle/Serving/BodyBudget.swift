@@ -3,27 +3,52 @@ import Synchronization
 /// The request body bytes a server's connections may hold at once (bodies are kept only where a bundle matches
 /// requests by them): past it, a request is answered 503 rather than held, so many connections sending bodies at
 /// once cost the budget, not a megabyte each.
+///
+/// Shared fairly: one client address holds at most ``perClient`` bytes (an eighth of the budget, and never less than
+/// one body of ``BundleRequest/maxBodySize``), so one client's many connections cannot take what the others need.
 package final class BodyBudget: Sendable {
     package let limit: Int
-    private let used = Atomic<Int>(0)
+    /// The most one client address may hold at once.
+    package let perClient: Int
+    private let state = Mutex(State())
 
-    package init(limit: Int) { self.limit = limit }
+    private struct State {
+        var used = 0
+        var byClient: [String: Int] = [:]
+    }
 
-    /// Takes `bytes` from the budget; false, taking nothing, when they do not fit.
-    package func reserve(_ bytes: Int) -> Bool {
-        var current = used.load(ordering: .relaxed)
-        while true {
-            guard current + bytes <= limit else { return false }
-            let (exchanged, original) = used.compareExchange(expected: current, desired: current + bytes, ordering: .relaxed)
-            if exchanged { return true }
-            current = original
+    package init(limit: Int) {
+        self.limit = limit
+        perClient = min(limit, max(limit / 8, BundleRequest.maxBodySize))
+    }
+
+    /// Takes `bytes` from the budget, and from `client`'s share when given; false, taking nothing, when they do not fit.
+    package func reserve(_ bytes: Int, client: String? = nil) -> Bool {
+        state.withLock { state in
+            guard state.used + bytes <= limit else { return false }
+            if let client {
+                let held = state.byClient[client, default: 0]
+                guard held + bytes <= perClient else { return false }
+                state.byClient[client] = held + bytes
+            }
+            state.used += bytes
+            return true
         }
     }
 
-    package func release(_ bytes: Int) {
+    /// Gives back `bytes` taken by ``reserve(_:client:)`` (with the same client).
+    package func release(_ bytes: Int, client: String? = nil) {
         guard bytes > 0 else { return }
-        used.subtract(bytes, ordering: .relaxed)
+        state.withLock { state in
+            state.used -= bytes
+            if let client, let held = state.byClient[client] {
+                state.byClient[client] = held - bytes > 0 ? held - bytes : nil
+            }
+        }
     }
 
-    package var inUse: Int { used.load(ordering: .relaxed) }
+    package var inUse: Int { state.withLock { $0.used } }
+
+    /// What `client` holds.
+    package func inUse(by client: String) -> Int { state.withLock { $0.byClient[client, default: 0] } }
 }
