@@ -117,6 +117,7 @@ extension Packager {
             packager_tune_allocator_for_bodies()
             try await reportingErrorsAsync {
                 var declared = try loadDeclaration()
+                for warning in declared.warnings { FileHandle.standardError.write(Data(("packager: warning: " + terminalSafe(warning) + "\n").utf8)) }
                 if let concurrency {
                     declared.concurrency.total = concurrency
                     if perHost == nil { declared.concurrency.perHost = min(declared.concurrency.perHost, concurrency) }

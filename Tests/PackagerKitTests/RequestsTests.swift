@@ -347,3 +347,141 @@ struct RequestsFreshnessTests {
         #expect(Verifier.contains(Array("xyzab".utf8), Array("ab".utf8)) && !Verifier.contains(Array("xyza".utf8), Array("ab".utf8)))
     }
 }
+
+@Suite("declared requests: secrets in bodies and literal credentials (security review 3, S9)")
+struct RequestSecretsTests {
+    /// What the search answers, changed by the test.
+    final class Hits: Sendable {
+        let word = Mutex("apple")
+    }
+
+    @Test(
+        "a body with ${ENV} and a body-file marked secret are kept as their digest alone: not in the manifest, the bundle or the HAR export; verify and refresh send them again from --declaration; a literal credential header is warned about and never stored"
+    )
+    func secretBodies() async throws {
+        let hits = Hits()
+        try await withOrigin { origin in
+            // Logs in only with the password; answers a search by its key.
+            origin.route("/login") { request in
+                let body = String(decoding: request.body, as: UTF8.self)
+                return body.contains("BODY-PASSWORD-from-env")
+                    ? .text("{\"ok\": true}", type: "application/json") : .text("{\"ok\": false}", type: "application/json", status: 401)
+            }
+            origin.route("/search") { request in
+                String(decoding: request.body, as: UTF8.self).contains("FILE-API-KEY-xyz")
+                    ? .text("[\"\(hits.word.withLock { $0 })\"]", type: "application/json") : .text("[]", type: "application/json", status: 403)
+            }
+            let folder = try TemporaryFolder()
+            try folder.file("search.json", "{\"q\":\"a\",\"api_key\":\"FILE-API-KEY-xyz\"}")
+            try folder.file(
+                "api.yml",
+                """
+                output: \(folder.path)/api.zip
+                robots: false
+                headers:
+                  X-Literal-Key: LITERAL-KEY-abcdef123
+                requests:
+                  - url: \(origin.base)/login
+                    method: POST
+                    body: '{"user":"ci","password":"${LOGIN_PASSWORD}","price":"$5"}'
+                  - url: \(origin.base)/search
+                    method: POST
+                    body-file: search.json
+                    secret: true
+                """)
+            let declaration = folder.path + "/api.yml"
+            let built = try await run("/usr/bin/env", ["LOGIN_PASSWORD=BODY-PASSWORD-from-env", packagerExecutable, "build", declaration])
+            #expect(built.status == 0, "\(built.output)")
+            #expect(built.output.contains("warning: \(declaration):4:18: "), "\(built.output)")
+            #expect(built.output.contains("header 'X-Literal-Key' is a credential written into the declaration"), "\(built.output)")
+            // What the origin got: the password from the environment, `$5` as written, the literal key.
+            let login = try #require(origin.requests.first { $0.path == "/login" })
+            #expect(String(decoding: login.body, as: UTF8.self) == "{\"user\":\"ci\",\"password\":\"BODY-PASSWORD-from-env\",\"price\":\"$5\"}")
+            #expect(login.headers["x-literal-key"] == "LITERAL-KEY-abcdef123")
+
+            let secrets = ["BODY-PASSWORD-from-env", "FILE-API-KEY-xyz", "LITERAL-KEY-abcdef123"]
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/api.zip"))
+            for secret in secrets { #expect(bytes.range(of: Data(secret.utf8)) == nil, "\(secret) is in the bundle") }
+            let manifest = try await run("/usr/bin/unzip", ["-p", folder.path + "/api.zip", "manifest.json"])
+            for secret in secrets { #expect(!manifest.output.contains(secret), "\(secret) is in manifest.json") }
+            #expect(manifest.output.components(separatedBy: "\"bodySecret\": true").count - 1 == 2, "\(manifest.output)")
+            #expect(!manifest.output.contains("\"body\": \"") && !manifest.output.contains("bodyBase64"), "\(manifest.output)")
+            let exported = try await run(packagerExecutable, ["export", folder.path + "/api.zip", "--format", "har", "-o", folder.path + "/api.har"])
+            #expect(exported.status == 0, "\(exported.output)")
+            let har = try String(contentsOfFile: folder.path + "/api.har", encoding: .utf8)
+            for secret in secrets { #expect(!har.contains(secret), "\(secret) is in the HAR export") }
+            #expect(!har.contains("postData") && har.contains("the request body held a secret"), "\(har)")
+            // The key still names the body: the bundle answers the request sent with it, and no other.
+            let loader = try OfflineLoader(path: folder.path + "/api.zip")
+            let sent = Data("{\"q\":\"a\",\"api_key\":\"FILE-API-KEY-xyz\"}".utf8)
+            #expect(try loader.response(for: BundleRequest(method: "POST", url: origin.base + "/search", body: sent))?.bodyData() == Data("[\"apple\"]".utf8))
+            #expect(loader.response(for: BundleRequest(method: "POST", url: origin.base + "/search", body: Data("{}".utf8))) == nil)
+
+            // Without the declaration, verify cannot send the bodies, and says why.
+            let blind = try await run(packagerExecutable, ["verify", folder.path + "/api.zip", "--resend-unsafe", "--format", "json"])
+            let blindReport = try JSONDecoder().decode(VerifyReport.self, from: Data(blind.output.utf8))
+            #expect(blindReport.entries.count == 2 && blindReport.entries.allSatisfy { $0.verdict == .unverifiable }, "\(blind.output)")
+            #expect(blindReport.entries.allSatisfy { $0.error?.contains("request body is a secret the bundle does not keep") == true }, "\(blind.output)")
+            // With it, they are sent as declared, and fresh.
+            let before = origin.requests.count
+            let verified = try await run(
+                "/usr/bin/env",
+                [
+                    "LOGIN_PASSWORD=BODY-PASSWORD-from-env", packagerExecutable, "verify", folder.path + "/api.zip", "--declaration", declaration,
+                    "--resend-unsafe", "--format", "json",
+                ])
+            let report = try JSONDecoder().decode(VerifyReport.self, from: Data(verified.output.utf8))
+            #expect(verified.status == 0 && report.entries.allSatisfy { $0.verdict == .fresh }, "\(verified.output)")
+            #expect(origin.requests.dropFirst(before).filter { $0.path == "/search" && $0.body == sent }.count == 1)
+            for secret in secrets { #expect(!verified.output.contains(secret)) }
+            // Refresh sends a changed one again too, records the new answer under the same key, and keeps the body out.
+            hits.word.withLock { $0 = "banana" }
+            let refreshed = try await run(
+                "/usr/bin/env",
+                [
+                    "LOGIN_PASSWORD=BODY-PASSWORD-from-env", packagerExecutable, "refresh", folder.path + "/api.zip", "--declaration", declaration,
+                    "--resend-unsafe", "-o", folder.path + "/new.zip",
+                ])
+            #expect(refreshed.status == 0, "\(refreshed.output)")
+            let renewed = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/new.zip"))
+            for secret in secrets { #expect(renewed.range(of: Data(secret.utf8)) == nil, "\(secret) is in the refreshed bundle") }
+            let again = try OfflineLoader(path: folder.path + "/new.zip")
+            #expect(try again.response(for: BundleRequest(method: "POST", url: origin.base + "/search", body: sent))?.bodyData() == Data("[\"banana\"]".utf8))
+            let remanifest = try await run("/usr/bin/unzip", ["-p", folder.path + "/new.zip", "manifest.json"])
+            for secret in secrets { #expect(!remanifest.output.contains(secret), "\(secret) is in the refreshed manifest.json") }
+            #expect(remanifest.output.components(separatedBy: "\"bodySecret\": true").count - 1 == 2, "\(remanifest.output)")
+        }
+    }
+
+    @Test("${NAME} in a body: an unset variable is refused, $${ is a literal ${; secret: true needs a body; a vary on a literal credential is refused")
+    func parsing() throws {
+        let parser = DeclarationParser(environment: ["PW": "hunter2-long-enough"])
+        let declared = try parser.parse(
+            """
+            requests:
+              - url: https://api.example/a
+                method: POST
+                body: 'a=$${PW}&b=${PW}&c=$$'
+              - url: https://api.example/b
+                method: POST
+                body: 'plain $1'
+                secret: true
+            """)
+        #expect(declared.requests[0].body == Data("a=${PW}&b=hunter2-long-enough&c=$$".utf8))
+        #expect(declared.requests[0].bodySecret && declared.requests[1].bodySecret)
+        #expect(declared.secrets.contains("hunter2-long-enough"))
+        #expect(declared.warnings.isEmpty)
+        let problems = [
+            (
+                "requests:\n  - url: https://api.example/a\n    method: POST\n    body: '${NOPE}'",
+                "environment variable NOPE is not set (it is used in a request body)"
+            ),
+            ("requests:\n  - url: https://api.example/a\n    secret: true", "secret: true marks the request body as a secret, and this request has none"),
+            ("requests:\n  - url: https://api.example/a\n    headers: {X-Api-Key: abc}\n    vary: [X-Api-Key]", "holds a secret: it cannot choose an answer"),
+        ]
+        for (text, expected) in problems {
+            #expect(throws: PackagerError.self) { try parser.parse(text) }
+            do { _ = try parser.parse(text) } catch { #expect("\(error)".contains(expected), "\(error)") }
+        }
+    }
+}

@@ -149,9 +149,11 @@ public struct ManifestRequest: Codable, Sendable, Equatable {
     /// The request headers sent, as `[name, value]` pairs, names lowercased; secret values are left out (their names
     /// are kept with an empty value, and verify takes the value from the declaration again).
     public var headers: [[String]]
-    /// The request body, as text when it is UTF-8, else in ``bodyBase64``.
+    /// The request body, as text when it is UTF-8, else in ``bodyBase64``; neither when ``bodySecret``.
     public var body: String?
     public var bodyBase64: String?
+    /// True when the request body held a secret: it is not recorded at all, only its digest (the key's `b=`).
+    public var bodySecret: Bool?
     /// The request headers that choose this answer among the URL's (the key's `h=` qualifiers), lowercase.
     public var vary: [String]?
     /// How the next page of a paged answer is found (`link`, `json:/next_url`, `header:next-page`), so refresh walks

@@ -97,7 +97,7 @@ extension Crawler {
                 fetchedAt: response.fetchedAt, originDate: Self.originDate(response.headers))
             switch Self.recorded(
                 method: method, body: body, sent: sentHeaders, vary: declared.vary, responseHeaders: response.headers,
-                secret: { name in declared.headers.contains { $0.name.lowercased() == name && $0.secret } }, scan: secretScan)
+                secret: { name in (declared.headers + declaration.headers).contains { $0.name.lowercased() == name && $0.secret } }, scan: secretScan)
             {
             case .success(let request): entry.request = request
             case .failure(let problem):
@@ -106,6 +106,8 @@ extension Crawler {
                 return
             }
             entry.request?.paginate = declared.paginate.word
+            // A body that holds a secret is kept as its digest alone (the key's b=); verify takes it from the declaration.
+            entry.request?.bodySecret = page == 1 && declared.bodySecret
             if !declared.volatile.isEmpty {
                 entry.volatile = declared.volatile
                 entry.stableSHA256 = StableJSON.digest(of: bytes, volatile: declared.volatile)

@@ -9,6 +9,9 @@ import OfflineBundle
 public struct Declaration: Sendable, Equatable {
     /// Where the bundle is written, relative to ``baseDirectory`` unless absolute.
     public var output: String?
+    /// What the parser found risky but not wrong (a credential written in the file rather than taken from the
+    /// environment), each starting with the file and line: `build` prints them.
+    public var warnings: [String] = []
     /// Pages to crawl from: fetched, then their requisites and in-scope links.
     public var seeds: [String] = []
     /// URLs fetched as they are, without following their links (their requisites are not fetched either).
@@ -26,8 +29,13 @@ public struct Declaration: Sendable, Equatable {
         public var method = "GET"
         /// Headers sent with this request (besides, and over, the declaration's `headers` for its origin).
         public var headers: [Header] = []
-        /// The body sent (`body` as text, or the bytes of `body-file`).
+        /// The body sent (`body` as text, `${NAME}` replaced from the environment, or the bytes of `body-file`).
         public var body: Data?
+        /// Whether the body holds a secret (a `${NAME}` in `body`, or `secret: true`): the bundle keeps only its digest
+        /// (the key's `b=`), never the bytes; verify and refresh take it from the declaration again.
+        public var bodySecret = false
+        /// The values `${NAME}` put into ``body``, searched for in answers as header secrets are.
+        public var bodySecretParts: [String] = []
         /// The status the response must have (a 404 kept as a fixture); nil: any 2xx or 3xx.
         public var status: Int?
         /// Request headers (lowercase names) that choose this answer among the URL's, besides the response's `Vary`.
@@ -223,7 +231,8 @@ public struct Declaration: Sendable, Equatable {
     public struct Header: Sendable, Equatable {
         public var name: String
         public var value: String
-        /// Values from `${NAME}` are secrets: never stored, never printed.
+        /// Values from `${NAME}` are secrets: never stored, never printed. So is a literal value of a header named as
+        /// credentials are (``DeclarationParser/credentialLike(_:)``), which the parser warns about.
         public var secret: Bool
         /// The values the environment put into ``value``, searched for in responses so they are never stored.
         public var secretParts: [String]
@@ -317,7 +326,8 @@ public struct Declaration: Sendable, Equatable {
     }
 
     /// What came from the environment, searched for and kept out of anything written: each secret header's whole
-    /// value, and each environment value inside it (a server may echo the token without its `Bearer ` prefix).
+    /// value, and each environment value inside it (a server may echo the token without its `Bearer ` prefix), and
+    /// each environment value put into a request body.
     /// Values shorter than 8 bytes are left out of the search, where they would match unrelated text; they are still
     /// never printed.
     public var secrets: [String] {
@@ -325,6 +335,7 @@ public struct Declaration: Sendable, Equatable {
         for header in headers + requests.flatMap(\.headers) where header.secret {
             for text in [header.value] + header.secretParts where text.utf8.count >= 8 && !found.contains(text) { found.append(text) }
         }
+        for text in requests.flatMap(\.bodySecretParts) where text.utf8.count >= 8 && !found.contains(text) { found.append(text) }
         return found
     }
 

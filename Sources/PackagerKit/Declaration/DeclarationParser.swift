@@ -6,8 +6,8 @@ import Yams
 ///
 /// Every key is checked: an unknown one is an error that suggests the nearest
 /// known key, a value of the wrong shape says what was expected. `${NAME}` in
-/// header values is replaced from the environment, and such values are marked
-/// secret so that nothing writes them anywhere.
+/// header values and request bodies is replaced from the environment, and such
+/// values are marked secret so that nothing writes them anywhere.
 public struct DeclarationParser: Sendable {
     /// The environment `${NAME}` is looked up in.
     public var environment: [String: String]
@@ -43,6 +43,7 @@ public struct DeclarationParser: Sendable {
         var reader = Reader(file: file, environment: environment, baseDirectory: baseDirectory)
         var declaration = try reader.declaration(root)
         declaration.baseDirectory = baseDirectory
+        declaration.warnings = reader.notes.warnings
         for path in declaration.tls.caFiles {
             if let problem = TLSSettings.problem(withCAFile: declaration.resolve(path)) {
                 throw reader.fail(reader.itemNodes[path], "tls.ca-file '\(path)': \(problem)")
@@ -55,6 +56,16 @@ public struct DeclarationParser: Sendable {
             throw reader.fail(reader.itemNodes["tls.client-cert"], "tls.client-cert: \(problem)")
         }
         return declaration
+    }
+
+    /// Whether a header of this name carries a credential when it is given (`Authorization`, `Cookie`, `X-Api-Key`,
+    /// `Private-Token`, `X-Client-Secret`, …): its value is a secret even when the declaration writes it out, and the
+    /// parser warns that it should come from the environment.
+    public static func credentialLike(_ name: String) -> Bool {
+        let name = name.lowercased()
+        if RequestQualifiers.credentialHeaders.contains(name) { return true }
+        if ["-key", "_key", "-token", "_token", "-secret", "_secret"].contains(where: { name.hasSuffix($0) }) { return true }
+        return ["token", "secret", "password", "passwd", "api-key", "apikey", "credential", "signature"].contains { name.contains($0) }
     }
 
     /// Yams's message, reduced to `file:line:column: problem`.
@@ -141,6 +152,11 @@ extension DeclarationParser {
     }
 }
 
+/// What a reading found worth saying without failing it.
+private final class Notes {
+    var warnings: [String] = []
+}
+
 private struct Reader {
     let file: String
     let environment: [String: String]
@@ -148,6 +164,8 @@ private struct Reader {
     let baseDirectory: String
     /// Where each `tls.ca-file` item was written, for errors found once the folder is known.
     var itemNodes: [String: Node] = [:]
+    /// Warnings, gathered by the functions that read each part.
+    let notes = Notes()
 
     /// `file:line:column` of `node`, as messages start.
     func location(of node: Node) -> String? { node.mark.map { "\(file):\($0.line):\($0.column)" } }
@@ -218,7 +236,7 @@ private struct Reader {
             request.line = line
             return request
         }
-        let keys = ["url", "method", "headers", "body", "body-file", "status", "vary", "paginate", "volatile"]
+        let keys = ["url", "method", "headers", "body", "body-file", "secret", "status", "vary", "paginate", "volatile"]
         let pairs = try mapping(node, in: "a request", keys: keys)
         var values: [String: Node] = [:]
         for (key, value) in pairs { values[key.string ?? ""] = value }
@@ -243,12 +261,21 @@ private struct Reader {
             }
         }
         if values["body"] != nil && values["body-file"] != nil { throw fail(node, "a request has a body or a body-file, not both") }
-        if let bodyNode = values["body"] { request.body = Data(try string(bodyNode, "a request's body").utf8) }
+        if let bodyNode = values["body"] {
+            let (expanded, parts) = try expandBody(try string(bodyNode, "a request's body"), at: bodyNode)
+            request.body = Data(expanded.utf8)
+            request.bodySecretParts = parts
+            request.bodySecret = !parts.isEmpty
+        }
         if let fileNode = values["body-file"] {
             let path = try string(fileNode, "a request's body-file")
             let resolved = path.hasPrefix("/") ? path : (baseDirectory as NSString).appendingPathComponent(path)
             guard let data = FileManager.default.contents(atPath: resolved) else { throw fail(fileNode, "cannot read the body-file '\(path)'") }
             request.body = data
+        }
+        if let secretNode = values["secret"], try bool(secretNode, "a request's secret") {
+            guard request.body?.isEmpty == false else { throw fail(secretNode, "secret: true marks the request body as a secret, and this request has none") }
+            request.bodySecret = true
         }
         if let body = request.body, body.count > BundleRequest.maxBodySize {
             throw fail(
@@ -384,7 +411,15 @@ private struct Reader {
             guard !expanded.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
                 throw fail(valueNode, "the value of header '\(name)' contains a line break")
             }
-            result.append(.init(name: name, value: expanded, secret: !parts.isEmpty, secretParts: parts, origins: origins))
+            // A credential written out is in every copy of the file: still never stored, but said.
+            let literalCredential = parts.isEmpty && !expanded.isEmpty && DeclarationParser.credentialLike(name)
+            if literalCredential {
+                let at = location(of: valueNode) ?? file
+                notes.warnings.append(
+                    "\(at): header '\(name)' is a credential written into the declaration: write it as ${NAME} and set NAME in the environment "
+                        + "(its value is kept out of the bundle all the same)")
+            }
+            result.append(.init(name: name, value: expanded, secret: !parts.isEmpty || literalCredential, secretParts: parts, origins: origins))
         }
         return result
     }
@@ -436,6 +471,40 @@ private struct Reader {
                 rest = after[after.index(after: close)...]
             } else {
                 throw fail(node, "a '$' must start '${NAME}' or be doubled as '$$'")
+            }
+        }
+        output += rest
+        return (output, parts)
+    }
+
+    /// Replaces `${NAME}` in a request body from the environment; `$${` is a literal `${`, and any other `$` is
+    /// itself (bodies hold `$` often: GraphQL variables, prices). Also returns the values put in.
+    func expandBody(_ text: String, at node: Node) throws -> (String, parts: [String]) {
+        guard text.contains("${") else { return (text, []) }
+        var output = ""
+        var parts: [String] = []
+        var rest = Substring(text)
+        while let dollar = rest.firstIndex(of: "$") {
+            output += rest[..<dollar]
+            let after = rest[rest.index(after: dollar)...]
+            if after.hasPrefix("${") {
+                output += "${"
+                rest = after.dropFirst(2)
+            } else if after.hasPrefix("{") {
+                guard let close = after.firstIndex(of: "}") else { throw fail(node, "'${' in the body is not closed by '}' (write $${ for a literal ${)") }
+                let name = String(after[after.index(after: after.startIndex)..<close])
+                guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+                    throw fail(node, "'${\(name)}' in the body is not a valid environment variable reference (write $${ for a literal ${)")
+                }
+                guard let value = environment[name] else {
+                    throw fail(node, "environment variable \(name) is not set (it is used in a request body)")
+                }
+                output += value
+                parts.append(value)
+                rest = after[after.index(after: close)...]
+            } else {
+                output += "$"
+                rest = after
             }
         }
         output += rest

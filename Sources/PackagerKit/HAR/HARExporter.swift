@@ -6,9 +6,10 @@ import OfflineBundle
 /// `routeFromHAR`, mitmproxy, browsers' developer tools.
 ///
 /// Each entry gives one HAR entry: the request as recorded (its method, its URL, the headers and body a declared
-/// request was sent with, a secret's value left out), and the answer with its stored headers and its body, checked
-/// (text as text, other bytes in base64). Entries are written one at a time, in key order, to a temporary file renamed
-/// into place; the same bundle always gives the same bytes.
+/// request was sent with; a secret header's value and a body that held a secret are left out, the body said so by a
+/// `comment`), and the answer with its stored headers and its body, checked (text as text, other bytes in base64).
+/// Entries are written one at a time, in key order, to a temporary file renamed into place; the same bundle always
+/// gives the same bytes.
 public enum HARExporter {
     /// Writes the bundle at `bundlePath` to `output` as HAR; returns the number of entries written.
     @discardableResult
@@ -54,7 +55,13 @@ public enum HARExporter {
             "method": method, "url": url, "httpVersion": "HTTP/1.1", "headers": sentHeaders, "cookies": [], "headersSize": -1,
             "queryString": queryString(of: url), "bodySize": request?.bodyData?.count ?? 0,
         ]
-        if let body = request?.bodyData {
+        if request?.bodySecret == true {
+            // The bundle kept only the body's digest: a tool replaying the HAR cannot send it, and packager, reading
+            // the HAR again, skips the entry rather than key it as a request without a body.
+            harRequest["bodySize"] = -1
+            harRequest["_bodySecret"] = true
+            harRequest["comment"] = "the request body held a secret: the bundle keeps only its digest (the key's b=), so it is not exported"
+        } else if let body = request?.bodyData {
             let type = request?.headers.first { $0.first == "content-type" }?.last ?? "application/octet-stream"
             // A body that is not UTF-8 goes in base64, said by `encoding` as response content says it (HAR 1.2 has no
             // field for it in postData; packager reads it back).

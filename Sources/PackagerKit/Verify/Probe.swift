@@ -74,7 +74,9 @@ struct Probe: Sendable {
             return result
         }
         let sending = recorded.request?.sending(url: recorded.url, declared: options.declaredRequests)
-        if let missing = sending?.missing, !missing.isEmpty {
+        // A header the declaration gives its origin (a credential under `headers:`) is sent all the same (``send(_:method:headers:body:requestBody:)``).
+        let given = Set(options.headerRules.headers(forURL: recorded.url).map { $0.name.lowercased() })
+        if let missing = sending?.missing.filter({ !given.contains($0) }), !missing.isEmpty {
             // Sent without its credential, the request would get another answer (an anonymous one, a 401).
             result.verdict = .unverifiable
             result.method = EntryVerification.notProbed

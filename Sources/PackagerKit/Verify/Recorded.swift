@@ -65,6 +65,9 @@ extension Recorded {
     var unsendable: String? {
         guard let digest = keyQualifiers?.bodyDigest else { return nil }
         guard RequestQualifiers.bodyDigest(of: request?.body) == digest else {
+            if request?.bodySecret == true {
+                return "not sent: its request body is a secret the bundle does not keep, and no request of --declaration has it (b=\(digest))"
+            }
             return "the manifest does not hold the request body the key names (b=\(digest)): it cannot be sent again"
         }
         return nil

@@ -104,6 +104,11 @@ public struct Refresher: Sendable {
                 failed.append((key, "not fetched: \(refusal.reason)"))
                 return nil
             }
+            // Sent without its body, the request would get another answer, kept under this key.
+            if let request, request.bodySecret && request.body == nil {
+                failed.append((key, "not sent: its request body is a secret the bundle does not keep; give --declaration with the request"))
+                return nil
+            }
             let headers = request?.headersToSend(url: url, declared: options.declaredRequests) ?? []
             // The key's method, which the answer was recorded for.
             let method = RequestQualifiers.split(key: key).qualifiers?.method ?? request?.method ?? "GET"
@@ -132,7 +137,9 @@ public struct Refresher: Sendable {
             let record = records[key]
             let split = RequestQualifiers.split(key: key)
             let url = String(split.url)
-            let request = record?.request.map { RecordedRequest($0, keyQualifiers: split.qualifiers) }
+            let request = record?.request.map {
+                RecordedRequest($0, keyQualifiers: split.qualifiers).restoringBody(url: url, declared: options.declaredRequests)
+            }
             guard var (entry, response) = await fetch(key: key, url: url, request: request, volatile: record?.volatile ?? []) else { continue }
             // Under its very key, whatever the manifest kept of the request.
             entry.carriedKeySuffix = String(key[split.url.endIndex...])

@@ -126,6 +126,7 @@ public struct Verifier: Sendable {
             bundle: bundle, addresses: options.addressPolicy())
         let order = limiter == nil ? Array(entries.indices) : Self.interleavedByHost(entries)
         let declared = Self.declaredEntries(of: bundle)
+        let declaredRequests = options.declaredRequests
         let results = await withTaskGroup(of: [EntryVerification].self) { group in
             for _ in 0..<max(1, min(options.concurrency, entries.count)) {
                 group.addTask {
@@ -135,7 +136,8 @@ public struct Verifier: Sendable {
                         return $0
                     }) - 1, n < order.count {
                         let entry = entries[order[n]]
-                        let record = Recorded(entry: entry, manifest: declared[entry.key])
+                        var record = Recorded(entry: entry, manifest: declared[entry.key])
+                        record.request = record.request?.restoringBody(url: record.url, declared: declaredRequests)
                         // Scheme and authority: http://a and https://a are different servers. Mounting checked the
                         // shape of every key; one without an origin all the same is not probed.
                         guard let origin = HTTPOrigin(key: record.url) else {

@@ -168,8 +168,11 @@ final class EntryStore: Sendable {
                     out.string(header.name)
                     out.string(header.value ?? "")
                 }
-                out.integer(UInt8(request.body == nil ? 0 : 1))
+                // Bit 0: a body follows; bit 1: it is a secret; bit 2: the digest of a secret body not kept follows.
+                let bodyBits = (request.body == nil ? 0 : 1) | (request.bodySecret ? 2 : 0) | (request.withheldBodyDigest == nil ? 0 : 4)
+                out.integer(UInt8(bodyBits))
                 if let body = request.body { out.string(body.base64EncodedString()) }
+                if let digest = request.withheldBodyDigest { out.string(digest) }
                 out.integer(UInt32(request.keyHeaders.count))
                 for header in request.keyHeaders {
                     out.string(header.name)
@@ -219,11 +222,16 @@ final class EntryStore: Sendable {
                     guard let name = reader.string(), let value = reader.string() else { return nil }
                     sent.append(.init(name: name, value: value))
                 }
-                guard let hasBody = reader.integer(UInt8.self) else { return nil }
+                guard let bodyBits = reader.integer(UInt8.self) else { return nil }
                 var body: Data?
-                if hasBody == 1 {
+                if bodyBits & 1 != 0 {
                     guard let text = reader.string(), let data = Data(base64Encoded: text) else { return nil }
                     body = data
+                }
+                var withheldDigest: String?
+                if bodyBits & 4 != 0 {
+                    guard let digest = reader.string() else { return nil }
+                    withheldDigest = digest
                 }
                 guard let keyCount = reader.integer(UInt32.self) else { return nil }
                 var keyHeaders: [RecordedRequest.Header] = []
@@ -239,6 +247,8 @@ final class EntryStore: Sendable {
                 guard let paginate = reader.string() else { return nil }
                 entry.request = RecordedRequest(method: method, headers: sent, body: body, keyHeaders: keyHeaders)
                 entry.request?.paginate = paginate.isEmpty ? nil : paginate
+                entry.request?.bodySecret = bodyBits & 2 != 0
+                entry.request?.withheldBodyDigest = withheldDigest
             }
             guard let volatileCount = reader.integer(UInt32.self) else { return nil }
             for _ in 0..<volatileCount {

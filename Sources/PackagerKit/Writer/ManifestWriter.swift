@@ -143,6 +143,10 @@ enum ManifestWriter {
             field("bodyBase64")
             out.string(body)
         }
+        if request.bodySecret == true {
+            field("bodySecret")
+            out.raw("true")
+        }
         field("headers")
         out.raw("[")
         for (i, pair) in request.headers.enumerated() {

@@ -9,8 +9,13 @@ public struct RecordedRequest: Sendable, Equatable {
     public var method: String
     /// The headers sent, names lowercased; a secret's value is empty (it is never stored).
     public var headers: [Header]
-    /// The body sent, nil for none.
+    /// The body sent, nil for none (or a secret body the bundle did not keep: ``bodySecret``).
     public var body: Data?
+    /// Whether the body holds a secret: the manifest (and so `export --format har`) keeps none of it, only the key's
+    /// `b=` digest; verify and refresh take it from the declaration again (``restoringBody(url:declared:)``).
+    public var bodySecret = false
+    /// A secret body's digest as the key holds it (`b=`), when the body itself was not kept.
+    var withheldBodyDigest: String?
     /// The request headers that choose this answer (the declaration's `vary`, the response's `Vary`, and a credential
     /// by its scheme), names lowercased, with the value the key holds (a credential's scheme alone, lowercased; any
     /// other value as sent, trimmed), or nil when the request did not carry the header.
@@ -38,7 +43,8 @@ public struct RecordedRequest: Sendable, Equatable {
     /// The key's qualifiers (``keyHeaders`` hold key values already).
     var qualifiers: RequestQualifiers {
         RequestQualifiers(
-            method: method, bodyDigest: RequestQualifiers.bodyDigest(of: body), headers: keyHeaders.map { .init(name: $0.name, value: $0.value) })
+            method: method, bodyDigest: RequestQualifiers.bodyDigest(of: body) ?? withheldBodyDigest,
+            headers: keyHeaders.map { .init(name: $0.name, value: $0.value) })
     }
 
     /// The key for `url` (canonicalized by `canonicalizer`) answered for this request; nil when the URL has none.
@@ -46,12 +52,31 @@ public struct RecordedRequest: Sendable, Equatable {
         canonicalizer.canonicalize(url).map { $0 + qualifiers.keySuffix }
     }
 
-    /// As the manifest records it.
+    /// As the manifest records it: a secret body not at all, only said to be one.
     var manifest: ManifestRequest {
-        let text = body.flatMap { String(validating: $0, as: UTF8.self) }
-        return ManifestRequest(
+        let kept = bodySecret ? nil : body
+        let text = kept.flatMap { String(validating: $0, as: UTF8.self) }
+        var recorded = ManifestRequest(
             method: method, headers: headers.map { [$0.name, $0.value ?? ""] }, body: text,
-            bodyBase64: text == nil ? body?.base64EncodedString() : nil, vary: keyHeaders.isEmpty ? nil : keyHeaders.map(\.name), paginate: paginate)
+            bodyBase64: text == nil ? kept?.base64EncodedString() : nil, vary: keyHeaders.isEmpty ? nil : keyHeaders.map(\.name), paginate: paginate)
+        if bodySecret { recorded.bodySecret = true }
+        return recorded
+    }
+
+    /// This request with its secret body given back by the declaration: the body of the declared request of the same
+    /// method and URL (canonical `url`) whose digest is the key's `b=`. Unchanged when the body was kept, or when no
+    /// declared request has it (``Recorded/unsendable`` then says why it is not sent).
+    func restoringBody(url: String, declared: [Declaration.Request]) -> RecordedRequest {
+        guard body == nil, let digest = withheldBodyDigest else { return self }
+        let canonical = RequestKeyCanonicalizer(formQuery: true)
+        guard
+            let source = declared.first(where: {
+                $0.method == method && RequestQualifiers.bodyDigest(of: $0.body) == digest && canonical.canonicalize($0.url) == url
+            })
+        else { return self }
+        var restored = self
+        restored.body = source.body
+        return restored
     }
 
     /// The headers to send this request with again (verify, refresh): those recorded, and a secret's, which the bundle
@@ -81,8 +106,12 @@ public struct RecordedRequest: Sendable, Equatable {
     init(_ manifest: ManifestRequest, keyQualifiers: RequestQualifiers?) {
         self.init(
             method: manifest.method, headers: manifest.headers.compactMap { $0.count == 2 ? Header(name: $0[0], value: $0[1]) : nil },
-            body: manifest.bodyData,
+            body: manifest.bodySecret == true ? nil : manifest.bodyData,
             keyHeaders: (keyQualifiers?.headers ?? []).map { Header(name: $0.name, value: $0.value) })
         paginate = manifest.paginate
+        if manifest.bodySecret == true {
+            bodySecret = true
+            withheldBodyDigest = keyQualifiers?.bodyDigest
+        }
     }
 }
