@@ -84,6 +84,7 @@ extension Packager {
                     print("packed \(imported.entries.count) recorded requests into \(output)")
                     print("  \(w.entries) request keys, \(w.bodies) bodies; bundle \(formatBytes(w.fileSize))")
                     print("  digest sha256:\(w.digest)")
+                    for kept in imported.notes { print(terminalSafe("  kept entry \(kept.entry) (\(kept.url)): \(kept.note)")) }
                     for skipped in imported.skipped { print(terminalSafe("  skipped entry \(skipped.entry) (\(skipped.url)): \(skipped.reason)")) }
                     return
                 }

@@ -5,19 +5,32 @@ import OfflineBundle
 /// `packager pack --from-har`.
 ///
 /// Each entry's request becomes its key (method, URL, body digest, and the headers its response's `Vary` names or a
-/// credential: docs/FORMAT.md §5.4), its response the answer. Secrets are stripped as the crawl strips them: a
-/// credential (`Authorization`, `Cookie`) is never stored, in the answer's headers or the recorded request's, and the
-/// answer keeps only the headers a crawl keeps. What the format cannot hold is skipped, each named with its entry
-/// number: WebSocket sessions, URLs that are not http or https, requests that got no answer (status 0), 304s, bodies
-/// the HAR did not record or records in an encoding other than base64, and redirects without a Location. Damaged
-/// input (not JSON, an entry without its request, response, method or URL, a field of the wrong type, bad base64)
-/// refuses the whole file.
+/// credential: docs/FORMAT.md §5.4), its response the answer, keeping only the headers a crawl keeps.
+///
+/// A recording holds whatever the browser sent, so every secret rule of a declaration applies, and more widely:
+/// - a request header's value is kept only for the harmless names of ``harmlessRequestHeaders``; any other is
+///   recorded by its name alone, and an answer that varies on one (its value would be the key) is skipped;
+/// - a URL whose query names a token (``isSecretParameter(_:)``: `access_token`, `code`, `sig`, …) is skipped, unless
+///   `--drop-query` drops that parameter from keys; the report shows it with `[secret]` for the value;
+/// - a stored response header (`Link`, `Location`, `Content-Location`, …) whose URL carries such a parameter is not
+///   stored (a redirect whose `Location` does is skipped);
+/// - a request body with such a field (form, JSON or multipart: `password`, `client_secret`, …) is kept as its digest
+///   only (``RecordedRequest/bodySecret``), and said in ``Imported/notes``.
+///
+/// What the format cannot hold is skipped, each named with its entry number: WebSocket sessions, URLs that are not
+/// http or https, requests that got no answer (status 0), 304s, bodies the HAR did not record or records in an
+/// encoding other than base64, redirects without a Location, and answers whose headers would take more than
+/// ``BundleFormat/maxHeaderBlockBytes``. Damaged input (not JSON, an entry without its request, response, method or
+/// URL, a field of the wrong type, bad base64) refuses the whole file.
 public enum HARImporter {
     /// What a HAR file gave.
     public struct Imported: Sendable {
         public var entries: [BundleWriter.Entry]
-        /// Entries left out: their number in `log.entries` (from 1), URL and why.
+        /// Entries left out: their number in `log.entries` (from 1), URL (a token in its query shown `[secret]`) and why.
         public var skipped: [(entry: Int, url: String, reason: String)]
+        /// Entries kept with less than the HAR holds (a request body kept as its digest, a header not stored): their
+        /// number, URL and what was left out.
+        public var notes: [(entry: Int, url: String, note: String)] = []
     }
 
     /// Reads the HAR file at `path`.
@@ -31,11 +44,33 @@ public enum HARImporter {
         return try read(data, name: path, dropQueryParameters: dropQueryParameters)
     }
 
-    /// Header names whose values are secrets in a recording (tokens and keys a browser or a client sends), besides the
-    /// credentials: never stored, and an answer that varies on one is left out.
-    static func looksSecret(_ name: String) -> Bool {
-        if RequestQualifiers.credentialHeaders.contains(name) { return true }
-        return ["token", "secret", "api-key", "apikey", "password", "session", "csrf", "xsrf", "signature"].contains { name.contains($0) }
+    /// Request headers whose values say what the client wants, or what it is, and never who its user is: their values
+    /// are kept, and a key may hold them. (`Referer` is not among them: a page's URL may carry a token.)
+    static let harmlessRequestHeaders: Set<String> = [
+        "accept", "accept-language", "accept-encoding", "accept-charset", "content-type", "content-language", "user-agent", "cache-control",
+        "pragma", "origin", "dnt", "upgrade-insecure-requests", "x-requested-with", "priority", "save-data", "sec-gpc", "sec-fetch-dest",
+        "sec-fetch-mode", "sec-fetch-site", "sec-fetch-user", "sec-purpose", "purpose", "sec-ch-ua", "sec-ch-ua-mobile", "sec-ch-ua-platform",
+        "sec-ch-prefers-color-scheme", "sec-ch-prefers-reduced-motion", "viewport-width", "width", "dpr", "device-memory", "rtt", "downlink",
+        "ect", "if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "if-range", "range",
+    ]
+
+    /// Whether a recorded request header's value is a secret: any but ``harmlessRequestHeaders`` (a recording holds
+    /// whatever custom credential an application sends: `X-Auth`, `Authentication`, `Ocp-Apim-Subscription-Key`).
+    /// Such a value is never stored, and an answer that varies on one is left out.
+    static func looksSecret(_ name: String) -> Bool { !harmlessRequestHeaders.contains(name) }
+
+    /// Whether a query parameter or body field of this name (compared without case) carries a credential: OAuth's
+    /// `access_token`, `refresh_token`, `id_token` and `code`, signed URLs' `sig`, `signature`, `X-Amz-Signature`,
+    /// `X-Amz-Credential`, `X-Goog-Signature`, keys (`key`, `api_key`, `apikey`), passwords, sessions, and any name
+    /// holding `token`, `secret`, `password`, `passwd`, `signature` or `credential`.
+    static func isSecretParameter(_ name: String) -> Bool {
+        let name = name.lowercased()
+        let exact: Set<String> = [
+            "code", "sig", "key", "api_key", "apikey", "api-key", "pass", "pwd", "auth", "jwt", "session", "sessionid", "session_id", "sid", "otp",
+            "x-amz-security-token", "x-amz-signature", "x-amz-credential", "x-goog-signature", "x-goog-credential",
+        ]
+        if exact.contains(name) { return true }
+        return ["token", "secret", "password", "passwd", "signature", "credential"].contains { name.contains($0) }
     }
 
     /// HAR 1.2's fields that a bundle takes, each optional: a recording from any tool decodes, and what is missing is
@@ -67,6 +102,10 @@ public enum HARImporter {
             var url: String?
             var headers: [Pair]?
             var postData: PostData?
+            /// The body's length, when the tool knew it (-1 or absent otherwise); a number, whole or not.
+            var bodySize: Double?
+            /// packager's export: the body held a secret, and the bundle kept only its digest.
+            var _bodySecret: Bool?
         }
         struct Response: Decodable {
             struct Content: Decodable {
@@ -114,7 +153,10 @@ public enum HARImporter {
             guard let response = entry.response else { throw entryFail("response is missing") }
             guard let url = request.url, !url.isEmpty else { throw entryFail("request.url is missing") }
             guard let method = request.method?.uppercased(), !method.isEmpty else { throw entryFail("request.method is missing") }
-            func skip(_ reason: String) { imported.skipped.append((number, url, reason)) }
+            // A token in the query is never printed: the report shows it `[secret]`.
+            let shown = Self.redactingSecretParameters(url)
+            func skip(_ reason: String) { imported.skipped.append((number, shown, reason)) }
+            func note(_ text: String) { imported.notes.append((number, shown, text)) }
             let status = response.status ?? 0
             guard HTTPRules.isFetchableURL(url) else {
                 skip("not an http or https URL")
@@ -140,6 +182,11 @@ public enum HARImporter {
                 skip("the method '\(method)' is not one a bundle's key can name (letters only)")
                 continue
             }
+            // A token in the query would be in the key (the index, the manifest, every report), unless --drop-query drops it.
+            if let key = canonicalizer.canonicalize(url), let parameter = Self.secretParameter(inURL: String(RequestQualifiers.split(key: key).url)) {
+                skip("its query carries a credential ('\(parameter)'), which its key would hold (pass --drop-query \(parameter) to keep it without it)")
+                continue
+            }
             let sent = pairs(request.headers).filter { !$0.name.hasPrefix(":") }
             var answered = pairs(response.headers).filter { !$0.name.hasPrefix(":") }
             if (300...399).contains(status), !answered.contains(where: { $0.name == "location" }), let target = response.redirectURL, !target.isEmpty {
@@ -155,6 +202,15 @@ public enum HARImporter {
             }
             if requestBody == nil, let params = request.postData?.params, !params.isEmpty {
                 requestBody = Data(params.map { "\(formEncoded($0.name ?? ""))=\(formEncoded($0.value ?? ""))" }.joined(separator: "&").utf8)
+            }
+            // A body the recording left out (a tool that drops uploads, packager's export of a secret body): keyed
+            // without it, the answer would go to requests without a body.
+            if requestBody == nil, request._bodySecret == true || (request.bodySize ?? 0) > 0 {
+                skip(
+                    request._bodySecret == true
+                        ? "its request body held a secret, which the HAR does not hold: its key cannot be made"
+                        : "the HAR holds no request body for it (bodySize \(Int(request.bodySize ?? 0))): its key cannot be made")
+                continue
             }
             if let body = requestBody, body.count > BundleRequest.maxBodySize {
                 skip("the request body is \(body.count) bytes, over the \(BundleRequest.maxBodySize) bytes a bundle's readers match on")
@@ -183,7 +239,7 @@ public enum HARImporter {
                 skip("the HAR holds no body for it (content.size \(size)): the recording left it out")
                 continue
             }
-            let recorded: RecordedRequest
+            var recorded: RecordedRequest
             switch Crawler.recorded(
                 method: method, body: requestBody, sent: sent, vary: [], responseHeaders: answered, secret: looksSecret, scan: SecretScan([]))
             {
@@ -192,12 +248,42 @@ public enum HARImporter {
                 skip(problem.message)
                 continue
             }
+            // A password or a client secret in the body: the digest alone (the key's b=) is kept.
+            if let body = requestBody, let field = Self.secretField(inBody: body) {
+                recorded.bodySecret = true
+                note("its request body has a '\(field)' field: only the body's digest is kept (the key's b=), not the body")
+            }
             guard let key = recorded.key(for: url, canonicalizer: canonicalizer) else {
                 skip("not a URL a bundle can hold")
                 continue
             }
-            // The body as the HAR holds it is decoded: no Content-Encoding describes it any more.
-            let headers = Crawler.storedHeaders(answered, policy: .decoded, secrets: SecretScan([])).filter { $0.name != "content-encoding" }
+            // A redirect to a URL that carries a token (an OAuth code) would store it; a redirect without its Location
+            // leads nowhere.
+            if (300...399).contains(status), let location = answered.first(where: { $0.name == "location" }),
+                let parameter = Self.secretParameter(inText: location.value)
+            {
+                skip("its Location carries a credential ('\(parameter)'), which the bundle would hold")
+                continue
+            }
+            // The body as the HAR holds it is decoded: no Content-Encoding describes it any more. A stored URL that
+            // carries a token (a Link to the next page with its token) is left out.
+            var headers = [(name: String, value: String)]()
+            for header in Crawler.storedHeaders(answered, policy: .decoded, secrets: SecretScan([])) where header.name != "content-encoding" {
+                if let parameter = Self.secretParameter(inText: header.value) {
+                    note("its '\(header.name)' header carries a credential ('\(parameter)'): not stored")
+                } else {
+                    headers.append(header)
+                }
+            }
+            // As the writer lays the headers out (FORMAT §4.5): a block past the bound would be refused, and the
+            // whole bundle with it.
+            let block = headers.reduce(0) { $0 + $1.name.utf8.count + 3 + $1.value.trimmingCharacters(in: CharacterSet(charactersIn: " \t")).utf8.count }
+            guard block <= BundleFormat.maxHeaderBlockBytes else {
+                skip(
+                    "its stored headers (\(headers.count) line\(headers.count == 1 ? "" : "s")) take \(block) bytes, past the \(BundleFormat.maxHeaderBlockBytes) an entry may hold"
+                )
+                continue
+            }
             let started = entry.startedDateTime.flatMap { HTTPDates.parseRFC3339($0) ?? dates.date(from: $0) }
             var written = BundleWriter.Entry(
                 url: url, status: status, headers: headers, body: (status == 204 || body.isEmpty && status != 200) ? nil : .data(body), fetchedAt: started,
@@ -206,14 +292,16 @@ public enum HARImporter {
             // The same request twice in one recording (a page polled, reloaded): the later answer is kept.
             if let earlier = byKey[key] {
                 imported.skipped.append((earlier.entry, earlier.url, "the same request as entry \(number), whose answer is kept"))
+                imported.notes.removeAll { $0.entry == earlier.entry }
                 imported.entries[earlier.index] = written
-                byKey[key] = (number, earlier.index, url)
+                byKey[key] = (number, earlier.index, shown)
             } else {
-                byKey[key] = (number, imported.entries.count, url)
+                byKey[key] = (number, imported.entries.count, shown)
                 imported.entries.append(written)
             }
         }
         imported.skipped.sort { $0.entry < $1.entry }
+        imported.notes.sort { $0.entry < $1.entry }
         return imported
     }
 
