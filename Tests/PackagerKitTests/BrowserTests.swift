@@ -257,7 +257,7 @@ struct BrowserTests {
             let folder = try TemporaryFolder()
             var settings = Declaration.Browser()
             settings.pageTimeout = 30
-            let pool = try BrowserPool(settings: settings, profile: folder.path + "/profile")
+            let pool = try BrowserPool(settings: settings, profile: folder.path + "/profile") { host, _, _ in host == "127.0.0.1" }
             let first = try #require(await pool.browserProcess)
             async let visit = pool.visit(origin.base + "/") { _ in .proceed() }
             try await Task.sleep(for: .seconds(2))
@@ -438,7 +438,157 @@ struct BrowserTests {
             #expect(fromBrowser.allSatisfy { $0.headers["authorization"] == "Bearer declared-token" }, "\(fromBrowser.map(\.headers))")
             // Disallowed by robots.txt: asked by neither the browser nor the crawl.
             #expect(origin.count("/private/secret.json") == 0)
-            #expect(try MountedBundle(path: folder.path + "/b.zip").entry(for: origin.base + "/data.json")?.status == 200)
+            // Fetched with the declared bearer: kept for requests that carry one (security review 3, S3), not for others.
+            let bundle = try MountedBundle(path: folder.path + "/b.zip")
+            #expect(bundle.entry(for: BundleRequest(url: origin.base + "/data.json", headers: fields([("Authorization", "Bearer any")])))?.status == 200)
+            #expect(bundle.entry(for: BundleRequest(url: origin.base + "/data.json")) == nil)
         }
+    }
+}
+
+/// The third security review's S1 and S12: every connection the browser opens goes through the crawl's scope, whatever
+/// opens it (a WebSocket, a worker, a pop-up, WebRTC), and `check --browser` lets nothing out at all.
+@Suite("the browser kept in scope: connections past the DevTools interception", .enabled(if: chromium != nil, "Chromium is not installed: \(DevTools.installHint)"))
+struct BrowserConfinementTests {
+    /// Logs every TCP connection (its first line) and UDP datagram on one port, on every address: prints the port, then
+    /// a line per connection or datagram to `log`.
+    static let listener = """
+        import socket, sys, threading
+        log = open(sys.argv[1], 'a', buffering=1)
+        tcp = socket.socket(); tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); tcp.bind(('0.0.0.0', 0)); tcp.listen(64)
+        port = tcp.getsockname()[1]
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); udp.bind(('0.0.0.0', port))
+        def datagrams():
+            while True:
+                data, peer = udp.recvfrom(65536); log.write('UDP %d bytes\\n' % len(data))
+        threading.Thread(target=datagrams, daemon=True).start()
+        print(port, flush=True)
+        while True:
+            conn, peer = tcp.accept(); conn.settimeout(2)
+            try: first = conn.recv(4096).split(b'\\r\\n')[0].decode('latin-1')
+            except Exception: first = '(nothing)'
+            log.write('TCP ' + first + '\\n'); conn.close()
+        """
+
+    /// A page that tries every way out the review found to the listener's port, then a fetch in scope.
+    static func hostilePage(off port: Int) -> String {
+        """
+        <html><body><script>
+        const off = '127.0.0.1:\(port)', zero = '0.0.0.0:\(port)';
+        try { new WebSocket('ws://' + off + '/ws'); } catch (e) {}
+        try { new WebSocket('ws://' + zero + '/ws-zero'); } catch (e) {}
+        try { window.open('http://' + off + '/window-open'); } catch (e) {}
+        try { window.open('http://' + zero + '/window-open-zero'); } catch (e) {}
+        const code = (s) => URL.createObjectURL(new Blob([s], {type: 'text/javascript'}));
+        try { new Worker(code("new WebSocket('ws://" + off + "/worker-ws');")); } catch (e) {}
+        try { new SharedWorker(code("fetch('http://" + off + "/shared-fetch').catch(() => {});")); } catch (e) {}
+        try {
+          const pc = new RTCPeerConnection({iceServers: [{urls: 'stun:' + off}]});
+          pc.createDataChannel('x'); pc.createOffer().then(o => pc.setLocalDescription(o));
+        } catch (e) {}
+        fetch('inscope.json');
+        </script></body></html>
+        """
+    }
+
+    /// Starts the listener; its port and process.
+    static func startListener(_ folder: TemporaryFolder) async throws -> (Int, Process) {
+        try folder.file("listener.py", listener)
+        let pipe = Pipe()
+        let process = try launch("/usr/bin/env", ["python3", folder.path + "/listener.py", folder.path + "/off.log"], output: pipe)
+        let reader = pipe.fileHandleForReading
+        let line = try await offPool { () -> String in
+            var line = Data()
+            while !line.contains(UInt8(ascii: "\n")) {
+                let chunk = reader.availableData
+                if chunk.isEmpty { break }
+                line += chunk
+            }
+            return String(decoding: line, as: UTF8.self)
+        }
+        guard let port = Int(line.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            process.terminate()
+            throw TestSetupError("the listener did not start: \(line)")
+        }
+        return (port, process)
+    }
+
+    @Test("build --browser: WebSockets (page and worker), pop-ups, a shared worker's fetch and WebRTC reach no off-scope host; the page's fetch in scope still goes")
+    func buildKeepsThePageInScope() async throws {
+        let folder = try TemporaryFolder()
+        let (port, listener) = try await Self.startListener(folder)
+        defer { listener.terminate() }
+        try await withOrigin { origin in
+            origin.set("/", .text(Self.hostilePage(off: port), type: "text/html"))
+            origin.set("/inscope.json", .text("{}", type: "application/json"))
+            try folder.file(
+                "d.yml",
+                """
+                seeds: [\(origin.base)/]
+                output: \(folder.path)/b.zip
+                robots: false
+                ignore-query: none
+                retries: {attempts: 0}
+                browser: {enabled: true, pages: all, page-timeout: 4}
+                """)
+            let result = try await run(packagerExecutable, ["build", folder.path + "/d.yml"])
+            #expect(result.status == 0, "\(result.output)")
+            // The page's own fetch went through the proxy to the origin, and was recorded.
+            #expect(try MountedBundle(path: folder.path + "/b.zip").entry(for: origin.base + "/inscope.json")?.status == 200)
+            #expect(origin.requests.contains { $0.path == "/inscope.json" && ($0.headers["user-agent"] ?? "").contains("HeadlessChrome") })
+        }
+        // Whatever was still on its way has had its time.
+        try await Task.sleep(for: .seconds(1))
+        let log = (try? String(contentsOfFile: folder.path + "/off.log", encoding: .utf8)) ?? ""
+        #expect(log.isEmpty, "reached the off-scope listener:\n\(log)")
+    }
+
+    @Test("check --browser: the same page in a bundle sends nothing anywhere, WebRTC included")
+    func checkLetsNothingOut() async throws {
+        let folder = try TemporaryFolder()
+        let (port, listener) = try await Self.startListener(folder)
+        defer { listener.terminate() }
+        try folder.file("site/index.html", Self.hostilePage(off: port))
+        try folder.file("site/inscope.json", "{}")
+        _ = try await run(packagerExecutable, ["pack", folder.path + "/site", "--base-url", "https://site.example/", "-o", folder.path + "/b.zip"])
+        let result = try await run(packagerExecutable, ["check", folder.path + "/b.zip", "--browser"])
+        #expect(result.output.contains("index.html") || result.status <= 1, "\(result.output)")
+        try await Task.sleep(for: .seconds(1))
+        let log = (try? String(contentsOfFile: folder.path + "/off.log", encoding: .utf8)) ?? ""
+        #expect(log.isEmpty, "reached the listener from check --browser:\n\(log)")
+    }
+}
+
+@Suite("BrowserProxy: the browser's one way out, deciding each connection")
+struct BrowserProxyTests {
+    @Test("a plain request and a CONNECT reach a host only when allowed; one connection carries one request; malformed heads are refused")
+    func decidesEveryConnection() async throws {
+        try await withOrigins { allowed, other in
+            allowed.set("/a.txt", .text("allowed", type: "text/plain"))
+            other.set("/b.txt", .text("other", type: "text/plain"))
+            let allowedPort = try #require(Int(allowed.base.split(separator: ":").last ?? ""))
+            let proxy = try await BrowserProxy.start { host, port, _ in host == "127.0.0.1" && port == allowedPort }
+            let via = ["-s", "-x", "http://127.0.0.1:\(proxy.port)", "-w", " %{http_code}"]
+            #expect(try await run("curl", via + [allowed.base + "/a.txt"]).output == "allowed 200")
+            #expect(try await run("curl", via + [other.base + "/b.txt"]).output.hasSuffix(" 403"))
+            // A tunnel (as Chromium opens for HTTPS and WebSockets): allowed, the bytes go through; refused, a 403.
+            #expect(try await run("curl", via + ["-p", allowed.base + "/a.txt"]).output == "allowed 200")
+            let tunnel = try await run("curl", via + ["-p", other.base + "/b.txt"])
+            #expect(tunnel.status != 0 && !tunnel.output.contains("other"), "\(tunnel.output)")
+            #expect(other.count("/b.txt") == 0, "the other host was never reached")
+            #expect(proxy.refusedConnections.count == 2, "\(proxy.refusedConnections)")
+            // Keep-alive on the browser's side cannot carry a second, undecided request to the host of the first.
+            let twice = try await run("curl", via + [allowed.base + "/a.txt", "--next"] + via + [other.base + "/b.txt"])
+            #expect(twice.output.contains("allowed 200") && !twice.output.contains("other"), "\(twice.output)")
+            await proxy.stop()
+        }
+        #expect(throws: BrowserProxy.Refusal.self) { try BrowserProxy.parse(head: Array("GET /relative HTTP/1.1\r\nHost: x".utf8)) }
+        #expect(throws: BrowserProxy.Refusal(status: 501, reason: "a request body in chunks")) {
+            try BrowserProxy.parse(head: Array("POST http://a.example/ HTTP/1.1\r\nTransfer-Encoding: chunked".utf8))
+        }
+        let parsed = try BrowserProxy.parse(head: Array("GET http://a.example:8080/p?q=1#f HTTP/1.1\r\nHost: a.example:8080\r\nProxy-Connection: keep-alive".utf8))
+        #expect(parsed.host == "a.example" && parsed.port == 8080 && !parsed.tunnel)
+        #expect(String(decoding: parsed.head, as: UTF8.self) == "GET /p?q=1 HTTP/1.1\r\nHost: a.example:8080\r\nConnection: close\r\n\r\n")
+        #expect(try BrowserProxy.parse(head: Array("CONNECT [::1]:443 HTTP/1.1".utf8)) == BrowserProxy.Target(host: "::1", port: 443, tunnel: true))
     }
 }

@@ -89,16 +89,18 @@ struct BuildTests {
             #expect(report.skipped["origin http://other.invalid is not in scope"] == 1)
 
             let bundle = try MountedBundle(path: folder.path + "/out/site.bundle.zip")
+            let bearer = fields([("Authorization", "Bearer any")])
             let keys = Set(bundle.entries.map(\.key))
+            // Fetched with the declared bearer: keyed by it (security review 3, S3); the blocked and substituted entries
+            // were never fetched, and are plain.
             let expected = Set(
                 [
                     "/", "/about.html", "/css/site.css", "/css/base.css", "/img/a-1x.png", "/img/a-2x.png", "/img/bg.png", "/img/hero.jpg", "/img/wide.webp",
-                    "/img/slow.png", "/favicon.ico", "/fonts/x.woff2", "/data/flaky.json", "/old", "/older", "/docs/", "/missing.html", "/ads/tracker.js",
-                    "/assets/logo.svg",
-                ].map { origin.base + $0 })
+                    "/img/slow.png", "/favicon.ico", "/fonts/x.woff2", "/data/flaky.json", "/old", "/older", "/docs/", "/missing.html",
+                ].map { origin.base + $0 + " h=authorization:bearer" } + ["/ads/tracker.js", "/assets/logo.svg"].map { origin.base + $0 })
             #expect(keys == expected, "extra: \(keys.subtracting(expected)), missing: \(expected.subtracting(keys))")
 
-            let home = try #require(bundle.entry(for: origin.base + "/"))
+            let home = try #require(bundle.entry(for: BundleRequest(url: origin.base + "/", headers: bearer)))
             #expect(home.kind == .recorded && home.status == 200)
             #expect(home.header("etag") == "\"home-1\"")
             #expect(home.header("last-modified") == "Sat, 21 Nov 2026 10:00:00 GMT")
@@ -131,18 +133,18 @@ struct BuildTests {
             #expect(try bundle.body(of: logo) == Data("<svg xmlns=\"http://www.w3.org/2000/svg\"/>".utf8))
             #expect(origin.count("/assets/logo.svg") == 0)
 
-            let flaky = try #require(bundle.entry(for: origin.base + "/data/flaky.json"))
+            let flaky = try #require(bundle.entry(for: BundleRequest(url: origin.base + "/data/flaky.json", headers: bearer)))
             #expect(try bundle.body(of: flaky) == Data("{\"ok\": true}".utf8))
             #expect(origin.count("/data/flaky.json") == 2)
 
-            let slow = try #require(bundle.entry(for: origin.base + "/img/slow.png"))
+            let slow = try #require(bundle.entry(for: BundleRequest(url: origin.base + "/img/slow.png", headers: bearer)))
             #expect(try bundle.body(of: slow) == noise(20_000, seed: 3))
 
-            let hop1 = try #require(bundle.entry(for: origin.base + "/old"))
-            let hop2 = try #require(bundle.entry(for: origin.base + "/older"))
+            let hop1 = try #require(bundle.entry(for: BundleRequest(url: origin.base + "/old", headers: bearer)))
+            let hop2 = try #require(bundle.entry(for: BundleRequest(url: origin.base + "/older", headers: bearer)))
             #expect(hop1.status == 301 && hop1.header("location") == "/older")
             #expect(hop2.status == 302 && hop2.header("location") == "/docs/")
-            #expect(try #require(bundle.entry(for: origin.base + "/missing.html")).status == 404)
+            #expect(try #require(bundle.entry(for: BundleRequest(url: origin.base + "/missing.html", headers: bearer))).status == 404)
 
             // Every key was fetched once, robots.txt once, with the declared headers; then one page again, with and without
             // a query, to learn whether the origin ignores queries (this one does not: it answers 404 to the query).

@@ -88,10 +88,19 @@ public enum BrowserCheck {
         guard let executable = options.executable ?? DevTools.findExecutable() else {
             throw PackagerError(.invalidInput, "--browser needs Chromium: " + DevTools.installHint)
         }
+        // Nothing leaves: every name fails to resolve, and every connection (to an IP literal too, WebRTC's over TCP)
+        // goes to a proxy that refuses it; WebRTC's UDP is off.
+        let proxy: BrowserProxy
+        do {
+            proxy = try await BrowserProxy.start { _, _, _ in false }
+        } catch {
+            throw PackagerError(.io, "cannot start the browser's proxy on loopback: \(error)")
+        }
         let browser: DevTools
         do {
-            browser = try DevTools.launch(executable: executable, profile: profileFolder, offline: true)
+            browser = try DevTools.launch(executable: executable, profile: profileFolder, offline: true, extraArguments: proxy.chromiumArguments)
         } catch {
+            await proxy.stop()
             throw PackagerError(.io, "cannot start the browser: \(error)")
         }
         defer { browser.close() }
@@ -114,6 +123,7 @@ public enum BrowserCheck {
                 start()
             }
         }
+        await proxy.stop()
         var report = Report(pages: pages.count, requests: 0, answered: 0, unanswered: [], problems: [])
         for (page, result) in results.sorted(by: { $0.page < $1.page }) {
             if let problem = result.problem { report.problems.append(Problem(page: page, reason: problem)) }

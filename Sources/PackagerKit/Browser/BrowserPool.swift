@@ -13,8 +13,13 @@ actor BrowserPool {
     private var waiting: [CheckedContinuation<Void, Never>] = []
     private var restarts = 0
 
+    /// The proxy every connection of the browser goes through.
+    let proxy: BrowserProxy
+
+    /// Starts the browser behind a ``BrowserProxy`` that lets a connection through only where `allows` says.
+    ///
     /// - Throws: ``PackagerError`` when no Chromium is installed, or it does not start.
-    init(settings: Declaration.Browser, profile: String) throws {
+    init(settings: Declaration.Browser, profile: String, allows: @escaping BrowserProxy.Decide) throws {
         guard let executable = DevTools.findExecutable() else {
             throw PackagerError(.invalidInput, "browser: needs Chromium: " + DevTools.installHint)
         }
@@ -24,8 +29,14 @@ actor BrowserPool {
         pageTimeout = settings.pageTimeout
         behaviours = PageVisit.Behaviours(settings)
         do {
-            browser = try DevTools.launch(executable: executable, profile: profile)
+            proxy = try BrowserProxy.startBlocking(decide: allows)
         } catch {
+            throw PackagerError(.io, "cannot start the browser's proxy on loopback: \(error)")
+        }
+        do {
+            browser = try DevTools.launch(executable: executable, profile: profile, extraArguments: proxy.chromiumArguments)
+        } catch {
+            proxy.stopBlocking()
             throw PackagerError(.io, "cannot start the browser (\(executable)): \(error); " + DevTools.installHint)
         }
     }
@@ -42,7 +53,7 @@ actor BrowserPool {
         if browser?.gone != nil, restarts < 1 {
             restarts += 1
             browser?.close()
-            browser = try? DevTools.launch(executable: executable, profile: profile + "-\(restarts)")
+            browser = try? DevTools.launch(executable: executable, profile: profile + "-\(restarts)", extraArguments: proxy.chromiumArguments)
         }
         guard let browser, browser.gone == nil else { return PageVisit.Result(problem: "the browser is gone") }
         return await PageVisit.visit(url, in: browser, timeout: pageTimeout, behaviours: behaviours, decide: decide)
@@ -51,8 +62,9 @@ actor BrowserPool {
     /// The running browser's process (for tests that kill it).
     var browserProcess: pid_t? { browser?.pid }
 
-    func close() {
+    func close() async {
         browser?.close()
         browser = nil
+        await proxy.stop()
     }
 }

@@ -56,20 +56,83 @@ final class DevTools: Sendable {
     /// How to get a browser, for an error message.
     static let installHint = "install Debian's chromium-headless-shell (apt-get install chromium-headless-shell), or set PACKAGER_CHROMIUM to a Chromium"
 
+    /// The environment variable that runs the browser without its sandbox, for a machine where it cannot start one
+    /// (a container without user namespaces): a renderer's bug is then a bug in a process of this user.
+    static let noSandboxVariable = "PACKAGER_BROWSER_NO_SANDBOX"
+
+    /// The unprivileged user a browser started by root runs as (Chromium refuses its sandbox to root): `nobody`.
+    static let unprivilegedID: uid_t = 65534
+
+    /// How the browser is confined, as a person reads it (for the build's report and errors).
+    static var sandboxDescription: String {
+        if ProcessInfo.processInfo.environment[noSandboxVariable].map({ !$0.isEmpty && $0 != "0" }) ?? false {
+            return "without its sandbox (\(noSandboxVariable) is set)"
+        }
+        return geteuid() == 0 ? "in its sandbox, as the user nobody (started by root)" : "in its sandbox"
+    }
+
     /// Starts `executable` headless with its profile in `profile` (a fresh folder), and its DevTools on a pipe.
-    static func launch(executable: String, profile: String, offline: Bool = false) throws -> DevTools {
+    ///
+    /// The browser runs in its own sandbox. Started by root, where Chromium refuses a sandbox, it runs as `nobody`
+    /// (through util-linux's `setpriv`), with a profile of that user's in the temporary folder, removed at
+    /// ``close()``. ``noSandboxVariable`` turns the sandbox off, for machines that cannot start one.
+    ///
+    /// - Parameter extraArguments: more switches (the proxy that every connection goes through, ``BrowserProxy``).
+    static func launch(executable: String, profile: String, offline: Bool = false, extraArguments: [String] = []) throws -> DevTools {
         var toBrowser: [Int32] = [0, 0]
         var fromBrowser: [Int32] = [0, 0]
+        // Run through setpriv, a missing browser would only show as one that exited: said here, before anything starts.
+        guard access(executable, X_OK) == 0 else { throw Failure(message: "cannot start \(executable): \(String(cString: strerror(errno)))") }
+        let sandboxed = !(ProcessInfo.processInfo.environment[noSandboxVariable].map { !$0.isEmpty && $0 != "0" } ?? false)
+        let asNobody = sandboxed && geteuid() == 0
+        var profile = profile
+        var ownProfile: String?
+        var command = [executable]
+        if asNobody {
+            guard access("/usr/bin/setpriv", X_OK) == 0 else {
+                throw Failure(
+                    message: "the browser would run as root, where Chromium has no sandbox, and util-linux's setpriv (to run it as nobody) is not "
+                        + "installed; install util-linux, run packager as another user, or set \(noSandboxVariable)=1 to run it without a sandbox")
+            }
+            // A folder of nobody's own, where nobody can reach it: the scratch folder is root's alone (0700).
+            var template = Array((NSTemporaryDirectory() + "/packager-browser-XXXXXX").utf8CString)
+            guard let made = mkdtemp(&template) else { throw Failure(message: "cannot make a profile folder for the browser") }
+            let folder = String(cString: made)
+            guard chown(folder, unprivilegedID, gid_t(unprivilegedID)) == 0 else {
+                rmdir(folder)
+                throw Failure(message: "cannot give the browser's profile folder to nobody: \(String(cString: strerror(errno)))")
+            }
+            profile = folder
+            ownProfile = folder
+            command = [
+                "/usr/bin/setpriv", "--reuid=\(unprivilegedID)", "--regid=\(unprivilegedID)", "--clear-groups", "--inh-caps=-all", "--", executable,
+            ]
+        }
         guard pipe(&toBrowser) == 0, pipe(&fromBrowser) == 0 else { throw Failure(message: "cannot make a pipe to the browser") }
         for fd in [toBrowser[1], fromBrowser[0]] { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        var arguments = [
-            executable, "--headless", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions", "--mute-audio",
-            "--hide-scrollbars", "--disable-dev-shm-usage", "--user-data-dir=" + profile,
-        ]
-        // Nothing reaches the network when the bundle alone answers: every name fails to resolve.
+        var arguments =
+            command + [
+                "--headless", "--remote-debugging-pipe", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions", "--mute-audio",
+                "--hide-scrollbars", "--disable-dev-shm-usage", "--user-data-dir=" + profile,
+                // Pop-ups and new windows are not opened: what a page opens is not a page of the crawl.
+                "--block-new-web-contents",
+            ]
+        if !sandboxed { arguments.append("--no-sandbox") }
+        // Nothing reaches the network when the bundle alone answers: every name fails to resolve (and the proxy the
+        // caller gives refuses every connection, to IP literals too).
         if offline { arguments.append("--host-resolver-rules=MAP * ~NOTFOUND") }
+        arguments += extraArguments
         arguments.append("about:blank")
+        // The browser's own files (~/.pki, caches) go in its profile, not in the caller's home.
+        var environment = ProcessInfo.processInfo.environment
+        if asNobody {
+            environment["HOME"] = profile
+            environment["XDG_CONFIG_HOME"] = profile + "/.config"
+            environment["XDG_CACHE_HOME"] = profile + "/.cache"
+        }
+        let envp = environment.map { strdup($0.key + "=" + $0.value) } + [nil]
+        defer { for pointer in envp { free(pointer) } }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -88,24 +151,29 @@ final class DevTools: Sendable {
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
         posix_spawnattr_setpgroup(&attributes, 0)
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
+        let spawned = posix_spawn(&pid, command[0], &actions, &attributes, argv, envp)
         closeFD(toBrowser[0])
         closeFD(fromBrowser[1])
         guard spawned == 0 else {
             closeFD(toBrowser[1])
             closeFD(fromBrowser[0])
+            if let ownProfile { try? FileManager.default.removeItem(atPath: ownProfile) }
             throw Failure(message: "cannot start \(executable): \(String(cString: strerror(spawned)))")
         }
-        let browser = DevTools(pid: pid, commands: toBrowser[1])
+        let browser = DevTools(pid: pid, commands: toBrowser[1], ownProfile: ownProfile)
         let events = fromBrowser[0]
         Thread.detachNewThread { browser.readMessages(from: events) }
         return browser
     }
 
-    private init(pid: pid_t, commands: Int32) {
+    private init(pid: pid_t, commands: Int32, ownProfile: String?) {
         self.pid = pid
         self.commands = commands
+        self.ownProfile = ownProfile
     }
+
+    /// A profile folder made for the browser (when it runs as nobody), removed when it ends.
+    private let ownProfile: String?
 
     /// Sends `method` with `params` (to `session`, or to the browser) and waits for its answer's result, at most
     /// `timeout` seconds.
@@ -164,6 +232,7 @@ final class DevTools: Sendable {
         kill(-pid, SIGKILL)
         var status: Int32 = 0
         _ = waitpid(pid, &status, 0)
+        if let ownProfile { try? FileManager.default.removeItem(atPath: ownProfile) }
     }
 
     private func ended(_ reason: String) {

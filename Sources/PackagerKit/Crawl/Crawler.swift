@@ -62,7 +62,12 @@ final class Crawler: Sendable {
     ///   in memory within that budget, in its overflow file beyond it.
     /// - Throws: ``PackagerError`` when the declaration's browser is on and no Chromium starts.
     init(declaration: Declaration, session: BuildSession, progress: (@Sendable (CrawlProgress) -> Void)?) throws {
-        browser = declaration.browser.enabled ? try BrowserPool(settings: declaration.browser, profile: session.scratch.path(for: "browser")) : nil
+        let scope = CrawlScope(declaration)
+        browser =
+            declaration.browser.enabled
+            ? try BrowserPool(
+                settings: declaration.browser, profile: session.scratch.path(for: "browser"),
+                allows: Self.browserConnections(scope: scope, anyHost: declaration.scope.requisitesFromAnyHost)) : nil
         let memory = session.received
         self.memory = memory
         let spool = session.scratch
@@ -73,7 +78,7 @@ final class Crawler: Sendable {
             BodyPipeline(level: session.compressionLevel, memory: memory, kept: kept, overflow: session.overflow) { state.setPrepared($0, $1) }
         }
         self.declaration = declaration
-        self.scope = CrawlScope(declaration)
+        self.scope = scope
         self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: declaration.dropQueryParameters, formQuery: true)
         self.secretScan = SecretScan(declaration.secrets)
         self.fetcher = Fetcher(settings: .init(declaration))
@@ -370,9 +375,17 @@ final class Crawler: Sendable {
         case .success(let response):
             state.commitBytes(response.bodySize)
             let headers = storedHeaders(response.headers)
-            let entry = BundleWriter.Entry(
+            var entry = BundleWriter.Entry(
                 url: job.key, status: response.status, headers: headers, body: Self.source(response.body), fetchedAt: response.fetchedAt,
                 originDate: Self.originDate(response.headers))
+            switch credentialed(job.url, responseHeaders: response.headers) {
+            case .none: break
+            case .success(let request)?: entry.request = request
+            case .failure(let problem)?:
+                response.discard(returningTo: memory)
+                state.fail(.init(url: job.key, reason: problem.message, declared: job.declared, referrer: job.referrer))
+                return
+            }
             let index = state.add(entry, kind: .fetched, httpVersion: response.httpVersion)
             // Handed over once discovery below has read it (the pipeline may delete its spool file).
             defer {
@@ -520,6 +533,35 @@ final class Crawler: Sendable {
             for link in visit.links { found.append((link, .link, depth + 1)) }
         }
         return found
+    }
+
+    /// The request a crawled answer was fetched with, when the declaration's headers for its origin carry a credential
+    /// (`Authorization`, `Proxy-Authorization`, `Cookie`): the answer is then keyed as a declared request's is (H19),
+    /// by the credential's scheme (a cookie by its presence, whether or not the answer says it varies on it), so a
+    /// request without one never gets it. nil when no credential went with it.
+    func credentialed(_ url: String, responseHeaders: [(name: String, value: String)]) -> Swift.Result<RecordedRequest, KeyProblem>? {
+        let sent = fetcher.settings.headerRules.headers(forURL: url)
+        let credentials = sent.map { $0.name.lowercased() }.filter { RequestQualifiers.credentialHeaders.contains($0) }
+        guard !credentials.isEmpty else { return nil }
+        let declaredHeaders = declaration.headers
+        return Self.recorded(
+            method: "GET", body: nil, sent: sent.map { (name: $0.name, value: $0.value) }, vary: Array(Set(credentials)).sorted(),
+            responseHeaders: responseHeaders, secret: { name in declaredHeaders.contains { $0.name.lowercased() == name && $0.secret } }, scan: secretScan)
+    }
+
+    /// Which connections the browser may open (``BrowserProxy``): to an origin the scope allows (any host for
+    /// requisites, where the declaration says so), at an address the crawl may fetch from, as written and as resolved.
+    /// A tunnel (CONNECT) carries https, or a WebSocket of either scheme: it is judged as either origin.
+    static func browserConnections(scope: CrawlScope, anyHost: Bool) -> BrowserProxy.Decide {
+        { host, port, tunnel in
+            let authority = (host.contains(":") ? "[\(host)]" : host) + ":\(port)"
+            let schemes = !tunnel ? ["http"] : port == 80 ? ["http"] : ["https", "http"]
+            for scheme in schemes {
+                guard let origin = HTTPOrigin(url: scheme + "://" + authority + "/"), anyHost || scope.allows(origin) else { continue }
+                return scope.addressRefusal(origin) == nil && scope.resolvedAddressRefusal(origin) == nil
+            }
+            return false
+        }
     }
 
     // MARK: - Helpers
