@@ -125,7 +125,13 @@ extension Crawler {
                         + "the headers that tell the two apart; name them in 'vary' (e.g. vary: [Accept-Language])")
                 return
             }
-            if entry.request?.qualifiers.isPlain == true { _ = requestedKeys.isNew(key) }
+            // The crawl does not fetch again what a declared GET without a body recorded with at most the credentials the
+            // crawl itself would send: its fetch would be the same request, answered under the same key.
+            if let request = entry.request, request.method == "GET", request.body == nil, request.withheldBodyDigest == nil,
+                request.keyHeaders.allSatisfy({ RequestQualifiers.credentialHeaders.contains($0.name) })
+            {
+                _ = requestedKeys.isNew(key)
+            }
             let index = state.add(entry, kind: .fetched, httpVersion: response.httpVersion)
             if entry.body != nil {
                 let owned: Bool
