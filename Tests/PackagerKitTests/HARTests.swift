@@ -318,7 +318,7 @@ struct HARSecretTests {
         let packed = try await run(packagerExecutable, ["pack", "--from-har", folder.path + "/s.har", "-o", folder.path + "/s.zip"])
         #expect(packed.status == 0, "\(packed.output)")
         for line in [
-            "skipped entry 1 (https://app.example/api/me?access_token=[secret]&sig=[secret]): its query carries a credential ('access_token')",
+            "skipped entry 1 (https://app.example/api/me?access_token=[secret]&sig=[secret]): its query carries a credential ('access_token', 'sig'), which its key would hold (pass --drop-query access_token --drop-query sig to keep it without)",
             "skipped entry 2 (https://app.example/api/varies): its answer varies on header 'ocp-apim-subscription-key', which holds a secret",
             "kept entry 3 (https://app.example/api/profile): its 'link' header carries a credential ('token'): not stored",
             "skipped entry 4 (https://app.example/oauth/back): its Location carries a credential ('code')",
@@ -329,6 +329,13 @@ struct HARSecretTests {
             #expect(packed.output.contains(line), "\(line)\n\(packed.output)")
         }
         #expect(!packed.output.contains("entry 8"), "\(packed.output)")
+        // Dropped from keys, the parameters no longer keep the entry out, and their values are stored nowhere.
+        let dropped = try await run(
+            packagerExecutable,
+            ["pack", "--from-har", folder.path + "/s.har", "--drop-query", "access_token", "--drop-query", "sig", "-o", folder.path + "/d.zip"])
+        #expect(dropped.status == 0 && !dropped.output.contains("entry 1 "), "\(dropped.output)")
+        let droppedManifest = try await run("/usr/bin/unzip", ["-p", folder.path + "/d.zip", "manifest.json"])
+        #expect(droppedManifest.output.contains("https://app.example/api/me\"") && !droppedManifest.output.contains("QUERY-"), "\(droppedManifest.output)")
         let inspected = try await run(packagerExecutable, ["inspect", folder.path + "/s.zip"])
         let exported = try await run(packagerExecutable, ["export", folder.path + "/s.zip", "--format", "har", "-o", folder.path + "/out.har"])
         #expect(exported.status == 0, "\(exported.output)")

@@ -3,10 +3,14 @@ import Foundation
 /// Where a recording carries credentials outside the headers named for them: query parameters, stored URLs and
 /// request bodies (``HARImporter/isSecretParameter(_:)`` names them).
 extension HARImporter {
-    /// The first parameter of `url`'s query that is a secret, decoded and lowercased; nil for none.
-    static func secretParameter(inURL url: String) -> String? {
-        guard let query = query(of: url) else { return nil }
-        return secretParameter(inText: "?" + query)
+    /// The parameters of `url`'s query that are secrets, decoded and lowercased, each once, in order.
+    static func secretParameters(inURL url: String) -> [String] {
+        guard let query = query(of: url) else { return [] }
+        var names: [String] = []
+        for parameter in parameters(in: Array(("?" + query).utf8)) where isSecretParameter(parameter.name) && !names.contains(parameter.name) {
+            names.append(parameter.name)
+        }
+        return names
     }
 
     /// The first secret parameter of any URL in `text` (a `Link`, `Location` or `Refresh` value): each `?` or `&`

@@ -183,8 +183,12 @@ public enum HARImporter {
                 continue
             }
             // A token in the query would be in the key (the index, the manifest, every report), unless --drop-query drops it.
-            if let key = canonicalizer.canonicalize(url), let parameter = Self.secretParameter(inURL: String(RequestQualifiers.split(key: key).url)) {
-                skip("its query carries a credential ('\(parameter)'), which its key would hold (pass --drop-query \(parameter) to keep it without it)")
+            if let key = canonicalizer.canonicalize(url), case let names = Self.secretParameters(inURL: String(RequestQualifiers.split(key: key).url)),
+                !names.isEmpty
+            {
+                let listed = names.map { "'\($0)'" }.joined(separator: ", ")
+                let flags = names.map { "--drop-query \($0)" }.joined(separator: " ")
+                skip("its query carries a credential (\(listed)), which its key would hold (pass \(flags) to keep it without)")
                 continue
             }
             let sent = pairs(request.headers).filter { !$0.name.hasPrefix(":") }
