@@ -580,6 +580,10 @@ struct BrowserProxyTests {
             // Keep-alive on the browser's side cannot carry a second, undecided request to the host of the first.
             let twice = try await run("curl", via + [allowed.base + "/a.txt", "--next"] + via + [other.base + "/b.txt"])
             #expect(twice.output.contains("allowed 200") && !twice.output.contains("other"), "\(twice.output)")
+            // A large answer to a slow reader comes whole: the host's end waits for every byte relayed.
+            allowed.set("/big.bin", Origin.Resource(status: 200, headers: [("Content-Type", "application/octet-stream")], body: Array(noise(4 << 20, seed: 7))))
+            let big = try await run("curl", via + ["--limit-rate", "4M", "-o", "/dev/null", "-w", " %{size_download}", allowed.base + "/big.bin"])
+            #expect(big.output.hasSuffix(" \(4 << 20)"), "\(big.output)")
             await proxy.stop()
         }
         #expect(throws: BrowserProxy.Refusal.self) { try BrowserProxy.parse(head: Array("GET /relative HTTP/1.1\r\nHost: x".utf8)) }

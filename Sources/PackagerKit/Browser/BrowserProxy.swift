@@ -290,6 +290,12 @@ private final class ProxyConnection: ChannelInboundHandler, RemovableChannelHand
         context.fireChannelInactive()
     }
 
+    /// The browser reads slower than the host sends: the host is not read until the browser has taken what waits.
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if case .relaying(let peer) = state { peer.setOption(.autoRead, value: context.channel.isWritable).whenComplete { _ in } }
+        context.fireChannelWritabilityChanged()
+    }
+
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         // The browser half-closed: the host hears the end of what it sends.
         if event as? ChannelEvent == .inputClosed, case .relaying(let peer) = state {
@@ -312,16 +318,24 @@ private final class RelayBack: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         client.writeAndFlush(unwrapInboundIn(data), promise: nil)
+        // Not read further until the browser has taken what waits (its side turns reading back on).
+        if !client.isWritable { context.channel.setOption(.autoRead, value: false).whenComplete { _ in } }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        client.close(promise: nil)
+        closeClientOnceWritten()
         context.fireChannelInactive()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event as? ChannelEvent == .inputClosed { client.close(promise: nil) }
+        if event as? ChannelEvent == .inputClosed { closeClientOnceWritten() }
         context.fireUserInboundEventTriggered(event)
+    }
+
+    /// The host is done: the browser gets every byte relayed (writes complete in order), then the end.
+    private func closeClientOnceWritten() {
+        let client = self.client
+        client.writeAndFlush(ByteBuffer()).whenComplete { _ in client.close(promise: nil) }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
