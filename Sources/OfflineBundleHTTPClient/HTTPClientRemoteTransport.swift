@@ -5,6 +5,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import OfflineBundle
+import Synchronization
 
 /// A ``RemoteTransport`` over AsyncHTTPClient: what mounts a remote bundle (`MountedBundle(url:remote:)`) in a
 /// service that has AsyncHTTPClient, and in `packager`.
@@ -66,9 +67,11 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
         if owned { client.shutdown(queue: .global()) { _ in } }
     }
 
-    /// Sends `request` through the client, collecting at most `request.maxBodyBytes` of its body, within
-    /// `request.timeout`; `completion` runs on the client's event loop. A connection that cannot be made fails with
-    /// ``ConnectionFailure``.
+    /// Sends `request` through the client within `request.timeout`; `completion` runs on the client's event loop. The
+    /// body is streamed in and kept only up to what the request takes from the reply's head
+    /// (``RemoteRequest/limit(status:headers:)``): past it (or at once, when `Content-Length` says so) the request is
+    /// cancelled and the reply completes with its head alone, ``RemoteReply/overLimit`` set. A connection that cannot
+    /// be made fails with ``ConnectionFailure``.
     public func send(_ request: RemoteRequest, completion: @escaping @Sendable (Result<RemoteReply, any Error>) -> Void) {
         let prepared: HTTPClient.Request
         do {
@@ -79,16 +82,71 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
             completion(.failure(error))
             return
         }
-        let limit = min(max(request.maxBodyBytes, 0), Int(UInt32.max))
-        let accumulator = ResponseAccumulator(request: prepared, maxBodySize: limit)
+        let delegate = BoundedReply(request: request)
         let deadline = NIODeadline.now() + .milliseconds(Int64(request.timeout * 1000))
-        client.execute(request: prepared, delegate: accumulator, deadline: deadline).futureResult.whenComplete { outcome in
-            completion(
-                outcome.map { response in
-                    var body = response.body ?? ByteBuffer()
-                    let bytes = body.readBytes(length: body.readableBytes) ?? []
-                    return RemoteReply(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: bytes)
-                }.mapError(Self.readable))
+        client.execute(request: prepared, delegate: delegate, deadline: deadline).futureResult.whenComplete { outcome in
+            switch outcome {
+            case .success(let reply): completion(.success(reply))
+            case .failure(let error as BoundedReply.Stopped): completion(.success(error.reply))
+            case .failure(let error): completion(.failure(Self.readable(error)))
+            }
+        }
+    }
+
+    /// Collects a reply's body up to what its request takes from the reply's head, and stops the request past it.
+    final class BoundedReply: HTTPClientResponseDelegate {
+        typealias Response = RemoteReply
+
+        /// The request was stopped on purpose: its head said more than the request takes, or the body ran past it.
+        struct Stopped: Error {
+            var reply: RemoteReply
+        }
+
+        private struct State {
+            var status = 0
+            var headers: [(name: String, value: String)] = []
+            var limit = 0
+            var body: [UInt8] = []
+        }
+
+        private let request: RemoteRequest
+        private let state = Mutex(State())
+
+        init(request: RemoteRequest) { self.request = request }
+
+        func didReceiveHead(task: HTTPClient.Task<RemoteReply>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+            let status = Int(head.status.code)
+            let headers = head.headers.map { (name: $0.name, value: $0.value) }
+            let limit = request.limit(status: status, headers: headers)
+            let announced = head.headers.first(name: "Content-Length").flatMap { Int($0) }
+            state.withLock {
+                $0.status = status
+                $0.headers = headers
+                $0.limit = limit
+                if let announced, announced <= limit { $0.body.reserveCapacity(announced) }
+            }
+            // A HEAD's Content-Length announces the object, not a body.
+            if request.method != "HEAD", let announced, announced > limit {
+                return task.eventLoop.makeFailedFuture(Stopped(reply: RemoteReply(status: status, headers: headers, body: [], overLimit: true)))
+            }
+            return task.eventLoop.makeSucceededVoidFuture()
+        }
+
+        func didReceiveBodyPart(task: HTTPClient.Task<RemoteReply>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+            let over = state.withLock { state -> RemoteReply? in
+                guard state.body.count + buffer.readableBytes <= state.limit else {
+                    state.body = []
+                    return RemoteReply(status: state.status, headers: state.headers, body: [], overLimit: true)
+                }
+                state.body += buffer.readableBytesView
+                return nil
+            }
+            if let over { return task.eventLoop.makeFailedFuture(Stopped(reply: over)) }
+            return task.eventLoop.makeSucceededVoidFuture()
+        }
+
+        func didFinishRequest(task: HTTPClient.Task<RemoteReply>) throws -> RemoteReply {
+            state.withLock { RemoteReply(status: $0.status, headers: $0.headers, body: $0.body) }
         }
     }
 

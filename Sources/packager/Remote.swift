@@ -17,7 +17,9 @@ struct RemoteFlags: ParsableArguments {
 
     @Option(
         name: .customLong("cache-dir"),
-        help: "With a bundle URL: the folder that keeps fetched ranges across runs (default: $XDG_CACHE_HOME/packager/remote, or ~/.cache/…).")
+        help:
+            "With a bundle URL: the folder that keeps fetched ranges across runs, made 0700; one that others may write to is refused (default: $XDG_CACHE_HOME/packager/remote, or ~/.cache/…)."
+    )
     var cacheDirectory: String?
 
     @Option(name: .customLong("cache-bytes"), help: "With a bundle URL: the most the cache folder holds (sizes as in a declaration: 512M, 2G).")

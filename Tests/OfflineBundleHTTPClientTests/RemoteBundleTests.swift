@@ -753,3 +753,231 @@ final class Counted: @unchecked Sendable {
 func offPoolCheck(_ reloader: BundleReloader) async -> Bool {
     (try? await offPool { reloader.loader.bundles.contains { $0.remoteReplaced() } }) ?? false
 }
+
+/// What a remote bundle trusts: a body by the SHA-256 its checked index names (never by a CRC-32 a server can match),
+/// a reply only as long as what was asked (security review 3, S4 and S5).
+extension RemoteBundleFaultTests {
+    /// The release, and a copy whose stored body of noise.bin has other bytes but the same length and CRC-32 (so the
+    /// index, and the bundle digest, are the same): what a hostile server can make of any public bundle.
+    func forgedRelease() throws -> (genuine: [UInt8], forged: [UInt8], key: String, body: Range<Int>) {
+        let (folder, bytes) = try release()
+        let local = try MountedBundle(path: folder.path + "/release.zip")
+        let key = "https://docs.example/noise.bin"
+        let record = local.bodyRecord(at: try #require(local.entry(forKey: key)?.body).index)
+        #expect(record.compression == .stored)
+        let body = Int(record.dataOffset)..<Int(record.dataOffset + record.storedSize)
+        var forged = bytes
+        let text = Array("<h1>POISONED!!</h1>".utf8)
+        forged.replaceSubrange((body.lowerBound + 100)..<(body.lowerBound + 100 + text.count), with: text)
+        Self.restoreCRC32(of: &forged, body: body, to: bytes, fixingAt: body.lowerBound + 200)
+        #expect(forged != bytes)
+        let crc = { (data: [UInt8]) in data[body].withUnsafeBytes { CRC32.checksum($0) } }
+        #expect(crc(forged) == crc(bytes), "the forged body keeps its CRC-32")
+        return (bytes, forged, key, body)
+    }
+
+    /// Sets the 4 bytes at `fix` so that the CRC-32 of `bytes[body]` is that of `original[body]` again (CRC-32 is linear:
+    /// the register wanted after the 4 bytes is found by running the table backwards from the end).
+    static func restoreCRC32(of bytes: inout [UInt8], body: Range<Int>, to original: [UInt8], fixingAt fix: Int) {
+        var table = [UInt32](repeating: 0, count: 256)
+        var byTopByte = [Int](repeating: 0, count: 256)
+        for i in 0..<256 {
+            var c = UInt32(i)
+            for _ in 0..<8 { c = c & 1 != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
+            table[i] = c
+            byTopByte[Int(c >> 24)] = i
+        }
+        func step(_ register: UInt32, _ byte: UInt8) -> UInt32 { (register >> 8) ^ table[Int((register ^ UInt32(byte)) & 0xFF)] }
+        var wanted: UInt32 = 0xFFFF_FFFF
+        for byte in original[body] { wanted = step(wanted, byte) }
+        // Backwards from the end to just after the 4 bytes.
+        for byte in bytes[(fix + 4)..<body.upperBound].reversed() {
+            let i = byTopByte[Int(wanted >> 24)]
+            wanted = ((wanted ^ table[i]) << 8) | UInt32(UInt8(i) ^ byte)
+        }
+        // The table indexes the 4 bytes must pick, then the bytes that pick them from the register before them.
+        var indexes = [Int](repeating: 0, count: 4)
+        var register = wanted
+        for k in (0..<4).reversed() {
+            indexes[k] = byTopByte[Int(register >> 24)]
+            register = (register ^ table[indexes[k]]) << 8
+        }
+        var before: UInt32 = 0xFFFF_FFFF
+        for byte in bytes[body.lowerBound..<fix] { before = step(before, byte) }
+        for k in 0..<4 {
+            let byte = UInt8((before ^ UInt32(indexes[k])) & 0xFF)
+            bytes[fix + k] = byte
+            before = step(before, byte)
+        }
+    }
+
+    @Test(
+        "S4: a URL that claims a public bundle's digest and serves a body forged to its CRC-32 poisons no cache: refused, not kept; the genuine URL serves its own bytes"
+    )
+    func poisonedCacheAcrossURLs() async throws {
+        let (genuine, forged, key, _) = try forgedRelease()
+        let cache = try TemporaryFolder()
+        let good = RangeServer(bytes: genuine)
+        let evil = RangeServer(bytes: forged)
+        try await withOrigin { origin in
+            origin.route("/genuine.zip") { good.answer($0) }
+            origin.route("/evil.zip") { evil.answer($0) }
+            let remote = try RemoteBundleTests.remote(cache: cache.path, retries: 0)
+            let hostile = try await MountedBundle.mount(url: origin.base + "/evil.zip", remote: remote)
+            let entry = try #require(hostile.entry(forKey: key))
+            let error = await #expect(throws: BundleError.self) { try await offPool { try hostile.body(of: entry) } }
+            #expect(error?.code == .corruptBody && error?.message.contains("do not match the index") == true, "\(String(describing: error))")
+            #expect(!hostile.bodyIsLocal(try #require(entry.body).index), "the forged body was kept in the cache")
+            // The genuine URL, mounted later on the same cache folder, fetches the body and serves it right.
+            let bundle = try await MountedBundle.mount(url: origin.base + "/genuine.zip", remote: try RemoteBundleTests.remote(cache: cache.path))
+            let read = try await offPool { try bundle.body(of: try #require(bundle.entry(forKey: key))) }
+            let local = try TemporaryFolder()
+            try Data(genuine).write(to: URL(fileURLWithPath: local.path + "/r.zip"))
+            let file = try MountedBundle(path: local.path + "/r.zip")
+            #expect(read == (try file.body(of: try #require(file.entry(forKey: key)))))
+            #expect(!read.contains(Data("POISONED".utf8)))
+        }
+    }
+
+    @Test("S4: an object swapped under the same size and ETag between two requests: the body fetched after is refused as not the index's, never served or kept")
+    func swappedUnderTheSameETag() async throws {
+        let (genuine, forged, key, _) = try forgedRelease()
+        try await withRangeServer(genuine) { origin, server in
+            let bundle = try await mount(origin)
+            // From now on the server holds the forged object (same size, same ETag).
+            server.bytes = forged
+            let entry = try #require(bundle.entry(forKey: key))
+            let error = await #expect(throws: BundleError.self) { try await offPool { try bundle.body(of: entry) } }
+            #expect(error?.code == .corruptBody && error?.message.contains(origin.base + "/release.zip") == true, "\(String(describing: error))")
+            #expect(error?.message.contains("secret") == false)
+            #expect(!bundle.bodyIsLocal(try #require(entry.body).index))
+            // A streamed read fails before its last chunk goes out, too.
+            let response = try #require(OfflineLoader(bundles: [bundle]).response(for: BundleRequest(url: key)))
+            let reader = try #require(try response.bodyReader())
+            await #expect(throws: BundleError.self) { try await offPool { try reader.drain() } }
+        }
+    }
+
+    @Test(
+        "S5: a reply longer than asked is refused from its head, not read: the tail request answered with a whole 206, or a 200 under refusal or past the cache's bound"
+    )
+    func repliesBoundedByWhatWasAsked() async throws {
+        let (_, bytes) = try release()
+        // Each reply announces more than was asked (its Content-Length), sends 1,000 bytes and closes: a client that
+        // reads on fails on the broken connection; one that looks at the head refuses at once, saying why.
+        func stalling(_ status: Int, _ headers: [(String, String)]) -> Origin.Resource {
+            var resource = Origin.Resource(status: status, headers: headers, body: bytes)
+            resource.truncateAt = 1000
+            return resource
+        }
+        let cases: [(Origin.Resource, RemoteOptions.WholeObjectAnswer, UInt64, String)] = [
+            (stalling(206, [("Content-Range", "bytes 0-\(bytes.count - 1)/\(bytes.count)")]), .download, 1 << 30, "answered a request for its last"),
+            (stalling(200, []), .refuse, 1 << 30, "does not serve ranges"),
+            (stalling(200, []), .download, 64 << 10, "the cache cannot keep the object"),
+        ]
+        for (resource, whole, cacheBytes, words) in cases {
+            try await withOrigin { origin in
+                origin.set("/release.zip", resource)
+                let remote = RemoteOptions(
+                    transport: try HTTPClientRemoteTransport(connectTimeout: 5), cacheBytes: cacheBytes, timeout: 10, retries: 0, wholeObject: whole)
+                let started = ContinuousClock.now
+                let error = await #expect(throws: BundleError.self) { try await MountedBundle.mount(url: origin.base + "/release.zip", remote: remote) }
+                #expect(error?.message.contains(words) == true, "\(String(describing: error))")
+                #expect(ContinuousClock.now - started < .seconds(10), "\(ContinuousClock.now - started)")
+            }
+        }
+    }
+
+    @Test("S5: the transport stops reading a chunked body that runs past what the request takes, and says so")
+    func transportStopsPastTheLimit() async throws {
+        try await withOrigin { origin in
+            var endless = Origin.Resource(status: 200)
+            endless.endless = true
+            origin.set("/endless", endless)
+            let transport = try HTTPClientRemoteTransport(connectTimeout: 5)
+            let request = RemoteRequest(
+                method: "GET", url: origin.base + "/endless", headers: [], timeout: 20, maxBodyBytes: 1 << 30, bodyLimit: { _, _ in 100_000 })
+            let started = ContinuousClock.now
+            let outcome = try await offPool { try transport.sendWaiting(request).get() }
+            #expect(outcome.status == 200 && outcome.overLimit && outcome.body.isEmpty)
+            #expect(ContinuousClock.now - started < .seconds(15))
+            try await transport.shutdown()
+        }
+    }
+}
+
+/// The cache folder: files made without following links, owner-only; a folder others may write to refused (security
+/// review 3, S6; the pin of S11).
+extension RemoteBundleFaultTests {
+    static func mode(_ path: String) -> Int {
+        var info = stat()
+        return lstat(path, &info) == 0 ? Int(info.st_mode & 0o7777) : -1
+    }
+
+    @Test(
+        "S6: a link planted where a cache file goes is refused, its target untouched; the folder is made 0700, its files and the pin 0600, and the pin names no secret"
+    )
+    func cacheFolderLinksAndModes() async throws {
+        let (folder, bytes) = try release()
+        let local = try MountedBundle(path: folder.path + "/release.zip")
+        let cache = folder.path + "/cache"
+        try await withRangeServer(bytes) { origin, _ in
+            let victim = folder.path + "/victim.conf"
+            try Data("IMPORTANT CONFIG\n".utf8).write(to: URL(fileURLWithPath: victim))
+            try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+            let base = cache + "/\(local.digest)-\(bytes.count)"
+            try FileManager.default.createSymbolicLink(atPath: base + ".data", withDestinationPath: victim)
+            let remote = try RemoteBundleTests.remote(cache: cache, retries: 0)
+            let url = origin.base.replacingOccurrences(of: "http://", with: "http://alice:PASSWORD-SECRET@") + "/release.zip?X-Signature=secret"
+            let refused = await #expect(throws: BundleError.self) { try await MountedBundle.mount(url: url, remote: remote) }
+            #expect(refused?.message.contains("symbolic link") == true, "\(String(describing: refused))")
+            #expect(refused?.message.contains("PASSWORD-SECRET") == false && refused?.message.contains("secret") == false)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: victim)) == Data("IMPORTANT CONFIG\n".utf8), "the link was followed")
+            try FileManager.default.removeItem(atPath: base + ".data")
+            // A link where the log goes, beside a data file of the bundle's size (so that the log is not made anew).
+            #expect(FileManager.default.createFile(atPath: base + ".data", contents: nil, attributes: [.posixPermissions: 0o600]))
+            #expect(truncate(base + ".data", off_t(bytes.count)) == 0)
+            try FileManager.default.createSymbolicLink(atPath: base + ".ranges", withDestinationPath: victim)
+            let log = await #expect(throws: BundleError.self) { try await MountedBundle.mount(url: url, remote: remote) }
+            #expect(log?.message.contains("symbolic link") == true, "\(String(describing: log))")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: victim)) == Data("IMPORTANT CONFIG\n".utf8), "the link was followed")
+            try FileManager.default.removeItem(atPath: base + ".ranges")
+            try FileManager.default.removeItem(atPath: base + ".data")
+
+            // A folder the mount makes: 0700; what it writes there: 0600; the pin holds the URL without its secrets.
+            let fresh = folder.path + "/fresh/remote"
+            let bundle = try await MountedBundle.mount(url: url, remote: try RemoteBundleTests.remote(cache: fresh, retries: 0))
+            #expect(bundle.entryCount == local.entryCount)
+            #expect(Self.mode(fresh) == 0o700)
+            let names = try FileManager.default.contentsOfDirectory(atPath: fresh)
+            #expect(names.count == 3, "\(names)")
+            for name in names { #expect(Self.mode(fresh + "/" + name) == 0o600, "\(name): \(String(Self.mode(fresh + "/" + name), radix: 8))") }
+            let pin = try String(contentsOfFile: fresh + "/" + (try #require(names.first { $0.hasSuffix(".pin") })), encoding: .utf8)
+            #expect(!pin.contains("PASSWORD-SECRET") && !pin.contains("secret") && pin.contains("127.0.0.1"), "\(pin)")
+        }
+    }
+
+    @Test("S6: a cache folder that others may write to, or that another user owns, is refused in words")
+    func cacheFolderOthersMayWrite() async throws {
+        let (folder, bytes) = try release()
+        try await withRangeServer(bytes) { origin, _ in
+            let shared = folder.path + "/shared"
+            try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o777])
+            chmod(shared, 0o777)
+            let error = await #expect(throws: BundleError.self) {
+                try await MountedBundle.mount(url: origin.base + "/release.zip", remote: try RemoteBundleTests.remote(cache: shared, retries: 0))
+            }
+            #expect(error?.message.contains("may be written by other users") == true, "\(String(describing: error))")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: shared).isEmpty, "files were made in it")
+            // Another user's folder (only root can make one to test with).
+            guard getuid() == 0 else { return }
+            let theirs = folder.path + "/theirs"
+            try FileManager.default.createDirectory(atPath: theirs, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+            #expect(chown(theirs, 65534, 65534) == 0)
+            let owned = await #expect(throws: BundleError.self) {
+                try await MountedBundle.mount(url: origin.base + "/release.zip", remote: try RemoteBundleTests.remote(cache: theirs, retries: 0))
+            }
+            #expect(owned?.message.contains("belongs to another user") == true, "\(String(describing: owned))")
+        }
+    }
+}

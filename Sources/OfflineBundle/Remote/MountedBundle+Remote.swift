@@ -46,9 +46,9 @@ extension MountedBundle {
         }
     }
 
-    /// Fetches the whole object into the cache in one request (what reads every body, as `packager check` does, asks
-    /// first); a no-op for a file.
-    public func fetchWhole() throws { try file.prefetch(0..<file.size, whole: true) }
+    /// Fetches what the cache lacks of the whole object, in requests of at most 64 MiB, each body checked against its
+    /// SHA-256 as it comes (what reads every body, as `packager check` does, asks first); a no-op for a file.
+    public func fetchWhole() throws { try file.remote?.prefetchAll() }
 
     /// ``init(url:remote:options:)`` on a dispatch thread, awaited.
     public static func mount(url: String, remote: RemoteOptions, options: Options = Options()) async throws -> MountedBundle {
@@ -228,29 +228,52 @@ struct RemoteMount {
         }
     }
 
-    /// The object's last bytes, then its index.
-    private func cold() throws -> Parts {
+    /// The object's last bytes, then its index. `again`: a second try, after the cache's bytes of this digest failed
+    /// the mount's checks (they are forgotten first).
+    private func cold(again: Bool = false) throws -> Parts {
         let tailCount = MountedBundle.remoteTailBytes
+        let whole = remote.wholeObject
+        let cacheBytes = remote.cacheBytes
+        // No reply's body is read past what was asked: the last bytes asked for, or under `.download` an object sent
+        // whole within the cache's bound (it is kept there whole, or refused).
         let request = RemoteRequest(
             method: "GET", url: url, headers: remote.headers + [("Range", "bytes=-\(tailCount)")], timeout: remote.timeout,
-            maxBodyBytes: Int.max)
+            maxBodyBytes: Int(clamping: max(UInt64(tailCount), cacheBytes)),
+            bodyLimit: { status, headers in
+                switch status {
+                case 206:
+                    guard let parsed = RemoteObject.contentRange(RemoteObject.field("Content-Range", in: headers)), let total = parsed.total,
+                        parsed.range.upperBound == total, parsed.range.count <= tailCount
+                    else { return 0 }
+                    return parsed.range.count
+                case 200:
+                    guard case .download = whole else { return 0 }
+                    return Int(clamping: cacheBytes)
+                default:
+                    return 0
+                }
+            })
         let reply = try RemoteObject.send(request, options: remote, shownURL: shownURL)
         let start: UInt64
         let size: UInt64
         switch reply.status {
         case 206:
             guard let parsed = RemoteObject.contentRange(reply.value(of: "Content-Range")), let total = parsed.total,
-                parsed.range.upperBound == total, reply.body.count == parsed.range.count
+                parsed.range.upperBound == total, parsed.range.count <= tailCount, !reply.overLimit, reply.body.count == parsed.range.count
             else {
+                let sent = reply.overLimit ? "more bytes than asked" : "\(reply.body.count) bytes"
                 throw BundleError(
                     .remote,
-                    "\(shownURL) answered a request for its last \(tailCount) bytes with \(reply.value(of: "Content-Range") ?? "no Content-Range") and \(reply.body.count) bytes"
+                    "\(shownURL) answered a request for its last \(tailCount) bytes with \(reply.value(of: "Content-Range") ?? "no Content-Range") and \(sent)"
                 )
             }
             (start, size) = (parsed.range.lowerBound, total)
         case 200:
             // nginx answers a range of an empty file with all of it: nothing.
-            guard !reply.body.isEmpty else { throw BundleError(.notABundle, "\(shownURL) is empty: it is not a bundle") }
+            let length = reply.value(of: "Content-Length").flatMap { UInt64($0) }
+            guard length != 0 && (reply.overLimit || !reply.body.isEmpty) else {
+                throw BundleError(.notABundle, "\(shownURL) is empty: it is not a bundle")
+            }
             let ranges = reply.value(of: "Accept-Ranges").map { "Accept-Ranges: \($0)" } ?? "no Accept-Ranges"
             guard case .download = remote.wholeObject else {
                 throw BundleError(
@@ -258,6 +281,7 @@ struct RemoteMount {
                     "\(shownURL) does not serve ranges: it answered a range request with the whole object (200, \(ranges)); it must be downloaded whole"
                 )
             }
+            guard !reply.overLimit else { throw RemoteObject.wholeObjectNotKept(shownURL: shownURL, size: length) }
             logger.warning(
                 "the server does not serve ranges: it answered a range request with the whole object, which is kept in the cache whole",
                 metadata: ["url": "\(shownURL)", "bytes": "\(reply.body.count)", "accept-ranges": "\(ranges)"])
@@ -274,17 +298,29 @@ struct RemoteMount {
         let digest = try Self.digest(fromTail: reply.body, shownURL: shownURL)
         let store = try RangeStore(folder: remote.cacheDirectory, digest: digest, size: size, budget: remote.cacheBytes)
         if let folder = remote.cacheDirectory { RangeStore.trim(folder: folder, budget: remote.cacheBytes, keep: store.path) }
+        let cachedBefore = store.heldBytes > 0
         let etag = reply.value(of: "ETag")
         let lastModified = reply.value(of: "Last-Modified")
         let object = RemoteObject(url: url, options: remote, etag: etag, lastModified: lastModified, size: size, store: store)
         object.count(requests: 1, bytes: UInt64(reply.body.count))
-        let kept = store.keep(reply.body, at: start)
+        // Read from memory until the index is checked: then each body in it is checked before it is kept.
+        object.stage(reply.body, at: start)
         if reply.status == 200 {
-            // Said once, here; and not kept, every read would download the whole object again.
+            // Said once, here.
             object.wholeObjectSaid()
-            guard kept else { throw RemoteObject.wholeObjectNotKept(shownURL: shownURL, size: size) }
         }
-        let parts = try parts(of: object, digest: digest)
+        let parts: Parts
+        do {
+            parts = try self.parts(of: object, digest: digest)
+        } catch let error as BundleError
+            where cachedBefore && !again && [.corruptIndex, .corruptDirectory, .notABundle, .hostile].contains(error.code)
+        {
+            // The cache held bytes of this digest that fail the checks (fetched for another URL that claimed it, or
+            // damaged): forgotten, and the mount made again from the server alone.
+            logger.warning("the cache's bytes of this bundle failed the mount's checks; mounting from the server", metadata: ["url": "\(shownURL)"])
+            store.forgetAll()
+            return try cold(again: true)
+        }
         if let folder = remote.cacheDirectory {
             RemotePin(url: url, etag: etag, lastModified: lastModified, size: size, digest: digest).save(folder: folder)
         }
@@ -371,6 +407,8 @@ struct RemoteMount {
             throw BundleError(
                 .corruptIndex, "index.bin lists \(index.bodyCount) bodies but the central directory holds \(directory.entryCount - UInt64(trailing.count))")
         }
+        // From here on every body fetched is checked against the SHA-256 this index names before it is kept or read.
+        object.install(RemoteBodyCheck(index: index, bodyAreaEnd: indexEntry.localHeaderOffset, maxBodySize: options.maxBodySize))
         let signed = try MountedBundle.checkSignature(
             signatureEntry, file: file, indexBytes: indexBytes, recordedDigest: digest, options: options, bodyArea: cdOffset)
         return Parts(file: file, directory: directory, metadata: metadata, index: index, digest: digest, signed: signed)

@@ -94,8 +94,11 @@ package struct HeldRanges: Sendable, Equatable {
 /// are shared by every process on the host that mounts the same bundle (they write the same bytes, and append whole
 /// 16-byte records to the log); without a folder the file is this process's own, unlinked at once.
 ///
-/// A range is logged only after its bytes are written, so the log never claims bytes that were never written; bodies
-/// and the index are checked when read (CRC-32, SHA-256) as from any file, so a damaged cache is refused, never served.
+/// Only checked bytes are kept: a body once it hashed to the SHA-256 the checked index names (``RemoteBodyCheck``), so
+/// another URL that claims the same digest cannot put a forged body here. A range is logged only after its bytes are
+/// written, so the log never claims bytes that were never written; what is read back is checked again as from any
+/// file (CRC-32, and the index's digest at every mount), so a damaged cache is refused, never served. In a folder,
+/// the files are made 0600 and never opened through a link.
 package final class RangeStore: Sendable {
     /// The data file's descriptor (`sendfile` sends from it once a range is held).
     package let descriptor: Int32
@@ -145,8 +148,7 @@ package final class RangeStore: Sendable {
         try Self.makeFolder(folder)
         let base = "\(folder)/\(digest)-\(size)"
         let dataPath = base + ".data"
-        let fd = open(dataPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw BundleError(.io, "cannot open the cache file \(dataPath)", underlying: SystemCallError(errno)) }
+        let fd = try Self.openOwn(dataPath, flags: O_RDWR, what: "the cache file")
         var info = stat()
         if fstat(fd, &info) != 0 || UInt64(info.st_size) != size {
             // New (or cut short by something else): sized now; a log of another size is not trusted.
@@ -157,11 +159,12 @@ package final class RangeStore: Sendable {
                 throw BundleError(.io, "cannot size the cache file \(dataPath)", underlying: error)
             }
         }
-        let logFD = open(base + ".ranges", O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-        guard logFD >= 0 else {
-            let error = SystemCallError(errno)
+        let logFD: Int32
+        do {
+            logFD = try Self.openOwn(base + ".ranges", flags: O_RDWR | O_APPEND, what: "the cache log")
+        } catch {
             close(fd)
-            throw BundleError(.io, "cannot open the cache log \(base).ranges", underlying: error)
+            throw error
         }
         descriptor = fd
         log = logFD
@@ -176,12 +179,52 @@ package final class RangeStore: Sendable {
         if log >= 0 { close(log) }
     }
 
-    private static func makeFolder(_ folder: String) throws {
-        do {
-            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        } catch {
-            throw BundleError(.io, "cannot make the cache folder \(folder): \(error.localizedDescription)")
+    /// Makes the cache folder (mode 0700) when it is not there, and refuses one that another user owns or that
+    /// others may write to: whoever can write in it could plant a link where a cache file goes, or a forged file.
+    package static func makeFolder(_ folder: String) throws {
+        var info = stat()
+        if stat(folder, &info) != 0 {
+            let parent = (folder as NSString).deletingLastPathComponent
+            if !parent.isEmpty { try? FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true) }
+            guard mkdir(folder, 0o700) == 0 || errno == EEXIST, stat(folder, &info) == 0 else {
+                throw BundleError(.io, "cannot make the cache folder \(folder)", underlying: SystemCallError(errno))
+            }
         }
+        guard (info.st_mode & S_IFMT) == S_IFDIR else { throw BundleError(.io, "the cache folder \(folder) is not a folder") }
+        guard info.st_uid == getuid() else {
+            throw BundleError(
+                .io, "the cache folder \(folder) belongs to another user (uid \(info.st_uid)): give a folder of your own (--cache-dir)")
+        }
+        guard info.st_mode & (S_IWGRP | S_IWOTH) == 0 else {
+            throw BundleError(
+                .io,
+                "the cache folder \(folder) may be written by other users (mode \(String(info.st_mode & 0o7777, radix: 8))): make it yours alone (chmod 700), or give another (--cache-dir)"
+            )
+        }
+    }
+
+    /// Opens the file at `path` in a cache folder without following a link, making it (mode 0600, never over an
+    /// existing file) when it is not there; refuses anything but a regular file.
+    package static func openOwn(_ path: String, flags: Int32, what: String) throws -> Int32 {
+        var fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        if fd < 0 && errno == ENOENT {
+            fd = open(path, flags | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600)
+            // Made by another process in between: opened as it made it.
+            if fd < 0 && errno == EEXIST { fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK) }
+        }
+        guard fd >= 0 else {
+            let error = errno
+            if error == ELOOP { throw BundleError(.io, "\(what) \(path) is a symbolic link: refused (the cache folder's files are never links)") }
+            throw BundleError(.io, "cannot open \(what) \(path)", underlying: SystemCallError(error))
+        }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == getuid() else {
+            close(fd)
+            throw BundleError(.io, "\(what) \(path) is not a regular file of this user's: refused")
+        }
+        // Non-blocking only so that opening a planted pipe could not hang: the file is read and written as any other.
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+        return fd
     }
 
     /// The log's records, each checked to lie inside the object (a record cut short or out of bounds is skipped).
@@ -309,19 +352,36 @@ package struct RemotePin: Codable, Sendable, Equatable {
     /// The pin of `url`; nil when there is none, or it does not decode, or its digest is not 64 lowercase hex digits
     /// (the digest names the cache's files: nothing else may reach a path).
     package static func load(folder: String, url: String) -> RemotePin? {
-        guard let data = FileManager.default.contents(atPath: path(folder: folder, url: url)),
-            let pin = try? JSONDecoder().decode(RemotePin.self, from: data), pin.digest.utf8.count == 64,
+        let fd = open(path(folder: folder, url: url), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size <= 1 << 16 else { return nil }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        guard case .done(let count) = bytes.withUnsafeMutableBytes({ FileIO.read(fd, into: $0, at: 0) }), count == bytes.count,
+            let pin = try? JSONDecoder().decode(RemotePin.self, from: Data(bytes)), pin.digest.utf8.count == 64,
             pin.digest.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
         else { return nil }
         return pin
     }
 
-    /// Writes the pin beside the cache (written whole to a file of its own, then renamed over the old one).
+    /// Writes the pin beside the cache (written whole to a file of its own, mode 0600, made new without following a
+    /// link, then renamed over the old one). It names the URL as it may be printed: no query, no credentials.
     package func save(folder: String) {
-        guard let data = try? JSONEncoder().encode(self) else { return }
+        var shown = self
+        shown.url = RemoteObject.shown(url)
+        guard let data = try? JSONEncoder().encode(shown) else { return }
         let target = Self.path(folder: folder, url: url)
         let temporary = target + ".\(getpid()).tmp"
-        guard FileManager.default.createFile(atPath: temporary, contents: data) else { return }
-        if rename(temporary, target) != 0 { unlink(temporary) }
+        var fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if fd < 0 && errno == EEXIST {
+            // Left by a process of the same id that ended mid-write (or planted): removed, and made anew.
+            unlink(temporary)
+            fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        }
+        guard fd >= 0 else { return }
+        let written = Array(data).withUnsafeBytes { FileIO.write(fd, $0, at: 0) } == nil
+        close(fd)
+        if !written || rename(temporary, target) != 0 { unlink(temporary) }
     }
 }

@@ -12,7 +12,8 @@ import Synchronization
 #endif
 
 /// One remote bundle object as mounted: its URL, the version pinned at mount (ETag, size), and the ranges fetched
-/// so far. Reads are range requests, conditional on the pinned version, kept in a ``RangeStore``.
+/// so far. Reads are range requests, conditional on the pinned version, widened to whole bodies and checked by their
+/// SHA-256 (``RemoteBodyCheck``) before they are kept in a ``RangeStore`` or handed to a reader.
 ///
 /// A read that misses blocks its thread until the range arrives (servers read bodies off their event loops and off
 /// the cooperative pool: ``BundleResponse/bodyPlace`` says `.large` for a body not yet held). Reads of one range at
@@ -39,6 +40,14 @@ package final class RemoteObject: Sendable {
         var warnedWhole = false
         var requests = 0
         var fetchedBytes: UInt64 = 0
+        /// The checks fetched bytes pass before they are kept; nil while the mount has not checked the index yet (its
+        /// fetches then lie past the body area, where their readers check them).
+        var check: RemoteBodyCheck?
+        /// A cold mount's first reply, read from memory until the index is checked and its bodies with it.
+        var staged: (offset: UInt64, bytes: [UInt8])?
+        /// Checked bytes the cache could not keep (its bound reached, or a body checked piece by piece), in a file of
+        /// this process's own; made when first needed.
+        var spool: RangeStore?
     }
 
     /// A range request in flight; readers of an overlapping range wait on it.
@@ -113,11 +122,11 @@ package final class RemoteObject: Sendable {
         for watcher in watchers { watcher() }
     }
 
-    /// Whether every byte of `range` is held locally.
+    /// Whether every byte of `range` is held in the cache (what a server may send from its file).
     package func holds(_ range: Range<UInt64>) -> Bool { store.holds(range) }
 
-    /// Fetches what `range` lacks (at most ``maxRequestBytes`` of it) in one request, so that the reads that follow are
-    /// local; a no-op when it is held. Fails as a read would.
+    /// Fetches what `range` lacks (at most ``maxRequestBytes`` of it, widened to whole bodies) in one request, so that
+    /// the reads that follow are local; a no-op when it is held. Fails as a read would.
     ///
     /// `whole` asks for the range in one request however long (a mount's index).
     package func prefetch(_ range: Range<UInt64>, whole: Bool = false) throws {
@@ -125,6 +134,20 @@ package final class RemoteObject: Sendable {
         guard !clamped.isEmpty else { return }
         try fill(clamped, maxSpan: whole ? UInt64(clamped.count) : Self.maxRequestBytes, readAhead: false)
     }
+
+    /// Fetches every byte the cache lacks, in requests of at most ``wholePiece`` bytes (each widened to whole bodies),
+    /// each body checked as it comes: what `packager check` asks first.
+    package func prefetchAll() throws {
+        var position: UInt64 = 0
+        while position < size {
+            let end = min(size, position + Self.wholePiece)
+            try fill(position..<end, maxSpan: Self.wholePiece, readAhead: false)
+            position = end
+        }
+    }
+
+    /// The most bytes one request of ``prefetchAll()`` asks for.
+    static let wholePiece: UInt64 = 64 << 20
 
     /// Counts a request made for this object before it existed (a cold mount's first).
     package func count(requests: Int, bytes: UInt64) {
@@ -134,30 +157,151 @@ package final class RemoteObject: Sendable {
         }
     }
 
+    /// Holds a cold mount's first reply (the object's last bytes, or all of it) in memory, where reads find it, until
+    /// ``install(_:)`` checks what of it may be kept.
+    package func stage(_ bytes: [UInt8], at offset: UInt64) {
+        guard !bytes.isEmpty, offset <= size, UInt64(bytes.count) <= size - offset else { return }
+        state.withLock { $0.staged = (offset, bytes) }
+    }
+
+    /// Sets the checks fetched bytes pass from now on (the mount has checked the index they come from), and keeps what
+    /// of the staged reply passes them.
+    package func install(_ check: RemoteBodyCheck) {
+        let staged = state.withLock { state -> (offset: UInt64, bytes: [UInt8])? in
+            state.check = check
+            return state.staged
+        }
+        if let staged { _ = keep(staged.bytes, at: staged.offset, check: check) }
+        state.withLock { $0.staged = nil }
+    }
+
     /// Fills `buffer` with the object's bytes at `offset`, fetching what is not held.
     package func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64, what: @autoclosure () -> String) throws {
         guard offset <= size, UInt64(buffer.count) <= size - offset else {
             throw BundleError(.truncated, "\(what()) lies beyond the end of \(shownURL) (offset \(offset), \(buffer.count) bytes, object \(size) bytes)")
         }
         let range = offset..<(offset + UInt64(buffer.count))
-        if store.holds(range) {
-            Self.cacheHits.increment()
-        } else {
-            Self.cacheMisses.increment()
+        for attempt in 0..<3 {
+            // A cold mount's staged reply first: the server's bytes now, over what the cache holds of the digest it claims.
+            if try readElsewhere(range, into: buffer, what: what()) {
+                if attempt == 0 { Self.cacheHits.increment() }
+                return
+            }
+            if store.holds(range) {
+                if attempt == 0 { Self.cacheHits.increment() }
+                switch store.read(into: buffer, at: offset) {
+                case .failed(let error):
+                    throw BundleError(.io, "cannot read \(what()) from the cache of \(shownURL)", underlying: SystemCallError(error))
+                case .done(let count) where count < buffer.count:
+                    throw BundleError(.io, "the cache file of \(shownURL) ends early")
+                case .done:
+                    return
+                }
+            }
+            if attempt == 0 { Self.cacheMisses.increment() }
             if let bytes = try fill(range) {
-                // Not kept (the cache's budget is spent): the bytes go straight to the reader.
+                // Not kept (the cache's bound is reached): the bytes go straight to the reader.
                 buffer.copyBytes(from: bytes)
                 return
             }
         }
-        switch store.read(into: buffer, at: offset) {
-        case .failed(let error):
-            throw BundleError(.io, "cannot read \(what()) from the cache of \(shownURL)", underlying: SystemCallError(error))
-        case .done(let count) where count < buffer.count:
-            throw BundleError(.io, "the cache file of \(shownURL) ends early")
-        case .done:
-            break
+        throw BundleError(.io, "the bytes fetched for \(what()) from \(shownURL) were not kept where they are read")
+    }
+
+    /// Fills `buffer` from the staged reply or the spool when either holds `range`; says whether one did.
+    private func readElsewhere(_ range: Range<UInt64>, into buffer: UnsafeMutableRawBufferPointer, what: @autoclosure () -> String) throws -> Bool {
+        let (staged, spool) = state.withLock { ($0.staged, $0.spool) }
+        if let staged, range.lowerBound >= staged.offset, range.upperBound <= staged.offset + UInt64(staged.bytes.count) {
+            let from = Int(range.lowerBound - staged.offset)
+            staged.bytes.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[from..<(from + buffer.count)])) }
+            return true
         }
+        guard let spool, spool.holds(range) else { return false }
+        switch spool.read(into: buffer, at: range.lowerBound) {
+        case .failed(let error):
+            throw BundleError(.io, "cannot read \(what()) of \(shownURL) from this process's file of checked bytes", underlying: SystemCallError(error))
+        case .done(let count) where count < buffer.count:
+            throw BundleError(.io, "this process's file of checked bytes of \(shownURL) ends early")
+        case .done:
+            return true
+        }
+    }
+
+    /// The parts of `range` that neither the cache, the staged reply nor the spool holds.
+    private func missing(in range: Range<UInt64>) -> [Range<UInt64>] {
+        var gaps = store.missing(in: range)
+        guard !gaps.isEmpty else { return gaps }
+        let (staged, spool) = state.withLock { ($0.staged.map { $0.offset..<($0.offset + UInt64($0.bytes.count)) }, $0.spool) }
+        if let staged {
+            gaps = gaps.flatMap { gap -> [Range<UInt64>] in
+                guard gap.overlaps(staged) else { return [gap] }
+                return [gap.lowerBound..<max(gap.lowerBound, staged.lowerBound), min(gap.upperBound, staged.upperBound)..<gap.upperBound].filter { !$0.isEmpty }
+            }
+        }
+        if let spool { gaps = gaps.flatMap { spool.missing(in: $0) } }
+        return gaps
+    }
+
+    /// This process's file of checked bytes that the cache could not keep, made when first needed.
+    private func spoolStore() throws -> RangeStore {
+        if let spool = state.withLock({ $0.spool }) { return spool }
+        let made = try RangeStore(folder: nil, digest: "", size: size, budget: options.cacheBytes)
+        return state.withLock { state in
+            if let spool = state.spool { return spool }
+            state.spool = made
+            return made
+        }
+    }
+
+    /// Keeps what of `bytes` (fetched from `offset`) passes `check` (everything, before the mount has a check): in the
+    /// cache, or past its bound in the spool. Returns the first body that failed its checks; its bytes are not kept.
+    private func keep(_ bytes: [UInt8], at offset: UInt64, check: RemoteBodyCheck?) -> (range: Range<UInt64>, error: BundleError)? {
+        guard let check else {
+            keepLocally(bytes[...], at: offset)
+            return nil
+        }
+        let (passed, failed) = check.check(bytes, at: offset)
+        var merged: [Range<UInt64>] = []
+        for range in passed {
+            if let last = merged.last, last.upperBound == range.lowerBound {
+                merged[merged.count - 1] = last.lowerBound..<range.upperBound
+            } else {
+                merged.append(range)
+            }
+        }
+        for range in merged { keepLocally(bytes[Int(range.lowerBound - offset)..<Int(range.upperBound - offset)], at: range.lowerBound) }
+        if let failed {
+            logger.warning(
+                "a body fetched from the server does not match the index; it was not kept",
+                metadata: ["url": "\(shownURL)", "body": "\(failed.error.entry ?? "")", "reason": "\(failed.error.message)"])
+        }
+        return failed
+    }
+
+    private func keepLocally(_ bytes: ArraySlice<UInt8>, at offset: UInt64) {
+        let array = Array(bytes)
+        if store.keep(array, at: offset) { return }
+        _ = try? spoolStore().keep(array, at: offset)
+    }
+
+    /// The request that brings `span`: widened to the whole bodies it touches, and cut to as many of them as fit in
+    /// `maxSpan` (at least one); a body longer than ``maxRequestBytes`` alone, to be fetched in pieces (returned).
+    private func plan(_ span: Range<UInt64>, check: RemoteBodyCheck, maxSpan: UInt64) -> (span: Range<UInt64>, large: IndexBodyRecord?) {
+        let touched = check.bodies(touching: span)
+        guard let first = touched.first else { return (span, nil) }
+        let firstRecord = check.record(first)
+        let firstExtent = RemoteBodyCheck.extent(firstRecord)
+        if UInt64(firstExtent.count) > Self.maxRequestBytes { return (firstExtent, firstRecord) }
+        let aligned = check.align(span)
+        let cap = max(maxSpan, Self.maxRequestBytes)
+        guard UInt64(aligned.count) > cap else { return (aligned, nil) }
+        var end = firstExtent.upperBound
+        for i in touched.dropFirst() {
+            let extent = RemoteBodyCheck.extent(check.record(i))
+            guard extent.upperBound - aligned.lowerBound <= cap else { break }
+            end = extent.upperBound
+        }
+        return (aligned.lowerBound..<end, nil)
     }
 
     /// Makes `range` held, fetching its missing parts (waiting for requests in flight that overlap them). Returns the
@@ -165,7 +309,7 @@ package final class RemoteObject: Sendable {
     @discardableResult
     private func fill(_ range: Range<UInt64>, maxSpan: UInt64 = maxRequestBytes, readAhead: Bool = true) throws -> [UInt8]? {
         while true {
-            let gaps = store.missing(in: range)
+            let gaps = missing(in: range)
             guard let first = gaps.first, let last = gaps.last else { return nil }
             var span = first.lowerBound..<last.upperBound
             // Sequential: the byte before the read is held, and the byte after it is not.
@@ -175,6 +319,9 @@ package final class RemoteObject: Sendable {
                 span = span.lowerBound..<min(size, span.lowerBound + max(UInt64(span.count), Self.readAhead))
             }
             span = span.lowerBound..<min(span.upperBound, span.lowerBound + max(maxSpan, 1))
+            let check = state.withLock { $0.check }
+            var large: IndexBodyRecord?
+            if let check { (span, large) = plan(span, check: check, maxSpan: maxSpan) }
             let (fetch, owner) = state.withLock { state -> (Fetch, Bool) in
                 if let running = state.inflight.first(where: { $0.range.overlaps(span) }) { return (running, false) }
                 let fetch = Fetch(range: span)
@@ -184,38 +331,113 @@ package final class RemoteObject: Sendable {
             if !owner {
                 fetch.done.wait()
                 // What it fetched may not have been kept, or may not cover all of ours: look again (and fetch ourselves).
-                if store.missing(in: range).isEmpty { return nil }
+                if missing(in: range).isEmpty { return nil }
                 if state.withLock({ $0.changed }) != nil { try throwChanged() }
                 continue
             }
-            let bytes: [UInt8]
+            let got: (offset: UInt64, bytes: [UInt8])
             do {
                 defer {
                     state.withLock { $0.inflight.removeAll { $0 === fetch } }
                     fetch.done.leave()
                 }
-                bytes = try get(span)
-                if store.keep(bytes, at: span.lowerBound) { continue }
+                if let large, let check {
+                    try fetchLarge(large, check: check)
+                    continue
+                }
+                got = try get(span)
+                if let failed = keep(got.bytes, at: got.offset, check: check), failed.range.overlaps(range) {
+                    throw BundleError(
+                        .corruptBody,
+                        "\(shownURL) sent bytes that do not match the index (\(failed.error.message)): the object changed under the same version, or the server is not serving this bundle; they were not kept",
+                        entry: failed.error.entry)
+                }
+                if missing(in: range).isEmpty { continue }
             }
             // Not kept: hand over what the reader asked for, when this request held it all.
-            if span.lowerBound <= range.lowerBound && span.upperBound >= range.upperBound {
-                return Array(bytes[Int(range.lowerBound - span.lowerBound)..<Int(range.upperBound - span.lowerBound)])
+            let fetched = got.offset..<(got.offset + UInt64(got.bytes.count))
+            if fetched.lowerBound <= range.lowerBound && fetched.upperBound >= range.upperBound {
+                return Array(got.bytes[Int(range.lowerBound - got.offset)..<Int(range.upperBound - got.offset)])
             }
             return try fetchUnkept(range)
         }
     }
 
-    /// Fetches `range` whole, for a reader whose bytes the cache cannot keep.
+    /// Fetches `range` whole, for a reader whose bytes neither the cache nor the spool can keep, each piece widened to
+    /// whole bodies and checked.
     private func fetchUnkept(_ range: Range<UInt64>) throws -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(range.count)
         var position = range.lowerBound
         while position < range.upperBound {
-            let end = min(range.upperBound, position + Self.maxRequestBytes)
-            out += try get(position..<end)
+            var span = position..<min(range.upperBound, position + Self.maxRequestBytes)
+            let check = state.withLock { $0.check }
+            if let check {
+                let planned = plan(span, check: check, maxSpan: Self.maxRequestBytes)
+                if let large = planned.large {
+                    throw BundleError(
+                        .remote,
+                        "\(shownURL): body \(check.name(large)) (\(large.storedSize) bytes) is checked whole before it is read, and the cache cannot hold it; give the cache more room (--cache-bytes)"
+                    )
+                }
+                span = planned.span
+            }
+            let got = try get(span)
+            if let check, let failed = check.check(got.bytes, at: got.offset).failed, failed.range.overlaps(position..<range.upperBound) {
+                throw BundleError(.corruptBody, "\(shownURL) sent bytes that do not match the index (\(failed.error.message))", entry: failed.error.entry)
+            }
+            let end = min(range.upperBound, got.offset + UInt64(got.bytes.count))
+            guard got.offset <= position, end > position else { throw BundleError(.remote, "\(shownURL) did not send the range asked for") }
+            out += got.bytes[Int(position - got.offset)..<Int(end - got.offset)]
             position = end
         }
         return out
+    }
+
+    /// Fetches a body longer than one request in pieces, in order, checking them as they come into the spool; once the
+    /// whole body passes, copies it into the cache where there is room. Nothing of a body that fails is kept.
+    private func fetchLarge(_ record: IndexBodyRecord, check: RemoteBodyCheck) throws {
+        let extent = RemoteBodyCheck.extent(record)
+        let spool = try spoolStore()
+        do {
+            let body = try StreamedBodyCheck(record: record, check: check)
+            var position = extent.lowerBound
+            while position < extent.upperBound {
+                let piece = position..<min(extent.upperBound, position + Self.maxRequestBytes)
+                let got = try get(piece)
+                let slice = got.bytes[Int(piece.lowerBound - got.offset)..<Int(piece.upperBound - got.offset)]
+                try body.feed(slice)
+                guard spool.keep(Array(slice), at: piece.lowerBound) else {
+                    throw BundleError(
+                        .remote,
+                        "\(shownURL): body \(check.name(record)) (\(record.storedSize) bytes) is checked whole before it is read, and the cache cannot hold it; give the cache more room (--cache-bytes)"
+                    )
+                }
+                position = piece.upperBound
+            }
+            do {
+                try body.finish()
+            } catch let error as BundleError {
+                throw BundleError(
+                    .corruptBody,
+                    "\(shownURL) sent bytes that do not match the index (\(error.message)): the object changed under the same version, or the server is not serving this bundle; they were not kept",
+                    entry: error.entry)
+            }
+        } catch {
+            spool.forget(extent)
+            throw error
+        }
+        // Checked: copied into the cache, piece by piece, while it has room (what it cannot keep is read from the spool).
+        var position = extent.lowerBound
+        while position < extent.upperBound {
+            let piece = position..<min(extent.upperBound, position + Self.maxRequestBytes)
+            var bytes = [UInt8](repeating: 0, count: piece.count)
+            guard case .done(let count) = bytes.withUnsafeMutableBytes({ spool.read(into: $0, at: piece.lowerBound) }), count == piece.count,
+                store.keep(bytes, at: piece.lowerBound)
+            else { break }
+            position = piece.upperBound
+        }
+        if store.holds(extent) { spool.forget(extent) }
     }
 
     private func throwChanged() throws -> Never {
@@ -229,12 +451,35 @@ package final class RemoteObject: Sendable {
         return [("If-Match", etag)]
     }
 
-    /// One range of the pinned version, checked: the range asked for, of an object of the pinned size and ETag.
-    package func get(_ span: Range<UInt64>) throws -> [UInt8] {
+    /// The first value of the field `name` (compared without case) in `headers`.
+    package static func field(_ name: String, in headers: [(name: String, value: String)]) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+
+    /// One range of the pinned version, checked: the range asked for, of an object of the pinned size and ETag; or the
+    /// whole object (from offset 0) when the server sends it whole. No reply's body is read past what was asked: the
+    /// range's length, or for the whole object its pinned size, within the cache's bound.
+    package func get(_ span: Range<UInt64>) throws -> (offset: UInt64, bytes: [UInt8]) {
         if state.withLock({ $0.changed }) != nil { try throwChanged() }
+        let size = self.size
+        let wholeTaken: Bool
+        if case .download = options.wholeObject { wholeTaken = size <= options.cacheBytes } else { wholeTaken = false }
         let request = RemoteRequest(
             method: "GET", url: url, headers: options.headers + [("Range", "bytes=\(span.lowerBound)-\(span.upperBound - 1)")] + conditions,
-            timeout: options.timeout, maxBodyBytes: Int(min(size, UInt64(Int.max))))
+            timeout: options.timeout, maxBodyBytes: Int(clamping: max(size, UInt64(span.count))),
+            bodyLimit: { status, headers in
+                switch status {
+                case 206:
+                    guard let parsed = Self.contentRange(Self.field("Content-Range", in: headers)), parsed.range == span else { return 0 }
+                    return span.count
+                case 200:
+                    guard wholeTaken else { return 0 }
+                    if let length = Self.field("Content-Length", in: headers).flatMap({ UInt64($0) }), length != size { return 0 }
+                    return Int(clamping: size)
+                default:
+                    return 0
+                }
+            })
         let reply = try Self.send(request, options: options, shownURL: shownURL)
         state.withLock {
             $0.requests += 1
@@ -258,21 +503,26 @@ package final class RemoteObject: Sendable {
                 markChanged("it is now \(total) bytes, not \(size)")
                 try throwChanged()
             }
-            guard reply.body.count == span.count else {
-                throw BundleError(.remote, "\(shownURL) sent \(reply.body.count) bytes for a range of \(span.count)")
+            guard !reply.overLimit, reply.body.count == span.count else {
+                throw BundleError(
+                    .remote, "\(shownURL) sent \(reply.overLimit ? "more than \(span.count)" : "\(reply.body.count)") bytes for a range of \(span.count)")
             }
-            return reply.body
+            return (span.lowerBound, reply.body)
         case 200:
             // The whole object, where a range was asked for (a proxy or CDN that ignores ranges).
-            guard UInt64(reply.body.count) == size else {
-                markChanged("it is now \(reply.body.count) bytes, not \(size)")
+            let length = reply.value(of: "Content-Length").flatMap { UInt64($0) } ?? (reply.overLimit ? nil : UInt64(reply.body.count))
+            guard let length, length == size else {
+                markChanged(length.map { "it is now \($0) bytes, not \(size)" } ?? "it is now more than \(size) bytes")
                 try throwChanged()
             }
             guard case .download = options.wholeObject else {
                 throw BundleError(.remote, "\(shownURL) answered a range request with the whole object (200): the server does not serve ranges")
             }
             // Not kept, every later read would download the whole object again.
-            guard store.keep(reply.body, at: 0) || store.holds(0..<size) else { throw Self.wholeObjectNotKept(shownURL: shownURL, size: size) }
+            guard wholeTaken else { throw Self.wholeObjectNotKept(shownURL: shownURL, size: size) }
+            guard !reply.overLimit, UInt64(reply.body.count) == size else {
+                throw BundleError(.remote, "\(shownURL) sent \(reply.body.count) bytes of an object of \(size)")
+            }
             let warn = state.withLock { state -> Bool in
                 defer { state.warnedWhole = true }
                 return !state.warnedWhole
@@ -282,7 +532,7 @@ package final class RemoteObject: Sendable {
                     "the server answered a range request with the whole object; it is kept in the cache whole",
                     metadata: ["url": "\(shownURL)", "bytes": "\(size)"])
             }
-            return Array(reply.body[Int(span.lowerBound)..<Int(span.upperBound)])
+            return (0, reply.body)
         case 412:
             markChanged("the server answered 412: it no longer has the ETag \(etag ?? "")")
             try throwChanged()
@@ -347,11 +597,12 @@ package final class RemoteObject: Sendable {
     }
 
     /// The refusal of an object that comes only whole and that the cache cannot keep.
-    package static func wholeObjectNotKept(shownURL: String, size: UInt64) -> BundleError {
+    /// `size` is nil when the server did not say it (a body past the cache's bound, sent without a length).
+    package static func wholeObjectNotKept(shownURL: String, size: UInt64?) -> BundleError {
         BundleError(
             .remote,
             "\(shownURL) does not serve ranges (it answered a range request with the whole object), and the cache cannot keep the "
-                + "object's \(size) bytes (more than it may hold, or its folder cannot be written): every read would download it whole; "
+                + "object's \(size.map { "\($0) bytes" } ?? "bytes") (more than it may hold, or its folder cannot be written): every read would download it whole; "
                 + "give the cache at least that much room (--cache-bytes), or serve the bundle from a server that answers range requests")
     }
 

@@ -12,16 +12,34 @@ public struct RemoteRequest: Sendable {
     public var headers: [(name: String, value: String)]
     /// Seconds the whole exchange may take, body and all.
     public var timeout: Double
-    /// The most body bytes the caller takes: a transport stops reading past it and fails the request.
+    /// The most body bytes the caller takes, whatever the reply: a transport stops reading past it and fails the
+    /// request.
     public var maxBodyBytes: Int
+    /// The most body bytes the caller takes from a reply with this status and these header fields, asked when the head
+    /// arrives, before any body byte is read (at most ``maxBodyBytes``; nil takes ``maxBodyBytes`` of any reply). A
+    /// transport that knows it stops reading the body once it is past this (at once when `Content-Length` says so, or
+    /// when this is 0) and completes with the head, its body empty and ``RemoteReply/overLimit`` set, so a range
+    /// answered with more than was asked never costs more than was asked.
+    public var bodyLimit: (@Sendable (_ status: Int, _ headers: [(name: String, value: String)]) -> Int)?
 
     /// A request as a remote bundle sends it.
-    public init(method: String, url: String, headers: [(name: String, value: String)], timeout: Double, maxBodyBytes: Int) {
+    public init(
+        method: String, url: String, headers: [(name: String, value: String)], timeout: Double, maxBodyBytes: Int,
+        bodyLimit: (@Sendable (_ status: Int, _ headers: [(name: String, value: String)]) -> Int)? = nil
+    ) {
         self.method = method
         self.url = url
         self.headers = headers
         self.timeout = timeout
         self.maxBodyBytes = maxBodyBytes
+        self.bodyLimit = bodyLimit
+    }
+
+    /// The most body bytes taken from a reply with this head: ``bodyLimit`` within ``maxBodyBytes``.
+    public func limit(status: Int, headers: [(name: String, value: String)]) -> Int {
+        let cap = max(maxBodyBytes, 0)
+        guard method != "HEAD", let bodyLimit else { return cap }
+        return min(cap, max(bodyLimit(status, headers), 0))
     }
 }
 
@@ -33,13 +51,16 @@ public struct RemoteReply: Sendable {
     public var headers: [(name: String, value: String)]
     /// The body's bytes (none for a `HEAD`).
     public var body: [UInt8]
+    /// Whether the body was left unread because it was longer than the request takes
+    /// (``RemoteRequest/limit(status:headers:)``): ``body`` is then empty, and the head is the server's.
+    public var overLimit: Bool
 
     /// A reply as a transport received it.
-
-    public init(status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
+    public init(status: Int, headers: [(name: String, value: String)], body: [UInt8], overLimit: Bool = false) {
         self.status = status
         self.headers = headers
         self.body = body
+        self.overLimit = overLimit
     }
 
     /// The first value of the field `name` (compared without case), or nil.
@@ -88,7 +109,9 @@ public struct RemoteOptions: Sendable {
     /// Sent with every request: `Authorization` for a private bucket, or any field a CDN wants.
     public var headers: [(name: String, value: String)]
     /// Where fetched ranges are kept across restarts and shared between processes on one host (one file per bundle
-    /// digest); nil keeps them in a file of this process's own, removed when it ends.
+    /// digest, holding only bodies that passed their SHA-256); nil keeps them in a file of this process's own, removed
+    /// when it ends. Made with mode 0700 when missing, its files 0600 and never opened through a link; a folder that
+    /// another user owns, or that others may write to, is refused.
     public var cacheDirectory: String?
     /// The most bytes the cache folder holds: bundles least recently mounted are removed first when a mount finds it
     /// over; a bundle larger than this keeps what it fetches past the bound in no file (read again when asked again).
