@@ -162,7 +162,7 @@ extension Packager {
                 var options = try probe.verifierOptions()
                 options.failOn = try failingVerdicts()
                 options.checkSubstituted = checkSubstituted
-                options.bundleArgument = bundle
+                options.bundleArgument = RemoteObject.shown(bundle)
                 let live = isatty(STDERR_FILENO) == 1
                 let report = try await Verifier(options: options).verify(bundleAt: bundle, remote: try remote.options(for: [bundle])) { done, total in
                     if live && (done % 25 == 0 || done == total) { FileHandle.standardError.write(Data("\r\u{1B}[Kverified \(done)/\(total)".utf8)) }

@@ -75,9 +75,11 @@ public enum Checker {
     /// - Returns: the report; ``Report/refusedInput`` when nothing could be checked because the input was wrong (a
     ///   delta without its base or over another bundle, a file that does not exist).
     /// - Parameter publicKey: when given (32 raw bytes), the bundle must carry a valid signature by it.
-    /// - Parameter remote: how to read `path` when it is a URL (the whole object is fetched once: every body is read).
+    /// - Parameter remote: how to read `path` when it is a URL (what the cache lacks is fetched first, in requests of at
+    ///   most 64 MiB, each body checked by its SHA-256 as it comes: every body is read).
     public static func check(path: String, bases: [String] = [], publicKey: [UInt8]? = nil, remote: RemoteOptions? = nil) -> Report {
-        var report = Report(path: path, issues: [], entries: 0, bodies: 0, bytesVerified: 0)
+        // A URL as it may be printed (text and JSON): no credentials, no query (a presigned URL's signature).
+        var report = Report(path: RemoteObject.shown(path), issues: [], entries: 0, bodies: 0, bytesVerified: 0)
         let bundle: MountedBundle
         do {
             if bases.isEmpty {
@@ -86,7 +88,10 @@ public enum Checker {
             } else {
                 let mounted = try MountedBundle.mount(paths: [path] + bases, options: .init(verification: .sha256), remote: remote)
                 guard mounted.count == 1, mounted[0].base != nil else {
-                    throw BundleError(.invalidArgument, "\(path) is not a delta over \(bases.joined(separator: " ")): give bases only after a delta")
+                    throw BundleError(
+                        .invalidArgument,
+                        "\(RemoteObject.shown(path)) is not a delta over \(bases.map(RemoteObject.shown).joined(separator: " ")): give bases only after a delta"
+                    )
                 }
                 bundle = mounted[0]
             }

@@ -102,8 +102,9 @@ public enum Inspector {
                 sha256: item.body?.sha256 ?? (position < entries.count && entries[position].key == item.key ? entries[position].body?.sha256 : nil),
                 redirectTo: item.redirectTo)
         }
+        // A URL as it may be printed: no credentials, no query (a presigned URL's signature).
         return BundleListing(
-            path: path, fileSize: bundle.file.size, digest: bundle.digest, signed: bundle.isSigned, generator: manifest.generator,
+            path: RemoteObject.shown(path), fileSize: bundle.file.size, digest: bundle.digest, signed: bundle.isSigned, generator: manifest.generator,
             createdAt: manifest.createdAt, formatVersion: bundle.formatVersion, rules: bundle.rules, entries: rows, totals: manifest.totals)
     }
 
