@@ -92,8 +92,10 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
             let declared = request.headers[.contentLength].flatMap { Int($0) }
             if let declared, declared > BundleRequest.maxBodySize { return Response(status: .contentTooLarge) }
             let reserved = declared ?? BundleRequest.maxBodySize
-            guard bodyBudget.reserve(reserved) else { return Response(status: .serviceUnavailable) }
-            defer { bodyBudget.release(reserved) }
+            // One client address holds at most its share of the budget (BodyBudget.perClient), so one cannot starve the rest.
+            let client = (context as? any RemoteAddressRequestContext)?.remoteAddress?.ipAddress
+            guard bodyBudget.reserve(reserved, client: client) else { return Response(status: .serviceUnavailable) }
+            defer { bodyBudget.release(reserved, client: client) }
             guard let collected = try? await request.collectBody(upTo: BundleRequest.maxBodySize) else { return Response(status: .contentTooLarge) }
             requestBody = Data(collected.readableBytesView)
         }

@@ -102,8 +102,10 @@ public struct OfflineBundleMiddleware: AsyncMiddleware {
             let declared = request.headers.first(name: .contentLength).flatMap { Int($0) }
             if let declared, declared > BundleRequest.maxBodySize { return Response(status: .payloadTooLarge) }
             let reserved = declared ?? BundleRequest.maxBodySize
-            guard bodyBudget.reserve(reserved) else { return Response(status: .serviceUnavailable) }
-            defer { bodyBudget.release(reserved) }
+            // One client address holds at most its share of the budget (BodyBudget.perClient), so one cannot starve the rest.
+            let client = request.remoteAddress?.ipAddress
+            guard bodyBudget.reserve(reserved, client: client) else { return Response(status: .serviceUnavailable) }
+            defer { bodyBudget.release(reserved, client: client) }
             let collected: ByteBuffer?
             do {
                 collected = try await request.body.collect(max: BundleRequest.maxBodySize).get()
