@@ -471,6 +471,12 @@ struct RequestSecretsTests {
         #expect(declared.requests[0].bodySecret && declared.requests[1].bodySecret)
         #expect(declared.secrets.contains("hunter2-long-enough"))
         #expect(declared.warnings.isEmpty)
+        // A password written out makes the body a secret all the same, and is warned about.
+        let literal = try parser.parse("requests:\n  - url: https://api.example/a\n    method: POST\n    body: 'user=ci&password=abc'")
+        #expect(literal.requests[0].bodySecret)
+        #expect(literal.warnings.count == 1)
+        let expected = "packager.yml:4:11: the request body has a 'password' field written out: it is kept as its digest only"
+        #expect(literal.warnings.first?.hasPrefix(expected) == true)
         let problems = [
             (
                 "requests:\n  - url: https://api.example/a\n    method: POST\n    body: '${NOPE}'",

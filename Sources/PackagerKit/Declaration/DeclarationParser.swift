@@ -277,6 +277,16 @@ private struct Reader {
             guard request.body?.isEmpty == false else { throw fail(secretNode, "secret: true marks the request body as a secret, and this request has none") }
             request.bodySecret = true
         }
+        // A body with a password-like field (as HAR import finds them) is a secret whether or not the declaration says
+        // so: kept as its digest, and said.
+        if !request.bodySecret, let body = request.body, let field = HARImporter.secretField(inBody: body),
+            let bodyNode = values["body"] ?? values["body-file"]
+        {
+            request.bodySecret = true
+            notes.warnings.append(
+                "\(location(of: bodyNode) ?? file): the request body has a '\(field)' field written out: it is kept as its digest only, "
+                    + "as a secret; write the value as ${NAME} (in body) and set NAME in the environment")
+        }
         if let body = request.body, body.count > BundleRequest.maxBodySize {
             throw fail(
                 values["body"] ?? values["body-file"],
