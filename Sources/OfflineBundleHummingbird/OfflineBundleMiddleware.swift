@@ -93,7 +93,7 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
             if let declared, declared > BundleRequest.maxBodySize { return Response(status: .contentTooLarge) }
             let reserved = declared ?? BundleRequest.maxBodySize
             // One client address holds at most its share of the budget (BodyBudget.perClient), so one cannot starve the rest.
-            let client = (context as? any RemoteAddressRequestContext)?.remoteAddress?.ipAddress
+            let client = (context as? any RemoteAddressRequestContext)?.remoteAddress?.ipAddress.map(BodyBudget.clientKey)
             guard bodyBudget.reserve(reserved, client: client) else { return Response(status: .serviceUnavailable) }
             defer { bodyBudget.release(reserved, client: client) }
             guard let collected = try? await request.collectBody(upTo: BundleRequest.maxBodySize) else { return Response(status: .contentTooLarge) }

@@ -192,7 +192,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             skippingBody = false
             droppedBodyBytes = 0
             // Known once the channel is active (not yet when the handler is added); nothing is reserved before a head.
-            if client == nil { client = context.channel.remoteAddress?.ipAddress }
+            if client == nil { client = context.channel.remoteAddress?.ipAddress.map(BodyBudget.clientKey) }
             let length = head.headers.first(name: "content-length").flatMap { Int($0) }
             // A body past what any reader matches on is a 413 from its Content-Length, before a byte of it is read.
             if let length, length > BundleRequest.maxBodySize { return answerBeforeBody(head, tooLarge: true, context: context) }
@@ -207,10 +207,11 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
                 body = context.channel.allocator.buffer(capacity: 0)
                 startBodyCheck(context: context)
             }
-            // RFC 9110 §10.1.1: the client waits for a 100 before it sends the body. Only where no other answer is
-            // going out on this connection (over HTTP/1.1), so the 100 cannot fall inside another response.
-            if head.headers.first(name: "expect")?.lowercased() == "100-continue", gate == nil, head.version.minor >= 1, !busy, !writing,
-                waiting.isEmpty
+            // RFC 9110 §10.1.1: the client waits for a 100 before it sends the body. Only for a body that will be kept (one
+            // that would be dropped is not asked for: the client sends it after its own wait, or not at all), and only
+            // where no other answer is going out on this connection (over HTTP/1.1), so the 100 cannot fall inside another.
+            if body != nil, head.headers.first(name: "expect")?.lowercased() == "100-continue", gate == nil, head.version.minor >= 1, !busy,
+                !writing, waiting.isEmpty
             {
                 context.writeAndFlush(wrapOutboundOut(.byteBuffer(ByteBuffer(staticString: "HTTP/1.1 100 Continue\r\n\r\n"))), promise: nil)
             }

@@ -103,7 +103,7 @@ public struct OfflineBundleMiddleware: AsyncMiddleware {
             if let declared, declared > BundleRequest.maxBodySize { return Response(status: .payloadTooLarge) }
             let reserved = declared ?? BundleRequest.maxBodySize
             // One client address holds at most its share of the budget (BodyBudget.perClient), so one cannot starve the rest.
-            let client = request.remoteAddress?.ipAddress
+            let client = request.remoteAddress?.ipAddress.map(BodyBudget.clientKey)
             guard bodyBudget.reserve(reserved, client: client) else { return Response(status: .serviceUnavailable) }
             defer { bodyBudget.release(reserved, client: client) }
             let collected: ByteBuffer?

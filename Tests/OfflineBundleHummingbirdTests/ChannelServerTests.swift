@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import NIOCore
 import OfflineBundle
 import OfflineBundleHummingbird
 import OfflineBundleServing
@@ -421,11 +422,12 @@ struct RequestBodyFairnessTests {
             print(closed, round(time.time() - start, 1), post())
         """
 
-    func start(_ folder: TemporaryFolder, budget: Int = 64 << 20) async throws -> OfflineBundleChannelServer {
+    /// A server of the shared table's bundles; bodies that stall are closed after `bodyTimeout`.
+    func start(_ folder: TemporaryFolder, budget: Int = 64 << 20, bodyTimeout: TimeAmount = .seconds(1)) async throws -> OfflineBundleChannelServer {
         let loader = try runtimeLoader(origin: "https://docs.example.com", folder: folder, policy: .bundleOnly)
         return try await OfflineBundleChannelServer.start(
             handle: LoaderHandle(loader), routes: [.init(origin: "https://docs.example.com")], requestBodyBudget: budget,
-            requestBodyTimeout: .seconds(1))
+            requestBodyTimeout: bodyTimeout)
     }
 
     func talk(_ folder: TemporaryFolder, port: Int, _ name: String) async throws -> [String] {
@@ -450,7 +452,8 @@ struct RequestBodyFairnessTests {
     @Test("one client address holds at most its share of the body budget: its next body is a 503 at once, another address is answered")
     func fairShare() async throws {
         let folder = try TemporaryFolder()
-        let server = try await start(folder, budget: 16 << 20)
+        // The held bodies stall: a long body timeout, so none is closed (and its room given back) before the third asks.
+        let server = try await start(folder, budget: 16 << 20, bodyTimeout: .seconds(60))
         let lines = try await talk(folder, port: server.port, "share")
         await server.stop()
         #expect(lines == ["HTTP/1.1 503 Service Unavailable HTTP/1.1 200 OK"], "\(lines)")

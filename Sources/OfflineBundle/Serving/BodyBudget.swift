@@ -49,6 +49,22 @@ package final class BodyBudget: Sendable {
 
     package var inUse: Int { state.withLock { $0.used } }
 
+    /// The client an address counts as: an IPv4 address itself (an IPv4-mapped IPv6 one too), an IPv6 address by its
+    /// /64 (one host is given a whole /64 and can take any address in it).
+    package static func clientKey(_ address: String) -> String {
+        guard address.contains(":") else { return address }
+        if address.contains("."), let v4 = address.split(separator: ":").last { return String(v4) }
+        // Expanded to eight groups, so `2001:db8::1` and `2001:db8:0:0::2` are one /64.
+        let halves = address.split(separator: "::", maxSplits: 1, omittingEmptySubsequences: false).map { $0.split(separator: ":").map(String.init) }
+        var groups = halves[0]
+        if halves.count == 2 { groups += Array(repeating: "0", count: max(0, 8 - halves[0].count - halves[1].count)) + halves[1] }
+        let prefix = groups.prefix(4).map { group -> String in
+            let trimmed = group.lowercased().drop { $0 == "0" }
+            return trimmed.isEmpty ? "0" : String(trimmed)
+        }
+        return prefix.joined(separator: ":") + "::/64"
+    }
+
     /// What `client` holds.
     package func inUse(by client: String) -> Int { state.withLock { $0.byClient[client, default: 0] } }
 }

@@ -34,9 +34,13 @@ final class BrowserProxy: Sendable {
     }
 
     /// Chromium's switches that send its every connection here: loopback included (`<-loopback>` takes it off the
-    /// implicit bypass list), and WebRTC kept off UDP (which a proxy cannot carry).
+    /// implicit bypass list), WebRTC kept off UDP (which a proxy cannot carry), and no name resolved by the browser
+    /// (the proxy resolves what it lets through), so a page cannot signal out through DNS lookups either.
     var chromiumArguments: [String] {
-        ["--proxy-server=http://127.0.0.1:\(port)", "--proxy-bypass-list=<-loopback>", "--force-webrtc-ip-handling-policy=disable_non_proxied_udp"]
+        [
+            "--proxy-server=http://127.0.0.1:\(port)", "--proxy-bypass-list=<-loopback>", "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+        ]
     }
 
     /// Connections refused, as `host:port`, in order.
