@@ -70,8 +70,9 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
     /// Sends `request` through the client within `request.timeout`; `completion` runs on the client's event loop. The
     /// body is streamed in and kept only up to what the request takes from the reply's head
     /// (``RemoteRequest/limit(status:headers:)``): past it (or at once, when `Content-Length` says so) the request is
-    /// cancelled and the reply completes with its head alone, ``RemoteReply/overLimit`` set. A connection that cannot
-    /// be made fails with ``ConnectionFailure``.
+    /// cancelled and the reply completes with its head alone, ``RemoteReply/overLimit`` set. A body the request gives a
+    /// sink (``RemoteRequest/sink``) goes to it piece by piece and is not held. A connection that cannot be made fails
+    /// with ``ConnectionFailure``.
     public func send(_ request: RemoteRequest, completion: @escaping @Sendable (Result<RemoteReply, any Error>) -> Void) {
         let prepared: HTTPClient.Request
         do {
@@ -107,6 +108,13 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
             var headers: [(name: String, value: String)] = []
             var limit = 0
             var body: [UInt8] = []
+            var received = 0
+            var sink: (any RemoteBodySink)?
+        }
+
+        /// The request's sink could not keep the body (a file that could not be written).
+        struct SinkFailed: Error, CustomStringConvertible {
+            var description: String { "the reply's body could not be written to a file" }
         }
 
         private let request: RemoteRequest
@@ -119,34 +127,50 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
             let headers = head.headers.map { (name: $0.name, value: $0.value) }
             let limit = request.limit(status: status, headers: headers)
             let announced = head.headers.first(name: "Content-Length").flatMap { Int($0) }
+            // A HEAD's Content-Length announces the object, not a body.
+            if request.method != "HEAD", let announced, announced > limit {
+                return task.eventLoop.makeFailedFuture(Stopped(reply: RemoteReply(status: status, headers: headers, body: [], overLimit: true)))
+            }
+            // Asked only of a reply the request takes a body of: the sink may make a file.
+            let sink = limit > 0 ? request.sink(status: status, headers: headers) : nil
             state.withLock {
                 $0.status = status
                 $0.headers = headers
                 $0.limit = limit
-                if let announced, announced <= limit { $0.body.reserveCapacity(announced) }
-            }
-            // A HEAD's Content-Length announces the object, not a body.
-            if request.method != "HEAD", let announced, announced > limit {
-                return task.eventLoop.makeFailedFuture(Stopped(reply: RemoteReply(status: status, headers: headers, body: [], overLimit: true)))
+                $0.sink = sink
+                // Memory for what was announced, when it is small: a body of a sink is never held.
+                if sink == nil, let announced, announced <= min(limit, 4 << 20) { $0.body.reserveCapacity(announced) }
             }
             return task.eventLoop.makeSucceededVoidFuture()
         }
 
         func didReceiveBodyPart(task: HTTPClient.Task<RemoteReply>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-            let over = state.withLock { state -> RemoteReply? in
-                guard state.body.count + buffer.readableBytes <= state.limit else {
+            enum Outcome {
+                case more
+                case over(RemoteReply)
+                case failed
+            }
+            let outcome = state.withLock { state -> Outcome in
+                guard state.received + buffer.readableBytes <= state.limit else {
                     state.body = []
-                    return RemoteReply(status: state.status, headers: state.headers, body: [], overLimit: true)
+                    return .over(RemoteReply(status: state.status, headers: state.headers, body: [], overLimit: true))
+                }
+                state.received += buffer.readableBytes
+                if let sink = state.sink {
+                    return buffer.withUnsafeReadableBytes { sink.write($0) } ? .more : .failed
                 }
                 state.body += buffer.readableBytesView
-                return nil
+                return .more
             }
-            if let over { return task.eventLoop.makeFailedFuture(Stopped(reply: over)) }
-            return task.eventLoop.makeSucceededVoidFuture()
+            switch outcome {
+            case .more: return task.eventLoop.makeSucceededVoidFuture()
+            case .over(let reply): return task.eventLoop.makeFailedFuture(Stopped(reply: reply))
+            case .failed: return task.eventLoop.makeFailedFuture(SinkFailed())
+            }
         }
 
         func didFinishRequest(task: HTTPClient.Task<RemoteReply>) throws -> RemoteReply {
-            state.withLock { RemoteReply(status: $0.status, headers: $0.headers, body: $0.body) }
+            state.withLock { RemoteReply(status: $0.status, headers: $0.headers, body: $0.body, sink: $0.sink) }
         }
     }
 

@@ -5,6 +5,7 @@ import OfflineBundle
 import OfflineBundleHTTPClient
 import OfflineBundleServing
 import PackagerKit
+import Synchronization
 import TestSupport
 import Testing
 
@@ -902,6 +903,55 @@ extension RemoteBundleFaultTests {
             #expect(outcome.status == 200 && outcome.overLimit && outcome.body.isEmpty)
             #expect(ContinuousClock.now - started < .seconds(15))
             try await transport.shutdown()
+        }
+    }
+}
+
+/// Passes requests to AsyncHTTPClient's transport, and remembers the longest body a reply held in memory.
+final class MemoryWatch: RemoteTransport {
+    let inner: HTTPClientRemoteTransport
+    private let longest = Mutex(0)
+    init() throws { inner = try HTTPClientRemoteTransport(connectTimeout: 5) }
+    var largestBody: Int { longest.withLock { $0 } }
+    func send(_ request: RemoteRequest, completion: @escaping @Sendable (Result<RemoteReply, any Error>) -> Void) {
+        inner.send(request) { outcome in
+            if case .success(let reply) = outcome { self.longest.withLock { $0 = max($0, reply.body.count) } }
+            completion(outcome)
+        }
+    }
+}
+
+/// A reply's body is never held in memory past a range asked for: an object sent whole goes to a file as it comes
+/// (security review 3, S5, re-run).
+extension RemoteBundleFaultTests {
+    @Test(
+        "S5: an object sent whole (200) is streamed to a file, not held in memory, at the mount and after it, with a cache folder and without; every body reads right"
+    )
+    func wholeObjectStreamed() async throws {
+        let (folder, bytes) = try release()
+        let local = try MountedBundle(path: folder.path + "/release.zip")
+        // Whole from the first request; or ranges for the mount's two requests, then the whole object.
+        for rangesFirst in [0, 2] {
+            for cache in [nil, folder.path + "/cache-\(rangesFirst)"] {
+                try await withRangeServer(bytes) { origin, server in
+                    route(origin) { request in
+                        guard server.requests >= rangesFirst else { return server.answer(request) }
+                        var stripped = request
+                        stripped.headers["range"] = nil
+                        return server.answer(stripped)
+                    }
+                    let watch = try MemoryWatch()
+                    let remote = RemoteOptions(transport: watch, cacheDirectory: cache, timeout: 10, retries: 0)
+                    let bundle = try await MountedBundle.mount(url: origin.base + "/release.zip", remote: remote)
+                    try await offPool { try RemoteBundleTests.expectSameBodies(bundle, local) }
+                    // The replies held in memory are the ranges asked for (the tail, the index); never the whole object.
+                    let index = try #require(local.metadata["index.bin"]).compressedSize
+                    #expect(
+                        watch.largestBody <= max(MountedBundle.remoteTailBytes, Int(index) + 256) && watch.largestBody < bytes.count / 2,
+                        "a reply held \(watch.largestBody) bytes in memory (ranges first: \(rangesFirst), cache: \(cache != nil))")
+                    try await watch.inner.shutdown()
+                }
+            }
         }
     }
 }

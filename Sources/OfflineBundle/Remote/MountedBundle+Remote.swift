@@ -232,10 +232,11 @@ struct RemoteMount {
     /// the mount's checks (they are forgotten first).
     private func cold(again: Bool = false) throws -> Parts {
         let tailCount = MountedBundle.remoteTailBytes
-        let whole = remote.wholeObject
         let cacheBytes = remote.cacheBytes
+        let wholeAnswer = remote.wholeObject
         // No reply's body is read past what was asked: the last bytes asked for, or under `.download` an object sent
-        // whole within the cache's bound (it is kept there whole, or refused).
+        // whole within the cache's bound (it is kept there whole, or refused), streamed to a file of this process's own
+        // as it comes (never held in memory) and checked from there before any of it is kept.
         let request = RemoteRequest(
             method: "GET", url: url, headers: remote.headers + [("Range", "bytes=-\(tailCount)")], timeout: remote.timeout,
             maxBodyBytes: Int(clamping: max(UInt64(tailCount), cacheBytes)),
@@ -247,15 +248,18 @@ struct RemoteMount {
                     else { return 0 }
                     return parsed.range.count
                 case 200:
-                    guard case .download = whole else { return 0 }
+                    guard case .download = wholeAnswer else { return 0 }
                     return Int(clamping: cacheBytes)
                 default:
                     return 0
                 }
-            })
+            },
+            sink: { status, _ in status == 200 ? BodySpool() : nil })
         let reply = try RemoteObject.send(request, options: remote, shownURL: shownURL)
         let start: UInt64
         let size: UInt64
+        var tail = reply.body
+        var whole: RangeStore?
         switch reply.status {
         case 206:
             guard let parsed = RemoteObject.contentRange(reply.value(of: "Content-Range")), let total = parsed.total,
@@ -271,7 +275,8 @@ struct RemoteMount {
         case 200:
             // nginx answers a range of an empty file with all of it: nothing.
             let length = reply.value(of: "Content-Length").flatMap { UInt64($0) }
-            guard length != 0 && (reply.overLimit || !reply.body.isEmpty) else {
+            let received = reply.sink.map { ($0 as? BodySpool)?.written ?? 0 } ?? UInt64(reply.body.count)
+            guard length != 0 && (reply.overLimit || received > 0) else {
                 throw BundleError(.notABundle, "\(shownURL) is empty: it is not a bundle")
             }
             let ranges = reply.value(of: "Accept-Ranges").map { "Accept-Ranges: \($0)" } ?? "no Accept-Ranges"
@@ -282,10 +287,20 @@ struct RemoteMount {
                 )
             }
             guard !reply.overLimit else { throw RemoteObject.wholeObjectNotKept(shownURL: shownURL, size: length) }
+            guard let file = try RemoteObject.wholeObject(reply, shownURL: shownURL), file.size == received, length == nil || length == received else {
+                throw BundleError(.remote, "\(shownURL) sent \(received) bytes of an object of \(length.map { "\($0)" } ?? "unsaid size")")
+            }
             logger.warning(
                 "the server does not serve ranges: it answered a range request with the whole object, which is kept in the cache whole",
-                metadata: ["url": "\(shownURL)", "bytes": "\(reply.body.count)", "accept-ranges": "\(ranges)"])
-            (start, size) = (0, UInt64(reply.body.count))
+                metadata: ["url": "\(shownURL)", "bytes": "\(received)", "accept-ranges": "\(ranges)"])
+            (start, size) = (0, received)
+            // The object's last bytes, where the end record is, read back from the file.
+            let count = Int(min(received, UInt64(tailCount)))
+            tail = [UInt8](repeating: 0, count: count)
+            guard case .done(count) = tail.withUnsafeMutableBytes({ file.read(into: $0, at: received - UInt64(count)) }) else {
+                throw BundleError(.io, "cannot read back what \(shownURL) sent from a file of this process's own")
+            }
+            whole = file
         case 416:
             throw BundleError(.remote, "\(shownURL) is empty (416 to a request for its last bytes): it is not a bundle")
         case 404, 410:
@@ -295,16 +310,17 @@ struct RemoteMount {
         default:
             throw BundleError(.remote, "\(shownURL) answered \(reply.status) to a range request")
         }
-        let digest = try Self.digest(fromTail: reply.body, shownURL: shownURL)
+        let digest = try Self.digest(fromTail: tail, shownURL: shownURL)
         let store = try RangeStore(folder: remote.cacheDirectory, digest: digest, size: size, budget: remote.cacheBytes)
         if let folder = remote.cacheDirectory { RangeStore.trim(folder: folder, budget: remote.cacheBytes, keep: store.path) }
         let cachedBefore = store.heldBytes > 0
         let etag = reply.value(of: "ETag")
         let lastModified = reply.value(of: "Last-Modified")
         let object = RemoteObject(url: url, options: remote, etag: etag, lastModified: lastModified, size: size, store: store)
-        object.count(requests: 1, bytes: UInt64(reply.body.count))
-        // Read from memory until the index is checked: then each body in it is checked before it is kept.
-        object.stage(reply.body, at: start)
+        object.count(requests: 1, bytes: whole?.size ?? UInt64(reply.body.count))
+        // Read from a file of this process's own until the index is checked: then each body in it is checked before it
+        // is kept.
+        if let whole { object.stage(whole: whole) } else { try object.stage(reply.body, at: start) }
         if reply.status == 200 {
             // Said once, here.
             object.wholeObjectSaid()

@@ -174,6 +174,18 @@ package final class RangeStore: Sendable {
         futimens(logFD, nil)
     }
 
+    /// A store of this process's own over `descriptor` (an unlinked file it now owns), holding its first `size` bytes.
+    package init(adopting descriptor: Int32, size: UInt64) {
+        self.descriptor = descriptor
+        self.size = size
+        budget = size
+        log = -1
+        path = nil
+        var ranges = HeldRanges()
+        ranges.insert(0..<size)
+        held = Mutex(Holding(ranges: ranges))
+    }
+
     deinit {
         close(descriptor)
         if log >= 0 { close(log) }
@@ -251,6 +263,9 @@ package final class RangeStore: Sendable {
 
     /// The parts of `range` not held.
     package func missing(in range: Range<UInt64>) -> [Range<UInt64>] { held.withLock { $0.ranges.missing(in: range) } }
+
+    /// The ranges held, in order.
+    package var heldRanges: [Range<UInt64>] { held.withLock { $0.ranges.ranges } }
 
     /// Bytes held.
     package var heldBytes: UInt64 { held.withLock { $0.ranges.count } }
@@ -330,6 +345,52 @@ package final class RangeStore: Sendable {
             unlink(file.base + ".ranges")
             unlink(file.base + ".data")
             total -= min(total, file.used)
+        }
+    }
+}
+
+/// A reply's body written as it arrives to a file of this process's own (made with `mkstemp` and unlinked at once),
+/// never held in memory: where a remote bundle's object sent whole goes, to be checked before any of it is kept or
+/// read (``RemoteRequest/sink``).
+package final class BodySpool: RemoteBodySink {
+    private let file: Mutex<(descriptor: Int32, written: UInt64)>
+
+    /// A spool with a file of its own; one that could not be made fails its first write.
+    package init() {
+        var template = Array((NSTemporaryDirectory() + "/packager-whole-XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { buffer -> Int32 in
+            let fd = mkstemp(buffer.baseAddress!)
+            if fd >= 0 { unlink(buffer.baseAddress!) }
+            return fd
+        }
+        file = Mutex((fd, 0))
+    }
+
+    deinit {
+        let fd = file.withLock { $0.descriptor }
+        if fd >= 0 { close(fd) }
+    }
+
+    package func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        file.withLock { file in
+            guard file.descriptor >= 0 else { return false }
+            guard bytes.count > 0 else { return true }
+            guard FileIO.write(file.descriptor, bytes, at: file.written) == nil else { return false }
+            file.written += UInt64(bytes.count)
+            return true
+        }
+    }
+
+    /// Bytes written so far.
+    package var written: UInt64 { file.withLock { $0.written } }
+
+    /// What was written, as a store of this process's own that holds it (the spool gives its file up); nil when its
+    /// file could not be made.
+    package func store() -> RangeStore? {
+        file.withLock { file in
+            guard file.descriptor >= 0 else { return nil }
+            defer { file.descriptor = -1 }
+            return RangeStore(adopting: file.descriptor, size: file.written)
         }
     }
 }

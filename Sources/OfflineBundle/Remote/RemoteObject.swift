@@ -43,8 +43,9 @@ package final class RemoteObject: Sendable {
         /// The checks fetched bytes pass before they are kept; nil while the mount has not checked the index yet (its
         /// fetches then lie past the body area, where their readers check them).
         var check: RemoteBodyCheck?
-        /// A cold mount's first reply, read from memory until the index is checked and its bodies with it.
-        var staged: (offset: UInt64, bytes: [UInt8])?
+        /// Bytes fetched before the index was checked (a cold mount's first reply, or an object sent whole), in a file
+        /// of this process's own, read from there until the index is checked and its bodies with it.
+        var staged: RangeStore?
         /// Checked bytes the cache could not keep (its bound reached, or a body checked piece by piece), in a file of
         /// this process's own; made when first needed.
         var spool: RangeStore?
@@ -157,21 +158,32 @@ package final class RemoteObject: Sendable {
         }
     }
 
-    /// Holds a cold mount's first reply (the object's last bytes, or all of it) in memory, where reads find it, until
-    /// ``install(_:)`` checks what of it may be kept.
-    package func stage(_ bytes: [UInt8], at offset: UInt64) {
+    /// Holds a cold mount's first reply (the object's last bytes) in a file of this process's own, where reads find
+    /// it, until ``install(_:)`` checks what of it may be kept.
+    package func stage(_ bytes: [UInt8], at offset: UInt64) throws {
         guard !bytes.isEmpty, offset <= size, UInt64(bytes.count) <= size - offset else { return }
-        state.withLock { $0.staged = (offset, bytes) }
+        let file = try RangeStore(folder: nil, digest: "", size: size, budget: size)
+        guard file.keep(bytes, at: offset) else { throw BundleError(.io, "cannot write the first reply of \(shownURL) to a file of this process's own") }
+        state.withLock { $0.staged = file }
+    }
+
+    /// Holds the object sent whole (a store of this process's own that holds all of it, unchecked) where reads find it,
+    /// until ``install(_:)`` checks what of it may be kept.
+    package func stage(whole file: RangeStore) {
+        guard file.holds(0..<size) else { return }
+        state.withLock { $0.staged = file }
     }
 
     /// Sets the checks fetched bytes pass from now on (the mount has checked the index they come from), and keeps what
-    /// of the staged reply passes them.
+    /// of the staged bytes passes them.
     package func install(_ check: RemoteBodyCheck) {
-        let staged = state.withLock { state -> (offset: UInt64, bytes: [UInt8])? in
+        let staged = state.withLock { state -> RangeStore? in
             state.check = check
             return state.staged
         }
-        if let staged { _ = keep(staged.bytes, at: staged.offset, check: check) }
+        if let staged {
+            for range in staged.heldRanges { _ = keep(from: staged, range, check: check) }
+        }
         state.withLock { $0.staged = nil }
     }
 
@@ -211,13 +223,8 @@ package final class RemoteObject: Sendable {
     /// Fills `buffer` from the staged reply or the spool when either holds `range`; says whether one did.
     private func readElsewhere(_ range: Range<UInt64>, into buffer: UnsafeMutableRawBufferPointer, what: @autoclosure () -> String) throws -> Bool {
         let (staged, spool) = state.withLock { ($0.staged, $0.spool) }
-        if let staged, range.lowerBound >= staged.offset, range.upperBound <= staged.offset + UInt64(staged.bytes.count) {
-            let from = Int(range.lowerBound - staged.offset)
-            staged.bytes.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[from..<(from + buffer.count)])) }
-            return true
-        }
-        guard let spool, spool.holds(range) else { return false }
-        switch spool.read(into: buffer, at: range.lowerBound) {
+        guard let file = [staged, spool].compactMap({ $0 }).first(where: { $0.holds(range) }) else { return false }
+        switch file.read(into: buffer, at: range.lowerBound) {
         case .failed(let error):
             throw BundleError(.io, "cannot read \(what()) of \(shownURL) from this process's file of checked bytes", underlying: SystemCallError(error))
         case .done(let count) where count < buffer.count:
@@ -231,13 +238,8 @@ package final class RemoteObject: Sendable {
     private func missing(in range: Range<UInt64>) -> [Range<UInt64>] {
         var gaps = store.missing(in: range)
         guard !gaps.isEmpty else { return gaps }
-        let (staged, spool) = state.withLock { ($0.staged.map { $0.offset..<($0.offset + UInt64($0.bytes.count)) }, $0.spool) }
-        if let staged {
-            gaps = gaps.flatMap { gap -> [Range<UInt64>] in
-                guard gap.overlaps(staged) else { return [gap] }
-                return [gap.lowerBound..<max(gap.lowerBound, staged.lowerBound), min(gap.upperBound, staged.upperBound)..<gap.upperBound].filter { !$0.isEmpty }
-            }
-        }
+        let (staged, spool) = state.withLock { ($0.staged, $0.spool) }
+        if let staged { gaps = gaps.flatMap { staged.missing(in: $0) } }
         if let spool { gaps = gaps.flatMap { spool.missing(in: $0) } }
         return gaps
     }
@@ -276,6 +278,72 @@ package final class RemoteObject: Sendable {
                 metadata: ["url": "\(shownURL)", "body": "\(failed.error.entry ?? "")", "reason": "\(failed.error.message)"])
         }
         return failed
+    }
+
+    /// The most bytes read at once from a file of fetched bytes, to check them or copy them into the cache.
+    static let filePiece = 1 << 20
+
+    /// Reads `range` of `file` in pieces of at most ``filePiece`` bytes, in order, handing each to `body`.
+    private func pieces(of file: RangeStore, _ range: Range<UInt64>, _ body: (ArraySlice<UInt8>, UInt64) throws -> Void) throws {
+        var buffer = [UInt8](repeating: 0, count: min(Self.filePiece, range.count))
+        var position = range.lowerBound
+        while position < range.upperBound {
+            let count = Int(min(UInt64(buffer.count), range.upperBound - position))
+            let outcome = buffer.withUnsafeMutableBytes { file.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<count]), at: position) }
+            guard case .done(let read) = outcome, read == count else {
+                throw BundleError(.io, "cannot read back the bytes of \(shownURL) fetched into a file of this process's own")
+            }
+            try body(buffer[0..<count], position)
+            position += UInt64(count)
+        }
+    }
+
+    /// Keeps what of `range` of `file` (bytes fetched, not yet checked) passes `check` (everything, before the mount has
+    /// a check), reading it in pieces: each whole body in it hashed, then copied into the cache (or past its bound the
+    /// spool). Returns the first body that failed its checks; its bytes are not kept.
+    private func keep(from file: RangeStore, _ range: Range<UInt64>, check: RemoteBodyCheck?) -> (range: Range<UInt64>, error: BundleError)? {
+        guard let check else {
+            copy(from: file, range)
+            return nil
+        }
+        var failed: (range: Range<UInt64>, error: BundleError)?
+        for i in check.bodies(touching: range) {
+            let record = check.record(i)
+            let extent = RemoteBodyCheck.extent(record)
+            guard extent.lowerBound >= range.lowerBound, extent.upperBound <= range.upperBound else { continue }
+            do {
+                let body = try StreamedBodyCheck(record: record, check: check)
+                try pieces(of: file, extent) { piece, _ in try body.feed(piece) }
+                try body.finish()
+                copy(from: file, extent)
+            } catch {
+                if failed == nil { failed = (extent, error as? BundleError ?? BundleError(.corruptBody, "\(error)", entry: check.name(record))) }
+            }
+        }
+        if range.upperBound > check.bodyAreaEnd { copy(from: file, max(range.lowerBound, check.bodyAreaEnd)..<range.upperBound) }
+        if let failed {
+            logger.warning(
+                "a body fetched from the server does not match the index; it was not kept",
+                metadata: ["url": "\(shownURL)", "body": "\(failed.error.entry ?? "")", "reason": "\(failed.error.message)"])
+        }
+        return failed
+    }
+
+    /// Copies checked bytes of `file` into the cache, piece by piece; when the cache cannot take them all, into the
+    /// spool whole (where reads look first), so that a body is read from one place.
+    private func copy(from file: RangeStore, _ range: Range<UInt64>) {
+        guard !range.isEmpty else { return }
+        var inCache = true
+        try? pieces(of: file, range) { piece, offset in
+            guard store.keep(Array(piece), at: offset) else {
+                inCache = false
+                throw CancellationError()
+            }
+        }
+        guard !inCache, let spool = try? spoolStore() else { return }
+        try? pieces(of: file, range) { piece, offset in
+            guard spool.keep(Array(piece), at: offset) else { throw CancellationError() }
+        }
     }
 
     private func keepLocally(_ bytes: ArraySlice<UInt8>, at offset: UInt64) {
@@ -479,13 +547,16 @@ package final class RemoteObject: Sendable {
                 default:
                     return 0
                 }
-            })
+            },
+            // The whole object goes to a file as it comes, never to memory.
+            sink: { status, _ in status == 200 ? BodySpool() : nil })
         let reply = try Self.send(request, options: options, shownURL: shownURL)
+        let received = reply.sink.map { ($0 as? BodySpool)?.written ?? 0 } ?? UInt64(reply.body.count)
         state.withLock {
             $0.requests += 1
-            $0.fetchedBytes += UInt64(reply.body.count)
+            $0.fetchedBytes += received
         }
-        Self.bytesFetched.increment(by: Int64(reply.body.count))
+        Self.bytesFetched.increment(by: Int64(clamping: received))
         if let sent = reply.value(of: "ETag"), let etag, sent != etag {
             markChanged("its ETag is now \(sent), not \(etag)")
             try throwChanged()
@@ -510,7 +581,7 @@ package final class RemoteObject: Sendable {
             return (span.lowerBound, reply.body)
         case 200:
             // The whole object, where a range was asked for (a proxy or CDN that ignores ranges).
-            let length = reply.value(of: "Content-Length").flatMap { UInt64($0) } ?? (reply.overLimit ? nil : UInt64(reply.body.count))
+            let length = reply.value(of: "Content-Length").flatMap { UInt64($0) } ?? (reply.overLimit ? nil : received)
             guard let length, length == size else {
                 markChanged(length.map { "it is now \($0) bytes, not \(size)" } ?? "it is now more than \(size) bytes")
                 try throwChanged()
@@ -520,8 +591,8 @@ package final class RemoteObject: Sendable {
             }
             // Not kept, every later read would download the whole object again.
             guard wholeTaken else { throw Self.wholeObjectNotKept(shownURL: shownURL, size: size) }
-            guard !reply.overLimit, UInt64(reply.body.count) == size else {
-                throw BundleError(.remote, "\(shownURL) sent \(reply.body.count) bytes of an object of \(size)")
+            guard !reply.overLimit, received == size, let whole = try Self.wholeObject(reply, shownURL: shownURL) else {
+                throw BundleError(.remote, "\(shownURL) sent \(reply.overLimit ? "more than \(size)" : "\(received)") bytes of an object of \(size)")
             }
             let warn = state.withLock { state -> Bool in
                 defer { state.warnedWhole = true }
@@ -532,7 +603,18 @@ package final class RemoteObject: Sendable {
                     "the server answered a range request with the whole object; it is kept in the cache whole",
                     metadata: ["url": "\(shownURL)", "bytes": "\(size)"])
             }
-            return (0, reply.body)
+            // Checked and kept from the file, body by body; before the mount has checked the index, read from there until
+            // it has (as a cold mount's first reply is).
+            if let check = state.withLock({ $0.check }) {
+                _ = keep(from: whole, 0..<size, check: check)
+            } else {
+                stage(whole: whole)
+            }
+            // What was asked, for the caller (which checks it again, as any fetch).
+            var bytes = [UInt8]()
+            bytes.reserveCapacity(span.count)
+            try pieces(of: whole, span) { piece, _ in bytes += piece }
+            return (span.lowerBound, bytes)
         case 412:
             markChanged("the server answered 412: it no longer has the ETag \(etag ?? "")")
             try throwChanged()
@@ -542,6 +624,19 @@ package final class RemoteObject: Sendable {
         default:
             throw BundleError(.remote, "\(shownURL) answered \(reply.status) to a range request")
         }
+    }
+
+    /// The object a reply with status 200 sent whole, as a store of this process's own that holds it: the file its
+    /// body was streamed to, or (from a transport that keeps bodies in memory) a file it is written to; nil when that
+    /// file could not be made.
+    package static func wholeObject(_ reply: RemoteReply, shownURL: String) throws -> RangeStore? {
+        if let spool = reply.sink as? BodySpool { return spool.store() }
+        guard reply.sink == nil else { return nil }
+        let file = try RangeStore(folder: nil, digest: "", size: UInt64(reply.body.count), budget: UInt64(reply.body.count))
+        if !reply.body.isEmpty, !file.keep(reply.body, at: 0) {
+            throw BundleError(.io, "cannot write what \(shownURL) sent to a file of this process's own")
+        }
+        return file
     }
 
     /// Sends `request`, again after a connection error, a timeout, a 429 or a 5xx (backing off), up to the retries.

@@ -21,11 +21,17 @@ public struct RemoteRequest: Sendable {
     /// when this is 0) and completes with the head, its body empty and ``RemoteReply/overLimit`` set, so a range
     /// answered with more than was asked never costs more than was asked.
     public var bodyLimit: (@Sendable (_ status: Int, _ headers: [(name: String, value: String)]) -> Int)?
+    /// Where the body of a reply with this status and these header fields goes instead of memory, asked when the head
+    /// arrives (after ``bodyLimit``); nil, or a nil answer, keeps the body in ``RemoteReply/body``. A transport that
+    /// knows it hands each piece of the body to the sink as it arrives (still within the limit), holds none of it, and
+    /// completes with the sink in ``RemoteReply/sink``: a remote bundle streams an object sent whole into a file.
+    public var sink: (@Sendable (_ status: Int, _ headers: [(name: String, value: String)]) -> (any RemoteBodySink)?)?
 
     /// A request as a remote bundle sends it.
     public init(
         method: String, url: String, headers: [(name: String, value: String)], timeout: Double, maxBodyBytes: Int,
-        bodyLimit: (@Sendable (_ status: Int, _ headers: [(name: String, value: String)]) -> Int)? = nil
+        bodyLimit: (@Sendable (_ status: Int, _ headers: [(name: String, value: String)]) -> Int)? = nil,
+        sink: (@Sendable (_ status: Int, _ headers: [(name: String, value: String)]) -> (any RemoteBodySink)?)? = nil
     ) {
         self.method = method
         self.url = url
@@ -33,6 +39,13 @@ public struct RemoteRequest: Sendable {
         self.timeout = timeout
         self.maxBodyBytes = maxBodyBytes
         self.bodyLimit = bodyLimit
+        self.sink = sink
+    }
+
+    /// Where the body of a reply with this head goes (``sink``); nil for a `HEAD`, or to keep it in memory.
+    public func sink(status: Int, headers: [(name: String, value: String)]) -> (any RemoteBodySink)? {
+        guard method != "HEAD", let sink else { return nil }
+        return sink(status, headers)
     }
 
     /// The most body bytes taken from a reply with this head: ``bodyLimit`` within ``maxBodyBytes``.
@@ -41,6 +54,13 @@ public struct RemoteRequest: Sendable {
         guard method != "HEAD", let bodyLimit else { return cap }
         return min(cap, max(bodyLimit(status, headers), 0))
     }
+}
+
+/// Takes a reply's body piece by piece as it arrives, in order, so that it is never held in memory
+/// (``RemoteRequest/sink``).
+public protocol RemoteBodySink: AnyObject, Sendable {
+    /// Takes the body's next bytes; false when they could not be kept (the transport then fails the request).
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool
 }
 
 /// What the server answered.
@@ -54,13 +74,16 @@ public struct RemoteReply: Sendable {
     /// Whether the body was left unread because it was longer than the request takes
     /// (``RemoteRequest/limit(status:headers:)``): ``body`` is then empty, and the head is the server's.
     public var overLimit: Bool
+    /// The sink the body went to (``RemoteRequest/sink``), ``body`` then empty; nil when the body is in ``body``.
+    public var sink: (any RemoteBodySink)?
 
     /// A reply as a transport received it.
-    public init(status: Int, headers: [(name: String, value: String)], body: [UInt8], overLimit: Bool = false) {
+    public init(status: Int, headers: [(name: String, value: String)], body: [UInt8], overLimit: Bool = false, sink: (any RemoteBodySink)? = nil) {
         self.status = status
         self.headers = headers
         self.body = body
         self.overLimit = overLimit
+        self.sink = sink
     }
 
     /// The first value of the field `name` (compared without case), or nil.
