@@ -20,7 +20,7 @@ extension Packager {
 
         @Argument(
             help:
-                "The bundle to check: a file, or an http(s) URL (fetched whole into the cache once). A delta is a file; the bundles it stands over may be URLs, read by range requests."
+                "The bundle to check: a file, or an http(s) URL (every byte read from the URL as it serves it now, never from the cache folder). A delta is a file; the bundles it stands over may be URLs, read by range requests."
         )
         var path: String
 

@@ -922,7 +922,7 @@ final class MemoryWatch: RemoteTransport {
 }
 
 /// A reply's body is never held in memory past a range asked for: an object sent whole goes to a file as it comes
-/// (security review 3, S5, re-run).
+/// (security review 3, S5, re-run); `check` of a URL verifies what the URL serves now, not what a cache holds.
 extension RemoteBundleFaultTests {
     @Test(
         "S5: an object sent whole (200) is streamed to a file, not held in memory, at the mount and after it, with a cache folder and without; every body reads right"
@@ -952,6 +952,28 @@ extension RemoteBundleFaultTests {
                     try await watch.inner.shutdown()
                 }
             }
+        }
+    }
+
+    @Test(
+        "check of a URL with a warm cache verifies what the URL serves now: a forged copy under the genuine ETag fails, and so does a URL that answers 404 (or 304 to a HEAD)"
+    )
+    func checkReadsTheURL() async throws {
+        let (genuine, forged, key, _) = try forgedRelease()
+        let cache = try TemporaryFolder()
+        try await withRangeServer(genuine) { origin, server in
+            let url = origin.base + "/release.zip"
+            let remote = try RemoteBundleTests.remote(cache: cache.path, retries: 0)
+            let first = try await offPool { Checker.check(path: url, remote: remote) }
+            #expect(first.issues.isEmpty && first.bytesVerified > 0, "\(first.issues)")
+            // The same URL, the same ETag, a body forged to its CRC-32: the cache is warm with the genuine bytes.
+            server.bytes = forged
+            let swapped = try await offPool { Checker.check(path: url, remote: remote) }
+            #expect(swapped.issues.contains { $0.message.contains("do not match the index") }, "check of a URL that serves a forged \(key): \(swapped.issues)")
+            // Nothing there now (a HEAD answered 304 as to the pinned ETag, every GET 404).
+            route(origin) { request in request.method == "HEAD" ? Origin.Resource(status: 304) : Origin.Resource(status: 404) }
+            let gone = try await offPool { Checker.check(path: url, remote: remote) }
+            #expect(gone.issues.contains { $0.message.contains("404") }, "\(gone.issues)")
         }
     }
 }

@@ -307,6 +307,8 @@ package final class RemoteObject: Sendable {
             return nil
         }
         var failed: (range: Range<UInt64>, error: BundleError)?
+        // Bodies that pass, next to each other, are copied as one run (one cache log record a piece, not a body).
+        var run: Range<UInt64>?
         for i in check.bodies(touching: range) {
             let record = check.record(i)
             let extent = RemoteBodyCheck.extent(record)
@@ -315,11 +317,17 @@ package final class RemoteObject: Sendable {
                 let body = try StreamedBodyCheck(record: record, check: check)
                 try pieces(of: file, extent) { piece, _ in try body.feed(piece) }
                 try body.finish()
-                copy(from: file, extent)
+                if let current = run, current.upperBound == extent.lowerBound {
+                    run = current.lowerBound..<extent.upperBound
+                } else {
+                    if let current = run { copy(from: file, current) }
+                    run = extent
+                }
             } catch {
                 if failed == nil { failed = (extent, error as? BundleError ?? BundleError(.corruptBody, "\(error)", entry: check.name(record))) }
             }
         }
+        if let run { copy(from: file, run) }
         if range.upperBound > check.bodyAreaEnd { copy(from: file, max(range.lowerBound, check.bodyAreaEnd)..<range.upperBound) }
         if let failed {
             logger.warning(

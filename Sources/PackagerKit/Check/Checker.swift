@@ -75,9 +75,13 @@ public enum Checker {
     /// - Returns: the report; ``Report/refusedInput`` when nothing could be checked because the input was wrong (a
     ///   delta without its base or over another bundle, a file that does not exist).
     /// - Parameter publicKey: when given (32 raw bytes), the bundle must carry a valid signature by it.
-    /// - Parameter remote: how to read `path` when it is a URL (what the cache lacks is fetched first, in requests of at
-    ///   most 64 MiB, each body checked by its SHA-256 as it comes: every body is read).
+    /// - Parameter remote: how to read `path` when it is a URL. The check is of what the URL serves now, so every byte
+    ///   is read from it: its end record and index (held to the digest its comment names), then the whole object in
+    ///   requests of at most 64 MiB, each body checked by its SHA-256 as it comes. The cache folder is neither read
+    ///   nor written (bytes it holds were fetched earlier, maybe from another URL, and prove nothing of this one).
     public static func check(path: String, bases: [String] = [], publicKey: [UInt8]? = nil, remote: RemoteOptions? = nil) -> Report {
+        var remote = remote
+        remote?.cacheDirectory = nil
         // A URL as it may be printed (text and JSON): no credentials, no query (a presigned URL's signature).
         var report = Report(path: RemoteObject.shown(path), issues: [], entries: 0, bodies: 0, bytesVerified: 0)
         let bundle: MountedBundle
