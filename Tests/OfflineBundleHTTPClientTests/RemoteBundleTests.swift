@@ -507,7 +507,7 @@ struct RemoteBundleTests {
 
 /// A server under the test's control, for what real servers do not do on request: ignore ranges, change the object
 /// between two requests, send the wrong range, fail, hang.
-@Suite("remote bundles: failing and hostile servers")
+@Suite("remote bundles: failing and hostile servers", .serialized)
 struct RemoteBundleFaultTests {
     /// Serves `bytes` with ranges, a strong ETag and If-Match, changed as `fault` says for each request (numbered from 1).
     final class RangeServer: @unchecked Sendable {
