@@ -104,7 +104,8 @@ func refuseUnwritableOutput(_ output: String?, option: String = "-o") throws {
 /// Refuses a bundle URL where a command reads files only.
 func refuseURLs(_ paths: [String], command: String) throws {
     for path in paths where RemoteOptions.isRemote(path) {
-        throw ValidationError("\(RemoteObject.shown(path)) is a URL: \(command) reads bundle files (download it first; serve, check, inspect and verify read URLs)")
+        throw ValidationError(
+            "\(RemoteObject.shown(path)) is a URL: \(command) reads bundle files (download it first; serve, check, inspect and verify read URLs)")
     }
 }
 

@@ -378,7 +378,7 @@ struct RequestBodyFairnessTests {
         import socket, sys, time
         port = int(sys.argv[1]); case = sys.argv[2]
         def connect(source='127.0.0.1'):
-            s = socket.create_connection(('127.0.0.1', port), timeout=5, source_address=(source, 0)); return s
+            s = socket.create_connection(('127.0.0.1', port), timeout=60, source_address=(source, 0)); return s
         def head_of(s):
             data = b''
             while b'\\r\\n\\r\\n' not in data:
@@ -411,13 +411,12 @@ struct RequestBodyFairnessTests {
             for i in range(3):
                 s = connect(); s.sendall(b'POST /api/search HTTP/1.1\\r\\nHost: docs.example.com\\r\\nContent-Length: 1000000\\r\\n\\r\\n' + b'x' * 1000)
                 held.append(s)
-            held[2].settimeout(3)
             print(head_of(held[2]), post('127.0.0.2'))
         elif case == 'deadline':
             # A body that stops: the connection is closed after the body timeout (1 s here), and its room given back.
             s = connect(); start = time.time()
             s.sendall(b'POST /api/search HTTP/1.1\\r\\nHost: docs.example.com\\r\\nContent-Length: 1000000\\r\\n\\r\\n' + b'x' * 1000)
-            s.settimeout(30)
+            s.settimeout(50)
             closed = s.recv(10) == b''
             print(closed, round(time.time() - start, 1), post())
         """
@@ -444,7 +443,8 @@ struct RequestBodyFairnessTests {
         try #require(lines.count == 3, "\(lines)")
         let early = lines[0].split(separator: " ")
         #expect(lines[0].hasPrefix("HTTP/1.1 413") && early.last == "True", "\(lines[0])")
-        #expect((Double(early[early.count - 2]) ?? 99) < 3, "answered before the body: \(lines[0])")
+        // The body is never sent: any answer at all came before it (the bound is only far from the instant expected).
+        #expect((Double(early[early.count - 2]) ?? 99) < 30, "answered before the body: \(lines[0])")
         #expect(lines[1].hasPrefix("HTTP/1.1 413"), "\(lines[1])")
         #expect(lines[2] == "HTTP/1.1 100 Continue HTTP/1.1 200 OK", "\(lines[2])")
     }
@@ -469,7 +469,7 @@ struct RequestBodyFairnessTests {
         try #require(lines.count == 1, "\(lines)")
         let fields = lines[0].split(separator: " ", maxSplits: 2).map(String.init)
         #expect(fields[0] == "True", "\(lines[0])")
-        #expect((Double(fields[1]) ?? 99) < 10, "closed in \(fields[1]) s, the idle timeout is 60 s")
+        #expect((Double(fields[1]) ?? 99) < 30, "closed in \(fields[1]) s, the idle timeout is 60 s")
         #expect(fields[2] == "HTTP/1.1 200 OK", "\(lines[0])")
     }
 }

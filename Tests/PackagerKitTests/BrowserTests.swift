@@ -448,7 +448,9 @@ struct BrowserTests {
 
 /// The third security review's S1 and S12: every connection the browser opens goes through the crawl's scope, whatever
 /// opens it (a WebSocket, a worker, a pop-up, WebRTC), and `check --browser` lets nothing out at all.
-@Suite("the browser kept in scope: connections past the DevTools interception", .enabled(if: chromium != nil, "Chromium is not installed: \(DevTools.installHint)"))
+@Suite(
+    "the browser kept in scope: connections past the DevTools interception", .enabled(if: chromium != nil, "Chromium is not installed: \(DevTools.installHint)")
+)
 struct BrowserConfinementTests {
     /// Logs every TCP connection (its first line) and UDP datagram on one port, on every address: prints the port, then
     /// a line per connection or datagram to `log`.
@@ -513,7 +515,9 @@ struct BrowserConfinementTests {
         return (port, process)
     }
 
-    @Test("build --browser: WebSockets (page and worker), pop-ups, a shared worker's fetch and WebRTC reach no off-scope host; the page's fetch in scope still goes")
+    @Test(
+        "build --browser: WebSockets (page and worker), pop-ups, a shared worker's fetch and WebRTC reach no off-scope host; the page's fetch in scope still goes"
+    )
     func buildKeepsThePageInScope() async throws {
         let folder = try TemporaryFolder()
         let (port, listener) = try await Self.startListener(folder)
@@ -590,7 +594,8 @@ struct BrowserProxyTests {
         #expect(throws: BrowserProxy.Refusal(status: 501, reason: "a request body in chunks")) {
             try BrowserProxy.parse(head: Array("POST http://a.example/ HTTP/1.1\r\nTransfer-Encoding: chunked".utf8))
         }
-        let parsed = try BrowserProxy.parse(head: Array("GET http://a.example:8080/p?q=1#f HTTP/1.1\r\nHost: a.example:8080\r\nProxy-Connection: keep-alive".utf8))
+        let parsed = try BrowserProxy.parse(
+            head: Array("GET http://a.example:8080/p?q=1#f HTTP/1.1\r\nHost: a.example:8080\r\nProxy-Connection: keep-alive".utf8))
         #expect(parsed.host == "a.example" && parsed.port == 8080 && !parsed.tunnel)
         #expect(String(decoding: parsed.head, as: UTF8.self) == "GET /p?q=1 HTTP/1.1\r\nHost: a.example:8080\r\nConnection: close\r\n\r\n")
         #expect(try BrowserProxy.parse(head: Array("CONNECT [::1]:443 HTTP/1.1".utf8)) == BrowserProxy.Target(host: "::1", port: 443, tunnel: true))

@@ -126,7 +126,8 @@ package struct BundleIndex: Sendable {
                 // A block past the bound is hostile (§4.5): a reader never builds a response of that many fields.
                 guard j == 0 || value - previous <= BundleFormat.maxHeaderBlockBytes else {
                     throw BundleError(
-                        .hostile, "index.bin: header block \(j - 1) holds \(value - previous) bytes, past the \(BundleFormat.maxHeaderBlockBytes) a block may hold")
+                        .hostile,
+                        "index.bin: header block \(j - 1) holds \(value - previous) bytes, past the \(BundleFormat.maxHeaderBlockBytes) a block may hold")
                 }
                 previous = value
             }

@@ -322,7 +322,8 @@ package struct IndexAccumulator {
         }
         guard block.count <= BundleFormat.maxHeaderBlockBytes else {
             throw BundleError(
-                .invalidArgument, "its \(headers.count) headers take \(block.count) bytes, past the \(BundleFormat.maxHeaderBlockBytes) an entry may store (FORMAT §4.5)",
+                .invalidArgument,
+                "its \(headers.count) headers take \(block.count) bytes, past the \(BundleFormat.maxHeaderBlockBytes) an entry may store (FORMAT §4.5)",
                 entry: key)
         }
         let blockIndex = try intern(block)

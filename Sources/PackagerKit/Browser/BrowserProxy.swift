@@ -281,7 +281,8 @@ private final class ProxyConnection: ChannelInboundHandler, RemovableChannelHand
     private func refuse(_ status: Int, _ reason: String, context: ChannelHandlerContext) {
         if case .closed = state { return }
         state = .closed
-        let words = [400: "Bad Request", 403: "Forbidden", 431: "Request Header Fields Too Large", 501: "Not Implemented", 502: "Bad Gateway"][status] ?? "Error"
+        let words =
+            [400: "Bad Request", 403: "Forbidden", 431: "Request Header Fields Too Large", 501: "Not Implemented", 502: "Bad Gateway"][status] ?? "Error"
         let body = "packager's browser proxy: " + reason + "\n"
         let head = "HTTP/1.1 \(status) \(words)\r\nContent-Type: text/plain\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
