@@ -91,6 +91,11 @@ extension Crawler {
                 response = answered
             }
             state.commitBytes(response.bodySize)
+            if !secretScan.isEmpty, Self.bodyCarriesSecret(response.body, scan: secretScan) {
+                response.discard(returningTo: memory)
+                fail(Self.bodySecretReason, status: response.status, attempts: response.attempts)
+                return
+            }
             let bytes = Data(response.bodyBytes())
             var entry = BundleWriter.Entry(
                 url: key, status: response.status, headers: storedHeaders(response.headers), body: Self.source(response.body),

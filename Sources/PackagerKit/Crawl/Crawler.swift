@@ -378,6 +378,12 @@ final class Crawler: Sendable {
             var entry = BundleWriter.Entry(
                 url: job.key, status: response.status, headers: headers, body: Self.source(response.body), fetchedAt: response.fetchedAt,
                 originDate: Self.originDate(response.headers))
+            // A page that echoes the token or the cookie it was fetched with is not stored: the secret would be in the bundle.
+            if !secretScan.isEmpty, Self.bodyCarriesSecret(response.body, scan: secretScan) {
+                response.discard(returningTo: memory)
+                state.fail(.init(url: job.key, reason: Self.bodySecretReason, declared: job.declared, referrer: job.referrer))
+                return
+            }
             switch credentialed(job.url, responseHeaders: response.headers) {
             case .none: break
             case .success(let request)?: entry.request = request
@@ -533,6 +539,30 @@ final class Crawler: Sendable {
             for link in visit.links { found.append((link, .link, depth + 1)) }
         }
         return found
+    }
+
+    static let bodySecretReason = "its body carries a secret from the environment (a ${NAME} value of the declaration): not stored"
+
+    /// Whether a received body carries one of the declaration's secret values as it is (letters in any case): read in
+    /// 1 MiB pieces from a spool file, each with the end of the one before, so a secret across two pieces is found.
+    static func bodyCarriesSecret(_ body: Fetcher.Body, scan: SecretScan) -> Bool {
+        switch body {
+        case .none:
+            return false
+        case .memory(let data):
+            return scan.found(inBytes: data)
+        case .file(let path):
+            guard let handle = FileHandle(forReadingAtPath: path) else { return false }
+            defer { try? handle.close() }
+            let overlap = max(0, scan.longest - 1)
+            var carried = Data()
+            while let piece = try? handle.read(upToCount: 1 << 20), !piece.isEmpty {
+                let window = carried + piece
+                if scan.found(inBytes: window) { return true }
+                carried = Data(window.suffix(overlap))
+            }
+            return false
+        }
     }
 
     /// The request a crawled answer was fetched with, when the declaration's headers for its origin carry a credential

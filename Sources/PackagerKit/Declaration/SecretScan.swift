@@ -18,6 +18,16 @@ package struct SecretScan: Sendable {
 
     package var isEmpty: Bool { secrets.isEmpty }
 
+    /// The longest secret, in bytes: a body searched in pieces carries this many bytes less one from a piece to the next.
+    package var longest: Int { secrets.map(\.count).max() ?? 0 }
+
+    /// Whether `bytes` hold a secret as it is, letters in any case (a response body, or a piece of one).
+    package func found(inBytes bytes: some Collection<UInt8>) -> Bool {
+        guard !secrets.isEmpty else { return false }
+        let lowered = bytes.map(Self.lower)
+        return secrets.contains { Self.contains(lowered, $0) }
+    }
+
     /// Whether `text` carries a secret in any of the forms above.
     package func found(in text: String) -> Bool {
         guard !secrets.isEmpty else { return false }
