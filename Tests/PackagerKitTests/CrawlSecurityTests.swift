@@ -247,8 +247,11 @@ struct CrawlSecurityTests {
         try await withOrigin { a in
             let token = "supersecret123"
             let encoded = "supersecre%74123"
+            // The links are on a page of their own: a page whose body carries the secret as it is is not stored (its links
+            // are still followed), and the seed must be, for the bundle to be written.
+            a.set("/", .text("<html><a href=/links.html>links</a></html>", type: html))
             a.set(
-                "/",
+                "/links.html",
                 .text(
                     "<html><a href=/login>in</a><a href=\"/x?token=\(token)\">x</a><a href=\"/y?t=super%2573ecret123\">y</a>"
                         + "<img src=\"/p/\(encoded)/i.png\"><a href=\"/q?a=Bearer+\(token)\">q</a></html>", type: html,
@@ -261,7 +264,10 @@ struct CrawlSecurityTests {
             // None of them was asked for: the origin saw only the seed and the redirect.
             // (And the seed again, with and without a query no link carries, to learn whether the origin ignores queries.)
             #expect(
-                Set(a.requests.map(\.path).filter { !$0.contains("packager-query-probe=") }) == ["/", "/robots.txt", "/login"], "\(a.requests.map(\.path))")
+                Set(a.requests.map(\.path).filter { !$0.contains("packager-query-probe=") }) == ["/", "/robots.txt", "/links.html", "/login"],
+                "\(a.requests.map(\.path))")
+            // The page of links carries the secret as it is: not stored, and said so.
+            #expect(report.failures.contains { $0.url == a.base + "/links.html" && $0.reason.contains("carries a secret") }, "\(report.failures)")
             // No file the build wrote, and no report, holds the secret in any form.
             let data = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/x.zip"))
             for form in [token, encoded, "super%2573ecret123"] {

@@ -378,27 +378,31 @@ final class Crawler: Sendable {
             var entry = BundleWriter.Entry(
                 url: job.key, status: response.status, headers: headers, body: Self.source(response.body), fetchedAt: response.fetchedAt,
                 originDate: Self.originDate(response.headers))
-            // A page that echoes the token or the cookie it was fetched with is not stored: the secret would be in the bundle.
-            if !secretScan.isEmpty, Self.bodyCarriesSecret(response.body, scan: secretScan) {
-                response.discard(returningTo: memory)
+            // A page that echoes the token or the cookie it was fetched with is not stored (the secret would be in the
+            // bundle); its links are still followed, each judged as any link is.
+            let carriesSecret = !secretScan.isEmpty && Self.bodyCarriesSecret(response.body, scan: secretScan)
+            if carriesSecret {
                 state.fail(.init(url: job.key, reason: Self.bodySecretReason, declared: job.declared, referrer: job.referrer))
-                return
+            } else {
+                switch credentialed(job.url, responseHeaders: response.headers) {
+                case .none: break
+                case .success(let request)?: entry.request = request
+                case .failure(let problem)?:
+                    response.discard(returningTo: memory)
+                    state.fail(.init(url: job.key, reason: problem.message, declared: job.declared, referrer: job.referrer))
+                    return
+                }
             }
-            switch credentialed(job.url, responseHeaders: response.headers) {
-            case .none: break
-            case .success(let request)?: entry.request = request
-            case .failure(let problem)?:
-                response.discard(returningTo: memory)
-                state.fail(.init(url: job.key, reason: problem.message, declared: job.declared, referrer: job.referrer))
-                return
-            }
-            let index = state.add(entry, kind: .fetched, httpVersion: response.httpVersion)
-            // Handed over once discovery below has read it (the pipeline may delete its spool file).
+            let index = carriesSecret ? nil : state.add(entry, kind: .fetched, httpVersion: response.httpVersion)
+            // Handed over once discovery below has read it (the pipeline may delete its spool file); a body not stored is
+            // given back.
             defer {
-                if entry.body != nil {
+                if let index, entry.body != nil {
                     let owned: Bool
                     if case .file = response.body { owned = true } else { owned = false }
                     pipeline?.submit(.init(index: index, entry: entry, ownsFile: owned, budgeted: !owned))
+                } else if carriesSecret {
+                    response.discard(returningTo: memory)
                 }
             }
             if response.status >= 400 {
