@@ -269,7 +269,8 @@ struct BrowserTests {
             // visit sees the browser go. Counted from the kill: on a loaded machine the browser's start and the sleep
             // before the kill can take seconds of their own.
             let seconds = Date().timeIntervalSince(killedAt)
-            #expect(seconds < 5 && killed.problem == "the browser exited", "\(seconds) s: \(killed.problem ?? "no problem")")
+            // Killed before its tab opened (a slow start) or while the page loaded: either way the visit ends, saying so.
+            #expect(seconds < 5 && killed.problem?.hasSuffix("the browser exited") == true, "\(seconds) s: \(killed.problem ?? "no problem")")
             let next = await pool.visit(origin.base + "/ok.html") { _ in .proceed() }
             #expect(next.problem == nil && next.requests.contains { $0.request.url == origin.base + "/ok.html" }, "\(next.problem ?? "")")
             #expect(await pool.browserProcess != first)
