@@ -49,41 +49,42 @@ struct VaporTests {
         try writeSampleBundle(origin: origin, to: folder.path + "/b.zip")
         let loader = try OfflineLoader(path: folder.path + "/b.zip")
         let serve = try await OfflineBundleChannelServer.start(handle: LoaderHandle(loader), routes: [.init(origin: origin)])
-        defer { Task { await serve.stop() } }
-        let asked: [(String, [(String, String)], String)] = [
-            ("/", [], "GET"), ("/", [], "HEAD"), ("/", [("Accept-Encoding", "gzip")], "GET"), ("/", [("Accept-Encoding", "gzip")], "HEAD"),
-            ("/", [("If-None-Match", "\"page-v1\"")], "GET"), ("/", [("If-Modified-Since", "Sat, 21 Nov 2026 10:00:00 GMT")], "GET"),
-            ("/", [("If-None-Match", "\"other\"")], "GET"), ("/logo.png", [], "GET"), ("/logo.png", [("Range", "bytes=10-19")], "GET"),
-            ("/logo.png", [("Range", "bytes=49990-")], "GET"), ("/logo.png", [("Range", "bytes=-5")], "GET"),
-            ("/logo.png", [("Range", "bytes=60000-")], "GET"), ("/logo.png", [("Range", "bytes=0-1,5-6")], "GET"),
-            ("/logo.png", [("Range", "bytes=0-9"), ("If-Range", "\"logo-1\"")], "GET"), ("/old", [], "GET"), ("/ads.js", [], "GET"),
-            ("/gone.html", [], "GET"),
-        ]
-        try await withVaporApp(
-            { app in
-                app.middleware.use(try OfflineBundleMiddleware(loader: loader))
-            },
-            { base, _ in
-                for (path, headers, method) in asked {
-                    let fromServe = try await curlExchange("http://127.0.0.1:\(serve.port)\(path)", headers: headers, method: method, in: folder)
-                    let fromVapor = try await curlExchange(base + path, headers: headers, method: method, in: folder)
-                    let what = "\(method) \(path) \(headers)"
-                    #expect(fromVapor.status == fromServe.status, "\(what)")
-                    #expect(fromVapor.body == fromServe.body, "\(what): \(fromVapor.body.count) bytes, serve sent \(fromServe.body.count)")
-                    for name in Self.compared {
-                        #expect(fromVapor.header(name) == fromServe.header(name), "\(what): \(name)")
+        try await afterwards(serve.stop) {
+            let asked: [(String, [(String, String)], String)] = [
+                ("/", [], "GET"), ("/", [], "HEAD"), ("/", [("Accept-Encoding", "gzip")], "GET"), ("/", [("Accept-Encoding", "gzip")], "HEAD"),
+                ("/", [("If-None-Match", "\"page-v1\"")], "GET"), ("/", [("If-Modified-Since", "Sat, 21 Nov 2026 10:00:00 GMT")], "GET"),
+                ("/", [("If-None-Match", "\"other\"")], "GET"), ("/logo.png", [], "GET"), ("/logo.png", [("Range", "bytes=10-19")], "GET"),
+                ("/logo.png", [("Range", "bytes=49990-")], "GET"), ("/logo.png", [("Range", "bytes=-5")], "GET"),
+                ("/logo.png", [("Range", "bytes=60000-")], "GET"), ("/logo.png", [("Range", "bytes=0-1,5-6")], "GET"),
+                ("/logo.png", [("Range", "bytes=0-9"), ("If-Range", "\"logo-1\"")], "GET"), ("/old", [], "GET"), ("/ads.js", [], "GET"),
+                ("/gone.html", [], "GET"),
+            ]
+            try await withVaporApp(
+                { app in
+                    app.middleware.use(try OfflineBundleMiddleware(loader: loader))
+                },
+                { base, _ in
+                    for (path, headers, method) in asked {
+                        let fromServe = try await curlExchange("http://127.0.0.1:\(serve.port)\(path)", headers: headers, method: method, in: folder)
+                        let fromVapor = try await curlExchange(base + path, headers: headers, method: method, in: folder)
+                        let what = "\(method) \(path) \(headers)"
+                        #expect(fromVapor.status == fromServe.status, "\(what)")
+                        #expect(fromVapor.body == fromServe.body, "\(what): \(fromVapor.body.count) bytes, serve sent \(fromServe.body.count)")
+                        for name in Self.compared {
+                            #expect(fromVapor.header(name) == fromServe.header(name), "\(what): \(name)")
+                        }
                     }
-                }
-                // Spot checks, so that two servers wrong alike still fail.
-                let gzipped = try await curlExchange(base + "/", headers: [("Accept-Encoding", "gzip")], in: folder)
-                #expect(gzipped.header("content-encoding") == "gzip")
-                #expect(try gunzip(gzipped.body) == Data(samplePage.utf8))
-                let range = try await curlExchange(base + "/logo.png", headers: [("Range", "bytes=10-19")], in: folder)
-                #expect(range.status == 206 && range.body == sampleImage[10..<20] && range.header("content-range") == "bytes 10-19/50000")
-                let head = try await curlExchange(base + "/", method: "HEAD", in: folder)
-                #expect(head.status == 200 && head.body.isEmpty && head.header("content-length") == String(samplePage.utf8.count))
-                #expect(try await curlExchange(base + "/", headers: [("If-None-Match", "\"page-v1\"")], in: folder).status == 304)
-            })
+                    // Spot checks, so that two servers wrong alike still fail.
+                    let gzipped = try await curlExchange(base + "/", headers: [("Accept-Encoding", "gzip")], in: folder)
+                    #expect(gzipped.header("content-encoding") == "gzip")
+                    #expect(try gunzip(gzipped.body) == Data(samplePage.utf8))
+                    let range = try await curlExchange(base + "/logo.png", headers: [("Range", "bytes=10-19")], in: folder)
+                    #expect(range.status == 206 && range.body == sampleImage[10..<20] && range.header("content-range") == "bytes 10-19/50000")
+                    let head = try await curlExchange(base + "/", method: "HEAD", in: folder)
+                    #expect(head.status == 200 && head.body.isEmpty && head.header("content-length") == String(samplePage.utf8.count))
+                    #expect(try await curlExchange(base + "/", headers: [("If-None-Match", "\"page-v1\"")], in: folder).status == 304)
+                })
+        }
     }
 
     @Test("a miss falls through to the application's routes; under a prefix only the prefix answers; a Host the policy refuses is a 421")

@@ -282,3 +282,16 @@ public struct TestSetupError: Error, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
 }
+
+/// Runs `body`, then `cleanup` whether it returned or threw: a server a test started is stopped inside the test, not by
+/// an unstructured task that outlives it.
+public func afterwards<T>(_ cleanup: () async -> Void, _ body: () async throws -> T) async throws -> T {
+    do {
+        let result = try await body()
+        await cleanup()
+        return result
+    } catch {
+        await cleanup()
+        throw error
+    }
+}
