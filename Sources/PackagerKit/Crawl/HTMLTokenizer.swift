@@ -1,3 +1,7 @@
+// One file past 600 lines on purpose: the tokenizer is one state machine (WHATWG §13.2.5), its states one switch over
+// one buffer; split across files, a reader would follow each transition through several. Character references live
+// apart (HTMLTokenizer+CharacterReferences.swift).
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
