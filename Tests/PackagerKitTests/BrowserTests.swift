@@ -499,16 +499,7 @@ struct BrowserConfinementTests {
         try folder.file("listener.py", listener)
         let pipe = Pipe()
         let process = try launch("/usr/bin/env", ["python3", folder.path + "/listener.py", folder.path + "/off.log"], output: pipe)
-        let reader = pipe.fileHandleForReading
-        let line = try await offPool { () -> String in
-            var line = Data()
-            while !line.contains(UInt8(ascii: "\n")) {
-                let chunk = reader.availableData
-                if chunk.isEmpty { break }
-                line += chunk
-            }
-            return String(decoding: line, as: UTF8.self)
-        }
+        let line = try await firstLine(of: pipe)
         guard let port = Int(line.trimmingCharacters(in: .whitespacesAndNewlines)) else {
             process.terminate()
             throw TestSetupError("the listener did not start: \(line)")

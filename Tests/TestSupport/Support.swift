@@ -51,16 +51,7 @@ public func launch(_ executable: String, _ arguments: [String], in folder: Strin
 public func startServe(_ bundle: String, _ extra: [String] = []) async throws -> (Process, String) {
     let pipe = Pipe()
     let process = try launch(packagerExecutable, ["serve", bundle, "--port", "0"] + extra, output: pipe)
-    let reader = pipe.fileHandleForReading
-    let line = try await offPool { () -> String in
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = reader.availableData
-            if chunk.isEmpty { break }
-            line += chunk
-        }
-        return String(decoding: line, as: UTF8.self)
-    }
+    let line = try await firstLine(of: pipe)
     // "serving BUNDLES (N entries) on URL/": the URL after " on " (a bundle may be a URL too).
     let after = line.range(of: " on ", options: .backwards).map { line[$0.upperBound...] } ?? line[...]
     guard let start = after.range(of: "https://") ?? after.range(of: "http://") else {
@@ -293,5 +284,19 @@ public func afterwards<T>(_ cleanup: () async -> Void, _ body: () async throws -
     } catch {
         await cleanup()
         throw error
+    }
+}
+
+/// What a started program printed up to its first line end (all of it, when it ended first), read off the pool.
+public func firstLine(of pipe: Pipe) async throws -> String {
+    let reader = pipe.fileHandleForReading
+    return try await offPool { () -> String in
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = reader.availableData
+            if chunk.isEmpty { break }
+            line += chunk
+        }
+        return String(decoding: line, as: UTF8.self)
     }
 }
