@@ -394,7 +394,7 @@ struct BrowserTests {
         #expect(built.status == 0, "\(built.output)")
         let loader = try OfflineLoader(path: folder.path + "/b.zip")
         for path in generator.scriptLoaded {
-            #expect(loader.response(for: BundleRequest(url: server.base + path))?.status == 200, "\(generator.name): \(path)")
+            #expect(loader.response(for: BundleRequest(url: server.base + path))?.status == 200, "\(generator.name): \(path)\n\(built.output)")
         }
         let browser = try DevTools.launch(executable: try #require(chromium), profile: folder.path + "/profile")
         defer { browser.close() }

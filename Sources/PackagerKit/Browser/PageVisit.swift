@@ -181,6 +181,7 @@ struct PageVisit: Sendable {
                 ["expression": .string(behaviours.script(for: url)), "awaitPromise": true, "returnByValue": true, "timeout": .number(Double(budget))],
                 session: session, timeout: Double(budget) / 1000 + 5)
             await recorder.waitForQuiet(limit: min(5, timeout), browser: browser)
+            await recorder.settleWorkers(limit: min(10, timeout), browser: browser)
             if let text = evaluated["result"]["value"].string, let data = text.data(using: .utf8),
                 let links = try? JSONSerialization.jsonObject(with: data) as? [String]
             {
@@ -219,6 +220,8 @@ private final class Recorder: Sendable {
         var initiators: [String: String] = [:]
         var mainFrame: String?
         var children: [String] = []
+        /// The sessions of the page's dedicated workers (among `children`).
+        var workers: [String] = []
         var navigated = false
         var probe: String?
     }
@@ -276,6 +279,24 @@ private final class Recorder: Sendable {
         }
     }
 
+    /// Waits until the page's workers are idle and ask for nothing more, `limit` seconds at most. A worker quiet on
+    /// the network may be busy running script that asks next (MkDocs' parses its search index, then imports lunr.js):
+    /// a command evaluated in it is answered only once its current task is done, and what that task asked for is then
+    /// paused here, so the visit waits for it as for any request.
+    func settleWorkers(limit: Double, browser: DevTools) async {
+        let deadline = Date().addingTimeInterval(limit)
+        for _ in 0..<4 {
+            let (workers, before) = state.withLockedValue { ($0.workers, $0.requests.count) }
+            let left = deadline.timeIntervalSinceNow
+            guard !workers.isEmpty, left > 0.5, browser.gone == nil else { return }
+            for worker in workers {
+                _ = try? await browser.send("Runtime.evaluate", ["expression": "0"], session: worker, timeout: left)
+            }
+            await waitForQuiet(limit: max(0.5, deadline.timeIntervalSinceNow), browser: browser)
+            if state.withLockedValue({ $0.requests.count }) == before { return }
+        }
+    }
+
     func handler(browser: DevTools, decide: @escaping @Sendable (PageVisit.Request) async -> PageVisit.Decision) -> DevTools.EventHandler {
         { [self] method, params, session in
             switch method {
@@ -300,7 +321,11 @@ private final class Recorder: Sendable {
             case "Target.attachedToTarget":
                 // A frame or worker of the page: its requests are paused and decided the same way.
                 guard let child = params["sessionId"].string else { return }
-                state.withLockedValue { $0.children.append(child) }
+                let isWorker = params["targetInfo"]["type"].string == "worker"
+                state.withLockedValue {
+                    $0.children.append(child)
+                    if isWorker { $0.workers.append(child) }
+                }
                 browser.setHandler(session: child, handler(browser: browser, decide: decide))
                 Task {
                     _ = try? await browser.send("Fetch.enable", ["patterns": [["urlPattern": "*"]]], session: child, timeout: 10)
