@@ -174,6 +174,32 @@ package final class RangeStore: Sendable {
         futimens(logFD, nil)
     }
 
+    /// The store of another bundle of a cache folder, whose files are named `base`, as it is: never made, resized or
+    /// marked used (what ``BodyDonors`` borrows from). Throws when its files are not there or not of its `size`.
+    package init(existing base: String, size: UInt64) throws {
+        let fd = open(base + ".data", O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard fd >= 0 else { throw BundleError(.io, "cannot open \(base).data", underlying: SystemCallError(errno)) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == getuid(), UInt64(info.st_size) == size else {
+            close(fd)
+            throw BundleError(.io, "\(base).data is not a cache file of \(size) bytes of this user's")
+        }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+        let logFD = open(base + ".ranges", O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard logFD >= 0, fstat(logFD, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == getuid() else {
+            if logFD >= 0 { close(logFD) }
+            close(fd)
+            throw BundleError(.io, "\(base).ranges is not a cache log of this user's")
+        }
+        _ = fcntl(logFD, F_SETFL, fcntl(logFD, F_GETFL) & ~O_NONBLOCK)
+        descriptor = fd
+        log = logFD
+        self.size = size
+        budget = size
+        path = base + ".data"
+        held = Mutex(Holding(ranges: Self.readLog(logFD, size: size)))
+    }
+
     /// A store of this process's own over `descriptor` (an unlinked file it now owns), holding its first `size` bytes.
     package init(adopting descriptor: Int32, size: UInt64) {
         self.descriptor = descriptor
@@ -322,6 +348,35 @@ package final class RangeStore: Sendable {
         FileIO.read(descriptor, into: buffer, at: offset)
     }
 
+    /// The most bytes read at once by ``pieces(_:_:)``.
+    static let filePiece = 1 << 20
+
+    /// Reads `range` in pieces of at most ``filePiece`` bytes, in order, handing each and its offset to `body`.
+    package func pieces(_ range: Range<UInt64>, _ body: (ArraySlice<UInt8>, UInt64) throws -> Void) throws {
+        var buffer = [UInt8](repeating: 0, count: min(Self.filePiece, range.count))
+        var position = range.lowerBound
+        while position < range.upperBound {
+            let count = Int(min(UInt64(buffer.count), range.upperBound - position))
+            let outcome = buffer.withUnsafeMutableBytes { read(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<count]), at: position) }
+            guard case .done(let read) = outcome, read == count else {
+                throw BundleError(.io, "cannot read back \(count) bytes at \(position) of \(path ?? "a file of this process's own")")
+            }
+            try body(buffer[0..<count], position)
+            position += UInt64(count)
+        }
+    }
+
+    /// When the bundle whose files are named `base` (`<folder>/<digest>-<size>`) was last mounted: its log's time.
+    package static func lastUse(base: String) -> Int {
+        var log = stat()
+        guard stat(base + ".ranges", &log) == 0 else { return 0 }
+        #if canImport(Darwin)
+            return Int(log.st_mtimespec.tv_sec)
+        #else
+            return Int(log.st_mtim.tv_sec)
+        #endif
+    }
+
     /// Removes the cache folder's least recently mounted bundles until what the folder holds is within `budget`,
     /// keeping `keep` (the data file of the bundle being mounted). Sizes are the disk blocks used (the files are sparse).
     package static func trim(folder: String, budget: UInt64, keep: String?) {
@@ -330,19 +385,14 @@ package final class RangeStore: Sendable {
         for name in names where name.hasSuffix(".data") {
             let base = "\(folder)/\(name.dropLast(5))"
             var data = stat()
-            var log = stat()
             guard stat(base + ".data", &data) == 0 else { continue }
-            #if canImport(Darwin)
-                let lastUse = stat(base + ".ranges", &log) == 0 ? Int(log.st_mtimespec.tv_sec) : 0
-            #else
-                let lastUse = stat(base + ".ranges", &log) == 0 ? Int(log.st_mtim.tv_sec) : 0
-            #endif
-            files.append((base, UInt64(data.st_blocks) * 512, lastUse))
+            files.append((base, UInt64(data.st_blocks) * 512, lastUse(base: base)))
         }
         var total = files.reduce(0) { $0 + $1.used }
         for file in files.sorted(by: { $0.lastUse < $1.lastUse }) where total > budget {
             if file.base + ".data" == keep { continue }
             unlink(file.base + ".ranges")
+            unlink(file.base + ".bodies")
             unlink(file.base + ".data")
             total -= min(total, file.used)
         }

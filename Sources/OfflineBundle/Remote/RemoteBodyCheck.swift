@@ -40,6 +40,9 @@ package struct RemoteBodyCheck: Sendable {
 
     package func record(_ i: Int) -> IndexBodyRecord { index.body(at: i) }
 
+    /// The bodies the index names.
+    package var bodyCount: Int { index.bodyCount }
+
     /// `range` widened to the whole bodies it touches.
     package func align(_ range: Range<UInt64>) -> Range<UInt64> {
         let touched = bodies(touching: range)

@@ -49,6 +49,11 @@ package final class RemoteObject: Sendable {
         /// Checked bytes the cache could not keep (its bound reached, or a body checked piece by piece), in a file of
         /// this process's own; made when first needed.
         var spool: RangeStore?
+        /// The bodies other bundles of the cache folder hold, lent before the server is asked; nil without a folder, or
+        /// when no other bundle there holds a body of this one.
+        var donors: BodyDonors?
+        /// Bytes of bodies copied from other bundles of the cache folder rather than fetched.
+        var reused: UInt64 = 0
     }
 
     /// A range request in flight; readers of an overlapping range wait on it.
@@ -67,12 +72,15 @@ package final class RemoteObject: Sendable {
     /// for more after it; a body's first read (its prefetch) asks for the body alone.
     static let readAheadFrom = 32 << 10
     static let readAhead: UInt64 = 4 << 20
+    /// The most bytes held between two missing parts of a read that one request still spans (fetching them again).
+    static let heldGapBridged: UInt64 = 64 << 10
 
     private static let requestsOK = Counter(label: "offline_bundle_remote_requests", dimensions: [("result", "ok")])
     private static let requestsFailed = Counter(label: "offline_bundle_remote_requests", dimensions: [("result", "failed")])
     private static let bytesFetched = Counter(label: "offline_bundle_remote_bytes")
     private static let cacheHits = Counter(label: "offline_bundle_remote_cache", dimensions: [("result", "hit")])
     private static let cacheMisses = Counter(label: "offline_bundle_remote_cache", dimensions: [("result", "miss")])
+    private static let bytesReused = Counter(label: "offline_bundle_remote_reused_bytes")
 
     package init(url: String, options: RemoteOptions, etag: String?, lastModified: String?, size: UInt64, store: RangeStore) {
         self.url = url
@@ -98,6 +106,10 @@ package final class RemoteObject: Sendable {
 
     /// Requests sent and bytes fetched by this object so far.
     package var traffic: (requests: Int, bytes: UInt64) { state.withLock { ($0.requests, $0.fetchedBytes) } }
+
+    /// Bytes of bodies this object took from other bundles of the cache folder (an earlier release) instead of the
+    /// server.
+    package var reusedBytes: UInt64 { state.withLock { $0.reused } }
 
     /// Why the object is taken as replaced since it was mounted; nil while it is not.
     package var changeReason: String? { state.withLock { $0.changed } }
@@ -177,8 +189,17 @@ package final class RemoteObject: Sendable {
     /// Sets the checks fetched bytes pass from now on (the mount has checked the index they come from), and keeps what
     /// of the staged bytes passes them.
     package func install(_ check: RemoteBodyCheck) {
+        // The cache folder's other bundles (earlier releases) lend the bodies they hold: listed for the next release
+        // that shares them, and looked up for this one.
+        var donors: BodyDonors?
+        if let path = store.path, path.hasSuffix(".data") {
+            let base = String(path.dropLast(5))
+            BodyDonors.writeList(base: base, check: check)
+            donors = BodyDonors.find(folder: (path as NSString).deletingLastPathComponent, ownBase: base, check: check)
+        }
         let staged = state.withLock { state -> RangeStore? in
             state.check = check
+            state.donors = donors
             return state.staged
         }
         if let staged {
@@ -280,24 +301,6 @@ package final class RemoteObject: Sendable {
         return failed
     }
 
-    /// The most bytes read at once from a file of fetched bytes, to check them or copy them into the cache.
-    static let filePiece = 1 << 20
-
-    /// Reads `range` of `file` in pieces of at most ``filePiece`` bytes, in order, handing each to `body`.
-    private func pieces(of file: RangeStore, _ range: Range<UInt64>, _ body: (ArraySlice<UInt8>, UInt64) throws -> Void) throws {
-        var buffer = [UInt8](repeating: 0, count: min(Self.filePiece, range.count))
-        var position = range.lowerBound
-        while position < range.upperBound {
-            let count = Int(min(UInt64(buffer.count), range.upperBound - position))
-            let outcome = buffer.withUnsafeMutableBytes { file.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<count]), at: position) }
-            guard case .done(let read) = outcome, read == count else {
-                throw BundleError(.io, "cannot read back the bytes of \(shownURL) fetched into a file of this process's own")
-            }
-            try body(buffer[0..<count], position)
-            position += UInt64(count)
-        }
-    }
-
     /// Keeps what of `range` of `file` (bytes fetched, not yet checked) passes `check` (everything, before the mount has
     /// a check), reading it in pieces: each whole body in it hashed, then copied into the cache (or past its bound the
     /// spool). Returns the first body that failed its checks; its bytes are not kept.
@@ -315,7 +318,7 @@ package final class RemoteObject: Sendable {
             guard extent.lowerBound >= range.lowerBound, extent.upperBound <= range.upperBound else { continue }
             do {
                 let body = try StreamedBodyCheck(record: record, check: check)
-                try pieces(of: file, extent) { piece, _ in try body.feed(piece) }
+                try file.pieces(extent) { piece, _ in try body.feed(piece) }
                 try body.finish()
                 if let current = run, current.upperBound == extent.lowerBound {
                     run = current.lowerBound..<extent.upperBound
@@ -342,22 +345,37 @@ package final class RemoteObject: Sendable {
     private func copy(from file: RangeStore, _ range: Range<UInt64>) {
         guard !range.isEmpty else { return }
         var inCache = true
-        try? pieces(of: file, range) { piece, offset in
+        try? file.pieces(range) { piece, offset in
             guard store.keep(Array(piece), at: offset) else {
                 inCache = false
                 throw CancellationError()
             }
         }
         guard !inCache, let spool = try? spoolStore() else { return }
-        try? pieces(of: file, range) { piece, offset in
+        try? file.pieces(range) { piece, offset in
             guard spool.keep(Array(piece), at: offset) else { throw CancellationError() }
         }
     }
 
-    private func keepLocally(_ bytes: ArraySlice<UInt8>, at offset: UInt64) {
+    @discardableResult
+    private func keepLocally(_ bytes: ArraySlice<UInt8>, at offset: UInt64) -> Bool {
         let array = Array(bytes)
-        if store.keep(array, at: offset) { return }
-        _ = try? spoolStore().keep(array, at: offset)
+        if store.keep(array, at: offset) { return true }
+        return (try? spoolStore().keep(array, at: offset)) ?? false
+    }
+
+    /// Copies into the cache the bodies of `range` it lacks that another bundle of the cache folder holds (checked
+    /// there first, as a fetched body is); says whether it copied any.
+    private func borrow(_ range: Range<UInt64>) -> Bool {
+        let (check, donors) = state.withLock { ($0.check, $0.donors) }
+        guard let check, let donors, range.lowerBound < check.bodyAreaEnd else { return false }
+        let copied = donors.lend(
+            check.align(range), check: check, lacks: { !self.missing(in: $0).isEmpty },
+            keep: { bytes, offset in self.keepLocally(bytes, at: offset) })
+        guard copied > 0 else { return false }
+        state.withLock { $0.reused += copied }
+        Self.bytesReused.increment(by: Int64(clamping: copied))
+        return true
     }
 
     /// The request that brings `span`: widened to the whole bodies it touches, and cut to as many of them as fit in
@@ -384,15 +402,32 @@ package final class RemoteObject: Sendable {
     /// bytes of `range` when they could not be kept, else nil.
     @discardableResult
     private func fill(_ range: Range<UInt64>, maxSpan: UInt64 = maxRequestBytes, readAhead: Bool = true) throws -> [UInt8]? {
+        var borrowed = false
         while true {
             let gaps = missing(in: range)
             guard let first = gaps.first, let last = gaps.last else { return nil }
-            var span = first.lowerBound..<last.upperBound
-            // Sequential: the byte before the read is held, and the byte after it is not.
+            // What an earlier release fetched is copied, not fetched again (once: what it could not lend is fetched).
+            if !borrowed {
+                borrowed = true
+                let window = readAhead ? first.lowerBound..<min(size, max(last.upperBound, first.lowerBound + Self.readAhead)) : first.lowerBound..<last.upperBound
+                if borrow(window) { continue }
+            }
+            // One request spans the gaps that lie close together; past a stretch held that is longer than a request's
+            // overhead is worth, the next request goes on from there.
+            var end = first.upperBound
+            for gap in gaps.dropFirst() {
+                guard gap.lowerBound - end <= Self.heldGapBridged else { break }
+                end = gap.upperBound
+            }
+            var span = first.lowerBound..<end
+            // Sequential: the byte before the read is held, and the byte after it is not; the read-ahead stops where
+            // bytes are held again.
             if readAhead, span.count >= Self.readAheadFrom, span.lowerBound > 0, span.upperBound < size,
                 store.holds((span.lowerBound - 1)..<span.lowerBound), store.missing(in: span.upperBound..<(span.upperBound + 1)).count == 1
             {
-                span = span.lowerBound..<min(size, span.lowerBound + max(UInt64(span.count), Self.readAhead))
+                let ahead = span.upperBound..<min(size, span.lowerBound + max(UInt64(span.count), Self.readAhead))
+                let next = missing(in: ahead).first
+                span = span.lowerBound..<(next.map { $0.lowerBound == ahead.lowerBound ? $0.upperBound : span.upperBound } ?? span.upperBound)
             }
             span = span.lowerBound..<min(span.upperBound, span.lowerBound + max(maxSpan, 1))
             let check = state.withLock { $0.check }
@@ -621,7 +656,7 @@ package final class RemoteObject: Sendable {
             // What was asked, for the caller (which checks it again, as any fetch).
             var bytes = [UInt8]()
             bytes.reserveCapacity(span.count)
-            try pieces(of: whole, span) { piece, _ in bytes += piece }
+            try whole.pieces(span) { piece, _ in bytes += piece }
             return (span.lowerBound, bytes)
         case 412:
             markChanged("the server answered 412: it no longer has the ETag \(etag ?? "")")
