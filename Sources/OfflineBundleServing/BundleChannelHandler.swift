@@ -598,9 +598,10 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
                     case .success(nil):
                         handler.sendHead(response, context: context)
                         handler.end(keepAlive: keepAlive, context: context)
-                    case .failure(let error as BundleError) where error.code == .changed:
+                    case .failure(let error as BundleError) where error.code == .changed || error.code == .remote:
                         // A remote bundle replaced, and no newer one mounted meanwhile (the replacement failed to
-                        // mount): the body is not here now, and may be once the next upload is.
+                        // mount), or its server did not send the body within the read's deadline: the body is not here
+                        // now, and may be once the next upload is, or the fetch that goes on has brought it.
                         handler.unavailable(response.record, request: request, context: context)
                     case .failure:
                         // Never half-serve: a body that fails its checks is an error response (counted by the answer).

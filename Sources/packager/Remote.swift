@@ -31,6 +31,13 @@ struct RemoteFlags: ParsableArguments {
     @Option(name: .customLong("remote-retries"), help: "With a bundle URL: attempts after the first on a connection error or a 5xx.")
     var retries = 3
 
+    @Option(
+        name: .customLong("read-deadline"),
+        help:
+            "With a bundle URL: seconds a read of a body may wait for the server in all, retries included; past it serve answers 503 with Retry-After and the fetch goes on for the cache."
+    )
+    var readDeadline: Double = 10
+
     @Flag(
         name: .customLong("require-ranges"),
         help: "With a bundle URL: refuse a server that answers range requests with the whole object (default: download it once, with a warning).")
@@ -45,6 +52,9 @@ struct RemoteFlags: ParsableArguments {
         }
         guard remoteTimeout.isFinite, remoteTimeout > 0, remoteTimeout <= 3600 else {
             throw ValidationError("--remote-timeout must be more than 0 and at most 3600 seconds")
+        }
+        guard readDeadline.isFinite, readDeadline > 0, readDeadline <= 3600 else {
+            throw ValidationError("--read-deadline must be more than 0 and at most 3600 seconds")
         }
         guard (0...10).contains(retries) else { throw ValidationError("--remote-retries must be 0 to 10") }
         guard DeclarationParser.byteSize(cacheBytes) != nil else { throw ValidationError("--cache-bytes: '\(cacheBytes)' is not a size (say 512M or 4G)") }
@@ -67,7 +77,7 @@ struct RemoteFlags: ParsableArguments {
         let whole: RemoteOptions.WholeObjectAnswer = requireRanges ? .refuse : .download
         return RemoteOptions(
             transport: transport, headers: parsed, cacheDirectory: cacheDirectory ?? Self.defaultCacheDirectory, cacheBytes: budget,
-            timeout: remoteTimeout, retries: retries, wholeObject: whole)
+            timeout: remoteTimeout, retries: retries, wholeObject: whole, readDeadline: readDeadline)
     }
 
     /// `$XDG_CACHE_HOME/packager/remote`, or `~/.cache/packager/remote`.

@@ -26,6 +26,12 @@ extension Packager {
                 mounted again and swapped in at once; requests already answering finish from the old ones. A \
                 bundle that no longer mounts is reported, and the old ones keep answering.
 
+                With --channel URL --public-key KEY it follows a release channel (packager channel write) instead of \
+                bundle arguments: it serves the release the channel's signed document names, polls the channel every \
+                --reload-check seconds, and swaps in each newer release, fetching only the bodies its cache folder \
+                lacks. A document another key signed, or whose version is lower than the one held, is refused and the \
+                release held answers on.
+
                 With --tls-cert and --tls-key it serves HTTPS, and HTTP/2 to clients that offer it (ALPN).
 
                 Example: packager serve docs.bundle.zip --port 8080
@@ -33,7 +39,12 @@ extension Packager {
         )
 
         @Argument(help: "The bundles to serve (files, or http(s) URLs read by range requests); for each request, the first that holds it answers.")
-        var bundles: [String]
+        var bundles: [String] = []
+
+        @Option(
+            name: .customLong("channel"),
+            help: "Follow the release channel at this URL (a document packager channel write made), instead of bundle arguments; needs --public-key.")
+        var channel: String?
 
         @OptionGroup(title: "Bundle URLs") var remote: RemoteFlags
 
@@ -94,7 +105,12 @@ extension Packager {
         var prefetchFile: String?
 
         func validate() throws {
-            guard !bundles.isEmpty else { throw ValidationError("give at least one bundle to serve") }
+            if let channel {
+                guard bundles.isEmpty else { throw ValidationError("--channel serves the release its document names: give no bundles beside it") }
+                guard RemoteOptions.isRemote(channel) else { throw ValidationError("--channel takes the channel document's http(s) URL, not '\(channel)'") }
+                guard publicKey != nil else { throw ValidationError("--channel needs --public-key: the key the channel's documents are signed with") }
+            }
+            guard !bundles.isEmpty || channel != nil else { throw ValidationError("give at least one bundle to serve, or --channel URL") }
             guard reloadCheck.isFinite, reloadCheck >= 0, reloadCheck <= 86_400 else {
                 throw ValidationError("--reload-check must be 0 (SIGHUP only) or a number of seconds up to 86400")
             }
@@ -116,12 +132,19 @@ extension Packager {
             try await reportingErrorsAsync {
                 let key = try publicKey.map(readPublicKey)
                 let paths = bundles
+                let followed = try channel.map { url -> ReleaseChannel in
+                    do {
+                        return try ReleaseChannel(url: url, publicKey: key ?? [], remote: try self.remote.options(for: [url])!)
+                    } catch let error as BundleError {
+                        throw PackagerError(error.code == .remote ? .io : .invalidInput, error.message)
+                    }
+                }
                 // One budget: seven eighths keep whole responses ready to send (identity and gzip answers to plain
                 // GETs) and an eighth keeps inflated bodies (ranges, bodies too large to keep whole). The bundles
                 // served share theirs out evenly.
                 let total = cacheSize == "0" ? 0 : Int(DeclarationParser.byteSize(cacheSize) ?? 0)
                 let responses = total - total / 8
-                let cache = (total - responses) / paths.count
+                let cache = (total - responses) / max(paths.count, 1)
                 let rulesFile = self.rulesFile
                 let remote = try self.remote.options(for: paths)
                 let startupSet = try prefetchFile.map { path -> [String] in
@@ -131,7 +154,10 @@ extension Packager {
                     return text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty && !$0.hasPrefix("#") }
                 }
                 @Sendable func mount() throws -> OfflineLoader {
-                    let bundles = try MountedBundle.mount(paths: paths, options: .init(requiredPublicKey: key, inflatedCacheBytes: cache), remote: remote)
+                    // A channel's release is checked by the digest its signed document names: it needs no signature of its own.
+                    let bundles =
+                        try followed.map { [try $0.mountRelease(options: .init(inflatedCacheBytes: cache))] }
+                        ?? MountedBundle.mount(paths: paths, options: .init(requiredPublicKey: key, inflatedCacheBytes: cache), remote: remote)
                     // The startup set is fetched before the loader answers (a failure here fails the mount, as any read would).
                     if let startupSet { for bundle in bundles { try bundle.prefetch(keys: startupSet) } }
                     let loader = OfflineLoader(bundles: bundles)
@@ -183,20 +209,25 @@ extension Packager {
                 let entries = loader.bundles.map(\.entryCount).reduce(0, +)
                 // Each mounted bundle took its own path and, for a delta, its bases' after it: "next.zip over release.zip".
                 var rest = paths[...]
-                let shown = loader.bundles.map { bundle in
+                var shown = loader.bundles.map { bundle in
                     let group = rest.prefix(bundle.deltaDepth + 1)
                     rest = rest.dropFirst(group.count)
                     return group.map(RemoteObject.shown).joined(separator: " over ")
                 }
+                if let followed, let document = followed.document {
+                    shown = ["\(RemoteObject.shown(followed.releaseURL ?? "")) (version \(document.version) of the channel \(followed.shownURL))"]
+                }
                 FileHandle.standardOutput.write(
                     Data("serving \(shown.joined(separator: ", ")) (\(entries) entries) on \(scheme)://\(host):\(running.port)/\n".utf8))
-                let listed = shown.joined(separator: ", ")
+                let listed = followed?.shownURL ?? shown.joined(separator: ", ")
                 // SIGHUP through the CLI's own handler (installed at launch, so none is lost while the server starts).
-                let reloader = BundleReloader(paths: paths, handle: handle, interval: reloadCheck, signals: [], logger: logger, mount: mount) { event in
+                let report: @Sendable (BundleReloader.Event) -> Void = { event in
                     switch event {
                     case .reloaded(let loader, let reason):
                         let entries = loader.bundles.map(\.entryCount).reduce(0, +)
                         FileHandle.standardOutput.write(Data("reloaded \(listed) (\(reason)): \(entries) entries\n".utf8))
+                    case .failed(let error, let reason) where followed != nil:
+                        FileHandle.standardError.write(Data("packager: not reloaded (\(reason)): \(error); the release held keeps answering\n".utf8))
                     case .failed(let error, let reason):
                         FileHandle.standardError.write(
                             Data(
@@ -204,6 +235,12 @@ extension Packager {
                                     .utf8))
                     }
                 }
+                let reloader =
+                    if let followed {
+                        BundleReloader(channel: followed, handle: handle, interval: reloadCheck, signals: [], logger: logger, mount: mount, report: report)
+                    } else {
+                        BundleReloader(paths: paths, handle: handle, interval: reloadCheck, signals: [], logger: logger, mount: mount, report: report)
+                    }
                 Interrupts.onHangup { DispatchQueue.global().async { reloader.reload(because: "SIGHUP") } }
                 let watch = Task { try await reloader.run() }
                 defer { watch.cancel() }

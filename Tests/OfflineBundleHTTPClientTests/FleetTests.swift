@@ -1,7 +1,9 @@
 import Foundation
 import OfflineBundle
 import OfflineBundleHTTPClient
+import OfflineBundleServing
 import PackagerKit
+import Synchronization
 import TestSupport
 import Testing
 
@@ -55,7 +57,9 @@ struct FleetTests {
         let reads = after.bytes - mounted.bytes
         #expect(changed > 0 && changed < 100_000)
         // Each changed body fetched alone (with what lies close to it that no release held, none here), nothing else.
-        print("R1: every body read fetched \(reads) bytes (\(after.requests - mounted.requests) requests); \(changed) bytes changed; \(after.bytes) in all with the mount")
+        print(
+            "R1: every body read fetched \(reads) bytes (\(after.requests - mounted.requests) requests); \(changed) bytes changed; \(after.bytes) in all with the mount"
+        )
         #expect(reads <= changed, "reading every body of R1 fetched \(reads) bytes; \(changed) changed")
         #expect(after.requests - mounted.requests <= 3, "\(after.requests - mounted.requests) requests for 3 changed pages")
         let index = try #require(local1.metadata["index.bin"]).compressedSize
@@ -91,5 +95,51 @@ struct FleetTests {
         // R0 mounted again fetches the body it no longer trusts, and reads right.
         let back = try served.mount(folder.path + "/r0.zip")
         try await offPool { try RemoteBundleTests.expectSameBodies(back, local0) }
+    }
+
+    @Test("a stalled server holds no read past the read's deadline: serve answers 503 with Retry-After at once, and the fetch goes on for the cache")
+    func readDeadline() async throws {
+        let folder = try TemporaryFolder()
+        try RemoteBundleTests.writeRelease(to: folder.path + "/r.zip", count: 300, large: false)
+        let server = RemoteBundleFaultTests.RangeServer(bytes: Array(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/r.zip"))))
+        let stall = Mutex<Double>(0)
+        try await withOrigin { origin in
+            origin.route("/r.zip") { request in
+                var answer = server.answer(request)
+                answer.delay = stall.withLock { $0 }
+                return answer
+            }
+            // 30 s a request and 3 retries: without the deadline, a stalled server would hold a read for 2 minutes.
+            var remote = try RemoteBundleTests.remote(cache: nil, timeout: 30, retries: 3)
+            remote.readDeadline = 1
+            let bundle = try await MountedBundle.mount(url: origin.base + "/r.zip", remote: remote)
+            let serving = try await OfflineBundleChannelServer.start(
+                handle: LoaderHandle(OfflineLoader(bundles: [bundle])), routes: [.init(origin: "https://docs.example")])
+            try await afterwards({ await serving.stop() }) {
+                // A page the mount's requests did not bring.
+                let entry = try #require(bundle.entries.first { $0.key.hasSuffix(".html") && !bundle.bodyIsLocal($0.body?.index ?? 0) })
+                let key = entry.key
+                let path = String(key.dropFirst("https://docs.example".count))
+                stall.withLock { $0 = 12 }
+                let started = Date()
+                let got = try await curlExchange("http://127.0.0.1:\(serving.port)\(path)", in: folder)
+                let waited = Date().timeIntervalSince(started)
+                #expect(got.status == 503 && got.header("retry-after") != nil, "\(got.status)")
+                // 1 s expected; the stall is 12 s.
+                #expect(waited < 8, "the read waited \(waited) s")
+                let error = await #expect(throws: BundleError.self) { try await offPool { try bundle.body(of: entry) } }
+                #expect(error?.message.contains("deadline") == true && error?.message.contains(origin.base + "/r.zip") == true, "\(String(describing: error))")
+                // The fetch went on: once the server answers, the body is held, and read with no request more.
+                let deadline = Date().addingTimeInterval(60)
+                while !bundle.bodyIsLocal(try #require(entry.body).index) && Date() < deadline { try await Task.sleep(for: .milliseconds(100)) }
+                stall.withLock { $0 = 0 }
+                let requests = try #require(bundle.remoteTraffic).requests
+                let local = try MountedBundle(path: folder.path + "/r.zip")
+                #expect(try await offPool { try bundle.body(of: entry) } == (try local.body(of: try #require(local.entry(forKey: key)))))
+                #expect(bundle.remoteTraffic?.requests == requests)
+                let again = try await curlExchange("http://127.0.0.1:\(serving.port)\(path)", in: folder)
+                #expect(again.status == 200)
+            }
+        }
     }
 }

@@ -81,6 +81,7 @@ package final class RemoteObject: Sendable {
     private static let cacheHits = Counter(label: "offline_bundle_remote_cache", dimensions: [("result", "hit")])
     private static let cacheMisses = Counter(label: "offline_bundle_remote_cache", dimensions: [("result", "miss")])
     private static let bytesReused = Counter(label: "offline_bundle_remote_reused_bytes")
+    private static let deadlinesMissed = Counter(label: "offline_bundle_remote_deadlines_missed")
 
     package init(url: String, options: RemoteOptions, etag: String?, lastModified: String?, size: UInt64, store: RangeStore) {
         self.url = url
@@ -145,7 +146,12 @@ package final class RemoteObject: Sendable {
     package func prefetch(_ range: Range<UInt64>, whole: Bool = false) throws {
         let clamped = range.lowerBound..<min(range.upperBound, whole ? size : range.lowerBound + Self.maxRequestBytes, size)
         guard !clamped.isEmpty else { return }
-        try fill(clamped, maxSpan: whole ? UInt64(clamped.count) : Self.maxRequestBytes, readAhead: false)
+        if whole {
+            try fill(clamped, maxSpan: UInt64(clamped.count), readAhead: false)
+        } else {
+            // A reader's first read of a body: bound by the read's deadline.
+            _ = try withinDeadline(clamped) { try self.fill(clamped, maxSpan: Self.maxRequestBytes, readAhead: false) }
+        }
     }
 
     /// Fetches every byte the cache lacks, in requests of at most ``wholePiece`` bytes (each widened to whole bodies),
@@ -232,13 +238,40 @@ package final class RemoteObject: Sendable {
                 }
             }
             if attempt == 0 { Self.cacheMisses.increment() }
-            if let bytes = try fill(range) {
+            if let bytes = try withinDeadline(range, { try self.fill(range) }) {
                 // Not kept (the cache's bound is reached): the bytes go straight to the reader.
                 buffer.copyBytes(from: bytes)
                 return
             }
         }
         throw BundleError(.io, "the bytes fetched for \(what()) from \(shownURL) were not kept where they are read")
+    }
+
+    /// `fill` (which fetches `range`) on a thread of its own, waited for at most ``RemoteOptions/readDeadline`` seconds:
+    /// past it the read fails, and the fetch goes on for the cache (the next read of it finds it there).
+    private func withinDeadline(_ range: Range<UInt64>, _ fill: @escaping @Sendable () throws -> [UInt8]?) throws -> [UInt8]? {
+        let deadline = options.readDeadline
+        guard deadline.isFinite, deadline > 0 else { return try fill() }
+        let outcome = Mutex<Result<[UInt8]?, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            let result = Result { try fill() }
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + deadline) == .success, let result = outcome.withLock({ $0 }) else {
+            Self.deadlinesMissed.increment()
+            throw BundleError(
+                .remote,
+                "\(shownURL) did not send \(range.count) bytes at \(range.lowerBound) within the read's deadline of \(Self.seconds(deadline)); the fetch goes on for the cache"
+            )
+        }
+        return try result.get()
+    }
+
+    /// `deadline` as said in messages: "10 s", "0.5 s".
+    private static func seconds(_ deadline: Double) -> String {
+        deadline == deadline.rounded() ? "\(Int(deadline)) s" : "\(deadline) s"
     }
 
     /// Fills `buffer` from the staged reply or the spool when either holds `range`; says whether one did.
@@ -409,7 +442,8 @@ package final class RemoteObject: Sendable {
             // What an earlier release fetched is copied, not fetched again (once: what it could not lend is fetched).
             if !borrowed {
                 borrowed = true
-                let window = readAhead ? first.lowerBound..<min(size, max(last.upperBound, first.lowerBound + Self.readAhead)) : first.lowerBound..<last.upperBound
+                let window =
+                    readAhead ? first.lowerBound..<min(size, max(last.upperBound, first.lowerBound + Self.readAhead)) : first.lowerBound..<last.upperBound
                 if borrow(window) { continue }
             }
             // One request spans the gaps that lie close together; past a stretch held that is longer than a request's

@@ -147,13 +147,19 @@ public struct RemoteOptions: Sendable {
     public var wholeObject: WholeObjectAnswer
     /// Whether a mount may use what the cache holds when the server cannot be reached (warm cache, offline).
     public var offlineFromCache: Bool
+    /// Seconds a read of a body may wait for the server in all, retries included: past it the read fails (serve answers
+    /// 503 with Retry-After) and the fetch goes on, for the cache. Without it, a stalled server would hold each read
+    /// for ``timeout`` times the attempts. Mounting and ``MountedBundle/fetchWhole()`` are not bound by it.
+    public var readDeadline: Double
 
-    /// Options with the defaults `packager` uses: 1 GiB of cache, 30 s per request, 3 retries, servers that ignore
-    /// ranges downloaded whole once, and the cache used when the server cannot be reached.
+    /// Options with the defaults `packager` uses: 1 GiB of cache, 30 s per request, 3 retries, a read's wait for the
+    /// server bound to 10 s, servers that ignore ranges downloaded whole once, and the cache used when the server cannot
+    /// be reached.
     public init(
         transport: any RemoteTransport, headers: [(name: String, value: String)] = [], cacheDirectory: String? = nil, cacheBytes: UInt64 = 1 << 30,
-        timeout: Double = 30, retries: Int = 3, wholeObject: WholeObjectAnswer = .download, offlineFromCache: Bool = true
+        timeout: Double = 30, retries: Int = 3, wholeObject: WholeObjectAnswer = .download, offlineFromCache: Bool = true, readDeadline: Double = 10
     ) {
+        self.readDeadline = readDeadline
         self.transport = transport
         self.headers = headers
         self.cacheDirectory = cacheDirectory

@@ -59,6 +59,9 @@ public final class BundleReloader: Service, Sendable {
     public let interval: Double
     /// The signals that ask for a reload while ``run()`` runs (SIGHUP unless told otherwise).
     public let signals: [UnixSignal]
+    /// The release channel followed, when the reloader was made with one: polled every ``interval`` seconds instead of
+    /// watching files and objects (a channel's release objects never change).
+    public let channel: ReleaseChannel?
     private let mount: @Sendable () throws -> OfflineLoader
     private let report: @Sendable (Event) -> Void
     private let logger: Logger
@@ -129,10 +132,48 @@ public final class BundleReloader: Service, Sendable {
             mount: mount, report: report)
     }
 
+    /// Follows `channel`: mounts the release its document names now, and each release a newer document names, polling
+    /// the channel every `interval` seconds (a conditional `GET`). A document the channel refuses (another key, a lower
+    /// version, an expired one) is reported as a failed reload; the release held keeps answering.
+    ///
+    /// ```swift
+    /// let channel = try ReleaseChannel(url: "https://cdn.example/docs/channel.json", publicKey: releaseKey.bytes,
+    ///                                  remote: RemoteOptions(transport: try HTTPClientRemoteTransport(), cacheDirectory: "/var/cache/docs"))
+    /// let reloader = try BundleReloader(channel: channel)
+    /// ```
+    ///
+    /// - Throws: ``BundleError`` when the release named now does not mount (or is not the one named).
+    public convenience init(
+        channel: ReleaseChannel, mountOptions: MountedBundle.Options = MountedBundle.Options(), policy: OfflinePolicy = .bundleOnly,
+        overrides: [PolicyOverride] = [], options: LoaderOptions = LoaderOptions(), interval: Double = 2, signals: [UnixSignal] = [.sighup],
+        logger: Logger = Logger(label: "offline-bundle.reloader"), report: @escaping @Sendable (Event) -> Void = { _ in }
+    ) throws {
+        @Sendable func mount() throws -> OfflineLoader {
+            OfflineLoader(bundles: [try channel.mountRelease(options: mountOptions)], policy: policy, overrides: overrides, options: options)
+        }
+        self.init(
+            channel: channel, handle: LoaderHandle(try mount()), interval: interval, signals: signals, logger: logger, mount: mount, report: report)
+    }
+
+    /// Follows `channel` for a loader mounted already from its release, mounting with `mount` (which reads
+    /// ``ReleaseChannel/document``, through ``ReleaseChannel/mountRelease(options:)``): for a service that builds its
+    /// loader itself (rules, a startup set fetched before it answers).
+    public convenience init(
+        channel: ReleaseChannel, handle: LoaderHandle, interval: Double = 2, signals: [UnixSignal] = [.sighup],
+        logger: Logger = Logger(label: "offline-bundle.reloader"), mount: @escaping @Sendable () throws -> OfflineLoader,
+        report: @escaping @Sendable (Event) -> Void = { _ in }
+    ) {
+        self.init(
+            paths: [], identities: [:], handle: handle, interval: interval, signals: signals, logger: logger, mount: mount, report: report,
+            channel: channel)
+        channelMounted.withLock { $0 = channel.document?.version }
+    }
+
     private init(
         paths: [String], identities: [String: BundleFile.Identity?], handle: LoaderHandle, interval: Double, signals: [UnixSignal], logger: Logger,
-        mount: @escaping @Sendable () throws -> OfflineLoader, report: @escaping @Sendable (Event) -> Void
+        mount: @escaping @Sendable () throws -> OfflineLoader, report: @escaping @Sendable (Event) -> Void, channel: ReleaseChannel? = nil
     ) {
+        self.channel = channel
         self.paths = paths
         self.handle = handle
         self.interval = interval
@@ -217,6 +258,10 @@ public final class BundleReloader: Service, Sendable {
                     group.addTask {
                         while !Task.isCancelled {
                             try? await Task.sleep(for: .seconds(self.interval))
+                            if let channel = self.channel {
+                                if !Task.isCancelled { await self.pollOffPool(channel) }
+                                continue
+                            }
                             if !Task.isCancelled && self.changed { await self.reloadOffPool(because: "a bundle file changed") }
                             // A replaced remote bundle is reloaded by its watcher (watchRemote), which the check tells;
                             // one whose reload failed (an upload caught half done) is mounted again once it changes.
@@ -227,6 +272,39 @@ public final class BundleReloader: Service, Sendable {
             }
         }
     }
+
+    /// Polls `channel` off the pool: a newer document's release is mounted and swapped in; a refused document is
+    /// reported as a failed reload (the release held answers on). One whose release failed to mount is mounted again
+    /// at the next poll (a release uploaded after its channel, say).
+    private func pollOffPool(_ channel: ReleaseChannel) async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global(qos: .utility).async {
+                let reason: String?
+                switch channel.poll() {
+                case .updated(let document):
+                    reason = "channel version \(document.version) names \(RemoteObject.shown(channel.resolve(document.release.url)))"
+                case .unchanged:
+                    // Held, not yet answering (its release failed to mount): tried again.
+                    let pending = channel.document.flatMap { document in
+                        self.channelMounted.withLock { $0 } == document.version ? nil : document
+                    }
+                    reason = pending.map { "channel version \($0.version) names \(RemoteObject.shown(channel.resolve($0.release.url)))" }
+                case .refused(let why):
+                    self.report(.failed(BundleError(.signature, why), reason: "the channel's document was refused"))
+                    reason = nil
+                case .unreachable:
+                    reason = nil
+                }
+                if let reason, let version = channel.document?.version, case .reloaded = self.reloaded(because: reason) {
+                    self.channelMounted.withLock { $0 = version }
+                }
+                done.resume()
+            }
+        }
+    }
+
+    /// The version of the channel document whose release answers now.
+    private let channelMounted = Mutex<UInt64?>(nil)
 
     /// ``reload(because:)`` on a dispatch thread, awaited.
     private func reloadOffPool(because reason: String) async {
