@@ -16,7 +16,8 @@ struct Packager: AsyncParsableCommand {
             """,
         version: PackagerVersion.string,
         subcommands: [
-            Demo.self, Init.self, Build.self, Serve.self, Verify.self, Refresh.self, Diff.self, Delta.self, Apply.self, Channel.self, Keygen.self, Pack.self, Inspect.self,
+            Demo.self, Init.self, Build.self, Serve.self, Verify.self, Refresh.self, Diff.self, Delta.self, Apply.self, Channel.self, Keygen.self, Pack.self,
+            Inspect.self,
             Check.self, Extract.self,
             Export.self,
         ]
