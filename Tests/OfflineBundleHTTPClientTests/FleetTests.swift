@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import OfflineBundle
 import OfflineBundleHTTPClient
@@ -141,5 +142,154 @@ struct FleetTests {
                 #expect(again.status == 200)
             }
         }
+    }
+
+    /// nginx serving a channel's folder: `channel.json` and `releases/<digest>.zip`, signed with a key of its own.
+    final class ChannelSite: Sendable {
+        let folder: String
+        let server: RealServer
+        let key = Curve25519.Signing.PrivateKey()
+        /// The newest document signed with the site's key (what the next one follows, whatever the URL holds now).
+        private let latest = Mutex<[UInt8]?>(nil)
+        var channelURL: String { server.base + "/channel.json" }
+        var publicKey: [UInt8] { Array(key.publicKey.rawRepresentation) }
+
+        init(folder: String, server: RealServer) {
+            self.folder = folder
+            self.server = server
+        }
+
+        static func start(in folder: TemporaryFolder) async throws -> ChannelSite {
+            let root = folder.path + "/site"
+            try FileManager.default.createDirectory(atPath: root + "/releases", withIntermediateDirectories: true)
+            return ChannelSite(folder: root, server: try await RealServer.start("nginx", root: root, state: folder.path + "/site-state"))
+        }
+
+        /// Uploads `release` under its digest, then writes the channel's next document naming it (at `url`), signed
+        /// with `key` (the site's own by default); returns the document's bytes.
+        @discardableResult
+        func publish(
+            _ release: String, url: String = "releases/{digest}.zip", lifetime: Double = 86_400, key: Curve25519.Signing.PrivateKey? = nil
+        ) throws -> [UInt8] {
+            let digest = try MountedBundle(path: release).digest
+            let object = folder + "/releases/\(digest).zip"
+            if !FileManager.default.fileExists(atPath: object) { try FileManager.default.copyItem(atPath: release, toPath: object) }
+            let (_, envelope) = try ChannelWriter.next(
+                release: release, url: url, previous: key == nil ? latest.withLock { $0 } : nil, lifetime: lifetime, key: key ?? self.key)
+            if key == nil { latest.withLock { $0 = envelope } }
+            try put(envelope)
+            return envelope
+        }
+
+        /// Puts `bytes` at the channel's URL: written beside it, then renamed over it.
+        func put(_ bytes: [UInt8]) throws {
+            try Data(bytes).write(to: URL(fileURLWithPath: folder + "/channel.tmp"))
+            guard rename(folder + "/channel.tmp", folder + "/channel.json") == 0 else { throw BundleError(.io, "cannot rename the channel") }
+        }
+
+        func stop() { server.stop() }
+    }
+
+    /// What a reloader reported.
+    final class Events: Sendable {
+        private let list = Mutex<[String]>([])
+        var all: [String] { list.withLock { $0 } }
+        func add(_ event: BundleReloader.Event) { list.withLock { $0.append("\(event)") } }
+    }
+
+    /// Waits (30 s at most) until `condition` holds.
+    static func eventually(_ condition: () -> Bool) async throws -> Bool {
+        let deadline = Date().addingTimeInterval(30)
+        while !condition() {
+            guard Date() < deadline else { return false }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return true
+    }
+
+    @Test(
+        "a fleet node follows a signed channel: each new release swapped in for what changed, a replayed old document, another key, an expired document and a release that is not the one named refused while the release held answers on, a rollback from the cache"
+    )
+    func followsChannel() async throws {
+        let folder = try TemporaryFolder()
+        for (n, changed) in [(0, Set<Int>()), (1, Set([3, 50, 120])), (2, Set([3, 7]))] {
+            try Self.writeRelease(to: folder.path + "/r\(n).zip", release: n, changed: changed)
+        }
+        let local = try (0...2).map { try MountedBundle(path: folder.path + "/r\($0).zip") }
+        let site = try await ChannelSite.start(in: folder)
+        defer { site.stop() }
+        let v1 = try site.publish(folder.path + "/r0.zip")
+        let remote = try RemoteBundleTests.remote(cache: folder.path + "/node-cache")
+        let channel = try ReleaseChannel(url: site.channelURL, publicKey: site.publicKey, remote: remote)
+        let events = Events()
+        let reloader = try BundleReloader(channel: channel, interval: 0.2, signals: [], report: events.add)
+        let watching = Task { try await reloader.run() }
+        try await afterwards({
+            watching.cancel()
+            _ = try? await watching.value
+        }) {
+            func serving() -> String { reloader.loader.bundles.first?.digest ?? "" }
+            #expect(serving() == local[0].digest)
+            let page = "https://docs.example/p3.html"
+            func read(_ key: String) async throws -> Data {
+                let bundle = try #require(reloader.loader.bundles.first)
+                return try await offPool { try bundle.body(of: try #require(bundle.entry(forKey: key))) }
+            }
+            try await offPool { try reloader.loader.bundles.first?.fetchWhole() }
+            // The next release: swapped in, and it costs its index and the bodies that changed.
+            try site.publish(folder.path + "/r1.zip")
+            #expect(try await Self.eventually { serving() == local[1].digest }, "\(events.all)")
+            #expect(try await read(page) == (try local[1].body(of: try #require(local[1].entry(forKey: page)))))
+            let r1 = try #require(reloader.loader.bundles.first)
+            try await offPool { try RemoteBundleTests.expectSameBodies(r1, local[1]) }
+            let index = try #require(local[1].metadata["index.bin"]).compressedSize
+            let changed = Self.changedBytes(local[1], since: local[0])
+            #expect((r1.remoteTraffic?.bytes ?? .max) <= index + 128 << 10 + changed, "R1 cost \(r1.remoteTraffic?.bytes ?? 0) bytes")
+            // A replayed old document: refused, said once, and R1 answers on.
+            try site.put(v1)
+            #expect(try await Self.eventually { events.all.contains { $0.contains("lower than the version 2 held") } }, "\(events.all)")
+            // Another key's document, naming R2.
+            try site.publish(folder.path + "/r2.zip", key: Curve25519.Signing.PrivateKey())
+            #expect(try await Self.eventually { events.all.contains { $0.contains("not signed by the channel's public key") } }, "\(events.all)")
+            // A document naming R2 at R1's object: the release is not the one named.
+            try site.publish(folder.path + "/r2.zip", url: "releases/\(local[1].digest).zip")
+            #expect(try await Self.eventually { events.all.contains { $0.contains("not the release") } }, "\(events.all)")
+            // An expired document.
+            try site.publish(folder.path + "/r2.zip", lifetime: -60)
+            #expect(try await Self.eventually { events.all.contains { $0.contains("expired") } }, "\(events.all)")
+            #expect(serving() == local[1].digest)
+            #expect(events.all.filter { $0.contains("lower than") }.count == 1, "a refused document was said again: \(events.all)")
+            // A release that failed to mount is tried again, backing off: not at every poll.
+            #expect(events.all.filter { $0.contains("not the release") }.count <= 6, "\(events.all)")
+            // A rollback: R0's bodies are in the cache.
+            try site.publish(folder.path + "/r0.zip")
+            #expect(try await Self.eventually { serving() == local[0].digest }, "\(events.all)")
+            let back = try #require(reloader.loader.bundles.first)
+            try await offPool { try RemoteBundleTests.expectSameBodies(back, local[0]) }
+            let index0 = try #require(local[0].metadata["index.bin"]).compressedSize
+            #expect((back.remoteTraffic?.bytes ?? .max) <= index0 + 128 << 10, "a rollback cost \(back.remoteTraffic?.bytes ?? 0) bytes")
+            #expect(channel.document?.version == 5, "\(String(describing: channel.document))")
+        }
+    }
+
+    @Test("a node restarted while its channel cannot be reached follows the document it kept, from its cache; with none kept it says why")
+    func channelOffline() async throws {
+        let folder = try TemporaryFolder()
+        try Self.writeRelease(to: folder.path + "/r0.zip", release: 0, changed: [])
+        let local = try MountedBundle(path: folder.path + "/r0.zip")
+        let site = try await ChannelSite.start(in: folder)
+        try site.publish(folder.path + "/r0.zip")
+        let remote = try RemoteBundleTests.remote(cache: folder.path + "/node-cache", timeout: 2, retries: 0)
+        let first = try ReleaseChannel(url: site.channelURL, publicKey: site.publicKey, remote: remote)
+        let bundle = try await offPool { try first.mountRelease() }
+        try await offPool { try bundle.fetchWhole() }
+        site.stop()
+        let again = try ReleaseChannel(url: site.channelURL, publicKey: site.publicKey, remote: remote)
+        #expect(again.document == first.document)
+        let offline = try await offPool { try again.mountRelease() }
+        try await offPool { try RemoteBundleTests.expectSameBodies(offline, local) }
+        let elsewhere = try RemoteBundleTests.remote(cache: folder.path + "/other-cache", timeout: 2, retries: 0)
+        let error = #expect(throws: BundleError.self) { try ReleaseChannel(url: site.channelURL, publicKey: site.publicKey, remote: elsewhere) }
+        #expect(error?.code == .remote && error?.message.contains(site.channelURL) == true, "\(String(describing: error))")
     }
 }

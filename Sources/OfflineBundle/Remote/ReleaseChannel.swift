@@ -38,7 +38,11 @@ public final class ReleaseChannel: Sendable {
         var warnedExpired = false
         /// The SHA-256 of the last document refused.
         var refusedBody: [UInt8]?
+        var polls = 0
     }
+
+    /// Every this many polls, one asks without the ETag.
+    static let unconditionalEvery = 10
 
     /// What a poll found.
     public enum Poll: Sendable, Equatable {
@@ -96,7 +100,13 @@ public final class ReleaseChannel: Sendable {
     /// is newer than the document held. Blocks while it asks.
     public func poll() -> Poll {
         var headers = remote.headers
-        if let etag = state.withLock({ $0.etag }) { headers.append(("If-None-Match", etag)) }
+        // Conditional on the ETag last seen, but every tenth poll not: servers that make ETags of the modification
+        // second and the size (nginx) give a document replaced within a second by one of the same size the old ETag.
+        let etag = state.withLock { state -> String? in
+            state.polls += 1
+            return state.polls % Self.unconditionalEvery == 0 ? nil : state.etag
+        }
+        if let etag { headers.append(("If-None-Match", etag)) }
         let request = RemoteRequest(method: "GET", url: url, headers: headers, timeout: remote.timeout, maxBodyBytes: ChannelEnvelope.maxBytes)
         let reply: RemoteReply
         do {
@@ -145,7 +155,7 @@ public final class ReleaseChannel: Sendable {
             }
             if document.expired() {
                 return refuse(
-                    "\(shownURL) sent version \(document.version), which expired at \(document.expires): the channel may be frozen; release \(held.release.digest.prefix(12)) is served on",
+                    "\(shownURL) sent version \(document.version), which expired at \(document.expires): the channel may be frozen; the release served now is served on",
                     etag: reply.value(of: "ETag"), body: bodyDigest)
             }
         } else if document.expired() {

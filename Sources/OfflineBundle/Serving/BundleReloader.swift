@@ -166,7 +166,7 @@ public final class BundleReloader: Service, Sendable {
         self.init(
             paths: [], identities: [:], handle: handle, interval: interval, signals: signals, logger: logger, mount: mount, report: report,
             channel: channel)
-        channelMounted.withLock { $0 = channel.document?.version }
+        channelMounted.withLock { $0.version = channel.document?.version }
     }
 
     private init(
@@ -284,9 +284,18 @@ public final class BundleReloader: Service, Sendable {
                 case .updated(let document):
                     reason = "channel version \(document.version) names \(RemoteObject.shown(channel.resolve(document.release.url)))"
                 case .unchanged:
-                    // Held, not yet answering (its release failed to mount): tried again.
+                    // Held, not yet answering (its release failed to mount: uploaded after its channel, say): tried
+                    // again after 1, 2, 4 … 64 polls.
                     let pending = channel.document.flatMap { document in
-                        self.channelMounted.withLock { $0 } == document.version ? nil : document
+                        self.channelMounted.withLock { mounted -> ChannelDocument? in
+                            guard mounted.version != document.version else { return nil }
+                            if mounted.retryVersion != document.version { (mounted.retryVersion, mounted.failures, mounted.wait) = (document.version, 0, 0) }
+                            guard mounted.wait == 0 else {
+                                mounted.wait -= 1
+                                return nil
+                            }
+                            return document
+                        }
                     }
                     reason = pending.map { "channel version \($0.version) names \(RemoteObject.shown(channel.resolve($0.release.url)))" }
                 case .refused(let why):
@@ -295,16 +304,35 @@ public final class BundleReloader: Service, Sendable {
                 case .unreachable:
                     reason = nil
                 }
-                if let reason, let version = channel.document?.version, case .reloaded = self.reloaded(because: reason) {
-                    self.channelMounted.withLock { $0 = version }
+                if let reason, let version = channel.document?.version {
+                    let reloaded: Bool
+                    if case .reloaded = self.reloaded(because: reason) { reloaded = true } else { reloaded = false }
+                    self.channelMounted.withLock { mounted in
+                        if reloaded {
+                            mounted.version = version
+                        } else {
+                            if mounted.retryVersion != version { (mounted.retryVersion, mounted.failures) = (version, 0) }
+                            mounted.failures += 1
+                            mounted.wait = (1 << min(mounted.failures, 6)) - 1
+                        }
+                    }
                 }
                 done.resume()
             }
         }
     }
 
-    /// The version of the channel document whose release answers now.
-    private let channelMounted = Mutex<UInt64?>(nil)
+    /// The version of the channel document whose release answers now, and the retries of a newer one whose release
+    /// failed to mount.
+    private let channelMounted = Mutex(ChannelMount())
+
+    private struct ChannelMount {
+        var version: UInt64?
+        var retryVersion: UInt64?
+        var failures = 0
+        /// Polls to let pass before the next retry.
+        var wait = 0
+    }
 
     /// ``reload(because:)`` on a dispatch thread, awaited.
     private func reloadOffPool(because reason: String) async {
