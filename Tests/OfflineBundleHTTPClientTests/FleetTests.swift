@@ -224,10 +224,11 @@ struct FleetTests {
         let events = Events()
         let reloader = try BundleReloader(channel: channel, interval: 0.2, signals: [], report: events.add)
         let watching = Task { try await reloader.run() }
-        try await afterwards({
+        @Sendable func stopWatching() async {
             watching.cancel()
             _ = try? await watching.value
-        }) {
+        }
+        try await afterwards(stopWatching) {
             func serving() -> String { reloader.loader.bundles.first?.digest ?? "" }
             #expect(serving() == local[0].digest)
             let page = "https://docs.example/p3.html"
