@@ -86,4 +86,94 @@ struct RemoteCLITests {
             #expect(mode.intValue == 0o600, "the pin's mode is \(String(mode.intValue, radix: 8))")
         }
     }
+
+    @Test(
+        "packager channel write refuses wrong input in words (exit 2); serve --channel follows the channel: a new document's release is answered within a few polls, a replayed old one is refused"
+    )
+    func channel() async throws {
+        let folder = try TemporaryFolder()
+        let pages = folder.path + "/pages"
+        try FileManager.default.createDirectory(atPath: pages, withIntermediateDirectories: true)
+        let root = folder.path + "/site"
+        try FileManager.default.createDirectory(atPath: root + "/releases", withIntermediateDirectories: true)
+        for (n, word) in ["first", "second"].enumerated() {
+            try Data("<html><body><h1>the \(word) release</h1></body></html>".utf8).write(to: URL(fileURLWithPath: pages + "/index.html"))
+            try Data(String(repeating: "<p>the same in every release</p>\n", count: 200).utf8).write(to: URL(fileURLWithPath: pages + "/same.html"))
+            let pack = try await run(packagerExecutable, ["pack", pages, "--base-url", "https://docs.example/", "-o", folder.path + "/r\(n).zip"])
+            #expect(pack.status == 0, "\(pack.output)")
+        }
+        for name in ["release", "other"] {
+            #expect(try await run(packagerExecutable, ["keygen", "-o", folder.path + "/" + name]).status == 0)
+        }
+        let key = ["--sign-key", folder.path + "/release.key"]
+        let delta = try await run(packagerExecutable, ["delta", folder.path + "/r0.zip", folder.path + "/r1.zip", "-o", folder.path + "/d.zip"])
+        #expect(delta.status == 0, "\(delta.output)")
+        let channelFile = root + "/channel.json"
+        let other = folder.path + "/other.json"
+        #expect(
+            try await run(
+                packagerExecutable, ["channel", "write", folder.path + "/r0.zip", "--url", "x", "--sign-key", folder.path + "/other.key", "-o", other]
+            )
+            .status == 0)
+        let wrong: [(String, [String], String)] = [
+            ("a delta as the release", ["channel", "write", folder.path + "/d.zip", "--url", "x", "-o", channelFile] + key, "is a delta"),
+            (
+                "a delta for another release",
+                ["channel", "write", folder.path + "/r0.zip", "--url", "x", "--delta", folder.path + "/d.zip", "--delta-url", "d", "-o", channelFile] + key,
+                "stands for the release"
+            ),
+            (
+                "a delta without its URL",
+                ["channel", "write", folder.path + "/r1.zip", "--url", "x", "--delta", folder.path + "/d.zip", "-o", channelFile] + key, "--delta-url"
+            ),
+            (
+                "another key's previous", ["channel", "write", folder.path + "/r1.zip", "--url", "x", "--previous", other, "-o", channelFile] + key,
+                "not signed by"
+            ),
+            (
+                "an expiry that is no duration", ["channel", "write", folder.path + "/r1.zip", "--url", "x", "--expires", "soon", "-o", channelFile] + key,
+                "--expires"
+            ),
+            ("no key", ["channel", "write", folder.path + "/r1.zip", "--url", "x", "-o", channelFile], "--sign-key"),
+            ("serve --channel without a key", ["serve", "--channel", "http://127.0.0.1:1/channel.json"], "--public-key"),
+        ]
+        for (name, arguments, says) in wrong {
+            let result = try await run(packagerExecutable, arguments)
+            #expect(result.status == 2 && result.output.contains(says), "\(name): \(result.status) \(result.output)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: channelFile), "a refused write left a document")
+        // The channel on nginx, followed by serve.
+        let server = try await RealServer.start("nginx", root: root, state: folder.path + "/server")
+        defer { server.stop() }
+        func publish(_ release: String, previous: Bool) async throws {
+            let digest = try MountedBundle(path: release).digest
+            if !FileManager.default.fileExists(atPath: root + "/releases/\(digest).zip") {
+                try FileManager.default.copyItem(atPath: release, toPath: root + "/releases/\(digest).zip")
+            }
+            let written = try await run(
+                packagerExecutable,
+                ["channel", "write", release, "--url", "releases/{digest}.zip", "-o", channelFile] + key + (previous ? ["--previous", channelFile] : []))
+            #expect(written.status == 0 && written.output.contains("releases/\(digest).zip"), "\(written.output)")
+        }
+        try await publish(folder.path + "/r0.zip", previous: false)
+        let first = try Data(contentsOf: URL(fileURLWithPath: channelFile))
+        let (process, base) = try await startServe(
+            arguments: [
+                "--channel", server.base + "/channel.json", "--public-key", folder.path + "/release.pub", "--cache-dir", folder.path + "/cache",
+                "--reload-check", "0.3",
+            ])
+        defer { process.terminate() }
+        func page() async throws -> String { String(decoding: try await curlExchange(base + "/index.html", in: folder).body, as: UTF8.self) }
+        #expect(try await page().contains("the first release"))
+        try await publish(folder.path + "/r1.zip", previous: true)
+        let deadline = Date().addingTimeInterval(30)
+        while try await !page().contains("the second release") && Date() < deadline { try await Task.sleep(for: .milliseconds(100)) }
+        #expect(try await page().contains("the second release"))
+        // A replayed old document: refused; the second release answers on.
+        try first.write(to: URL(fileURLWithPath: channelFile))
+        try await Task.sleep(for: .seconds(2))
+        #expect(try await page().contains("the second release"))
+        process.terminate()
+        process.waitUntilExit()
+    }
 }

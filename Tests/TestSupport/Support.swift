@@ -49,8 +49,13 @@ public func launch(_ executable: String, _ arguments: [String], in folder: Strin
 
 /// Starts `packager serve BUNDLE --port 0` and returns it with the base URL it prints.
 public func startServe(_ bundle: String, _ extra: [String] = []) async throws -> (Process, String) {
+    try await startServe(arguments: [bundle] + extra)
+}
+
+/// Starts `packager serve ARGUMENTS --port 0` and returns it with the base URL it prints.
+public func startServe(arguments: [String]) async throws -> (Process, String) {
     let pipe = Pipe()
-    let process = try launch(packagerExecutable, ["serve", bundle, "--port", "0"] + extra, output: pipe)
+    let process = try launch(packagerExecutable, ["serve"] + arguments + ["--port", "0"], output: pipe)
     let line = try await firstLine(of: pipe)
     // "serving BUNDLES (N entries) on URL/": the URL after " on " (a bundle may be a URL too).
     let after = line.range(of: " on ", options: .backwards).map { line[$0.upperBound...] } ?? line[...]
