@@ -54,6 +54,9 @@ package final class RemoteObject: Sendable {
         var donors: BodyDonors?
         /// Bytes of bodies copied from other bundles of the cache folder rather than fetched.
         var reused: UInt64 = 0
+        /// The bodies (by their local header's offset) held and checked in this process, by their first read or as
+        /// they were fetched.
+        var checkedHeld = Set<UInt64>()
     }
 
     /// A range request in flight; readers of an overlapping range wait on it.
@@ -82,6 +85,7 @@ package final class RemoteObject: Sendable {
     private static let cacheMisses = Counter(label: "offline_bundle_remote_cache", dimensions: [("result", "miss")])
     private static let bytesReused = Counter(label: "offline_bundle_remote_reused_bytes")
     private static let deadlinesMissed = Counter(label: "offline_bundle_remote_deadlines_missed")
+    private static let cacheDamaged = Counter(label: "offline_bundle_remote_cache_damaged")
 
     package init(url: String, options: RemoteOptions, etag: String?, lastModified: String?, size: UInt64, store: RangeStore) {
         self.url = url
@@ -149,9 +153,38 @@ package final class RemoteObject: Sendable {
         if whole {
             try fill(clamped, maxSpan: UInt64(clamped.count), readAhead: false)
         } else {
+            let body = state.withLock { $0.check }.flatMap { checkHeldOnce(range, check: $0) }
             // A reader's first read of a body: bound by the read's deadline.
             _ = try withinDeadline(clamped) { try self.fill(clamped, maxSpan: Self.maxRequestBytes, readAhead: false) }
+            // Held now, by a fetch of this process (checked as it came): not checked again.
+            if let body, store.holds(body) { state.withLock { _ = $0.checkedHeld.insert(body.lowerBound) } }
         }
+    }
+
+    /// The first read in this process of a body the cache folder held already (from an earlier process) checks it
+    /// there (its local header and SHA-256 against the index) before it is read: a body damaged on disk is forgotten
+    /// and fetched again within the same read, never failed once or sent. Returns the body's extent when `range` is
+    /// one body's.
+    private func checkHeldOnce(_ range: Range<UInt64>, check: RemoteBodyCheck) -> Range<UInt64>? {
+        let touched = check.bodies(touching: range)
+        guard touched.count == 1, let i = touched.first else { return nil }
+        let record = check.record(i)
+        let extent = RemoteBodyCheck.extent(record)
+        guard extent == range else { return nil }
+        guard store.holds(extent), state.withLock({ !$0.checkedHeld.contains(extent.lowerBound) }) else { return extent }
+        do {
+            let body = try StreamedBodyCheck(record: record, check: check)
+            try store.pieces(extent) { piece, _ in try body.feed(piece) }
+            try body.finish()
+            state.withLock { _ = $0.checkedHeld.insert(extent.lowerBound) }
+        } catch {
+            store.forget(extent)
+            Self.cacheDamaged.increment()
+            logger.warning(
+                "a body in the cache failed its check; it is fetched again",
+                metadata: ["url": "\(shownURL)", "body": "\(check.name(record))", "reason": "\(error)"])
+        }
+        return extent
     }
 
     /// Fetches every byte the cache lacks, in requests of at most ``wholePiece`` bytes (each widened to whole bodies),
