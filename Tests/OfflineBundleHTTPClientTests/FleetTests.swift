@@ -169,13 +169,22 @@ struct FleetTests {
         /// with `key` (the site's own by default); returns the document's bytes.
         @discardableResult
         func publish(
-            _ release: String, url: String = "releases/{digest}.zip", lifetime: Double = 86_400, key: Curve25519.Signing.PrivateKey? = nil
+            _ release: String, url: String = "releases/{digest}.zip", lifetime: Double = 86_400, key: Curve25519.Signing.PrivateKey? = nil,
+            deltas: [String] = []
         ) throws -> [UInt8] {
             let digest = try MountedBundle(path: release).digest
             let object = folder + "/releases/\(digest).zip"
             if !FileManager.default.fileExists(atPath: object) { try FileManager.default.copyItem(atPath: release, toPath: object) }
+            // Deltas go to deltas/<their file name>.
+            try FileManager.default.createDirectory(atPath: folder + "/deltas", withIntermediateDirectories: true)
+            let listed = try deltas.map { path -> ChannelWriter.DeltaFile in
+                let name = (path as NSString).lastPathComponent
+                try? FileManager.default.removeItem(atPath: folder + "/deltas/" + name)
+                try FileManager.default.copyItem(atPath: path, toPath: folder + "/deltas/" + name)
+                return ChannelWriter.DeltaFile(path: path, url: "deltas/" + name)
+            }
             let (_, envelope) = try ChannelWriter.next(
-                release: release, url: url, previous: key == nil ? latest.withLock { $0 } : nil, lifetime: lifetime, key: key ?? self.key)
+                release: release, url: url, deltas: listed, previous: key == nil ? latest.withLock { $0 } : nil, lifetime: lifetime, key: key ?? self.key)
             if key == nil { latest.withLock { $0 = envelope } }
             try put(envelope)
             return envelope
@@ -292,5 +301,39 @@ struct FleetTests {
         let elsewhere = try RemoteBundleTests.remote(cache: folder.path + "/other-cache", timeout: 2, retries: 0)
         let error = #expect(throws: BundleError.self) { try ReleaseChannel(url: site.channelURL, publicKey: site.publicKey, remote: elsewhere) }
         #expect(error?.code == .remote && error?.message.contains(site.channelURL) == true, "\(String(describing: error))")
+    }
+
+    @Test(
+        "a channel that lists a delta from the release a node holds: the node fetches the delta alone and answers as the next release; a delta whose bytes are not the ones named is refused, and the release mounted by its URL"
+    )
+    func channelDelta() async throws {
+        let folder = try TemporaryFolder()
+        for (n, changed) in [(0, Set<Int>()), (1, Set([3, 50, 120])), (2, Set([3, 7]))] {
+            try Self.writeRelease(to: folder.path + "/r\(n).zip", release: n, changed: changed)
+        }
+        try DeltaBundles.make(old: folder.path + "/r0.zip", new: folder.path + "/r1.zip", to: folder.path + "/d1.zip")
+        try DeltaBundles.make(old: folder.path + "/r1.zip", new: folder.path + "/r2.zip", to: folder.path + "/d2.zip")
+        let local = try (0...2).map { try MountedBundle(path: folder.path + "/r\($0).zip") }
+        let site = try await ChannelSite.start(in: folder)
+        defer { site.stop() }
+        try site.publish(folder.path + "/r0.zip")
+        let channel = try ReleaseChannel(url: site.channelURL, publicKey: site.publicKey, remote: try RemoteBundleTests.remote(cache: folder.path + "/node"))
+        let r0 = try await offPool { try channel.mountRelease() }
+        try await offPool { try r0.fetchWhole() }
+        let held = try #require(r0.remoteTraffic)
+        try site.publish(folder.path + "/r1.zip", deltas: [folder.path + "/d1.zip"])
+        #expect(channel.poll() != .unchanged)
+        let r1 = try await offPool { try channel.mountRelease() }
+        #expect(r1.deltaDepth == 1 && r1.digest == local[1].digest)
+        try await offPool { try RemoteBundleTests.expectSameBodies(r1, local[1]) }
+        // Every body the delta does not carry came from the release held, which fetched nothing more.
+        #expect(r0.remoteTraffic?.requests == held.requests && r0.remoteTraffic?.bytes == held.bytes)
+        // The next delta's bytes at its URL are not the ones the document names: refused, and R2 mounted by its URL.
+        try site.publish(folder.path + "/r2.zip", deltas: [folder.path + "/d2.zip"])
+        try Data("not the delta".utf8).write(to: URL(fileURLWithPath: site.folder + "/deltas/d2.zip"))
+        #expect(channel.poll() != .unchanged)
+        let r2 = try await offPool { try channel.mountRelease() }
+        #expect(r2.deltaDepth == 0 && r2.remoteURL != nil && r2.digest == local[2].digest)
+        try await offPool { try RemoteBundleTests.expectSameBodies(r2, local[2]) }
     }
 }

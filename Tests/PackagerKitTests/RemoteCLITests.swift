@@ -175,5 +175,17 @@ struct RemoteCLITests {
         #expect(try await page().contains("the second release"))
         process.terminate()
         process.waitUntilExit()
+        // A delta by URL over its base by URL: fetched whole, mounted over the base, answering as the next release.
+        try FileManager.default.copyItem(atPath: folder.path + "/d.zip", toPath: root + "/d.zip")
+        try FileManager.default.copyItem(atPath: folder.path + "/r0.zip", toPath: root + "/r0.zip")
+        let (deltaServe, deltaBase) = try await startServe(
+            arguments: [server.base + "/d.zip", server.base + "/r0.zip", "--cache-dir", folder.path + "/delta-cache"])
+        defer { deltaServe.terminate() }
+        let answer = try await curlExchange(deltaBase + "/index.html", in: folder)
+        #expect(answer.status == 200 && String(decoding: answer.body, as: UTF8.self).contains("the second release"))
+        let alone = try await run(packagerExecutable, ["inspect", server.base + "/d.zip", "--cache-dir", folder.path + "/delta-cache"])
+        #expect(alone.status != 0 && alone.output.contains("give the bundle it was made over after it"), "\(alone.output)")
+        deltaServe.terminate()
+        deltaServe.waitUntilExit()
     }
 }

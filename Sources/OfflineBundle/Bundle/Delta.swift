@@ -120,7 +120,13 @@ extension MountedBundle {
             }
             if RemoteOptions.isRemote(path) {
                 guard let remote else { throw BundleError(.invalidArgument, "\(RemoteObject.shown(path)) is a URL: mounting it needs RemoteOptions") }
-                return try naming(path) { try MountedBundle(url: path, remote: remote, options: options) }
+                do {
+                    return try naming(path) { try MountedBundle(url: path, remote: remote, options: options) }
+                } catch let error as BundleError where error.code == .unsupported && error.message.contains(RemoteMount.deltaRefusal) && !rest.isEmpty {
+                    // A delta by URL: fetched whole (it is small) and mounted over the path after it.
+                    let base = try next(Self.baseOptions(options))
+                    return try naming(path) { try MountedBundle(deltaURL: path, base: base, remote: remote, options: options) }
+                }
             }
             // By the comment alone: the delta's own mount reads delta.json (once), and says what is wrong with it.
             guard isDelta(atPath: path) else { return try naming(path) { try MountedBundle(path: path, options: options) } }
@@ -129,11 +135,7 @@ extension MountedBundle {
             }
             // A base needs no signature of its own: what is read from it is checked against the delta's (signed) index,
             // as the delta's mount checks bodies. It keeps no inflated bodies either: the delta's cache serves.
-            var baseOptions = options
-            baseOptions.requiredPublicKey = nil
-            baseOptions.inflatedCacheBytes = 0
-            baseOptions.label = nil
-            let base = try next(baseOptions)
+            let base = try next(Self.baseOptions(options))
             return try naming(path) { try MountedBundle(deltaPath: path, base: base, options: options) }
         }
         // With several files, an error names the one it is about (a chain's damaged delta, a damaged base).
@@ -147,6 +149,17 @@ extension MountedBundle {
         }
         while !rest.isEmpty { mounted.append(try next(options)) }
         return mounted
+    }
+
+    /// The options a delta's base is mounted with: no signature of its own (what is read from it is checked against
+    /// the delta's signed index, as the delta's mount checks bodies), and no inflated bodies kept (the delta's cache
+    /// serves).
+    package static func baseOptions(_ options: Options) -> Options {
+        var base = options
+        base.requiredPublicKey = nil
+        base.inflatedCacheBytes = 0
+        base.label = nil
+        return base
     }
 
     /// Where a delta's bodies rebuilt from its patches lie among its stores: after its own file and its base's stores

@@ -343,6 +343,10 @@ struct RemoteMount {
         return parts
     }
 
+    /// What the refusal of a delta mounted as a bundle says (``MountedBundle/mount(paths:options:remote:)`` mounts it
+    /// over the path after it instead).
+    static let deltaRefusal = "is a delta bundle"
+
     /// The bundle digest the archive comment names, read from the object's last bytes.
     static func digest(fromTail tail: [UInt8], shownURL: String) throws -> String {
         guard let end = ZipDirectory.endRecordPosition(in: tail) else {
@@ -350,8 +354,7 @@ struct RemoteMount {
         }
         let comment = String(decoding: tail[(end + ZipConstants.endSize)...], as: UTF8.self)
         if comment.hasPrefix("packager-delta/") {
-            throw BundleError(
-                .unsupported, "\(shownURL) is a delta bundle; deltas are mounted from files (download it, then packager serve DELTA BASE)")
+            throw BundleError(.unsupported, "\(shownURL) \(deltaRefusal): give the bundle it was made over after it (packager serve DELTA_URL BASE)")
         }
         let version = BundleFormat.version(ofComment: comment)
         let prefix = BundleFormat.commentPrefix(version: version ?? BundleFormat.version) + "sha256:"

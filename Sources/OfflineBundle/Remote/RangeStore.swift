@@ -377,23 +377,34 @@ package final class RangeStore: Sendable {
         #endif
     }
 
-    /// Removes the cache folder's least recently mounted bundles until what the folder holds is within `budget`,
-    /// keeping `keep` (the data file of the bundle being mounted). Sizes are the disk blocks used (the files are sparse).
+    /// Removes the cache folder's least recently mounted bundles (and deltas fetched whole) until what the folder holds
+    /// is within `budget`, keeping `keep` (the data file of the bundle being mounted), which counts. Sizes are the disk
+    /// blocks used (the files are sparse).
     package static func trim(folder: String, budget: UInt64, keep: String?) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return }
-        var files: [(base: String, used: UInt64, lastUse: Int)] = []
-        for name in names where name.hasSuffix(".data") {
-            let base = "\(folder)/\(name.dropLast(5))"
-            var data = stat()
-            guard stat(base + ".data", &data) == 0 else { continue }
-            files.append((base, UInt64(data.st_blocks) * 512, lastUse(base: base)))
+        var kept = stat()
+        // A bundle's three files go together; a delta fetched whole is one file.
+        var files: [(paths: [String], used: UInt64, lastUse: Int)] = []
+        for name in names {
+            var info = stat()
+            if name.hasSuffix(".data") {
+                let base = "\(folder)/\(name.dropLast(5))"
+                guard stat(base + ".data", &info) == 0, base + ".data" != keep else { continue }
+                files.append(([base + ".ranges", base + ".bodies", base + ".data"], UInt64(info.st_blocks) * 512, lastUse(base: base)))
+            } else if name.hasSuffix(".delta") {
+                guard lstat("\(folder)/\(name)", &info) == 0 else { continue }
+                #if canImport(Darwin)
+                    let modified = Int(info.st_mtimespec.tv_sec)
+                #else
+                    let modified = Int(info.st_mtim.tv_sec)
+                #endif
+                files.append((["\(folder)/\(name)"], UInt64(info.st_blocks) * 512, modified))
+            }
         }
         var total = files.reduce(0) { $0 + $1.used }
+        if let keep, stat(keep, &kept) == 0 { total += UInt64(kept.st_blocks) * 512 }
         for file in files.sorted(by: { $0.lastUse < $1.lastUse }) where total > budget {
-            if file.base + ".data" == keep { continue }
-            unlink(file.base + ".ranges")
-            unlink(file.base + ".bodies")
-            unlink(file.base + ".data")
+            for path in file.paths { unlink(path) }
             total -= min(total, file.used)
         }
     }

@@ -39,6 +39,8 @@ public final class ReleaseChannel: Sendable {
         /// The SHA-256 of the last document refused.
         var refusedBody: [UInt8]?
         var polls = 0
+        /// The release this channel mounted last (the base a delta from it stands over).
+        var mounted: MountedBundle?
     }
 
     /// Every this many polls, one asks without the ETag.
@@ -100,8 +102,7 @@ public final class ReleaseChannel: Sendable {
     /// is newer than the document held. Blocks while it asks.
     public func poll() -> Poll {
         var headers = remote.headers
-        // Conditional on the ETag last seen, but every tenth poll not: servers that make ETags of the modification
-        // second and the size (nginx) give a document replaced within a second by one of the same size the old ETag.
+        // Conditional on the ETag last seen, but every tenth poll not (a server may keep an ETag over a change).
         let etag = state.withLock { state -> String? in
             state.polls += 1
             return state.polls % Self.unconditionalEvery == 0 ? nil : state.etag
@@ -131,23 +132,23 @@ public final class ReleaseChannel: Sendable {
         do {
             document = try ChannelEnvelope.open(reply.body, publicKey: publicKey, source: shownURL)
         } catch {
-            return refuse((error as? BundleError)?.message ?? "\(error)", etag: reply.value(of: "ETag"), body: bodyDigest)
+            return refuse((error as? BundleError)?.message ?? "\(error)", reply: reply, body: bodyDigest)
         }
         let held = state.withLock { $0.document }
         if let held {
             if document.version < held.version {
                 return refuse(
                     "\(shownURL) sent version \(document.version), lower than the version \(held.version) held: a replayed old channel is not followed",
-                    etag: reply.value(of: "ETag"), body: bodyDigest)
+                    reply: reply, body: bodyDigest)
             }
             if document.version == held.version {
                 guard document == held else {
                     return refuse(
-                        "\(shownURL) sent another document under the version \(held.version) held: a version names one document", etag: reply.value(of: "ETag"),
+                        "\(shownURL) sent another document under the version \(held.version) held: a version names one document", reply: reply,
                         body: bodyDigest)
                 }
                 state.withLock {
-                    $0.etag = reply.value(of: "ETag")
+                    $0.etag = Self.validator(reply)
                     $0.refusedBody = nil
                 }
                 warnIfExpired()
@@ -156,7 +157,7 @@ public final class ReleaseChannel: Sendable {
             if document.expired() {
                 return refuse(
                     "\(shownURL) sent version \(document.version), which expired at \(document.expires): the channel may be frozen; the release served now is served on",
-                    etag: reply.value(of: "ETag"), body: bodyDigest)
+                    reply: reply, body: bodyDigest)
             }
         } else if document.expired() {
             // Nothing held: better its release, said, than none.
@@ -165,7 +166,7 @@ public final class ReleaseChannel: Sendable {
         }
         state.withLock {
             $0.document = document
-            $0.etag = reply.value(of: "ETag")
+            $0.etag = Self.validator(reply)
             $0.warnedExpired = false
             $0.refusedBody = nil
         }
@@ -173,11 +174,22 @@ public final class ReleaseChannel: Sendable {
         return .updated(document)
     }
 
+    /// The reply's ETag, when it may be asked by: not when the document was modified in the second the reply was
+    /// made (its `Last-Modified` is its `Date`). A server that makes ETags of the modification second and the size
+    /// (nginx) gives a document replaced within that second by one of the same size the same ETag: asking by it would
+    /// hide the new one (RFC 9110 §8.8.2.2 calls such a validator weak).
+    private static func validator(_ reply: RemoteReply) -> String? {
+        guard let etag = reply.value(of: "ETag") else { return nil }
+        guard let modified = reply.value(of: "Last-Modified").flatMap(HTTPDates.parse), let date = reply.value(of: "Date").flatMap(HTTPDates.parse)
+        else { return etag }
+        return date.timeIntervalSince(modified) >= 1 ? etag : nil
+    }
+
     /// Refuses the document the server sent (its ETag and the digest of its bytes): said now, and not again while the
     /// server sends the same (a conditional GET on that ETag, or the same bytes, is then no news).
-    private func refuse(_ reason: String, etag: String?, body: [UInt8]) -> Poll {
+    private func refuse(_ reason: String, reply: RemoteReply, body: [UInt8]) -> Poll {
         state.withLock {
-            $0.etag = etag
+            $0.etag = Self.validator(reply)
             $0.refusedBody = body
         }
         logger.error("channel document refused; the release held is served on", metadata: ["url": "\(shownURL)", "reason": "\(reason)"])
@@ -198,12 +210,35 @@ public final class ReleaseChannel: Sendable {
         }
     }
 
-    /// Mounts the release the held document names, checking that it is that release (its digest and size).
+    /// Mounts the release the held document names, checking that it is that release (its digest and size): by the
+    /// delta the document lists from the release mounted last, when there is one (its bytes alone are fetched), else by
+    /// the release's URL (through the cache folder shared across releases).
     ///
     /// - Throws: ``BundleError``: `.wrongBase` naming both digests when the object is another bundle; what mounting
     ///   a remote bundle throws.
     public func mountRelease(options: MountedBundle.Options = MountedBundle.Options()) throws -> MountedBundle {
         guard let document, let url = releaseURL else { throw BundleError(.invalidArgument, "\(shownURL): no channel document is held") }
+        let current = state.withLock { $0.mounted }
+        // The release mounted last, named again (a new document for the same release): nothing to fetch.
+        if let current, current.digest == document.release.digest { return current }
+        // A delta from the release mounted last: its bytes alone are fetched (checked against the digest the document
+        // names), and what it does not carry is read from the release held.
+        if let current, current.deltaDepth + 1 <= BundleFormat.maxDeltaDepth, let delta = document.deltas.first(where: { $0.base == current.digest }) {
+            do {
+                let bundle = try MountedBundle(deltaURL: resolve(delta.url), base: current, remote: remote, sha256: delta.digest, options: options)
+                if bundle.digest == document.release.digest {
+                    state.withLock { $0.mounted = bundle }
+                    return bundle
+                }
+                logger.warning(
+                    "the channel's delta stands for another release; mounting the release",
+                    metadata: ["url": "\(RemoteObject.shown(resolve(delta.url)))", "stands-for": "\(bundle.digest)"])
+            } catch {
+                logger.warning(
+                    "the channel's delta could not be mounted; mounting the release",
+                    metadata: ["url": "\(RemoteObject.shown(resolve(delta.url)))", "error": "\(error)"])
+            }
+        }
         let bundle = try MountedBundle(url: url, remote: remote, options: options)
         guard bundle.digest == document.release.digest, bundle.file.size == document.release.size else {
             throw BundleError(
@@ -211,6 +246,7 @@ public final class ReleaseChannel: Sendable {
                 "\(RemoteObject.shown(url)) is the bundle \(bundle.digest.prefix(12)) of \(bundle.file.size) bytes, not the release \(document.release.digest.prefix(12)) of \(document.release.size) bytes that version \(document.version) of \(shownURL) names"
             )
         }
+        state.withLock { $0.mounted = bundle }
         return bundle
     }
 
