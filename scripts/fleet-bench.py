@@ -12,7 +12,8 @@ published before: a rollback).
 For each step: the release object goes to www/releases/<digest>.zip, `packager channel write --previous` names it, and
 the driver waits until every node's marker page is the new release's (propagation); then every page is read through
 every node; the access log says the bytes each node fetched for release objects, set beside the ideal (the new index,
-the bodies no earlier step held, and 128 KiB). Meanwhile CLIENTS threads ask random nodes for random pages: every answer
+the bodies no earlier step held, and 128 KiB; or with a delta from the release before, the delta and 128 KiB).
+Meanwhile CLIENTS threads ask random nodes for random pages: every answer
 must be a 200 with the bytes of one release, and none asked after a node was seen on a release may be of an older one.
 Prints one JSON object.
 """
@@ -165,6 +166,14 @@ for number, step in enumerate(steps):
         shutil.copyfile(step["zip"], os.path.join(www, "releases", published[step["zip"]] + ".zip"))
     offset = log_size()
     arguments = [packager, "channel", "write", step["zip"], "--url", "releases/{digest}.zip", "--sign-key", key, "-o", channel]
+    delta_size = None
+    if step.get("delta"):
+        # The delta from the release before: what a node that holds it fetches instead of the release's index and bodies.
+        os.makedirs(os.path.join(www, "deltas"), exist_ok=True)
+        name = os.path.basename(step["delta"])
+        shutil.copyfile(step["delta"], os.path.join(www, "deltas", name))
+        arguments += ["--delta", step["delta"], "--delta-url", "deltas/" + name]
+        delta_size = os.path.getsize(step["delta"])
     if previous:
         arguments += ["--previous", channel]
     subprocess.run(arguments, check=True, capture_output=True)
@@ -207,6 +216,7 @@ for number, step in enumerate(steps):
             "ideal": ideal,
             "index": index,
             "new_bodies": new_bytes,
+            "delta": delta_size,
             "rollback": step.get("rollback", False),
         }
     )
