@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark of a fleet following a release channel, in one run: python3.11-doc packed as R0 and as five nightly releases
 # that each edit 0.5 % of its pages (2 pages and a marker page), each listed with the delta from the one before, then a
-# rollback to R2; nginx as the CDN (channel.json
+# rollback to R0; nginx as the CDN (channel.json
 # and releases/<digest>.zip), reached through a proxy adding 50 ms each way; 8 `packager serve --channel` nodes, each
 # with its own cache folder, polling every second, under 32 clients without pause. Per release: the bytes each node
 # fetched for release objects (from nginx's access log, by a header each node sends) beside the ideal (the new index,
@@ -92,8 +92,8 @@ import json, sys
 work, packager, releases, clients, check, one_way = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
 ports = [int(p) for p in sys.argv[7:]]
 steps = [{"name": f"R{n}", "zip": f"{work}/r{n}.zip", "site": f"{work}/r{n}", "delta": f"{work}/d{n}.zip"} for n in range(1, releases + 1)]
-back = min(2, releases - 1) if releases > 1 else 1
-steps.append({"name": f"back to R{back}", "zip": f"{work}/r{back}.zip", "site": f"{work}/r{back}", "rollback": True})
+# Back to R0, whose bodies every node's cache holds (R1 to R5 came by deltas, whose edited pages are patches).
+steps.append({"name": "back to R0", "zip": f"{work}/r0.zip", "site": f"{work}/r0", "rollback": True})
 print(json.dumps({
     "packager": packager, "www": f"{work}/www", "key": f"{work}/release.key", "log": f"{work}/access.log", "ports": ports,
     "pages": [line.strip() for line in open(f"{work}/pages.txt") if line.strip()], "marker": "/bench-release.html",

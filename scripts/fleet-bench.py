@@ -106,13 +106,13 @@ def log_size():
 
 
 def fetched_since(offset):
-    """Bytes and requests of release objects per node in the log past `offset`."""
+    """Bytes and requests of release objects and deltas (not the channel) per node in the log past `offset`."""
     per_node = {}
     with open(log, "rb") as f:
         f.seek(offset)
         for line in f.read().decode(errors="replace").splitlines():
             parts = line.split()
-            if len(parts) != 4 or "/releases/" not in parts[1]:
+            if len(parts) != 4 or not ("/releases/" in parts[1] or "/deltas/" in parts[1]):
                 continue
             bytes_, requests = per_node.get(parts[0], (0, 0))
             per_node[parts[0]] = (bytes_ + int(parts[3]), requests + 1)

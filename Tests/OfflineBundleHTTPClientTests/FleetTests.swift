@@ -311,7 +311,8 @@ struct FleetTests {
         for (n, changed) in [(0, Set<Int>()), (1, Set([3, 50, 120])), (2, Set([3, 7]))] {
             try Self.writeRelease(to: folder.path + "/r\(n).zip", release: n, changed: changed)
         }
-        try DeltaBundles.make(old: folder.path + "/r0.zip", new: folder.path + "/r1.zip", to: folder.path + "/d1.zip")
+        // R1's delta carries its changed pages whole (not as patches): what the rollback below borrows.
+        try DeltaBundles.make(old: folder.path + "/r0.zip", new: folder.path + "/r1.zip", to: folder.path + "/d1.zip", wholeBodies: true)
         try DeltaBundles.make(old: folder.path + "/r1.zip", new: folder.path + "/r2.zip", to: folder.path + "/d2.zip")
         let local = try (0...2).map { try MountedBundle(path: folder.path + "/r\($0).zip") }
         let site = try await ChannelSite.start(in: folder)
@@ -335,5 +336,16 @@ struct FleetTests {
         let r2 = try await offPool { try channel.mountRelease() }
         #expect(r2.deltaDepth == 0 && r2.remoteURL != nil && r2.digest == local[2].digest)
         try await offPool { try RemoteBundleTests.expectSameBodies(r2, local[2]) }
+        // Back to R1, by its URL: the bodies only the delta carried are lent from the delta kept in the cache folder,
+        // the rest from R0's; only R1's end and index are fetched.
+        try site.publish(folder.path + "/r1.zip")
+        #expect(channel.poll() != .unchanged)
+        let back = try await offPool { try channel.mountRelease() }
+        #expect(back.deltaDepth == 0 && back.digest == local[1].digest)
+        let mountRequests = try #require(back.remoteTraffic).requests
+        try await offPool { try RemoteBundleTests.expectSameBodies(back, local[1]) }
+        let index = try #require(local[1].metadata["index.bin"]).compressedSize
+        #expect((back.remoteTraffic?.bytes ?? .max) <= index + 128 << 10, "the rollback fetched \(back.remoteTraffic?.bytes ?? 0) bytes")
+        #expect(back.remoteTraffic?.requests == mountRequests, "the rollback's bodies were fetched: \(back.remoteTraffic?.requests ?? 0) requests")
     }
 }

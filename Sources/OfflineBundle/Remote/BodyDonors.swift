@@ -83,25 +83,23 @@ package final class BodyDonors: Sendable {
     /// Writes the list of the bodies of `check`'s index beside the bundle's files (`base` + `.bodies`), unless it is
     /// there: whole to a file of its own (mode 0600, made new without following a link), then renamed into place.
     package static func writeList(base: String, check: RemoteBodyCheck) {
+        writeList(base: base, bodies: (0..<check.bodyCount).lazy.map { check.record($0) })
+    }
+
+    /// Writes the list of `bodies` (records whose offsets are in the file named `base` + `.data`) unless it is there.
+    package static func writeList(base: String, bodies: some Collection<IndexBodyRecord>) {
         let target = base + ".bodies"
         var info = stat()
         if lstat(target, &info) == 0 { return }
         var bytes = magic
-        bytes.reserveCapacity(magic.count + check.bodyCount * recordSize)
-        for i in 0..<check.bodyCount {
-            let record = check.record(i)
+        bytes.reserveCapacity(magic.count + bodies.count * recordSize)
+        for record in bodies {
             let extent = RemoteBodyCheck.extent(record)
             bytes += record.sha256.prefix(32)
             bytes.appendLE(extent.lowerBound)
             bytes.appendLE(UInt64(extent.count))
         }
-        let temporary = target + ".\(getpid()).tmp"
-        unlink(temporary)
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return }
-        let written = bytes.withUnsafeBytes { FileIO.write(fd, $0, at: 0) } == nil
-        close(fd)
-        if !written || rename(temporary, target) != 0 { unlink(temporary) }
+        RangeStore.replace(target, with: bytes)
     }
 
     /// A list's records, each lying inside a bundle of `size` bytes; nil when it is not a list (a link, another user's

@@ -348,6 +348,24 @@ package final class RangeStore: Sendable {
         FileIO.read(descriptor, into: buffer, at: offset)
     }
 
+    /// Writes `bytes` as the file at `target` in a cache folder: whole, to a file of its own beside it (mode 0600, made
+    /// new, never through a link), then renamed over it, so that a reader never sees half of it. Says whether it did.
+    @discardableResult
+    package static func replace(_ target: String, with bytes: [UInt8]) -> Bool {
+        let temporary = target + ".\(getpid()).tmp"
+        // Left by a process of the same id that ended mid-write (or planted): removed, and made anew.
+        unlink(temporary)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return false }
+        let written = bytes.withUnsafeBytes { FileIO.write(fd, $0, at: 0) } == nil
+        close(fd)
+        guard written, rename(temporary, target) == 0 else {
+            unlink(temporary)
+            return false
+        }
+        return true
+    }
+
     /// The most bytes read at once by ``pieces(_:_:)``.
     static let filePiece = 1 << 20
 
@@ -383,7 +401,7 @@ package final class RangeStore: Sendable {
     package static func trim(folder: String, budget: UInt64, keep: String?) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return }
         var kept = stat()
-        // A bundle's three files go together; a delta fetched whole is one file.
+        // A bundle's three files go together (a delta fetched whole is kept as a bundle that holds all of it).
         var files: [(paths: [String], used: UInt64, lastUse: Int)] = []
         for name in names {
             var info = stat()
@@ -391,14 +409,6 @@ package final class RangeStore: Sendable {
                 let base = "\(folder)/\(name.dropLast(5))"
                 guard stat(base + ".data", &info) == 0, base + ".data" != keep else { continue }
                 files.append(([base + ".ranges", base + ".bodies", base + ".data"], UInt64(info.st_blocks) * 512, lastUse(base: base)))
-            } else if name.hasSuffix(".delta") {
-                guard lstat("\(folder)/\(name)", &info) == 0 else { continue }
-                #if canImport(Darwin)
-                    let modified = Int(info.st_mtimespec.tv_sec)
-                #else
-                    let modified = Int(info.st_mtim.tv_sec)
-                #endif
-                files.append((["\(folder)/\(name)"], UInt64(info.st_blocks) * 512, modified))
             }
         }
         var total = files.reduce(0) { $0 + $1.used }
@@ -493,17 +503,6 @@ package struct RemotePin: Codable, Sendable, Equatable {
         var shown = self
         shown.url = RemoteObject.shown(url)
         guard let data = try? JSONEncoder().encode(shown) else { return }
-        let target = Self.path(folder: folder, url: url)
-        let temporary = target + ".\(getpid()).tmp"
-        var fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        if fd < 0 && errno == EEXIST {
-            // Left by a process of the same id that ended mid-write (or planted): removed, and made anew.
-            unlink(temporary)
-            fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        }
-        guard fd >= 0 else { return }
-        let written = Array(data).withUnsafeBytes { FileIO.write(fd, $0, at: 0) } == nil
-        close(fd)
-        if !written || rename(temporary, target) != 0 { unlink(temporary) }
+        RangeStore.replace(Self.path(folder: folder, url: url), with: Array(data))
     }
 }

@@ -225,7 +225,8 @@ public final class ReleaseChannel: Sendable {
         // names), and what it does not carry is read from the release held.
         if let current, current.deltaDepth + 1 <= BundleFormat.maxDeltaDepth, let delta = document.deltas.first(where: { $0.base == current.digest }) {
             do {
-                let bundle = try MountedBundle(deltaURL: resolve(delta.url), base: current, remote: remote, sha256: delta.digest, options: options)
+                let bundle = try MountedBundle(
+                    deltaURL: resolve(delta.url), base: current, remote: remote, sha256: delta.digest, size: delta.size, options: options)
                 if bundle.digest == document.release.digest {
                     state.withLock { $0.mounted = bundle }
                     return bundle
@@ -259,13 +260,7 @@ public final class ReleaseChannel: Sendable {
     /// Keeps the envelope taken (written whole, then renamed into place; 0600, never through a link).
     private func keep(_ bytes: [UInt8]) {
         guard let folder = remote.cacheDirectory, let path = keptPath, (try? RangeStore.makeFolder(folder)) != nil else { return }
-        let temporary = path + ".\(getpid()).tmp"
-        unlink(temporary)
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return }
-        let written = bytes.withUnsafeBytes { FileIO.write(fd, $0, at: 0) } == nil
-        close(fd)
-        if !written || rename(temporary, path) != 0 { unlink(temporary) }
+        RangeStore.replace(path, with: bytes)
     }
 
     /// The envelope last kept, checked again as if it had just come.
