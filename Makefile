@@ -69,12 +69,13 @@ bench:
 	scripts/bench-vapor.sh $(BIN_RELEASE) $(BENCH_WORK)/vapor $(BENCH_WORK)/vapor.md
 	scripts/bench-delta.sh $(BIN_RELEASE) $(BENCH_WORK)/delta $(BENCH_WORK)/delta.md
 	scripts/bench-remote.sh $(BIN_RELEASE) $(BENCH_WORK)/remote $(BENCH_WORK)/remote.md
+	scripts/bench-fleet.sh $(BIN_RELEASE) $(BENCH_WORK)/fleet $(BENCH_WORK)/fleet.md
 	scripts/bench-serve-range.sh $(BIN_RELEASE) $(BENCH_WORK)/range $(BENCH_WORK)/range.md
 	scripts/bench-verify.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/verify $(BENCH_WORK)/verify.md
 	scripts/bench-verify-servers.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/verify-servers $(BENCH_WORK)/verify-servers.md
 	scripts/bench-https.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/https $(BENCH_WORK)/https.md
 	scripts/bench-attack.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/attack $(BENCH_WORK)/attack.md
-	scripts/bench-report.sh docs/BENCHMARKS.md $(BENCH_WORK)/format.md $(BENCH_WORK)/deflate.md $(BENCH_WORK)/build.md $(BENCH_WORK)/browser.md $(BENCH_WORK)/https.md $(BENCH_WORK)/serve.md $(BENCH_WORK)/serve-tls.md $(BENCH_WORK)/vapor.md $(BENCH_WORK)/range.md $(BENCH_WORK)/delta.md $(BENCH_WORK)/remote.md $(BENCH_WORK)/verify.md $(BENCH_WORK)/verify-servers.md $(BENCH_WORK)/attack.md
+	scripts/bench-report.sh docs/BENCHMARKS.md $(BENCH_WORK)/format.md $(BENCH_WORK)/deflate.md $(BENCH_WORK)/build.md $(BENCH_WORK)/browser.md $(BENCH_WORK)/https.md $(BENCH_WORK)/serve.md $(BENCH_WORK)/serve-tls.md $(BENCH_WORK)/vapor.md $(BENCH_WORK)/range.md $(BENCH_WORK)/delta.md $(BENCH_WORK)/remote.md $(BENCH_WORK)/fleet.md $(BENCH_WORK)/verify.md $(BENCH_WORK)/verify-servers.md $(BENCH_WORK)/attack.md
 
 # The same benchmarks on small inputs, to check the scripts; writes /tmp/BENCHMARKS-quick.md.
 bench-quick:
@@ -89,12 +90,13 @@ bench-quick:
 	scripts/bench-vapor.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/vapor $(BENCH_WORK)-quick/vapor.md --quick
 	scripts/bench-delta.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/delta $(BENCH_WORK)-quick/delta.md --quick
 	scripts/bench-remote.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/remote $(BENCH_WORK)-quick/remote.md --quick
+	scripts/bench-fleet.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/fleet $(BENCH_WORK)-quick/fleet.md --quick
 	scripts/bench-serve-range.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/range $(BENCH_WORK)-quick/range.md --quick
 	scripts/bench-verify.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/verify $(BENCH_WORK)-quick/verify.md --quick
 	scripts/bench-verify-servers.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/verify-servers $(BENCH_WORK)-quick/verify-servers.md --quick
 	scripts/bench-https.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/https $(BENCH_WORK)-quick/https.md --quick
 	scripts/bench-attack.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/attack $(BENCH_WORK)-quick/attack.md --quick
-	scripts/bench-report.sh /tmp/BENCHMARKS-quick.md $(BENCH_WORK)-quick/format.md $(BENCH_WORK)-quick/build.md $(BENCH_WORK)-quick/browser.md $(BENCH_WORK)-quick/https.md $(BENCH_WORK)-quick/serve.md $(BENCH_WORK)-quick/serve-tls.md $(BENCH_WORK)-quick/vapor.md $(BENCH_WORK)-quick/range.md $(BENCH_WORK)-quick/delta.md $(BENCH_WORK)-quick/remote.md $(BENCH_WORK)-quick/verify.md $(BENCH_WORK)-quick/verify-servers.md $(BENCH_WORK)-quick/attack.md
+	scripts/bench-report.sh /tmp/BENCHMARKS-quick.md $(BENCH_WORK)-quick/format.md $(BENCH_WORK)-quick/build.md $(BENCH_WORK)-quick/browser.md $(BENCH_WORK)-quick/https.md $(BENCH_WORK)-quick/serve.md $(BENCH_WORK)-quick/serve-tls.md $(BENCH_WORK)-quick/vapor.md $(BENCH_WORK)-quick/range.md $(BENCH_WORK)-quick/delta.md $(BENCH_WORK)-quick/remote.md $(BENCH_WORK)-quick/fleet.md $(BENCH_WORK)-quick/verify.md $(BENCH_WORK)-quick/verify-servers.md $(BENCH_WORK)-quick/attack.md
 
 # The concurrent-read, crawl and crawl-pipeline tests under the thread sanitizer (a separate build folder, .build-tsan).
 test-tsan: deps

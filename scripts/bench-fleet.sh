@@ -102,13 +102,13 @@ print(json.dumps({
 PY
 python3 "$scripts/fleet-bench.py" "$work/config.json" >"$work/result.json"
 
-python3 - "$work/result.json" "$nodes" "$clients" "$check" "$one_way_ms" "$(stat -c %s "$work/r1.zip")" "$(machine)" >"$out" <<'PY'
+python3 - "$work/result.json" "$nodes" "$clients" "$check" "$one_way_ms" "$(stat -c %s "$work/r1.zip")" "$(machine)" "$bin" >"$out" <<'PY'
 import json, sys
 result = json.load(open(sys.argv[1]))
 nodes, clients, check, one_way, size, machine = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
 rtt = 2 * one_way / 1000
 print("## A fleet following a release channel\n")
-print(f"Machine: {machine}. python3.11-doc ({size / 1e6:.1f} MB a release, 530 pages) as R0 and {len(result['steps']) - 1} nightly releases, "
+print(f"Run by scripts/bench-fleet.sh with the binaries of {sys.argv[8]}. Machine: {machine}. python3.11-doc ({size / 1e6:.1f} MB a release, 530 pages) as R0 and {len(result['steps']) - 1} nightly releases, "
       f"each editing 0.5 % of its pages, then a rollback; nginx behind a proxy adding {one_way} ms each way; {nodes} `packager serve --channel` "
       f"nodes (a cache folder each, `--reload-check {check:g}`), every page read through every node after each swap, {clients} clients "
       "asking random nodes for random pages without pause throughout. Before the cache shared across releases, a node fetched the whole "
