@@ -229,6 +229,7 @@ let package = Package(
                 "OfflineBundleHTTPClient", "OfflineBundleServing", "OfflineBundle", "PackagerKit", "TestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .testTarget(
