@@ -310,8 +310,10 @@ package final class RangeStore: Sendable {
             return added
         }
         guard let reserved else { return false }
-        defer { held.withLock { $0.reserved -= reserved } }
-        guard bytes.withUnsafeBytes({ FileIO.write(descriptor, $0, at: offset) }) == nil else { return false }
+        guard bytes.withUnsafeBytes({ FileIO.write(descriptor, $0, at: offset) }) == nil else {
+            held.withLock { $0.reserved -= reserved }
+            return false
+        }
         if log >= 0 {
             var record = [UInt8]()
             record.reserveCapacity(Self.recordSize)
@@ -320,7 +322,12 @@ package final class RangeStore: Sendable {
             // A failed append loses only the record: the bytes are fetched again by whoever mounts next.
             _ = record.withUnsafeBytes { FileIO.write(log, $0) }
         }
-        held.withLock { $0.ranges.insert(offset..<(offset + UInt64(bytes.count))) }
+        // Held and no longer reserved at once: counted twice for a moment, another keep would be refused for room
+        // that is there.
+        held.withLock {
+            $0.ranges.insert(offset..<(offset + UInt64(bytes.count)))
+            $0.reserved -= reserved
+        }
         return true
     }
 
