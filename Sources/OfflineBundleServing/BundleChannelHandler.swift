@@ -335,8 +335,13 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     /// The client sent its last request and half-closed (`shutdown(SHUT_WR)`): its answers still go out.
+    /// A graceful shutdown (`ChannelShouldQuiesceEvent`): the same, the answers in flight and the requests received
+    /// go out, then the connection closes (at once when idle).
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let event = event as? ChannelEvent, event == .inputClosed {
+            inputClosed = true
+            closeIfAnswered(context: context)
+        } else if event is ChannelShouldQuiesceEvent {
             inputClosed = true
             closeIfAnswered(context: context)
         }

@@ -37,10 +37,34 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     /// The port it listens on, once ``start(serving:host:port:serverName:idleTimeout:responseCacheSize:requestBodyBudget:requestBodyTimeout:tls:group:)`` returned.
     public let port: Int
     private let channel: any Channel
+    private let connections: Connections
+    private let grace = NIOLockedValueBox(TimeAmount.seconds(25))
 
-    private init(port: Int, channel: any Channel) {
+    /// How long a graceful shutdown lets the answers in flight finish (25 s by default, under the 30 s Kubernetes waits
+    /// after its SIGTERM); connections still open then are closed.
+    public var shutdownGrace: TimeAmount {
+        get { grace.withLockedValue { $0 } }
+        set { grace.withLockedValue { $0 = newValue } }
+    }
+
+    private init(port: Int, channel: any Channel, connections: Connections) {
         self.port = port
         self.channel = channel
+        self.connections = connections
+    }
+
+    /// The connections open now: what a graceful shutdown asks to finish and waits for.
+    final class Connections: Sendable {
+        private let open = NIOLockedValueBox([ObjectIdentifier: any Channel]())
+
+        func add(_ channel: any Channel) {
+            let id = ObjectIdentifier(channel)
+            open.withLockedValue { $0[id] = channel }
+            channel.closeFuture.whenComplete { [self] _ in _ = open.withLockedValue { $0.removeValue(forKey: id) } }
+        }
+
+        var all: [any Channel] { open.withLockedValue { Array($0.values) } }
+        var isEmpty: Bool { open.withLockedValue { $0.isEmpty } }
     }
 
     /// Starts listening and returns once it does.
@@ -85,6 +109,7 @@ public final class OfflineBundleChannelServer: Service, Sendable {
         settings.bodyTimeout = requestBodyTimeout
         let secure = try tls.map { try NIOSSLContext(configuration: $0.configuration()) }
         settings.sendfile = secure == nil
+        let connections = Connections()
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -92,6 +117,7 @@ public final class OfflineBundleChannelServer: Service, Sendable {
             // A client that half-closes after its requests still gets every answer (the handler closes once they went).
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { [settings] channel in
+                connections.add(channel)
                 if let secure { return SecureServing.configure(channel, context: secure, settings: settings, cache: cache) }
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
@@ -99,7 +125,7 @@ public final class OfflineBundleChannelServer: Service, Sendable {
                 }
             }
             .bind(host: host, port: port).get()
-        return OfflineBundleChannelServer(port: channel.localAddress?.port ?? port, channel: channel)
+        return OfflineBundleChannelServer(port: channel.localAddress?.port ?? port, channel: channel, connections: connections)
     }
 
     /// Starts listening for `handle`'s loader through `routes` under `policy`, and returns once it does (see
@@ -115,13 +141,20 @@ public final class OfflineBundleChannelServer: Service, Sendable {
             tls: tls, group: group)
     }
 
-    /// Serves until a graceful shutdown (a service group's signal), then stops listening.
+    /// Serves until a graceful shutdown (a service group's signal), then shuts down gracefully: it stops accepting at
+    /// once, closes idle connections, lets the answers in flight (and requests already received) finish, closing each
+    /// connection after its last answer (HTTP/2 connections get a GOAWAY), and returns once none is open, or after
+    /// ``shutdownGrace``, when it closes those left.
     public func run() async throws {
         try await withGracefulShutdownHandler {
             try await channel.closeFuture.get()
         } onGracefulShutdown: {
             self.channel.close(promise: nil)
+            for connection in self.connections.all { connection.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
         }
+        let deadline = NIODeadline.now() + shutdownGrace
+        while !connections.isEmpty && NIODeadline.now() < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        for connection in connections.all { connection.close(promise: nil) }
     }
 
     /// Serves until one of `shutdownSignals` (or a service group's graceful shutdown), then stops listening.
@@ -131,8 +164,10 @@ public final class OfflineBundleChannelServer: Service, Sendable {
         try await group.run()
     }
 
-    /// Stops listening.
+    /// Stops listening, and closes every connection at once (answers in flight are cut: ``run()``'s graceful shutdown
+    /// lets them finish).
     public func stop() async {
         try? await channel.close()
+        for connection in connections.all { connection.close(promise: nil) }
     }
 }

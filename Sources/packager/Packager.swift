@@ -131,6 +131,17 @@ enum Interrupts {
                 reload()
                 return
             }
+            // A server stops gracefully on the first SIGTERM or SIGINT (its answers in flight finish); the second one
+            // exits at once.
+            if signalNumber != SIGHUP,
+                let stop = stopping.withLock({ state -> (@Sendable () -> Void)? in
+                    defer { state = nil }
+                    return state
+                })
+            {
+                stop()
+                return
+            }
             if TemporaryFiles.shared.removeAll() {
                 FileHandle.standardError.write(
                     Data("packager: interrupted; the partial output was removed and nothing was written to the output path\n".utf8))
@@ -147,6 +158,12 @@ enum Interrupts {
     private static let hangup = Mutex<(@Sendable () -> Void)?>(nil)
 
     static func onHangup(_ action: @escaping @Sendable () -> Void) { hangup.withLock { $0 = action } }
+
+    /// What the first SIGTERM or SIGINT does instead of exiting (`packager serve` shuts down gracefully); a second
+    /// exits at once, with 128 + the signal.
+    private static let stopping = Mutex<(@Sendable () -> Void)?>(nil)
+
+    static func onStop(_ action: @escaping @Sendable () -> Void) { stopping.withLock { $0 = action } }
 }
 
 func formatBytes(_ n: UInt64) -> String {

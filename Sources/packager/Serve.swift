@@ -6,6 +6,7 @@ import NIOPosix
 import OfflineBundle
 import OfflineBundleServing
 import PackagerKit
+import ServiceLifecycle
 
 extension Packager {
     struct Serve: AsyncParsableCommand {
@@ -31,6 +32,9 @@ extension Packager {
                 --reload-check seconds, and swaps in each newer release, fetching only the bodies its cache folder \
                 lacks. A document another key signed, or whose version is lower than the one held, is refused and the \
                 release held answers on.
+
+                On SIGTERM or SIGINT it stops accepting at once, lets the answers in flight finish (up to \
+                --shutdown-grace seconds), closes idle connections, and exits 0; a second signal exits at once.
 
                 With --tls-cert and --tls-key it serves HTTPS, and HTTP/2 to clients that offer it (ALPN).
 
@@ -100,6 +104,12 @@ extension Packager {
         var threads: Int?
 
         @Option(
+            name: .customLong("shutdown-grace"),
+            help:
+                "Seconds the answers in flight may take to finish after SIGTERM or SIGINT (it stops accepting at once; a second signal exits at once).")
+        var shutdownGrace: Double = 25
+
+        @Option(
             name: .customLong("prefetch"),
             help: "With a bundle URL: a file of request keys (one URL per line) whose bodies are fetched at start and after each reload.")
         var prefetchFile: String?
@@ -118,6 +128,9 @@ extension Packager {
                 throw ValidationError("--cache-size: '\(cacheSize)' is not a size (say 0, 64M or 1G)")
             }
             if let threads, !(1...1024).contains(threads) { throw ValidationError("--threads must be 1 to 1024") }
+            guard shutdownGrace.isFinite, shutdownGrace >= 0, shutdownGrace <= 3600 else {
+                throw ValidationError("--shutdown-grace must be 0 to 3600 seconds")
+            }
             guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
             guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
             let origins = [origin].compactMap { $0 } + routes.map { String($0.split(separator: "=", maxSplits: 1).last ?? "") }
@@ -264,7 +277,16 @@ extension Packager.Serve {
         let server = try await OfflineBundleChannelServer.start(
             serving: serving, host: host, port: port, serverName: "packager", responseCacheSize: responseCacheSize, tls: tls,
             group: threads.map { MultiThreadedEventLoopGroup(numberOfThreads: $0) } ?? MultiThreadedEventLoopGroup.singleton)
-        return Running(port: server.port, wait: { try await server.wait(shutdownSignals: [.sigterm, .sigint]) })
+        server.shutdownGrace = .milliseconds(Int64(shutdownGrace * 1000))
+        return Running(
+            port: server.port,
+            wait: {
+                // SIGTERM and SIGINT come through the CLI's own handler (installed at launch), which asks the group for a
+                // graceful shutdown; a second one exits at once.
+                let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
+                Interrupts.onStop { Task { await group.triggerGracefulShutdown() } }
+                try await group.run()
+            })
     }
 
     /// Appends each request's line, in the common log format, to the file at `path` ('-': standard output).

@@ -193,6 +193,52 @@ struct ServeCommandTests {
         #expect(badOrigin.status == 2 && badOrigin.output.contains("'docs.example.com' is not an origin"))
     }
 
+    @Test(
+        "SIGTERM lets the downloads in flight finish: it stops accepting at once, every body arrives whole, and serve exits 0 after the last; a second signal exits at once with 143"
+    )
+    func gracefulShutdown() async throws {
+        let folder = try TemporaryFolder()
+        let big = noise(24 << 20, seed: 11)
+        var writer = BundleWriter()
+        writer.add(.init(url: "https://docs.example.com/big.bin", headers: [("content-type", "application/octet-stream")], body: .data(big)))
+        try writer.write(to: folder.path + "/b.zip")
+        // Four downloads at 8 MB/s each (3 s for 24 MiB), the signal 1 s in.
+        func download(_ base: String, _ n: Int) throws -> Process {
+            try launch(
+                "/usr/bin/curl",
+                ["-s", "--limit-rate", "8M", "-o", folder.path + "/got-\(n).bin", "-w", "%{http_code} %{size_download}", base + "/big.bin"],
+                output: Pipe())
+        }
+        let (serve, base) = try await startServe(arguments: [folder.path + "/b.zip"])
+        let downloads = try (0..<4).map { try download(base, $0) }
+        try await Task.sleep(for: .seconds(1))
+        kill(serve.processIdentifier, SIGTERM)
+        try await Task.sleep(for: .milliseconds(300))
+        // Not accepting: a new connection is refused (curl's 7), while the downloads go on.
+        let late = try await run("curl", ["-s", "-o", "/dev/null", "--max-time", "5", base + "/big.bin"])
+        #expect(late.status == 7, "a connection after the signal: curl exited \(late.status)")
+        for (n, process) in downloads.enumerated() {
+            try await offPool { process.waitUntilExit() }
+            let got = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/got-\(n).bin"))
+            #expect(process.terminationStatus == 0 && got == big, "download \(n): curl \(process.terminationStatus), \(got.count) of \(big.count) bytes")
+        }
+        try await offPool { serve.waitUntilExit() }
+        #expect(serve.terminationReason == .exit && serve.terminationStatus == 0, "serve exited \(serve.terminationStatus)")
+
+        // A second signal does not wait for the download.
+        let (again, againBase) = try await startServe(arguments: [folder.path + "/b.zip"])
+        let slow = try launch("/usr/bin/curl", ["-s", "--limit-rate", "1M", "-o", "/dev/null", againBase + "/big.bin"], output: Pipe())
+        try await Task.sleep(for: .seconds(1))
+        kill(again.processIdentifier, SIGTERM)
+        try await Task.sleep(for: .milliseconds(300))
+        kill(again.processIdentifier, SIGTERM)
+        let started = Date()
+        try await offPool { again.waitUntilExit() }
+        #expect(again.terminationStatus == 143 && Date().timeIntervalSince(started) < 15, "serve exited \(again.terminationStatus)")
+        slow.terminate()
+        slow.waitUntilExit()
+    }
+
     @Test("a large body streams; one damaged near its end ends the response short, never sent whole; a small damaged one is a 500")
     func damagedBodiesNeverGoOutWhole() async throws {
         let folder = try TemporaryFolder()
