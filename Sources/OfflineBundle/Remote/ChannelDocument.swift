@@ -73,20 +73,14 @@ public struct ChannelDocument: Codable, Sendable, Equatable {
 
     /// `date` as the document writes it: RFC 3339 in UTC, to the second.
     public static func timestamp(_ date: Date) -> String {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", c.year ?? 0, c.month ?? 0, c.day ?? 0, c.hour ?? 0, c.minute ?? 0, c.second ?? 0)
+        let t = HTTPDates.civil(Int(date.timeIntervalSince1970.rounded(.down)))
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", t.year, t.month, t.day, t.hour, t.minute, t.second)
     }
 
     /// ``expires`` as a date; nil when it does not parse (such a document is refused).
     public var expiryDate: Date? { Self.date(expires) }
 
-    static func date(_ text: String) -> Date? {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.date(from: text)
-    }
+    static func date(_ text: String) -> Date? { HTTPDates.parseRFC3339(text) }
 
     /// Whether the document is past its expiry at `now`.
     public func expired(at now: Date = Date()) -> Bool { (expiryDate ?? .distantPast) <= now }
