@@ -43,6 +43,32 @@ struct ArchiveTests {
         #expect(!FileManager.default.fileExists(atPath: folder.path + "/escape.txt"))
     }
 
+    @Test(
+        "a file that is no archive (JSON, plain text: libarchive would read it as an mtree listing) or an empty one is refused by pack, inspect and extract with exit 2, naming it; nothing is written"
+    )
+    func notAnArchiveIsRefused() async throws {
+        let folder = try TemporaryFolder()
+        try Data(#"{"a": 1}"#.utf8).write(to: URL(fileURLWithPath: folder.path + "/data.json"))
+        try Data("hello\n".utf8).write(to: URL(fileURLWithPath: folder.path + "/text.txt"))
+        try Data().write(to: URL(fileURLWithPath: folder.path + "/empty.zip"))
+        for (name, says) in [
+            ("data.json", "Unrecognized archive format"), ("text.txt", "Unrecognized archive format"), ("empty.zip", "it is empty"),
+        ] {
+            let file = folder.path + "/" + name
+            let runs = [
+                ["pack", file, "--base-url", "https://docs.example/", "-o", folder.path + "/out.zip"], ["inspect", file],
+                ["extract", file, folder.path + "/out"],
+            ]
+            for arguments in runs {
+                let result = try await run(packagerExecutable, arguments)
+                #expect(
+                    result.status == 2 && result.output.contains("\(file) is not an archive packager reads") && result.output.contains(says),
+                    "\(arguments): \(result.status) \(result.output)")
+            }
+            #expect(!FileManager.default.fileExists(atPath: folder.path + "/out.zip") && !FileManager.default.fileExists(atPath: folder.path + "/out"))
+        }
+    }
+
     @Test("a negative --strip-components is a usage error, in the CLI and the library, not a crash")
     func negativeStripComponents() async throws {
         let site = try TemporaryFolder()
@@ -189,7 +215,8 @@ extension ArchiveTests {
         let refused = try #require(throws: PackagerError.self) {
             try Packer(options: .init(baseURL: "https://example.com/")).pack(source: folder.path + "/broken.tar.gz", output: folder.path + "/o.zip")
         }
-        #expect(refused.code == .archive && refused.cause is LibArchive.ArchiveError, "\(refused)")
+        // Not an archive at all: wrong input (exit 2), libarchive's reason kept.
+        #expect(refused.code == .invalidInput && refused.cause is LibArchive.ArchiveError, "\(refused)")
         #expect("\(refused)".contains(": \((refused.cause as? LibArchive.ArchiveError)?.message ?? "-")"), "\(refused)")
         let yaml = try #require(throws: PackagerError.self) { try DeclarationParser().parse("seeds: [a\n", file: "d.yml") }
         #expect(yaml.cause != nil && yaml.message.hasPrefix("d.yml:"), "\(yaml)")

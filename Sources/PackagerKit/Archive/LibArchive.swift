@@ -39,7 +39,10 @@ enum LibArchive {
         var description: String { message }
     }
 
-    /// Reads entries from any archive format and compression libarchive knows.
+    /// Reads entries from the archive formats a person means by an archive (ZIP, tar in any of its forms, 7z, cpio,
+    /// ISO 9660, xar, ar, cab, lha, rar), under any compression libarchive knows. Not mtree, raw or empty: libarchive
+    /// reads any text file as an mtree listing and an empty file as an empty archive, which made `pack data.json` a
+    /// bundle of nothing, exit 0.
     final class Reader {
         private let handle: OpaquePointer
         private let path: String
@@ -49,8 +52,31 @@ enum LibArchive {
             self.handle = handle
             self.path = path
             archive_read_support_filter_all(handle)
-            archive_read_support_format_all(handle)
-            try LibArchive.check(handle, archive_read_open_filename(handle, path, 1 << 16), "cannot open \(path) as an archive")
+            for support in [
+                archive_read_support_format_zip, archive_read_support_format_tar, archive_read_support_format_gnutar,
+                archive_read_support_format_7zip, archive_read_support_format_cpio, archive_read_support_format_iso9660,
+                archive_read_support_format_xar, archive_read_support_format_ar, archive_read_support_format_cab,
+                archive_read_support_format_lha, archive_read_support_format_rar, archive_read_support_format_rar5,
+            ] {
+                _ = support(handle)
+            }
+            let opened = archive_read_open_filename(handle, path, 1 << 16)
+            if opened < ARCHIVE_WARN,
+                archive_errno(handle) == EILSEQ || archive_error_string(handle).map({ String(cString: $0) })?.contains("Unrecognized") == true
+            {
+                var isFolder: ObjCBool = false
+                let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isFolder)
+                throw PackagerError(
+                    .invalidInput,
+                    exists && !isFolder.boolValue
+                        ? "\(path) is not an archive packager reads (.zip, .tar, .tar.gz, .tar.zst, .tar.xz, .7z, .cpio, .iso…)\(Self.empty(path) ? ": it is empty" : "")"
+                        : "cannot open \(path) as an archive", cause: ArchiveError(handle))
+            }
+            try LibArchive.check(handle, opened, "cannot open \(path) as an archive")
+        }
+
+        private static func empty(_ path: String) -> Bool {
+            ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.intValue == 0
         }
 
         deinit { archive_read_free(handle) }
