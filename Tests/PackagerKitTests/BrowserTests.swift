@@ -223,10 +223,13 @@ struct BrowserTests {
                 output: \(folder.path)/b.zip
                 robots: false
                 ignore-query: none
-                timeouts: {request: 3s}
-                retries: {attempts: 0}
+                timeouts: {request: 10s}
+                retries: {attempts: 1, backoff: 100ms}
                 browser: {enabled: true, pages: all, page-timeout: 2}
                 """)
+            // A request timeout well past what the origin takes: it runs in this process, sharing two cores with the other
+            // browser tests' Chromiums, and once took past 3 s to answer the seed (a failed seed fails the build). The
+            // page timeout (2 s) is what bounds the slow page.
             let started = Date()
             let result = try await run(packagerExecutable, ["build", folder.path + "/d.yml", "--json"])
             let seconds = Date().timeIntervalSince(started)
