@@ -1,3 +1,5 @@
+// Reads through the cache (fill, borrow, keep, the deadline) stay in this file, just over 600 lines: they share the
+// object's locked state and its in-flight fetches. The exchanges with the server are in RemoteObject+Requests.swift.
 import Foundation
 import Logging
 import Metrics
@@ -49,9 +51,10 @@ package final class RemoteObject: Sendable {
         /// Checked bytes the cache could not keep (its bound reached, or a body checked piece by piece), in a file of
         /// this process's own; made when first needed.
         var spool: RangeStore?
-        /// The bodies other bundles of the cache folder hold, lent before the server is asked; nil without a folder, or
-        /// when no other bundle there holds a body of this one.
-        var donors: BodyDonors?
+        /// The bodies other bundles of the cache folder (earlier releases) hold, lent before the server is asked: looked
+        /// up at the first read that misses (`.some(nil)` without a folder, or when no other bundle holds a body of this
+        /// one).
+        var donors: BodyDonors??
         /// Bytes of bodies copied from other bundles of the cache folder rather than fetched.
         var reused: UInt64 = 0
         /// The bodies (by their local header's offset) held and checked in this process, by their first read or as
@@ -228,17 +231,11 @@ package final class RemoteObject: Sendable {
     /// Sets the checks fetched bytes pass from now on (the mount has checked the index they come from), and keeps what
     /// of the staged bytes passes them.
     package func install(_ check: RemoteBodyCheck) {
-        // The cache folder's other bundles (earlier releases) lend the bodies they hold: listed for the next release
-        // that shares them, and looked up for this one.
-        var donors: BodyDonors?
-        if let path = store.path, path.hasSuffix(".data") {
-            let base = String(path.dropLast(5))
-            BodyDonors.writeList(base: base, check: check)
-            donors = BodyDonors.find(folder: (path as NSString).deletingLastPathComponent, ownBase: base, check: check)
-        }
+        // Listed for the next release that shares these bodies (written once, when the list is not there); the other
+        // bundles' lists are read at the first read that misses, not at every mount (a warm mount reads none).
+        if let path = store.path, path.hasSuffix(".data") { BodyDonors.writeList(base: String(path.dropLast(5)), check: check) }
         let staged = state.withLock { state -> RangeStore? in
             state.check = check
-            state.donors = donors
             return state.staged
         }
         if let staged {
@@ -430,11 +427,24 @@ package final class RemoteObject: Sendable {
         return (try? spoolStore().keep(array, at: offset)) ?? false
     }
 
+    /// The cache folder's other bundles that hold bodies of this one, found once (reads up to eight lists).
+    private func donors(_ check: RemoteBodyCheck) -> BodyDonors? {
+        if let found = state.withLock({ $0.donors }) { return found }
+        var found: BodyDonors?
+        if let path = store.path, path.hasSuffix(".data") {
+            found = BodyDonors.find(folder: (path as NSString).deletingLastPathComponent, ownBase: String(path.dropLast(5)), check: check)
+        }
+        return state.withLock { state in
+            if let earlier = state.donors { return earlier }
+            state.donors = .some(found)
+            return found
+        }
+    }
+
     /// Copies into the cache the bodies of `range` it lacks that another bundle of the cache folder holds (checked
     /// there first, as a fetched body is); says whether it copied any.
     private func borrow(_ range: Range<UInt64>) -> Bool {
-        let (check, donors) = state.withLock { ($0.check, $0.donors) }
-        guard let check, let donors, range.lowerBound < check.bodyAreaEnd else { return false }
+        guard let check = state.withLock({ $0.check }), range.lowerBound < check.bodyAreaEnd, let donors = donors(check) else { return false }
         let copied = donors.lend(
             check.align(range), check: check, lacks: { !self.missing(in: $0).isEmpty },
             keep: { bytes, offset in self.keepLocally(bytes, at: offset) })

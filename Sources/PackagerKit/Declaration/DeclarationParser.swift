@@ -1,3 +1,6 @@
+// One file, over 600 lines, on purpose: it is the declaration's grammar, one section after another as DECLARATION.md
+// lists them, each a few typed readers over the same node helpers (`fail`, `duration`, `size`, did-you-mean); split
+// by section, a reader would go back and forth between files to follow one key's path.
 import Foundation
 import OfflineBundle
 import Yams
