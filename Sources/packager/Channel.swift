@@ -53,6 +53,9 @@ extension Packager {
 
             func validate() throws {
                 try refuseURLs([release] + deltas, command: "channel write")
+                guard !url.trimmingCharacters(in: .whitespaces).isEmpty, !deltaURLs.contains(where: { $0.trimmingCharacters(in: .whitespaces).isEmpty }) else {
+                    throw ValidationError("--url and --delta-url take where the fleet reads the object: a URL, or a path relative to the channel's")
+                }
                 guard deltas.count == deltaURLs.count else {
                     throw ValidationError("each --delta goes with a --delta-url (\(deltas.count) deltas, \(deltaURLs.count) URLs)")
                 }

@@ -135,6 +135,7 @@ struct RemoteCLITests {
                 "--expires"
             ),
             ("no key", ["channel", "write", folder.path + "/r1.zip", "--url", "x", "-o", channelFile], "--sign-key"),
+            ("an empty URL", ["channel", "write", folder.path + "/r1.zip", "--url", "", "-o", channelFile] + key, "--url"),
             ("serve --channel without a key", ["serve", "--channel", "http://127.0.0.1:1/channel.json"], "--public-key"),
         ]
         for (name, arguments, says) in wrong {

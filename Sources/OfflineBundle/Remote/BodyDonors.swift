@@ -12,7 +12,7 @@ import Synchronization
 /// The bodies that the other bundles of a cache folder hold, found by their content: what makes the next release of
 /// a bundle cost the bytes that changed, not the whole release. A cache folder keeps, beside each bundle's sparse file,
 /// a list of its bodies (`<digest>-<size>.bodies`: each body's SHA-256 and where its local header and stored bytes
-/// lie). A mount reads the lists of the folder's most recently used bundles, keeps the places of the bodies its own
+/// lie). At its first read that misses, a mount reads the lists of the folder's most recently used bundles, keeps the places of the bodies its own
 /// index names, and a read that misses copies a body from a bundle that holds it before it asks the server.
 ///
 /// Nothing borrowed is trusted: a body is copied only after its bytes there passed the checks a fetched body passes
