@@ -132,8 +132,9 @@ enum Interrupts {
                 return
             }
             // A server stops gracefully on the first SIGTERM or SIGINT (its answers in flight finish); the second one
-            // exits at once.
-            if signalNumber != SIGHUP,
+            // exits at once, and so do two that came before the first was handled (Dispatch merges them: `data`
+            // counts them).
+            if signalNumber != SIGHUP, source.data < 2,
                 let stop = stopping.withLock({ state -> (@Sendable () -> Void)? in
                     defer { state = nil }
                     return state

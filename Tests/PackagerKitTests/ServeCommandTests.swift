@@ -230,7 +230,7 @@ struct ServeCommandTests {
         let slow = try launch("/usr/bin/curl", ["-s", "--limit-rate", "1M", "-o", "/dev/null", againBase + "/big.bin"], output: Pipe())
         try await Task.sleep(for: .seconds(1))
         kill(again.processIdentifier, SIGTERM)
-        try await Task.sleep(for: .milliseconds(300))
+        try await Task.sleep(for: .seconds(1))
         kill(again.processIdentifier, SIGTERM)
         let started = Date()
         try await offPool { again.waitUntilExit() }
