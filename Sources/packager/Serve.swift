@@ -110,11 +110,27 @@ extension Packager {
         var shutdownGrace: Double = 25
 
         @Option(
+            name: .customLong("check-before-send"),
+            help: """
+                Bodies up to this size not yet checked since the mount are checked before their first byte goes out (a damaged \
+                one answers 500, never a 200 with wrong bytes); larger ones are checked as they stream, and cut. Default: 16M.
+                """)
+        var checkBeforeSend = "16M"
+
+        @Flag(
+            name: .customLong("scrub"),
+            help: "After each mount, check every body on a low-priority thread, so a damaged body of any size answers 500 from the first request.")
+        var scrub = false
+
+        @Option(
             name: .customLong("prefetch"),
             help: "With a bundle URL: a file of request keys (one URL per line) whose bodies are fetched at start and after each reload.")
         var prefetchFile: String?
 
         func validate() throws {
+            guard DeclarationParser.byteSize(checkBeforeSend) != nil else {
+                throw ValidationError("--check-before-send takes a size (16M, 512K, 0), not '\(checkBeforeSend)'")
+            }
             if let channel {
                 guard bundles.isEmpty else { throw ValidationError("--channel serves the release its document names: give no bundles beside it") }
                 guard RemoteOptions.isRemote(channel) else { throw ValidationError("--channel takes the channel document's http(s) URL, not '\(channel)'") }
@@ -166,11 +182,15 @@ extension Packager {
                     }
                     return text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty && !$0.hasPrefix("#") }
                 }
+                let checkFirst = UInt64(DeclarationParser.byteSize(checkBeforeSend) ?? 16 << 20)
+                let scrubber = scrub ? Scrubber() : nil
                 @Sendable func mount() throws -> OfflineLoader {
                     // A channel's release is checked by the digest its signed document names: it needs no signature of its own.
                     let bundles =
-                        try followed.map { [try $0.mountRelease(options: .init(inflatedCacheBytes: cache))] }
-                        ?? MountedBundle.mount(paths: paths, options: .init(requiredPublicKey: key, inflatedCacheBytes: cache), remote: remote)
+                        try followed.map { [try $0.mountRelease(options: .init(inflatedCacheBytes: cache, checkBeforeSend: checkFirst))] }
+                        ?? MountedBundle.mount(
+                            paths: paths, options: .init(requiredPublicKey: key, inflatedCacheBytes: cache, checkBeforeSend: checkFirst), remote: remote)
+                    scrubber?.scrub(bundles)
                     // The startup set is fetched before the loader answers (a failure here fails the mount, as any read would).
                     if let startupSet { for bundle in bundles { try bundle.prefetch(keys: startupSet) } }
                     let loader = OfflineLoader(bundles: bundles)

@@ -59,7 +59,9 @@ struct OfflineHTTPClientTests {
         }
     }
 
-    @Test("a large body streams in chunks, intact; one damaged near its end throws before it completes")
+    @Test(
+        "a large body streams in chunks, intact; one damaged near its end throws before its head (checked first), or before it completes when larger than what is checked first"
+    )
     func largeBodiesStream() async throws {
         let folder = try TemporaryFolder()
         let good = noise(3 << 20, seed: 21)
@@ -79,7 +81,14 @@ struct OfflineHTTPClientTests {
             received.append(contentsOf: chunk.readableBytesView)
         }
         #expect(received == good && chunks > 10)
-        let damaged = try await client.execute(HTTPClientRequest(url: "https://big.example/bad.bin"), timeout: .seconds(30))
+        let refused = await #expect(throws: BundleError.self) {
+            _ = try await client.execute(HTTPClientRequest(url: "https://big.example/bad.bin"), timeout: .seconds(30))
+        }
+        #expect(refused?.code == .corruptBody)
+        // Larger than what is checked before the head: a 200 whose body throws before it completes.
+        let bundle = try MountedBundle(path: folder.path + "/b.zip", options: .init(checkBeforeSend: 1 << 20))
+        let streaming = OfflineHTTPClient(loader: OfflineLoader(bundles: [bundle], policy: .bundleOnly))
+        let damaged = try await streaming.execute(HTTPClientRequest(url: "https://big.example/bad.bin"), timeout: .seconds(30))
         #expect(damaged.status.code == 200)
         var partial = 0
         await #expect(throws: BundleError.self) {

@@ -9,11 +9,14 @@ struct SecureServingTests {
     static let origin = "https://docs.example.com"
 
     /// A server over HTTPS for the bundle at `path`, with the test's certificate (made in `folder`).
-    func start(_ path: String, folder: TemporaryFolder, idleTimeout: Duration = .seconds(60)) async throws -> OfflineBundleChannelServer {
+    func start(
+        _ path: String, folder: TemporaryFolder, idleTimeout: Duration = .seconds(60), options: MountedBundle.Options = .init()
+    ) async throws -> OfflineBundleChannelServer {
         try await makeTestCertificates(in: folder)
         let milliseconds = idleTimeout.components.seconds * 1000 + idleTimeout.components.attoseconds / 1_000_000_000_000_000
         return try await OfflineBundleChannelServer.start(
-            handle: LoaderHandle(try OfflineLoader(path: path)), routes: [.init(origin: Self.origin)], idleTimeout: .milliseconds(milliseconds),
+            handle: LoaderHandle(OfflineLoader(bundles: [try MountedBundle(path: path, options: options)])), routes: [.init(origin: Self.origin)],
+            idleTimeout: .milliseconds(milliseconds),
             tls: .init(certificateChain: folder.path + "/server.pem", privateKey: folder.path + "/server.key"))
     }
 
@@ -356,7 +359,9 @@ struct SecureServingTests {
         }
     }
 
-    @Test("a body damaged in the bundle is never sent whole over HTTP/2: a small one is a 500, a large one's stream is reset short of its length")
+    @Test(
+        "a body damaged in the bundle is never sent whole over HTTP/2: a 500 up to the check-before-send size; a larger one's stream is reset short of its length"
+    )
     func damagedBodiesOverHTTP2() async throws {
         let folder = try TemporaryFolder()
         let small = noise(20_000, seed: 31)
@@ -366,7 +371,15 @@ struct SecureServingTests {
             let found = try #require(try offset(of: body[at..<(at + 64)], in: folder.path + "/b.zip"))
             try flipByte(at: found + 10, in: folder.path + "/b.zip")
         }
-        let server = try await start(folder.path + "/b.zip", folder: folder)
+        let checkedFirst = try await start(folder.path + "/b.zip", folder: folder)
+        try await afterwards(checkedFirst.stop) {
+            let base = "https://127.0.0.1:\(checkedFirst.port)"
+            let tls = ["--cacert", folder.path + "/ca.pem", "--http2"]
+            let small = try await curlExchange(base + "/small.bin", in: folder, curlOptions: tls)
+            let large = try await curlExchange(base + "/large.bin", in: folder, curlOptions: tls)
+            #expect(small.status == 500 && large.status == 500)
+        }
+        let server = try await start(folder.path + "/b.zip", folder: folder, options: .init(checkBeforeSend: 1 << 20))
         try await afterwards(server.stop) {
             let base = "https://127.0.0.1:\(server.port)"
             let tls = ["--cacert", folder.path + "/ca.pem", "--http2"]

@@ -72,13 +72,39 @@ struct BodyReaderTests {
         #expect(whole.bytesRead == UInt64(bytes.count))
     }
 
-    @Test("a body damaged near its end fails mid-stream: the chunks before go out, the last never does")
+    @Test("a damaged body up to the check-before-send size fails before its first byte, whatever its chunks; gzip too")
+    func damagedBeforeFirstByte() throws {
+        let folder = try TemporaryFolder()
+        let (path, _, bytes) = try bundle(in: folder)
+        let at = try #require(try offset(of: bytes.suffix(64), in: path))
+        try flipByte(at: at + 10, in: path)
+        for verification in [MountedBundle.Options.Verification.crc32, .sha256] {
+            // 1 MiB in 64 KiB chunks, under the default 16 MiB: the reader is never made, so no byte can go out.
+            let mounted = try MountedBundle(path: path, options: .init(verification: verification))
+            let error = #expect(throws: BundleError.self) { _ = try response(mounted, "https://example.com/noise.bin").bodyReader(chunkSize: 64 << 10) }
+            #expect(error?.code == .corruptBody)
+            #expect(throws: BundleError.self) { _ = try response(mounted, "https://example.com/noise.bin").openBody() }
+        }
+        // A deflate stream damaged near its end, asked for as gzip (its stored CRC-32 is what is checked first).
+        let mounted = try MountedBundle(path: path)
+        let textEntry = try #require(mounted.entry(for: "https://example.com/text.txt"))
+        let stream = try #require(try mounted.deflatedBody(of: textEntry, verify: false)).data
+        #expect(stream.count > 4 << 10)
+        let textAt = try #require(try offset(of: Data(stream.suffix(40)), in: path))
+        try flipByte(at: textAt + 5, in: path)
+        let damaged = try MountedBundle(path: path)
+        #expect(throws: BundleError.self) {
+            _ = try response(damaged, "https://example.com/text.txt", [("Accept-Encoding", "gzip")]).bodyReader(chunkSize: 4 << 10)
+        }
+    }
+
+    @Test("a body over the check-before-send size damaged near its end fails mid-stream: the chunks before go out, the last never does")
     func damagedMidStream() throws {
         let folder = try TemporaryFolder()
         let (path, text, bytes) = try bundle(in: folder)
         let at = try #require(try offset(of: bytes.suffix(64), in: path))
         try flipByte(at: at + 10, in: path)
-        let mounted = try MountedBundle(path: path)
+        let mounted = try MountedBundle(path: path, options: .init(checkBeforeSend: 16 << 10))
         let reader = try #require(try response(mounted, "https://example.com/noise.bin").bodyReader(chunkSize: 64 << 10))
         var sent = 0
         let error = #expect(throws: BundleError.self) {
@@ -94,7 +120,7 @@ struct BodyReaderTests {
         let stream = try #require(try mounted.deflatedBody(of: textEntry, verify: false)).data
         let textAt = try #require(try offset(of: Data(stream.suffix(40)), in: path))
         try flipByte(at: textAt + 5, in: path)
-        let damaged = try MountedBundle(path: path)
+        let damaged = try MountedBundle(path: path, options: .init(checkBeforeSend: 16 << 10))
         let gzip = try #require(try response(damaged, "https://example.com/text.txt", [("Accept-Encoding", "gzip")]).bodyReader())
         var gzipSent = 0
         #expect(throws: BundleError.self) { while let chunk = try gzip.next() { gzipSent += chunk.count } }
@@ -151,8 +177,9 @@ struct BodyReaderTests {
         let url = "https://example.com/text.txt"
         // Not in the cache yet: a server must read it off its event loop.
         #expect(try response(mounted, url).bodyReaderIfInMemory() == nil)
+        // Read whole through its checks before a byte goes out, which fills the cache: the reader then reads no file.
         let first = try #require(try response(mounted, url).bodyReader())
-        #expect(try read(first).data == text && first.bytesRead > 0)
+        #expect(try read(first).data == text && first.inMemory)
         #expect(try response(mounted, url).bodyReaderIfInMemory()?.inMemory == true)
         #expect(try response(mounted, url, [("Accept-Encoding", "gzip")]).bodyReaderIfInMemory() == nil)
         let second = try #require(try response(mounted, url).bodyReader(chunkSize: 16 << 10))
@@ -174,5 +201,32 @@ struct BodyReaderTests {
         #expect(cache.bytes == 800 && cache.get(0) != nil && cache.get(1) == nil && cache.get(8) != nil)
         cache.put(9, Data(repeating: 9, count: 101))
         #expect(cache.get(9) == nil)
+    }
+
+    @Test("a scrub checks every body once: a damaged one too large to check before sending is refused from its first read, the rest go out by sendfile")
+    func scrubRefusesLargeDamagedBodies() throws {
+        let folder = try TemporaryFolder()
+        let (path, text, bytes) = try bundle(in: folder)
+        let at = try #require(try offset(of: bytes.suffix(64), in: path))
+        try flipByte(at: at + 10, in: path)
+        for verification in [MountedBundle.Options.Verification.crc32, .sha256] {
+            // Nothing is checked before sending here: without the scrub, the damaged body would start to go out.
+            let mounted = try MountedBundle(path: path, options: .init(verification: verification, checkBeforeSend: 0))
+            #expect(try response(mounted, "https://example.com/noise.bin").fileSpan() == nil)
+            let report = mounted.scrub()
+            #expect(report.checked == 1 && report.alreadyChecked == 0 && !report.stopped)
+            #expect(report.damaged.count == 1 && report.damaged.first?.error.code == .corruptBody)
+            #expect(report.bytesRead > UInt64(bytes.count))
+            let error = #expect(throws: BundleError.self) { _ = try response(mounted, "https://example.com/noise.bin").bodyReader() }
+            #expect(error?.code == .corruptBody)
+            #expect(throws: BundleError.self) { _ = try response(mounted, "https://example.com/noise.bin", [("Range", "bytes=0-9")]).bodyReader() }
+            // The good body is trusted: read without its checks, and (under CRC-32) a span of the file.
+            #expect(try read(response(mounted, "https://example.com/text.txt").bodyReader()).data == text)
+            #expect(mounted.scrub().alreadyChecked == 1)
+            // A scrub asked to stop stops before the next body.
+            let fresh = try MountedBundle(path: path)
+            let stopped = fresh.scrub { true }
+            #expect(stopped.stopped && stopped.checked == 0)
+        }
     }
 }

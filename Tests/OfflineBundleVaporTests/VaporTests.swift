@@ -118,7 +118,7 @@ struct VaporTests {
             ])
     }
 
-    @Test("a body damaged in the bundle is never sent whole: a small one is a 500, a large one ends short of its length")
+    @Test("a body damaged in the bundle is never sent whole: a 500 up to the check-before-send size, a larger one ends short of its length")
     func damagedBodies() async throws {
         let folder = try TemporaryFolder()
         let small = noise(20_000, seed: 31)
@@ -128,7 +128,14 @@ struct VaporTests {
             let found = try #require(try offset(of: body[at..<(at + 64)], in: folder.path + "/b.zip"))
             try flipByte(at: found + 10, in: folder.path + "/b.zip")
         }
-        let loader = try OfflineLoader(path: folder.path + "/b.zip")
+        let checkedFirst = try OfflineLoader(path: folder.path + "/b.zip")
+        try await withVaporApp(
+            { app in app.middleware.use(try OfflineBundleMiddleware(loader: checkedFirst)) },
+            { (base: String, _: Application) async throws in
+                #expect(try await curlExchange(base + "/small.bin", in: folder).status == 500)
+                #expect(try await curlExchange(base + "/large.bin", in: folder).status == 500)
+            })
+        let loader = OfflineLoader(bundles: [try MountedBundle(path: folder.path + "/b.zip", options: .init(checkBeforeSend: 1 << 20))])
         try await withVaporApp(
             { app in app.middleware.use(try OfflineBundleMiddleware(loader: loader)) },
             { base, _ in

@@ -239,7 +239,9 @@ struct ServeCommandTests {
         slow.waitUntilExit()
     }
 
-    @Test("a large body streams; one damaged near its end ends the response short, never sent whole; a small damaged one is a 500")
+    @Test(
+        "a damaged body is a 500 before any byte goes out up to --check-before-send; over it, it streams and is cut short, never sent whole, unless --scrub found it first; a small damaged one is a 500"
+    )
     func damagedBodiesNeverGoOutWhole() async throws {
         let folder = try TemporaryFolder()
         let big = noise(3 << 20, seed: 5)
@@ -254,7 +256,27 @@ struct ServeCommandTests {
         try flipByte(at: tail + 50, in: path)
         let small = try #require(try offset(of: Data("small and damaged".utf8), in: path))
         try flipByte(at: small + 3, in: path)
+        func status(_ base: String, _ path: String) async throws -> String {
+            try await run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", base + path]).output
+        }
+        // By default (16 MiB) the 3 MiB body is checked before it is sent: 500, no byte of it; the good one is whole.
         try await withServe(path) { base, _ in
+            for _ in 0..<2 { #expect(try await status(base, "/big.bin") == "500") }
+            let good = try await run("curl", ["-s", "-o", folder.path + "/good.bin", "-w", "%{http_code} %{size_download}", base + "/good.bin"])
+            #expect(good.output == "200 \(2 << 20)")
+        }
+        // With --scrub, the scrub finds it (on its own thread, soon after the mount): 500 from then on, though larger
+        // than what is checked before sending.
+        try await withServe(path, ["--check-before-send", "1M", "--scrub"]) { base, _ in
+            var answers: [String] = []
+            for _ in 0..<100 where answers.last != "500" {
+                answers.append(try await status(base, "/big.bin"))
+                if answers.last != "500" { try await Task.sleep(for: .milliseconds(200)) }
+            }
+            #expect(answers.last == "500", "\(answers)")
+            #expect(try await status(base, "/good.bin") == "200")
+        }
+        try await withServe(path, ["--check-before-send", "1M"]) { base, _ in
             // A good large body arrives whole, streamed (several times over, as later reads trust it).
             for _ in 0..<2 {
                 let good = try await run("curl", ["-s", "-o", folder.path + "/good.bin", "-w", "%{http_code} %{size_download}", base + "/good.bin"])

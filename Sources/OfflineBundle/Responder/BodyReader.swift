@@ -30,8 +30,10 @@ public final class BodyReader: @unchecked Sendable {
 
     /// A reader of a body of `bundle`; `justChecked` when this request has just read the whole body through its checks
     /// (a Range of a body not trusted yet), so the range is not checked a second time.
-    init(bundle: MountedBundle, bodyIndex: Int, shape: Shape, chunkSize: Int, justChecked: Bool = false) {
-        backing = .stored(StoredBodyReader(bundle: bundle, bodyIndex: bodyIndex, shape: shape, chunkSize: chunkSize, justChecked: justChecked))
+    /// `keep`: whether a whole identity read may fill the mount's cache of inflated bodies (a scrub's reads do not).
+    init(bundle: MountedBundle, bodyIndex: Int, shape: Shape, chunkSize: Int, justChecked: Bool = false, keep: Bool = true) {
+        backing = .stored(
+            StoredBodyReader(bundle: bundle, bodyIndex: bodyIndex, shape: shape, chunkSize: chunkSize, justChecked: justChecked, keep: keep))
         self.chunkSize = max(4096, chunkSize)
     }
 
@@ -142,7 +144,7 @@ final class StoredBodyReader {
     /// Bytes this reader read from the file (tests count them).
     private(set) var bytesRead: UInt64 = 0
 
-    init(bundle: MountedBundle, bodyIndex: Int, shape: Shape, chunkSize: Int, justChecked: Bool) {
+    init(bundle: MountedBundle, bodyIndex: Int, shape: Shape, chunkSize: Int, justChecked: Bool, keep: Bool) {
         self.bundle = bundle
         self.bodyIndex = bodyIndex
         self.record = bundle.bodyRecord(at: bodyIndex)
@@ -160,7 +162,7 @@ final class StoredBodyReader {
             case .range: cached = cache.get(bodyIndex)
             case .identity:
                 cached = cache.get(bodyIndex)
-                if cached == nil && cache.admits(record.size) { collecting = [] }
+                if cached == nil && keep && cache.admits(record.size) { collecting = [] }
             }
         }
         switch shape {

@@ -170,10 +170,13 @@ public struct BundleResponse: Sendable {
     }
 
     /// A reader of the body in chunks of about `chunkSize` bytes, straight from the bundle file (see ``BodyReader``):
-    /// a server streams it, holding no more than a chunk, and a body not yet checked in this mount is checked as it
-    /// goes, its last chunk held back until the check passes. Returns nil when the response has no body.
+    /// a server streams it, holding no more than a chunk, and a body not yet checked in this mount and larger than
+    /// the check-before-send size is checked as it goes, its last chunk held back until the check passes. Returns nil
+    /// when the response has no body.
     ///
-    /// A Range of a body not yet checked reads the whole body once, without keeping it, to check it first; once
+    /// A body not yet checked in this mount is read whole once, without keeping it, to check it before the reader is
+    /// returned: a Range of it, and a whole body of more than a chunk and at most
+    /// ``MountedBundle/Options/checkBeforeSend`` bytes (so a damaged one throws here, before any byte is sent). Once
     /// checked, a Range of a stored body reads only that range.
     public func bodyReader(chunkSize: Int = 64 << 10) throws -> BodyReader? {
         switch body {
@@ -181,14 +184,17 @@ public struct BundleResponse: Sendable {
         case .content(let content, let range): return content.reader(range, chunkSize: chunkSize)
         case .entry(let entry):
             guard let body = entry.body else { return nil }
-            let bundle = entry.bundle
-            return BodyReader(bundle: bundle, bodyIndex: body.index, shape: .identity, chunkSize: chunkSize)
+            return try Self.checkedFirst(entry.bundle, body: body.index, shape: .identity, sending: body.size, chunkSize: chunkSize)
         case .gzip(let entry):
             guard let body = entry.body else { return nil }
-            return BodyReader(bundle: entry.bundle, bodyIndex: body.index, shape: body.compression == .deflate ? .gzip : .identity, chunkSize: chunkSize)
+            let deflated = body.compression == .deflate
+            let record = entry.bundle.bodyRecord(at: body.index)
+            return try Self.checkedFirst(
+                entry.bundle, body: body.index, shape: deflated ? .gzip : .identity, sending: deflated ? record.storedSize : body.size, chunkSize: chunkSize)
         case .range(let entry, let range):
             guard let body = entry.body else { return nil }
             let bundle = entry.bundle
+            try bundle.refuseIfScrubbedDamaged(body.index)
             var checked = false
             if !bundle.isVerified(body.index) {
                 try BodyReader(bundle: bundle, bodyIndex: body.index, shape: .identity, chunkSize: chunkSize).drain()
@@ -196,6 +202,21 @@ public struct BundleResponse: Sendable {
             }
             return BodyReader(bundle: bundle, bodyIndex: body.index, shape: .range(range), chunkSize: chunkSize, justChecked: checked)
         }
+    }
+
+    /// A reader of a whole body, as it will be sent (`sending` bytes in `shape`). A body not yet checked in this mount
+    /// and longer than a chunk is read through its checks once, without keeping it, before the reader is made, when
+    /// it is at most the mount's ``MountedBundle/Options/checkBeforeSend`` bytes: a damaged one then fails here,
+    /// before any byte of it goes out, and never goes out under a 200 (docs/FORMAT.md §8.2). A larger one is checked
+    /// as it streams, its last chunk held back.
+    private static func checkedFirst(
+        _ bundle: MountedBundle, body: Int, shape: BodyReader.Shape, sending: UInt64, chunkSize: Int
+    ) throws -> BodyReader {
+        try bundle.refuseIfScrubbedDamaged(body)
+        if !bundle.isVerified(body) && sending > UInt64(max(4096, chunkSize)) && sending <= bundle.checkBeforeSend {
+            try BodyReader(bundle: bundle, bodyIndex: body, shape: shape, chunkSize: max(chunkSize, 256 << 10)).drain()
+        }
+        return BodyReader(bundle: bundle, bodyIndex: body, shape: shape, chunkSize: chunkSize)
     }
 
     /// Where a response's bytes lie in a bundle file, so a server can send them with `sendfile`: the framing to send
@@ -316,8 +337,9 @@ public struct BundleResponse: Sendable {
 
     /// The body's reader and its first two chunks, read before a head goes out, as every integration answers: for
     /// most pages the first chunk is the whole body, read and checked whole, so a damaged one is an error answer and
-    /// never a good head followed by a cut; a longer body streams the rest from ``OpenedBody/reader``, its last chunk
-    /// held back until its check passes. Nil when the response has no body. Blocks on file reads unless the body is
+    /// never a good head followed by a cut; a longer body is checked whole first when it is at most the mount's
+    /// check-before-send size, and streams the rest from ``OpenedBody/reader`` (a larger one with its last chunk held back
+    /// until its check passes). Nil when the response has no body. Blocks on file reads unless the body is
     /// in memory (see ``BodyReader``).
     ///
     /// - Throws: ``BundleError`` when the stored bytes read so far fail their checks.

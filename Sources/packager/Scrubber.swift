@@ -1,0 +1,43 @@
+import Foundation
+import OfflineBundle
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `packager serve --scrub`: after each mount, every body of the bundles mounted is read through its checks on a
+/// thread of its own at the lowest scheduling priority, so a damaged body too large to be checked before it is sent is
+/// refused from its first request (``MountedBundle/scrub(shouldStop:)``). A scrub still running when the next mount
+/// comes stops: the bundles it reads no longer answer.
+final class Scrubber: Sendable {
+    /// Counts mounts: a scrub stops once a later mount began one of its own.
+    private let generation = Atomic<UInt64>(0)
+
+    func scrub(_ bundles: [MountedBundle]) {
+        let mine = generation.add(1, ordering: .relaxed).newValue
+        let thread = Thread { [self] in
+            #if canImport(Glibc)
+                // Nice 19 for this thread alone: on Linux the nice value is a thread's, and 0 names the calling one.
+                _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
+            #endif
+            let started = Date()
+            for bundle in bundles {
+                let report = bundle.scrub { self.generation.load(ordering: .relaxed) != mine }
+                if report.stopped { return }
+                var line = "scrubbed \(bundle.label): \(report.checked + report.alreadyChecked) bodies checked"
+                line += String(format: " in %.1f s", Date().timeIntervalSince(started))
+                if report.damaged.isEmpty {
+                    line += ", none damaged\n"
+                } else {
+                    line += ", \(report.damaged.count) damaged (refused from now on: their requests answer 500):\n"
+                    for (name, error) in report.damaged.prefix(20) { line += "  \(name): \(error.message)\n" }
+                    if report.damaged.count > 20 { line += "  … and \(report.damaged.count - 20) more\n" }
+                }
+                (report.damaged.isEmpty ? FileHandle.standardOutput : FileHandle.standardError).write(Data(line.utf8))
+            }
+        }
+        thread.name = "packager-scrub"
+        thread.start()
+    }
+}
