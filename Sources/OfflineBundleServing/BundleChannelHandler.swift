@@ -780,10 +780,11 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         buffer.writeImmutableBuffer(answer.head)
         let age = answer.age(at: time(nil))
         endHead(&buffer, age: age, keepAlive: keepAlive, http10: request.isHTTP10)
-        logServed(
-            ServedRequest(
-                client: nil, method: request.method.rawValue, target: request.uri, status: answer.status, contentLength: answer.contentLength,
-                source: answer.source), context: context)
+        var served = ServedRequest(
+            client: nil, method: request.method.rawValue, target: request.uri, status: answer.status, contentLength: answer.contentLength,
+            source: answer.source)
+        served.fromCache = true
+        logServed(served, context: context)
         switch answer.body {
         case .bytes(let body) where body.readableBytes <= Self.copiedKeptBody:
             buffer.writeImmutableBuffer(body)

@@ -13,6 +13,9 @@ import Synchronization
 final class Scrubber: Sendable {
     /// Counts mounts: a scrub stops once a later mount began one of its own.
     private let generation = Atomic<UInt64>(0)
+    private let events: EventLog
+
+    init(events: EventLog) { self.events = events }
 
     func scrub(_ bundles: [MountedBundle]) {
         let mine = generation.add(1, ordering: .relaxed).newValue
@@ -27,14 +30,15 @@ final class Scrubber: Sendable {
                 if report.stopped { return }
                 var line = "scrubbed \(bundle.label): \(report.checked + report.alreadyChecked) bodies checked"
                 line += String(format: " in %.1f s", Date().timeIntervalSince(started))
+                let fields = [("bundle", bundle.label), ("checked", String(report.checked + report.alreadyChecked)), ("damaged", String(report.damaged.count))]
                 if report.damaged.isEmpty {
-                    line += ", none damaged\n"
+                    events.info("scrubbed", line + ", none damaged", fields)
                 } else {
-                    line += ", \(report.damaged.count) damaged (refused from now on: their requests answer 500):\n"
-                    for (name, error) in report.damaged.prefix(20) { line += "  \(name): \(error.message)\n" }
-                    if report.damaged.count > 20 { line += "  … and \(report.damaged.count - 20) more\n" }
+                    line += ", \(report.damaged.count) damaged (refused from now on: their requests answer 500):"
+                    for (name, error) in report.damaged.prefix(20) { line += "\n  \(name): \(error.message)" }
+                    if report.damaged.count > 20 { line += "\n  … and \(report.damaged.count - 20) more" }
+                    events.warning("scrubbed", line, fields)
                 }
-                (report.damaged.isEmpty ? FileHandle.standardOutput : FileHandle.standardError).write(Data(line.utf8))
             }
         }
         thread.name = "packager-scrub"

@@ -94,6 +94,19 @@ extension Packager {
         @Option(name: .customLong("access-log"), help: "Append a line per request to this file, in the common log format ('-' for standard output).")
         var accessLog: String?
 
+        @Option(
+            name: .customLong("log-format"),
+            help: "text, or json: one JSON object a line for the access log and for serve's own lines (serving, reloaded, scrubbed, warnings).")
+        var logFormat = "text"
+
+        @Option(
+            name: .customLong("admin-port"),
+            help: "Serve /metrics (Prometheus text format), /healthz and /readyz on this port (0 picks one), apart from the bundles'. Off by default.")
+        var adminPort: Int?
+
+        @Option(name: .customLong("admin-host"), help: "The address the admin port listens on (default: --host).")
+        var adminHost: String?
+
         @Option(name: .customLong("tls-cert"), help: "A PEM file with the server's certificate (and intermediates): serve HTTPS, HTTP/2 by ALPN.")
         var tlsCertificate: String?
 
@@ -128,6 +141,10 @@ extension Packager {
         var prefetchFile: String?
 
         func validate() throws {
+            guard logFormat == "text" || logFormat == "json" else { throw ValidationError("--log-format takes text or json, not '\(logFormat)'") }
+            if let adminPort, !(0...65535).contains(adminPort) || (adminPort != 0 && adminPort == port) {
+                throw ValidationError("--admin-port takes a port from 0 to 65535 other than --port, not \(adminPort)")
+            }
             guard DeclarationParser.byteSize(checkBeforeSend) != nil else {
                 throw ValidationError("--check-before-send takes a size (16M, 512K, 0), not '\(checkBeforeSend)'")
             }
@@ -159,6 +176,9 @@ extension Packager {
 
         func run() async throws {
             try await reportingErrorsAsync {
+                // Before anything makes a metric: swift-metrics binds each to the backend it finds when it is made.
+                let admin = adminPort.map { _ in AdminEndpoints() }
+                let events = EventLog(json: logFormat == "json")
                 let key = try publicKey.map(readPublicKey)
                 let paths = bundles
                 let followed = try channel.map { url -> ReleaseChannel in
@@ -183,7 +203,7 @@ extension Packager {
                     return text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty && !$0.hasPrefix("#") }
                 }
                 let checkFirst = UInt64(DeclarationParser.byteSize(checkBeforeSend) ?? 16 << 20)
-                let scrubber = scrub ? Scrubber() : nil
+                let scrubber = scrub ? Scrubber(events: events) : nil
                 @Sendable func mount() throws -> OfflineLoader {
                     // A channel's release is checked by the digest its signed document names: it needs no signature of its own.
                     let bundles =
@@ -202,6 +222,7 @@ extension Packager {
                     }
                 }
                 let loader = try mount()
+                admin?.mounted(loader)
                 let handle = LoaderHandle(loader)
                 let served: [BundleRoute]
                 if !routes.isEmpty {
@@ -220,13 +241,24 @@ extension Packager {
                     }
                 }
                 let names = Set(allowedHosts.map { $0.lowercased() } + routes.compactMap { $0.split(separator: "=").first.map { $0.lowercased() } })
-                let policy = ServerPolicy(allowedHosts: names, accessLog: try accessLog.map(Self.accessLogSink))
+                let sink = try accessLog.map { try Self.accessLogSink($0, json: events.json) }
+                // The metrics count from the record the access log writes, so the two agree.
+                let record: (@Sendable (ServedRequest) -> Void)? =
+                    if let admin {
+                        { served in
+                            admin.record(served)
+                            sink?(served)
+                        }
+                    } else {
+                        sink
+                    }
+                let policy = ServerPolicy(allowedHosts: names, accessLog: record)
                 let serving = BundleServing(handle: handle, routes: served, policy: policy)
                 var logger = Logger(label: "packager-serve")
                 logger.logLevel = .warning
                 let running: Running
                 do {
-                    running = try await start(serving, responseCacheSize: responses, logger: logger)
+                    running = try await start(serving, responseCacheSize: responses, logger: logger, admin: admin, events: events)
                 } catch let error as OfflineBundleServer.TLSFileError {
                     throw PackagerError(.invalidInput, "cannot serve HTTPS: \(error.message)")
                 } catch let error where error is SocketAddressError || error is SocketAddressError.UnknownHost {
@@ -250,22 +282,24 @@ extension Packager {
                 if let followed, let document = followed.document {
                     shown = ["\(RemoteObject.shown(followed.releaseURL ?? "")) (version \(document.version) of the channel \(followed.shownURL))"]
                 }
-                FileHandle.standardOutput.write(
-                    Data("serving \(shown.joined(separator: ", ")) (\(entries) entries) on \(scheme)://\(host):\(running.port)/\n".utf8))
+                events.info(
+                    "serving", "serving \(shown.joined(separator: ", ")) (\(entries) entries) on \(scheme)://\(host):\(running.port)/",
+                    [("url", "\(scheme)://\(host):\(running.port)/")])
                 let listed = followed?.shownURL ?? shown.joined(separator: ", ")
                 // SIGHUP through the CLI's own handler (installed at launch, so none is lost while the server starts).
                 let report: @Sendable (BundleReloader.Event) -> Void = { event in
                     switch event {
                     case .reloaded(let loader, let reason):
                         let entries = loader.bundles.map(\.entryCount).reduce(0, +)
-                        FileHandle.standardOutput.write(Data("reloaded \(listed) (\(reason)): \(entries) entries\n".utf8))
+                        admin?.mounted(loader)
+                        events.info("reloaded", "reloaded \(listed) (\(reason)): \(entries) entries")
                     case .failed(let error, let reason) where followed != nil:
-                        FileHandle.standardError.write(Data("packager: not reloaded (\(reason)): \(error); the release held keeps answering\n".utf8))
+                        events.warning("not-reloaded", "not reloaded (\(reason)): \(error); the release held keeps answering")
                     case .failed(let error, let reason):
-                        FileHandle.standardError.write(
-                            Data(
-                                "packager: not reloaded (\(reason)): \(error); the bundles already mounted keep answering (a file written in place, not replaced, has each body checked again, and altered ones refused)\n"
-                                    .utf8))
+                        events.warning(
+                            "not-reloaded",
+                            "not reloaded (\(reason)): \(error); the bundles already mounted keep answering (a file written in place, not replaced, has each body checked again, and altered ones refused)"
+                        )
                     }
                 }
                 let reloader =
@@ -292,7 +326,7 @@ extension Packager.Serve {
 
     /// Starts the server: HTTP/1.1 from a SwiftNIO handler (the same answer step as the middleware, without the
     /// framework's cost per request), or HTTPS with HTTP/2 by ALPN through the same handler behind TLS.
-    func start(_ serving: BundleServing, responseCacheSize: Int, logger: Logger) async throws -> Running {
+    func start(_ serving: BundleServing, responseCacheSize: Int, logger: Logger, admin: AdminEndpoints?, events: EventLog) async throws -> Running {
         let tls = tlsCertificate.map { OfflineBundleChannelServer.TLS(certificateChain: $0, privateKey: tlsKey ?? "") }
         let server = try await OfflineBundleChannelServer.start(
             serving: serving, host: host, port: port, serverName: "packager", responseCacheSize: responseCacheSize, tls: tls,
@@ -303,14 +337,28 @@ extension Packager.Serve {
             wait: {
                 // SIGTERM and SIGINT come through the CLI's own handler (installed at launch), which asks the group for a
                 // graceful shutdown; a second one exits at once.
-                let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
-                Interrupts.onStop { Task { await group.triggerGracefulShutdown() } }
+                // The admin server is listed first: a graceful shutdown stops the services from the last, so /readyz says
+                // 503 while the answers in flight finish, and /metrics counts them.
+                var services: [any Service] = [server]
+                if let admin, let adminPort {
+                    let adminAt = adminHost ?? host
+                    let app = admin.application(host: adminAt, port: adminPort, handle: serving.handle, logger: logger) { port in
+                        events.info(
+                            "admin", "admin endpoints on http://\(adminAt):\(port)/ (metrics, healthz, readyz)", [("url", "http://\(adminAt):\(port)/")])
+                    }
+                    services.insert(app, at: 0)
+                }
+                let group = ServiceGroup(configuration: .init(services: services, logger: logger))
+                Interrupts.onStop {
+                    admin?.stopping.store(true, ordering: .relaxed)
+                    Task { await group.triggerGracefulShutdown() }
+                }
                 try await group.run()
             })
     }
 
     /// Appends each request's line, in the common log format, to the file at `path` ('-': standard output).
-    static func accessLogSink(_ path: String) throws -> @Sendable (ServedRequest) -> Void {
+    static func accessLogSink(_ path: String, json: Bool) throws -> @Sendable (ServedRequest) -> Void {
         let output: FileHandle
         if path == "-" {
             output = FileHandle.standardOutput
@@ -320,7 +368,7 @@ extension Packager.Serve {
             handle.seekToEndOfFile()
             output = handle
         }
-        return { output.write(Data($0.commonLogLine().utf8)) }
+        return { served in output.write(Data((json ? served.jsonLogLine() : served.commonLogLine()).utf8)) }
     }
 }
 

@@ -44,6 +44,9 @@ public struct ServedRequest: Sendable {
     public var source: BundleResponse.Source?
     /// The request's protocol as the log writes it (`HTTP/1.1`, `HTTP/1.0`, `HTTP/2.0`).
     public var version = "HTTP/1.1"
+    /// Whether the answer came whole from a server's cache of answers (``OfflineBundleChannelServer``'s), not from
+    /// the answer step.
+    public var fromCache = false
 
     public init(client: String? = nil, method: String, target: String, status: Int, contentLength: String? = nil, source: BundleResponse.Source? = nil) {
         self.client = client
@@ -64,6 +67,38 @@ public struct ServedRequest: Sendable {
             c == "\"" || c == "\\" || c.value < 0x20 || c.value == 0x7F ? String(format: "\\x%02x", c.value) : String(c)
         }.joined()
         return "\(client ?? "-") - - [\(Self.commonLogTime(date))] \"\(request)\" \(status) \(contentLength ?? "-") \(answered)\n"
+    }
+
+    /// The request as one line of JSON, ending with a newline: `time` (RFC 3339, UTC), `client`, `method`, `target`,
+    /// `version`, `status`, `bytes` (the Content-Length, or null), `source` (as ``commonLogLine(at:)`` says it, or
+    /// null) and `cached`. Every string is escaped as JSON, so one request is one line whatever the client sent.
+    public func jsonLogLine(at date: Date = Date()) -> String {
+        let t = HTTPDates.civil(Int(date.timeIntervalSince1970.rounded(.down)))
+        let time = String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", t.year, t.month, t.day, t.hour, t.minute, t.second)
+        let fields: [(String, String)] = [
+            ("time", Self.jsonString(time)), ("client", client.map(Self.jsonString) ?? "null"), ("method", Self.jsonString(method)),
+            ("target", Self.jsonString(target)), ("version", Self.jsonString(version)), ("status", String(status)),
+            ("bytes", contentLength.flatMap { UInt64($0) }.map(String.init) ?? "null"),
+            ("source", source.map { Self.jsonString($0.description) } ?? "null"), ("cached", fromCache ? "true" : "false"),
+        ]
+        return "{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}\n"
+    }
+
+    /// `text` as a JSON string, quotes included: quotes, backslashes and control characters escaped.
+    package static func jsonString(_ text: String) -> String {
+        var out = "\""
+        for c in text.unicodeScalars {
+            switch c {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where c.value < 0x20 || c.value == 0x7F: out += String(format: "\\u%04x", c.value)
+            default: out.unicodeScalars.append(c)
+            }
+        }
+        return out + "\""
     }
 
     /// `23/Nov/2026:13:02:01 +0000`, the common log format's time, in UTC.
