@@ -24,6 +24,11 @@ extension Packager {
                 Exit status: 0 when every declared URL was fetched and failures stayed within \
                 --max-errors; 1 when not (no bundle is written, a previous one is kept); 2 when the \
                 declaration or the arguments are wrong.
+
+                A build that is interrupted (killed, a power cut, a full disk, Ctrl-C) or fails keeps what it \
+                fetched in .OUTPUT.packager-journal beside the output; the next build of the same declaration \
+                resumes from it, fetching only the rest, and a build that writes its bundle removes it. \
+                --fresh starts over.
                 """
         )
 
@@ -90,6 +95,11 @@ extension Packager {
         var compressionLevel: Int = Builder.defaultCompressionLevel
 
         @Flag(
+            name: .customLong("fresh"),
+            help: "Start over: discard what an interrupted build of this output kept (a build otherwise resumes from it).")
+        var fresh = false
+
+        @Flag(
             name: .customLong("stored-index"),
             help: "Store index.bin as it is rather than deflated: a larger bundle that mounts faster (100,000 files: 9 MB more, 20 ms less).")
         var storedIndex = false
@@ -142,6 +152,7 @@ extension Packager {
                 let key = try SigningKeys.privateKey(file: signKey, environment: "PACKAGER_SIGN_KEY")
                 var options = Builder.Options(output: output, maxErrors: maxErrors, signingKey: key, compressionLevel: compressionLevel)
                 options.storesIndex = storedIndex
+                options.resume = fresh ? .fresh : .resume
                 let builder = Builder(declaration: declared, options: options)
                 // The path the build writes (-o is resolved as the declaration's own paths are), not -o as typed.
                 let inputs: [(path: String?, what: String)] = [
@@ -149,7 +160,12 @@ extension Packager {
                 ]
                 if let conflict = outputConflict(builder.outputPath, over: inputs) { throw PackagerError(.invalidInput, conflict) }
                 let display = ProgressDisplay(enabled: !json)
-                let report = try await builder.run(progress: { display.update($0) })
+                let report = try await builder.run(
+                    progress: { display.update($0) },
+                    notice: { notice in
+                        display.finish()
+                        FileHandle.standardError.write(Data(("packager: " + terminalSafe(Self.describe(notice)) + "\n").utf8))
+                    })
                 display.finish()
                 if json {
                     try printJSON(report)
@@ -183,6 +199,26 @@ extension Packager {
             return try DeclarationParser().parse(contentsOf: path)
         }
 
+        /// A journal notice in words.
+        static func describe(_ notice: Builder.Notice) -> String {
+            func name(_ path: String) -> String { (path as NSString).lastPathComponent }
+            switch notice {
+            case .resuming(let responses, let bytes, let dropped):
+                return "resuming: \(responses) responses the interrupted build fetched are kept (\(formatBytes(UInt64(bytes)))), not fetched again"
+                    + (dropped ? "; the record it was writing when it stopped was dropped" : "")
+            case .ignored(let journal, let reason):
+                return "starting over: the journal \(name(journal)) was not resumed from: \(reason)"
+            case .freshStart(let journal):
+                return "starting over (--fresh): discarded what \(name(journal)) kept"
+            case .inUse(let journal):
+                return "another build of this output holds \(name(journal)): this build keeps no journal, and cannot be resumed"
+            case .stopped(let reason):
+                return "the journal stopped: \(reason)"
+            case .kept(let journal, let responses, let bytes):
+                return "\(name(journal)) keeps the \(responses) responses fetched (\(formatBytes(UInt64(bytes)))): the next build resumes from them (--fresh starts over)"
+            }
+        }
+
         func printSummary(_ report: BuildReport, output: String) {
             let style = TerminalStyle(fd: STDOUT_FILENO)
             var lines: [String] = []
@@ -196,6 +232,9 @@ extension Packager {
             lines.append(
                 "  fetched \(report.fetched) (\(formatBytes(UInt64(report.bytesFetched)))\(overProtocols(report.protocols))), blocked \(report.blocked), substituted \(report.substituted), "
                     + "failed \(report.failures.count), in \(String(format: "%.1f", report.seconds)) s")
+            if report.resumed > 0 {
+                lines.append("  resumed \(report.resumed) from the interrupted build (\(formatBytes(UInt64(report.bytesResumed))) not fetched again)")
+            }
             if let digest = report.digest { lines.append("  digest sha256:\(digest)") }
             for (reason, count) in report.skipped.sorted(by: { $0.key < $1.key }) { lines.append("  skipped \(count): \(reason)") }
             for limit in report.limitsReached { lines.append("  " + style.yellow("limit") + ": \(limit)") }

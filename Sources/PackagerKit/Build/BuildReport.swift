@@ -61,6 +61,10 @@ public struct BuildReport: Codable, Sendable {
     public var succeeded: Bool
     /// Responses recorded, by the protocol they came over (`HTTP/2`, `HTTP/1.1`).
     public var protocols: [String: Int] = [:]
+    /// Responses an interrupted build of this output stored, taken from its journal instead of the network (not in
+    /// ``fetched``), and their body bytes (not in ``bytesFetched``).
+    public var resumed = 0
+    public var bytesResumed: Int64 = 0
     /// Pages the browser could not render in full (`browser`): a crash, a load that never ended. Never fatal: the
     /// page itself was crawled, and what the browser saw before the problem is kept.
     public var browserProblems: [PageProblem] = []

@@ -17,8 +17,15 @@ final class BuildSession: Sendable {
     /// compressed during the crawl (the writer then does it).
     let prepared: MemoryBudget?
     let compressionLevel: Int
+    /// The responses this build stored, kept beside the output until a build of it succeeds (``BuildJournal``);
+    /// nil keeps none.
+    let journal: BuildJournal?
 
-    init(scratch: ScratchFolder, received: MemoryBudget, prepared: MemoryBudget?, compressionLevel: Int = BundleWriter.defaultCompressionLevel) {
+    init(
+        scratch: ScratchFolder, received: MemoryBudget, prepared: MemoryBudget?, compressionLevel: Int = BundleWriter.defaultCompressionLevel,
+        journal: BuildJournal? = nil
+    ) {
+        self.journal = journal
         self.scratch = scratch
         overflow = OverflowFile(in: scratch)
         self.received = received
@@ -28,10 +35,10 @@ final class BuildSession: Sendable {
 
     /// A build's session in `folder` (the output's): 64 MiB for bodies in all, 48 for received ones (256 KiB each at
     /// most) and 16 for prepared ones. Neither grows with the site.
-    static func forBuild(in folder: String, compressionLevel: Int) throws -> BuildSession {
+    static func forBuild(in folder: String, compressionLevel: Int, journal: BuildJournal? = nil) throws -> BuildSession {
         BuildSession(
             scratch: try ScratchFolder(in: folder), received: MemoryBudget(total: 48 << 20, perBody: 256 << 10),
-            prepared: MemoryBudget(total: 16 << 20, perBody: .max), compressionLevel: compressionLevel)
+            prepared: MemoryBudget(total: 16 << 20, perBody: .max), compressionLevel: compressionLevel, journal: journal)
     }
 
     /// Removes the scratch folder and what is in it.

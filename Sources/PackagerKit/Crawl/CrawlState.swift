@@ -21,6 +21,10 @@ public struct CrawlProgress: Sendable, Equatable {
     public var elapsed: Double = 0
     /// Responses by the protocol they came over (`HTTP/2`, `HTTP/1.1`).
     public var protocols: [String: Int] = [:]
+    /// Of ``done``: responses an interrupted build stored, taken from its journal instead of the network.
+    public var resumed = 0
+    /// Of ``bytes``: their body bytes.
+    public var bytesResumed: Int64 = 0
 }
 
 /// The crawl's shared record: entries, failures, counts and limits, behind one lock.
@@ -121,6 +125,14 @@ final class CrawlState: Sendable {
     }
 
     func releaseBytes(_ n: Int64) { state.withLockedValue { $0.reservedBytes -= n } }
+
+    /// A response taken from an interrupted build's journal (``BuildJournal``), not fetched.
+    func noteResumed(bytes: Int64) {
+        state.withLockedValue { state in
+            state.counts.resumed += 1
+            state.counts.bytesResumed += bytes
+        }
+    }
 
     func commitBytes(_ n: Int64) {
         state.withLockedValue { state in

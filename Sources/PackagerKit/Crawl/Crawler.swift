@@ -52,6 +52,8 @@ final class Crawler: Sendable {
     let memory: MemoryBudget
     /// Hashes and compresses each recorded body once the crawl has read it; nil leaves that to the writer.
     let pipeline: BodyPipeline?
+    /// What an interrupted build of this declaration stored, taken instead of fetching; what this one stores is added.
+    let journal: BuildJournal?
     /// Pages and style sheets larger than this are stored but not searched for links.
     static let parseLimit: Int64 = 32 << 20
     static let maxRedirects = 10
@@ -78,6 +80,7 @@ final class Crawler: Sendable {
             BodyPipeline(level: session.compressionLevel, memory: memory, kept: kept, overflow: session.overflow) { state.setPrepared($0, $1) }
         }
         self.declaration = declaration
+        self.journal = session.journal
         self.scope = scope
         self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: declaration.dropQueryParameters, formQuery: true)
         self.secretScan = SecretScan(declaration.secrets)
@@ -355,9 +358,22 @@ final class Crawler: Sendable {
         let state = self.state
         let reservation = ByteReservation(state: state)
         let maxBody = declaration.scope.maxBody
-        let outcome = await fetcher.fetch(
-            job.url, spoolPath: path, memory: memory, withinBudget: { $0 <= maxBody && reservation.grow(to: $0) },
-            limitName: "the declared byte limits (scope.max-body: \(maxBody) bytes in one body; scope.max-bytes in all)")
+        // A response an interrupted build of this declaration stored: taken as if fetched now, within the same byte
+        // limits (past them it is fetched, and refused, as in a build that was not interrupted).
+        var kept = journal?.replay(job.key, spoolPath: path, memory: memory)
+        if let response = kept, !(response.bodySize <= maxBody && reservation.grow(to: response.bodySize)) {
+            response.discard(returningTo: memory)
+            kept = nil
+        }
+        let outcome: Swift.Result<Fetcher.Response, FetchError>
+        if let kept {
+            outcome = .success(kept)
+            state.noteResumed(bytes: kept.bodySize)
+        } else {
+            outcome = await fetcher.fetch(
+                job.url, spoolPath: path, memory: memory, withinBudget: { $0 <= maxBody && reservation.grow(to: $0) },
+                limitName: "the declared byte limits (scope.max-body: \(maxBody) bytes in one body; scope.max-bytes in all)")
+        }
         defer { reservation.release() }
         switch outcome {
         case .failure(let failure):
@@ -394,6 +410,8 @@ final class Crawler: Sendable {
                 }
             }
             let index = carriesSecret ? nil : state.add(entry, kind: .fetched, httpVersion: response.httpVersion)
+            // Kept for a build that resumes this one, before the pipeline may delete its spool file.
+            if index != nil, kept == nil { journal?.record(key: job.key, response: response) }
             // Handed over once discovery below has read it (the pipeline may delete its spool file); a body not stored is
             // given back.
             defer {
