@@ -1,5 +1,6 @@
 import Foundation
 import OfflineBundle
+import Synchronization
 import TestSupport
 import Testing
 
@@ -95,7 +96,7 @@ struct BuildCommandTests {
         #expect(again.status == 2 && again.output.contains("--force"))
     }
 
-    @Test("Ctrl-C during a crawl leaves the previous bundle and no spool files")
+    @Test("Ctrl-C during a crawl leaves the previous bundle and no spool files; the journal of what was fetched stays, for the next build")
     func interrupted() async throws {
         try await withOrigin { origin in
             serveSite(origin)
@@ -112,7 +113,7 @@ struct BuildCommandTests {
             process.interrupt()
             try await offPool { process.waitUntilExit() }
             #expect(process.terminationStatus == 128 + SIGINT)
-            #expect(try folder.contents() == ["site.zip"])
+            #expect(try folder.contents() == [".site.zip.packager-journal", "site.zip"])
             #expect(try String(contentsOfFile: folder.path + "/site.zip", encoding: .utf8) == "the previous bundle")
         }
     }
@@ -225,6 +226,168 @@ struct KillTests {
             #expect(Checker.check(path: output).issues.isEmpty)
         }
     }
+}
+
+@Suite("a killed build resumes")
+struct ResumeTests {
+    static let epoch = "SOURCE_DATE_EPOCH=1767225600"
+
+    /// Starts `packager build ARGUMENTS` in `folder` and SIGKILLs it once the origin has answered 20 requests more.
+    func killMidCrawl(_ folder: TemporaryFolder, _ origin: Origin, _ arguments: [String] = []) async throws {
+        let before = origin.requests.count
+        // env execs the build: the process killed is the build itself.
+        let process = try launch("/usr/bin/env", [Self.epoch, packagerExecutable, "build"] + arguments, in: folder.path)
+        for _ in 0..<2000 where origin.requests.count - before < 20 && process.isRunning { try await Task.sleep(nanoseconds: 5_000_000) }
+        kill(process.processIdentifier, SIGKILL)
+        try await offPool { process.waitUntilExit() }
+        #expect(process.terminationReason == .uncaughtSignal, "the build ended before it was killed")
+        #expect(FileManager.default.fileExists(atPath: folder.path + "/.site.zip.packager-journal/log"))
+    }
+
+    func build(_ folder: TemporaryFolder, _ arguments: [String] = []) async throws -> ToolResult {
+        try await run("env", [Self.epoch, packagerExecutable, "build"] + arguments, in: folder.path)
+    }
+
+    @Test("SIGKILL mid-crawl: the next build says what it kept, fetches only the rest, writes the bundle an uninterrupted build writes, and removes the journal")
+    func resumesAfterKill() async throws {
+        try await withOrigin { origin in
+            KillTests.serveSlowSite(origin, version: 1)
+            let folder = try TemporaryFolder()
+            try folder.file("packager.yml", "output: site.zip\nseeds: [\(origin.base)/]\nrobots: false\nconcurrency: {total: 8, per-host: 8}\n")
+            let reference = try await build(folder, ["-o", "ref.zip"])
+            #expect(reference.status == 0, "\(reference.output)")
+            #expect(try folder.contents() == ["packager.yml", "ref.zip"])
+            try await killMidCrawl(folder, origin)
+
+            let before = origin.requests.count
+            let resumed = try await build(folder)
+            #expect(resumed.status == 0, "\(resumed.output)")
+            let kept = resumed.output.firstMatch(of: /resuming: (\d+) responses/).flatMap { Int($0.1) } ?? 0
+            // What was in flight when it was killed is not kept: fewer than the 20 requests it made.
+            #expect(kept > 0 && resumed.output.contains("resumed \(kept) from the interrupted build"), "\(resumed.output)")
+            // 65 URLs in all: only those not kept are asked for again (the query probe's two requests besides).
+            let asked = origin.requests.dropFirst(before).filter { !$0.path.contains("packager-query-probe") }
+            #expect(asked.count <= 65 - kept + 1, "\(asked.count) requests after keeping \(kept)")
+            let site = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/site.zip"))
+            #expect(site == (try Data(contentsOf: URL(fileURLWithPath: folder.path + "/ref.zip"))), "the resumed bundle differs from the uninterrupted one")
+            #expect(try folder.contents() == ["packager.yml", "ref.zip", "site.zip"])
+        }
+    }
+
+    @Test("a journal of another declaration, a damaged one, one cut mid-record, and --fresh: ignored or trimmed with a line, never mixed in")
+    func foreignJournals() async throws {
+        try await withOrigin { origin in
+            KillTests.serveSlowSite(origin, version: 1)
+            let folder = try TemporaryFolder()
+            try folder.file("packager.yml", "output: site.zip\nseeds: [\(origin.base)/]\nrobots: false\nconcurrency: {total: 8, per-host: 8}\n")
+            let reference = try await build(folder, ["-o", "ref.zip"])
+            #expect(reference.status == 0, "\(reference.output)")
+            let referenceBytes = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/ref.zip"))
+            let log = folder.path + "/.site.zip.packager-journal/log"
+
+            // Another declaration (the same site, other concurrency): started over.
+            try await killMidCrawl(folder, origin)
+            try folder.file("packager.yml", "output: site.zip\nseeds: [\(origin.base)/]\nrobots: false\nconcurrency: {total: 4, per-host: 4}\n")
+            var result = try await build(folder)
+            #expect(result.status == 0 && result.output.contains("was not resumed from: it was left by another declaration"), "\(result.output)")
+            #expect(!result.output.contains("from the interrupted build"))
+            try folder.file("packager.yml", "output: site.zip\nseeds: [\(origin.base)/]\nrobots: false\nconcurrency: {total: 8, per-host: 8}\n")
+
+            // Its header damaged: started over.
+            try await killMidCrawl(folder, origin)
+            let handle = try #require(FileHandle(forUpdatingAtPath: log))
+            try handle.write(contentsOf: Data(repeating: 0, count: 8))
+            try handle.close()
+            result = try await build(folder)
+            #expect(result.status == 0 && result.output.contains("it is damaged"), "\(result.output)")
+
+            // A record cut off (garbage after the last whole one): that much is dropped, the rest resumed.
+            try await killMidCrawl(folder, origin)
+            let append = try #require(FileHandle(forWritingAtPath: log))
+            try append.seekToEnd()
+            try append.write(contentsOf: Data([0x40, 0, 0, 0, 1, 2, 3]))
+            try append.close()
+            result = try await build(folder)
+            #expect(result.status == 0 && result.output.contains("the record it was writing when it stopped was dropped"), "\(result.output)")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/site.zip")) == referenceBytes)
+
+            // --fresh: started over, on purpose.
+            try await killMidCrawl(folder, origin)
+            result = try await build(folder, ["--fresh"])
+            #expect(result.status == 0 && result.output.contains("starting over (--fresh)") && !result.output.contains("from the interrupted build"), "\(result.output)")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/site.zip")) == referenceBytes)
+            #expect(try folder.contents() == ["packager.yml", "ref.zip", "site.zip"])
+        }
+    }
+
+    @Test("a journal written by another packager version is ignored with the versions named")
+    func otherVersion() throws {
+        let folder = try TemporaryFolder()
+        let output = folder.path + "/x.zip"
+        let journalFolder = BuildJournal.folder(forOutput: output)
+        try FileManager.default.createDirectory(atPath: journalFolder, withIntermediateDirectories: false)
+        var header = ScratchRecordWriter()
+        header.integer(UInt8(0))
+        header.string(BuildJournal.magic)
+        header.integer(BuildJournal.formatVersion)
+        header.string("0.0.0")
+        header.string("f")
+        try Data(BuildJournal.frame(header.bytes)).write(to: URL(fileURLWithPath: journalFolder + "/log"))
+        let notices = NoticeLog()
+        let journal = BuildJournal.open(output: output, fingerprint: "f", fresh: false, limit: 1 << 30) { notices.add($0) }
+        #expect(journal != nil)
+        #expect(notices.all.contains { if case .ignored(let reason) = $0 { reason.contains("packager 0.0.0") } else { false } }, "\(notices.all)")
+        // Started anew: nothing kept.
+        #expect(journal?.kept.responses == 0)
+    }
+
+    @Test("records round-trip; a torn record at any length is dropped, and the ones before it are kept")
+    func records() throws {
+        let folder = try TemporaryFolder()
+        let output = folder.path + "/x.zip"
+        let records = [
+            BuildJournal.Record(
+                key: "https://a.example/", status: 200, httpVersion: "HTTP/1.1", fetchedAt: Date(timeIntervalSince1970: 1_767_225_600.5), attempts: 1,
+                headers: [.init(name: "content-type", value: "text/html")], bodySize: 5, body: .inline(Array("hello".utf8))),
+            BuildJournal.Record(
+                key: "https://a.example/x", status: 301, httpVersion: "HTTP/2", fetchedAt: Date(timeIntervalSince1970: 5), attempts: 2,
+                headers: [.init(name: "location", value: "/y")], bodySize: 0, body: .none),
+            BuildJournal.Record(
+                key: "https://a.example/big", status: 200, httpVersion: "HTTP/1.1", fetchedAt: Date(timeIntervalSince1970: 6), attempts: 1, headers: [],
+                bodySize: 3, body: .file(name: "ab.body", crc: 7)),
+        ]
+        for record in records { #expect(BuildJournal.decode(BuildJournal.encode(record)) == record) }
+        let fingerprint = "test"
+        _ = BuildJournal.open(output: output, fingerprint: fingerprint, fresh: false, limit: 1 << 30) { _ in }
+        let log = BuildJournal.folder(forOutput: output) + "/log"
+        let header = try Data(contentsOf: URL(fileURLWithPath: log))
+        let first = Data(BuildJournal.frame(BuildJournal.encode(records[0])))
+        let second = Data(BuildJournal.frame(BuildJournal.encode(records[1])))
+        for cut in 0..<second.count {
+            try (header + first + second.prefix(cut)).write(to: URL(fileURLWithPath: log))
+            let notices = NoticeLog()
+            let journal = try #require(BuildJournal.open(output: output, fingerprint: fingerprint, fresh: false, limit: 1 << 30) { notices.add($0) })
+            #expect(journal.kept.responses == 1, "cut at \(cut)")
+            #expect(notices.all.contains { if case .resuming(1, 5, let dropped) = $0 { dropped == (cut > 0) } else { false } }, "cut at \(cut): \(notices.all)")
+            let replayed = journal.replay("https://a.example/", spoolPath: folder.path + "/spool", memory: nil)
+            #expect(replayed?.status == 200 && replayed?.bodyBytes() == Array("hello".utf8))
+            #expect(journal.replay("https://a.example/", spoolPath: folder.path + "/spool", memory: nil) == nil, "a key is taken once")
+        }
+        // Whole in length, a byte changed inside: its CRC-32 fails, and it is dropped as a torn one is.
+        var damaged = second
+        let value = try #require(damaged.range(of: Data("/y".utf8)))
+        damaged[value.lowerBound + 1] = UInt8(ascii: "z")
+        try (header + first + damaged).write(to: URL(fileURLWithPath: log))
+        let journal = try #require(BuildJournal.open(output: output, fingerprint: fingerprint, fresh: false, limit: 1 << 30) { _ in })
+        #expect(journal.kept.responses == 1)
+    }
+}
+
+/// Notices a journal gave, in order.
+final class NoticeLog: Sendable {
+    private let notices = Mutex<[BuildJournal.Notice]>([])
+    func add(_ notice: BuildJournal.Notice) { notices.withLock { $0.append(notice) } }
+    var all: [BuildJournal.Notice] { notices.withLock { $0 } }
 }
 
 @Suite("secrets stay out of bundles and reports")

@@ -337,6 +337,10 @@ final class BuildJournal: Sendable {
             guard state.size + Int64(frame.count) + response.bodySize <= limit else {
                 return "the journal reached \(state.size) bytes; a resumed build fetches the rest again"
             }
+            // The bundle needs the disk more than the journal does.
+            if let free = Self.freeBytes(folder), free - Int64(frame.count) - response.bodySize < Self.spaceKept {
+                return "\(folder) is on a disk with \(free >> 20) MiB free, which the bundle needs; a resumed build fetches the rest again"
+            }
             if let error = Self.writeAll(log, frame, at: state.end) {
                 _ = ftruncate(log, off_t(state.end))
                 return "cannot write \(folder)/log: \(String(cString: strerror(error))); a resumed build fetches the rest again"
@@ -422,6 +426,16 @@ final class BuildJournal: Sendable {
             return !state.stopped
         }
         if first { notice(.stopped(reason: reason)) }
+    }
+
+    /// What the journal leaves free on its disk, for the scratch files and the bundle.
+    static let spaceKept: Int64 = 256 << 20
+
+    /// Bytes free to this user on the disk of `path`.
+    private static func freeBytes(_ path: String) -> Int64? {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { return nil }
+        return Int64(info.f_bavail) * Int64(info.f_frsize)
     }
 
     /// Writes all of `bytes` at `offset`: nil, or the errno.

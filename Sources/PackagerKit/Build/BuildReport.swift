@@ -20,6 +20,9 @@ public struct BuildReport: Codable, Sendable {
         public var referrer: String?
         /// Whether the response was still recorded in the bundle (a 404 page, say), so the loader answers as the origin did.
         public var recorded: Bool
+        /// Whether this machine failed, not the server (a spool file on a full disk): such a failure fails the build,
+        /// declared or not. Nil (absent from JSON) when not.
+        public var local: Bool?
 
         public init(url: String, reason: String, status: Int? = nil, attempts: Int = 1, declared: Bool, referrer: String?, recorded: Bool = false) {
             self.url = url

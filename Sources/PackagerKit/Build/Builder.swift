@@ -125,7 +125,9 @@ public struct Builder: Sendable {
         // Bodies are hashed and compressed while the crawl goes on; the writer then only orders and copies them.
         let crawl = try await Crawler(declaration: declaration, session: session, progress: progress).run()
         let maxErrors = options.maxErrors ?? declaration.maxErrors
-        let declaredFailed = crawl.failures.contains { $0.declared }
+        // A failure of this machine (a full disk) fails the build as a declared URL's does: the bundle would lack what
+        // the site has for no reason of the site's.
+        let declaredFailed = crawl.failures.contains { $0.declared || $0.local == true }
         let tooMany = maxErrors.map { crawl.failures.count > $0 } ?? false
         journal?.sync()
         var report = BuildReport(

@@ -344,7 +344,7 @@ final class Crawler: Sendable {
                     // A TLS failure means the server answered: it is not down, and robots.txt is not the problem to fix.
                     let reason =
                         rules.unavailable.map { problem in
-                            problem.code == .tls
+                            problem.code == .tls || problem.code == .local
                                 ? problem.message
                                 : "\(problem.message), so RFC 9309 counts the whole site as disallowed; is it down? (set 'robots: false' to crawl anyway)"
                         }
@@ -377,10 +377,10 @@ final class Crawler: Sendable {
         defer { reservation.release() }
         switch outcome {
         case .failure(let failure):
-            state.fail(
-                .init(
-                    url: job.key, reason: failure.message, status: failure.status, attempts: failure.attempts,
-                    declared: job.declared, referrer: job.referrer))
+            var recorded = BuildReport.Failure(
+                url: job.key, reason: failure.message, status: failure.status, attempts: failure.attempts, declared: job.declared, referrer: job.referrer)
+            if failure.code == .local { recorded.local = true }
+            state.fail(recorded)
         case .success(let response) where RetryLoop.retryable(status: response.status):
             // Still failing after the retries: a transient answer, not content to ship.
             response.discard(returningTo: memory)

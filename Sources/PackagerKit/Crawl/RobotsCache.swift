@@ -61,7 +61,8 @@ actor RobotsCache {
             // (5xx or no connection after the retries), and RFC 9309 §2.3.1.4 says to assume everything is disallowed.
             if redirects == 6 { return nil }
             var rules = RobotsRules(parsing: "User-agent: *\nDisallow: /\n", userAgent: "*")
-            problem.message = "\(target) could not be fetched (\(problem.message))"
+            problem.message =
+                problem.code == .local ? "\(target) could not be kept on this machine (\(problem.message))" : "\(target) could not be fetched (\(problem.message))"
             rules.unavailable = problem
             return rules
         }

@@ -7,7 +7,7 @@ struct FetchError: Error, CustomStringConvertible {
     /// What kind of failure: what retry, down-host memory and advice decide on.
     struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Kind: Hashable, Sendable {
-            case timeout, cannotConnect, tls, bodyTooLong, truncated, status, notTried, notAsked, other
+            case timeout, cannotConnect, tls, bodyTooLong, truncated, status, notTried, notAsked, local, other
         }
 
         private let kind: Kind
@@ -28,6 +28,9 @@ struct FetchError: Error, CustomStringConvertible {
         static let notTried = Code(kind: .notTried)
         /// Not asked: the address policy refuses the URL's address.
         static let notAsked = Code(kind: .notAsked)
+        /// A failure on this machine, not the server's: a spool file that cannot be written (a full disk). Its message
+        /// names the system's reason and the path.
+        static let local = Code(kind: .local)
         /// Anything else (a URL that cannot be fetched, an error of this tool).
         static let other = Code(kind: .other)
 

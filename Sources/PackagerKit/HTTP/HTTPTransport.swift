@@ -110,7 +110,8 @@ enum HTTPTransport {
     /// another attempt may succeed, and the error itself as the cause.
     static func fetchError(_ error: any Error) -> FetchError {
         if let error = error as? FetchError { return error }
-        if let error = error as? PackagerError { return FetchError(.other, error.message, cause: error) }
+        // This machine's failure (a spool file on a full disk): the system's reason and the path, never the server's fault.
+        if let error = error as? PackagerError { return FetchError(error.code == .io ? .local : .other, error.description, cause: error) }
         let code: FetchError.Code
         if describeTLS(error) != nil {
             code = .tls
