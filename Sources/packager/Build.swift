@@ -215,7 +215,8 @@ extension Packager {
             case .stopped(let reason):
                 return "the journal stopped: \(reason)"
             case .kept(let journal, let responses, let bytes):
-                return "\(name(journal)) keeps the \(responses) responses fetched (\(formatBytes(UInt64(bytes)))): the next build resumes from them (--fresh starts over)"
+                return
+                    "\(name(journal)) keeps the \(responses) responses fetched (\(formatBytes(UInt64(bytes)))): the next build resumes from them (--fresh starts over)"
             }
         }
 

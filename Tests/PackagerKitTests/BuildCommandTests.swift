@@ -248,7 +248,8 @@ struct ResumeTests {
         try await run("env", [Self.epoch, packagerExecutable, "build"] + arguments, in: folder.path)
     }
 
-    @Test("SIGKILL mid-crawl: the next build says what it kept, fetches only the rest, writes the bundle an uninterrupted build writes, and removes the journal")
+    @Test(
+        "SIGKILL mid-crawl: the next build says what it kept, fetches only the rest, writes the bundle an uninterrupted build writes, and removes the journal")
     func resumesAfterKill() async throws {
         try await withOrigin { origin in
             KillTests.serveSlowSite(origin, version: 1)
@@ -314,7 +315,9 @@ struct ResumeTests {
             // --fresh: started over, on purpose.
             try await killMidCrawl(folder, origin)
             result = try await build(folder, ["--fresh"])
-            #expect(result.status == 0 && result.output.contains("starting over (--fresh)") && !result.output.contains("from the interrupted build"), "\(result.output)")
+            #expect(
+                result.status == 0 && result.output.contains("starting over (--fresh)") && !result.output.contains("from the interrupted build"),
+                "\(result.output)")
             #expect(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/site.zip")) == referenceBytes)
             #expect(try folder.contents() == ["packager.yml", "ref.zip", "site.zip"])
         }
@@ -380,6 +383,36 @@ struct ResumeTests {
         try (header + first + damaged).write(to: URL(fileURLWithPath: log))
         let journal = try #require(BuildJournal.open(output: output, fingerprint: fingerprint, fresh: false, limit: 1 << 30) { _ in })
         #expect(journal.kept.responses == 1)
+    }
+}
+
+/// Whether this process may mount a tmpfs (root with CAP_SYS_ADMIN), for a disk of its own to fill.
+private let canMountTmpfs: Bool = {
+    guard getuid() == 0, let folder = try? TemporaryFolder() else { return false }
+    guard (try? run("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", folder.path]))?.status == 0 else { return false }
+    _ = try? run("umount", [folder.path])
+    return true
+}()
+
+extension ResumeTests {
+    @Test(
+        "a full disk: the build fails (exit 1) naming the system's reason and the file, blames no origin, and writes nothing at the output",
+        .enabled(if: canMountTmpfs, "this process cannot mount a tmpfs (needs root and CAP_SYS_ADMIN) to fill"))
+    func diskFull() async throws {
+        let folder = try TemporaryFolder()
+        #expect(try await run("mount", ["-t", "tmpfs", "-o", "size=4m", "tmpfs", folder.path]).status == 0)
+        defer {
+            if let umount = try? launch("/usr/bin/umount", [folder.path], output: Pipe()) { umount.waitUntilExit() }
+        }
+        try await withOrigin { origin in
+            origin.set("/", .text("<a href=\"/big.bin\">big</a>", type: "text/html"))
+            origin.set("/big.bin", Origin.Resource(headers: [("Content-Type", "application/octet-stream")], body: Array(noise(6 << 20, seed: 4))))
+            let result = try await run(packagerExecutable, ["build", "--seed", origin.base + "/", "-o", "site.zip", "--no-robots"], in: folder.path)
+            #expect(result.status == 1, "\(result.output)")
+            #expect(result.output.contains("no space left on device (\(folder.path)/.packager-scratch-"), "\(result.output)")
+            #expect(!result.output.contains("is it down"), "\(result.output)")
+            #expect(!FileManager.default.fileExists(atPath: folder.path + "/site.zip"))
+        }
     }
 }
 

@@ -37,7 +37,6 @@ public struct Builder: Sendable {
             case fresh
         }
 
-
         public init(
             output: String? = nil, maxErrors: Int? = nil, signingKey: Curve25519.Signing.PrivateKey? = nil, createdAt: Date? = Date(),
             compressionLevel: Int = Builder.defaultCompressionLevel

@@ -62,7 +62,8 @@ actor RobotsCache {
             if redirects == 6 { return nil }
             var rules = RobotsRules(parsing: "User-agent: *\nDisallow: /\n", userAgent: "*")
             problem.message =
-                problem.code == .local ? "\(target) could not be kept on this machine (\(problem.message))" : "\(target) could not be fetched (\(problem.message))"
+                problem.code == .local
+                ? "\(target) could not be kept on this machine (\(problem.message))" : "\(target) could not be fetched (\(problem.message))"
             rules.unavailable = problem
             return rules
         }
