@@ -193,8 +193,9 @@ extension Packager {
                 unsigned bundle in place of a signed one (an unsigned one given a key comes out signed). Re-fetched \
                 bodies stop at --max-body. When nothing changed, nothing is written.
 
-                Exit status: 0 when everything found changed was refreshed; 2 when something could not be \
-                re-fetched or checked (it keeps its old response), or on an error.
+                Exit status: 0 when everything found changed was refreshed; 1 when something could not be \
+                re-fetched or checked (it keeps its old response), or the run failed (a full disk); 2 when the \
+                arguments are wrong.
 
                 Example: packager refresh docs.bundle.zip -o docs.new.zip
                 """
@@ -234,7 +235,7 @@ extension Packager {
 
         func run() async throws {
             var incomplete = false
-            try await reportingErrorsAsync(status: 2) {
+            try await reportingErrorsAsync() {
                 guard FileManager.default.fileExists(atPath: bundle) else { throw PackagerError(.invalidInput, "no such bundle", subject: bundle) }
                 // Mounted before the refresh: the bundle as it was stays readable after the new one replaces it.
                 let before = try deltaOut.map { _ in try DeltaBundles.mount(bundle) }
@@ -260,7 +261,8 @@ extension Packager {
                 // Something is left as it was that may be stale: the refresh is incomplete.
                 incomplete = !summary.failed.isEmpty || !summary.unchecked.isEmpty
             }
-            if incomplete { throw ExitCode(2) }
+            // Not all it found changed was refreshed: a failure of the run (1), as in every command; 2 is wrong input.
+            if incomplete { throw ExitCode(1) }
         }
     }
 
