@@ -1,6 +1,9 @@
 # A thin front end; Package.swift works without it.
 SWIFT ?= swift
-DEBIAN_PACKAGES = libarchive-dev libarchive-tools zlib1g-dev libdeflate-dev unzip zstd gzip curl python3 openssl python3.11-doc nginx apache2 lighttpd lighttpd-mod-deflate caddy chromium-headless-shell openjdk-17-doc rust-doc mkdocs-doc iso-codes python3-venv
+# What building the tool needs: all `make demo` installs (the demo serves its site and the bundle itself).
+BUILD_PACKAGES = libarchive-dev zlib1g-dev libdeflate-dev
+# What the tests use besides: real servers, real sites, real archive tools, Chromium (about 1.1 GiB with PyPI's).
+DEBIAN_PACKAGES = $(BUILD_PACKAGES) libarchive-tools unzip zstd gzip curl python3 openssl python3.11-doc nginx apache2 lighttpd lighttpd-mod-deflate caddy chromium-headless-shell openjdk-17-doc rust-doc mkdocs-doc iso-codes python3-venv
 # The peers the benchmarks compare with, and the tools that drive them.
 BENCH_PACKAGES = nginx nghttp2-client wget2 wrk time iproute2 python3.11-doc libisal-dev gcc
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -17,7 +20,7 @@ bench bench-quick: export PACKAGER_BENCHMARKS = 1
 deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES) $(EXTRA_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
-		echo "installing:$$missing"; \
+		echo "installing what the tests use (real servers, sites, archive tools, Chromium; about 1.1 GiB):$$missing"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 	@# Real API servers from PyPI for the API tests, and Prometheus' own parser for serve's /metrics (skipped, with the
@@ -52,7 +55,13 @@ test: deps
 
 # The main job on the demo site, on loopback: an origin serves Templates/demo-site, packager build crawls it, the bundle
 # answers with the origin stopped, two pages change and one is deleted, and packager verify flags those three.
-demo: deps
+# Only what building needs: the demo's site, origin and server are the tool's own.
+demo:
+	@missing=""; for p in $(BUILD_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
 	$(SWIFT) build --product packager
 	$$($(SWIFT) build --show-bin-path)/packager demo --output $(OUT)/demo
 

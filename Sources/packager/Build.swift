@@ -199,6 +199,36 @@ extension Packager {
             return try DeclarationParser().parse(contentsOf: path)
         }
 
+        /// The skipped links, grouped for a person: links to other origins as one count of links and origins, redirects
+        /// out of scope as one, then the other reasons (at most ten lines; `--json` lists every reason and origin).
+        static func skippedLines(_ skipped: [String: Int]) -> [String] {
+            var origins = 0
+            var offsite = 0
+            var redirects = 0
+            var rest: [(String, Int)] = []
+            for (reason, count) in skipped {
+                if reason.hasPrefix("origin ") && reason.hasSuffix(" is not in scope") {
+                    origins += 1
+                    offsite += count
+                } else if reason.hasPrefix("redirect target ") {
+                    redirects += count
+                } else {
+                    rest.append((reason, count))
+                }
+            }
+            var lines: [String] = []
+            if offsite > 0 {
+                lines.append("  skipped \(offsite): links to \(origins) other origin\(origins == 1 ? "" : "s"), not in scope (--json lists them)")
+            }
+            if redirects > 0 { lines.append("  skipped \(redirects): redirects to URLs out of scope (--json lists them)") }
+            rest.sort { $0.1 != $1.1 ? $0.1 > $1.1 : $0.0 < $1.0 }
+            for (reason, count) in rest.prefix(10) { lines.append("  skipped \(count): \(terminalSafe(reason))") }
+            if rest.count > 10 {
+                lines.append("  skipped \(rest.dropFirst(10).map(\.1).reduce(0, +)) more, for \(rest.count - 10) other reasons (--json lists them)")
+            }
+            return lines
+        }
+
         /// A journal notice in words.
         static func describe(_ notice: Builder.Notice) -> String {
             func name(_ path: String) -> String { (path as NSString).lastPathComponent }
@@ -237,7 +267,8 @@ extension Packager {
                 lines.append("  resumed \(report.resumed) from the interrupted build (\(formatBytes(UInt64(report.bytesResumed))) not fetched again)")
             }
             if let digest = report.digest { lines.append("  digest sha256:\(digest)") }
-            for (reason, count) in report.skipped.sorted(by: { $0.key < $1.key }) { lines.append("  skipped \(count): \(reason)") }
+            if let key = report.signedBy { lines.append("  signed by \(key) (the key of the .pub that checks it)") }
+            lines += Self.skippedLines(report.skipped)
             for limit in report.limitsReached { lines.append("  " + style.yellow("limit") + ": \(limit)") }
             if !report.browserProblems.isEmpty {
                 lines.append("pages the browser could not render in full (crawled all the same):")

@@ -74,8 +74,9 @@ extension Packager {
                 } else if report.isValid {
                     let signature =
                         switch (report.signatureValid, report.signerChecked) {
-                        case (true?, true): ", signature valid (by the given public key)"
-                        case (true?, false): ", signed, but the signer was not checked (give --public-key to check who signed it)"
+                        case (true?, true): ", signature valid, by \(report.signer ?? "the given key") (the given public key)"
+                        case (true?, false):
+                            ", signed by \(report.signer ?? "a key"), but the signer was not checked (give --public-key to check who signed it)"
                         default: ", unsigned"
                         }
                     print("ok: \(report.path): \(report.entries) entries, \(report.bodies) bodies, \(formatBytes(report.bytesVerified)) verified\(signature)")

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import OfflineBundle
 import PackagerKit
 
 extension Packager {
@@ -19,7 +20,8 @@ extension Packager {
         func run() throws {
             try reportingErrors {
                 let paths = try SigningKeys.generate(prefix: output)
-                print("wrote \(paths.privateKey) (keep it secret) and \(paths.publicKey)")
+                let key = try BundlePublicKey(contentsOf: paths.publicKey)
+                print("wrote \(paths.privateKey) (keep it secret) and \(paths.publicKey): key \(key.fingerprint)")
             }
         }
     }

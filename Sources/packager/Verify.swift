@@ -235,7 +235,7 @@ extension Packager {
 
         func run() async throws {
             var incomplete = false
-            try await reportingErrorsAsync() {
+            try await reportingErrorsAsync {
                 guard FileManager.default.fileExists(atPath: bundle) else { throw PackagerError(.invalidInput, "no such bundle", subject: bundle) }
                 // Mounted before the refresh: the bundle as it was stays readable after the new one replaces it.
                 let before = try deltaOut.map { _ in try DeltaBundles.mount(bundle) }

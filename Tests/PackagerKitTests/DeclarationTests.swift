@@ -25,7 +25,8 @@ struct DeclarationTests {
         #expect(d.scope.maxDepth == 10)
         #expect(d.concurrency.total == 8 && d.concurrency.perHost == 4)
         #expect(d.retries.backoff == 0.5 && d.retries.maxBackoff == 30)
-        #expect(d.substitutions == [.init(.url("https://docs.example.com/assets/logo.svg", file: "assets/logo.svg"), line: 61, location: "packager.yml:62:11")])
+        // Its substitutions are examples, commented out: a file they named would not exist, and build would stop at once.
+        #expect(d.substitutions.isEmpty && d.substitutionProblem() == nil)
         #expect(d.dropQueryParameters == ["utm_*", "fbclid", "gclid"])
     }
 

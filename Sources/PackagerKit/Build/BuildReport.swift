@@ -68,6 +68,9 @@ public struct BuildReport: Codable, Sendable {
     /// ``fetched``), and their body bytes (not in ``bytesFetched``).
     public var resumed = 0
     public var bytesResumed: Int64 = 0
+    /// The fingerprint of the key that signed the bundle (``OfflineBundle/BundlePublicKey/fingerprint``); nil when
+    /// unsigned.
+    public var signedBy: String?
     /// Pages the browser could not render in full (`browser`): a crash, a load that never ended. Never fatal: the
     /// page itself was crawled, and what the browser saw before the problem is kept.
     public var browserProblems: [PageProblem] = []

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import NIOPosix
+import OfflineBundle
 
 /// `packager build`: crawls what a declaration names and writes the bundle.
 ///
@@ -153,6 +154,7 @@ public struct Builder: Sendable {
             report.entries = summary.entries
             report.bodies = summary.bodies
             report.fileSize = summary.fileSize
+            report.signedBy = options.signingKey.map { BundlePublicKey.fingerprint(of: Array($0.publicKey.rawRepresentation)) }
             // The bundle is in place: what it was made from need not be kept.
             journal?.remove()
         } else if let journal, journal.kept.responses > 0 {

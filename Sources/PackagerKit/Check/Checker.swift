@@ -30,10 +30,13 @@ public enum Checker {
         /// Whether the signature was checked against a key the caller gave; without one, a valid signature only
         /// shows the bundle is unchanged since someone signed it, not who.
         public var signerChecked = false
+        /// The fingerprint of the key the signature block names (``OfflineBundle/BundlePublicKey/fingerprint``), when
+        /// the bundle is signed.
+        public var signer: String?
         public var isValid: Bool { issues.isEmpty }
 
         private enum CodingKeys: String, CodingKey {
-            case path, valid, refused, entries, bodies, bytesVerified, digest, signatureValid, signerChecked, issues
+            case path, valid, refused, entries, bodies, bytesVerified, digest, signatureValid, signerChecked, signer, issues
         }
 
         /// The report as `packager check --json` prints it (absent values as null).
@@ -48,6 +51,7 @@ public enum Checker {
             try container.encode(digest, forKey: .digest)
             try container.encode(signatureValid, forKey: .signatureValid)
             try container.encode(signerChecked, forKey: .signerChecked)
+            try container.encode(signer, forKey: .signer)
             try container.encode(issues, forKey: .issues)
         }
 
@@ -374,6 +378,8 @@ public enum Checker {
                     let json = try MountedBundle.readMetadataEntry(
                         signatureEntry, from: bundle.file, limit: 1 << 16, bodyArea: bundle.directory.centralDirectoryOffset)
                     let block = try JSONDecoder().decode(SignatureBlock.self, from: Data(json))
+                    let named = Data(base64Encoded: block.publicKey).map(Array.init) ?? []
+                    if named.count == 32 { report.signer = BundlePublicKey.fingerprint(of: named) }
                     let key = publicKey ?? Data(base64Encoded: block.publicKey).map(Array.init) ?? []
                     try SignatureBlock.verify(json: json, bundleDigestHex: actual, publicKey: key)
                     report.signatureValid = true

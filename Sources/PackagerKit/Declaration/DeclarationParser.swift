@@ -665,6 +665,8 @@ private struct Reader {
     }
 
     func substitutions(_ node: Node) throws -> [Declaration.Substitution] {
+        // The key with every item commented out (as the starter has it): none.
+        if case .scalar(let scalar) = node, ["", "~", "null"].contains(scalar.string) { return [] }
         guard case .sequence(let items) = node else {
             throw fail(node, "substitutions must be a list of {url, file} or {prefix, folder} mappings")
         }

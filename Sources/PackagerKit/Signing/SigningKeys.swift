@@ -26,11 +26,11 @@ public enum SigningKeys {
         // Created 0600 from the start, so the private key is never readable by others, not even briefly.
         let fd = open(privatePath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw PackagerError(.io, "cannot create \(privatePath)", cause: SystemCallError(errno)) }
-        let text = Array((key.rawRepresentation.base64EncodedString() + "\n").utf8)
+        let text = Array((BundlePublicKey.privateFileLabel + "\n" + key.rawRepresentation.base64EncodedString() + "\n").utf8)
         let failure = text.withUnsafeBytes { FileIO.write(fd, $0) }
         close(fd)
         if let failure { throw PackagerError(.io, "cannot write \(privatePath)", cause: SystemCallError(failure)) }
-        let publicText = Data((key.publicKey.rawRepresentation.base64EncodedString() + "\n").utf8)
+        let publicText = Data((BundlePublicKey.fileLabel + "\n" + key.publicKey.rawRepresentation.base64EncodedString() + "\n").utf8)
         guard FileManager.default.createFile(atPath: publicPath, contents: publicText) else {
             throw PackagerError(.io, "cannot write \(publicPath)")
         }
@@ -57,7 +57,14 @@ public enum SigningKeys {
         } else {
             return nil
         }
-        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let whole = String(decoding: data, as: UTF8.self)
+        // A public key is 32 bytes too, and would sign: refused when its file says what it is (keygen's label), or
+        // its name does.
+        if whole.hasPrefix(BundlePublicKey.fileLabel) || (file?.hasSuffix(".pub") == true && !whole.hasPrefix(BundlePublicKey.privateFileLabel)) {
+            throw PackagerError(
+                .invalidInput, "\(source) is a public key (packager keygen's .pub file): sign with the private key, its .key file")
+        }
+        let text = BundlePublicKey.keyText(whole)
         guard let raw = data.count == 32 ? data : Data(base64Encoded: text), raw.count == 32,
             let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: raw)
         else { throw PackagerError(.invalidInput, "\(source) does not hold a 32-byte Ed25519 private key (base64)") }
