@@ -72,6 +72,17 @@ struct ProbeOptions: ParsableArguments {
         }
     }
 
+    /// The options a `packager refresh` advised by a report needs to ask the same servers the same way, each with a
+    /// leading space: what reaches the server (the declaration, private addresses, unsafe methods) and the body bound.
+    var carriedArguments: String {
+        var arguments: [String] = []
+        if let declaration { arguments += ["--declaration", shellQuoted(declaration)] }
+        if allowPrivateAddresses { arguments.append("--allow-private-addresses") }
+        if resendUnsafe { arguments.append("--resend-unsafe") }
+        if let maxBody { arguments += ["--max-body", shellQuoted(maxBody)] }
+        return arguments.map { " " + $0 }.joined()
+    }
+
     func verifierOptions() throws -> Verifier.Options {
         var options = try declaration.map { Verifier.Options(declaration: try DeclarationParser().parse(contentsOf: $0)) } ?? Verifier.Options()
         options.deep = deep
@@ -162,7 +173,8 @@ extension Packager {
                 var options = try probe.verifierOptions()
                 options.failOn = try failingVerdicts()
                 options.checkSubstituted = checkSubstituted
-                options.bundleArgument = RemoteObject.shown(bundle)
+                // The command a report advises runs as printed: the bundle, and the options this check needed.
+                options.bundleArgument = shellQuoted(RemoteObject.shown(bundle)) + probe.carriedArguments
                 let live = isatty(STDERR_FILENO) == 1
                 let report = try await Verifier(options: options).verify(bundleAt: bundle, remote: try remote.options(for: [bundle])) { done, total in
                     if live && (done % 25 == 0 || done == total) { FileHandle.standardError.write(Data("\r\u{1B}[Kverified \(done)/\(total)".utf8)) }
@@ -240,7 +252,7 @@ extension Packager {
                 // Mounted before the refresh: the bundle as it was stays readable after the new one replaces it.
                 let before = try deltaOut.map { _ in try DeltaBundles.mount(bundle) }
                 var options = try probe.verifierOptions()
-                options.bundleArgument = bundle
+                options.bundleArgument = shellQuoted(bundle) + probe.carriedArguments
                 var refresher = Refresher(options: options)
                 refresher.signingKey = try SigningKeys.privateKey(file: signKey, environment: "PACKAGER_SIGN_KEY")
                 let summary = try await refresher.refresh(bundleAt: bundle, output: output ?? bundle)
@@ -308,4 +320,10 @@ extension Packager {
             if differs { throw ExitCode(1) }
         }
     }
+}
+
+/// `text` as one shell word: as it is when it holds only characters no shell reads specially, else in single quotes.
+func shellQuoted(_ text: String) -> String {
+    let plain = !text.isEmpty && text.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) || "-_./:=@%+,".unicodeScalars.contains($0) }
+    return plain ? text : "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
 }
