@@ -196,6 +196,10 @@ extension Packager {
                         ? "no packager.yml in this folder: give a declaration file, or --seed URL -o PATH (packager init writes a starter)"
                         : "no such declaration file: \(path)")
             }
+            var isFolder: ObjCBool = false
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue {
+                throw PackagerError(.invalidInput, "\(path) is a folder, not a declaration file (packager build FOLDER/packager.yml)")
+            }
             return try DeclarationParser().parse(contentsOf: path)
         }
 

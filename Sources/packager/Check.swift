@@ -9,7 +9,8 @@ extension Packager {
             abstract: "Check a bundle offline: every body's digest, the index against the manifest, the signature.",
             discussion: """
                 Exits 0 when the bundle is intact, 1 with every problem listed when it is not, 2 when it could not be checked \
-                as given (a file that does not exist, a delta without its base or over another bundle than its own).
+                as given (a file that does not exist, a folder, a delta without its base or over another bundle than its own, \
+                a bundle URL whose server cannot be read).
 
                 With --browser, the bundle's pages are then opened in headless Chromium with no network at all (the bundle \
                 answers every request, and host names do not resolve), their search boxes typed into and menus opened, and \

@@ -206,11 +206,18 @@ struct KillTests {
                 // The temporary bundle exists: the crawl is over and the writer is at work.
                 // Watched until the build ends, whatever the machine's load makes the crawl take (a count of 1 ms sleeps
                 // ran out first once, under the full suite).
-                var writing = false
-                let deadline = Date().addingTimeInterval(60)
-                while !writing && process.isRunning && Date() < deadline {
-                    writing = try folder.contents().contains { $0.hasPrefix(".site.zip.tmp-") }
-                    if !writing { try await Task.sleep(nanoseconds: 1_000_000) }
+                // Polled on a thread of its own, not by sleeps on the loaded cooperative pool, which once slept past the
+                // whole write.
+                let path = folder.path
+                let writing = try await offPool { () -> Bool in
+                    let deadline = Date().addingTimeInterval(60)
+                    while process.isRunning && Date() < deadline {
+                        if (try? FileManager.default.contentsOfDirectory(atPath: path))?.contains(where: { $0.hasPrefix(".site.zip.tmp-") }) == true {
+                            return true
+                        }
+                        usleep(200)
+                    }
+                    return false
                 }
                 #expect(writing, "the temporary bundle never appeared")
             case .nearTheEnd:
@@ -238,6 +245,26 @@ struct KillTests {
             #expect(result.status == 0, "\(result.output)")
             #expect(try folder.contents() == ["packager.yml", "site.zip"])
             #expect(Checker.check(path: output).issues.isEmpty)
+        }
+    }
+}
+
+@Suite("wrong input exits 2, in words")
+struct WrongInputTests {
+    @Test("a folder where a file is meant, a file that is not there, a bundle URL no server answers: exit 2 with the path and the reason")
+    func wrongInput() async throws {
+        let folder = try TemporaryFolder()
+        let cases: [([String], String)] = [
+            (["build", folder.path], "is a folder, not a declaration file"),
+            (["check", folder.path], "is a folder, not a bundle file"),
+            (["inspect", folder.path], "is a folder, not a bundle file"),
+            (["extract", folder.path + "/missing.zip", folder.path + "/out"], "cannot open \(folder.path)/missing.zip: no such file or directory"),
+            (["extract", folder.path, folder.path + "/out"], "is a folder, not an archive"),
+            (["check", "http://127.0.0.1:\(try closedPort())/x.zip", "--remote-retries", "0"], "cannot read http://127.0.0.1:"),
+        ]
+        for (arguments, words) in cases {
+            let result = try await run(packagerExecutable, arguments)
+            #expect(result.status == 2 && result.output.contains(words), "\(arguments): \(result.status) \(result.output)")
         }
     }
 }

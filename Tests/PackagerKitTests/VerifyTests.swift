@@ -122,7 +122,8 @@ struct VerifyTests {
             // The advised command runs as printed: with the options this check needed to reach the origin.
             let advised = try #require(result.output.firstMatch(of: /packager refresh (.*?) re-fetches it/).map { String($0.1) }, "\(result.output)")
             #expect(advised.contains("--allow-private-addresses"), "\(advised)")
-            let refreshed = try await run("sh", ["-c", "\(packagerExecutable) refresh \(advised) -o refreshed.zip --retries 0 --connect-timeout 0.5"], in: folder.path)
+            let refreshed = try await run(
+                "sh", ["-c", "\(packagerExecutable) refresh \(advised) -o refreshed.zip --retries 0 --connect-timeout 0.5"], in: folder.path)
             #expect(refreshed.status != 2 && FileManager.default.fileExists(atPath: folder.path + "/refreshed.zip"), "\(refreshed.output)")
             result = try await run(packagerExecutable, args + ["--fail-on", "gone"])
             #expect(result.status == 1)

@@ -42,6 +42,8 @@ package final class BundleFile: Sendable {
         }
         guard (info.st_mode & S_IFMT) == S_IFREG else {
             close(fd)
+            // A folder where a file was meant is the wrong argument, not a damaged bundle.
+            if (info.st_mode & S_IFMT) == S_IFDIR { throw BundleError(.invalidArgument, "\(path) is a folder, not a bundle file") }
             throw BundleError(.notABundle, "\(path) is not a regular file")
         }
         self.path = path

@@ -60,17 +60,20 @@ enum LibArchive {
             ] {
                 _ = support(handle)
             }
+            // A path that is not there, or a folder, is the wrong argument: said in words, before libarchive's own.
+            var isFolder: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
+                throw PackagerError(.invalidInput, "cannot open \(path): no such file or directory")
+            }
+            if isFolder.boolValue { throw PackagerError(.invalidInput, "\(path) is a folder, not an archive") }
             let opened = archive_read_open_filename(handle, path, 1 << 16)
             if opened < ARCHIVE_WARN,
                 archive_errno(handle) == EILSEQ || archive_error_string(handle).map({ String(cString: $0) })?.contains("Unrecognized") == true
             {
-                var isFolder: ObjCBool = false
-                let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isFolder)
                 throw PackagerError(
                     .invalidInput,
-                    exists && !isFolder.boolValue
-                        ? "\(path) is not an archive packager reads (.zip, .tar, .tar.gz, .tar.zst, .tar.xz, .7z, .cpio, .iso…)\(Self.empty(path) ? ": it is empty" : "")"
-                        : "cannot open \(path) as an archive", cause: ArchiveError(handle))
+                    "\(path) is not an archive packager reads (.zip, .tar, .tar.gz, .tar.zst, .tar.xz, .7z, .cpio, .iso…)\(Self.empty(path) ? ": it is empty" : "")",
+                    cause: ArchiveError(handle))
             }
             try LibArchive.check(handle, opened, "cannot open \(path) as an archive")
         }

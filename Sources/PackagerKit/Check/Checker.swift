@@ -111,7 +111,8 @@ public enum Checker {
                 return report
             }
             report.record(error)
-            report.refusedInput = (error as? BundleError)?.isWrongInput ?? false
+            // Not checked, rather than found damaged: the input was wrong, or the server holding it could not be read.
+            report.refusedInput = (error as? BundleError).map { $0.isWrongInput || $0.code == .remote } ?? false
             return report
         }
         report.entries = bundle.entryCount
