@@ -14,4 +14,14 @@ struct ReadmeTests {
         #expect(result.output.contains("$ packager verify"))
         #expect(result.output.contains("$ packager serve"))
     }
+
+    @Test("every swift block of README.md compiles as pasted, with its own imports (scripts/readme-swift-check.sh)")
+    func everySwiftBlockCompiles() async throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+        // The modules of the build the tests run in: the folder of the packager binary.
+        let build = (packagerExecutable as NSString).deletingLastPathComponent
+        let result = try await run(root + "/scripts/readme-swift-check.sh", [build, root + "/README.md"])
+        #expect(result.status == 0, "\(result.output)")
+        #expect(result.output.contains("swift blocks of"), "\(result.output)")
+    }
 }
