@@ -14,7 +14,9 @@ struct Packager: AsyncParsableCommand {
             A bundle is a ZIP file of responses keyed by URL, with a JSON manifest and a \
             compact index that services mount at launch (docs/FORMAT.md).
             """,
-        version: PackagerVersion.string,
+        version:
+            "packager \(PackagerVersion.string): writes bundle format \(BundleFormat.version), reads formats "
+            + "\(BundleFormat.readableVersions.lowerBound) to \(BundleFormat.readableVersions.upperBound) (docs/FORMAT.md)",
         subcommands: [
             Demo.self, Init.self, Build.self, Serve.self, Verify.self, Refresh.self, Diff.self, Delta.self, Apply.self, Channel.self, Keygen.self, Pack.self,
             Inspect.self,

@@ -251,6 +251,16 @@ struct KillTests {
 
 @Suite("wrong input exits 2, in words")
 struct WrongInputTests {
+    @Test("--version names the tool's version and the bundle formats it writes and reads")
+    func version() async throws {
+        let result = try await run(packagerExecutable, ["--version"])
+        #expect(
+            result.status == 0
+                && result.output
+                    == "packager \(PackagerVersion.string): writes bundle format \(BundleFormat.version), reads formats 1 to \(BundleFormat.version) (docs/FORMAT.md)\n",
+            "\(result.output)")
+    }
+
     @Test("a folder where a file is meant, a file that is not there, a bundle URL no server answers: exit 2 with the path and the reason")
     func wrongInput() async throws {
         let folder = try TemporaryFolder()
