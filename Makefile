@@ -11,7 +11,7 @@ OUT ?= out
 BENCH_WORK ?= /tmp/packager-bench
 BIN_RELEASE = $$($(SWIFT) build -c release --show-bin-path)
 
-.PHONY: deps build test test-tsan docs demo bench bench-quick lint format clean
+.PHONY: deps build test test-tsan docs demo bench bench-quick lint format clean install uninstall
 
 # The benchmark executables exist in the package only when this is set (see Package.swift).
 bench bench-quick: export PACKAGER_BENCHMARKS = 1
@@ -123,6 +123,25 @@ lint:
 
 format:
 	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
+
+# Installs the tool and its shell completions under PREFIX (default /usr/local); CONFIG=debug installs a debug build.
+PREFIX ?= /usr/local
+CONFIG ?= release
+install:
+	@missing=""; for p in $(BUILD_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
+	$(SWIFT) build -c $(CONFIG) --product packager
+	bin=$$($(SWIFT) build -c $(CONFIG) --show-bin-path)/packager; \
+	install -D -m 0755 "$$bin" "$(DESTDIR)$(PREFIX)/bin/packager" && \
+	mkdir -p "$(DESTDIR)$(PREFIX)/share/bash-completion/completions" "$(DESTDIR)$(PREFIX)/share/zsh/site-functions" "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d" && \
+	"$$bin" --generate-completion-script bash > "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/packager" && \
+	"$$bin" --generate-completion-script zsh > "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_packager" && \
+	"$$bin" --generate-completion-script fish > "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/packager.fish"
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/packager and its bash, zsh and fish completions"
+
+uninstall:
+	rm -f "$(DESTDIR)$(PREFIX)/bin/packager" "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/packager" \
+		"$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_packager" "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/packager.fish"
 
 clean:
 	rm -rf .build $(OUT)
