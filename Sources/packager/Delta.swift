@@ -10,6 +10,8 @@ extension Packager {
             discussion: """
                 The delta mounts over OLD and answers as NEW does (packager serve DELTA OLD), and packager apply OLD DELTA \
                 rebuilds NEW byte for byte, so NEW's signature holds. A reader that does not know deltas refuses one.
+
+                \(exitStatusHelp)
                 """
         )
 

@@ -11,6 +11,8 @@ extension Packager {
                 Formats: \(Exporter.Format.allCases.map(\.rawValue).joined(separator: ", ")). The output is reproducible. \
                 har writes HAR 1.2 (each entry's request, with a declared request's method, headers and body, and its answer), \
                 which Playwright's routeFromHAR and mitmproxy replay.
+
+                \(exitStatusHelp)
                 """
         )
 

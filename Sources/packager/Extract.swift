@@ -4,7 +4,8 @@ import PackagerKit
 extension Packager {
     struct Extract: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Extract a bundle (or any archive) into a folder, refusing links and names that escape it."
+            abstract: "Extract a bundle (or any archive) into a folder, refusing links and names that escape it.",
+            discussion: exitStatusHelp
         )
 
         @Argument(help: "The bundle or archive.")

@@ -6,7 +6,7 @@ extension Packager {
     struct Init: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Write a commented starter declaration (packager.yml) to edit.",
-            discussion: "Every key is described in docs/DECLARATION.md. Then: packager build packager.yml"
+            discussion: "Every key is described in docs/DECLARATION.md. Then: packager build packager.yml\n\n" + exitStatusHelp
         )
 
         @Argument(help: "Where to write it.")

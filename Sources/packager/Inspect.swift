@@ -6,7 +6,8 @@ import PackagerKit
 extension Packager {
     struct Inspect: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "List a bundle's entries (or any archive's files) with sizes, media types and compression."
+            abstract: "List a bundle's entries (or any archive's files) with sizes, media types and compression.",
+            discussion: exitStatusHelp
         )
 
         @Argument(help: "The bundle or archive to list; a bundle may be an http(s) URL, read by range requests.")

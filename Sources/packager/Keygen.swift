@@ -11,6 +11,8 @@ extension Packager {
                 Sign with packager build --sign-key PREFIX.key (or PACKAGER_SIGN_KEY in the environment); \
                 services mount with the public key and refuse unsigned or tampered bundles; \
                 packager check --public-key PREFIX.pub checks a bundle the same way.
+
+                \(exitStatusHelp)
                 """
         )
 

@@ -11,6 +11,8 @@ extension Packager {
                 folder's URL. Media types come from file extensions.
 
                 Example: packager pack dist --base-url https://docs.example.com/ -o docs.bundle.zip
+
+                \(exitStatusHelp)
                 """
         )
 

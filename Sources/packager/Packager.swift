@@ -169,6 +169,10 @@ enum Interrupts {
     static func onStop(_ action: @escaping @Sendable () -> Void) { stopping.withLock { $0 = action } }
 }
 
+/// What every command's help says of its exit status (verify, refresh, check and diff say their own).
+let exitStatusHelp =
+    "Exit status: 0 on success; 1 when the run fails (a file that cannot be written, a full disk); 2 when an argument or an input is wrong (a file that is not there, a folder, not a bundle or not an archive)."
+
 func formatBytes(_ n: UInt64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"]
     var value = Double(n)

@@ -240,6 +240,14 @@ extension Packager {
                         throw PackagerError(.invalidInput, error.message + "; use --origin ORIGIN or --route HOST=ORIGIN")
                     }
                 }
+                // A route to an origin no bundle holds answers nothing but 404s: said at start, with what they hold.
+                let held = Set(loader.bundles.flatMap(\.origins))
+                for route in served where !held.contains(route.origin) && !held.isEmpty {
+                    events.warning(
+                        "origin-not-held",
+                        "no bundle holds \(route.origin): its requests will answer 404 (the bundles hold \(held.sorted().prefix(5).joined(separator: ", "))\(held.count > 5 ? ", …" : ""))"
+                    )
+                }
                 let names = Set(allowedHosts.map { $0.lowercased() } + routes.compactMap { $0.split(separator: "=").first.map { $0.lowercased() } })
                 let sink = try accessLog.map { try Self.accessLogSink($0, json: events.json) }
                 // The metrics count from the record the access log writes, so the two agree.

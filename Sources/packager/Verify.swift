@@ -131,6 +131,9 @@ extension Packager {
         @Option(help: "Report format: text, json, junit, markdown or html.")
         var format: String = "text"
 
+        @Flag(help: "The report as JSON (the same as --format json), as build, inspect, check and diff take it.")
+        var json = false
+
         @Option(name: [.short, .customLong("output")], help: "Write the report to this file (the summary still goes to the terminal).")
         var output: String?
 
@@ -141,6 +144,7 @@ extension Packager {
         var checkSubstituted = false
 
         func validate() throws {
+            if json && format != "text" && format != "json" { throw ValidationError("give --json or --format \(format), not both") }
             guard ReportFormatter.Format(rawValue: format) != nil else {
                 throw ValidationError("--format must be one of \(ReportFormatter.Format.allCases.map(\.rawValue).joined(separator: ", "))")
             }
@@ -180,7 +184,7 @@ extension Packager {
                     if live && (done % 25 == 0 || done == total) { FileHandle.standardError.write(Data("\r\u{1B}[Kverified \(done)/\(total)".utf8)) }
                 }
                 if live { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
-                let kind = ReportFormatter.Format(rawValue: format) ?? .text
+                let kind: ReportFormatter.Format = json ? .json : ReportFormatter.Format(rawValue: format) ?? .text
                 let color = output == nil && kind == .text && TerminalStyle(fd: STDOUT_FILENO).enabled
                 let text = try ReportFormatter.render(report, as: kind, color: color)
                 if let output {

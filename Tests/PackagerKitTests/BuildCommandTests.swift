@@ -272,10 +272,34 @@ struct WrongInputTests {
             (["extract", folder.path, folder.path + "/out"], "is a folder, not an archive"),
             (["check", "http://127.0.0.1:\(try closedPort())/x.zip", "--remote-retries", "0"], "cannot read http://127.0.0.1:"),
         ]
-        for (arguments, words) in cases {
+        try FileManager.default.createDirectory(atPath: folder.path + "/empty", withIntermediateDirectories: false)
+        let more: [([String], String)] = [
+            (
+                ["pack", folder.path + "/empty", "--base-url", "https://x.example/", "-o", folder.path + "/e.zip"],
+                "there is no file to pack in \(folder.path)/empty"
+            ),
+            (["verify", folder.path + "/missing.zip", "--json", "--format", "junit"], "give --json or --format junit, not both"),
+        ]
+        for (arguments, words) in cases + more {
             let result = try await run(packagerExecutable, arguments)
             #expect(result.status == 2 && result.output.contains(words), "\(arguments): \(result.status) \(result.output)")
         }
+        #expect(!FileManager.default.fileExists(atPath: folder.path + "/e.zip"))
+    }
+
+    @Test("serve warns at start about an --origin no bundle holds; verify --json is --format json")
+    func originNotHeldAndVerifyJSON() async throws {
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
+        let pipe = Pipe()
+        let serve = try launch(packagerExecutable, ["serve", folder.path + "/b.zip", "--port", "0", "--origin", "https://other.example"], output: pipe)
+        let first = try await firstLine(of: pipe)
+        serve.terminate()
+        serve.waitUntilExit()
+        #expect(first.contains("no bundle holds https://other.example") && first.contains("https://docs.example.com"), "\(first)")
+        let verified = try await run(packagerExecutable, ["verify", folder.path + "/b.zip", "--json", "--retries", "0", "--connect-timeout", "0.2"])
+        // Nothing answers for docs.example.com here: the check is incomplete (2), and its report is JSON all the same.
+        #expect(verified.output.contains("\"bundle\" :") && verified.output.contains("\"verdict\" : \"unreachable\""), "\(verified.output)")
     }
 }
 

@@ -62,14 +62,14 @@ public struct Packer: Sendable {
         guard FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory) else {
             throw PackagerError(.invalidInput, "\(source) does not exist", subject: source)
         }
-        if isDirectory.boolValue { return try packFolder(source, output: output) }
+        if isDirectory.boolValue { return try packFolder(source, output: output, shown: source) }
         // An archive: extract it safely next to the output, pack, and remove the copy.
         let scratch = try ScratchFolder(besideOutput: output)
         defer { scratch.remove() }
         let staging = scratch.path(for: "site")
         try refuseFileAndFolderOfOneName(in: source)
         try Extractor.extract(archive: source, to: staging, stripComponents: options.stripComponents)
-        return try packFolder(staging, output: output)
+        return try packFolder(staging, output: output, shown: source)
     }
 
     /// An archive can hold a file `about` and a file `about/index.html`, which no folder can: the folder's 301 and the
@@ -151,8 +151,22 @@ public struct Packer: Sendable {
         return (entries, skipped)
     }
 
-    private func packFolder(_ folder: String, output: String) throws -> Summary {
+    /// `shown`: the source as the user named it (an archive's extracted copy is a scratch folder).
+    private func packFolder(_ folder: String, output: String, shown: String) throws -> Summary {
         let (entries, skipped) = try entries(forFolder: folder)
+        // Nothing to answer with: a mistake (the wrong folder, an archive of an empty one), not an empty bundle.
+        let hasFile = entries.contains { entry in
+            switch entry.body {
+            case .file?, .data?: true
+            default: false
+            }
+        }
+        if !hasFile {
+            throw PackagerError(
+                .invalidInput,
+                "there is no file to pack in \(shown)\(options.stripComponents > 0 ? " after --strip-components \(options.stripComponents)" : "")"
+                    + (options.includeHidden ? "" : " (hidden files are left out without --include-hidden)"))
+        }
         var writerOptions = options.writer
         // Files on a static server: the query does not change the answer.
         if options.ignoresQuery, writerOptions.rules.ignoreQuery.isEmpty, let base = RequestKeyCanonicalizer().canonicalize(options.baseURL) {
