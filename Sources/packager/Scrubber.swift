@@ -14,10 +14,28 @@ final class Scrubber: Sendable {
     /// Counts mounts: a scrub stops once a later mount began one of its own.
     private let generation = Atomic<UInt64>(0)
     private let events: EventLog
+    /// Mounts made before ``start()``: their scrubs wait, so none of its lines comes before serve's first.
+    private let held = Mutex<[[MountedBundle]]?>([])
 
     init(events: EventLog) { self.events = events }
 
+    /// Starts the scrubs held until now, and each later one at once.
+    func start() {
+        for bundles in held.withLock({ held -> [[MountedBundle]] in
+            defer { held = nil }
+            return held ?? []
+        }) {
+            scrub(bundles)
+        }
+    }
+
     func scrub(_ bundles: [MountedBundle]) {
+        let waiting = held.withLock { held -> Bool in
+            guard held != nil else { return false }
+            held?.append(bundles)
+            return true
+        }
+        if waiting { return }
         let mine = generation.add(1, ordering: .relaxed).newValue
         let thread = Thread { [self] in
             #if canImport(Glibc)

@@ -293,6 +293,7 @@ extension Packager {
                 events.info(
                     "serving", "serving \(shown.joined(separator: ", ")) (\(entries) entries) on \(scheme)://\(host):\(running.port)/",
                     [("url", "\(scheme)://\(host):\(running.port)/")])
+                scrubber?.start()
                 let listed = followed?.shownURL ?? shown.joined(separator: ", ")
                 // SIGHUP through the CLI's own handler (installed at launch, so none is lost while the server starts).
                 let report: @Sendable (BundleReloader.Event) -> Void = { event in
