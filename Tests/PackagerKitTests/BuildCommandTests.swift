@@ -443,7 +443,7 @@ struct ResumeTests {
         ]
         for record in records { #expect(BuildJournal.decode(BuildJournal.encode(record)) == record) }
         let fingerprint = "test"
-        _ = BuildJournal.open(output: output, fingerprint: fingerprint, fresh: false, limit: 1 << 30) { _ in }
+        BuildJournal.open(output: output, fingerprint: fingerprint, fresh: false, limit: 1 << 30) { _ in }?.close()
         let log = BuildJournal.folder(forOutput: output) + "/log"
         let header = try Data(contentsOf: URL(fileURLWithPath: log))
         let first = Data(BuildJournal.frame(BuildJournal.encode(records[0])))
@@ -451,7 +451,10 @@ struct ResumeTests {
         for cut in 0..<second.count {
             try (header + first + second.prefix(cut)).write(to: URL(fileURLWithPath: log))
             let notices = NoticeLog()
-            let journal = try #require(BuildJournal.open(output: output, fingerprint: fingerprint, fresh: false, limit: 1 << 30) { notices.add($0) })
+            let journal = try #require(
+                BuildJournal.open(output: output, fingerprint: fingerprint, fresh: false, limit: 1 << 30) { notices.add($0) }, "\(notices.all)")
+            // Its lock is let go of at once, not whenever the object goes: the next open in this loop takes it.
+            defer { journal.close() }
             #expect(journal.kept.responses == 1, "cut at \(cut)")
             #expect(notices.all.contains { if case .resuming(1, 5, let dropped) = $0 { dropped == (cut > 0) } else { false } }, "cut at \(cut): \(notices.all)")
             let replayed = journal.replay("https://a.example/", spoolPath: folder.path + "/spool", memory: nil)

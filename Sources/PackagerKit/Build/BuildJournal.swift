@@ -99,9 +99,17 @@ final class BuildJournal: Sendable {
         self.notice = notice
     }
 
-    deinit {
-        close(log)
-        close(descriptor)
+    /// Whether ``close()`` ran: the descriptors are closed once.
+    private let closed = Atomic<Bool>(false)
+
+    deinit { close() }
+
+    /// Closes the log and lets go of the folder's lock, so another build (or another open in this process) may take
+    /// the journal. Reading or writing it afterwards is not allowed; called again, it does nothing.
+    func close() {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        Glibc.close(log)
+        Glibc.close(descriptor)
     }
 
     /// Opens (or starts) the journal of `output`; `fresh` discards what it holds. Never throws: a journal that cannot
@@ -118,7 +126,7 @@ final class BuildJournal: Sendable {
             return nil
         }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            close(descriptor)
+            Glibc.close(descriptor)
             notice(.inUse)
             return nil
         }
@@ -146,13 +154,13 @@ final class BuildJournal: Sendable {
                     removeOrphans(in: folder, keeping: scanned.files)
                 }
             }
-            if !reuse { close(log) }
+            if !reuse { Glibc.close(log) }
         }
         if !reuse {
             emptyFolder(folder)
             log = Glibc.open(logPath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
             guard log >= 0 else {
-                close(descriptor)
+                Glibc.close(descriptor)
                 notice(.stopped(reason: "cannot write \(logPath): \(String(cString: strerror(errno)))"))
                 return nil
             }
@@ -164,8 +172,8 @@ final class BuildJournal: Sendable {
             header.string(fingerprint)
             let frame = Self.frame(header.bytes)
             guard writeAll(log, frame, at: 0) == nil else {
-                close(log)
-                close(descriptor)
+                Glibc.close(log)
+                Glibc.close(descriptor)
                 notice(.stopped(reason: "cannot write \(logPath): \(String(cString: strerror(errno)))"))
                 return nil
             }
@@ -406,7 +414,7 @@ final class BuildJournal: Sendable {
             let file = Glibc.open(path, O_RDONLY | O_CLOEXEC)
             if file >= 0 {
                 fsync(file)
-                close(file)
+                Glibc.close(file)
             }
         }
         state.unsynced = []
@@ -418,6 +426,7 @@ final class BuildJournal: Sendable {
     func remove() {
         Self.emptyFolder(folder)
         rmdir(folder)
+        close()
     }
 
     private func stop(_ reason: String) {
