@@ -96,7 +96,7 @@ struct OperatorTests {
         // The runtime's own counters, through swift-metrics (a counter's samples end in _total).
         #expect(samples["offline_bundle_lookups_total|result=miss|source=none"] == 1)
 
-        // SIGTERM during a slow download (3 s, longer than the socket buffers take: the server is still sending): the
+        // SIGTERM during a slow download (12 s, longer than the socket buffers take, and than a sleep runs long under load):
         // admin server stops last, and says the server is no longer ready meanwhile.
         // A reader with a small receive buffer (loopback's grow to 32 MiB here, which would take the whole body at once).
         try folder.file(
@@ -114,7 +114,7 @@ struct OperatorTests {
                 if not chunk:
                     break
                 chunks.append(chunk)
-                time.sleep(len(chunk) / 8e6)
+                time.sleep(len(chunk) / 2e6)
             head, _, body = b"".join(chunks).partition(b"\\r\\n\\r\\n")
             open(sys.argv[2], "wb").write(body)
             """)
