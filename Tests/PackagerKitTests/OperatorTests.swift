@@ -97,7 +97,7 @@ struct OperatorTests {
         #expect(samples["offline_bundle_lookups_total|result=miss|source=none"] == 1)
 
         // SIGTERM during a slow download (12 s, longer than the socket buffers take, and than a sleep runs long under load):
-        // admin server stops last, and says the server is no longer ready meanwhile.
+        // the admin server stops last, and says the server is no longer ready meanwhile.
         // A reader with a small receive buffer (loopback's grow to 32 MiB here, which would take the whole body at once).
         try folder.file(
             "slow.py",
