@@ -16,52 +16,6 @@ import Synchronization
 /// }
 /// ```
 public final class MountedBundle: Sendable {
-    /// Options that decide what mounting insists on and how reads are checked.
-    public struct Options: Sendable {
-        /// How each body read is checked before it is returned.
-        public enum Verification: Sendable {
-            /// CRC-32 of the inflated bytes (fast; catches damage, not tampering).
-            case crc32
-            /// CRC-32 and SHA-256 of the inflated bytes against the index.
-            case sha256
-        }
-
-        /// When set, the bundle must carry a valid Ed25519 signature by this key (32 raw bytes).
-        public var requiredPublicKey: [UInt8]?
-        /// How body reads are checked. Defaults to SHA-256 when a key is required, else CRC-32.
-        public var verification: Verification?
-        /// Largest inflated size a single body may have; larger bodies are refused as hostile.
-        public var maxBodySize: UInt64
-        /// Largest inflated-to-stored ratio a deflated body may claim (deflate cannot exceed about 1032:1).
-        public var maxCompressionRatio: UInt64
-
-        /// Bytes of inflated bodies kept in memory for identity answers (least recently used first out); 0 keeps none.
-        /// A body larger than an eighth of it is never kept.
-        public var inflatedCacheBytes: Int
-        /// The name the bundle goes by in logs, metrics and access logs (``MountedBundle/label``); the file's name
-        /// when nil.
-        public var label: String?
-        /// Bodies up to this many bytes (as sent) that were not yet checked in this mount are read through their checks
-        /// before their first byte is sent, so a damaged one is an error answer and never a 200 with wrong bytes; larger
-        /// ones are checked as they stream and cut when they fail (``scrub(shouldStop:)`` checks them ahead). A body
-        /// is checked once a mount either way, while the file is the one mounted. Default 16 MiB.
-        public var checkBeforeSend: UInt64
-
-        /// Creates options.
-        public init(
-            requiredPublicKey: [UInt8]? = nil, verification: Verification? = nil, maxBodySize: UInt64 = 4 << 30, maxCompressionRatio: UInt64 = 1100,
-            inflatedCacheBytes: Int = 0, label: String? = nil, checkBeforeSend: UInt64 = 16 << 20
-        ) {
-            self.label = label
-            self.checkBeforeSend = checkBeforeSend
-            self.requiredPublicKey = requiredPublicKey
-            self.verification = verification
-            self.maxBodySize = maxBodySize
-            self.maxCompressionRatio = maxCompressionRatio
-            self.inflatedCacheBytes = inflatedCacheBytes
-        }
-    }
-
     /// The path the bundle was mounted from.
     public var path: String { file.path }
     /// The name the bundle goes by when a loader says which bundle answered (a log field, a metric dimension, the
@@ -106,7 +60,8 @@ public final class MountedBundle: Sendable {
     /// One bit per body: checked once in this mount, then trusted (``BodyReader`` and ``body(of:)`` skip the checks).
     private let verified: VerifiedBodies
     /// One bit per body: failed its checks in ``scrub(shouldStop:)``, refused from then on while the file is unchanged.
-    private let damaged: VerifiedBodies
+    /// Read by ``scrub(shouldStop:)`` (MountedBundle+Scrub.swift) and the readers it refuses.
+    let damaged: VerifiedBodies
     /// See ``Options/checkBeforeSend``.
     package let checkBeforeSend: UInt64
     /// Inflated bodies kept for identity answers (checked before they are kept).
@@ -276,65 +231,6 @@ public final class MountedBundle: Sendable {
     /// checked again on every read.
     package var fileUnchanged: Bool { stores.allSatisfy(\.unchanged) }
     package func markVerified(_ bodyIndex: Int) { verified.insert(bodyIndex) }
-
-    /// Throws when ``scrub(shouldStop:)`` found body `bodyIndex` damaged and the file is still the one it read.
-    package func refuseIfScrubbedDamaged(_ bodyIndex: Int) throws {
-        guard damaged.contains(bodyIndex), bodyFile(bodyIndex).unchanged else { return }
-        throw BundleError(
-            .corruptBody, "the body failed its checks when the mount was scrubbed: it is damaged or was replaced", entry: bodyName(bodyRecord(at: bodyIndex)))
-    }
-
-    /// What ``scrub(shouldStop:)`` found.
-    public struct ScrubReport: Sendable {
-        /// Bodies read through their checks (those already checked in this mount are not read again).
-        public var checked = 0
-        /// Bodies that passed before the scrub came to them.
-        public var alreadyChecked = 0
-        /// Bodies that failed, with why: refused from now on, so their first reader gets an error answer, not a cut.
-        public var damaged: [(name: String, error: BundleError)] = []
-        /// Whether `shouldStop` ended the scrub before the last body.
-        public var stopped = false
-        /// Bytes read from the bundle files.
-        public var bytesRead: UInt64 = 0
-    }
-
-    /// Reads every body not yet checked in this mount through its checks (CRC-32, or SHA-256 when the mount checks
-    /// by SHA-256), as a read would, without keeping it: a body that passes is trusted from then on (and sent without
-    /// its checks, or by `sendfile`), one that fails is refused from then on, so even a body too large to be checked
-    /// before it is sent (``Options/checkBeforeSend``) is never sent damaged. `packager serve --scrub` runs it on a
-    /// low-priority thread after each mount.
-    ///
-    /// Blocks on file reads for as long as reading the whole bundle takes: call it off Swift's cooperative pool.
-    /// A bundle read from a server (``MountedBundle/init(url:remote:options:)``) is not scrubbed: it would fetch every
-    /// body; its bodies are checked against their SHA-256 when fetched. `shouldStop` is asked before each body.
-    public func scrub(shouldStop: () -> Bool = { false }) -> ScrubReport {
-        var report = ScrubReport()
-        for bodyIndex in 0..<index.bodyCount {
-            if shouldStop() {
-                report.stopped = true
-                break
-            }
-            let file = bodyFile(bodyIndex)
-            guard file.remote == nil else { continue }
-            if isVerified(bodyIndex) {
-                report.alreadyChecked += 1
-                continue
-            }
-            let reader = BodyReader(bundle: self, bodyIndex: bodyIndex, shape: .identity, chunkSize: 256 << 10, keep: false)
-            do {
-                try reader.drain()
-                report.checked += 1
-            } catch let error as BundleError {
-                damaged.insert(bodyIndex)
-                report.damaged.append((bodyName(bodyRecord(at: bodyIndex)), error))
-            } catch {
-                damaged.insert(bodyIndex)
-                report.damaged.append((bodyName(bodyRecord(at: bodyIndex)), BundleError(.io, "\(error)")))
-            }
-            report.bytesRead += reader.bytesRead
-        }
-        return report
-    }
 
     // MARK: Lookup
 
