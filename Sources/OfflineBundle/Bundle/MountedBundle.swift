@@ -25,7 +25,7 @@ public final class MountedBundle: Sendable {
     public let digest: String
     /// Whether the bundle carries a signature block (verified only when a key was required).
     public let isSigned: Bool
-    /// The format version of the bundle file: 2 for what this library writes, 1 for older bundles it still mounts.
+    /// The format version of the bundle file: ``BundleFormat/version`` (3) for what this library writes, 1 or 2 for older bundles it still mounts.
     public var formatVersion: Int { Int(index.formatVersion) }
     /// When the content was captured, as the writer recorded it (clamped to `SOURCE_DATE_EPOCH` when that was set);
     /// nil when the writer recorded no time (`packager pack`, and version-1 bundles).
