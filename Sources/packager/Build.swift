@@ -104,6 +104,8 @@ extension Packager {
             help: "Store index.bin as it is rather than deflated: a larger bundle that mounts faster (100,000 files: 9 MB more, 20 ms less).")
         var storedIndex = false
 
+        @OptionGroup var level: OutputLevel
+
         func validate() throws {
             guard (1...12).contains(compressionLevel) else { throw ValidationError("--compression-level must be 1 to 12") }
             if let concurrency, !(1...Declaration.maxConcurrency).contains(concurrency) {
@@ -159,7 +161,7 @@ extension Packager {
                     (seeds.isEmpty && urls.isEmpty ? declaration ?? "packager.yml" : nil, "the declaration"), (signKey, "the signing key"),
                 ]
                 if let conflict = outputConflict(builder.outputPath, over: inputs) { throw PackagerError(.invalidInput, conflict) }
-                let display = ProgressDisplay(enabled: !json)
+                let display = ProgressDisplay(enabled: !json && !level.quiet)
                 let report = try await builder.run(
                     progress: { display.update($0) },
                     notice: { notice in
@@ -204,8 +206,9 @@ extension Packager {
         }
 
         /// The skipped links, grouped for a person: links to other origins as one count of links and origins, redirects
-        /// out of scope as one, then the other reasons (at most ten lines; `--json` lists every reason and origin).
-        static func skippedLines(_ skipped: [String: Int]) -> [String] {
+        /// out of scope as one, then the other reasons (at most ten lines unless `all`; `--json` lists every reason and
+        /// origin).
+        static func skippedLines(_ skipped: [String: Int], all: Bool = false) -> [String] {
             var origins = 0
             var offsite = 0
             var redirects = 0
@@ -226,8 +229,9 @@ extension Packager {
             }
             if redirects > 0 { lines.append("  skipped \(redirects): redirects to URLs out of scope (--json lists them)") }
             rest.sort { $0.1 != $1.1 ? $0.1 > $1.1 : $0.0 < $1.0 }
-            for (reason, count) in rest.prefix(10) { lines.append("  skipped \(count): \(terminalSafe(reason))") }
-            if rest.count > 10 {
+            let listed = all ? rest.count : 10
+            for (reason, count) in rest.prefix(listed) { lines.append("  skipped \(count): \(terminalSafe(reason))") }
+            if rest.count > listed {
                 lines.append("  skipped \(rest.dropFirst(10).map(\.1).reduce(0, +)) more, for \(rest.count - 10) other reasons (--json lists them)")
             }
             return lines
@@ -264,6 +268,34 @@ extension Packager {
                     style.red("build failed") + ": no bundle written"
                         + (FileManager.default.fileExists(atPath: output) ? "; the previous \(output) is unchanged" : ""))
             }
+            if !level.quiet { lines += details(report, style: style) }
+            if !report.failures.isEmpty {
+                lines.append("failures:")
+                // Failures with the same reason (a closed port, a host that does not resolve) are one group.
+                let groups = GroupedListing.groups(report.failures) { "\($0.declared) \(GroupedListing.groupKey($0.reason))" }
+                for group in groups {
+                    let first = group.items[0]
+                    let label = style.red(first.declared ? "declared" : "failed")
+                    func linked(_ failure: BuildReport.Failure) -> String { failure.referrer.map { ", linked from \(terminalSafe($0))" } ?? "" }
+                    if group.items.count == 1 {
+                        let attempts = first.attempts > 1 ? " (after \(first.attempts) attempts)" : ""
+                        lines.append("  \(label) \(terminalSafe(first.url)): \(terminalSafe(first.reason))\(attempts)\(linked(first))")
+                        continue
+                    }
+                    let reason = GroupedListing.groupReason(group.items.lazy.map(\.reason))
+                    lines.append("  \(label) these \(group.items.count): \(terminalSafe(reason))")
+                    let (shown, more) = GroupedListing.shown(group.items, all: level.verbose)
+                    for failure in shown { lines.append("    \(terminalSafe(failure.url))\(linked(failure))") }
+                    if more > 0 { lines.append(GroupedListing.moreLine(more, indent: "    ")) }
+                }
+            }
+            print(lines.joined(separator: "\n"))
+        }
+
+        /// What the summary says below its first line, unless --quiet: counts, the digest and key, what was skipped,
+        /// the limits reached, the browser's problems.
+        func details(_ report: BuildReport, style: TerminalStyle) -> [String] {
+            var lines: [String] = []
             lines.append(
                 "  fetched \(report.fetched) (\(formatBytes(UInt64(report.bytesFetched)))\(overProtocols(report.protocols))), blocked \(report.blocked), substituted \(report.substituted), "
                     + "failed \(report.failures.count), in \(String(format: "%.1f", report.seconds)) s")
@@ -272,22 +304,13 @@ extension Packager {
             }
             if let digest = report.digest { lines.append("  digest sha256:\(digest)") }
             if let key = report.signedBy { lines.append("  signed by \(key) (the key of the .pub that checks it)") }
-            lines += Self.skippedLines(report.skipped)
+            lines += Self.skippedLines(report.skipped, all: level.verbose)
             for limit in report.limitsReached { lines.append("  " + style.yellow("limit") + ": \(limit)") }
             if !report.browserProblems.isEmpty {
                 lines.append("pages the browser could not render in full (crawled all the same):")
                 for problem in report.browserProblems { lines.append(terminalSafe("  " + style.yellow("browser") + " \(problem.page): \(problem.reason)")) }
             }
-            if !report.failures.isEmpty {
-                lines.append("failures:")
-                for failure in report.failures {
-                    var line = "  " + style.red(failure.declared ? "declared" : "failed") + " \(failure.url): \(failure.reason)"
-                    if failure.attempts > 1 { line += " (after \(failure.attempts) attempts)" }
-                    if let referrer = failure.referrer { line += ", linked from \(referrer)" }
-                    lines.append(line)
-                }
-            }
-            print(lines.joined(separator: "\n"))
+            return lines
         }
     }
 }

@@ -143,6 +143,8 @@ extension Packager {
         @Flag(name: .customLong("check-substituted"), help: "Ask the remote URLs substituted entries stand in for whether they changed since the build.")
         var checkSubstituted = false
 
+        @OptionGroup var level: OutputLevel
+
         func validate() throws {
             if json && format != "text" && format != "json" { throw ValidationError("give --json or --format \(format), not both") }
             guard ReportFormatter.Format(rawValue: format) != nil else {
@@ -186,11 +188,13 @@ extension Packager {
                 if live { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
                 let kind: ReportFormatter.Format = json ? .json : ReportFormatter.Format(rawValue: format) ?? .text
                 let color = output == nil && kind == .text && TerminalStyle(fd: STDOUT_FILENO).enabled
-                let text = try ReportFormatter.render(report, as: kind, color: color)
+                let text = try ReportFormatter.render(report, as: kind, color: color, all: level.verbose)
                 if let output {
                     try OutputFile.write(text, to: output)
                     print(ReportFormatter.summaryLine(report))
-                    print("report (\(kind.rawValue)) written to \(output)")
+                    if !level.quiet { print("report (\(kind.rawValue)) written to \(output)") }
+                } else if level.quiet && kind == .text {
+                    print(ReportFormatter.summaryLine(report))
                 } else {
                     print(text)
                 }
@@ -235,6 +239,8 @@ extension Packager {
             help: "Also write the delta from BUNDLE as it was to the refreshed bundle here (packager delta), for fleets that hold BUNDLE.")
         var deltaOut: String?
 
+        @OptionGroup var level: OutputLevel
+
         func validate() throws {
             try refuseURLs([bundle], command: "refresh")
             // Writing the refreshed bundle over BUNDLE is what refresh does by default; the delta is another file.
@@ -261,10 +267,18 @@ extension Packager {
                 refresher.signingKey = try SigningKeys.privateKey(file: signKey, environment: "PACKAGER_SIGN_KEY")
                 let summary = try await refresher.refresh(bundleAt: bundle, output: output ?? bundle)
                 print(ReportFormatter.summaryLine(summary.verify))
-                for (url, status) in summary.refreshed { print("  refreshed \(url) (now \(status))") }
-                for (url, resources) in summary.linksNew { print("  warning: \(url) now links \(resources) the bundle lacks: rebuild to record them") }
-                for (url, reason) in summary.failed { print("  kept the old response for \(url): \(reason)") }
-                for (url, reason) in summary.unchecked { print("  could not check \(url): \(reason)") }
+                if !level.quiet {
+                    let (refreshed, more) = GroupedListing.shown(summary.refreshed, all: level.verbose)
+                    for (url, status) in refreshed { print("  refreshed \(terminalSafe(url)) (now \(status))") }
+                    if more > 0 { print(GroupedListing.moreLine(more, indent: "  ")) }
+                    for (url, resources) in summary.linksNew {
+                        print("  warning: \(terminalSafe(url)) now links \(resources) the bundle lacks: rebuild to record them")
+                    }
+                }
+                // What was left as it was is printed even with --quiet: it is why the run exits 1.
+                let kept = groupedLines(summary.failed, saying: "kept the old response for", all: level.verbose)
+                let unchecked = groupedLines(summary.unchecked, saying: "could not check", all: level.verbose)
+                if !(kept + unchecked).isEmpty { print((kept + unchecked).joined(separator: "\n")) }
                 if let write = summary.write {
                     print("wrote \(output ?? bundle): \(write.entries) entries, \(formatBytes(write.fileSize)), digest sha256:\(write.digest)")
                     if let deltaOut, let before {

@@ -695,6 +695,43 @@ struct RefusedOutputTests {
         #expect(stripped.status == 0 && stripped.output.contains("had no more than 5 path components and were not written"), "\(stripped.output)")
     }
 
+    @Test("failures with one reason are one group; --quiet prints the outcome and what failed, --verbose every URL")
+    func groupedFailures() async throws {
+        try await withOrigin { origin in
+            let port = try closedPort()
+            let links = (0..<9).map { "<a href=\"http://127.0.0.1:\(port)/p\($0).html\">\($0)</a>" }.joined()
+            origin.set("/", .init(headers: [("content-type", "text/html")], body: Array("<html><body>\(links)</body></html>".utf8)))
+            let folder = try TemporaryFolder()
+            let declaration = """
+                output: site.zip
+                seeds: [\(origin.base)/]
+                scope:
+                  hosts: [\(origin.base), "http://127.0.0.1:\(port)"]
+                retries: 0
+                max-errors: 20
+                """
+            try folder.file("packager.yml", declaration)
+            let plain = try await run(packagerExecutable, ["build", "packager.yml", "--fresh"], in: folder.path)
+            #expect(plain.status == 0, "\(plain.output)")
+            let lines = plain.output.split(separator: "\n").map(String.init)
+            let group = try #require(lines.firstIndex { $0.hasPrefix("  failed these 9: ") }, "\(plain.output)")
+            #expect(lines[group].contains("connection refused"), "\(plain.output)")
+            #expect(
+                lines[(group + 1)...].prefix(4)
+                    == ArraySlice([
+                        "    http://127.0.0.1:\(port)/p0.html, linked from \(origin.base)/",
+                        "    http://127.0.0.1:\(port)/p1.html, linked from \(origin.base)/",
+                        "    http://127.0.0.1:\(port)/p2.html, linked from \(origin.base)/", "    ... and 6 more (--verbose lists them)",
+                    ]), "\(plain.output)")
+            let verbose = try await run(packagerExecutable, ["build", "packager.yml", "--fresh", "--verbose"], in: folder.path)
+            #expect(verbose.output.split(separator: "\n").filter { $0.hasPrefix("    http://127.0.0.1:\(port)/p") }.count == 9, "\(verbose.output)")
+            let quiet = try await run(packagerExecutable, ["build", "packager.yml", "--fresh", "-q"], in: folder.path)
+            let said = quiet.output.split(separator: "\n").map(String.init)
+            #expect(quiet.status == 0 && said.first?.hasPrefix("built ") == true && !said.contains { $0.hasPrefix("  fetched ") }, "\(quiet.output)")
+            #expect(said.contains { $0.hasPrefix("  failed these 9: ") }, "\(quiet.output)")
+        }
+    }
+
     @Test("a build's concurrency is at most 1024, on the command line and in a declaration (a task and a connection each)")
     func concurrencyBound() async throws {
         let folder = try TemporaryFolder()

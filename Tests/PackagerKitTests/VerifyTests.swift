@@ -238,6 +238,24 @@ struct VerifyTests {
         #expect(tried.count <= 2 && tried.count + skipped.count == 20, "\(report.entries.map { $0.error ?? "-" })")
         #expect(skipped.allSatisfy { $0.method == "not probed" && $0.attempts == 0 })
         #expect(report.exitCode == 2)
+        // For a person: the entries that found the host down and those not tried after are one group with one advice.
+        #expect(report.entries.allSatisfy { $0.advice == report.entries[0].advice && $0.advice != nil }, "\(report.entries.map(\.advice))")
+        let args = [folder.path + "/down.zip", "--allow-private-addresses", "--retries", "0", "--connect-timeout", "0.3", "--concurrency", "2"]
+        let verify = try await run(packagerExecutable, ["verify"] + args)
+        let lines = verify.output.split(separator: "\n").map(String.init)
+        #expect(verify.status == 2 && lines.count <= 9, "\(verify.output)")
+        #expect(lines.contains("             these 20: http://127.0.0.1:9 could not be reached (cannot connect: connection refused)"), "\(verify.output)")
+        #expect(lines.contains("             ... and 17 more (--verbose lists them)"), "\(verify.output)")
+        let verbose = try await run(packagerExecutable, ["verify", "--verbose"] + args)
+        #expect(verbose.output.split(separator: "\n").filter { $0.hasPrefix("unreachable") }.count == 20, "\(verbose.output)")
+        let quiet = try await run(packagerExecutable, ["verify", "-q"] + args)
+        #expect(quiet.status == 2 && quiet.output.split(separator: "\n").count == 1, "\(quiet.output)")
+        #expect(quiet.output.hasPrefix("20 entries: 20 unreachable"), "\(quiet.output)")
+        let refresh = try await run(packagerExecutable, ["refresh", "-o", folder.path + "/r.zip"] + args)
+        #expect(refresh.status == 1 && refresh.output.contains("  could not check these 20: http://127.0.0.1:9 could not be reached"), "\(refresh.output)")
+        #expect(refresh.output.contains("    ... and 17 more (--verbose lists them)") && refresh.output.split(separator: "\n").count <= 7, "\(refresh.output)")
+        let both = try await run(packagerExecutable, ["verify", "-q", "-v"] + args)
+        #expect(both.status == 2 && both.output.contains("--quiet and --verbose cannot both be given"), "\(both.output)")
     }
 
     @Test("the text report shows control bytes from a stored or live value, never sends them to the terminal")
@@ -251,7 +269,7 @@ struct VerifyTests {
         #expect(text.contains("\\u{1b}]2;PWNED"))
     }
 
-    @Test("the text report explains once a run of entries with the same verdict and reason (a whole origin not asked), one URL a line")
+    @Test("the text report explains once the entries with the same verdict and reason (a whole origin not asked), and shortens a long group")
     func textReportGroupsRepeatedReasons() throws {
         func refused(_ path: String) -> EntryVerification {
             var entry = EntryVerification(
@@ -266,19 +284,26 @@ struct VerifyTests {
         let entries = [refused("/a"), refused("/b"), stale, refused("/d")]
         let report = VerifyReport(bundle: "b.zip", checkedAt: Date(), seconds: 1, entries: entries, failOn: Verdict.failingByDefault)
         let lines = try ReportFormatter.render(report, as: .text).split(separator: "\n").map(String.init)
+        // One group for the three, wherever they stand in the bundle's order.
         #expect(
-            Array(lines.prefix(10)) == [
+            Array(lines.prefix(8)) == [
                 "VERDICT      STATUS  URL",
                 "unreachable  -       http://127.0.0.1:8480/a",
                 "unreachable  -       http://127.0.0.1:8480/b",
-                "             these 2: not asked: 127.0.0.1 is a loopback address",
+                "unreachable  -       http://127.0.0.1:8480/d",
+                "             these 3: not asked: 127.0.0.1 is a loopback address",
                 "             -> name the origin",
                 "stale        200     http://127.0.0.1:8480/c",
                 "             \(stale.summary)",
-                "unreachable  -       http://127.0.0.1:8480/d",
-                "             not asked: 127.0.0.1 is a loopback address",
-                "             -> name the origin",
             ], "\(lines)")
+        // A long group shows its first three and a count, unless every URL is asked for.
+        let many = (0..<12).map { refused("/p\($0)") }
+        let long = VerifyReport(bundle: "b.zip", checkedAt: Date(), seconds: 1, entries: many, failOn: Verdict.failingByDefault)
+        let short = try ReportFormatter.render(long, as: .text).split(separator: "\n").map(String.init)
+        #expect(short.filter { $0.hasPrefix("unreachable") }.count == 3 && short.contains("             ... and 9 more (--verbose lists them)"), "\(short)")
+        #expect(short.contains("             these 12: not asked: 127.0.0.1 is a loopback address"))
+        let all = try ReportFormatter.render(long, as: .text, all: true).split(separator: "\n").map(String.init)
+        #expect(all.filter { $0.hasPrefix("unreachable") }.count == 12 && !all.contains { $0.contains("more (--verbose") }, "\(all)")
     }
 
     @Test("HTML and Markdown reports escape what a key or a server says, per Unicode scalar")

@@ -99,7 +99,13 @@ enum HTTPTransport {
             return connectErrors.contains(error.errnoCode) ? "cannot connect: " + reason : "connection error: " + reason
         }
         if let error = error as? NIOConnectionError {
-            if let dns = error.dnsAAAAError ?? error.dnsAError { return "cannot connect: the host name did not resolve (\(dns))" }
+            if let dns = error.dnsAAAAError ?? error.dnsAError {
+                // The resolver's own words, without NIO's type name.
+                if let unknown = dns as? SocketAddressError.UnknownHost {
+                    return "cannot connect: the host name \(unknown.host) did not resolve: \(unknown.errorDescription.lowercased())"
+                }
+                return "cannot connect: the host name did not resolve (\(dns))"
+            }
             let reasons = error.connectionErrors.map { describe($0.error) }
             return reasons.first ?? "cannot connect"
         }

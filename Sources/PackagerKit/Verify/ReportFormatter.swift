@@ -8,9 +8,11 @@ public enum ReportFormatter {
         case text, json, junit, markdown, html
     }
 
-    public static func render(_ report: VerifyReport, as format: Format, color: Bool = false) throws -> String {
+    /// `report` as `format`. The text table groups entries with the same verdict and reason, and lists the first few of a
+    /// long group unless `all`; the other formats list every entry.
+    public static func render(_ report: VerifyReport, as format: Format, color: Bool = false, all: Bool = false) throws -> String {
         switch format {
-        case .text: return text(report, color: color)
+        case .text: return text(report, color: color, all: all)
         case .json: return try json(report)
         case .junit: return junit(report)
         case .markdown: return markdown(report)
@@ -20,7 +22,15 @@ public enum ReportFormatter {
 
     // MARK: - Text
 
-    static func text(_ report: VerifyReport, color: Bool) -> String {
+    /// What makes two listed entries one group. An entry not tried because its origin was found down groups with the
+    /// entries whose attempt found it down.
+    static func groupKey(_ entry: EntryVerification) -> String {
+        let reason = GroupedListing.groupKey(entry.summary)
+        return [entry.verdict.rawValue, entry.liveStatus.map(String.init) ?? "-", entry.verdict == .unreachable ? entry.host : "", reason, entry.advice ?? ""]
+            .joined(separator: "\u{0}")
+    }
+
+    static func text(_ report: VerifyReport, color: Bool, all: Bool) -> String {
         func paint(_ verdict: Verdict) -> String {
             let name = verdict.rawValue.padding(toLength: 12, withPad: " ", startingAt: 0)
             guard color else { return name }
@@ -36,25 +46,22 @@ public enum ReportFormatter {
         // Fresh entries are summed up, not listed: the table is for what needs attention (and absent when nothing does).
         let listed = report.entries.filter { $0.verdict != .fresh }
         var lines = listed.isEmpty ? [] : ["VERDICT      STATUS  URL"]
-        // Entries in a row with the same verdict, status, explanation and advice (a whole origin not asked, say) are
-        // listed one URL a line, and explained once after them.
-        var start = 0
-        while start < listed.count {
-            let first = listed[start]
-            var end = start + 1
-            while end < listed.count, listed[end].verdict == first.verdict, listed[end].liveStatus == first.liveStatus,
-                listed[end].summary == first.summary, listed[end].advice == first.advice
-            {
-                end += 1
-            }
+        // Entries with the same verdict, status, reason and advice (a whole origin down, say) are one group, explained
+        // once after its URLs; a long group lists its first few (all with `all`).
+        for group in GroupedListing.groups(listed, by: groupKey) {
+            let first = group.items[0]
             let status = first.liveStatus.map(String.init) ?? "-"
-            for entry in listed[start..<end] {
+            let (shown, more) = GroupedListing.shown(group.items, all: all)
+            for entry in shown {
                 // Stored and live values come from the bundle and the server: control bytes are shown, not sent to the terminal.
                 lines.append("\(paint(entry.verdict)) \(status.padding(toLength: 8, withPad: " ", startingAt: 0))\(terminalSafe(entry.url))")
             }
-            lines.append("             \(end - start > 1 ? "these \(end - start): " : "")\(terminalSafe(first.summary))")
+            if more > 0 { lines.append(GroupedListing.moreLine(more, indent: "             ")) }
+            // An origin found down: the entries not tried after it say so, and name it.
+            let summary = GroupedListing.groupReason(group.items.lazy.map(\.summary))
+            let count = group.items.count
+            lines.append("             \(count > 1 ? "these \(count): " : "")\(terminalSafe(summary))")
             if let advice = first.advice { lines.append("             -> \(terminalSafe(advice))") }
-            start = end
         }
         lines.append("")
         lines.append(summaryLine(report))

@@ -75,6 +75,9 @@ public struct EntryVerification: Codable, Sendable, Equatable {
     /// The host the entry belongs to (with its port, when the key has one), for grouping.
     public var host: String { keyOrigin(url).map { String($0.authority) } ?? url }
 
+    /// How the error of an entry not tried because its origin was found down begins.
+    static let notTriedPrefix = "not tried: "
+
     /// One line that says why, for tables and reports.
     public var summary: String {
         if let error { return error }

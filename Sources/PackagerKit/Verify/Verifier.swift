@@ -157,10 +157,12 @@ public struct Verifier: Sendable {
                         if let limiter, down == nil { await limiter.acquire(host) }
                         if let down {
                             // A host no connection could be made to, after every retry, is not asked again for each of its entries.
-                            mine.append(
-                                EntryVerification(
-                                    url: record.key, verdict: .unreachable, recordedStatus: record.status, liveStatus: nil, method: EntryVerification.notProbed,
-                                    changes: [], error: "not tried: \(down)", attempts: 0))
+                            var entry = EntryVerification(
+                                url: record.key, verdict: .unreachable, recordedStatus: record.status, liveStatus: nil, method: EntryVerification.notProbed,
+                                changes: [], error: EntryVerification.notTriedPrefix + down, attempts: 0)
+                            // The advice the entries that found the origin down carry (run verify again once it answers).
+                            entry.advice = probe.advice(for: entry, record, failure: .notTried)
+                            mine.append(entry)
                         } else {
                             let probed = await probe.verify(record)
                             mine.append(probed)
