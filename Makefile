@@ -39,19 +39,14 @@ build: deps
 	$(SWIFT) build
 
 # Imports match the declared dependencies (scripts/check-imports.py for other packages' products, SwiftPM's check
-# for this package's targets), then the whole suite on that build.
+# for this package's targets), then the whole suite on that build, in four stages that each run (scripts/test-stages.sh
+# lists every failure at the end).
 test: deps
 	python3 scripts/check-imports.py
 	$(SWIFT) build --build-tests --explicit-target-dependency-import-check error
-	$(SWIFT) test --skip-build --skip BrowserTests --skip swapsUnderLoad --skip refusedPortFailsFast
-	# Chromium's tests, and the Vapor test that swaps bundles under 32 clients, each run on their own: on two cores
-	# they would slow the timing tests above (and each other) past their bounds.
-	$(SWIFT) test --skip-build --filter BrowserTests
-	$(SWIFT) test --skip-build --filter swapsUnderLoad
-	# Alone: in the full first pass a refused port's failure took 27 to 29 s twice (2 to 3 s alone). The likely cause,
-	# since mended: the test's closed port was freed before the crawl dialled it, and another test's server binding
-	# port 0 could take it (closedPort now holds it bound). It stays alone until full passes have shown the mend.
-	$(SWIFT) test --skip-build --filter refusedPortFailsFast
+	@# argument-parser's manual generator, for the test of make install's files (about 30 s).
+	$(SWIFT) build --package-path .build/checkouts/swift-argument-parser --scratch-path .build/generate-manual --product generate-manual
+	SWIFT="$(SWIFT)" scripts/test-stages.sh
 
 # The main job on the demo site, on loopback: an origin serves Templates/demo-site, packager build crawls it, the bundle
 # answers with the origin stopped, two pages change and one is deleted, and packager verify flags those three.
@@ -124,24 +119,22 @@ lint:
 format:
 	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
 
-# Installs the tool and its shell completions under PREFIX (default /usr/local); CONFIG=debug installs a debug build.
+# Installs the tool, a man page per command (argument-parser's generate-manual, built from the resolved checkout into
+# .build/generate-manual) and bash, zsh and fish completions under PREFIX (default /usr/local); CONFIG=debug installs a
+# debug build; DESTDIR stages the files for a package.
 PREFIX ?= /usr/local
 CONFIG ?= release
 install:
 	@missing=""; for p in $(BUILD_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
 	$(SWIFT) build -c $(CONFIG) --product packager
-	bin=$$($(SWIFT) build -c $(CONFIG) --show-bin-path)/packager; \
-	install -D -m 0755 "$$bin" "$(DESTDIR)$(PREFIX)/bin/packager" && \
-	mkdir -p "$(DESTDIR)$(PREFIX)/share/bash-completion/completions" "$(DESTDIR)$(PREFIX)/share/zsh/site-functions" "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d" && \
-	"$$bin" --generate-completion-script bash > "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/packager" && \
-	"$$bin" --generate-completion-script zsh > "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_packager" && \
-	"$$bin" --generate-completion-script fish > "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/packager.fish"
-	@echo "installed $(DESTDIR)$(PREFIX)/bin/packager and its bash, zsh and fish completions"
+	$(SWIFT) build --package-path .build/checkouts/swift-argument-parser --scratch-path .build/generate-manual --product generate-manual
+	SWIFT="$(SWIFT)" scripts/install.sh "$$($(SWIFT) build -c $(CONFIG) --show-bin-path)/packager" \
+		"$$($(SWIFT) build --package-path .build/checkouts/swift-argument-parser --scratch-path .build/generate-manual --show-bin-path)/generate-manual" \
+		"$(DESTDIR)$(PREFIX)"
 
 uninstall:
-	rm -f "$(DESTDIR)$(PREFIX)/bin/packager" "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/packager" \
-		"$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_packager" "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/packager.fish"
+	scripts/install.sh --uninstall "$(DESTDIR)$(PREFIX)"
 
 clean:
 	rm -rf .build $(OUT)
