@@ -12,17 +12,21 @@
 # Exits 0 when all passed; 1 naming the README line of the first command that failed, or that still ran when the
 # whole run passed READMECHECK_TIMEOUT seconds (default 100; it takes a few seconds).
 #
-# Usage: scripts/readme-check.sh PACKAGER_BINARY [README]   (READMECHECK_VERBOSE=1 prints every command's output)
+# Then the outputs the README shows are compared with what the commands printed (scripts/readme-outputs.py: `…` elides,
+# and what changes from run to run, times, sizes, digests, is compared by its shape); with --update, the outputs that
+# differ are written again into the README from this run.
+#
+# Usage: scripts/readme-check.sh [--update] PACKAGER_BINARY [README]   (READMECHECK_VERBOSE=1 prints every command's output)
 set -euo pipefail
 
 if [ "${1:-}" = --run ]; then
     # The inner runner: one shell, so cd, export and background jobs (%1) carry over as in a terminal.
-    steps=$2 files=$3 readme_name=$4 current=$5
+    steps=$2 files=$3 readme_name=$4 current=$5 logs=$6
     trap 'for p in $(jobs -p); do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true' EXIT
     set +eu +o pipefail
     fail() { echo "readme-check: $readme_name:$1: $2" >&2; exit 1; }
-    answers() { curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$1/"; }
-    logs=$(mktemp -d)
+    # A connection, not a request: a request would count in the metrics and the logs the README shows.
+    answers() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
     count=0
     while IFS=$'\t' read -r kind line expected text; do
         case $kind in
@@ -71,8 +75,13 @@ if [ "${1:-}" = --run ]; then
     exit 0
 fi
 
+update=
+if [ "${1:-}" = --update ]; then
+    update=--update
+    shift
+fi
 if [ $# -lt 1 ] || [ ! -x "$1" ]; then
-    echo "usage: scripts/readme-check.sh PACKAGER_BINARY [README]" >&2
+    echo "usage: scripts/readme-check.sh [--update] PACKAGER_BINARY [README]" >&2
     exit 2
 fi
 binary=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -90,7 +99,7 @@ cleanup() {
 trap cleanup EXIT
 
 # The scratch copy: the reader's repository as far as the README's commands use it.
-mkdir -p "$work/repo/.build/debug" "$work/bin" "$work/tmp" "$work/files"
+mkdir -p "$work/repo/.build/debug" "$work/bin" "$work/tmp" "$work/files" "$work/outputs"
 cp -a "$root/Templates" "$work/repo/Templates"
 ln -s "$binary" "$work/repo/.build/debug/packager"
 ln -s "$binary" "$work/bin/packager"
@@ -149,7 +158,7 @@ cd "$work/repo"
 limit=${READMECHECK_TIMEOUT:-100}
 set +e
 PATH="$work/bin:$PATH" TMPDIR="$work/tmp" NO_COLOR=1 timeout -k 5 "$limit" \
-    bash "$root/scripts/readme-check.sh" --run "$work/steps" "$work/files" "$(basename "$readme")" "$work/current" &
+    bash "$root/scripts/readme-check.sh" --run "$work/steps" "$work/files" "$(basename "$readme")" "$work/current" "$work/outputs" &
 runner=$!
 wait "$runner"
 status=$?
@@ -157,4 +166,5 @@ set -e
 if [ "$status" = 124 ] || [ "$status" = 137 ]; then
     echo "readme-check: $(cat "$work/current" 2>/dev/null) still running after $limit s in all; stopped" >&2
 fi
-exit "$status"
+[ "$status" = 0 ] || exit "$status"
+python3 "$root/scripts/readme-outputs.py" "$readme" "$work/steps" "$work/outputs" $update
