@@ -524,7 +524,14 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         if pending.refused { return empty(503, record, request: request, keepAlive: keepAlive, context: context) }
         let answer: ServeAnswer
         switch settings.serving.answer(method: request.method.rawValue, target: request.uri, host: asked.host, headers: fields, body: body, loader: loader) {
-        case .miss: return empty(404, record, request: request, keepAlive: keepAlive, context: context)
+        case .miss:
+            let policy = settings.serving.policy
+            guard policy.explainsMisses || policy.sendsMissHeader else { return empty(404, record, request: request, keepAlive: keepAlive, context: context) }
+            var explained = record
+            explained.miss = settings.serving.explainMiss(
+                method: request.method.rawValue, target: request.uri, host: asked.host, headers: fields, body: body, loader: loader)
+            let header = policy.sendsMissHeader ? explained.miss?.fieldValue : nil
+            return empty(404, explained, http10: request.isHTTP10, keepAlive: keepAlive, missHeader: header, context: context)
         case .status(let status): return empty(status, record, request: request, keepAlive: keepAlive, context: context)
         case .answer(let found): answer = found
         }
@@ -922,7 +929,10 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         empty(status, record, http10: request.isHTTP10, keepAlive: keepAlive, context: context)
     }
 
-    private func empty(_ status: Int, _ record: ServedRequest, http10: Bool, keepAlive: Bool, retryAfter: Int? = nil, context: ChannelHandlerContext) {
+    private func empty(
+        _ status: Int, _ record: ServedRequest, http10: Bool, keepAlive: Bool, retryAfter: Int? = nil, missHeader: String? = nil,
+        context: ChannelHandlerContext
+    ) {
         var record = record
         record.status = status
         record.contentLength = "0"
@@ -930,6 +940,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         var fields = HTTPFields()
         fields[.contentLength] = "0"
         if let retryAfter { fields[.retryAfter] = String(retryAfter) }
+        if let missHeader, let name = HTTPField.Name("x-offline-miss") { fields[name] = missHeader }
         let head = ResponseHead.fixed(status: status, fields: fields, serverName: settings.serverName, allocator: context.channel.allocator)
         sendHead(Response(head: head, age: nil, record: record, keepAlive: keepAlive, http10: http10), context: context)
         end(keepAlive: keepAlive, context: context)

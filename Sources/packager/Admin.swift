@@ -47,6 +47,20 @@ final class AdminEndpoints: Sendable {
         }
         counter.increment()
         if let length = served.contentLength.flatMap({ Int64($0) }) { bytes.increment(by: length) }
+        if let miss = served.miss {
+            let key = "miss \(miss.kind.rawValue)"
+            let counter = counters.withLock { counters in
+                if let known = counters[key] { return known }
+                let made = registry.makeCounter(
+                    descriptor: .init(
+                        metricName: "packager_http_misses", unitName: "total",
+                        helpText: "Requests the bundles did not answer, by what differed from the nearest recorded request (path: nothing recorded there)."),
+                    labels: [("kind", miss.kind.rawValue)])
+                counters[key] = made
+                return made
+            }
+            counter.increment()
+        }
     }
 
     /// Says which bundles answer now (at start and after each reload).

@@ -113,6 +113,7 @@ extension Packager {
                     for miss in result.unanswered {
                         let by = miss.initiator.map { ", asked by \($0)" } ?? ""
                         print(terminalSafe("  not in the bundle: \(miss.method) \(miss.url) (\(miss.type)\(by)) on \(miss.page)"))
+                        if let near = miss.nearMiss { print(terminalSafe("    \(near)")) }
                     }
                     for problem in result.problems { print(terminalSafe("  not checked: \(problem.page): \(problem.reason)")) }
                 }

@@ -131,6 +131,13 @@ extension Packager {
         var checkBeforeSend = "16M"
 
         @Flag(
+            name: .customLong("explain-misses"),
+            help: """
+                Answer a miss's 404 with an X-Offline-Miss field: the nearest recorded request and what differed (a query                 parameter, the method, a header, the body). It names recorded URLs: for development. The access log and                 /metrics explain misses without it.
+                """)
+        var explainMisses = false
+
+        @Flag(
             name: .customLong("scrub"),
             help: "After each mount, check every body on a low-priority thread, so a damaged body of any size answers 500 from the first request.")
         var scrub = false
@@ -260,7 +267,9 @@ extension Packager {
                     } else {
                         sink
                     }
-                let policy = ServerPolicy(allowedHosts: names, accessLog: record)
+                // Misses are explained where they are reported: in the access log, in /metrics, or in the 404 itself.
+                let policy = ServerPolicy(
+                    allowedHosts: names, accessLog: record, explainsMisses: record != nil, sendsMissHeader: explainMisses)
                 let serving = BundleServing(handle: handle, routes: served, policy: policy)
                 var logger = Logger(label: "packager-serve")
                 logger.logLevel = .warning

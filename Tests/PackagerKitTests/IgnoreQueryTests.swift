@@ -49,6 +49,37 @@ struct IgnoreQueryTests {
         #expect(try MountedBundle(path: folder.path + "/declared.zip").rules.ignoreQuery == [base + "/search*"])
     }
 
+    @Test("a path recorded with queries whose answers are all the page's own still ignores the query; one whose answers differ does not")
+    func recordedQueriesThatChangeNothing() throws {
+        let folder = try TemporaryFolder()
+        let base = "http://docs.example"
+        var writer = BundleWriter(options: .init(rules: BundleRules(ignoreQuery: [base + "/*"])))
+        func add(_ path: String, _ body: String, status: Int = 200) {
+            writer.add(.init(url: base + path, status: status, headers: [("content-type", "text/html")], body: .data(Data(body.utf8))))
+        }
+        // A search page the browser visited with two words: the origin answered the page itself each time.
+        add("/search.html", "<p>search</p>")
+        add("/search.html?q=a", "<p>search</p>")
+        add("/search.html?q=b", "<p>search</p>")
+        // A list whose second page differs: the query matters there.
+        add("/list.html", "<p>page 1</p>")
+        add("/list.html?page=2", "<p>page 2</p>")
+        // The same body under another status is another answer.
+        add("/item.html", "<p>item</p>")
+        add("/item.html?id=9", "<p>item</p>", status: 404)
+        // Queried versions with no query-less entry: nothing to answer from.
+        add("/feed.xml?v=1", "<feed/>")
+        try writer.write(to: folder.path + "/b.zip")
+        let loader = try OfflineLoader(path: folder.path + "/b.zip")
+        let search = try #require(loader.response(for: BundleRequest(url: base + "/search.html?q=dictionary")))
+        #expect(search.status == 200)
+        #expect(try search.bodyData() == Data("<p>search</p>".utf8))
+        #expect(loader.response(for: BundleRequest(url: base + "/list.html?page=9")) == nil)
+        #expect(try loader.response(for: BundleRequest(url: base + "/list.html?page=2"))?.bodyData() == Data("<p>page 2</p>".utf8))
+        #expect(loader.response(for: BundleRequest(url: base + "/item.html?id=1")) == nil)
+        #expect(loader.response(for: BundleRequest(url: base + "/feed.xml?v=2")) == nil)
+    }
+
     @Test("packed files ignore the query; --query-matters packs without the rule")
     func packIgnoresQuery() async throws {
         let folder = try TemporaryFolder()

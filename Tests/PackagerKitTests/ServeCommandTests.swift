@@ -386,12 +386,13 @@ struct ServeCommandTests {
                 lines = (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
             }
             #expect(lines.count == 4, "\(lines)")
-            let pattern = #/^127\.0\.0\.1 - - \[\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d \+0000\] "GET \S+ HTTP/1\.1" \d{3} (\d+|-) "[^"]+"$/#
+            // A miss adds a last field: why, against the nearest recorded request.
+            let pattern = #/^127\.0\.0\.1 - - \[\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d \+0000\] "GET \S+ HTTP/1\.1" \d{3} (\d+|-) "[^"]+"( "miss: [^"]+")?$/#
             #expect(lines.allSatisfy { $0.wholeMatch(of: pattern) != nil }, "\(lines)")
             // The last field says what answered: the bundle's file name, or "-" when nothing in the bundles did.
             #expect(lines.first?.hasSuffix("\"GET / HTTP/1.1\" 200 \(samplePage.utf8.count) \"b.zip\"") == true, "\(lines)")
             #expect(lines.dropFirst().first?.contains("\" 404 ") == true)
-            #expect(lines.dropFirst().first?.hasSuffix(" \"-\"") == true, "\(lines)")
+            #expect(lines.dropFirst().first?.hasSuffix(" \"-\" \"miss: nothing recorded under https://docs.example.com/not-there\"") == true, "\(lines)")
             #expect(lines.dropFirst(2).first?.contains("a%22b\\x22c") == true, "\(lines)")
             #expect(lines.last?.hasSuffix("\"GET / HTTP/1.1\" 200 \(samplePage.utf8.count) \"b.zip\"") == true, "\(lines)")
             #expect(lines.last?.hasPrefix("127.0.0.1 - - [") == true, "\(lines)")

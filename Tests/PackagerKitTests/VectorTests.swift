@@ -245,11 +245,28 @@ struct VectorTests {
             indexForm: .edit)
     }
 
+    /// Recorded queries under an ignore-query rule (H2): `search.html` with two queries the origin answered with the page
+    /// itself (the query does not matter there), `list.html` whose `?page=2` is another page (it does).
+    static func writeQueryVariants(to path: String) throws {
+        let fetched = Date(timeIntervalSince1970: 1_767_323_045)  // 2026-01-02T03:04:05Z
+        let rules = BundleRules(ignoreQuery: [base + "*"])
+        var writer = BundleWriter(options: .init(rules: rules, createdAt: fetched.addingTimeInterval(60), compressionLevel: level, timeClamp: nil))
+        let html = [("content-type", "text/html")]
+        for (path, body) in [
+            ("search.html", "<p>Search</p>\n"), ("search.html?q=ruby", "<p>Search</p>\n"), ("search.html?q=sapphire", "<p>Search</p>\n"),
+            ("list.html", "<p>Page 1</p>\n"), ("list.html?page=2", "<p>Page 2</p>\n"),
+        ] {
+            writer.add(.init(url: base + path, headers: html, body: .data(Data(body.utf8)), fetchedAt: fetched))
+        }
+        try writer.write(to: path)
+    }
+
     /// Writes every version-3 vector into `out` (the version-2 ones are only read).
     static func writeVectors(into out: String) throws {
         try writePack(to: out + "/v3-pack.zip", signed: false)
         try writePack(to: out + "/v3-pack-signed.zip", signed: true)
         try writePack(to: out + "/v3-pack-query.zip", signed: false, ignoresQuery: true)
+        try writeQueryVariants(to: out + "/v3-query-variants.zip")
         try writeCrawl(to: out + "/v3-crawl.zip")
         try writeRequests(to: out + "/v3-requests.zip")
         // A request qualifier of the wrong shape (a method in lowercase), on the last key: refused at mount as hostile.
@@ -419,6 +436,12 @@ struct VectorTests {
         request(base + "style.css?v=3", [("Accept-Encoding", "gzip")]),
         request(base + "?utm_source=mail&page=2"),
         request(base + "missing.html?q=x"),
+        // Recorded queries (v3-query-variants.zip): answered as the page where each recorded one was, a miss where one
+        // was another page.
+        request(base + "search.html?q=emerald"),
+        request(base + "search.html?q=ruby"),
+        request(base + "list.html?page=2"),
+        request(base + "list.html?page=3"),
     ]
 
     static func answer(_ request: Request, bundle: MountedBundle) -> Answer {
@@ -461,7 +484,7 @@ struct VectorTests {
     static let plan: [(file: String, publicKey: String?, base: String?)] = [
         ("v1-unsigned.zip", nil, nil), ("v1-signed.zip", "vector-test-key.pub", nil),
         ("v3-pack.zip", nil, nil), ("v3-pack.zip", "vector-test-key.pub", nil), ("v3-pack-signed.zip", "vector-test-key.pub", nil),
-        ("v3-pack-query.zip", nil, nil), ("v3-crawl.zip", nil, nil), ("v3-crawl-zip64.zip", nil, nil),
+        ("v3-pack-query.zip", nil, nil), ("v3-query-variants.zip", nil, nil), ("v3-crawl.zip", nil, nil), ("v3-crawl-zip64.zip", nil, nil),
         ("broken-body.zip", nil, nil), ("broken-index.zip", nil, nil), ("broken-truncated.zip", nil, nil), ("hostile-status.zip", nil, nil),
         ("unknown-flag.zip", nil, nil), ("v3-requests.zip", nil, nil), ("hostile-qualifier.zip", nil, nil), ("unknown-header-flag.zip", nil, nil),
         // A delta (§12): over its base it answers as v3-pack-next.zip; alone it is refused; over another bundle too.
@@ -498,7 +521,8 @@ struct VectorTests {
         let scratch = try TemporaryFolder()
         try Self.writeVectors(into: scratch.path)
         for name in [
-            "v3-pack.zip", "v3-pack-query.zip", "v3-crawl.zip", "v3-crawl-zip64.zip", "broken-body.zip", "broken-index.zip", "hostile-status.zip",
+            "v3-pack.zip", "v3-pack-query.zip", "v3-query-variants.zip", "v3-crawl.zip", "v3-crawl-zip64.zip", "broken-body.zip", "broken-index.zip",
+            "hostile-status.zip",
             "unknown-flag.zip", "v3-requests.zip", "hostile-qualifier.zip", "unknown-header-flag.zip", "v3-pack-next.zip", "delta-pack-next.zip",
             "delta-pack-next-edit.zip", "v3-pack-stored-index.zip", "hostile-index-ratio.zip", "hostile-v2-deflated-index.zip",
         ] {

@@ -66,9 +66,12 @@ public final class MountedBundle: Sendable {
     package let checkBeforeSend: UInt64
     /// Inflated bodies kept for identity answers (checked before they are kept).
     package let inflatedCache: InflatedCache?
-    /// With ignore-query rules: the query-less keys of entries recorded with a query (there the query matters). Made on
-    /// the first query no entry holds, not at mount: every packed bundle carries the rule, and most never need it.
-    private let queryVariantPaths = Mutex<Set<String>?>(nil)
+    /// With ignore-query rules: the query-less URLs of entries recorded with a query, each with whether the query
+    /// matters there (its recorded versions differ from the query-less entry in status or body). Made on the first
+    /// query no entry holds, not at mount: every packed bundle carries the rule, and most never need it.
+    private let queryVariantPaths = Mutex<[String: Bool]?>(nil)
+    /// The entries by the path of their URL (without its query): made on the first miss explained, not at mount.
+    private let pathTable = Mutex<[String: [Int]]?>(nil)
     /// The entries whose keys carry request qualifiers, by the canonical URL before them: built at mount in a bundle
     /// with request qualifiers (one pass over the keys, and a parse of the qualified ones), none in another.
     private let variantTable: VariantTable?
@@ -255,22 +258,57 @@ public final class MountedBundle: Sendable {
         guard !index.rules.ignoreQuery.isEmpty, let key = canonicalizer.canonicalize(url), let mark = key.firstIndex(of: "?") else { return nil }
         let path = String(key[..<mark])
         guard index.rules.ignoreQueryPattern(matching: path) != nil else { return nil }
-        let recordedWithQuery = queryVariantPaths.withLock { paths in
-            if paths == nil {
-                var found = Set<String>()
-                for i in 0..<index.entryCount {
-                    let key = index.entryKey(i)
-                    if let mark = key.utf8.firstIndex(of: UInt8(ascii: "?")) { found.insert(String(key[..<mark])) }
-                }
-                paths = found
-            }
-            return paths!.contains(path)
+        let querySpecific = queryVariantPaths.withLock { paths in
+            if paths == nil { paths = queryVariants() }
+            return paths![path] ?? false
         }
-        guard !recordedWithQuery else { return nil }
+        guard !querySpecific else { return nil }
         guard variantTable != nil else { return entry(forKey: path) }
         var queryless = request
         queryless.url = path
         return entry(for: queryless)
+    }
+
+    /// The entries whose URL, without its query, is `path` (canonical), in key order.
+    func entriesUnderPath(_ path: String) -> [Int] {
+        pathTable.withLock { table in
+            if table == nil {
+                var made: [String: [Int]] = [:]
+                for i in 0..<index.entryCount {
+                    let key = index.entryKey(i)
+                    let url = key.utf8.firstIndex(of: UInt8(ascii: " ")).map { key[..<$0] } ?? key[...]
+                    let path = url.utf8.firstIndex(of: UInt8(ascii: "?")).map { url[..<$0] } ?? url
+                    made[String(path), default: []].append(i)
+                }
+                table = made
+            }
+            return table![path] ?? []
+        }
+    }
+
+    /// For each query-less URL some entry was recorded at with a query: whether the query matters there (H2). It does
+    /// not when every recorded version answers as the query-less entry does, with its status and its body (bodies are
+    /// stored once, so the same body is the same body record): the origin ignored the queries it was asked.
+    private func queryVariants() -> [String: Bool] {
+        var answers: [String: [(status: UInt16, body: Int?)]] = [:]
+        for i in 0..<index.entryCount {
+            let key = index.entryKey(i)
+            // The URL of a key with request qualifiers ends at its first space; a qualifier may hold a `?`.
+            let url = key.utf8.firstIndex(of: UInt8(ascii: " ")).map { key[..<$0] } ?? key[...]
+            guard let mark = url.utf8.firstIndex(of: UInt8(ascii: "?")) else { continue }
+            let fields = index.entryFields(i)
+            answers[String(url[..<mark]), default: []].append((fields.status, fields.body))
+        }
+        return answers.reduce(into: [:]) { specific, item in
+            let plain = item.key.utf8CString.withUnsafeBytes { raw in
+                index.find(canonicalKey: UnsafeRawBufferPointer(rebasing: raw.dropLast())).map(index.entryFields)
+            }
+            guard let plain else {
+                specific[item.key] = true
+                return
+            }
+            specific[item.key] = item.value.contains { $0.status != plain.status || $0.body != plain.body }
+        }
     }
 
     /// Whether keys may carry request qualifiers (method, body digest, request headers; docs/FORMAT.md §5.4), so that

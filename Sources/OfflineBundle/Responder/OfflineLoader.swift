@@ -81,7 +81,9 @@ public struct LoaderOptions: Sendable {
 /// Nothing in 1 and 3's rules ever reaches the network, under any policy. Responses from a bundle carry `Age`
 /// from the recorded fetch time (RFC 9111 §4.2.3). Lookups are counted through swift-metrics
 /// (`offline_bundle_lookups`, dimensions `result`: hit, miss or error, and `source`: the bundle's label, `rules` or
-/// `last-seen`; `none` for misses and errors) and logged at debug level through swift-log with the same `source`.
+/// `last-seen`; `none` for misses and errors) and logged at debug level through swift-log with the same `source`. A
+/// bundle-only miss, which no network answers, is logged at notice level with the nearest recorded request and what
+/// differed (``explainMiss(_:)``), and counted as `offline_bundle_misses` by `kind` (``MissExplanation/Kind``).
 ///
 /// A loader is an immutable value: ``adding(_:)`` returns a new one.
 public final class OfflineLoader: Sendable {
@@ -97,6 +99,9 @@ public final class OfflineLoader: Sendable {
     private let origins: Set<String>
     private let hits: [String: Counter]
     private let misses = Counter(label: "offline_bundle_lookups", dimensions: [("result", "miss"), ("source", "none")])
+    /// Bundle-only misses by what differed from the nearest recorded request (``MissExplanation/Kind``).
+    private let missesByKind = Dictionary(
+        uniqueKeysWithValues: MissExplanation.Kind.allCases.map { ($0, Counter(label: "offline_bundle_misses", dimensions: [("kind", $0.rawValue)])) })
     private let errors = Counter(label: "offline_bundle_lookups", dimensions: [("result", "error"), ("source", "none")])
 
     /// Creates a loader over already mounted bundles.
@@ -181,9 +186,21 @@ public final class OfflineLoader: Sendable {
         let policy = policy(for: request.url)
         guard let found = find(request, followingRedirects: maxRedirects) else {
             misses.increment()
-            logger.debug("offline miss", metadata: ["url": "\(request.url)"])
             if case .networkFirst(let timeout) = policy { return (.network(timeout: timeout), request.url) }
-            return (policy == .bundleOnly ? .miss : .network(timeout: nil), request.url)
+            guard policy == .bundleOnly else {
+                logger.debug("offline miss", metadata: ["url": "\(request.url)"])
+                return (.network(timeout: nil), request.url)
+            }
+            // Bundle-only: the miss is final, and said with the nearest recorded request and what differed.
+            let why = explainMiss(request)
+            if let why { missesByKind[why.kind]?.increment() }
+            logger.notice(
+                "offline miss",
+                metadata: [
+                    "url": "\(request.url)", "method": "\(request.method)", "nearest": "\(why?.nearestRequest ?? "none")",
+                    "differences": "\(why?.differences.joined(separator: "; ") ?? "")",
+                ])
+            return (.miss, request.url)
         }
         let ask: Plan
         switch policy {

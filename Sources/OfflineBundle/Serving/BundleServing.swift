@@ -82,6 +82,21 @@ public struct BundleServing: Sendable {
     }
 }
 
+extension BundleServing {
+    /// Why a request ``answer(method:target:host:headers:body:loader:)`` found no answer for is a miss: no route takes
+    /// its target, or the bundles' nearest recorded request differs (``OfflineLoader/explainMiss(_:)``).
+    public func explainMiss(
+        method: String, target: String, host: String?, headers: HTTPFields, body: Data? = nil, loader: OfflineLoader? = nil
+    ) -> MissExplanation? {
+        let (path, authority) = BundleRoute.originForm(target)
+        let hostName = (authority ?? host).flatMap { HTTPRules.host(ofAuthority: $0) }
+        guard let (url, _) = BundleRoute.key(target: path, host: hostName, in: routes) else {
+            return MissExplanation(nearest: nil, nearestRequest: nil, differences: ["no route takes this target (serve --route, --origin)"], kind: .path)
+        }
+        return (loader ?? handle.loader).explainMiss(BundleRequest(method: method, url: url, headers: headers, body: body))
+    }
+}
+
 /// What a request gets from ``BundleServing``.
 public enum ServeOutcome: Sendable {
     /// The bundles answer.

@@ -11,12 +11,23 @@ public struct ServerPolicy: Sendable {
     /// Told of every request answered, once its status is known; nil reports none.
     public var accessLog: (@Sendable (ServedRequest) -> Void)?
 
+    /// Whether a miss is explained (``MissExplanation``) in the record the access log gets.
+    public var explainsMisses: Bool
+    /// Whether a miss's 404 carries its explanation in an `X-Offline-Miss` field (for a developer's client: it names
+    /// recorded URLs).
+    public var sendsMissHeader: Bool
+
     /// Every Host answered, nothing reported: what a service embedding the middleware behind its own policy wants.
     public static let open = ServerPolicy()
 
-    public init(allowedHosts: Set<String>? = nil, accessLog: (@Sendable (ServedRequest) -> Void)? = nil) {
+    public init(
+        allowedHosts: Set<String>? = nil, accessLog: (@Sendable (ServedRequest) -> Void)? = nil, explainsMisses: Bool = false,
+        sendsMissHeader: Bool = false
+    ) {
         self.allowedHosts = allowedHosts.map { Set($0.map { $0.lowercased() }) }
         self.accessLog = accessLog
+        self.explainsMisses = explainsMisses
+        self.sendsMissHeader = sendsMissHeader
     }
 
     /// Whether a request with this Host (without port, lowercased; nil when it has none) is answered. The same Host
@@ -47,6 +58,8 @@ public struct ServedRequest: Sendable {
     /// Whether the answer came whole from a server's cache of answers (``OfflineBundleChannelServer``'s), not from
     /// the answer step.
     public var fromCache = false
+    /// For a miss a server was asked to explain: why, against the nearest recorded request (``MissExplanation``).
+    public var miss: MissExplanation?
 
     public init(client: String? = nil, method: String, target: String, status: Int, contentLength: String? = nil, source: BundleResponse.Source? = nil) {
         self.client = client
@@ -59,28 +72,36 @@ public struct ServedRequest: Sendable {
 
     /// The request's line in the common log format (`host - - [time] "METHOD target VERSION" status bytes`), ending
     /// with a newline; bytes are the Content-Length (`-` without one), and a last quoted field says what answered: the
-    /// bundle's file name, `rules`, `last-seen`, or `-`. The client's request line is escaped (quotes, backslashes and
-    /// control bytes as `\xNN`), so one request is one line.
+    /// bundle's file name, `rules`, `last-seen`, or `-`; an explained miss adds `"miss: …"`. The client's request line
+    /// is escaped (quotes, backslashes and control bytes as `\xNN`), so one request is one line.
     public func commonLogLine(at date: Date = Date()) -> String {
         let answered = source.map { "\"\($0.description.unicodeScalars.filter { $0.value >= 0x20 && $0 != "\"" })\"" } ?? "\"-\""
         let request = "\(method) \(target) \(version)".unicodeScalars.map { c -> String in
             c == "\"" || c == "\\" || c.value < 0x20 || c.value == 0x7F ? String(format: "\\x%02x", c.value) : String(c)
         }.joined()
-        return "\(client ?? "-") - - [\(Self.commonLogTime(date))] \"\(request)\" \(status) \(contentLength ?? "-") \(answered)\n"
+        // An explained miss adds a last quoted field (visible ASCII: it quotes the client's values).
+        let explained = miss.map { " \"miss: \($0.fieldValue.replacingOccurrences(of: "\"", with: "\\x22"))\"" } ?? ""
+        return "\(client ?? "-") - - [\(Self.commonLogTime(date))] \"\(request)\" \(status) \(contentLength ?? "-") \(answered)\(explained)\n"
     }
 
     /// The request as one line of JSON, ending with a newline: `time` (RFC 3339, UTC), `client`, `method`, `target`,
     /// `version`, `status`, `bytes` (the Content-Length, or null), `source` (as ``commonLogLine(at:)`` says it, or
-    /// null) and `cached`. Every string is escaped as JSON, so one request is one line whatever the client sent.
+    /// null) and `cached`, and for an explained miss `miss` (`kind`, `nearest`, `differences`). Every string is escaped
+    /// as JSON, so one request is one line whatever the client sent.
     public func jsonLogLine(at date: Date = Date()) -> String {
         let t = HTTPDates.civil(Int(date.timeIntervalSince1970.rounded(.down)))
         let time = String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", t.year, t.month, t.day, t.hour, t.minute, t.second)
-        let fields: [(String, String)] = [
+        var fields: [(String, String)] = [
             ("time", Self.jsonString(time)), ("client", client.map(Self.jsonString) ?? "null"), ("method", Self.jsonString(method)),
             ("target", Self.jsonString(target)), ("version", Self.jsonString(version)), ("status", String(status)),
             ("bytes", contentLength.flatMap { UInt64($0) }.map(String.init) ?? "null"),
             ("source", source.map { Self.jsonString($0.description) } ?? "null"), ("cached", fromCache ? "true" : "false"),
         ]
+        if let miss {
+            let differences: String = "[" + miss.differences.map(Self.jsonString).joined(separator: ",") + "]"
+            let nearest: String = miss.nearest.map(Self.jsonString) ?? "null"
+            fields.append(("miss", "{\"kind\":\(Self.jsonString(miss.kind.rawValue)),\"nearest\":\(nearest),\"differences\":\(differences)}"))
+        }
         return "{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}\n"
     }
 

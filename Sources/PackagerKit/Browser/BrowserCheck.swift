@@ -46,6 +46,9 @@ public enum BrowserCheck {
         public var type: String
         /// The script or document that asked, when the browser says.
         public var initiator: String?
+        /// The nearest request the bundle recorded under the same path, and what differed (``MissExplanation``); nil
+        /// when nothing was recorded there.
+        public var nearMiss: String? = nil
     }
 
     /// A page that could not be checked, and why.
@@ -132,7 +135,12 @@ public enum BrowserCheck {
                 if decision == .answered {
                     report.answered += 1
                 } else {
-                    report.unanswered.append(Miss(page: page, url: request.url, method: request.method, type: request.type, initiator: request.initiator))
+                    // Said against the nearest recorded request: a query the page's script built, a header it sent.
+                    let why = loader.explainMiss(BundleRequest(method: request.method, url: request.url))
+                    report.unanswered.append(
+                        Miss(
+                            page: page, url: request.url, method: request.method, type: request.type, initiator: request.initiator,
+                            nearMiss: why?.nearest == nil ? nil : why?.description))
                 }
             }
         }
