@@ -68,6 +68,26 @@ struct MissExplanationTests {
         #expect(hostile.fieldValue.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }, "\(hostile.fieldValue)")
     }
 
+    @Test("H19 rule 2: a GET's body counts only where a GET was recorded with one; a POST's body always counts where POSTs were recorded")
+    func bodyCountsWhereRecorded() throws {
+        let folder = try TemporaryFolder()
+        var writer = BundleWriter()
+        writer.add(.init(url: Self.api + "/q", headers: [("content-type", "text/plain")], body: .data(Data("plain".utf8))))
+        var post = BundleWriter.Entry(url: Self.api + "/q", headers: [("content-type", "text/plain")], body: .data(Data("posted".utf8)))
+        post.request = RecordedRequest(method: "POST", body: Data("a".utf8))
+        writer.add(post)
+        try writer.write(to: folder.path + "/q.zip")
+        let bundle = try MountedBundle(path: folder.path + "/q.zip")
+        // A GET with a body, at a URL whose GET was recorded without one: the plain entry, as from an integration
+        // that did not collect the body (matchesBody says no).
+        #expect(!bundle.matchesBody(method: "GET", url: Self.api + "/q"))
+        let get = try #require(bundle.entry(for: BundleRequest(method: "GET", url: Self.api + "/q", body: Data("{\"q\": 1}".utf8))))
+        #expect(get.key == Self.api + "/q")
+        #expect(bundle.matchesBody(method: "POST", url: Self.api + "/q"))
+        #expect(bundle.entry(for: BundleRequest(method: "POST", url: Self.api + "/q", body: Data("a".utf8)))?.key.hasPrefix(Self.api + "/q m=POST b=") == true)
+        #expect(bundle.entry(for: BundleRequest(method: "POST", url: Self.api + "/q", body: Data("b".utf8))) == nil)
+    }
+
     @Test("serve: the access log and /metrics explain a miss; --explain-misses puts it in the 404's X-Offline-Miss")
     func serveExplains() async throws {
         let folder = try TemporaryFolder()

@@ -337,7 +337,11 @@ public final class MountedBundle: Sendable {
                 guard let group = table.group(bytes, hash: h) else {
                     return method == "GET" || method == "HEAD" ? index.find(canonicalKey: bytes, hash: h).map(makeEntry) : nil
                 }
-                return RequestQualifiers.choose(group.candidates, method: method, headers: request.headers, body: request.body).map(makeEntry)
+                // A body counts only where an answer to this method was recorded with one in mind (H19 rule 2): what
+                // matchesBody(method:url:) tells an integration before it collects a body.
+                let counts = request.body != nil && group.candidates.contains { Self.bodyMatters($0, method: method) }
+                return RequestQualifiers.choose(group.candidates, method: method, headers: request.headers, body: counts ? request.body : nil)
+                    .map(makeEntry)
             }
         }
     }
@@ -365,7 +369,14 @@ public final class MountedBundle: Sendable {
         guard let table = variantTable, let key = canonicalizer.canonicalBytes(url) else { return false }
         let method = RequestQualifiers.asciiUppercased(method)
         guard let group = key.withUnsafeBytes({ table.group($0, hash: IndexLayout.hash($0)) }) else { return false }
-        return group.candidates.contains { $0.qualifiers.method == method && (method != "GET" || $0.qualifiers.bodyDigest != nil) }
+        return group.candidates.contains { Self.bodyMatters($0, method: method) }
+    }
+
+    /// Whether `candidate` makes a request body count for `method` (uppercase): it was recorded for that method, and
+    /// for a GET, with a body.
+    static func bodyMatters(_ candidate: RequestQualifiers.Candidate, method: String) -> Bool {
+        let method = method == "HEAD" ? "GET" : method
+        return candidate.qualifiers.method == method && (method != "GET" || candidate.qualifiers.bodyDigest != nil)
     }
 
     /// The entry whose canonical key is exactly `key`, or nil.

@@ -26,8 +26,9 @@ final class Deflater {
     /// Deflates `input`. Returns nil when the result would not be smaller than the input (the body is then stored).
     func deflate(_ input: UnsafeRawBufferPointer) -> [UInt8]? {
         guard input.count > 1, let base = input.baseAddress else { return nil }
-        // An output buffer one byte short of the input: libdeflate answers 0 when the stream does not fit, which is
-        // exactly "not smaller".
+        // An output buffer one byte short of the input: libdeflate answers 0 when the stream does not fit. It also gives
+        // up on a stream that would end within its slack at the buffer's end, so a stream smaller by a few bytes may be
+        // refused too: the body is then stored. The bundles' bytes depend on this call (docs/FORMAT.md §3.2).
         let capacity = input.count - 1
         // Not zero-filled: a large scratch is pages the kernel maps only once the compressor writes them, so a body that
         // deflates to little (a decompression bomb's 512 MiB of near-zeros) costs what its stream takes, not its size.
