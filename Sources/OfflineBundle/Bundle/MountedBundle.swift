@@ -340,8 +340,9 @@ public final class MountedBundle: Sendable {
                 // A body counts only where an answer to this method was recorded with one in mind (H19 rule 2): what
                 // matchesBody(method:url:) tells an integration before it collects a body.
                 let counts = request.body != nil && group.candidates.contains { Self.bodyMatters($0, method: method) }
-                return RequestQualifiers.choose(group.candidates, method: method, headers: request.headers, body: counts ? request.body : nil)
-                    .map(makeEntry)
+                // Matched in its canonical form where a match rule covers the URL (§5.5).
+                let body = counts ? index.rules.bodyForMatching(canonicalKey: String(decoding: bytes, as: UTF8.self), body: request.body) : nil
+                return RequestQualifiers.choose(group.candidates, method: method, headers: request.headers, body: body).map(makeEntry)
             }
         }
     }

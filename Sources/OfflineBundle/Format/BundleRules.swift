@@ -1,3 +1,5 @@
+import Foundation
+
 /// The declaration's rules that travel in a bundle (format versions 2 and 3), so the runtime can apply them to URLs the
 /// build never met.
 ///
@@ -9,27 +11,43 @@
 ///   from the bundle or not at all.
 /// - ``ignoreQuery``: URL patterns (as `block`'s) where the origin ignores the query for stored files, as static
 ///   servers do: a GET for `/search.html?q=x` that no entry answers is answered by `/search.html`, unless the bundle
-///   records any entry for that path with a query (then the query matters there).
+///   records entries for that path with a query that answer otherwise (then the query matters there).
+/// - ``match``: how request bodies are matched for URL patterns (`PATTERN json-body [POINTER…]`): the key's body
+///   digest is taken over the body's canonical form, so a document sent with its members in another order, or other
+///   whitespace, finds the recorded answer (docs/FORMAT.md §4.6, §5.5).
 public struct BundleRules: Sendable, Equatable, Codable {
     public var dropQueryParameters: [String]
     public var block: [String]
     public var substitutions: [String]
     public var substitutionPrefixes: [String]
     public var ignoreQuery: [String]
+    public var match: [String]
 
     /// Creates a rule set.
     public init(
         dropQueryParameters: [String] = [], block: [String] = [], substitutions: [String] = [], substitutionPrefixes: [String] = [],
-        ignoreQuery: [String] = []
+        ignoreQuery: [String] = [], match: [String] = []
     ) {
         self.dropQueryParameters = dropQueryParameters
         self.block = block
         self.substitutions = substitutions
         self.substitutionPrefixes = substitutionPrefixes
         self.ignoreQuery = ignoreQuery
+        self.match = match
     }
 
-    private enum CodingKeys: String, CodingKey { case dropQueryParameters, block, substitutions, substitutionPrefixes, ignoreQuery }
+    private enum CodingKeys: String, CodingKey { case dropQueryParameters, block, substitutions, substitutionPrefixes, ignoreQuery, match }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(dropQueryParameters, forKey: .dropQueryParameters)
+        try container.encode(block, forKey: .block)
+        try container.encode(substitutions, forKey: .substitutions)
+        try container.encode(substitutionPrefixes, forKey: .substitutionPrefixes)
+        try container.encode(ignoreQuery, forKey: .ignoreQuery)
+        // Only when there are some: rules without it encode as they did before it existed.
+        if !match.isEmpty { try container.encode(match, forKey: .match) }
+    }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -39,6 +57,51 @@ public struct BundleRules: Sendable, Equatable, Codable {
         substitutionPrefixes = try container.decode([String].self, forKey: .substitutionPrefixes)
         // Written only when there are some (docs/FORMAT.md §6): bundles without it read as before.
         ignoreQuery = try container.decodeIfPresent([String].self, forKey: .ignoreQuery) ?? []
+        match = try container.decodeIfPresent([String].self, forKey: .match) ?? []
+    }
+
+    /// A `match` rule read: the URL pattern (as `block`'s), the body form, and the ignore pointers as tokens.
+    package struct BodyMatch: Sendable, Equatable {
+        package var pattern: [UInt8]
+        package var ignoring: [[String]]
+    }
+
+    /// Reads a `match` value: `PATTERN json-body [POINTER…]`, pointers with `%20` for a space and `%25` for `%`. Nil
+    /// when it is not one (an unknown form, a pointer that is not one).
+    package static func bodyMatch(_ value: String) -> BodyMatch? {
+        let words = value.split(separator: " ", omittingEmptySubsequences: false)
+        guard words.count >= 2, !words[0].isEmpty, words[1] == "json-body" else { return nil }
+        var ignoring: [[String]] = []
+        for word in words.dropFirst(2) {
+            let pointer = word.replacingOccurrences(of: "%20", with: " ").replacingOccurrences(of: "%25", with: "%")
+            guard !word.isEmpty, let tokens = CanonicalJSON.tokens(ofPointer: pointer) else { return nil }
+            ignoring.append(tokens)
+        }
+        return BodyMatch(pattern: Array(words[0].lowercased().utf8), ignoring: ignoring)
+    }
+
+    /// The `match` value for `pattern`'s JSON bodies, leaving out `ignoring` (JSON pointers).
+    package static func jsonBodyRule(pattern: String, ignoring: [String]) -> String {
+        ([pattern, "json-body"] + ignoring.map { $0.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: " ", with: "%20") })
+            .joined(separator: " ")
+    }
+
+    /// The body a request to `canonicalKey` (its URL, canonical) is matched by: its canonical JSON form where a
+    /// `match` rule covers the URL and the body is one JSON document, else the body as sent.
+    package func bodyForMatching(canonicalKey: String, body: Data?) -> Data? {
+        guard !match.isEmpty, let body, !body.isEmpty else { return body }
+        let key = Array(canonicalKey.lowercased().utf8)
+        for value in match {
+            guard let rule = Self.bodyMatch(value), globMatch(rule.pattern[...], key[...]) else { continue }
+            return CanonicalJSON.canonical(Array(body), ignoring: rule.ignoring).map { Data($0) } ?? body
+        }
+        return body
+    }
+
+    /// The key's `b=` digest for a request to `canonicalKey` with `body` (§5.4, over the canonical form §5.5 where a
+    /// `match` rule says so); nil for no body.
+    package func bodyDigest(canonicalKey: String, body: Data?) -> String? {
+        RequestQualifiers.bodyDigest(of: bodyForMatching(canonicalKey: canonicalKey, body: body))
     }
 
     /// The ignore-query pattern the query-less canonical key `canonicalKey` matches, or nil.
@@ -63,9 +126,9 @@ public struct BundleRules: Sendable, Equatable, Codable {
     // MARK: The encoding in index.bin (docs/FORMAT.md §4.6)
 
     /// Rule names, in the order a writer emits them.
-    static let names = ["drop-query", "block", "substitute", "substitute-prefix", "ignore-query"]
+    static let names = ["drop-query", "block", "substitute", "substitute-prefix", "ignore-query", "match"]
 
-    private var lists: [[String]] { [dropQueryParameters, block, substitutions, substitutionPrefixes, ignoreQuery] }
+    private var lists: [[String]] { [dropQueryParameters, block, substitutions, substitutionPrefixes, ignoreQuery, match] }
 
     /// One line per rule, `name SP value LF`, grouped by name in the order of ``names``, each group in declared order.
     package func encoded() throws -> [UInt8] {
@@ -101,6 +164,12 @@ public struct BundleRules: Sendable, Equatable, Codable {
             case "substitute": substitutions.append(value)
             case "substitute-prefix": substitutionPrefixes.append(value)
             case "ignore-query": ignoreQuery.append(value)
+            case "match":
+                // A form this reader does not know would match bodies otherwise than the writer did: refused.
+                guard Self.bodyMatch(value) != nil else {
+                    throw BundleError(.unsupported, "index.bin: a match rule this reader cannot apply: \(value.prefix(80).debugDescription)")
+                }
+                match.append(value)
             default: throw BundleError(.unsupported, "index.bin: unknown rule \(name.prefix(40).debugDescription)")
             }
         }

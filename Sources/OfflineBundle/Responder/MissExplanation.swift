@@ -69,7 +69,7 @@ public struct MissExplanation: Sendable, Equatable, CustomStringConvertible {
 
     /// The differences between `request` (its canonical key `key`) and the recorded `candidate` key, in the order a
     /// person fixes them: query, method, headers, body.
-    static func differences(request: BundleRequest, key: String, candidate: String) -> (items: [String], kind: Kind)? {
+    static func differences(request: BundleRequest, key: String, candidate: String, rules: BundleRules) -> (items: [String], kind: Kind)? {
         let (url, recorded) = RequestQualifiers.split(key: candidate)
         guard let recorded else { return nil }
         var items: [String] = []
@@ -91,7 +91,7 @@ public struct MissExplanation: Sendable, Equatable, CustomStringConvertible {
             let theirs = header.value.map { "recorded \(shown($0))" } ?? "recorded without it"
             add("header \(mine), \(theirs)", .header)
         }
-        let digest = RequestQualifiers.bodyDigest(of: request.body)
+        let digest = rules.bodyDigest(canonicalKey: key, body: request.body)
         if digest != recorded.bodyDigest {
             let size = request.body?.count ?? 0
             switch (digest, recorded.bodyDigest) {
@@ -158,7 +158,7 @@ extension MountedBundle {
         var best: (key: String, items: [String], kind: MissExplanation.Kind)?
         for entry in candidates {
             let candidate = index.entryKey(entry)
-            guard let (items, kind) = MissExplanation.differences(request: request, key: key, candidate: candidate) else { continue }
+            guard let (items, kind) = MissExplanation.differences(request: request, key: key, candidate: candidate, rules: index.rules) else { continue }
             // A candidate that differs in nothing would have answered: this request is not a miss here.
             if items.isEmpty { return nil }
             if best == nil || items.count < best!.items.count { best = (candidate, items, kind) }

@@ -46,6 +46,8 @@ public struct Declaration: Sendable, Equatable {
         /// JSON pointers (`*` for any one step) of fields that change on every answer: verify, refresh and diff leave
         /// them out.
         public var volatile: [String] = []
+        /// How its body is matched (`match: {json-body: canonical}`), when not as sent; the rule covers its URL.
+        public var match: BodyMatch?
         /// The line of the declaration it was written on, for messages.
         public var line = 0
 
@@ -187,11 +189,33 @@ public struct Declaration: Sendable, Equatable {
     /// Creates an empty declaration with the defaults.
     public init() {}
 
+    /// How request bodies are matched where a rule's URL pattern covers a request: `match:` at the top level, and each
+    /// request's own (docs/DECLARATION.md, "Matching bodies").
+    public var match: [BodyMatch] = []
+
+    /// A `match` rule: bodies of requests to URLs `url` covers (`*` matches any run) are matched in their canonical
+    /// JSON form, without the members `ignore` points at (JSON pointers).
+    public struct BodyMatch: Sendable, Equatable {
+        public var url: String
+        public var ignore: [String] = []
+
+        public init(url: String, ignore: [String] = []) {
+            self.url = url
+            self.ignore = ignore
+        }
+    }
+
     /// The rules a bundle built from this declaration carries for the runtime: dropped query parameters, block patterns,
-    /// and the canonical keys and prefixes of the substitutions.
+    /// the canonical keys and prefixes of the substitutions, and how bodies are matched.
     public var bundleRules: BundleRules {
         let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: dropQueryParameters)
         var rules = BundleRules(dropQueryParameters: dropQueryParameters, block: block)
+        // A request's own rule covers its URL, canonical (its query sorted, dropped parameters gone), as keys are.
+        let keys = RequestKeyCanonicalizer(dropQueryParameters: dropQueryParameters, formQuery: true)
+        let own = requests.compactMap { request in
+            request.match.map { BodyMatch(url: keys.canonicalize(request.url) ?? request.url, ignore: $0.ignore) }
+        }
+        rules.match = (match + own).map { BundleRules.jsonBodyRule(pattern: $0.url, ignoring: $0.ignore) }
         if case .patterns(let patterns) = ignoreQuery { rules.ignoreQuery = patterns }
         for substitution in substitutions {
             switch substitution.match {

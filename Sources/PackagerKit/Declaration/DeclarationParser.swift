@@ -181,6 +181,7 @@ private struct Reader {
     static let topKeys = [
         "output", "seeds", "urls", "sitemaps", "scope", "robots", "user-agent", "headers", "concurrency", "timeouts", "retries",
         "substitutions", "block", "drop-query-parameters", "ignore-query", "content-encoding", "max-errors", "tls", "browser", "requests",
+        "match",
     ]
 
     mutating func declaration(_ root: Node) throws -> Declaration {
@@ -219,13 +220,17 @@ private struct Reader {
             case "requests":
                 guard case .sequence(let items) = value else { throw fail(value, "requests must be a list of requests") }
                 d.requests = try items.map(request)
+            case "match":
+                for item in try items(value, "match", expected: "rules ({url: PATTERN, json-body: canonical, ignore: [POINTER]})") {
+                    d.match.append(try bodyMatch(item, url: nil))
+                }
             default: break
             }
         }
         if d.seeds.isEmpty && d.urls.isEmpty && d.sitemaps.isEmpty && d.requests.isEmpty {
             throw fail(root, "nothing to fetch: give at least one of 'seeds', 'urls', 'sitemaps' or 'requests'")
         }
-        try checkDistinct(d.requests, dropping: d.dropQueryParameters)
+        try checkDistinct(d.requests, dropping: d.dropQueryParameters, rules: d.bundleRules)
         return d
     }
 
@@ -239,7 +244,7 @@ private struct Reader {
             request.line = line
             return request
         }
-        let keys = ["url", "method", "headers", "body", "body-file", "secret", "status", "vary", "paginate", "volatile"]
+        let keys = ["url", "method", "headers", "body", "body-file", "secret", "status", "vary", "paginate", "volatile", "match"]
         let pairs = try mapping(node, in: "a request", keys: keys)
         var values: [String: Node] = [:]
         for (key, value) in pairs { values[key.string ?? ""] = value }
@@ -316,6 +321,7 @@ private struct Reader {
                 request.vary.append(name)
             }
         }
+        if let matchNode = values["match"] { request.match = try bodyMatch(matchNode, url: url) }
         if let paginateNode = values["paginate"] { (request.paginate, request.maxPages) = try paginate(paginateNode) }
         if let volatileNode = values["volatile"] {
             for item in try items(volatileNode, "volatile", expected: "JSON pointers") {
@@ -325,6 +331,33 @@ private struct Reader {
             }
         }
         return request
+    }
+
+    /// A `match` rule: `{url: PATTERN, json-body: canonical, ignore: [POINTER, …]}` (a request's own has no url: it
+    /// is the request's).
+    func bodyMatch(_ node: Node, url: String?) throws -> Declaration.BodyMatch {
+        let keys = url == nil ? ["url", "json-body", "ignore"] : ["json-body", "ignore"]
+        var values: [String: Node] = [:]
+        for (key, value) in try mapping(node, in: "a match rule", keys: keys) { values[key.string ?? ""] = value }
+        var rule = Declaration.BodyMatch(url: url ?? "")
+        if url == nil {
+            guard let urlNode = values["url"] else { throw fail(node, "a match rule needs a url (a URL pattern: '*' matches any run)") }
+            rule.url = try string(urlNode, "a match rule's url")
+            guard !rule.url.contains(" "), !rule.url.isEmpty else { throw fail(urlNode, "a match rule's url is a URL pattern, without spaces") }
+        }
+        guard let formNode = values["json-body"] else {
+            throw fail(node, "a match rule says how bodies are matched: json-body: canonical (the only form so far)")
+        }
+        let form = try string(formNode, "json-body")
+        guard form == "canonical" else { throw fail(formNode, "json-body takes 'canonical', not '\(form)'") }
+        if let ignoreNode = values["ignore"] {
+            for item in try items(ignoreNode, "ignore", expected: "JSON pointers") {
+                let pointer = try string(item, "each item of ignore")
+                if let problem = JSONPointer.problem(pointer) { throw fail(item, problem) }
+                rule.ignore.append(pointer)
+            }
+        }
+        return rule
     }
 
     /// `paginate`: `link`, `none`, or `{link: true | json: POINTER | header: NAME, max-pages: N}`.
@@ -356,19 +389,22 @@ private struct Reader {
 
     /// Two requests that are the same (method, URL, body and headers) are a mistake, named with both lines. (Two that
     /// differ only in headers neither `vary` nor the response's `Vary` names are found when the answers come.)
-    func checkDistinct(_ requests: [Declaration.Request], dropping: [String]) throws {
+    /// Two requests that would get one key (the same method, URL, headers and body; a body in its canonical form
+    /// where a `match` rule says so) are refused, naming both lines.
+    func checkDistinct(_ requests: [Declaration.Request], dropping: [String], rules: BundleRules) throws {
         let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: dropping, formQuery: true)
         var seen: [String: Int] = [:]
         for request in requests {
             let values = request.headers.map { $0.name.lowercased() + "=" + $0.value }.sorted()
-            let key =
-                [request.method, canonicalizer.canonicalize(request.url) ?? request.url, RequestQualifiers.bodyDigest(of: request.body) ?? ""]
-                + values
+            let url = canonicalizer.canonicalize(request.url) ?? request.url
+            let key = [request.method, url, rules.bodyDigest(canonicalKey: url, body: request.body) ?? ""] + values
             let joined = key.joined(separator: "\n")
             if let first = seen[joined] {
+                let same = RequestQualifiers.bodyDigest(of: request.body) == nil || rules.bodyForMatching(canonicalKey: url, body: request.body) == request.body
                 throw PackagerError(
                     .invalidInput,
-                    "\(file):\(request.line): this request is the same as the one on line \(first) (\(request.method) \(request.url))")
+                    "\(file):\(request.line): this request is the same as the one on line \(first) (\(request.method) \(request.url))"
+                        + (same ? "" : ": their bodies are one JSON document under the match rule"))
             }
             seen[joined] = request.line
         }

@@ -29,8 +29,11 @@ struct Recorded: Sendable {
     var storedCoded: Bool
     /// When the entry was fetched (or packed): what a substituted entry's remote is compared against.
     var fetchedAt: Date?
+    /// The bundle's rules: its `match` rules say how the key's body digest was taken (docs/FORMAT.md §5.5).
+    var rules = BundleRules()
 
-    init(entry: BundleEntry, manifest: ManifestEntry? = nil) {
+    init(entry: BundleEntry, manifest: ManifestEntry? = nil, rules: BundleRules = BundleRules()) {
+        self.rules = rules
         key = entry.key
         let split = RequestQualifiers.split(key: entry.key)
         url = String(split.url)
@@ -64,7 +67,7 @@ extension Recorded {
     /// the key names.
     var unsendable: String? {
         guard let digest = keyQualifiers?.bodyDigest else { return nil }
-        guard RequestQualifiers.bodyDigest(of: request?.body) == digest else {
+        guard rules.bodyDigest(canonicalKey: url, body: request?.body) == digest else {
             if request?.bodySecret == true {
                 return "not sent: its request body is a secret the bundle does not keep, and no request of --declaration has it (b=\(digest))"
             }

@@ -127,6 +127,7 @@ public struct Verifier: Sendable {
         let order = limiter == nil ? Array(entries.indices) : Self.interleavedByHost(entries)
         let declared = Self.declaredEntries(of: bundle)
         let declaredRequests = options.declaredRequests
+        let rules = bundle.rules
         let results = await withTaskGroup(of: [EntryVerification].self) { group in
             for _ in 0..<max(1, min(options.concurrency, entries.count)) {
                 group.addTask {
@@ -136,7 +137,7 @@ public struct Verifier: Sendable {
                         return $0
                     }) - 1, n < order.count {
                         let entry = entries[order[n]]
-                        var record = Recorded(entry: entry, manifest: declared[entry.key])
+                        var record = Recorded(entry: entry, manifest: declared[entry.key], rules: rules)
                         record.request = record.request?.restoringBody(url: record.url, declared: declaredRequests)
                         // Scheme and authority: http://a and https://a are different servers. Mounting checked the
                         // shape of every key; one without an origin all the same is not probed.

@@ -265,7 +265,7 @@ public struct BundleWriter: Sendable {
             guard let url = canonicalizer.canonicalize(entry.url), isWellFormedKey(url) else {
                 throw PackagerError(.invalidInput, "\(entry.url) is not an absolute http or https URL with a host", subject: entry.url)
             }
-            let key = url + (entry.carriedKeySuffix ?? entry.request?.qualifiers.keySuffix ?? "")
+            let key = url + (entry.carriedKeySuffix ?? entry.request?.qualifiers(rules: options.rules, canonicalKey: url).keySuffix ?? "")
             if options.readsQueriesAsForms, !table.formQuery, canonicalizer.needsFormQuery(url) { table.formQuery = true }
             guard (200...599).contains(entry.status) else {
                 throw PackagerError(.invalidInput, "status \(entry.status) is not a final HTTP status (200...599)", subject: key)

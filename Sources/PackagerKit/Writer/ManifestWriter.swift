@@ -52,6 +52,10 @@ enum ManifestWriter {
             out.raw(", \"ignoreQuery\": ")
             out.stringArray(rules.ignoreQuery)
         }
+        if !rules.match.isEmpty {
+            out.raw(", \"match\": ")
+            out.stringArray(rules.match)
+        }
         out.raw(", \"substitutionPrefixes\": ")
         out.stringArray(rules.substitutionPrefixes)
         out.raw(", \"substitutions\": ")

@@ -41,9 +41,13 @@ public struct RecordedRequest: Sendable, Equatable {
     }
 
     /// The key's qualifiers (``keyHeaders`` hold key values already).
-    var qualifiers: RequestQualifiers {
+    var qualifiers: RequestQualifiers { qualifiers(rules: BundleRules(), canonicalKey: "") }
+
+    /// The key's qualifiers under `rules`: the body's digest over its canonical form where a `match` rule covers
+    /// `canonicalKey` (docs/FORMAT.md §5.5).
+    func qualifiers(rules: BundleRules, canonicalKey: String) -> RequestQualifiers {
         RequestQualifiers(
-            method: method, bodyDigest: RequestQualifiers.bodyDigest(of: body) ?? withheldBodyDigest,
+            method: method, bodyDigest: rules.bodyDigest(canonicalKey: canonicalKey, body: body) ?? withheldBodyDigest,
             headers: keyHeaders.map { .init(name: $0.name, value: $0.value) })
     }
 

@@ -1,0 +1,121 @@
+import Foundation
+import HTTPTypes
+import OfflineBundle
+import TestSupport
+import Testing
+
+@testable import PackagerKit
+
+/// JSON request bodies matched in their canonical form (docs/FORMAT.md §5.5): a client that sends the recorded
+/// document with its members in another order, other whitespace or another request id finds the recorded answer.
+@Suite("match: json-body canonical")
+struct BodyMatchTests {
+    func canonical(_ text: String, ignoring: [String] = []) -> String? {
+        let pointers = ignoring.compactMap(CanonicalJSON.tokens(ofPointer:))
+        return CanonicalJSON.canonical(Array(text.utf8), ignoring: pointers).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    @Test("the canonical form: members sorted by their bytes, no whitespace, numbers as written, strings escaped only where JSON must")
+    func canonicalForm() {
+        #expect(canonical(#" { "b" : [1, 2.50, -0e+1] , "a":{"z":true,"y":null} } "#) == #"{"a":{"y":null,"z":true},"b":[1,2.50,-0e+1]}"#)
+        // Escapes that spell the same string are one form; what JSON must escape is escaped one way.
+        #expect(canonical(#"{"k":"\u0041\/\u00e9\ud83d\ude00"}"#) == "{\"k\":\"A/é😀\"}")
+        #expect(canonical("{\"k\":\"a\\u0001\\n\\\"\"}") == "{\"k\":\"a\\u0001\\n\\\"\"}")
+        // Names compare by their UTF-8 bytes: "Z" before "a" before "é".
+        #expect(canonical(#"{"é":1,"a":2,"Z":3}"#) == #"{"Z":3,"a":2,"é":1}"#)
+        // Pointers leave members and elements out; `*` is any one.
+        #expect(canonical(#"{"id":"r-1","q":{"w":"x","ts":9}}"#, ignoring: ["/id", "/q/ts"]) == #"{"q":{"w":"x"}}"#)
+        #expect(canonical(#"{"rows":[{"a":1,"t":2},{"a":3,"t":4}]}"#, ignoring: ["/rows/*/t"]) == #"{"rows":[{"a":1},{"a":3}]}"#)
+        #expect(canonical(#"{"a~b":1,"c/d":2,"e":3}"#, ignoring: ["/a~0b", "/c~1d"]) == #"{"e":3}"#)
+        // Not one JSON document: matched by its bytes.
+        for text in [#"{"a":1,"a":2}"#, #"{"a":01}"#, #"{"a":1} {}"#, #"{"a":"\ud800"}"#, "{\"a\":\"\u{1}\"}", "[1,]", "nul", "", #"{"a":.5}"#] {
+            #expect(canonical(text) == nil, "\(text.debugDescription)")
+        }
+        #expect(canonical(String(repeating: "[", count: 300) + String(repeating: "]", count: 300)) == nil)
+        #expect(CanonicalJSON.tokens(ofPointer: "a") == nil && CanonicalJSON.tokens(ofPointer: "/a~2") == nil)
+    }
+
+    @Test("a rule this reader does not know is refused, never ignored; the rule round-trips through index.bin")
+    func unknownFormRefused() throws {
+        #expect(throws: BundleError.self) { try BundleRules(decoding: Array("match http://a/* graphql\n".utf8)) }
+        #expect(throws: BundleError.self) { try BundleRules(decoding: Array("match http://a/* json-body id\n".utf8)) }
+        let rules = BundleRules(match: [BundleRules.jsonBodyRule(pattern: "http://a/search*", ignoring: ["/request id", "/50%"])])
+        #expect(rules.match == ["http://a/search* json-body /request%20id /50%25"])
+        let read = try BundleRules(decoding: try rules.encoded())
+        #expect(read == rules)
+        #expect(BundleRules.bodyMatch(read.match[0])?.ignoring == [["request id"], ["50%"]])
+    }
+
+    static func declaration(_ base: String) -> String {
+        """
+        output: api.zip
+        robots: false
+        requests:
+          - url: \(base)/api/search
+            method: POST
+            headers: {Content-Type: application/json}
+            body: '{"q": "a", "page": {"size": 10, "from": 0}, "requestId": "r-1"}'
+            match: {json-body: canonical, ignore: [/requestId]}
+          - url: \(base)/api/plain
+            method: POST
+            body: '{"q": "a", "n": 1}'
+        match:
+          - {url: "\(base)/api/other*", json-body: canonical}
+        """
+    }
+
+    @Test("build records the canonical digest; a client's reordered body, other whitespace or request id finds the answer; another value misses")
+    func endToEnd() async throws {
+        try await withOrigin { origin in
+            origin.route("/api/search") { _ in .text("{\"hits\": [\"apple\"]}", type: "application/json") }
+            origin.route("/api/plain") { _ in .text("{\"plain\": true}", type: "application/json") }
+            let folder = try TemporaryFolder()
+            try folder.file("packager.yml", Self.declaration(origin.base))
+            let built = try await run(packagerExecutable, ["build", "packager.yml", "--fresh"], in: folder.path)
+            #expect(built.status == 0, "\(built.output)")
+            let bundle = try MountedBundle(path: folder.path + "/api.zip")
+            // The declaration's own rules first, then each request's (its URL, canonical).
+            #expect(bundle.rules.match == ["\(origin.base)/api/other* json-body", "\(origin.base)/api/search json-body /requestId"], "\(bundle.rules)")
+            let loader = OfflineLoader(bundles: [bundle], policy: .bundleOnly)
+            func post(_ path: String, _ body: String) -> BundleResponse? {
+                var headers = HTTPFields()
+                headers[.contentType] = "application/json"
+                return loader.response(for: BundleRequest(method: "POST", url: origin.base + path, headers: headers, body: Data(body.utf8)))
+            }
+            // The same document, written otherwise, with another request id.
+            let reordered = #"{"requestId":"r-77","page":{"from":0,"size":10},"q":"a"}"#
+            #expect(try post("/api/search", reordered)?.bodyData() == Data("{\"hits\": [\"apple\"]}".utf8))
+            #expect(post("/api/search", "{\n  \"q\" : \"a\",\n  \"page\": {\"size\": 10, \"from\": 0}\n}") != nil)
+            // Another value is another request: a miss, said against the recorded one.
+            #expect(post("/api/search", #"{"q":"b","page":{"size":10,"from":0}}"#) == nil)
+            let why = try #require(loader.explainMiss(BundleRequest(method: "POST", url: origin.base + "/api/search", body: Data(#"{"q":"b"}"#.utf8))))
+            #expect(why.kind == .body, "\(why)")
+            // Without a rule, bodies are matched as sent.
+            #expect(post("/api/plain", #"{"q": "a", "n": 1}"#) != nil)
+            #expect(post("/api/plain", #"{"n": 1, "q": "a"}"#) == nil)
+            // check reads every body; verify sends the recorded request again and finds it fresh.
+            #expect(try await run(packagerExecutable, ["check", folder.path + "/api.zip"]).status == 0)
+            let verify = try await run(packagerExecutable, ["verify", folder.path + "/api.zip", "--allow-private-addresses", "--resend-unsafe"])
+            #expect(verify.status == 0, "\(verify.output)")
+            #expect(!verify.output.contains("cannot be sent again"), "\(verify.output)")
+        }
+    }
+
+    @Test("wrong rules are said with their line; two requests one rule makes one are refused, naming both lines")
+    func wrongRules() throws {
+        func refusal(_ text: String) -> String {
+            do {
+                _ = try DeclarationParser().parse(text)
+                return "accepted"
+            } catch { return "\(error)" }
+        }
+        let head = "requests:\n  - url: http://a.example/s\n    method: POST\n    body: '{\"q\": 1, \"r\": 2}'\n"
+        #expect(refusal(head + "    match: {json-body: sorted}\n").contains("json-body takes 'canonical', not 'sorted'"))
+        #expect(refusal(head + "    match: {json-body: canonical, ignore: [requestId]}\n").contains(":5:"))
+        #expect(refusal(head + "match:\n  - {json-body: canonical}\n").contains("a match rule needs a url"))
+        #expect(refusal(head + "    match: {url: 'http://a.example/*', json-body: canonical}\n").contains("url"))
+        let twice = head + "    match: {json-body: canonical}\n  - url: http://a.example/s\n    method: POST\n    body: '{\"r\": 2, \"q\": 1}'\n"
+        let said = refusal(twice)
+        #expect(said.contains(":6:") && said.contains("line 2") && said.contains("one JSON document under the match rule"), "\(said)")
+    }
+}
