@@ -160,7 +160,28 @@ struct VectorTests {
         request(api + "sql?_col=name&sql=select+name+from+t&_col=type"),
         request(api + "sql?sql=select%2Bname%2Bfrom%2Bt&_col=type&_col=name"),
         request(api + "sql?sql=select+name+from+t&_col=name"),
+        // JSON bodies under a match rule (v3-match-json.zip, §5.5): the recorded document written otherwise, with another
+        // request id, is answered; another value is not.
+        request(api + "find", [("Content-Type", "application/json")], method: "POST", body: "{\"q\": \"a\", \"page\": {\"size\": 10, \"from\": 0}, \"requestId\": \"r-1\"}"),
+        request(api + "find", [("Content-Type", "application/json")], method: "POST", body: "{\"requestId\":\"r-9\",\"page\":{\"from\":0,\"size\":10},\"q\":\"a\"}"),
+        request(api + "find", [("Content-Type", "application/json")], method: "POST", body: "{\"q\": \"\\u0061\", \"page\": {\"from\": 0, \"size\": 10}}"),
+        request(api + "find", [("Content-Type", "application/json")], method: "POST", body: "{\"q\": \"b\", \"page\": {\"size\": 10, \"from\": 0}}"),
+        request(api + "find", [("Content-Type", "application/json")], method: "POST", body: "{\"q\": \"a\", \"page\": {\"size\": 10.0, \"from\": 0}}"),
     ]
+
+    /// A POST whose JSON body is matched in its canonical form, without its request id (`match … json-body /requestId`).
+    static func writeMatchJSON(to path: String) throws {
+        let fetched = Date(timeIntervalSince1970: 1_767_323_045)
+        let rules = BundleRules(match: [BundleRules.jsonBodyRule(pattern: api + "find", ignoring: ["/requestId"])])
+        var writer = BundleWriter(options: .init(rules: rules, createdAt: fetched, compressionLevel: level, timeClamp: nil))
+        var entry = BundleWriter.Entry(
+            url: api + "find", headers: [("content-type", "application/json")], body: .data(Data("{\"hits\": [\"apple\"]}".utf8)), fetchedAt: fetched)
+        entry.request = RecordedRequest(
+            method: "POST", headers: [.init(name: "content-type", value: "application/json")],
+            body: Data("{\"q\": \"a\", \"page\": {\"size\": 10, \"from\": 0}, \"requestId\": \"r-1\"}".utf8))
+        writer.add(entry)
+        try writer.write(to: path)
+    }
 
     /// The same bundle with ZIP64 end records (a ZIP64 end record and locator, and the classic end record's fields at
     /// their sentinels), as a writer with 65,535 entries or more writes them.
@@ -267,6 +288,7 @@ struct VectorTests {
         try writePack(to: out + "/v3-pack-signed.zip", signed: true)
         try writePack(to: out + "/v3-pack-query.zip", signed: false, ignoresQuery: true)
         try writeQueryVariants(to: out + "/v3-query-variants.zip")
+        try writeMatchJSON(to: out + "/v3-match-json.zip")
         try writeCrawl(to: out + "/v3-crawl.zip")
         try writeRequests(to: out + "/v3-requests.zip")
         // A request qualifier of the wrong shape (a method in lowercase), on the last key: refused at mount as hostile.
@@ -484,7 +506,7 @@ struct VectorTests {
     static let plan: [(file: String, publicKey: String?, base: String?)] = [
         ("v1-unsigned.zip", nil, nil), ("v1-signed.zip", "vector-test-key.pub", nil),
         ("v3-pack.zip", nil, nil), ("v3-pack.zip", "vector-test-key.pub", nil), ("v3-pack-signed.zip", "vector-test-key.pub", nil),
-        ("v3-pack-query.zip", nil, nil), ("v3-query-variants.zip", nil, nil), ("v3-crawl.zip", nil, nil), ("v3-crawl-zip64.zip", nil, nil),
+        ("v3-pack-query.zip", nil, nil), ("v3-query-variants.zip", nil, nil), ("v3-match-json.zip", nil, nil), ("v3-crawl.zip", nil, nil), ("v3-crawl-zip64.zip", nil, nil),
         ("broken-body.zip", nil, nil), ("broken-index.zip", nil, nil), ("broken-truncated.zip", nil, nil), ("hostile-status.zip", nil, nil),
         ("unknown-flag.zip", nil, nil), ("v3-requests.zip", nil, nil), ("hostile-qualifier.zip", nil, nil), ("unknown-header-flag.zip", nil, nil),
         // A delta (§12): over its base it answers as v3-pack-next.zip; alone it is refused; over another bundle too.
@@ -521,7 +543,7 @@ struct VectorTests {
         let scratch = try TemporaryFolder()
         try Self.writeVectors(into: scratch.path)
         for name in [
-            "v3-pack.zip", "v3-pack-query.zip", "v3-query-variants.zip", "v3-crawl.zip", "v3-crawl-zip64.zip", "broken-body.zip", "broken-index.zip",
+            "v3-pack.zip", "v3-pack-query.zip", "v3-query-variants.zip", "v3-match-json.zip", "v3-crawl.zip", "v3-crawl-zip64.zip", "broken-body.zip", "broken-index.zip",
             "hostile-status.zip",
             "unknown-flag.zip", "v3-requests.zip", "hostile-qualifier.zip", "unknown-header-flag.zip", "v3-pack-next.zip", "delta-pack-next.zip",
             "delta-pack-next-edit.zip", "v3-pack-stored-index.zip", "hostile-index-ratio.zip", "hostile-v2-deflated-index.zip",
