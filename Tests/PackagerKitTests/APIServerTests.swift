@@ -100,18 +100,67 @@ struct DatasetteTests {
     "Kinto: a declared POST, a list paged by Next-Page, a 401 fixture, replayed by credential",
     .enabled(if: kinto != nil, "Kinto is not installed: \(APIServer.installHint)"))
 struct KintoTests {
-    @Test(
-        "five records paged by two, a POST and a 401 kept; a Basic credential gets the list, no credential the 401; verify finds them fresh and leaves the POST alone"
-    )
-    func recordsAndCredentials() async throws {
-        let folder = try TemporaryFolder()
+    /// Kinto in memory with Basic auth, its files in `folder`.
+    static func start(in folder: TemporaryFolder) async throws -> APIServer {
         let kinto = try #require(kinto)
         let initialized = try await run(kinto, ["init", "--ini", folder.path + "/kinto.ini", "--backend", "memory", "--cache-backend", "memory"])
         #expect(initialized.status == 0, "\(initialized.output)")
         var config = try String(contentsOfFile: folder.path + "/kinto.ini", encoding: .utf8)
         config = config.replacingOccurrences(of: "multiauth.policies = account", with: "multiauth.policies = basicauth")
         try config.write(toFile: folder.path + "/kinto.ini", atomically: true, encoding: .utf8)
-        let server = try await APIServer.start(kinto, ["start", "--ini", folder.path + "/kinto.ini", "--port", "{port}"], probe: "/v1/")
+        return try await APIServer.start(kinto, ["start", "--ini", folder.path + "/kinto.ini", "--port", "{port}"], probe: "/v1/")
+    }
+
+    @Test("a batch POST declared with match json-body: a client that sends the document with its members in another order gets the answer")
+    func batchMatchedCanonically() async throws {
+        let folder = try TemporaryFolder()
+        let server = try await Self.start(in: folder)
+        defer { server.stop() }
+        let records = server.base + "/v1/buckets/default/collections/tasks/records"
+        for n in 1...3 {
+            _ = try await run(
+                "curl", ["-s", "-u", "alice:wonderland", "-H", "Content-Type: application/json", "-d", "{\"data\": {\"title\": \"task \(n)\"}}", records])
+        }
+        let auth = "Basic " + Data("alice:wonderland".utf8).base64EncodedString()
+        let batch = #"{"defaults": {"method": "GET"}, "requests": [{"path": "/buckets/default/collections/tasks/records?_sort=title"}]}"#
+        try folder.file(
+            "api.yml",
+            """
+            output: \(folder.path)/batch.zip
+            robots: false
+            requests:
+              - url: \(server.base)/v1/batch
+                method: POST
+                headers: {Authorization: "${KINTO_AUTH}", Content-Type: application/json}
+                body: '\(batch)'
+                match: {json-body: canonical}
+            """)
+        let built = try await run("/usr/bin/env", ["KINTO_AUTH=" + auth, packagerExecutable, "build", folder.path + "/api.yml"])
+        #expect(built.status == 0, "\(built.output)")
+        let loader = try OfflineLoader(path: folder.path + "/batch.zip")
+        func post(_ body: String) -> BundleResponse? {
+            loader.response(
+                for: BundleRequest(
+                    method: "POST", url: server.base + "/v1/batch", headers: [.authorization: "Basic eDp5", .contentType: "application/json"],
+                    body: Data(body.utf8)))
+        }
+        // As a client's JSON encoder writes it: other member order, no spaces.
+        let reordered = #"{"requests":[{"path":"/buckets/default/collections/tasks/records?_sort=title"}],"defaults":{"method":"GET"}}"#
+        let answer = try #require(post(reordered))
+        let body = try #require(try JSONSerialization.jsonObject(with: try answer.bodyData()) as? [String: Any])
+        let responses = try #require(body["responses"] as? [[String: Any]])
+        let titles = ((responses.first?["body"] as? [String: Any])?["data"] as? [[String: Any]])?.compactMap { $0["title"] as? String }
+        #expect(titles == ["task 1", "task 2", "task 3"], "\(body)")
+        // Another path is another request.
+        #expect(post(#"{"requests":[{"path":"/buckets/default/collections/tasks/records"}],"defaults":{"method":"GET"}}"#) == nil)
+    }
+
+    @Test(
+        "five records paged by two, a POST and a 401 kept; a Basic credential gets the list, no credential the 401; verify finds them fresh and leaves the POST alone"
+    )
+    func recordsAndCredentials() async throws {
+        let folder = try TemporaryFolder()
+        let server = try await Self.start(in: folder)
         defer { server.stop() }
         let records = server.base + "/v1/buckets/default/collections/tasks/records"
         for n in 1...5 {

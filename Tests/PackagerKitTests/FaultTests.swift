@@ -104,7 +104,10 @@ struct FaultTests {
                 #expect(try Array(bundle.body(of: entry)) == Self.page(String(path.dropFirst())), "\(path) differs from what the origin serves")
             }
             for path in Self.permanent { #expect(bundle.entry(for: origin.base + path) == nil, "\(path) was stored") }
-            #expect(origin.count("/cut-once") == 2 && origin.count("/drop-once") == 2)
+            // Cut or dropped once, then whole: two requests, or three where a loaded machine (a full parallel run took
+            // 156 s here) let the second outlast the 4 s request timeout. Their bodies are whole either way (above).
+            #expect((2...3).contains(origin.count("/cut-once")), "\(origin.count("/cut-once")) requests")
+            #expect((2...3).contains(origin.count("/drop-once")), "\(origin.count("/drop-once")) requests")
             // The stall outlasts the 4 s request timeout once; on a loaded machine the retry can time out too, so it is
             // retried at least once and within the 3 attempts (its whole body was stored: checked above).
             #expect((2...3).contains(origin.count("/stall-once")), "\(origin.count("/stall-once")) requests")
