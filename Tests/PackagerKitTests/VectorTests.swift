@@ -162,8 +162,11 @@ struct VectorTests {
         request(api + "sql?sql=select+name+from+t&_col=name"),
         // JSON bodies under a match rule (v3-match-json.zip, §5.5): the recorded document written otherwise, with another
         // request id, is answered; another value is not.
-        request(api + "find", [("Content-Type", "application/json")], method: "POST", body: "{\"q\": \"a\", \"page\": {\"size\": 10, \"from\": 0}, \"requestId\": \"r-1\"}"),
-        request(api + "find", [("Content-Type", "application/json")], method: "POST", body: "{\"requestId\":\"r-9\",\"page\":{\"from\":0,\"size\":10},\"q\":\"a\"}"),
+        request(
+            api + "find", [("Content-Type", "application/json")], method: "POST",
+            body: "{\"q\": \"a\", \"page\": {\"size\": 10, \"from\": 0}, \"requestId\": \"r-1\"}"),
+        request(
+            api + "find", [("Content-Type", "application/json")], method: "POST", body: "{\"requestId\":\"r-9\",\"page\":{\"from\":0,\"size\":10},\"q\":\"a\"}"),
         request(api + "find", [("Content-Type", "application/json")], method: "POST", body: "{\"q\": \"\\u0061\", \"page\": {\"from\": 0, \"size\": 10}}"),
         request(api + "find", [("Content-Type", "application/json")], method: "POST", body: "{\"q\": \"b\", \"page\": {\"size\": 10, \"from\": 0}}"),
         request(api + "find", [("Content-Type", "application/json")], method: "POST", body: "{\"q\": \"a\", \"page\": {\"size\": 10.0, \"from\": 0}}"),
@@ -506,7 +509,8 @@ struct VectorTests {
     static let plan: [(file: String, publicKey: String?, base: String?)] = [
         ("v1-unsigned.zip", nil, nil), ("v1-signed.zip", "vector-test-key.pub", nil),
         ("v3-pack.zip", nil, nil), ("v3-pack.zip", "vector-test-key.pub", nil), ("v3-pack-signed.zip", "vector-test-key.pub", nil),
-        ("v3-pack-query.zip", nil, nil), ("v3-query-variants.zip", nil, nil), ("v3-match-json.zip", nil, nil), ("v3-crawl.zip", nil, nil), ("v3-crawl-zip64.zip", nil, nil),
+        ("v3-pack-query.zip", nil, nil), ("v3-query-variants.zip", nil, nil), ("v3-match-json.zip", nil, nil), ("v3-crawl.zip", nil, nil),
+        ("v3-crawl-zip64.zip", nil, nil),
         ("broken-body.zip", nil, nil), ("broken-index.zip", nil, nil), ("broken-truncated.zip", nil, nil), ("hostile-status.zip", nil, nil),
         ("unknown-flag.zip", nil, nil), ("v3-requests.zip", nil, nil), ("hostile-qualifier.zip", nil, nil), ("unknown-header-flag.zip", nil, nil),
         // A delta (§12): over its base it answers as v3-pack-next.zip; alone it is refused; over another bundle too.
@@ -543,7 +547,8 @@ struct VectorTests {
         let scratch = try TemporaryFolder()
         try Self.writeVectors(into: scratch.path)
         for name in [
-            "v3-pack.zip", "v3-pack-query.zip", "v3-query-variants.zip", "v3-match-json.zip", "v3-crawl.zip", "v3-crawl-zip64.zip", "broken-body.zip", "broken-index.zip",
+            "v3-pack.zip", "v3-pack-query.zip", "v3-query-variants.zip", "v3-match-json.zip", "v3-crawl.zip", "v3-crawl-zip64.zip", "broken-body.zip",
+            "broken-index.zip",
             "hostile-status.zip",
             "unknown-flag.zip", "v3-requests.zip", "hostile-qualifier.zip", "unknown-header-flag.zip", "v3-pack-next.zip", "delta-pack-next.zip",
             "delta-pack-next-edit.zip", "v3-pack-stored-index.zip", "hostile-index-ratio.zip", "hostile-v2-deflated-index.zip",
