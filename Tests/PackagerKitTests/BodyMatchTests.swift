@@ -35,6 +35,24 @@ struct BodyMatchTests {
         #expect(CanonicalJSON.tokens(ofPointer: "a") == nil && CanonicalJSON.tokens(ofPointer: "/a~2") == nil)
     }
 
+    @Test("a form body's canonical form: decoded, ignored names left out, sorted by name with one name's values in order, encoded one way")
+    func canonicalFormBody() {
+        func form(_ text: String, ignoring: [String] = []) -> String? {
+            CanonicalForm.canonical(Array(text.utf8), ignoring: Set(ignoring.map { Array($0.utf8) })).map { String(decoding: $0, as: UTF8.self) }
+        }
+        #expect(form("q=rain+today&b=2&a=1&b=1") == "a=1&b=2&b=1&q=rain%20today")
+        #expect(form("q=rain%20today&a=%31&csrf=x9&&flag", ignoring: ["csrf"]) == "a=1&flag&q=rain%20today")
+        #expect(form("n=%C3%A9&m=%e2%82%ac") == "m=%E2%82%AC&n=%C3%A9")
+        #expect(form("a=%zz") == nil && form("a=%4") == nil)
+        let rules = BundleRules(match: [BundleRules.formBodyRule(pattern: "http://a/login", ignoring: ["csrf_token"])])
+        #expect(rules.bodyForMatching(canonicalKey: "http://a/login", body: Data("user=x&csrf_token=1".utf8)) == Data("user=x".utf8))
+        #expect(
+            rules.bodyDigest(canonicalKey: "http://a/login", body: Data("b=2&a=1".utf8))
+                == rules.bodyDigest(canonicalKey: "http://a/login", body: Data("a=1&b=2".utf8)))
+        // Not under the rule's pattern: as sent.
+        #expect(rules.bodyForMatching(canonicalKey: "http://a/other", body: Data("b=2&a=1".utf8)) == Data("b=2&a=1".utf8))
+    }
+
     @Test("a rule this reader does not know is refused, never ignored; the rule round-trips through index.bin")
     func unknownFormRefused() throws {
         #expect(throws: BundleError.self) { try BundleRules(decoding: Array("match http://a/* graphql\n".utf8)) }
@@ -114,6 +132,10 @@ struct BodyMatchTests {
         #expect(refusal(head + "    match: {json-body: canonical, ignore: [requestId]}\n").contains(":5:"))
         #expect(refusal(head + "match:\n  - {json-body: canonical}\n").contains("a match rule needs a url"))
         #expect(refusal(head + "    match: {url: 'http://a.example/*', json-body: canonical}\n").contains("url"))
+        #expect(refusal(head + "    match: {json-body: canonical, form-body: canonical}\n").contains("not both"))
+        #expect(refusal(head + "    match: {form-body: canonical, ignore: [csrf]}\n") == "accepted")
+        let parsed = try DeclarationParser().parse(head + "match:\n  - {url: 'http://a.example/login', form-body: canonical, ignore: [csrf token]}\n")
+        #expect(parsed.bundleRules.match == ["http://a.example/login form-body csrf%20token"], "\(parsed.bundleRules.match)")
         let twice = head + "    match: {json-body: canonical}\n  - url: http://a.example/s\n    method: POST\n    body: '{\"r\": 2, \"q\": 1}'\n"
         let said = refusal(twice)
         #expect(said.contains(":6:") && said.contains("line 2") && said.contains("one JSON document under the match rule"), "\(said)")

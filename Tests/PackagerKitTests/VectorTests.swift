@@ -170,12 +170,18 @@ struct VectorTests {
         request(api + "find", [("Content-Type", "application/json")], method: "POST", body: "{\"q\": \"\\u0061\", \"page\": {\"from\": 0, \"size\": 10}}"),
         request(api + "find", [("Content-Type", "application/json")], method: "POST", body: "{\"q\": \"b\", \"page\": {\"size\": 10, \"from\": 0}}"),
         request(api + "find", [("Content-Type", "application/json")], method: "POST", body: "{\"q\": \"a\", \"page\": {\"size\": 10.0, \"from\": 0}}"),
+        // Form bodies under a match rule: the parameters in another order, `%20` for `+`, another csrf_token: answered.
+        request(api + "login", [("Content-Type", "application/x-www-form-urlencoded")], method: "POST", body: "lang=en%20GB&csrf_token=zz&user=ann"),
+        request(api + "login", [("Content-Type", "application/x-www-form-urlencoded")], method: "POST", body: "user=bob&lang=en+GB"),
     ]
 
     /// A POST whose JSON body is matched in its canonical form, without its request id (`match … json-body /requestId`).
     static func writeMatchJSON(to path: String) throws {
         let fetched = Date(timeIntervalSince1970: 1_767_323_045)
-        let rules = BundleRules(match: [BundleRules.jsonBodyRule(pattern: api + "find", ignoring: ["/requestId"])])
+        let rules = BundleRules(match: [
+            BundleRules.jsonBodyRule(pattern: api + "find", ignoring: ["/requestId"]),
+            BundleRules.formBodyRule(pattern: api + "login", ignoring: ["csrf_token"]),
+        ])
         var writer = BundleWriter(options: .init(rules: rules, createdAt: fetched, compressionLevel: level, timeClamp: nil))
         var entry = BundleWriter.Entry(
             url: api + "find", headers: [("content-type", "application/json")], body: .data(Data("{\"hits\": [\"apple\"]}".utf8)), fetchedAt: fetched)
@@ -183,6 +189,12 @@ struct VectorTests {
             method: "POST", headers: [.init(name: "content-type", value: "application/json")],
             body: Data("{\"q\": \"a\", \"page\": {\"size\": 10, \"from\": 0}, \"requestId\": \"r-1\"}".utf8))
         writer.add(entry)
+        var login = BundleWriter.Entry(
+            url: api + "login", headers: [("content-type", "text/plain")], body: .data(Data("welcome, ann".utf8)), fetchedAt: fetched)
+        login.request = RecordedRequest(
+            method: "POST", headers: [.init(name: "content-type", value: "application/x-www-form-urlencoded")],
+            body: Data("user=ann&csrf_token=t1&lang=en+GB".utf8))
+        writer.add(login)
         try writer.write(to: path)
     }
 

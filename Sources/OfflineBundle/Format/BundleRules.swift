@@ -12,7 +12,8 @@ import Foundation
 /// - ``ignoreQuery``: URL patterns (as `block`'s) where the origin ignores the query for stored files, as static
 ///   servers do: a GET for `/search.html?q=x` that no entry answers is answered by `/search.html`, unless the bundle
 ///   records entries for that path with a query that answer otherwise (then the query matters there).
-/// - ``match``: how request bodies are matched for URL patterns (`PATTERN json-body [POINTER…]`): the key's body
+/// - ``match``: how request bodies are matched for URL patterns (`PATTERN json-body [POINTER…]`, `PATTERN form-body
+///   [NAME…]`): the key's body
 ///   digest is taken over the body's canonical form, so a document sent with its members in another order, or other
 ///   whitespace, finds the recorded answer (docs/FORMAT.md §4.6, §5.5).
 public struct BundleRules: Sendable, Equatable, Codable {
@@ -60,24 +61,43 @@ public struct BundleRules: Sendable, Equatable, Codable {
         match = try container.decodeIfPresent([String].self, forKey: .match) ?? []
     }
 
-    /// A `match` rule read: the URL pattern (as `block`'s), the body form, and the ignore pointers as tokens.
+    /// A `match` rule read: the URL pattern (as `block`'s), the body form, and what the form leaves out: JSON pointers
+    /// as their tokens for `json-body`, parameter names for `form-body`.
     package struct BodyMatch: Sendable, Equatable {
+        package enum Form: String, Sendable {
+            case json = "json-body"
+            case form = "form-body"
+        }
         package var pattern: [UInt8]
+        package var form: Form
         package var ignoring: [[String]]
     }
 
-    /// Reads a `match` value: `PATTERN json-body [POINTER…]`, pointers with `%20` for a space and `%25` for `%`. Nil
-    /// when it is not one (an unknown form, a pointer that is not one).
+    /// Reads a `match` value: `PATTERN json-body [POINTER…]` or `PATTERN form-body [NAME…]`, pointers and names with
+    /// `%20` for a space and `%25` for `%`. Nil when it is not one (an unknown form, a pointer that is not one).
     package static func bodyMatch(_ value: String) -> BodyMatch? {
         let words = value.split(separator: " ", omittingEmptySubsequences: false)
-        guard words.count >= 2, !words[0].isEmpty, words[1] == "json-body" else { return nil }
+        guard words.count >= 2, !words[0].isEmpty, let form = BodyMatch.Form(rawValue: String(words[1])) else { return nil }
         var ignoring: [[String]] = []
         for word in words.dropFirst(2) {
-            let pointer = word.replacingOccurrences(of: "%20", with: " ").replacingOccurrences(of: "%25", with: "%")
-            guard !word.isEmpty, let tokens = CanonicalJSON.tokens(ofPointer: pointer) else { return nil }
-            ignoring.append(tokens)
+            let text = word.replacingOccurrences(of: "%20", with: " ").replacingOccurrences(of: "%25", with: "%")
+            guard !word.isEmpty else { return nil }
+            switch form {
+            case .json:
+                guard let tokens = CanonicalJSON.tokens(ofPointer: text) else { return nil }
+                ignoring.append(tokens)
+            case .form:
+                ignoring.append([text])
+            }
         }
-        return BodyMatch(pattern: Array(words[0].lowercased().utf8), ignoring: ignoring)
+        return BodyMatch(pattern: Array(words[0].lowercased().utf8), form: form, ignoring: ignoring)
+    }
+
+    /// The `match` value for `pattern`'s form bodies (`application/x-www-form-urlencoded`), leaving out the parameters
+    /// named `ignoring`.
+    package static func formBodyRule(pattern: String, ignoring: [String]) -> String {
+        ([pattern, "form-body"] + ignoring.map { $0.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: " ", with: "%20") })
+            .joined(separator: " ")
     }
 
     /// The `match` value for `pattern`'s JSON bodies, leaving out `ignoring` (JSON pointers).
@@ -93,7 +113,12 @@ public struct BundleRules: Sendable, Equatable, Codable {
         let key = Array(canonicalKey.lowercased().utf8)
         for value in match {
             guard let rule = Self.bodyMatch(value), globMatch(rule.pattern[...], key[...]) else { continue }
-            return CanonicalJSON.canonical(Array(body), ignoring: rule.ignoring).map { Data($0) } ?? body
+            let canonical =
+                switch rule.form {
+                case .json: CanonicalJSON.canonical(Array(body), ignoring: rule.ignoring)
+                case .form: CanonicalForm.canonical(Array(body), ignoring: Set(rule.ignoring.map { Array($0[0].utf8) }))
+                }
+            return canonical.map { Data($0) } ?? body
         }
         return body
     }

@@ -197,10 +197,16 @@ public struct Declaration: Sendable, Equatable {
     /// JSON form, without the members `ignore` points at (JSON pointers).
     public struct BodyMatch: Sendable, Equatable {
         public var url: String
+        /// The canonical form: JSON (`json-body`, ``ignore`` holds JSON pointers) or a form (`form-body`,
+        /// `application/x-www-form-urlencoded`, ``ignore`` holds parameter names).
+        public var form: Form = .json
         public var ignore: [String] = []
 
-        public init(url: String, ignore: [String] = []) {
+        public enum Form: Sendable, Equatable { case json, form }
+
+        public init(url: String, form: Form = .json, ignore: [String] = []) {
             self.url = url
+            self.form = form
             self.ignore = ignore
         }
     }
@@ -213,9 +219,11 @@ public struct Declaration: Sendable, Equatable {
         // A request's own rule covers its URL, canonical (its query sorted, dropped parameters gone), as keys are.
         let keys = RequestKeyCanonicalizer(dropQueryParameters: dropQueryParameters, formQuery: true)
         let own = requests.compactMap { request in
-            request.match.map { BodyMatch(url: keys.canonicalize(request.url) ?? request.url, ignore: $0.ignore) }
+            request.match.map { BodyMatch(url: keys.canonicalize(request.url) ?? request.url, form: $0.form, ignore: $0.ignore) }
         }
-        rules.match = (match + own).map { BundleRules.jsonBodyRule(pattern: $0.url, ignoring: $0.ignore) }
+        rules.match = (match + own).map {
+            $0.form == .json ? BundleRules.jsonBodyRule(pattern: $0.url, ignoring: $0.ignore) : BundleRules.formBodyRule(pattern: $0.url, ignoring: $0.ignore)
+        }
         if case .patterns(let patterns) = ignoreQuery { rules.ignoreQuery = patterns }
         for substitution in substitutions {
             switch substitution.match {

@@ -221,7 +221,7 @@ private struct Reader {
                 guard case .sequence(let items) = value else { throw fail(value, "requests must be a list of requests") }
                 d.requests = try items.map(request)
             case "match":
-                for item in try items(value, "match", expected: "rules ({url: PATTERN, json-body: canonical, ignore: [POINTER]})") {
+                for item in try items(value, "match", expected: "rules ({url: PATTERN, json-body: canonical, ignore: [POINTER]}, or form-body)") {
                     d.match.append(try bodyMatch(item, url: nil))
                 }
             default: break
@@ -333,10 +333,10 @@ private struct Reader {
         return request
     }
 
-    /// A `match` rule: `{url: PATTERN, json-body: canonical, ignore: [POINTER, …]}` (a request's own has no url: it
-    /// is the request's).
+    /// A `match` rule: `{url: PATTERN, json-body: canonical, ignore: [POINTER, …]}` or `{url: PATTERN, form-body:
+    /// canonical, ignore: [NAME, …]}` (a request's own has no url: it is the request's).
     func bodyMatch(_ node: Node, url: String?) throws -> Declaration.BodyMatch {
-        let keys = url == nil ? ["url", "json-body", "ignore"] : ["json-body", "ignore"]
+        let keys = (url == nil ? ["url"] : []) + ["json-body", "form-body", "ignore"]
         var values: [String: Node] = [:]
         for (key, value) in try mapping(node, in: "a match rule", keys: keys) { values[key.string ?? ""] = value }
         var rule = Declaration.BodyMatch(url: url ?? "")
@@ -345,16 +345,19 @@ private struct Reader {
             rule.url = try string(urlNode, "a match rule's url")
             guard !rule.url.contains(" "), !rule.url.isEmpty else { throw fail(urlNode, "a match rule's url is a URL pattern, without spaces") }
         }
-        guard let formNode = values["json-body"] else {
-            throw fail(node, "a match rule says how bodies are matched: json-body: canonical (the only form so far)")
+        if values["json-body"] != nil && values["form-body"] != nil { throw fail(node, "a match rule gives json-body or form-body, not both") }
+        guard let (formName, formNode) = values["json-body"].map({ ("json-body", $0) }) ?? values["form-body"].map({ ("form-body", $0) }) else {
+            throw fail(node, "a match rule says how bodies are matched: json-body: canonical, or form-body: canonical")
         }
-        let form = try string(formNode, "json-body")
-        guard form == "canonical" else { throw fail(formNode, "json-body takes 'canonical', not '\(form)'") }
+        let form = try string(formNode, formName)
+        guard form == "canonical" else { throw fail(formNode, "\(formName) takes 'canonical', not '\(form)'") }
+        rule.form = formName == "json-body" ? .json : .form
         if let ignoreNode = values["ignore"] {
-            for item in try items(ignoreNode, "ignore", expected: "JSON pointers") {
-                let pointer = try string(item, "each item of ignore")
-                if let problem = JSONPointer.problem(pointer) { throw fail(item, problem) }
-                rule.ignore.append(pointer)
+            for item in try items(ignoreNode, "ignore", expected: rule.form == .json ? "JSON pointers" : "parameter names") {
+                let ignored = try string(item, "each item of ignore")
+                if rule.form == .json, let problem = JSONPointer.problem(ignored) { throw fail(item, problem) }
+                if rule.form == .form, ignored.isEmpty { throw fail(item, "an ignored parameter needs a name") }
+                rule.ignore.append(ignored)
             }
         }
         return rule
