@@ -34,32 +34,28 @@ final class AdminEndpoints: Sendable {
     /// Counts one answered request, from the record the access log writes.
     func record(_ served: ServedRequest) {
         let source = served.source?.description ?? "none"
-        let key = "\(served.status) \(served.fromCache) \(source)"
-        let counter = counters.withLock { counters in
-            if let known = counters[key] { return known }
-            let made = registry.makeCounter(
-                descriptor: .init(
-                    metricName: "packager_http_requests", unitName: "total",
-                    helpText: "Requests answered, by status, by what answered, and whether from the cache of whole answers."),
-                labels: [("status", String(served.status)), ("source", source), ("cached", served.fromCache ? "true" : "false")])
-            counters[key] = made
-            return made
-        }
-        counter.increment()
+        counter(
+            "\(served.status) \(served.fromCache) \(source)", "packager_http_requests",
+            help: "Requests answered, by status, by what answered, and whether from the cache of whole answers.",
+            labels: [("status", String(served.status)), ("source", source), ("cached", served.fromCache ? "true" : "false")]
+        ).increment()
         if let length = served.contentLength.flatMap({ Int64($0) }) { bytes.increment(by: length) }
         if let miss = served.miss {
-            let key = "miss \(miss.kind.rawValue)"
-            let counter = counters.withLock { counters in
-                if let known = counters[key] { return known }
-                let made = registry.makeCounter(
-                    descriptor: .init(
-                        metricName: "packager_http_misses", unitName: "total",
-                        helpText: "Requests the bundles did not answer, by what differed from the nearest recorded request (path: nothing recorded there)."),
-                    labels: [("kind", miss.kind.rawValue)])
-                counters[key] = made
-                return made
-            }
-            counter.increment()
+            counter(
+                "miss \(miss.kind.rawValue)", "packager_http_misses",
+                help: "Requests the bundles did not answer, by what differed from the nearest recorded request (path: nothing recorded there).",
+                labels: [("kind", miss.kind.rawValue)]
+            ).increment()
+        }
+    }
+
+    /// The counter kept under `key`, made on its first use.
+    private func counter(_ key: String, _ name: String, help: String, labels: [(String, String)]) -> Prometheus.Counter {
+        counters.withLock { counters in
+            if let known = counters[key] { return known }
+            let made = registry.makeCounter(descriptor: .init(metricName: name, unitName: "total", helpText: help), labels: labels)
+            counters[key] = made
+            return made
         }
     }
 

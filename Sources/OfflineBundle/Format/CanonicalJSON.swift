@@ -302,13 +302,7 @@ package enum CanonicalJSON {
             guard i + 4 <= bytes.count else { return nil }
             var value: UInt16 = 0
             for byte in bytes[i..<(i + 4)] {
-                let digit: UInt8
-                switch byte {
-                case 0x30...0x39: digit = byte - 0x30
-                case 0x41...0x46: digit = byte - 0x41 + 10
-                case 0x61...0x66: digit = byte - 0x61 + 10
-                default: return nil
-                }
+                guard let digit = CanonicalForm.hexValue(byte) else { return nil }
                 value = value << 4 | UInt16(digit)
             }
             i += 4
