@@ -133,7 +133,9 @@ extension Packager {
         @Flag(
             name: .customLong("explain-misses"),
             help: """
-                Answer a miss's 404 with an X-Offline-Miss field: the nearest recorded request and what differed (a query                 parameter, the method, a header, the body). It names recorded URLs: for development. The access log and                 /metrics explain misses without it.
+                Answer a miss's 404 with an X-Offline-Miss field: the nearest recorded request and what differed (a query \
+                parameter, the method, a header, the body). It names recorded URLs: for development. The access log and \
+                /metrics explain misses without it.
                 """)
         var explainMisses = false
 
