@@ -196,7 +196,7 @@ extension Packager {
                     .invalidInput,
                     declaration == nil
                         ? "no packager.yml in this folder: give a declaration file, or --seed URL -o PATH (packager init writes a starter)"
-                        : "no such declaration file: \(path)")
+                        : "cannot open \(path): no such file or directory")
             }
             var isFolder: ObjCBool = false
             if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue {

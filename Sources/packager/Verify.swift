@@ -174,7 +174,7 @@ extension Packager {
             // An error (a bundle that cannot be read, a report that cannot be written) means the check was not made: 2.
             try await reportingErrorsAsync(status: 2) {
                 guard RemoteOptions.isRemote(bundle) || FileManager.default.fileExists(atPath: bundle) else {
-                    throw PackagerError(.invalidInput, "no such bundle", subject: bundle)
+                    throw PackagerError(.invalidInput, "cannot open \(bundle): no such file or directory")
                 }
                 var options = try probe.verifierOptions()
                 options.failOn = try failingVerdicts()
@@ -258,7 +258,9 @@ extension Packager {
         func run() async throws {
             var incomplete = false
             try await reportingErrorsAsync {
-                guard FileManager.default.fileExists(atPath: bundle) else { throw PackagerError(.invalidInput, "no such bundle", subject: bundle) }
+                guard FileManager.default.fileExists(atPath: bundle) else {
+                    throw PackagerError(.invalidInput, "cannot open \(bundle): no such file or directory")
+                }
                 // Mounted before the refresh: the bundle as it was stays readable after the new one replaces it.
                 let before = try deltaOut.map { _ in try DeltaBundles.mount(bundle) }
                 var options = try probe.verifierOptions()

@@ -280,7 +280,15 @@ struct WrongInputTests {
             ),
             (["verify", folder.path + "/missing.zip", "--json", "--format", "junit"], "give --json or --format junit, not both"),
         ]
-        for (arguments, words) in cases + more {
+        // A file that is not there is said one way, by every command that reads one.
+        let missing = folder.path + "/missing"
+        let said = "no such file or directory"
+        let absent: [([String], String)] = [
+            (["inspect", missing + ".zip"], "cannot open \(missing).zip: \(said)"), (["verify", missing + ".zip"], "cannot open \(missing).zip: \(said)"),
+            (["refresh", missing + ".zip"], "cannot open \(missing).zip: \(said)"), (["build", missing + ".yml"], "cannot open \(missing).yml: \(said)"),
+            (["pack", missing + ".tar", "--base-url", "https://x.example/", "-o", folder.path + "/p.zip"], "cannot open \(missing).tar: \(said)"),
+        ]
+        for (arguments, words) in cases + more + absent {
             let result = try await run(packagerExecutable, arguments)
             #expect(result.status == 2 && result.output.contains(words), "\(arguments): \(result.status) \(result.output)")
         }

@@ -60,7 +60,7 @@ public struct Packer: Sendable {
     public func pack(source: String, output: String) throws -> Summary {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory) else {
-            throw PackagerError(.invalidInput, "\(source) does not exist", subject: source)
+            throw PackagerError(.invalidInput, "cannot open \(source): no such file or directory")
         }
         if isDirectory.boolValue { return try packFolder(source, output: output, shown: source) }
         // An archive: extract it safely next to the output, pack, and remove the copy.
