@@ -59,6 +59,9 @@ struct MissExplanationTests {
         #expect(body.kind == .body && body.differences.count == 1 && body.differences[0].hasPrefix("a body of 9 bytes, recorded another"), "\(body)")
         let header = try explain("/items", headers: [("accept", "text/csv")])
         #expect(header.kind == .header && header.differences == ["header accept: text/csv, recorded application/json"], "\(header)")
+        // A path nothing was recorded under, a typo away from one that was: named.
+        let typo = try explain("/lsit?page=2")
+        #expect(typo.kind == .path && typo.description == "nothing recorded under http://api.example/lsit (recorded: http://api.example/list)", "\(typo)")
         let nothing = try explain("/nowhere?x=1")
         #expect(nothing.kind == .path && nothing.nearest == nil && nothing.description == "nothing recorded under http://api.example/nowhere", "\(nothing)")
         // What answers is no miss.

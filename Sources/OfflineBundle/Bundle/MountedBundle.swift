@@ -70,8 +70,9 @@ public final class MountedBundle: Sendable {
     /// matters there (its recorded versions differ from the query-less entry in status or body). Made on the first
     /// query no entry holds, not at mount: every packed bundle carries the rule, and most never need it.
     private let queryVariantPaths = Mutex<[String: Bool]?>(nil)
-    /// The entries by the path of their URL (without its query): made on the first miss explained, not at mount.
-    private let pathTable = Mutex<[String: [Int]]?>(nil)
+    /// The entries by the path of their URL (without its query), and those paths by their folder (up to the last `/`):
+    /// made on the first miss explained, not at mount.
+    private let pathTable = Mutex<(byPath: [String: [Int]], byFolder: [Substring: [String]])?>(nil)
     /// The entries whose keys carry request qualifiers, by the canonical URL before them: built at mount in a bundle
     /// with request qualifiers (one pass over the keys, and a parse of the qualified ones), none in another.
     private let variantTable: VariantTable?
@@ -270,19 +271,56 @@ public final class MountedBundle: Sendable {
     }
 
     /// The entries whose URL, without its query, is `path` (canonical), in key order.
-    func entriesUnderPath(_ path: String) -> [Int] {
+    func entriesUnderPath(_ path: String) -> [Int] { withPathTable { $0.byPath[path] ?? [] } }
+
+    /// The recorded path in the same folder as `path` that is nearest to it by edit distance (a typo: `faq.htm` for
+    /// `faq.html`), at most 2 edits away; nil when none is. At most 512 paths of the folder are compared.
+    func similarPath(to path: String) -> String? {
+        guard let slash = path.lastIndex(of: "/") else { return nil }
+        let name = Array(path[path.index(after: slash)...].utf8)
+        return withPathTable { table in
+            var best: (path: String, distance: Int)?
+            for candidate in (table.byFolder[path[...slash]] ?? []).prefix(512) {
+                let other = Array(candidate.utf8.dropFirst(path.utf8.distance(from: path.utf8.startIndex, to: slash) + 1))
+                guard abs(other.count - name.count) <= 2, let distance = Self.editDistance(name, other, limit: 2) else { continue }
+                if best == nil || distance < best!.distance { best = (candidate, distance) }
+            }
+            return best?.path
+        }
+    }
+
+    /// The Levenshtein distance between `a` and `b`, or nil when it is over `limit`.
+    static func editDistance(_ a: [UInt8], _ b: [UInt8], limit: Int) -> Int? {
+        var previous = Array(0...b.count)
+        for (i, x) in a.enumerated() {
+            var current = [i + 1] + Array(repeating: 0, count: b.count)
+            for (j, y) in b.enumerated() {
+                current[j + 1] = Swift.min(previous[j + 1] + 1, current[j] + 1, previous[j] + (x == y ? 0 : 1))
+            }
+            guard current.min()! <= limit else { return nil }
+            previous = current
+        }
+        return previous[b.count] <= limit ? previous[b.count] : nil
+    }
+
+    private func withPathTable<T>(_ body: ((byPath: [String: [Int]], byFolder: [Substring: [String]])) -> T) -> T {
         pathTable.withLock { table in
             if table == nil {
-                var made: [String: [Int]] = [:]
+                var byPath: [String: [Int]] = [:]
                 for i in 0..<index.entryCount {
                     let key = index.entryKey(i)
                     let url = key.utf8.firstIndex(of: UInt8(ascii: " ")).map { key[..<$0] } ?? key[...]
                     let path = url.utf8.firstIndex(of: UInt8(ascii: "?")).map { url[..<$0] } ?? url
-                    made[String(path), default: []].append(i)
+                    byPath[String(path), default: []].append(i)
                 }
-                table = made
+                var byFolder: [Substring: [String]] = [:]
+                for path in byPath.keys.sorted() {
+                    guard let slash = path.lastIndex(of: "/") else { continue }
+                    byFolder[path[...slash], default: []].append(path)
+                }
+                table = (byPath, byFolder)
             }
-            return table![path] ?? []
+            return body(table!)
         }
     }
 

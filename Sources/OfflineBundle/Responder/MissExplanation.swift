@@ -164,7 +164,8 @@ extension MountedBundle {
             if best == nil || items.count < best!.items.count { best = (candidate, items, kind) }
         }
         guard let best else {
-            return MissExplanation(nearest: nil, nearestRequest: nil, differences: ["nothing recorded under \(path)"], kind: .path)
+            let similar = similarPath(to: path).map { " (recorded: \($0))" } ?? ""
+            return MissExplanation(nearest: nil, nearestRequest: nil, differences: ["nothing recorded under \(path)\(similar)"], kind: .path)
         }
         return MissExplanation(nearest: best.key, nearestRequest: MissExplanation.readable(best.key), differences: best.items, kind: best.kind)
     }
