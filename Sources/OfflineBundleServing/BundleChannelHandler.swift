@@ -1,7 +1,8 @@
 // One file, over 600 lines, on purpose: the handler is one state machine per connection (what waits, what is read off
 // the event loop, what is being written, the body budget, the HTTP/2 gate), and nearly every step reads or sets its
 // private state; split across files, that state would have to be opened to the whole module. Its helpers that stand
-// alone live apart (BodyGate.swift, ResponseCache.swift, SecureServing.swift).
+// alone live apart (BodyGate.swift, ResponseCache.swift, SecureServing.swift). Issue 52 part 3 splits it the way NIO
+// does: a typed response encoded per protocol, and connection, idle and stall state machines that return actions.
 import Foundation
 import HTTPTypes
 import NIOCore

@@ -69,13 +69,15 @@ public final class MountedBundle: Sendable {
     /// With ignore-query rules: the query-less URLs of entries recorded with a query, each with whether the query
     /// matters there (its recorded versions differ from the query-less entry in status or body). Made on the first
     /// query no entry holds, not at mount: every packed bundle carries the rule, and most never need it.
-    private let queryVariantPaths = Mutex<[String: Bool]?>(nil)
+    let queryVariantPaths = Mutex<[String: Bool]?>(nil)
     /// The entries by the path of their URL (without its query), and those paths by their folder (up to the last `/`):
     /// made on the first miss explained, not at mount.
-    private let pathTable = Mutex<(byPath: [String: [Int]], byFolder: [Substring: [String]])?>(nil)
+    let pathTable = Mutex<(byPath: [String: [Int]], byFolder: [Substring: [String]])?>(nil)
     /// The entries whose keys carry request qualifiers, by the canonical URL before them: built at mount in a bundle
     /// with request qualifiers (one pass over the keys, and a parse of the qualified ones), none in another.
-    private let variantTable: VariantTable?
+    let variantTable: VariantTable?
+    /// The bundle's `match` rules, read once (a few, where a declaration gave some; none in most bundles).
+    let bodyMatches: [BundleRules.BodyMatch]
 
     /// Mounts the bundle at `path`.
     ///
@@ -185,6 +187,8 @@ public final class MountedBundle: Sendable {
         self.digest = digest
         self.isSigned = signed
         self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: index.rules.dropQueryParameters, formQuery: index.readsQueriesAsForms)
+        // Checked when the index was read (an unknown form is refused there), so every rule reads.
+        self.bodyMatches = index.rules.match.compactMap(BundleRules.bodyMatch)
         self.verification = options.verification ?? (options.requiredPublicKey == nil ? .crc32 : .sha256)
         self.maxBodySize = options.maxBodySize
         self.verified = VerifiedBodies(count: index.bodyCount)
@@ -247,108 +251,6 @@ public final class MountedBundle: Sendable {
         }
     }
 
-    /// The entry that answers `url` with its query ignored, under the bundle's ignore-query rules (docs/FORMAT.md §4.6):
-    /// the entry of the key without its query, when that key matches an ignore-query pattern and the bundle records
-    /// no entry for the same path with a query. Nil otherwise, and for a URL without a query.
-    public func entryIgnoringQuery(for url: String) -> BundleEntry? { entryIgnoringQuery(for: BundleRequest(url: url)) }
-
-    /// ``entryIgnoringQuery(for:)-(String)`` for a whole request: in a bundle with request variants, the query-less URL
-    /// is matched by H19 (its method, headers and body), not taken as a plain GET.
-    public func entryIgnoringQuery(for request: BundleRequest) -> BundleEntry? {
-        let url = request.url
-        guard !index.rules.ignoreQuery.isEmpty, let key = canonicalizer.canonicalize(url), let mark = key.firstIndex(of: "?") else { return nil }
-        let path = String(key[..<mark])
-        guard index.rules.ignoreQueryPattern(matching: path) != nil else { return nil }
-        let querySpecific = queryVariantPaths.withLock { paths in
-            if paths == nil { paths = queryVariants() }
-            return paths![path] ?? false
-        }
-        guard !querySpecific else { return nil }
-        guard variantTable != nil else { return entry(forKey: path) }
-        var queryless = request
-        queryless.url = path
-        return entry(for: queryless)
-    }
-
-    /// The entries whose URL, without its query, is `path` (canonical), in key order.
-    func entriesUnderPath(_ path: String) -> [Int] { withPathTable { $0.byPath[path] ?? [] } }
-
-    /// The recorded path in the same folder as `path` that is nearest to it by edit distance (a typo: `faq.htm` for
-    /// `faq.html`), at most 2 edits away; nil when none is. At most 512 paths of the folder are compared.
-    func similarPath(to path: String) -> String? {
-        guard let slash = path.lastIndex(of: "/") else { return nil }
-        let name = Array(path[path.index(after: slash)...].utf8)
-        return withPathTable { table in
-            var best: (path: String, distance: Int)?
-            for candidate in (table.byFolder[path[...slash]] ?? []).prefix(512) {
-                let other = Array(candidate.utf8.dropFirst(path.utf8.distance(from: path.utf8.startIndex, to: slash) + 1))
-                guard abs(other.count - name.count) <= 2, let distance = Self.editDistance(name, other, limit: 2) else { continue }
-                if best == nil || distance < best!.distance { best = (candidate, distance) }
-            }
-            return best?.path
-        }
-    }
-
-    /// The Levenshtein distance between `a` and `b`, or nil when it is over `limit`.
-    static func editDistance(_ a: [UInt8], _ b: [UInt8], limit: Int) -> Int? {
-        var previous = Array(0...b.count)
-        for (i, x) in a.enumerated() {
-            var current = [i + 1] + Array(repeating: 0, count: b.count)
-            for (j, y) in b.enumerated() {
-                current[j + 1] = Swift.min(previous[j + 1] + 1, current[j] + 1, previous[j] + (x == y ? 0 : 1))
-            }
-            guard current.min()! <= limit else { return nil }
-            previous = current
-        }
-        return previous[b.count] <= limit ? previous[b.count] : nil
-    }
-
-    private func withPathTable<T>(_ body: ((byPath: [String: [Int]], byFolder: [Substring: [String]])) -> T) -> T {
-        pathTable.withLock { table in
-            if table == nil {
-                var byPath: [String: [Int]] = [:]
-                for i in 0..<index.entryCount {
-                    let key = index.entryKey(i)
-                    let url = key.utf8.firstIndex(of: UInt8(ascii: " ")).map { key[..<$0] } ?? key[...]
-                    let path = url.utf8.firstIndex(of: UInt8(ascii: "?")).map { url[..<$0] } ?? url
-                    byPath[String(path), default: []].append(i)
-                }
-                var byFolder: [Substring: [String]] = [:]
-                for path in byPath.keys.sorted() {
-                    guard let slash = path.lastIndex(of: "/") else { continue }
-                    byFolder[path[...slash], default: []].append(path)
-                }
-                table = (byPath, byFolder)
-            }
-            return body(table!)
-        }
-    }
-
-    /// For each query-less URL some entry was recorded at with a query: whether the query matters there (H2). It does
-    /// not when every recorded version answers as the query-less entry does, with its status and its body (bodies are
-    /// stored once, so the same body is the same body record): the origin ignored the queries it was asked.
-    private func queryVariants() -> [String: Bool] {
-        var answers: [String: [(status: UInt16, body: Int?)]] = [:]
-        for i in 0..<index.entryCount {
-            let key = index.entryKey(i)
-            // The URL of a key with request qualifiers ends at its first space; a qualifier may hold a `?`.
-            let url = key.utf8.firstIndex(of: UInt8(ascii: " ")).map { key[..<$0] } ?? key[...]
-            guard let mark = url.utf8.firstIndex(of: UInt8(ascii: "?")) else { continue }
-            let fields = index.entryFields(i)
-            answers[String(url[..<mark]), default: []].append((fields.status, fields.body))
-        }
-        return answers.reduce(into: [:]) { specific, item in
-            let plain = item.key.utf8CString.withUnsafeBytes { raw in
-                index.find(canonicalKey: UnsafeRawBufferPointer(rebasing: raw.dropLast())).map(index.entryFields)
-            }
-            guard let plain else {
-                specific[item.key] = true
-                return
-            }
-            specific[item.key] = item.value.contains { $0.status != plain.status || $0.body != plain.body }
-        }
-    }
-
     /// Whether keys may carry request qualifiers (method, body digest, request headers; docs/FORMAT.md §5.4), so that
     /// a URL may have several recorded answers and ``entry(for:)-(BundleRequest)`` chooses among them.
     public var hasRequestVariants: Bool { index.hasRequestQualifiers }
@@ -379,7 +281,7 @@ public final class MountedBundle: Sendable {
                 // matchesBody(method:url:) tells an integration before it collects a body.
                 let counts = request.body != nil && group.candidates.contains { Self.bodyMatters($0, method: method) }
                 // Matched in its canonical form where a match rule covers the URL (§5.5).
-                let body = counts ? index.rules.bodyForMatching(canonicalKey: String(decoding: bytes, as: UTF8.self), body: request.body) : nil
+                let body = counts ? BundleRules.bodyForMatching(bodyMatches, canonicalKey: String(decoding: bytes, as: UTF8.self), body: request.body) : nil
                 return RequestQualifiers.choose(group.candidates, method: method, headers: request.headers, body: body).map(makeEntry)
             }
         }

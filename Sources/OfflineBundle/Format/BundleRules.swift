@@ -109,10 +109,16 @@ public struct BundleRules: Sendable, Equatable, Codable {
     /// The body a request to `canonicalKey` (its URL, canonical) is matched by: its canonical JSON form where a
     /// `match` rule covers the URL and the body is one JSON document, else the body as sent.
     package func bodyForMatching(canonicalKey: String, body: Data?) -> Data? {
-        guard !match.isEmpty, let body, !body.isEmpty else { return body }
+        guard !match.isEmpty else { return body }
+        return Self.bodyForMatching(match.compactMap(Self.bodyMatch), canonicalKey: canonicalKey, body: body)
+    }
+
+    /// ``bodyForMatching(canonicalKey:body:)`` with the `match` rules read already (a reader reads them once, at mount).
+    package static func bodyForMatching(_ rules: [BodyMatch], canonicalKey: String, body: Data?) -> Data? {
+        guard !rules.isEmpty, let body, !body.isEmpty else { return body }
         let key = Array(canonicalKey.lowercased().utf8)
-        for value in match {
-            guard let rule = Self.bodyMatch(value), globMatch(rule.pattern[...], key[...]) else { continue }
+        for rule in rules {
+            guard globMatch(rule.pattern[...], key[...]) else { continue }
             let canonical =
                 switch rule.form {
                 case .json: CanonicalJSON.canonical(Array(body), ignoring: rule.ignoring)

@@ -69,7 +69,8 @@ public struct MissExplanation: Sendable, Equatable, CustomStringConvertible {
 
     /// The differences between `request` (its canonical key `key`) and the recorded `candidate` key, in the order a
     /// person fixes them: query, method, headers, body.
-    static func differences(request: BundleRequest, key: String, candidate: String, rules: BundleRules) -> (items: [String], kind: Kind)? {
+    /// `bodyDigest` is the request's `b=` as the bundle takes it (over its canonical form under a `match` rule).
+    static func differences(request: BundleRequest, key: String, candidate: String, bodyDigest digest: String?) -> (items: [String], kind: Kind)? {
         let (url, recorded) = RequestQualifiers.split(key: candidate)
         guard let recorded else { return nil }
         var items: [String] = []
@@ -91,7 +92,6 @@ public struct MissExplanation: Sendable, Equatable, CustomStringConvertible {
             let theirs = header.value.map { "recorded \(shown($0))" } ?? "recorded without it"
             add("header \(mine), \(theirs)", .header)
         }
-        let digest = rules.bodyDigest(canonicalKey: key, body: request.body)
         if digest != recorded.bodyDigest {
             let size = request.body?.count ?? 0
             switch (digest, recorded.bodyDigest) {
@@ -155,10 +155,12 @@ extension MountedBundle {
         let path = key.firstIndex(of: "?").map { String(key[..<$0]) } ?? key
         // At most this many are compared: a path recorded with many queries must not make each miss expensive.
         let candidates = entriesUnderPath(path).prefix(256)
+        // The request's body digest, once for all the candidates.
+        let digest = RequestQualifiers.bodyDigest(of: BundleRules.bodyForMatching(bodyMatches, canonicalKey: key, body: request.body))
         var best: (key: String, items: [String], kind: MissExplanation.Kind)?
         for entry in candidates {
             let candidate = index.entryKey(entry)
-            guard let (items, kind) = MissExplanation.differences(request: request, key: key, candidate: candidate, rules: index.rules) else { continue }
+            guard let (items, kind) = MissExplanation.differences(request: request, key: key, candidate: candidate, bodyDigest: digest) else { continue }
             // A candidate that differs in nothing would have answered: this request is not a miss here.
             if items.isEmpty { return nil }
             if best == nil || items.count < best!.items.count { best = (candidate, items, kind) }

@@ -43,7 +43,7 @@ public struct DeclarationParser: Sendable {
             throw Self.syntaxError(error, file: file, text: text)
         }
         guard let root else { throw PackagerError(.invalidInput, "\(file): the declaration is empty; it needs at least 'seeds' or 'urls'") }
-        var reader = Reader(file: file, environment: environment, baseDirectory: baseDirectory)
+        var reader = DeclarationReader(file: file, environment: environment, baseDirectory: baseDirectory)
         var declaration = try reader.declaration(root)
         declaration.baseDirectory = baseDirectory
         declaration.warnings = reader.notes.warnings
@@ -156,11 +156,12 @@ extension DeclarationParser {
 }
 
 /// What a reading found worth saying without failing it.
-private final class Notes {
+final class DeclarationNotes {
     var warnings: [String] = []
 }
 
-private struct Reader {
+/// Reads one declaration's YAML nodes (its requests: DeclarationParser+Requests.swift).
+struct DeclarationReader {
     let file: String
     let environment: [String: String]
     /// The declaration's folder: a request's `body-file` is read from it.
@@ -168,7 +169,7 @@ private struct Reader {
     /// Where each `tls.ca-file` item was written, for errors found once the folder is known.
     var itemNodes: [String: Node] = [:]
     /// Warnings, gathered by the functions that read each part.
-    let notes = Notes()
+    let notes = DeclarationNotes()
 
     /// `file:line:column` of `node`, as messages start.
     func location(of node: Node) -> String? { node.mark.map { "\(file):\($0.line):\($0.column)" } }
@@ -232,185 +233,6 @@ private struct Reader {
         }
         try checkDistinct(d.requests, dropping: d.dropQueryParameters, rules: d.bundleRules)
         return d
-    }
-
-    /// One item of `requests:`: a URL (a GET), or a mapping.
-    func request(_ node: Node) throws -> Declaration.Request {
-        let line = node.mark?.line ?? 0
-        if case .scalar = node {
-            let url = try string(node, "a request")
-            try checkURL(url, at: node, "requests item")
-            var request = Declaration.Request(url: url)
-            request.line = line
-            return request
-        }
-        let keys = ["url", "method", "headers", "body", "body-file", "secret", "status", "vary", "paginate", "volatile", "match"]
-        let pairs = try mapping(node, in: "a request", keys: keys)
-        var values: [String: Node] = [:]
-        for (key, value) in pairs { values[key.string ?? ""] = value }
-        guard let urlNode = values["url"] else { throw fail(node, "a request needs a url") }
-        let url = try string(urlNode, "a request's url")
-        try checkURL(url, at: urlNode, "request url")
-        var request = Declaration.Request(url: url)
-        request.line = line
-        if let methodNode = values["method"] {
-            let method = try string(methodNode, "a request's method").uppercased()
-            guard !method.isEmpty, method.count <= 32, method.utf8.allSatisfy({ $0 >= 0x41 && $0 <= 0x5A }) else {
-                throw fail(methodNode, "'\(method)' is not an HTTP method (letters only, such as GET, POST, PUT, PATCH, DELETE)")
-            }
-            guard method != "HEAD" else { throw fail(methodNode, "a HEAD is answered from its GET: declare the GET") }
-            guard method != "CONNECT" && method != "TRACE" else { throw fail(methodNode, "\(method) is not a request whose answer can be kept") }
-            request.method = method
-        }
-        if let headersNode = values["headers"] {
-            request.headers = try headers(headersNode)
-            if let scoped = request.headers.first(where: { !$0.origins.isEmpty }) {
-                throw fail(headersNode, "header '\(scoped.name)' of a request goes to its URL only: 'origins' is for the declaration's headers")
-            }
-        }
-        if values["body"] != nil && values["body-file"] != nil { throw fail(node, "a request has a body or a body-file, not both") }
-        if let bodyNode = values["body"] {
-            let (expanded, parts) = try expandBody(try string(bodyNode, "a request's body"), at: bodyNode)
-            request.body = Data(expanded.utf8)
-            request.bodySecretParts = parts
-            request.bodySecret = !parts.isEmpty
-        }
-        if let fileNode = values["body-file"] {
-            let path = try string(fileNode, "a request's body-file")
-            let resolved = path.hasPrefix("/") ? path : (baseDirectory as NSString).appendingPathComponent(path)
-            guard let data = FileManager.default.contents(atPath: resolved) else { throw fail(fileNode, "cannot read the body-file '\(path)'") }
-            request.body = data
-        }
-        if let secretNode = values["secret"], try bool(secretNode, "a request's secret") {
-            guard request.body?.isEmpty == false else { throw fail(secretNode, "secret: true marks the request body as a secret, and this request has none") }
-            request.bodySecret = true
-        }
-        // A body with a password-like field (as HAR import finds them) is a secret whether or not the declaration says
-        // so: kept as its digest, and said.
-        if !request.bodySecret, let body = request.body, let field = HARImporter.secretField(inBody: body),
-            let bodyNode = values["body"] ?? values["body-file"]
-        {
-            request.bodySecret = true
-            notes.warnings.append(
-                "\(location(of: bodyNode) ?? file): the request body has a '\(field)' field written out: it is kept as its digest only, "
-                    + "as a secret; write the value as ${NAME} (in body) and set NAME in the environment")
-        }
-        if let body = request.body, body.count > BundleRequest.maxBodySize {
-            throw fail(
-                values["body"] ?? values["body-file"],
-                "the request body is \(body.count) bytes, over the \(BundleRequest.maxBodySize) bytes a bundle's readers match requests on")
-        }
-        if let statusNode = values["status"] {
-            let status = try integer(statusNode, "a request's status", minimum: 200)
-            guard status <= 599 else { throw fail(statusNode, "a request's status must be from 200 to 599") }
-            request.status = status
-        }
-        if let varyNode = values["vary"] {
-            for (i, item) in try items(varyNode, "vary", expected: "header names").enumerated() {
-                let name = try string(item, "each item of vary").lowercased()
-                guard RequestQualifiers.isKeyHeaderName(name) else { throw fail(item, "'\(name)' is not a header name") }
-                guard name != "accept-encoding" else {
-                    throw fail(item, "accept-encoding cannot choose an answer: every reader answers it itself (gzip or identity)")
-                }
-                if let secret = request.headers.first(where: { $0.name.lowercased() == name && $0.secret }),
-                    !RequestQualifiers.credentialHeaders.contains(name)
-                {
-                    throw fail(item, "header '\(secret.name)' holds a secret: it cannot choose an answer, or the secret would be in the bundle's keys")
-                }
-                guard !request.vary.contains(name) else { throw fail(item, "'\(name)' is given twice in vary (item \(i + 1))") }
-                request.vary.append(name)
-            }
-        }
-        if let matchNode = values["match"] { request.match = try bodyMatch(matchNode, url: url) }
-        if let paginateNode = values["paginate"] { (request.paginate, request.maxPages) = try paginate(paginateNode) }
-        if let volatileNode = values["volatile"] {
-            for item in try items(volatileNode, "volatile", expected: "JSON pointers") {
-                let pointer = try string(item, "each item of volatile")
-                if let problem = JSONPointer.problem(pointer) { throw fail(item, problem) }
-                request.volatile.append(pointer)
-            }
-        }
-        return request
-    }
-
-    /// A `match` rule: `{url: PATTERN, json-body: canonical, ignore: [POINTER, …]}` or `{url: PATTERN, form-body:
-    /// canonical, ignore: [NAME, …]}` (a request's own has no url: it is the request's).
-    func bodyMatch(_ node: Node, url: String?) throws -> Declaration.BodyMatch {
-        let keys = (url == nil ? ["url"] : []) + ["json-body", "form-body", "ignore"]
-        var values: [String: Node] = [:]
-        for (key, value) in try mapping(node, in: "a match rule", keys: keys) { values[key.string ?? ""] = value }
-        var rule = Declaration.BodyMatch(url: url ?? "")
-        if url == nil {
-            guard let urlNode = values["url"] else { throw fail(node, "a match rule needs a url (a URL pattern: '*' matches any run)") }
-            rule.url = try string(urlNode, "a match rule's url")
-            guard !rule.url.contains(" "), !rule.url.isEmpty else { throw fail(urlNode, "a match rule's url is a URL pattern, without spaces") }
-        }
-        if values["json-body"] != nil && values["form-body"] != nil { throw fail(node, "a match rule gives json-body or form-body, not both") }
-        guard let (formName, formNode) = values["json-body"].map({ ("json-body", $0) }) ?? values["form-body"].map({ ("form-body", $0) }) else {
-            throw fail(node, "a match rule says how bodies are matched: json-body: canonical, or form-body: canonical")
-        }
-        let form = try string(formNode, formName)
-        guard form == "canonical" else { throw fail(formNode, "\(formName) takes 'canonical', not '\(form)'") }
-        rule.form = formName == "json-body" ? .json : .form
-        if let ignoreNode = values["ignore"] {
-            for item in try items(ignoreNode, "ignore", expected: rule.form == .json ? "JSON pointers" : "parameter names") {
-                let ignored = try string(item, "each item of ignore")
-                if rule.form == .json, let problem = JSONPointer.problem(ignored) { throw fail(item, problem) }
-                if rule.form == .form, ignored.isEmpty { throw fail(item, "an ignored parameter needs a name") }
-                rule.ignore.append(ignored)
-            }
-        }
-        return rule
-    }
-
-    /// `paginate`: `link`, `none`, or `{link: true | json: POINTER | header: NAME, max-pages: N}`.
-    func paginate(_ node: Node) throws -> (Declaration.Pagination, Int) {
-        if case .scalar(let scalar) = node {
-            switch scalar.string {
-            case "link": return (.link, 1_000)
-            case "none", "false": return (.none, 1_000)
-            default: throw fail(node, "paginate must be 'link', 'none', or a mapping with link, json or header (and max-pages)")
-            }
-        }
-        var pagination: Declaration.Pagination?
-        var maxPages = 1_000
-        for (key, value) in try mapping(node, in: "paginate", keys: ["link", "json", "header", "max-pages"]) {
-            let name = key.string ?? ""
-            if name != "max-pages" && pagination != nil { throw fail(key, "paginate takes one of link, json and header") }
-            switch name {
-            case "link": pagination = try bool(value, "paginate.link") ? .link : Declaration.Pagination.none
-            case "json":
-                let pointer = try string(value, "paginate.json")
-                if let problem = JSONPointer.problem(pointer) { throw fail(value, problem) }
-                pagination = .json(pointer)
-            case "header": pagination = .header(try string(value, "paginate.header").lowercased())
-            default: maxPages = try integer(value, "paginate.max-pages", minimum: 1)
-            }
-        }
-        return (pagination ?? .link, maxPages)
-    }
-
-    /// Two requests that are the same (method, URL, body and headers) are a mistake, named with both lines. (Two that
-    /// differ only in headers neither `vary` nor the response's `Vary` names are found when the answers come.)
-    /// Two requests that would get one key (the same method, URL, headers and body; a body in its canonical form
-    /// where a `match` rule says so) are refused, naming both lines.
-    func checkDistinct(_ requests: [Declaration.Request], dropping: [String], rules: BundleRules) throws {
-        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: dropping, formQuery: true)
-        var seen: [String: Int] = [:]
-        for request in requests {
-            let values = request.headers.map { $0.name.lowercased() + "=" + $0.value }.sorted()
-            let url = canonicalizer.canonicalize(request.url) ?? request.url
-            let key = [request.method, url, rules.bodyDigest(canonicalKey: url, body: request.body) ?? ""] + values
-            let joined = key.joined(separator: "\n")
-            if let first = seen[joined] {
-                let same = RequestQualifiers.bodyDigest(of: request.body) == nil || rules.bodyForMatching(canonicalKey: url, body: request.body) == request.body
-                throw PackagerError(
-                    .invalidInput,
-                    "\(file):\(request.line): this request is the same as the one on line \(first) (\(request.method) \(request.url))"
-                        + (same ? "" : ": their bodies are one JSON document under the match rule"))
-            }
-            seen[joined] = request.line
-        }
     }
 
     func scope(_ node: Node) throws -> Declaration.Scope {
@@ -732,122 +554,4 @@ private struct Reader {
 
     // MARK: - Shapes
 
-    /// The pairs of a mapping, after checking every key against `keys`.
-    func mapping(_ node: Node, in place: String, keys: [String]) throws -> [(Node, Node)] {
-        guard case .mapping(let map) = node else { throw fail(node, "\(place) must be a mapping of keys to values") }
-        var seen: Set<String> = []
-        var pairs: [(Node, Node)] = []
-        for (key, value) in map {
-            guard let name = key.string else { throw fail(key, "keys in \(place) must be plain names") }
-            guard keys.contains(name) else {
-                let hint = nearest(name, in: keys).map { "; did you mean '\($0)'?" } ?? "; known keys: \(keys.joined(separator: ", "))"
-                throw fail(key, "unknown key '\(name)' in \(place)\(hint)")
-            }
-            guard seen.insert(name).inserted else { throw fail(key, "'\(name)' is given twice in \(place)") }
-            pairs.append((key, value))
-        }
-        return pairs
-    }
-
-    func string(_ node: Node, _ what: String) throws -> String {
-        guard case .scalar(let scalar) = node else { throw fail(node, "\(what) must be a single value, not a list or mapping") }
-        return scalar.string
-    }
-
-    func stringList(_ node: Node, _ what: String) throws -> [String] {
-        switch node {
-        case .scalar(let scalar): return [scalar.string]
-        case .sequence(let items): return try items.map { try string($0, "each item of \(what)") }
-        default: throw fail(node, "\(what) must be a list of values")
-        }
-    }
-
-    func urlList(_ node: Node, _ what: String) throws -> [String] {
-        let items = try items(node, what, expected: "URLs")
-        return try items.map { item in
-            let text = try string(item, "each item of \(what)")
-            try checkURL(text, at: item, "\(what) item")
-            return text
-        }
-    }
-
-    func checkURL(_ text: String, at node: Node, _ what: String) throws {
-        // A URL holds no spaces or control characters: one that does is most often two items run together (a list
-        // item indented one space too far continues the item above), which encoding would turn into a URL that exists nowhere.
-        if let blank = text.unicodeScalars.first(where: { $0.value <= 0x20 || $0.value == 0x7F }) {
-            let named = blank == " " ? "a space" : "the control character U+\(String(format: "%04X", blank.value))"
-            throw fail(node, "\(what) '\(text)' holds \(named), which a URL cannot (write a space in a path as %20)")
-        }
-        guard HTTPRules.isFetchableURL(text) else { throw fail(node, "\(what) '\(text)' is not an absolute http or https URL") }
-    }
-
-    func bool(_ node: Node, _ what: String) throws -> Bool {
-        guard let value = node.bool else { throw fail(node, "\(what) must be true or false") }
-        return value
-    }
-
-    func integer(_ node: Node, _ what: String, minimum: Int, maximum: Int? = nil) throws -> Int {
-        guard case .scalar(let scalar) = node, let value = Int(scalar.string.replacingOccurrences(of: "_", with: "")) else {
-            throw fail(node, "\(what) must be a whole number")
-        }
-        if let maximum, !(minimum...maximum).contains(value) { throw fail(node, "\(what) must be \(minimum) to \(maximum)") }
-        guard value >= minimum else { throw fail(node, "\(what) must be at least \(minimum)") }
-        return value
-    }
-
-    /// Seconds, from a number or `500ms`, `10s`, `2m`, `1h`.
-    func duration(_ node: Node, _ what: String, positive: Bool = false) throws -> Double {
-        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
-        guard let seconds = quantity(node, units: units), seconds >= 0 else {
-            throw fail(node, "\(what) must be a duration such as 10s or 500ms\(Self.not(node))")
-        }
-        if positive && seconds <= 0 { throw fail(node, "\(what) must be more than zero") }
-        // A day bounds every wait: longer is a mistake, and keeps the arithmetic on nanoseconds safe.
-        guard seconds <= 86_400 else { throw fail(node, "\(what) must be at most a day (24h)") }
-        return seconds
-    }
-
-    /// Bytes, from a number or `500KB`, `20MiB`, `1GB` (KB/MB/GB are powers of 1000, KiB/MiB/GiB and K/M/G of 1024).
-    func size(_ node: Node, _ what: String) throws -> Int64 {
-        guard case .scalar(let scalar) = node, let bytes = DeclarationParser.byteSize(scalar.string) else {
-            throw fail(node, "\(what) must be a size such as 500MB or 2GiB\(Self.not(node))")
-        }
-        return bytes
-    }
-
-    /// A scalar's number, scaled by the first unit suffix it ends with (``DeclarationParser/quantity(_:units:)``).
-    func quantity(_ node: Node, units: [(suffix: String, factor: Double)]) -> Double? {
-        guard case .scalar(let scalar) = node else { return nil }
-        return DeclarationParser.quantity(scalar.string, units: units)
-    }
-
-    /// `, not 'VALUE'` for a scalar, nothing for a list or mapping.
-    static func not(_ node: Node) -> String {
-        if case .scalar(let scalar) = node { return ", not '\(scalar.string)'" }
-        return ""
-    }
-
-    /// The known key closest to `name` by edit distance, when it is close enough to be a typo.
-    func nearest(_ name: String, in keys: [String]) -> String? {
-        let scored = keys.map { ($0, editDistance(name.lowercased(), $0)) }.min { $0.1 < $1.1 }
-        guard let (key, distance) = scored, distance <= max(2, key.count / 3) else { return nil }
-        return key
-    }
-
-    func editDistance(_ a: String, _ b: String) -> Int {
-        let a = Array(a.utf8)
-        let b = Array(b.utf8)
-        if a.isEmpty || b.isEmpty { return max(a.count, b.count) }
-        var previous = Array(0...b.count)
-        var current = previous
-        for i in 1...a.count {
-            current[0] = i
-            for j in 1...b.count {
-                let substitution = previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)
-                current[j] = min(previous[j] + 1, current[j - 1] + 1, substitution)
-            }
-            swap(&previous, &current)
-        }
-        return previous[b.count]
-    }
 }

@@ -1,0 +1,186 @@
+import Foundation
+import OfflineBundle
+import Yams
+
+/// `requests:` and `match:`: each declared request, how its body is matched, how its pages are followed, and the
+/// check that no two of them would get one key.
+extension DeclarationReader {
+    /// One item of `requests:`: a URL (a GET), or a mapping.
+    func request(_ node: Node) throws -> Declaration.Request {
+        let line = node.mark?.line ?? 0
+        if case .scalar = node {
+            let url = try string(node, "a request")
+            try checkURL(url, at: node, "requests item")
+            var request = Declaration.Request(url: url)
+            request.line = line
+            return request
+        }
+        let keys = ["url", "method", "headers", "body", "body-file", "secret", "status", "vary", "paginate", "volatile", "match"]
+        let pairs = try mapping(node, in: "a request", keys: keys)
+        var values: [String: Node] = [:]
+        for (key, value) in pairs { values[key.string ?? ""] = value }
+        guard let urlNode = values["url"] else { throw fail(node, "a request needs a url") }
+        let url = try string(urlNode, "a request's url")
+        try checkURL(url, at: urlNode, "request url")
+        var request = Declaration.Request(url: url)
+        request.line = line
+        if let methodNode = values["method"] {
+            let method = try string(methodNode, "a request's method").uppercased()
+            guard !method.isEmpty, method.count <= 32, method.utf8.allSatisfy({ $0 >= 0x41 && $0 <= 0x5A }) else {
+                throw fail(methodNode, "'\(method)' is not an HTTP method (letters only, such as GET, POST, PUT, PATCH, DELETE)")
+            }
+            guard method != "HEAD" else { throw fail(methodNode, "a HEAD is answered from its GET: declare the GET") }
+            guard method != "CONNECT" && method != "TRACE" else { throw fail(methodNode, "\(method) is not a request whose answer can be kept") }
+            request.method = method
+        }
+        if let headersNode = values["headers"] {
+            request.headers = try headers(headersNode)
+            if let scoped = request.headers.first(where: { !$0.origins.isEmpty }) {
+                throw fail(headersNode, "header '\(scoped.name)' of a request goes to its URL only: 'origins' is for the declaration's headers")
+            }
+        }
+        if values["body"] != nil && values["body-file"] != nil { throw fail(node, "a request has a body or a body-file, not both") }
+        if let bodyNode = values["body"] {
+            let (expanded, parts) = try expandBody(try string(bodyNode, "a request's body"), at: bodyNode)
+            request.body = Data(expanded.utf8)
+            request.bodySecretParts = parts
+            request.bodySecret = !parts.isEmpty
+        }
+        if let fileNode = values["body-file"] {
+            let path = try string(fileNode, "a request's body-file")
+            let resolved = path.hasPrefix("/") ? path : (baseDirectory as NSString).appendingPathComponent(path)
+            guard let data = FileManager.default.contents(atPath: resolved) else { throw fail(fileNode, "cannot read the body-file '\(path)'") }
+            request.body = data
+        }
+        if let secretNode = values["secret"], try bool(secretNode, "a request's secret") {
+            guard request.body?.isEmpty == false else { throw fail(secretNode, "secret: true marks the request body as a secret, and this request has none") }
+            request.bodySecret = true
+        }
+        // A body with a password-like field (as HAR import finds them) is a secret whether or not the declaration says
+        // so: kept as its digest, and said.
+        if !request.bodySecret, let body = request.body, let field = HARImporter.secretField(inBody: body),
+            let bodyNode = values["body"] ?? values["body-file"]
+        {
+            request.bodySecret = true
+            notes.warnings.append(
+                "\(location(of: bodyNode) ?? file): the request body has a '\(field)' field written out: it is kept as its digest only, "
+                    + "as a secret; write the value as ${NAME} (in body) and set NAME in the environment")
+        }
+        if let body = request.body, body.count > BundleRequest.maxBodySize {
+            throw fail(
+                values["body"] ?? values["body-file"],
+                "the request body is \(body.count) bytes, over the \(BundleRequest.maxBodySize) bytes a bundle's readers match requests on")
+        }
+        if let statusNode = values["status"] {
+            let status = try integer(statusNode, "a request's status", minimum: 200)
+            guard status <= 599 else { throw fail(statusNode, "a request's status must be from 200 to 599") }
+            request.status = status
+        }
+        if let varyNode = values["vary"] {
+            for (i, item) in try items(varyNode, "vary", expected: "header names").enumerated() {
+                let name = try string(item, "each item of vary").lowercased()
+                guard RequestQualifiers.isKeyHeaderName(name) else { throw fail(item, "'\(name)' is not a header name") }
+                guard name != "accept-encoding" else {
+                    throw fail(item, "accept-encoding cannot choose an answer: every reader answers it itself (gzip or identity)")
+                }
+                if let secret = request.headers.first(where: { $0.name.lowercased() == name && $0.secret }),
+                    !RequestQualifiers.credentialHeaders.contains(name)
+                {
+                    throw fail(item, "header '\(secret.name)' holds a secret: it cannot choose an answer, or the secret would be in the bundle's keys")
+                }
+                guard !request.vary.contains(name) else { throw fail(item, "'\(name)' is given twice in vary (item \(i + 1))") }
+                request.vary.append(name)
+            }
+        }
+        if let matchNode = values["match"] { request.match = try bodyMatch(matchNode, url: url) }
+        if let paginateNode = values["paginate"] { (request.paginate, request.maxPages) = try paginate(paginateNode) }
+        if let volatileNode = values["volatile"] {
+            for item in try items(volatileNode, "volatile", expected: "JSON pointers") {
+                let pointer = try string(item, "each item of volatile")
+                if let problem = JSONPointer.problem(pointer) { throw fail(item, problem) }
+                request.volatile.append(pointer)
+            }
+        }
+        return request
+    }
+
+    /// A `match` rule: `{url: PATTERN, json-body: canonical, ignore: [POINTER, …]}` or `{url: PATTERN, form-body:
+    /// canonical, ignore: [NAME, …]}` (a request's own has no url: it is the request's).
+    func bodyMatch(_ node: Node, url: String?) throws -> Declaration.BodyMatch {
+        let keys = (url == nil ? ["url"] : []) + ["json-body", "form-body", "ignore"]
+        var values: [String: Node] = [:]
+        for (key, value) in try mapping(node, in: "a match rule", keys: keys) { values[key.string ?? ""] = value }
+        var rule = Declaration.BodyMatch(url: url ?? "")
+        if url == nil {
+            guard let urlNode = values["url"] else { throw fail(node, "a match rule needs a url (a URL pattern: '*' matches any run)") }
+            rule.url = try string(urlNode, "a match rule's url")
+            guard !rule.url.contains(" "), !rule.url.isEmpty else { throw fail(urlNode, "a match rule's url is a URL pattern, without spaces") }
+        }
+        if values["json-body"] != nil && values["form-body"] != nil { throw fail(node, "a match rule gives json-body or form-body, not both") }
+        guard let (formName, formNode) = values["json-body"].map({ ("json-body", $0) }) ?? values["form-body"].map({ ("form-body", $0) }) else {
+            throw fail(node, "a match rule says how bodies are matched: json-body: canonical, or form-body: canonical")
+        }
+        let form = try string(formNode, formName)
+        guard form == "canonical" else { throw fail(formNode, "\(formName) takes 'canonical', not '\(form)'") }
+        rule.form = formName == "json-body" ? .json : .form
+        if let ignoreNode = values["ignore"] {
+            for item in try items(ignoreNode, "ignore", expected: rule.form == .json ? "JSON pointers" : "parameter names") {
+                let ignored = try string(item, "each item of ignore")
+                if rule.form == .json, let problem = JSONPointer.problem(ignored) { throw fail(item, problem) }
+                if rule.form == .form, ignored.isEmpty { throw fail(item, "an ignored parameter needs a name") }
+                rule.ignore.append(ignored)
+            }
+        }
+        return rule
+    }
+
+    /// `paginate`: `link`, `none`, or `{link: true | json: POINTER | header: NAME, max-pages: N}`.
+    func paginate(_ node: Node) throws -> (Declaration.Pagination, Int) {
+        if case .scalar(let scalar) = node {
+            switch scalar.string {
+            case "link": return (.link, 1_000)
+            case "none", "false": return (.none, 1_000)
+            default: throw fail(node, "paginate must be 'link', 'none', or a mapping with link, json or header (and max-pages)")
+            }
+        }
+        var pagination: Declaration.Pagination?
+        var maxPages = 1_000
+        for (key, value) in try mapping(node, in: "paginate", keys: ["link", "json", "header", "max-pages"]) {
+            let name = key.string ?? ""
+            if name != "max-pages" && pagination != nil { throw fail(key, "paginate takes one of link, json and header") }
+            switch name {
+            case "link": pagination = try bool(value, "paginate.link") ? .link : Declaration.Pagination.none
+            case "json":
+                let pointer = try string(value, "paginate.json")
+                if let problem = JSONPointer.problem(pointer) { throw fail(value, problem) }
+                pagination = .json(pointer)
+            case "header": pagination = .header(try string(value, "paginate.header").lowercased())
+            default: maxPages = try integer(value, "paginate.max-pages", minimum: 1)
+            }
+        }
+        return (pagination ?? .link, maxPages)
+    }
+
+    /// Two requests that are the same (method, URL, body and headers) are a mistake, named with both lines. (Two that
+    /// differ only in headers neither `vary` nor the response's `Vary` names are found when the answers come.)
+    /// Two requests that would get one key (the same method, URL, headers and body; a body in its canonical form
+    /// where a `match` rule says so) are refused, naming both lines.
+    func checkDistinct(_ requests: [Declaration.Request], dropping: [String], rules: BundleRules) throws {
+        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: dropping, formQuery: true)
+        var seen: [String: Int] = [:]
+        for request in requests {
+            let values = request.headers.map { $0.name.lowercased() + "=" + $0.value }.sorted()
+            let url = canonicalizer.canonicalize(request.url) ?? request.url
+            let key = [request.method, url, rules.bodyDigest(canonicalKey: url, body: request.body) ?? ""] + values
+            let joined = key.joined(separator: "\n")
+            if let first = seen[joined] {
+                let same = RequestQualifiers.bodyDigest(of: request.body) == nil || rules.bodyForMatching(canonicalKey: url, body: request.body) == request.body
+                throw PackagerError(
+                    .invalidInput,
+                    "\(file):\(request.line): this request is the same as the one on line \(first) (\(request.method) \(request.url))"
+                        + (same ? "" : ": their bodies are one JSON document under the match rule"))
+            }
+            seen[joined] = request.line
+        }
+    }
+}
