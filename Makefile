@@ -39,7 +39,7 @@ build: deps
 	$(SWIFT) build
 
 # Imports match the declared dependencies (scripts/check-imports.py for other packages' products, SwiftPM's check
-# for this package's targets), then the whole suite on that build, in four stages that each run (scripts/test-stages.sh
+# for this package's targets), then the whole suite on that build, in five stages that each run (scripts/test-stages.sh
 # lists every failure at the end).
 test: deps
 	python3 scripts/check-imports.py
