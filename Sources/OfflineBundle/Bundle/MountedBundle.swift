@@ -73,6 +73,9 @@ public final class MountedBundle: Sendable {
     /// The entries by the path of their URL (without its query), and those paths by their folder (up to the last `/`):
     /// made on the first miss explained, not at mount.
     let pathTable = Mutex<(byPath: [String: [Int]], byFolder: [Substring: [String]])?>(nil)
+    /// The request bodies the manifest records, by key (each at most 64 KiB): read on the first miss whose body is
+    /// compared under a `match` rule, to say where it differs.
+    let recordedBodies = Mutex<[String: Data]?>(nil)
     /// The entries whose keys carry request qualifiers, by the canonical URL before them: built at mount in a bundle
     /// with request qualifiers (one pass over the keys, and a parse of the qualified ones), none in another.
     let variantTable: VariantTable?
@@ -186,7 +189,7 @@ public final class MountedBundle: Sendable {
         self.index = index
         self.digest = digest
         self.isSigned = signed
-        self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: index.rules.dropQueryParameters, formQuery: index.readsQueriesAsForms)
+        self.canonicalizer = RequestKeyCanonicalizer(rules: index.rules, formQuery: index.readsQueriesAsForms)
         // Checked when the index was read (an unknown form is refused there), so every rule reads.
         self.bodyMatches = index.rules.match.compactMap(BundleRules.bodyMatch)
         self.verification = options.verification ?? (options.requiredPublicKey == nil ? .crc32 : .sha256)

@@ -12,10 +12,11 @@ import Foundation
 /// - ``ignoreQuery``: URL patterns (as `block`'s) where the origin ignores the query for stored files, as static
 ///   servers do: a GET for `/search.html?q=x` that no entry answers is answered by `/search.html`, unless the bundle
 ///   records entries for that path with a query that answer otherwise (then the query matters there).
-/// - ``match``: how request bodies are matched for URL patterns (`PATTERN json-body [POINTER…]`, `PATTERN form-body
-///   [NAME…]`): the key's body
-///   digest is taken over the body's canonical form, so a document sent with its members in another order, or other
-///   whitespace, finds the recorded answer (docs/FORMAT.md §4.6, §5.5).
+/// - ``match``: how requests are matched for URL patterns. `PATTERN json-body [POINTER…]`, `PATTERN graphql
+///   [POINTER…]` and `PATTERN form-body [NAME…]`: the key's body digest is taken over the body's canonical form, so a
+///   document sent with its members in another order, or other whitespace, finds the recorded answer.
+///   `PATTERN ignore-params NAME…`: the query parameters named (`*` as in `drop-query`) are left out of the keys of
+///   URLs whose query-less key matches, as cache-busting parameters (`_`, `t`) should be (docs/FORMAT.md §4.6, §5.5).
 public struct BundleRules: Sendable, Equatable, Codable {
     public var dropQueryParameters: [String]
     public var block: [String]
@@ -66,15 +67,27 @@ public struct BundleRules: Sendable, Equatable, Codable {
     package struct BodyMatch: Sendable, Equatable {
         package enum Form: String, Sendable {
             case json = "json-body"
+            case graphql = "graphql"
             case form = "form-body"
         }
         package var pattern: [UInt8]
         package var form: Form
         package var ignoring: [[String]]
+
+        /// The canonical form of `body` under this rule; nil when the body is not of the rule's form (it is then
+        /// matched by its bytes).
+        package func canonical(_ body: [UInt8]) -> [UInt8]? {
+            switch form {
+            case .json: CanonicalJSON.canonical(body, ignoring: ignoring)
+            case .graphql: CanonicalGraphQL.canonical(body, ignoring: ignoring)
+            case .form: CanonicalForm.canonical(body, ignoring: Set(ignoring.map { Array($0[0].utf8) }))
+            }
+        }
     }
 
-    /// Reads a `match` value: `PATTERN json-body [POINTER…]` or `PATTERN form-body [NAME…]`, pointers and names with
-    /// `%20` for a space and `%25` for `%`. Nil when it is not one (an unknown form, a pointer that is not one).
+    /// Reads a body `match` value: `PATTERN json-body [POINTER…]`, `PATTERN graphql [POINTER…]` or `PATTERN form-body
+    /// [NAME…]`, pointers and names with `%20` for a space and `%25` for `%`. Nil when it is not one (another form, a
+    /// pointer that is not one).
     package static func bodyMatch(_ value: String) -> BodyMatch? {
         let words = value.split(separator: " ", omittingEmptySubsequences: false)
         guard words.count >= 2, !words[0].isEmpty, let form = BodyMatch.Form(rawValue: String(words[1])) else { return nil }
@@ -83,7 +96,7 @@ public struct BundleRules: Sendable, Equatable, Codable {
             let text = word.replacingOccurrences(of: "%20", with: " ").replacingOccurrences(of: "%25", with: "%")
             guard !word.isEmpty else { return nil }
             switch form {
-            case .json:
+            case .json, .graphql:
                 guard let tokens = CanonicalJSON.tokens(ofPointer: text) else { return nil }
                 ignoring.append(tokens)
             case .form:
@@ -93,6 +106,30 @@ public struct BundleRules: Sendable, Equatable, Codable {
         return BodyMatch(pattern: Array(words[0].lowercased().utf8), form: form, ignoring: ignoring)
     }
 
+    /// A `match PATTERN ignore-params NAME…` rule read: the URL pattern (matched with the query-less canonical key) and
+    /// the parameter name patterns, lowercased.
+    package struct ParameterMatch: Sendable, Equatable {
+        package var pattern: [UInt8]
+        package var names: [[UInt8]]
+    }
+
+    /// Reads an `ignore-params` `match` value; nil when it is not one (or names no parameter).
+    package static func parameterMatch(_ value: String) -> ParameterMatch? {
+        let words = value.split(separator: " ", omittingEmptySubsequences: false)
+        guard words.count >= 3, !words[0].isEmpty, words[1] == "ignore-params", !words.dropFirst(2).contains(where: \.isEmpty) else { return nil }
+        let names = words.dropFirst(2).map { Array($0.replacingOccurrences(of: "%20", with: " ").replacingOccurrences(of: "%25", with: "%").lowercased().utf8) }
+        return ParameterMatch(pattern: Array(words[0].lowercased().utf8), names: names)
+    }
+
+    /// The `match` value that leaves the query parameters `names` out of the keys under `pattern`.
+    package static func ignoreParamsRule(pattern: String, names: [String]) -> String {
+        ([pattern, "ignore-params"] + names.map { $0.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: " ", with: "%20") })
+            .joined(separator: " ")
+    }
+
+    /// The `ignore-params` rules, read.
+    package var parameterMatches: [ParameterMatch] { match.compactMap(Self.parameterMatch) }
+
     /// The `match` value for `pattern`'s form bodies (`application/x-www-form-urlencoded`), leaving out the parameters
     /// named `ignoring`.
     package static func formBodyRule(pattern: String, ignoring: [String]) -> String {
@@ -100,9 +137,10 @@ public struct BundleRules: Sendable, Equatable, Codable {
             .joined(separator: " ")
     }
 
-    /// The `match` value for `pattern`'s JSON bodies, leaving out `ignoring` (JSON pointers).
-    package static func jsonBodyRule(pattern: String, ignoring: [String]) -> String {
-        ([pattern, "json-body"] + ignoring.map { $0.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: " ", with: "%20") })
+    /// The `match` value for `pattern`'s JSON bodies (or GraphQL request bodies, with `form` `.graphql`), leaving out
+    /// `ignoring` (JSON pointers).
+    package static func jsonBodyRule(pattern: String, form: BodyMatch.Form = .json, ignoring: [String]) -> String {
+        ([pattern, form.rawValue] + ignoring.map { $0.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: " ", with: "%20") })
             .joined(separator: " ")
     }
 
@@ -116,17 +154,15 @@ public struct BundleRules: Sendable, Equatable, Codable {
     /// ``bodyForMatching(canonicalKey:body:)`` with the `match` rules read already (a reader reads them once, at mount).
     package static func bodyForMatching(_ rules: [BodyMatch], canonicalKey: String, body: Data?) -> Data? {
         guard !rules.isEmpty, let body, !body.isEmpty else { return body }
+        guard let rule = bodyRule(rules, canonicalKey: canonicalKey) else { return body }
+        return rule.canonical(Array(body)).map { Data($0) } ?? body
+    }
+
+    /// The first of `rules` whose pattern covers `canonicalKey`.
+    package static func bodyRule(_ rules: [BodyMatch], canonicalKey: String) -> BodyMatch? {
+        guard !rules.isEmpty else { return nil }
         let key = Array(canonicalKey.lowercased().utf8)
-        for rule in rules {
-            guard globMatch(rule.pattern[...], key[...]) else { continue }
-            let canonical =
-                switch rule.form {
-                case .json: CanonicalJSON.canonical(Array(body), ignoring: rule.ignoring)
-                case .form: CanonicalForm.canonical(Array(body), ignoring: Set(rule.ignoring.map { Array($0[0].utf8) }))
-                }
-            return canonical.map { Data($0) } ?? body
-        }
-        return body
+        return rules.first { globMatch($0.pattern[...], key[...]) }
     }
 
     /// The key's `b=` digest for a request to `canonicalKey` with `body` (§5.4, over the canonical form §5.5 where a
@@ -197,7 +233,7 @@ public struct BundleRules: Sendable, Equatable, Codable {
             case "ignore-query": ignoreQuery.append(value)
             case "match":
                 // A form this reader does not know would match bodies otherwise than the writer did: refused.
-                guard Self.bodyMatch(value) != nil else {
+                guard Self.bodyMatch(value) != nil || Self.parameterMatch(value) != nil else {
                     throw BundleError(.unsupported, "index.bin: a match rule this reader cannot apply: \(value.prefix(80).debugDescription)")
                 }
                 match.append(value)

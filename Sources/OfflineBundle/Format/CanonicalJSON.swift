@@ -57,6 +57,43 @@ package enum CanonicalJSON {
         return tokens
     }
 
+    /// Where two JSON documents differ, in document order (members by name): each place's JSON pointer and the
+    /// canonical text of the value on either side (nil where that side has none). Nil when either is not one JSON
+    /// value. At most `limit` places are listed.
+    package static func differences(_ mine: [UInt8], _ recorded: [UInt8], limit: Int = 50) -> [(pointer: String, mine: String?, recorded: String?)]? {
+        var a = Parser(bytes: mine)
+        var b = Parser(bytes: recorded)
+        guard let x = a.document(), let y = b.document() else { return nil }
+        var found: [(pointer: String, mine: String?, recorded: String?)] = []
+        difference(x, y, at: "", into: &found, limit: limit)
+        return found
+    }
+
+    static func difference(_ x: Value?, _ y: Value?, at pointer: String, into found: inout [(pointer: String, mine: String?, recorded: String?)], limit: Int) {
+        guard found.count < limit else { return }
+        func text(_ value: Value?) -> String? {
+            guard let value else { return nil }
+            var out: [UInt8] = []
+            write(value, to: &out)
+            return String(decoding: out, as: UTF8.self)
+        }
+        switch (x, y) {
+        case (.object(let m)?, .object(let n)?):
+            let names = Set(m.map(\.name)).union(n.map(\.name)).sorted { $0.lexicographicallyPrecedes($1) }
+            for name in names {
+                let token = String(decoding: name, as: UTF8.self).replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1")
+                difference(m.first { $0.name == name }?.value, n.first { $0.name == name }?.value, at: pointer + "/" + token, into: &found, limit: limit)
+            }
+        case (.array(let m)?, .array(let n)?):
+            for i in 0..<max(m.count, n.count) {
+                difference(i < m.count ? m[i] : nil, i < n.count ? n[i] : nil, at: pointer + "/" + String(i), into: &found, limit: limit)
+            }
+        default:
+            let (mine, recorded) = (text(x), text(y))
+            if mine != recorded { found.append((pointer, mine, recorded)) }
+        }
+    }
+
     static func removing(_ pointer: ArraySlice<String>, from value: Value) -> Value {
         guard let token = pointer.first else { return value }
         let rest = pointer.dropFirst()

@@ -70,7 +70,10 @@ public struct MissExplanation: Sendable, Equatable, CustomStringConvertible {
     /// The differences between `request` (its canonical key `key`) and the recorded `candidate` key, in the order a
     /// person fixes them: query, method, headers, body.
     /// `bodyDigest` is the request's `b=` as the bundle takes it (over its canonical form under a `match` rule).
-    static func differences(request: BundleRequest, key: String, candidate: String, bodyDigest digest: String?) -> (items: [String], kind: Kind)? {
+    /// `bodyDetail` says where the two bodies differ, when it can (JSON pointers, under a `match` rule).
+    static func differences(
+        request: BundleRequest, key: String, candidate: String, bodyDigest digest: String?, bodyDetail: (String) -> [String]? = { _ in nil }
+    ) -> (items: [String], kind: Kind)? {
         let (url, recorded) = RequestQualifiers.split(key: candidate)
         guard let recorded else { return nil }
         var items: [String] = []
@@ -97,7 +100,12 @@ public struct MissExplanation: Sendable, Equatable, CustomStringConvertible {
             switch (digest, recorded.bodyDigest) {
             case (nil, _): add("no body, recorded one", .body)
             case (_, nil): add("a body of \(size) bytes, recorded none", .body)
-            default: add("a body of \(size) bytes, recorded another (b=\(recorded.bodyDigest ?? ""))", .body)
+            default:
+                if let detail = bodyDetail(candidate), !detail.isEmpty {
+                    for item in detail { add(item, .body) }
+                } else {
+                    add("a body of \(size) bytes, recorded another (b=\(recorded.bodyDigest ?? ""))", .body)
+                }
             }
         }
         return (items, kind ?? .query)
@@ -157,10 +165,25 @@ extension MountedBundle {
         let candidates = entriesUnderPath(path).prefix(256)
         // The request's body digest, once for all the candidates.
         let digest = RequestQualifiers.bodyDigest(of: BundleRules.bodyForMatching(bodyMatches, canonicalKey: key, body: request.body))
+        // Where the body differs, said by JSON pointer where a JSON or GraphQL rule covers the URL.
+        let rule = BundleRules.bodyRule(bodyMatches, canonicalKey: key)
+        func bodyDetail(_ candidate: String) -> [String]? {
+            guard let rule, rule.form != .form, let body = request.body, let mine = rule.canonical(Array(body)),
+                let recordedBody = recordedRequestBody(candidate), let theirs = rule.canonical(Array(recordedBody)),
+                let places = CanonicalJSON.differences(mine, theirs)
+            else { return nil }
+            var items = places.prefix(3).map { place in
+                "body \(place.pointer.isEmpty ? "(the whole document)" : place.pointer): "
+                    + (place.mine.map(MissExplanation.shown) ?? "absent") + ", recorded " + (place.recorded.map(MissExplanation.shown) ?? "absent")
+            }
+            if places.count > 3 { items.append("and \(places.count - 3) more places in the body") }
+            return items
+        }
         var best: (key: String, items: [String], kind: MissExplanation.Kind)?
         for entry in candidates {
             let candidate = index.entryKey(entry)
-            guard let (items, kind) = MissExplanation.differences(request: request, key: key, candidate: candidate, bodyDigest: digest) else { continue }
+            guard let (items, kind) = MissExplanation.differences(request: request, key: key, candidate: candidate, bodyDigest: digest, bodyDetail: bodyDetail)
+            else { continue }
             // A candidate that differs in nothing would have answered: this request is not a miss here.
             if items.isEmpty { return nil }
             if best == nil || items.count < best!.items.count { best = (candidate, items, kind) }
@@ -170,6 +193,22 @@ extension MountedBundle {
             return MissExplanation(nearest: nil, nearestRequest: nil, differences: ["nothing recorded under \(path)\(similar)"], kind: .path)
         }
         return MissExplanation(nearest: best.key, nearestRequest: MissExplanation.readable(best.key), differences: best.items, kind: best.kind)
+    }
+}
+
+extension MountedBundle {
+    /// The request body the manifest records for `key` (a request key with its qualifiers); nil when it records none,
+    /// keeps it secret, or the manifest cannot be read.
+    func recordedRequestBody(_ key: String) -> Data? {
+        if let bodies = recordedBodies.withLock({ $0 }) { return bodies[key] }
+        var bodies: [String: Data] = [:]
+        if let manifest = try? manifest() {
+            for entry in manifest.entries {
+                if let body = entry.request?.bodyData, body.count <= 64 << 10 { bodies[entry.key] = body }
+            }
+        }
+        recordedBodies.withLock { $0 = bodies }
+        return bodies[key]
     }
 }
 

@@ -6,7 +6,8 @@
 /// - an empty path becomes `/`, and `.` and `..` segments are resolved;
 /// - percent-escapes of unreserved characters are decoded, other escapes use
 ///   uppercase hex, and bytes that may not appear raw are escaped;
-/// - query parameters that match a drop pattern are removed, the others are
+/// - query parameters that match a drop pattern are removed (and, under a
+///   `match … ignore-params` rule, the parameters it names), the others are
 ///   sorted (by their bytes, stable), and an empty query disappears; with
 ///   ``formQuery``, a `+` in the query is a space (`%20`), as the form encoding
 ///   says, and parameters are sorted by name only, so the order of a repeated
@@ -25,9 +26,23 @@ public struct RequestKeyCanonicalizer: Sendable {
     /// parameters are ordered by name, the values of one name in their order.
     public let formQuery: Bool
 
+    /// The `match PATTERN ignore-params NAME…` rules (docs/FORMAT.md §4.6): the names are dropped from the queries of
+    /// URLs whose query-less key matches the pattern.
+    package let ignoredParameters: [BundleRules.ParameterMatch]
+
     public init(dropQueryParameters: [String] = [], formQuery: Bool = false) {
+        self.init(dropQueryParameters: dropQueryParameters, ignoredParameters: [], formQuery: formQuery)
+    }
+
+    /// Creates the canonicalizer a bundle with `rules` keys its entries by: `drop-query` and `match … ignore-params`.
+    public init(rules: BundleRules, formQuery: Bool = false) {
+        self.init(dropQueryParameters: rules.dropQueryParameters, ignoredParameters: rules.parameterMatches, formQuery: formQuery)
+    }
+
+    package init(dropQueryParameters: [String], ignoredParameters: [BundleRules.ParameterMatch], formQuery: Bool) {
         self.dropQueryParameters = dropQueryParameters
         self.patterns = dropQueryParameters.map { Array($0.lowercased().utf8) }
+        self.ignoredParameters = ignoredParameters
         self.formQuery = formQuery
     }
 
@@ -36,7 +51,8 @@ public struct RequestKeyCanonicalizer: Sendable {
     package func needsFormQuery(_ key: String) -> Bool {
         guard let mark = key.firstIndex(of: "?") else { return false }
         if key[mark...].contains("%20") { return true }
-        return RequestKeyCanonicalizer(dropQueryParameters: dropQueryParameters).canonicalize(key) != key
+        return RequestKeyCanonicalizer(dropQueryParameters: dropQueryParameters, ignoredParameters: ignoredParameters, formQuery: false)
+            .canonicalize(key) != key
     }
 
     /// The canonical key for `url`, or nil when it is not an absolute URL with a host.
@@ -145,12 +161,18 @@ public struct RequestKeyCanonicalizer: Sendable {
         if pathEnd < end, s[pathEnd] == UInt8(ascii: "?") {
             var queryEnd = pathEnd + 1
             while queryEnd < end, s[queryEnd] != UInt8(ascii: "#") { queryEnd += 1 }
-            appendQuery(UnsafeRawBufferPointer(rebasing: s[(pathEnd + 1)..<queryEnd]), to: &out)
+            // The ignore-params rules whose pattern the query-less key matches add their names to the dropped ones.
+            var dropped = patterns
+            if !ignoredParameters.isEmpty {
+                let lowered = out.map(lower)
+                for rule in ignoredParameters where globMatch(rule.pattern[...], lowered[...]) { dropped += rule.names }
+            }
+            appendQuery(UnsafeRawBufferPointer(rebasing: s[(pathEnd + 1)..<queryEnd]), dropping: dropped, to: &out)
         }
         return out
     }
 
-    private func appendQuery(_ query: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+    private func appendQuery(_ query: UnsafeRawBufferPointer, dropping: [[UInt8]], to out: inout [UInt8]) {
         guard !query.isEmpty else { return }
         var params = [[UInt8]]()
         var startOfParam = 0
@@ -159,7 +181,7 @@ public struct RequestKeyCanonicalizer: Sendable {
                 let raw = UnsafeRawBufferPointer(rebasing: query[startOfParam..<j])
                 var nameEnd = 0
                 while nameEnd < raw.count, raw[nameEnd] != UInt8(ascii: "=") { nameEnd += 1 }
-                if !isDropped(UnsafeRawBufferPointer(rebasing: raw[0..<nameEnd])) {
+                if !Self.isDropped(UnsafeRawBufferPointer(rebasing: raw[0..<nameEnd]), by: dropping) {
                     var param = [UInt8]()
                     param.reserveCapacity(raw.count)
                     appendNormalized(raw, to: &param, inQuery: true)
@@ -195,7 +217,7 @@ public struct RequestKeyCanonicalizer: Sendable {
         }
     }
 
-    private func isDropped(_ name: UnsafeRawBufferPointer) -> Bool {
+    private static func isDropped(_ name: UnsafeRawBufferPointer, by patterns: [[UInt8]]) -> Bool {
         guard !patterns.isEmpty else { return false }
         // Decode the name so that `utm%5Fsource` matches `utm_*`.
         let decoded = percentDecodedLowercased(name)

@@ -82,7 +82,7 @@ final class Crawler: Sendable {
         self.declaration = declaration
         self.journal = session.journal
         self.scope = scope
-        self.canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: declaration.dropQueryParameters, formQuery: true)
+        self.canonicalizer = RequestKeyCanonicalizer(rules: declaration.bundleRules, formQuery: true)
         self.secretScan = SecretScan(declaration.secrets)
         self.fetcher = Fetcher(settings: .init(declaration))
         self.spool = spool

@@ -194,35 +194,57 @@ public struct Declaration: Sendable, Equatable {
     public var match: [BodyMatch] = []
 
     /// A `match` rule: bodies of requests to URLs `url` covers (`*` matches any run) are matched in their canonical
-    /// JSON form, without the members `ignore` points at (JSON pointers).
+    /// form (JSON, GraphQL or a form), without the members `ignore` points at; the query parameters `ignoreParams`
+    /// names are left out of those URLs' keys.
     public struct BodyMatch: Sendable, Equatable {
         public var url: String
-        /// The canonical form: JSON (`json-body`, ``ignore`` holds JSON pointers) or a form (`form-body`,
-        /// `application/x-www-form-urlencoded`, ``ignore`` holds parameter names).
-        public var form: Form = .json
+        /// The canonical form: JSON (`json-body`, ``ignore`` holds JSON pointers), a GraphQL request (`graphql`,
+        /// JSON pointers too) or a form (`form-body`, `application/x-www-form-urlencoded`, ``ignore`` holds parameter
+        /// names); nil where the rule only names ``ignoreParams`` (bodies are then matched by their bytes).
+        public var form: Form? = .json
         public var ignore: [String] = []
+        /// Query parameter names (`*` matches any run) left out of the keys of the URLs `url` covers: cache-busting
+        /// parameters (`_`, `t`), request ids. `url` is matched with the URL without its query.
+        public var ignoreParams: [String] = []
 
-        public enum Form: Sendable, Equatable { case json, form }
+        public enum Form: Sendable, Equatable { case json, graphql, form }
 
-        public init(url: String, form: Form = .json, ignore: [String] = []) {
+        public init(url: String, form: Form? = .json, ignore: [String] = [], ignoreParams: [String] = []) {
             self.url = url
             self.form = form
             self.ignore = ignore
+            self.ignoreParams = ignoreParams
+        }
+
+        /// The rule as `match` lines of a bundle's rules (docs/FORMAT.md §4.6): one for the body, one for the query.
+        /// `queryless` is the pattern the ignore-params line takes (a request's own rule: its URL without the query).
+        func bundleLines(queryless: String? = nil) -> [String] {
+            var lines: [String] = []
+            switch form {
+            case .json: lines.append(BundleRules.jsonBodyRule(pattern: url, ignoring: ignore))
+            case .graphql: lines.append(BundleRules.jsonBodyRule(pattern: url, form: .graphql, ignoring: ignore))
+            case .form: lines.append(BundleRules.formBodyRule(pattern: url, ignoring: ignore))
+            case nil: break
+            }
+            if !ignoreParams.isEmpty { lines.append(BundleRules.ignoreParamsRule(pattern: queryless ?? url, names: ignoreParams)) }
+            return lines
         }
     }
 
     /// The rules a bundle built from this declaration carries for the runtime: dropped query parameters, block patterns,
-    /// the canonical keys and prefixes of the substitutions, and how bodies are matched.
+    /// the canonical keys and prefixes of the substitutions, and how requests are matched.
     public var bundleRules: BundleRules {
         let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: dropQueryParameters)
         var rules = BundleRules(dropQueryParameters: dropQueryParameters, block: block)
-        // A request's own rule covers its URL, canonical (its query sorted, dropped parameters gone), as keys are.
+        // A request's own rule covers its URL, canonical (its query sorted, dropped parameters gone), as keys are; its
+        // ignore-params, the URL without the query.
         let keys = RequestKeyCanonicalizer(dropQueryParameters: dropQueryParameters, formQuery: true)
-        let own = requests.compactMap { request in
-            request.match.map { BodyMatch(url: keys.canonicalize(request.url) ?? request.url, form: $0.form, ignore: $0.ignore) }
-        }
-        rules.match = (match + own).map {
-            $0.form == .json ? BundleRules.jsonBodyRule(pattern: $0.url, ignoring: $0.ignore) : BundleRules.formBodyRule(pattern: $0.url, ignoring: $0.ignore)
+        rules.match = match.flatMap { $0.bundleLines() }
+        for request in requests {
+            guard var own = request.match else { continue }
+            let url = keys.canonicalize(request.url) ?? request.url
+            own.url = url
+            rules.match += own.bundleLines(queryless: url.firstIndex(of: "?").map { String(url[..<$0]) } ?? url)
         }
         if case .patterns(let patterns) = ignoreQuery { rules.ignoreQuery = patterns }
         for substitution in substitutions {

@@ -104,32 +104,49 @@ extension DeclarationReader {
         return request
     }
 
-    /// A `match` rule: `{url: PATTERN, json-body: canonical, ignore: [POINTER, …]}` or `{url: PATTERN, form-body:
-    /// canonical, ignore: [NAME, …]}` (a request's own has no url: it is the request's).
+    /// A `match` rule: `{url: PATTERN, json-body: canonical, ignore: [POINTER, …]}`, `graphql: canonical` (pointers
+    /// too) or `form-body: canonical` (`ignore` holds names), and or only, `ignore-params: [NAME, …]` (a request's own
+    /// has no url: it is the request's).
     func bodyMatch(_ node: Node, url: String?) throws -> Declaration.BodyMatch {
-        let keys = (url == nil ? ["url"] : []) + ["json-body", "form-body", "ignore"]
+        let forms = ["json-body", "graphql", "form-body"]
+        let keys = (url == nil ? ["url"] : []) + forms + ["ignore", "ignore-params"]
         var values: [String: Node] = [:]
         for (key, value) in try mapping(node, in: "a match rule", keys: keys) { values[key.string ?? ""] = value }
-        var rule = Declaration.BodyMatch(url: url ?? "")
+        var rule = Declaration.BodyMatch(url: url ?? "", form: nil)
         if url == nil {
             guard let urlNode = values["url"] else { throw fail(node, "a match rule needs a url (a URL pattern: '*' matches any run)") }
             rule.url = try string(urlNode, "a match rule's url")
             guard !rule.url.contains(" "), !rule.url.isEmpty else { throw fail(urlNode, "a match rule's url is a URL pattern, without spaces") }
         }
-        if values["json-body"] != nil && values["form-body"] != nil { throw fail(node, "a match rule gives json-body or form-body, not both") }
-        guard let (formName, formNode) = values["json-body"].map({ ("json-body", $0) }) ?? values["form-body"].map({ ("form-body", $0) }) else {
-            throw fail(node, "a match rule says how bodies are matched: json-body: canonical, or form-body: canonical")
+        if let ignoreNode = values["ignore"], !forms.contains(where: { values[$0] != nil }) {
+            throw fail(ignoreNode, "ignore names what a body form leaves out: give json-body, graphql or form-body")
         }
-        let form = try string(formNode, formName)
-        guard form == "canonical" else { throw fail(formNode, "\(formName) takes 'canonical', not '\(form)'") }
-        rule.form = formName == "json-body" ? .json : .form
+        let given = forms.filter { values[$0] != nil }
+        if given.count > 1 { throw fail(node, "a match rule gives one of json-body, graphql and form-body, not \(given.joined(separator: " and "))") }
+        if let formName = given.first, let formNode = values[formName] {
+            let form = try string(formNode, formName)
+            guard form == "canonical" else { throw fail(formNode, "\(formName) takes 'canonical', not '\(form)'") }
+            rule.form = formName == "json-body" ? .json : formName == "graphql" ? .graphql : .form
+        } else if values["ignore-params"] == nil {
+            throw fail(
+                node, "a match rule says how requests are matched: json-body: canonical, graphql: canonical, form-body: canonical, or ignore-params")
+        }
         if let ignoreNode = values["ignore"] {
-            for item in try items(ignoreNode, "ignore", expected: rule.form == .json ? "JSON pointers" : "parameter names") {
+            let form = rule.form ?? .json
+            for item in try items(ignoreNode, "ignore", expected: form == .form ? "parameter names" : "JSON pointers") {
                 let ignored = try string(item, "each item of ignore")
-                if rule.form == .json, let problem = JSONPointer.problem(ignored) { throw fail(item, problem) }
-                if rule.form == .form, ignored.isEmpty { throw fail(item, "an ignored parameter needs a name") }
+                if form != .form, let problem = JSONPointer.problem(ignored) { throw fail(item, problem) }
+                if form == .form, ignored.isEmpty { throw fail(item, "an ignored parameter needs a name") }
                 rule.ignore.append(ignored)
             }
+        }
+        if let paramsNode = values["ignore-params"] {
+            for item in try items(paramsNode, "ignore-params", expected: "query parameter names ('*' matches any run)") {
+                let name = try string(item, "each item of ignore-params")
+                guard !name.isEmpty, !name.contains(" ") else { throw fail(item, "an ignored query parameter is a name without spaces") }
+                rule.ignoreParams.append(name)
+            }
+            if rule.ignoreParams.isEmpty { throw fail(paramsNode, "ignore-params names at least one query parameter") }
         }
         return rule
     }
@@ -165,9 +182,10 @@ extension DeclarationReader {
     /// differ only in headers neither `vary` nor the response's `Vary` names are found when the answers come.)
     /// Two requests that would get one key (the same method, URL, headers and body; a body in its canonical form
     /// where a `match` rule says so) are refused, naming both lines.
-    func checkDistinct(_ requests: [Declaration.Request], dropping: [String], rules: BundleRules) throws {
-        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: dropping, formQuery: true)
-        var seen: [String: Int] = [:]
+    func checkDistinct(_ requests: [Declaration.Request], rules: BundleRules) throws {
+        let canonicalizer = RequestKeyCanonicalizer(rules: rules, formQuery: true)
+        let plain = RequestKeyCanonicalizer(dropQueryParameters: rules.dropQueryParameters, formQuery: true)
+        var seen: [String: (line: Int, url: String)] = [:]
         for request in requests {
             let values = request.headers.map { $0.name.lowercased() + "=" + $0.value }.sorted()
             let url = canonicalizer.canonicalize(request.url) ?? request.url
@@ -175,12 +193,14 @@ extension DeclarationReader {
             let joined = key.joined(separator: "\n")
             if let first = seen[joined] {
                 let same = RequestQualifiers.bodyDigest(of: request.body) == nil || rules.bodyForMatching(canonicalKey: url, body: request.body) == request.body
+                let query = plain.canonicalize(request.url) != url
                 throw PackagerError(
                     .invalidInput,
-                    "\(file):\(request.line): this request is the same as the one on line \(first) (\(request.method) \(request.url))"
-                        + (same ? "" : ": their bodies are one JSON document under the match rule"))
+                    "\(file):\(request.line): this request is the same as the one on line \(first.line) (\(request.method) \(request.url))"
+                        + (same ? "" : ": their bodies are one document under the match rule")
+                        + (query ? ": under the match rule's ignore-params its URL is \(first.url)'s" : ""))
             }
-            seen[joined] = request.line
+            seen[joined] = (request.line, request.url)
         }
     }
 }

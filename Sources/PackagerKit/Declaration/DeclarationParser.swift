@@ -222,7 +222,9 @@ struct DeclarationReader {
                 guard case .sequence(let items) = value else { throw fail(value, "requests must be a list of requests") }
                 d.requests = try items.map(request)
             case "match":
-                for item in try items(value, "match", expected: "rules ({url: PATTERN, json-body: canonical, ignore: [POINTER]}, or form-body)") {
+                for item in try items(
+                    value, "match", expected: "rules ({url: PATTERN, json-body: canonical, ignore: [POINTER]}, graphql, form-body or ignore-params)")
+                {
                     d.match.append(try bodyMatch(item, url: nil))
                 }
             default: break
@@ -231,7 +233,7 @@ struct DeclarationReader {
         if d.seeds.isEmpty && d.urls.isEmpty && d.sitemaps.isEmpty && d.requests.isEmpty {
             throw fail(root, "nothing to fetch: give at least one of 'seeds', 'urls', 'sitemaps' or 'requests'")
         }
-        try checkDistinct(d.requests, dropping: d.dropQueryParameters, rules: d.bundleRules)
+        try checkDistinct(d.requests, rules: d.bundleRules)
         return d
     }
 

@@ -95,7 +95,7 @@ public struct Refresher: Sendable {
         var added: [String] = []
         var n = 0
         let limit = options.maxBodyBytes
-        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: bundle.rules.dropQueryParameters, formQuery: bundle.readsQueriesAsForms)
+        let canonicalizer = RequestKeyCanonicalizer(rules: bundle.rules, formQuery: bundle.readsQueriesAsForms)
         /// Fetches one key's request again: the entry to write, and the response (its spool file still there).
         func fetch(key: String, url: String, request: RecordedRequest?, volatile: [String]) async -> (BundleWriter.Entry, Fetcher.Response)? {
             n += 1

@@ -257,7 +257,7 @@ public struct BundleWriter: Sendable {
     /// none, no key answered twice.
     private func keyedEntries() throws -> KeyTable {
         // Queries are read as forms; the bundle says so (header flag bit 1) only where a key needs it.
-        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: options.dropQueryParameters, formQuery: options.readsQueriesAsForms)
+        let canonicalizer = RequestKeyCanonicalizer(rules: options.rules, formQuery: options.readsQueriesAsForms)
         var table = KeyTable()
         table.keys.reserveCapacity(entryCount)
         for index in 0..<entryCount {

@@ -1,0 +1,326 @@
+/// The canonical form of a GraphQL request body (docs/FORMAT.md §5.5), so that a client that sends the same operation
+/// formatted otherwise, with comments, commas or its variables in another order, is matched as the recorded request
+/// was.
+///
+/// The body is the JSON document GraphQL servers take over HTTP (`{"query": …, "operationName": …, "variables": …}`,
+/// or an array of them for a batch). Its `query` is read by GraphQL's lexical grammar and written again as its tokens:
+/// no comments, commas or line breaks, one space only between two tokens that would otherwise run together (two names,
+/// a name and a number), every string (block strings too) as its value in JSON's escaping. The rest is canonical JSON
+/// (§5.5), with a null `operationName`, `variables` or `extensions`, and empty `variables`, left out: servers read
+/// them as absent. The tokens keep their order: the order of fields is the order of the answer's members, so it is
+/// part of the request.
+package enum CanonicalGraphQL {
+    /// The canonical bytes of a GraphQL request body, without what `ignoring` names (JSON pointers as their tokens:
+    /// `/variables/requestId`); nil when it is not a JSON object (or array of objects) whose `query` is a string
+    /// GraphQL's grammar reads (then the body is matched by its bytes).
+    package static func canonical(_ bytes: [UInt8], ignoring: [[String]] = []) -> [UInt8]? {
+        var parser = CanonicalJSON.Parser(bytes: bytes)
+        guard let document = parser.document() else { return nil }
+        var value: CanonicalJSON.Value
+        switch document {
+        case .object:
+            guard let operation = operation(document) else { return nil }
+            value = operation
+        case .array(let operations) where !operations.isEmpty:
+            var canonical: [CanonicalJSON.Value] = []
+            for item in operations {
+                guard let operation = operation(item) else { return nil }
+                canonical.append(operation)
+            }
+            value = .array(canonical)
+        default:
+            return nil
+        }
+        for pointer in ignoring { value = CanonicalJSON.removing(pointer[...], from: value) }
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        CanonicalJSON.write(value, to: &out)
+        return out
+    }
+
+    /// One operation object with its `query` canonical and its absent-as-null members left out; nil when it has no
+    /// `query` string or the query does not read as GraphQL.
+    static func operation(_ value: CanonicalJSON.Value) -> CanonicalJSON.Value? {
+        guard case .object(let members) = value else { return nil }
+        var kept: [(name: [UInt8], value: CanonicalJSON.Value)] = []
+        var sawQuery = false
+        for member in members {
+            let name = String(decoding: member.name, as: UTF8.self)
+            switch (name, member.value) {
+            case ("query", .string(let text)):
+                guard let document = document(text) else { return nil }
+                kept.append((member.name, .string(document)))
+                sawQuery = true
+            case ("query", _):
+                return nil
+            case ("operationName", .scalar(let word)), ("variables", .scalar(let word)), ("extensions", .scalar(let word)):
+                if !word.elementsEqual("null".utf8) { kept.append(member) }
+            case ("variables", .object(let variables)) where variables.isEmpty:
+                continue
+            default:
+                kept.append(member)
+            }
+        }
+        return sawQuery ? .object(kept) : nil
+    }
+
+    /// The canonical text of a GraphQL document: its tokens, as above; nil when it does not read by GraphQL's lexical
+    /// grammar (a character no token starts with, a string left open, a bad escape), its brackets do not pair, or it
+    /// has no token.
+    package static func document(_ text: [UInt8]) -> [UInt8]? {
+        var lexer = Lexer(bytes: text)
+        var out: [UInt8] = []
+        out.reserveCapacity(text.count)
+        var open: [UInt8] = []
+        var lastWasWord = false
+        var tokens = 0
+        while let token = lexer.next() {
+            switch token {
+            case .invalid:
+                return nil
+            case .punctuator(let byte):
+                switch byte {
+                case UInt8(ascii: "{"), UInt8(ascii: "("), UInt8(ascii: "["): open.append(byte)
+                case UInt8(ascii: "}"): guard open.popLast() == UInt8(ascii: "{") else { return nil }
+                case UInt8(ascii: ")"): guard open.popLast() == UInt8(ascii: "(") else { return nil }
+                case UInt8(ascii: "]"): guard open.popLast() == UInt8(ascii: "[") else { return nil }
+                default: break
+                }
+                out.append(byte)
+                lastWasWord = false
+            case .spread:
+                out.append(contentsOf: "...".utf8)
+                lastWasWord = false
+            case .word(let bytes):
+                // Two names or numbers in a row need a space between them; nothing else does.
+                if lastWasWord { out.append(UInt8(ascii: " ")) }
+                out.append(contentsOf: bytes)
+                lastWasWord = true
+            case .string(let value):
+                CanonicalJSON.writeString(value, to: &out)
+                lastWasWord = false
+            }
+            tokens += 1
+        }
+        return tokens > 0 && open.isEmpty ? out : nil
+    }
+
+    enum Token {
+        case punctuator(UInt8)
+        case spread
+        /// A name, or a number as written.
+        case word(ArraySlice<UInt8>)
+        /// A string's value, UTF-8.
+        case string([UInt8])
+        case invalid
+    }
+
+    /// GraphQL's lexical grammar (the October 2021 specification, §2.1), over UTF-8 bytes.
+    struct Lexer {
+        let bytes: [UInt8]
+        var i = 0
+
+        init(bytes: [UInt8]) {
+            self.bytes = bytes
+            // A byte order mark is ignored.
+            if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { i = 3 }
+        }
+
+        /// The next token, nil at the end.
+        mutating func next() -> Token? {
+            skipIgnored()
+            guard i < bytes.count else { return nil }
+            let byte = bytes[i]
+            switch byte {
+            case UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: ":"),
+                UInt8(ascii: "="), UInt8(ascii: "@"), UInt8(ascii: "["), UInt8(ascii: "]"), UInt8(ascii: "{"), UInt8(ascii: "|"),
+                UInt8(ascii: "}"):
+                i += 1
+                return .punctuator(byte)
+            case UInt8(ascii: "."):
+                guard i + 2 < bytes.count, bytes[i + 1] == byte, bytes[i + 2] == byte else { return .invalid }
+                i += 3
+                return .spread
+            case UInt8(ascii: "\""):
+                if i + 2 < bytes.count, bytes[i + 1] == byte, bytes[i + 2] == byte { return blockString() }
+                return string()
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                return number()
+            default:
+                guard isNameStart(byte) else { return .invalid }
+                let start = i
+                while i < bytes.count, isNameStart(bytes[i]) || isDigit(bytes[i]) { i += 1 }
+                return .word(bytes[start..<i])
+            }
+        }
+
+        /// White space, line terminators, commas and comments.
+        mutating func skipIgnored() {
+            while i < bytes.count {
+                switch bytes[i] {
+                case 0x20, 0x09, 0x0A, 0x0D, UInt8(ascii: ","):
+                    i += 1
+                case UInt8(ascii: "#"):
+                    while i < bytes.count, bytes[i] != 0x0A, bytes[i] != 0x0D { i += 1 }
+                default:
+                    return
+                }
+            }
+        }
+
+        func isNameStart(_ byte: UInt8) -> Bool {
+            (byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z") || byte == UInt8(ascii: "_")
+        }
+
+        func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
+        /// IntValue or FloatValue, as written; neither may be followed by a name start, a digit or a `.`.
+        mutating func number() -> Token {
+            let start = i
+            if bytes[i] == UInt8(ascii: "-") { i += 1 }
+            guard i < bytes.count, isDigit(bytes[i]) else { return .invalid }
+            // No leading zero before other digits.
+            if bytes[i] == UInt8(ascii: "0") {
+                i += 1
+                if i < bytes.count, isDigit(bytes[i]) { return .invalid }
+            } else {
+                while i < bytes.count, isDigit(bytes[i]) { i += 1 }
+            }
+            if i < bytes.count, bytes[i] == UInt8(ascii: ".") {
+                i += 1
+                let digits = i
+                while i < bytes.count, isDigit(bytes[i]) { i += 1 }
+                guard i > digits else { return .invalid }
+            }
+            if i < bytes.count, bytes[i] | 0x20 == UInt8(ascii: "e") {
+                i += 1
+                if i < bytes.count, bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
+                let digits = i
+                while i < bytes.count, isDigit(bytes[i]) { i += 1 }
+                guard i > digits else { return .invalid }
+            }
+            if i < bytes.count, isNameStart(bytes[i]) || bytes[i] == UInt8(ascii: ".") { return .invalid }
+            return .word(bytes[start..<i])
+        }
+
+        /// A `"…"` string's value: escapes `\" \\ \/ \b \f \n \r \t`, `\uXXXX` (surrogate pairs joined) and `\u{…}`;
+        /// no line terminator inside.
+        mutating func string() -> Token {
+            i += 1
+            var out: [UInt8] = []
+            while i < bytes.count {
+                let byte = bytes[i]
+                i += 1
+                switch byte {
+                case UInt8(ascii: "\""):
+                    return String(validating: out, as: UTF8.self) == nil ? .invalid : .string(out)
+                case 0x0A, 0x0D:
+                    return .invalid
+                case UInt8(ascii: "\\"):
+                    guard i < bytes.count else { return .invalid }
+                    let escape = bytes[i]
+                    i += 1
+                    switch escape {
+                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(escape)
+                    case UInt8(ascii: "b"): out.append(0x08)
+                    case UInt8(ascii: "f"): out.append(0x0C)
+                    case UInt8(ascii: "n"): out.append(0x0A)
+                    case UInt8(ascii: "r"): out.append(0x0D)
+                    case UInt8(ascii: "t"): out.append(0x09)
+                    case UInt8(ascii: "u"):
+                        guard let scalar = unicodeEscape() else { return .invalid }
+                        out.append(contentsOf: Array(String(Character(scalar)).utf8))
+                    default: return .invalid
+                    }
+                default:
+                    out.append(byte)
+                }
+            }
+            return .invalid
+        }
+
+        /// After `\u`: four hex digits (a high surrogate followed by `\u` and a low one), or `{` hex digits `}`.
+        mutating func unicodeEscape() -> Unicode.Scalar? {
+            if i < bytes.count, bytes[i] == UInt8(ascii: "{") {
+                i += 1
+                var value: UInt32 = 0
+                var digits = 0
+                while i < bytes.count, let digit = CanonicalForm.hexValue(bytes[i]) {
+                    value = value << 4 | UInt32(digit)
+                    digits += 1
+                    i += 1
+                    guard digits <= 8 else { return nil }
+                }
+                guard digits > 0, i < bytes.count, bytes[i] == UInt8(ascii: "}") else { return nil }
+                i += 1
+                return Unicode.Scalar(value)
+            }
+            guard let unit = hex4() else { return nil }
+            if (0xD800...0xDBFF).contains(unit) {
+                guard i + 1 < bytes.count, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u") else { return nil }
+                i += 2
+                guard let low = hex4(), (0xDC00...0xDFFF).contains(low) else { return nil }
+                return Unicode.Scalar(0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00))
+            }
+            return Unicode.Scalar(UInt32(unit))
+        }
+
+        mutating func hex4() -> UInt16? {
+            guard i + 4 <= bytes.count else { return nil }
+            var value: UInt16 = 0
+            for byte in bytes[i..<(i + 4)] {
+                guard let digit = CanonicalForm.hexValue(byte) else { return nil }
+                value = value << 4 | UInt16(digit)
+            }
+            i += 4
+            return value
+        }
+
+        /// A `"""…"""` block string's value (§2.9.4's BlockStringValue): `\"""` is `"""`, the common indentation of
+        /// the lines after the first is removed, and blank first and last lines are dropped.
+        mutating func blockString() -> Token {
+            i += 3
+            var raw: [UInt8] = []
+            while i < bytes.count {
+                if bytes[i] == UInt8(ascii: "\""), i + 2 < bytes.count, bytes[i + 1] == UInt8(ascii: "\""), bytes[i + 2] == UInt8(ascii: "\"") {
+                    i += 3
+                    guard String(validating: raw, as: UTF8.self) != nil else { return .invalid }
+                    return .string(Self.blockStringValue(raw))
+                }
+                if bytes[i] == UInt8(ascii: "\\"), i + 3 < bytes.count, bytes[(i + 1)...(i + 3)].allSatisfy({ $0 == UInt8(ascii: "\"") }) {
+                    raw += [UInt8(ascii: "\""), UInt8(ascii: "\""), UInt8(ascii: "\"")]
+                    i += 4
+                    continue
+                }
+                raw.append(bytes[i])
+                i += 1
+            }
+            return .invalid
+        }
+
+        static func blockStringValue(_ raw: [UInt8]) -> [UInt8] {
+            // Lines end at LF, CR or CR LF.
+            var lines: [ArraySlice<UInt8>] = []
+            var start = 0
+            var j = 0
+            while j < raw.count {
+                if raw[j] == 0x0A || raw[j] == 0x0D {
+                    lines.append(raw[start..<j])
+                    if raw[j] == 0x0D, j + 1 < raw.count, raw[j + 1] == 0x0A { j += 1 }
+                    start = j + 1
+                }
+                j += 1
+            }
+            lines.append(raw[start..<raw.count])
+            func indent(_ line: ArraySlice<UInt8>) -> Int { line.prefix { $0 == 0x20 || $0 == 0x09 }.count }
+            let common = lines.dropFirst().filter { indent($0) < $0.count }.map(indent).min()
+            if let common {
+                for k in lines.indices.dropFirst() { lines[k] = lines[k].dropFirst(common) }
+            }
+            func blank(_ line: ArraySlice<UInt8>) -> Bool { indent(line) == line.count }
+            while let first = lines.first, blank(first) { lines.removeFirst() }
+            while let last = lines.last, blank(last) { lines.removeLast() }
+            return Array(lines.joined(separator: [0x0A]))
+        }
+    }
+}
