@@ -25,8 +25,8 @@ deps:
 	fi
 	@# Real API servers from PyPI for the API tests, and Prometheus' own parser for serve's /metrics (skipped, with the
 	@# reason, where they cannot be installed).
-	@[ -x .venv-api/bin/datasette ] && [ -x .venv-api/bin/kinto ] && .venv-api/bin/python -c "import prometheus_client" 2>/dev/null || \
-		{ python3 -m venv .venv-api && .venv-api/bin/pip install -q datasette kinto prometheus_client; } || \
+	@[ -x .venv-api/bin/datasette ] && [ -x .venv-api/bin/kinto ] && .venv-api/bin/python -c "import prometheus_client, datasette_graphql" 2>/dev/null || \
+		{ python3 -m venv .venv-api && .venv-api/bin/pip install -q datasette datasette-graphql kinto prometheus_client; } || \
 		echo "could not install Datasette, Kinto and prometheus_client from PyPI: their tests will be skipped"
 	@# An S3-compatible API server (moto) for the remote-bundle tests, in its own environment with boto3.
 	@[ -x .venv-s3/bin/moto_server ] || { python3 -m venv .venv-s3 && .venv-s3/bin/pip install -q "moto[server]"; } || \

@@ -92,6 +92,71 @@ struct DatasetteTests {
             "\(diff.output)")
         #expect(!diff.output.contains("query_ms"))
     }
+
+    /// Whether datasette-graphql (PyPI) is installed beside Datasette.
+    static let graphQL: Bool = {
+        guard let datasette else { return false }
+        let lib = URL(fileURLWithPath: datasette).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("lib").path
+        let versions = (try? FileManager.default.contentsOfDirectory(atPath: lib)) ?? []
+        return versions.contains { FileManager.default.fileExists(atPath: lib + "/" + $0 + "/site-packages/datasette_graphql") }
+    }()
+
+    @Test(
+        "datasette-graphql: a query sent formatted otherwise, with its variables in another order and another request id, gets the recorded answer; another variable misses, named by its pointer",
+        .enabled(if: graphQL, "datasette-graphql is not installed: .venv-api/bin/pip install datasette-graphql (make deps does)"))
+    func graphQLMatchedCanonically() async throws {
+        let folder = try TemporaryFolder()
+        let db = folder.path + "/iso.db"
+        try await Self.database(at: db)
+        let server = try await APIServer.start(try #require(datasette), ["serve", db, "--host", "127.0.0.1", "-p", "{port}"], probe: "/-/versions.json")
+        defer { server.stop() }
+        // The variable is not named `code`: a body with a `code` field (an OAuth code) is kept as a secret, its digest alone.
+        let query = "query S($wanted: String) { subdivisions(filter: {code: {eq: $wanted}}) { nodes { code name type } } }"
+        try folder.file(
+            "api.yml",
+            """
+            output: \(folder.path)/graphql.zip
+            robots: false
+            requests:
+              - url: \(server.base)/graphql
+                method: POST
+                headers: {Content-Type: application/json}
+                body: '{"query": "\(query)", "variables": {"wanted": "FR-75", "requestId": "build-1"}, "operationName": "S"}'
+                match: {graphql: canonical, ignore: [/variables/requestId]}
+            """)
+        let built = try await run(packagerExecutable, ["build", folder.path + "/api.yml"])
+        #expect(built.status == 0, "\(built.output)")
+        server.stop()
+
+        let loader = try OfflineLoader(path: folder.path + "/graphql.zip", policy: .bundleOnly)
+        func post(_ body: String) -> BundleRequest {
+            var headers = HTTPFields()
+            headers[.contentType] = "application/json"
+            return BundleRequest(method: "POST", url: server.base + "/graphql", headers: headers, body: Data(body.utf8))
+        }
+        // What a client's GraphQL library sends: the document pretty-printed, its members and variables in its order.
+        let pretty =
+            "query S(\\n  $wanted: String\\n) {\\n  subdivisions(filter: {code: {eq: $wanted}}) {\\n    nodes {\\n      code,\\n      name\\n      type\\n    }\\n  }\\n}\\n"
+        let sent = #"{"operationName": "S", "variables": {"requestId": "client-77", "wanted": "FR-75"}, "query": "\#(pretty)"}"#
+        let answer = try #require(
+            loader.response(for: post(sent)), "the reformatted query missed: \(loader.explainMiss(post(sent)).map(String.init(describing:)) ?? "-")")
+        #expect(String(decoding: try answer.bodyData(), as: UTF8.self).contains("Paris"))
+        // Another variable is another request: a miss, named by its JSON pointer.
+        let other = #"{"operationName": "S", "variables": {"wanted": "FR-13"}, "query": "\#(pretty)"}"#
+        #expect(loader.response(for: post(other)) == nil)
+        let why = try #require(loader.explainMiss(post(other)))
+        #expect(why.kind == .body && why.differences == [#"body /variables/wanted: "FR-13", recorded "FR-75""#], "\(why)")
+        // packager serve matches the same way, with the origin stopped.
+        let (serve, base) = try await startServe(folder.path + "/graphql.zip", ["--explain-misses"])
+        let served = try? await run("curl", ["-s", "-X", "POST", "-H", "Content-Type: application/json", "--data-binary", sent, base + "/graphql"])
+        let missed = try? await run(
+            "curl", ["-s", "-D", "-", "-o", "/dev/null", "-X", "POST", "-H", "Content-Type: application/json", "--data-binary", other, base + "/graphql"])
+        serve.terminate()
+        try await offPool { serve.waitUntilExit() }
+        #expect(served?.output.contains("Paris") == true, "\(served?.output ?? "-")")
+        #expect(
+            missed?.output.contains("x-offline-miss: nearest POST") == true && missed?.output.contains("/variables/wanted") == true, "\(missed?.output ?? "-")")
+    }
 }
 
 /// Kinto (PyPI), in memory, with Basic auth: records created by POST, a list paged by the `Next-Page` header (whose

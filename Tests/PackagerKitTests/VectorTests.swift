@@ -173,6 +173,22 @@ struct VectorTests {
         // Form bodies under a match rule: the parameters in another order, `%20` for `+`, another csrf_token: answered.
         request(api + "login", [("Content-Type", "application/x-www-form-urlencoded")], method: "POST", body: "lang=en%20GB&csrf_token=zz&user=ann"),
         request(api + "login", [("Content-Type", "application/x-www-form-urlencoded")], method: "POST", body: "user=bob&lang=en+GB"),
+        // A GraphQL POST under `match … graphql /variables/requestId` (v3-match-graphql.zip): pretty-printed, its
+        // variables in another order, another request id: answered; another variable: a miss.
+        request(
+            api + "graphql", [("Content-Type", "application/json")], method: "POST",
+            body:
+                "{\"operationName\": \"S\", \"variables\": {\"requestId\": \"r-9\", \"wanted\": \"FR-75\"}, \"query\": \"# one subdivision\\nquery S(\\n  $wanted: String\\n) {\\n  s(code: $wanted, note: \\\"\\\"\\\"\\n    caf\\u00e9\\n  \\\"\\\"\\\") {\\n    name,\\n    type\\n  }\\n}\\n\"}"
+        ),
+        request(
+            api + "graphql", [("Content-Type", "application/json")], method: "POST",
+            body:
+                "{\"query\": \"query S($wanted: String) { s(code: $wanted, note: \\\"café\\\") { name type } }\", \"variables\": {\"wanted\": \"FR-13\"}, \"operationName\": \"S\"}"
+        ),
+        // Cache-busting parameters under `match … ignore-params t _`: any value, or none, is the recorded file; v=3 is not.
+        request(api + "static/app.js?t=1733999999&v=2"),
+        request(api + "static/app.js?v=2&_=1&T=5"),
+        request(api + "static/app.js?v=3&t=1"),
     ]
 
     /// A POST whose JSON body is matched in its canonical form, without its request id (`match … json-body /requestId`).
@@ -195,6 +211,31 @@ struct VectorTests {
             method: "POST", headers: [.init(name: "content-type", value: "application/x-www-form-urlencoded")],
             body: Data("user=ann&csrf_token=t1&lang=en+GB".utf8))
         writer.add(login)
+        try writer.write(to: path)
+    }
+
+    /// A GraphQL POST matched in its canonical form without its request id (`match … graphql /variables/requestId`), and
+    /// a script whose cache-busting parameters leave its keys (`match … ignore-params t _`).
+    static func writeMatchGraphQL(to path: String) throws {
+        let fetched = Date(timeIntervalSince1970: 1_767_323_045)
+        let rules = BundleRules(match: [
+            BundleRules.jsonBodyRule(pattern: api + "graphql", form: .graphql, ignoring: ["/variables/requestId"]),
+            BundleRules.ignoreParamsRule(pattern: api + "static/*", names: ["t", "_"]),
+        ])
+        var writer = BundleWriter(options: .init(rules: rules, createdAt: fetched, compressionLevel: level, timeClamp: nil))
+        var entry = BundleWriter.Entry(
+            url: api + "graphql", headers: [("content-type", "application/json")],
+            body: .data(Data("{\"data\": {\"s\": {\"name\": \"Paris\", \"type\": \"Metropolitan department\"}}}".utf8)), fetchedAt: fetched)
+        entry.request = RecordedRequest(
+            method: "POST", headers: [.init(name: "content-type", value: "application/json")],
+            body: Data(
+                "{\"query\": \"query S($wanted: String) { s(code: $wanted, note: \\\"café\\\") { name type } }\", \"variables\": {\"wanted\": \"FR-75\", \"requestId\": \"r-1\"}, \"operationName\": \"S\"}"
+                    .utf8))
+        writer.add(entry)
+        writer.add(
+            BundleWriter.Entry(
+                url: api + "static/app.js?v=2&t=1733000001", headers: [("content-type", "text/javascript")], body: .data(Data("console.log(2)\n".utf8)),
+                fetchedAt: fetched))
         try writer.write(to: path)
     }
 
@@ -304,6 +345,7 @@ struct VectorTests {
         try writePack(to: out + "/v3-pack-query.zip", signed: false, ignoresQuery: true)
         try writeQueryVariants(to: out + "/v3-query-variants.zip")
         try writeMatchJSON(to: out + "/v3-match-json.zip")
+        try writeMatchGraphQL(to: out + "/v3-match-graphql.zip")
         try writeCrawl(to: out + "/v3-crawl.zip")
         try writeRequests(to: out + "/v3-requests.zip")
         // A request qualifier of the wrong shape (a method in lowercase), on the last key: refused at mount as hostile.
@@ -522,7 +564,7 @@ struct VectorTests {
         ("v1-unsigned.zip", nil, nil), ("v1-signed.zip", "vector-test-key.pub", nil),
         ("v3-pack.zip", nil, nil), ("v3-pack.zip", "vector-test-key.pub", nil), ("v3-pack-signed.zip", "vector-test-key.pub", nil),
         ("v3-pack-query.zip", nil, nil), ("v3-query-variants.zip", nil, nil), ("v3-match-json.zip", nil, nil), ("v3-crawl.zip", nil, nil),
-        ("v3-crawl-zip64.zip", nil, nil),
+        ("v3-crawl-zip64.zip", nil, nil), ("v3-match-graphql.zip", nil, nil),
         ("broken-body.zip", nil, nil), ("broken-index.zip", nil, nil), ("broken-truncated.zip", nil, nil), ("hostile-status.zip", nil, nil),
         ("unknown-flag.zip", nil, nil), ("v3-requests.zip", nil, nil), ("hostile-qualifier.zip", nil, nil), ("unknown-header-flag.zip", nil, nil),
         // A delta (§12): over its base it answers as v3-pack-next.zip; alone it is refused; over another bundle too.
@@ -559,7 +601,8 @@ struct VectorTests {
         let scratch = try TemporaryFolder()
         try Self.writeVectors(into: scratch.path)
         for name in [
-            "v3-pack.zip", "v3-pack-query.zip", "v3-query-variants.zip", "v3-match-json.zip", "v3-crawl.zip", "v3-crawl-zip64.zip", "broken-body.zip",
+            "v3-pack.zip", "v3-pack-query.zip", "v3-query-variants.zip", "v3-match-json.zip", "v3-match-graphql.zip", "v3-crawl.zip", "v3-crawl-zip64.zip",
+            "broken-body.zip",
             "broken-index.zip",
             "hostile-status.zip",
             "unknown-flag.zip", "v3-requests.zip", "hostile-qualifier.zip", "unknown-header-flag.zip", "v3-pack-next.zip", "delta-pack-next.zip",
