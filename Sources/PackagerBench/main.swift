@@ -425,6 +425,44 @@ func measureRequests(count: Int) throws {
 print("measuring declared requests ...")
 try measureRequests(count: quick ? 4_000 : 10_000)
 
+// Canonical body matching (docs/FORMAT.md §5.5): the key's b= digest of a 4 KiB body under a json-body or graphql
+// rule (parsed, written canonically, then digested), against the plain digest of the same bytes.
+@MainActor
+func measureCanonicalBodies() {
+    let url = "https://api.bench.example/graphql"
+    let rows4k = (0..<40).map { "{\"id\": \($0), \"name\": \"row \($0)\", \"tags\": [\"a\", \"b\"], \"score\": \(Double($0) / 8)}" }
+    let json = Data(("{\"requestId\": \"r-1\", \"filter\": {\"country\": \"FR\", \"level\": 2}, \"rows\": [" + rows4k.joined(separator: ", ") + "]}").utf8)
+    let fields = (0..<60).map { "      field\($0)(arg: \"value \($0)\", n: \($0)) { id name }" }.joined(separator: "\\n")
+    let graphql = Data(
+        ("{\"operationName\": \"Q\", \"variables\": {\"wanted\": \"FR-75\", \"requestId\": \"r-1\"}, \"query\": \"query Q($wanted: String) {\\n  s(code: $wanted) {\\n"
+            + fields + "\\n  }\\n}\"}").utf8)
+    let kinds: [(String, BundleRules.BodyMatch.Form, Data)] = [("JSON body, json-body", .json, json), ("GraphQL request, graphql", .graphql, graphql)]
+    for (name, form, body) in kinds {
+        let rules = [BundleRules.jsonBodyRule(pattern: url, form: form, ignoring: ["/requestId", "/variables/requestId"])].compactMap(BundleRules.bodyMatch)
+        precondition(BundleRules.bodyForMatching(rules, canonicalKey: url, body: body) != body, "the \(name) body was not canonicalized")
+        let iterations = quick ? 5_000 : 20_000
+        var plain = Double.infinity
+        var canonical = Double.infinity
+        // Alternated, best of three each: the machine's noise hits both alike.
+        for _ in 0..<3 {
+            var start = now()
+            for _ in 0..<iterations { precondition(RequestQualifiers.bodyDigest(of: body) != nil) }
+            plain = min(plain, (now() - start) / Double(iterations))
+            start = now()
+            for _ in 0..<iterations { precondition(RequestQualifiers.bodyDigest(of: BundleRules.bodyForMatching(rules, canonicalKey: url, body: body)) != nil) }
+            canonical = min(canonical, (now() - start) / Double(iterations))
+        }
+        rows.append(
+            Row(
+                name: "requests: b= digest of a \(body.count / 1024) KiB \(name) canonical", ours: String(format: "%.1f µs", canonical * 1e6),
+                peer: String(format: "plain digest of the bytes: %.1f µs", plain * 1e6), ratio: String(format: "%.2fx time", canonical / plain),
+                target: "<= 2x"))
+    }
+}
+
+print("measuring canonical bodies ...")
+measureCanonicalBodies()
+
 var cpu = "unknown CPU"
 if let info = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8), let line = info.split(separator: "\n").first(where: { $0.hasPrefix("model name") })
 {

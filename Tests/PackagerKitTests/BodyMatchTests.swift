@@ -35,6 +35,81 @@ struct BodyMatchTests {
         #expect(CanonicalJSON.tokens(ofPointer: "a") == nil && CanonicalJSON.tokens(ofPointer: "/a~2") == nil)
     }
 
+    @Test("random documents written 20 ways each (member order, whitespace, escapes) have one canonical form, which is its own, and parses as the same JSON")
+    func randomDocuments() throws {
+        var state: UInt64 = 0x5EED
+        func next(_ n: Int) -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((state >> 33) % UInt64(n))
+        }
+        indirect enum Value {
+            case object([(String, Value)])
+            case array([Value])
+            case string(String)
+            case scalar(String)
+        }
+        func value(_ depth: Int) -> Value {
+            switch next(depth > 3 ? 2 : 4) {
+            case 0: return .scalar(["true", "false", "null", "0", "-1.50", "2e+10", "17"][next(7)])
+            case 1: return .string(["", "a", "é/ü", "line\nbreak", "quote\"", "tab\t", "😀", "\u{1}"][next(8)])
+            case 2:
+                var names = Set<String>()
+                return .object(
+                    (0..<next(5)).compactMap { _ in
+                        let name = ["a", "b", "Z", "é", "a b", "~/", "requestId", "_"][next(8)]
+                        return names.insert(name).inserted ? (name, value(depth + 1)) : nil
+                    })
+            default: return .array((0..<next(4)).map { _ in value(depth + 1) })
+            }
+        }
+        func space() -> String { ["", " ", "\n  ", "\t"][next(4)] }
+        func string(_ text: String) -> String {
+            // Some characters escaped one of JSON's ways, at random.
+            var out = "\""
+            for scalar in text.unicodeScalars {
+                switch scalar {
+                case "\"": out += "\\\""
+                case "\\": out += "\\\\"
+                case "\n": out += next(2) == 0 ? "\\n" : "\\u000a"
+                case "\t": out += "\\t"
+                case "/": out += next(2) == 0 ? "/" : "\\/"
+                case "\u{1}": out += "\\u0001"
+                case "é": out += next(2) == 0 ? "é" : "\\u00e9"
+                case "😀": out += next(2) == 0 ? "😀" : "\\ud83d\\ude00"
+                default: out.unicodeScalars.append(scalar)
+                }
+            }
+            return out + "\""
+        }
+        func write(_ value: Value) -> String {
+            switch value {
+            case .scalar(let text): return text
+            case .string(let text): return string(text)
+            case .array(let items): return "[" + space() + items.map(write).joined(separator: space() + "," + space()) + space() + "]"
+            case .object(let members):
+                var shuffled = members
+                for k in shuffled.indices.reversed() where k > 0 { shuffled.swapAt(k, next(k + 1)) }
+                let written = shuffled.map { member -> String in
+                    let name = string(member.0)
+                    let inner = write(member.1)
+                    return name + space() + ":" + space() + inner
+                }
+                return "{" + space() + written.joined(separator: "," + space()) + space() + "}"
+            }
+        }
+        for _ in 0..<200 {
+            let document = value(0)
+            let forms = Set((0..<20).map { _ in canonical(write(document)) })
+            #expect(forms.count == 1 && forms.first! != nil, "\(forms)")
+            let form = try #require(forms.first ?? nil)
+            #expect(canonical(form) == form)
+            // Foundation reads the same document from the canonical form and from one written otherwise.
+            let read = try JSONSerialization.jsonObject(with: Data(form.utf8), options: [.fragmentsAllowed]) as? NSObject
+            let other = try JSONSerialization.jsonObject(with: Data(write(document).utf8), options: [.fragmentsAllowed]) as? NSObject
+            #expect(read == other, "\(form)")
+        }
+    }
+
     @Test("a form body's canonical form: decoded, ignored names left out, sorted by name with one name's values in order, encoded one way")
     func canonicalFormBody() {
         func form(_ text: String, ignoring: [String] = []) -> String? {

@@ -14,54 +14,43 @@ package enum CanonicalGraphQL {
     /// `/variables/requestId`); nil when it is not a JSON object (or array of objects) whose `query` is a string
     /// GraphQL's grammar reads (then the body is matched by its bytes).
     package static func canonical(_ bytes: [UInt8], ignoring: [[String]] = []) -> [UInt8]? {
-        var parser = CanonicalJSON.Parser(bytes: bytes)
-        guard let document = parser.document() else { return nil }
-        var value: CanonicalJSON.Value
-        switch document {
+        guard var document = CanonicalJSON.Document(bytes) else { return nil }
+        switch document.nodes[0].kind {
         case .object:
-            guard let operation = operation(document) else { return nil }
-            value = operation
-        case .array(let operations) where !operations.isEmpty:
-            var canonical: [CanonicalJSON.Value] = []
-            for item in operations {
-                guard let operation = operation(item) else { return nil }
-                canonical.append(operation)
+            guard operation(0, in: &document) else { return nil }
+        case .array where document.nodes[0].count > 0:
+            for item in document.children(of: 0) {
+                guard document.nodes[item].kind == .object, operation(item, in: &document) else { return nil }
             }
-            value = .array(canonical)
         default:
             return nil
         }
-        for pointer in ignoring { value = CanonicalJSON.removing(pointer[...], from: value) }
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count)
-        CanonicalJSON.write(value, to: &out)
-        return out
+        for pointer in ignoring { document.remove(pointer.map { Array($0.utf8) }[...], at: 0) }
+        return document.canonical()
     }
 
-    /// One operation object with its `query` canonical and its absent-as-null members left out; nil when it has no
-    /// `query` string or the query does not read as GraphQL.
-    static func operation(_ value: CanonicalJSON.Value) -> CanonicalJSON.Value? {
-        guard case .object(let members) = value else { return nil }
-        var kept: [(name: [UInt8], value: CanonicalJSON.Value)] = []
+    /// Makes one operation object canonical: its `query` replaced by its canonical text, its absent-as-null members
+    /// left out. False when it has no `query` string or the query does not read as GraphQL.
+    static func operation(_ object: Int, in document: inout CanonicalJSON.Document) -> Bool {
         var sawQuery = false
-        for member in members {
-            let name = String(decoding: member.name, as: UTF8.self)
-            switch (name, member.value) {
-            case ("query", .string(let text)):
-                guard let document = document(text) else { return nil }
-                kept.append((member.name, .string(document)))
+        for name in document.members(of: object) {
+            let value = name + 1
+            let kind = document.nodes[value].kind
+            if document.value(of: name, is: Array("query".utf8)) {
+                guard kind == .string, let text = self.document(document.unescaped(value)) else { return false }
+                document.replacements.append(text)
+                document.nodes[value].kind = .replaced
+                document.nodes[value].start = Int32(document.replacements.count - 1)
                 sawQuery = true
-            case ("query", _):
-                return nil
-            case ("operationName", .scalar(let word)), ("variables", .scalar(let word)), ("extensions", .scalar(let word)):
-                if !word.elementsEqual("null".utf8) { kept.append(member) }
-            case ("variables", .object(let variables)) where variables.isEmpty:
-                continue
-            default:
-                kept.append(member)
+            } else if kind == .scalar, document.text(of: value) == "null",
+                ["operationName", "variables", "extensions"].contains(where: { document.value(of: name, is: Array($0.utf8)) })
+            {
+                document.nodes[name].removed = true
+            } else if kind == .object, document.nodes[value].count == 0, document.value(of: name, is: Array("variables".utf8)) {
+                document.nodes[name].removed = true
             }
         }
-        return sawQuery ? .object(kept) : nil
+        return sawQuery
     }
 
     /// The canonical text of a GraphQL document: its tokens, as above; nil when it does not read by GraphQL's lexical

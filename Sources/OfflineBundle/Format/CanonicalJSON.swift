@@ -2,15 +2,11 @@
 /// with its members in another order, or with other whitespace, is matched as the recorded request was: members
 /// sorted by the bytes of their names, no insignificant whitespace, numbers as written, strings escaped only where
 /// JSON requires. Members and elements an ignore pointer names are left out (a request id, a timestamp).
+///
+/// This runs for every request under a `match` rule, so the document is read into one flat array of nodes that point
+/// into the bytes (no allocation per value), and a string without escapes is copied as it stands: unescaped and
+/// written again it would be the same bytes.
 package enum CanonicalJSON {
-    /// A JSON value as parsed: strings and names unescaped to UTF-8, numbers and literals as written.
-    indirect enum Value {
-        case object([(name: [UInt8], value: Value)])
-        case array([Value])
-        case string([UInt8])
-        case scalar(ArraySlice<UInt8>)
-    }
-
     /// Deeper documents are not canonicalized (matched by their bytes): the parse is recursive.
     static let maxDepth = 256
 
@@ -21,13 +17,9 @@ package enum CanonicalJSON {
     /// - Parameter ignoring: JSON pointers (RFC 6901) as their reference tokens, unescaped; a `*` token stands for
     ///   any one member or element.
     package static func canonical(_ bytes: [UInt8], ignoring: [[String]] = []) -> [UInt8]? {
-        var parser = Parser(bytes: bytes)
-        guard var value = parser.document() else { return nil }
-        for pointer in ignoring { value = removing(pointer[...], from: value) }
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count)
-        write(value, to: &out)
-        return out
+        guard var document = Document(bytes) else { return nil }
+        for pointer in ignoring { document.remove(pointer.map { Array($0.utf8) }[...], at: 0) }
+        return document.canonical()
     }
 
     /// A pointer's reference tokens (`/a/b~1c` → `["a", "b/c"]`); nil when it is not a JSON pointer. The empty pointer
@@ -61,98 +53,43 @@ package enum CanonicalJSON {
     /// canonical text of the value on either side (nil where that side has none). Nil when either is not one JSON
     /// value. At most `limit` places are listed.
     package static func differences(_ mine: [UInt8], _ recorded: [UInt8], limit: Int = 50) -> [(pointer: String, mine: String?, recorded: String?)]? {
-        var a = Parser(bytes: mine)
-        var b = Parser(bytes: recorded)
-        guard let x = a.document(), let y = b.document() else { return nil }
+        // Compared in their canonical forms, where equal values are equal bytes.
+        guard let a = canonical(mine).flatMap(Document.init), let b = canonical(recorded).flatMap(Document.init) else { return nil }
         var found: [(pointer: String, mine: String?, recorded: String?)] = []
-        difference(x, y, at: "", into: &found, limit: limit)
+        difference(a, 0, b, 0, at: "", into: &found, limit: limit)
         return found
     }
 
-    static func difference(_ x: Value?, _ y: Value?, at pointer: String, into found: inout [(pointer: String, mine: String?, recorded: String?)], limit: Int) {
+    static func difference(
+        _ a: Document, _ x: Int?, _ b: Document, _ y: Int?, at pointer: String, into found: inout [(pointer: String, mine: String?, recorded: String?)],
+        limit: Int
+    ) {
         guard found.count < limit else { return }
-        func text(_ value: Value?) -> String? {
-            guard let value else { return nil }
-            var out: [UInt8] = []
-            write(value, to: &out)
-            return String(decoding: out, as: UTF8.self)
-        }
-        switch (x, y) {
-        case (.object(let m)?, .object(let n)?):
+        switch (x.map { a.nodes[$0].kind }, y.map { b.nodes[$0].kind }) {
+        case (.object?, .object?):
+            let m = a.members(of: x!).map { (name: a.unescaped($0), value: $0 + 1) }
+            let n = b.members(of: y!).map { (name: b.unescaped($0), value: $0 + 1) }
             let names = Set(m.map(\.name)).union(n.map(\.name)).sorted { $0.lexicographicallyPrecedes($1) }
             for name in names {
                 let token = String(decoding: name, as: UTF8.self).replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1")
-                difference(m.first { $0.name == name }?.value, n.first { $0.name == name }?.value, at: pointer + "/" + token, into: &found, limit: limit)
+                difference(
+                    a, m.first { $0.name == name }?.value, b, n.first { $0.name == name }?.value, at: pointer + "/" + token, into: &found, limit: limit)
             }
-        case (.array(let m)?, .array(let n)?):
+        case (.array?, .array?):
+            let m = a.children(of: x!)
+            let n = b.children(of: y!)
             for i in 0..<max(m.count, n.count) {
-                difference(i < m.count ? m[i] : nil, i < n.count ? n[i] : nil, at: pointer + "/" + String(i), into: &found, limit: limit)
+                difference(a, i < m.count ? m[i] : nil, b, i < n.count ? n[i] : nil, at: pointer + "/" + String(i), into: &found, limit: limit)
             }
         default:
-            let (mine, recorded) = (text(x), text(y))
+            let (mine, recorded) = (x.map { a.text(of: $0) }, y.map { b.text(of: $0) })
             if mine != recorded { found.append((pointer, mine, recorded)) }
-        }
-    }
-
-    static func removing(_ pointer: ArraySlice<String>, from value: Value) -> Value {
-        guard let token = pointer.first else { return value }
-        let rest = pointer.dropFirst()
-        let name = Array(token.utf8)
-        switch value {
-        case .object(let members):
-            var kept: [(name: [UInt8], value: Value)] = []
-            for member in members {
-                guard token == "*" || member.name == name else {
-                    kept.append(member)
-                    continue
-                }
-                // The last token names what is left out; an earlier one, where to look further.
-                if !rest.isEmpty { kept.append((member.name, removing(rest, from: member.value))) }
-            }
-            return .object(kept)
-        case .array(let elements):
-            var kept: [Value] = []
-            for (i, element) in elements.enumerated() {
-                guard token == "*" || token == String(i) else {
-                    kept.append(element)
-                    continue
-                }
-                if !rest.isEmpty { kept.append(removing(rest, from: element)) }
-            }
-            return .array(kept)
-        default:
-            return value
-        }
-    }
-
-    static func write(_ value: Value, to out: inout [UInt8]) {
-        switch value {
-        case .object(let members):
-            out.append(UInt8(ascii: "{"))
-            for (i, member) in members.sorted(by: { $0.name.lexicographicallyPrecedes($1.name) }).enumerated() {
-                if i > 0 { out.append(UInt8(ascii: ",")) }
-                writeString(member.name, to: &out)
-                out.append(UInt8(ascii: ":"))
-                write(member.value, to: &out)
-            }
-            out.append(UInt8(ascii: "}"))
-        case .array(let elements):
-            out.append(UInt8(ascii: "["))
-            for (i, element) in elements.enumerated() {
-                if i > 0 { out.append(UInt8(ascii: ",")) }
-                write(element, to: &out)
-            }
-            out.append(UInt8(ascii: "]"))
-        case .string(let bytes):
-            writeString(bytes, to: &out)
-        case .scalar(let bytes):
-            out.append(contentsOf: bytes)
         }
     }
 
     /// `"` + the bytes, with `"` and `\` escaped, LF, CR and TAB as `\n`, `\r`, `\t`, other bytes below 0x20 as
     /// `\u00xx` (lowercase hex), everything else raw (§6.1's STRING).
-    static func writeString(_ bytes: [UInt8], to out: inout [UInt8]) {
+    static func writeString(_ bytes: some Collection<UInt8>, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         for byte in bytes {
             switch byte {
@@ -170,180 +107,381 @@ package enum CanonicalJSON {
         out.append(UInt8(ascii: "\""))
     }
 
-    struct Parser {
-        let bytes: [UInt8]
-        var i = 0
+    /// One JSON document read into nodes in document order: a container is followed by its children (an object's as
+    /// name, value, name, value…), and its `size` counts the nodes of its subtree, so its next sibling is `size` on.
+    struct Document {
+        enum Kind: UInt8 { case object, array, string, scalar, replaced }
 
-        init(bytes: [UInt8]) { self.bytes = bytes }
-
-        mutating func document() -> Value? {
-            skipSpace()
-            guard let value = value(depth: 0) else { return nil }
-            skipSpace()
-            return i == bytes.count ? value : nil
+        struct Node {
+            var kind: Kind
+            /// A string with a backslash in it: its value is not its bytes.
+            var escaped = false
+            /// Left out by an ignore pointer (a member: its name node is marked, and its value goes with it).
+            var removed = false
+            /// Strings: the bytes between the quotes; scalars: the literal; containers: from the bracket to after its
+            /// pair; `replaced`: `start` is the index of its bytes in ``replacements``.
+            var start: Int32
+            var end: Int32
+            var size: Int32 = 1
+            var count: Int32 = 0
         }
 
-        mutating func skipSpace() {
+        let bytes: [UInt8]
+        var nodes: [Node] = []
+        /// Bytes that stand for a string node's value (a GraphQL query written canonically).
+        var replacements: [[UInt8]] = []
+
+        /// Nil when `bytes` is not exactly one JSON value (with whitespace around it), holds a bad escape, a lone
+        /// surrogate, bytes that are not UTF-8, or nests deeper than ``maxDepth``. (A name twice in one object is
+        /// found when the document is written.)
+        init?(_ bytes: [UInt8]) {
+            // Strings begin and end at ASCII bytes, so when the whole is UTF-8 every string's raw bytes are too.
+            if bytes.contains(where: { $0 >= 0x80 }), String(validating: bytes, as: UTF8.self) == nil { return nil }
+            self.bytes = bytes
+            nodes.reserveCapacity(bytes.count / 8 + 4)
+            var i = 0
+            skipSpace(&i)
+            guard value(&i, depth: 0) else { return nil }
+            skipSpace(&i)
+            guard i == bytes.count else { return nil }
+        }
+
+        func skipSpace(_ i: inout Int) {
             while i < bytes.count, bytes[i] == 0x20 || bytes[i] == 0x09 || bytes[i] == 0x0A || bytes[i] == 0x0D { i += 1 }
         }
 
-        mutating func value(depth: Int) -> Value? {
-            guard depth < CanonicalJSON.maxDepth, i < bytes.count else { return nil }
-            switch bytes[i] {
-            case UInt8(ascii: "{"):
+        mutating func value(_ i: inout Int, depth: Int) -> Bool {
+            guard depth < CanonicalJSON.maxDepth, i < bytes.count else { return false }
+            let byte = bytes[i]
+            switch byte {
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                let isObject = byte == UInt8(ascii: "{")
+                let close = isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")
+                let me = nodes.count
+                nodes.append(Node(kind: isObject ? .object : .array, start: Int32(i), end: 0))
                 i += 1
-                var members: [(name: [UInt8], value: Value)] = []
-                var names = Set<[UInt8]>()
-                skipSpace()
-                if i < bytes.count, bytes[i] == UInt8(ascii: "}") {
+                skipSpace(&i)
+                var count: Int32 = 0
+                if i < bytes.count, bytes[i] == close {
                     i += 1
-                    return .object([])
-                }
-                while true {
-                    skipSpace()
-                    guard i < bytes.count, bytes[i] == UInt8(ascii: "\""), let name = string() else { return nil }
-                    // A name twice: which one counts is up to the server, so the document has no one canonical form.
-                    guard names.insert(name).inserted else { return nil }
-                    skipSpace()
-                    guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { return nil }
-                    i += 1
-                    skipSpace()
-                    guard let member = value(depth: depth + 1) else { return nil }
-                    members.append((name, member))
-                    skipSpace()
-                    guard i < bytes.count else { return nil }
-                    if bytes[i] == UInt8(ascii: ",") {
+                } else {
+                    while true {
+                        skipSpace(&i)
+                        if isObject {
+                            guard i < bytes.count, bytes[i] == UInt8(ascii: "\""), string(&i) else { return false }
+                            skipSpace(&i)
+                            guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { return false }
+                            i += 1
+                            skipSpace(&i)
+                        }
+                        guard value(&i, depth: depth + 1) else { return false }
+                        count += 1
+                        skipSpace(&i)
+                        guard i < bytes.count else { return false }
+                        if bytes[i] == UInt8(ascii: ",") {
+                            i += 1
+                            continue
+                        }
+                        guard bytes[i] == close else { return false }
                         i += 1
-                        continue
+                        break
                     }
-                    guard bytes[i] == UInt8(ascii: "}") else { return nil }
-                    i += 1
-                    return .object(members)
                 }
-            case UInt8(ascii: "["):
-                i += 1
-                var elements: [Value] = []
-                skipSpace()
-                if i < bytes.count, bytes[i] == UInt8(ascii: "]") {
-                    i += 1
-                    return .array([])
-                }
-                while true {
-                    skipSpace()
-                    guard let element = value(depth: depth + 1) else { return nil }
-                    elements.append(element)
-                    skipSpace()
-                    guard i < bytes.count else { return nil }
-                    if bytes[i] == UInt8(ascii: ",") {
-                        i += 1
-                        continue
-                    }
-                    guard bytes[i] == UInt8(ascii: "]") else { return nil }
-                    i += 1
-                    return .array(elements)
-                }
+                nodes[me].end = Int32(i)
+                nodes[me].size = Int32(nodes.count - me)
+                nodes[me].count = count
+                return true
             case UInt8(ascii: "\""):
-                return string().map(Value.string)
-            case UInt8(ascii: "t"): return literal("true")
-            case UInt8(ascii: "f"): return literal("false")
-            case UInt8(ascii: "n"): return literal("null")
-            default: return number()
+                return string(&i)
+            case UInt8(ascii: "t"): return literal(&i, "true")
+            case UInt8(ascii: "f"): return literal(&i, "false")
+            case UInt8(ascii: "n"): return literal(&i, "null")
+            default: return number(&i)
             }
         }
 
-        mutating func literal(_ word: StaticString) -> Value? {
+        mutating func literal(_ i: inout Int, _ word: StaticString) -> Bool {
             let count = word.utf8CodeUnitCount
-            guard i + count <= bytes.count else { return nil }
-            let matches = word.withUTF8Buffer { Array($0) == Array(bytes[i..<(i + count)]) }
-            guard matches else { return nil }
+            guard i + count <= bytes.count else { return false }
+            let matches = word.withUTF8Buffer { $0.elementsEqual(bytes[i..<(i + count)]) }
+            guard matches else { return false }
+            nodes.append(Node(kind: .scalar, start: Int32(i), end: Int32(i + count)))
             i += count
-            return .scalar(bytes[(i - count)..<i])
+            return true
         }
 
         /// RFC 8259's number grammar, kept as written.
-        mutating func number() -> Value? {
+        mutating func number(_ i: inout Int) -> Bool {
             let start = i
-            func digits() -> Int {
+            func digits(_ i: inout Int) -> Int {
                 let from = i
                 while i < bytes.count, bytes[i] >= 0x30, bytes[i] <= 0x39 { i += 1 }
                 return i - from
             }
             if i < bytes.count, bytes[i] == UInt8(ascii: "-") { i += 1 }
-            guard i < bytes.count else { return nil }
+            guard i < bytes.count else { return false }
             if bytes[i] == UInt8(ascii: "0") {
                 i += 1
             } else {
-                guard digits() > 0 else { return nil }
+                guard digits(&i) > 0 else { return false }
             }
             if i < bytes.count, bytes[i] == UInt8(ascii: ".") {
                 i += 1
-                guard digits() > 0 else { return nil }
+                guard digits(&i) > 0 else { return false }
             }
             if i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
                 i += 1
                 if i < bytes.count, bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
-                guard digits() > 0 else { return nil }
+                guard digits(&i) > 0 else { return false }
             }
-            return .scalar(bytes[start..<i])
+            nodes.append(Node(kind: .scalar, start: Int32(start), end: Int32(i)))
+            return true
         }
 
-        /// A string at `i` (its opening quote), unescaped to UTF-8; nil when malformed (a raw control byte, a bad
-        /// escape, a lone surrogate, bytes that are not UTF-8).
-        mutating func string() -> [UInt8]? {
+        /// A string at `i` (its opening quote), its escapes checked: no raw control byte, only JSON's escapes, a
+        /// `\u` high surrogate followed by a `\u` low one, no lone low surrogate.
+        mutating func string(_ i: inout Int) -> Bool {
             i += 1
-            var out: [UInt8] = []
+            let start = i
+            var escaped = false
             while i < bytes.count {
                 let byte = bytes[i]
-                i += 1
-                switch byte {
-                case UInt8(ascii: "\""):
-                    // Validated once whole: the raw bytes between escapes must be UTF-8.
-                    guard String(validating: out, as: UTF8.self) != nil else { return nil }
-                    return out
-                case UInt8(ascii: "\\"):
-                    guard i < bytes.count else { return nil }
-                    let escape = bytes[i]
+                if byte == UInt8(ascii: "\"") {
+                    nodes.append(Node(kind: .string, escaped: escaped, start: Int32(start), end: Int32(i)))
                     i += 1
-                    switch escape {
-                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(escape)
-                    case UInt8(ascii: "b"): out.append(0x08)
-                    case UInt8(ascii: "f"): out.append(0x0C)
-                    case UInt8(ascii: "n"): out.append(0x0A)
-                    case UInt8(ascii: "r"): out.append(0x0D)
-                    case UInt8(ascii: "t"): out.append(0x09)
-                    case UInt8(ascii: "u"):
-                        guard let unit = hex4() else { return nil }
-                        var scalar = UInt32(unit)
-                        if (0xD800...0xDBFF).contains(unit) {
-                            guard i + 1 < bytes.count, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u") else { return nil }
-                            i += 2
-                            guard let low = hex4(), (0xDC00...0xDFFF).contains(low) else { return nil }
-                            scalar = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
-                        } else if (0xDC00...0xDFFF).contains(unit) {
-                            return nil
-                        }
-                        guard let character = Unicode.Scalar(scalar) else { return nil }
-                        out.append(contentsOf: Array(String(Character(character)).utf8))
-                    default: return nil
+                    return true
+                }
+                if byte < 0x20 { return false }
+                i += 1
+                guard byte == UInt8(ascii: "\\") else { continue }
+                escaped = true
+                guard i < bytes.count else { return false }
+                let escape = bytes[i]
+                i += 1
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"), UInt8(ascii: "n"),
+                    UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    continue
+                case UInt8(ascii: "u"):
+                    guard let unit = hex4(at: i) else { return false }
+                    i += 4
+                    if (0xD800...0xDBFF).contains(unit) {
+                        guard i + 1 < bytes.count, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u"), let low = hex4(at: i + 2),
+                            (0xDC00...0xDFFF).contains(low)
+                        else { return false }
+                        i += 6
+                    } else if (0xDC00...0xDFFF).contains(unit) {
+                        return false
                     }
-                case ..<0x20:
-                    return nil
                 default:
-                    out.append(byte)
+                    return false
                 }
             }
-            return nil
+            return false
         }
 
-        mutating func hex4() -> UInt16? {
+        func hex4(at i: Int) -> UInt16? {
             guard i + 4 <= bytes.count else { return nil }
             var value: UInt16 = 0
             for byte in bytes[i..<(i + 4)] {
                 guard let digit = CanonicalForm.hexValue(byte) else { return nil }
                 value = value << 4 | UInt16(digit)
             }
-            i += 4
             return value
+        }
+
+        /// A string node's value, unescaped (checked when read).
+        func unescaped(_ node: Int) -> [UInt8] {
+            let n = nodes[node]
+            if n.kind == .replaced { return replacements[Int(n.start)] }
+            let raw = bytes[Int(n.start)..<Int(n.end)]
+            guard n.escaped else { return Array(raw) }
+            var out: [UInt8] = []
+            out.reserveCapacity(raw.count)
+            var i = raw.startIndex
+            while i < raw.endIndex {
+                let byte = raw[i]
+                i += 1
+                guard byte == UInt8(ascii: "\\") else {
+                    out.append(byte)
+                    continue
+                }
+                let escape = raw[i]
+                i += 1
+                switch escape {
+                case UInt8(ascii: "b"): out.append(0x08)
+                case UInt8(ascii: "f"): out.append(0x0C)
+                case UInt8(ascii: "n"): out.append(0x0A)
+                case UInt8(ascii: "r"): out.append(0x0D)
+                case UInt8(ascii: "t"): out.append(0x09)
+                case UInt8(ascii: "u"):
+                    var scalar = UInt32(hex4(at: i)!)
+                    i += 4
+                    if (0xD800...0xDBFF).contains(scalar) {
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (UInt32(hex4(at: i + 2)!) - 0xDC00)
+                        i += 6
+                    }
+                    out.append(contentsOf: Array(String(Character(Unicode.Scalar(scalar)!)).utf8))
+                default: out.append(escape)
+                }
+            }
+            return out
+        }
+
+        /// Whether string node `node`'s value is `name`.
+        func value(of node: Int, is name: [UInt8]) -> Bool {
+            let n = nodes[node]
+            return n.escaped || n.kind == .replaced ? unescaped(node) == name : bytes[Int(n.start)..<Int(n.end)].elementsEqual(name)
+        }
+
+        /// An object's member name nodes, the removed ones too (each member's value is the node after its name).
+        func members(of object: Int) -> [Int] {
+            var found: [Int] = []
+            var j = object + 1
+            for _ in 0..<nodes[object].count {
+                found.append(j)
+                j += 1 + Int(nodes[j + 1].size)
+            }
+            return found
+        }
+
+        /// An array's element nodes.
+        func children(of array: Int) -> [Int] {
+            var found: [Int] = []
+            var j = array + 1
+            for _ in 0..<nodes[array].count {
+                found.append(j)
+                j += Int(nodes[j].size)
+            }
+            return found
+        }
+
+        /// Marks what `pointer` (reference tokens, `*` for any one) names under node `at` as left out.
+        mutating func remove(_ pointer: ArraySlice<[UInt8]>, at node: Int) {
+            guard let token = pointer.first else { return }
+            let rest = pointer.dropFirst()
+            let any = token == [UInt8(ascii: "*")]
+            switch nodes[node].kind {
+            case .object:
+                for name in members(of: node) where !nodes[name].removed && (any || value(of: name, is: token)) {
+                    // The last token names what is left out; an earlier one, where to look further.
+                    if rest.isEmpty { nodes[name].removed = true } else { remove(rest, at: name + 1) }
+                }
+            case .array:
+                for (index, element) in children(of: node).enumerated() where !nodes[element].removed && (any || token.elementsEqual(String(index).utf8)) {
+                    if rest.isEmpty { nodes[element].removed = true } else { remove(rest, at: element) }
+                }
+            default:
+                return
+            }
+        }
+
+        /// The canonical bytes; nil when an object has a name twice (which one counts is up to the server, so the
+        /// document has no one canonical form).
+        func canonical() -> [UInt8]? {
+            var out: [UInt8] = []
+            out.reserveCapacity(bytes.count)
+            var scratch: [Int32] = []
+            return write(0, to: &out, scratch: &scratch) ? out : nil
+        }
+
+        /// The canonical text of node `node` (of a document read from canonical bytes: its bytes as they stand).
+        func text(of node: Int) -> String {
+            let n = nodes[node]
+            switch n.kind {
+            case .string, .replaced:
+                var out: [UInt8] = []
+                CanonicalJSON.writeString(unescaped(node), to: &out)
+                return String(decoding: out, as: UTF8.self)
+            default:
+                return String(decoding: bytes[Int(n.start)..<Int(n.end)], as: UTF8.self)
+            }
+        }
+
+        func write(_ node: Int, to out: inout [UInt8], scratch: inout [Int32]) -> Bool {
+            let n = nodes[node]
+            switch n.kind {
+            case .object:
+                out.append(UInt8(ascii: "{"))
+                let base = scratch.count
+                var j = node + 1
+                var escapedNames = false
+                for _ in 0..<n.count {
+                    if !nodes[j].removed { scratch.append(Int32(j)) }
+                    escapedNames = escapedNames || nodes[j].escaped
+                    j += 1 + Int(nodes[j + 1].size)
+                }
+                let end = scratch.count
+                guard sortMembers(&scratch, base..<end, escaped: escapedNames) else { return false }
+                for s in base..<end {
+                    let name = Int(scratch[s])
+                    if s > base { out.append(UInt8(ascii: ",")) }
+                    writeString(name, to: &out)
+                    out.append(UInt8(ascii: ":"))
+                    guard write(name + 1, to: &out, scratch: &scratch) else { return false }
+                }
+                scratch.removeLast(end - base)
+                out.append(UInt8(ascii: "}"))
+            case .array:
+                out.append(UInt8(ascii: "["))
+                var j = node + 1
+                var first = true
+                for _ in 0..<n.count {
+                    if !nodes[j].removed {
+                        if !first { out.append(UInt8(ascii: ",")) }
+                        first = false
+                        guard write(j, to: &out, scratch: &scratch) else { return false }
+                    }
+                    j += Int(nodes[j].size)
+                }
+                out.append(UInt8(ascii: "]"))
+            case .string, .replaced:
+                writeString(node, to: &out)
+            case .scalar:
+                out.append(contentsOf: bytes[Int(n.start)..<Int(n.end)])
+            }
+            return true
+        }
+
+        /// A string node written canonically: without escapes its bytes are already the canonical form (JSON allows
+        /// no raw `"`, `\` or control byte in a string).
+        func writeString(_ node: Int, to out: inout [UInt8]) {
+            let n = nodes[node]
+            if n.kind == .string, !n.escaped {
+                out.append(UInt8(ascii: "\""))
+                out.append(contentsOf: bytes[Int(n.start)..<Int(n.end)])
+                out.append(UInt8(ascii: "\""))
+            } else {
+                CanonicalJSON.writeString(unescaped(node), to: &out)
+            }
+        }
+
+        /// Sorts an object's member name nodes `scratch[range]` by the bytes of their values; false when two are
+        /// equal. Clients often send members in order already: that is checked first.
+        func sortMembers(_ scratch: inout [Int32], _ range: Range<Int>, escaped: Bool) -> Bool {
+            guard range.count > 1 else { return true }
+            if escaped {
+                // Rare: compare unescaped values, each unescaped once.
+                var keyed = scratch[range].map { (name: unescaped(Int($0)), node: $0) }
+                keyed.sort { $0.name.lexicographicallyPrecedes($1.name) }
+                for k in 1..<keyed.count where keyed[k - 1].name == keyed[k].name { return false }
+                for (k, item) in keyed.enumerated() { scratch[range.lowerBound + k] = item.node }
+                return true
+            }
+            func raw(_ node: Int32) -> ArraySlice<UInt8> {
+                let n = nodes[Int(node)]
+                return bytes[Int(n.start)..<Int(n.end)]
+            }
+            var sorted = true
+            for k in range.dropFirst() where !raw(scratch[k - 1]).lexicographicallyPrecedes(raw(scratch[k])) {
+                sorted = false
+                break
+            }
+            if !sorted {
+                scratch[range].sort { raw($0).lexicographicallyPrecedes(raw($1)) }
+                for k in range.dropFirst() where raw(scratch[k - 1]).elementsEqual(raw(scratch[k])) { return false }
+            }
+            return true
         }
     }
 }
