@@ -307,7 +307,7 @@ try fm.createDirectory(atPath: work, withIntermediateDirectories: true)
 let smallCount = quick ? 10_000 : 100_000
 let largeCount = quick ? 100 : 1_000
 // `--requests-only`: the declared requests' rows alone (for profiling them).
-let requestsOnly = arguments.contains("--requests-only")
+let requestsOnly = arguments.contains("--requests-only") || arguments.contains("--canonical-only")
 if !requestsOnly {
     print("generating sites in \(work) ...")
     try makeSmallSite(work + "/small-site", count: smallCount)
@@ -422,8 +422,12 @@ func measureRequests(count: Int) throws {
     }
 }
 
-print("measuring declared requests ...")
-try measureRequests(count: quick ? 4_000 : 10_000)
+// `--canonical-only`: only the canonical bodies (below), for profiling them.
+let canonicalOnly = arguments.contains("--canonical-only")
+if !canonicalOnly {
+    print("measuring declared requests ...")
+    try measureRequests(count: quick ? 4_000 : 10_000)
+}
 
 // Canonical body matching (docs/FORMAT.md §5.5): the key's b= digest of a 4 KiB body under a json-body or graphql
 // rule (parsed, written canonically, then digested), against the plain digest of the same bytes.
@@ -432,7 +436,7 @@ func measureCanonicalBodies() {
     let url = "https://api.bench.example/graphql"
     let rows4k = (0..<40).map { "{\"id\": \($0), \"name\": \"row \($0)\", \"tags\": [\"a\", \"b\"], \"score\": \(Double($0) / 8)}" }
     let json = Data(("{\"requestId\": \"r-1\", \"filter\": {\"country\": \"FR\", \"level\": 2}, \"rows\": [" + rows4k.joined(separator: ", ") + "]}").utf8)
-    let fields = (0..<60).map { "      field\($0)(arg: \"value \($0)\", n: \($0)) { id name }" }.joined(separator: "\\n")
+    let fields = (0..<60).map { "      field\($0)(arg: \\\"value \($0)\\\", n: \($0)) { id name }" }.joined(separator: "\\n")
     let graphql = Data(
         ("{\"operationName\": \"Q\", \"variables\": {\"wanted\": \"FR-75\", \"requestId\": \"r-1\"}, \"query\": \"query Q($wanted: String) {\\n  s(code: $wanted) {\\n"
             + fields + "\\n  }\\n}\"}").utf8)
@@ -462,6 +466,18 @@ func measureCanonicalBodies() {
 
 print("measuring canonical bodies ...")
 measureCanonicalBodies()
+if canonicalOnly {
+    // The parts, for profiling: reading into nodes, then writing.
+    let rows4k = (0..<40).map { "{\"id\": \($0), \"name\": \"row \($0)\", \"tags\": [\"a\", \"b\"], \"score\": \(Double($0) / 8)}" }
+    let json = Array(("{\"requestId\": \"r-1\", \"filter\": {\"country\": \"FR\", \"level\": 2}, \"rows\": [" + rows4k.joined(separator: ", ") + "]}").utf8)
+    var start = now()
+    for _ in 0..<20_000 { precondition(CanonicalJSON.Document(json) != nil) }
+    print(String(format: "read: %.2f µs", (now() - start) / 20_000 * 1e6))
+    let document = CanonicalJSON.Document(json)!
+    start = now()
+    for _ in 0..<20_000 { precondition(document.canonical() != nil) }
+    print(String(format: "write: %.2f µs", (now() - start) / 20_000 * 1e6))
+}
 
 var cpu = "unknown CPU"
 if let info = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8), let line = info.split(separator: "\n").first(where: { $0.hasPrefix("model name") })

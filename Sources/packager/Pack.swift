@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import OfflineBundle
 import PackagerKit
 
 extension Packager {
@@ -36,6 +37,13 @@ extension Packager {
         @Option(name: .customLong("drop-query"), help: "A query parameter pattern to drop from request keys (repeatable, e.g. 'utm_*').")
         var dropQuery: [String] = []
 
+        @Option(
+            name: .customLong("match"),
+            help: ArgumentHelp(
+                "How a recording's requests are matched under a URL pattern (repeatable): 'PATTERN json-body [POINTER...]', 'PATTERN graphql [POINTER...]', 'PATTERN form-body [NAME...]' or 'PATTERN ignore-params NAME...'.",
+                valueName: "rule"))
+        var match: [String] = []
+
         @Option(help: "Charset added to text media types; 'none' adds none.")
         var charset: String = "utf-8"
 
@@ -67,6 +75,11 @@ extension Packager {
                 guard source != nil else { throw ValidationError("give the folder or archive to pack (or --from-har FILE)") }
                 guard baseURL != nil else { throw ValidationError("--base-url is required: the URL the folder's root answers for") }
             }
+            for rule in match where !BundleRules.isMatchRule(rule) {
+                throw ValidationError(
+                    "--match '\(rule)' is not a match rule: a URL pattern, then json-body, graphql or form-body and what they leave out, or ignore-params and the names (docs/FORMAT.md §4.6)"
+                )
+            }
             guard (1...12).contains(compressionLevel) else { throw ValidationError("--compression-level must be 1 to 12") }
             guard stripComponents >= 0 else { throw ValidationError("--strip-components cannot be negative") }
             try refuseOutput(output, over: [(source, "the folder or archive to pack"), (fromHAR, "the recording to pack"), (signKey, "the signing key")])
@@ -77,8 +90,9 @@ extension Packager {
                 let key = try SigningKeys.privateKey(file: signKey, environment: "PACKAGER_SIGN_KEY")
                 var writerOptions = BundleWriter.Options(dropQueryParameters: dropQuery, signingKey: key, compressionLevel: compressionLevel)
                 writerOptions.storesIndex = storedIndex
+                writerOptions.rules.match = match
                 if let fromHAR {
-                    let imported = try HARImporter.read(fromHAR, dropQueryParameters: dropQuery)
+                    let imported = try HARImporter.read(fromHAR, rules: writerOptions.rules)
                     guard !imported.entries.isEmpty else { throw PackagerError(.invalidInput, "\(fromHAR): no entry of the recording can be packed") }
                     var writer = BundleWriter(options: writerOptions)
                     for entry in imported.entries { writer.add(entry) }

@@ -72,6 +72,32 @@ struct BrowserTests {
         #expect(passed.status == 0 && passed.output.contains("browser: 2 pages opened offline"), "\(passed.output)")
     }
 
+    @Test("check --browser submits a page's search form with a word: the query the bundle cannot answer is listed, near its page; answered under ignore-query")
+    func searchFormSubmitted() async throws {
+        let folder = try TemporaryFolder()
+        try folder.file(
+            "site/index.html",
+            """
+            <html><body><form action="search.html" class="search"><input type="text" name="q"><input type="hidden" name="area" value="default">
+            </form><form method="post" action="login"><input name="user"></form></body></html>
+            """)
+        try folder.file("site/search.html", "<html><body><p>results</p></body></html>")
+        let root = folder.path + "/site"
+        // The query matters: search.html?q=a&area=default is not in the bundle.
+        _ = try await run(packagerExecutable, ["pack", root, "--base-url", "https://site.example/", "--query-matters", "-o", folder.path + "/strict.zip"])
+        let result = try await run(packagerExecutable, ["check", folder.path + "/strict.zip", "--browser", "--json"])
+        #expect(result.status == 1, "\(result.output)")
+        struct Combined: Decodable { var browser: BrowserCheck.Report }
+        let report = try JSONDecoder().decode(Combined.self, from: Data(result.output.utf8)).browser
+        // The GET form's URL, once (`/` and `/index.html` are one page); the POST form is not submitted.
+        #expect(report.unanswered.map(\.url) == ["https://site.example/search.html?q=a&area=default"], "\(report.unanswered)")
+        #expect(report.unanswered.first?.nearMiss?.contains("query parameter q=a not recorded") == true, "\(report.unanswered)")
+        // Packed as a static server answers (the query ignored): answered.
+        _ = try await run(packagerExecutable, ["pack", root, "--base-url", "https://site.example/", "-o", folder.path + "/b.zip"])
+        let passed = try await run(packagerExecutable, ["check", folder.path + "/b.zip", "--browser"])
+        #expect(passed.status == 0, "\(passed.output)")
+    }
+
     @Test("a search page asked for with its query is answered from the bundle (the query ignored, as the origin did), and so is all it asks for")
     func searchWorksOffline() async throws {
         let folder = try TemporaryFolder()

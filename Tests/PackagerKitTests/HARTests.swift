@@ -269,6 +269,43 @@ struct HARReviewTests {
         let loader = try OfflineLoader(path: folder.path + "/again.zip")
         #expect(try loader.response(for: BundleRequest(method: "POST", url: "https://api.example/upload", body: body))?.bodyData() == Data("ok".utf8))
     }
+
+    @Test("pack --from-har --match: a recording's GraphQL and JSON bodies matched canonically, its cache-busting parameter left out; a wrong rule refused")
+    func harWithMatchRules() async throws {
+        let folder = try TemporaryFolder()
+        let json = #"{"mimeType": "application/json", "text": "{\"q\": \"a\", \"requestId\": \"r-1\"}"}"#
+        let graphql = #"{"mimeType": "application/json", "text": "{\"query\": \"{ items { id } }\"}"}"#
+        // The same search recorded twice with other request ids: one key under the rule, the later answer kept.
+        let json2 = #"{"mimeType": "application/json", "text": "{\"requestId\": \"r-2\", \"q\": \"a\"}"}"#
+        try folder.file(
+            "session.har",
+            HARTests.har([
+                HARTests.entry("POST", "https://api.example/search", status: 200, text: #"{"first": true}"#, postData: json),
+                HARTests.entry("POST", "https://api.example/search", status: 200, text: #"{"hits": 1}"#, postData: json2),
+                HARTests.entry("POST", "https://api.example/graphql", status: 200, text: #"{"data": {"items": []}}"#, postData: graphql),
+                HARTests.entry("GET", "https://api.example/app.js?v=2&_=1733000001", status: 200, type: "text/javascript", text: "run()"),
+            ]))
+        let packed = try await run(
+            packagerExecutable,
+            [
+                "pack", "--from-har", folder.path + "/session.har", "-o", folder.path + "/api.zip", "--match",
+                "https://api.example/search json-body /requestId",
+                "--match", "https://api.example/graphql graphql", "--match", "https://api.example/* ignore-params _",
+            ])
+        #expect(packed.status == 0, "\(packed.output)")
+        #expect(packed.output.contains("skipped entry 1") && packed.output.contains("the same request as entry 2"), "\(packed.output)")
+        let loader = try OfflineLoader(path: folder.path + "/api.zip", policy: .bundleOnly)
+        func post(_ url: String, _ body: String) -> BundleResponse? {
+            loader.response(for: BundleRequest(method: "POST", url: url, body: Data(body.utf8)))
+        }
+        #expect(try post("https://api.example/search", #"{ "requestId": "r-9", "q": "a" }"#)?.bodyData() == Data(#"{"hits": 1}"#.utf8))
+        #expect(post("https://api.example/graphql", "{\"query\": \"{\\n  items {\\n    id\\n  }\\n}\"}") != nil)
+        #expect(loader.response(for: BundleRequest(url: "https://api.example/app.js?_=99&v=2")) != nil)
+        let wrong = try await run(
+            packagerExecutable, ["pack", "--from-har", folder.path + "/session.har", "-o", folder.path + "/x.zip", "--match", "https://api.example/* xml-body"])
+        #expect(wrong.status != 0 && wrong.output.contains("is not a match rule"), "\(wrong.output)")
+        #expect(!FileManager.default.fileExists(atPath: folder.path + "/x.zip"))
+    }
 }
 
 @Suite("HAR import: secrets outside the headers named for them, and header blocks past the bound (security review 3, S10 and S7)")

@@ -51,6 +51,9 @@ struct MissExplanationTests {
         // The nearest is the one that differs least: a cache-busting parameter more than page 2.
         let busted = try explain("/list?page=2&_=1733000000")
         #expect(busted.nearest == Self.api + "/list?page=2" && busted.differences == ["query parameter _=1733000000 not recorded"], "\(busted)")
+        // A GET's body does not count against a GET recorded without one (H19 rule 2): only the query is named.
+        let withBody = try explain("/list?page=4", body: "ignored")
+        #expect(withBody.kind == .query && withBody.differences.count == 1 && !withBody.description.contains("body"), "\(withBody)")
         let missing = try explain("/list?sort=name")
         #expect(missing.differences == ["no query parameter page, recorded page=1"], "\(missing)")
         let method = try explain("/search")

@@ -284,7 +284,12 @@ public final class MountedBundle: Sendable {
                 // matchesBody(method:url:) tells an integration before it collects a body.
                 let counts = request.body != nil && group.candidates.contains { Self.bodyMatters($0, method: method) }
                 // Matched in its canonical form where a match rule covers the URL (§5.5).
-                let body = counts ? BundleRules.bodyForMatching(bodyMatches, canonicalKey: String(decoding: bytes, as: UTF8.self), body: request.body) : nil
+                let body =
+                    !counts
+                    ? nil
+                    : bodyMatches.isEmpty
+                        ? request.body
+                        : BundleRules.bodyForMatching(bodyMatches, canonicalKey: String(decoding: bytes, as: UTF8.self), body: request.body)
                 return RequestQualifiers.choose(group.candidates, method: method, headers: request.headers, body: body).map(makeEntry)
             }
         }

@@ -127,6 +127,10 @@ public struct BundleRules: Sendable, Equatable, Codable {
             .joined(separator: " ")
     }
 
+    /// Whether `value` is a `match` rule a reader applies (docs/FORMAT.md §4.6): `PATTERN json-body [POINTER…]`,
+    /// `PATTERN graphql [POINTER…]`, `PATTERN form-body [NAME…]` or `PATTERN ignore-params NAME…`.
+    public static func isMatchRule(_ value: String) -> Bool { bodyMatch(value) != nil || parameterMatch(value) != nil }
+
     /// The `ignore-params` rules, read.
     package var parameterMatches: [ParameterMatch] { match.compactMap(Self.parameterMatch) }
 

@@ -1,3 +1,10 @@
+import Foundation
+
+extension Array: CanonicalJSON.ByteSink where Element == UInt8 {
+    mutating func put(_ byte: UInt8) { append(byte) }
+    mutating func put(_ bytes: UnsafeBufferPointer<UInt8>) { append(contentsOf: bytes) }
+}
+
 /// The canonical form of a JSON request body (docs/FORMAT.md §5.5), so that a client that sends the same document
 /// with its members in another order, or with other whitespace, is matched as the recorded request was: members
 /// sorted by the bytes of their names, no insignificant whitespace, numbers as written, strings escaped only where
@@ -89,27 +96,73 @@ package enum CanonicalJSON {
 
     /// `"` + the bytes, with `"` and `\` escaped, LF, CR and TAB as `\n`, `\r`, `\t`, other bytes below 0x20 as
     /// `\u00xx` (lowercase hex), everything else raw (§6.1's STRING).
-    static func writeString(_ bytes: some Collection<UInt8>, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        for byte in bytes {
+    static func writeString(_ bytes: [UInt8], to out: inout some ByteSink) {
+        bytes.withUnsafeBufferPointer { writeString($0, to: &out) }
+    }
+
+    /// The same, over bytes in place: runs of bytes that need no escape are copied whole.
+    static func writeString(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout some ByteSink) {
+        let quote = UInt8(ascii: "\"")
+        let backslash = UInt8(ascii: "\\")
+        out.put(quote)
+        var run = 0
+        for k in 0..<bytes.count {
+            let byte = bytes[k]
+            guard byte < 0x20 || byte == quote || byte == backslash else { continue }
+            if k > run { out.put(UnsafeBufferPointer(rebasing: bytes[run..<k])) }
+            out.put(backslash)
             switch byte {
-            case UInt8(ascii: "\""): out += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
-            case UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
-            case 0x0A: out += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
-            case 0x0D: out += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
-            case 0x09: out += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
-            case ..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                out += Array("\\u00".utf8) + [hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
-            default: out.append(byte)
+            case quote, backslash: out.put(byte)
+            case 0x0A: out.put(UInt8(ascii: "n"))
+            case 0x0D: out.put(UInt8(ascii: "r"))
+            case 0x09: out.put(UInt8(ascii: "t"))
+            default:
+                let hex: StaticString = "0123456789abcdef"
+                out.put(UInt8(ascii: "u"))
+                out.put(UInt8(ascii: "0"))
+                out.put(UInt8(ascii: "0"))
+                hex.withUTF8Buffer { digits in
+                    out.put(digits[Int(byte >> 4)])
+                    out.put(digits[Int(byte & 0x0F)])
+                }
             }
+            run = k + 1
         }
-        out.append(UInt8(ascii: "\""))
+        if run < bytes.count { out.put(UnsafeBufferPointer(rebasing: bytes[run...])) }
+        out.put(quote)
+    }
+
+    /// Where canonical bytes are written: a growing array, or ``Output``.
+    protocol ByteSink {
+        mutating func put(_ byte: UInt8)
+        mutating func put(_ bytes: UnsafeBufferPointer<UInt8>)
+    }
+
+    /// Bytes written into memory sized beforehand for the most a document's canonical form can take: no capacity or
+    /// uniqueness check per byte, one bound check.
+    struct Output: ByteSink {
+        let base: UnsafeMutablePointer<UInt8>
+        let capacity: Int
+        var count = 0
+
+        @inline(__always) mutating func put(_ byte: UInt8) {
+            precondition(count < capacity, "canonical JSON outgrew its bound")
+            base[count] = byte
+            count += 1
+        }
+
+        @inline(__always) mutating func put(_ bytes: UnsafeBufferPointer<UInt8>) {
+            guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
+            precondition(count + bytes.count <= capacity, "canonical JSON outgrew its bound")
+            (base + count).update(from: source, count: bytes.count)
+            count += bytes.count
+        }
     }
 
     /// One JSON document read into nodes in document order: a container is followed by its children (an object's as
     /// name, value, name, value…), and its `size` counts the nodes of its subtree, so its next sibling is `size` on.
-    struct Document {
+    /// Reading and writing work on the bytes in place (no retain or bounds check per byte).
+    package struct Document {
         enum Kind: UInt8 { case object, array, string, scalar, replaced }
 
         struct Node {
@@ -134,180 +187,45 @@ package enum CanonicalJSON {
         /// Nil when `bytes` is not exactly one JSON value (with whitespace around it), holds a bad escape, a lone
         /// surrogate, bytes that are not UTF-8, or nests deeper than ``maxDepth``. (A name twice in one object is
         /// found when the document is written.)
-        init?(_ bytes: [UInt8]) {
+        package init?(_ bytes: [UInt8]) {
             // Strings begin and end at ASCII bytes, so when the whole is UTF-8 every string's raw bytes are too.
             if bytes.contains(where: { $0 >= 0x80 }), String(validating: bytes, as: UTF8.self) == nil { return nil }
             self.bytes = bytes
-            nodes.reserveCapacity(bytes.count / 8 + 4)
-            var i = 0
-            skipSpace(&i)
-            guard value(&i, depth: 0) else { return nil }
-            skipSpace(&i)
-            guard i == bytes.count else { return nil }
-        }
-
-        func skipSpace(_ i: inout Int) {
-            while i < bytes.count, bytes[i] == 0x20 || bytes[i] == 0x09 || bytes[i] == 0x0A || bytes[i] == 0x0D { i += 1 }
-        }
-
-        mutating func value(_ i: inout Int, depth: Int) -> Bool {
-            guard depth < CanonicalJSON.maxDepth, i < bytes.count else { return false }
-            let byte = bytes[i]
-            switch byte {
-            case UInt8(ascii: "{"), UInt8(ascii: "["):
-                let isObject = byte == UInt8(ascii: "{")
-                let close = isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")
-                let me = nodes.count
-                nodes.append(Node(kind: isObject ? .object : .array, start: Int32(i), end: 0))
-                i += 1
-                skipSpace(&i)
-                var count: Int32 = 0
-                if i < bytes.count, bytes[i] == close {
-                    i += 1
-                } else {
-                    while true {
-                        skipSpace(&i)
-                        if isObject {
-                            guard i < bytes.count, bytes[i] == UInt8(ascii: "\""), string(&i) else { return false }
-                            skipSpace(&i)
-                            guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { return false }
-                            i += 1
-                            skipSpace(&i)
-                        }
-                        guard value(&i, depth: depth + 1) else { return false }
-                        count += 1
-                        skipSpace(&i)
-                        guard i < bytes.count else { return false }
-                        if bytes[i] == UInt8(ascii: ",") {
-                            i += 1
-                            continue
-                        }
-                        guard bytes[i] == close else { return false }
-                        i += 1
-                        break
-                    }
-                }
-                nodes[me].end = Int32(i)
-                nodes[me].size = Int32(nodes.count - me)
-                nodes[me].count = count
-                return true
-            case UInt8(ascii: "\""):
-                return string(&i)
-            case UInt8(ascii: "t"): return literal(&i, "true")
-            case UInt8(ascii: "f"): return literal(&i, "false")
-            case UInt8(ascii: "n"): return literal(&i, "null")
-            default: return number(&i)
+            var reader = Reader(nodes: [])
+            reader.nodes.reserveCapacity(bytes.count / 8 + 4)
+            let read = bytes.withUnsafeBufferPointer { p -> Bool in
+                var i = 0
+                reader.skipSpace(p, &i)
+                guard reader.value(p, &i, depth: 0) else { return false }
+                reader.skipSpace(p, &i)
+                return i == p.count
             }
-        }
-
-        mutating func literal(_ i: inout Int, _ word: StaticString) -> Bool {
-            let count = word.utf8CodeUnitCount
-            guard i + count <= bytes.count else { return false }
-            let matches = word.withUTF8Buffer { $0.elementsEqual(bytes[i..<(i + count)]) }
-            guard matches else { return false }
-            nodes.append(Node(kind: .scalar, start: Int32(i), end: Int32(i + count)))
-            i += count
-            return true
-        }
-
-        /// RFC 8259's number grammar, kept as written.
-        mutating func number(_ i: inout Int) -> Bool {
-            let start = i
-            func digits(_ i: inout Int) -> Int {
-                let from = i
-                while i < bytes.count, bytes[i] >= 0x30, bytes[i] <= 0x39 { i += 1 }
-                return i - from
-            }
-            if i < bytes.count, bytes[i] == UInt8(ascii: "-") { i += 1 }
-            guard i < bytes.count else { return false }
-            if bytes[i] == UInt8(ascii: "0") {
-                i += 1
-            } else {
-                guard digits(&i) > 0 else { return false }
-            }
-            if i < bytes.count, bytes[i] == UInt8(ascii: ".") {
-                i += 1
-                guard digits(&i) > 0 else { return false }
-            }
-            if i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
-                i += 1
-                if i < bytes.count, bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
-                guard digits(&i) > 0 else { return false }
-            }
-            nodes.append(Node(kind: .scalar, start: Int32(start), end: Int32(i)))
-            return true
-        }
-
-        /// A string at `i` (its opening quote), its escapes checked: no raw control byte, only JSON's escapes, a
-        /// `\u` high surrogate followed by a `\u` low one, no lone low surrogate.
-        mutating func string(_ i: inout Int) -> Bool {
-            i += 1
-            let start = i
-            var escaped = false
-            while i < bytes.count {
-                let byte = bytes[i]
-                if byte == UInt8(ascii: "\"") {
-                    nodes.append(Node(kind: .string, escaped: escaped, start: Int32(start), end: Int32(i)))
-                    i += 1
-                    return true
-                }
-                if byte < 0x20 { return false }
-                i += 1
-                guard byte == UInt8(ascii: "\\") else { continue }
-                escaped = true
-                guard i < bytes.count else { return false }
-                let escape = bytes[i]
-                i += 1
-                switch escape {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"), UInt8(ascii: "n"),
-                    UInt8(ascii: "r"), UInt8(ascii: "t"):
-                    continue
-                case UInt8(ascii: "u"):
-                    guard let unit = hex4(at: i) else { return false }
-                    i += 4
-                    if (0xD800...0xDBFF).contains(unit) {
-                        guard i + 1 < bytes.count, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u"), let low = hex4(at: i + 2),
-                            (0xDC00...0xDFFF).contains(low)
-                        else { return false }
-                        i += 6
-                    } else if (0xDC00...0xDFFF).contains(unit) {
-                        return false
-                    }
-                default:
-                    return false
-                }
-            }
-            return false
-        }
-
-        func hex4(at i: Int) -> UInt16? {
-            guard i + 4 <= bytes.count else { return nil }
-            var value: UInt16 = 0
-            for byte in bytes[i..<(i + 4)] {
-                guard let digit = CanonicalForm.hexValue(byte) else { return nil }
-                value = value << 4 | UInt16(digit)
-            }
-            return value
+            guard read else { return nil }
+            nodes = reader.nodes
         }
 
         /// A string node's value, unescaped (checked when read).
         func unescaped(_ node: Int) -> [UInt8] {
+            bytes.withUnsafeBufferPointer { unescaped(node, $0) }
+        }
+
+        func unescaped(_ node: Int, _ p: UnsafeBufferPointer<UInt8>) -> [UInt8] {
             let n = nodes[node]
             if n.kind == .replaced { return replacements[Int(n.start)] }
-            let raw = bytes[Int(n.start)..<Int(n.end)]
+            let raw = UnsafeBufferPointer(rebasing: p[Int(n.start)..<Int(n.end)])
             guard n.escaped else { return Array(raw) }
             var out: [UInt8] = []
             out.reserveCapacity(raw.count)
-            var i = raw.startIndex
-            while i < raw.endIndex {
-                let byte = raw[i]
-                i += 1
-                guard byte == UInt8(ascii: "\\") else {
-                    out.append(byte)
+            var i = 0
+            var run = 0
+            while i < raw.count {
+                guard raw[i] == UInt8(ascii: "\\") else {
+                    i += 1
                     continue
                 }
-                let escape = raw[i]
-                i += 1
+                if i > run { out.append(contentsOf: UnsafeBufferPointer(rebasing: raw[run..<i])) }
+                let escape = raw[i + 1]
+                i += 2
                 switch escape {
                 case UInt8(ascii: "b"): out.append(0x08)
                 case UInt8(ascii: "f"): out.append(0x0C)
@@ -315,23 +233,28 @@ package enum CanonicalJSON {
                 case UInt8(ascii: "r"): out.append(0x0D)
                 case UInt8(ascii: "t"): out.append(0x09)
                 case UInt8(ascii: "u"):
-                    var scalar = UInt32(hex4(at: i)!)
+                    var scalar = UInt32(Reader.hex4(raw, at: i)!)
                     i += 4
                     if (0xD800...0xDBFF).contains(scalar) {
-                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (UInt32(hex4(at: i + 2)!) - 0xDC00)
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (UInt32(Reader.hex4(raw, at: i + 2)!) - 0xDC00)
                         i += 6
                     }
-                    out.append(contentsOf: Array(String(Character(Unicode.Scalar(scalar)!)).utf8))
+                    var utf8: [UInt8] = []
+                    UTF8.encode(Unicode.Scalar(scalar)!) { utf8.append($0) }
+                    out.append(contentsOf: utf8)
                 default: out.append(escape)
                 }
+                run = i
             }
+            if run < raw.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: raw[run...])) }
             return out
         }
 
         /// Whether string node `node`'s value is `name`.
         func value(of node: Int, is name: [UInt8]) -> Bool {
             let n = nodes[node]
-            return n.escaped || n.kind == .replaced ? unescaped(node) == name : bytes[Int(n.start)..<Int(n.end)].elementsEqual(name)
+            if n.escaped || n.kind == .replaced { return unescaped(node) == name }
+            return bytes.withUnsafeBufferPointer { p in UnsafeBufferPointer(rebasing: p[Int(n.start)..<Int(n.end)]).elementsEqual(name) }
         }
 
         /// An object's member name nodes, the removed ones too (each member's value is the node after its name).
@@ -378,11 +301,20 @@ package enum CanonicalJSON {
 
         /// The canonical bytes; nil when an object has a name twice (which one counts is up to the server, so the
         /// document has no one canonical form).
-        func canonical() -> [UInt8]? {
-            var out: [UInt8] = []
-            out.reserveCapacity(bytes.count)
+        package func canonical() -> [UInt8]? {
+            // The most it can take: a two-byte escape (`\b`) becomes six (`\u0008`); whitespace only goes; a replaced
+            // string takes at most six bytes a byte (`\u00xx`) and its quotes.
+            let bound = 3 * bytes.count + replacements.reduce(0) { $0 + 6 * $1.count + 2 } + 16
             var scratch: [Int32] = []
-            return write(0, to: &out, scratch: &scratch) ? out : nil
+            var written = true
+            let out = [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
+                var output = Output(base: buffer.baseAddress!, capacity: bound)
+                written = bytes.withUnsafeBufferPointer { p in
+                    nodes.withUnsafeBufferPointer { nodes in write(0, p, nodes, to: &output, scratch: &scratch) }
+                }
+                count = output.count
+            }
+            return written ? out : nil
         }
 
         /// The canonical text of node `node` (of a document read from canonical bytes: its bytes as they stand).
@@ -398,11 +330,13 @@ package enum CanonicalJSON {
             }
         }
 
-        func write(_ node: Int, to out: inout [UInt8], scratch: inout [Int32]) -> Bool {
+        func write(
+            _ node: Int, _ p: UnsafeBufferPointer<UInt8>, _ nodes: UnsafeBufferPointer<Node>, to out: inout Output, scratch: inout [Int32]
+        ) -> Bool {
             let n = nodes[node]
             switch n.kind {
             case .object:
-                out.append(UInt8(ascii: "{"))
+                out.put(UInt8(ascii: "{"))
                 let base = scratch.count
                 var j = node + 1
                 var escapedNames = false
@@ -412,76 +346,242 @@ package enum CanonicalJSON {
                     j += 1 + Int(nodes[j + 1].size)
                 }
                 let end = scratch.count
-                guard sortMembers(&scratch, base..<end, escaped: escapedNames) else { return false }
+                guard sortMembers(&scratch, base..<end, escaped: escapedNames, p, nodes) else { return false }
                 for s in base..<end {
                     let name = Int(scratch[s])
-                    if s > base { out.append(UInt8(ascii: ",")) }
-                    writeString(name, to: &out)
-                    out.append(UInt8(ascii: ":"))
-                    guard write(name + 1, to: &out, scratch: &scratch) else { return false }
+                    if s > base { out.put(UInt8(ascii: ",")) }
+                    writeString(name, p, nodes, to: &out)
+                    out.put(UInt8(ascii: ":"))
+                    guard write(name + 1, p, nodes, to: &out, scratch: &scratch) else { return false }
                 }
                 scratch.removeLast(end - base)
-                out.append(UInt8(ascii: "}"))
+                out.put(UInt8(ascii: "}"))
             case .array:
-                out.append(UInt8(ascii: "["))
+                out.put(UInt8(ascii: "["))
                 var j = node + 1
                 var first = true
                 for _ in 0..<n.count {
                     if !nodes[j].removed {
-                        if !first { out.append(UInt8(ascii: ",")) }
+                        if !first { out.put(UInt8(ascii: ",")) }
                         first = false
-                        guard write(j, to: &out, scratch: &scratch) else { return false }
+                        guard write(j, p, nodes, to: &out, scratch: &scratch) else { return false }
                     }
                     j += Int(nodes[j].size)
                 }
-                out.append(UInt8(ascii: "]"))
+                out.put(UInt8(ascii: "]"))
             case .string, .replaced:
-                writeString(node, to: &out)
+                writeString(node, p, nodes, to: &out)
             case .scalar:
-                out.append(contentsOf: bytes[Int(n.start)..<Int(n.end)])
+                out.put(UnsafeBufferPointer(rebasing: p[Int(n.start)..<Int(n.end)]))
             }
             return true
         }
 
         /// A string node written canonically: without escapes its bytes are already the canonical form (JSON allows
         /// no raw `"`, `\` or control byte in a string).
-        func writeString(_ node: Int, to out: inout [UInt8]) {
+        func writeString(_ node: Int, _ p: UnsafeBufferPointer<UInt8>, _ nodes: UnsafeBufferPointer<Node>, to out: inout Output) {
             let n = nodes[node]
             if n.kind == .string, !n.escaped {
-                out.append(UInt8(ascii: "\""))
-                out.append(contentsOf: bytes[Int(n.start)..<Int(n.end)])
-                out.append(UInt8(ascii: "\""))
+                out.put(UInt8(ascii: "\""))
+                out.put(UnsafeBufferPointer(rebasing: p[Int(n.start)..<Int(n.end)]))
+                out.put(UInt8(ascii: "\""))
             } else {
-                CanonicalJSON.writeString(unescaped(node), to: &out)
+                CanonicalJSON.writeString(unescaped(node, p), to: &out)
             }
         }
 
         /// Sorts an object's member name nodes `scratch[range]` by the bytes of their values; false when two are
         /// equal. Clients often send members in order already: that is checked first.
-        func sortMembers(_ scratch: inout [Int32], _ range: Range<Int>, escaped: Bool) -> Bool {
+        func sortMembers(
+            _ scratch: inout [Int32], _ range: Range<Int>, escaped: Bool, _ p: UnsafeBufferPointer<UInt8>, _ nodes: UnsafeBufferPointer<Node>
+        ) -> Bool {
             guard range.count > 1 else { return true }
             if escaped {
                 // Rare: compare unescaped values, each unescaped once.
-                var keyed = scratch[range].map { (name: unescaped(Int($0)), node: $0) }
+                var keyed = scratch[range].map { (name: unescaped(Int($0), p), node: $0) }
                 keyed.sort { $0.name.lexicographicallyPrecedes($1.name) }
                 for k in 1..<keyed.count where keyed[k - 1].name == keyed[k].name { return false }
                 for (k, item) in keyed.enumerated() { scratch[range.lowerBound + k] = item.node }
                 return true
             }
-            func raw(_ node: Int32) -> ArraySlice<UInt8> {
-                let n = nodes[Int(node)]
-                return bytes[Int(n.start)..<Int(n.end)]
+            /// -1, 0 or 1 as name node `a`'s bytes sort before, with or after `b`'s.
+            func order(_ a: Int32, _ b: Int32) -> Int {
+                let x = nodes[Int(a)]
+                let y = nodes[Int(b)]
+                let (xCount, yCount) = (Int(x.end - x.start), Int(y.end - y.start))
+                let common = memcmp(p.baseAddress! + Int(x.start), p.baseAddress! + Int(y.start), min(xCount, yCount))
+                if common != 0 { return common < 0 ? -1 : 1 }
+                return xCount == yCount ? 0 : xCount < yCount ? -1 : 1
             }
             var sorted = true
-            for k in range.dropFirst() where !raw(scratch[k - 1]).lexicographicallyPrecedes(raw(scratch[k])) {
+            for k in range.dropFirst() where order(scratch[k - 1], scratch[k]) >= 0 {
                 sorted = false
                 break
             }
             if !sorted {
-                scratch[range].sort { raw($0).lexicographicallyPrecedes(raw($1)) }
-                for k in range.dropFirst() where raw(scratch[k - 1]).elementsEqual(raw(scratch[k])) { return false }
+                scratch[range].sort { order($0, $1) < 0 }
+                for k in range.dropFirst() where order(scratch[k - 1], scratch[k]) == 0 { return false }
             }
             return true
+        }
+    }
+
+    /// Reads a document's bytes into nodes.
+    struct Reader {
+        var nodes: [Document.Node]
+
+        func skipSpace(_ p: UnsafeBufferPointer<UInt8>, _ i: inout Int) {
+            while i < p.count, p[i] == 0x20 || p[i] == 0x09 || p[i] == 0x0A || p[i] == 0x0D { i += 1 }
+        }
+
+        mutating func value(_ p: UnsafeBufferPointer<UInt8>, _ i: inout Int, depth: Int) -> Bool {
+            guard depth < CanonicalJSON.maxDepth, i < p.count else { return false }
+            let byte = p[i]
+            switch byte {
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                let isObject = byte == UInt8(ascii: "{")
+                let close = isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")
+                let me = nodes.count
+                nodes.append(Document.Node(kind: isObject ? .object : .array, start: Int32(i), end: 0))
+                i += 1
+                skipSpace(p, &i)
+                var count: Int32 = 0
+                if i < p.count, p[i] == close {
+                    i += 1
+                } else {
+                    while true {
+                        skipSpace(p, &i)
+                        if isObject {
+                            guard i < p.count, p[i] == UInt8(ascii: "\""), string(p, &i) else { return false }
+                            skipSpace(p, &i)
+                            guard i < p.count, p[i] == UInt8(ascii: ":") else { return false }
+                            i += 1
+                            skipSpace(p, &i)
+                        }
+                        guard value(p, &i, depth: depth + 1) else { return false }
+                        count += 1
+                        skipSpace(p, &i)
+                        guard i < p.count else { return false }
+                        if p[i] == UInt8(ascii: ",") {
+                            i += 1
+                            continue
+                        }
+                        guard p[i] == close else { return false }
+                        i += 1
+                        break
+                    }
+                }
+                nodes[me].end = Int32(i)
+                nodes[me].size = Int32(nodes.count - me)
+                nodes[me].count = count
+                return true
+            case UInt8(ascii: "\""):
+                return string(p, &i)
+            case UInt8(ascii: "t"): return literal(p, &i, "true")
+            case UInt8(ascii: "f"): return literal(p, &i, "false")
+            case UInt8(ascii: "n"): return literal(p, &i, "null")
+            default: return number(p, &i)
+            }
+        }
+
+        mutating func literal(_ p: UnsafeBufferPointer<UInt8>, _ i: inout Int, _ word: StaticString) -> Bool {
+            let count = word.utf8CodeUnitCount
+            guard i + count <= p.count else { return false }
+            let matches = word.withUTF8Buffer { $0.elementsEqual(UnsafeBufferPointer(rebasing: p[i..<(i + count)])) }
+            guard matches else { return false }
+            nodes.append(Document.Node(kind: .scalar, start: Int32(i), end: Int32(i + count)))
+            i += count
+            return true
+        }
+
+        /// RFC 8259's number grammar, kept as written.
+        mutating func number(_ p: UnsafeBufferPointer<UInt8>, _ i: inout Int) -> Bool {
+            let start = i
+            func digits(_ i: inout Int) -> Int {
+                let from = i
+                while i < p.count, p[i] >= 0x30, p[i] <= 0x39 { i += 1 }
+                return i - from
+            }
+            if i < p.count, p[i] == UInt8(ascii: "-") { i += 1 }
+            guard i < p.count else { return false }
+            if p[i] == UInt8(ascii: "0") {
+                i += 1
+            } else {
+                guard digits(&i) > 0 else { return false }
+            }
+            if i < p.count, p[i] == UInt8(ascii: ".") {
+                i += 1
+                guard digits(&i) > 0 else { return false }
+            }
+            if i < p.count, p[i] == UInt8(ascii: "e") || p[i] == UInt8(ascii: "E") {
+                i += 1
+                if i < p.count, p[i] == UInt8(ascii: "+") || p[i] == UInt8(ascii: "-") { i += 1 }
+                guard digits(&i) > 0 else { return false }
+            }
+            nodes.append(Document.Node(kind: .scalar, start: Int32(start), end: Int32(i)))
+            return true
+        }
+
+        /// A string at `i` (its opening quote), its escapes checked: no raw control byte, only JSON's escapes, a
+        /// `\u` high surrogate followed by a `\u` low one, no lone low surrogate.
+        mutating func string(_ p: UnsafeBufferPointer<UInt8>, _ i: inout Int) -> Bool {
+            i += 1
+            let start = i
+            var escaped = false
+            let quotes = SIMD16<UInt8>(repeating: UInt8(ascii: "\""))
+            let backslashes = SIMD16<UInt8>(repeating: UInt8(ascii: "\\"))
+            let controls = SIMD16<UInt8>(repeating: 0x20)
+            while i < p.count {
+                // Sixteen bytes at a time while none of them ends the string, escapes or is refused.
+                while i + 16 <= p.count {
+                    let chunk = UnsafeRawPointer(p.baseAddress! + i).loadUnaligned(as: SIMD16<UInt8>.self)
+                    if any((chunk .== quotes) .| (chunk .== backslashes) .| (chunk .< controls)) { break }
+                    i += 16
+                }
+                guard i < p.count else { return false }
+                let byte = p[i]
+                if byte == UInt8(ascii: "\"") {
+                    nodes.append(Document.Node(kind: .string, escaped: escaped, start: Int32(start), end: Int32(i)))
+                    i += 1
+                    return true
+                }
+                if byte < 0x20 { return false }
+                i += 1
+                guard byte == UInt8(ascii: "\\") else { continue }
+                escaped = true
+                guard i < p.count else { return false }
+                let escape = p[i]
+                i += 1
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"), UInt8(ascii: "n"),
+                    UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    continue
+                case UInt8(ascii: "u"):
+                    guard let unit = Self.hex4(p, at: i) else { return false }
+                    i += 4
+                    if (0xD800...0xDBFF).contains(unit) {
+                        guard i + 1 < p.count, p[i] == UInt8(ascii: "\\"), p[i + 1] == UInt8(ascii: "u"), let low = Self.hex4(p, at: i + 2),
+                            (0xDC00...0xDFFF).contains(low)
+                        else { return false }
+                        i += 6
+                    } else if (0xDC00...0xDFFF).contains(unit) {
+                        return false
+                    }
+                default:
+                    return false
+                }
+            }
+            return false
+        }
+
+        static func hex4(_ p: UnsafeBufferPointer<UInt8>, at i: Int) -> UInt16? {
+            guard i + 4 <= p.count else { return nil }
+            var value: UInt16 = 0
+            for k in i..<(i + 4) {
+                guard let digit = CanonicalForm.hexValue(p[k]) else { return nil }
+                value = value << 4 | UInt16(digit)
+            }
+            return value
         }
     }
 }

@@ -95,7 +95,9 @@ public struct MissExplanation: Sendable, Equatable, CustomStringConvertible {
             let theirs = header.value.map { "recorded \(shown($0))" } ?? "recorded without it"
             add("header \(mine), \(theirs)", .header)
         }
-        if digest != recorded.bodyDigest {
+        // A GET's body counts only against a GET recorded with one (H19 rule 2): another is no difference.
+        let bodyCounts = !(asked == "GET" && recorded.method == "GET" && recorded.bodyDigest == nil)
+        if bodyCounts, digest != recorded.bodyDigest {
             let size = request.body?.count ?? 0
             switch (digest, recorded.bodyDigest) {
             case (nil, _): add("no body, recorded one", .body)

@@ -108,7 +108,8 @@ public enum BrowserCheck {
         }
         defer { browser.close() }
         let pages = pages(of: loader, sample: options.sample) + options.extraPages
-        let behaviours = PageVisit.Behaviours(generic: options.genericBehaviors, declared: options.behaviors)
+        // Search forms are submitted too: a query the pages would ask for that the bundle cannot answer is a miss.
+        let behaviours = PageVisit.Behaviours(generic: options.genericBehaviors, declared: options.behaviors, submitsForms: options.genericBehaviors)
         var results: [(page: String, result: PageVisit.Result)] = []
         await withTaskGroup(of: (String, PageVisit.Result).self) { group in
             var next = 0

@@ -58,10 +58,14 @@ struct PageVisit: Sendable {
         var generic = true
         /// The declared ones (`browser.behaviors`), run after the generic ones on the pages they match.
         var declared: [Declaration.Behavior] = []
+        /// Whether the page's search forms (a GET form with a text box) are submitted with a word, as a user would: the
+        /// URL the form builds is asked for (`check --browser`, so that a query the bundle cannot answer is listed).
+        var submitsForms = false
 
-        init(generic: Bool = true, declared: [Declaration.Behavior] = []) {
+        init(generic: Bool = true, declared: [Declaration.Behavior] = [], submitsForms: Bool = false) {
             self.generic = generic
             self.declared = declared
+            self.submitsForms = submitsForms
         }
 
         init(_ settings: Declaration.Browser) { self.init(generic: settings.genericBehaviors, declared: settings.behaviors) }
@@ -78,6 +82,7 @@ struct PageVisit: Sendable {
         func script(for url: String) -> String {
             var steps: [String] = []
             if generic { steps.append(Self.genericSteps) }
+            if submitsForms { steps.append(Self.formSteps) }
             for step in declared where step.applies(to: url) {
                 switch step.action {
                 case .click(let selector):
@@ -126,6 +131,24 @@ struct PageVisit: Sendable {
               type(el, 'a');
             }
             for (const el of all('[aria-haspopup], [aria-expanded=false], nav button').slice(0, 20)) { try { el.click(); } catch (e) {} }
+            """
+
+        /// The URL each GET form with a text box builds when submitted with the word `a` (its other fields as they
+        /// stand), asked for as the form's navigation would ask.
+        static let formSteps = """
+            for (const form of all('form').slice(0, 5)) {
+              try {
+                if ((form.getAttribute('method') || 'get').toLowerCase() !== 'get') continue;
+                const box = form.querySelector('input[type=search], input[type=text], input:not([type])');
+                if (!box || !box.name) continue;
+                const data = new FormData(form);
+                data.set(box.name, 'a');
+                const url = new URL(form.getAttribute('action') || location.href, location.href);
+                url.search = new URLSearchParams(data).toString();
+                url.hash = '';
+                if (url.protocol === 'http:' || url.protocol === 'https:') { await fetch(url.href).catch(() => {}); }
+              } catch (e) {}
+            }
             """
 
         /// `text` as a JavaScript string literal (a JSON string is one).

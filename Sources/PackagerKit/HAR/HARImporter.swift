@@ -40,8 +40,15 @@ public enum HARImporter {
     /// - Parameter dropQueryParameters: the bundle's `drop-query` patterns, so that two requests its keys make one are
     ///   found the same (the later answer is kept).
     public static func read(_ path: String, dropQueryParameters: [String] = []) throws -> Imported {
+        try read(path, rules: BundleRules(dropQueryParameters: dropQueryParameters))
+    }
+
+    /// Reads the HAR file at `path` for a bundle with `rules`: its `drop-query` patterns and `match` rules (bodies in
+    /// their canonical form, ignored query parameters) make the keys, so that two requests the bundle would answer
+    /// alike are found the same (the later answer is kept).
+    public static func read(_ path: String, rules: BundleRules) throws -> Imported {
         guard let data = FileManager.default.contents(atPath: path) else { throw PackagerError(.io, "cannot read the HAR file", subject: path) }
-        return try read(data, name: path, dropQueryParameters: dropQueryParameters)
+        return try read(data, name: path, rules: rules)
     }
 
     /// Request headers whose values say what the client wants, or what it is, and never who its user is: their values
@@ -126,7 +133,7 @@ public enum HARImporter {
         var _resourceType: String?
     }
 
-    static func read(_ data: Data, name: String, dropQueryParameters: [String] = []) throws -> Imported {
+    static func read(_ data: Data, name: String, rules: BundleRules = BundleRules()) throws -> Imported {
         func fail(_ message: String) -> PackagerError { PackagerError(.invalidInput, "\(name): \(message)") }
         let file: File
         do {
@@ -141,7 +148,7 @@ public enum HARImporter {
             throw fail("not a HAR file: \(error)")
         }
         guard let list = file.log?.entries else { throw fail("not a HAR file: it has no log.entries") }
-        let canonicalizer = RequestKeyCanonicalizer(dropQueryParameters: dropQueryParameters, formQuery: true)
+        let canonicalizer = RequestKeyCanonicalizer(rules: rules, formQuery: true)
         var imported = Imported(entries: [], skipped: [])
         var byKey: [String: (entry: Int, index: Int, url: String)] = [:]
         // For what the fast reading does not take (a time without seconds, say).
@@ -257,7 +264,7 @@ public enum HARImporter {
                 recorded.bodySecret = true
                 note("its request body has a '\(field)' field: only the body's digest is kept (the key's b=), not the body")
             }
-            guard let key = recorded.key(for: url, canonicalizer: canonicalizer) else {
+            guard let key = canonicalizer.canonicalize(url).map({ $0 + recorded.qualifiers(rules: rules, canonicalKey: $0).keySuffix }) else {
                 skip("not a URL a bundle can hold")
                 continue
             }

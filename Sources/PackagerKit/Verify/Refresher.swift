@@ -138,7 +138,7 @@ public struct Refresher: Sendable {
             let split = RequestQualifiers.split(key: key)
             let url = String(split.url)
             let request = record?.request.map {
-                RecordedRequest($0, keyQualifiers: split.qualifiers).restoringBody(url: url, declared: options.declaredRequests)
+                RecordedRequest($0, keyQualifiers: split.qualifiers).restoringBody(url: url, declared: options.declaredRequests, rules: bundle.rules)
             }
             guard var (entry, response) = await fetch(key: key, url: url, request: request, volatile: record?.volatile ?? []) else { continue }
             // Under its very key, whatever the manifest kept of the request.

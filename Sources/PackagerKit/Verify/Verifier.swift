@@ -138,7 +138,7 @@ public struct Verifier: Sendable {
                     }) - 1, n < order.count {
                         let entry = entries[order[n]]
                         var record = Recorded(entry: entry, manifest: declared[entry.key], rules: rules)
-                        record.request = record.request?.restoringBody(url: record.url, declared: declaredRequests)
+                        record.request = record.request?.restoringBody(url: record.url, declared: declaredRequests, rules: rules)
                         // Scheme and authority: http://a and https://a are different servers. Mounting checked the
                         // shape of every key; one without an origin all the same is not probed.
                         guard let origin = HTTPOrigin(key: record.url) else {

@@ -12,7 +12,7 @@ public struct RecordedRequest: Sendable, Equatable {
     /// The body sent, nil for none (or a secret body the bundle did not keep: ``bodySecret``).
     public var body: Data?
     /// Whether the body holds a secret: the manifest (and so `export --format har`) keeps none of it, only the key's
-    /// `b=` digest; verify and refresh take it from the declaration again (``restoringBody(url:declared:)``).
+    /// `b=` digest; verify and refresh take it from the declaration again (``restoringBody(url:declared:rules:)``).
     public var bodySecret = false
     /// A secret body's digest as the key holds it (`b=`), when the body itself was not kept.
     var withheldBodyDigest: String?
@@ -70,12 +70,14 @@ public struct RecordedRequest: Sendable, Equatable {
     /// This request with its secret body given back by the declaration: the body of the declared request of the same
     /// method and URL (canonical `url`) whose digest is the key's `b=`. Unchanged when the body was kept, or when no
     /// declared request has it (``Recorded/unsendable`` then says why it is not sent).
-    func restoringBody(url: String, declared: [Declaration.Request]) -> RecordedRequest {
+    /// Under the bundle's `rules` (`url` is a key's URL, as they made it; the digest is of a body's canonical form
+    /// where a `match` rule covers the URL).
+    func restoringBody(url: String, declared: [Declaration.Request], rules: BundleRules = BundleRules()) -> RecordedRequest {
         guard body == nil, let digest = withheldBodyDigest else { return self }
-        let canonical = RequestKeyCanonicalizer(formQuery: true)
+        let canonical = RequestKeyCanonicalizer(rules: rules, formQuery: true)
         guard
             let source = declared.first(where: {
-                $0.method == method && RequestQualifiers.bodyDigest(of: $0.body) == digest && canonical.canonicalize($0.url) == url
+                $0.method == method && rules.bodyDigest(canonicalKey: url, body: $0.body) == digest && canonical.canonicalize($0.url) == url
             })
         else { return self }
         var restored = self
