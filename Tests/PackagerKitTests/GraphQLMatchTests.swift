@@ -171,6 +171,10 @@ struct GraphQLMatchTests {
         #expect(refusal(head + "    match: {ignore-params: []}\n").contains("at least one"))
         #expect(refusal(head + "    match: {xml-body: canonical}\n").contains(":5:"))
         #expect(refusal(head + "    match: {graphql: canonical, ignore: [/variables/requestId], ignore-params: [t]}\n") == "accepted")
+        // A body its rule cannot read is matched by its bytes, and the declaration says so with its line.
+        let unread = try DeclarationParser().parse(
+            "requests:\n  - url: http://a.example/graphql\n    method: POST\n    body: '{\"query\": \"{ a \"}'\n    match: {graphql: canonical}\n")
+        #expect(unread.warnings.contains { $0.contains(":2:") && $0.contains("not a GraphQL request whose query reads") }, "\(unread.warnings)")
         let parsed = try DeclarationParser().parse(head + "    match: {graphql: canonical, ignore-params: [t]}\n")
         #expect(parsed.bundleRules.match == ["http://a.example/graphql graphql", "http://a.example/graphql ignore-params t"], "\(parsed.bundleRules.match)")
         let twice = """

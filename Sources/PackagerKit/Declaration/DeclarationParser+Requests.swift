@@ -151,6 +151,29 @@ extension DeclarationReader {
         return rule
     }
 
+    /// A body a `match` rule covers that is not of the rule's form (not JSON, a GraphQL query that does not read, a `%`
+    /// without its digits) is matched by its bytes, as without the rule: said, with its line, so the rule is not
+    /// thought to apply.
+    func warnUnreadBodies(_ requests: [Declaration.Request], rules: BundleRules) {
+        let matches = rules.match.compactMap(BundleRules.bodyMatch)
+        guard !matches.isEmpty else { return }
+        let canonicalizer = RequestKeyCanonicalizer(rules: rules, formQuery: true)
+        for request in requests {
+            guard let body = request.body, !body.isEmpty, let url = canonicalizer.canonicalize(request.url),
+                let rule = BundleRules.bodyRule(matches, canonicalKey: url), rule.canonical(Array(body)) == nil
+            else { continue }
+            let form =
+                switch rule.form {
+                case .json: "one JSON document"
+                case .graphql: "a GraphQL request whose query reads"
+                case .form: "a form"
+                }
+            notes.warnings.append(
+                "\(file):\(request.line): this request's body is not \(form), as its match rule (\(rule.form.rawValue)) reads bodies: "
+                    + "it is matched by its bytes")
+        }
+    }
+
     /// `paginate`: `link`, `none`, or `{link: true | json: POINTER | header: NAME, max-pages: N}`.
     func paginate(_ node: Node) throws -> (Declaration.Pagination, Int) {
         if case .scalar(let scalar) = node {

@@ -233,7 +233,9 @@ struct DeclarationReader {
         if d.seeds.isEmpty && d.urls.isEmpty && d.sitemaps.isEmpty && d.requests.isEmpty {
             throw fail(root, "nothing to fetch: give at least one of 'seeds', 'urls', 'sitemaps' or 'requests'")
         }
-        try checkDistinct(d.requests, rules: d.bundleRules)
+        let rules = d.bundleRules
+        try checkDistinct(d.requests, rules: rules)
+        warnUnreadBodies(d.requests, rules: rules)
         return d
     }
 
