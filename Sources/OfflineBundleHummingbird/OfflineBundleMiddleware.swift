@@ -85,10 +85,15 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
         let answer: ServeAnswer
         var request = request
         var requestBody: Data?
+        // One loader for the whole request: a swap between reading the body and answering must not pair one bundle's
+        // decision to keep the body with another's answer.
+        let loader = serving.handle.loader
         // The body is read only at a URL whose recorded answers are chosen by it (BundleRequest.maxBodySize bytes at
         // most: more is a 413, as serve answers), within the middleware's budget for bodies held at once (503 past
         // it); the next responder then reads it from memory.
-        if request.method != .head, serving.matchesBody(method: request.method.rawValue, target: request.uri.string, host: request.head.authority) {
+        if request.method != .head,
+            serving.matchesBody(method: request.method.rawValue, target: request.uri.string, host: request.head.authority, loader: loader)
+        {
             let declared = request.headers[.contentLength].flatMap { Int($0) }
             if let declared, declared > BundleRequest.maxBodySize { return Response(status: .contentTooLarge) }
             let reserved = declared ?? BundleRequest.maxBodySize
@@ -100,7 +105,8 @@ public struct OfflineBundleMiddleware<Context: RequestContext>: RouterMiddleware
             requestBody = Data(collected.readableBytesView)
         }
         switch serving.answer(
-            method: request.method.rawValue, target: request.uri.string, host: request.head.authority, headers: request.headers, body: requestBody)
+            method: request.method.rawValue, target: request.uri.string, host: request.head.authority, headers: request.headers, body: requestBody,
+            loader: loader)
         {
         case .miss: return try await next(request, context)
         case .status(500): throw HTTPError(.internalServerError, message: "the bundle records an invalid status for this resource")

@@ -22,7 +22,9 @@ import Vapor
 /// out). A body is read whole, as Vapor's client reads one, and checked first: a damaged one fails the request. With
 /// a last-seen cache (``OfflineBundle/LoaderOptions/lastSeen``), what the network answers may be kept.
 ///
-/// The network is the application's shared AsyncHTTPClient (`app.http.client.shared`), with its configuration.
+/// The network is the application's shared AsyncHTTPClient (`app.http.client.shared`), with its configuration. A network
+/// answer is read whole, as Vapor's client reads one, up to ``maxResponseBodySize`` (64 MiB unless given): a longer one
+/// fails the request (AsyncHTTPClient's `HTTPClientResponse.Body` error), never held whole.
 ///
 /// ```swift
 /// app.clients.use(.offlineBundle(try OfflineLoader(path: "api.bundle.zip", policy: .bundleOnly)))
@@ -38,13 +40,19 @@ public struct OfflineBundleClient: Client {
     let logger: Logger?
     /// Where bundle bodies are read (file reads block).
     let threadPool: NIOThreadPool
+    /// The most bytes of a network answer's body read into memory.
+    public let maxResponseBodySize: Int
+
+    /// 64 MiB: a response body held whole, as `ClientResponse` holds it.
+    public static let defaultMaxResponseBodySize = 64 << 20
 
     /// A client on `eventLoop` that answers from the loader `handle` holds and sends the rest to `http`.
     public init(
         handle: LoaderHandle, http: HTTPClient, eventLoop: any EventLoop, threadPool: NIOThreadPool = .singleton, logger: Logger? = nil,
-        byteBufferAllocator: ByteBufferAllocator = ByteBufferAllocator()
+        byteBufferAllocator: ByteBufferAllocator = ByteBufferAllocator(), maxResponseBodySize: Int = OfflineBundleClient.defaultMaxResponseBodySize
     ) {
         self.handle = handle
+        self.maxResponseBodySize = maxResponseBodySize
         self.http = http
         self.eventLoop = eventLoop
         self.threadPool = threadPool
@@ -63,17 +71,20 @@ public struct OfflineBundleClient: Client {
 
     public func delegating(to eventLoop: any EventLoop) -> any Client {
         OfflineBundleClient(
-            handle: handle, http: http, eventLoop: eventLoop, threadPool: threadPool, logger: logger, byteBufferAllocator: byteBufferAllocator)
+            handle: handle, http: http, eventLoop: eventLoop, threadPool: threadPool, logger: logger, byteBufferAllocator: byteBufferAllocator,
+            maxResponseBodySize: maxResponseBodySize)
     }
 
     public func logging(to logger: Logger) -> any Client {
         OfflineBundleClient(
-            handle: handle, http: http, eventLoop: eventLoop, threadPool: threadPool, logger: logger, byteBufferAllocator: byteBufferAllocator)
+            handle: handle, http: http, eventLoop: eventLoop, threadPool: threadPool, logger: logger, byteBufferAllocator: byteBufferAllocator,
+            maxResponseBodySize: maxResponseBodySize)
     }
 
     public func allocating(to byteBufferAllocator: ByteBufferAllocator) -> any Client {
         OfflineBundleClient(
-            handle: handle, http: http, eventLoop: eventLoop, threadPool: threadPool, logger: logger, byteBufferAllocator: byteBufferAllocator)
+            handle: handle, http: http, eventLoop: eventLoop, threadPool: threadPool, logger: logger, byteBufferAllocator: byteBufferAllocator,
+            maxResponseBodySize: maxResponseBodySize)
     }
 
     /// The answer to `request`: from the loader, or from the network, as the policy for its URL says.
@@ -112,13 +123,16 @@ public struct OfflineBundleClient: Client {
             let body: ByteBuffer
             do {
                 // The timeout covers the whole answer, body included: AsyncHTTPClient's deadline ends with the head.
-                (response, body) = try await Self.within(timeout) { [http, logger, timeout, outgoing] in
+                (response, body) = try await Self.within(timeout) { [http, logger, timeout, outgoing, maxResponseBodySize] in
                     let deadline = timeout.map { NIODeadline.now() + $0 } ?? .distantFuture
                     let response = try await http.execute(outgoing, deadline: deadline, logger: logger)
-                    return (response, try await response.body.collect(upTo: Int.max))
+                    return (response, try await response.body.collect(upTo: maxResponseBodySize))
                 }
             } catch is CancellationError {
                 throw CancellationError()
+            } catch let error as NIOTooManyBytesError {
+                // The network answered, past what is held: not a failure the bundle stands in for.
+                throw error
             } catch {
                 if let (fallback, url) = loader.fallback(for: bundleRequest, networkAnswered: false, followingRedirects: 10) {
                     return try await respond(fallback, url: url, loader: loader)

@@ -224,6 +224,12 @@ struct VaporTests {
                     let live = try await firstClient.get(URI(string: origin.base + "/only-live.txt"))
                     #expect(live.status == .ok && live.body.map { String(buffer: $0) } == "only on the network")
                     #expect(origin.count("/only-live.txt") == 1)
+                    // A network body past the client's bound fails the request rather than being held whole.
+                    origin.set("/big.txt", .text(String(repeating: "x", count: 5000), type: "text/plain"))
+                    let bounded = OfflineBundleClient(
+                        handle: LoaderHandle(first), http: app.http.client.shared, eventLoop: app.eventLoopGroup.any(), maxResponseBodySize: 4096)
+                    await #expect(throws: NIOTooManyBytesError.self) { _ = try await bounded.get(URI(string: origin.base + "/big.txt")) }
+                    #expect(try await bounded.get(URI(string: origin.base + "/only-live.txt")).status == .ok)
                     // Network first: the origin answers 503 for the page, so the bundle's copy answers.
                     origin.set("/", .text("down", type: "text/plain", status: 503))
                     let networkClient = OfflineBundleClient(handle: LoaderHandle(network), http: app.http.client.shared, eventLoop: app.eventLoopGroup.any())
