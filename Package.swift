@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "OfflineBundleHTTPClient", targets: ["OfflineBundleHTTPClient"]),
         .library(name: "OfflineBundleURLSession", targets: ["OfflineBundleURLSession"]),
         .library(name: "OfflineBundleVapor", targets: ["OfflineBundleVapor"]),
+        .library(name: "OfflineBundleOpenAPI", targets: ["OfflineBundleOpenAPI"]),
         .library(name: "PackagerKit", targets: ["PackagerKit"]),
         .executable(name: "packager", targets: ["packager"]),
     ],
@@ -31,6 +32,10 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/vapor/vapor", from: "4.122.3"),
+        // Generated OpenAPI clients' transport protocol, for OfflineBundleOpenAPI (HTTPTypes only besides).
+        .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
+        // The tests' network for it: a real ClientTransport the bundle's answers stand in front of.
+        .package(url: "https://github.com/apple/swift-openapi-urlsession", from: "1.4.0"),
         // The CLI's /metrics: the Prometheus text format as swift-metrics' backend (serve --admin-port).
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
@@ -140,6 +145,15 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
+        // A swift-openapi-runtime ClientTransport answered from bundles: the runtime and HTTPTypes, nothing of NIO.
+        .target(
+            name: "OfflineBundleOpenAPI",
+            dependencies: [
+                "OfflineBundle",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
         // The build side: writer, packer, checker, libarchive edges.
         .target(
             name: "PackagerKit",
@@ -244,6 +258,15 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "OfflineBundleOpenAPITests",
+            dependencies: [
+                "OfflineBundleOpenAPI", "OfflineBundle", "TestSupport",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
         .testTarget(

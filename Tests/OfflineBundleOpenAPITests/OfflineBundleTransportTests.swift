@@ -1,0 +1,107 @@
+import Foundation
+import HTTPTypes
+import OfflineBundle
+import OfflineBundleOpenAPI
+import OpenAPIRuntime
+import OpenAPIURLSession
+import TestSupport
+import Testing
+
+/// The transport a generated OpenAPI client talks through, answered from a bundle built from a real origin on
+/// loopback, with swift-openapi-urlsession's transport as the network behind it.
+@Suite("OpenAPI: a ClientTransport answered from a bundle")
+struct OfflineBundleTransportTests {
+    static let itemsJSON = #"{"items": [{"id": 1, "name": "apple"}]}"#
+
+    /// Builds `api.zip` from `origin`: a GET of the items, a POST search under `match json-body`.
+    static func build(_ origin: Origin, in folder: TemporaryFolder) async throws -> String {
+        origin.set("/v1/items?limit=2", .text(itemsJSON, type: "application/json"))
+        origin.route("/v1/search") { received in
+            .text(received.method == "POST" ? #"{"hits": ["apple"]}"# : "{}", type: "application/json")
+        }
+        try folder.file(
+            "api.yml",
+            """
+            output: api.zip
+            robots: false
+            requests:
+              - \(origin.base)/v1/items?limit=2
+              - url: \(origin.base)/v1/search
+                method: POST
+                headers: {Content-Type: application/json}
+                body: '{"q": "app", "requestId": "r-1"}'
+                match: {json-body: canonical, ignore: [/requestId]}
+            """)
+        let built = try await run(packagerExecutable, ["build", "api.yml", "--fresh"], in: folder.path)
+        #expect(built.status == 0, "\(built.output)")
+        return folder.path + "/api.zip"
+    }
+
+    static func text(_ body: HTTPBody?) async throws -> String {
+        guard let body else { return "" }
+        return String(decoding: try await Data(collecting: body, upTo: 1 << 20), as: UTF8.self)
+    }
+
+    @Test("bundle only: the server URL and the operation's path make the key; a POST's body is matched canonically; a miss fails, named")
+    func bundleOnly() async throws {
+        let folder = try TemporaryFolder()
+        let (path, base) = try await withOrigin { origin in (try await Self.build(origin, in: folder), origin.base) }
+        // The origin is stopped: every answer is the bundle's.
+        let transport = OfflineBundleTransport(loader: try OfflineLoader(path: path, policy: .bundleOnly))
+        let server = try #require(URL(string: base + "/v1"))
+        let (items, itemsBody) = try await transport.send(
+            HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/items?limit=2"), body: nil, baseURL: server, operationID: "listItems")
+        #expect(items.status == .ok && items.headerFields[.contentType] == "application/json")
+        #expect(try await Self.text(itemsBody) == Self.itemsJSON)
+        var search = HTTPRequest(method: .post, scheme: nil, authority: nil, path: "/search")
+        search.headerFields[.contentType] = "application/json"
+        let (found, foundBody) = try await transport.send(
+            search, body: HTTPBody(#"{ "requestId": "client-9", "q": "app" }"#), baseURL: server, operationID: "search")
+        #expect(found.status == .ok)
+        #expect(try await Self.text(foundBody) == #"{"hits": ["apple"]}"#)
+        // Another query is another request: a miss, said with the nearest recorded one.
+        let error = await #expect(throws: BundleError.self) {
+            _ = try await transport.send(search, body: HTTPBody(#"{"q": "pear"}"#), baseURL: server, operationID: "search")
+        }
+        #expect(error?.code == .notFound && "\(error!)".contains("search") && "\(error!)".contains("body /q"), "\(String(describing: error))")
+    }
+
+    @Test("bundle first sends what the bundle lacks to the inner transport; network first falls back to the bundle on a 503 and on a dead origin")
+    func withTheNetwork() async throws {
+        try await withOrigin { origin in
+            let folder = try TemporaryFolder()
+            let path = try await Self.build(origin, in: folder)
+            let server = try #require(URL(string: origin.base + "/v1"))
+            let network = URLSessionTransport()
+            origin.set("/v1/live", .text("only on the network", type: "text/plain"))
+            let first = OfflineBundleTransport(loader: try OfflineLoader(path: path, policy: .bundleFirst), upstream: network)
+            let before = origin.requests.count
+            let (items, _) = try await first.send(
+                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/items?limit=2"), body: nil, baseURL: server, operationID: "listItems")
+            #expect(items.status == .ok && origin.requests.count == before, "the bundle's answer reached the origin")
+            let (live, liveBody) = try await first.send(
+                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/live"), body: nil, baseURL: server, operationID: "live")
+            let liveText = try await Self.text(liveBody)
+            #expect(live.status == .ok && liveText == "only on the network")
+            // Network first: the origin fails the list with a 503; the bundle's copy answers.
+            origin.set("/v1/items?limit=2", .text("down", type: "text/plain", status: 503))
+            let networkFirst = OfflineBundleTransport(loader: try OfflineLoader(path: path, policy: .networkFirst(timeout: .seconds(10))), upstream: network)
+            let (fallback, fallbackBody) = try await networkFirst.send(
+                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/items?limit=2"), body: nil, baseURL: server, operationID: "listItems")
+            let fallbackText = try await Self.text(fallbackBody)
+            #expect(fallback.status == .ok && fallbackText == Self.itemsJSON)
+            #expect(origin.count("/v1/items?limit=2") >= 2)
+            // The origin gone: the transport's error is answered by the bundle.
+            await origin.stop()
+            let (offline, offlineBody) = try await networkFirst.send(
+                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/items?limit=2"), body: nil, baseURL: server, operationID: "listItems")
+            let offlineText = try await Self.text(offlineBody)
+            #expect(offline.status == .ok && offlineText == Self.itemsJSON)
+            // Without an inner transport, what the policy sends to the network fails, named.
+            let alone = OfflineBundleTransport(loader: try OfflineLoader(path: path, policy: .bundleFirst))
+            await #expect(throws: BundleError.self) {
+                _ = try await alone.send(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/live"), body: nil, baseURL: server, operationID: "live")
+            }
+        }
+    }
+}
