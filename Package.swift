@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "OfflineBundleURLSession", targets: ["OfflineBundleURLSession"]),
         .library(name: "OfflineBundleVapor", targets: ["OfflineBundleVapor"]),
         .library(name: "OfflineBundleOpenAPI", targets: ["OfflineBundleOpenAPI"]),
+        .library(name: "OfflineBundleConfiguration", targets: ["OfflineBundleConfiguration"]),
         .library(name: "PackagerKit", targets: ["PackagerKit"]),
         .executable(name: "packager", targets: ["packager"]),
     ],
@@ -34,6 +35,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/vapor", from: "4.122.3"),
         // Generated OpenAPI clients' transport protocol, for OfflineBundleOpenAPI (HTTPTypes only besides).
         .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
+        // Settings from the environment and files, for OfflineBundleConfiguration.
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
         // The tests' network for it: a real ClientTransport the bundle's answers stand in front of.
         .package(url: "https://github.com/apple/swift-openapi-urlsession", from: "1.4.0"),
         // The CLI's /metrics: the Prometheus text format as swift-metrics' backend (serve --admin-port).
@@ -154,6 +157,11 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
+        // A loader from swift-configuration's providers (the environment, JSON files): that package only.
+        .target(
+            name: "OfflineBundleConfiguration",
+            dependencies: ["OfflineBundle", .product(name: "Configuration", package: "swift-configuration")]
+        ),
         // The build side: writer, packer, checker, libarchive edges.
         .target(
             name: "PackagerKit",
@@ -267,6 +275,13 @@ let package = Package(
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        .testTarget(
+            name: "OfflineBundleConfigurationTests",
+            dependencies: [
+                "OfflineBundleConfiguration", "OfflineBundle", "TestSupport", .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .testTarget(

@@ -1,0 +1,79 @@
+import Configuration
+import Crypto
+import Foundation
+import OfflineBundle
+import OfflineBundleConfiguration
+import TestSupport
+import Testing
+
+/// A loader configured through swift-configuration: the environment's spellings, a JSON file, and wrong values said
+/// with their key.
+@Suite("swift-configuration: a loader from the environment or a file")
+struct ConfigurationTests {
+    static let origin = "https://docs.example.com"
+
+    func environment(_ values: [String: String]) -> ConfigReader {
+        ConfigReader(provider: EnvironmentVariablesProvider(environmentVariables: values))
+    }
+
+    @Test("the environment's OFFLINE_BUNDLE_* variables: path, policy and timeout, max age, fallback statuses")
+    func fromEnvironment() throws {
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: Self.origin, to: folder.path + "/docs.zip")
+        let loader = try OfflineLoader(
+            configuration: environment([
+                "OFFLINE_BUNDLE_PATH": folder.path + "/docs.zip", "OFFLINE_BUNDLE_POLICY": "network-first", "OFFLINE_BUNDLE_TIMEOUT": "2.5",
+                "OFFLINE_BUNDLE_FALLBACK_STATUSES": "404,429", "OFFLINE_BUNDLE_MAX_AGE": "60",
+            ]))
+        #expect(loader.policy == .networkFirst(timeout: .milliseconds(2500)))
+        #expect(loader.options.fallbackStatuses == [404, 429] && loader.options.maxAge == .seconds(60))
+        #expect(try loader.response(for: BundleRequest(url: Self.origin + "/"))?.bodyData() == Data(samplePage.utf8))
+        // Only the path: bundle-only, as OfflineLoader(path:) is.
+        #expect(try OfflineLoader(configuration: environment(["OFFLINE_BUNDLE_PATH": folder.path + "/docs.zip"])).policy == .bundleOnly)
+    }
+
+    @Test("a JSON file: a signed bundle mounts with its key; another key refuses it; a last-seen cache where the file says")
+    func fromJSONFile() async throws {
+        let folder = try TemporaryFolder()
+        let key = Curve25519.Signing.PrivateKey()
+        try writeSampleBundle(origin: Self.origin, to: folder.path + "/docs.zip", signingKey: key)
+        func config(publicKey: Data) async throws -> ConfigReader {
+            let settings: [String: Any] = [
+                "offline-bundle": [
+                    "path": folder.path + "/docs.zip", "public-key": publicKey.base64EncodedString(), "policy": "bundle-first",
+                    "cache-directory": folder.path + "/last-seen", "cache-bytes": 1 << 20,
+                ]
+            ]
+            try JSONSerialization.data(withJSONObject: settings).write(to: URL(fileURLWithPath: folder.path + "/config.json"))
+            return ConfigReader(provider: try await FileProvider<JSONSnapshot>(filePath: .init(folder.path + "/config.json")))
+        }
+        let loader = try OfflineLoader(configuration: try await config(publicKey: key.publicKey.rawRepresentation))
+        #expect(loader.policy == .bundleFirst && loader.options.lastSeen?.maxBytes == 1 << 20)
+        #expect(loader.response(for: BundleRequest(url: Self.origin + "/logo.png")) != nil)
+        let other = Curve25519.Signing.PrivateKey().publicKey.rawRepresentation
+        let otherConfig = try await config(publicKey: other)
+        let refused = #expect(throws: BundleError.self) { try OfflineLoader(configuration: otherConfig) }
+        #expect(refused?.code == .signature, "\(String(describing: refused))")
+    }
+
+    @Test("a missing path, an unknown policy, a key that is not one, a bad status: refused, naming the key and its environment spelling")
+    func wrongValues() throws {
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: Self.origin, to: folder.path + "/docs.zip")
+        let path = folder.path + "/docs.zip"
+        func refusal(_ values: [String: String]) -> String {
+            do {
+                _ = try OfflineLoader(configuration: environment(values))
+                return "accepted"
+            } catch { return "\(error)" }
+        }
+        #expect(refusal([:]).contains("offline-bundle.path (OFFLINE_BUNDLE_PATH) is not set"))
+        #expect(
+            refusal(["OFFLINE_BUNDLE_PATH": path, "OFFLINE_BUNDLE_POLICY": "offline"]).contains("offline-bundle.policy (OFFLINE_BUNDLE_POLICY) is 'offline'"))
+        #expect(refusal(["OFFLINE_BUNDLE_PATH": path, "OFFLINE_BUNDLE_PUBLIC_KEY": "c2hvcnQ="]).contains("OFFLINE_BUNDLE_PUBLIC_KEY"))
+        #expect(refusal(["OFFLINE_BUNDLE_PATH": path, "OFFLINE_BUNDLE_FALLBACK_STATUSES": "404,1000"]).contains("fallback-statuses"))
+        #expect(refusal(["OFFLINE_BUNDLE_PATH": path, "OFFLINE_BUNDLE_POLICY": "network-first", "OFFLINE_BUNDLE_TIMEOUT": "0"]).contains("timeout"))
+        #expect(refusal(["OFFLINE_BUNDLE_PATH": folder.path + "/none.zip"]).contains("none.zip"))
+        #expect(OfflineLoader.configurationKeys.contains("offline-bundle.cache-directory"))
+    }
+}
