@@ -209,17 +209,12 @@ package enum CanonicalGraphQL {
                     guard i < bytes.count else { return .invalid }
                     let escape = bytes[i]
                     i += 1
-                    switch escape {
-                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(escape)
-                    case UInt8(ascii: "b"): out.append(0x08)
-                    case UInt8(ascii: "f"): out.append(0x0C)
-                    case UInt8(ascii: "n"): out.append(0x0A)
-                    case UInt8(ascii: "r"): out.append(0x0D)
-                    case UInt8(ascii: "t"): out.append(0x09)
-                    case UInt8(ascii: "u"):
-                        guard let scalar = unicodeEscape() else { return .invalid }
+                    if let byte = CanonicalJSON.unescapedByte(escape) {
+                        out.append(byte)
+                    } else if escape == UInt8(ascii: "u"), let scalar = unicodeEscape() {
                         out.append(contentsOf: Array(String(Character(scalar)).utf8))
-                    default: return .invalid
+                    } else {
+                        return .invalid
                     }
                 default:
                     out.append(byte)

@@ -132,6 +132,20 @@ package enum CanonicalJSON {
         out.put(quote)
     }
 
+    /// The byte a one-letter escape stands for (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`), as JSON and GraphQL
+    /// strings have them; nil for another letter.
+    static func unescapedByte(_ escape: UInt8) -> UInt8? {
+        switch escape {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): escape
+        case UInt8(ascii: "b"): 0x08
+        case UInt8(ascii: "f"): 0x0C
+        case UInt8(ascii: "n"): 0x0A
+        case UInt8(ascii: "r"): 0x0D
+        case UInt8(ascii: "t"): 0x09
+        default: nil
+        }
+    }
+
     /// Where canonical bytes are written: a growing array, or ``Output``.
     protocol ByteSink {
         mutating func put(_ byte: UInt8)
@@ -227,11 +241,6 @@ package enum CanonicalJSON {
                 let escape = raw[i + 1]
                 i += 2
                 switch escape {
-                case UInt8(ascii: "b"): out.append(0x08)
-                case UInt8(ascii: "f"): out.append(0x0C)
-                case UInt8(ascii: "n"): out.append(0x0A)
-                case UInt8(ascii: "r"): out.append(0x0D)
-                case UInt8(ascii: "t"): out.append(0x09)
                 case UInt8(ascii: "u"):
                     var scalar = UInt32(Reader.hex4(raw, at: i)!)
                     i += 4
@@ -242,7 +251,7 @@ package enum CanonicalJSON {
                     var utf8: [UInt8] = []
                     UTF8.encode(Unicode.Scalar(scalar)!) { utf8.append($0) }
                     out.append(contentsOf: utf8)
-                default: out.append(escape)
+                default: out.append(CanonicalJSON.unescapedByte(escape) ?? escape)
                 }
                 run = i
             }
