@@ -17,8 +17,10 @@ extension OfflineLoader {
     /// | `offline-bundle.fallback-statuses` | `OFFLINE_BUNDLE_FALLBACK_STATUSES` | statuses besides 5xx the bundle answers instead of (`404,429`) |
     /// | `offline-bundle.cache-directory` | `OFFLINE_BUNDLE_CACHE_DIRECTORY` | where a last-seen cache keeps what the network answered |
     /// | `offline-bundle.cache-bytes` | `OFFLINE_BUNDLE_CACHE_BYTES` | the most that cache holds (default 64 MiB) |
+    /// | `offline-bundle.reload-interval` | `OFFLINE_BUNDLE_RELOAD_INTERVAL` | seconds between a `BundleReloader`'s checks (default 2) |
     public static let configurationKeys = [
         "path", "policy", "timeout", "public-key", "public-key-file", "max-age", "fallback-statuses", "cache-directory", "cache-bytes",
+        "reload-interval",
     ].map { "offline-bundle." + $0 }
 
     /// Mounts the bundle the configuration names and creates a loader over it, with the policy, key and options it
@@ -33,9 +35,28 @@ extension OfflineLoader {
     /// - Throws: ``BundleError`` with code `.invalidArgument` naming the key when a value is missing or wrong (no
     ///   path, an unknown policy, a key that is not 32 bytes), and as mounting throws otherwise.
     public convenience init(configuration: ConfigReader) throws {
+        let settings = try OfflineBundleSettings(configuration)
+        try self.init(path: settings.path, publicKey: settings.publicKey, policy: settings.policy, options: settings.options)
+    }
+
+    /// `OFFLINE_BUNDLE_` and the key, uppercased, a `-` as `_`: how swift-configuration's environment provider spells it.
+    static func environmentName(of key: String) -> String {
+        "OFFLINE_BUNDLE_" + key.uppercased().replacingOccurrences(of: "-", with: "_")
+    }
+}
+
+/// The loader settings read from `offline-bundle.*` (``OfflineLoader/configurationKeys``).
+struct OfflineBundleSettings {
+    var path: String
+    var policy: OfflinePolicy
+    var publicKey: [UInt8]?
+    var options: LoaderOptions
+    var reloadInterval: Double
+
+    init(_ configuration: ConfigReader) throws {
         let config = configuration.scoped(to: "offline-bundle")
         func wrong(_ key: String, _ problem: String) -> BundleError {
-            BundleError(.invalidArgument, "configuration: offline-bundle.\(key) (\(Self.environmentName(of: key))) \(problem)")
+            BundleError(.invalidArgument, "configuration: offline-bundle.\(key) (\(OfflineLoader.environmentName(of: key))) \(problem)")
         }
         guard let path = config.string(forKey: "path"), !path.isEmpty else { throw wrong("path", "is not set: it names the bundle to mount") }
         let timeout = config.double(forKey: "timeout") ?? 5
@@ -70,11 +91,22 @@ extension OfflineLoader {
             guard bytes > 0 else { throw wrong("cache-bytes", "must be above 0") }
             options.lastSeen = try LastSeenCache(directory: directory, maxBytes: UInt64(bytes))
         }
-        try self.init(path: path, publicKey: publicKey, policy: policy, options: options)
+        let interval = config.double(forKey: "reload-interval") ?? 2
+        guard interval > 0 else { throw wrong("reload-interval", "must be a number of seconds above 0, not \(interval)") }
+        (self.path, self.policy, self.publicKey, self.options, self.reloadInterval) = (path, policy, publicKey, options, interval)
     }
 
-    /// `OFFLINE_BUNDLE_` and the key, uppercased, a `-` as `_`: how swift-configuration's environment provider spells it.
-    static func environmentName(of key: String) -> String {
-        "OFFLINE_BUNDLE_" + key.uppercased().replacingOccurrences(of: "-", with: "_")
+}
+
+extension BundleReloader {
+    /// A reloader of the bundle the configuration names (``OfflineLoader/init(configuration:)``'s keys), checking the
+    /// file every `offline-bundle.reload-interval` seconds (2 unless given) and on SIGHUP; run it as a Service.
+    ///
+    /// - Throws: ``BundleError`` naming the key when a value is missing or wrong, and as mounting throws otherwise.
+    public convenience init(configuration: ConfigReader) throws {
+        let settings = try OfflineBundleSettings(configuration)
+        try self.init(
+            paths: [settings.path], mountOptions: .init(requiredPublicKey: settings.publicKey), policy: settings.policy, options: settings.options,
+            interval: settings.reloadInterval)
     }
 }

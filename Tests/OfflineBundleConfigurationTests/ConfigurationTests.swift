@@ -56,6 +56,25 @@ struct ConfigurationTests {
         #expect(refused?.code == .signature, "\(String(describing: refused))")
     }
 
+    @Test("BundleReloader(configuration:): the same keys, and the next release taken when the file is replaced")
+    func reloaderFromConfiguration() throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path + "/docs.zip"
+        try writeBundle([Self.origin + "/release.txt": Data("one".utf8)], to: path)
+        let reloader = try BundleReloader(
+            configuration: environment(["OFFLINE_BUNDLE_PATH": path, "OFFLINE_BUNDLE_POLICY": "bundle-first", "OFFLINE_BUNDLE_RELOAD_INTERVAL": "0.5"]))
+        #expect(reloader.handle.loader.policy == .bundleFirst)
+        #expect(try reloader.handle.loader.response(for: BundleRequest(url: Self.origin + "/release.txt"))?.bodyData() == Data("one".utf8))
+        // The next release, written beside and renamed over it, as a release job does.
+        try writeBundle([Self.origin + "/release.txt": Data("two".utf8)], to: path + ".next")
+        #expect(rename(path + ".next", path) == 0)
+        reloader.reload(because: "test")
+        #expect(try reloader.handle.loader.response(for: BundleRequest(url: Self.origin + "/release.txt"))?.bodyData() == Data("two".utf8))
+        #expect(throws: BundleError.self) {
+            try BundleReloader(configuration: environment(["OFFLINE_BUNDLE_PATH": path, "OFFLINE_BUNDLE_RELOAD_INTERVAL": "0"]))
+        }
+    }
+
     @Test("a missing path, an unknown policy, a key that is not one, a bad status: refused, naming the key and its environment spelling")
     func wrongValues() throws {
         let folder = try TemporaryFolder()
