@@ -462,9 +462,18 @@ struct ResumeTests {
         let second = Data(BuildJournal.frame(BuildJournal.encode(records[1])))
         for cut in 0..<second.count {
             try (header + first + second.prefix(cut)).write(to: URL(fileURLWithPath: log))
-            let notices = NoticeLog()
-            let journal = try #require(
-                BuildJournal.open(output: output, fingerprint: fingerprint, fresh: false, limit: 1 << 30) { notices.add($0) }, "\(notices.all)")
+            var notices = NoticeLog()
+            var opened: BuildJournal?
+            // A process another test launches at that moment holds the folder's descriptor (and so its lock) from its fork
+            // until its exec closes it: in the full run an open found the lock taken. Tried again, within 5 s.
+            for _ in 0..<250 {
+                let attempt = NoticeLog()
+                notices = attempt
+                opened = BuildJournal.open(output: output, fingerprint: fingerprint, fresh: false, limit: 1 << 30) { attempt.add($0) }
+                if opened != nil { break }
+                usleep(20_000)
+            }
+            let journal = try #require(opened, "\(notices.all)")
             // Its lock is let go of at once, not whenever the object goes: the next open in this loop takes it.
             defer { journal.close() }
             #expect(journal.kept.responses == 1, "cut at \(cut)")

@@ -231,8 +231,13 @@ struct ServeCommandTests {
 
         // A second signal does not wait for the download.
         let (again, againBase) = try await startServe(arguments: [folder.path + "/b.zip"])
-        let slow = try launch("/usr/bin/curl", ["-s", "--limit-rate", "1M", "-o", "/dev/null", againBase + "/big.bin"], output: Pipe())
-        try await Task.sleep(for: .seconds(1))
+        let slow = try launch("/usr/bin/curl", ["-s", "--limit-rate", "1M", "-o", folder.path + "/slow.bin", againBase + "/big.bin"], output: Pipe())
+        // In flight before the signal: under the full suite's load the download once had not begun a second later, and
+        // serve, with nothing to wait for, exited 0 at the first signal.
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, ((try? FileManager.default.attributesOfItem(atPath: folder.path + "/slow.bin")[.size] as? NSNumber)?.intValue ?? 0) == 0 {
+            try await Task.sleep(for: .milliseconds(50))
+        }
         kill(again.processIdentifier, SIGTERM)
         try await Task.sleep(for: .seconds(1))
         kill(again.processIdentifier, SIGTERM)
