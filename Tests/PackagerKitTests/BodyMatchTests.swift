@@ -130,6 +130,19 @@ struct BodyMatchTests {
         #expect(recorded.restoringBody(url: url, declared: [declared]).body == nil)
     }
 
+    @Test("a secret header for a URL whose key lost a parameter to the rules comes from the declared request for it, not another of its origin")
+    func secretHeaderUnderRules() {
+        let rules = BundleRules(dropQueryParameters: ["utm_*"], match: [BundleRules.ignoreParamsRule(pattern: "https://api.example/*", names: ["t"])])
+        var mine = Declaration.Request(url: "https://api.example/items?utm_source=x&t=1")
+        mine.headers = [.init(name: "X-Api-Key", value: "mine", secret: true)]
+        var other = Declaration.Request(url: "https://api.example/other")
+        other.headers = [.init(name: "X-Api-Key", value: "other", secret: true)]
+        let recorded = RecordedRequest(method: "GET", headers: [.init(name: "x-api-key", value: nil)])
+        #expect(recorded.headersToSend(url: "https://api.example/items", declared: [other, mine], rules: rules).map(\.1) == ["mine"])
+        // Without the rules, the URLs differ and the origin's first request gives its value.
+        #expect(recorded.headersToSend(url: "https://api.example/items", declared: [other, mine]).map(\.1) == ["other"])
+    }
+
     @Test("a form body's canonical form: decoded, ignored names left out, sorted by name with one name's values in order, encoded one way")
     func canonicalFormBody() {
         func form(_ text: String, ignoring: [String] = []) -> String? {

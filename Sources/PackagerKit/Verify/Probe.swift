@@ -73,7 +73,7 @@ struct Probe: Sendable {
             result.error = problem
             return result
         }
-        let sending = recorded.request?.sending(url: recorded.url, declared: options.declaredRequests)
+        let sending = recorded.request?.sending(url: recorded.url, declared: options.declaredRequests, rules: recorded.rules)
         // A header the declaration gives its origin (a credential under `headers:`) is sent all the same (``send(_:method:headers:body:requestBody:)``).
         let given = Set(options.headerRules.headers(forURL: recorded.url).map { $0.name.lowercased() })
         if let missing = sending?.missing.filter({ !given.contains($0) }), !missing.isEmpty {
@@ -128,7 +128,7 @@ struct Probe: Sendable {
     /// The headers a declared request is sent with again: those recorded, and a secret's (which the bundle does not
     /// keep) from the declaration's request for the same method and URL.
     func requestHeaders(for recorded: Recorded) -> [(String, String)] {
-        recorded.request?.sending(url: recorded.url, declared: options.declaredRequests).headers ?? []
+        recorded.request?.sending(url: recorded.url, declared: options.declaredRequests, rules: recorded.rules).headers ?? []
     }
 
     /// Sends the entry's request (its method, body and `headers`) to its URL.

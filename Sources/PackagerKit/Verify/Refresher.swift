@@ -109,7 +109,7 @@ public struct Refresher: Sendable {
                 failed.append((key, "not sent: its request body is a secret the bundle does not keep; give --declaration with the request"))
                 return nil
             }
-            let headers = request?.headersToSend(url: url, declared: options.declaredRequests) ?? []
+            let headers = request?.headersToSend(url: url, declared: options.declaredRequests, rules: bundle.rules) ?? []
             // The key's method, which the answer was recorded for.
             let method = RequestQualifiers.split(key: key).qualifiers?.method ?? request?.method ?? "GET"
             switch await fetcher.fetch(

@@ -89,12 +89,15 @@ public struct RecordedRequest: Sendable, Equatable {
     /// does not keep, from the declaration's request for the same method and URL (canonical `url`).
     /// A later page of a paged answer has another URL than the request declared: its secret comes from a declared
     /// request of the same origin that sends a header of that name.
-    func headersToSend(url: String, declared: [Declaration.Request]) -> [(String, String)] { sending(url: url, declared: declared).headers }
+    func headersToSend(url: String, declared: [Declaration.Request], rules: BundleRules = BundleRules()) -> [(String, String)] {
+        sending(url: url, declared: declared, rules: rules).headers
+    }
 
     /// The headers to send again, and the names of the secret ones whose values neither the bundle nor the
-    /// declaration gives (sent without them, the answer would be another: an anonymous one, a 401).
-    func sending(url: String, declared: [Declaration.Request]) -> (headers: [(String, String)], missing: [String]) {
-        let canonical = RequestKeyCanonicalizer(formQuery: true)
+    /// declaration gives (sent without them, the answer would be another: an anonymous one, a 401). `url` is a key's
+    /// URL as the bundle's `rules` made it (its `drop-query` and `ignore-params` parameters gone).
+    func sending(url: String, declared: [Declaration.Request], rules: BundleRules = BundleRules()) -> (headers: [(String, String)], missing: [String]) {
+        let canonical = RequestKeyCanonicalizer(rules: rules, formQuery: true)
         let source = declared.first { $0.method == method && canonical.canonicalize($0.url) == url }
         let origin = HTTPOrigin(key: url)
         var missing: [String] = []
