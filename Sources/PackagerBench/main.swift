@@ -429,13 +429,18 @@ if !canonicalOnly {
     try measureRequests(count: quick ? 4_000 : 10_000)
 }
 
+/// The dense JSON document the canonical rows measure: 40 objects of 4 members, short strings (about 2.8 KB).
+func canonicalBenchJSON() -> [UInt8] {
+    let rows = (0..<40).map { "{\"id\": \($0), \"name\": \"row \($0)\", \"tags\": [\"a\", \"b\"], \"score\": \(Double($0) / 8)}" }
+    return Array(("{\"requestId\": \"r-1\", \"filter\": {\"country\": \"FR\", \"level\": 2}, \"rows\": [" + rows.joined(separator: ", ") + "]}").utf8)
+}
+
 // Canonical body matching (docs/FORMAT.md §5.5): the key's b= digest of a 4 KiB body under a json-body or graphql
 // rule (parsed, written canonically, then digested), against the plain digest of the same bytes.
 @MainActor
 func measureCanonicalBodies() {
     let url = "https://api.bench.example/graphql"
-    let rows4k = (0..<40).map { "{\"id\": \($0), \"name\": \"row \($0)\", \"tags\": [\"a\", \"b\"], \"score\": \(Double($0) / 8)}" }
-    let json = Data(("{\"requestId\": \"r-1\", \"filter\": {\"country\": \"FR\", \"level\": 2}, \"rows\": [" + rows4k.joined(separator: ", ") + "]}").utf8)
+    let json = Data(canonicalBenchJSON())
     let fields = (0..<60).map { "      field\($0)(arg: \\\"value \($0)\\\", n: \($0)) { id name }" }.joined(separator: "\\n")
     let graphql = Data(
         ("{\"operationName\": \"Q\", \"variables\": {\"wanted\": \"FR-75\", \"requestId\": \"r-1\"}, \"query\": \"query Q($wanted: String) {\\n  s(code: $wanted) {\\n"
@@ -468,8 +473,7 @@ print("measuring canonical bodies ...")
 measureCanonicalBodies()
 if canonicalOnly {
     // The parts, for profiling: reading into nodes, then writing.
-    let rows4k = (0..<40).map { "{\"id\": \($0), \"name\": \"row \($0)\", \"tags\": [\"a\", \"b\"], \"score\": \(Double($0) / 8)}" }
-    let json = Array(("{\"requestId\": \"r-1\", \"filter\": {\"country\": \"FR\", \"level\": 2}, \"rows\": [" + rows4k.joined(separator: ", ") + "]}").utf8)
+    let json = canonicalBenchJSON()
     var start = now()
     for _ in 0..<20_000 { precondition(CanonicalJSON.Document(json) != nil) }
     print(String(format: "read: %.2f µs", (now() - start) / 20_000 * 1e6))

@@ -137,13 +137,17 @@ public struct BundleRules: Sendable, Equatable, Codable {
     /// The `match` value for `pattern`'s form bodies (`application/x-www-form-urlencoded`), leaving out the parameters
     /// named `ignoring`.
     package static func formBodyRule(pattern: String, ignoring: [String]) -> String {
-        ([pattern, "form-body"] + ignoring.map { $0.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: " ", with: "%20") })
-            .joined(separator: " ")
+        bodyRule(pattern: pattern, form: .form, ignoring: ignoring)
     }
 
     /// The `match` value for `pattern`'s JSON bodies (or GraphQL request bodies, with `form` `.graphql`), leaving out
     /// `ignoring` (JSON pointers).
     package static func jsonBodyRule(pattern: String, form: BodyMatch.Form = .json, ignoring: [String]) -> String {
+        bodyRule(pattern: pattern, form: form, ignoring: ignoring)
+    }
+
+    /// `PATTERN FORM WORD…`, each word with `%` as `%25` and a space as `%20`.
+    private static func bodyRule(pattern: String, form: BodyMatch.Form, ignoring: [String]) -> String {
         ([pattern, form.rawValue] + ignoring.map { $0.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: " ", with: "%20") })
             .joined(separator: " ")
     }
