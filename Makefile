@@ -3,7 +3,7 @@ SWIFT ?= swift
 # What building the tool needs: all `make demo` installs (the demo serves its site and the bundle itself).
 BUILD_PACKAGES = libarchive-dev zlib1g-dev libdeflate-dev
 # What the tests use besides: real servers, real sites, real archive tools, Chromium (about 1.1 GiB with PyPI's).
-DEBIAN_PACKAGES = $(BUILD_PACKAGES) libarchive-tools unzip zstd gzip curl python3 openssl python3.11-doc nginx apache2 lighttpd lighttpd-mod-deflate caddy chromium-headless-shell openjdk-17-doc rust-doc mkdocs-doc iso-codes python3-venv
+DEBIAN_PACKAGES = $(BUILD_PACKAGES) libarchive-tools unzip zstd gzip curl python3 openssl python3.11-doc nginx apache2 lighttpd lighttpd-mod-deflate caddy chromium-headless-shell openjdk-17-doc rust-doc mkdocs-doc doxygen iso-codes python3-venv
 # The peers the benchmarks compare with, and the tools that drive them.
 BENCH_PACKAGES = nginx nghttp2-client wget2 wrk time iproute2 python3.11-doc libisal-dev gcc
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)

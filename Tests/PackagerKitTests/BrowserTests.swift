@@ -98,6 +98,38 @@ struct BrowserTests {
         #expect(passed.status == 0, "\(passed.output)")
     }
 
+    @Test(
+        "check --browser asks for the addresses a page's script writes with history.replaceState (a reload there must be answered); build --browser records them"
+    )
+    func replacedAddressesChecked() async throws {
+        let folder = try TemporaryFolder()
+        try folder.file(
+            "site/index.html",
+            "<html><body><p>list</p><script>history.replaceState(null, '', 'index.html?view=compact#top');</script></body></html>")
+        let root = folder.path + "/site"
+        _ = try await run(packagerExecutable, ["pack", root, "--base-url", "https://site.example/", "--query-matters", "-o", folder.path + "/strict.zip"])
+        let result = try await run(packagerExecutable, ["check", folder.path + "/strict.zip", "--browser", "--json"])
+        #expect(result.status == 1, "\(result.output)")
+        struct Combined: Decodable { var browser: BrowserCheck.Report }
+        let report = try JSONDecoder().decode(Combined.self, from: Data(result.output.utf8)).browser
+        #expect(report.unanswered.map(\.url) == ["https://site.example/index.html?view=compact"], "\(report.unanswered)")
+        _ = try await run(packagerExecutable, ["pack", root, "--base-url", "https://site.example/", "-o", folder.path + "/b.zip"])
+        let passed = try await run(packagerExecutable, ["check", folder.path + "/b.zip", "--browser"])
+        #expect(passed.status == 0, "\(passed.output)")
+
+        // A crawl with the browser asks the origin for the address too.
+        try await withOrigin { origin in
+            let page = "<html><body><script>history.replaceState({}, '', '/?tab=2');</script></body></html>"
+            origin.set("/", .text(page, type: "text/html"))
+            origin.set("/?tab=2", .text(page, type: "text/html"))
+            let built = try await run(
+                packagerExecutable, ["build", "--seed", origin.base + "/", "--no-robots", "--browser", "-o", folder.path + "/built.zip"])
+            #expect(built.status == 0, "\(built.output)")
+            #expect(origin.count("/?tab=2") >= 1)
+            #expect(try MountedBundle(path: folder.path + "/built.zip").entry(for: origin.base + "/?tab=2")?.status == 200)
+        }
+    }
+
     @Test("a search page asked for with its query is answered from the bundle (the query ignored, as the origin did), and so is all it asks for")
     func searchWorksOffline() async throws {
         let folder = try TemporaryFolder()
@@ -445,6 +477,79 @@ struct BrowserTests {
         print("\(generator.name): \(liveCount) results from nginx, \(offline.probe ?? "-") offline from the bundle")
         #expect(liveCount > 0, "\(generator.name): \(live.problem ?? "") \(live.probe ?? "-")")
         #expect(offline.probe.flatMap(Int.init) == liveCount, "\(generator.name): \(offline.problem ?? "") \(offline.probe ?? "-") of \(liveCount)")
+    }
+
+    /// Doxygen, from Debian: its HTML of libarchive's and zlib's headers (real C documentation, generated at the test).
+    static let doxygen = ["/usr/bin/doxygen"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+    @Test(
+        "a search that loads its index in pieces, one per first letter typed (Doxygen's, from nginx): build --browser holds every piece, and a search for any word finds offline what it finds from nginx",
+        .enabled(if: RealServer.installed.contains("nginx"), "nginx is not installed"),
+        .enabled(if: doxygen != nil, "doxygen is not installed (make deps installs it)"),
+        .enabled(if: FileManager.default.fileExists(atPath: "/usr/include/archive.h"), "libarchive-dev is not installed"))
+    func piecewiseSearchIndex() async throws {
+        let folder = try TemporaryFolder()
+        try folder.file(
+            "Doxyfile",
+            """
+            INPUT = /usr/include/archive.h /usr/include/archive_entry.h /usr/include/zlib.h
+            OUTPUT_DIRECTORY = \(folder.path)/out
+            EXTRACT_ALL = YES
+            GENERATE_LATEX = NO
+            SEARCHENGINE = YES
+            SERVER_BASED_SEARCH = NO
+            QUIET = YES
+            WARNINGS = NO
+            """)
+        let generated = try await run(try #require(Self.doxygen), [folder.path + "/Doxyfile"], in: folder.path)
+        #expect(generated.status == 0, "\(generated.output)")
+        let root = folder.path + "/out/html"
+        let pieces = try FileManager.default.contentsOfDirectory(atPath: root + "/search").filter { $0.hasPrefix("all_") && $0.hasSuffix(".js") }
+        #expect(pieces.count > 10, "\(pieces)")
+        let server = try await RealServer.start("nginx", root: root, state: folder.path + "/server")
+        defer { server.stop() }
+        let built = try await run(
+            packagerExecutable, ["build", "--seed", server.base + "/index.html", "--max-depth", "0", "--no-robots", "--browser", "-o", folder.path + "/b.zip"])
+        #expect(built.status == 0, "\(built.output)")
+        // Every piece of the index, not only the one the letter `a` loads.
+        let loader = try OfflineLoader(path: folder.path + "/b.zip")
+        for piece in pieces.sorted() {
+            #expect(loader.response(for: BundleRequest(url: server.base + "/search/" + piece))?.status == 200, "\(piece)")
+        }
+        // The results frame with any word: the query-less page was recorded, and the origin ignores queries (H2).
+        #expect(loader.response(for: BundleRequest(url: server.base + "/search/all_1.html?archive_entry"))?.status == 200)
+
+        // Searched as a user would, two words of other first letters, from nginx and then offline from the bundle.
+        let browser = try DevTools.launch(executable: try #require(chromium), profile: folder.path + "/profile")
+        defer { browser.close() }
+        let quiet = PageVisit.Behaviours(generic: false)
+        for word in ["inflate", "z_stream"] {
+            let probe = """
+                new Promise(done => {
+                  let waited = 0, last = -1, steady = 0;
+                  document.getElementById('MSearchField').value = '\(word)';
+                  searchBox.Search();
+                  const tick = setInterval(() => {
+                    let count = -1;
+                    try {
+                      const results = document.getElementById('MSearchResults').contentDocument;
+                      count = Array.from(results.querySelectorAll('.SRResult')).filter(e => e.style.display === 'block').length;
+                    } catch (e) {}
+                    steady = count === last ? steady + 1 : 0;
+                    last = count;
+                    if ((count > 0 && steady >= 10) || ++waited > 300) { clearInterval(tick); done(String(count)); }
+                  }, 100);
+                })
+                """
+            let page = server.base + "/index.html"
+            let live = await PageVisit.visit(page, in: browser, timeout: 30, behaviours: quiet, probe: probe) { _ in .proceed() }
+            let offline = await PageVisit.visit(page, in: browser, timeout: 30, behaviours: quiet, probe: probe) {
+                await BrowserCheck.answer($0, from: loader)
+            }
+            let liveCount = Int(live.probe ?? "") ?? 0
+            #expect(liveCount > 0, "\(word): \(live.problem ?? "") \(live.probe ?? "-")")
+            #expect(offline.probe.flatMap(Int.init) == liveCount, "\(word): \(offline.problem ?? "") \(offline.probe ?? "-") of \(liveCount)")
+        }
     }
 
     @Test("the browser's own requests carry the headers declared for their origin, and obey robots.txt")

@@ -1,5 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
+import Synchronization
 
 /// One page opened in a tab of a ``DevTools`` browser, every request it makes (its frames' and workers' too) paused
 /// and decided by the caller: answered (from a bundle), let through (to the origin), or failed. Generic behaviours run
@@ -47,6 +48,9 @@ struct PageVisit: Sendable {
         var problem: String?
         /// What the caller's probe expression gave, when it gave a string.
         var probe: String?
+        /// The addresses the page's scripts gave it with `history.pushState` and `replaceState` (a search page that
+        /// writes its query there): a reload at each asks for it.
+        var states: [String] = []
     }
 
     static let maxRequests = 2_000
@@ -61,11 +65,18 @@ struct PageVisit: Sendable {
         /// Whether the page's search forms (a GET form with a text box) are submitted with a word, as a user would: the
         /// URL the form builds is asked for (`check --browser`, so that a query the bundle cannot answer is listed).
         var submitsForms = false
+        /// The origins whose search box was swept (every leading letter and digit typed, for a search that loads its
+        /// index in pieces): shared by every visit of one crawl or check, so that one page of an origin pays for it.
+        let sweeps = SearchSweeps()
 
         init(generic: Bool = true, declared: [Declaration.Behavior] = [], submitsForms: Bool = false) {
             self.generic = generic
             self.declared = declared
             self.submitsForms = submitsForms
+        }
+
+        static func == (a: Behaviours, b: Behaviours) -> Bool {
+            a.generic == b.generic && a.declared == b.declared && a.submitsForms == b.submitsForms
         }
 
         init(_ settings: Declaration.Browser) { self.init(generic: settings.genericBehaviors, declared: settings.behaviors) }
@@ -78,11 +89,15 @@ struct PageVisit: Sendable {
             }
         }
 
-        /// The script run on the page at `url`: the behaviours, then the rendered DOM's links, as a JSON array.
-        func script(for url: String) -> String {
+        /// The script run on the page at `url`: the behaviours, then what it found as a JSON object: `links`, the
+        /// rendered DOM's links; `states`, the addresses the page's scripts gave it (`history.pushState`,
+        /// `replaceState`); and `searchBox`, whether it had one to sweep. `sweep`: whether the first search box is swept (see
+        /// ``SearchSweeps``).
+        func script(for url: String, sweep: Bool = false) -> String {
             var steps: [String] = []
+            if generic && sweep { steps.append(Self.sweepSteps) }
             if generic { steps.append(Self.genericSteps) }
-            if submitsForms { steps.append(Self.formSteps) }
+            if submitsForms { steps.append(contentsOf: [Self.formSteps, "await sleep(300);", Self.stateSteps]) }
             for step in declared where step.applies(to: url) {
                 switch step.action {
                 case .click(let selector):
@@ -100,6 +115,7 @@ struct PageVisit: Sendable {
                 (async () => {
                 const sleep = ms => new Promise(r => setTimeout(r, ms));
                 const all = selector => { try { return Array.from(document.querySelectorAll(selector)); } catch (e) { return []; } };
+                let searchBox = false;
                 const type = (el, text) => {
                   try {
                     el.focus();
@@ -119,10 +135,66 @@ struct PageVisit: Sendable {
                 for (const el of document.querySelectorAll('script[src], img[src], iframe[src], source[src], video[src], audio[src], embed[src]')) {
                   if (el.src) found.add(String(el.src));
                 }
-                return JSON.stringify(Array.from(found));
+                return JSON.stringify({links: Array.from(found), states: (window.\(Self.statesName) || []).slice(0, 50), searchBox});
                 })()
                 """
         }
+
+        /// Where the script installed before the page's own (``stateRecorder``) keeps the addresses the page's scripts
+        /// gave it.
+        static let statesName = "__packagerStates"
+
+        /// Run before the page's scripts: keeps every address given to `history.pushState` and `replaceState` (a search
+        /// page that writes its query into the address as the user types, say), resolved against the page's. Reloading
+        /// the page at that address must be answered too.
+        static let stateRecorder = """
+            (() => {
+              const kept = window.\(statesName) = [];
+              for (const name of ['pushState', 'replaceState']) {
+                const original = history[name];
+                history[name] = function (state, title, url) {
+                  try { if (url !== undefined && url !== null) { const u = new URL(String(url), location.href); u.hash = ''; if (kept.length < 50) kept.push(u.href); } } catch (e) {}
+                  return original.apply(this, arguments);
+                };
+              }
+            })();
+            """
+
+        /// Types each leading letter, digit and `_` into the page's first search box, when typing `a` made the page load
+        /// something (a search whose index comes in pieces, one per first character: Doxygen's): each piece is then
+        /// loaded. The wait after each is past the 500 ms such boxes wait for the typing to stop.
+        static let sweepSteps = """
+            {
+              const box = all('input[type=search], input[name=q], input[name=query], input[name=search], input[role=combobox], input[type=text]')
+                .find(el => el.offsetParent !== null || el.getClientRects().length > 0);
+              if (box) {
+                searchBox = true;
+                const loads = () => {
+                  const parts = [performance.getEntriesByType('resource').length];
+                  for (let i = 0; i < window.frames.length; i++) {
+                    try { parts.push(window.frames[i].location.href, window.frames[i].performance.getEntriesByType('resource').length); } catch (e) { parts.push('-'); }
+                  }
+                  return parts.join(' ');
+                };
+                type(box, '');
+                await sleep(700);
+                const before = loads();
+                type(box, 'a');
+                await sleep(900);
+                if (loads() !== before) {
+                  for (const c of 'bcdefghijklmnopqrstuvwxyz0123456789_') { type(box, c); await sleep(700); }
+                }
+                type(box, '');
+              }
+            }
+            """
+
+        /// The addresses the page's scripts gave it, asked for as a reload of the page at each would ask.
+        static let stateSteps = """
+            for (const address of (window.\(statesName) || []).slice(0, 10)) {
+              try { const u = new URL(address); if (u.protocol === 'http:' || u.protocol === 'https:') { await fetch(u.href).catch(() => {}); } } catch (e) {}
+            }
+            """
 
         static let genericSteps = """
             try { window.scrollTo(0, document.body ? document.body.scrollHeight : 0); } catch (e) {}
@@ -187,6 +259,7 @@ struct PageVisit: Sendable {
             try await browser.send("Fetch.enable", ["patterns": [["urlPattern": "*"]]], session: session)
             try await browser.send("Network.enable", [:], session: session)
             try await browser.send("Page.enable", [:], session: session)
+            try await browser.send("Page.addScriptToEvaluateOnNewDocument", ["source": .string(PageVisit.Behaviours.stateRecorder)], session: session)
             // Out-of-process frames and workers: their requests are paused in their own sessions.
             try await browser.send("Target.setAutoAttach", ["autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true], session: session)
             let navigated = try await browser.send("Page.navigate", ["url": .string(url)], session: session, timeout: timeout)
@@ -197,18 +270,28 @@ struct PageVisit: Sendable {
             }
             loaded = true
             await recorder.waitForQuiet(limit: min(5, timeout), browser: browser)
-            // Declared scripts may take up to the page timeout, on top of the declared waits.
-            let budget = 10_000 + behaviours.waits(on: url) + (behaviours.declared.isEmpty ? 0 : Int(timeout * 1000))
+            // Declared scripts may take up to the page timeout, on top of the declared waits; a sweep of the search box
+            // types 37 characters, 0.7 s apart.
+            let origin = PageVisit.origin(of: url)
+            let sweep = behaviours.generic && origin.map(behaviours.sweeps.claim) == true
+            let budget = 10_000 + behaviours.waits(on: url) + (behaviours.declared.isEmpty ? 0 : Int(timeout * 1000)) + (sweep ? 30_000 : 0)
+            var swept = false
+            defer { if sweep, let origin { behaviours.sweeps.finish(origin, swept: swept) } }
             let evaluated = try await browser.send(
                 "Runtime.evaluate",
-                ["expression": .string(behaviours.script(for: url)), "awaitPromise": true, "returnByValue": true, "timeout": .number(Double(budget))],
+                [
+                    "expression": .string(behaviours.script(for: url, sweep: sweep)), "awaitPromise": true, "returnByValue": true,
+                    "timeout": .number(Double(budget)),
+                ],
                 session: session, timeout: Double(budget) / 1000 + 5)
             await recorder.waitForQuiet(limit: min(5, timeout), browser: browser)
             await recorder.settleWorkers(limit: min(10, timeout), browser: browser)
             if let text = evaluated["result"]["value"].string, let data = text.data(using: .utf8),
-                let links = try? JSONSerialization.jsonObject(with: data) as? [String]
+                let found = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
             {
-                recorder.addLinks(links)
+                recorder.addLinks(found["links"] as? [String] ?? [])
+                recorder.addStates(found["states"] as? [String] ?? [])
+                swept = found["searchBox"] as? Bool ?? false
             }
             if let probe {
                 let value = try await browser.send(
@@ -228,6 +311,38 @@ struct PageVisit: Sendable {
     }
 }
 
+extension PageVisit {
+    /// `scheme://host[:port]` of `url`, lowercased; nil for a URL without a host.
+    static func origin(of url: String) -> String? {
+        guard let components = URLComponents(string: url), let scheme = components.scheme, let host = components.host, !host.isEmpty else { return nil }
+        return "\(scheme)://\(host)".lowercased() + (components.port.map { ":\($0)" } ?? "")
+    }
+}
+
+/// Which origins' search boxes were swept in one crawl or check: a sweep costs about 30 s of typing, and one page
+/// of an origin loads every piece of its index. A page claims its origin; if it had no search box, the claim is let go,
+/// and the next page of that origin claims it.
+final class SearchSweeps: Sendable {
+    private struct State {
+        var done: Set<String> = []
+        var claimed: Set<String> = []
+    }
+    private let state = Mutex(State())
+
+    /// Whether the caller sweeps `origin`'s search box: no other page has, nor is.
+    func claim(_ origin: String) -> Bool {
+        state.withLock { !$0.done.contains(origin) && $0.claimed.insert(origin).inserted }
+    }
+
+    /// Ends a claim: `swept`, the page had a search box (the origin is done); else another page may claim it.
+    func finish(_ origin: String, swept: Bool) {
+        state.withLock {
+            $0.claimed.remove(origin)
+            if swept { $0.done.insert(origin) }
+        }
+    }
+}
+
 /// The state of one visit, shared by the event handler (on the browser's reading thread) and the visit.
 private final class Recorder: Sendable {
     private struct State {
@@ -236,6 +351,7 @@ private final class Recorder: Sendable {
         /// names it may come after the request was paused).
         var networkIds: [String?] = []
         var links: [String] = []
+        var states: [String] = []
         var loaded = false
         var crashed: String?
         var lastActivity = Date()
@@ -267,6 +383,7 @@ private final class Recorder: Sendable {
     }
 
     func addLinks(_ links: [String]) { state.withLockedValue { $0.links.append(contentsOf: links) } }
+    func addStates(_ states: [String]) { state.withLockedValue { $0.states.append(contentsOf: states) } }
 
     func result(problem: String?) -> PageVisit.Result {
         state.withLockedValue { state in
@@ -276,7 +393,10 @@ private final class Recorder: Sendable {
             for (i, id) in state.networkIds.enumerated() where requests[i].request.initiator == nil {
                 requests[i].request.initiator = id.flatMap { state.initiators[$0] }
             }
-            return PageVisit.Result(requests: requests, links: links, problem: problem ?? state.crashed, probe: state.probe)
+            var seenStates = Set<String>()
+            return PageVisit.Result(
+                requests: requests, links: links, problem: problem ?? state.crashed, probe: state.probe,
+                states: state.states.filter { seenStates.insert($0).inserted })
         }
     }
 

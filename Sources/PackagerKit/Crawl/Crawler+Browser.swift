@@ -27,7 +27,12 @@ extension Crawler {
         var found: [(url: String, role: CrawlScope.Role, depth: Int)] = []
         for (request, _) in visit.requests where request.method == "GET" && request.url != url {
             found.append((request.url, .requisite, depth))
+            // A frame the page's script sent to an address with a query (a search box's results frame, `?word`): the
+            // address without it too, which answers every other query of it offline where the origin ignores them (H2).
+            if request.type == "Document", let mark = request.url.firstIndex(of: "?") { found.append((String(request.url[..<mark]), .requisite, depth)) }
         }
+        // The addresses its scripts gave the page (a reload there asks for them).
+        for address in visit.states where address != url { found.append((address, .requisite, depth)) }
         let maxDepth = declaration.scope.maxDepth
         if role == .seed || role == .link, maxDepth.map({ depth < $0 }) ?? true {
             for link in visit.links { found.append((link, .link, depth + 1)) }
