@@ -407,6 +407,12 @@ func measureRequests(count: Int) throws {
             (0..<groups).map { BundleRequest(url: "\(base)/items/\($0)", headers: [.accept: "text/csv;q=0.5, application/json;q=0.9"]) }
         ),
     ]
+    // `--profile-lookups N`: only kind N's lookups (0 the plain GET), for `perf record`.
+    if let flag = arguments.firstIndex(of: "--profile-lookups"), flag + 1 < arguments.count, let kind = Int(arguments[flag + 1]) {
+        let requests = kind == 0 ? plainRequests : kinds[kind - 1].1
+        for _ in 0..<20 { _ = rate(requests, kind == 0 ? plain : recorded, plainURL: kind == 0) }
+        exit(0)
+    }
     for (name, requests) in kinds {
         // Alternated with the plain lookup, best of three each: the machine's noise hits both alike.
         var perSecond = 0.0

@@ -333,22 +333,15 @@ extension RequestQualifiers {
         // Which credentials the request carries, read once (not per candidate).
         var carriesAuthorization = false
         var carriesProxyAuthorization = false
-        for field in headers {
-            if field.name == .authorization { carriesAuthorization = true } else if field.name == .proxyAuthorization { carriesProxyAuthorization = true }
-        }
-        // Each header's value is looked up once per request, whatever the candidates (HTTPFields' subscript searches
-        // and joins every time).
-        var looked: [(name: String, value: String?)] = []
-        func sentValue(_ name: String, _ field: HTTPField.Name?) -> String? {
-            if let known = looked.first(where: { $0.name == name }) { return known.value }
-            // Several fields of one name are one value, joined with ", " (RFC 9110 §5.3); one is taken as it is.
-            var value: String?
-            if let field {
-                for sent in headers where sent.name == field { value = value.map { $0 + ", " + sent.value } ?? sent.value }
+        if !headers.isEmpty {
+            for field in headers {
+                if field.name == .authorization { carriesAuthorization = true } else if field.name == .proxyAuthorization { carriesProxyAuthorization = true }
             }
-            looked.append((name, value))
-            return value
         }
+        // Each header's value, and the value a key records for it, are read once per request, whatever the
+        // candidates (HTTPFields' subscript searches and joins every time): `accept` and `accept-language`, which
+        // negotiation reads for every candidate, in locals; others in a list made only when a candidate names one.
+        var sent = SentHeaders(headers)
         for candidate in candidates {
             guard candidate.method == method else { continue }
             if requestDigest == nil {
@@ -363,21 +356,22 @@ extension RequestQualifiers {
             var acceptable = true
             if !candidate.kinds.isEmpty {
                 for (k, header) in candidate.qualifiers.headers.enumerated() where acceptable {
-                    let sent = sentValue(header.name, candidate.fields[k]).map { keyValue(name: header.name, value: $0) }
-                    if sent == header.value { exact += 1 }
-                    switch candidate.kinds[k] {
+                    let kind = candidate.kinds[k]
+                    let (value, keyed) = sent.value(header.name, candidate.fields[k], kind)
+                    if keyed == header.value { exact += 1 }
+                    switch kind {
                     case .accept:
-                        weight *= Double(sentValue("accept", .accept).map { Scan.mediaWeight($0, candidate) } ?? 1000) / 1000
+                        weight *= Double(value.map { Scan.mediaWeight($0, candidate) } ?? 1000) / 1000
                     case .acceptLanguage where candidate.hasLanguage:
-                        weight *= Double(sentValue("accept-language", .acceptLanguage).map { Scan.languageWeight($0, candidate) } ?? 1000) / 1000
+                        weight *= Double(value.map { Scan.languageWeight($0, candidate) } ?? 1000) / 1000
                     case .acceptLanguage:
                         // Stored without a language: matched by value, as any other header.
-                        acceptable = sameBytes(sent, header.value)
+                        acceptable = sameBytes(keyed, header.value)
                     case .credential:
                         // A credential by its scheme (keyValue keeps only that; a cookie by its presence).
-                        acceptable = sent?.lowercased() == header.value?.lowercased()
+                        acceptable = keyed?.lowercased() == header.value?.lowercased()
                     case .other:
-                        acceptable = sameBytes(sent, header.value)
+                        acceptable = sameBytes(keyed, header.value)
                     }
                     if weight == 0 { acceptable = false }
                 }
@@ -387,6 +381,46 @@ extension RequestQualifiers {
             if best.map({ score > $0.score }) ?? true { best = (candidate.entry, score) }
         }
         return best?.entry
+    }
+
+    /// The request's header values as ``choose(_:method:headers:body:)`` reads them: each name's fields joined with
+    /// ", " (RFC 9110 §5.3; one field taken as it is), and the value a key records for it (``keyValue(name:value:)``),
+    /// each found once.
+    struct SentHeaders {
+        typealias Value = (value: String?, keyed: String?)
+        let headers: HTTPFields
+        var accept: Value?
+        var acceptLanguage: Value?
+        var others: [(name: String, value: Value)] = []
+
+        init(_ headers: HTTPFields) { self.headers = headers }
+
+        mutating func value(_ name: String, _ field: HTTPField.Name?, _ kind: Candidate.HeaderKind) -> Value {
+            switch kind {
+            case .accept:
+                if let known = accept { return known }
+                let found = read(name, field)
+                accept = found
+                return found
+            case .acceptLanguage:
+                if let known = acceptLanguage { return known }
+                let found = read(name, field)
+                acceptLanguage = found
+                return found
+            case .credential, .other:
+                if let known = others.first(where: { $0.name == name }) { return known.value }
+                let found = read(name, field)
+                others.append((name, found))
+                return found
+            }
+        }
+
+        private func read(_ name: String, _ field: HTTPField.Name?) -> Value {
+            guard let field, !headers.isEmpty else { return (nil, nil) }
+            var value: String?
+            for sent in headers where sent.name == field { value = value.map { $0 + ", " + sent.value } ?? sent.value }
+            return (value, value.map { RequestQualifiers.keyValue(name: name, value: $0) })
+        }
     }
 
     /// `Accept` and `Accept-Language` read against one candidate straight from the header's bytes, with nothing
