@@ -59,7 +59,9 @@ final class VariantTable: Sendable {
                 let g = Int(slots[s])
                 if g < 0 { return nil }
                 if hashes[g] == hash {
-                    let found = groups[g].url.withUnsafeBytes { $0.count == url.count && (url.isEmpty || memcmp($0.baseAddress!, url.baseAddress!, url.count) == 0) }
+                    let found = groups[g].url.withUnsafeBytes {
+                        $0.count == url.count && (url.isEmpty || memcmp($0.baseAddress!, url.baseAddress!, url.count) == 0)
+                    }
                     if found { return groups[g] }
                 }
                 s = (s + 1) & mask
