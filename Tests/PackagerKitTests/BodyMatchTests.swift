@@ -41,6 +41,25 @@ struct BodyMatchTests {
         #expect(CanonicalJSON.tokens(ofPointer: "a") == nil && CanonicalJSON.tokens(ofPointer: "/a~2") == nil)
     }
 
+    @Test("objects of every size up to 40 members, shuffled, are written with their members in byte order of their names")
+    func largeObjectsSorted() throws {
+        var state: UInt64 = 7
+        for size in 1...40 {
+            let names = (0..<size).map { "k\(String($0, radix: 3))-\($0 % 7)" }
+            var shuffled = names
+            for k in shuffled.indices.reversed() where k > 0 {
+                state = state &* 6_364_136_223_846_793_005 &+ 1
+                shuffled.swapAt(k, Int((state >> 33) % UInt64(k + 1)))
+            }
+            let document = "{" + shuffled.map { "\"\($0)\": [\($0.count)]" }.joined(separator: ", ") + "}"
+            let expected =
+                "{" + names.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }.map { "\"\($0)\":[\($0.count)]" }.joined(separator: ",") + "}"
+            #expect(canonical(document) == expected, "\(size)")
+        }
+        // A name twice in a large object: no canonical form.
+        #expect(canonical("{" + (0..<20).map { "\"n\($0)\": 1" }.joined(separator: ",") + ", \"n3\": 2}") == nil)
+    }
+
     @Test("random documents written 20 ways each (member order, whitespace, escapes) have one canonical form, which is its own, and parses as the same JSON")
     func randomDocuments() throws {
         var state: UInt64 = 0x5EED

@@ -70,17 +70,28 @@ public struct BundleRules: Sendable, Equatable, Codable {
             case graphql = "graphql"
             case form = "form-body"
         }
-        package var pattern: [UInt8]
-        package var form: Form
-        package var ignoring: [[String]]
+        package let pattern: [UInt8]
+        package let form: Form
+        package let ignoring: [[String]]
+        /// `ignoring` as bytes, made once: each pointer's tokens (a form rule's names as one-token pointers).
+        let ignoredBytes: [[[UInt8]]]
+
+        package init(pattern: [UInt8], form: Form, ignoring: [[String]]) {
+            self.pattern = pattern
+            self.form = form
+            self.ignoring = ignoring
+            ignoredBytes = ignoring.map { $0.map { Array($0.utf8) } }
+        }
+
+        package static func == (a: BodyMatch, b: BodyMatch) -> Bool { a.pattern == b.pattern && a.form == b.form && a.ignoring == b.ignoring }
 
         /// The canonical form of `body` under this rule; nil when the body is not of the rule's form (it is then
         /// matched by its bytes).
         package func canonical(_ body: [UInt8]) -> [UInt8]? {
             switch form {
-            case .json: CanonicalJSON.canonical(body, ignoring: ignoring)
-            case .graphql: CanonicalGraphQL.canonical(body, ignoring: ignoring)
-            case .form: CanonicalForm.canonical(body, ignoring: Set(ignoring.map { Array($0[0].utf8) }))
+            case .json: CanonicalJSON.canonical(body, ignoringTokens: ignoredBytes)
+            case .graphql: CanonicalGraphQL.canonical(body, ignoringTokens: ignoredBytes)
+            case .form: CanonicalForm.canonical(body, ignoring: Set(ignoredBytes.map { $0[0] }))
             }
         }
     }

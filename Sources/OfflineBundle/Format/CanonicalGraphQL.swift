@@ -14,6 +14,11 @@ package enum CanonicalGraphQL {
     /// `/variables/requestId`); nil when it is not a JSON object (or array of objects) whose `query` is a string
     /// GraphQL's grammar reads (then the body is matched by its bytes).
     package static func canonical(_ bytes: [UInt8], ignoring: [[String]] = []) -> [UInt8]? {
+        canonical(bytes, ignoringTokens: ignoring.map { $0.map { Array($0.utf8) } })
+    }
+
+    /// ``canonical(_:ignoring:)`` with the pointers' tokens as bytes (a rule makes them once).
+    package static func canonical(_ bytes: [UInt8], ignoringTokens: [[[UInt8]]]) -> [UInt8]? {
         guard var document = CanonicalJSON.Document(bytes) else { return nil }
         switch document.nodes[0].kind {
         case .object:
@@ -25,7 +30,7 @@ package enum CanonicalGraphQL {
         default:
             return nil
         }
-        for pointer in ignoring { document.remove(pointer.map { Array($0.utf8) }[...], at: 0) }
+        for pointer in ignoringTokens { document.remove(pointer[...], at: 0) }
         return document.canonical()
     }
 
@@ -57,62 +62,75 @@ package enum CanonicalGraphQL {
     /// grammar (a character no token starts with, a string left open, a bad escape), its brackets do not pair, or it
     /// has no token.
     package static func document(_ text: [UInt8]) -> [UInt8]? {
-        var lexer = Lexer(bytes: text)
-        var out: [UInt8] = []
-        out.reserveCapacity(text.count)
+        // The most the text can take: each byte of a string written as `\u00xx` (six), a space between two words.
+        let bound = 6 * text.count + 16
         var open: [UInt8] = []
-        var lastWasWord = false
-        var tokens = 0
-        while let token = lexer.next() {
-            switch token {
-            case .invalid:
-                return nil
-            case .punctuator(let byte):
-                switch byte {
-                case UInt8(ascii: "{"), UInt8(ascii: "("), UInt8(ascii: "["): open.append(byte)
-                case UInt8(ascii: "}"): guard open.popLast() == UInt8(ascii: "{") else { return nil }
-                case UInt8(ascii: ")"): guard open.popLast() == UInt8(ascii: "(") else { return nil }
-                case UInt8(ascii: "]"): guard open.popLast() == UInt8(ascii: "[") else { return nil }
-                default: break
+        var valid = true
+        let out = [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
+            var out = CanonicalJSON.Output(base: buffer.baseAddress!, capacity: bound)
+            valid = text.withUnsafeBufferPointer { bytes -> Bool in
+                var lexer = Lexer(bytes: bytes)
+                var lastWasWord = false
+                var tokens = 0
+                while let token = lexer.next() {
+                    switch token {
+                    case .invalid:
+                        return false
+                    case .punctuator(let byte):
+                        switch byte {
+                        case UInt8(ascii: "{"), UInt8(ascii: "("), UInt8(ascii: "["): open.append(byte)
+                        case UInt8(ascii: "}"): guard open.popLast() == UInt8(ascii: "{") else { return false }
+                        case UInt8(ascii: ")"): guard open.popLast() == UInt8(ascii: "(") else { return false }
+                        case UInt8(ascii: "]"): guard open.popLast() == UInt8(ascii: "[") else { return false }
+                        default: break
+                        }
+                        out.put(byte)
+                        lastWasWord = false
+                    case .spread:
+                        for _ in 0..<3 { out.put(UInt8(ascii: ".")) }
+                        lastWasWord = false
+                    case .word(let range):
+                        // Two names or numbers in a row need a space between them; nothing else does.
+                        if lastWasWord { out.put(UInt8(ascii: " ")) }
+                        out.put(UnsafeBufferPointer(rebasing: bytes[range]))
+                        lastWasWord = true
+                    case .rawString(let range):
+                        CanonicalJSON.writeString(UnsafeBufferPointer(rebasing: bytes[range]), to: &out)
+                        lastWasWord = false
+                    case .string(let value):
+                        CanonicalJSON.writeString(value, to: &out)
+                        lastWasWord = false
+                    }
+                    tokens += 1
                 }
-                out.append(byte)
-                lastWasWord = false
-            case .spread:
-                out.append(contentsOf: "...".utf8)
-                lastWasWord = false
-            case .word(let bytes):
-                // Two names or numbers in a row need a space between them; nothing else does.
-                if lastWasWord { out.append(UInt8(ascii: " ")) }
-                out.append(contentsOf: bytes)
-                lastWasWord = true
-            case .string(let value):
-                CanonicalJSON.writeString(value, to: &out)
-                lastWasWord = false
+                return tokens > 0 && open.isEmpty
             }
-            tokens += 1
+            count = out.count
         }
-        return tokens > 0 && open.isEmpty ? out : nil
+        return valid ? out : nil
     }
 
     enum Token {
         case punctuator(UInt8)
         case spread
         /// A name, or a number as written.
-        case word(ArraySlice<UInt8>)
+        case word(Range<Int>)
+        /// A string without escapes: its value is these bytes (UTF-8, checked).
+        case rawString(Range<Int>)
         /// A string's value, UTF-8.
         case string([UInt8])
         case invalid
     }
 
-    /// GraphQL's lexical grammar (the October 2021 specification, §2.1), over UTF-8 bytes.
+    /// GraphQL's lexical grammar (the October 2021 specification, §2.1), over UTF-8 bytes in place.
     struct Lexer {
-        let bytes: [UInt8]
+        let bytes: UnsafeBufferPointer<UInt8>
         var i = 0
 
-        init(bytes: [UInt8]) {
+        init(bytes: UnsafeBufferPointer<UInt8>) {
             self.bytes = bytes
             // A byte order mark is ignored.
-            if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { i = 3 }
+            if bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF { i = 3 }
         }
 
         /// The next token, nil at the end.
@@ -139,7 +157,7 @@ package enum CanonicalGraphQL {
                 guard isNameStart(byte) else { return .invalid }
                 let start = i
                 while i < bytes.count, isNameStart(bytes[i]) || isDigit(bytes[i]) { i += 1 }
-                return .word(bytes[start..<i])
+                return .word(start..<i)
             }
         }
 
@@ -189,14 +207,31 @@ package enum CanonicalGraphQL {
                 guard i > digits else { return .invalid }
             }
             if i < bytes.count, isNameStart(bytes[i]) || bytes[i] == UInt8(ascii: ".") { return .invalid }
-            return .word(bytes[start..<i])
+            return .word(start..<i)
         }
 
         /// A `"…"` string's value: escapes `\" \\ \/ \b \f \n \r \t`, `\uXXXX` (surrogate pairs joined) and `\u{…}`;
         /// no line terminator inside.
         mutating func string() -> Token {
             i += 1
-            var out: [UInt8] = []
+            // Most strings have no escape: their value is their bytes, read in place.
+            let start = i
+            var high = false
+            while i < bytes.count {
+                let byte = bytes[i]
+                if byte == UInt8(ascii: "\"") {
+                    let range = start..<i
+                    i += 1
+                    guard !high || String(validating: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self) != nil else { return .invalid }
+                    return .rawString(range)
+                }
+                if byte == 0x0A || byte == 0x0D { return .invalid }
+                if byte == UInt8(ascii: "\\") { break }
+                if byte >= 0x80 { high = true }
+                i += 1
+            }
+            guard i < bytes.count else { return .invalid }
+            var out = Array(bytes[start..<i])
             while i < bytes.count {
                 let byte = bytes[i]
                 i += 1

@@ -24,8 +24,13 @@ package enum CanonicalJSON {
     /// - Parameter ignoring: JSON pointers (RFC 6901) as their reference tokens, unescaped; a `*` token stands for
     ///   any one member or element.
     package static func canonical(_ bytes: [UInt8], ignoring: [[String]] = []) -> [UInt8]? {
+        canonical(bytes, ignoringTokens: ignoring.map { $0.map { Array($0.utf8) } })
+    }
+
+    /// ``canonical(_:ignoring:)`` with the pointers' tokens as bytes (a rule makes them once).
+    package static func canonical(_ bytes: [UInt8], ignoringTokens: [[[UInt8]]]) -> [UInt8]? {
         guard var document = Document(bytes) else { return nil }
-        for pointer in ignoring { document.remove(pointer.map { Array($0.utf8) }[...], at: 0) }
+        for pointer in ignoringTokens { document.remove(pointer[...], at: 0) }
         return document.canonical()
     }
 
@@ -168,7 +173,12 @@ package enum CanonicalJSON {
         @inline(__always) mutating func put(_ bytes: UnsafeBufferPointer<UInt8>) {
             guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
             precondition(count + bytes.count <= capacity, "canonical JSON outgrew its bound")
-            (base + count).update(from: source, count: bytes.count)
+            if bytes.count <= 16 {
+                // Names and numbers are short: copied here, not through a call to memmove.
+                for k in 0..<bytes.count { base[count + k] = source[k] }
+            } else {
+                (base + count).update(from: source, count: bytes.count)
+            }
             count += bytes.count
         }
     }
@@ -202,20 +212,27 @@ package enum CanonicalJSON {
         /// surrogate, bytes that are not UTF-8, or nests deeper than ``maxDepth``. (A name twice in one object is
         /// found when the document is written.)
         package init?(_ bytes: [UInt8]) {
-            // Strings begin and end at ASCII bytes, so when the whole is UTF-8 every string's raw bytes are too.
-            if bytes.contains(where: { $0 >= 0x80 }), String(validating: bytes, as: UTF8.self) == nil { return nil }
             self.bytes = bytes
-            var reader = Reader(nodes: [])
-            reader.nodes.reserveCapacity(bytes.count / 8 + 4)
-            let read = bytes.withUnsafeBufferPointer { p -> Bool in
-                var i = 0
-                reader.skipSpace(p, &i)
-                guard reader.value(p, &i, depth: 0) else { return false }
-                reader.skipSpace(p, &i)
-                return i == p.count
+            // A node takes at least two bytes of the document (a value and its separator or bracket), but the root.
+            let bound = bytes.count / 2 + 2
+            var read = false
+            var highBytes = false
+            nodes = [Node](unsafeUninitializedCapacity: bound) { buffer, count in
+                var reader = Reader(base: buffer.baseAddress!, capacity: bound)
+                read = bytes.withUnsafeBufferPointer { p -> Bool in
+                    var i = 0
+                    reader.skipSpace(p, &i)
+                    guard reader.value(p, &i, depth: 0) else { return false }
+                    reader.skipSpace(p, &i)
+                    return i == p.count
+                }
+                count = reader.count
+                highBytes = reader.highBytes
             }
             guard read else { return nil }
-            nodes = reader.nodes
+            // Strings begin and end at ASCII bytes, and bytes past 0x7F stand only in strings: when the whole is UTF-8,
+            // every string's raw bytes are too.
+            if highBytes, String(validating: bytes, as: UTF8.self) == nil { return nil }
         }
 
         /// A string node's value, unescaped (checked when read).
@@ -314,12 +331,16 @@ package enum CanonicalJSON {
             // The most it can take: a two-byte escape (`\b`) becomes six (`\u0008`); whitespace only goes; a replaced
             // string takes at most six bytes a byte (`\u00xx`) and its quotes.
             let bound = 3 * bytes.count + replacements.reduce(0) { $0 + 6 * $1.count + 2 } + 16
-            var scratch: [Int32] = []
             var written = true
             let out = [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
                 var output = Output(base: buffer.baseAddress!, capacity: bound)
-                written = bytes.withUnsafeBufferPointer { p in
-                    nodes.withUnsafeBufferPointer { nodes in write(0, p, nodes, to: &output, scratch: &scratch) }
+                // An object's members are listed here while it is written (the nested ones' above them): at most one
+                // slot per node.
+                written = withUnsafeTemporaryAllocation(of: Int32.self, capacity: nodes.count + 1) { scratch in
+                    var top = 0
+                    return bytes.withUnsafeBufferPointer { p in
+                        nodes.withUnsafeBufferPointer { nodes in write(0, p, nodes, to: &output, scratch: scratch, top: &top) }
+                    }
                 }
                 count = output.count
             }
@@ -340,30 +361,34 @@ package enum CanonicalJSON {
         }
 
         func write(
-            _ node: Int, _ p: UnsafeBufferPointer<UInt8>, _ nodes: UnsafeBufferPointer<Node>, to out: inout Output, scratch: inout [Int32]
+            _ node: Int, _ p: UnsafeBufferPointer<UInt8>, _ nodes: UnsafeBufferPointer<Node>, to out: inout Output,
+            scratch: UnsafeMutableBufferPointer<Int32>, top: inout Int
         ) -> Bool {
             let n = nodes[node]
             switch n.kind {
             case .object:
                 out.put(UInt8(ascii: "{"))
-                let base = scratch.count
+                let base = top
                 var j = node + 1
                 var escapedNames = false
                 for _ in 0..<n.count {
-                    if !nodes[j].removed { scratch.append(Int32(j)) }
+                    if !nodes[j].removed {
+                        scratch[top] = Int32(j)
+                        top += 1
+                    }
                     escapedNames = escapedNames || nodes[j].escaped
                     j += 1 + Int(nodes[j + 1].size)
                 }
-                let end = scratch.count
-                guard sortMembers(&scratch, base..<end, escaped: escapedNames, p, nodes) else { return false }
+                let end = top
+                guard sortMembers(UnsafeMutableBufferPointer(rebasing: scratch[base..<end]), escaped: escapedNames, p, nodes) else { return false }
                 for s in base..<end {
                     let name = Int(scratch[s])
                     if s > base { out.put(UInt8(ascii: ",")) }
                     writeString(name, p, nodes, to: &out)
                     out.put(UInt8(ascii: ":"))
-                    guard write(name + 1, p, nodes, to: &out, scratch: &scratch) else { return false }
+                    guard write(name + 1, p, nodes, to: &out, scratch: scratch, top: &top) else { return false }
                 }
-                scratch.removeLast(end - base)
+                top = base
                 out.put(UInt8(ascii: "}"))
             case .array:
                 out.put(UInt8(ascii: "["))
@@ -373,7 +398,7 @@ package enum CanonicalJSON {
                     if !nodes[j].removed {
                         if !first { out.put(UInt8(ascii: ",")) }
                         first = false
-                        guard write(j, p, nodes, to: &out, scratch: &scratch) else { return false }
+                        guard write(j, p, nodes, to: &out, scratch: scratch, top: &top) else { return false }
                     }
                     j += Int(nodes[j].size)
                 }
@@ -399,45 +424,80 @@ package enum CanonicalJSON {
             }
         }
 
-        /// Sorts an object's member name nodes `scratch[range]` by the bytes of their values; false when two are
-        /// equal. Clients often send members in order already: that is checked first.
+        /// Sorts an object's member name nodes `members` by the bytes of their values; false when two are equal.
+        /// Clients often send members in order already: that is checked first.
         func sortMembers(
-            _ scratch: inout [Int32], _ range: Range<Int>, escaped: Bool, _ p: UnsafeBufferPointer<UInt8>, _ nodes: UnsafeBufferPointer<Node>
+            _ members: UnsafeMutableBufferPointer<Int32>, escaped: Bool, _ p: UnsafeBufferPointer<UInt8>, _ nodes: UnsafeBufferPointer<Node>
         ) -> Bool {
-            guard range.count > 1 else { return true }
+            guard members.count > 1 else { return true }
             if escaped {
                 // Rare: compare unescaped values, each unescaped once.
-                var keyed = scratch[range].map { (name: unescaped(Int($0), p), node: $0) }
+                var keyed = members.map { (name: unescaped(Int($0), p), node: $0) }
                 keyed.sort { $0.name.lexicographicallyPrecedes($1.name) }
                 for k in 1..<keyed.count where keyed[k - 1].name == keyed[k].name { return false }
-                for (k, item) in keyed.enumerated() { scratch[range.lowerBound + k] = item.node }
+                for (k, item) in keyed.enumerated() { members[k] = item.node }
                 return true
             }
-            /// -1, 0 or 1 as name node `a`'s bytes sort before, with or after `b`'s.
+            /// -1, 0 or 1 as name node `a`'s bytes sort before, with or after `b`'s. Names are short: compared here
+            /// byte by byte, not through a call to memcmp.
             func order(_ a: Int32, _ b: Int32) -> Int {
                 let x = nodes[Int(a)]
                 let y = nodes[Int(b)]
                 let (xCount, yCount) = (Int(x.end - x.start), Int(y.end - y.start))
-                let common = memcmp(p.baseAddress! + Int(x.start), p.baseAddress! + Int(y.start), min(xCount, yCount))
-                if common != 0 { return common < 0 ? -1 : 1 }
+                let (xBytes, yBytes) = (p.baseAddress! + Int(x.start), p.baseAddress! + Int(y.start))
+                let common = min(xCount, yCount)
+                if common > 32 {
+                    let c = memcmp(xBytes, yBytes, common)
+                    if c != 0 { return c < 0 ? -1 : 1 }
+                } else {
+                    for k in 0..<common where xBytes[k] != yBytes[k] { return xBytes[k] < yBytes[k] ? -1 : 1 }
+                }
                 return xCount == yCount ? 0 : xCount < yCount ? -1 : 1
             }
             var sorted = true
-            for k in range.dropFirst() where order(scratch[k - 1], scratch[k]) >= 0 {
+            for k in 1..<members.count where order(members[k - 1], members[k]) >= 0 {
                 sorted = false
                 break
             }
-            if !sorted {
-                scratch[range].sort { order($0, $1) < 0 }
-                for k in range.dropFirst() where order(scratch[k - 1], scratch[k]) == 0 { return false }
+            guard !sorted else { return true }
+            if members.count <= 16 {
+                // Insertion sort: objects are small, and this needs no closure or allocation.
+                for k in 1..<members.count {
+                    let item = members[k]
+                    var j = k
+                    while j > 0, order(members[j - 1], item) > 0 {
+                        members[j] = members[j - 1]
+                        j -= 1
+                    }
+                    members[j] = item
+                }
+            } else {
+                var all = members
+                all.sort { order($0, $1) < 0 }
             }
+            for k in 1..<members.count where order(members[k - 1], members[k]) == 0 { return false }
             return true
         }
     }
 
-    /// Reads a document's bytes into nodes.
+    /// Reads a document's bytes into nodes, written in place into memory sized for the most a document can have.
     struct Reader {
-        var nodes: [Document.Node]
+        let base: UnsafeMutablePointer<Document.Node>
+        let capacity: Int
+        var count = 0
+        /// Whether a string holds a byte past 0x7F (the document must then be checked as UTF-8).
+        var highBytes = false
+
+        init(base: UnsafeMutablePointer<Document.Node>, capacity: Int) {
+            self.base = base
+            self.capacity = capacity
+        }
+
+        @inline(__always) mutating func append(_ node: Document.Node) {
+            precondition(count < capacity, "a JSON document outgrew its node bound")
+            (base + count).initialize(to: node)
+            count += 1
+        }
 
         func skipSpace(_ p: UnsafeBufferPointer<UInt8>, _ i: inout Int) {
             while i < p.count, p[i] == 0x20 || p[i] == 0x09 || p[i] == 0x0A || p[i] == 0x0D { i += 1 }
@@ -450,8 +510,8 @@ package enum CanonicalJSON {
             case UInt8(ascii: "{"), UInt8(ascii: "["):
                 let isObject = byte == UInt8(ascii: "{")
                 let close = isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")
-                let me = nodes.count
-                nodes.append(Document.Node(kind: isObject ? .object : .array, start: Int32(i), end: 0))
+                let me = count
+                append(Document.Node(kind: isObject ? .object : .array, start: Int32(i), end: 0))
                 i += 1
                 skipSpace(p, &i)
                 var count: Int32 = 0
@@ -480,9 +540,9 @@ package enum CanonicalJSON {
                         break
                     }
                 }
-                nodes[me].end = Int32(i)
-                nodes[me].size = Int32(nodes.count - me)
-                nodes[me].count = count
+                base[me].end = Int32(i)
+                base[me].size = Int32(self.count - me)
+                base[me].count = count
                 return true
             case UInt8(ascii: "\""):
                 return string(p, &i)
@@ -498,7 +558,7 @@ package enum CanonicalJSON {
             guard i + count <= p.count else { return false }
             let matches = word.withUTF8Buffer { $0.elementsEqual(UnsafeBufferPointer(rebasing: p[i..<(i + count)])) }
             guard matches else { return false }
-            nodes.append(Document.Node(kind: .scalar, start: Int32(i), end: Int32(i + count)))
+            append(Document.Node(kind: .scalar, start: Int32(i), end: Int32(i + count)))
             i += count
             return true
         }
@@ -527,7 +587,7 @@ package enum CanonicalJSON {
                 if i < p.count, p[i] == UInt8(ascii: "+") || p[i] == UInt8(ascii: "-") { i += 1 }
                 guard digits(&i) > 0 else { return false }
             }
-            nodes.append(Document.Node(kind: .scalar, start: Int32(start), end: Int32(i)))
+            append(Document.Node(kind: .scalar, start: Int32(start), end: Int32(i)))
             return true
         }
 
@@ -537,24 +597,34 @@ package enum CanonicalJSON {
             i += 1
             let start = i
             var escaped = false
-            let quotes = SIMD16<UInt8>(repeating: UInt8(ascii: "\""))
-            let backslashes = SIMD16<UInt8>(repeating: UInt8(ascii: "\\"))
-            let controls = SIMD16<UInt8>(repeating: 0x20)
+            let base = p.baseAddress!
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let highs: UInt64 = 0x8080_8080_8080_8080
             while i < p.count {
-                // Sixteen bytes at a time while none of them ends the string, escapes or is refused.
-                while i + 16 <= p.count {
-                    let chunk = UnsafeRawPointer(p.baseAddress! + i).loadUnaligned(as: SIMD16<UInt8>.self)
-                    if any((chunk .== quotes) .| (chunk .== backslashes) .| (chunk .< controls)) { break }
-                    i += 16
+                // Eight bytes at a time, up to the first that ends the string, escapes or is refused: in each byte of
+                // `stops`, the high bit says the byte is a quote, a backslash or below 0x20 (the lowest one flagged
+                // is exact; a borrow may flag bytes above it).
+                while i + 8 <= p.count {
+                    let x = UInt64(littleEndian: UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self))
+                    if x & highs != 0 { highBytes = true }
+                    let quote = x ^ 0x2222_2222_2222_2222
+                    let backslash = x ^ 0x5C5C_5C5C_5C5C_5C5C
+                    let stops = ((quote &- ones) & ~quote | (backslash &- ones) & ~backslash | (x &- 0x2020_2020_2020_2020) & ~x) & highs
+                    if stops != 0 {
+                        i += stops.trailingZeroBitCount >> 3
+                        break
+                    }
+                    i += 8
                 }
                 guard i < p.count else { return false }
                 let byte = p[i]
                 if byte == UInt8(ascii: "\"") {
-                    nodes.append(Document.Node(kind: .string, escaped: escaped, start: Int32(start), end: Int32(i)))
+                    append(Document.Node(kind: .string, escaped: escaped, start: Int32(start), end: Int32(i)))
                     i += 1
                     return true
                 }
                 if byte < 0x20 { return false }
+                if byte >= 0x80 { highBytes = true }
                 i += 1
                 guard byte == UInt8(ascii: "\\") else { continue }
                 escaped = true
