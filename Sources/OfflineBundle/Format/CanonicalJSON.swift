@@ -276,15 +276,42 @@ package enum CanonicalJSON {
             return out
         }
 
+        /// What JSON value node `node` is (node 0 is the document's).
+        package enum ValueKind: Sendable { case object, array, string, number, boolean, null }
+
+        package func kind(of node: Int) -> ValueKind {
+            let n = nodes[node]
+            switch n.kind {
+            case .object: return .object
+            case .array: return .array
+            case .string, .replaced: return .string
+            case .scalar:
+                switch bytes[Int(n.start)] {
+                case UInt8(ascii: "n"): return .null
+                case UInt8(ascii: "t"), UInt8(ascii: "f"): return .boolean
+                default: return .number
+                }
+            }
+        }
+
+        /// A string node's value; a number's or a literal's text as written.
+        package func string(_ node: Int) -> String {
+            let n = nodes[node]
+            if n.kind == .scalar || (n.kind == .string && !n.escaped) {
+                return bytes.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[Int(n.start)..<Int(n.end)]), as: UTF8.self) }
+            }
+            return String(decoding: unescaped(node), as: UTF8.self)
+        }
+
         /// Whether string node `node`'s value is `name`.
-        func value(of node: Int, is name: [UInt8]) -> Bool {
+        package func value(of node: Int, is name: [UInt8]) -> Bool {
             let n = nodes[node]
             if n.escaped || n.kind == .replaced { return unescaped(node) == name }
             return bytes.withUnsafeBufferPointer { p in UnsafeBufferPointer(rebasing: p[Int(n.start)..<Int(n.end)]).elementsEqual(name) }
         }
 
         /// An object's member name nodes, the removed ones too (each member's value is the node after its name).
-        func members(of object: Int) -> [Int] {
+        package func members(of object: Int) -> [Int] {
             var found: [Int] = []
             var j = object + 1
             for _ in 0..<nodes[object].count {
@@ -295,7 +322,7 @@ package enum CanonicalJSON {
         }
 
         /// An array's element nodes.
-        func children(of array: Int) -> [Int] {
+        package func children(of array: Int) -> [Int] {
             var found: [Int] = []
             var j = array + 1
             for _ in 0..<nodes[array].count {

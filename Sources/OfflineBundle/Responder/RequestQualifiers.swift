@@ -73,7 +73,7 @@ package struct RequestQualifiers: Sendable, Equatable {
 
     /// `value` without leading and trailing spaces and tabs (without Foundation's character sets: this runs for every
     /// header of every request matched).
-    static func trimmedSpaces(_ value: String) -> String {
+    package static func trimmedSpaces(_ value: String) -> String {
         let utf8 = value.utf8
         guard let first = utf8.first, let last = utf8.last else { return value }
         func blank(_ c: UInt8) -> Bool { c == 0x20 || c == 0x09 }
