@@ -23,10 +23,11 @@ extension HARImporter {
         }
     }
 
-    /// The file, or nil when the flat reader does not take the document (not JSON, nested deeper than it reads, past
-    /// 2 GiB): JSONDecoder then reads it, and says what is wrong.
+    /// The file, or nil when the flat reader does not take the document (not JSON, nested deeper than it reads) or it
+    /// is past 64 MiB (the reader reserves room for a node every two bytes, ten bytes of memory a byte, touched only as
+    /// far as nodes are written): JSONDecoder then reads it, and says what is wrong.
     static func fastFile(_ data: Data) throws(Misplaced) -> File? {
-        guard data.count < Int(Int32.max), let document = CanonicalJSON.Document([UInt8](data)) else { return nil }
+        guard data.count <= 64 << 20, let document = CanonicalJSON.Document([UInt8](data)) else { return nil }
         var reading = Reading(document: document)
         return try reading.file()
     }
