@@ -131,11 +131,13 @@ public enum BrowserCheck {
         var report = Report(pages: pages.count, requests: 0, answered: 0, unanswered: [], problems: [])
         for (page, result) in results.sorted(by: { $0.page < $1.page }) {
             if let problem = result.problem { report.problems.append(Problem(page: page, reason: problem)) }
+            // A page that asked for one URL again and again (a search box typed into) is listed once for it.
+            var listed = Set<String>()
             for (request, decision) in result.requests {
                 report.requests += 1
                 if decision == .answered {
                     report.answered += 1
-                } else {
+                } else if listed.insert(request.method + " " + request.url).inserted {
                     // Said against the nearest recorded request: a query the page's script built, a header it sent.
                     let why = loader.explainMiss(BundleRequest(method: request.method, url: request.url))
                     report.unanswered.append(

@@ -160,8 +160,9 @@ struct PageVisit: Sendable {
             })();
             """
 
-        /// Types each leading letter, digit and `_` into the page's first search box, when typing `a` made the page load
-        /// something (a search whose index comes in pieces, one per first character: Doxygen's): each piece is then
+        /// Types each leading letter, digit and `_` into the page's first search box, when the box loads its index in
+        /// pieces (Doxygen's, one per first character typed): `a` made the page load something, and `z` then loaded
+        /// another file (by path: a search API asked again with another query is not a piece). Each piece is then
         /// loaded. The wait after each is past the 500 ms such boxes wait for the typing to stop.
         static let sweepSteps = """
             {
@@ -169,20 +170,31 @@ struct PageVisit: Sendable {
                 .find(el => el.offsetParent !== null || el.getClientRects().length > 0);
               if (box) {
                 searchBox = true;
-                const loads = () => {
-                  const parts = [performance.getEntriesByType('resource').length];
-                  for (let i = 0; i < window.frames.length; i++) {
-                    try { parts.push(window.frames[i].location.href, window.frames[i].performance.getEntriesByType('resource').length); } catch (e) { parts.push('-'); }
-                  }
-                  return parts.join(' ');
+                const loaded = () => {
+                  const paths = new Set();
+                  const add = (w) => {
+                    try {
+                      paths.add(w.location.origin + w.location.pathname);
+                      for (const e of w.performance.getEntriesByType('resource')) { const u = new URL(e.name); paths.add(u.origin + u.pathname); }
+                    } catch (e) {}
+                  };
+                  add(window);
+                  for (let i = 0; i < window.frames.length; i++) { add(window.frames[i]); }
+                  return paths;
                 };
+                const fresh = (before) => Array.from(loaded()).filter(p => !before.has(p)).length;
                 type(box, '');
                 await sleep(700);
-                const before = loads();
+                let seen = loaded();
                 type(box, 'a');
                 await sleep(900);
-                if (loads() !== before) {
-                  for (const c of 'bcdefghijklmnopqrstuvwxyz0123456789_') { type(box, c); await sleep(700); }
+                if (fresh(seen) > 0) {
+                  seen = loaded();
+                  type(box, 'z');
+                  await sleep(900);
+                  if (fresh(seen) > 0) {
+                    for (const c of 'bcdefghijklmnopqrstuvwxy0123456789_') { type(box, c); await sleep(700); }
+                  }
                 }
                 type(box, '');
               }
