@@ -193,6 +193,8 @@ let package = Package(
                 "OfflineBundleHummingbird",
                 "OfflineBundleServing",
                 "OfflineBundleHTTPClient",
+                "OfflineBundleConfiguration",
+                .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

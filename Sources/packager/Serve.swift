@@ -1,9 +1,11 @@
 import ArgumentParser
+import Configuration
 import Foundation
 import Logging
 import NIOCore
 import NIOPosix
 import OfflineBundle
+import OfflineBundleConfiguration
 import OfflineBundleServing
 import PackagerKit
 import ServiceLifecycle
@@ -52,6 +54,15 @@ extension Packager {
 
         @OptionGroup(title: "Bundle URLs") var remote: RemoteFlags
 
+        @Option(
+            name: .customLong("config"),
+            help: """
+                A JSON file of the settings a service's OfflineLoader(configuration:) reads (OFFLINE_BUNDLE_* variables \
+                override it): offline-bundle.path, url or channel, public-key or public-key-file, reload-interval, \
+                remote-cache-directory. Bundle arguments, --channel, --public-key and --reload-check come first.
+                """)
+        var configFile: String?
+
         @Option(help: "The address to listen on.")
         var host = "127.0.0.1"
 
@@ -83,8 +94,8 @@ extension Packager {
 
         @Option(
             name: .customLong("reload-check"),
-            help: "Seconds between checks whether a bundle file was replaced (0 reloads on SIGHUP only).")
-        var reloadCheck: Double = 2
+            help: "Seconds between checks whether a bundle file was replaced (0 reloads on SIGHUP only; default 2).")
+        var reloadCheck: Double?
 
         @Option(
             name: .customLong("rules"),
@@ -160,10 +171,14 @@ extension Packager {
             if let channel {
                 guard bundles.isEmpty else { throw ValidationError("--channel serves the release its document names: give no bundles beside it") }
                 guard RemoteOptions.isRemote(channel) else { throw ValidationError("--channel takes the channel document's http(s) URL, not '\(channel)'") }
-                guard publicKey != nil else { throw ValidationError("--channel needs --public-key: the key the channel's documents are signed with") }
+                guard publicKey != nil || configFile != nil else {
+                    throw ValidationError("--channel needs --public-key: the key the channel's documents are signed with")
+                }
             }
-            guard !bundles.isEmpty || channel != nil else { throw ValidationError("give at least one bundle to serve, or --channel URL") }
-            guard reloadCheck.isFinite, reloadCheck >= 0, reloadCheck <= 86_400 else {
+            guard !bundles.isEmpty || channel != nil || configFile != nil else {
+                throw ValidationError("give at least one bundle to serve, or --channel URL, or --config FILE")
+            }
+            if let reloadCheck, !(reloadCheck.isFinite && reloadCheck >= 0 && reloadCheck <= 86_400) {
                 throw ValidationError("--reload-check must be 0 (SIGHUP only) or a number of seconds up to 86400")
             }
             guard cacheSize == "0" || DeclarationParser.byteSize(cacheSize) != nil else {
@@ -188,11 +203,34 @@ extension Packager {
                 // Before anything makes a metric: swift-metrics binds each to the backend it finds when it is made.
                 let admin = adminPort.map { _ in AdminEndpoints() }
                 let events = EventLog(json: logFormat == "json")
-                let key = try publicKey.map(readPublicKey)
-                let paths = bundles
+                // The command line first; what it leaves out, from --config.
+                var settings: OfflineBundleSettings?
+                if let configFile { settings = try await Self.settings(from: configFile) }
+                var givenPaths = bundles
+                var channel = self.channel
+                if givenPaths.isEmpty, channel == nil, let location = settings?.location {
+                    switch location {
+                    case .path(let path), .url(let path): givenPaths = [path]
+                    case .channel(let url): channel = url
+                    }
+                }
+                let paths = givenPaths
+                let key = try publicKey.map(readPublicKey) ?? settings?.publicKey
+                if channel != nil, key == nil {
+                    throw PackagerError(.invalidInput, "--channel needs --public-key: the key the channel's documents are signed with")
+                }
+                let reloadCheck = self.reloadCheck ?? settings?.reloadInterval ?? 2
+                if let settings {
+                    for name in settings.loaderOnlyKeys {
+                        events.warning(
+                            "config", "\(configFile ?? ""): \(name) is a loader's setting: serve answers from its bundles alone and does not read it")
+                    }
+                }
+                var remoteFlags = self.remote
+                if remoteFlags.cacheDirectory == nil { remoteFlags.cacheDirectory = settings?.remoteCacheDirectory }
                 let followed = try channel.map { url -> ReleaseChannel in
                     do {
-                        return try ReleaseChannel(url: url, publicKey: key ?? [], remote: try self.remote.options(for: [url])!)
+                        return try ReleaseChannel(url: url, publicKey: key ?? [], remote: try remoteFlags.options(for: [url])!)
                     } catch let error as BundleError {
                         throw PackagerError(error.code == .remote ? .io : .invalidInput, error.message)
                     }
@@ -204,7 +242,7 @@ extension Packager {
                 let responses = total - total / 8
                 let cache = (total - responses) / max(paths.count, 1)
                 let rulesFile = self.rulesFile
-                let remote = try self.remote.options(for: paths)
+                let remote = try remoteFlags.options(for: paths)
                 let startupSet = try prefetchFile.map { path -> [String] in
                     guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
                         throw PackagerError(.invalidInput, "cannot read the prefetch list", subject: path)
@@ -393,6 +431,33 @@ extension Packager.Serve {
 }
 
 /// An Ed25519 public key from a file holding 32 raw bytes or their base64, with the error in the CLI's words.
+extension Packager.Serve {
+    /// The `offline-bundle.*` settings of the JSON file at `path`, the environment's `OFFLINE_BUNDLE_*` over them,
+    /// each checked as a service's loader checks them; a refusal naming the key (exit 2).
+    static func settings(from path: String) async throws -> OfflineBundleSettings {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw PackagerError(.invalidInput, "cannot open \(path): no such file or directory")
+        }
+        guard (try? JSONSerialization.jsonObject(with: data)) is [String: Any] else {
+            throw PackagerError(.invalidInput, "\(path) is not a JSON settings file: it holds no JSON object ({\"offline-bundle\": {\"path\": …}})")
+        }
+        let file: FileProvider<JSONSnapshot>
+        do {
+            file = try await FileProvider<JSONSnapshot>(filePath: .init(path))
+        } catch {
+            throw PackagerError(.invalidInput, "\(path) is not a JSON settings file: \(error)")
+        }
+        // Which provider gave a key: the environment's variable overrides the file.
+        let environment = ProcessInfo.processInfo.environment
+        let source = { (key: String) -> String? in environment[OfflineLoader.environmentName(of: key)] != nil ? "the environment" : path }
+        do {
+            return try OfflineBundleSettings(ConfigReader(providers: [EnvironmentVariablesProvider(), file]), source: source)
+        } catch let error as BundleError {
+            throw PackagerError(.invalidInput, error.message)
+        }
+    }
+}
+
 func readPublicKey(_ path: String) throws -> [UInt8] {
     do {
         return try BundlePublicKey(contentsOf: path).bytes

@@ -56,6 +56,30 @@ struct ConfigurationTests {
         #expect(refused?.code == .signature, "\(String(describing: refused))")
     }
 
+    @Test("one place for the bundle: path, url or channel; a URL needs RemoteOptions, a channel a key; one key, not two")
+    func placesAndKeys() throws {
+        let cases: [([String: String], String)] = [
+            (
+                ["OFFLINE_BUNDLE_PATH": "/b.zip", "OFFLINE_BUNDLE_URL": "https://cdn.example/b.zip"],
+                "offline-bundle.path (OFFLINE_BUNDLE_PATH) and offline-bundle.url (OFFLINE_BUNDLE_URL) are both set"
+            ),
+            (["OFFLINE_BUNDLE_URL": "/b.zip"], "offline-bundle.url (OFFLINE_BUNDLE_URL) is '/b.zip': it takes an http(s) URL"),
+            (["OFFLINE_BUNDLE_URL": "https://cdn.example/b.zip"], "names a bundle on a server: mounting it needs RemoteOptions"),
+            (["OFFLINE_BUNDLE_CHANNEL": "https://cdn.example/channel.json"], "offline-bundle.channel (OFFLINE_BUNDLE_CHANNEL) needs offline-bundle.public-key"),
+            (
+                [
+                    "OFFLINE_BUNDLE_PATH": "/b.zip", "OFFLINE_BUNDLE_PUBLIC_KEY": Data(count: 32).base64EncodedString(),
+                    "OFFLINE_BUNDLE_PUBLIC_KEY_FILE": "/k.pub",
+                ],
+                "offline-bundle.public-key (OFFLINE_BUNDLE_PUBLIC_KEY) and offline-bundle.public-key-file (OFFLINE_BUNDLE_PUBLIC_KEY_FILE) are both set"
+            ),
+        ]
+        for (values, says) in cases {
+            let refused = #expect(throws: BundleError.self) { try OfflineLoader(configuration: environment(values)) }
+            #expect(refused?.code == .invalidArgument && refused?.message.contains(says) == true, "\(values): \(String(describing: refused))")
+        }
+    }
+
     @Test("BundleReloader(configuration:): the same keys, and the next release taken when the file is replaced")
     func reloaderFromConfiguration() throws {
         let folder = try TemporaryFolder()

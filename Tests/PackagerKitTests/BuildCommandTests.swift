@@ -313,6 +313,48 @@ struct WrongInputTests {
         // Nothing answers for docs.example.com here: the check is incomplete (2), and its report is JSON all the same.
         #expect(verified.output.contains("\"bundle\" :") && verified.output.contains("\"verdict\" : \"unreachable\""), "\(verified.output)")
     }
+
+    @Test(
+        "serve --config FILE: the bundle and reload interval from the JSON a service's loader reads; the environment over it; wrong values refused naming the key and where it came from"
+    )
+    func serveFromConfiguration() async throws {
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
+        try folder.file("c.json", #"{"offline-bundle": {"path": "\#(folder.path)/b.zip", "policy": "bundle-first", "reload-interval": 5}}"#)
+        let pipe = Pipe()
+        let serve = try launch(packagerExecutable, ["serve", "--config", folder.path + "/c.json", "--port", "0"], output: pipe)
+        var lines = ""
+        for _ in 0..<2 where !lines.contains("serving ") { lines += try await firstLine(of: pipe) }
+        serve.terminate()
+        serve.waitUntilExit()
+        #expect(lines.contains("serving \(folder.path)/b.zip") || lines.contains("serving b.zip"), "\(lines)")
+        // serve answers from its bundles alone: a loader's policy is said not to be read.
+        #expect(lines.contains("offline-bundle.policy is a loader's setting"), "\(lines)")
+
+        try folder.file("two.json", #"{"offline-bundle": {"path": "b.zip", "url": "https://cdn.example/b.zip"}}"#)
+        try folder.file("key.json", #"{"offline-bundle": {"path": "b.zip", "public-key": "abc"}}"#)
+        try folder.file("none.json", "{}")
+        try folder.file("text.json", "path = b.zip")
+        let cases: [(arguments: [String], environment: String?, says: String)] = [
+            (["--config", folder.path + "/two.json"], nil, "offline-bundle.path (OFFLINE_BUNDLE_PATH, from \(folder.path)/two.json) and offline-bundle.url"),
+            (
+                ["--config", folder.path + "/key.json"], nil,
+                "offline-bundle.public-key (OFFLINE_BUNDLE_PUBLIC_KEY, from \(folder.path)/key.json) is not the base64"
+            ),
+            (["--config", folder.path + "/none.json"], nil, "offline-bundle.path (OFFLINE_BUNDLE_PATH) is not set"),
+            (["--config", folder.path + "/text.json"], nil, "is not a JSON settings file"),
+            (["--config", folder.path + "/missing.json"], nil, "cannot open \(folder.path)/missing.json: no such file or directory"),
+            (
+                ["--config", folder.path + "/c.json"], "OFFLINE_BUNDLE_POLICY=sometimes",
+                "offline-bundle.policy (OFFLINE_BUNDLE_POLICY, from the environment) is 'sometimes'"
+            ),
+        ]
+        for item in cases {
+            let command = (item.environment.map { [$0] } ?? []) + [packagerExecutable, "serve"] + item.arguments + ["--port", "0"]
+            let refused = try await run("/usr/bin/env", command)
+            #expect(refused.status == 2 && refused.output.contains(item.says), "\(item.arguments): \(refused.output)")
+        }
+    }
 }
 
 @Suite("a killed build resumes")
