@@ -37,6 +37,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
         // Settings from the environment and files, for OfflineBundleConfiguration.
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
+        // Spans for the loader's answers, and the in-memory tracer that tests them.
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.1.0"),
         // The tests' network for it: a real ClientTransport the bundle's answers stand in front of.
         .package(url: "https://github.com/apple/swift-openapi-urlsession", from: "1.4.0"),
         // The CLI's /metrics: the Prometheus text format as swift-metrics' backend (serve --admin-port).
@@ -76,6 +78,8 @@ let package = Package(
                 // The reloader is a service-lifecycle Service (no NIO: the package needs swift-log and async-algorithms).
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                // Spans for the loader's step (a no-op tracer unless a service bootstraps one).
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         // The URLProtocol for URLSession; apart, since on Linux it links FoundationNetworking (and libcurl).
@@ -155,6 +159,7 @@ let package = Package(
                 "OfflineBundle",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         // A loader from swift-configuration's providers (the environment, JSON files): that package only.
@@ -274,6 +279,8 @@ let package = Package(
             name: "OfflineBundleOpenAPITests",
             dependencies: [
                 "OfflineBundleOpenAPI", "OfflineBundle", "TestSupport",
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

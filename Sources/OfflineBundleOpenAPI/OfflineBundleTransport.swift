@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import OfflineBundle
 import OpenAPIRuntime
+import Tracing
 
 /// A swift-openapi-runtime `ClientTransport` that answers a generated OpenAPI client's calls from a loader's bundles,
 /// by the loader's policy, and hands what the policy sends to the network to an inner transport (the AsyncHTTPClient or
@@ -18,7 +19,9 @@ import OpenAPIRuntime
 /// matched as the bundle's `match` rules say (canonical JSON or GraphQL, say). Answers from a bundle carry the recorded
 /// status and headers, follow recorded redirects (10 hops), and come back as identity (`Accept-Encoding` is left out);
 /// their body is read whole and checked, off Swift's cooperative pool, before the response is returned: a damaged one
-/// fails the call. With a last-seen cache (`LoaderOptions.lastSeen`), a 200 the network answers may be kept.
+/// fails the call. With a last-seen cache (`LoaderOptions.lastSeen`), a 200 the network answers may be kept. Each call
+/// is a span (`OfflineLoader.load`: where the answer came from, and why), and the trace context goes on to the inner
+/// transport's request headers.
 ///
 /// ```swift
 /// let loader = try OfflineLoader(path: "api.bundle.zip", policy: .bundleFirst)
@@ -29,16 +32,20 @@ public struct OfflineBundleTransport: ClientTransport {
     public let handle: LoaderHandle
     /// What the policy sends to the network; nil when nothing may go there (a call the loader does not answer fails).
     public let upstream: (any ClientTransport)?
+    /// Where each call's span goes (`OfflineLoader.load`'s `offline-bundle.load`); nil: `InstrumentationSystem.tracer`.
+    public let tracer: (any Tracer)?
 
-    /// A transport that answers from the loader `handle` holds and sends the rest to `upstream`.
-    public init(handle: LoaderHandle, upstream: (any ClientTransport)? = nil) {
+    /// A transport that answers from the loader `handle` holds and sends the rest to `upstream`, tracing each call
+    /// through `tracer` (the bootstrapped one unless given) and carrying the trace to `upstream`'s requests.
+    public init(handle: LoaderHandle, upstream: (any ClientTransport)? = nil, tracer: (any Tracer)? = nil) {
         self.handle = handle
         self.upstream = upstream
+        self.tracer = tracer
     }
 
     /// A transport that answers from `loader` and sends the rest to `upstream`.
-    public init(loader: OfflineLoader, upstream: (any ClientTransport)? = nil) {
-        self.init(handle: LoaderHandle(loader), upstream: upstream)
+    public init(loader: OfflineLoader, upstream: (any ClientTransport)? = nil, tracer: (any Tracer)? = nil) {
+        self.init(handle: LoaderHandle(loader), upstream: upstream, tracer: tracer)
     }
 
     public func send(_ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String) async throws -> (HTTPResponse, HTTPBody?) {
@@ -55,46 +62,48 @@ public struct OfflineBundleTransport: ClientTransport {
             bundleRequest.body = bytes
             body = HTTPBody(bytes)
         }
-        let (plan, answered) = loader.plan(for: bundleRequest, followingRedirects: 10)
-        switch plan {
-        case .miss:
-            let why = loader.explainMiss(bundleRequest).map { ": \($0)" } ?? ""
-            throw BundleError(.notFound, "the bundle has no answer for \(operationID), \(request.method.rawValue) \(url) (policy: bundle only)\(why)")
-        case .answer(let answer):
+        let upstream = self.upstream
+        let tracer = self.tracer
+        let outgoing = body
+        let loaded: OfflineLoader.Loaded<Response>
+        do {
+            loaded = try await loader.load(bundleRequest, followingRedirects: 10, tracer: tracer) {
+                guard let upstream else {
+                    throw BundleError(.notFound, "the policy sends \(operationID), \(request.method.rawValue) \(url), to the network, and this transport has none")
+                }
+                // The trace goes on to the origin with the request.
+                var request = request
+                OfflineLoader.injectTraceContext(into: &request.headerFields, tracer: tracer)
+                let (response, body) = try await upstream.send(request, body: outgoing, baseURL: baseURL, operationID: operationID)
+                return Response(head: response, body: body)
+            } status: {
+                $0.head.status.code
+            }
+        } catch let error as BundleError where error.code == .notFound && loader.policy(for: url) == .bundleOnly {
+            throw BundleError(.notFound, error.message.replacingOccurrences(of: "the bundle has no answer for ", with: "the bundle has no answer for \(operationID), "))
+        }
+        switch loaded {
+        case .bundle(let answer, let answered, _):
             return try await Self.respond(answer, url: answered, loader: loader)
-        case .network(let timeout):
-            guard let upstream else {
-                throw BundleError(.notFound, "the policy sends \(operationID), \(request.method.rawValue) \(url), to the network, and this transport has none")
-            }
-            let response: HTTPResponse
-            var responseBody: HTTPBody?
-            do {
-                (response, responseBody) = try await Self.within(timeout) { [body] in
-                    try await upstream.send(request, body: body, baseURL: baseURL, operationID: operationID)
-                }
-            } catch is CancellationError {
-                throw CancellationError()
-            } catch {
-                if let (fallback, url) = loader.fallback(for: bundleRequest, networkAnswered: false, followingRedirects: 10) {
-                    return try await Self.respond(fallback, url: url, loader: loader)
-                }
-                throw error
-            }
-            let status = response.status.code
-            if loader.fallsBack(onStatus: status), let (fallback, url) = loader.fallback(for: bundleRequest, networkAnswered: true, followingRedirects: 10) {
-                return try await Self.respond(fallback, url: url, loader: loader)
-            }
+        case .network(let answer):
+            var responseBody = answer.body
             // Kept for next time where the last-seen cache may: a body of known length within its entry limit is read
             // whole, then handed on (one of unknown length streams through, not kept).
-            if status == 200, loader.mayRemember(bundleRequest), let streamed = responseBody, let lastSeen = loader.options.lastSeen,
+            if answer.head.status.code == 200, loader.mayRemember(bundleRequest), let streamed = responseBody, let lastSeen = loader.options.lastSeen,
                 case .known(let length) = streamed.length, length <= lastSeen.maxEntryBytes
             {
                 let bytes = try await Data(collecting: streamed, upTo: Int(length))
-                loader.remember(bundleRequest, status: 200, headers: response.headerFields, body: bytes)
+                loader.remember(bundleRequest, status: 200, headers: answer.head.headerFields, body: bytes)
                 responseBody = HTTPBody(bytes)
             }
-            return (response, responseBody)
+            return (answer.head, responseBody)
         }
+    }
+
+    /// The inner transport's answer, carried through the loader's step.
+    struct Response: Sendable {
+        var head: HTTPResponse
+        var body: HTTPBody?
     }
 
     /// The server URL followed by the operation's path and query, as the generated client means them.
@@ -118,22 +127,5 @@ public struct OfflineBundleTransport: ClientTransport {
         }
         let response = HTTPResponse(status: .init(code: answer.status), headerFields: answer.headers)
         return (response, answer.status == 204 || answer.status == 304 ? nil : HTTPBody(bytes))
-    }
-
-    /// What `work` returns, or a timeout error once `timeout` has passed (the work is then cancelled).
-    static func within<T: Sendable>(_ timeout: Duration?, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
-        guard let timeout else { return try await work() }
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await work() }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let value = first else {
-                throw URLError(.timedOut)
-            }
-            return value
-        }
     }
 }

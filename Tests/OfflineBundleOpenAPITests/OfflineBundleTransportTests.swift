@@ -1,11 +1,13 @@
 import Foundation
 import HTTPTypes
+import InMemoryTracing
 import OfflineBundle
 import OfflineBundleOpenAPI
 import OpenAPIRuntime
 import OpenAPIURLSession
 import TestSupport
 import Testing
+import Tracing
 
 /// The transport a generated OpenAPI client talks through, answered from a bundle built from a real origin on
 /// loopback, with swift-openapi-urlsession's transport as the network behind it.
@@ -102,6 +104,53 @@ struct OfflineBundleTransportTests {
             await #expect(throws: BundleError.self) {
                 _ = try await alone.send(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/live"), body: nil, baseURL: server, operationID: "live")
             }
+        }
+    }
+
+    @Test(
+        "each call is a span saying where its answer came from and why (hit, network, fallback, miss), and the trace goes on to the origin in the request's headers"
+    )
+    func traced() async throws {
+        try await withOrigin { origin in
+            let folder = try TemporaryFolder()
+            let path = try await Self.build(origin, in: folder)
+            let server = try #require(URL(string: origin.base + "/v1"))
+            origin.set("/v1/live", .text("only on the network", type: "text/plain"))
+            let tracer = InMemoryTracer()
+            let first = OfflineBundleTransport(
+                loader: try OfflineLoader(path: path, policy: .bundleFirst), upstream: URLSessionTransport(), tracer: tracer)
+            _ = try await first.send(
+                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/items?limit=2"), body: nil, baseURL: server, operationID: "listItems")
+            _ = try await first.send(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/live"), body: nil, baseURL: server, operationID: "live")
+            origin.set("/v1/items?limit=2", .text("down", type: "text/plain", status: 503))
+            let networkFirst = OfflineBundleTransport(
+                loader: try OfflineLoader(path: path, policy: .networkFirst(timeout: .seconds(10))), upstream: URLSessionTransport(), tracer: tracer)
+            _ = try await networkFirst.send(
+                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/items?limit=2"), body: nil, baseURL: server, operationID: "listItems")
+            let only = OfflineBundleTransport(loader: try OfflineLoader(path: path, policy: .bundleOnly), tracer: tracer)
+            _ = try? await only.send(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/gone"), body: nil, baseURL: server, operationID: "gone")
+
+            let spans = tracer.finishedSpans
+            #expect(spans.count == 4 && spans.allSatisfy { $0.operationName == OfflineLoader.loadSpanName && $0.kind == .client })
+            func attribute(_ span: Int, _ name: String) -> String? {
+                guard span < spans.count, let value = spans[span].attributes[name]?.toSpanAttribute() else { return nil }
+                switch value {
+                case .string(let text): return text
+                case .int64(let number): return String(number)
+                default: return "\(value)"
+                }
+            }
+            let label = try MountedBundle(path: path).label
+            #expect(attribute(0, "offline_bundle.outcome") == "hit" && attribute(0, "offline_bundle.source") == label)
+            #expect(attribute(0, "offline_bundle.policy") == "bundle-first" && attribute(0, "offline_bundle.url") == origin.base + "/v1/items")
+            #expect(attribute(1, "offline_bundle.outcome") == "network" && attribute(1, "http.response.status_code") == "200")
+            #expect(attribute(2, "offline_bundle.outcome") == "fallback" && attribute(2, "offline_bundle.policy") == "network-first")
+            #expect(attribute(3, "offline_bundle.outcome") == "miss" && spans.count == 4 && spans[3].errors.count == 1)
+            // The network's requests carried the span they were made in; the bundle's answer asked nothing.
+            let live = origin.requests.last { $0.path == "/v1/live" }
+            #expect(live?.headers[InMemoryTracer.traceIDKey] == spans[1].traceID && live?.headers[InMemoryTracer.spanIDKey] == spans[1].spanID)
+            let failed = origin.requests.last { $0.path == "/v1/items?limit=2" }
+            #expect(failed?.headers[InMemoryTracer.traceIDKey] == spans[2].traceID)
         }
     }
 }
