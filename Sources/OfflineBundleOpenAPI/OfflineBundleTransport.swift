@@ -69,7 +69,8 @@ public struct OfflineBundleTransport: ClientTransport {
         do {
             loaded = try await loader.load(bundleRequest, followingRedirects: 10, tracer: tracer) {
                 guard let upstream else {
-                    throw BundleError(.notFound, "the policy sends \(operationID), \(request.method.rawValue) \(url), to the network, and this transport has none")
+                    throw BundleError(
+                        .notFound, "the policy sends \(operationID), \(request.method.rawValue) \(url), to the network, and this transport has none")
                 }
                 // The trace goes on to the origin with the request.
                 var request = request
@@ -80,7 +81,8 @@ public struct OfflineBundleTransport: ClientTransport {
                 $0.head.status.code
             }
         } catch let error as BundleError where error.code == .notFound && loader.policy(for: url) == .bundleOnly {
-            throw BundleError(.notFound, error.message.replacingOccurrences(of: "the bundle has no answer for ", with: "the bundle has no answer for \(operationID), "))
+            throw BundleError(
+                .notFound, error.message.replacingOccurrences(of: "the bundle has no answer for ", with: "the bundle has no answer for \(operationID), "))
         }
         switch loaded {
         case .bundle(let answer, let answered, _):
