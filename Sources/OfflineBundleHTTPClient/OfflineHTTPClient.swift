@@ -5,11 +5,12 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import OfflineBundle
+import Tracing
 
 /// An AsyncHTTPClient wrapper that answers requests from a loader's rules and bundles, by policy.
 ///
 /// - `bundleOnly`: only the loader answers; a miss throws
-///   `BundleError` with code `.notFound`, and nothing reaches the network.
+///   `BundleError` with code `.notFound`, said with the nearest recorded request, and nothing reaches the network.
 /// - `bundleFirst`: the loader answers what it has; the rest goes to the network.
 /// - `networkFirst(timeout:)`: the network answers; when it fails,
 ///   answers 5xx (or a status in ``LoaderOptions/fallbackStatuses``), or takes longer than the timeout, the loader
@@ -22,11 +23,15 @@ import OfflineBundle
 public struct OfflineHTTPClient: Sendable {
     public let loader: OfflineLoader
     public let client: HTTPClient
+    /// Where each request's span goes (`OfflineLoader.load`'s); nil: `InstrumentationSystem.tracer`.
+    public let tracer: (any Tracer)?
 
-    /// Wraps `client`; the loader's policy (and overrides) decide per URL.
-    public init(loader: OfflineLoader, client: HTTPClient = .shared) {
+    /// Wraps `client`; the loader's policy (and overrides) decide per URL. Each request is a span of `tracer` (the
+    /// bootstrapped one unless given), and a request sent to the network carries its trace in its headers.
+    public init(loader: OfflineLoader, client: HTTPClient = .shared, tracer: (any Tracer)? = nil) {
         self.loader = loader
         self.client = client
+        self.tracer = tracer
     }
 
     /// Executes `request` from the loader or the network, as the policy for its URL says.
@@ -39,13 +44,13 @@ public struct OfflineHTTPClient: Sendable {
             bundleRequest.body = Data(collected.readableBytesView)
             request.body = .bytes(collected)
         }
-        let (plan, url) = loader.plan(for: bundleRequest, followingRedirects: 10)
-        switch plan {
-        case .miss:
-            throw BundleError(.notFound, "the bundle has no entry for \(request.method.rawValue) \(request.url) (policy: bundle only)")
-        case .answer(let answer):
-            return try await respond(answer, url: url)
-        case .network(let limit):
+        // The loader's step: the policy, its timeout (the network's call is cancelled past it), the fallbacks, a span.
+        let (client, tracer, sent) = (self.client, self.tracer, request)
+        let loaded = try await loader.load(bundleRequest, followingRedirects: 10, tracer: tracer) { limit in
+            var request = sent
+            var fields = HTTPFields()
+            OfflineLoader.injectTraceContext(into: &fields, tracer: tracer)
+            for field in fields { request.headers.replaceOrAdd(name: field.name.canonicalName, value: field.value) }
             var networkTimeout = timeout
             if let limit {
                 // Saturating: a Duration of centuries (meant as "no limit") must not overflow TimeAmount's nanoseconds.
@@ -53,34 +58,31 @@ public struct OfflineHTTPClient: Sendable {
                 let nanoseconds = seconds >= Int64.max / 1_000_000_000 ? Int64.max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000
                 networkTimeout = min(timeout, .nanoseconds(max(0, nanoseconds)))
             }
-            let response: HTTPClientResponse
-            do {
-                response = try await client.execute(request, timeout: networkTimeout)
-            } catch {
-                if let (fallback, url) = loader.fallback(for: bundleRequest, networkAnswered: false, followingRedirects: 10) {
-                    return try await respond(fallback, url: url)
-                }
-                throw error
-            }
-            let status = Int(response.status.code)
-            if loader.fallsBack(onStatus: status), let (fallback, url) = loader.fallback(for: bundleRequest, networkAnswered: true, followingRedirects: 10) {
-                return try await respond(fallback, url: url)
-            }
-            // A response the client reached by following redirects answers another URL: it is not kept for this one.
-            guard status == 200, response.history.count <= 1, loader.mayRemember(bundleRequest), let lastSeen = loader.options.lastSeen else {
-                return response
-            }
-            var headers = HTTPFields()
-            for (name, value) in response.headers {
-                if let fieldName = HTTPField.Name(name) { headers.append(HTTPField(name: fieldName, value: value)) }
-            }
-            var remembering = response
-            remembering.body = .stream(
-                RememberingBody(
-                    body: response.body, limit: Int(min(lastSeen.maxEntryBytes, UInt64(Int.max))), loader: loader, request: bundleRequest,
-                    headers: headers))
-            return remembering
+            return try await client.execute(request, timeout: networkTimeout)
+        } status: {
+            Int($0.status.code)
         }
+        let response: HTTPClientResponse
+        switch loaded {
+        case .bundle(let answer, let url, _):
+            return try await respond(answer, url: url)
+        case .network(let answer):
+            response = answer
+        }
+        // A response the client reached by following redirects answers another URL: it is not kept for this one.
+        guard response.status.code == 200, response.history.count <= 1, loader.mayRemember(bundleRequest), let lastSeen = loader.options.lastSeen else {
+            return response
+        }
+        var headers = HTTPFields()
+        for (name, value) in response.headers {
+            if let fieldName = HTTPField.Name(name) { headers.append(HTTPField(name: fieldName, value: value)) }
+        }
+        var remembering = response
+        remembering.body = .stream(
+            RememberingBody(
+                body: response.body, limit: Int(min(lastSeen.maxEntryBytes, UInt64(Int.max))), loader: loader, request: bundleRequest,
+                headers: headers))
+        return remembering
     }
 
     /// The loader's answer to `request` without the network (its rules, last-seen cache and bundles), or nil on a miss.

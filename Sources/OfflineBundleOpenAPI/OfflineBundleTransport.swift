@@ -67,15 +67,18 @@ public struct OfflineBundleTransport: ClientTransport {
         let outgoing = body
         let loaded: OfflineLoader.Loaded<Response>
         do {
-            loaded = try await loader.load(bundleRequest, followingRedirects: 10, tracer: tracer) {
+            loaded = try await loader.load(bundleRequest, followingRedirects: 10, tracer: tracer) { timeout in
                 guard let upstream else {
                     throw BundleError(
                         .notFound, "the policy sends \(operationID), \(request.method.rawValue) \(url), to the network, and this transport has none")
                 }
                 // The trace goes on to the origin with the request.
-                var request = request
-                OfflineLoader.injectTraceContext(into: &request.headerFields, tracer: tracer)
-                let (response, body) = try await upstream.send(request, body: outgoing, baseURL: baseURL, operationID: operationID)
+                var traced = request
+                OfflineLoader.injectTraceContext(into: &traced.headerFields, tracer: tracer)
+                let sent = traced
+                let (response, body) = try await OfflineLoader.within(timeout) {
+                    try await upstream.send(sent, body: outgoing, baseURL: baseURL, operationID: operationID)
+                }
                 return Response(head: response, body: body)
             } status: {
                 $0.head.status.code

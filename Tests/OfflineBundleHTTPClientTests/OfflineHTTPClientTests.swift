@@ -1,16 +1,45 @@
 import AsyncHTTPClient
 import Foundation
+import InMemoryTracing
 import NIOCore
 import OfflineBundle
 import OfflineBundleHTTPClient
 import PackagerKit
 import TestSupport
 import Testing
+import Tracing
 
 @Suite("AsyncHTTPClient wrapper: policies with the network up and down")
 struct OfflineHTTPClientTests {
     func body(_ response: HTTPClientResponse) async throws -> String {
         String(buffer: try await response.body.collect(upTo: 1 << 20))
+    }
+
+    @Test("each request is a span (hit, network, fallback); a request sent to the network carries its trace to the origin")
+    func traced() async throws {
+        try await withLiveSiteAndBundle { (live, bundle) async throws -> Void in
+            let tracer = InMemoryTracer()
+            let first = OfflineHTTPClient(loader: OfflineLoader(bundles: [bundle], policy: .bundleFirst), tracer: tracer)
+            _ = try await first.execute(HTTPClientRequest(url: live.base + "/"), timeout: .seconds(30))
+            _ = try await first.execute(HTTPClientRequest(url: live.base + "/only-live.txt?token=t"), timeout: .seconds(30))
+            live.set("/", .text("down", type: "text/plain", status: 503))
+            let networkFirst = OfflineHTTPClient(loader: OfflineLoader(bundles: [bundle], policy: .networkFirst(timeout: .seconds(30))), tracer: tracer)
+            _ = try await networkFirst.execute(HTTPClientRequest(url: live.base + "/"), timeout: .seconds(30))
+            let spans = tracer.finishedSpans
+            let outcomes = spans.map { span -> String in
+                if case .string(let text) = span.attributes["offline_bundle.outcome"]?.toSpanAttribute() { return text }
+                return "-"
+            }
+            #expect(outcomes == ["hit", "network", "fallback"], "\(outcomes)")
+            // The URL without its query (a token may stand there).
+            if case .string(let url) = spans[1].attributes["offline_bundle.url"]?.toSpanAttribute() {
+                #expect(url == live.base + "/only-live.txt")
+            } else {
+                Issue.record("no offline_bundle.url")
+            }
+            let sent = live.requests.last { $0.path.hasPrefix("/only-live.txt") }
+            #expect(sent?.headers[InMemoryTracer.traceIDKey] == spans[1].traceID && sent?.headers[InMemoryTracer.spanIDKey] == spans[1].spanID)
+        }
     }
 
     @Test("bundle only, bundle first and network first, up and down, with overrides")

@@ -23,8 +23,9 @@ extension OfflineLoader {
     /// - `bundleOnly`: the bundles (and rules, and the last-seen cache) answer; a miss throws ``BundleError`` with code
     ///   `.notFound` and the nearest recorded request (``explainMiss(_:)``).
     /// - `bundleFirst`: they answer what they have; `network` answers the rest.
-    /// - `networkFirst(timeout:)`: `network` answers; when it throws, takes longer than the timeout (it is then
-    ///   cancelled), or answers a status ``fallsBack(onStatus:)`` names, the bundles answer instead where they can.
+    /// - `networkFirst(timeout:)`: `network` answers within the timeout it is given (a client applies it as its own
+    ///   deadline, or through ``within(_:_:)``); when it throws, or answers a status ``fallsBack(onStatus:)`` names,
+    ///   the bundles answer instead where they can.
     ///
     /// Each call is one span, `offline-bundle.load` (a client span, through `tracer`; `InstrumentationSystem.tracer`
     /// unless given), with the attributes `http.request.method`, `offline_bundle.url` (without its query, which may
@@ -38,10 +39,10 @@ extension OfflineLoader {
     ///   - maxRedirects: recorded redirects followed inside the bundles (a client that follows redirects itself).
     ///   - status: the status of the network's answer.
     /// - Throws: ``BundleError`` (`.notFound`) for a bundle-only miss; what `network` throws when no fallback
-    ///   answers; `URLError(.timedOut)` past the timeout without one.
+    ///   answers.
     public func load<Answer: Sendable>(
         _ request: BundleRequest, followingRedirects maxRedirects: Int = 10, tracer: (any Tracer)? = nil,
-        network: @escaping @Sendable () async throws -> Answer, status: @escaping @Sendable (Answer) -> Int
+        network: @escaping @Sendable (_ timeout: Duration?) async throws -> Answer, status: @escaping @Sendable (Answer) -> Int
     ) async throws -> Loaded<Answer> {
         let tracer = tracer ?? InstrumentationSystem.tracer
         return try await tracer.withSpan(Self.loadSpanName, ofKind: .client) { span in
@@ -67,7 +68,7 @@ extension OfflineLoader {
             case .network(let timeout):
                 let answer: Answer
                 do {
-                    answer = try await Self.within(timeout, network)
+                    answer = try await network(timeout)
                 } catch is CancellationError {
                     throw CancellationError()
                 } catch {
@@ -104,8 +105,9 @@ extension OfflineLoader {
         }
     }
 
-    /// What `work` returns, or `URLError(.timedOut)` once `timeout` has passed (the work is then cancelled).
-    package static func within<T: Sendable>(_ timeout: Duration?, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+    /// What `work` returns, or `URLError(.timedOut)` once `timeout` has passed (the work is then cancelled): the
+    /// timeout of ``load(_:followingRedirects:tracer:network:status:)`` for a network call that takes none.
+    public static func within<T: Sendable>(_ timeout: Duration?, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
         guard let timeout else { return try await work() }
         return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask { try await work() }
