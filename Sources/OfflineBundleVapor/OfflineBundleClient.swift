@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import OfflineBundle
+import Tracing
 import Vapor
 
 /// A Vapor `Client` that answers `req.client` and `app.client` from a loader's rules and bundles, by the loader's
@@ -20,7 +21,8 @@ import Vapor
 /// a bundle carry the recorded status and headers and `Age`, honour conditional and Range requests, follow recorded
 /// redirects (10 hops, as AsyncHTTPClient follows the network's), and come back as identity (Accept-Encoding is left
 /// out). A body is read whole, as Vapor's client reads one, and checked first: a damaged one fails the request. With
-/// a last-seen cache (``OfflineBundle/LoaderOptions/lastSeen``), what the network answers may be kept.
+/// a last-seen cache (``OfflineBundle/LoaderOptions/lastSeen``), what the network answers may be kept. Each request
+/// is a span (`OfflineLoader.load`'s), and one sent to the network carries its trace in its headers.
 ///
 /// The network is the application's shared AsyncHTTPClient (`app.http.client.shared`), with its configuration. A network
 /// answer is read whole, as Vapor's client reads one, up to ``maxResponseBodySize`` (64 MiB unless given): a longer one
@@ -42,6 +44,8 @@ public struct OfflineBundleClient: Client {
     let threadPool: NIOThreadPool
     /// The most bytes of a network answer's body read into memory.
     public let maxResponseBodySize: Int
+    /// Where each request's span goes (`OfflineLoader.load`'s); nil: `InstrumentationSystem.tracer`.
+    public let tracer: (any Tracer)?
 
     /// 64 MiB: a response body held whole, as `ClientResponse` holds it.
     public static let defaultMaxResponseBodySize = 64 << 20
@@ -49,9 +53,11 @@ public struct OfflineBundleClient: Client {
     /// A client on `eventLoop` that answers from the loader `handle` holds and sends the rest to `http`.
     public init(
         handle: LoaderHandle, http: HTTPClient, eventLoop: any EventLoop, threadPool: NIOThreadPool = .singleton, logger: Logger? = nil,
-        byteBufferAllocator: ByteBufferAllocator = ByteBufferAllocator(), maxResponseBodySize: Int = OfflineBundleClient.defaultMaxResponseBodySize
+        byteBufferAllocator: ByteBufferAllocator = ByteBufferAllocator(), maxResponseBodySize: Int = OfflineBundleClient.defaultMaxResponseBodySize,
+        tracer: (any Tracer)? = nil
     ) {
         self.handle = handle
+        self.tracer = tracer
         self.maxResponseBodySize = maxResponseBodySize
         self.http = http
         self.eventLoop = eventLoop
@@ -72,19 +78,19 @@ public struct OfflineBundleClient: Client {
     public func delegating(to eventLoop: any EventLoop) -> any Client {
         OfflineBundleClient(
             handle: handle, http: http, eventLoop: eventLoop, threadPool: threadPool, logger: logger, byteBufferAllocator: byteBufferAllocator,
-            maxResponseBodySize: maxResponseBodySize)
+            maxResponseBodySize: maxResponseBodySize, tracer: tracer)
     }
 
     public func logging(to logger: Logger) -> any Client {
         OfflineBundleClient(
             handle: handle, http: http, eventLoop: eventLoop, threadPool: threadPool, logger: logger, byteBufferAllocator: byteBufferAllocator,
-            maxResponseBodySize: maxResponseBodySize)
+            maxResponseBodySize: maxResponseBodySize, tracer: tracer)
     }
 
     public func allocating(to byteBufferAllocator: ByteBufferAllocator) -> any Client {
         OfflineBundleClient(
             handle: handle, http: http, eventLoop: eventLoop, threadPool: threadPool, logger: logger, byteBufferAllocator: byteBufferAllocator,
-            maxResponseBodySize: maxResponseBodySize)
+            maxResponseBodySize: maxResponseBodySize, tracer: tracer)
     }
 
     /// The answer to `request`: from the loader, or from the network, as the policy for its URL says.
@@ -101,54 +107,60 @@ public struct OfflineBundleClient: Client {
         if let body = request.body, loader.matchesBody(method: request.method.rawValue, url: url) {
             bundleRequest.body = Data(body.readableBytesView)
         }
-        let (plan, answered) = loader.plan(for: bundleRequest, followingRedirects: 10)
-        switch plan {
-        case .miss:
-            throw BundleError(.notFound, "the bundle has no entry for \(request.method.rawValue) \(url) (policy: bundle only)")
-        case .answer(let answer):
-            return try await respond(answer, url: answered, loader: loader)
-        case .network(let limit):
-            var timeout = request.timeout
+        var building = HTTPClientRequest(url: url)
+        building.method = request.method
+        building.headers = request.headers
+        building.body = request.body.map { .bytes($0) }
+        let outgoing = building
+        let (http, logger, tracer, maxResponseBodySize, requested) = (self.http, self.logger, self.tracer, self.maxResponseBodySize, request.timeout)
+        // The loader's step: the policy, the fallbacks, a span; the network call applies the policy's timeout itself.
+        let loaded = try await loader.load(bundleRequest, followingRedirects: 10, tracer: tracer) { limit -> NetworkOutcome in
+            var timeout = requested
             if let limit {
                 // Saturating: a Duration of centuries (meant as "no limit") must not overflow TimeAmount's nanoseconds.
                 let (seconds, attoseconds) = limit.components
                 let nanoseconds = seconds >= Int64.max / 1_000_000_000 ? Int64.max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000
                 timeout = min(timeout ?? .nanoseconds(Int64.max), .nanoseconds(max(0, nanoseconds)))
             }
-            var outgoing = HTTPClientRequest(url: url)
-            outgoing.method = request.method
-            outgoing.headers = request.headers
-            outgoing.body = request.body.map { .bytes($0) }
-            let response: HTTPClientResponse
-            let body: ByteBuffer
+            var traced = outgoing
+            var fields = HTTPFields()
+            OfflineLoader.injectTraceContext(into: &fields, tracer: tracer)
+            for field in fields { traced.headers.replaceOrAdd(name: field.name.canonicalName, value: field.value) }
+            let sent = traced
             do {
                 // The timeout covers the whole answer, body included: AsyncHTTPClient's deadline ends with the head.
-                (response, body) = try await Self.within(timeout) { [http, logger, timeout, outgoing, maxResponseBodySize] in
+                return try await Self.within(timeout) { [timeout] () -> NetworkOutcome in
                     let deadline = timeout.map { NIODeadline.now() + $0 } ?? .distantFuture
-                    let response = try await http.execute(outgoing, deadline: deadline, logger: logger)
-                    return (response, try await response.body.collect(upTo: maxResponseBodySize))
+                    let response = try await http.execute(sent, deadline: deadline, logger: logger)
+                    return .answered(response, try await response.body.collect(upTo: maxResponseBodySize))
                 }
-            } catch is CancellationError {
-                throw CancellationError()
             } catch let error as NIOTooManyBytesError {
                 // The network answered, past what is held: not a failure the bundle stands in for.
-                throw error
-            } catch {
-                if let (fallback, url) = loader.fallback(for: bundleRequest, networkAnswered: false, followingRedirects: 10) {
-                    return try await respond(fallback, url: url, loader: loader)
-                }
-                throw error
+                return .tooLarge(error)
             }
-            let status = Int(response.status.code)
-            if loader.fallsBack(onStatus: status), let (fallback, url) = loader.fallback(for: bundleRequest, networkAnswered: true, followingRedirects: 10) {
-                return try await respond(fallback, url: url, loader: loader)
-            }
+        } status: { (outcome: NetworkOutcome) -> Int in
+            if case .answered(let response, _) = outcome { return Int(response.status.code) }
+            return 200
+        }
+        switch loaded {
+        case .bundle(let answer, let url, _):
+            return try await respond(answer, url: url, loader: loader)
+        case .network(.tooLarge(let error)):
+            throw error
+        case .network(.answered(let response, let body)):
             // A response reached by following redirects answers another URL: it is not kept for this one.
-            if status == 200, response.history.count <= 1, loader.mayRemember(bundleRequest) {
+            if response.status.code == 200, response.history.count <= 1, loader.mayRemember(bundleRequest) {
                 loader.remember(bundleRequest, status: 200, headers: HTTPFields(response.headers), body: Data(body.readableBytesView))
             }
             return ClientResponse(status: response.status, headers: response.headers, body: body, byteBufferAllocator: byteBufferAllocator)
         }
+    }
+
+    /// What the network gave: a response and its body, or a body past ``maxResponseBodySize`` (thrown, never answered
+    /// by the bundle instead).
+    enum NetworkOutcome: Sendable {
+        case answered(HTTPClientResponse, ByteBuffer)
+        case tooLarge(NIOTooManyBytesError)
     }
 
     /// What `work` returns, or a timeout error once `timeout` has passed (the work is then cancelled).
