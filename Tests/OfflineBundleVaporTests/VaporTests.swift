@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Crypto
 import Foundation
+import InMemoryTracing
 import NIOCore
 import OfflineBundle
 import OfflineBundleServing
@@ -9,6 +10,7 @@ import PackagerKit
 import Synchronization
 import TestSupport
 import Testing
+import Tracing
 import Vapor
 
 /// A Vapor application listening on a free loopback port, shut down by `body`'s end.
@@ -220,10 +222,20 @@ struct VaporTests {
                     let strict = OfflineBundleClient(handle: LoaderHandle(only), http: app.http.client.shared, eventLoop: app.eventLoopGroup.any())
                     await #expect(throws: BundleError.self) { _ = try await strict.get(URI(string: origin.base + "/only-live.txt")) }
                     #expect(origin.requests.isEmpty)
-                    let firstClient = OfflineBundleClient(handle: LoaderHandle(first), http: app.http.client.shared, eventLoop: app.eventLoopGroup.any())
+                    let tracer = InMemoryTracer()
+                    let firstClient = OfflineBundleClient(
+                        handle: LoaderHandle(first), http: app.http.client.shared, eventLoop: app.eventLoopGroup.any(), tracer: tracer)
                     let live = try await firstClient.get(URI(string: origin.base + "/only-live.txt"))
                     #expect(live.status == .ok && live.body.map { String(buffer: $0) } == "only on the network")
                     #expect(origin.count("/only-live.txt") == 1)
+                    // One span, from the network, whose trace the origin received.
+                    let span = tracer.finishedSpans.last
+                    if case .string(let outcome)? = span?.attributes["offline_bundle.outcome"]?.toSpanAttribute() {
+                        #expect(outcome == "network")
+                    } else {
+                        Issue.record("no outcome on \(String(describing: span))")
+                    }
+                    #expect(origin.requests.last?.headers[InMemoryTracer.traceIDKey] == span?.traceID && span?.traceID != nil)
                     // A network body past the client's bound fails the request rather than being held whole.
                     origin.set("/big.txt", .text(String(repeating: "x", count: 5000), type: "text/plain"))
                     let bounded = OfflineBundleClient(
