@@ -56,11 +56,12 @@ extension Packager {
 
         @Option(
             name: .customLong("config"),
-            help: """
+            help: ArgumentHelp(
+                """
                 A JSON file of the settings a service's OfflineLoader(configuration:) reads (OFFLINE_BUNDLE_* variables \
                 override it): offline-bundle.path, url or channel, public-key or public-key-file, reload-interval, \
                 remote-cache-directory. Bundle arguments, --channel, --public-key and --reload-check come first.
-                """)
+                """, valueName: "file"))
         var configFile: String?
 
         @Option(help: "The address to listen on.")
