@@ -163,7 +163,8 @@ struct PageVisit: Sendable {
         /// Types each leading letter, digit and `_` into the page's first search box, when the box loads its index in
         /// pieces (Doxygen's, one per first character typed): `a` made the page load something, and `z` then loaded
         /// another file (by path: a search API asked again with another query is not a piece). Each piece is then
-        /// loaded. The wait after each is past the 500 ms such boxes wait for the typing to stop.
+        /// loaded. The wait after each is past the 500 ms such boxes wait for the typing to stop, and lasts until what
+        /// it loaded has come.
         static let sweepSteps = """
             {
               const box = all('input[type=search], input[name=q], input[name=query], input[name=search], input[role=combobox], input[type=text]')
@@ -183,17 +184,28 @@ struct PageVisit: Sendable {
                   return paths;
                 };
                 const fresh = (before) => Array.from(loaded()).filter(p => !before.has(p)).length;
-                type(box, '');
-                await sleep(700);
+                // Until what the page and its frames loaded stays the same for 150 ms and every frame has loaded (at
+                // most 1.2 s): on a loaded machine a piece may take longer than the wait, and the next letter would
+                // send its frame elsewhere before it came.
+                const settle = async () => {
+                  let last = '';
+                  for (let i = 0; i < 8; i++) {
+                    let now = Array.from(loaded()).sort().join(' ');
+                    for (let f = 0; f < window.frames.length; f++) { try { now += ' ' + window.frames[f].document.readyState; } catch (e) {} }
+                    if (now === last && !now.includes('loading') && !now.includes('interactive')) return;
+                    last = now;
+                    await sleep(150);
+                  }
+                };
+                const typed = async (c, ms) => { type(box, c); await sleep(ms); await settle(); };
+                await typed('', 700);
                 let seen = loaded();
-                type(box, 'a');
-                await sleep(900);
+                await typed('a', 900);
                 if (fresh(seen) > 0) {
                   seen = loaded();
-                  type(box, 'z');
-                  await sleep(900);
+                  await typed('z', 900);
                   if (fresh(seen) > 0) {
-                    for (const c of 'bcdefghijklmnopqrstuvwxy0123456789_') { type(box, c); await sleep(700); }
+                    for (const c of 'bcdefghijklmnopqrstuvwxy0123456789_') { await typed(c, 600); }
                   }
                 }
                 type(box, '');
@@ -283,10 +295,10 @@ struct PageVisit: Sendable {
             loaded = true
             await recorder.waitForQuiet(limit: min(5, timeout), browser: browser)
             // Declared scripts may take up to the page timeout, on top of the declared waits; a sweep of the search box
-            // types 37 characters, 0.7 s apart.
+            // types 37 characters, each 0.6 s and up to 1.2 s more apart.
             let origin = PageVisit.origin(of: url)
             let sweep = behaviours.generic && origin.map(behaviours.sweeps.claim) == true
-            let budget = 10_000 + behaviours.waits(on: url) + (behaviours.declared.isEmpty ? 0 : Int(timeout * 1000)) + (sweep ? 30_000 : 0)
+            let budget = 10_000 + behaviours.waits(on: url) + (behaviours.declared.isEmpty ? 0 : Int(timeout * 1000)) + (sweep ? 75_000 : 0)
             var swept = false
             defer { if sweep, let origin { behaviours.sweeps.finish(origin, swept: swept) } }
             let evaluated = try await browser.send(
