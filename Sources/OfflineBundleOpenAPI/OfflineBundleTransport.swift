@@ -84,8 +84,8 @@ public struct OfflineBundleTransport: ClientTransport {
                 $0.head.status.code
             }
         } catch let error as BundleError where error.code == .notFound && loader.policy(for: url) == .bundleOnly {
-            throw BundleError(
-                .notFound, error.message.replacingOccurrences(of: "the bundle has no answer for ", with: "the bundle has no answer for \(operationID), "))
+            // The loader's miss, said for the operation the generated client called.
+            throw BundleError(.notFound, "\(operationID): " + error.message)
         }
         switch loaded {
         case .bundle(let answer, let answered, _):
