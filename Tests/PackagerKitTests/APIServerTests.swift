@@ -167,13 +167,7 @@ struct DatasetteTests {
 struct KintoTests {
     /// Kinto in memory with Basic auth, its files in `folder`.
     static func start(in folder: TemporaryFolder) async throws -> APIServer {
-        let kinto = try #require(kinto)
-        let initialized = try await run(kinto, ["init", "--ini", folder.path + "/kinto.ini", "--backend", "memory", "--cache-backend", "memory"])
-        #expect(initialized.status == 0, "\(initialized.output)")
-        var config = try String(contentsOfFile: folder.path + "/kinto.ini", encoding: .utf8)
-        config = config.replacingOccurrences(of: "multiauth.policies = account", with: "multiauth.policies = basicauth")
-        try config.write(toFile: folder.path + "/kinto.ini", atomically: true, encoding: .utf8)
-        return try await APIServer.start(kinto, ["start", "--ini", folder.path + "/kinto.ini", "--port", "{port}"], probe: "/v1/")
+        try await APIServer.startKinto(try #require(kinto), in: folder)
     }
 
     @Test("a batch POST declared with match json-body: a client that sends the document with its members in another order gets the answer")

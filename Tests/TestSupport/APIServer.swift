@@ -57,6 +57,17 @@ public final class APIServer: Sendable {
         process.waitUntilExit()
     }
 
+    /// Kinto (`executable`) in memory with Basic auth (any user name and password is a principal), its files in
+    /// `folder`.
+    public static func startKinto(_ executable: String, in folder: TemporaryFolder) async throws -> APIServer {
+        let initialized = try await run(executable, ["init", "--ini", folder.path + "/kinto.ini", "--backend", "memory", "--cache-backend", "memory"])
+        guard initialized.status == 0 else { throw RealServerError(message: "kinto init failed: \(initialized.output)") }
+        var config = try String(contentsOfFile: folder.path + "/kinto.ini", encoding: .utf8)
+        config = config.replacingOccurrences(of: "multiauth.policies = account", with: "multiauth.policies = basicauth")
+        try config.write(toFile: folder.path + "/kinto.ini", atomically: true, encoding: .utf8)
+        return try await start(executable, ["start", "--ini", folder.path + "/kinto.ini", "--port", "{port}"], probe: "/v1/")
+    }
+
     /// Stops it as Ctrl-C would (SIGINT: mitmproxy writes its HAR then), and waits for it.
     public func interrupt() {
         guard process.isRunning else { return }
