@@ -1,4 +1,4 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.1
 import Foundation
 import PackageDescription
 
@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "OfflineBundleConfiguration", targets: ["OfflineBundleConfiguration"]),
         .library(name: "PackagerKit", targets: ["PackagerKit"]),
         .executable(name: "packager", targets: ["packager"]),
+        .plugin(name: "PackagerCommand", targets: ["PackagerCommand"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -35,8 +36,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/vapor", from: "4.122.3"),
         // Generated OpenAPI clients' transport protocol, for OfflineBundleOpenAPI (HTTPTypes only besides).
         .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
-        // Settings from the environment and files, for OfflineBundleConfiguration.
-        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
+        // Settings from the environment and files (JSON, and YAML through the Yams the declarations use already).
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0", traits: [.defaults, "YAML"]),
         // Spans for the loader's answers, and the in-memory tracer that tests them.
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.1.0"),
         // The tests' network for it: a real ClientTransport the bundle's answers stand in front of.
@@ -88,6 +89,7 @@ let package = Package(
             dependencies: [
                 "OfflineBundle",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .target(name: "CDispatchQueue", condition: .when(platforms: [.linux, .android, .windows, .openbsd])),
             ]
         ),
@@ -202,6 +204,7 @@ let package = Package(
                 "OfflineBundleHTTPClient",
                 "OfflineBundleConfiguration",
                 .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Yams", package: "Yams"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -213,6 +216,18 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
+        ),
+        // `swift package packager build|verify|…`: the CLI, run in the package that asks (a bundle into a target's resources).
+        .plugin(
+            name: "PackagerCommand",
+            capability: .command(
+                intent: .custom(
+                    verb: "packager", description: "Build a declared offline bundle into a target's resources, verify one, or run any packager command"),
+                permissions: [
+                    .allowNetworkConnections(scope: .all(), reason: "build fetches the declared URLs; verify asks their servers"),
+                    .writeToPackageDirectory(reason: "build writes the bundle into the package (a target's OfflineBundles folder)"),
+                ]
+            )
         ),
         // Helpers both test targets share: temporary folders, running tools, sample sites.
         .target(
@@ -301,7 +316,10 @@ let package = Package(
         ),
         .testTarget(
             name: "OfflineBundleURLSessionTests",
-            dependencies: ["OfflineBundleURLSession", "OfflineBundle", "PackagerKit", "TestSupport"]
+            dependencies: [
+                "OfflineBundleURLSession", "OfflineBundle", "PackagerKit", "TestSupport",
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -5,17 +5,20 @@
 # stage its failure once took 27 to 29 s (2 to 3 s alone), before its port was held bound (TestSupport's closedPort).
 # The fault tests run alone too: their origin stalls for 8 s against a 4 s request timeout, and in CI's full first stage
 # a plain 503 answer once took longer than those 4 s (reported "timed out" where the test expects "HTTP 503").
+# The SwiftPM plugin's tests run last, alone: they build the CLI in a package of their own (.build-plugin; about 10
+# minutes the first time on two cores, a minute or two after a change), which would starve every other stage.
 set -uo pipefail
 SWIFT=${SWIFT:-swift}
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-names=("everything else" "Chromium (BrowserTests)" "bundle swaps under load (swapsUnderLoad)" "a refused port (refusedPortFailsFast)" "faults while crawling and verifying (FaultTests)")
+names=("everything else" "Chromium (BrowserTests)" "bundle swaps under load (swapsUnderLoad)" "a refused port (refusedPortFailsFast)" "faults while crawling and verifying (FaultTests)" "the SwiftPM plugin (PluginTests)")
 stages=(
-    "--skip BrowserTests --skip swapsUnderLoad --skip refusedPortFailsFast --skip PackagerKitTests.FaultTests"
+    "--skip BrowserTests --skip swapsUnderLoad --skip refusedPortFailsFast --skip PackagerKitTests.FaultTests --skip PackagerKitTests.PluginTests"
     "--filter BrowserTests"
     "--filter swapsUnderLoad"
     "--filter refusedPortFailsFast"
     "--filter PackagerKitTests.FaultTests"
+    "--filter PackagerKitTests.PluginTests"
 )
 failed=0
 results=()

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import OfflineBundle
 import Synchronization
+import Tracing
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -14,7 +15,7 @@ import Synchronization
 ///
 /// A `URLProtocol` class is registered by type, so the loader it asks is one
 /// for the whole process: install it once at launch with
-/// ``installProcessWide(_:fallbackSession:)`` (or
+/// ``installProcessWide(_:fallbackSession:tracer:)`` (or
 /// `configuration.useProcessWideOfflineBundle(loader)`), and every
 /// configuration that lists the protocol answers from it. Installing a second,
 /// different loader is refused until ``uninstallProcessWide()``.
@@ -44,6 +45,7 @@ public final class OfflineURLProtocol: URLProtocol {
     private struct Installed {
         var loader: OfflineLoader
         var network: URLSession
+        var tracer: (any Tracer)?
     }
 
     /// Process-wide: URLSession creates protocol instances itself, so the loader cannot be handed to them.
@@ -58,9 +60,13 @@ public final class OfflineURLProtocol: URLProtocol {
     /// - Parameters:
     ///   - fallbackSession: the session network requests go through (network-first answers); by default an
     ///     ephemeral session of its own. It must not list this protocol.
+    ///   - tracer: where each request this protocol takes is traced (`OfflineLoader.loadSpanName`, the attributes
+    ///     `OfflineLoader.load` gives); nil: `InstrumentationSystem.tracer`. A request sent to the network carries the
+    ///     trace in its headers.
     /// - Throws: `BundleError` with code `.invalidArgument` when another loader is installed (installing the same one
-    ///   again is allowed, and replaces the fallback session), or when the fallback session lists this protocol.
-    public static func installProcessWide(_ loader: OfflineLoader, fallbackSession: URLSession? = nil) throws {
+    ///   again is allowed, and replaces the fallback session and tracer), or when the fallback session lists this
+    ///   protocol.
+    public static func installProcessWide(_ loader: OfflineLoader, fallbackSession: URLSession? = nil, tracer: (any Tracer)? = nil) throws {
         if let fallbackSession, (fallbackSession.configuration.protocolClasses ?? []).contains(where: { $0 == OfflineURLProtocol.self }) {
             throw BundleError(
                 .invalidArgument, "the fallback session lists OfflineURLProtocol, so network requests would come back to the bundle; give it a plain session")
@@ -71,7 +77,8 @@ public final class OfflineURLProtocol: URLProtocol {
                     .invalidArgument,
                     "another OfflineLoader is installed for this process; call OfflineURLProtocol.uninstallProcessWide() first")
             }
-            installed = Installed(loader: loader, network: fallbackSession ?? installed?.network ?? URLSession(configuration: .ephemeral))
+            installed = Installed(
+                loader: loader, network: fallbackSession ?? installed?.network ?? URLSession(configuration: .ephemeral), tracer: tracer ?? installed?.tracer)
         }
     }
 
@@ -109,19 +116,29 @@ public final class OfflineURLProtocol: URLProtocol {
         let loader = installed.loader
         let streamed = Self.streamedBody(of: request, url: url, loader: loader)
         let bundleRequest = Self.bundleRequest(request, url: url, collectedBody: streamed)
+        // One span per request, as OfflineLoader.load makes: begun here, ended once the answer is handed over.
+        let tracer = installed.tracer ?? InstrumentationSystem.tracer
+        let span = tracer.startSpan(OfflineLoader.loadSpanName, context: ServiceContext.current ?? .topLevel, ofKind: .client)
+        loader.trace(bundleRequest, on: span)
         switch loader.plan(for: bundleRequest, followingRedirects: Self.redirectsFollowedHere) {
         case (.miss, _):
-            client.urlProtocol(
-                self, didFailWithError: URLError(.resourceUnavailable, userInfo: [NSLocalizedDescriptionKey: "not in the offline bundle: \(url)"]))
+            let error = URLError(.resourceUnavailable, userInfo: [NSLocalizedDescriptionKey: "not in the offline bundle: \(url)"])
+            span.attributes["offline_bundle.outcome"] = "miss"
+            span.recordError(error)
+            span.end()
+            client.urlProtocol(self, didFailWithError: error)
         case (.answer(let answer), let finalURL):
+            OfflineLoader.trace(answer, fallback: false, on: span)
+            span.end()
             deliver(self.answer(answer, loader: loader, url: url, finalURL: finalURL), to: client)
         case (.network(let limit), _):
             let queue = CallerQueue.current()
             let handle = Carried(self)
             let seconds = limit.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 } ?? request.timeoutInterval
-            fetch(through: installed.network, timeout: min(seconds, request.timeoutInterval), body: streamed) { outcome in
+            fetch(through: installed.network, timeout: min(seconds, request.timeoutInterval), body: streamed, trace: (tracer, span.context)) { outcome in
                 queue.async {
                     let this = handle.value
+                    defer { span.end() }
                     // On the task's queue again: a cancel() ran stopLoading here first, or not at all.
                     guard let client = this.client, !this.stateLock.withLock({ this.stopped }) else { return }
                     let fallback: (response: BundleResponse, url: String)?
@@ -136,17 +153,21 @@ public final class OfflineURLProtocol: URLProtocol {
                             if status == 200, let http = response as? HTTPURLResponse {
                                 Self.remember(http, data: data, for: bundleRequest, loader: loader, session: installed.network)
                             }
+                            OfflineLoader.trace(networkStatus: status, on: span)
                             this.deliver(.network(response, data), to: client)
                             return
                         }
                     case .failed(let error):
                         fallback = loader.fallback(for: bundleRequest, networkAnswered: false, followingRedirects: Self.redirectsFollowedHere)
                         guard fallback != nil else {
+                            span.attributes["offline_bundle.outcome"] = "network-error"
+                            span.recordError(error)
                             client.urlProtocol(this, didFailWithError: error)
                             return
                         }
                     }
                     if let (answer, finalURL) = fallback {
+                        OfflineLoader.trace(answer, fallback: true, on: span)
                         this.deliver(this.answer(answer, loader: loader, url: url, finalURL: finalURL), to: client)
                     }
                 }
@@ -312,9 +333,14 @@ public final class OfflineURLProtocol: URLProtocol {
     ///
     /// The task is created and resumed from another thread: creating a task does a synchronous hop onto the
     /// queue every corelibs-foundation session shares, which this thread holds while in `startLoading()`.
-    private func fetch(through network: URLSession, timeout: TimeInterval, body: Data? = nil, done: @escaping @Sendable (NetworkOutcome) -> Void) {
+    private func fetch(
+        through network: URLSession, timeout: TimeInterval, body: Data? = nil, trace: (tracer: any Tracer, context: ServiceContext),
+        done: @escaping @Sendable (NetworkOutcome) -> Void
+    ) {
         var networkRequest = request
         networkRequest.timeoutInterval = timeout
+        // The trace goes on to the origin with the request.
+        trace.tracer.inject(trace.context, into: &networkRequest, using: URLRequestInjector())
         // A streamed body read to match it against the bundle goes out as the bytes read.
         if let body { networkRequest.httpBody = body }
         let handle = Carried(self)
@@ -352,6 +378,13 @@ public final class OfflineURLProtocol: URLProtocol {
 private struct Carried<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }
+}
+
+/// Writes a trace context into a request's header fields.
+private struct URLRequestInjector: Injector {
+    func inject(_ value: String, forKey key: String, into request: inout URLRequest) {
+        request.setValue(value, forHTTPHeaderField: key)
+    }
 }
 
 /// What the network answered.
@@ -393,11 +426,11 @@ private final class CallerQueue: @unchecked Sendable {
 
 extension URLSessionConfiguration {
     /// Lists ``OfflineURLProtocol`` first in this configuration's protocols and installs `loader` for the whole
-    /// process (see ``OfflineURLProtocol/installProcessWide(_:fallbackSession:)``).
+    /// process (see ``OfflineURLProtocol/installProcessWide(_:fallbackSession:tracer:)``).
     ///
     /// - Throws: `BundleError` with code `.invalidArgument` when another loader is already installed.
-    public func useProcessWideOfflineBundle(_ loader: OfflineLoader, fallbackSession: URLSession? = nil) throws {
-        try OfflineURLProtocol.installProcessWide(loader, fallbackSession: fallbackSession)
+    public func useProcessWideOfflineBundle(_ loader: OfflineLoader, fallbackSession: URLSession? = nil, tracer: (any Tracer)? = nil) throws {
+        try OfflineURLProtocol.installProcessWide(loader, fallbackSession: fallbackSession, tracer: tracer)
         protocolClasses = [OfflineURLProtocol.self] + (protocolClasses ?? []).filter { $0 != OfflineURLProtocol.self }
     }
 }

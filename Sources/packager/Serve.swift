@@ -9,6 +9,7 @@ import OfflineBundleConfiguration
 import OfflineBundleServing
 import PackagerKit
 import ServiceLifecycle
+import Yams
 
 extension Packager {
     struct Serve: AsyncParsableCommand {
@@ -58,7 +59,7 @@ extension Packager {
             name: .customLong("config"),
             help: ArgumentHelp(
                 """
-                A JSON file of the settings a service's OfflineLoader(configuration:) reads (OFFLINE_BUNDLE_* variables \
+                A JSON or YAML (.yml, .yaml) file of the settings a service's OfflineLoader(configuration:) reads (OFFLINE_BUNDLE_* variables \
                 override it): offline-bundle.path, url or channel, public-key or public-key-file, reload-interval, \
                 remote-cache-directory. Bundle arguments, --channel, --public-key and --reload-check come first.
                 """, valueName: "file"))
@@ -433,20 +434,26 @@ extension Packager.Serve {
 
 /// An Ed25519 public key from a file holding 32 raw bytes or their base64, with the error in the CLI's words.
 extension Packager.Serve {
-    /// The `offline-bundle.*` settings of the JSON file at `path`, the environment's `OFFLINE_BUNDLE_*` over them,
-    /// each checked as a service's loader checks them; a refusal naming the key (exit 2).
+    /// The `offline-bundle.*` settings of the JSON or YAML (by its extension) file at `path`, the environment's
+    /// `OFFLINE_BUNDLE_*` over them, each checked as a service's loader checks them; a refusal naming the key (exit 2).
     static func settings(from path: String) async throws -> OfflineBundleSettings {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw PackagerError(.invalidInput, "cannot open \(path): no such file or directory")
         }
-        guard (try? JSONSerialization.jsonObject(with: data)) is [String: Any] else {
-            throw PackagerError(.invalidInput, "\(path) is not a JSON settings file: it holds no JSON object ({\"offline-bundle\": {\"path\": …}})")
+        let yaml = [".yml", ".yaml"].contains { path.lowercased().hasSuffix($0) }
+        let kind = yaml ? "YAML" : "JSON"
+        let example = yaml ? "offline-bundle:\\n  path: …" : "{\"offline-bundle\": {\"path\": …}}"
+        let mapping =
+            yaml
+            ? (try? Yams.load(yaml: String(decoding: data, as: UTF8.self))) is [String: Any] : (try? JSONSerialization.jsonObject(with: data)) is [String: Any]
+        guard mapping else {
+            throw PackagerError(.invalidInput, "\(path) is not a \(kind) settings file: it holds no \(yaml ? "mapping" : "JSON object") (\(example))")
         }
-        let file: FileProvider<JSONSnapshot>
+        let file: any ConfigProvider
         do {
-            file = try await FileProvider<JSONSnapshot>(filePath: .init(path))
+            file = yaml ? try await FileProvider<YAMLSnapshot>(filePath: .init(path)) : try await FileProvider<JSONSnapshot>(filePath: .init(path))
         } catch {
-            throw PackagerError(.invalidInput, "\(path) is not a JSON settings file: \(error)")
+            throw PackagerError(.invalidInput, "\(path) is not a \(kind) settings file: \(error)")
         }
         // Which provider gave a key: the environment's variable overrides the file.
         let environment = ProcessInfo.processInfo.environment

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import InMemoryTracing
 import NIOCore
 import OfflineBundle
 import OfflineBundleHTTPClient
@@ -697,6 +698,76 @@ struct RemoteBundleFaultTests {
             server.fault = { n, resource, _ in resource.headers = [("ETag", "\"v\(n)\"")] }
             let error = await mountError(origin)
             #expect(error?.code == .changed && error?.message.contains(origin.base + "/release.zip") == true, "\(String(describing: error))")
+        }
+    }
+
+    @Test(
+        "each request to the server is a span (method, range, status, bytes, attempts) that carries its trace; each body read is one, saying whether the cache held it"
+    )
+    func traced() async throws {
+        let (_, bytes) = try release()
+        try await withRangeServer(bytes) { origin, server in
+            let tracer = InMemoryTracer()
+            var options = try RemoteBundleTests.remote(cache: nil, retries: 2)
+            options.tracer = tracer
+            // The first range request fails once with a 503: one span, two attempts.
+            let calls = Mutex(0)
+            route(origin) { request in
+                calls.withLock {
+                    $0 += 1
+                    return $0
+                } == 1 ? Origin.Resource(status: 503) : server.answer(request)
+            }
+            let bundle = try await MountedBundle.mount(url: origin.base + "/release.zip?X-Signature=secret", remote: options)
+            func spans(_ name: String) -> [FinishedInMemorySpan] { tracer.finishedSpans.filter { $0.operationName == name } }
+            func text(_ span: FinishedInMemorySpan, _ name: String) -> String? {
+                switch span.attributes[name]?.toSpanAttribute() {
+                case .string(let value): value
+                case .int64(let value): String(value)
+                case .bool(let value): String(value)
+                default: nil
+                }
+            }
+            let mountFetches = spans(RemoteOptions.fetchSpanName)
+            #expect(!mountFetches.isEmpty && mountFetches.allSatisfy { $0.kind == .client })
+            let first = try #require(mountFetches.first)
+            #expect(text(first, "offline_bundle.attempts") == "2" && text(first, "http.response.status_code") == "206", "\(first.attributes)")
+            #expect(text(first, "offline_bundle.url") == origin.base + "/release.zip", "the signature in the query is not traced")
+            #expect(text(first, "offline_bundle.range")?.hasPrefix("bytes=") == true && Int(text(first, "offline_bundle.bytes") ?? "") ?? 0 > 0)
+
+            // A body the mount did not fetch (the first whose read asks the server): read from there, then from the cache.
+            var fetchesBefore = 0
+            var readsBefore = 0
+            var firstReads: [FinishedInMemorySpan] = []
+            var found: (entry: BundleEntry, body: Data)?
+            for entry in bundle.entries.prefix(400) where found == nil {
+                fetchesBefore = spans(RemoteOptions.fetchSpanName).count
+                readsBefore = spans(RemoteOptions.readSpanName).count
+                let body = try await offPool { try bundle.body(of: entry) }
+                if spans(RemoteOptions.fetchSpanName).count > fetchesBefore {
+                    found = (entry, body)
+                    firstReads = Array(spans(RemoteOptions.readSpanName).dropFirst(readsBefore))
+                }
+            }
+            let (entry, body) = try #require(found, "every body was fetched by the mount")
+            _ = try await offPool { try bundle.body(of: entry) }
+            let secondReads = Array(spans(RemoteOptions.readSpanName).dropFirst(readsBefore + firstReads.count))
+            #expect((firstReads + secondReads).allSatisfy { text($0, "offline_bundle.url") == origin.base + "/release.zip" })
+            // The first read missed (once), the second was the cache's.
+            let misses = firstReads.filter { text($0, "offline_bundle.cache_hit") == "false" }
+            #expect(misses.count == 1, "\(firstReads.map(\.attributes))")
+            #expect(!secondReads.isEmpty && secondReads.allSatisfy { text($0, "offline_bundle.cache_hit") == "true" }, "\(secondReads.map(\.attributes))")
+            #expect(
+                secondReads.allSatisfy {
+                    (text($0, "offline_bundle.bytes").flatMap(Int.init) ?? 0) > 0 && text($0, "offline_bundle.range")?.hasPrefix("bytes=") == true
+                })
+            // The read that missed fetched within its own trace, and the server was told it.
+            let miss = try #require(misses.first)
+            let fetches = Array(spans(RemoteOptions.fetchSpanName).dropFirst(fetchesBefore))
+            #expect(fetches.count == 1 && fetches.first?.traceID == miss.traceID, "\(fetches.map(\.attributes))")
+            #expect(text(fetches[0], "http.response.status_code") == "206" && !body.isEmpty)
+            let traced = origin.requests.filter { $0.headers[InMemoryTracer.traceIDKey] == miss.traceID }
+            #expect(traced.count == 1 && traced.first?.headers["range"] != nil, "\(origin.requests.suffix(3))")
         }
     }
 

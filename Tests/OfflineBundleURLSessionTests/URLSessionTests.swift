@@ -1,4 +1,5 @@
 import Foundation
+import InMemoryTracing
 import OfflineBundle
 import OfflineBundleURLSession
 import PackagerKit
@@ -52,6 +53,46 @@ struct URLSessionTests {
             // The network's own error: a refused connection (on a loaded machine, where another test's server may take
             // the freed port, a timeout).
             #expect(lastError == .cannotConnectToHost || lastError == .timedOut, "\(String(describing: lastError))")
+        }
+    }
+
+    @Test("each request the protocol takes is a span saying where its answer came from (hit, miss, network, fallback); the network's request carries the trace")
+    func traced() async throws {
+        try await withLiveSiteAndBundle { (live, bundle) async throws -> Void in
+            let tracer = InMemoryTracer()
+            func get(_ path: String, _ policy: OfflinePolicy) async throws {
+                let configuration = URLSessionConfiguration.ephemeral
+                OfflineURLProtocol.uninstallProcessWide()
+                try configuration.useProcessWideOfflineBundle(OfflineLoader(bundles: [bundle], policy: policy), tracer: tracer)
+                defer { OfflineURLProtocol.uninstallProcessWide() }
+                _ = try? await URLSession(configuration: configuration).data(from: URL(string: live.base + path)!)
+            }
+            try await get("/", .bundleOnly)
+            try await get("/absent.html", .bundleOnly)
+            try await get("/only-live.txt", .networkFirst(timeout: .seconds(30)))
+            live.set("/", .text("down", type: "text/plain", status: 503))
+            try await get("/", .networkFirst(timeout: .seconds(30)))
+            let spans = tracer.finishedSpans
+            func text(_ span: Int, _ name: String) -> String? {
+                guard span < spans.count else { return nil }
+                switch spans[span].attributes[name]?.toSpanAttribute() {
+                case .string(let value): return value
+                case .int64(let value): return String(value)
+                default: return nil
+                }
+            }
+            #expect(spans.count == 4 && spans.allSatisfy { $0.operationName == OfflineLoader.loadSpanName && $0.kind == .client })
+            #expect(
+                text(0, "offline_bundle.outcome") == "hit" && text(0, "offline_bundle.policy") == "bundle-only" && text(0, "http.response.status_code") == "200"
+            )
+            #expect(text(1, "offline_bundle.outcome") == "miss" && spans.count == 4 && spans[1].errors.count == 1)
+            #expect(text(2, "offline_bundle.outcome") == "network" && text(2, "offline_bundle.source") == "network")
+            #expect(text(3, "offline_bundle.outcome") == "fallback" && text(3, "offline_bundle.policy") == "network-first")
+            #expect(text(2, "offline_bundle.url") == live.base + "/only-live.txt")
+            // The network's requests were made in their spans.
+            let sent = live.requests.last { $0.path == "/only-live.txt" }
+            #expect(spans.count == 4 && sent?.headers[InMemoryTracer.traceIDKey] == spans[2].traceID)
+            #expect(spans.count == 4 && live.requests.last { $0.path == "/" }?.headers[InMemoryTracer.spanIDKey] == spans[3].spanID)
         }
     }
 

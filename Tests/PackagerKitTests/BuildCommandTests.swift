@@ -330,11 +330,21 @@ struct WrongInputTests {
         #expect(lines.contains("serving \(folder.path)/b.zip") || lines.contains("serving b.zip"), "\(lines)")
         // serve answers from its bundles alone: a loader's policy is said not to be read.
         #expect(lines.contains("offline-bundle.policy is a loader's setting"), "\(lines)")
+        // The same settings as YAML.
+        try folder.file("c.yml", "offline-bundle:\n  path: \(folder.path)/b.zip\n  reload-interval: 5\n")
+        let yamlPipe = Pipe()
+        let yamlServe = try launch(packagerExecutable, ["serve", "--config", folder.path + "/c.yml", "--port", "0"], output: yamlPipe)
+        let yamlLine = try await firstLine(of: yamlPipe)
+        yamlServe.terminate()
+        yamlServe.waitUntilExit()
+        #expect(yamlLine.contains("serving \(folder.path)/b.zip") || yamlLine.contains("serving b.zip"), "\(yamlLine)")
 
         try folder.file("two.json", #"{"offline-bundle": {"path": "b.zip", "url": "https://cdn.example/b.zip"}}"#)
         try folder.file("key.json", #"{"offline-bundle": {"path": "b.zip", "public-key": "abc"}}"#)
         try folder.file("none.json", "{}")
         try folder.file("text.json", "path = b.zip")
+        try folder.file("list.yaml", "- b.zip\n")
+        try folder.file("key.yml", "offline-bundle:\n  path: b.zip\n  public-key: abc\n")
         let cases: [(arguments: [String], environment: String?, says: String)] = [
             (["--config", folder.path + "/two.json"], nil, "offline-bundle.path (OFFLINE_BUNDLE_PATH, from \(folder.path)/two.json) and offline-bundle.url"),
             (
@@ -343,6 +353,11 @@ struct WrongInputTests {
             ),
             (["--config", folder.path + "/none.json"], nil, "offline-bundle.path (OFFLINE_BUNDLE_PATH) is not set"),
             (["--config", folder.path + "/text.json"], nil, "is not a JSON settings file"),
+            (["--config", folder.path + "/list.yaml"], nil, "is not a YAML settings file: it holds no mapping"),
+            (
+                ["--config", folder.path + "/key.yml"], nil,
+                "offline-bundle.public-key (OFFLINE_BUNDLE_PUBLIC_KEY, from \(folder.path)/key.yml) is not the base64"
+            ),
             (["--config", folder.path + "/missing.json"], nil, "cannot open \(folder.path)/missing.json: no such file or directory"),
             (
                 ["--config", folder.path + "/c.json"], "OFFLINE_BUNDLE_POLICY=sometimes",

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Tracing
 
 #if canImport(Glibc)
     import Glibc
@@ -143,29 +144,54 @@ extension RemoteObject {
         return file
     }
 
-    /// Sends `request`, again after a connection error, a timeout, a 429 or a 5xx (backing off), up to the retries.
+    /// Sends `request`, again after a connection error, a timeout, a 429 or a 5xx (backing off), up to the retries; one
+    /// span (``RemoteOptions/fetchSpanName``), whose trace the request carries.
     package static func send(_ request: RemoteRequest, options: RemoteOptions, shownURL: String) throws -> RemoteReply {
-        var attempt = 0
-        while true {
-            let outcome = options.transport.sendWaiting(request)
-            let retryable: String
-            switch outcome {
-            case .success(let reply) where reply.status >= 500 || reply.status == 429:
-                retryable = "it answered \(reply.status)"
-            case .success(let reply):
-                requestsOK.increment()
-                return reply
-            case .failure(let error):
-                retryable = "\(error)"
+        let tracer = options.tracer ?? InstrumentationSystem.tracer
+        return try tracer.withSpan(RemoteOptions.fetchSpanName, ofKind: .client) { span in
+            var request = request
+            if span.isRecording {
+                span.attributes["http.request.method"] = request.method
+                span.attributes["offline_bundle.url"] = shownURL
+                if let range = field("Range", in: request.headers) { span.attributes["offline_bundle.range"] = range }
             }
-            requestsFailed.increment()
-            guard attempt < options.retries else {
-                throw BundleError(.remote, "cannot read \(shownURL): \(retryable) (\(attempt + 1) attempt\(attempt == 0 ? "" : "s"))")
+            if let context = ServiceContext.current { tracer.inject(context, into: &request.headers, using: HeaderTuplesInjector()) }
+            var attempt = 0
+            while true {
+                let outcome = options.transport.sendWaiting(request)
+                let retryable: String
+                switch outcome {
+                case .success(let reply) where reply.status >= 500 || reply.status == 429:
+                    retryable = "it answered \(reply.status)"
+                case .success(let reply):
+                    requestsOK.increment()
+                    if span.isRecording {
+                        span.attributes["http.response.status_code"] = reply.status
+                        span.attributes["offline_bundle.bytes"] = Int(clamping: reply.sink.map { ($0 as? BodySpool)?.written ?? 0 } ?? UInt64(reply.body.count))
+                        span.attributes["offline_bundle.attempts"] = attempt + 1
+                    }
+                    return reply
+                case .failure(let error):
+                    retryable = "\(error)"
+                }
+                requestsFailed.increment()
+                guard attempt < options.retries else {
+                    span.attributes["offline_bundle.attempts"] = attempt + 1
+                    throw BundleError(.remote, "cannot read \(shownURL): \(retryable) (\(attempt + 1) attempt\(attempt == 0 ? "" : "s"))")
+                }
+                // 0.2 s, 0.4 s, 0.8 s, … with a quarter of jitter, at most 5 s.
+                let delay = min(5, 0.2 * Double(1 << min(attempt, 5))) * Double.random(in: 0.75...1.25)
+                usleep(useconds_t(delay * 1_000_000))
+                attempt += 1
             }
-            // 0.2 s, 0.4 s, 0.8 s, … with a quarter of jitter, at most 5 s.
-            let delay = min(5, 0.2 * Double(1 << min(attempt, 5))) * Double.random(in: 0.75...1.25)
-            usleep(useconds_t(delay * 1_000_000))
-            attempt += 1
+        }
+    }
+
+    /// Writes a trace context into a remote request's header fields.
+    struct HeaderTuplesInjector: Injector {
+        func inject(_ value: String, forKey key: String, into headers: inout [(name: String, value: String)]) {
+            headers.removeAll { $0.name.caseInsensitiveCompare(key) == .orderedSame }
+            headers.append((key, value))
         }
     }
 

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Metrics
 import Synchronization
+import Tracing
 
 #if canImport(Glibc)
     import Glibc
@@ -157,8 +158,10 @@ package final class RemoteObject: Sendable {
             try fill(clamped, maxSpan: UInt64(clamped.count), readAhead: false)
         } else {
             let body = state.withLock { $0.check }.flatMap { checkHeldOnce(range, check: $0) }
-            // A reader's first read of a body: bound by the read's deadline.
-            _ = try withinDeadline(clamped) { try self.fill(clamped, maxSpan: Self.maxRequestBytes, readAhead: false) }
+            // A reader's first read of a body: bound by the read's deadline, traced with whether the cache held it.
+            _ = try traced(clamped, cacheHit: store.holds(clamped)) {
+                try withinDeadline(clamped) { try self.fill(clamped, maxSpan: Self.maxRequestBytes, readAhead: false) }
+            }
             // Held now, by a fetch of this process (checked as it came): not checked again.
             if let body, store.holds(body) { state.withLock { _ = $0.checkedHeld.insert(body.lowerBound) } }
         }
@@ -268,13 +271,27 @@ package final class RemoteObject: Sendable {
                 }
             }
             if attempt == 0 { Self.cacheMisses.increment() }
-            if let bytes = try withinDeadline(range, { try self.fill(range) }) {
+            // A read that no prefetch went before (an index, a manifest): traced as the fetch of a body is.
+            if let bytes = try traced(range, cacheHit: false, { try withinDeadline(range, { try self.fill(range) }) }) {
                 // Not kept (the cache's bound is reached): the bytes go straight to the reader.
                 buffer.copyBytes(from: bytes)
                 return
             }
         }
         throw BundleError(.io, "the bytes fetched for \(what()) from \(shownURL) were not kept where they are read")
+    }
+
+    /// `work`, which reads `range` (fetching what the cache lacks), as one span (``RemoteOptions/readSpanName``).
+    private func traced<T>(_ range: Range<UInt64>, cacheHit: Bool, _ work: () throws -> T) throws -> T {
+        try (options.tracer ?? InstrumentationSystem.tracer).withSpan(RemoteOptions.readSpanName) { span in
+            if span.isRecording {
+                span.attributes["offline_bundle.url"] = shownURL
+                span.attributes["offline_bundle.range"] = "bytes=\(range.lowerBound)-\(range.upperBound - 1)"
+                span.attributes["offline_bundle.bytes"] = range.count
+                span.attributes["offline_bundle.cache_hit"] = cacheHit
+            }
+            return try work()
+        }
     }
 
     /// `fill` (which fetches `range`) on a thread of its own, waited for at most ``RemoteOptions/readDeadline`` seconds:
@@ -284,8 +301,10 @@ package final class RemoteObject: Sendable {
         guard deadline.isFinite, deadline > 0 else { return try fill() }
         let outcome = Mutex<Result<[UInt8]?, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
+        // The fetch runs in the read's trace, on the thread it goes to.
+        let context = ServiceContext.current ?? .topLevel
         DispatchQueue.global().async {
-            let result = Result { try fill() }
+            let result = ServiceContext.$current.withValue(context) { Result { try fill() } }
             outcome.withLock { $0 = result }
             done.signal()
         }

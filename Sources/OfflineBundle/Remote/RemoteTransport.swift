@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import Tracing
 
 /// One HTTP request a remote bundle sends: a `GET` of a byte range (or of the whole object), or a `HEAD`.
 public struct RemoteRequest: Sendable {
@@ -151,15 +152,31 @@ public struct RemoteOptions: Sendable {
     /// 503 with Retry-After) and the fetch goes on, for the cache. Without it, a stalled server would hold each read
     /// for ``timeout`` times the attempts. Mounting and ``MountedBundle/fetchWhole()`` are not bound by it.
     public var readDeadline: Double
+    /// Where each request to the server and each read of a body are traced (``fetchSpanName``, ``readSpanName``); nil:
+    /// `InstrumentationSystem.tracer`, the one the service bootstraps.
+    public var tracer: (any Tracer)?
+
+    /// The span of each request a remote bundle sends (a client span): `http.request.method`, `offline_bundle.url`
+    /// (without its query, which may hold a presigned URL's signature), `offline_bundle.range` (the `Range` asked),
+    /// `http.response.status_code`, `offline_bundle.bytes` (body bytes received) and `offline_bundle.attempts` (retries
+    /// included). The request carries the trace in its headers (W3C `traceparent` with swift-otel).
+    public static let fetchSpanName = "offline-bundle.remote-fetch"
+    /// The span of each body a reader starts on (its range, local header and all, or the first 4 MiB of a larger one),
+    /// and of each other read that the cache could not answer (an index, a manifest): `offline_bundle.url`,
+    /// `offline_bundle.range`, `offline_bundle.bytes` and `offline_bundle.cache_hit` (whether the cache file held all
+    /// of it). The fetch spans it caused are its children.
+    public static let readSpanName = "offline-bundle.remote-read"
 
     /// Options with the defaults `packager` uses: 1 GiB of cache, 30 s per request, 3 retries, a read's wait for the
     /// server bound to 10 s, servers that ignore ranges downloaded whole once, and the cache used when the server cannot
     /// be reached.
     public init(
         transport: any RemoteTransport, headers: [(name: String, value: String)] = [], cacheDirectory: String? = nil, cacheBytes: UInt64 = 1 << 30,
-        timeout: Double = 30, retries: Int = 3, wholeObject: WholeObjectAnswer = .download, offlineFromCache: Bool = true, readDeadline: Double = 10
+        timeout: Double = 30, retries: Int = 3, wholeObject: WholeObjectAnswer = .download, offlineFromCache: Bool = true, readDeadline: Double = 10,
+        tracer: (any Tracer)? = nil
     ) {
         self.readDeadline = readDeadline
+        self.tracer = tracer
         self.transport = transport
         self.headers = headers
         self.cacheDirectory = cacheDirectory

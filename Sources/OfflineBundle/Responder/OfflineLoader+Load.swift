@@ -46,14 +46,9 @@ extension OfflineLoader {
     ) async throws -> Loaded<Answer> {
         let tracer = tracer ?? InstrumentationSystem.tracer
         return try await tracer.withSpan(Self.loadSpanName, ofKind: .client) { span in
-            span.attributes["http.request.method"] = request.method
-            span.attributes["offline_bundle.url"] = Self.withoutQuery(request.url)
-            span.attributes["offline_bundle.policy"] = Self.name(of: policy(for: request.url))
+            trace(request, on: span)
             func answered(_ response: BundleResponse, _ url: String, fallback: Bool) -> Loaded<Answer> {
-                let blocked = response.source == .rule && response.status == 204
-                span.attributes["offline_bundle.outcome"] = fallback ? "fallback" : blocked ? "blocked" : "hit"
-                span.attributes["offline_bundle.source"] = response.source.description
-                span.attributes["http.response.status_code"] = response.status
+                Self.trace(response, fallback: fallback, on: span)
                 return .bundle(response, url: url, fallback: fallback)
             }
             let (plan, url) = plan(for: request, followingRedirects: maxRedirects)
@@ -82,12 +77,35 @@ extension OfflineLoader {
                 if fallsBack(onStatus: code), let (response, url) = fallback(for: request, networkAnswered: true, followingRedirects: maxRedirects) {
                     return answered(response, url, fallback: true)
                 }
-                span.attributes["offline_bundle.outcome"] = "network"
-                span.attributes["offline_bundle.source"] = "network"
-                span.attributes["http.response.status_code"] = code
+                Self.trace(networkStatus: code, on: span)
                 return .network(answer)
             }
         }
+    }
+
+    /// The load span's attributes for `request`: its method, its URL without the query, the policy for it.
+    package func trace(_ request: BundleRequest, on span: any Span) {
+        guard span.isRecording else { return }
+        span.attributes["http.request.method"] = request.method
+        span.attributes["offline_bundle.url"] = Self.withoutQuery(request.url)
+        span.attributes["offline_bundle.policy"] = Self.name(of: policy(for: request.url))
+    }
+
+    /// The load span's attributes for an answer from the bundles, a rule or the last-seen cache.
+    package static func trace(_ response: BundleResponse, fallback: Bool, on span: any Span) {
+        guard span.isRecording else { return }
+        let blocked = response.source == .rule && response.status == 204
+        span.attributes["offline_bundle.outcome"] = fallback ? "fallback" : blocked ? "blocked" : "hit"
+        span.attributes["offline_bundle.source"] = response.source.description
+        span.attributes["http.response.status_code"] = response.status
+    }
+
+    /// The load span's attributes for the network's answer, of status `code`.
+    package static func trace(networkStatus code: Int, on span: any Span) {
+        guard span.isRecording else { return }
+        span.attributes["offline_bundle.outcome"] = "network"
+        span.attributes["offline_bundle.source"] = "network"
+        span.attributes["http.response.status_code"] = code
     }
 
     /// Writes the current trace context (the span ``load(_:followingRedirects:tracer:network:status:)`` runs the
