@@ -25,9 +25,9 @@ deps:
 	fi
 	@# Real API servers from PyPI for the API tests, and Prometheus' own parser for serve's /metrics (skipped, with the
 	@# reason, where they cannot be installed).
-	@[ -x .venv-api/bin/datasette ] && [ -x .venv-api/bin/kinto ] && .venv-api/bin/python -c "import prometheus_client, datasette_graphql" 2>/dev/null || \
-		{ python3 -m venv .venv-api && .venv-api/bin/pip install -q datasette datasette-graphql kinto prometheus_client; } || \
-		echo "could not install Datasette, Kinto and prometheus_client from PyPI: their tests will be skipped"
+	@[ -x .venv-api/bin/datasette ] && [ -x .venv-api/bin/kinto ] && [ -x .venv-api/bin/warcio ] && [ -x .venv-api/bin/wacz ] && .venv-api/bin/python -c "import prometheus_client, datasette_graphql" 2>/dev/null || \
+		{ python3 -m venv .venv-api && .venv-api/bin/pip install -q datasette datasette-graphql kinto prometheus_client warcio wacz; } || \
+		echo "could not install Datasette, Kinto, prometheus_client, warcio and py-wacz from PyPI: their tests will be skipped"
 	@# An S3-compatible API server (moto) for the remote-bundle tests, in its own environment with boto3.
 	@[ -x .venv-s3/bin/moto_server ] || { python3 -m venv .venv-s3 && .venv-s3/bin/pip install -q "moto[server]"; } || \
 		echo "could not install moto from PyPI: the presigned-URL test will fail"
@@ -39,7 +39,7 @@ build: deps
 	$(SWIFT) build
 
 # Imports match the declared dependencies (scripts/check-imports.py for other packages' products, SwiftPM's check
-# for this package's targets), then the whole suite on that build, in five stages that each run (scripts/test-stages.sh
+# for this package's targets), then the whole suite on that build, in six stages that each run (scripts/test-stages.sh
 # lists every failure at the end).
 test: deps
 	python3 scripts/check-imports.py

@@ -7,6 +7,11 @@ static inline int czlib_deflate_init_raw(z_streamp strm, int level) {
     return deflateInit2(strm, level, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
 }
 
+// A gzip member (RFC 1952): zlib writes the header (no name, time 0) and the trailer (window bits 15 + 16).
+static inline int czlib_deflate_init_gzip(z_streamp strm, int level) {
+    return deflateInit2(strm, level, Z_DEFLATED, MAX_WBITS + 16, 8, Z_DEFAULT_STRATEGY);
+}
+
 static inline int czlib_inflate_init_raw(z_streamp strm) {
     return inflateInit2(strm, -MAX_WBITS);
 }

@@ -6,11 +6,15 @@ extension Exporter.Format: ExpressibleByArgument {}
 extension Packager {
     struct Export: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Write a bundle's manifest and bodies (inflated and checked) as a tarball, or its entries as HAR.",
+            abstract: "Write a bundle's manifest and bodies (inflated and checked) as a tarball, or its entries as HAR or WARC.",
             discussion: """
                 Formats: \(Exporter.Format.allCases.map(\.rawValue).joined(separator: ", ")). The output is reproducible. \
                 har writes HAR 1.2 (each entry's request, with a declared request's method, headers and body, and its answer), \
-                which Playwright's routeFromHAR and mitmproxy replay.
+                which Playwright's routeFromHAR and mitmproxy replay. warc writes WARC 1.1, a gzip member per record (name the \
+                output .warc.gz): each entry's response (a body stored once for several entries written once, then revisit \
+                records) and its request, with SHA-256 digests, which pywb replays and warcio checks; blocked entries are left out. \
+                wacz writes WACZ 1.1.1: that WARC, its CDXJ index, the HTML pages' list and their digests, in a ZIP that \
+                replayweb.page and pywb open and wacz validate checks.
 
                 \(exitStatusHelp)
                 """
@@ -32,6 +36,12 @@ extension Packager {
 
         func run() throws {
             try reportingErrors {
+                if format == .warc || format == .wacz {
+                    let summary = try format == .warc ? WARCExporter.export(bundle: bundle, to: output) : WACZExporter.export(bundle: bundle, to: output)
+                    let left = summary.blocked == 0 ? "" : "; \(summary.blocked) blocked left out"
+                    print("exported \(summary.entries) entries as \(summary.records) WARC records to \(output)\(left)")
+                    return
+                }
                 let count = try Exporter.export(bundle: bundle, to: output, format: format)
                 print("exported \(count) \(format == .har ? "entries" : "files") to \(output)")
             }

@@ -12,6 +12,11 @@ public enum Exporter {
         case zip = "zip"
         /// HAR 1.2: the entries as requests and answers (``HARExporter``), for tools that replay recordings.
         case har = "har"
+        /// WARC 1.1, a gzip member per record (``WARCExporter``), for web archives' tools (pywb, warcio).
+        case warc = "warc"
+        /// WACZ 1.1.1: the WARC with its CDXJ index, page list and digests in a ZIP (``WACZExporter``), for
+        /// replayweb.page and pywb.
+        case wacz = "wacz"
     }
 
     /// Exports the bundle at `bundlePath` to `output`.
@@ -32,6 +37,8 @@ public enum Exporter {
             )
         }
         if format == .har { return try HARExporter.export(bundle: bundlePath, to: output) }
+        if format == .warc { return try WARCExporter.export(bundle: bundlePath, to: output).records }
+        if format == .wacz { return try WACZExporter.export(bundle: bundlePath, to: output).records }
         let bundle = try MountedBundle(path: bundlePath, options: .init(verification: .sha256))
         // Written through AtomicOutput like a bundle: a temporary file beside the output, synced, renamed, the folder synced.
         let atomic = try AtomicOutput(destination: output)

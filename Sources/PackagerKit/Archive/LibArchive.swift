@@ -182,6 +182,10 @@ enum LibArchive {
             switch format {
             case .zip:
                 try LibArchive.check(handle, archive_write_set_format_zip(handle), "cannot select zip")
+            case .wacz:
+                // A WACZ's files are stored, so a reader can seek into the WARC and the index (WACZ 1.1.1).
+                try LibArchive.check(handle, archive_write_set_format_zip(handle), "cannot select zip")
+                try LibArchive.check(handle, archive_write_set_format_option(handle, "zip", "compression", "store"), "cannot store zip entries")
             default:
                 try LibArchive.check(handle, archive_write_set_format_pax_restricted(handle), "cannot select tar")
             }
@@ -192,7 +196,7 @@ enum LibArchive {
                 // No name or timestamp in the gzip header: reproducible output.
                 try LibArchive.check(handle, archive_write_set_filter_option(handle, "gzip", "timestamp", nil), "cannot configure gzip")
             case .tarXz: try LibArchive.check(handle, archive_write_add_filter_xz(handle), "this libarchive cannot write xz")
-            case .tar, .zip, .har: break
+            case .tar, .zip, .har, .warc, .wacz: break
             }
             try LibArchive.check(handle, archive_write_open_fd(handle, descriptor), "cannot start writing the archive")
         }
@@ -217,6 +221,35 @@ enum LibArchive {
                 if n < 0 { try LibArchive.check(handle, Int32(n), "cannot write \(path)") }
                 if n == 0 { throw PackagerError(.archive, "libarchive wrote nothing for \(path)") }
                 done += n
+            }
+        }
+
+        /// Adds the regular file at `source` as `path`, read in chunks (fixed metadata, as ``addFile(path:bytes:)``).
+        func addFile(path: String, contentsOf source: String) throws {
+            guard let handle = FileHandle(forReadingAtPath: source) else { throw PackagerError(.io, "cannot read \(source)", subject: source) }
+            defer { try? handle.close() }
+            let size = try handle.seekToEnd()
+            try handle.seek(toOffset: 0)
+            guard let entry = archive_entry_new() else { throw PackagerError(.internal, "libarchive could not allocate an entry") }
+            defer { archive_entry_free(entry) }
+            archive_entry_set_pathname_utf8(entry, path)
+            archive_entry_set_filetype(entry, carchive_type_regular)
+            archive_entry_set_perm(entry, 0o644)
+            archive_entry_set_size(entry, Int64(size))
+            archive_entry_set_mtime(entry, 0, 0)
+            archive_entry_set_uid(entry, 0)
+            archive_entry_set_gid(entry, 0)
+            try LibArchive.check(self.handle, archive_write_header(self.handle, entry), "cannot add \(path)")
+            while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
+                try chunk.withUnsafeBytes { bytes in
+                    var done = 0
+                    while done < bytes.count {
+                        let n = archive_write_data(self.handle, bytes.baseAddress! + done, bytes.count - done)
+                        if n < 0 { try LibArchive.check(self.handle, Int32(n), "cannot write \(path)") }
+                        if n == 0 { throw PackagerError(.archive, "libarchive wrote nothing for \(path)") }
+                        done += n
+                    }
+                }
             }
         }
 

@@ -1,0 +1,154 @@
+import Crypto
+import Foundation
+import OfflineBundle
+
+/// A bundle written as WACZ 1.1.1 (`packager export --format wacz`): a ZIP, every file stored, that holds
+/// `archive/data.warc.gz` (the bundle as WARC, ``WARCExporter``), `indexes/index.cdx` (a CDXJ line per response and
+/// revisit record, sorted), `pages/pages.jsonl` (every HTML page answered 200), `datapackage.json` (each file's
+/// SHA-256 and size) and `datapackage-digest.json` (the SHA-256 of datapackage.json). replayweb.page and pywb open
+/// it; py-wacz's `wacz validate` checks it.
+///
+/// A request with a body is indexed as Webrecorder's tools index it: `__wb_method=post&__wb_post_data=` and the body
+/// in base64 appended to the URL's query (the form is kept as it is, not decoded). The WARC goes to a file of its own
+/// beside the output first (removed after), so memory is a chunk of a body and the index. The export is reproducible.
+/// It is not signed.
+public enum WACZExporter {
+    /// Writes the bundle at `bundlePath` to `output` as WACZ.
+    @discardableResult
+    public static func export(bundle bundlePath: String, to output: String) throws -> WARCExporter.Summary {
+        let bundle = try MountedBundle(path: bundlePath, options: .init(verification: .sha256))
+        let created = bundle.createdAt ?? Date(timeIntervalSince1970: 0)
+        // The WARC, beside the output.
+        let warcPath = output + ".tmp-warc-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: warcPath) }
+        var index: [String] = []
+        var pages: [String] = [#"{"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}"#]
+        var mainPage: (url: String, date: Date)?
+        let warc = try AtomicOutput(destination: warcPath)
+        let summary = try WARCExporter.write(bundle, to: warc, filename: "data.warc.gz") { record in
+            index.append(cdxjLine(record))
+            if record.status == 200, record.method == "GET", MediaTypes.essence(of: record.mediaType) == "text/html" {
+                pages.append(jsonLine(["id": String(recordKey(record.url).prefix(32)), "url": record.url, "ts": isoDate(record.date)]))
+                if mainPage == nil { mainPage = (record.url, record.date) }
+            }
+        }
+        try warc.commit()
+        index.sort { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+        let indexBytes = Array(index.map { $0 + "\n" }.joined().utf8)
+        let pagesBytes = Array(pages.map { $0 + "\n" }.joined().utf8)
+        let (warcSize, warcDigest) = try digest(ofFile: warcPath)
+
+        var resources: [[String: Any]] = [
+            ["name": "data.warc.gz", "path": "archive/data.warc.gz", "hash": "sha256:" + warcDigest, "bytes": warcSize],
+            ["name": "index.cdx", "path": "indexes/index.cdx", "hash": "sha256:" + hexString(Array(SHA256.hash(data: indexBytes))), "bytes": indexBytes.count],
+            [
+                "name": "pages.jsonl", "path": "pages/pages.jsonl", "hash": "sha256:" + hexString(Array(SHA256.hash(data: pagesBytes))),
+                "bytes": pagesBytes.count,
+            ],
+        ]
+        resources.sort { ($0["path"] as? String ?? "") < ($1["path"] as? String ?? "") }
+        var package: [String: Any] = [
+            "profile": "data-package", "wacz_version": "1.1.1", "created": isoDate(created), "software": "packager \(PackagerVersion.string)",
+            "title": (bundlePath as NSString).lastPathComponent, "resources": resources,
+        ]
+        if let mainPage {
+            package["mainPageUrl"] = mainPage.url
+            package["mainPageDate"] = isoDate(mainPage.date)
+        }
+        let packageBytes = Array(try JSONSerialization.data(withJSONObject: package, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]))
+        let digestBytes = Array(
+            try JSONSerialization.data(
+                withJSONObject: ["path": "datapackage.json", "hash": "sha256:" + hexString(Array(SHA256.hash(data: packageBytes)))],
+                options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]))
+
+        let atomic = try AtomicOutput(destination: output)
+        try withExtendedLifetime(atomic) {
+            let writer = try LibArchive.ArchiveWriter(descriptor: atomic.descriptor, format: .wacz)
+            try writer.addFile(path: "archive/data.warc.gz", contentsOf: warcPath)
+            for (path, bytes) in [
+                ("datapackage-digest.json", digestBytes), ("datapackage.json", packageBytes), ("indexes/index.cdx", indexBytes),
+                ("pages/pages.jsonl", pagesBytes),
+            ] {
+                try bytes.withUnsafeBytes { try writer.addFile(path: path, bytes: $0) }
+            }
+            try writer.close()
+        }
+        try atomic.commit()
+        return summary
+    }
+
+    /// The record's CDXJ line: its SURT key and 14-digit time, then its fields as JSON.
+    static func cdxjLine(_ record: WARCExporter.IndexedRecord) -> String {
+        var url = record.url
+        var fields: [String: String] = [
+            "url": record.url, "mime": record.revisit ? "warc/revisit" : record.mediaType, "status": String(record.status),
+            "digest": record.payloadDigest, "length": String(record.length), "offset": String(record.offset), "filename": "data.warc.gz",
+        ]
+        if record.method != "GET" {
+            // As Webrecorder's indexers key a request with a body: its method and body appended to the query.
+            var appended = "__wb_method=" + record.method.lowercased()
+            if let body = record.requestBody, !body.isEmpty { appended += "&__wb_post_data=" + body.base64EncodedString() }
+            url += (url.contains("?") ? "&" : "?") + appended
+            fields["method"] = record.method
+            fields["requestBody"] = appended
+        }
+        return surt(url) + " " + timestamp(record.date) + " " + jsonLine(fields)
+    }
+
+    /// A URL as a SURT, the sort key of CDX indexes: the host's labels reversed and comma-separated (a leading `www`
+    /// left out, a port other than the scheme's kept), `)`, then the path and the query, its parameters sorted; all in
+    /// lower case.
+    static func surt(_ url: String) -> String {
+        guard let schemeEnd = url.range(of: "://") else { return url.lowercased() }
+        let scheme = url[..<schemeEnd.lowerBound].lowercased()
+        let rest = url[schemeEnd.upperBound...]
+        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
+        var authority = rest[..<authorityEnd].lowercased()
+        if let at = authority.lastIndex(of: "@") { authority = String(authority[authority.index(after: at)...]) }
+        var port = ""
+        if let colon = authority.lastIndex(of: ":"), !authority.hasSuffix("]") {
+            let number = String(authority[authority.index(after: colon)...])
+            if !((scheme == "http" && number == "80") || (scheme == "https" && number == "443")) { port = ":" + number }
+            authority = String(authority[..<colon])
+        }
+        var labels = authority.split(separator: ".").map(String.init)
+        if labels.count > 2, labels.first?.hasPrefix("www") == true, labels.first?.dropFirst(3).allSatisfy(\.isNumber) == true { labels.removeFirst() }
+        var tail = String(rest[authorityEnd...].prefix { $0 != "#" })
+        if tail.isEmpty || tail.hasPrefix("?") { tail = "/" + tail }
+        if let question = tail.firstIndex(of: "?") {
+            let query = tail[tail.index(after: question)...].split(separator: "&").map(String.init).sorted()
+            tail = String(tail[..<question]) + (query.isEmpty ? "" : "?" + query.joined(separator: "&"))
+        }
+        return labels.reversed().joined(separator: ",") + port + ")" + tail.lowercased()
+    }
+
+    static func timestamp(_ date: Date) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let parts = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
+        return String(format: "%04d%02d%02d%02d%02d%02d", parts.year!, parts.month!, parts.day!, parts.hour!, parts.minute!, parts.second!)
+    }
+
+    static func isoDate(_ date: Date) -> String { WARCExporter.warcDate(date) }
+
+    /// One line of JSON with sorted keys.
+    static func jsonLine(_ object: [String: String]) -> String {
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func recordKey(_ url: String) -> String { hexString(Array(SHA256.hash(data: Data(url.utf8)))) }
+
+    /// The size and SHA-256 (hex) of the file at `path`, read in chunks.
+    static func digest(ofFile path: String) throws -> (Int, String) {
+        guard let handle = FileHandle(forReadingAtPath: path) else { throw PackagerError(.io, "cannot read \(path)", subject: path) }
+        defer { try? handle.close() }
+        var hash = SHA256()
+        var size = 0
+        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
+            hash.update(data: chunk)
+            size += chunk.count
+        }
+        return (size, hexString(Array(hash.finalize())))
+    }
+}

@@ -1,0 +1,188 @@
+import Crypto
+import Foundation
+import OfflineBundle
+import TestSupport
+import Testing
+
+@testable import PackagerKit
+
+let warcio = APIServer.find("warcio")
+
+/// Bundles written as WARC 1.1 (`packager export --format warc`), read back by warcio (PyPI), the web-archiving
+/// world's reader: every record's digests checked, every payload the bundle's body, a body stored once written once.
+@Suite("WARC export, read by warcio", .enabled(if: warcio != nil, "warcio is not installed: make deps installs it into .venv-api"))
+struct WARCExportTests {
+    /// A bundle with what a WARC must carry: pages, a 5 MB binary body (past the 4 MiB a record is held whole to: read in chunks), two URLs with one body, a
+    /// redirect, a declared POST with its body, a credential's answer, and a blocked URL.
+    static func bundle(at path: String) throws -> [String: Data] {
+        var writer = BundleWriter(options: .init(rules: BundleRules(block: ["*/ads/*"]), createdAt: Date(timeIntervalSince1970: 1_767_225_600)))
+        var bodies: [String: Data] = [:]
+        func add(_ url: String, _ type: String, _ body: Data, status: Int = 200, request: RecordedRequest? = nil, headers: [(String, String)] = []) {
+            var entry = BundleWriter.Entry(
+                url: url, status: status, headers: [("content-type", type)] + headers, body: .data(body),
+                fetchedAt: Date(timeIntervalSince1970: 1_767_225_000))
+            entry.request = request
+            writer.add(entry)
+            bodies[url] = body
+        }
+        add("https://docs.example/", "text/html", Data("<html><a href=\"/guide/\">guide</a></html>".utf8))
+        add("https://docs.example/guide/", "text/html; charset=utf-8", Data(String(repeating: "<p>guide</p>\n", count: 500).utf8))
+        add("https://docs.example/copy/", "text/html; charset=utf-8", Data(String(repeating: "<p>guide</p>\n", count: 500).utf8))
+        add("https://docs.example/big.bin", "application/octet-stream", noise(5_000_000, seed: 7))
+        add("https://docs.example/old", "text/html", Data(), status: 301, headers: [("location", "/guide/")])
+        add(
+            "https://api.example/search", "application/json", Data("{\"hits\":[\"guide\"]}".utf8),
+            request: RecordedRequest(method: "POST", headers: [.init(name: "content-type", value: "application/json")], body: Data("{\"q\":\"guide\"}".utf8)))
+        add(
+            "https://api.example/private", "application/json", Data("{\"for\":\"bearers\"}".utf8),
+            request: RecordedRequest(keyHeaders: [.init(name: "authorization", value: "bearer")]))
+        writer.add(.init(url: "https://docs.example/ads/pixel.gif", status: 204, kind: .blocked))
+        try writer.write(to: path)
+        return bodies
+    }
+
+    /// What warcio reads of `warc`: one line per record (type, target, payload's SHA-256 in hex, referred-to target,
+    /// concurrent-to, record ID), after `warcio check` passed every digest.
+    static func read(_ warc: String) async throws -> [[String: String]] {
+        let script = """
+            import hashlib, json, sys
+            from warcio.archiveiterator import ArchiveIterator
+            with open(sys.argv[1], 'rb') as f:
+                for record in ArchiveIterator(f):
+                    h = record.rec_headers
+                    payload = record.content_stream().read()
+                    print(json.dumps({'type': record.rec_type, 'uri': h.get_header('WARC-Target-URI') or '',
+                        'sha256': hashlib.sha256(payload).hexdigest(), 'refersTo': h.get_header('WARC-Refers-To-Target-URI') or '',
+                        'concurrentTo': h.get_header('WARC-Concurrent-To') or '', 'id': h.get_header('WARC-Record-ID'),
+                        'status': record.http_headers.get_statuscode() if record.http_headers and record.rec_type != 'request' else '',
+                        'method': record.http_headers.protocol if record.rec_type == 'request' else '',
+                        'payload': payload.decode('utf-8', 'replace') if record.rec_type == 'request' else ''}))
+            """
+        let python = try #require(warcio).replacingOccurrences(of: "/warcio", with: "/python3")
+        let listed = try await run(python, ["-c", script, warc])
+        #expect(listed.status == 0, "\(listed.output)")
+        return listed.output.split(separator: "\n").compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: String]
+        }
+    }
+
+    @Test("every entry a response (or a revisit of a body stored once) and its request; warcio checks every digest; the same bundle, the same bytes")
+    func exportRead() async throws {
+        let folder = try TemporaryFolder()
+        let bodies = try Self.bundle(at: folder.path + "/b.zip")
+        let exported = try await run(packagerExecutable, ["export", folder.path + "/b.zip", "--format", "warc", "-o", folder.path + "/b.warc.gz"])
+        #expect(exported.status == 0 && exported.output.contains("7 entries") && exported.output.contains("1 blocked"), "\(exported.output)")
+        let checked = try await run(try #require(warcio), ["check", "-v", folder.path + "/b.warc.gz"])
+        #expect(checked.status == 0 && checked.output.contains("digest pass"), "\(checked.output)")
+        #expect(!checked.output.contains("fail"), "\(checked.output)")
+
+        let records = try await Self.read(folder.path + "/b.warc.gz")
+        #expect(records.first?["type"] == "warcinfo")
+        #expect(records.filter { $0["type"] == "request" }.count == 7 && records.count == 15, "\(records.map { $0["type"] ?? "" })")
+        // Each response's payload is the bundle's body; the copy's body is a revisit of the first URL that holds it.
+        for (url, body) in bodies {
+            let record = try #require(records.first { $0["uri"] == url && $0["type"] != "request" }, "\(url)")
+            let digest = hexString(Array(SHA256Digest.of(body)))
+            if url == "https://docs.example/guide/" || url == "https://docs.example/copy/" {
+                #expect(record["type"] == "response" || record["refersTo"] != "", "\(record)")
+            } else {
+                #expect(record["type"] == "response" && record["sha256"] == digest, "\(url): \(record)")
+            }
+        }
+        let copies = records.filter { ["https://docs.example/guide/", "https://docs.example/copy/"].contains($0["uri"]) && $0["type"] != "request" }
+        #expect(copies.map { $0["type"] ?? "" }.sorted() == ["response", "revisit"], "\(copies)")
+        let revisit = try #require(copies.first { $0["type"] == "revisit" })
+        #expect(copies.contains { $0["type"] == "response" && $0["uri"] == revisit["refersTo"] })
+        #expect(records.first { $0["uri"] == "https://docs.example/old" }?["status"] == "301")
+        // The declared POST's request record carries its method and body; each request is concurrent to its response.
+        let post = try #require(records.first { $0["type"] == "request" && $0["uri"] == "https://api.example/search" })
+        #expect(post["payload"] == "{\"q\":\"guide\"}", "\(post)")
+        for request in records where request["type"] == "request" {
+            #expect(records.contains { $0["id"] == request["concurrentTo"] && $0["uri"] == request["uri"] }, "\(request)")
+        }
+        #expect(!records.contains { $0["uri"]?.contains("/ads/") == true }, "a blocked entry is not an exchange")
+
+        // Reproducible: the same bundle exports to the same bytes (under the same name: warcinfo names the file).
+        try FileManager.default.createDirectory(atPath: folder.path + "/again", withIntermediateDirectories: true)
+        let again = try await run(packagerExecutable, ["export", folder.path + "/b.zip", "--format", "warc", "-o", folder.path + "/again/b.warc.gz"])
+        #expect(again.status == 0)
+        #expect(
+            try Data(contentsOf: URL(fileURLWithPath: folder.path + "/b.warc.gz")) == Data(contentsOf: URL(fileURLWithPath: folder.path + "/again/b.warc.gz")))
+        // One gzip member per record: gzip reads the whole as one stream, and each record starts a member.
+        let members = try await run("sh", ["-c", "gzip -t '\(folder.path)/b.warc.gz' && gzip -dc '\(folder.path)/b.warc.gz' | grep -c '^WARC/1.1'"])
+        #expect(members.status == 0 && members.output.trimmingCharacters(in: .whitespacesAndNewlines) == "15", "\(members.output)")
+    }
+
+    @Test("a damaged body is refused, naming it, and no WARC is left at the output")
+    func damagedBodyRefused() async throws {
+        let folder = try TemporaryFolder()
+        _ = try Self.bundle(at: folder.path + "/b.zip")
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/b.zip"))
+        // The 5 MB of noise is stored as it is: flip a byte in the middle of the file, inside it.
+        bytes[bytes.count / 2] ^= 0xFF
+        try bytes.write(to: URL(fileURLWithPath: folder.path + "/damaged.zip"))
+        let exported = try await run(packagerExecutable, ["export", folder.path + "/damaged.zip", "--format", "warc", "-o", folder.path + "/d.warc.gz"])
+        #expect(exported.status == 1 && exported.output.contains("big.bin"), "\(exported.output)")
+        #expect(!FileManager.default.fileExists(atPath: folder.path + "/d.warc.gz"))
+    }
+}
+
+let wacz = APIServer.find("wacz")
+
+/// Bundles written as WACZ 1.1.1 (`packager export --format wacz`), checked by py-wacz's `wacz validate` (PyPI).
+@Suite("WACZ export, checked by wacz validate", .enabled(if: wacz != nil && warcio != nil, "py-wacz is not installed: make deps installs it into .venv-api"))
+struct WACZExportTests {
+    @Test("wacz validate passes; every file stored; the index a sorted CDXJ line per response (a POST keyed by its body); the pages the HTML answered 200")
+    func exportValidated() async throws {
+        let folder = try TemporaryFolder()
+        _ = try WARCExportTests.bundle(at: folder.path + "/b.zip")
+        let exported = try await run(packagerExecutable, ["export", folder.path + "/b.zip", "--format", "wacz", "-o", folder.path + "/b.wacz"])
+        #expect(exported.status == 0 && exported.output.contains("7 entries"), "\(exported.output)")
+        let validated = try await run(try #require(wacz), ["validate", "-f", folder.path + "/b.wacz"])
+        #expect(validated.status == 0 && !validated.output.lowercased().contains("invalid"), "\(validated.output)")
+        // Stored, every file (unzip lists the method of each).
+        let listed = try await run("unzip", ["-v", folder.path + "/b.wacz"])
+        for name in ["archive/data.warc.gz", "indexes/index.cdx", "pages/pages.jsonl", "datapackage.json", "datapackage-digest.json"] {
+            #expect(listed.output.split(separator: "\n").contains { $0.hasSuffix(name) && $0.contains("Stored") }, "\(name): \(listed.output)")
+        }
+        let index = try await run("unzip", ["-p", folder.path + "/b.wacz", "indexes/index.cdx"])
+        let lines = index.output.split(separator: "\n").map(String.init)
+        #expect(lines.count == 7 && lines == lines.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }, "\(index.output)")
+        #expect(lines.contains { $0.hasPrefix("example,docs)/guide/ 20251231") && $0.contains("\"status\":\"200\"") }, "\(index.output)")
+        #expect(
+            lines.contains { $0.hasPrefix("example,api)/search?__wb_method=post&__wb_post_data=") && $0.contains("\"method\":\"POST\"") }, "\(index.output)")
+        #expect(lines.contains { $0.contains("warc/revisit") }, "\(index.output)")
+        // Each line's offset and length are its record's gzip member: warcio reads the record there.
+        let python = try #require(warcio).replacingOccurrences(of: "/warcio", with: "/python3")
+        let script = """
+            import json, sys, zipfile, io
+            from warcio.archiveiterator import ArchiveIterator
+            z = zipfile.ZipFile(sys.argv[1])
+            warc = z.read('archive/data.warc.gz')
+            for line in z.read('indexes/index.cdx').decode().splitlines():
+                fields = json.loads(line.split(' ', 2)[2])
+                member = warc[int(fields['offset']):int(fields['offset']) + int(fields['length'])]
+                record = next(iter(ArchiveIterator(io.BytesIO(member))))
+                assert record.rec_headers.get_header('WARC-Target-URI') == fields['url'], (fields, record.rec_headers)
+            print('offsets ok')
+            """
+        let offsets = try await run(python, ["-c", script, folder.path + "/b.wacz"])
+        #expect(offsets.status == 0 && offsets.output.contains("offsets ok"), "\(offsets.output)")
+        let pages = try await run("unzip", ["-p", folder.path + "/b.wacz", "pages/pages.jsonl"])
+        let pageLines = pages.output.split(separator: "\n")
+        #expect(pageLines.first?.contains("json-pages-1.0") == true && pageLines.count == 4, "\(pages.output)")
+        #expect(pageLines.contains { $0.contains("\"url\":\"https://docs.example/guide/\"") }, "\(pages.output)")
+        // Reproducible.
+        _ = try await run(packagerExecutable, ["export", folder.path + "/b.zip", "--format", "wacz", "-o", folder.path + "/again.wacz"])
+        #expect(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/b.wacz")) == Data(contentsOf: URL(fileURLWithPath: folder.path + "/again.wacz")))
+        // No temporary WARC left beside the output.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.contains("tmp") }.isEmpty)
+    }
+}
+
+/// SHA-256 of bytes, for the tests' expectations.
+enum SHA256Digest {
+    static func of(_ data: Data) -> [UInt8] {
+        Array(Crypto.SHA256.hash(data: data))
+    }
+}
