@@ -197,16 +197,21 @@ struct PageVisit: Sendable {
                     await sleep(150);
                   }
                 };
-                const typed = async (c, ms) => { type(box, c); await sleep(ms); await settle(); };
-                await typed('', 700);
-                let seen = loaded();
-                await typed('a', 900);
-                if (fresh(seen) > 0) {
-                  seen = loaded();
-                  await typed('z', 900);
-                  if (fresh(seen) > 0) {
-                    for (const c of 'bcdefghijklmnopqrstuvwxy0123456789_') { await typed(c, 600); }
-                  }
+                // Types `c`, then waits for what it makes the page load to begin (a search waits out its own pause
+                // first: Doxygen's 500 ms) for at most `limit` ms, then for it to settle; whether it loaded anything.
+                // On a loaded machine a fixed wait passed before the piece was asked for, and the sweep stopped at `a`.
+                const typed = async (c, limit) => {
+                  const before = loaded();
+                  type(box, c);
+                  for (let t = 0; t < limit && fresh(before) === 0; t += 100) { await sleep(100); }
+                  await settle();
+                  return fresh(before) > 0;
+                };
+                type(box, '');
+                await sleep(300);
+                await settle();
+                if (await typed('a', 4000) && await typed('z', 4000)) {
+                  for (const c of 'bcdefghijklmnopqrstuvwxy0123456789_') { await typed(c, 2000); }
                 }
                 type(box, '');
               }
@@ -295,10 +300,11 @@ struct PageVisit: Sendable {
             loaded = true
             await recorder.waitForQuiet(limit: min(5, timeout), browser: browser)
             // Declared scripts may take up to the page timeout, on top of the declared waits; a sweep of the search box
-            // types 37 characters, each 0.6 s and up to 1.2 s more apart.
+            // types 37 characters, each up to 2 s (4 s for the first two) and 1.2 s more apart, a few seconds each
+            // only where a letter loads nothing.
             let origin = PageVisit.origin(of: url)
             let sweep = behaviours.generic && origin.map(behaviours.sweeps.claim) == true
-            let budget = 10_000 + behaviours.waits(on: url) + (behaviours.declared.isEmpty ? 0 : Int(timeout * 1000)) + (sweep ? 75_000 : 0)
+            let budget = 10_000 + behaviours.waits(on: url) + (behaviours.declared.isEmpty ? 0 : Int(timeout * 1000)) + (sweep ? 120_000 : 0)
             var swept = false
             defer { if sweep, let origin { behaviours.sweeps.finish(origin, swept: swept) } }
             let evaluated = try await browser.send(
