@@ -81,7 +81,8 @@ bench:
 	scripts/bench-https.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/https $(BENCH_WORK)/https.md
 	scripts/bench-attack.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/attack $(BENCH_WORK)/attack.md
 	scripts/bench-faults.sh $(BIN_RELEASE) $(BENCH_WORK)/faults $(BENCH_WORK)/faults.md
-	scripts/bench-report.sh docs/BENCHMARKS.md $(BENCH_WORK)/format.md $(BENCH_WORK)/deflate.md $(BENCH_WORK)/build.md $(BENCH_WORK)/browser.md $(BENCH_WORK)/https.md $(BENCH_WORK)/serve.md $(BENCH_WORK)/serve-tls.md $(BENCH_WORK)/vapor.md $(BENCH_WORK)/range.md $(BENCH_WORK)/delta.md $(BENCH_WORK)/remote.md $(BENCH_WORK)/fleet.md $(BENCH_WORK)/verify.md $(BENCH_WORK)/verify-servers.md $(BENCH_WORK)/attack.md $(BENCH_WORK)/faults.md
+	scripts/bench-export.sh $(BIN_RELEASE) $(BENCH_WORK)/export $(BENCH_WORK)/export.md
+	scripts/bench-report.sh docs/BENCHMARKS.md $(BENCH_WORK)/format.md $(BENCH_WORK)/deflate.md $(BENCH_WORK)/build.md $(BENCH_WORK)/browser.md $(BENCH_WORK)/https.md $(BENCH_WORK)/serve.md $(BENCH_WORK)/serve-tls.md $(BENCH_WORK)/vapor.md $(BENCH_WORK)/range.md $(BENCH_WORK)/delta.md $(BENCH_WORK)/remote.md $(BENCH_WORK)/fleet.md $(BENCH_WORK)/verify.md $(BENCH_WORK)/verify-servers.md $(BENCH_WORK)/attack.md $(BENCH_WORK)/faults.md $(BENCH_WORK)/export.md
 
 # The same benchmarks on small inputs, to check the scripts; writes /tmp/BENCHMARKS-quick.md.
 bench-quick:
@@ -103,7 +104,8 @@ bench-quick:
 	scripts/bench-https.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/https $(BENCH_WORK)-quick/https.md --quick
 	scripts/bench-attack.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/attack $(BENCH_WORK)-quick/attack.md --quick
 	scripts/bench-faults.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/faults $(BENCH_WORK)-quick/faults.md --quick
-	scripts/bench-report.sh /tmp/BENCHMARKS-quick.md $(BENCH_WORK)-quick/format.md $(BENCH_WORK)-quick/build.md $(BENCH_WORK)-quick/browser.md $(BENCH_WORK)-quick/https.md $(BENCH_WORK)-quick/serve.md $(BENCH_WORK)-quick/serve-tls.md $(BENCH_WORK)-quick/vapor.md $(BENCH_WORK)-quick/range.md $(BENCH_WORK)-quick/delta.md $(BENCH_WORK)-quick/remote.md $(BENCH_WORK)-quick/fleet.md $(BENCH_WORK)-quick/verify.md $(BENCH_WORK)-quick/verify-servers.md $(BENCH_WORK)-quick/attack.md $(BENCH_WORK)-quick/faults.md
+	scripts/bench-export.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/export $(BENCH_WORK)-quick/export.md --quick
+	scripts/bench-report.sh /tmp/BENCHMARKS-quick.md $(BENCH_WORK)-quick/format.md $(BENCH_WORK)-quick/build.md $(BENCH_WORK)-quick/browser.md $(BENCH_WORK)-quick/https.md $(BENCH_WORK)-quick/serve.md $(BENCH_WORK)-quick/serve-tls.md $(BENCH_WORK)-quick/vapor.md $(BENCH_WORK)-quick/range.md $(BENCH_WORK)-quick/delta.md $(BENCH_WORK)-quick/remote.md $(BENCH_WORK)-quick/fleet.md $(BENCH_WORK)-quick/verify.md $(BENCH_WORK)-quick/verify-servers.md $(BENCH_WORK)-quick/attack.md $(BENCH_WORK)-quick/faults.md $(BENCH_WORK)-quick/export.md
 
 # The concurrent-read, crawl and crawl-pipeline tests under the thread sanitizer (a separate build folder, .build-tsan).
 test-tsan: deps
