@@ -9,8 +9,8 @@ import OfflineBundle
 /// it; py-wacz's `wacz validate` checks it.
 ///
 /// A request with a body is indexed as Webrecorder's tools index it: `__wb_method=post&__wb_post_data=` and the body
-/// in base64 appended to the URL's query (the form is kept as it is, not decoded). The WARC goes to a file of its own
-/// beside the output first (removed after), so memory is a chunk of a body and the index. The export is reproducible.
+/// in base64 appended to the URL's query (the form is kept as it is, not decoded). The WARC goes to a temporary file of
+/// its own beside the output first (removed after), so memory is a record and the index. The export is reproducible.
 /// It is not signed.
 public enum WACZExporter {
     /// Writes the bundle at `bundlePath` to `output` as WACZ.
@@ -18,13 +18,13 @@ public enum WACZExporter {
     public static func export(bundle bundlePath: String, to output: String) throws -> WARCExporter.Summary {
         let bundle = try MountedBundle(path: bundlePath, options: .init(verification: .sha256))
         let created = bundle.createdAt ?? Date(timeIntervalSince1970: 0)
-        // The WARC, beside the output.
-        let warcPath = output + ".tmp-warc-\(getpid())"
-        defer { try? FileManager.default.removeItem(atPath: warcPath) }
+        // The WARC, in a temporary file beside the output, removed with its writer (never synced or renamed: it is
+        // copied into the WACZ, then dropped).
+        let warc = try AtomicOutput(destination: output + ".warc.gz")
+        let warcPath = warc.temporaryPath
         var index: [String] = []
         var pages: [String] = [#"{"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}"#]
         var mainPage: (url: String, date: Date)?
-        let warc = try AtomicOutput(destination: warcPath)
         let summary = try WARCExporter.write(bundle, to: warc, filename: "data.warc.gz") { record in
             index.append(cdxjLine(record))
             if record.status == 200, record.method == "GET", MediaTypes.essence(of: record.mediaType) == "text/html" {
@@ -32,7 +32,7 @@ public enum WACZExporter {
                 if mainPage == nil { mainPage = (record.url, record.date) }
             }
         }
-        try warc.commit()
+        try warc.flush()
         index.sort { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
         let indexBytes = Array(index.map { $0 + "\n" }.joined().utf8)
         let pagesBytes = Array(pages.map { $0 + "\n" }.joined().utf8)
@@ -74,6 +74,7 @@ public enum WACZExporter {
             try writer.close()
         }
         try atomic.commit()
+        withExtendedLifetime(warc) {}
         return summary
     }
 
@@ -122,11 +123,10 @@ public enum WACZExporter {
         return labels.reversed().joined(separator: ",") + port + ")" + tail.lowercased()
     }
 
+    /// The 14-digit UTC time of a CDX line.
     static func timestamp(_ date: Date) -> String {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        let parts = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
-        return String(format: "%04d%02d%02d%02d%02d%02d", parts.year!, parts.month!, parts.day!, parts.hour!, parts.minute!, parts.second!)
+        let (y, mo, d, h, mi, s) = WARCExporter.utcFields(date)
+        return String(format: "%04d%02d%02d%02d%02d%02d", y, mo, d, h, mi, s)
     }
 
     static func isoDate(_ date: Date) -> String { WARCExporter.warcDate(date) }
