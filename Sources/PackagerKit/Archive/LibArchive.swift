@@ -205,16 +205,26 @@ enum LibArchive {
 
         /// Adds a regular file with fixed metadata (mtime 0, root-owned, 0644).
         func addFile(path: String, bytes: UnsafeRawBufferPointer) throws {
+            try header(path: path, size: Int64(bytes.count))
+            try data(bytes, path: path)
+        }
+
+        /// Starts a regular file entry of `size` bytes with fixed metadata (mtime 0, root-owned, 0644).
+        private func header(path: String, size: Int64) throws {
             guard let entry = archive_entry_new() else { throw PackagerError(.internal, "libarchive could not allocate an entry") }
             defer { archive_entry_free(entry) }
             archive_entry_set_pathname_utf8(entry, path)
             archive_entry_set_filetype(entry, carchive_type_regular)
             archive_entry_set_perm(entry, 0o644)
-            archive_entry_set_size(entry, Int64(bytes.count))
+            archive_entry_set_size(entry, size)
             archive_entry_set_mtime(entry, 0, 0)
             archive_entry_set_uid(entry, 0)
             archive_entry_set_gid(entry, 0)
             try LibArchive.check(handle, archive_write_header(handle, entry), "cannot add \(path)")
+        }
+
+        /// Writes `bytes` into the entry started last.
+        private func data(_ bytes: UnsafeRawBufferPointer, path: String) throws {
             var done = 0
             while done < bytes.count {
                 let n = archive_write_data(handle, bytes.baseAddress! + done, bytes.count - done)
@@ -226,30 +236,13 @@ enum LibArchive {
 
         /// Adds the regular file at `source` as `path`, read in chunks (fixed metadata, as ``addFile(path:bytes:)``).
         func addFile(path: String, contentsOf source: String) throws {
-            guard let handle = FileHandle(forReadingAtPath: source) else { throw PackagerError(.io, "cannot read \(source)", subject: source) }
-            defer { try? handle.close() }
-            let size = try handle.seekToEnd()
-            try handle.seek(toOffset: 0)
-            guard let entry = archive_entry_new() else { throw PackagerError(.internal, "libarchive could not allocate an entry") }
-            defer { archive_entry_free(entry) }
-            archive_entry_set_pathname_utf8(entry, path)
-            archive_entry_set_filetype(entry, carchive_type_regular)
-            archive_entry_set_perm(entry, 0o644)
-            archive_entry_set_size(entry, Int64(size))
-            archive_entry_set_mtime(entry, 0, 0)
-            archive_entry_set_uid(entry, 0)
-            archive_entry_set_gid(entry, 0)
-            try LibArchive.check(self.handle, archive_write_header(self.handle, entry), "cannot add \(path)")
-            while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
-                try chunk.withUnsafeBytes { bytes in
-                    var done = 0
-                    while done < bytes.count {
-                        let n = archive_write_data(self.handle, bytes.baseAddress! + done, bytes.count - done)
-                        if n < 0 { try LibArchive.check(self.handle, Int32(n), "cannot write \(path)") }
-                        if n == 0 { throw PackagerError(.archive, "libarchive wrote nothing for \(path)") }
-                        done += n
-                    }
-                }
+            guard let file = FileHandle(forReadingAtPath: source) else { throw PackagerError(.io, "cannot read \(source)", subject: source) }
+            defer { try? file.close() }
+            let size = try file.seekToEnd()
+            try file.seek(toOffset: 0)
+            try header(path: path, size: Int64(size))
+            while let chunk = try file.read(upToCount: 1 << 20), !chunk.isEmpty {
+                try chunk.withUnsafeBytes { try data($0, path: path) }
             }
         }
 
