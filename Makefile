@@ -34,6 +34,9 @@ deps:
 	@# mitmproxy in its own environment (its dependencies and Kinto's do not agree).
 	@[ -x .venv-mitm/bin/mitmdump ] || { python3 -m venv .venv-mitm && .venv-mitm/bin/pip install -q mitmproxy; } || \
 		echo "could not install mitmproxy from PyPI: its HAR tests will be skipped"
+	@# pywb (Webrecorder's replay) in its own environment, for the web-archive tests.
+	@[ -x .venv-pywb/bin/wayback ] || { python3 -m venv .venv-pywb && .venv-pywb/bin/pip install -q pywb; } || \
+		echo "could not install pywb from PyPI: its replay test will be skipped"
 
 build: deps
 	$(SWIFT) build

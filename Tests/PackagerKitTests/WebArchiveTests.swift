@@ -148,7 +148,7 @@ struct WACZExportTests {
         let index = try await run("unzip", ["-p", folder.path + "/b.wacz", "indexes/index.cdx"])
         let lines = index.output.split(separator: "\n").map(String.init)
         #expect(lines.count == 7 && lines == lines.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }, "\(index.output)")
-        #expect(lines.contains { $0.hasPrefix("example,docs)/guide/ 20251231") && $0.contains("\"status\":\"200\"") }, "\(index.output)")
+        #expect(lines.contains { $0.hasPrefix("example,docs)/guide 20251231") && $0.contains("\"status\":\"200\"") }, "\(index.output)")
         #expect(
             lines.contains { $0.hasPrefix("example,api)/search?__wb_method=post&__wb_post_data=") && $0.contains("\"method\":\"POST\"") }, "\(index.output)")
         #expect(lines.contains { $0.contains("warc/revisit") }, "\(index.output)")
@@ -177,6 +177,44 @@ struct WACZExportTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/b.wacz")) == Data(contentsOf: URL(fileURLWithPath: folder.path + "/again.wacz")))
         // No temporary WARC left beside the output.
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.contains("tmp") }.isEmpty)
+    }
+}
+
+let wayback = APIServer.find("wayback")
+
+/// pywb (PyPI), Webrecorder's replay server, replaying the exported WARC and WACZ: every entry answers with the
+/// bundle's status and body.
+@Suite("pywb replays the exported WARC and WACZ", .enabled(if: wayback != nil, "pywb is not installed: make deps installs it into .venv-pywb"))
+struct PywbReplayTests {
+    @Test("each GET entry, from the WARC and from the WACZ, replayed by pywb as the bundle answers it (the copy through its revisit)")
+    func replayed() async throws {
+        let folder = try TemporaryFolder()
+        let bodies = try WARCExportTests.bundle(at: folder.path + "/b.zip")
+        for format in ["warc", "wacz"] {
+            let exported = try await run(packagerExecutable, ["export", folder.path + "/b.zip", "--format", format, "-o", folder.path + "/b." + format])
+            #expect(exported.status == 0, "\(exported.output)")
+        }
+        let manager = try #require(wayback).replacingOccurrences(of: "/wayback", with: "/wb-manager")
+        for (collection, file, extra) in [("fromwarc", "b.warc", [String]()), ("fromwacz", "b.wacz", ["--unpack-wacz"])] {
+            let initialized = try await run(manager, ["init", collection], in: folder.path)
+            #expect(initialized.status == 0, "\(initialized.output)")
+            let added = try await run(manager, ["add"] + extra + [collection, folder.path + "/" + file], in: folder.path)
+            #expect(added.status == 0, "\(added.output)")
+        }
+        let server = try await APIServer.start(try #require(wayback), ["-p", "{port}", "-b", "127.0.0.1"], probe: "/", in: folder.path)
+        defer { server.stop() }
+        let bundle = try MountedBundle(path: folder.path + "/b.zip")
+        for collection in ["fromwarc", "fromwacz"] {
+            for (url, body) in bodies where !url.contains("api.example") {
+                // id_: the recorded bytes, not rewritten for the replay page.
+                let replay = try await run("curl", ["-s", "-o", folder.path + "/got", "-w", "%{http_code}", "\(server.base)/\(collection)/2026id_/\(url)"])
+                let entry = try #require(bundle.entry(for: url), "\(url)")
+                #expect(replay.output == String(entry.status), "\(collection) \(url): \(replay.output)")
+                if entry.status == 200 {
+                    #expect(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/got")) == body, "\(collection) \(url)")
+                }
+            }
+        }
     }
 }
 

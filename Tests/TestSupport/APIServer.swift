@@ -15,7 +15,7 @@ public final class APIServer: Sendable {
         let folders =
             [
                 ProcessInfo.processInfo.environment["PACKAGER_API_VENV"].map { $0 + "/bin" }, root + "/.venv-api/bin", root + "/.venv-mitm/bin",
-                root + "/.venv-s3/bin",
+                root + "/.venv-s3/bin", root + "/.venv-pywb/bin",
             ].compactMap { $0 }
             + (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(String.init)
         return folders.map { $0 + "/" + name }.first { FileManager.default.isExecutableFile(atPath: $0) }

@@ -82,7 +82,7 @@ public enum WACZExporter {
     static func cdxjLine(_ record: WARCExporter.IndexedRecord) -> String {
         var url = record.url
         var fields: [String: String] = [
-            "url": record.url, "mime": record.revisit ? "warc/revisit" : record.mediaType, "status": String(record.status),
+            "url": record.url, "mime": record.revisit ? "warc/revisit" : Self.mime(record.mediaType), "status": String(record.status),
             "digest": record.payloadDigest, "length": String(record.length), "offset": String(record.offset), "filename": "data.warc.gz",
         ]
         if record.method != "GET" {
@@ -96,9 +96,9 @@ public enum WACZExporter {
         return surt(url) + " " + timestamp(record.date) + " " + jsonLine(fields)
     }
 
-    /// A URL as a SURT, the sort key of CDX indexes: the host's labels reversed and comma-separated (a leading `www`
-    /// left out, a port other than the scheme's kept), `)`, then the path and the query, its parameters sorted; all in
-    /// lower case.
+    /// A URL as a SURT, the sort key of CDX indexes, as pywb keys it: the host's labels reversed and comma-separated (a
+    /// leading `www` left out, a port other than the scheme's kept), `)`, then the path (without a trailing slash, but
+    /// the root's) and the query, its parameters sorted; all in lower case.
     static func surt(_ url: String) -> String {
         guard let schemeEnd = url.range(of: "://") else { return url.lowercased() }
         let scheme = url[..<schemeEnd.lowerBound].lowercased()
@@ -116,11 +116,21 @@ public enum WACZExporter {
         if labels.count > 2, labels.first?.hasPrefix("www") == true, labels.first?.dropFirst(3).allSatisfy(\.isNumber) == true { labels.removeFirst() }
         var tail = String(rest[authorityEnd...].prefix { $0 != "#" })
         if tail.isEmpty || tail.hasPrefix("?") { tail = "/" + tail }
-        if let question = tail.firstIndex(of: "?") {
-            let query = tail[tail.index(after: question)...].split(separator: "&").map(String.init).sorted()
-            tail = String(tail[..<question]) + (query.isEmpty ? "" : "?" + query.joined(separator: "&"))
+        var path = String(tail[..<(tail.firstIndex(of: "?") ?? tail.endIndex)])
+        // As the surt library (and so pywb) keys a URL: a path's trailing slash left out, the root's kept.
+        if path.count > 1, path.hasSuffix("/") { path.removeLast() }
+        tail = path
+        if let question = url.firstIndex(of: "?") {
+            let query = url[url.index(after: question)...].prefix { $0 != "#" }.split(separator: "&").map(String.init).sorted()
+            if !query.isEmpty { tail += "?" + query.joined(separator: "&") }
         }
         return labels.reversed().joined(separator: ",") + port + ")" + tail.lowercased()
+    }
+
+    /// The media type as CDX indexes list it: its essence, `unk` when there is none.
+    static func mime(_ contentType: String) -> String {
+        let essence = MediaTypes.essence(of: contentType)
+        return essence.isEmpty ? "unk" : essence
     }
 
     /// The 14-digit UTC time of a CDX line.
