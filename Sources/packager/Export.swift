@@ -6,7 +6,7 @@ extension Exporter.Format: ExpressibleByArgument {}
 extension Packager {
     struct Export: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Write a bundle's manifest and bodies (inflated and checked) as a tarball, or its entries as HAR or WARC.",
+            abstract: "Write a bundle's manifest and bodies (inflated and checked) as a tarball, or its entries as HAR, WARC or WACZ.",
             discussion: """
                 Formats: \(Exporter.Format.allCases.map(\.rawValue).joined(separator: ", ")). The output is reproducible. \
                 har writes HAR 1.2 (each entry's request, with a declared request's method, headers and body, and its answer), \
