@@ -8,8 +8,8 @@ import OfflineBundle
 /// SHA-256 and size) and `datapackage-digest.json` (the SHA-256 of datapackage.json). replayweb.page and pywb open
 /// it; py-wacz's `wacz validate` checks it.
 ///
-/// A request with a body is indexed as Webrecorder's tools index it: `__wb_method=post&__wb_post_data=` and the body
-/// in base64 appended to the URL's query (the form is kept as it is, not decoded). The WARC goes to a temporary file of
+/// A request with a body is indexed as pywb keys it at replay: `__wb_method=POST` and the body as query parameters
+/// appended to the URL's query (``bodyQuery(_:contentType:)``). The WARC goes to a temporary file of
 /// its own beside the output first (removed after), so memory is a record and the index. The export is reproducible.
 /// It is not signed.
 public enum WACZExporter {
@@ -86,14 +86,88 @@ public enum WACZExporter {
             "digest": record.payloadDigest, "length": String(record.length), "offset": String(record.offset), "filename": "data.warc.gz",
         ]
         if record.method != "GET" {
-            // As Webrecorder's indexers key a request with a body: its method and body appended to the query.
-            var appended = "__wb_method=" + record.method.lowercased()
-            if let body = record.requestBody, !body.isEmpty { appended += "&__wb_post_data=" + body.base64EncodedString() }
+            // As pywb keys a request with a body: its method, then the body as query parameters.
+            var appended = "__wb_method=" + record.method
+            if let body = record.requestBody, !body.isEmpty, ["POST", "PUT"].contains(record.method) {
+                let query = bodyQuery(body, contentType: record.requestContentType ?? "")
+                if !query.isEmpty { appended += "&" + String(query.prefix(4096)) }
+            }
             url += (url.contains("?") ? "&" : "?") + appended
             fields["method"] = record.method
             fields["requestBody"] = appended
         }
         return surt(url) + " " + timestamp(record.date) + " " + jsonLine(fields)
+    }
+
+    /// A request body as pywb's replay turns it into query parameters, so that a replayed POST finds its answer: a form
+    /// decoded, a JSON document's leaves as `name=value` (a repeated name as `name.2_`, …), anything else (or a
+    /// document that does not parse) in base64 as `__wb_post_data`.
+    static func bodyQuery(_ body: Data, contentType: String) -> String {
+        let type = contentType.lowercased().trimmingCharacters(in: .whitespaces)
+        let binary = { "__wb_post_data=" + body.base64EncodedString() }
+        if type.hasPrefix("application/x-www-form-urlencoded") {
+            guard let text = String(data: body, encoding: .utf8) else { return binary() }
+            return text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? text
+        }
+        if type.hasPrefix("application/json") || type.hasPrefix("text/plain") {
+            guard let document = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]) else {
+                return type.hasPrefix("text/plain") ? binary() : ""
+            }
+            var pairs: [(String, String)] = []
+            var seen: [String: Int] = [:]
+            func key(_ name: String) -> String {
+                guard let count = seen[name] else {
+                    seen[name] = 1
+                    return name
+                }
+                seen[name] = count + 1
+                return name + "." + String(count + 1) + "_"
+            }
+            func walk(_ value: Any, _ name: String) {
+                switch value {
+                case let object as [String: Any]:
+                    for (member, child) in object.sorted(by: { $0.key < $1.key }) { walk(child, member) }
+                case let array as [Any]:
+                    for child in array { walk(child, name) }
+                default:
+                    guard !name.isEmpty else { return }
+                    pairs.append((key(name), leaf(value)))
+                }
+            }
+            walk(document, "")
+            return pairs.map { formEncoded($0.0) + "=" + formEncoded($0.1) }.joined(separator: "&")
+        }
+        return binary()
+    }
+
+    /// A JSON leaf as pywb writes it: `true`, `false`, `null`, a whole number without its fraction.
+    static func leaf(_ value: Any) -> String {
+        if value is NSNull { return "null" }
+        if let number = value as? NSNumber {
+            // JSONSerialization gives a boolean as a number of type `c` (CChar), which JSON has no other use for.
+            if String(cString: number.objCType) == "c" { return number.boolValue ? "true" : "false" }
+            let double = number.doubleValue
+            if double.rounded() == double, abs(double) < 1e18 { return String(Int64(double)) }
+            return String(double)
+        }
+        return "\(value)"
+    }
+
+    /// `text` as a form encodes it (Python's `quote_plus`): letters, digits and `_.-~` as they are, a space as `+`.
+    static func formEncoded(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "-"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            case UInt8(ascii: " "):
+                out += "+"
+            default:
+                out += String(format: "%%%02X", byte)
+            }
+        }
+        return out
     }
 
     /// A URL as a SURT, the sort key of CDX indexes, as pywb keys it: the host's labels reversed and comma-separated (a

@@ -50,6 +50,8 @@ public enum WARCExporter {
         var revisit: Bool
         var method: String
         var requestBody: Data?
+        /// The request's `Content-Type`, when it had one.
+        var requestContentType: String?
         /// Where its gzip member starts in the file, and its length.
         var offset: UInt64
         var length: UInt64
@@ -121,7 +123,9 @@ public enum WARCExporter {
             try indexed(
                 IndexedRecord(
                     url: url, date: fetched, status: entry.status, mediaType: entry.headers.first { $0.name == "content-type" }?.value ?? "",
-                    payloadDigest: payloadDigest, revisit: revisit, method: method, requestBody: sentBody, offset: start, length: members.offset - start))
+                    payloadDigest: payloadDigest, revisit: revisit, method: method, requestBody: sentBody,
+                    requestContentType: recorded?.headers.first { $0.first?.lowercased() == "content-type" }?.last, offset: start,
+                    length: members.offset - start))
             // The request, as it was sent (a secret's value, and a body that held one, left out).
             var requestHead = "\(method) \(requestTarget(url)) HTTP/1.1\r\n"
             if let host = hostField(url) { requestHead += "Host: \(host)\r\n" }
