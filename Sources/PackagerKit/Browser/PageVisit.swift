@@ -160,6 +160,12 @@ struct PageVisit: Sendable {
             })();
             """
 
+        /// Whether the page shows a search box the sweep would type into (as ``sweepSteps`` finds it).
+        static let searchBoxProbe = """
+            Array.from(document.querySelectorAll('input[type=search], input[name=q], input[name=query], input[name=search], input[role=combobox], input[type=text]'))
+              .some(el => el.offsetParent !== null || el.getClientRects().length > 0)
+            """
+
         /// Types each leading letter, digit and `_` into the page's first search box, when the box loads its index in
         /// pieces (Doxygen's, one per first character typed): `a` made the page load something, and `z` then loaded
         /// another file (by path: a search API asked again with another query is not a piece). Each piece is then
@@ -303,7 +309,14 @@ struct PageVisit: Sendable {
             // types 37 characters, each up to 2 s (4 s for the first two) and 1.2 s more apart, a few seconds each
             // only where a letter loads nothing.
             let origin = PageVisit.origin(of: url)
-            let sweep = behaviours.generic && origin.map(behaviours.sweeps.claim) == true
+            // Only a page with a search box claims its origin's sweep (a frame's page without one must not hold it
+            // while the page that has one passes by).
+            var sweep = false
+            if behaviours.generic, let origin, behaviours.sweeps.open(origin) {
+                let box = try await browser.send(
+                    "Runtime.evaluate", ["expression": .string(Behaviours.searchBoxProbe), "returnByValue": true], session: session, timeout: 10)
+                if box["result"]["value"].bool == true { sweep = await behaviours.sweeps.claim(origin) }
+            }
             let budget = 10_000 + behaviours.waits(on: url) + (behaviours.declared.isEmpty ? 0 : Int(timeout * 1000)) + (sweep ? 120_000 : 0)
             var swept = false
             defer { if sweep, let origin { behaviours.sweeps.finish(origin, swept: swept) } }
@@ -350,8 +363,10 @@ extension PageVisit {
 }
 
 /// Which origins' search boxes were swept in one crawl or check: a sweep costs about 30 s of typing, and one page
-/// of an origin loads every piece of its index. A page claims its origin; if it had no search box, the claim is let go,
-/// and the next page of that origin claims it.
+/// of an origin loads every piece of its index. A page that shows a search box claims its origin; if the sweep found no
+/// box after all, the claim is let go, and the next page of that origin claims it. A page that finds the origin
+/// claimed waits for that claim to end. (Before, any page claimed: a frame's page without a box held the claim while
+/// the page with the box passed by, and the Doxygen test failed so in one full run of three.)
 final class SearchSweeps: Sendable {
     private struct State {
         var done: Set<String> = []
@@ -359,9 +374,22 @@ final class SearchSweeps: Sendable {
     }
     private let state = Mutex(State())
 
-    /// Whether the caller sweeps `origin`'s search box: no other page has, nor is.
-    func claim(_ origin: String) -> Bool {
-        state.withLock { !$0.done.contains(origin) && $0.claimed.insert(origin).inserted }
+    /// Whether `origin` may still be swept (no page has swept it).
+    func open(_ origin: String) -> Bool { state.withLock { !$0.done.contains(origin) } }
+
+    /// Whether the caller sweeps `origin`'s search box: no other page has. While another page holds the claim, waits
+    /// for it to end (at most `patience`; a page's sweep is bound by its script's budget): false once that page swept.
+    func claim(_ origin: String, patience: Duration = .seconds(150)) async -> Bool {
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: patience)
+        while true {
+            let answer: Bool? = state.withLock {
+                if $0.done.contains(origin) { return false }
+                return $0.claimed.insert(origin).inserted ? true : nil
+            }
+            if let answer { return answer }
+            guard clock.now < deadline, (try? await Task.sleep(for: .milliseconds(100))) != nil else { return false }
+        }
     }
 
     /// Ends a claim: `swept`, the page had a search box (the origin is done); else another page may claim it.
