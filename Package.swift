@@ -105,15 +105,13 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
-        // Servers of bundles: the SwiftNIO channel server (HTTP/1.1, and HTTPS with HTTP/2 by ALPN), a Hummingbird server, and
-        // the reloader; what `packager serve` runs, for services that run a bundle server of their own.
+        // Servers of bundles: the SwiftNIO channel server (HTTP/1.1, and HTTPS with HTTP/2 by ALPN); what `packager serve`
+        // runs, for services that run a bundle server of their own. NIO only: no web framework.
         .target(
             name: "OfflineBundleServing",
             dependencies: [
                 "OfflineBundle",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                "HTTPFieldsNIO",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -127,12 +125,36 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
+        // The one conversion between NIO's HTTPHeaders and the runtime's HTTPFields, for the modules over NIO (not a product).
+        .target(
+            name: "HTTPFieldsNIO",
+            dependencies: [
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        // A Hummingbird server run in the background, for the demo, the tests' origins and the benchmark (not a product).
+        .target(
+            name: "HummingbirdLauncher",
+            dependencies: [
+                "OfflineBundleServing",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ]
+        ),
         // Vapor 4: the middleware that serves a mounted bundle and the `Client` that answers `req.client` from one; apart,
         // so that only a Vapor service compiles Vapor.
         .target(
             name: "OfflineBundleVapor",
             dependencies: [
                 "OfflineBundle",
+                "HTTPFieldsNIO",
                 .product(name: "Vapor", package: "vapor"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -147,6 +169,7 @@ let package = Package(
             name: "OfflineBundleHTTPClient",
             dependencies: [
                 "OfflineBundle",
+                "HTTPFieldsNIO",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -201,10 +224,12 @@ let package = Package(
                 "OfflineBundle",
                 "OfflineBundleHummingbird",
                 "OfflineBundleServing",
+                "HummingbirdLauncher",
                 "OfflineBundleHTTPClient",
                 "OfflineBundleConfiguration",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -233,7 +258,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "PackagerKit", "OfflineBundle", "OfflineBundleServing", "OfflineBundleHTTPClient",
+                "PackagerKit", "OfflineBundle", "OfflineBundleServing", "OfflineBundleHTTPClient", "HummingbirdLauncher",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
@@ -262,7 +287,7 @@ let package = Package(
         .testTarget(
             name: "OfflineBundleHummingbirdTests",
             dependencies: [
-                "OfflineBundleHummingbird", "OfflineBundleServing", "OfflineBundle", "TestSupport",
+                "OfflineBundleHummingbird", "OfflineBundleServing", "OfflineBundle", "TestSupport", "HummingbirdLauncher",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -339,7 +364,7 @@ if ProcessInfo.processInfo.environment["PACKAGER_BENCHMARKS"] != nil {
         .executableTarget(
             name: "packager-bench-fileserver",
             dependencies: [
-                "OfflineBundleServing", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log"),
+                "HummingbirdLauncher", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],

@@ -1,5 +1,7 @@
 import AsyncHTTPClient
 import Foundation
+import HTTPFieldsNIO
+import HTTPTypes
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -15,7 +17,7 @@ import Synchronization
 ///
 /// ```swift
 /// let transport = try HTTPClientRemoteTransport(caFile: "/etc/ssl/internal-ca.pem")
-/// let remote = RemoteOptions(transport: transport, headers: [("Authorization", token)], cacheDirectory: "/var/cache/bundles")
+/// let remote = RemoteOptions(transport: transport, headers: [.authorization: token], cacheDirectory: "/var/cache/bundles")
 /// let bundle = try await MountedBundle.mount(url: "https://cdn.example.com/release.bundle.zip", remote: remote)
 /// ```
 public final class HTTPClientRemoteTransport: RemoteTransport {
@@ -30,10 +32,10 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
     }
 
     /// A transport with a client of its own: trusting the system's roots and the PEM certificates in `caFile`;
-    /// connections time out after `connectTimeout` seconds. Shut it down with ``shutdown()``.
+    /// connections time out after `connectTimeout`. Shut it down with ``shutdown()``.
     ///
     /// - Throws: when `caFile` cannot be read as PEM certificates.
-    public convenience init(caFile: String? = nil, connectTimeout: Double = 10) throws {
+    public convenience init(caFile: String? = nil, connectTimeout: Duration = .seconds(10)) throws {
         var tls = TLSConfiguration.makeClientConfiguration()
         if let caFile {
             do {
@@ -43,7 +45,7 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
             }
         }
         var configuration = HTTPClient.Configuration(tlsConfiguration: tls, redirectConfiguration: .disallow)
-        configuration.timeout.connect = .milliseconds(Int64(connectTimeout * 1000))
+        configuration.timeout.connect = .milliseconds(Int64(connectTimeout.seconds * 1000))
         configuration.decompression = .disabled
         // AsyncHTTPClient otherwise dials a refused port again and again until the connect timeout (10 s an
         // attempt); one refused dial is one failed attempt, which the remote options' retries and backoff follow.
@@ -76,15 +78,13 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
     public func send(_ request: RemoteRequest, completion: @escaping @Sendable (Result<RemoteReply, any Error>) -> Void) {
         let prepared: HTTPClient.Request
         do {
-            var headers = HTTPHeaders()
-            for (name, value) in request.headers { headers.add(name: name, value: value) }
-            prepared = try HTTPClient.Request(url: request.url, method: HTTPMethod(rawValue: request.method), headers: headers)
+            prepared = try HTTPClient.Request(url: request.url, method: HTTPMethod(rawValue: request.method), headers: HTTPHeaders(request.headers))
         } catch {
             completion(.failure(error))
             return
         }
         let delegate = BoundedReply(request: request)
-        let deadline = NIODeadline.now() + .milliseconds(Int64(request.timeout * 1000))
+        let deadline = NIODeadline.now() + .milliseconds(Int64(min(request.timeout.seconds, 1e9) * 1000))
         client.execute(request: prepared, delegate: delegate, deadline: deadline).futureResult.whenComplete { outcome in
             switch outcome {
             case .success(let reply): completion(.success(reply))
@@ -105,7 +105,7 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
 
         private struct State {
             var status = 0
-            var headers: [(name: String, value: String)] = []
+            var headers = HTTPFields()
             var limit = 0
             var body: [UInt8] = []
             var received = 0
@@ -124,7 +124,7 @@ public final class HTTPClientRemoteTransport: RemoteTransport {
 
         func didReceiveHead(task: HTTPClient.Task<RemoteReply>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
             let status = Int(head.status.code)
-            let headers = head.headers.map { (name: $0.name, value: $0.value) }
+            let headers = HTTPFields(head.headers)
             let limit = request.limit(status: status, headers: headers)
             let announced = head.headers.first(name: "Content-Length").flatMap { Int($0) }
             // A HEAD's Content-Length announces the object, not a body.

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import HTTPFieldsNIO
 import HTTPTypes
 import NIOCore
 import NIOHTTP1
@@ -73,10 +74,7 @@ public struct OfflineHTTPClient: Sendable {
         guard response.status.code == 200, response.history.count <= 1, loader.mayRemember(bundleRequest), let lastSeen = loader.options.lastSeen else {
             return response
         }
-        var headers = HTTPFields()
-        for (name, value) in response.headers {
-            if let fieldName = HTTPField.Name(name) { headers.append(HTTPField(name: fieldName, value: value)) }
-        }
+        let headers = HTTPFields(response.headers)
         var remembering = response
         remembering.body = .stream(
             RememberingBody(
@@ -108,11 +106,7 @@ public struct OfflineHTTPClient: Sendable {
 
     /// AsyncHTTPClient speaks NIO's HTTPHeaders; the loader speaks HTTPFields. Accept-Encoding is left out.
     static func bundleRequest(_ request: HTTPClientRequest) -> BundleRequest {
-        var headers = HTTPFields()
-        for (name, value) in request.headers where name.lowercased() != "accept-encoding" {
-            if let fieldName = HTTPField.Name(name) { headers.append(HTTPField(name: fieldName, value: value)) }
-        }
-        return BundleRequest(method: request.method.rawValue, url: request.url, headers: headers)
+        BundleRequest(method: request.method.rawValue, url: request.url, headers: HTTPFields(request.headers) { $0.lowercased() == "accept-encoding" })
     }
 
     /// `answer` as AsyncHTTPClient's response.
@@ -131,8 +125,7 @@ public struct OfflineHTTPClient: Sendable {
             loader.recordError(error, url: url)
             throw error
         }
-        var fields = HTTPHeaders()
-        for field in answer.headers { fields.add(name: field.name.canonicalName, value: field.value) }
+        let fields = HTTPHeaders(answer.headers)
         let status = HTTPResponseStatus(statusCode: answer.status)
         guard let opened, opened.second != nil else {
             return HTTPClientResponse(status: status, headers: fields, body: .bytes(ByteBuffer(bytes: opened?.first ?? Data())))

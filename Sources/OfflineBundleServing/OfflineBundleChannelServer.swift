@@ -31,8 +31,8 @@ import UnixSignals
 /// later closes the connection short of its Content-Length. Requests on a connection are answered in order; a request
 /// that cannot be parsed is a 400 and ends the connection.
 public final class OfflineBundleChannelServer: Service, Sendable {
-    /// HTTPS for the server: a certificate chain and its key (the type ``OfflineBundleServer`` takes too).
-    public typealias TLS = OfflineBundleServer.TLS
+    /// HTTPS for the server: a certificate chain and its key.
+    public typealias TLS = ServerTLS
 
     /// The port it listens on, once ``start(serving:host:port:serverName:idleTimeout:responseCacheSize:requestBodyBudget:requestBodyTimeout:tls:group:)`` returned.
     public let port: Int
@@ -96,7 +96,7 @@ public final class OfflineBundleChannelServer: Service, Sendable {
     ///     handshake has not ended within `idleTimeout` is closed, and so is an HTTP/2 connection that neither sends
     ///     anything nor takes any of its answers' bytes for that long.
     ///   - group: the event loops that answer (by default NIO's shared group, a loop per core).
-    /// - Throws: ``OfflineBundleServer/TLSFileError`` when a certificate or key file cannot be used; the listener's
+    /// - Throws: ``TLSFileError`` when a certificate or key file cannot be used; the listener's
     ///   error (an address in use, say) when it cannot listen.
     public static func start(
         serving: BundleServing, host: String = "127.0.0.1", port: Int = 0, serverName: String? = nil, idleTimeout: TimeAmount = .seconds(60),

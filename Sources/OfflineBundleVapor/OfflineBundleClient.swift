@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import HTTPFieldsNIO
 import HTTPTypes
 import NIOCore
 import NIOHTTP1
@@ -98,10 +99,7 @@ public struct OfflineBundleClient: Client {
         // One loader for the whole request: a reload meanwhile does not change what answers it.
         let loader = handle.loader
         let url = request.url.string
-        var fields = HTTPFields()
-        for (name, value) in request.headers where name.lowercased() != "accept-encoding" {
-            if let fieldName = HTTPField.Name(name) { fields.append(HTTPField(name: fieldName, value: value)) }
-        }
+        let fields = HTTPFields(request.headers) { $0.lowercased() == "accept-encoding" }
         var bundleRequest = BundleRequest(method: request.method.rawValue, url: url, headers: fields)
         // The body is in memory already; the bundles look at it only where they recorded answers chosen by one.
         if let body = request.body, loader.matchesBody(method: request.method.rawValue, url: url) {

@@ -5,11 +5,11 @@
 // Usage: packager-bench-fileserver ROOT PORT
 import Foundation
 import Hummingbird
+import HummingbirdLauncher
 import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import OfflineBundleServing
 
 /// Answers every request with the same body, on the event loop.
 final class FixedAnswer: ChannelInboundHandler, Sendable {
@@ -62,6 +62,6 @@ if arguments[1] == "--hello" {
 } else {
     router.add(middleware: FileMiddleware(arguments[1], searchForIndexHtml: true, logger: logger))
 }
-let server = try await OfflineBundleServer.start(
+let server = try await HummingbirdServer.start(
     responder: router.buildResponder(), port: port, shutdownSignals: [.sigterm, .sigint], logger: logger)
 try await server.wait()

@@ -2,6 +2,7 @@ import ArgumentParser
 import AsyncHTTPClient
 import Foundation
 import Hummingbird
+import HummingbirdLauncher
 import Logging
 import OfflineBundle
 import OfflineBundleHummingbird
@@ -243,9 +244,9 @@ struct DemoRun {
 }
 
 /// Starts a demo server on 127.0.0.1, with the error in the CLI's words.
-private func startDemoServer(port: Int, router: Router<BasicRequestContext>) async throws -> OfflineBundleServer {
+private func startDemoServer(port: Int, router: Router<BasicRequestContext>) async throws -> HummingbirdServer {
     do {
-        return try await OfflineBundleServer.start(responder: router.buildResponder(), port: port, serverName: "packager-demo")
+        return try await HummingbirdServer.start(responder: router.buildResponder(), port: port, serverName: "packager-demo")
     } catch {
         throw PackagerError(.io, "cannot serve on 127.0.0.1:\(port): \(error)")
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HTTPTypes
 import OfflineBundle
 import OfflineBundleHTTPClient
 import PackagerKit
@@ -65,19 +66,20 @@ struct RemoteFlags: ParsableArguments {
         guard locations.contains(where: RemoteOptions.isRemote) else { return nil }
         let transport: HTTPClientRemoteTransport
         do {
-            transport = try HTTPClientRemoteTransport(caFile: caFile, connectTimeout: min(remoteTimeout, 10))
+            transport = try HTTPClientRemoteTransport(caFile: caFile, connectTimeout: .seconds(min(remoteTimeout, 10)))
         } catch let error as BundleError {
             throw PackagerError(.invalidInput, error.message)
         }
-        let parsed = headers.map { header -> (name: String, value: String) in
+        var parsed = HTTPFields()
+        for header in headers {
             let colon = header.firstIndex(of: ":")!
-            return (String(header[..<colon]), header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+            parsed = parsed.adding(String(header[..<colon]), header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces))
         }
         let budget = UInt64(DeclarationParser.byteSize(cacheBytes) ?? 1 << 30)
         let whole: RemoteOptions.WholeObjectAnswer = requireRanges ? .refuse : .download
         return RemoteOptions(
             transport: transport, headers: parsed, cacheDirectory: cacheDirectory ?? Self.defaultCacheDirectory, cacheBytes: budget,
-            timeout: remoteTimeout, retries: retries, wholeObject: whole, readDeadline: readDeadline)
+            timeout: .seconds(remoteTimeout), retries: retries, wholeObject: whole, readDeadline: .seconds(readDeadline))
     }
 
     /// `$XDG_CACHE_HOME/packager/remote`, or `~/.cache/packager/remote`.

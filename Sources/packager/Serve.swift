@@ -318,7 +318,7 @@ extension Packager {
                 let running: Running
                 do {
                     running = try await start(serving, responseCacheSize: responses, logger: logger, admin: admin, events: events)
-                } catch let error as OfflineBundleServer.TLSFileError {
+                } catch let error as TLSFileError {
                     throw PackagerError(.invalidInput, "cannot serve HTTPS: \(error.message)")
                 } catch let error where error is SocketAddressError || error is SocketAddressError.UnknownHost {
                     throw PackagerError(.invalidInput, "cannot serve on \(host): it is not an address, or a host name this machine resolves (--host)")

@@ -111,8 +111,8 @@ struct FleetTests {
                 return answer
             }
             // 30 s a request and 3 retries: without the deadline, a stalled server would hold a read for 2 minutes.
-            var remote = try RemoteBundleTests.remote(cache: nil, timeout: 30, retries: 3)
-            remote.readDeadline = 1
+            var remote = try RemoteBundleTests.remote(cache: nil, timeout: .seconds(30), retries: 3)
+            remote.readDeadline = .seconds(1)
             let bundle = try await MountedBundle.mount(url: origin.base + "/r.zip", remote: remote)
             let serving = try await OfflineBundleChannelServer.start(
                 handle: LoaderHandle(OfflineLoader(bundles: [bundle])), routes: [.init(origin: "https://docs.example")])
@@ -289,7 +289,7 @@ struct FleetTests {
         let local = try MountedBundle(path: folder.path + "/r0.zip")
         let site = try await ChannelSite.start(in: folder)
         try site.publish(folder.path + "/r0.zip")
-        let remote = try RemoteBundleTests.remote(cache: folder.path + "/node-cache", timeout: 2, retries: 0)
+        let remote = try RemoteBundleTests.remote(cache: folder.path + "/node-cache", timeout: .seconds(2), retries: 0)
         let first = try ReleaseChannel(url: site.channelURL, publicKey: site.publicKey, remote: remote)
         let bundle = try await offPool { try first.mountRelease() }
         try await offPool { try bundle.fetchWhole() }
@@ -298,7 +298,7 @@ struct FleetTests {
         #expect(again.document == first.document)
         let offline = try await offPool { try again.mountRelease() }
         try await offPool { try RemoteBundleTests.expectSameBodies(offline, local) }
-        let elsewhere = try RemoteBundleTests.remote(cache: folder.path + "/other-cache", timeout: 2, retries: 0)
+        let elsewhere = try RemoteBundleTests.remote(cache: folder.path + "/other-cache", timeout: .seconds(2), retries: 0)
         let error = #expect(throws: BundleError.self) { try ReleaseChannel(url: site.channelURL, publicKey: site.publicKey, remote: elsewhere) }
         #expect(error?.code == .remote && error?.message.contains(site.channelURL) == true, "\(String(describing: error))")
     }

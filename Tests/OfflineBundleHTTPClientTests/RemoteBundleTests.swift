@@ -32,9 +32,12 @@ struct RemoteBundleTests {
         _ = try writer.write(to: path)
     }
 
-    static func remote(cache: String?, timeout: Double = 10, retries: Int = 1, whole: RemoteOptions.WholeObjectAnswer = .download) throws -> RemoteOptions {
+    static func remote(cache: String?, timeout: Duration = .seconds(10), retries: Int = 1, whole: RemoteOptions.WholeObjectAnswer = .download) throws
+        -> RemoteOptions
+    {
         RemoteOptions(
-            transport: try HTTPClientRemoteTransport(connectTimeout: 5), cacheDirectory: cache, timeout: timeout, retries: retries, wholeObject: whole)
+            transport: try HTTPClientRemoteTransport(connectTimeout: .seconds(5)), cacheDirectory: cache, timeout: timeout, retries: retries, wholeObject: whole
+        )
     }
 
     /// Every entry's body through `remote` is the local file's, byte for byte.
@@ -79,7 +82,7 @@ struct RemoteBundleTests {
             #expect(warm.remoteTraffic?.requests == 1, "\(kind): a warm read went to the server")
             server.stop()
             // Offline: mounted from what the cache holds.
-            let offline = try await MountedBundle.mount(url: url, remote: try Self.remote(cache: cache, timeout: 2, retries: 0))
+            let offline = try await MountedBundle.mount(url: url, remote: try Self.remote(cache: cache, timeout: .seconds(2), retries: 0))
             try await offPool { try Self.expectSameBodies(offline, local) }
         }
     }
@@ -249,7 +252,7 @@ struct RemoteBundleTests {
         try FileManager.default.createDirectory(atPath: folder.path + "/www", withIntermediateDirectories: true)
         try Self.writeRelease(to: folder.path + "/www/release.zip")
         let server = try await RealServer.start("nginx", root: folder.path + "/www", state: folder.path + "/state")
-        let bundle = try await MountedBundle.mount(url: server.base + "/release.zip", remote: try Self.remote(cache: nil, timeout: 2, retries: 1))
+        let bundle = try await MountedBundle.mount(url: server.base + "/release.zip", remote: try Self.remote(cache: nil, timeout: .seconds(2), retries: 1))
         let held = try #require(bundle.entry(forKey: "https://docs.example/p1.html"))
         let before = try bundle.body(of: held)
         server.stop()
@@ -578,13 +581,17 @@ struct RemoteBundleFaultTests {
         return (folder, Array(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/release.zip"))))
     }
 
-    func mount(_ origin: Origin, whole: RemoteOptions.WholeObjectAnswer = .download, timeout: Double = 30, retries: Int = 1) async throws -> MountedBundle {
+    func mount(_ origin: Origin, whole: RemoteOptions.WholeObjectAnswer = .download, timeout: Duration = .seconds(30), retries: Int = 1) async throws
+        -> MountedBundle
+    {
         try await MountedBundle.mount(
             url: origin.base + "/release.zip?X-Signature=secret",
             remote: try RemoteBundleTests.remote(cache: nil, timeout: timeout, retries: retries, whole: whole))
     }
 
-    func mountError(_ origin: Origin, whole: RemoteOptions.WholeObjectAnswer = .download, timeout: Double = 30, retries: Int = 1) async -> BundleError? {
+    func mountError(_ origin: Origin, whole: RemoteOptions.WholeObjectAnswer = .download, timeout: Duration = .seconds(30), retries: Int = 1) async
+        -> BundleError?
+    {
         do {
             _ = try await mount(origin, whole: whole, timeout: timeout, retries: retries)
             return nil
@@ -622,7 +629,7 @@ struct RemoteBundleFaultTests {
             #expect(error?.message.contains("secret") == false, "a presigned query is never printed")
             // A cache too small to keep it whole: refused, rather than every read downloading the whole object again.
             let small = RemoteOptions(
-                transport: try HTTPClientRemoteTransport(connectTimeout: 5), cacheBytes: UInt64(bytes.count / 2), retries: 0, wholeObject: .download)
+                transport: try HTTPClientRemoteTransport(connectTimeout: .seconds(5)), cacheBytes: UInt64(bytes.count / 2), retries: 0, wholeObject: .download)
             let tooSmall = await #expect(throws: BundleError.self) { try await MountedBundle.mount(url: origin.base + "/release.zip", remote: small) }
             #expect(tooSmall?.message.contains("the cache cannot keep the object") == true, "\(String(describing: tooSmall))")
             let bundle = try await mount(origin)
@@ -638,7 +645,7 @@ struct RemoteBundleFaultTests {
         let url = "http://127.0.0.1:\(try closedPort())/release.zip"
         // A connect timeout of a minute: AsyncHTTPClient's own redialling of a refused port had made each attempt
         // last that long. (The bound is loose: a loaded full run has taken 17 s to get a refusal through.)
-        let remote = RemoteOptions(transport: try HTTPClientRemoteTransport(connectTimeout: 60), retries: 0)
+        let remote = RemoteOptions(transport: try HTTPClientRemoteTransport(connectTimeout: .seconds(60)), retries: 0)
         let started = ContinuousClock.now
         let error = await #expect(throws: BundleError.self) { try await MountedBundle.mount(url: url, remote: remote) }
         #expect(error?.message == "cannot read \(url): connection failed: Connection refused (1 attempt)", "\(String(describing: error))")
@@ -799,7 +806,7 @@ struct RemoteBundleFaultTests {
             hanging.delay = 6
             origin.set("/release.zip?X-Signature=secret", hanging)
             let started = Date()
-            let error = await mountError(origin, timeout: 1, retries: 1)
+            let error = await mountError(origin, timeout: .seconds(1), retries: 1)
             #expect(error?.code == .remote && error?.message.contains(origin.base + "/release.zip") == true, "\(String(describing: error))")
             #expect(Date().timeIntervalSince(started) < 15)
         }
@@ -951,7 +958,8 @@ extension RemoteBundleFaultTests {
             try await withOrigin { origin in
                 origin.set("/release.zip", resource)
                 let remote = RemoteOptions(
-                    transport: try HTTPClientRemoteTransport(connectTimeout: 5), cacheBytes: cacheBytes, timeout: 10, retries: 0, wholeObject: whole)
+                    transport: try HTTPClientRemoteTransport(connectTimeout: .seconds(5)), cacheBytes: cacheBytes, timeout: .seconds(10), retries: 0,
+                    wholeObject: whole)
                 let started = ContinuousClock.now
                 let error = await #expect(throws: BundleError.self) { try await MountedBundle.mount(url: origin.base + "/release.zip", remote: remote) }
                 #expect(error?.message.contains(words) == true, "\(String(describing: error))")
@@ -966,9 +974,9 @@ extension RemoteBundleFaultTests {
             var endless = Origin.Resource(status: 200)
             endless.endless = true
             origin.set("/endless", endless)
-            let transport = try HTTPClientRemoteTransport(connectTimeout: 5)
+            let transport = try HTTPClientRemoteTransport(connectTimeout: .seconds(5))
             let request = RemoteRequest(
-                method: "GET", url: origin.base + "/endless", headers: [], timeout: 20, maxBodyBytes: 1 << 30, bodyLimit: { _, _ in 100_000 })
+                method: "GET", url: origin.base + "/endless", headers: [:], timeout: .seconds(20), maxBodyBytes: 1 << 30, bodyLimit: { _, _ in 100_000 })
             let started = ContinuousClock.now
             let outcome = try await offPool { try transport.sendWaiting(request).get() }
             #expect(outcome.status == 200 && outcome.overLimit && outcome.body.isEmpty)
@@ -982,7 +990,7 @@ extension RemoteBundleFaultTests {
 final class MemoryWatch: RemoteTransport {
     let inner: HTTPClientRemoteTransport
     private let longest = Mutex(0)
-    init() throws { inner = try HTTPClientRemoteTransport(connectTimeout: 5) }
+    init() throws { inner = try HTTPClientRemoteTransport(connectTimeout: .seconds(5)) }
     var largestBody: Int { longest.withLock { $0 } }
     func send(_ request: RemoteRequest, completion: @escaping @Sendable (Result<RemoteReply, any Error>) -> Void) {
         inner.send(request) { outcome in
@@ -1012,7 +1020,7 @@ extension RemoteBundleFaultTests {
                         return server.answer(stripped)
                     }
                     let watch = try MemoryWatch()
-                    let remote = RemoteOptions(transport: watch, cacheDirectory: cache, timeout: 10, retries: 0)
+                    let remote = RemoteOptions(transport: watch, cacheDirectory: cache, timeout: .seconds(10), retries: 0)
                     let bundle = try await MountedBundle.mount(url: origin.base + "/release.zip", remote: remote)
                     try await offPool { try RemoteBundleTests.expectSameBodies(bundle, local) }
                     // The replies held in memory are the ranges asked for (the tail, the index); never the whole object.

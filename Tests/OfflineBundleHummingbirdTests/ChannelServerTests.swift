@@ -256,7 +256,7 @@ extension ChannelServerTests {
         let loader = try runtimeLoader(origin: origin, folder: folder, policy: .bundleOnly, releaseAsDelta: releaseAsDelta)
         #expect(loader.bundles.contains { $0.delta != nil } == releaseAsDelta)
         // Over HTTPS, curl trusts the test's CA, asks for the protocol and prints the one it spoke.
-        var tls: OfflineBundleServer.TLS?
+        var tls: ServerTLS?
         var client: [String] = []
         var spoken = ""
         if wire.hasPrefix("https") {

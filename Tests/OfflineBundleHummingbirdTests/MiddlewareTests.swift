@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdLauncher
 import HummingbirdTesting
 import OfflineBundle
 import OfflineBundleHummingbird
@@ -105,7 +106,7 @@ struct MiddlewareTests {
                 loader: try OfflineLoader(path: folder.path + "/b.zip"), policy: ServerPolicy(allowedHosts: ["docs.test"], accessLog: { records.add($0) })))
         router.get("/health") { _, _ in "ok" }
         // A real server and a real client: the Host field curl sends is the request's authority.
-        let server = try await OfflineBundleServer.start(responder: router.buildResponder())
+        let server = try await HummingbirdServer.start(responder: router.buildResponder())
         for (host, path, status) in [
             ("docs.test", "/", "200"), ("rebound.example", "/", "421"), ("docs.test", "/health", "200"), ("docs.test", "/nowhere", "404"),
         ] {

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdLauncher
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -79,7 +80,7 @@ public final class Origin: @unchecked Sendable {
     private var served: [String: Int] = [:]
     private var servedGET: [String: Int] = [:]
     private var log: [Received] = []
-    private var server: OfflineBundleServer?
+    private var server: HummingbirdServer?
     public private(set) var port = 0
 
     public init() {}
@@ -98,14 +99,14 @@ public final class Origin: @unchecked Sendable {
     public func start() async throws {
         let responder = CallbackResponder<BasicRequestContext> { [self] request, _ in try await self.respond(request) }
         // Stopped with a graceful shutdown, which lets open responses finish, rather than by cancellation.
-        let server = try await OfflineBundleServer.start(responder: responder)
+        let server = try await HummingbirdServer.start(responder: responder)
         lock.withLock { self.server = server }
         port = server.port
     }
 
     /// Stops the server; requests to it then fail to connect.
     public func stop() async {
-        let server = lock.withLock { () -> OfflineBundleServer? in
+        let server = lock.withLock { () -> HummingbirdServer? in
             defer { self.server = nil }
             return self.server
         }

@@ -20,7 +20,7 @@ public final class RemoteRelease: Sendable {
         let root = folder.path + "/served"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         let server = try await RealServer.start("nginx", root: root, state: folder.path + "/served-state")
-        let options = RemoteOptions(transport: try HTTPClientRemoteTransport(connectTimeout: 5), cacheDirectory: folder.path + "/remote-cache")
+        let options = RemoteOptions(transport: try HTTPClientRemoteTransport(connectTimeout: .seconds(5)), cacheDirectory: folder.path + "/remote-cache")
         return RemoteRelease(server: server, root: root, options: options)
     }
 

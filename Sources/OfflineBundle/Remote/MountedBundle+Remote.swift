@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HTTPTypes
 import Logging
 
 extension MountedBundle {
@@ -195,7 +196,7 @@ struct RemoteMount {
     /// Whether the pinned object is still the one at `url`: one `HEAD` with `If-None-Match`.
     private func revalidate(_ pin: RemotePin) -> Revalidation {
         var headers = remote.headers
-        if let etag = pin.etag { headers.append(("If-None-Match", etag)) }
+        if let etag = pin.etag { headers[.ifNoneMatch] = etag }
         let request = RemoteRequest(method: "HEAD", url: url, headers: headers, timeout: remote.timeout, maxBodyBytes: 0)
         let reply: RemoteReply
         do {
@@ -238,7 +239,7 @@ struct RemoteMount {
         // whole within the cache's bound (it is kept there whole, or refused), streamed to a file of this process's own
         // as it comes (never held in memory) and checked from there before any of it is kept.
         let request = RemoteRequest(
-            method: "GET", url: url, headers: remote.headers + [("Range", "bytes=-\(tailCount)")], timeout: remote.timeout,
+            method: "GET", url: url, headers: remote.headers.adding("Range", "bytes=-\(tailCount)"), timeout: remote.timeout,
             maxBodyBytes: Int(clamping: max(UInt64(tailCount), cacheBytes)),
             bodyLimit: { status, headers in
                 switch status {

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HTTPTypes
 import Logging
 import Synchronization
 
@@ -107,7 +108,7 @@ public final class ReleaseChannel: Sendable {
             state.polls += 1
             return state.polls % Self.unconditionalEvery == 0 ? nil : state.etag
         }
-        if let etag { headers.append(("If-None-Match", etag)) }
+        if let etag { headers[.ifNoneMatch] = etag }
         let request = RemoteRequest(method: "GET", url: url, headers: headers, timeout: remote.timeout, maxBodyBytes: ChannelEnvelope.maxBytes)
         let reply: RemoteReply
         do {

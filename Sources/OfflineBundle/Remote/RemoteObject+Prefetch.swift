@@ -66,10 +66,10 @@ extension RemoteObject {
         }
     }
 
-    /// `fill` (which fetches `range`) on a thread of its own, waited for at most ``RemoteOptions/readDeadline`` seconds:
+    /// `fill` (which fetches `range`) on a thread of its own, waited for at most ``RemoteOptions/readDeadline``:
     /// past it the read fails, and the fetch goes on for the cache (the next read of it finds it there).
     func withinDeadline(_ range: Range<UInt64>, _ fill: @escaping @Sendable () throws -> [UInt8]?) throws -> [UInt8]? {
-        let deadline = options.readDeadline
+        let deadline = options.readDeadline.seconds
         guard deadline.isFinite, deadline > 0 else { return try fill() }
         let outcome = Mutex<Result<[UInt8]?, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
@@ -93,5 +93,13 @@ extension RemoteObject {
     /// `deadline` as said in messages: "10 s", "0.5 s".
     static func seconds(_ deadline: Double) -> String {
         deadline == deadline.rounded() ? "\(Int(deadline)) s" : "\(deadline) s"
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as a `Double` (for a `DispatchTime`, a message, a NIO `TimeAmount`).
+    package var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }

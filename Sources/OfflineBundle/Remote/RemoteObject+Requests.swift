@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Logging
 import Tracing
 
@@ -18,16 +19,16 @@ extension RemoteObject {
             .changed, "\(shownURL) was replaced since it was mounted (\(state.withLock { $0.changed } ?? "")); it must be mounted again")
     }
 
-    /// The conditions every range request carries: the pinned ETag (`If-Match`, strong ETags only, as RFC 9110 asks).
-    private var conditions: [(name: String, value: String)] {
-        guard let etag, !etag.hasPrefix("W/") else { return [] }
-        return [("If-Match", etag)]
+    /// A range request's fields: the caller's, the `Range`, and the conditions every range request carries: the pinned
+    /// ETag (`If-Match`, strong ETags only, as RFC 9110 asks).
+    private func rangeFields(_ span: Range<UInt64>) -> HTTPFields {
+        var fields = options.headers.adding("Range", "bytes=\(span.lowerBound)-\(span.upperBound - 1)")
+        if let etag, !etag.hasPrefix("W/") { fields.append(HTTPField(name: .ifMatch, value: etag)) }
+        return fields
     }
 
     /// The first value of the field `name` (compared without case) in `headers`.
-    package static func field(_ name: String, in headers: [(name: String, value: String)]) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
-    }
+    package static func field(_ name: String, in headers: HTTPFields) -> String? { HTTPField.Name(name).flatMap { headers[$0] } }
 
     /// One range of the pinned version, checked: the range asked for, of an object of the pinned size and ETag; or the
     /// whole object (from offset 0) when the server sends it whole. No reply's body is read past what was asked: the
@@ -38,7 +39,7 @@ extension RemoteObject {
         let wholeTaken: Bool
         if case .download = options.wholeObject { wholeTaken = size <= options.cacheBytes } else { wholeTaken = false }
         let request = RemoteRequest(
-            method: "GET", url: url, headers: options.headers + [("Range", "bytes=\(span.lowerBound)-\(span.upperBound - 1)")] + conditions,
+            method: "GET", url: url, headers: rangeFields(span),
             timeout: options.timeout, maxBodyBytes: Int(clamping: max(size, UInt64(span.count))),
             bodyLimit: { status, headers in
                 switch status {
@@ -155,7 +156,7 @@ extension RemoteObject {
                 span.attributes["offline_bundle.url"] = shownURL
                 if let range = field("Range", in: request.headers) { span.attributes["offline_bundle.range"] = range }
             }
-            if let context = ServiceContext.current { tracer.inject(context, into: &request.headers, using: HeaderTuplesInjector()) }
+            OfflineLoader.injectTraceContext(into: &request.headers, tracer: tracer)
             var attempt = 0
             while true {
                 let outcome = options.transport.sendWaiting(request)
@@ -184,14 +185,6 @@ extension RemoteObject {
                 usleep(useconds_t(delay * 1_000_000))
                 attempt += 1
             }
-        }
-    }
-
-    /// Writes a trace context into a remote request's header fields.
-    struct HeaderTuplesInjector: Injector {
-        func inject(_ value: String, forKey key: String, into headers: inout [(name: String, value: String)]) {
-            headers.removeAll { $0.name.caseInsensitiveCompare(key) == .orderedSame }
-            headers.append((key, value))
         }
     }
 
@@ -239,7 +232,7 @@ extension RemoteObject {
     package func checkReplaced() -> Bool {
         if changeReason != nil { return true }
         var headers = options.headers
-        if let etag { headers.append(("If-None-Match", etag)) }
+        if let etag { headers[.ifNoneMatch] = etag }
         let request = RemoteRequest(method: "HEAD", url: url, headers: headers, timeout: options.timeout, maxBodyBytes: 0)
         guard case .success(let reply) = options.transport.sendWaiting(request) else { return false }
         state.withLock { $0.requests += 1 }

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Synchronization
 import Tracing
 
@@ -10,9 +11,9 @@ public struct RemoteRequest: Sendable {
     public var url: String
     /// Header fields to send, in order: the caller's (`Authorization`, …) and the read's own (`Range`, `If-Match`,
     /// `If-None-Match`).
-    public var headers: [(name: String, value: String)]
-    /// Seconds the whole exchange may take, body and all.
-    public var timeout: Double
+    public var headers: HTTPFields
+    /// How long the whole exchange may take, body and all.
+    public var timeout: Duration
     /// The most body bytes the caller takes, whatever the reply: a transport stops reading past it and fails the
     /// request.
     public var maxBodyBytes: Int
@@ -21,18 +22,18 @@ public struct RemoteRequest: Sendable {
     /// transport that knows it stops reading the body once it is past this (at once when `Content-Length` says so, or
     /// when this is 0) and completes with the head, its body empty and ``RemoteReply/overLimit`` set, so a range
     /// answered with more than was asked never costs more than was asked.
-    public var bodyLimit: (@Sendable (_ status: Int, _ headers: [(name: String, value: String)]) -> Int)?
+    public var bodyLimit: (@Sendable (_ status: Int, _ headers: HTTPFields) -> Int)?
     /// Where the body of a reply with this status and these header fields goes instead of memory, asked when the head
     /// arrives (after ``bodyLimit``); nil, or a nil answer, keeps the body in ``RemoteReply/body``. A transport that
     /// knows it hands each piece of the body to the sink as it arrives (still within the limit), holds none of it, and
     /// completes with the sink in ``RemoteReply/sink``: a remote bundle streams an object sent whole into a file.
-    public var sink: (@Sendable (_ status: Int, _ headers: [(name: String, value: String)]) -> (any RemoteBodySink)?)?
+    public var sink: (@Sendable (_ status: Int, _ headers: HTTPFields) -> (any RemoteBodySink)?)?
 
     /// A request as a remote bundle sends it.
     public init(
-        method: String, url: String, headers: [(name: String, value: String)], timeout: Double, maxBodyBytes: Int,
-        bodyLimit: (@Sendable (_ status: Int, _ headers: [(name: String, value: String)]) -> Int)? = nil,
-        sink: (@Sendable (_ status: Int, _ headers: [(name: String, value: String)]) -> (any RemoteBodySink)?)? = nil
+        method: String, url: String, headers: HTTPFields, timeout: Duration, maxBodyBytes: Int,
+        bodyLimit: (@Sendable (_ status: Int, _ headers: HTTPFields) -> Int)? = nil,
+        sink: (@Sendable (_ status: Int, _ headers: HTTPFields) -> (any RemoteBodySink)?)? = nil
     ) {
         self.method = method
         self.url = url
@@ -44,13 +45,13 @@ public struct RemoteRequest: Sendable {
     }
 
     /// Where the body of a reply with this head goes (``sink``); nil for a `HEAD`, or to keep it in memory.
-    public func sink(status: Int, headers: [(name: String, value: String)]) -> (any RemoteBodySink)? {
+    public func sink(status: Int, headers: HTTPFields) -> (any RemoteBodySink)? {
         guard method != "HEAD", let sink else { return nil }
         return sink(status, headers)
     }
 
     /// The most body bytes taken from a reply with this head: ``bodyLimit`` within ``maxBodyBytes``.
-    public func limit(status: Int, headers: [(name: String, value: String)]) -> Int {
+    public func limit(status: Int, headers: HTTPFields) -> Int {
         let cap = max(maxBodyBytes, 0)
         guard method != "HEAD", let bodyLimit else { return cap }
         return min(cap, max(bodyLimit(status, headers), 0))
@@ -69,7 +70,7 @@ public struct RemoteReply: Sendable {
     /// The status code (206 for a range, 200 for the whole object, 304, 412, …).
     public var status: Int
     /// Header fields as received; look them up with ``value(of:)``.
-    public var headers: [(name: String, value: String)]
+    public var headers: HTTPFields
     /// The body's bytes (none for a `HEAD`).
     public var body: [UInt8]
     /// Whether the body was left unread because it was longer than the request takes
@@ -79,7 +80,7 @@ public struct RemoteReply: Sendable {
     public var sink: (any RemoteBodySink)?
 
     /// A reply as a transport received it.
-    public init(status: Int, headers: [(name: String, value: String)], body: [UInt8], overLimit: Bool = false, sink: (any RemoteBodySink)? = nil) {
+    public init(status: Int, headers: HTTPFields, body: [UInt8], overLimit: Bool = false, sink: (any RemoteBodySink)? = nil) {
         self.status = status
         self.headers = headers
         self.body = body
@@ -88,9 +89,7 @@ public struct RemoteReply: Sendable {
     }
 
     /// The first value of the field `name` (compared without case), or nil.
-    public func value(of name: String) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
-    }
+    public func value(of name: String) -> String? { HTTPField.Name(name).flatMap { headers[$0] } }
 }
 
 /// Sends a remote bundle's HTTP requests. The runtime speaks HTTP through it and links no HTTP client of its own:
@@ -118,6 +117,15 @@ extension RemoteTransport {
     }
 }
 
+extension HTTPFields {
+    /// These fields and one more, `name: value` (a name that is not a valid field name adds nothing).
+    package func adding(_ name: String, _ value: String) -> HTTPFields {
+        var fields = self
+        if let name = HTTPField.Name(name) { fields.append(HTTPField(name: name, value: value)) }
+        return fields
+    }
+}
+
 /// How a remote bundle is read: through which transport, with which headers, cached where, and how patient.
 public struct RemoteOptions: Sendable {
     /// What a server that answers a range request with the whole object (status 200) gets.
@@ -131,7 +139,7 @@ public struct RemoteOptions: Sendable {
     /// Sends the requests.
     public var transport: any RemoteTransport
     /// Sent with every request: `Authorization` for a private bucket, or any field a CDN wants.
-    public var headers: [(name: String, value: String)]
+    public var headers: HTTPFields
     /// Where fetched ranges are kept across restarts and shared between processes on one host (one file per bundle
     /// digest, holding only bodies that passed their SHA-256); nil keeps them in a file of this process's own, removed
     /// when it ends. Made with mode 0700 when missing, its files 0600 and never opened through a link; a folder that
@@ -140,18 +148,18 @@ public struct RemoteOptions: Sendable {
     /// The most bytes the cache folder holds: bundles least recently mounted are removed first when a mount finds it
     /// over; a bundle larger than this keeps what it fetches past the bound in no file (read again when asked again).
     public var cacheBytes: UInt64
-    /// Seconds one request may take, body and all.
-    public var timeout: Double
+    /// How long one request may take, body and all.
+    public var timeout: Duration
     /// Attempts after the first on a connection error, a timeout or a 5xx answer (backing off 0.2 s, 0.4 s, …).
     public var retries: Int
     /// What a server that ignores ranges gets.
     public var wholeObject: WholeObjectAnswer
     /// Whether a mount may use what the cache holds when the server cannot be reached (warm cache, offline).
     public var offlineFromCache: Bool
-    /// Seconds a read of a body may wait for the server in all, retries included: past it the read fails (serve answers
+    /// How long a read of a body may wait for the server in all, retries included: past it the read fails (serve answers
     /// 503 with Retry-After) and the fetch goes on, for the cache. Without it, a stalled server would hold each read
     /// for ``timeout`` times the attempts. Mounting and ``MountedBundle/fetchWhole()`` are not bound by it.
-    public var readDeadline: Double
+    public var readDeadline: Duration
     /// Where each request to the server and each read of a body are traced (``fetchSpanName``, ``readSpanName``); nil:
     /// `InstrumentationSystem.tracer`, the one the service bootstraps.
     public var tracer: (any Tracer)?
@@ -171,8 +179,9 @@ public struct RemoteOptions: Sendable {
     /// server bound to 10 s, servers that ignore ranges downloaded whole once, and the cache used when the server cannot
     /// be reached.
     public init(
-        transport: any RemoteTransport, headers: [(name: String, value: String)] = [], cacheDirectory: String? = nil, cacheBytes: UInt64 = 1 << 30,
-        timeout: Double = 30, retries: Int = 3, wholeObject: WholeObjectAnswer = .download, offlineFromCache: Bool = true, readDeadline: Double = 10,
+        transport: any RemoteTransport, headers: HTTPFields = [:], cacheDirectory: String? = nil, cacheBytes: UInt64 = 1 << 30,
+        timeout: Duration = .seconds(30), retries: Int = 3, wholeObject: WholeObjectAnswer = .download, offlineFromCache: Bool = true,
+        readDeadline: Duration = .seconds(10),
         tracer: (any Tracer)? = nil
     ) {
         self.readDeadline = readDeadline

@@ -5,7 +5,9 @@ import HTTPTypes
 /// key, apply the ``ServerPolicy`` (Host), ask the loader, check the recorded status, rewrite a same-origin
 /// `Location` to this server, and say how the body is to be read. The Hummingbird middleware and the channel server
 /// are thin around it: framing, a hop to a thread pool for file reads, `sendfile` and a cache of whole answers are
-/// theirs; what the answer is, is decided here, once.
+/// theirs; what the answer is, is decided here, once. A framework's middleware runs the whole exchange,
+/// ``respond(method:target:host:headers:client:hop:collectBody:)`` (the request's body, the answer, the body opened
+/// and checked), and only converts its request and the ``ServeResponse``.
 ///
 /// ```swift
 /// let serving = BundleServing(handle: LoaderHandle(loader), routes: [BundleRoute(origin: "https://docs.example.com")])
@@ -21,11 +23,22 @@ public struct BundleServing: Sendable {
     /// Tried in order.
     public let routes: [BundleRoute]
     public let policy: ServerPolicy
+    /// The request body bytes held at once by the requests ``respond(method:target:host:headers:client:hop:collectBody:)``
+    /// answers (64 MiB): bodies are held only at URLs whose recorded answers are chosen by them.
+    package let bodyBudget = BodyBudget(limit: 64 << 20)
 
     public init(handle: LoaderHandle, routes: [BundleRoute], policy: ServerPolicy = .open) {
         self.handle = handle
         self.routes = routes
         self.policy = policy
+    }
+
+    /// Serves the single origin of the loader `handle` holds now, at the root or under `pathPrefix`
+    /// (``singleOriginRoute(of:pathPrefix:)``).
+    ///
+    /// - Throws: `BundleError` with code `.invalidArgument` when the bundles record more or fewer than one origin.
+    public init(handle: LoaderHandle, pathPrefix: String = "/", policy: ServerPolicy = .open) throws {
+        self.init(handle: handle, routes: [try Self.singleOriginRoute(of: handle.loader, pathPrefix: pathPrefix)], policy: policy)
     }
 
     /// The route for one bundle's single origin at the root (or under `pathPrefix`); the origin is read from the loader.

@@ -1,0 +1,26 @@
+import HTTPTypes
+import NIOHTTP1
+
+// The one place where NIO's `HTTPHeaders` and swift-http-types' `HTTPFields` meet: the runtime speaks `HTTPFields`, and
+// the modules over NIO (the channel server, AsyncHTTPClient, Vapor) convert at their seams through these.
+
+extension HTTPFields {
+    /// NIO's header fields as the runtime's, in order; a name that is not a valid field name is left out, and so is
+    /// any name `excluding` says to leave out.
+    package init(_ headers: HTTPHeaders, excluding: (String) -> Bool = { _ in false }) {
+        self.init()
+        reserveCapacity(headers.count)
+        for (name, value) in headers where !excluding(name) {
+            if let fieldName = HTTPField.Name(name) { append(HTTPField(name: fieldName, value: value)) }
+        }
+    }
+}
+
+extension HTTPHeaders {
+    /// The runtime's header fields as NIO's, in order.
+    package init(_ fields: HTTPFields) {
+        self.init()
+        reserveCapacity(fields.count)
+        for field in fields { add(name: field.name.canonicalName, value: field.value) }
+    }
+}

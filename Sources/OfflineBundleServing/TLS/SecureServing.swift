@@ -1,0 +1,88 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+import NIOSSL
+import OfflineBundle
+
+/// HTTPS for the channel server: TLS in front of the same answer step, HTTP/1.1 or HTTP/2 as the client's ALPN offer
+/// says.
+///
+/// Over HTTP/1.1 the pipeline is the plain one behind `NIOSSLServerHandler`; the handler then sends no span of the
+/// bundle file with `sendfile` (which cannot go through TLS), but reads bodies in chunks. Over HTTP/2 each stream runs the
+/// same handler behind ``HTTP2StreamCodec``, which turns the stream's frames into request parts and its response bytes
+/// into frames, so both protocols answer from one answer step, one response cache and one set of checks; what that cache
+/// holds, ``HTTP2CacheFront`` answers on the connection without a stream. Both protocols write through
+/// ``TLSWriteCoalescer``.
+enum SecureServing {
+    /// How many streams of one HTTP/2 connection read and send a large body at once (``BodyGate``).
+    static let largeBodiesPerConnection = 2
+
+    /// Adds TLS and the protocol the client chose by ALPN to a new connection. A connection whose handshake has not
+    /// ended within `idleTimeout` is closed, as is an HTTP/2 connection that neither sends anything nor takes any of its
+    /// answers' bytes for that long.
+    static func configure(
+        _ channel: any Channel, context: NIOSSLContext, settings: BundleChannelHandler.Settings, cache: ResponseCache?
+    ) -> EventLoopFuture<Void> {
+        do {
+            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+        } catch {
+            return channel.eventLoop.makeFailedFuture(error)
+        }
+        var unchecked = settings
+        unchecked.idleCheck = false
+        let streamSettings = unchecked
+        let handshake = channel.eventLoop.scheduleTask(in: settings.idleTimeout) { channel.close(promise: nil) }
+        // A connection that ends before its handshake does (a scanner, a failed handshake) is not held by the timer.
+        channel.closeFuture.whenComplete { _ in handshake.cancel() }
+        return channel.configureHTTP2SecureUpgrade(
+            h2ChannelConfigurator: { channel in
+                handshake.cancel()
+                // A stream stalls after a thirtieth of the idle period without progress (2 s of the default 60 s).
+                let gate = BodyGate(
+                    limit: SecureServing.largeBodiesPerConnection, stallPeriod: .nanoseconds(max(settings.idleTimeout.nanoseconds / 30, 100_000_000)),
+                    loop: channel.eventLoop)
+                do {
+                    try channel.pipeline.syncOperations.addHandler(TLSWriteCoalescer())
+                    // Idle when the client sent nothing and no write completed: a client that reads a long answer
+                    // slowly (its window large enough not to send updates) makes writes complete, one that stopped
+                    // reading does not.
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: settings.idleTimeout))
+                    try channel.pipeline.syncOperations.addHandler(CloseWhenIdle())
+                } catch {
+                    return channel.eventLoop.makeFailedFuture(error)
+                }
+                let streams: NIOChannelInitializer = { stream in
+                    stream.eventLoop.makeCompletedFuture {
+                        let sync = stream.pipeline.syncOperations
+                        try sync.addHandler(HTTP2StreamCodec())
+                        try sync.addHandler(BundleChannelHandler(streamSettings, cache: cache, gate: gate))
+                    }
+                }
+                guard let cache else {
+                    // No cache of whole answers: every request on a stream channel, by the multiplexer inside
+                    // NIOHTTP2Handler (fewer hops per frame than the separate one).
+                    return channel.configureHTTP2Pipeline(
+                        mode: .server, connectionConfiguration: .init(), streamConfiguration: .init(), inboundStreamInitializer: streams
+                    ).map { _ in }
+                }
+                // With one, the requests it answers are answered on the connection (``HTTP2CacheFront``); the others go
+                // on to stream channels made by the separate multiplexer behind it.
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()))
+                    try sync.addHandler(HTTP2CacheFront(settings: settings, cache: cache, gate: gate))
+                    try sync.addHandler(HTTP2StreamMultiplexer(mode: .server, channel: channel, inboundStreamInitializer: streams))
+                }
+            },
+            http1ChannelConfigurator: { channel in
+                handshake.cancel()
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(TLSWriteCoalescer())
+                    try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
+                    try sync.addHandler(BundleChannelHandler(settings, cache: cache))
+                }
+            })
+    }
+}
