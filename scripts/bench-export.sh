@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Benchmark of exports of python3.11-doc's bundle: WARC and WACZ (web archives) beside tar.zst (the plain archive), in
-# one run; time (best of 3) and peak memory (the most of the runs).
+# Benchmark of exports of python3.11-doc's bundle: WARC and WACZ (web archives) beside tar.zst (the plain archive), and of
+# the import of a 10,000-record WARC beside pack --from-har of the same exchanges, in one run; time (best of 3) and peak
+# memory (the most of the runs).
 # Usage: scripts/bench-export.sh BIN_FOLDER WORK OUTPUT.md [--quick]
 set -euo pipefail
 source "$(dirname "$0")/bench-lib.sh"
@@ -42,4 +43,46 @@ entries=$("$packager" inspect "$work/py.zip" --json | python3 -c 'import json,sy
     echo "| WARC (.warc.gz, a gzip member per record) | ${warc_s} s | $((warc_k / 1024)) MiB | $(r "$warc_s" "$tar_s")x | - |"
     echo "| WACZ (that WARC, its CDXJ index, pages, digests) | ${wacz_s} s | $((wacz_k / 1024)) MiB | $(r "$wacz_s" "$tar_s")x | <= 1.5x, <= 64 MiB |"
 } >"$out"
+
+# Import: 10,000 exchanges (pages of about 2 KB, a tenth of them 20 KB of noise), as a HAR and as a WARC exported from
+# one bundle; `pack --from-warc` of the WARC beside `pack --from-har` of the HAR.
+python3 - "$work/site" <<'PY'
+import os, random, sys
+root = sys.argv[1]
+rng = random.Random(3)
+words = "offline bundle archive record response request header payload digest revisit".split()
+for i in range(10000):
+    os.makedirs(f"{root}/{i % 100}", exist_ok=True)
+    if i % 10 == 0:
+        open(f"{root}/{i % 100}/{i}.bin", "wb").write(os.urandom(20000))
+    else:
+        open(f"{root}/{i % 100}/{i}.html", "w").write("<p>" + " ".join(rng.choice(words) for _ in range(300)) + "</p>")
+PY
+"$packager" pack "$work/site" --base-url https://archive.example/ -o "$work/site.zip" >/dev/null
+"$packager" export "$work/site.zip" --format har -o "$work/site.har" >/dev/null
+"$packager" export "$work/site.zip" --format warc -o "$work/site.warc.gz" >/dev/null
+import_measure() { # FLAG FILE: "best-seconds peak-KiB" of $runs packs
+    local best="" peak=0
+    for _ in $(seq "$runs"); do
+        rm -f "$work/imported.zip"
+        /usr/bin/time -f "%e %M" -o "$work/time" "$packager" pack "$1" "$2" -o "$work/imported.zip" >/dev/null
+        read -r seconds kib <"$work/time"
+        best=$(python3 -c "b='$best'; t=$seconds; print(t if not b or t < float(b) else b)")
+        [ "$kib" -gt "$peak" ] && peak=$kib
+    done
+    echo "$best $peak"
+}
+read -r har_s har_k < <(import_measure --from-har "$work/site.har")
+read -r warci_s warci_k < <(import_measure --from-warc "$work/site.warc.gz")
+{
+    echo
+    echo "## Web archives: import from WARC"
+    echo
+    echo "10,000 exchanges (9,000 pages of about 2 KB, 1,000 bodies of 20 KB of noise), exported from one bundle as HAR ($(numfmt --to=iec "$(stat -c %s "$work/site.har")")) and as WARC ($(numfmt --to=iec "$(stat -c %s "$work/site.warc.gz")"), gzipped); best of $runs runs, peak resident memory the most of the runs. The peer is \`pack --from-har\` of the same exchanges."
+    echo
+    echo "| import | time | peak memory | time / --from-har | target |"
+    echo "|---|---|---|---|---|"
+    echo "| pack --from-har (peer) | ${har_s} s | $((har_k / 1024)) MiB | 1.00x | - |"
+    echo "| pack --from-warc | ${warci_s} s | $((warci_k / 1024)) MiB | $(r "$warci_s" "$har_s")x | <= 1.0x, <= 64 MiB |"
+} >>"$out"
 cat "$out"

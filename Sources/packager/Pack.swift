@@ -6,7 +6,8 @@ import PackagerKit
 extension Packager {
     struct Pack: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Pack a folder, or a .zip/.tar.gz/.tar.zst of one, into a bundle that answers for a base URL.",
+            abstract:
+                "Pack a folder, or a .zip/.tar.gz/.tar.zst of one, into a bundle that answers for a base URL; or a HAR recording, or WARC and WACZ web archives.",
             discussion: """
                 Each file answers for BASE-URL + its relative path; index.html also answers for its \
                 folder's URL. Media types come from file extensions.
@@ -27,6 +28,13 @@ extension Packager {
             name: .customLong("from-har"),
             help: "Pack a HAR 1.2 recording (browsers' developer tools, Playwright, mitmproxy) instead of a folder: each request's answer.")
         var fromHAR: String?
+
+        @Option(
+            name: .customLong("from-warc"),
+            help: ArgumentHelp(
+                "Pack web archives instead of a folder: WARC files (.warc, .warc.gz) and WACZ packages, each response record's answer (repeatable).",
+                valueName: "file"))
+        var fromWARC: [String] = []
 
         @Option(name: [.short, .customLong("output")], help: "Where to write the bundle.")
         var output: String
@@ -69,10 +77,14 @@ extension Packager {
         var signKey: String?
 
         func validate() throws {
-            if fromHAR != nil {
+            if !fromWARC.isEmpty {
+                guard source == nil, baseURL == nil, fromHAR == nil else {
+                    throw ValidationError("--from-warc packs web archives: give no folder, no --base-url and no --from-har")
+                }
+            } else if fromHAR != nil {
                 guard source == nil, baseURL == nil else { throw ValidationError("--from-har packs a recording: give no folder and no --base-url") }
             } else {
-                guard source != nil else { throw ValidationError("give the folder or archive to pack (or --from-har FILE)") }
+                guard source != nil else { throw ValidationError("give the folder or archive to pack (or --from-har FILE, or --from-warc FILE)") }
                 guard baseURL != nil else { throw ValidationError("--base-url is required: the URL the folder's root answers for") }
             }
             for rule in match where !BundleRules.isMatchRule(rule) {
@@ -82,7 +94,10 @@ extension Packager {
             }
             guard (1...12).contains(compressionLevel) else { throw ValidationError("--compression-level must be 1 to 12") }
             guard stripComponents >= 0 else { throw ValidationError("--strip-components cannot be negative") }
-            try refuseOutput(output, over: [(source, "the folder or archive to pack"), (fromHAR, "the recording to pack"), (signKey, "the signing key")])
+            try refuseOutput(
+                output,
+                over: [(source, "the folder or archive to pack"), (fromHAR, "the recording to pack"), (signKey, "the signing key")]
+                    + fromWARC.map { ($0, "a web archive to pack") })
         }
 
         func run() throws {
@@ -91,6 +106,24 @@ extension Packager {
                 var writerOptions = BundleWriter.Options(dropQueryParameters: dropQuery, signingKey: key, compressionLevel: compressionLevel)
                 writerOptions.storesIndex = storedIndex
                 writerOptions.rules.match = match
+                if !fromWARC.isEmpty {
+                    let imported = try WARCImporter.read(fromWARC, rules: writerOptions.rules)
+                    guard !imported.entries.isEmpty else {
+                        for skipped in imported.skipped.prefix(20) { print(terminalSafe("  skipped \(skipped.place) (\(skipped.url)): \(skipped.reason)")) }
+                        throw PackagerError(
+                            .invalidInput,
+                            "\(fromWARC.joined(separator: ", ")): none of its \(imported.records) records can be packed (\(imported.skipped.count) skipped)")
+                    }
+                    var writer = BundleWriter(options: writerOptions)
+                    for entry in imported.entries { writer.add(entry) }
+                    let w = try writer.write(to: output)
+                    print("packed \(imported.entries.count) recorded exchanges (of \(imported.records) records) into \(output)")
+                    print("  \(w.entries) request keys, \(w.bodies) bodies; bundle \(formatBytes(w.fileSize))")
+                    print("  digest sha256:\(w.digest)")
+                    for kept in imported.notes { print(terminalSafe("  kept \(kept.place) (\(kept.url)): \(kept.note)")) }
+                    for skipped in imported.skipped { print(terminalSafe("  skipped \(skipped.place) (\(skipped.url)): \(skipped.reason)")) }
+                    return
+                }
                 if let fromHAR {
                     let imported = try HARImporter.read(fromHAR, rules: writerOptions.rules)
                     guard !imported.entries.isEmpty else { throw PackagerError(.invalidInput, "\(fromHAR): no entry of the recording can be packed") }

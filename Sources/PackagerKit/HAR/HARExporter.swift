@@ -37,6 +37,12 @@ public enum HARExporter {
         return count
     }
 
+    /// What an export writes for a credential the key names by its scheme (`Bearer [redacted]`): never the credential,
+    /// but enough that a tool replaying the export, or packager packing it again, keys the answer as a credential's.
+    static func credentialPlaceholder(_ scheme: String) -> String {
+        scheme.isEmpty ? "[redacted]" : scheme.prefix(1).uppercased() + scheme.dropFirst() + " [redacted]"
+    }
+
     static func harEntry(_ entry: BundleEntry, in bundle: MountedBundle, manifest: ManifestEntry?, started: String) throws -> [String: Any] {
         let split = RequestQualifiers.split(key: entry.key)
         let url = String(split.url)
@@ -48,8 +54,7 @@ public enum HARExporter {
         // (or packing it again) would take the answer for an anonymous one.
         for qualifier in split.qualifiers?.headers ?? [] where RequestQualifiers.credentialHeaders.contains(qualifier.name) {
             guard let scheme = qualifier.value, !sentHeaders.contains(where: { $0["name"] == qualifier.name }) else { continue }
-            let placeholder = scheme.isEmpty ? "[redacted]" : scheme.prefix(1).uppercased() + scheme.dropFirst() + " [redacted]"
-            sentHeaders.append(["name": qualifier.name, "value": placeholder])
+            sentHeaders.append(["name": qualifier.name, "value": credentialPlaceholder(scheme)])
         }
         var harRequest: [String: Any] = [
             "method": method, "url": url, "httpVersion": "HTTP/1.1", "headers": sentHeaders, "cookies": [], "headersSize": -1,

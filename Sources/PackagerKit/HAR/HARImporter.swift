@@ -151,9 +151,7 @@ public enum HARImporter {
             throw fail("not a HAR file: \(error)")
         }
         guard let list = file.log?.entries else { throw fail("not a HAR file: it has no log.entries") }
-        let canonicalizer = RequestKeyCanonicalizer(rules: rules, formQuery: true)
-        var imported = Imported(entries: [], skipped: [])
-        var byKey: [String: (entry: Int, index: Int, url: String)] = [:]
+        var exchanges = ExchangeImport(rules: rules, recording: "the HAR", place: { "entry \($0)" })
         // For what the fast reading does not take (a time without seconds, say).
         let dates = ISO8601DateFormatter()
         for (offset, entry) in list.enumerated() {
@@ -163,46 +161,17 @@ public enum HARImporter {
             guard let response = entry.response else { throw entryFail("response is missing") }
             guard let url = request.url, !url.isEmpty else { throw entryFail("request.url is missing") }
             guard let method = request.method?.uppercased(), !method.isEmpty else { throw entryFail("request.method is missing") }
-            // A token in the query is never printed: the report shows it `[secret]`.
-            let shown = Self.redactingSecretParameters(url)
-            func skip(_ reason: String) { imported.skipped.append((number, shown, reason)) }
-            func note(_ text: String) { imported.notes.append((number, shown, text)) }
+            func skip(_ reason: String) { exchanges.skip(number, url, reason) }
             let status = response.status ?? 0
             guard HTTPRules.isFetchableURL(url) else {
                 skip("not an http or https URL")
                 continue
             }
-            if status == 101 || entry._webSocketMessages != nil || entry._resourceType == "websocket" {
+            if entry._webSocketMessages != nil || entry._resourceType == "websocket" {
                 skip("a WebSocket session, which a bundle cannot hold")
                 continue
             }
-            guard (200...599).contains(status) else {
-                skip(status == 0 ? "no answer was recorded (status 0: the request failed or was blocked)" : "status \(status) is not a final HTTP status")
-                continue
-            }
-            if status == 304 {
-                skip("a 304 holds no content: the HAR recorded a revalidation, not the answer")
-                continue
-            }
-            guard method != "HEAD" else {
-                skip("a HEAD is answered from its GET")
-                continue
-            }
-            guard RequestQualifiers.isKeyMethod(method) else {
-                skip("the method '\(method)' is not one a bundle's key can name (letters only)")
-                continue
-            }
-            // A token in the query would be in the key (the index, the manifest, every report), unless --drop-query drops it.
-            if let key = canonicalizer.canonicalize(url), case let names = Self.secretParameters(inURL: String(RequestQualifiers.split(key: key).url)),
-                !names.isEmpty
-            {
-                let listed = names.map { "'\($0)'" }.joined(separator: ", ")
-                let flags = names.map { "--drop-query \($0)" }.joined(separator: " ")
-                skip("its query carries a credential (\(listed)), which its key would hold (pass \(flags) to keep it without)")
-                continue
-            }
-            let sent = pairs(request.headers).filter { !$0.name.hasPrefix(":") }
-            var answered = pairs(response.headers).filter { !$0.name.hasPrefix(":") }
+            var answered = pairs(response.headers)
             if (300...399).contains(status), !answered.contains(where: { $0.name == "location" }), let target = response.redirectURL, !target.isEmpty {
                 answered.append(("location", target))
             }
@@ -219,104 +188,38 @@ public enum HARImporter {
             }
             // A body the recording left out (a tool that drops uploads, packager's export of a secret body): keyed
             // without it, the answer would go to requests without a body.
-            if requestBody == nil, request._bodySecret == true || (request.bodySize ?? 0) > 0 {
+            if requestBody == nil, request._bodySecret == true || (request.bodySize ?? 0) > 0, (200...599).contains(status) {
                 skip(
                     request._bodySecret == true
                         ? "its request body held a secret, which the HAR does not hold: its key cannot be made"
                         : "the HAR holds no request body for it (bodySize \(Int(request.bodySize ?? 0))): its key cannot be made")
                 continue
             }
-            if let body = requestBody, body.count > BundleRequest.maxBodySize {
-                skip("the request body is \(body.count) bytes, over the \(BundleRequest.maxBodySize) bytes a bundle's readers match on")
-                continue
-            }
-            // The response body, decoded as the HAR holds it (base64 when it says so).
+            // The response body, decoded as the HAR holds it (base64 when it says so). HAR 1.2 always records content;
+            // without it, a body-less answer (204, a redirect) is still whole.
             let content = response.content
-            // HAR 1.2 always records content; without it, a body-less answer (204, a redirect) is still whole.
-            if content == nil && status != 204 && !(300...399).contains(status) {
+            if content == nil && (200...599).contains(status) && status != 204 && status != 304 && !(300...399).contains(status) {
                 skip("the HAR holds no response.content for it: its body was not recorded")
                 continue
             }
-            if [301, 302, 303, 307, 308].contains(status), !answered.contains(where: { $0.name == "location" }) {
-                skip("a redirect (\(status)) without a Location header: it leads nowhere")
-                continue
-            }
             let size = content?.size ?? 0
-            var body = Data()
+            var body: Data?
             do {
-                if let decoded = try Self.decoded(content?.text, encoding: content?.encoding, field: "response.content", fail: entryFail) { body = decoded }
+                body = try Self.decoded(content?.text, encoding: content?.encoding, field: "response.content", fail: entryFail)
             } catch let unread as Unreadable {
                 skip(unread.reason)
                 continue
             }
-            if content?.text == nil && size > 0 {
+            if content?.text == nil && size > 0 && (200...599).contains(status) && status != 304 {
                 skip("the HAR holds no body for it (content.size \(size)): the recording left it out")
                 continue
             }
-            var recorded: RecordedRequest
-            switch Crawler.recorded(
-                method: method, body: requestBody, sent: sent, vary: [], responseHeaders: answered, secret: looksSecret, scan: SecretScan([]))
-            {
-            case .success(let request): recorded = request
-            case .failure(let problem):
-                skip(problem.message)
-                continue
-            }
-            // A password or a client secret in the body: the digest alone (the key's b=) is kept.
-            if let body = requestBody, let field = Self.secretField(inBody: body) {
-                recorded.bodySecret = true
-                note("its request body has a '\(field)' field: only the body's digest is kept (the key's b=), not the body")
-            }
-            guard let key = canonicalizer.canonicalize(url).map({ $0 + recorded.qualifiers(rules: rules, canonicalKey: $0).keySuffix }) else {
-                skip("not a URL a bundle can hold")
-                continue
-            }
-            // A redirect to a URL that carries a token (an OAuth code) would store it; a redirect without its Location
-            // leads nowhere.
-            if (300...399).contains(status), let location = answered.first(where: { $0.name == "location" }),
-                let parameter = Self.secretParameter(inText: location.value)
-            {
-                skip("its Location carries a credential ('\(parameter)'), which the bundle would hold")
-                continue
-            }
-            // The body as the HAR holds it is decoded: no Content-Encoding describes it any more. A stored URL that
-            // carries a token (a Link to the next page with its token) is left out.
-            var headers = [(name: String, value: String)]()
-            for header in Crawler.storedHeaders(answered, policy: .decoded, secrets: SecretScan([])) where header.name != "content-encoding" {
-                if let parameter = Self.secretParameter(inText: header.value) {
-                    note("its '\(header.name)' header carries a credential ('\(parameter)'): not stored")
-                } else {
-                    headers.append(header)
-                }
-            }
-            // As the writer lays the headers out (FORMAT §4.5): a block past the bound would be refused, and the
-            // whole bundle with it.
-            let block = headers.reduce(0) { $0 + $1.name.utf8.count + 3 + RequestQualifiers.trimmedSpaces($1.value).utf8.count }
-            guard block <= BundleFormat.maxHeaderBlockBytes else {
-                skip(
-                    "its stored headers (\(headers.count) line\(headers.count == 1 ? "" : "s")) take \(block) bytes, past the \(BundleFormat.maxHeaderBlockBytes) an entry may hold"
-                )
-                continue
-            }
-            let started = entry.startedDateTime.flatMap { HTTPDates.parseRFC3339($0) ?? dates.date(from: $0) }
-            var written = BundleWriter.Entry(
-                url: url, status: status, headers: headers, body: (status == 204 || body.isEmpty && status != 200) ? nil : .data(body), fetchedAt: started,
-                originDate: answered.first { $0.name == "date" }.flatMap { HTTPDates.parse($0.value) })
-            written.request = recorded
-            // The same request twice in one recording (a page polled, reloaded): the later answer is kept.
-            if let earlier = byKey[key] {
-                imported.skipped.append((earlier.entry, earlier.url, "the same request as entry \(number), whose answer is kept"))
-                imported.notes.removeAll { $0.entry == earlier.entry }
-                imported.entries[earlier.index] = written
-                byKey[key] = (number, earlier.index, shown)
-            } else {
-                byKey[key] = (number, imported.entries.count, shown)
-                imported.entries.append(written)
-            }
+            exchanges.add(
+                RecordedExchange(
+                    number: number, method: method, url: url, requestHeaders: pairs(request.headers), requestBody: requestBody, status: status,
+                    responseHeaders: answered, body: body, started: entry.startedDateTime.flatMap { HTTPDates.parseRFC3339($0) ?? dates.date(from: $0) }))
         }
-        imported.skipped.sort { $0.entry < $1.entry }
-        imported.notes.sort { $0.entry < $1.entry }
-        return imported
+        return exchanges.finished()
     }
 
     /// A body recorded in an encoding no body is read in: the entry is skipped, for this reason.

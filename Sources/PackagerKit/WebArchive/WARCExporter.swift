@@ -133,6 +133,12 @@ public enum WARCExporter {
             for header in recorded?.headers ?? [] where header.count == 2 && !header[1].isEmpty && header[0].lowercased() != "host" {
                 requestHead += "\(header[0]): \(header[1])\r\n"
             }
+            // A credential the key names, as a placeholder of its scheme (as the HAR export writes it).
+            for qualifier in RequestQualifiers.split(key: entry.key).qualifiers?.headers ?? []
+            where RequestQualifiers.credentialHeaders.contains(qualifier.name) {
+                guard let scheme = qualifier.value, !requestHead.lowercased().contains("\r\n\(qualifier.name):") else { continue }
+                requestHead += "\(qualifier.name): \(HARExporter.credentialPlaceholder(scheme))\r\n"
+            }
             if let sentBody, !sentBody.isEmpty {
                 requestBody = sentBody
                 if !(recorded?.headers ?? []).contains(where: { $0.first?.lowercased() == "content-length" }) {

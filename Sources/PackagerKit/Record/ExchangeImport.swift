@@ -1,0 +1,148 @@
+import Foundation
+import OfflineBundle
+
+/// One exchange a recording holds (a HAR entry; a WARC response record with its request record), as the recording's
+/// reader found it: the request as sent and the answer with its body decoded (no Content-Encoding left on it).
+struct RecordedExchange {
+    /// Where it stands in the recording, as reports name it: a HAR entry's number (from 1), a WARC record's offset.
+    var number: Int
+    var method: String
+    var url: String
+    /// The request's header fields, names lowercased.
+    var requestHeaders: [(name: String, value: String)]
+    var requestBody: Data?
+    var status: Int
+    /// The answer's header fields, names lowercased.
+    var responseHeaders: [(name: String, value: String)]
+    /// The answer's body, decoded; nil when it has none (204, a redirect without one).
+    var body: Data?
+    /// When the recording says the request was sent.
+    var started: Date?
+}
+
+/// The checks every recording's exchanges go through on their way to bundle entries, whatever recorded them (HAR,
+/// WARC): what a bundle cannot hold is skipped with its reason, every secret rule of ``HARImporter`` applies, and two
+/// exchanges a bundle's keys make one keep the later answer.
+struct ExchangeImport {
+    let rules: BundleRules
+    let canonicalizer: RequestKeyCanonicalizer
+    private(set) var imported = HARImporter.Imported(entries: [], skipped: [])
+    private var byKey: [String: (entry: Int, index: Int, url: String)] = [:]
+
+    /// How a report names an exchange by its ``RecordedExchange/number``: `entry 3`, `the record at offset 1024`.
+    let place: @Sendable (Int) -> String
+    /// What recorded it, as the 304's reason says: `the HAR`, `the WARC`.
+    let recording: String
+
+    init(rules: BundleRules, recording: String, place: @escaping @Sendable (Int) -> String) {
+        self.rules = rules
+        self.recording = recording
+        self.place = place
+        canonicalizer = RequestKeyCanonicalizer(rules: rules, formQuery: true)
+    }
+
+    /// The URL as reports show it: a token in its query as `[secret]`.
+    static func shown(_ url: String) -> String { HARImporter.redactingSecretParameters(url) }
+
+    mutating func skip(_ number: Int, _ url: String, _ reason: String) { imported.skipped.append((number, Self.shown(url), reason)) }
+
+    mutating func note(_ number: Int, _ url: String, _ text: String) { imported.notes.append((number, Self.shown(url), text)) }
+
+    /// Takes `exchange` as an entry, or skips it saying why.
+    mutating func add(_ exchange: RecordedExchange) {
+        let (number, url, method, status) = (exchange.number, exchange.url, exchange.method, exchange.status)
+        let shown = Self.shown(url)
+        guard HTTPRules.isFetchableURL(url) else { return skip(number, url, "not an http or https URL") }
+        if status == 101 { return skip(number, url, "a WebSocket session, which a bundle cannot hold") }
+        guard (200...599).contains(status) else {
+            return skip(
+                number, url,
+                status == 0 ? "no answer was recorded (status 0: the request failed or was blocked)" : "status \(status) is not a final HTTP status")
+        }
+        if status == 304 { return skip(number, url, "a 304 holds no content: \(recording) recorded a revalidation, not the answer") }
+        guard method != "HEAD" else { return skip(number, url, "a HEAD is answered from its GET") }
+        guard RequestQualifiers.isKeyMethod(method) else {
+            return skip(number, url, "the method '\(method)' is not one a bundle's key can name (letters only)")
+        }
+        // A token in the query would be in the key (the index, the manifest, every report), unless --drop-query drops it.
+        if let key = canonicalizer.canonicalize(url), case let names = HARImporter.secretParameters(inURL: String(RequestQualifiers.split(key: key).url)),
+            !names.isEmpty
+        {
+            let listed = names.map { "'\($0)'" }.joined(separator: ", ")
+            let flags = names.map { "--drop-query \($0)" }.joined(separator: " ")
+            return skip(number, url, "its query carries a credential (\(listed)), which its key would hold (pass \(flags) to keep it without)")
+        }
+        let sent = exchange.requestHeaders.filter { !$0.name.hasPrefix(":") }
+        let answered = exchange.responseHeaders.filter { !$0.name.hasPrefix(":") }
+        if let body = exchange.requestBody, body.count > BundleRequest.maxBodySize {
+            return skip(number, url, "the request body is \(body.count) bytes, over the \(BundleRequest.maxBodySize) bytes a bundle's readers match on")
+        }
+        if [301, 302, 303, 307, 308].contains(status), !answered.contains(where: { $0.name == "location" }) {
+            return skip(number, url, "a redirect (\(status)) without a Location header: it leads nowhere")
+        }
+        var recorded: RecordedRequest
+        switch Crawler.recorded(
+            method: method, body: exchange.requestBody, sent: sent, vary: [], responseHeaders: answered, secret: HARImporter.looksSecret,
+            scan: SecretScan([]))
+        {
+        case .success(let request): recorded = request
+        case .failure(let problem): return skip(number, url, problem.message)
+        }
+        // A password or a client secret in the body: the digest alone (the key's b=) is kept.
+        if let body = exchange.requestBody, let field = HARImporter.secretField(inBody: body) {
+            recorded.bodySecret = true
+            note(number, url, "its request body has a '\(field)' field: only the body's digest is kept (the key's b=), not the body")
+        }
+        guard let key = canonicalizer.canonicalize(url).map({ $0 + recorded.qualifiers(rules: rules, canonicalKey: $0).keySuffix }) else {
+            return skip(number, url, "not a URL a bundle can hold")
+        }
+        // A redirect to a URL that carries a token (an OAuth code) would store it.
+        if (300...399).contains(status), let location = answered.first(where: { $0.name == "location" }),
+            let parameter = HARImporter.secretParameter(inText: location.value)
+        {
+            return skip(number, url, "its Location carries a credential ('\(parameter)'), which the bundle would hold")
+        }
+        // The body is decoded: no Content-Encoding describes it any more. A stored URL that carries a token (a Link to
+        // the next page with its token) is left out.
+        var headers = [(name: String, value: String)]()
+        for header in Crawler.storedHeaders(answered, policy: .decoded, secrets: SecretScan([])) where header.name != "content-encoding" {
+            if let parameter = HARImporter.secretParameter(inText: header.value) {
+                note(number, url, "its '\(header.name)' header carries a credential ('\(parameter)'): not stored")
+            } else {
+                headers.append(header)
+            }
+        }
+        // As the writer lays the headers out (FORMAT §4.5): a block past the bound would be refused, and the whole
+        // bundle with it.
+        let block = headers.reduce(0) { $0 + $1.name.utf8.count + 3 + RequestQualifiers.trimmedSpaces($1.value).utf8.count }
+        guard block <= BundleFormat.maxHeaderBlockBytes else {
+            return skip(
+                number, url,
+                "its stored headers (\(headers.count) line\(headers.count == 1 ? "" : "s")) take \(block) bytes, past the \(BundleFormat.maxHeaderBlockBytes) an entry may hold"
+            )
+        }
+        let body = exchange.body ?? Data()
+        var written = BundleWriter.Entry(
+            url: url, status: status, headers: headers, body: (status == 204 || body.isEmpty && status != 200) ? nil : .data(body),
+            fetchedAt: exchange.started, originDate: answered.first { $0.name == "date" }.flatMap { HTTPDates.parse($0.value) })
+        written.request = recorded
+        // The same request twice in one recording (a page polled, reloaded): the later answer is kept.
+        if let earlier = byKey[key] {
+            imported.skipped.append((earlier.entry, earlier.url, "the same request as \(place(number)), whose answer is kept"))
+            imported.notes.removeAll { $0.entry == earlier.entry }
+            imported.entries[earlier.index] = written
+            byKey[key] = (number, earlier.index, shown)
+        } else {
+            byKey[key] = (number, imported.entries.count, shown)
+            imported.entries.append(written)
+        }
+    }
+
+    /// What was taken, the skipped and the notes in the recording's order.
+    func finished() -> HARImporter.Imported {
+        var result = imported
+        result.skipped.sort { $0.entry < $1.entry }
+        result.notes.sort { $0.entry < $1.entry }
+        return result
+    }
+}

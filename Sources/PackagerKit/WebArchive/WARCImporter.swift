@@ -1,0 +1,289 @@
+import Crypto
+import Foundation
+import OfflineBundle
+
+/// Web archives read into bundle entries: `packager pack --from-warc` of WARC files (plain or gzipped, 1.0 or 1.1) and
+/// WACZ files (their `archive/` WARCs, once every file's SHA-256 matches its `datapackage.json`).
+///
+/// Each `response` record becomes an entry, with the method, headers and body of the `request` record that goes with
+/// it (`WARC-Concurrent-To`, either way), or a GET when the archive holds none; a `revisit` record whose profile is
+/// identical-payload-digest takes the body of the response it refers to (by `WARC-Refers-To`, or by its payload
+/// digest). Bodies are taken as the server meant them: a chunked body is joined, and a gzip or deflate one inflated.
+/// The same checks and secret rules as HAR import apply (``HARImporter``): a request header's value is kept only for
+/// harmless names, a token in a query skips the record, a password in a body keeps the body's digest only.
+///
+/// What cannot be a bundle's answer is skipped and listed, with the record's offset: other record types than these
+/// (`resource`, `metadata`, `conversion`…), a revisit of a payload the archive does not hold or of a 304
+/// (server-not-modified), a body in an encoding not inflated here (`br`), and everything HAR import skips. A damaged
+/// archive (a gzip member cut short, a record whose `Content-Length` lies, a block digest that does not match, a WACZ
+/// whose files do not match their digests) is refused whole, naming the record's offset or the file; nothing is written.
+public enum WARCImporter {
+    /// What the archives gave: the entries, and what was skipped or kept with less, each with its place in the archive
+    /// (`the record at offset 1024 of crawl.warc.gz`).
+    public struct Imported: Sendable {
+        public var entries: [BundleWriter.Entry]
+        public var skipped: [(place: String, url: String, reason: String)]
+        public var notes: [(place: String, url: String, note: String)]
+        /// Records read, of every type.
+        public var records: Int
+    }
+
+    /// Reads the WARC and WACZ files at `paths`, in order (a later answer to the same request is kept), for a bundle
+    /// with `rules`.
+    ///
+    /// - Throws: ``PackagerError`` naming the file and the record's offset, or the WACZ's file, when one is damaged.
+    public static func read(_ paths: [String], rules: BundleRules) throws -> Imported {
+        let box = PlaceList()
+        var exchanges = ExchangeImport(rules: rules, recording: "the WARC", place: { box.place($0) })
+        var records = 0
+        for path in paths {
+            if path.lowercased().hasSuffix(".wacz") {
+                let scratch = try ScratchFolder(in: NSTemporaryDirectory())
+                defer { scratch.remove() }
+                for warc in try unpackWACZ(path, into: scratch.path) {
+                    records += try read(warc.path, shownAs: "\(path) (\(warc.name))", into: &exchanges, box: box)
+                }
+            } else {
+                records += try read(path, shownAs: path, into: &exchanges, box: box)
+            }
+        }
+        let done = exchanges.finished()
+        return Imported(
+            entries: done.entries, skipped: done.skipped.map { (box.place($0.entry), $0.url, $0.reason) },
+            notes: done.notes.map { (box.place($0.entry), $0.url, $0.note) }, records: records)
+    }
+
+    /// The places exchanges are named by, numbered from 1 (the numbers the shared import step reports).
+    final class PlaceList: @unchecked Sendable {
+        private let lock = NSLock()
+        private var list: [String] = []
+        func add(_ place: String) -> Int {
+            lock.withLock {
+                list.append(place)
+                return list.count
+            }
+        }
+        func place(_ number: Int) -> String { lock.withLock { number >= 1 && number <= list.count ? list[number - 1] : "record \(number)" } }
+    }
+
+    /// A record's HTTP message: the start line's words, the header fields (names lowercased) and the body as stored.
+    struct HTTPMessage {
+        var startLine: [Substring]
+        var headers: [(name: String, value: String)]
+        var body: Data
+    }
+
+    /// One WARC file's records into `exchanges`; the number of records read.
+    static func read(_ path: String, shownAs shown: String, into exchanges: inout ExchangeImport, box: PlaceList) throws -> Int {
+        let reader = try WARCReader(path: path)
+        var responses: [WARCReader.Record] = []
+        var requests: [String: WARCReader.Record] = [:]
+        var concurrent: [String: String] = [:]
+        var count = 0
+        func fail(_ record: WARCReader.Record, _ message: String) -> PackagerError {
+            PackagerError(.invalidInput, "\(shown): the record at offset \(record.offset) \(message)")
+        }
+        while let record = try reader.next() {
+            count += 1
+            let id = record.fields["warc-record-id"] ?? "offset \(record.offset)"
+            switch record.type {
+            case "response", "revisit":
+                responses.append(record)
+                if let other = record.fields["warc-concurrent-to"] { concurrent[id] = other }
+            case "request":
+                requests[id] = record
+                if let response = record.fields["warc-concurrent-to"] { concurrent[response] = id }
+            case "warcinfo", "metadata":
+                continue
+            default:
+                let number = box.add("the record at offset \(record.offset) of \(shown)")
+                exchanges.skip(number, record.fields["warc-target-uri"] ?? "-", "a '\(record.type)' record holds no HTTP exchange a bundle can answer with")
+            }
+        }
+        // The payloads revisits refer to, by record ID and by payload digest.
+        var payloads: [String: Data] = [:]
+        for record in responses where record.type == "response" {
+            guard let message = try? http(record.block), let body = try? decoded(message) else { continue }
+            if let id = record.fields["warc-record-id"] { payloads[id] = body }
+            if let digest = record.fields["warc-payload-digest"] { payloads[digest] = body }
+        }
+        for record in responses {
+            let number = box.add("the record at offset \(record.offset) of \(shown)")
+            let url = Self.targetURI(record.fields["warc-target-uri"] ?? "")
+            guard !url.isEmpty else {
+                exchanges.skip(number, "-", "it names no WARC-Target-URI")
+                continue
+            }
+            let message: HTTPMessage
+            do {
+                message = try http(record.block)
+            } catch let problem as Unreadable {
+                exchanges.skip(number, url, problem.reason)
+                continue
+            }
+            guard message.startLine.count >= 2, message.startLine[0].hasPrefix("HTTP/"), let status = Int(message.startLine[1]) else {
+                exchanges.skip(number, url, "its block is not an HTTP response (\(message.startLine.prefix(3).joined(separator: " ").prefix(40)))")
+                continue
+            }
+            var body: Data?
+            if record.type == "revisit" {
+                let profile = record.fields["warc-profile"] ?? ""
+                guard profile.hasSuffix("/identical-payload-digest") else {
+                    exchanges.skip(number, url, "a revisit whose profile is '\(profile)': it says the server answered 304, and holds no content")
+                    continue
+                }
+                let referred = record.fields["warc-refers-to"].flatMap { payloads[$0] } ?? record.fields["warc-payload-digest"].flatMap { payloads[$0] }
+                guard let referred else {
+                    exchanges.skip(number, url, "a revisit of a payload this archive does not hold")
+                    continue
+                }
+                body = referred
+            } else {
+                if let digest = record.fields["warc-payload-digest"], WARCReader.digest(digest, matches: message.body) == false,
+                    WARCReader.digest(digest, matches: (try? dechunked(message.body)) ?? Data()) != true
+                {
+                    throw fail(record, "does not match its WARC-Payload-Digest (\(digest)): its payload is damaged")
+                }
+                do {
+                    body = try decoded(message)
+                } catch let problem as Unreadable {
+                    exchanges.skip(number, url, problem.reason)
+                    continue
+                }
+            }
+            var method = "GET"
+            var requestHeaders: [(name: String, value: String)] = []
+            var requestBody: Data?
+            if let id = record.fields["warc-record-id"], let requestID = concurrent[id], let request = requests[requestID],
+                let sent = try? http(request.block), let verb = sent.startLine.first
+            {
+                method = verb.uppercased()
+                requestHeaders = sent.headers
+                let sentBody = (try? decoded(sent)) ?? sent.body
+                requestBody = sentBody.isEmpty && !["POST", "PUT", "PATCH"].contains(method) ? nil : sentBody
+            } else if let wanted = record.fields["warc-concurrent-to"], let request = requests[wanted], let sent = try? http(request.block),
+                let verb = sent.startLine.first
+            {
+                method = verb.uppercased()
+                requestHeaders = sent.headers
+                requestBody = sent.body.isEmpty ? nil : sent.body
+            }
+            let headers = message.headers.filter { $0.name != "transfer-encoding" && $0.name != "content-length" }
+            exchanges.add(
+                RecordedExchange(
+                    number: number, method: method, url: url, requestHeaders: requestHeaders, requestBody: requestBody, status: status,
+                    responseHeaders: headers, body: body, started: record.fields["warc-date"].flatMap { HTTPDates.parseRFC3339($0) }))
+        }
+        return count
+    }
+
+    /// WARC 1.0 wrote the target URI in angle brackets; 1.1 does not.
+    static func targetURI(_ text: String) -> String {
+        text.hasPrefix("<") && text.hasSuffix(">") ? String(text.dropFirst().dropLast()) : text
+    }
+
+    /// A record whose HTTP message cannot be read as a bundle's answer: skipped, for this reason.
+    struct Unreadable: Error { var reason: String }
+
+    /// The HTTP message a `request`, `response` or `revisit` block holds.
+    static func http(_ block: Data) throws -> HTTPMessage {
+        let separator = block.range(of: Data("\r\n\r\n".utf8)) ?? block.range(of: Data("\n\n".utf8))
+        let headEnd = separator?.lowerBound ?? block.endIndex
+        // Lines split on the byte: "\r\n" is one Character, which a split of the String on "\n" would not see.
+        var lines = block[block.startIndex..<headEnd].split(separator: 0x0A, omittingEmptySubsequences: false).map { line in
+            Substring(String(decoding: line.last == 0x0D ? line.dropLast() : line, as: UTF8.self))
+        }
+        guard !lines.isEmpty, !lines[0].isEmpty else { throw Unreadable(reason: "its block holds no HTTP message") }
+        let startLine = lines.removeFirst().split(separator: " ", maxSplits: 2)
+        var headers: [(name: String, value: String)] = []
+        for line in lines where !line.isEmpty {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers.append(
+                (line[..<colon].trimmingCharacters(in: .whitespaces).lowercased(), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+        }
+        let body = separator.map { Data(block[$0.upperBound...]) } ?? Data()
+        return HTTPMessage(startLine: startLine, headers: headers, body: body)
+    }
+
+    /// The body as the server meant it: chunks joined, and inflated when it was sent gzip or deflate.
+    static func decoded(_ message: HTTPMessage) throws -> Data {
+        var body = message.body
+        if message.headers.contains(where: { $0.name == "transfer-encoding" && $0.value.lowercased().contains("chunked") }) {
+            body = try dechunked(body)
+        }
+        guard let coding = message.headers.first(where: { $0.name == "content-encoding" })?.value.lowercased(), coding != "identity", !body.isEmpty else {
+            return body
+        }
+        guard ["gzip", "x-gzip", "deflate"].contains(coding) else {
+            throw Unreadable(reason: "its body is sent with Content-Encoding '\(coding)', which is not inflated here (gzip and deflate are)")
+        }
+        guard let inflated = ContentDecoding.decode(Array(body), encoding: coding, limit: Int(UInt32.max)) else {
+            throw Unreadable(reason: "its body does not inflate as its Content-Encoding '\(coding)' says")
+        }
+        return Data(inflated)
+    }
+
+    /// A chunked body's chunks joined (RFC 9112 §7.1); trailers are dropped.
+    static func dechunked(_ body: Data) throws -> Data {
+        var result = Data()
+        var index = body.startIndex
+        while index < body.endIndex {
+            guard let lineEnd = body[index...].range(of: Data("\r\n".utf8)) else { throw Unreadable(reason: "its chunked body is cut short") }
+            let sizeText = String(decoding: body[index..<lineEnd.lowerBound], as: UTF8.self).split(separator: ";").first ?? ""
+            guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16), size >= 0 else {
+                throw Unreadable(reason: "its chunked body has a chunk size that is not hexadecimal")
+            }
+            index = lineEnd.upperBound
+            if size == 0 { break }
+            guard body.endIndex - index >= size else { throw Unreadable(reason: "its chunked body is cut short") }
+            result.append(body[index..<(index + size)])
+            index += size
+            if body[index...].starts(with: Data("\r\n".utf8)) { index += 2 }
+        }
+        return result
+    }
+
+    /// The WARC files of the WACZ at `path`, written into `folder`, once every file of the package matches the SHA-256
+    /// its `datapackage.json` records.
+    static func unpackWACZ(_ path: String, into folder: String) throws -> [(name: String, path: String)] {
+        let reader = try LibArchive.Reader(path: path)
+        var digests: [String: String] = [:]
+        var datapackage: Data?
+        var warcs: [(name: String, path: String)] = []
+        while let header = try reader.next() {
+            guard header.type == .file else { continue }
+            var hash = SHA256()
+            let isWARC = header.path.hasPrefix("archive/") && (header.path.hasSuffix(".warc") || header.path.hasSuffix(".warc.gz"))
+            var file: FileHandle?
+            var kept = Data()
+            if isWARC {
+                let target = folder + "/\(warcs.count)-" + (header.path as NSString).lastPathComponent
+                guard FileManager.default.createFile(atPath: target, contents: nil) else { throw PackagerError(.io, "cannot write \(target)") }
+                file = FileHandle(forWritingAtPath: target)
+                warcs.append((header.path, target))
+            }
+            try reader.readData { bytes in
+                hash.update(bufferPointer: bytes)
+                if let file { file.write(Data(bytes)) } else if header.path == "datapackage.json" { kept.append(contentsOf: bytes) }
+            }
+            try file?.close()
+            if header.path == "datapackage.json" { datapackage = kept }
+            digests[header.path] = hash.finalize().map { String(format: "%02x", $0) }.joined()
+        }
+        guard let datapackage, let package = try? JSONSerialization.jsonObject(with: datapackage) as? [String: Any],
+            let resources = package["resources"] as? [[String: Any]]
+        else {
+            throw PackagerError(.invalidInput, "\(path): not a WACZ: it has no datapackage.json listing its resources")
+        }
+        for resource in resources {
+            guard let name = resource["path"] as? String, let hash = resource["hash"] as? String else { continue }
+            guard let actual = digests[name] else { throw PackagerError(.invalidInput, "\(path): \(name), listed in datapackage.json, is not in the package") }
+            let expected = hash.lowercased().hasPrefix("sha256:") ? String(hash.dropFirst(7)).lowercased() : nil
+            if let expected, expected != actual {
+                throw PackagerError(.invalidInput, "\(path): \(name) does not match the SHA-256 datapackage.json records for it: the package is damaged")
+            }
+        }
+        guard !warcs.isEmpty else { throw PackagerError(.invalidInput, "\(path): the WACZ holds no WARC under archive/") }
+        return warcs
+    }
+}

@@ -1,0 +1,257 @@
+internal import CZlib
+import Crypto
+import Foundation
+
+/// A WARC file (1.0 or 1.1, ISO 28500) read record by record: plain, or gzipped (a member per record, as WARC tools
+/// write it, or several records to a member). Each record is checked as it is read: its header must end, its block
+/// must be as long as its `Content-Length` says and be followed by the two line ends that close a record, and its
+/// `WARC-Block-Digest` (SHA-1 in base32, SHA-256 in hex or base32, as tools write them) must match. What fails is
+/// refused naming where it starts in the file: the gzip member's offset, or the record's own in a plain file.
+final class WARCReader {
+    struct Record {
+        /// Where the record starts: its gzip member's offset in the file, or its own offset in a plain file.
+        var offset: Int
+        /// The record's named fields, names lowercased (a repeated name keeps its first value).
+        var fields: [String: String]
+        var block: Data
+        var type: String { fields["warc-type"]?.lowercased() ?? "" }
+    }
+
+    let name: String
+    private let data: Data
+    private let gzip: Bool
+    /// Where the next gzip member starts in the file.
+    private var position = 0
+    /// Bytes read (inflated) and not yet taken by a record.
+    private var pending = Data()
+    private var pendingStart = 0
+    /// Where in `pending` each member's bytes begin, and the member's offset in the file.
+    private var members: [(at: Int, offset: Int)] = []
+
+    /// Opens the WARC at `path` (mapped, not read whole into memory).
+    init(path: String) throws {
+        name = path
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
+        } catch {
+            throw PackagerError(.io, "cannot read the WARC file", subject: path)
+        }
+        gzip = data.count >= 2 && data[data.startIndex] == 0x1f && data[data.startIndex + 1] == 0x8b
+        if !gzip {
+            pending = data
+            members = [(0, 0)]
+        }
+    }
+
+    private func fail(_ offset: Int, _ message: String) -> PackagerError {
+        PackagerError(.invalidInput, "\(name): the record at offset \(offset) \(message)")
+    }
+
+    /// The file offset a byte of `pending` at `index` came from (its member's).
+    private func offset(at index: Int) -> Int {
+        guard gzip else { return index }
+        return members.last { $0.at <= index }?.offset ?? position
+    }
+
+    /// The next record, checked; nil at the end of the file.
+    func next() throws -> Record? {
+        while true {
+            // Line ends between records (some writers leave more than the two that end a record).
+            while pendingStart < pending.count, pending[pending.startIndex + pendingStart] == 0x0D || pending[pending.startIndex + pendingStart] == 0x0A {
+                pendingStart += 1
+            }
+            if pendingStart < pending.count, let record = try parse() { return record }
+            // More bytes are needed: the next member, or the end.
+            guard gzip, try inflateMember() else {
+                guard pendingStart >= pending.count else {
+                    throw fail(offset(at: pendingStart), "is cut short: the file ends inside it")
+                }
+                return nil
+            }
+        }
+    }
+
+    /// A whole record at `pendingStart`, or nil when more bytes are needed for it.
+    private func parse() throws -> Record? {
+        let base = pending.startIndex
+        let start = base + pendingStart
+        let at = offset(at: pendingStart)
+        let crlf2 = Data("\r\n\r\n".utf8)
+        // A record begins `WARC/`: anything else is not a WARC (or not one at this offset), said before looking further.
+        let prefix = pending[start..<min(pending.endIndex, start + 5)]
+        if !Data("WARC/".utf8).starts(with: prefix) {
+            let shown = String(decoding: pending[start..<min(pending.endIndex, start + 40)], as: UTF8.self).split(separator: "\n").first ?? ""
+            throw fail(at, "is not a WARC record: it begins '\(shown)', not 'WARC/1.1' (is this a WARC file?)")
+        }
+        // The header: at most 1 MiB before its blank line.
+        let window = pending[start..<min(pending.endIndex, start + (1 << 20))]
+        guard let headerEnd = window.range(of: crlf2) else {
+            if window.count >= 1 << 20 { throw fail(at, "has a header that does not end within 1 MiB") }
+            return nil
+        }
+        guard let head = String(data: pending[start..<headerEnd.lowerBound], encoding: .utf8) else {
+            throw fail(at, "has a header that is not UTF-8")
+        }
+        var lines = head.components(separatedBy: "\r\n")
+        let version = lines.removeFirst()
+        guard version.hasPrefix("WARC/") else {
+            throw fail(at, "is not a WARC record: it begins '\(version.prefix(40))', not 'WARC/1.1' (is this a WARC file?)")
+        }
+        var fields: [String: String] = [:]
+        var last: String?
+        for line in lines {
+            if let first = line.first, first == " " || first == "\t", let name = last {
+                fields[name, default: ""] += " " + line.trimmingCharacters(in: .whitespaces)
+                continue
+            }
+            guard let colon = line.firstIndex(of: ":") else { throw fail(at, "has a header line without a colon: '\(line.prefix(60))'") }
+            let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
+            if fields[name] == nil { fields[name] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces) }
+            last = name
+        }
+        guard let lengthText = fields["content-length"], let length = Int(lengthText), length >= 0 else {
+            throw fail(at, "has no Content-Length, or not a number")
+        }
+        let blockStart = headerEnd.upperBound
+        guard pending.endIndex - blockStart >= length + 4 else {
+            // Not all here yet: the next member may hold the rest; at the end of the file, it is cut short.
+            if gzip && position < data.count { return nil }
+            throw fail(at, "is cut short: its Content-Length says \(length) bytes, the file holds \(max(0, pending.endIndex - blockStart))")
+        }
+        guard pending[(blockStart + length)..<(blockStart + length + 4)].elementsEqual(crlf2) else {
+            throw fail(at, "does not end where its Content-Length (\(length)) says: the two line ends that close a record are not there")
+        }
+        let block = Data(pending[blockStart..<(blockStart + length)])
+        if let digest = fields["warc-block-digest"], Self.digest(digest, matches: block) == false {
+            throw fail(at, "does not match its WARC-Block-Digest (\(digest)): it is damaged")
+        }
+        pendingStart = blockStart + length + 4 - base
+        return Record(offset: at, fields: fields, block: block)
+    }
+
+    /// Inflates the gzip member at `position` onto `pending`; false at the end of the file.
+    private func inflateMember() throws -> Bool {
+        guard position < data.count else { return false }
+        let memberOffset = position
+        guard data.count - position >= 2, data[data.startIndex + position] == 0x1f, data[data.startIndex + position + 1] == 0x8b else {
+            throw fail(memberOffset, "is not a gzip member (a gzipped WARC is a series of them)")
+        }
+        var stream = z_stream()
+        guard czlib_inflate_init_auto(&stream) == Z_OK else { throw PackagerError(.internal, "zlib could not start inflating") }
+        defer { inflateEnd(&stream) }
+        // What records took is let go of; a record begun in an earlier member keeps that member's offset.
+        if pendingStart > 0 {
+            let taken = pendingStart
+            let kept = offset(at: taken)
+            pending.removeSubrange(pending.startIndex..<(pending.startIndex + taken))
+            members = [(0, kept)] + members.filter { $0.at > taken }.map { ($0.at - taken, $0.offset) }
+            pendingStart = 0
+        }
+        if pending.isEmpty { members.removeAll() }
+        members.append((pending.count, memberOffset))
+        var chunk = [UInt8](repeating: 0, count: 256 << 10)
+        let consumed = try data.withUnsafeBytes { raw -> Int in
+            let source = raw.bindMemory(to: Bytef.self).baseAddress! + position
+            let available = data.count - position
+            var offered = 0
+            while true {
+                if stream.avail_in == 0 && offered < available {
+                    let next = min(available - offered, Int(UInt32.max))
+                    stream.next_in = UnsafeMutablePointer(mutating: source + offered)
+                    stream.avail_in = uInt(next)
+                    offered += next
+                }
+                let status = chunk.withUnsafeMutableBytes { buffer -> Int32 in
+                    stream.next_out = buffer.bindMemory(to: Bytef.self).baseAddress
+                    stream.avail_out = uInt(buffer.count)
+                    return inflate(&stream, Z_NO_FLUSH)
+                }
+                let produced = chunk.count - Int(stream.avail_out)
+                pending.append(contentsOf: chunk[0..<produced])
+                switch status {
+                case Z_STREAM_END: return offered - Int(stream.avail_in)
+                case Z_OK: continue
+                case Z_BUF_ERROR where stream.avail_in == 0 && offered >= available:
+                    throw fail(memberOffset, "is in a gzip member that is cut short: the file ends inside it")
+                case Z_BUF_ERROR: continue
+                default:
+                    throw fail(memberOffset, "is in a damaged gzip member (\(stream.msg.map { String(cString: $0) } ?? "zlib error \(status)"))")
+                }
+            }
+        }
+        position += consumed
+        return true
+    }
+
+    /// Whether `value` (`sha1:BASE32`, `sha256:HEX`, …) is the digest of `bytes`; nil for an algorithm or an encoding
+    /// not known here (not checked, then).
+    static func digest(_ value: String, matches bytes: Data) -> Bool? {
+        guard let colon = value.firstIndex(of: ":") else { return nil }
+        let algorithm = value[..<colon].lowercased().replacingOccurrences(of: "-", with: "")
+        let encoded = String(value[value.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+        let computed: [UInt8]
+        switch algorithm {
+        case "sha1": computed = Array(Insecure.SHA1.hash(data: bytes))
+        case "sha256": computed = Array(SHA256.hash(data: bytes))
+        case "sha512": computed = Array(SHA512.hash(data: bytes))
+        case "md5": computed = Array(Insecure.MD5.hash(data: bytes))
+        default: return nil
+        }
+        guard let expected = decodeDigest(encoded, count: computed.count) else { return nil }
+        return expected == computed
+    }
+
+    /// A digest's bytes from hex, base32 or base64, told apart by length.
+    static func decodeDigest(_ text: String, count: Int) -> [UInt8]? {
+        if text.count == count * 2, let bytes = hex(text) { return bytes }
+        if text.count == (count * 8 + 4) / 5 || text.trimmingCharacters(in: ["="]).count == (count * 8 + 4) / 5, let bytes = base32(text) {
+            return bytes.count == count ? bytes : nil
+        }
+        if let bytes = Data(base64Encoded: text), bytes.count == count { return Array(bytes) }
+        return nil
+    }
+
+    static func hex(_ text: String) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var high: UInt8?
+        for character in text.utf8 {
+            let value: UInt8
+            switch character {
+            case 0x30...0x39: value = character - 0x30
+            case 0x61...0x66: value = character - 0x61 + 10
+            case 0x41...0x46: value = character - 0x41 + 10
+            default: return nil
+            }
+            if let h = high {
+                bytes.append(h << 4 | value)
+                high = nil
+            } else {
+                high = value
+            }
+        }
+        return high == nil ? bytes : nil
+    }
+
+    /// RFC 4648 base32 (the alphabet A–Z, 2–7), padding optional.
+    static func base32(_ text: String) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var buffer = 0
+        var bits = 0
+        for character in text.utf8 where character != 0x3D {
+            let value: Int
+            switch character {
+            case 0x41...0x5A: value = Int(character - 0x41)
+            case 0x61...0x7A: value = Int(character - 0x61)
+            case 0x32...0x37: value = Int(character - 0x32) + 26
+            default: return nil
+            }
+            buffer = (buffer << 5) | value
+            bits += 5
+            if bits >= 8 {
+                bits -= 8
+                bytes.append(UInt8((buffer >> bits) & 0xFF))
+            }
+        }
+        return bytes
+    }
+}

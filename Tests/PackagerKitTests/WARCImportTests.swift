@@ -1,0 +1,171 @@
+import Foundation
+import OfflineBundle
+import TestSupport
+import Testing
+
+@testable import PackagerKit
+
+/// Web archives packed into bundles (`packager pack --from-warc`): a bundle's own export read back, a WARC recorded
+/// from a live origin by warcio, and damaged archives refused whole.
+@Suite("WARC and WACZ import")
+struct WARCImportTests {
+    /// Every entry of `original` answered by `imported` alike: the same key, status and body (blocked entries are not
+    /// exchanges, and are not exported).
+    static func expectSameAnswers(_ imported: String, as original: String) throws {
+        let before = try MountedBundle(path: original)
+        let after = try MountedBundle(path: imported)
+        var compared = 0
+        for entry in before.entries where entry.kind != .blocked {
+            let other = try #require(after.entry(forKey: entry.key), "\(entry.key) is not in the imported bundle")
+            #expect(other.status == entry.status, "\(entry.key)")
+            #expect(try after.body(of: other) == before.body(of: entry), "\(entry.key)")
+            compared += 1
+        }
+        #expect(compared == 7 && after.entryCount == compared, "\(compared) compared, \(after.entryCount) imported")
+    }
+
+    @Test("bundle → WARC → bundle and bundle → WACZ → bundle: every entry answers alike (a POST by its body, a body stored once through its revisit)")
+    func roundTrip() async throws {
+        let folder = try TemporaryFolder()
+        _ = try WARCExportTests.bundle(at: folder.path + "/b.zip")
+        for format in ["warc", "wacz"] {
+            let archive = folder.path + "/b." + (format == "warc" ? "warc.gz" : "wacz")
+            let exported = try await run(packagerExecutable, ["export", folder.path + "/b.zip", "--format", format, "-o", archive])
+            #expect(exported.status == 0, "\(exported.output)")
+            let packed = try await run(packagerExecutable, ["pack", "--from-warc", archive, "-o", folder.path + "/again-\(format).zip"])
+            #expect(packed.status == 0 && packed.output.contains("packed 7 recorded exchanges"), "\(packed.output)")
+            try Self.expectSameAnswers(folder.path + "/again-\(format).zip", as: folder.path + "/b.zip")
+        }
+    }
+
+    @Test("a WARC that warcio recorded from a live origin (a page, a gzip answer, a POST): the bundle answers as the origin did")
+    func recordedByWarcio() async throws {
+        let python = try #require(warcio).replacingOccurrences(of: "/warcio", with: "/python3")
+        let folder = try TemporaryFolder()
+        let text = String(repeating: "offline ", count: 20_000)
+        try folder.file("big.txt", text)
+        let zipping = try await run(
+            "python3",
+            [
+                "-c", "import gzip, sys; open(sys.argv[2], 'wb').write(gzip.compress(open(sys.argv[1], 'rb').read()))", folder.path + "/big.txt",
+                folder.path + "/big.gz",
+            ])
+        try #require(zipping.status == 0, "\(zipping.output)")
+        let origin = Origin()
+        try await origin.start()
+        try await afterwards(origin.stop) {
+            origin.set("/", .text("<p>home</p>", type: "text/html"))
+            var gzipped = Origin.Resource.text("", type: "text/plain", headers: [("content-encoding", "gzip")])
+            gzipped.body = Array(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/big.gz")))
+            origin.set("/big.txt", gzipped)
+            origin.set("/search", .text("[\"apple\"]", type: "application/json"))
+            try folder.file(
+                "record.py",
+                """
+                import sys, http.client, urllib.parse
+                from warcio.capture_http import capture_http
+                u = urllib.parse.urlparse(sys.argv[2])
+                with capture_http(sys.argv[1]):
+                    c = http.client.HTTPConnection(u.hostname, u.port)
+                    c.request('GET', '/'); c.getresponse().read()
+                    c.request('GET', '/big.txt', headers={'Accept-Encoding': 'gzip'}); c.getresponse().read()
+                    c.request('POST', '/search', body='{"q":"a"}', headers={'Content-Type': 'application/json'}); c.getresponse().read()
+                """)
+            let recorded = try await run(python, [folder.path + "/record.py", folder.path + "/live.warc.gz", origin.base])
+            try #require(recorded.status == 0, "\(recorded.output)")
+            let packed = try await run(
+                packagerExecutable, ["pack", "--from-warc", folder.path + "/live.warc.gz", "--match", "*/search json-body", "-o", folder.path + "/b.zip"])
+            #expect(packed.status == 0 && packed.output.contains("packed 3 recorded exchanges"), "\(packed.output)")
+            let loader = try OfflineLoader(path: folder.path + "/b.zip")
+            let base = origin.base
+            let home = try #require(loader.response(for: BundleRequest(url: base + "/")))
+            #expect(try home.bodyData() == Data("<p>home</p>".utf8))
+            let big = try #require(loader.response(for: BundleRequest(url: base + "/big.txt")))
+            #expect(try big.bodyData() == Data(text.utf8), "the page as the origin meant it, inflated")
+            let post = try #require(loader.response(for: BundleRequest(method: "POST", url: base + "/search", body: Data("{ \"q\": \"a\" }".utf8))))
+            #expect(try post.bodyData() == Data("[\"apple\"]".utf8), "the POST answered by its body (canonical JSON)")
+            #expect(loader.response(for: BundleRequest(method: "POST", url: base + "/search", body: Data("{\"q\":\"b\"}".utf8))) == nil)
+        }
+    }
+
+    @Test("a chunked body is joined; a chunk size that is not hexadecimal, or a body cut short, is unreadable")
+    func chunks() throws {
+        #expect(try WARCImporter.dechunked(Data("5\r\nhello\r\n6;x=1\r\n world\r\n0\r\n\r\n".utf8)) == Data("hello world".utf8))
+        #expect(throws: WARCImporter.Unreadable.self) { try WARCImporter.dechunked(Data("zz\r\nhello\r\n".utf8)) }
+        #expect(throws: WARCImporter.Unreadable.self) { try WARCImporter.dechunked(Data("10\r\nhello".utf8)) }
+    }
+
+    @Test("damaged archives are refused whole, naming the record's offset or the file, and nothing is written")
+    func damagedRefused() async throws {
+        let folder = try TemporaryFolder()
+        _ = try WARCExportTests.bundle(at: folder.path + "/b.zip")
+        let warc = folder.path + "/b.warc.gz"
+        #expect(try await run(packagerExecutable, ["export", folder.path + "/b.zip", "--format", "warc", "-o", warc]).status == 0)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: warc))
+        // The same records, plain: a WARC's gzip members inflated one after the other.
+        let plain = try #require(try? WARCPlain.inflate(bytes))
+        func refused(_ name: String, _ data: Data, _ words: String) async throws {
+            let path = folder.path + "/" + name
+            try data.write(to: URL(fileURLWithPath: path))
+            let packed = try await run(packagerExecutable, ["pack", "--from-warc", path, "-o", folder.path + "/out.zip"])
+            #expect(packed.status == 2 && packed.output.contains(words), "\(name): \(packed.output)")
+            #expect(!FileManager.default.fileExists(atPath: folder.path + "/out.zip"), "\(name): a bundle was written")
+        }
+        // A gzip member cut short: the file ends inside the last record's member.
+        try await refused("cut.warc.gz", bytes.prefix(bytes.count - 40), "is in a gzip member that is cut short")
+        // A Content-Length that lies (one more than the block), in a plain WARC.
+        let first = try #require(plain.range(of: Data("Content-Length: ".utf8), in: plain.index(plain.startIndex, offsetBy: 10)..<plain.endIndex))
+        let lineEnd = try #require(plain.range(of: Data("\r\n".utf8), in: first.upperBound..<plain.endIndex))
+        let length = try #require(Int(String(decoding: plain[first.upperBound..<lineEnd.lowerBound], as: UTF8.self)))
+        var lying = plain
+        lying.replaceSubrange(first.upperBound..<lineEnd.lowerBound, with: Data(String(length + 1).utf8))
+        try await refused("lying.warc", lying, "does not end where its Content-Length")
+        // A block whose bytes changed: its WARC-Block-Digest does not match.
+        let body = try #require(plain.range(of: Data("<html><a href=".utf8)))
+        var flipped = plain
+        flipped[body.lowerBound + 2] ^= 0x20
+        try await refused("flipped.warc", flipped, "does not match its WARC-Block-Digest")
+        // Not a WARC at all.
+        try await refused("page.warc", Data("<html>hello</html>".utf8), "is not a WARC record")
+        // A WACZ whose WARC does not match the digest its datapackage.json records.
+        let wacz = folder.path + "/b.wacz"
+        #expect(try await run(packagerExecutable, ["export", folder.path + "/b.zip", "--format", "wacz", "-o", wacz]).status == 0)
+        // Rewritten with one byte of its WARC changed and its datapackage.json as it was.
+        let rezip = try await run(
+            "python3",
+            [
+                "-c",
+                """
+                import sys, zipfile
+                src, dst = sys.argv[1], sys.argv[2]
+                with zipfile.ZipFile(src) as a, zipfile.ZipFile(dst, 'w', zipfile.ZIP_STORED) as b:
+                    for info in a.infolist():
+                        data = bytearray(a.read(info.filename))
+                        if info.filename == 'archive/data.warc.gz':
+                            data[30] ^= 1
+                        b.writestr(info.filename, bytes(data))
+                """,
+                wacz, folder.path + "/damaged-source.wacz",
+            ])
+        #expect(rezip.status == 0, "\(rezip.output)")
+        let package = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/damaged-source.wacz"))
+        try await refused("damaged.wacz", package, "archive/data.warc.gz does not match the SHA-256")
+    }
+}
+
+/// A gzipped WARC's members inflated into one plain WARC (for the tests' damage).
+enum WARCPlain {
+    static func inflate(_ gz: Data) throws -> Data {
+        let folder = try TemporaryFolder()
+        try gz.write(to: URL(fileURLWithPath: folder.path + "/in.warc.gz"))
+        let reader = try WARCReader(path: folder.path + "/in.warc.gz")
+        var out = Data()
+        while let record = try reader.next() {
+            var head = "WARC/1.1\r\n"
+            for (name, value) in record.fields.sorted(by: { $0.key < $1.key }) where name != "content-length" { head += "\(name): \(value)\r\n" }
+            head += "Content-Length: \(record.block.count)\r\n\r\n"
+            out += Data(head.utf8) + record.block + Data("\r\n\r\n".utf8)
+        }
+        return out
+    }
+}
