@@ -88,6 +88,43 @@ struct WARCImportTests {
         }
     }
 
+    @Test(
+        "a WARC that pywb's recording mode wrote from a live origin (a page, a POST by its body) packs into a bundle that answers as pywb replays",
+        .enabled(if: wayback != nil, "pywb is not installed: make deps installs it into .venv-pywb"))
+    func recordedByPywb() async throws {
+        let folder = try TemporaryFolder()
+        let origin = Origin()
+        try await origin.start()
+        try await afterwards(origin.stop) {
+            origin.set("/", .text("<p>recorded by pywb</p>", type: "text/html"))
+            origin.route("/search") { received in
+                .text(received.body == Data("{\"q\":\"a\"}".utf8) ? "[\"apple\"]" : "[\"other\"]", type: "application/json")
+            }
+            let manager = try #require(wayback).replacingOccurrences(of: "/wayback", with: "/wb-manager")
+            #expect(try await run(manager, ["init", "rec"], in: folder.path).status == 0)
+            // pywb records through its live collection.
+            try folder.file("config.yaml", "collections:\n  live: $live\nrecorder: live\n")
+            let server = try await APIServer.start(try #require(wayback), ["-p", "{port}", "-b", "127.0.0.1"], probe: "/", in: folder.path)
+            let page = try await run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "\(server.base)/rec/record/id_/\(origin.base)/"])
+            let post = try await run(
+                "curl",
+                ["-s", "-X", "POST", "-H", "Content-Type: application/json", "-d", #"{"q":"a"}"#, "\(server.base)/rec/record/id_/\(origin.base)/search"])
+            server.stop()
+            #expect(page.output == "200" && post.output == #"["apple"]"#, "\(page.output) \(post.output)")
+            let archive = folder.path + "/collections/rec/archive"
+            let warcs = try FileManager.default.contentsOfDirectory(atPath: archive).filter { $0.hasSuffix(".warc.gz") }.map { archive + "/" + $0 }
+            try #require(!warcs.isEmpty, "pywb wrote no WARC")
+            let packed = try await run(
+                packagerExecutable, ["pack"] + warcs.flatMap { ["--from-warc", $0] } + ["--match", "*/search json-body", "-o", folder.path + "/b.zip"])
+            #expect(packed.status == 0 && packed.output.contains("packed 2 recorded exchanges"), "\(packed.output)")
+            let loader = try OfflineLoader(path: folder.path + "/b.zip")
+            let home = try #require(loader.response(for: BundleRequest(url: origin.base + "/")))
+            #expect(try home.bodyData() == Data("<p>recorded by pywb</p>".utf8))
+            let search = try #require(loader.response(for: BundleRequest(method: "POST", url: origin.base + "/search", body: Data(#"{ "q": "a" }"#.utf8))))
+            #expect(try search.bodyData() == Data(#"["apple"]"#.utf8))
+        }
+    }
+
     @Test("a chunked body is joined; a chunk size that is not hexadecimal, or a body cut short, is unreadable")
     func chunks() throws {
         #expect(try WARCImporter.dechunked(Data("5\r\nhello\r\n6;x=1\r\n world\r\n0\r\n\r\n".utf8)) == Data("hello world".utf8))
