@@ -102,7 +102,11 @@ public enum WARCImporter {
         }
         // The payloads revisits refer to, by record ID and by payload digest.
         var payloads: [String: Data] = [:]
+        let referred = Set(
+            responses.filter { $0.type == "revisit" }.flatMap { [$0.fields["warc-refers-to"], $0.fields["warc-payload-digest"]].compactMap { $0 } })
         for record in responses where record.type == "response" {
+            let (id, digest) = (record.fields["warc-record-id"], record.fields["warc-payload-digest"])
+            guard id.map(referred.contains) == true || digest.map(referred.contains) == true else { continue }
             guard let message = try? http(record.block), let body = try? decoded(message) else { continue }
             if let id = record.fields["warc-record-id"] { payloads[id] = body }
             if let digest = record.fields["warc-payload-digest"] { payloads[digest] = body }
@@ -189,17 +193,13 @@ public enum WARCImporter {
     static func http(_ block: Data) throws -> HTTPMessage {
         let separator = block.range(of: Data("\r\n\r\n".utf8)) ?? block.range(of: Data("\n\n".utf8))
         let headEnd = separator?.lowerBound ?? block.endIndex
-        // Lines split on the byte: "\r\n" is one Character, which a split of the String on "\n" would not see.
-        var lines = block[block.startIndex..<headEnd].split(separator: 0x0A, omittingEmptySubsequences: false).map { line in
-            Substring(String(decoding: line.last == 0x0D ? line.dropLast() : line, as: UTF8.self))
-        }
+        var lines = WARCLines.split(block[block.startIndex..<headEnd])
         guard !lines.isEmpty, !lines[0].isEmpty else { throw Unreadable(reason: "its block holds no HTTP message") }
-        let startLine = lines.removeFirst().split(separator: " ", maxSplits: 2)
+        let startLine = WARCLines.text(lines.removeFirst()).split(separator: " ", maxSplits: 2)
         var headers: [(name: String, value: String)] = []
         for line in lines where !line.isEmpty {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            headers.append(
-                (line[..<colon].trimmingCharacters(in: .whitespaces).lowercased(), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+            guard let colon = line.firstIndex(of: 0x3A) else { continue }
+            headers.append((WARCLines.text(line[line.startIndex..<colon]).lowercased(), WARCLines.text(line[(colon + 1)...])))
         }
         let body = separator.map { Data(block[$0.upperBound...]) } ?? Data()
         return HTTPMessage(startLine: startLine, headers: headers, body: body)

@@ -27,6 +27,8 @@ final class WARCReader {
     private var pendingStart = 0
     /// Where in `pending` each member's bytes begin, and the member's offset in the file.
     private var members: [(at: Int, offset: Int)] = []
+    /// Where a member is inflated to, a piece at a time (made once: zeroing it per member cost as much as inflating).
+    private var chunk = [UInt8](repeating: 0, count: 256 << 10)
 
     /// Opens the WARC at `path` (mapped, not read whole into memory).
     init(path: String) throws {
@@ -89,24 +91,24 @@ final class WARCReader {
             if window.count >= 1 << 20 { throw fail(at, "has a header that does not end within 1 MiB") }
             return nil
         }
-        guard let head = String(data: pending[start..<headerEnd.lowerBound], encoding: .utf8) else {
-            throw fail(at, "has a header that is not UTF-8")
-        }
-        var lines = head.components(separatedBy: "\r\n")
-        let version = lines.removeFirst()
-        guard version.hasPrefix("WARC/") else {
-            throw fail(at, "is not a WARC record: it begins '\(version.prefix(40))', not 'WARC/1.1' (is this a WARC file?)")
+        // Parsed on bytes: Foundation's string trimming and splitting took half the time of an import.
+        let head = pending[start..<headerEnd.lowerBound]
+        let lines = WARCLines.split(head)
+        guard let version = lines.first, version.starts(with: Array("WARC/".utf8)) else {
+            throw fail(at, "is not a WARC record (is this a WARC file?)")
         }
         var fields: [String: String] = [:]
         var last: String?
-        for line in lines {
-            if let first = line.first, first == " " || first == "\t", let name = last {
-                fields[name, default: ""] += " " + line.trimmingCharacters(in: .whitespaces)
+        for line in lines.dropFirst() {
+            if let first = line.first, first == 0x20 || first == 0x09, let name = last {
+                fields[name, default: ""] += " " + WARCLines.text(line)
                 continue
             }
-            guard let colon = line.firstIndex(of: ":") else { throw fail(at, "has a header line without a colon: '\(line.prefix(60))'") }
-            let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
-            if fields[name] == nil { fields[name] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces) }
+            guard let colon = line.firstIndex(of: 0x3A) else {
+                throw fail(at, "has a header line without a colon: '\(String(decoding: line.prefix(60), as: UTF8.self))'")
+            }
+            let name = WARCLines.text(line[line.startIndex..<colon]).lowercased()
+            if fields[name] == nil { fields[name] = WARCLines.text(line[(colon + 1)...]) }
             last = name
         }
         guard let lengthText = fields["content-length"], let length = Int(lengthText), length >= 0 else {
@@ -149,7 +151,6 @@ final class WARCReader {
         }
         if pending.isEmpty { members.removeAll() }
         members.append((pending.count, memberOffset))
-        var chunk = [UInt8](repeating: 0, count: 256 << 10)
         let consumed = try data.withUnsafeBytes { raw -> Int in
             let source = raw.bindMemory(to: Bytef.self).baseAddress! + position
             let available = data.count - position
@@ -253,5 +254,28 @@ final class WARCReader {
             }
         }
         return bytes
+    }
+}
+
+/// Lines and fields of a header read as bytes (WARC records' and HTTP messages').
+enum WARCLines {
+    /// The lines of `bytes`, split at LF, a CR before it dropped.
+    static func split(_ bytes: Data) -> [Data.SubSequence] {
+        var lines: [Data.SubSequence] = []
+        var start = bytes.startIndex
+        while let end = bytes[start...].firstIndex(of: 0x0A) {
+            lines.append(end > start && bytes[end - 1] == 0x0D ? bytes[start..<(end - 1)] : bytes[start..<end])
+            start = end + 1
+        }
+        lines.append(bytes[start...])
+        return lines
+    }
+
+    /// `bytes` as text, spaces and tabs at either end left out.
+    static func text(_ bytes: Data.SubSequence) -> String {
+        var slice = bytes[...]
+        while let first = slice.first, first == 0x20 || first == 0x09 { slice = slice.dropFirst() }
+        while let last = slice.last, last == 0x20 || last == 0x09 { slice = slice.dropLast() }
+        return String(decoding: slice, as: UTF8.self)
     }
 }
