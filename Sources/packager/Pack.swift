@@ -108,6 +108,7 @@ extension Packager {
                 writerOptions.rules.match = match
                 if !fromWARC.isEmpty {
                     let imported = try WARCImporter.read(fromWARC, rules: writerOptions.rules)
+                    defer { imported.removeSpool() }
                     guard !imported.entries.isEmpty else {
                         for skipped in imported.skipped.prefix(20) { print(terminalSafe("  skipped \(skipped.place) (\(skipped.url)): \(skipped.reason)")) }
                         throw PackagerError(

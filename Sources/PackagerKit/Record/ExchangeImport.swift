@@ -14,10 +14,20 @@ struct RecordedExchange {
     var status: Int
     /// The answer's header fields, names lowercased.
     var responseHeaders: [(name: String, value: String)]
-    /// The answer's body, decoded; nil when it has none (204, a redirect without one).
+    /// The answer's body, decoded; nil when it has none (204, a redirect without one), or when it is in ``bodyFile``.
     var body: Data?
+    /// A file that holds the answer's body, decoded, instead of ``body`` (a large body spooled while a recording is read).
+    var bodyFile: String?
     /// When the recording says the request was sent.
     var started: Date?
+
+    init(
+        number: Int, method: String, url: String, requestHeaders: [(name: String, value: String)], requestBody: Data?, status: Int,
+        responseHeaders: [(name: String, value: String)], body: Data?, bodyFile: String? = nil, started: Date?
+    ) {
+        (self.number, self.method, self.url, self.requestHeaders, self.requestBody) = (number, method, url, requestHeaders, requestBody)
+        (self.status, self.responseHeaders, self.body, self.bodyFile, self.started) = (status, responseHeaders, body, bodyFile, started)
+    }
 }
 
 /// The checks every recording's exchanges go through on their way to bundle entries, whatever recorded them (HAR,
@@ -122,8 +132,9 @@ struct ExchangeImport {
             )
         }
         let body = exchange.body ?? Data()
+        let source: BundleWriter.BodySource? = exchange.bodyFile.map { .file($0) } ?? ((status == 204 || body.isEmpty && status != 200) ? nil : .data(body))
         var written = BundleWriter.Entry(
-            url: url, status: status, headers: headers, body: (status == 204 || body.isEmpty && status != 200) ? nil : .data(body),
+            url: url, status: status, headers: headers, body: source,
             fetchedAt: exchange.started, originDate: answered.first { $0.name == "date" }.flatMap { HTTPDates.parse($0.value) })
         written.request = recorded
         // The same request twice in one recording (a page polled, reloaded): the later answer is kept.

@@ -26,6 +26,11 @@ public enum WARCImporter {
         public var notes: [(place: String, url: String, note: String)]
         /// Records read, of every type.
         public var records: Int
+        /// Where the larger bodies wait, as files, until the bundle is written.
+        let spool: ScratchFolder?
+
+        /// Removes the files the entries' larger bodies were spooled to: once the bundle is written (or not).
+        public func removeSpool() { spool?.remove() }
     }
 
     /// Reads the WARC and WACZ files at `paths`, in order (a later answer to the same request is kept), for a bundle
@@ -36,21 +41,27 @@ public enum WARCImporter {
         let box = PlaceList()
         var exchanges = ExchangeImport(rules: rules, recording: "the WARC", place: { box.place($0) })
         var records = 0
-        for path in paths {
-            if path.lowercased().hasSuffix(".wacz") {
-                let scratch = try ScratchFolder(in: NSTemporaryDirectory())
-                defer { scratch.remove() }
-                for warc in try unpackWACZ(path, into: scratch.path) {
-                    records += try read(warc.path, shownAs: "\(path) (\(warc.name))", into: &exchanges, box: box)
+        let spool = try Spool()
+        do {
+            for path in paths {
+                if path.lowercased().hasSuffix(".wacz") {
+                    let scratch = try ScratchFolder(in: NSTemporaryDirectory())
+                    defer { scratch.remove() }
+                    for warc in try unpackWACZ(path, into: scratch.path) {
+                        records += try read(warc.path, shownAs: "\(path) (\(warc.name))", into: &exchanges, box: box, spool: spool)
+                    }
+                } else {
+                    records += try read(path, shownAs: path, into: &exchanges, box: box, spool: spool)
                 }
-            } else {
-                records += try read(path, shownAs: path, into: &exchanges, box: box)
             }
+        } catch {
+            spool.folder.remove()
+            throw error
         }
         let done = exchanges.finished()
         return Imported(
             entries: done.entries, skipped: done.skipped.map { (box.place($0.entry), $0.url, $0.reason) },
-            notes: done.notes.map { (box.place($0.entry), $0.url, $0.note) }, records: records)
+            notes: done.notes.map { (box.place($0.entry), $0.url, $0.note) }, records: records, spool: spool.folder)
     }
 
     /// The places exchanges are named by, numbered from 1 (the numbers the shared import step reports).
@@ -73,26 +84,83 @@ public enum WARCImporter {
         var body: Data
     }
 
-    /// One WARC file's records into `exchanges`; the number of records read.
-    static func read(_ path: String, shownAs shown: String, into exchanges: inout ExchangeImport, box: PlaceList) throws -> Int {
+    /// Where one import keeps what it read: the bodies spooled to files, the payloads revisits may refer to.
+    final class Spool {
+        let folder: ScratchFolder
+        private var files = 0
+        /// Bodies of responses by record ID and by payload digest, for the revisits that refer to them: small ones in
+        /// memory, larger ones by the file they were spooled to.
+        var payloads: [String: BodyPlace] = [:]
+
+        enum BodyPlace {
+            case memory(Data)
+            case file(String)
+        }
+
+        /// A body at least this large goes to a file, not into memory, until the bundle is written.
+        static let spoolAt = 16 << 10
+
+        init() throws { folder = try ScratchFolder(in: NSTemporaryDirectory()) }
+
+        /// Where `body` is kept until the bundle is written.
+        func keep(_ body: Data) throws -> BodyPlace {
+            guard body.count >= Self.spoolAt else { return .memory(body) }
+            files += 1
+            let path = folder.newFile(files)
+            do {
+                try body.write(to: URL(fileURLWithPath: path))
+            } catch {
+                throw PackagerError(.io, "cannot spool a body to \(path)", cause: error)
+            }
+            return .file(path)
+        }
+    }
+
+    /// One WARC file's records into `exchanges`, each response as soon as its request is read (they are neighbours in
+    /// the files tools write, in either order), so that memory holds the records still waiting for their pair, not the
+    /// archive; the number of records read.
+    static func read(_ path: String, shownAs shown: String, into exchanges: inout ExchangeImport, box: PlaceList, spool: Spool) throws -> Int {
         let reader = try WARCReader(path: path)
-        var responses: [WARCReader.Record] = []
+        // Requests read before their response, by their ID (and by the response they name); responses read before their
+        // request, by theirs (and by the request they name).
         var requests: [String: WARCReader.Record] = [:]
-        var concurrent: [String: String] = [:]
+        var requestFor: [String: String] = [:]
+        var waiting: [String: WARCReader.Record] = [:]
+        var waitingFor: [String: String] = [:]
+        var waitingOrder: [String] = []
         var count = 0
-        func fail(_ record: WARCReader.Record, _ message: String) -> PackagerError {
-            PackagerError(.invalidInput, "\(shown): the record at offset \(record.offset) \(message)")
+        func take(_ record: WARCReader.Record, request: WARCReader.Record?) throws {
+            try response(record, request: request, shown: shown, into: &exchanges, box: box, spool: spool)
         }
         while let record = try reader.next() {
             count += 1
             let id = record.fields["warc-record-id"] ?? "offset \(record.offset)"
+            let other = record.fields["warc-concurrent-to"]
             switch record.type {
             case "response", "revisit":
-                responses.append(record)
-                if let other = record.fields["warc-concurrent-to"] { concurrent[id] = other }
+                if let requestID = requestFor[id] ?? other.flatMap({ requests[$0] != nil ? $0 : nil }), let request = requests.removeValue(forKey: requestID) {
+                    requestFor[id] = nil
+                    try take(record, request: request)
+                } else {
+                    waiting[id] = record
+                    waitingOrder.append(id)
+                    if let other { waitingFor[other] = id }
+                    // An archive without request records (some crawlers write none) would hold every response here:
+                    // past 256 waiting, the oldest is taken as a GET (its request, if any, is not its neighbour).
+                    if waiting.count > 256, let oldest = waitingOrder.first {
+                        waitingOrder.removeFirst()
+                        if let alone = waiting.removeValue(forKey: oldest) { try take(alone, request: nil) }
+                    }
+                }
             case "request":
-                requests[id] = record
-                if let response = record.fields["warc-concurrent-to"] { concurrent[response] = id }
+                if let responseID = other.flatMap({ waiting[$0] != nil ? $0 : nil }) ?? waitingFor[id], let response = waiting.removeValue(forKey: responseID) {
+                    waitingFor[id] = nil
+                    waitingOrder.removeAll { $0 == responseID }
+                    try take(response, request: record)
+                } else {
+                    requests[id] = record
+                    if let other { requestFor[other] = id }
+                }
             case "warcinfo", "metadata":
                 continue
             default:
@@ -100,85 +168,73 @@ public enum WARCImporter {
                 exchanges.skip(number, record.fields["warc-target-uri"] ?? "-", "a '\(record.type)' record holds no HTTP exchange a bundle can answer with")
             }
         }
-        // The payloads revisits refer to, by record ID and by payload digest.
-        var payloads: [String: Data] = [:]
-        let referred = Set(
-            responses.filter { $0.type == "revisit" }.flatMap { [$0.fields["warc-refers-to"], $0.fields["warc-payload-digest"]].compactMap { $0 } })
-        for record in responses where record.type == "response" {
-            let (id, digest) = (record.fields["warc-record-id"], record.fields["warc-payload-digest"])
-            guard id.map(referred.contains) == true || digest.map(referred.contains) == true else { continue }
-            guard let message = try? http(record.block), let body = try? decoded(message) else { continue }
-            if let id = record.fields["warc-record-id"] { payloads[id] = body }
-            if let digest = record.fields["warc-payload-digest"] { payloads[digest] = body }
-        }
-        for record in responses {
-            let number = box.add("the record at offset \(record.offset) of \(shown)")
-            let url = Self.targetURI(record.fields["warc-target-uri"] ?? "")
-            guard !url.isEmpty else {
-                exchanges.skip(number, "-", "it names no WARC-Target-URI")
-                continue
-            }
-            let message: HTTPMessage
-            do {
-                message = try http(record.block)
-            } catch let problem as Unreadable {
-                exchanges.skip(number, url, problem.reason)
-                continue
-            }
-            guard message.startLine.count >= 2, message.startLine[0].hasPrefix("HTTP/"), let status = Int(message.startLine[1]) else {
-                exchanges.skip(number, url, "its block is not an HTTP response (\(message.startLine.prefix(3).joined(separator: " ").prefix(40)))")
-                continue
-            }
-            var body: Data?
-            if record.type == "revisit" {
-                let profile = record.fields["warc-profile"] ?? ""
-                guard profile.hasSuffix("/identical-payload-digest") else {
-                    exchanges.skip(number, url, "a revisit whose profile is '\(profile)': it says the server answered 304, and holds no content")
-                    continue
-                }
-                let referred = record.fields["warc-refers-to"].flatMap { payloads[$0] } ?? record.fields["warc-payload-digest"].flatMap { payloads[$0] }
-                guard let referred else {
-                    exchanges.skip(number, url, "a revisit of a payload this archive does not hold")
-                    continue
-                }
-                body = referred
-            } else {
-                if let digest = record.fields["warc-payload-digest"], WARCReader.digest(digest, matches: message.body) == false,
-                    WARCReader.digest(digest, matches: (try? dechunked(message.body)) ?? Data()) != true
-                {
-                    throw fail(record, "does not match its WARC-Payload-Digest (\(digest)): its payload is damaged")
-                }
-                do {
-                    body = try decoded(message)
-                } catch let problem as Unreadable {
-                    exchanges.skip(number, url, problem.reason)
-                    continue
-                }
-            }
-            var method = "GET"
-            var requestHeaders: [(name: String, value: String)] = []
-            var requestBody: Data?
-            if let id = record.fields["warc-record-id"], let requestID = concurrent[id], let request = requests[requestID],
-                let sent = try? http(request.block), let verb = sent.startLine.first
-            {
-                method = verb.uppercased()
-                requestHeaders = sent.headers
-                let sentBody = (try? decoded(sent)) ?? sent.body
-                requestBody = sentBody.isEmpty && !["POST", "PUT", "PATCH"].contains(method) ? nil : sentBody
-            } else if let wanted = record.fields["warc-concurrent-to"], let request = requests[wanted], let sent = try? http(request.block),
-                let verb = sent.startLine.first
-            {
-                method = verb.uppercased()
-                requestHeaders = sent.headers
-                requestBody = sent.body.isEmpty ? nil : sent.body
-            }
-            let headers = message.headers.filter { $0.name != "transfer-encoding" && $0.name != "content-length" }
-            exchanges.add(
-                RecordedExchange(
-                    number: number, method: method, url: url, requestHeaders: requestHeaders, requestBody: requestBody, status: status,
-                    responseHeaders: headers, body: body, started: record.fields["warc-date"].flatMap { HTTPDates.parseRFC3339($0) }))
-        }
+        // Responses whose request the archive does not hold: GETs.
+        for id in waitingOrder { if let alone = waiting.removeValue(forKey: id) { try take(alone, request: nil) } }
         return count
+    }
+
+    /// One response or revisit record, with the request record that went with it, into `exchanges`.
+    static func response(
+        _ record: WARCReader.Record, request: WARCReader.Record?, shown: String, into exchanges: inout ExchangeImport, box: PlaceList, spool: Spool
+    ) throws {
+        let number = box.add("the record at offset \(record.offset) of \(shown)")
+        let url = Self.targetURI(record.fields["warc-target-uri"] ?? "")
+        guard !url.isEmpty else { return exchanges.skip(number, "-", "it names no WARC-Target-URI") }
+        let message: HTTPMessage
+        do {
+            message = try http(record.block)
+        } catch let problem as Unreadable {
+            return exchanges.skip(number, url, problem.reason)
+        }
+        guard message.startLine.count >= 2, message.startLine[0].hasPrefix("HTTP/"), let status = Int(message.startLine[1]) else {
+            return exchanges.skip(number, url, "its block is not an HTTP response (\(message.startLine.prefix(3).joined(separator: " ").prefix(40)))")
+        }
+        let body: Spool.BodyPlace
+        if record.type == "revisit" {
+            let profile = record.fields["warc-profile"] ?? ""
+            guard profile.hasSuffix("/identical-payload-digest") else {
+                return exchanges.skip(number, url, "a revisit whose profile is '\(profile)': it says the server answered 304, and holds no content")
+            }
+            guard
+                let referred = record.fields["warc-refers-to"].flatMap({ spool.payloads[$0] })
+                    ?? record.fields["warc-payload-digest"].flatMap({ spool.payloads[$0] })
+            else {
+                return exchanges.skip(number, url, "a revisit of a payload this archive does not hold (it must come after the response it refers to)")
+            }
+            body = referred
+        } else {
+            if let digest = record.fields["warc-payload-digest"], WARCReader.digest(digest, matches: message.body) == false,
+                WARCReader.digest(digest, matches: (try? dechunked(message.body)) ?? Data()) != true
+            {
+                throw PackagerError(
+                    .invalidInput, "\(shown): the record at offset \(record.offset) does not match its WARC-Payload-Digest (\(digest)): its payload is damaged")
+            }
+            do {
+                body = try spool.keep(try decoded(message))
+            } catch let problem as Unreadable {
+                return exchanges.skip(number, url, problem.reason)
+            }
+            if let id = record.fields["warc-record-id"] { spool.payloads[id] = body }
+            if let digest = record.fields["warc-payload-digest"] { spool.payloads[digest] = body }
+        }
+        var method = "GET"
+        var requestHeaders: [(name: String, value: String)] = []
+        var requestBody: Data?
+        if let request, let sent = try? http(request.block), let verb = sent.startLine.first {
+            method = verb.uppercased()
+            requestHeaders = sent.headers
+            let sentBody = (try? decoded(sent)) ?? sent.body
+            requestBody = sentBody.isEmpty && !["POST", "PUT", "PATCH"].contains(method) ? nil : sentBody
+        }
+        var exchange = RecordedExchange(
+            number: number, method: method, url: url, requestHeaders: requestHeaders, requestBody: requestBody, status: status,
+            responseHeaders: message.headers.filter { $0.name != "transfer-encoding" && $0.name != "content-length" }, body: nil,
+            started: record.fields["warc-date"].flatMap { HTTPDates.parseRFC3339($0) })
+        switch body {
+        case .memory(let data): exchange.body = data
+        case .file(let file): exchange.bodyFile = file
+        }
+        exchanges.add(exchange)
     }
 
     /// WARC 1.0 wrote the target URI in angle brackets; 1.1 does not.
