@@ -115,28 +115,17 @@ extension Packager {
                             .invalidInput,
                             "\(fromWARC.joined(separator: ", ")): none of its \(imported.records) records can be packed (\(imported.skipped.count) skipped)")
                     }
-                    var writer = BundleWriter(options: writerOptions)
-                    for entry in imported.entries { writer.add(entry) }
-                    let w = try writer.write(to: output)
-                    print("packed \(imported.entries.count) recorded exchanges (of \(imported.records) records) into \(output)")
-                    print("  \(w.entries) request keys, \(w.bodies) bodies; bundle \(formatBytes(w.fileSize))")
-                    print("  digest sha256:\(w.digest)")
-                    for kept in imported.notes { print(terminalSafe("  kept \(kept.place) (\(kept.url)): \(kept.note)")) }
-                    for skipped in imported.skipped { print(terminalSafe("  skipped \(skipped.place) (\(skipped.url)): \(skipped.reason)")) }
-                    return
+                    return try writeRecorded(
+                        imported.entries, options: writerOptions, headline: "recorded exchanges (of \(imported.records) records)",
+                        notes: imported.notes.map { ($0.place, $0.url, $0.note) }, skipped: imported.skipped.map { ($0.place, $0.url, $0.reason) })
                 }
                 if let fromHAR {
                     let imported = try HARImporter.read(fromHAR, rules: writerOptions.rules)
                     guard !imported.entries.isEmpty else { throw PackagerError(.invalidInput, "\(fromHAR): no entry of the recording can be packed") }
-                    var writer = BundleWriter(options: writerOptions)
-                    for entry in imported.entries { writer.add(entry) }
-                    let w = try writer.write(to: output)
-                    print("packed \(imported.entries.count) recorded requests into \(output)")
-                    print("  \(w.entries) request keys, \(w.bodies) bodies; bundle \(formatBytes(w.fileSize))")
-                    print("  digest sha256:\(w.digest)")
-                    for kept in imported.notes { print(terminalSafe("  kept entry \(kept.entry) (\(kept.url)): \(kept.note)")) }
-                    for skipped in imported.skipped { print(terminalSafe("  skipped entry \(skipped.entry) (\(skipped.url)): \(skipped.reason)")) }
-                    return
+                    return try writeRecorded(
+                        imported.entries, options: writerOptions, headline: "recorded requests",
+                        notes: imported.notes.map { ("entry \($0.entry)", $0.url, $0.note) },
+                        skipped: imported.skipped.map { ("entry \($0.entry)", $0.url, $0.reason) })
                 }
                 guard let source, let baseURL else { return }
                 let packer = Packer(
@@ -151,6 +140,22 @@ extension Packager {
                 print("  digest sha256:\(w.digest)")
                 for skipped in summary.skipped { print("  skipped \(skipped)") }
             }
+        }
+
+        /// Writes a recording's entries (HAR, WARC) and says what was kept with less and what was skipped, each by its
+        /// place in the recording (`entry 3`, `the record at offset 1024 of crawl.warc.gz`).
+        func writeRecorded(
+            _ entries: [BundleWriter.Entry], options: BundleWriter.Options, headline: String, notes: [(place: String, url: String, text: String)],
+            skipped: [(place: String, url: String, text: String)]
+        ) throws {
+            var writer = BundleWriter(options: options)
+            for entry in entries { writer.add(entry) }
+            let w = try writer.write(to: output)
+            print("packed \(entries.count) \(headline) into \(output)")
+            print("  \(w.entries) request keys, \(w.bodies) bodies; bundle \(formatBytes(w.fileSize))")
+            print("  digest sha256:\(w.digest)")
+            for kept in notes { print(terminalSafe("  kept \(kept.place) (\(kept.url)): \(kept.text)")) }
+            for left in skipped { print(terminalSafe("  skipped \(left.place) (\(left.url)): \(left.text)")) }
         }
     }
 }
