@@ -85,6 +85,15 @@ struct WARCImportTests {
             let post = try #require(loader.response(for: BundleRequest(method: "POST", url: base + "/search", body: Data("{ \"q\": \"a\" }".utf8))))
             #expect(try post.bodyData() == Data("[\"apple\"]".utf8), "the POST answered by its body (canonical JSON)")
             #expect(loader.response(for: BundleRequest(method: "POST", url: base + "/search", body: Data("{\"q\":\"b\"}".utf8))) == nil)
+            // And back out: the bundle's WARC holds every payload as the origin meant it (the gzip page inflated), which
+            // warcio reads and checks.
+            let again = try await run(packagerExecutable, ["export", folder.path + "/b.zip", "--format", "warc", "-o", folder.path + "/again.warc.gz"])
+            #expect(again.status == 0, "\(again.output)")
+            let records = try await WARCExportTests.read(folder.path + "/again.warc.gz")
+            for (path, body) in [("/", Data("<p>home</p>".utf8)), ("/big.txt", Data(text.utf8)), ("/search", Data("[\"apple\"]".utf8))] {
+                let record = try #require(records.first { $0["uri"] == base + path && $0["type"] == "response" }, "\(path)")
+                #expect(record["sha256"] == hexString(SHA256Digest.of(body)), "\(path): \(record)")
+            }
         }
     }
 
