@@ -10,57 +10,59 @@ import NIOCore
 ///
 /// It also bounds the kept answers' bodies a connection has in flight (``keptLimit``), which go out as the response
 /// cache's own buffers.
-final class BodyGate: @unchecked Sendable {
-    // @unchecked: used only on `loop` (every stream of a connection runs on the connection's event loop).
+final class BodyGate: Sendable {
     let limit: Int
     let stalledLimit: Int
     let stallPeriod: TimeAmount
     let loop: any EventLoop
-    private var active = 0
-    private var stalled = 0
-    private var waiting = CircularBuffer<@Sendable () -> Void>()
+    /// What the gate counts, reachable only on `loop` (every stream of a connection runs on the connection's event loop;
+    /// the box checks it).
+    private let state: NIOLoopBoundBox<State>
+
+    private struct State {
+        var active = 0
+        var stalled = 0
+        var waiting = CircularBuffer<@Sendable () -> Void>()
+        var keptInFlight = 0
+        var keptWaiting = CircularBuffer<@Sendable () -> Void>()
+    }
 
     init(limit: Int, stalledLimit: Int = 4, stallPeriod: TimeAmount, loop: any EventLoop) {
         self.limit = limit
         self.stalledLimit = stalledLimit
         self.stallPeriod = stallPeriod
         self.loop = loop
+        state = NIOLoopBoundBox(State(), eventLoop: loop)
     }
 
     /// A holder that made no progress gives its turn to the next, if fewer than `stalledLimit` are stalled; true when
     /// it did (it then counts as stalled until ``unstall()``).
     func stall() -> Bool {
-        loop.preconditionInEventLoop()
-        guard stalled < stalledLimit else { return false }
-        stalled += 1
+        guard state.value.stalled < stalledLimit else { return false }
+        state.value.stalled += 1
         leave()
         return true
     }
 
     /// A stalled holder's answer ended.
-    func unstall() {
-        loop.preconditionInEventLoop()
-        stalled -= 1
-    }
+    func unstall() { state.value.stalled -= 1 }
 
     /// Runs `go` now when a turn is free, else once one is given back (on the loop, never inside `leave`).
     func enter(_ go: @escaping @Sendable () -> Void) {
-        loop.preconditionInEventLoop()
-        if active < limit {
-            active += 1
+        if state.value.active < limit {
+            state.value.active += 1
             go()
         } else {
-            waiting.append(go)
+            state.value.waiting.append(go)
         }
     }
 
     /// Gives a turn back: to the first waiting, or free.
     func leave() {
-        loop.preconditionInEventLoop()
-        if let next = waiting.popFirst() {
+        if let next = state.value.waiting.popFirst() {
             loop.execute(next)
         } else {
-            active -= 1
+            state.value.active -= 1
         }
     }
 
@@ -74,15 +76,10 @@ final class BodyGate: @unchecked Sendable {
     /// holds later kept answers of that connection until it reads that stream or closes it: browsers ask media, which
     /// they pause, with Range requests, which are never answered from the cache.
     static let keptLimit = ResponseCache.maxBody
-    private var keptInFlight = 0
-    private var keptWaiting = CircularBuffer<@Sendable () -> Void>()
 
     /// Whether a kept body of `bytes` may go out now without a copy (always when none is in flight: no kept body is larger
     /// than the limit).
-    func mayWriteKept(_ bytes: Int) -> Bool {
-        loop.preconditionInEventLoop()
-        return keptInFlight + bytes <= Self.keptLimit
-    }
+    func mayWriteKept(_ bytes: Int) -> Bool { state.value.keptInFlight + bytes <= Self.keptLimit }
 
     /// Writes `data` (a kept body of `bytes`) through `context`, counting it in flight until the write completes.
     func writeKept(_ data: NIOAny, bytes: Int, context: ChannelHandlerContext) {
@@ -93,19 +90,15 @@ final class BodyGate: @unchecked Sendable {
 
     /// Counts `bytes` of a kept body as in flight until `written` completes; then the answers that waited try again.
     private func holdKept(_ bytes: Int, until written: EventLoopFuture<Void>) {
-        loop.preconditionInEventLoop()
-        keptInFlight += bytes
+        state.value.keptInFlight += bytes
         written.whenComplete { _ in
-            self.keptInFlight -= bytes
+            self.state.value.keptInFlight -= bytes
             // Each tries again in order, on the loop; one that still finds no room waits again, behind a write whose
             // completion wakes it.
-            while let next = self.keptWaiting.popFirst() { self.loop.execute(next) }
+            while let next = self.state.value.keptWaiting.popFirst() { self.loop.execute(next) }
         }
     }
 
     /// Runs `go` once kept bytes in flight complete (called when ``mayWriteKept(_:)`` said no, so some are).
-    func whenKeptFits(_ go: @escaping @Sendable () -> Void) {
-        loop.preconditionInEventLoop()
-        keptWaiting.append(go)
-    }
+    func whenKeptFits(_ go: @escaping @Sendable () -> Void) { state.value.keptWaiting.append(go) }
 }
