@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import OfflineBundle
+import Synchronization
 
 /// Web archives read into bundle entries: `packager pack --from-warc` of WARC files (plain or gzipped, 1.0 or 1.1) and
 /// WACZ files (their `archive/` WARCs, once every file's SHA-256 matches its `datapackage.json`).
@@ -65,16 +66,15 @@ public enum WARCImporter {
     }
 
     /// The places exchanges are named by, numbered from 1 (the numbers the shared import step reports).
-    final class PlaceList: @unchecked Sendable {
-        private let lock = NSLock()
-        private var list: [String] = []
+    final class PlaceList: Sendable {
+        private let list = Mutex<[String]>([])
         func add(_ place: String) -> Int {
-            lock.withLock {
+            list.withLock { list in
                 list.append(place)
                 return list.count
             }
         }
-        func place(_ number: Int) -> String { lock.withLock { number >= 1 && number <= list.count ? list[number - 1] : "record \(number)" } }
+        func place(_ number: Int) -> String { list.withLock { number >= 1 && number <= $0.count ? $0[number - 1] : "record \(number)" } }
     }
 
     /// A record's HTTP message: the start line's words, the header fields (names lowercased) and the body as stored.
