@@ -304,7 +304,14 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         bodyCheck = context.eventLoop.scheduleTask(in: .nanoseconds(settings.bodyTimeout.nanoseconds / 2)) {
             let (handler, context) = bound.value
             guard handler.body != nil, handler.head != nil else { return }
-            if handler.bodyWatch.check(activity: handler.bodyBytesReceived) { return context.close(promise: nil) }
+            if handler.bodyWatch.check(activity: handler.bodyBytesReceived) {
+                // The body's room goes back before the socket closes: a client that sees the close and sends again
+                // finds it. (Bodies of requests waiting their turn keep theirs until answered or the handler leaves.)
+                handler.releaseBody()
+                handler.body = nil
+                handler.skippingBody = true
+                return context.close(promise: nil)
+            }
             handler.scheduleBodyCheck(context: context)
         }
     }
