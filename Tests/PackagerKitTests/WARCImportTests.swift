@@ -171,6 +171,10 @@ struct WARCImportTests {
         var flipped = plain
         flipped[body.lowerBound + 2] ^= 0x20
         try await refused("flipped.warc", flipped, "does not match its WARC-Block-Digest")
+        // A Content-Length near Int.max: refused as cut short, not an overflow.
+        var huge = plain
+        huge.replaceSubrange(first.upperBound..<lineEnd.lowerBound, with: Data(String(Int.max).utf8))
+        try await refused("huge.warc", huge, "is cut short: its Content-Length says \(Int.max) bytes")
         // Not a WARC at all.
         try await refused("page.warc", Data("<html>hello</html>".utf8), "is not a WARC record")
         // A WACZ whose WARC does not match the digest its datapackage.json records.
@@ -196,6 +200,23 @@ struct WARCImportTests {
         #expect(rezip.status == 0, "\(rezip.output)")
         let package = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/damaged-source.wacz"))
         try await refused("damaged.wacz", package, "archive/data.warc.gz does not match the SHA-256")
+        // A WARC the datapackage does not list: it would escape the check.
+        let extra = try await run(
+            "python3",
+            [
+                "-c",
+                """
+                import sys, zipfile
+                with zipfile.ZipFile(sys.argv[1]) as a, zipfile.ZipFile(sys.argv[2], 'w', zipfile.ZIP_STORED) as b:
+                    for info in a.infolist():
+                        b.writestr(info.filename, a.read(info.filename))
+                    b.writestr('archive/extra.warc.gz', a.read('archive/data.warc.gz'))
+                """,
+                wacz, folder.path + "/extra-source.wacz",
+            ])
+        #expect(extra.status == 0, "\(extra.output)")
+        try await refused(
+            "extra.wacz", try Data(contentsOf: URL(fileURLWithPath: folder.path + "/extra-source.wacz")), "archive/extra.warc.gz is not listed with its digest")
     }
 }
 

@@ -37,6 +37,9 @@ public enum WARCImporter {
     /// Reads the WARC and WACZ files at `paths`, in order (a later answer to the same request is kept), for a bundle
     /// with `rules`.
     ///
+    /// Bodies of 16 KiB and more wait in files of a scratch folder until the bundle is written: call
+    /// ``Imported/removeSpool()`` once it is (or once it will not be).
+    ///
     /// - Throws: ``PackagerError`` naming the file and the record's offset, or the WACZ's file, when one is damaged.
     public static func read(_ paths: [String], rules: BundleRules) throws -> Imported {
         let box = PlaceList()
@@ -330,6 +333,11 @@ public enum WARCImporter {
             let resources = package["resources"] as? [[String: Any]]
         else {
             throw PackagerError(.invalidInput, "\(path): not a WACZ: it has no datapackage.json listing its resources")
+        }
+        // Every WARC read is one the package lists with its digest: an unlisted one would escape the check.
+        let listed = Set(resources.compactMap { $0["hash"] is String ? $0["path"] as? String : nil })
+        if let unlisted = warcs.first(where: { !listed.contains($0.name) }) {
+            throw PackagerError(.invalidInput, "\(path): \(unlisted.name) is not listed with its digest in datapackage.json: it cannot be checked")
         }
         for resource in resources {
             guard let name = resource["path"] as? String, let hash = resource["hash"] as? String else { continue }

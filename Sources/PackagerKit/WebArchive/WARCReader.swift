@@ -115,7 +115,8 @@ final class WARCReader {
             throw fail(at, "has no Content-Length, or not a number")
         }
         let blockStart = headerEnd.upperBound
-        guard pending.endIndex - blockStart >= length + 4 else {
+        // Compared without adding to `length`: a Content-Length near Int.max must not overflow.
+        guard pending.endIndex - blockStart - 4 >= length else {
             // Not all here yet: the next member may hold the rest; at the end of the file, it is cut short.
             if gzip && position < data.count { return nil }
             throw fail(at, "is cut short: its Content-Length says \(length) bytes, the file holds \(max(0, pending.endIndex - blockStart))")
