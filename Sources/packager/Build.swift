@@ -306,6 +306,16 @@ extension Packager {
             if let key = report.signedBy { lines.append("  signed by \(key) (the key of the .pub that checks it)") }
             lines += Self.skippedLines(report.skipped, all: level.verbose)
             for limit in report.limitsReached { lines.append("  " + style.yellow("limit") + ": \(limit)") }
+            for sweep in report.searchSweeps {
+                let outcome =
+                    switch sweep.stoppedAt {
+                    case "a"?: "typing a loaded nothing: not a search in pieces"
+                    case "z"?: "typing z loaded nothing new: not a search in pieces"
+                    case let other?: "stopped at \(other)"
+                    case nil: "\(sweep.loaded) of \(sweep.typed) leading characters loaded something"
+                    }
+                lines.append(terminalSafe("  search box swept on \(sweep.page): \(outcome)"))
+            }
             if !report.browserProblems.isEmpty {
                 lines.append("pages the browser could not render in full (crawled all the same):")
                 for problem in report.browserProblems { lines.append(terminalSafe("  " + style.yellow("browser") + " \(problem.page): \(problem.reason)")) }

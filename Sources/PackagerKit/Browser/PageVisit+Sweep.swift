@@ -8,11 +8,26 @@ extension PageVisit.Behaviours {
     /// The inputs a page's search box may be, as the behaviours look for them.
     static let searchBoxSelector = "input[type=search], input[name=q], input[name=query], input[name=search], input[role=combobox], input[type=text]"
 
-    /// Whether the page shows a search box the sweep would type into (as ``sweepSteps`` finds it).
-    static let searchBoxProbe = """
-        Array.from(document.querySelectorAll('\(searchBoxSelector)'))
-          .some(el => el.offsetParent !== null || el.getClientRects().length > 0)
+    /// Whether the page shows a search box the sweep would type into (as ``sweepSteps`` finds it), waiting at most
+    /// `milliseconds` for one to show: a page's script may insert its box after the load (Doxygen's menu does, on
+    /// jQuery's ready), and a probe run just before that, under load, missed it and the origin was never swept.
+    static func searchBoxProbe(waiting milliseconds: Int) -> String {
         """
+        new Promise(done => {
+          const started = performance.now();
+          const look = () => {
+            if (Array.from(document.querySelectorAll('\(searchBoxSelector)')).some(el => el.offsetParent !== null || el.getClientRects().length > 0)) {
+              done(true);
+            } else if (performance.now() - started >= \(milliseconds)) {
+              done(false);
+            } else {
+              setTimeout(look, 100);
+            }
+          };
+          look();
+        })
+        """
+    }
 
     /// Types each leading letter, digit and `_` into the page's first search box, when the box loads its index in
     /// pieces (Doxygen's, one per first character typed): `a` made the page load something, and `z` then loaded
@@ -64,13 +79,41 @@ extension PageVisit.Behaviours {
             type(box, '');
             await sleep(300);
             await settle();
-            if (await typed('a', 4000) && await typed('z', 4000)) {
-              for (const c of 'bcdefghijklmnopqrstuvwxy0123456789_') { await typed(c, 2000); }
+            sweep = {typed: 1, loaded: 0, stoppedAt: 'a'};
+            if (await typed('a', 4000)) {
+              sweep = {typed: 2, loaded: 1, stoppedAt: 'z'};
+              if (await typed('z', 4000)) {
+                sweep = {typed: 2, loaded: 2, stoppedAt: null};
+                for (const c of 'bcdefghijklmnopqrstuvwxy0123456789_') {
+                  sweep.typed += 1;
+                  if (await typed(c, 2000)) { sweep.loaded += 1; }
+                }
+              }
             }
             type(box, '');
           }
         }
         """
+}
+
+/// What typing into a page's search box, one leading character at a time, loaded (``SearchSweeps``).
+public struct SearchSweep: Codable, Sendable, Equatable {
+    /// The page whose box was swept (the first of its origin that showed one).
+    public var page: String
+    /// Characters typed: 37 when the sweep ran to its end.
+    public var typed: Int
+    /// Of those, the ones that made the page load something it had not (a piece of the index, a results frame).
+    public var loaded: Int
+    /// Where the sweep stopped early: `a`, typing it loaded nothing; `z`, it loaded nothing more (a search that is
+    /// not in pieces, or one that asks an API again). Nil when every character was typed.
+    public var stoppedAt: String?
+
+    public init(page: String, typed: Int, loaded: Int, stoppedAt: String?) {
+        self.page = page
+        self.typed = typed
+        self.loaded = loaded
+        self.stoppedAt = stoppedAt
+    }
 }
 
 /// Which origins' search boxes were swept in one crawl or check: a sweep costs about 30 s of typing, and one page
@@ -82,11 +125,24 @@ final class SearchSweeps: Sendable {
     private struct State {
         var done: Set<String> = []
         var claimed: Set<String> = []
+        var probed: [String: Int] = [:]
     }
     private let state = Mutex(State())
 
     /// Whether `origin` may still be swept (no page has swept it).
     func open(_ origin: String) -> Bool { state.withLock { !$0.done.contains(origin) } }
+
+    /// How long (ms) a page of `origin` waits for its search box to show: 2 s on the first ``patientPages`` pages of
+    /// the origin (a seed page's box is the one that matters most), none after, so that a site without a search box
+    /// pays 6 s in all, not 2 s a page.
+    func patience(_ origin: String) -> Int {
+        state.withLock {
+            $0.probed[origin, default: 0] += 1
+            return $0.probed[origin, default: 0] <= Self.patientPages ? 2_000 : 0
+        }
+    }
+
+    static let patientPages = 3
 
     /// Whether the caller sweeps `origin`'s search box: no other page has. While another page holds the claim, waits
     /// for it to end (at most `patience`; a page's sweep is bound by its script's budget): false once that page swept.

@@ -51,6 +51,8 @@ struct PageVisit: Sendable {
         /// The addresses the page's scripts gave it with `history.pushState` and `replaceState` (a search page that
         /// writes its query there): a reload at each asks for it.
         var states: [String] = []
+        /// What the sweep of the page's search box did, when the page's box was swept (see ``SearchSweeps``).
+        var sweep: SearchSweep?
     }
 
     static let maxRequests = 2_000
@@ -115,7 +117,7 @@ struct PageVisit: Sendable {
                 (async () => {
                 const sleep = ms => new Promise(r => setTimeout(r, ms));
                 const all = selector => { try { return Array.from(document.querySelectorAll(selector)); } catch (e) { return []; } };
-                let searchBox = false;
+                let searchBox = false, sweep = null;
                 const type = (el, text) => {
                   try {
                     el.focus();
@@ -135,7 +137,7 @@ struct PageVisit: Sendable {
                 for (const el of document.querySelectorAll('script[src], img[src], iframe[src], source[src], video[src], audio[src], embed[src]')) {
                   if (el.src) found.add(String(el.src));
                 }
-                return JSON.stringify({links: Array.from(found), states: (window.\(Self.statesName) || []).slice(0, 50), searchBox});
+                return JSON.stringify({links: Array.from(found), states: (window.\(Self.statesName) || []).slice(0, 50), searchBox, sweep});
                 })()
                 """
         }
@@ -249,8 +251,10 @@ struct PageVisit: Sendable {
             // while the page that has one passes by).
             var sweep = false
             if behaviours.generic, let origin, behaviours.sweeps.open(origin) {
+                let patience = behaviours.sweeps.patience(origin)
                 let box = try await browser.send(
-                    "Runtime.evaluate", ["expression": .string(Behaviours.searchBoxProbe), "returnByValue": true], session: session, timeout: 10)
+                    "Runtime.evaluate", ["expression": .string(Behaviours.searchBoxProbe(waiting: patience)), "awaitPromise": true, "returnByValue": true],
+                    session: session, timeout: 10 + Double(patience) / 1000)
                 if box["result"]["value"].bool == true { sweep = await behaviours.sweeps.claim(origin) }
             }
             let budget = 10_000 + behaviours.waits(on: url) + (behaviours.declared.isEmpty ? 0 : Int(timeout * 1000)) + (sweep ? 120_000 : 0)
@@ -271,6 +275,9 @@ struct PageVisit: Sendable {
                 recorder.addLinks(found["links"] as? [String] ?? [])
                 recorder.addStates(found["states"] as? [String] ?? [])
                 swept = found["searchBox"] as? Bool ?? false
+                if let sweep = found["sweep"] as? [String: Any], let typed = sweep["typed"] as? Int, let loaded = sweep["loaded"] as? Int {
+                    recorder.sweep = SearchSweep(page: url, typed: typed, loaded: loaded, stoppedAt: sweep["stoppedAt"] as? String)
+                }
             }
             if let probe {
                 let value = try await browser.send(
@@ -318,6 +325,7 @@ private final class Recorder: Sendable {
         var workers: [String] = []
         var navigated = false
         var probe: String?
+        var sweep: SearchSweep?
     }
 
     let page: String
@@ -337,6 +345,11 @@ private final class Recorder: Sendable {
         set { state.withLockedValue { $0.probe = newValue } }
     }
 
+    var sweep: SearchSweep? {
+        get { state.withLockedValue { $0.sweep } }
+        set { state.withLockedValue { $0.sweep = newValue } }
+    }
+
     func addLinks(_ links: [String]) { state.withLockedValue { $0.links.append(contentsOf: links) } }
     func addStates(_ states: [String]) { state.withLockedValue { $0.states.append(contentsOf: states) } }
 
@@ -351,7 +364,7 @@ private final class Recorder: Sendable {
             var seenStates = Set<String>()
             return PageVisit.Result(
                 requests: requests, links: links, problem: problem ?? state.crashed, probe: state.probe,
-                states: state.states.filter { seenStates.insert($0).inserted })
+                states: state.states.filter { seenStates.insert($0).inserted }, sweep: state.sweep)
         }
     }
 

@@ -74,6 +74,9 @@ public struct BuildReport: Codable, Sendable {
     /// Pages the browser could not render in full (`browser`): a crash, a load that never ended. Never fatal: the
     /// page itself was crawled, and what the browser saw before the problem is kept.
     public var browserProblems: [PageProblem] = []
+    /// The search boxes the browser swept (`browser`; one page per origin): every leading letter, digit and `_`
+    /// typed, so that a search that loads its index in pieces is whole in the bundle.
+    public var searchSweeps: [SearchSweep] = []
 
     /// A page the browser could not render in full, and why.
     public struct PageProblem: Codable, Sendable, Equatable {

@@ -140,6 +140,7 @@ public struct Builder: Sendable {
         report.resumed = crawl.stats.resumed
         report.bytesResumed = crawl.stats.bytesResumed
         report.browserProblems = crawl.browserProblems
+        report.searchSweeps = crawl.searchSweeps
         if report.succeeded {
             var rules = declaration.bundleRules
             if declaration.ignoreQuery == .auto { rules.ignoreQuery = crawl.ignoreQuery }

@@ -35,6 +35,7 @@ final class CrawlState: Sendable {
         var failures: [BuildReport.Failure] = []
         var skipped: [String: Int] = [:]
         var browserProblems: [BuildReport.PageProblem] = []
+        var searchSweeps: [SearchSweep] = []
         var limits: [String] = []
         var counts = CrawlProgress()
         var reservedResources = 0
@@ -94,6 +95,8 @@ final class CrawlState: Sendable {
     func browserProblem(page: String, reason: String) {
         state.withLockedValue { $0.browserProblems.append(.init(page: page, reason: reason)) }
     }
+
+    func searchSwept(_ sweep: SearchSweep) { state.withLockedValue { $0.searchSweeps.append(sweep) } }
 
     func limit(_ message: String) {
         state.withLockedValue { state in if !state.limits.contains(message) { state.limits.append(message) } }
@@ -162,7 +165,7 @@ final class CrawlState: Sendable {
         let sortedFailures = state.failures.sorted { ($0.declared ? 0 : 1, $0.url) < ($1.declared ? 0 : 1, $1.url) }
         return .init(
             store: entries, failures: sortedFailures, skipped: state.skipped, limitsReached: state.limits, stats: stats,
-            browserProblems: state.browserProblems.sorted { $0.page < $1.page })
+            browserProblems: state.browserProblems.sorted { $0.page < $1.page }, searchSweeps: state.searchSweeps.sorted { $0.page < $1.page })
     }
 }
 

@@ -24,6 +24,7 @@ extension Crawler {
             return .proceed(headers: headerRules.headers(for: origin).map { ($0.name, $0.value) })
         }
         if let problem = visit.problem { state.browserProblem(page: url, reason: problem) }
+        if let sweep = visit.sweep { state.searchSwept(sweep) }
         var found: [(url: String, role: CrawlScope.Role, depth: Int)] = []
         for (request, _) in visit.requests where request.method == "GET" && request.url != url {
             found.append((request.url, .requisite, depth))

@@ -20,6 +20,8 @@ final class Crawler: Sendable {
         var stats: CrawlProgress
         /// Pages the browser could not render in full.
         var browserProblems: [BuildReport.PageProblem] = []
+        /// The search boxes the browser swept.
+        var searchSweeps: [SearchSweep] = []
         /// Ignore-query patterns learned for the origins that ignore the query (``QueryProbe``); empty unless the
         /// declaration's `ignore-query` is `auto`.
         var ignoreQuery: [String] = []
