@@ -107,16 +107,20 @@ extension Packager {
                 writerOptions.storesIndex = storedIndex
                 writerOptions.rules.match = match
                 if !fromWARC.isEmpty {
-                    let imported = try WARCImporter.read(fromWARC, rules: writerOptions.rules)
+                    // The entries go to a scratch store beside the output, their bodies compressed while the archives are read.
+                    let entries = try RecordedEntries(beside: output, compressionLevel: compressionLevel)
+                    defer { entries.remove() }
+                    let imported = try WARCImporter.read(fromWARC, rules: writerOptions.rules, into: entries)
                     defer { imported.removeSpool() }
-                    guard !imported.entries.isEmpty else {
+                    guard imported.count > 0 else {
                         for skipped in imported.skipped.prefix(20) { print(terminalSafe("  skipped \(skipped.place) (\(skipped.url)): \(skipped.reason)")) }
                         throw PackagerError(
                             .invalidInput,
                             "\(fromWARC.joined(separator: ", ")): none of its \(imported.records) records can be packed (\(imported.skipped.count) skipped)")
                     }
-                    return try writeRecorded(
-                        imported.entries, options: writerOptions, headline: "recorded exchanges (of \(imported.records) records)",
+                    let w = try entries.write(to: output, options: writerOptions)
+                    return report(
+                        w, taken: imported.count, headline: "recorded exchanges (of \(imported.records) records)",
                         notes: imported.notes.map { ($0.place, $0.url, $0.note) }, skipped: imported.skipped.map { ($0.place, $0.url, $0.reason) })
                 }
                 if let fromHAR {
@@ -150,8 +154,15 @@ extension Packager {
         ) throws {
             var writer = BundleWriter(options: options)
             for entry in entries { writer.add(entry) }
-            let w = try writer.write(to: output)
-            print("packed \(entries.count) \(headline) into \(output)")
+            report(try writer.write(to: output), taken: entries.count, headline: headline, notes: notes, skipped: skipped)
+        }
+
+        /// Says what a recording's bundle holds, what was kept with less and what was skipped.
+        func report(
+            _ w: BundleWriter.Summary, taken: Int, headline: String, notes: [(place: String, url: String, text: String)],
+            skipped: [(place: String, url: String, text: String)]
+        ) {
+            print("packed \(taken) \(headline) into \(output)")
             print("  \(w.entries) request keys, \(w.bodies) bodies; bundle \(formatBytes(w.fileSize))")
             print("  digest sha256:\(w.digest)")
             for kept in notes { print(terminalSafe("  kept \(kept.place) (\(kept.url)): \(kept.text)")) }

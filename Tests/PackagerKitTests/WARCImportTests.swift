@@ -38,6 +38,45 @@ struct WARCImportTests {
         }
     }
 
+    @Test(
+        "the same archive twice: every request's later answer is kept, the earlier left out and listed; a body over 1 MiB (a file while the archive is read) and its revisit answer alike"
+    )
+    func twiceAndLarge() async throws {
+        let folder = try TemporaryFolder()
+        _ = try WARCExportTests.bundle(at: folder.path + "/b.zip")
+        let warc = folder.path + "/b.warc.gz"
+        #expect(try await run(packagerExecutable, ["export", folder.path + "/b.zip", "--format", "warc", "-o", warc]).status == 0)
+        let twice = try await run(packagerExecutable, ["pack", "--from-warc", warc, "--from-warc", warc, "-o", folder.path + "/twice.zip"])
+        #expect(twice.status == 0 && twice.output.contains("packed 7 recorded exchanges"), "\(twice.output)")
+        #expect(twice.output.components(separatedBy: "whose answer is kept").count - 1 == 7, "\(twice.output)")
+        try Self.expectSameAnswers(folder.path + "/twice.zip", as: folder.path + "/b.zip")
+
+        // Two files of the same 1.5 MB (text: compressed, its spooled file could then go): the WARC holds one response
+        // and a revisit of it, which needs that file still.
+        try FileManager.default.createDirectory(atPath: folder.path + "/site", withIntermediateDirectories: true)
+        let large = Data((0..<60_000).map { "line \($0) of a large page\n" }.joined().utf8)
+        #expect(large.count > 1 << 20)
+        try large.write(to: URL(fileURLWithPath: folder.path + "/site/a.txt"))
+        try large.write(to: URL(fileURLWithPath: folder.path + "/site/b.txt"))
+        try Data("<p>small</p>".utf8).write(to: URL(fileURLWithPath: folder.path + "/site/index.html"))
+        let packed = try await run(packagerExecutable, ["pack", folder.path + "/site", "--base-url", "https://large.test/", "-o", folder.path + "/large.zip"])
+        #expect(packed.status == 0, "\(packed.output)")
+        let largeWARC = folder.path + "/large.warc.gz"
+        #expect(try await run(packagerExecutable, ["export", folder.path + "/large.zip", "--format", "warc", "-o", largeWARC]).status == 0)
+        let records = try Data(contentsOf: URL(fileURLWithPath: largeWARC))
+        #expect(try WARCPlain.inflate(records).range(of: Data("warc-type: revisit".utf8)) != nil)
+        let imported = try await run(packagerExecutable, ["pack", "--from-warc", largeWARC, "-o", folder.path + "/large-again.zip"])
+        #expect(imported.status == 0, "\(imported.output)")
+        let bundle = try MountedBundle(path: folder.path + "/large-again.zip")
+        for path in ["a.txt", "b.txt"] {
+            let entry = try #require(bundle.entry(forKey: "https://large.test/" + path))
+            #expect(try bundle.body(of: entry) == large, "\(path)")
+        }
+        // Nothing is left beside the output: the import's scratch folder (its entries, spooled bodies, payloads) is gone.
+        let left = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix(".") }
+        #expect(left.isEmpty, "\(left)")
+    }
+
     @Test("a WARC that warcio recorded from a live origin (a page, a gzip answer, a POST): the bundle answers as the origin did")
     func recordedByWarcio() async throws {
         let python = try #require(warcio).replacingOccurrences(of: "/warcio", with: "/python3")
@@ -225,7 +264,7 @@ enum WARCPlain {
     static func inflate(_ gz: Data) throws -> Data {
         let folder = try TemporaryFolder()
         try gz.write(to: URL(fileURLWithPath: folder.path + "/in.warc.gz"))
-        let reader = try WARCReader(path: folder.path + "/in.warc.gz")
+        var reader = try WARCReader(path: folder.path + "/in.warc.gz")
         var out = Data()
         while let record = try reader.next() {
             var head = "WARC/1.1\r\n"

@@ -38,13 +38,18 @@ struct ExchangeImport {
     let canonicalizer: RequestKeyCanonicalizer
     private(set) var imported = HARImporter.Imported(entries: [], skipped: [])
     private var byKey: [String: (entry: Int, index: Int, url: String)] = [:]
+    /// Where the entries go, when not into ``imported``'s array: a bundle's scratch store, bodies compressed as they come.
+    let sink: RecordedEntries?
+    /// How many entries were taken (a request taken twice counts once).
+    var count: Int { byKey.count }
 
     /// How a report names an exchange by its ``RecordedExchange/number``: `entry 3`, `the record at offset 1024`.
     let place: @Sendable (Int) -> String
     /// What recorded it, as the 304's reason says: `the HAR`, `the WARC`.
     let recording: String
 
-    init(rules: BundleRules, recording: String, place: @escaping @Sendable (Int) -> String) {
+    init(rules: BundleRules, recording: String, place: @escaping @Sendable (Int) -> String, sink: RecordedEntries? = nil) {
+        self.sink = sink
         self.rules = rules
         self.recording = recording
         self.place = place
@@ -138,7 +143,16 @@ struct ExchangeImport {
             fetchedAt: exchange.started, originDate: answered.first { $0.name == "date" }.flatMap { HTTPDates.parse($0.value) })
         written.request = recorded
         // The same request twice in one recording (a page polled, reloaded): the later answer is kept.
-        if let earlier = byKey[key] {
+        if let sink {
+            // Into the store, where an entry is not replaced: the earlier one is left out of the bundle instead.
+            let index = sink.add(written, ownsFile: false)
+            if let earlier = byKey[key] {
+                imported.skipped.append((earlier.entry, earlier.url, "the same request as \(place(number)), whose answer is kept"))
+                imported.notes.removeAll { $0.entry == earlier.entry }
+                sink.supersede(earlier.index)
+            }
+            byKey[key] = (number, index, shown)
+        } else if let earlier = byKey[key] {
             imported.skipped.append((earlier.entry, earlier.url, "the same request as \(place(number)), whose answer is kept"))
             imported.notes.removeAll { $0.entry == earlier.entry }
             imported.entries[earlier.index] = written

@@ -22,7 +22,10 @@ public enum WARCImporter {
     /// What the archives gave: the entries, and what was skipped or kept with less, each with its place in the archive
     /// (`the record at offset 1024 of crawl.warc.gz`).
     public struct Imported: Sendable {
+        /// The entries, when read into memory (``read(_:rules:)``); empty when they went to a bundle's scratch store.
         public var entries: [BundleWriter.Entry]
+        /// How many entries were taken (a request recorded twice counts once).
+        public var count: Int
         public var skipped: [(place: String, url: String, reason: String)]
         public var notes: [(place: String, url: String, note: String)]
         /// Records read, of every type.
@@ -42,10 +45,18 @@ public enum WARCImporter {
     ///
     /// - Throws: ``PackagerError`` naming the file and the record's offset, or the WACZ's file, when one is damaged.
     public static func read(_ paths: [String], rules: BundleRules) throws -> Imported {
+        try read(paths, rules: rules, into: nil)
+    }
+
+    /// Reads the WARC and WACZ files at `paths` into `entries`, their bodies compressed while the files are read: what
+    /// `packager pack --from-warc` does, in bounded memory whatever the archives' size. The result's ``Imported/entries``
+    /// is empty.
+    package static func read(_ paths: [String], rules: BundleRules, into entries: RecordedEntries?) throws -> Imported {
         let box = PlaceList()
-        var exchanges = ExchangeImport(rules: rules, recording: "the WARC", place: { box.place($0) })
+        var exchanges = ExchangeImport(rules: rules, recording: "the WARC", place: { box.place($0) }, sink: entries)
         var records = 0
-        let spool = try Spool()
+        // Beside the output, with the store, when there is one: the larger bodies wait on the file system the bundle goes to.
+        let spool = try Spool(inMemory: entries == nil, in: entries?.session.scratch.path ?? NSTemporaryDirectory())
         do {
             for path in paths {
                 if path.lowercased().hasSuffix(".wacz") {
@@ -62,9 +73,10 @@ public enum WARCImporter {
             spool.folder.remove()
             throw error
         }
+        let count = exchanges.count
         let done = exchanges.finished()
         return Imported(
-            entries: done.entries, skipped: done.skipped.map { (box.place($0.entry), $0.url, $0.reason) },
+            entries: done.entries, count: count, skipped: done.skipped.map { (box.place($0.entry), $0.url, $0.reason) },
             notes: done.notes.map { (box.place($0.entry), $0.url, $0.note) }, records: records, spool: spool.folder)
     }
 
@@ -91,23 +103,36 @@ public enum WARCImporter {
     final class Spool {
         let folder: ScratchFolder
         private var files = 0
-        /// Bodies of responses by record ID and by payload digest, for the revisits that refer to them: small ones in
-        /// memory, larger ones by the file they were spooled to.
+        /// Bodies of responses by record ID and by payload digest, for the revisits that refer to them.
         var payloads: [String: BodyPlace] = [:]
+        /// Whether small bodies stay in memory (the entries are returned); else they are appended to one file, read
+        /// back only for a revisit: the payloads a revisit may name are every response's, and memory would hold them all.
+        private let inMemory: Bool
+        private var payloadFile: FileHandle?
+        private var payloadBuffer = Data()
+        private var payloadOffset: UInt64 = 0
 
         enum BodyPlace {
             case memory(Data)
             case file(String)
+            /// Bytes of the payload file.
+            case range(UInt64, Int)
         }
 
-        /// A body at least this large goes to a file, not into memory, until the bundle is written.
-        static let spoolAt = 16 << 10
+        /// A body at least this large goes to a file of its own, not into memory, until the bundle is written: 16 KiB
+        /// when the entries are returned, 1 MiB when they go to a store (which compresses each at once, and keeps it in
+        /// its budget or its overflow file: a file per body cost more than the rest of the import).
+        let spoolAt: Int
 
-        init() throws { folder = try ScratchFolder(in: NSTemporaryDirectory()) }
+        init(inMemory: Bool, in parent: String) throws {
+            folder = try ScratchFolder(in: parent)
+            self.inMemory = inMemory
+            spoolAt = inMemory ? 16 << 10 : 1 << 20
+        }
 
         /// Where `body` is kept until the bundle is written.
         func keep(_ body: Data) throws -> BodyPlace {
-            guard body.count >= Self.spoolAt else { return .memory(body) }
+            guard body.count >= spoolAt else { return .memory(body) }
             files += 1
             let path = folder.newFile(files)
             do {
@@ -117,13 +142,59 @@ public enum WARCImporter {
             }
             return .file(path)
         }
+
+        /// Keeps `body` for revisits under `names` (its record ID, its payload digest).
+        func remember(_ body: BodyPlace, as names: [String]) throws {
+            guard !names.isEmpty else { return }
+            var place = body
+            if !inMemory, case .memory(let data) = body {
+                if payloadFile == nil {
+                    let path = folder.path + "/payloads"
+                    guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forUpdatingAtPath: path) else {
+                        throw PackagerError(.io, "cannot write \(path)")
+                    }
+                    payloadFile = handle
+                }
+                place = .range(payloadOffset + UInt64(payloadBuffer.count), data.count)
+                payloadBuffer.append(data)
+                if payloadBuffer.count >= 1 << 20 { try flushPayloads() }
+            }
+            for name in names { payloads[name] = place }
+        }
+
+        private func flushPayloads() throws {
+            guard let payloadFile, !payloadBuffer.isEmpty else { return }
+            do {
+                try payloadFile.seekToEnd()
+                try payloadFile.write(contentsOf: payloadBuffer)
+            } catch {
+                throw PackagerError(.io, "cannot write the revisits' payloads to \(folder.path)", cause: error)
+            }
+            payloadOffset += UInt64(payloadBuffer.count)
+            payloadBuffer.removeAll(keepingCapacity: true)
+        }
+
+        /// The payload a revisit names, as a body of its own.
+        func payload(_ name: String) throws -> BodyPlace? {
+            guard let place = payloads[name] else { return nil }
+            guard case .range(let offset, let count) = place else { return place }
+            try flushPayloads()
+            guard let payloadFile else { return nil }
+            do {
+                try payloadFile.seek(toOffset: offset)
+                return .memory(try payloadFile.read(upToCount: count) ?? Data())
+            } catch {
+                throw PackagerError(.io, "cannot read the revisits' payloads back from \(folder.path)", cause: error)
+            }
+        }
     }
 
     /// One WARC file's records into `exchanges`, each response as soon as its request is read (they are neighbours in
     /// the files tools write, in either order), so that memory holds the records still waiting for their pair, not the
     /// archive; the number of records read.
     static func read(_ path: String, shownAs shown: String, into exchanges: inout ExchangeImport, box: PlaceList, spool: Spool) throws -> Int {
-        let reader = try WARCReader(path: path)
+        let reader = WARCRecordStream(path: path)
+        defer { reader.stop() }
         // Requests read before their response, by their ID (and by the response they name); responses read before their
         // request, by theirs (and by the request they name).
         var requests: [String: WARCReader.Record] = [:]
@@ -199,8 +270,8 @@ public enum WARCImporter {
                 return exchanges.skip(number, url, "a revisit whose profile is '\(profile)': it says the server answered 304, and holds no content")
             }
             guard
-                let referred = record.fields["warc-refers-to"].flatMap({ spool.payloads[$0] })
-                    ?? record.fields["warc-payload-digest"].flatMap({ spool.payloads[$0] })
+                let referred = try record.fields["warc-refers-to"].flatMap({ try spool.payload($0) })
+                    ?? record.fields["warc-payload-digest"].flatMap({ try spool.payload($0) })
             else {
                 return exchanges.skip(number, url, "a revisit of a payload this archive does not hold (it must come after the response it refers to)")
             }
@@ -217,8 +288,7 @@ public enum WARCImporter {
             } catch let problem as Unreadable {
                 return exchanges.skip(number, url, problem.reason)
             }
-            if let id = record.fields["warc-record-id"] { spool.payloads[id] = body }
-            if let digest = record.fields["warc-payload-digest"] { spool.payloads[digest] = body }
+            try spool.remember(body, as: [record.fields["warc-record-id"], record.fields["warc-payload-digest"]].compactMap { $0 })
         }
         var method = "GET"
         var requestHeaders: [(name: String, value: String)] = []
@@ -236,6 +306,7 @@ public enum WARCImporter {
         switch body {
         case .memory(let data): exchange.body = data
         case .file(let file): exchange.bodyFile = file
+        case .range: return exchanges.skip(number, url, "its payload could not be read back")
         }
         exchanges.add(exchange)
     }

@@ -1,13 +1,14 @@
 internal import CZlib
 import Crypto
 import Foundation
+import OfflineBundle
 
 /// A WARC file (1.0 or 1.1, ISO 28500) read record by record: plain, or gzipped (a member per record, as WARC tools
 /// write it, or several records to a member). Each record is checked as it is read: its header must end, its block
 /// must be as long as its `Content-Length` says and be followed by the two line ends that close a record, and its
 /// `WARC-Block-Digest` (SHA-1 in base32, SHA-256 in hex or base32, as tools write them) must match. What fails is
 /// refused naming where it starts in the file: the gzip member's offset, or the record's own in a plain file.
-final class WARCReader {
+struct WARCReader {
     struct Record {
         /// Where the record starts: its gzip member's offset in the file, or its own offset in a plain file.
         var offset: Int
@@ -29,20 +30,33 @@ final class WARCReader {
     private var members: [(at: Int, offset: Int)] = []
     /// Where a member is inflated to, a piece at a time (made once: zeroing it per member cost as much as inflating).
     private var chunk = [UInt8](repeating: 0, count: 256 << 10)
+    /// How much of the mapped file was given back to the system: read once, its pages need not stay resident.
+    private var released = 0
 
     /// Opens the WARC at `path` (mapped, not read whole into memory).
     init(path: String) throws {
         name = path
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
-        } catch {
-            throw PackagerError(.io, "cannot read the WARC file", subject: path)
-        }
+        data = try Self.map(path)
         gzip = data.count >= 2 && data[data.startIndex] == 0x1f && data[data.startIndex + 1] == 0x8b
         if !gzip {
             pending = data
             members = [(0, 0)]
         }
+    }
+
+    /// The file at `path` mapped read-only (its pages given back by ``release(upTo:)`` once read).
+    private static func map(_ path: String) throws -> Data {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw PackagerError(.io, "cannot read the WARC file", subject: path, cause: SystemCallError(errno)) }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw PackagerError(.io, "cannot read the WARC file", subject: path, cause: SystemCallError(errno)) }
+        let size = Int(info.st_size)
+        guard size > 0 else { return Data() }
+        guard let base = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), base != MAP_FAILED else {
+            throw PackagerError(.io, "cannot map the WARC file", subject: path, cause: SystemCallError(errno))
+        }
+        return Data(bytesNoCopy: base, count: size, deallocator: .custom { pointer, count in munmap(pointer, count) })
     }
 
     private func fail(_ offset: Int, _ message: String) -> PackagerError {
@@ -56,7 +70,7 @@ final class WARCReader {
     }
 
     /// The next record, checked; nil at the end of the file.
-    func next() throws -> Record? {
+    mutating func next() throws -> Record? {
         while true {
             // Line ends between records (some writers leave more than the two that end a record).
             while pendingStart < pending.count, pending[pending.startIndex + pendingStart] == 0x0D || pending[pending.startIndex + pendingStart] == 0x0A {
@@ -74,7 +88,7 @@ final class WARCReader {
     }
 
     /// A whole record at `pendingStart`, or nil when more bytes are needed for it.
-    private func parse() throws -> Record? {
+    private mutating func parse() throws -> Record? {
         let base = pending.startIndex
         let start = base + pendingStart
         let at = offset(at: pendingStart)
@@ -129,11 +143,12 @@ final class WARCReader {
             throw fail(at, "does not match its WARC-Block-Digest (\(digest)): it is damaged")
         }
         pendingStart = blockStart + length + 4 - base
+        if !gzip { release(upTo: pendingStart) }
         return Record(offset: at, fields: fields, block: block)
     }
 
     /// Inflates the gzip member at `position` onto `pending`; false at the end of the file.
-    private func inflateMember() throws -> Bool {
+    private mutating func inflateMember() throws -> Bool {
         guard position < data.count else { return false }
         let memberOffset = position
         guard data.count - position >= 2, data[data.startIndex + position] == 0x1f, data[data.startIndex + position + 1] == 0x8b else {
@@ -182,15 +197,35 @@ final class WARCReader {
             }
         }
         position += consumed
+        release(upTo: position)
         return true
+    }
+
+    /// Lets the system drop the mapped pages before `offset` (read, and not read again): a 10 GB WARC read through would
+    /// otherwise stay resident, as far as the memory it counts against the process goes. In steps of 8 MiB.
+    private mutating func release(upTo offset: Int) {
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let end = offset / page * page
+        guard end - released >= 8 << 20 else { return }
+        // Only the pages of this reader's own mapping (``map(_:)``): on memory that is not a file's, the call would zero it.
+        data.withUnsafeBytes { raw in
+            guard let base = raw.baseAddress, Int(bitPattern: base) % page == 0 else { return }
+            _ = madvise(UnsafeMutableRawPointer(mutating: base + released), end - released, MADV_DONTNEED)
+        }
+        released = end
     }
 
     /// Whether `value` (`sha1:BASE32`, `sha256:HEX`, …) is the digest of `bytes`; nil for an algorithm or an encoding
     /// not known here (not checked, then).
     static func digest(_ value: String, matches bytes: Data) -> Bool? {
         guard let colon = value.firstIndex(of: ":") else { return nil }
-        let algorithm = value[..<colon].lowercased().replacingOccurrences(of: "-", with: "")
-        let encoded = String(value[value.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+        // On bytes: Foundation's replacing and trimming cost more than the SHA-1 itself.
+        let algorithm = String(decoding: value[..<colon].utf8.filter { $0 != 0x2D }, as: UTF8.self).lowercased()
+        let blank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 }
+        var text = value[value.index(after: colon)...].utf8[...]
+        while let first = text.first, blank(first) { text = text.dropFirst() }
+        while let last = text.last, blank(last) { text = text.dropLast() }
+        let encoded = String(decoding: text, as: UTF8.self)
         let computed: [UInt8]
         switch algorithm {
         case "sha1": computed = Array(Insecure.SHA1.hash(data: bytes))
@@ -205,8 +240,8 @@ final class WARCReader {
 
     /// A digest's bytes from hex, base32 or base64, told apart by length.
     static func decodeDigest(_ text: String, count: Int) -> [UInt8]? {
-        if text.count == count * 2, let bytes = hex(text) { return bytes }
-        if text.count == (count * 8 + 4) / 5 || text.trimmingCharacters(in: ["="]).count == (count * 8 + 4) / 5, let bytes = base32(text) {
+        if text.utf8.count == count * 2, let bytes = hex(text) { return bytes }
+        if text.utf8.count == (count * 8 + 4) / 5 || text.utf8.filter({ $0 != 0x3D }).count == (count * 8 + 4) / 5, let bytes = base32(text) {
             return bytes.count == count ? bytes : nil
         }
         if let bytes = Data(base64Encoded: text), bytes.count == count { return Array(bytes) }

@@ -32,7 +32,7 @@ final class BodyPipeline: Sendable {
         var pending: [Job?] = []
         var head = 0
         var running = 0
-        var waiters: [CheckedContinuation<Void, Never>] = []
+        var waiters: [@Sendable () -> Void] = []
     }
 
     private let state = NIOLockedValueBox(State())
@@ -78,13 +78,26 @@ final class BodyPipeline: Sendable {
     /// Returns once every submitted body is prepared (or failed).
     func finish() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let done = state.withLockedValue { state -> Bool in
-                guard state.running > 0 || state.head < state.pending.count else { return true }
-                state.waiters.append(continuation)
-                return false
-            }
-            if done { continuation.resume() }
+            whenDone { continuation.resume() }
         }
+    }
+
+    /// Blocks the calling thread until every submitted body is prepared (or failed): for a caller outside Swift's
+    /// concurrency pool or one that owns its thread (the workers run on Dispatch's, never on the caller's).
+    func finishBlocking() {
+        let done = DispatchSemaphore(value: 0)
+        whenDone { done.signal() }
+        done.wait()
+    }
+
+    /// Calls `action` once the queue is empty and no worker runs (at once, when that is so already).
+    private func whenDone(_ action: @escaping @Sendable () -> Void) {
+        let done = state.withLockedValue { state -> Bool in
+            guard state.running > 0 || state.head < state.pending.count else { return true }
+            state.waiters.append(action)
+            return false
+        }
+        if done { action() }
     }
 
     private func drain() {
@@ -103,7 +116,7 @@ final class BodyPipeline: Sendable {
 
     /// The next job, or nil after the worker counted itself out (waking `finish` when it was the last).
     private func take() -> Job? {
-        let (job, waiters) = state.withLockedValue { state -> (Job?, [CheckedContinuation<Void, Never>]) in
+        let (job, waiters) = state.withLockedValue { state -> (Job?, [@Sendable () -> Void]) in
             if state.head < state.pending.count {
                 let job = state.pending[state.head]
                 state.pending[state.head] = nil
@@ -120,7 +133,7 @@ final class BodyPipeline: Sendable {
             state.waiters = []
             return (nil, waiters)
         }
-        for waiter in waiters { waiter.resume() }
+        for waiter in waiters { waiter() }
         return job
     }
 }

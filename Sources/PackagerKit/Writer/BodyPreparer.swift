@@ -131,8 +131,16 @@ struct BodyPreparer {
             // Small stored bodies stay in memory, so the bytes written are the bytes hashed, and the file is not read twice.
             let copies: Bool
             if case .file = source { copies = copiesStoredFiles } else { copies = true }
-            let storage: PreparedBody.Storage =
-                copies && raw.count <= BodyContents.smallFileLimit && memory.take(raw.count) ? .memory(Array(raw)) : .source(source)
+            let storage: PreparedBody.Storage
+            if copies && raw.count <= BodyContents.smallFileLimit && memory.take(raw.count) {
+                storage = .memory(Array(raw))
+            } else if case .data = source, raw.count > 0 {
+                // Bytes in memory that the budget has no room for go to the overflow file, as deflated ones do: kept as
+                // their source, a recording's or a crawl's incompressible bodies would all stay in memory until the write.
+                storage = .spool(offset: try spool.append(Array(raw)))
+            } else {
+                storage = .source(source)
+            }
             return PreparedBody(
                 digest: digest, crc32: crc, storedCRC32: crc, size: UInt64(raw.count), storedSize: UInt64(raw.count), compression: .stored,
                 storage: storage)

@@ -184,6 +184,10 @@ public struct BundleWriter: Sendable {
     /// store writes once: the store hands its prepared bodies over.
     let store: EntryStore?
 
+    /// Entries of the store a later one replaced (a recording that holds the same request twice keeps the later answer):
+    /// left out of the bundle, by their index among ``entries`` and then the store's.
+    var superseded: Set<Int> = []
+
     /// How many entries the bundle gets: ``entries``, then the store's.
     private var entryCount: Int { entries.count + (store?.count ?? 0) }
 
@@ -260,7 +264,7 @@ public struct BundleWriter: Sendable {
         let canonicalizer = RequestKeyCanonicalizer(rules: options.rules, formQuery: options.readsQueriesAsForms)
         var table = KeyTable()
         table.keys.reserveCapacity(entryCount)
-        for index in 0..<entryCount {
+        for index in 0..<entryCount where !superseded.contains(index) {
             let entry = try entry(at: index)
             guard let url = canonicalizer.canonicalize(entry.url), isWellFormedKey(url) else {
                 throw PackagerError(.invalidInput, "\(entry.url) is not an absolute http or https URL with a host", subject: entry.url)
