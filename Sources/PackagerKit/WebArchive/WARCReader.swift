@@ -1,3 +1,4 @@
+internal import CLibDeflate
 internal import CZlib
 import Crypto
 import Foundation
@@ -32,6 +33,16 @@ struct WARCReader {
     private var chunk = [UInt8](repeating: 0, count: 256 << 10)
     /// How much of the mapped file was given back to the system: read once, its pages need not stay resident.
     private var released = 0
+    /// Where a member is inflated whole (grown up to ``wholeLimit`` for a larger one), and what inflates it.
+    private var whole = [UInt8](repeating: 0, count: 1 << 20)
+    private let decompressor = Decompressor()
+
+    /// libdeflate's decompressor, freed with the reader.
+    final class Decompressor {
+        let pointer: OpaquePointer?
+        init() { pointer = libdeflate_alloc_decompressor() }
+        deinit { if let pointer { libdeflate_free_decompressor(pointer) } }
+    }
 
     /// Opens the WARC at `path` (mapped, not read whole into memory).
     init(path: String) throws {
@@ -154,9 +165,6 @@ struct WARCReader {
         guard data.count - position >= 2, data[data.startIndex + position] == 0x1f, data[data.startIndex + position + 1] == 0x8b else {
             throw fail(memberOffset, "is not a gzip member (a gzipped WARC is a series of them)")
         }
-        var stream = z_stream()
-        guard czlib_inflate_init_auto(&stream) == Z_OK else { throw PackagerError(.internal, "zlib could not start inflating") }
-        defer { inflateEnd(&stream) }
         // What records took is let go of; a record begun in an earlier member keeps that member's offset.
         if pendingStart > 0 {
             let taken = pendingStart
@@ -167,6 +175,14 @@ struct WARCReader {
         }
         if pending.isEmpty { members.removeAll() }
         members.append((pending.count, memberOffset))
+        if let consumed = inflateWhole() {
+            position += consumed
+            release(upTo: position)
+            return true
+        }
+        var stream = z_stream()
+        guard czlib_inflate_init_auto(&stream) == Z_OK else { throw PackagerError(.internal, "zlib could not start inflating") }
+        defer { inflateEnd(&stream) }
         let consumed = try data.withUnsafeBytes { raw -> Int in
             let source = raw.bindMemory(to: Bytef.self).baseAddress! + position
             let available = data.count - position
@@ -200,6 +216,32 @@ struct WARCReader {
         release(upTo: position)
         return true
     }
+
+    /// The member at `position` inflated whole by libdeflate onto `pending` (twice zlib's speed), when it inflates to
+    /// at most ``wholeLimit``; the bytes of the file it took. Nil for a larger member, or one that does not inflate:
+    /// zlib then reads it a piece at a time, and says what is wrong with it.
+    private mutating func inflateWhole() -> Int? {
+        guard let decompressor = decompressor.pointer else { return nil }
+        let available = data.count - position
+        while true {
+            var taken = 0
+            var produced = 0
+            let result = data.withUnsafeBytes { raw in
+                whole.withUnsafeMutableBytes { out in
+                    libdeflate_gzip_decompress_ex(decompressor, raw.baseAddress! + position, available, out.baseAddress, out.count, &taken, &produced)
+                }
+            }
+            if result == LIBDEFLATE_SUCCESS {
+                pending.append(contentsOf: whole[0..<produced])
+                return taken
+            }
+            guard result == LIBDEFLATE_INSUFFICIENT_SPACE, whole.count < Self.wholeLimit else { return nil }
+            whole = [UInt8](repeating: 0, count: min(whole.count * 4, Self.wholeLimit))
+        }
+    }
+
+    /// The largest member inflated whole: past it, a piece at a time.
+    static let wholeLimit = 16 << 20
 
     /// Lets the system drop the mapped pages before `offset` (read, and not read again): a 10 GB WARC read through would
     /// otherwise stay resident, as far as the memory it counts against the process goes. In steps of 8 MiB.
