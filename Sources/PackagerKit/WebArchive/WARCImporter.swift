@@ -321,18 +321,15 @@ public enum WARCImporter {
 
     /// The HTTP message a `request`, `response` or `revisit` block holds.
     static func http(_ block: Data) throws -> HTTPMessage {
-        let separator = block.range(of: Data("\r\n\r\n".utf8)) ?? block.range(of: Data("\n\n".utf8))
+        let crlf = WARCLines.blankLine(in: block, from: block.startIndex, count: block.count)
+        let separator =
+            crlf.map { (block.startIndex + $0)..<(block.startIndex + $0 + 4) } ?? block.range(of: Data("\n\n".utf8))
         let headEnd = separator?.lowerBound ?? block.endIndex
-        var lines = WARCLines.split(block[block.startIndex..<headEnd])
-        guard !lines.isEmpty, !lines[0].isEmpty else { throw Unreadable(reason: "its block holds no HTTP message") }
-        let startLine = WARCLines.text(lines.removeFirst()).split(separator: " ", maxSplits: 2)
-        var headers: [(name: String, value: String)] = []
-        for line in lines where !line.isEmpty {
-            guard let colon = line.firstIndex(of: 0x3A) else { continue }
-            headers.append((WARCLines.text(line[line.startIndex..<colon]).lowercased(), WARCLines.text(line[(colon + 1)...])))
-        }
+        let head = try WARCLines.head(block, from: block.startIndex, count: headEnd - block.startIndex, strict: false)
+        guard !head.startLine.isEmpty else { throw Unreadable(reason: "its block holds no HTTP message") }
+        let startLine = head.startLine.split(separator: " ", maxSplits: 2)
         let body = separator.map { Data(block[$0.upperBound...]) } ?? Data()
-        return HTTPMessage(startLine: startLine, headers: headers, body: body)
+        return HTTPMessage(startLine: startLine, headers: head.fields, body: body)
     }
 
     /// The body as the server meant it: chunks joined, and inflated when it was sent gzip or deflate.
