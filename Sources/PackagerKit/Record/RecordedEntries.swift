@@ -4,7 +4,7 @@ import Synchronization
 
 /// Where a recording's exchanges go on their way to a bundle, as a crawl's responses do (``Crawler``): each entry is
 /// kept in a scratch file as it is taken (``EntryStore``), and its body hashed and compressed at once on every core
-/// (``BodyPipeline``), kept within the session's 16 MiB for prepared bodies and in its overflow file beyond. Memory
+/// (``BodyPipeline``), kept within 4 MiB for prepared bodies and in its overflow file beyond. Memory
 /// then holds neither the recording's bodies nor its entries, and the compression runs while the recording is read.
 package final class RecordedEntries: Sendable {
     let session: BuildSession
@@ -12,20 +12,20 @@ package final class RecordedEntries: Sendable {
     private let pipeline: BodyPipeline?
     private let superseded = Mutex<Set<Int>>([])
 
-    /// At most this many bytes of bodies wait for the compression: past it, ``add(_:ownsFile:)`` waits (a second at
+    /// At most this many bytes of bodies (2 MiB) wait for the compression: past it, ``add(_:ownsFile:)`` waits (a second at
     /// most), so that a recording read faster than it is compressed does not fill memory.
-    static let waitingBytes = 4 << 20
+    static let waitingBytes = 2 << 20
     /// The bytes of bodies in memory submitted and not yet compressed, by entry, and their sum.
     private let inFlight = NIOLockedValueBox((bytes: 0, byEntry: [Int: Int]()))
 
     /// Entries kept in a scratch folder beside `output` (where the bundle is written: the same file system).
     package init(beside output: String, compressionLevel: Int) throws {
         let folder = (output as NSString).deletingLastPathComponent
-        // 8 MiB for compressed bodies waiting for the write (a build's 16: the import's reader and its pages hold
+        // 4 MiB for compressed bodies waiting for the write (a build's 16: the import's reader and its pages hold
         // more of the rest), its overflow file beyond.
         let session = BuildSession(
             scratch: try ScratchFolder(in: folder.isEmpty ? "." : folder), received: MemoryBudget(total: 0, perBody: 0),
-            prepared: MemoryBudget(total: 8 << 20, perBody: .max), compressionLevel: compressionLevel)
+            prepared: MemoryBudget(total: 4 << 20, perBody: .max), compressionLevel: compressionLevel)
         self.session = session
         let store = EntryStore(path: session.scratch.path(for: "entries"))
         self.store = store
