@@ -29,17 +29,29 @@ extension Packager {
         @Option(name: [.short, .customLong("output")], help: "Where to write the archive.")
         var output: String
 
+        @Option(
+            name: .customLong("sign-key"),
+            help:
+                "wacz: sign its datapackage digest with this Ed25519 private key file (default: $PACKAGER_SIGN_KEY, base64); pack --from-warc --public-key checks it."
+        )
+        var signKey: String?
+
         func validate() throws {
             try refuseURLs([bundle], command: "export")
-            try refuseOutput(output, over: [(bundle, "the bundle to export")])
+            try refuseOutput(output, over: [(bundle, "the bundle to export"), (signKey, "the signing key")])
+            if signKey != nil, format != .wacz { throw ValidationError("--sign-key signs a WACZ only (--format wacz)") }
         }
 
         func run() throws {
             try reportingErrors {
                 if format == .warc || format == .wacz {
-                    let summary = try format == .warc ? WARCExporter.export(bundle: bundle, to: output) : WACZExporter.export(bundle: bundle, to: output)
+                    let key = format == .wacz ? try SigningKeys.privateKey(file: signKey, environment: "PACKAGER_SIGN_KEY") : nil
+                    let summary =
+                        try format == .warc
+                        ? WARCExporter.export(bundle: bundle, to: output) : WACZExporter.export(bundle: bundle, to: output, signingKey: key)
                     let left = summary.blocked == 0 ? "" : "; \(summary.blocked) blocked left out"
-                    print("exported \(summary.entries) entries as \(summary.records) WARC records to \(output)\(left)")
+                    let signed = summary.signedBy.map { ", signed by \($0)" } ?? ""
+                    print("exported \(summary.entries) entries as \(summary.records) WARC records to \(output)\(left)\(signed)")
                     return
                 }
                 let count = try Exporter.export(bundle: bundle, to: output, format: format)

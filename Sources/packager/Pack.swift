@@ -36,6 +36,11 @@ extension Packager {
                 valueName: "file"))
         var fromWARC: [String] = []
 
+        @Option(
+            name: .customLong("public-key"),
+            help: "With --from-warc: every archive must be a WACZ signed by this Ed25519 public key (export --format wacz --sign-key).")
+        var publicKey: String?
+
         @Option(name: [.short, .customLong("output")], help: "Where to write the bundle.")
         var output: String
 
@@ -77,6 +82,7 @@ extension Packager {
         var signKey: String?
 
         func validate() throws {
+            if publicKey != nil, fromWARC.isEmpty { throw ValidationError("--public-key checks the WACZ packages of --from-warc") }
             if !fromWARC.isEmpty {
                 guard source == nil, baseURL == nil, fromHAR == nil else {
                     throw ValidationError("--from-warc packs web archives: give no folder, no --base-url and no --from-har")
@@ -110,7 +116,7 @@ extension Packager {
                     // The entries go to a scratch store beside the output, their bodies compressed while the archives are read.
                     let entries = try RecordedEntries(beside: output, compressionLevel: compressionLevel)
                     defer { entries.remove() }
-                    let imported = try WARCImporter.read(fromWARC, rules: writerOptions.rules, into: entries)
+                    let imported = try WARCImporter.read(fromWARC, rules: writerOptions.rules, into: entries, publicKey: try publicKey.map(readPublicKey))
                     defer { imported.removeSpool() }
                     guard imported.count > 0 else {
                         for skipped in imported.skipped.prefix(20) { print(terminalSafe("  skipped \(skipped.place) (\(skipped.url)): \(skipped.reason)")) }
@@ -119,9 +125,11 @@ extension Packager {
                             "\(fromWARC.joined(separator: ", ")): none of its \(imported.records) records can be packed (\(imported.skipped.count) skipped)")
                     }
                     let w = try entries.write(to: output, options: writerOptions)
-                    return report(
+                    report(
                         w, taken: imported.count, headline: "recorded exchanges (of \(imported.records) records)",
                         notes: imported.notes.map { ($0.place, $0.url, $0.note) }, skipped: imported.skipped.map { ($0.place, $0.url, $0.reason) })
+                    for signer in Set(imported.signers).sorted() { print("  the WACZ's signature checked: signed by \(signer)") }
+                    return
                 }
                 if let fromHAR {
                     let imported = try HARImporter.read(fromHAR, rules: writerOptions.rules)

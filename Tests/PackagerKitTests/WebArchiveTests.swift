@@ -132,6 +132,72 @@ let wacz = APIServer.find("wacz")
 /// Bundles written as WACZ 1.1.1 (`packager export --format wacz`), checked by py-wacz's `wacz validate` (PyPI).
 @Suite("WACZ export, checked by wacz validate", .enabled(if: wacz != nil && warcio != nil, "py-wacz is not installed: make deps installs it into .venv-api"))
 struct WACZExportTests {
+    @Test(
+        "a WACZ signed with the bundle key: wacz validate passes, pack --from-warc --public-key takes it and names the signer; another key, no signature, a WARC, or a changed datapackage are refused"
+    )
+    func signedPackage() async throws {
+        let folder = try TemporaryFolder()
+        _ = try WARCExportTests.bundle(at: folder.path + "/b.zip")
+        for prefix in ["release", "other"] { #expect(try await run(packagerExecutable, ["keygen", "-o", prefix], in: folder.path).status == 0) }
+        let signed = folder.path + "/signed.wacz"
+        let exported = try await run(
+            packagerExecutable, ["export", folder.path + "/b.zip", "--format", "wacz", "--sign-key", folder.path + "/release.key", "-o", signed])
+        #expect(exported.status == 0 && exported.output.contains("signed by ed25519:"), "\(exported.output)")
+        // The same signature again: the export stays reproducible.
+        #expect(
+            try await run(
+                packagerExecutable,
+                ["export", folder.path + "/b.zip", "--format", "wacz", "--sign-key", folder.path + "/release.key", "-o", folder.path + "/again.wacz"]
+            ).status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: signed)) == Data(contentsOf: URL(fileURLWithPath: folder.path + "/again.wacz")))
+        let validated = try await run(try #require(wacz), ["validate", "-f", signed])
+        #expect(validated.status == 0 && !validated.output.lowercased().contains("invalid"), "\(validated.output)")
+        func pack(_ archive: String, key: String?) async throws -> ToolResult {
+            try? FileManager.default.removeItem(atPath: folder.path + "/out.zip")
+            return try await run(
+                packagerExecutable,
+                ["pack", "--from-warc", archive] + (key.map { ["--public-key", folder.path + "/" + $0] } ?? []) + ["-o", folder.path + "/out.zip"])
+        }
+        let taken = try await pack(signed, key: "release.pub")
+        #expect(taken.status == 0 && taken.output.contains("the WACZ's signature checked: signed by ed25519:"), "\(taken.output)")
+        try WARCImportTests.expectSameAnswers(folder.path + "/out.zip", as: folder.path + "/b.zip")
+        // Refused, and no bundle written: another key; an unsigned WACZ; a plain WARC; a datapackage changed with its digest.
+        let other = try await pack(signed, key: "other.pub")
+        #expect(other.status == 2 && other.output.contains("not by the key given"), "\(other.output)")
+        #expect(try await run(packagerExecutable, ["export", folder.path + "/b.zip", "--format", "wacz", "-o", folder.path + "/plain.wacz"]).status == 0)
+        let unsigned = try await pack(folder.path + "/plain.wacz", key: "release.pub")
+        #expect(unsigned.status == 2 && unsigned.output.contains("is not signed"), "\(unsigned.output)")
+        #expect(try await run(packagerExecutable, ["export", folder.path + "/b.zip", "--format", "warc", "-o", folder.path + "/b.warc.gz"]).status == 0)
+        let warc = try await pack(folder.path + "/b.warc.gz", key: "release.pub")
+        #expect(warc.status == 2 && warc.output.contains("carries no signature"), "\(warc.output)")
+        // The title in datapackage.json changed, and datapackage-digest.json's hash made to match it: only the signature
+        // can tell.
+        let forged = try await run(
+            "python3",
+            [
+                "-c",
+                """
+                import sys, json, hashlib, zipfile
+                with zipfile.ZipFile(sys.argv[1]) as a, zipfile.ZipFile(sys.argv[2], 'w', zipfile.ZIP_STORED) as b:
+                    package = a.read('datapackage.json').replace(b'"title"', b'"title2"')
+                    digest = json.loads(a.read('datapackage-digest.json'))
+                    digest['hash'] = 'sha256:' + hashlib.sha256(package).hexdigest()
+                    for info in a.infolist():
+                        data = a.read(info.filename)
+                        if info.filename == 'datapackage.json': data = package
+                        if info.filename == 'datapackage-digest.json': data = json.dumps(digest).encode()
+                        b.writestr(info.filename, data)
+                """,
+                signed, folder.path + "/forged.wacz",
+            ])
+        #expect(forged.status == 0, "\(forged.output)")
+        for key in ["release.pub", nil] {
+            let refused = try await pack(folder.path + "/forged.wacz", key: key)
+            #expect(refused.status == 2 && refused.output.contains("does not match datapackage-digest.json's hash"), "\(refused.output)")
+            #expect(!FileManager.default.fileExists(atPath: folder.path + "/out.zip"))
+        }
+    }
+
     @Test("wacz validate passes; every file stored; the index a sorted CDXJ line per response (a POST keyed by its body); the pages the HTML answered 200")
     func exportValidated() async throws {
         let folder = try TemporaryFolder()

@@ -11,11 +11,23 @@ import OfflineBundle
 /// A request with a body is indexed as pywb keys it at replay: `__wb_method=POST` and the body as query parameters
 /// appended to the URL's query (``bodyQuery(_:contentType:)``). The WARC goes to a temporary file of
 /// its own beside the output first (removed after), so memory is a record and the index. The export is reproducible.
-/// It is not signed.
+///
+/// **Signing.** With a key (`--sign-key`, the Ed25519 key that signs bundles), `datapackage-digest.json` gains
+/// ``signatureField``: the algorithm (`ed25519`), the public key and the signature of the digest's `hash` string (the
+/// bytes `sha256:` and the hex of datapackage.json's SHA-256), in base64. It is not the WACZ signing
+/// recommendation's `signedData`: that one names ECDSA keys (P-256, P-384) or a domain's certificate, and a
+/// bundle's key is Ed25519; tools that read `signedData` see an unsigned WACZ, and `packager pack --from-warc
+/// --public-key` checks this one.
 public enum WACZExporter {
-    /// Writes the bundle at `bundlePath` to `output` as WACZ.
+    /// The field of `datapackage-digest.json` that holds packager's Ed25519 signature of its `hash`.
+    public static let signatureField = "packagerSignature"
+
+    /// Writes the bundle at `bundlePath` to `output` as WACZ, its datapackage digest signed by `signingKey` when one is
+    /// given.
     @discardableResult
-    public static func export(bundle bundlePath: String, to output: String) throws -> WARCExporter.Summary {
+    public static func export(
+        bundle bundlePath: String, to output: String, signingKey: Curve25519.Signing.PrivateKey? = nil
+    ) throws -> WARCExporter.Summary {
         let bundle = try MountedBundle(path: bundlePath, options: .init(verification: .sha256))
         let created = bundle.createdAt ?? Date(timeIntervalSince1970: 0)
         // The WARC, in a temporary file beside the output, removed with its writer (never synced or renamed: it is
@@ -25,7 +37,7 @@ public enum WACZExporter {
         var index: [String] = []
         var pages: [String] = [#"{"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}"#]
         var mainPage: (url: String, date: Date)?
-        let summary = try WARCExporter.write(bundle, to: warc, filename: "data.warc.gz") { record in
+        var summary = try WARCExporter.write(bundle, to: warc, filename: "data.warc.gz") { record in
             index.append(cdxjLine(record))
             if record.status == 200, record.method == "GET", MediaTypes.essence(of: record.mediaType) == "text/html" {
                 pages.append(jsonLine(["id": String(recordKey(record.url).prefix(32)), "url": record.url, "ts": isoDate(record.date)]))
@@ -56,10 +68,17 @@ public enum WACZExporter {
             package["mainPageDate"] = isoDate(mainPage.date)
         }
         let packageBytes = Array(try JSONSerialization.data(withJSONObject: package, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]))
-        let digestBytes = Array(
-            try JSONSerialization.data(
-                withJSONObject: ["path": "datapackage.json", "hash": "sha256:" + hexString(Array(SHA256.hash(data: packageBytes)))],
-                options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]))
+        let packageHash = "sha256:" + hexString(Array(SHA256.hash(data: packageBytes)))
+        var digestObject: [String: Any] = ["path": "datapackage.json", "hash": packageHash]
+        if let signingKey {
+            summary.signedBy = BundlePublicKey.fingerprint(of: Array(signingKey.publicKey.rawRepresentation))
+            // Ed25519 signatures are deterministic: the export stays reproducible.
+            digestObject[signatureField] = [
+                "algorithm": "ed25519", "publicKey": signingKey.publicKey.rawRepresentation.base64EncodedString(),
+                "signature": try signingKey.signature(for: Data(packageHash.utf8)).base64EncodedString(),
+            ]
+        }
+        let digestBytes = Array(try JSONSerialization.data(withJSONObject: digestObject, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]))
 
         let atomic = try AtomicOutput(destination: output)
         try withExtendedLifetime(atomic) {

@@ -25,6 +25,9 @@ public enum WARCExporter {
         public var entries: Int
         /// Blocked entries left out.
         public var blocked: Int
+        /// The fingerprint of the key that signed the WACZ (``OfflineBundle/BundlePublicKey/fingerprint``); nil when
+        /// unsigned.
+        public var signedBy: String?
     }
 
     /// The profile of a revisit record whose payload is the one its target has (WARC 1.1, 6.7.2).

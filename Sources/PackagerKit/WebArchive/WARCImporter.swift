@@ -30,6 +30,8 @@ public enum WARCImporter {
         public var notes: [(place: String, url: String, note: String)]
         /// Records read, of every type.
         public var records: Int
+        /// The fingerprints of the keys that signed the WACZ packages read (``WACZExporter`` signatures, each checked).
+        public var signers: [String] = []
         /// Where the larger bodies wait, as files, until the bundle is written.
         let spool: ScratchFolder?
 
@@ -51,10 +53,14 @@ public enum WARCImporter {
     /// Reads the WARC and WACZ files at `paths` into `entries`, their bodies compressed while the files are read: what
     /// `packager pack --from-warc` does, in bounded memory whatever the archives' size. The result's ``Imported/entries``
     /// is empty.
-    package static func read(_ paths: [String], rules: BundleRules, into entries: RecordedEntries?) throws -> Imported {
+    ///
+    /// - Parameter publicKey: the Ed25519 key every archive must be signed by: each must be a WACZ whose
+    ///   `datapackage-digest.json` that key signed (``WACZExporter/signatureField``).
+    package static func read(_ paths: [String], rules: BundleRules, into entries: RecordedEntries?, publicKey: [UInt8]? = nil) throws -> Imported {
         let box = PlaceList()
         var exchanges = ExchangeImport(rules: rules, recording: "the WARC", place: { box.place($0) }, sink: entries)
         var records = 0
+        var signers: [String] = []
         // Beside the output, with the store, when there is one: the larger bodies wait on the file system the bundle goes to.
         let spool = try Spool(inMemory: entries == nil, in: entries?.session.scratch.path ?? NSTemporaryDirectory())
         do {
@@ -62,10 +68,17 @@ public enum WARCImporter {
                 if path.lowercased().hasSuffix(".wacz") {
                     let scratch = try ScratchFolder(in: NSTemporaryDirectory())
                     defer { scratch.remove() }
-                    for warc in try unpackWACZ(path, into: scratch.path) {
+                    let package = try unpackWACZ(path, into: scratch.path, publicKey: publicKey)
+                    if let signer = package.signer { signers.append(signer) }
+                    for warc in package.warcs {
                         records += try read(warc.path, shownAs: "\(path) (\(warc.name))", into: &exchanges, box: box, spool: spool)
                     }
                 } else {
+                    if publicKey != nil {
+                        throw PackagerError(
+                            .invalidInput,
+                            "\(path): a WARC file carries no signature (--public-key checks a WACZ's, which export --format wacz --sign-key writes)")
+                    }
                     records += try read(path, shownAs: path, into: &exchanges, box: box, spool: spool)
                 }
             }
@@ -77,7 +90,7 @@ public enum WARCImporter {
         let done = exchanges.finished()
         return Imported(
             entries: done.entries, count: count, skipped: done.skipped.map { (box.place($0.entry), $0.url, $0.reason) },
-            notes: done.notes.map { (box.place($0.entry), $0.url, $0.note) }, records: records, spool: spool.folder)
+            notes: done.notes.map { (box.place($0.entry), $0.url, $0.note) }, records: records, signers: signers, spool: spool.folder)
     }
 
     /// The places exchanges are named by, numbered from 1 (the numbers the shared import step reports).
@@ -372,10 +385,11 @@ public enum WARCImporter {
 
     /// The WARC files of the WACZ at `path`, written into `folder`, once every file of the package matches the SHA-256
     /// its `datapackage.json` records.
-    static func unpackWACZ(_ path: String, into folder: String) throws -> [(name: String, path: String)] {
+    static func unpackWACZ(_ path: String, into folder: String, publicKey: [UInt8]?) throws -> (warcs: [(name: String, path: String)], signer: String?) {
         let reader = try LibArchive.Reader(path: path)
         var digests: [String: String] = [:]
         var datapackage: Data?
+        var packageDigest: Data?
         var warcs: [(name: String, path: String)] = []
         while let header = try reader.next() {
             guard header.type == .file else { continue }
@@ -391,8 +405,13 @@ public enum WARCImporter {
             }
             try reader.readData { bytes in
                 hash.update(bufferPointer: bytes)
-                if let file { file.write(Data(bytes)) } else if header.path == "datapackage.json" { kept.append(contentsOf: bytes) }
+                if let file {
+                    file.write(Data(bytes))
+                } else if header.path == "datapackage.json" || header.path == "datapackage-digest.json" {
+                    kept.append(contentsOf: bytes)
+                }
             }
+            if header.path == "datapackage-digest.json" { packageDigest = kept }
             try file?.close()
             if header.path == "datapackage.json" { datapackage = kept }
             digests[header.path] = hash.finalize().map { String(format: "%02x", $0) }.joined()
@@ -416,6 +435,42 @@ public enum WARCImporter {
             }
         }
         guard !warcs.isEmpty else { throw PackagerError(.invalidInput, "\(path): the WACZ holds no WARC under archive/") }
-        return warcs
+        let signer = try checkSignature(of: path, digest: packageDigest, datapackageSHA256: digests["datapackage.json"] ?? "", publicKey: publicKey)
+        return (warcs, signer)
+    }
+
+    /// Checks `datapackage-digest.json` (`digest`): its hash is datapackage.json's, and its signature
+    /// (``WACZExporter/signatureField``), when it has one, is good; `publicKey`, when given, must be the key that made it.
+    /// The signer's fingerprint; nil when the package is not signed.
+    static func checkSignature(of path: String, digest: Data?, datapackageSHA256: String, publicKey: [UInt8]?) throws -> String? {
+        let object = digest.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] }
+        if let object {
+            guard let hash = object["hash"] as? String, hash.lowercased() == "sha256:" + datapackageSHA256 else {
+                throw PackagerError(.invalidInput, "\(path): datapackage-digest.json does not hold datapackage.json's SHA-256: the package is damaged")
+            }
+        }
+        guard let signature = object?[WACZExporter.signatureField] as? [String: Any], let hash = object?["hash"] as? String else {
+            if publicKey != nil {
+                throw PackagerError(
+                    .invalidInput, "\(path): the WACZ is not signed (export --format wacz --sign-key signs one), and --public-key asks for a signature")
+            }
+            return nil
+        }
+        guard signature["algorithm"] as? String == "ed25519", let keyText = signature["publicKey"] as? String, let key = Data(base64Encoded: keyText),
+            let signed = (signature["signature"] as? String).flatMap({ Data(base64Encoded: $0) }),
+            let verifier = try? Curve25519.Signing.PublicKey(rawRepresentation: key)
+        else {
+            throw PackagerError(.invalidInput, "\(path): its signature in datapackage-digest.json is not an Ed25519 key and signature in base64")
+        }
+        guard verifier.isValidSignature(signed, for: Data(hash.utf8)) else {
+            throw PackagerError(
+                .invalidInput, "\(path): its signature does not match datapackage-digest.json's hash: the package was changed after it was signed")
+        }
+        let fingerprint = BundlePublicKey.fingerprint(of: Array(key))
+        if let publicKey, publicKey != Array(key) {
+            throw PackagerError(
+                .invalidInput, "\(path): signed by \(fingerprint), not by the key given (\(BundlePublicKey.fingerprint(of: publicKey)))")
+        }
+        return fingerprint
     }
 }
