@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import OfflineBundle
 
@@ -37,7 +38,20 @@ struct ExchangeImport {
     let rules: BundleRules
     let canonicalizer: RequestKeyCanonicalizer
     private(set) var imported = HARImporter.Imported(entries: [], skipped: [])
-    private var byKey: [String: (entry: Int, index: Int, url: String)] = [:]
+    /// Each request key taken, by the first 16 bytes of its SHA-256 (a key held as text cost a hundred bytes and more
+    /// for every exchange of a large recording): the exchange's number and its entry's index.
+    private var byKey: [KeyDigest: (entry: Int, index: Int)] = [:]
+
+    struct KeyDigest: Hashable {
+        var high: UInt64
+        var low: UInt64
+
+        init(_ key: String) {
+            let digest = Array(SHA256.hash(data: Data(key.utf8)))
+            high = digest[0..<8].reduce(0) { $0 << 8 | UInt64($1) }
+            low = digest[8..<16].reduce(0) { $0 << 8 | UInt64($1) }
+        }
+    }
     /// Where the entries go, when not into ``imported``'s array: a bundle's scratch store, bodies compressed as they come.
     let sink: RecordedEntries?
     /// How many entries were taken (a request taken twice counts once).
@@ -66,7 +80,6 @@ struct ExchangeImport {
     /// Takes `exchange` as an entry, or skips it saying why.
     mutating func add(_ exchange: RecordedExchange) {
         let (number, url, method, status) = (exchange.number, exchange.url, exchange.method, exchange.status)
-        let shown = Self.shown(url)
         guard HTTPRules.isFetchableURL(url) else { return skip(number, url, "not an http or https URL") }
         if status == 101 { return skip(number, url, "a WebSocket session, which a bundle cannot hold") }
         guard (200...599).contains(status) else {
@@ -143,22 +156,22 @@ struct ExchangeImport {
             fetchedAt: exchange.started, originDate: answered.first { $0.name == "date" }.flatMap { HTTPDates.parse($0.value) })
         written.request = recorded
         // The same request twice in one recording (a page polled, reloaded): the later answer is kept.
+        let digest = KeyDigest(key)
+        let earlier = byKey[digest]
+        if let earlier {
+            let earlierURL = Self.shown(sink?.url(of: earlier.index) ?? imported.entries[earlier.index].url)
+            imported.skipped.append((earlier.entry, earlierURL, "the same request as \(place(number)), whose answer is kept"))
+            imported.notes.removeAll { $0.entry == earlier.entry }
+        }
         if let sink {
             // Into the store, where an entry is not replaced: the earlier one is left out of the bundle instead.
-            let index = sink.add(written, ownsFile: false)
-            if let earlier = byKey[key] {
-                imported.skipped.append((earlier.entry, earlier.url, "the same request as \(place(number)), whose answer is kept"))
-                imported.notes.removeAll { $0.entry == earlier.entry }
-                sink.supersede(earlier.index)
-            }
-            byKey[key] = (number, index, shown)
-        } else if let earlier = byKey[key] {
-            imported.skipped.append((earlier.entry, earlier.url, "the same request as \(place(number)), whose answer is kept"))
-            imported.notes.removeAll { $0.entry == earlier.entry }
+            if let earlier { sink.supersede(earlier.index) }
+            byKey[digest] = (number, sink.add(written, ownsFile: false))
+        } else if let earlier {
             imported.entries[earlier.index] = written
-            byKey[key] = (number, earlier.index, shown)
+            byKey[digest] = (number, earlier.index)
         } else {
-            byKey[key] = (number, imported.entries.count, shown)
+            byKey[digest] = (number, imported.entries.count)
             imported.entries.append(written)
         }
     }

@@ -1,3 +1,4 @@
+import CMalloc
 import Foundation
 import NIOConcurrencyHelpers
 import Synchronization
@@ -64,12 +65,18 @@ package final class RecordedEntries: Sendable {
         return index
     }
 
+    /// The URL of the entry at `index` (read back from the store).
+    func url(of index: Int) -> String? { try? store.entry(at: index).url }
+
     /// The entry at `index` was replaced by a later one: it is left out of the bundle.
     func supersede(_ index: Int) { superseded.withLock { _ = $0.insert(index) } }
 
     /// Writes the bundle, once every body is prepared.
     package func write(to path: String, options: BundleWriter.Options) throws -> BundleWriter.Summary {
         pipeline?.finishBlocking()
+        // What reading the recording held (its places, the revisits' payload index, the request keys) was freed by the
+        // reader's threads: given back before the writer takes its own, the peak is the larger of the two, not their sum.
+        packager_release_free_memory()
         var writer = BundleWriter(options: options, session: session, store: store)
         writer.superseded = superseded.withLock { $0 }
         return try writer.write(to: path)

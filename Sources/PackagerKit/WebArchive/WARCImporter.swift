@@ -93,16 +93,30 @@ public enum WARCImporter {
             notes: done.notes.map { (box.place($0.entry), $0.url, $0.note) }, records: records, signers: signers, spool: spool.folder)
     }
 
-    /// The places exchanges are named by, numbered from 1 (the numbers the shared import step reports).
+    /// The places exchanges are named by, numbered from 1 (the numbers the shared import step reports): a record's offset
+    /// and its file, 16 bytes each (a sentence each held a hundred, for every record of the archive).
     final class PlaceList: Sendable {
-        private let list = Mutex<[String]>([])
-        func add(_ place: String) -> Int {
+        private struct List {
+            var files: [String] = []
+            var places: [(file: Int32, offset: Int)] = []
+        }
+        private let list = Mutex(List())
+
+        func add(offset: Int, of file: String) -> Int {
             list.withLock { list in
-                list.append(place)
-                return list.count
+                if list.files.last != file { list.files.append(file) }
+                list.places.append((Int32(list.files.count - 1), offset))
+                return list.places.count
             }
         }
-        func place(_ number: Int) -> String { list.withLock { number >= 1 && number <= $0.count ? $0[number - 1] : "record \(number)" } }
+
+        func place(_ number: Int) -> String {
+            list.withLock { list in
+                guard number >= 1 && number <= list.places.count else { return "record \(number)" }
+                let place = list.places[number - 1]
+                return "the record at offset \(place.offset) of \(list.files[Int(place.file)])"
+            }
+        }
     }
 
     /// A record's HTTP message: the start line's words, the header fields (names lowercased) and the body as stored.
@@ -116,8 +130,9 @@ public enum WARCImporter {
     final class Spool {
         let folder: ScratchFolder
         private var files = 0
-        /// Bodies of responses by record ID and by payload digest, for the revisits that refer to them.
-        var payloads: [String: BodyPlace] = [:]
+        /// Bodies of responses by record ID and by payload digest (each name as the first 16 bytes of its SHA-256: the
+        /// names themselves cost a hundred bytes and more for every response), for the revisits that refer to them.
+        private var payloads: [ExchangeImport.KeyDigest: BodyPlace] = [:]
         /// Whether small bodies stay in memory (the entries are returned); else they are appended to one file, read
         /// back only for a revisit: the payloads a revisit may name are every response's, and memory would hold them all.
         private let inMemory: Bool
@@ -172,7 +187,7 @@ public enum WARCImporter {
                 payloadBuffer.append(data)
                 if payloadBuffer.count >= 1 << 20 { try flushPayloads() }
             }
-            for name in names { payloads[name] = place }
+            for name in names { payloads[ExchangeImport.KeyDigest(name)] = place }
         }
 
         private func flushPayloads() throws {
@@ -189,7 +204,7 @@ public enum WARCImporter {
 
         /// The payload a revisit names, as a body of its own.
         func payload(_ name: String) throws -> BodyPlace? {
-            guard let place = payloads[name] else { return nil }
+            guard let place = payloads[ExchangeImport.KeyDigest(name)] else { return nil }
             guard case .range(let offset, let count) = place else { return place }
             try flushPayloads()
             guard let payloadFile else { return nil }
@@ -251,7 +266,7 @@ public enum WARCImporter {
             case "warcinfo", "metadata":
                 continue
             default:
-                let number = box.add("the record at offset \(record.offset) of \(shown)")
+                let number = box.add(offset: record.offset, of: shown)
                 exchanges.skip(number, record.fields["warc-target-uri"] ?? "-", "a '\(record.type)' record holds no HTTP exchange a bundle can answer with")
             }
         }
@@ -264,7 +279,7 @@ public enum WARCImporter {
     static func response(
         _ record: WARCReader.Record, request: WARCReader.Record?, shown: String, into exchanges: inout ExchangeImport, box: PlaceList, spool: Spool
     ) throws {
-        let number = box.add("the record at offset \(record.offset) of \(shown)")
+        let number = box.add(offset: record.offset, of: shown)
         let url = Self.targetURI(record.fields["warc-target-uri"] ?? "")
         guard !url.isEmpty else { return exchanges.skip(number, "-", "it names no WARC-Target-URI") }
         let message: HTTPMessage
