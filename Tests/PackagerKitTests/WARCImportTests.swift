@@ -210,6 +210,11 @@ struct WARCImportTests {
         var flipped = plain
         flipped[body.lowerBound + 2] ^= 0x20
         try await refused("flipped.warc", flipped, "does not match its WARC-Block-Digest")
+        // A payload digest that names other bytes (the block itself intact, and its own digest matching).
+        let payloadField = try #require(plain.range(of: Data("warc-payload-digest: sha256:".utf8)))
+        var otherPayload = plain
+        otherPayload[payloadField.upperBound] = otherPayload[payloadField.upperBound] == 0x30 ? 0x31 : 0x30
+        try await refused("payload.warc", otherPayload, "does not match its WARC-Payload-Digest")
         // A Content-Length near Int.max: refused as cut short, not an overflow.
         var huge = plain
         huge.replaceSubrange(first.upperBound..<lineEnd.lowerBound, with: Data(String(Int.max).utf8))

@@ -120,7 +120,7 @@ public enum WARCImporter {
     }
 
     /// A record's HTTP message: the start line's words, the header fields (names lowercased) and the body as stored.
-    struct HTTPMessage {
+    struct HTTPMessage: Sendable {
         var startLine: [Substring]
         var headers: [(name: String, value: String)]
         var body: Data
@@ -283,10 +283,9 @@ public enum WARCImporter {
         let url = Self.targetURI(record.fields["warc-target-uri"] ?? "")
         guard !url.isEmpty else { return exchanges.skip(number, "-", "it names no WARC-Target-URI") }
         let message: HTTPMessage
-        do {
-            message = try http(record.block)
-        } catch let problem as Unreadable {
-            return exchanges.skip(number, url, problem.reason)
+        switch record.message ?? Result(catching: { try http(record.block) }).mapError({ $0 as? Unreadable ?? Unreadable(reason: "\($0)") }) {
+        case .success(let parsed): message = parsed
+        case .failure(let problem): return exchanges.skip(number, url, problem.reason)
         }
         guard message.startLine.count >= 2, message.startLine[0].hasPrefix("HTTP/"), let status = Int(message.startLine[1]) else {
             return exchanges.skip(number, url, "its block is not an HTTP response (\(message.startLine.prefix(3).joined(separator: " ").prefix(40)))")
@@ -305,9 +304,7 @@ public enum WARCImporter {
             }
             body = referred
         } else {
-            if let digest = record.fields["warc-payload-digest"], WARCReader.digest(digest, matches: message.body) == false,
-                WARCReader.digest(digest, matches: (try? dechunked(message.body)) ?? Data()) != true
-            {
+            if let digest = record.fields["warc-payload-digest"], record.payloadMatches ?? Self.payload(of: message, matches: digest) == false {
                 throw PackagerError(
                     .invalidInput, "\(shown): the record at offset \(record.offset) does not match its WARC-Payload-Digest (\(digest)): its payload is damaged")
             }
@@ -321,7 +318,7 @@ public enum WARCImporter {
         var method = "GET"
         var requestHeaders: [(name: String, value: String)] = []
         var requestBody: Data?
-        if let request, let sent = try? http(request.block), let verb = sent.startLine.first {
+        if let request, let sent = try? (request.message?.get() ?? http(request.block)), let verb = sent.startLine.first {
             method = verb.uppercased()
             requestHeaders = sent.headers
             let sentBody = (try? decoded(sent)) ?? sent.body
@@ -339,13 +336,20 @@ public enum WARCImporter {
         exchanges.add(exchange)
     }
 
+    /// Whether `message`'s payload, as stored or dechunked, is the one `digest` names; nil for a digest not known here.
+    static func payload(of message: HTTPMessage, matches digest: String) -> Bool? {
+        let stored = WARCReader.digest(digest, matches: message.body)
+        guard stored == false else { return stored }
+        return WARCReader.digest(digest, matches: (try? dechunked(message.body)) ?? Data()) == true
+    }
+
     /// WARC 1.0 wrote the target URI in angle brackets; 1.1 does not.
     static func targetURI(_ text: String) -> String {
         text.hasPrefix("<") && text.hasSuffix(">") ? String(text.dropFirst().dropLast()) : text
     }
 
     /// A record whose HTTP message cannot be read as a bundle's answer: skipped, for this reason.
-    struct Unreadable: Error { var reason: String }
+    struct Unreadable: Error, Sendable { var reason: String }
 
     /// The HTTP message a `request`, `response` or `revisit` block holds.
     static func http(_ block: Data) throws -> HTTPMessage {

@@ -17,6 +17,26 @@ struct WARCReader {
         var fields: [String: String]
         var block: Data
         var type: String { fields["warc-type"]?.lowercased() ?? "" }
+        /// The block's HTTP message, parsed ahead (``WARCRecordStream``), for a request, response or revisit record.
+        var message: Result<WARCImporter.HTTPMessage, WARCImporter.Unreadable>?
+        /// Whether a response's payload is the one its `WARC-Payload-Digest` names, checked ahead; nil when not checked.
+        var payloadMatches: Bool?
+
+        /// Parses the block's HTTP message and checks the payload digest, on the reader's thread: the importer's thread
+        /// is the busier one.
+        mutating func readAhead() {
+            let type = self.type
+            guard type == "response" || type == "revisit" || type == "request" else { return }
+            do {
+                let parsed = try WARCImporter.http(block)
+                message = .success(parsed)
+                if type == "response", let digest = fields["warc-payload-digest"] { payloadMatches = WARCImporter.payload(of: parsed, matches: digest) }
+            } catch let problem as WARCImporter.Unreadable {
+                message = .failure(problem)
+            } catch {
+                message = .failure(WARCImporter.Unreadable(reason: "\(error)"))
+            }
+        }
     }
 
     let name: String

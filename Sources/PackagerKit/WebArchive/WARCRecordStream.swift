@@ -26,7 +26,8 @@ final class WARCRecordStream: Sendable {
         let thread = Thread { [self] in
             do {
                 var reader = try WARCReader(path: path)
-                while let record = try reader.next() {
+                while var record = try reader.next() {
+                    record.readAhead()
                     guard put(.success(record)) else { return }
                 }
                 _ = put(.success(nil))
