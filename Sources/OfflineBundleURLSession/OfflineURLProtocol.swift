@@ -116,7 +116,7 @@ public final class OfflineURLProtocol: URLProtocol {
         let loader = installed.loader
         let streamed = Self.streamedBody(of: request, url: url, loader: loader)
         let bundleRequest = Self.bundleRequest(request, url: url, collectedBody: streamed)
-        // One span per request, as OfflineLoader.load makes: begun here, ended once the answer is handed over.
+        // One span per request, as OfflineLoader.load makes: begun here, ended just before the answer is handed over.
         let tracer = installed.tracer ?? InstrumentationSystem.tracer
         let span = tracer.startSpan(OfflineLoader.loadSpanName, context: ServiceContext.current ?? .topLevel, ofKind: .client)
         loader.trace(bundleRequest, on: span)
@@ -138,9 +138,10 @@ public final class OfflineURLProtocol: URLProtocol {
             fetch(through: installed.network, timeout: min(seconds, request.timeoutInterval), body: streamed, trace: (tracer, span.context)) { outcome in
                 queue.async {
                     let this = handle.value
-                    defer { span.end() }
+                    // The span ends before the client hears of the answer: once the caller has it, its span is finished
+                    // (a tracer read right after the request found the last one still open).
                     // On the task's queue again: a cancel() ran stopLoading here first, or not at all.
-                    guard let client = this.client, !this.stateLock.withLock({ this.stopped }) else { return }
+                    guard let client = this.client, !this.stateLock.withLock({ this.stopped }) else { return span.end() }
                     let fallback: (response: BundleResponse, url: String)?
                     switch outcome {
                     case .answer(let response, let data):
@@ -154,6 +155,7 @@ public final class OfflineURLProtocol: URLProtocol {
                                 Self.remember(http, data: data, for: bundleRequest, loader: loader, session: installed.network)
                             }
                             OfflineLoader.trace(networkStatus: status, on: span)
+                            span.end()
                             this.deliver(.network(response, data), to: client)
                             return
                         }
@@ -162,13 +164,17 @@ public final class OfflineURLProtocol: URLProtocol {
                         guard fallback != nil else {
                             span.attributes["offline_bundle.outcome"] = "network-error"
                             span.recordError(error)
+                            span.end()
                             client.urlProtocol(this, didFailWithError: error)
                             return
                         }
                     }
                     if let (answer, finalURL) = fallback {
                         OfflineLoader.trace(answer, fallback: true, on: span)
+                        span.end()
                         this.deliver(this.answer(answer, loader: loader, url: url, finalURL: finalURL), to: client)
+                    } else {
+                        span.end()
                     }
                 }
             }
