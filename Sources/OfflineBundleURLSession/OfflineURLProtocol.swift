@@ -169,13 +169,10 @@ public final class OfflineURLProtocol: URLProtocol {
                             return
                         }
                     }
-                    if let (answer, finalURL) = fallback {
-                        OfflineLoader.trace(answer, fallback: true, on: span)
-                        span.end()
-                        this.deliver(this.answer(answer, loader: loader, url: url, finalURL: finalURL), to: client)
-                    } else {
-                        span.end()
-                    }
+                    guard let (answer, finalURL) = fallback else { return span.end() }
+                    OfflineLoader.trace(answer, fallback: true, on: span)
+                    span.end()
+                    this.deliver(this.answer(answer, loader: loader, url: url, finalURL: finalURL), to: client)
                 }
             }
         }

@@ -191,6 +191,22 @@ struct WACZExportTests {
                 signed, folder.path + "/forged.wacz",
             ])
         #expect(forged.status == 0, "\(forged.output)")
+        // A datapackage-digest.json that is not JSON: refused, not read as unsigned.
+        let garbled = try await run(
+            "python3",
+            [
+                "-c",
+                """
+                import sys, zipfile
+                with zipfile.ZipFile(sys.argv[1]) as a, zipfile.ZipFile(sys.argv[2], 'w', zipfile.ZIP_STORED) as b:
+                    for info in a.infolist():
+                        b.writestr(info.filename, b'not json' if info.filename == 'datapackage-digest.json' else a.read(info.filename))
+                """,
+                signed, folder.path + "/garbled.wacz",
+            ])
+        #expect(garbled.status == 0, "\(garbled.output)")
+        let unreadable = try await pack(folder.path + "/garbled.wacz", key: nil)
+        #expect(unreadable.status == 2 && unreadable.output.contains("datapackage-digest.json is not a JSON object"), "\(unreadable.output)")
         for key in ["release.pub", nil] {
             let refused = try await pack(folder.path + "/forged.wacz", key: key)
             #expect(refused.status == 2 && refused.output.contains("does not match datapackage-digest.json's hash"), "\(refused.output)")

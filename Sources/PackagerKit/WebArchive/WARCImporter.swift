@@ -463,6 +463,9 @@ public enum WARCImporter {
     /// The signer's fingerprint; nil when the package is not signed.
     static func checkSignature(of path: String, digest: Data?, datapackageSHA256: String, publicKey: [UInt8]?) throws -> String? {
         let object = digest.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] }
+        if digest != nil, object == nil {
+            throw PackagerError(.invalidInput, "\(path): datapackage-digest.json is not a JSON object: the package is damaged")
+        }
         if let object {
             guard let hash = object["hash"] as? String, hash.lowercased() == "sha256:" + datapackageSHA256 else {
                 throw PackagerError(.invalidInput, "\(path): datapackage-digest.json does not hold datapackage.json's SHA-256: the package is damaged")
