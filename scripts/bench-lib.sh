@@ -79,3 +79,43 @@ for i in range(count):
         open(f"{folder}/p{i}.html", "w").write("<p>" + " ".join(rng.choice(words) for _ in range(120 + i * 37 % 250)) + "</p>\n")
 PY
 }
+
+# start_h2o WORK ROOT PORT [TLS_DIR]: serves ROOT with h2o (Debian's 2.2.5: one thread, no access log,
+# `file.send-compressed: ON`, so a client that accepts gzip gets the .gz beside a file, as nginx's gzip_static gives it),
+# on PORT, over TLS with TLS_DIR's server.pem and server.key when given (h2o then speaks HTTP/2 too, by ALPN), from a
+# config in WORK/h2o-PORT; waits until it answers. stop_h2o WORK PORT stops it.
+start_h2o() {
+    local work=$1 root=$2 port=$3 tls=${4:-}
+    local dir="$work/h2o-$port"
+    mkdir -p "$dir"
+    {
+        echo "user: root"
+        echo "num-threads: 1"
+        echo "pid-file: $dir/h2o.pid"
+        echo "error-log: $dir/error.log"
+        echo "listen:"
+        echo "  host: 127.0.0.1"
+        echo "  port: $port"
+        if [ -n "$tls" ]; then
+            echo "  ssl:"
+            echo "    certificate-file: $tls/server.pem"
+            echo "    key-file: $tls/server.key"
+        fi
+        echo "hosts:"
+        echo "  default:"
+        echo "    paths:"
+        echo "      /:"
+        echo "        file.dir: $root"
+        echo "        file.send-compressed: ON"
+    } >"$dir/h2o.conf"
+    h2o -c "$dir/h2o.conf" >"$dir/out.log" 2>&1 &
+    local scheme=http
+    [ -n "$tls" ] && scheme=https
+    wait_for "$scheme://127.0.0.1:$port/"
+}
+
+stop_h2o() {
+    local pid
+    pid=$(cat "$1/h2o-$2/h2o.pid" 2>/dev/null) || return 0
+    kill "$pid" 2>/dev/null || true
+}

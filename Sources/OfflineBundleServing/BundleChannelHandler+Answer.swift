@@ -25,7 +25,8 @@ extension BundleChannelHandler {
         let cacheable = cache != nil && asked.plain && request.method == .GET
         if cacheable, let answer = cache?.answer(for: key, generation: generation), answer.body.stillThere {
             if let gate, !gate.mayWriteKept(Self.keptBytesSent(answer)) { return waitForKeptRoom(pending, gate: gate, context: context) }
-            return answerFromCache(answer, request: request, keepAlive: keepAlive, context: context)
+            return answerFromCache(
+                answer, method: request.method.rawValue, target: request.uri, http10: request.isHTTP10, keepAlive: keepAlive, context: context)
         }
         let fields = HTTPFields(request.headers)
         let record = ServedRequest(method: request.method.rawValue, target: request.uri, status: 500)
@@ -297,16 +298,37 @@ extension BundleChannelHandler {
         return body.readableBytes
     }
 
-    func answerFromCache(_ answer: ResponseCache.Answer, request: HTTPRequestHead, keepAlive: Bool, context: ChannelHandlerContext) {
+    /// Answers a plain GET in HTTP/1.1 that ``CachedAnswerFront`` read off the connection with the answer the cache
+    /// keeps for it, as one read by the decoder is answered (the front asks ``answersNext(on:)`` first).
+    func answerKept(_ answer: ResponseCache.Answer, target: String) {
+        guard let context = ownContext else { return }
+        reads &+= 1
+        version = .http1_1
+        whileWriting(context: context) {
+            answerFromCache(answer, method: "GET", target: target, http10: false, keepAlive: true, context: context)
+        }
+    }
+
+    /// Whether a request read now would be answered now: nothing is being answered, waits or is refused, the
+    /// connection goes on, and the channel takes more.
+    func answersNext(on channel: any Channel) -> Bool {
+        !busy && !writing && waiting.isEmpty && !closing && head == nil && refusedAfterWaiting == nil && !inputClosed && !skippingBody
+            && ownContext != nil && channel.isWritable
+    }
+
+    func answerFromCache(
+        _ answer: ResponseCache.Answer, method: String, target: String, http10: Bool, keepAlive: Bool, context: ChannelHandlerContext
+    ) {
         var buffer = context.channel.allocator.buffer(capacity: answer.head.readableBytes + 96 + min(answer.body.memory, Self.copiedKeptBody))
         buffer.writeImmutableBuffer(answer.head)
         let age = answer.age(at: time(nil))
-        endHead(&buffer, age: age, keepAlive: keepAlive, http10: request.isHTTP10)
-        var served = ServedRequest(
-            client: nil, method: request.method.rawValue, target: request.uri, status: answer.status, contentLength: answer.contentLength,
-            source: answer.source)
-        served.fromCache = true
-        logServed(served, context: context)
+        endHead(&buffer, age: age, keepAlive: keepAlive, http10: http10)
+        if settings.serving.policy.accessLog != nil {
+            var served = ServedRequest(
+                client: nil, method: method, target: target, status: answer.status, contentLength: answer.contentLength, source: answer.source)
+            served.fromCache = true
+            logServed(served, context: context)
+        }
         switch answer.body {
         case .bytes(let body) where body.readableBytes <= Self.copiedKeptBody:
             buffer.writeImmutableBuffer(body)

@@ -40,6 +40,16 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         /// (nginx's `client_body_timeout`): a client cannot hold the budget by sending part of a body and stopping.
         var bodyTimeout: TimeAmount = .seconds(10)
     }
+    /// The handlers of an HTTP/1.1 connection, added to `channel`'s pipeline: the front that answers kept answers
+    /// (``CachedAnswerFront``, with a cache), NIO's decoder, and the handler.
+    static func addHTTP1(to channel: any Channel, settings: Settings, cache: ResponseCache?) throws {
+        let sync = channel.pipeline.syncOperations
+        let answers = BundleChannelHandler(settings, cache: cache)
+        if let cache { try sync.addHandler(CachedAnswerFront(answers: answers, cache: cache, handle: settings.serving.handle)) }
+        try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
+        try sync.addHandler(answers)
+    }
+
     /// Requests received and not yet answered past which the connection is not read.
     static let maxWaiting = 16
 
@@ -142,12 +152,17 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         self.gate = gate
     }
 
+    /// This handler's context while it is in its pipeline, for the answers ``CachedAnswerFront`` gives through it.
+    var ownContext: ChannelHandlerContext?
+
     func handlerAdded(context: ChannelHandlerContext) {
+        ownContext = context
         if settings.idleCheck { scheduleIdleCheck(context: context) }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         removed = true
+        ownContext = nil
         if !readingOffLoop { releaseGate() }
         idleCheck?.cancel()
         bodyCheck?.cancel()

@@ -119,10 +119,7 @@ public final class OfflineBundleChannelServer: Service, Sendable {
             .childChannelInitializer { [settings] channel in
                 connections.add(channel)
                 if let secure { return SecureServing.configure(channel, context: secure, settings: settings, cache: cache) }
-                return channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
-                    try channel.pipeline.syncOperations.addHandler(BundleChannelHandler(settings, cache: cache))
-                }
+                return channel.eventLoop.makeCompletedFuture { try BundleChannelHandler.addHTTP1(to: channel, settings: settings, cache: cache) }
             }
             .bind(host: host, port: port).get()
         return OfflineBundleChannelServer(port: channel.localAddress?.port ?? port, channel: channel, connections: connections)

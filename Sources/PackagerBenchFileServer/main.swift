@@ -34,12 +34,53 @@ final class FixedAnswer: ChannelInboundHandler, Sendable {
     func channelReadComplete(context: ChannelHandlerContext) { context.flush() }
 }
 
+/// Answers each request (its head found by the blank line that ends it) with the same bytes: no HTTP decoder, no
+/// response encoder: NIO's channel alone.
+final class RawFixedAnswer: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    let response: ByteBuffer
+
+    init(body: ByteBuffer) {
+        var response = ByteBuffer(string: "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: \(body.readableBytes)\r\n\r\n")
+        response.writeImmutableBuffer(body)
+        self.response = response
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        let ends = buffer.withUnsafeReadableBytes { bytes in
+            var count = 0
+            var index = 3
+            while index < bytes.count {
+                if bytes[index] == 10 && bytes[index - 1] == 13 && bytes[index - 2] == 10 && bytes[index - 3] == 13 { count += 1 }
+                index += 1
+            }
+            return count
+        }
+        for _ in 0..<ends { context.write(wrapOutboundOut(response), promise: nil) }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) { context.flush() }
+}
+
 let arguments = CommandLine.arguments
 guard arguments.count == 3, let port = Int(arguments[2]) else {
     print("usage: packager-bench-fileserver ROOT PORT")
     exit(2)
 }
 let hello = ByteBuffer(repeating: UInt8(ascii: "x"), count: 6 << 10)
+if arguments[1] == "--raw-hello" {
+    let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup(numberOfThreads: 1))
+        .serverChannelOption(.backlog, value: 256)
+        .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+        .childChannelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(RawFixedAnswer(body: ByteBuffer(repeating: 120, count: 13011))) }
+        }
+        .bind(host: "127.0.0.1", port: port).get()
+    try await channel.closeFuture.get()
+    exit(0)
+}
 if arguments[1] == "--nio-hello" {
     let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
         .serverChannelOption(.backlog, value: 256)

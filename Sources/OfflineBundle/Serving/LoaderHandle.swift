@@ -13,6 +13,9 @@ public final class LoaderHandle: Sendable {
     /// The loader answering now, and how many times it was replaced before (what a server's cache of answers is for).
     public var snapshot: (loader: OfflineLoader, generation: UInt64) { current.withLock { $0 } }
 
+    /// How many times the loader was replaced: what a cache of answers from it is kept for, read without the loader.
+    package var generation: UInt64 { current.withLock { $0.generation } }
+
     /// Makes `loader` answer from now on.
     public func replace(with loader: OfflineLoader) { current.withLock { $0 = (loader, $0.generation &+ 1) } }
 

@@ -80,8 +80,7 @@ enum SecureServing {
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(TLSWriteCoalescer())
-                    try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
-                    try sync.addHandler(BundleChannelHandler(settings, cache: cache))
+                    try BundleChannelHandler.addHTTP1(to: channel, settings: settings, cache: cache)
                 }
             })
     }

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Benchmark of `packager serve` against h2o and nginx, page by page, on Debian's python3.11-doc: plain HTTP/1.1 and
+# HTTPS with wrk, HTTP/2 with h2load, each server on one thread, in the same run.
+# Usage: scripts/bench-serve-peers.sh BIN_FOLDER WORK OUTPUT.md [--quick]
+set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
+bin=$1
+work=$2
+out=$3
+quick=${4:-}
+duration=5
+runs=3
+if [ "$quick" = "--quick" ]; then duration=2; runs=1; fi
+docs=/usr/share/doc/python3.11/html
+[ -f "$docs/library/functions.html" ] || { echo "bench-serve-peers: python3.11-doc is not installed" >&2; exit 1; }
+command -v h2o >/dev/null || { echo "bench-serve-peers: h2o is not installed (apt-get install h2o)" >&2; exit 1; }
+rm -rf "$work" && mkdir -p "$work/tls"
+work=$(cd "$work" && pwd)
+tls=$work/tls
+make_test_ca "$tls"
+
+# The site: python3.11-doc as Debian ships it, and one page of 6 KiB beside it (the site's smallest page is 8.8 KB).
+cp -rL "$docs" "$work/py"
+python3 - "$work/py/page-6k.html" <<'PY'
+import random, sys
+rng = random.Random(5)
+words = "offline bundle serve request response header cache etag range gzip".split()
+body = "".join(f"<p>{' '.join(rng.choice(words) for _ in range(60))}</p>\n" for _ in range(15))
+open(sys.argv[1], "w").write(f"<!doctype html><html><head><title>6k</title></head><body>{body}</body></html>")
+PY
+"$bin/packager" pack "$work/py" --base-url http://bench.local/ -o "$work/py.zip" >/dev/null
+# What nginx's gzip_static and h2o's file.send-compressed send: a .gz made by gzip -6 beside each page.
+find "$work/py" -name '*.html' -exec gzip -k -6 {} +
+pages_mix_lua "$work/py" "$work"
+
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    stop_nginx "$work"
+    for port in 18201 18211; do stop_h2o "$work" "$port"; done
+}
+trap cleanup EXIT
+# Plain HTTP: h2o 18201, nginx 18202, packager 18203; HTTPS (HTTP/1.1 and HTTP/2 by ALPN): 18211, 18212, 18213.
+start_h2o "$work" "$work/py" 18201
+start_h2o "$work" "$work/py" 18211 "$tls"
+start_nginx "$work" "$work/py" "127.0.0.1:18202" 1 "gzip_static on; } server { listen 127.0.0.1:18212 ssl http2; root $work/py; etag on; \
+ssl_certificate $tls/server.pem; ssl_certificate_key $tls/server.key; gzip_static on;"
+"$bin/packager" serve "$work/py.zip" --port 18203 --threads 1 >/dev/null 2>&1 & pids+=($!)
+"$bin/packager" serve "$work/py.zip" --port 18213 --threads 1 --tls-cert "$tls/server.pem" --tls-key "$tls/server.key" >/dev/null 2>&1 & pids+=($!)
+for port in 18201 18202 18203; do
+    wait_for "http://127.0.0.1:$port/index.html"
+    # Every server gives the same bytes, identity and gzip.
+    for page in /page-6k.html /index.html /library/functions.html; do
+        curl -sf "http://127.0.0.1:$port$page" | cmp - "$work/py$page"
+        curl -sf -H "Accept-Encoding: gzip" "http://127.0.0.1:$port$page" | gunzip | cmp - "$work/py$page"
+    done
+done
+for port in 18211 18212 18213; do
+    wait_for "https://127.0.0.1:$port/index.html"
+    for version in --http1.1 --http2; do
+        curl -sf "$version" --cacert "$tls/ca.pem" "https://127.0.0.1:$port/library/functions.html" | cmp - "$work/py/library/functions.html"
+    done
+    [ "$(curl -s --http2 --cacert "$tls/ca.pem" -o /dev/null -w '%{http_version}' "https://127.0.0.1:$port/index.html")" = 2 ]
+done
+
+# One measure: wrk (HTTP/1.1, one thread, 32 connections) or h2load (HTTP/2, one thread).
+h1() { # URL PATH|mix [HEADER]
+    local header=() script=() path=$2
+    [ -n "${3:-}" ] && header=(-H "$3")
+    if [ "$2" = mix ]; then script=(-s "$work/py-mix.lua"); path=/; fi
+    wrk -t1 -c32 -d${duration}s "${script[@]}" "${header[@]}" "$1$path" | awk '/Requests\/sec/ {print $2}'
+}
+h2() { # URL PATH|mix CONNECTIONS STREAMS [HEADER]
+    local input=() header=()
+    [ -n "${5:-}" ] && header=(-H "$5")
+    if [ "$2" = mix ]; then
+        sed "s|^|$1|" "$work/py-pages.txt" >"$work/h2-pages.txt"
+        input=(-i "$work/h2-pages.txt")
+    else
+        input=("$1$2")
+    fi
+    h2load -t1 -c"$3" -m"$4" -D"$duration" --warm-up-time=1 "${header[@]}" "${input[@]}" 2>/dev/null |
+        awk '/^finished in/ {gsub(",", "", $4); print $4}'
+}
+# Warm up every server (page cache, TLS, packager's cache of whole answers).
+for url in http://127.0.0.1:18201 http://127.0.0.1:18202 http://127.0.0.1:18203 https://127.0.0.1:18211 https://127.0.0.1:18212 https://127.0.0.1:18213; do
+    wrk -t1 -c8 -d1s -s "$work/py-mix.lua" "$url/" >/dev/null
+    wrk -t1 -c8 -d1s -s "$work/py-mix.lua" -H "Accept-Encoding: gzip" "$url/" >/dev/null
+done
+
+# A row: the three servers measured in turn, `runs` times, each keeping its best.
+rows=()
+row() { # LABEL KIND(h1|h2) SCHEME PORTBASE ARGS...
+    local label=$1 kind=$2 scheme=$3 base=$4
+    shift 4
+    local best_h2o=0 best_nginx=0 best_packager=0 r
+    for _ in $(seq "$runs"); do
+        r=$("$kind" "$scheme://127.0.0.1:$((base + 1))" "$@"); best_h2o=$(python3 -c "print(max($best_h2o, ${r:-0}))")
+        r=$("$kind" "$scheme://127.0.0.1:$((base + 2))" "$@"); best_nginx=$(python3 -c "print(max($best_nginx, ${r:-0}))")
+        r=$("$kind" "$scheme://127.0.0.1:$((base + 3))" "$@"); best_packager=$(python3 -c "print(max($best_packager, ${r:-0}))")
+    done
+    rows+=("| $label | $best_packager | $best_h2o | $best_nginx | $(python3 -c "print(f'{$best_packager / $best_h2o:.2f}')")x | $(python3 -c "print(f'{$best_packager / $best_nginx:.2f}')")x |")
+}
+gz="Accept-Encoding: gzip"
+row "HTTP/1.1: page-6k.html (6 KiB), identity" h1 http 18200 /page-6k.html
+row "HTTP/1.1: page-6k.html, gzip" h1 http 18200 /page-6k.html "$gz"
+row "HTTP/1.1: index.html (13 KB), identity" h1 http 18200 /index.html
+row "HTTP/1.1: index.html, gzip" h1 http 18200 /index.html "$gz"
+row "HTTP/1.1: functions.html (290 KB), identity" h1 http 18200 /library/functions.html
+row "HTTP/1.1: functions.html, gzip (43 KB)" h1 http 18200 /library/functions.html "$gz"
+row "HTTP/1.1: every page in turn, identity" h1 http 18200 mix
+row "HTTPS, HTTP/1.1: page-6k.html, identity" h1 https 18210 /page-6k.html
+row "HTTPS, HTTP/1.1: index.html, identity" h1 https 18210 /index.html
+row "HTTPS, HTTP/1.1: index.html, gzip" h1 https 18210 /index.html "$gz"
+row "HTTPS, HTTP/1.1: functions.html, identity" h1 https 18210 /library/functions.html
+row "HTTPS, HTTP/1.1: functions.html, gzip" h1 https 18210 /library/functions.html "$gz"
+row "HTTPS, HTTP/2, 32 connections × 1 stream: index.html" h2 https 18210 /index.html 32 1
+row "HTTPS, HTTP/2, 4 connections × 8 streams: every page in turn, gzip" h2 https 18210 mix 4 8 "$gz"
+{
+    echo "## packager serve against h2o and nginx, page by page"
+    echo
+    echo "Run by \`make bench\` (scripts/bench-serve-peers.sh) on $(date -u +%Y-%m-%dT%H:%M:%SZ), $(machine); $(h2o --version | head -1), $(nginx -v 2>&1 | sed 's/.*: //'), $(h2load --version 2>/dev/null | head -1)."
+    echo "Debian's python3.11-doc and one 6 KiB page beside it (page-6k.html; the site's smallest page is 8.8 KB), packed for packager serve; h2o and nginx serve the same folder, with a .gz made by \`gzip -6\` beside each page."
+    echo "Each server on one thread: \`packager serve --threads 1\` (its default cache, 64 MiB); h2o \`num-threads: 1\`, \`file.send-compressed: ON\`, no access log; nginx \`worker_processes 1\`, \`sendfile on\`, \`gzip_static on\`, no access log (the configurations: scripts/bench-lib.sh, start_h2o and start_nginx)."
+    echo "HTTP/1.1: wrk -t1 -c32 -d${duration}s; HTTP/2: h2load -t1 -D${duration} (ALPN h2). HTTPS: one RSA-2048 certificate for all three, TLS 1.3 as the clients choose it."
+    echo "The three servers are measured in turn, $runs rounds, each keeping its best; the client and the server share the machine's $(nproc) cores."
+    echo
+    echo "| request | packager serve | h2o | nginx | vs h2o | vs nginx |"
+    echo "|---|---|---|---|---|---|"
+    printf '%s\n' "${rows[@]}"
+    echo
+} >"$out"
+cat "$out"
