@@ -290,7 +290,7 @@ extension BundleChannelHandler {
 
     /// A kept body this large or smaller is copied into the buffer of its head; a larger one goes out as the cache's own
     /// buffer.
-    static let copiedKeptBody = 16 << 10
+    static let copiedKeptBody = ResponseCache.wireBody
 
     /// The bytes of the cache's own buffers an answer from it sends: its body when that is not copied.
     static func keptBytesSent(_ answer: ResponseCache.Answer) -> Int {
@@ -308,6 +308,21 @@ extension BundleChannelHandler {
             answerFromCache(answer, method: "GET", target: target, http10: false, keepAlive: true, context: context)
         }
     }
+
+    /// Sends the bytes of a kept answer (``ResponseCache/http1Wire(for:generation:now:)``), and the body after them
+    /// when it is not in them: the answer to a plain GET in HTTP/1.1 that ``CachedAnswerFront`` read, when no access log
+    /// or metrics hear of answers.
+    func sendWire(_ wire: ByteBuffer, after body: ByteBuffer?) {
+        guard let context = ownContext else { return }
+        reads &+= 1
+        whileWriting(context: context) {
+            send(wire, context: context)
+            if let body { send(body, context: context) }
+        }
+    }
+
+    /// Whether answers are told of (an access log, metrics): then each one makes a record.
+    var tellsOfAnswers: Bool { settings.serving.policy.accessLog != nil }
 
     /// Whether a request read now would be answered now: nothing is being answered, waits or is refused, the
     /// connection goes on, and the channel takes more.

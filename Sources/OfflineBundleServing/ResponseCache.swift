@@ -54,7 +54,14 @@ final class ResponseCache: Sendable {
         /// The head's fields as HTTP/2 sends them, read once when kept by a server over TLS (where HTTP/2 answers
         /// from here without a stream, ``HTTP2CacheFront``); nil otherwise.
         var http2Fields: HPACKHeaders?
-        var cost: Int { head.readableBytes * (http2Fields == nil ? 1 : 3) + body.memory + 256 }
+        var cost: Int { head.readableBytes * (http2Fields == nil ? 1 : 3) + body.memory + 256 + wireCopy }
+
+        /// The bytes an HTTP/1.1 answer's wire bytes (``ResponseCache/http1Wire(for:generation:now:)``) hold beyond the
+        /// head and body: a copy of both when the body is small enough to go out in the head's buffer.
+        var wireCopy: Int {
+            guard case .bytes(let body) = body, body.readableBytes <= ResponseCache.wireBody else { return 0 }
+            return head.readableBytes + body.readableBytes + 96
+        }
 
         /// The Age to send at `now` (`time()`), nil when the response had none.
         func age(at now: Int) -> Int? { age.map { $0.value + max(0, now - $0.at) } }
@@ -124,10 +131,25 @@ final class ResponseCache: Sendable {
     /// Bodies held as bytes larger than this are not kept.
     static let maxBody = 4 << 20
 
+    /// A kept body this large or smaller goes out in the buffer of its head; a larger one as the cache's own buffer.
+    static let wireBody = 16 << 10
+
+    /// What an HTTP/1.1 answer goes out as in one second: its head with that second's Date (and Age), the blank line,
+    /// and the body when it is at most ``wireBody`` bytes.
+    struct Wire {
+        var second: Int
+        var bytes: ByteBuffer
+        /// The body, when it is larger than ``wireBody``: sent after `bytes`, as the cache's own buffer.
+        var after: ByteBuffer?
+    }
+
     private struct State {
         var generation: UInt64 = 0
-        /// Each answer and where its key stands in `keys`.
-        var answers: [Key: (answer: Answer, slot: Int)] = [:]
+        /// Each answer, where its key stands in `keys`, and its HTTP/1.1 bytes of the second it was last given in.
+        var answers: [Key: (answer: Answer, slot: Int, wire: Wire?)] = [:]
+        /// The `date` line of ``dateSecond``.
+        var dateSecond = 0
+        var dateLine = ByteBuffer()
         var keys: [Key] = []
         var used = 0
         var random = SystemRandomNumberGenerator()
@@ -172,6 +194,36 @@ final class ResponseCache: Sendable {
 
     /// A span of `bundle`'s file, sharing one descriptor per bundle: `span.descriptor` (a new one, which this takes)
     /// when there is none yet, else the one there is (and `span.descriptor` is closed).
+    /// The bytes of the HTTP/1.1 keep-alive answer kept for `key`, at the second `now` (`time()`), and the body to send
+    /// after them when it is not in them; nil when no answer is kept for `key`, or when its body is not in memory (a
+    /// span of the file: see ``BundleChannelHandler/answerFromCache(_:method:target:http10:keepAlive:context:)``).
+    /// Made once a second per answer: an answer given again within the second is one buffer, copied by nobody.
+    func http1Wire(for key: Key, generation: UInt64, now: Int) -> (wire: ByteBuffer, after: ByteBuffer?)? {
+        state.withLockedValue { state in
+            if generation > state.generation { state.reset(to: generation) }
+            guard generation == state.generation, let index = state.answers.index(forKey: key) else { return nil }
+            // Only the wire is read when it is of this second (not the whole answer, which costs a retain a field).
+            if let wire = state.answers.values[index].wire, wire.second == now { return (wire.bytes, wire.after) }
+            let answer = state.answers.values[index].answer
+            guard case .bytes(let body) = answer.body else { return nil }
+            let after = body.readableBytes > Self.wireBody ? body : nil
+            if state.dateSecond != now {
+                state.dateSecond = now
+                state.dateLine.clear()
+                ResponseHead.line(&state.dateLine, "date", HTTPDates.format(Date(timeIntervalSince1970: TimeInterval(now))))
+            }
+            var bytes = ByteBuffer()
+            bytes.reserveCapacity(answer.head.readableBytes + state.dateLine.readableBytes + 32 + (after == nil ? body.readableBytes : 0))
+            bytes.writeImmutableBuffer(answer.head)
+            bytes.writeImmutableBuffer(state.dateLine)
+            if let age = answer.age(at: now) { ResponseHead.line(&bytes, "age", String(age)) }
+            bytes.writeStaticString("\r\n")
+            if after == nil { bytes.writeImmutableBuffer(body) }
+            state.answers.values[index].wire = Wire(second: now, bytes: bytes, after: after)
+            return (bytes, after)
+        }
+    }
+
     func fileBytes(of span: BundleResponse.FileSpan, generation: UInt64) -> FileBytes {
         let (shared, spare) = state.withLockedValue { state -> (SharedFile, Int32?) in
             if generation == state.generation, let file = state.files[FileKey(bundle: ObjectIdentifier(span.bundle), store: span.store)] {
@@ -191,7 +243,7 @@ final class ResponseCache: Sendable {
         state.withLockedValue { state in
             guard generation == state.generation, state.answers[key] == nil else { return }
             while state.used + answer.cost > budget && !state.keys.isEmpty { state.evictOne() }
-            state.answers[key] = (answer, state.keys.count)
+            state.answers[key] = (answer, state.keys.count, nil)
             state.keys.append(key)
             state.used += answer.cost
         }

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import OfflineBundle
 
@@ -52,9 +53,12 @@ final class CachedAnswerFront: ChannelInboundHandler, RemovableChannelHandler {
                 return context.fireChannelRead(wrapInboundOut(bytes))
             case .request(let head):
                 searched = 0
-                if head.answerable, answers.answersNext(on: context.channel), let (answer, target) = kept(head, in: bytes) {
+                if head.answerable, answers.answersNext(on: context.channel), let found = kept(head, in: bytes) {
                     bytes.moveReaderIndex(forwardBy: head.length)
-                    answers.answerKept(answer, target: target)
+                    switch found {
+                    case .wire(let wire, let after): answers.sendWire(wire, after: after)
+                    case .answer(let answer, let target): answers.answerKept(answer, target: target)
+                    }
                 } else {
                     context.fireChannelRead(wrapInboundOut(bytes.readSlice(length: head.length)!))
                 }
@@ -62,15 +66,26 @@ final class CachedAnswerFront: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
-    /// The kept answer to `head`, and its target, when the cache has one for the bundle mounted now.
-    private func kept(_ head: PlainRequestHead, in bytes: ByteBuffer) -> (ResponseCache.Answer, String)? {
+    /// What the cache keeps for `head`: the bytes to send, when nothing is told of answers (no access log, no metrics);
+    /// else the answer and the target, for the record the handler makes of it.
+    private enum Kept {
+        case wire(ByteBuffer, after: ByteBuffer?)
+        case answer(ResponseCache.Answer, target: String)
+    }
+
+    /// The kept answer to `head`, when the cache has one for the bundle mounted now.
+    private func kept(_ head: PlainRequestHead, in bytes: ByteBuffer) -> Kept? {
         let key = bytes.withUnsafeReadableBytes { raw in
             ResponseCache.Key(
                 host: head.host.map { String(decoding: raw[$0], as: UTF8.self) }, target: String(decoding: raw[head.target], as: UTF8.self),
                 acceptEncoding: head.acceptEncoding.map { String(decoding: raw[$0], as: UTF8.self) })
         }
-        guard let answer = cache.answer(for: key, generation: handle.generation), answer.body.stillThere else { return nil }
-        return (answer, key.target)
+        let generation = handle.generation
+        if !answers.tellsOfAnswers, let (wire, after) = cache.http1Wire(for: key, generation: generation, now: time(nil)) {
+            return .wire(wire, after: after)
+        }
+        guard let answer = cache.answer(for: key, generation: generation), answer.body.stillThere else { return nil }
+        return .answer(answer, target: key.target)
     }
 
     /// The end of the input, or a graceful shutdown: the start of a head held goes to the decoder (which answers it or
