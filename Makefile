@@ -5,7 +5,7 @@ BUILD_PACKAGES = libarchive-dev zlib1g-dev libdeflate-dev
 # What the tests use besides: real servers, real sites, real archive tools, Chromium (about 1.1 GiB with PyPI's).
 DEBIAN_PACKAGES = $(BUILD_PACKAGES) libarchive-tools unzip zstd gzip curl python3 openssl python3.11-doc nginx apache2 lighttpd lighttpd-mod-deflate caddy chromium-headless-shell openjdk-17-doc rust-doc mkdocs-doc doxygen iso-codes python3-venv
 # The peers the benchmarks compare with, and the tools that drive them.
-BENCH_PACKAGES = nginx nghttp2-client wget2 wrk time iproute2 python3.11-doc libisal-dev gcc
+BENCH_PACKAGES = nginx h2o nghttp2-client wget2 wrk time iproute2 python3.11-doc libisal-dev gcc
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 OUT ?= out
 BENCH_WORK ?= /tmp/packager-bench
@@ -73,7 +73,7 @@ bench:
 	scripts/bench-build.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/build $(BENCH_WORK)/build.md
 	scripts/bench-browser.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/browser $(BENCH_WORK)/browser.md
 	scripts/bench-serve.sh $(BIN_RELEASE) $(BENCH_WORK)/serve $(BENCH_WORK)/serve.md
-	scripts/bench-serve-tls.sh $(BIN_RELEASE) $(BENCH_WORK)/serve-tls $(BENCH_WORK)/serve-tls.md
+	scripts/bench-serve-peers.sh $(BIN_RELEASE) $(BENCH_WORK)/serve-peers $(BENCH_WORK)/serve-peers.md
 	scripts/bench-vapor.sh $(BIN_RELEASE) $(BENCH_WORK)/vapor $(BENCH_WORK)/vapor.md
 	scripts/bench-delta.sh $(BIN_RELEASE) $(BENCH_WORK)/delta $(BENCH_WORK)/delta.md
 	scripts/bench-remote.sh $(BIN_RELEASE) $(BENCH_WORK)/remote $(BENCH_WORK)/remote.md
@@ -85,7 +85,7 @@ bench:
 	scripts/bench-attack.sh $(BIN_RELEASE)/packager $(BENCH_WORK)/attack $(BENCH_WORK)/attack.md
 	scripts/bench-faults.sh $(BIN_RELEASE) $(BENCH_WORK)/faults $(BENCH_WORK)/faults.md
 	scripts/bench-export.sh $(BIN_RELEASE) $(BENCH_WORK)/export $(BENCH_WORK)/export.md
-	scripts/bench-report.sh docs/BENCHMARKS.md $(BENCH_WORK)/format.md $(BENCH_WORK)/deflate.md $(BENCH_WORK)/build.md $(BENCH_WORK)/browser.md $(BENCH_WORK)/https.md $(BENCH_WORK)/serve.md $(BENCH_WORK)/serve-tls.md $(BENCH_WORK)/vapor.md $(BENCH_WORK)/range.md $(BENCH_WORK)/delta.md $(BENCH_WORK)/remote.md $(BENCH_WORK)/fleet.md $(BENCH_WORK)/verify.md $(BENCH_WORK)/verify-servers.md $(BENCH_WORK)/attack.md $(BENCH_WORK)/faults.md $(BENCH_WORK)/export.md
+	scripts/bench-report.sh docs/BENCHMARKS.md $(BENCH_WORK)/format.md $(BENCH_WORK)/deflate.md $(BENCH_WORK)/build.md $(BENCH_WORK)/browser.md $(BENCH_WORK)/https.md $(BENCH_WORK)/serve.md $(BENCH_WORK)/serve-peers.md $(BENCH_WORK)/vapor.md $(BENCH_WORK)/range.md $(BENCH_WORK)/delta.md $(BENCH_WORK)/remote.md $(BENCH_WORK)/fleet.md $(BENCH_WORK)/verify.md $(BENCH_WORK)/verify-servers.md $(BENCH_WORK)/attack.md $(BENCH_WORK)/faults.md $(BENCH_WORK)/export.md
 
 # The same benchmarks on small inputs, to check the scripts; writes /tmp/BENCHMARKS-quick.md.
 bench-quick:
@@ -96,7 +96,7 @@ bench-quick:
 	scripts/bench-build.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/build $(BENCH_WORK)-quick/build.md --quick
 	scripts/bench-browser.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/browser $(BENCH_WORK)-quick/browser.md --quick
 	scripts/bench-serve.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/serve $(BENCH_WORK)-quick/serve.md --quick
-	scripts/bench-serve-tls.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/serve-tls $(BENCH_WORK)-quick/serve-tls.md --quick
+	scripts/bench-serve-peers.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/serve-peers $(BENCH_WORK)-quick/serve-peers.md --quick
 	scripts/bench-vapor.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/vapor $(BENCH_WORK)-quick/vapor.md --quick
 	scripts/bench-delta.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/delta $(BENCH_WORK)-quick/delta.md --quick
 	scripts/bench-remote.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/remote $(BENCH_WORK)-quick/remote.md --quick
@@ -108,7 +108,7 @@ bench-quick:
 	scripts/bench-attack.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/attack $(BENCH_WORK)-quick/attack.md --quick
 	scripts/bench-faults.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/faults $(BENCH_WORK)-quick/faults.md --quick
 	scripts/bench-export.sh $(BIN_RELEASE) $(BENCH_WORK)-quick/export $(BENCH_WORK)-quick/export.md --quick
-	scripts/bench-report.sh /tmp/BENCHMARKS-quick.md $(BENCH_WORK)-quick/format.md $(BENCH_WORK)-quick/build.md $(BENCH_WORK)-quick/browser.md $(BENCH_WORK)-quick/https.md $(BENCH_WORK)-quick/serve.md $(BENCH_WORK)-quick/serve-tls.md $(BENCH_WORK)-quick/vapor.md $(BENCH_WORK)-quick/range.md $(BENCH_WORK)-quick/delta.md $(BENCH_WORK)-quick/remote.md $(BENCH_WORK)-quick/fleet.md $(BENCH_WORK)-quick/verify.md $(BENCH_WORK)-quick/verify-servers.md $(BENCH_WORK)-quick/attack.md $(BENCH_WORK)-quick/faults.md $(BENCH_WORK)-quick/export.md
+	scripts/bench-report.sh /tmp/BENCHMARKS-quick.md $(BENCH_WORK)-quick/format.md $(BENCH_WORK)-quick/build.md $(BENCH_WORK)-quick/browser.md $(BENCH_WORK)-quick/https.md $(BENCH_WORK)-quick/serve.md $(BENCH_WORK)-quick/serve-peers.md $(BENCH_WORK)-quick/vapor.md $(BENCH_WORK)-quick/range.md $(BENCH_WORK)-quick/delta.md $(BENCH_WORK)-quick/remote.md $(BENCH_WORK)-quick/fleet.md $(BENCH_WORK)-quick/verify.md $(BENCH_WORK)-quick/verify-servers.md $(BENCH_WORK)-quick/attack.md $(BENCH_WORK)-quick/faults.md $(BENCH_WORK)-quick/export.md
 
 # The concurrent-read, crawl and crawl-pipeline tests under the thread sanitizer (a separate build folder, .build-tsan).
 test-tsan: deps

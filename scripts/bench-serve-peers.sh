@@ -8,7 +8,7 @@ bin=$1
 work=$2
 out=$3
 quick=${4:-}
-duration=5
+duration=4
 runs=3
 if [ "$quick" = "--quick" ]; then duration=2; runs=1; fi
 docs=/usr/share/doc/python3.11/html
@@ -102,20 +102,51 @@ row() { # LABEL KIND(h1|h2) SCHEME PORTBASE ARGS...
     rows+=("| $label | $best_packager | $best_h2o | $best_nginx | $(python3 -c "print(f'{$best_packager / $best_h2o:.2f}')")x | $(python3 -c "print(f'{$best_packager / $best_nginx:.2f}')")x |")
 }
 gz="Accept-Encoding: gzip"
-row "HTTP/1.1: page-6k.html (6 KiB), identity" h1 http 18200 /page-6k.html
-row "HTTP/1.1: page-6k.html, gzip" h1 http 18200 /page-6k.html "$gz"
-row "HTTP/1.1: index.html (13 KB), identity" h1 http 18200 /index.html
-row "HTTP/1.1: index.html, gzip" h1 http 18200 /index.html "$gz"
-row "HTTP/1.1: functions.html (290 KB), identity" h1 http 18200 /library/functions.html
-row "HTTP/1.1: functions.html, gzip (43 KB)" h1 http 18200 /library/functions.html "$gz"
-row "HTTP/1.1: every page in turn, identity" h1 http 18200 mix
-row "HTTPS, HTTP/1.1: page-6k.html, identity" h1 https 18210 /page-6k.html
-row "HTTPS, HTTP/1.1: index.html, identity" h1 https 18210 /index.html
-row "HTTPS, HTTP/1.1: index.html, gzip" h1 https 18210 /index.html "$gz"
-row "HTTPS, HTTP/1.1: functions.html, identity" h1 https 18210 /library/functions.html
-row "HTTPS, HTTP/1.1: functions.html, gzip" h1 https 18210 /library/functions.html "$gz"
+for scheme in http https; do
+    base=18200
+    label="HTTP/1.1"
+    if [ $scheme = https ]; then base=18210; label="HTTPS, HTTP/1.1"; fi
+    row "$label: page-6k.html (6 KiB), identity" h1 $scheme $base /page-6k.html
+    row "$label: page-6k.html, gzip" h1 $scheme $base /page-6k.html "$gz"
+    row "$label: index.html (13 KB), identity" h1 $scheme $base /index.html
+    row "$label: index.html, gzip" h1 $scheme $base /index.html "$gz"
+    row "$label: library/functions.html (290 KB), identity" h1 $scheme $base /library/functions.html
+    row "$label: library/functions.html, gzip (43 KB)" h1 $scheme $base /library/functions.html "$gz"
+    row "$label: every page in turn, identity" h1 $scheme $base mix
+done
 row "HTTPS, HTTP/2, 32 connections × 1 stream: index.html" h2 https 18210 /index.html 32 1
+row "HTTPS, HTTP/2, 32 connections × 1 stream: functions.html, identity" h2 https 18210 /library/functions.html 32 1
+row "HTTPS, HTTP/2, 32 connections × 1 stream: every page in turn" h2 https 18210 mix 32 1
 row "HTTPS, HTTP/2, 4 connections × 8 streams: every page in turn, gzip" h2 https 18210 mix 4 8 "$gz"
+# CPU per request, which the machine's noise moves far less than a rate: the server's user and system time (from
+# /proc) over a wrk run, divided by the requests answered; beside the floor of SwiftNIO itself (a channel handler on
+# the bytes that answers every request with the same 6 KiB, no HTTP decoder: packager-bench-fileserver --raw-hello).
+"$bin/packager-bench-fileserver" --raw-hello 18209 >/dev/null 2>&1 & pids+=($!)
+wait_for "http://127.0.0.1:18209/"
+cpu_rows=()
+cpu() { # LABEL PID URL [HEADER]: "user system" microseconds per request
+    local pid=$1 url=$2 header=${3:-X-Bench: 1} tick u0 s0 u1 s1 n
+    tick=$(getconf CLK_TCK)
+    read -r u0 s0 < <(awk '{print $14, $15}' "/proc/$pid/stat")
+    n=$(wrk -t1 -c32 -d${duration}s -H "$header" "$url" | awk '/requests in/ {print $1}')
+    read -r u1 s1 < <(awk '{print $14, $15}' "/proc/$pid/stat")
+    python3 -c "print(f'{($u1 - $u0) / $tick / $n * 1e6:.2f} {($s1 - $s0) / $tick / $n * 1e6:.2f}')"
+}
+nginx_worker=$(pgrep -P "$(cat "$work/nginx/nginx.pid")" | head -1)
+h2o_pid=$(cat "$work/h2o-18201/h2o.pid")
+packager_pid=${pids[0]}
+raw_pid=${pids[2]}
+cpu_row() { # LABEL PATH [HEADER]
+    local label=$1 path=$2 header=${3:-X-Bench: 1}
+    read -r a_u a_s < <(cpu "$packager_pid" "http://127.0.0.1:18203$path" "$header")
+    read -r b_u b_s < <(cpu "$h2o_pid" "http://127.0.0.1:18201$path" "$header")
+    read -r c_u c_s < <(cpu "$nginx_worker" "http://127.0.0.1:18202$path" "$header")
+    cpu_rows+=("| $label | $a_u + $a_s | $b_u + $b_s | $c_u + $c_s | $(python3 -c "print(f'{($b_u + $b_s) / ($a_u + $a_s):.2f}')")x |")
+}
+cpu_row "HTTP/1.1: page-6k.html, identity" /page-6k.html
+cpu_row "HTTP/1.1: page-6k.html, gzip" /page-6k.html "$gz"
+cpu_row "HTTP/1.1: index.html, identity" /index.html
+read -r r_u r_s < <(cpu "$raw_pid" "http://127.0.0.1:18209/")
 {
     echo "## packager serve against h2o and nginx, page by page"
     echo
@@ -128,6 +159,12 @@ row "HTTPS, HTTP/2, 4 connections × 8 streams: every page in turn, gzip" h2 htt
     echo "| request | packager serve | h2o | nginx | vs h2o | vs nginx |"
     echo "|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
+    echo
+    echo "CPU per request (microseconds of the server's user + system time, from /proc, over a wrk run of each; the rate of h2o's CPU time to packager's in the last column: above 1.0x, packager spends less). The floor of SwiftNIO, a channel handler on the bytes that answers every request with the same 6 KiB and no HTTP decoder (packager-bench-fileserver --raw-hello), spends $r_u + $r_s."
+    echo
+    echo "| request | packager serve | h2o | nginx | packager vs h2o |"
+    echo "|---|---|---|---|---|"
+    printf '%s\n' "${cpu_rows[@]}"
     echo
 } >"$out"
 cat "$out"

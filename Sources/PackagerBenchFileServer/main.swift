@@ -1,6 +1,8 @@
 // The peer in the serve benchmark: Hummingbird's own FileMiddleware serving a folder from disk. With ROOT given as
 // `--hello`, a Hummingbird route that answers every request with the same 6 KiB body (the framework's ceiling); as
-// `--nio-hello`, SwiftNIO's HTTP/1 server doing the same with a channel handler and no framework (NIO's ceiling).
+// `--nio-hello`, SwiftNIO's HTTP/1 server doing the same with a channel handler and no framework (NIO's ceiling); as
+// `--raw-hello`, a channel handler on the bytes, without NIO's HTTP decoder, on one thread (the ceiling of serve's
+// CachedAnswerFront).
 //
 // Usage: packager-bench-fileserver ROOT PORT
 import Foundation
@@ -75,7 +77,7 @@ if arguments[1] == "--raw-hello" {
         .serverChannelOption(.backlog, value: 256)
         .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
         .childChannelInitializer { channel in
-            channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(RawFixedAnswer(body: ByteBuffer(repeating: 120, count: 13011))) }
+            channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(RawFixedAnswer(body: hello)) }
         }
         .bind(host: "127.0.0.1", port: port).get()
     try await channel.closeFuture.get()

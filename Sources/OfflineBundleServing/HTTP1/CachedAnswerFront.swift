@@ -25,6 +25,8 @@ final class CachedAnswerFront: ChannelInboundHandler, RemovableChannelHandler {
     private var searched = 0
     /// The decoder reads every byte from here on.
     private var handingOn = false
+    /// Bytes went on to the decoder since the last end of a read.
+    private var handedOn = false
 
     init(answers: BundleChannelHandler, cache: ResponseCache, handle: LoaderHandle) {
         self.answers = answers
@@ -50,6 +52,7 @@ final class CachedAnswerFront: ChannelInboundHandler, RemovableChannelHandler {
             case .other:
                 handingOn = true
                 searched = 0
+                handedOn = true
                 return context.fireChannelRead(wrapInboundOut(bytes))
             case .request(let head):
                 searched = 0
@@ -60,6 +63,7 @@ final class CachedAnswerFront: ChannelInboundHandler, RemovableChannelHandler {
                     case .answer(let answer, let target): answers.answerKept(answer, target: target)
                     }
                 } else {
+                    handedOn = true
                     context.fireChannelRead(wrapInboundOut(bytes.readSlice(length: head.length)!))
                 }
             }
@@ -86,6 +90,16 @@ final class CachedAnswerFront: ChannelInboundHandler, RemovableChannelHandler {
         }
         guard let answer = cache.answer(for: key, generation: generation), answer.body.stillThere else { return nil }
         return .answer(answer, target: key.target)
+    }
+
+    /// The end of a read: when every request of it was answered here, the handler's own end of a read (its flush) is
+    /// called at once, not through the decoder, which has nothing to do with it; else it goes down the pipeline.
+    func channelReadComplete(context: ChannelHandlerContext) {
+        guard !handingOn, !handedOn, let own = answers.ownContext else {
+            handedOn = false
+            return context.fireChannelReadComplete()
+        }
+        answers.channelReadComplete(context: own)
     }
 
     /// The end of the input, or a graceful shutdown: the start of a head held goes to the decoder (which answers it or
