@@ -69,7 +69,7 @@ ratio_h2o=$(python3 -c "print(f'{$r_packager / $r_h2o:.2f}')")
     echo "Run by \`make bench\` (scripts/bench-serve.sh) on $(date -u +%Y-%m-%dT%H:%M:%SZ), $(machine)."
     echo "1000 HTML pages (~6 KiB, deflated in the bundle, served identity) and 200 images (20 KiB, stored), asked for in turn (4 pages, 1 image);"
     echo "wrk -t1 -c32 -d${duration}s on loopback, best of 2 runs each, after a warm-up; client and servers share the machine's $(nproc) cores."
-    echo "packager serve: --threads 1. h2o: 1 thread, files on disk. nginx: 1 worker, sendfile, files on disk (scripts/bench-lib.sh has both configurations). FileMiddleware: Hummingbird $(python3 -c "import json; print(next(p['state'].get('version', '?') for p in json.load(open('Package.resolved'))['pins'] if p['identity'] == 'hummingbird'))" 2>/dev/null) serving the folder."
+    echo "packager serve: --threads 1. h2o: 1 thread, files on disk. nginx: 1 worker, sendfile, files on disk (scripts/bench-lib.sh has both configurations). FileMiddleware, the Hummingbird route and the SwiftNIO handler below run on NIO's default group, a thread per core. FileMiddleware: Hummingbird $(python3 -c "import json; print(next(p['state'].get('version', '?') for p in json.load(open('Package.resolved'))['pins'] if p['identity'] == 'hummingbird'))" 2>/dev/null) serving the folder."
     echo
     echo "| server | requests/s | packager serve vs it | target |"
     echo "|---|---|---|---|"

@@ -143,10 +143,24 @@ final class ResponseCache: Sendable {
         var after: ByteBuffer?
     }
 
+    /// An answer kept, where its key stands in the state's `keys`, and its HTTP/1.1 bytes of the second it was last
+    /// given in: a class, so that a lookup costs one retain, not one for each of the answer's buffers. Only read and
+    /// changed under the cache's lock.
+    private final class Kept: @unchecked Sendable {
+        let answer: Answer
+        var slot: Int
+        var wire: Wire?
+
+        init(answer: Answer, slot: Int) {
+            self.answer = answer
+            self.slot = slot
+        }
+    }
+
     private struct State {
         var generation: UInt64 = 0
         /// Each answer, where its key stands in `keys`, and its HTTP/1.1 bytes of the second it was last given in.
-        var answers: [Key: (answer: Answer, slot: Int, wire: Wire?)] = [:]
+        var answers: [Key: Kept] = [:]
         /// The `date` line of ``dateSecond``.
         var dateSecond = 0
         var dateLine = ByteBuffer()
@@ -201,10 +215,10 @@ final class ResponseCache: Sendable {
     func http1Wire(for key: Key, generation: UInt64, now: Int) -> (wire: ByteBuffer, after: ByteBuffer?)? {
         state.withLockedValue { state in
             if generation > state.generation { state.reset(to: generation) }
-            guard generation == state.generation, let index = state.answers.index(forKey: key) else { return nil }
+            guard generation == state.generation, let kept = state.answers[key] else { return nil }
             // Only the wire is read when it is of this second (not the whole answer, which costs a retain a field).
-            if let wire = state.answers.values[index].wire, wire.second == now { return (wire.bytes, wire.after) }
-            let answer = state.answers.values[index].answer
+            if let wire = kept.wire, wire.second == now { return (wire.bytes, wire.after) }
+            let answer = kept.answer
             guard case .bytes(let body) = answer.body else { return nil }
             let after = body.readableBytes > Self.wireBody ? body : nil
             if state.dateSecond != now {
@@ -219,7 +233,7 @@ final class ResponseCache: Sendable {
             if let age = answer.age(at: now) { ResponseHead.line(&bytes, "age", String(age)) }
             bytes.writeStaticString("\r\n")
             if after == nil { bytes.writeImmutableBuffer(body) }
-            state.answers.values[index].wire = Wire(second: now, bytes: bytes, after: after)
+            kept.wire = Wire(second: now, bytes: bytes, after: after)
             return (bytes, after)
         }
     }
@@ -243,7 +257,7 @@ final class ResponseCache: Sendable {
         state.withLockedValue { state in
             guard generation == state.generation, state.answers[key] == nil else { return }
             while state.used + answer.cost > budget && !state.keys.isEmpty { state.evictOne() }
-            state.answers[key] = (answer, state.keys.count, nil)
+            state.answers[key] = Kept(answer: answer, slot: state.keys.count)
             state.keys.append(key)
             state.used += answer.cost
         }
