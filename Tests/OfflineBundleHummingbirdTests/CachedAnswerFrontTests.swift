@@ -85,7 +85,11 @@ struct CachedAnswerFrontTests {
                 #expect(decoded.headers["host"].count == 1, "\(text)")
                 #expect(decoded.headers["accept-encoding"].first == field(head.acceptEncoding), "\(text)")
                 let asked = BundleChannelHandler.Asked(decoded.headers)
-                #expect(asked.plain && asked.key(for: decoded.uri) == ResponseCache.Key(host: field(head.host), target: decoded.uri, acceptEncoding: field(head.acceptEncoding)), "\(text)")
+                #expect(
+                    asked.plain
+                        && asked.key(for: decoded.uri)
+                            == ResponseCache.Key(host: field(head.host), target: decoded.uri, acceptEncoding: field(head.acceptEncoding)),
+                    "\(text)")
             }
             _ = try? channel.finish()
         }
@@ -114,8 +118,10 @@ struct CachedAnswerFrontTests {
     func exchange(_ folder: TemporaryFolder, _ script: String) async throws -> [String] {
         let large = Data((0..<300_000).map { "line \($0) of a long text\n" }.joined().utf8)
         try writeBundle(
-            ["https://docs.example.com/a.html": Data("<p>page a</p>".utf8), "https://docs.example.com/b.html": Data("<p>page b</p>".utf8),
-             "https://docs.example.com/large.txt": large], to: folder.path + "/b.zip")
+            [
+                "https://docs.example.com/a.html": Data("<p>page a</p>".utf8), "https://docs.example.com/b.html": Data("<p>page b</p>".utf8),
+                "https://docs.example.com/large.txt": large,
+            ], to: folder.path + "/b.zip")
         let server = try await OfflineBundleChannelServer.start(
             handle: LoaderHandle(try OfflineLoader(path: folder.path + "/b.zip")), routes: [.init(origin: "https://docs.example.com")])
         try folder.file(
