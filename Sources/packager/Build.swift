@@ -16,6 +16,7 @@ import PackagerKit
 extension Packager {
     struct Build: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "build",
             abstract: "Crawl the URLs a declaration names (or --seed URLs) into a bundle.",
             discussion: """
                 With a declaration: packager build packager.yml

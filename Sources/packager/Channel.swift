@@ -6,12 +6,14 @@ import PackagerKit
 extension Packager {
     struct Channel: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "channel",
             abstract: "Write a release channel's signed document, which a fleet of servers follows (packager serve --channel).",
             subcommands: [Write.self]
         )
 
         struct Write: ParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "write",
                 abstract: "Write the channel's next document: the release served from now on, signed with the release key.",
                 discussion: """
                     The document names the release (its URL, digest and size), the deltas to it from recent releases, a \

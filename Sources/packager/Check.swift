@@ -6,6 +6,7 @@ import PackagerKit
 extension Packager {
     struct Check: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "check",
             abstract: "Check a bundle offline: every body's digest, the index against the manifest, the signature.",
             discussion: """
                 Exits 0 when the bundle is intact, 1 with every problem listed when it is not, 2 when it could not be checked \

@@ -6,6 +6,7 @@ import PackagerKit
 extension Packager {
     struct Delta: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "delta",
             abstract: "Write the delta from one release to the next: only the bodies the old bundle lacks, and the new index.",
             discussion: """
                 The delta mounts over OLD and answers as NEW does (packager serve DELTA OLD), and packager apply OLD DELTA \
@@ -51,6 +52,7 @@ extension Packager {
 
     struct Apply: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "apply",
             abstract: "Rebuild a release from the bundle before it and the delta (or deltas, oldest first) made over it.",
             discussion: """
                 The output is the release the (last) delta stands for, byte for byte; a delta made over another bundle is \

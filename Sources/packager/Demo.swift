@@ -13,6 +13,7 @@ import ServiceLifecycle
 extension Packager {
     struct Demo: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "demo",
             abstract: "Run the whole job on the demo site, on loopback: build, serve offline, change the site, verify.",
             discussion: """
                 An origin serves a copy of Templates/demo-site; packager build crawls it with a declaration (a blocked ad \

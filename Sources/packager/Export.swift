@@ -6,6 +6,7 @@ extension Exporter.Format: ExpressibleByArgument {}
 extension Packager {
     struct Export: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "export",
             abstract: "Write a bundle's manifest and bodies (inflated and checked) as a tarball, or its entries as HAR, WARC or WACZ.",
             discussion: """
                 Formats: \(Exporter.Format.allCases.map(\.rawValue).joined(separator: ", ")). The output is reproducible. \

@@ -4,6 +4,7 @@ import PackagerKit
 extension Packager {
     struct Extract: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "extract",
             abstract: "Extract a bundle (or any archive) into a folder, refusing links and names that escape it.",
             discussion: exitStatusHelp
         )

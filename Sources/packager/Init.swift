@@ -5,6 +5,7 @@ import PackagerKit
 extension Packager {
     struct Init: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "init",
             abstract: "Write a commented starter declaration (packager.yml) to edit.",
             discussion: "Every key is described in docs/DECLARATION.md. Then: packager build packager.yml\n\n" + exitStatusHelp
         )

@@ -6,6 +6,7 @@ import PackagerKit
 extension Packager {
     struct Inspect: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "inspect",
             abstract: "List a bundle's entries (or any archive's files) with sizes, media types and compression.",
             discussion: exitStatusHelp
         )

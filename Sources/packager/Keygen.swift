@@ -6,6 +6,7 @@ import PackagerKit
 extension Packager {
     struct Keygen: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "keygen",
             abstract: "Write an Ed25519 key pair for signing bundles: PREFIX.key (private, mode 0600) and PREFIX.pub.",
             discussion: """
                 Sign with packager build --sign-key PREFIX.key (or PACKAGER_SIGN_KEY in the environment); \

@@ -6,6 +6,7 @@ import PackagerKit
 extension Packager {
     struct Pack: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "pack",
             abstract:
                 "Pack a folder, or a .zip/.tar.gz/.tar.zst of one, into a bundle that answers for a base URL; or a HAR recording, or WARC and WACZ web archives.",
             discussion: """

@@ -14,6 +14,7 @@ import Yams
 extension Packager {
     struct Serve: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "serve",
             abstract: "Serve a bundle over HTTP, as the origin answered when it was built.",
             discussion: """
                 Requests map to request keys by path: GET /guide/ answers the bundle's https://docs.example.com/guide/. \

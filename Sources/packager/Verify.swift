@@ -103,6 +103,7 @@ struct ProbeOptions: ParsableArguments {
 extension Packager {
     struct Verify: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "verify",
             abstract: "Ask the live servers whether each entry of a bundle is still fresh.",
             discussion: """
                 Entries with the origin's ETag or Last-Modified get a conditional GET; when the validators \
@@ -206,6 +207,7 @@ extension Packager {
 
     struct Refresh: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "refresh",
             abstract: "Re-fetch what verify finds stale, gone or moved, and write a new bundle.",
             discussion: """
                 Every unchanged entry is carried over byte for byte. A signed bundle is signed again with --sign-key \
@@ -300,6 +302,7 @@ extension Packager {
 
     struct Diff: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "diff",
             abstract: "Show what changed between two bundles: keys added, removed and changed, with sizes.",
             discussion: """
                 Exit status: 0 when they answer alike, 1 when they differ, 2 when they cannot be compared (a bundle missing, or damaged \
