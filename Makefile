@@ -10,6 +10,9 @@ SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 OUT ?= out
 BENCH_WORK ?= /tmp/packager-bench
 BIN_RELEASE = $$($(SWIFT) build -c release --show-bin-path)
+# Release builds link the Swift runtime and Foundation into the binary: it runs without the toolchain's libraries, and
+# starts in about half the time (docs/BENCHMARKS.md, verify). The benchmarks measure the binary make install installs.
+RELEASE_FLAGS ?= --static-swift-stdlib
 
 .PHONY: deps build test test-tsan docs demo bench bench-quick lint format clean install uninstall
 
@@ -66,7 +69,7 @@ demo:
 # Every benchmark, side by side with its peer, in one run; writes docs/BENCHMARKS.md from the figures measured.
 bench:
 	$(MAKE) deps EXTRA_PACKAGES="$(BENCH_PACKAGES)"
-	$(SWIFT) build -c release
+	$(SWIFT) build -c release $(RELEASE_FLAGS)
 	mkdir -p $(BENCH_WORK)
 	$(BIN_RELEASE)/packager-bench $(BIN_RELEASE)/packager $(BENCH_WORK)/format $(BENCH_WORK)/format.md
 	scripts/bench-deflate.sh $(BENCH_WORK)/deflate $(BENCH_WORK)/deflate.md
@@ -90,7 +93,7 @@ bench:
 # The same benchmarks on small inputs, to check the scripts; writes /tmp/BENCHMARKS-quick.md.
 bench-quick:
 	$(MAKE) deps EXTRA_PACKAGES="$(BENCH_PACKAGES)"
-	$(SWIFT) build -c release
+	$(SWIFT) build -c release $(RELEASE_FLAGS)
 	mkdir -p $(BENCH_WORK)-quick
 	$(BIN_RELEASE)/packager-bench $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/format $(BENCH_WORK)-quick/format.md --quick
 	scripts/bench-build.sh $(BIN_RELEASE)/packager $(BENCH_WORK)-quick/build $(BENCH_WORK)-quick/build.md --quick
@@ -133,7 +136,7 @@ CONFIG ?= release
 install:
 	@missing=""; for p in $(BUILD_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
-	$(SWIFT) build -c $(CONFIG) --product packager
+	$(SWIFT) build -c $(CONFIG) $(if $(filter release,$(CONFIG)),$(RELEASE_FLAGS)) --product packager
 	$(SWIFT) build --package-path .build/checkouts/swift-argument-parser --scratch-path .build/generate-manual --product generate-manual
 	SWIFT="$(SWIFT)" scripts/install.sh "$$($(SWIFT) build -c $(CONFIG) --show-bin-path)/packager" \
 		"$$($(SWIFT) build --package-path .build/checkouts/swift-argument-parser --scratch-path .build/generate-manual --show-bin-path)/generate-manual" \
