@@ -201,6 +201,26 @@ struct CachedAnswerFrontTests {
     }
 }
 
+extension CachedAnswerFrontTests {
+    @Test("with an access log, an answer given by the front is recorded as any other: its target, status, source, and that the cache gave it")
+    func keptAnswersAreLogged() async throws {
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: "https://docs.example.com", to: folder.path + "/b.zip")
+        let records = ServedLog()
+        let server = try await OfflineBundleChannelServer.start(
+            handle: LoaderHandle(try OfflineLoader(path: folder.path + "/b.zip")), routes: [.init(origin: "https://docs.example.com")],
+            policy: ServerPolicy(accessLog: { records.add($0) }))
+        let base = "http://127.0.0.1:\(server.port)"
+        // Three requests on one connection: the first is answered behind the decoder and kept; the others by the front.
+        let pages = try await run("curl", ["-s", base + "/", base + "/", base + "/?x"])
+        await server.stop()
+        #expect(pages.output.hasPrefix(samplePage + samplePage))
+        let lines = records.all.map { "\($0.method) \($0.target) \($0.status) \($0.source.map { "\($0)" } ?? "-") \($0.fromCache)" }
+        #expect(lines.prefix(2) == ["GET / 200 b.zip false", "GET / 200 b.zip true"], "\(lines)")
+        #expect(lines.count == 3 && lines[2].hasPrefix("GET /?x "), "\(lines)")
+    }
+}
+
 /// A small generator with a seed, so a mutated corpus is the same on every run.
 struct SeededRandom {
     var state: UInt64
