@@ -44,11 +44,10 @@ enum SecureServing {
                     loop: channel.eventLoop)
                 do {
                     try channel.pipeline.syncOperations.addHandler(TLSWriteCoalescer())
-                    // Idle when the client sent nothing and no write completed: a client that reads a long answer
-                    // slowly (its window large enough not to send updates) makes writes complete, one that stopped
+                    // Idle when the client sent nothing and nothing went out: a client that reads a long answer slowly
+                    // (its window large enough not to send updates) lets the next chunk be written, one that stopped
                     // reading does not.
-                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: settings.idleTimeout))
-                    try channel.pipeline.syncOperations.addHandler(CloseWhenIdle())
+                    try channel.pipeline.syncOperations.addHandler(CloseWhenIdle(period: settings.idleTimeout))
                 } catch {
                     return channel.eventLoop.makeFailedFuture(error)
                 }
