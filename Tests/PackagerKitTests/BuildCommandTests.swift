@@ -307,7 +307,7 @@ struct WrongInputTests {
         let serve = try launch(packagerExecutable, ["serve", folder.path + "/b.zip", "--port", "0", "--origin", "https://other.example"], output: pipe)
         let first = try await firstLine(of: pipe)
         serve.terminate()
-        serve.waitUntilExit()
+        try await offPool { serve.waitUntilExit() }
         #expect(first.contains("no bundle holds https://other.example") && first.contains("https://docs.example.com"), "\(first)")
         let verified = try await run(packagerExecutable, ["verify", folder.path + "/b.zip", "--json", "--retries", "0", "--connect-timeout", "0.2"])
         // Nothing answers for docs.example.com here: the check is incomplete (2), and its report is JSON all the same.
@@ -326,7 +326,7 @@ struct WrongInputTests {
         var lines = ""
         for _ in 0..<2 where !lines.contains("serving ") { lines += try await firstLine(of: pipe) }
         serve.terminate()
-        serve.waitUntilExit()
+        try await offPool { serve.waitUntilExit() }
         #expect(lines.contains("serving \(folder.path)/b.zip") || lines.contains("serving b.zip"), "\(lines)")
         // serve answers from its bundles alone: a loader's policy is said not to be read.
         #expect(lines.contains("offline-bundle.policy is a loader's setting"), "\(lines)")
@@ -336,7 +336,7 @@ struct WrongInputTests {
         let yamlServe = try launch(packagerExecutable, ["serve", "--config", folder.path + "/c.yml", "--port", "0"], output: yamlPipe)
         let yamlLine = try await firstLine(of: yamlPipe)
         yamlServe.terminate()
-        yamlServe.waitUntilExit()
+        try await offPool { yamlServe.waitUntilExit() }
         #expect(yamlLine.contains("serving \(folder.path)/b.zip") || yamlLine.contains("serving b.zip"), "\(yamlLine)")
 
         try folder.file("two.json", #"{"offline-bundle": {"path": "b.zip", "url": "https://cdn.example/b.zip"}}"#)

@@ -47,7 +47,7 @@ struct CredentialKeyTests {
             let anonymous = try await curlExchange(base + "/private", in: folder)
             let bearer = try await curlExchange(base + "/private", headers: [("Authorization", "Bearer guess"), ("Cookie", "sid=1")], in: folder)
             serve.terminate()
-            serve.waitUntilExit()
+            try await offPool { serve.waitUntilExit() }
             #expect(anonymous.status == 404)
             #expect(bearer.status == 200 && String(decoding: bearer.body, as: UTF8.self).contains("alice"))
         }

@@ -245,7 +245,7 @@ struct ServeCommandTests {
         try await offPool { again.waitUntilExit() }
         #expect(again.terminationStatus == 143 && Date().timeIntervalSince(started) < 15, "serve exited \(again.terminationStatus)")
         slow.terminate()
-        slow.waitUntilExit()
+        try await offPool { slow.waitUntilExit() }
     }
 
     @Test(
