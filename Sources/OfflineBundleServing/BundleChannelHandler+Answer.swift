@@ -288,13 +288,9 @@ extension BundleChannelHandler {
         empty(503, record, http10: request.isHTTP10, keepAlive: Self.keepsAlive(request), retryAfter: 5, context: context)
     }
 
-    /// A kept body this large or smaller is copied into the buffer of its head; a larger one goes out as the cache's own
-    /// buffer.
-    static let copiedKeptBody = ResponseCache.wireBody
-
     /// The bytes of the cache's own buffers an answer from it sends: its body when that is not copied.
     static func keptBytesSent(_ answer: ResponseCache.Answer) -> Int {
-        guard case .bytes(let body) = answer.body, body.readableBytes > copiedKeptBody else { return 0 }
+        guard case .bytes(let body) = answer.body, body.readableBytes > ResponseCache.wireBody else { return 0 }
         return body.readableBytes
     }
 
@@ -334,7 +330,7 @@ extension BundleChannelHandler {
     func answerFromCache(
         _ answer: ResponseCache.Answer, method: String, target: String, http10: Bool, keepAlive: Bool, context: ChannelHandlerContext
     ) {
-        var buffer = context.channel.allocator.buffer(capacity: answer.head.readableBytes + 96 + min(answer.body.memory, Self.copiedKeptBody))
+        var buffer = context.channel.allocator.buffer(capacity: answer.head.readableBytes + 96 + min(answer.body.memory, ResponseCache.wireBody))
         buffer.writeImmutableBuffer(answer.head)
         let age = answer.age(at: time(nil))
         endHead(&buffer, age: age, keepAlive: keepAlive, http10: http10)
@@ -345,7 +341,7 @@ extension BundleChannelHandler {
             logServed(served, context: context)
         }
         switch answer.body {
-        case .bytes(let body) where body.readableBytes <= Self.copiedKeptBody:
+        case .bytes(let body) where body.readableBytes <= ResponseCache.wireBody:
             buffer.writeImmutableBuffer(body)
             send(buffer, context: context)
         case .bytes(let body):

@@ -206,8 +206,6 @@ final class ResponseCache: Sendable {
         }
     }
 
-    /// A span of `bundle`'s file, sharing one descriptor per bundle: `span.descriptor` (a new one, which this takes)
-    /// when there is none yet, else the one there is (and `span.descriptor` is closed).
     /// The bytes of the HTTP/1.1 keep-alive answer kept for `key`, at the second `now` (`time()`), and the body to send
     /// after them when it is not in them; nil when no answer is kept for `key`, or when its body is not in memory (a
     /// span of the file: see ``BundleChannelHandler/answerFromCache(_:method:target:http10:keepAlive:context:)``).
@@ -238,6 +236,8 @@ final class ResponseCache: Sendable {
         }
     }
 
+    /// A span of `bundle`'s file, sharing one descriptor per bundle: `span.descriptor` (a new one, which this takes)
+    /// when there is none yet, else the one there is (and `span.descriptor` is closed).
     func fileBytes(of span: BundleResponse.FileSpan, generation: UInt64) -> FileBytes {
         let (shared, spare) = state.withLockedValue { state -> (SharedFile, Int32?) in
             if generation == state.generation, let file = state.files[FileKey(bundle: ObjectIdentifier(span.bundle), store: span.store)] {

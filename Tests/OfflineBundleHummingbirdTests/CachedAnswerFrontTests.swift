@@ -15,6 +15,8 @@ struct CachedAnswerFrontTests {
         "GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n",
         "GET /library/functions.html HTTP/1.1\r\nHost: docs.example.com\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\n\r\n",
         "GET /a?b=c&d=%20e HTTP/1.1\r\nhost:docs.example.com\r\nACCEPT-ENCODING:\tgzip, br\r\nConnection: keep-alive\r\n\r\n",
+        "GET /a HTTP/1.1\r\nHost: a\r\nConnection: Keep-Alive, Upgrade\r\n\r\n",
+        "GET /a HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
         "GET /x HTTP/1.0\r\n\r\n",
         "HEAD /x HTTP/1.1\r\nHost: a\r\n\r\n",
         "GET /x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
@@ -145,7 +147,7 @@ struct CachedAnswerFrontTests {
                     while len(got) < length:
                         got += s.recv(1 << 20)
                     body, got = got[:length], got[length:]
-                    out.append(head.split(b" ")[1].decode() + " " + str(length) + " " + body[:8].decode(errors="replace"))
+                    out.append(head.split(b" ")[1].decode() + " " + str(length) + " " + body[:12].decode(errors="replace"))
                 return out
             def get(path, extra=b""):
                 return b"GET " + path + b" HTTP/1.1\r\nHost: docs.example.com\r\n" + extra + b"\r\n"
@@ -170,7 +172,10 @@ struct CachedAnswerFrontTests {
             """#)
         let large = String(Data((0..<300_000).map { "line \($0) of a long text\n" }.joined().utf8).count)
         #expect(
-            lines == ["200 13 <p>page ", "200 13 <p>page ", "200 \(large) line 0 o", "200 13 <p>page ", "200 13 <p>page ", "200 13 <p>page "],
+            lines == [
+                "200 13 <p>page a</p", "200 13 <p>page a</p", "200 \(large) line 0 of a ", "200 13 <p>page a</p", "200 13 <p>page b</p",
+                "200 13 <p>page a</p",
+            ],
             "\(lines)")
     }
 
@@ -197,7 +202,7 @@ struct CachedAnswerFrontTests {
             print(got.count(b"HTTP/1.1 200 OK"), got.endswith(b"\r\n\r\n"), got.count(b"<p>page a</p>"))
             """#)
         #expect(
-            lines == ["200 13 <p>page ", "200 13 <p>page ", "404 0 ", "200 13 <p>page ", "200 13 <p>page ", "2 True 1"], "\(lines)")
+            lines == ["200 13 <p>page a</p", "200 13 <p>page a</p", "404 0 ", "200 13 <p>page a</p", "200 13 <p>page b</p", "2 True 1"], "\(lines)")
     }
 }
 

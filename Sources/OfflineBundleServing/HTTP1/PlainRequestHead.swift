@@ -28,7 +28,7 @@ struct PlainRequestHead {
     var host: Range<Int>?
     var acceptEncoding: Range<Int>?
     /// Fields that make an answer other than the kept one (a second Host or Accept-Encoding, a condition, a range) or
-    /// that ask for something of the connection (Connection, Expect).
+    /// that ask for something of the connection (Connection other than `keep-alive`, Expect).
     var unusual = false
     private var hosts = 0
     private var encodings = 0
@@ -133,11 +133,22 @@ struct PlainRequestHead {
         case 5 where named("range"): unusual = true
         case 13 where named("if-none-match"): unusual = true
         case 17 where named("if-modified-since"): unusual = true
-        case 10 where named("connection"): unusual = true
+        // `keep-alive` is what HTTP/1.1 does anyway (browsers send it all the same); any other option asks for
+        // something of the connection.
+        case 10 where named("connection"): if !Self.isKeepAlive(bytes[value]) { unusual = true }
         case 6 where named("expect"): unusual = true
         default: break
         }
         return true
+    }
+
+    /// Whether `value` is `keep-alive`, in any case.
+    static func isKeepAlive(_ value: Slice<UnsafeRawBufferPointer>) -> Bool {
+        let wanted: StaticString = "keep-alive"
+        guard value.count == wanted.utf8CodeUnitCount else { return false }
+        return wanted.withUTF8Buffer { wanted in
+            zip(value, wanted).allSatisfy { byte, want in (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) == want }
+        }
     }
 
     /// RFC 9110 §5.6.2's tchar.
