@@ -9,7 +9,7 @@ import NIOSSL
 import OfflineBundle
 import Synchronization
 
-/// A ``RemoteTransport`` over AsyncHTTPClient: what mounts a remote bundle (`MountedBundle(url:remote:)`) in a
+/// A ``RemoteTransport`` over AsyncHTTPClient: what mounts a remote bundle (`MountedBundle.mount(.remote(url, options))`) in a
 /// service that has AsyncHTTPClient, and in `packager`.
 ///
 /// Replies complete on the client's event loops, as the transport protocol asks. Redirects are not followed: a
@@ -18,7 +18,7 @@ import Synchronization
 /// ```swift
 /// let transport = try HTTPClientRemoteTransport(caFile: "/etc/ssl/internal-ca.pem")
 /// let remote = RemoteOptions(transport: transport, headers: [.authorization: token], cacheDirectory: "/var/cache/bundles")
-/// let bundle = try await MountedBundle.mount(url: "https://cdn.example.com/release.bundle.zip", remote: remote)
+/// let bundle = try await MountedBundle.mount(.remote("https://cdn.example.com/release.bundle.zip", remote))
 /// ```
 public final class HTTPClientRemoteTransport: RemoteTransport {
     /// The client requests go through.

@@ -113,7 +113,7 @@ struct FleetTests {
             // 30 s a request and 3 retries: without the deadline, a stalled server would hold a read for 2 minutes.
             var remote = try RemoteBundleTests.remote(cache: nil, timeout: .seconds(30), retries: 3)
             remote.readDeadline = .seconds(1)
-            let bundle = try await MountedBundle.mount(url: origin.base + "/r.zip", remote: remote)
+            let bundle = try await MountedBundle.mount(.remote(origin.base + "/r.zip", remote))
             let serving = try await OfflineBundleChannelServer.start(
                 handle: LoaderHandle(OfflineLoader(bundles: [bundle])), routes: [.init(origin: "https://docs.example")])
             try await afterwards({ await serving.stop() }) {
@@ -230,6 +230,10 @@ struct FleetTests {
         let v1 = try site.publish(folder.path + "/r0.zip")
         let remote = try RemoteBundleTests.remote(cache: folder.path + "/node-cache")
         let channel = try ReleaseChannel(url: site.channelURL, publicKey: site.publicKey, remote: remote)
+        // The one mount, given a channel: the release its document names, checked against the document's digest.
+        let viaChannel = try await MountedBundle.mount(
+            .channel(try ReleaseChannel(url: site.channelURL, publicKey: site.publicKey, remote: try RemoteBundleTests.remote(cache: nil))))
+        #expect(viaChannel.digest == local[0].digest && viaChannel.remoteURL != nil)
         let events = Events()
         let reloader = try BundleReloader(channel: channel, interval: 0.2, signals: [], report: events.add)
         let watching = Task { try await reloader.run() }

@@ -66,7 +66,7 @@ struct RemoteBundleTests {
             defer { server.stop() }
             let cache = folder.path + "/cache-\(kind)"
             let url = server.base + "/release.zip"
-            let bundle = try await MountedBundle.mount(url: url, remote: try Self.remote(cache: cache))
+            let bundle = try await MountedBundle.mount(.remote(url, try Self.remote(cache: cache)))
             let mounted = try #require(bundle.remoteTraffic)
             #expect(mounted.requests == coldRequests, "\(kind): a cold mount took \(mounted.requests) requests")
             #expect(mounted.bytes <= indexBytes + (64 << 10), "\(kind): a cold mount fetched \(mounted.bytes) bytes (index \(indexBytes))")
@@ -76,13 +76,13 @@ struct RemoteBundleTests {
             #expect(bundle.remoteTraffic?.requests == coldRequests + 1, "\(kind)")
             try await offPool { try Self.expectSameBodies(bundle, local) }
             // Warm: one conditional request, then every body from the cache.
-            let warm = try await MountedBundle.mount(url: url, remote: try Self.remote(cache: cache))
+            let warm = try await MountedBundle.mount(.remote(url, try Self.remote(cache: cache)))
             #expect(warm.remoteTraffic?.requests == 1, "\(kind): a warm mount took \(warm.remoteTraffic?.requests ?? 0) requests")
             try await offPool { try Self.expectSameBodies(warm, local) }
             #expect(warm.remoteTraffic?.requests == 1, "\(kind): a warm read went to the server")
             server.stop()
             // Offline: mounted from what the cache holds.
-            let offline = try await MountedBundle.mount(url: url, remote: try Self.remote(cache: cache, timeout: .seconds(2), retries: 0))
+            let offline = try await MountedBundle.mount(.remote(url, try Self.remote(cache: cache, timeout: .seconds(2), retries: 0)))
             try await offPool { try Self.expectSameBodies(offline, local) }
         }
     }
@@ -96,7 +96,7 @@ struct RemoteBundleTests {
         let server = try await RealServer.start("nginx", root: folder.path + "/www", state: folder.path + "/state")
         defer { server.stop() }
         let cache = folder.path + "/cache"
-        let a = try await MountedBundle.mount(url: server.base + "/a.zip", remote: try Self.remote(cache: cache))
+        let a = try await MountedBundle.mount(.remote(server.base + "/a.zip", try Self.remote(cache: cache)))
         let keys = (0..<40).map { "https://docs.example/p\($0 * 7).html" } + ["https://docs.example/not-there.html"]
         let sent = try await offPool { try a.prefetch(keys: keys) }
         #expect(sent >= 1 && sent <= 40, "\(sent) requests for 40 bodies")
@@ -114,14 +114,14 @@ struct RemoteBundleTests {
         let bSize = try #require(try FileManager.default.attributesOfItem(atPath: folder.path + "/www/b.zip")[.size] as? NSNumber).uint64Value
         var bounded = try Self.remote(cache: cache)
         bounded.cacheBytes = bSize + (1 << 20)
-        let b = try await MountedBundle.mount(url: server.base + "/b.zip", remote: bounded)
+        let b = try await MountedBundle.mount(.remote(server.base + "/b.zip", bounded))
         #expect(try FileManager.default.contentsOfDirectory(atPath: cache).filter { $0.hasPrefix(a.digest) }.isEmpty, "A's cache files were kept")
         let bLocal = try MountedBundle(path: folder.path + "/www/b.zip")
         try await offPool { try Self.expectSameBodies(b, bLocal) }
         // Past its bound a bundle's reads still answer, from bytes it does not keep.
         var tiny = try Self.remote(cache: folder.path + "/tiny")
         tiny.cacheBytes = 70 << 10
-        let c = try await MountedBundle.mount(url: server.base + "/b.zip", remote: tiny)
+        let c = try await MountedBundle.mount(.remote(server.base + "/b.zip", tiny))
         try await offPool { try Self.expectSameBodies(c, bLocal) }
         #expect((c.remoteTraffic?.held ?? .max) <= 70 << 10)
     }
@@ -190,7 +190,7 @@ struct RemoteBundleTests {
         _ = try writer.write(to: folder.path + "/www/large.zip")
         let server = try await RealServer.start("nginx", root: folder.path + "/www", state: folder.path + "/state")
         defer { server.stop() }
-        let bundle = try await MountedBundle.mount(url: server.base + "/large.zip", remote: try Self.remote(cache: nil))
+        let bundle = try await MountedBundle.mount(.remote(server.base + "/large.zip", try Self.remote(cache: nil)))
         let mounted = try #require(bundle.remoteTraffic).requests
         let read = try await offPool { try bundle.body(of: bundle.entry(forKey: "https://docs.example/video.bin")!) }
         #expect(read == body)
@@ -211,20 +211,20 @@ struct RemoteBundleTests {
         let local = try MountedBundle(path: folder.path + "/www/release.zip")
         let key = "https://docs.example/p9.html"
         let good = try local.body(of: try #require(local.entry(forKey: key)))
-        let first = try await MountedBundle.mount(url: url, remote: try Self.remote(cache: cache))
+        let first = try await MountedBundle.mount(.remote(url, try Self.remote(cache: cache)))
         #expect(try first.body(of: try #require(first.entry(forKey: key))) == good)
         // One byte of the cached body flipped on disk, as a failing disk would.
         let record = local.bodyRecord(at: try #require(local.entry(forKey: key)?.body).index)
         let data = try #require(try FileManager.default.contentsOfDirectory(atPath: cache).first { $0.hasSuffix(".data") })
         try flipByte(at: Int(record.dataOffset) + 5, in: cache + "/" + data)
-        let second = try await MountedBundle.mount(url: url, remote: try Self.remote(cache: cache))
+        let second = try await MountedBundle.mount(.remote(url, try Self.remote(cache: cache)))
         let entry = try #require(second.entry(forKey: key))
         // Checked at its first read in this process, forgotten and fetched again within the same read.
         let before = try #require(second.remoteTraffic).requests
         #expect(try second.body(of: entry) == good)
         #expect(second.remoteTraffic?.requests == before + 1)
         // The next process finds it right too.
-        let third = try await MountedBundle.mount(url: url, remote: try Self.remote(cache: cache))
+        let third = try await MountedBundle.mount(.remote(url, try Self.remote(cache: cache)))
         #expect(try third.body(of: try #require(third.entry(forKey: key))) == good)
     }
 
@@ -252,7 +252,7 @@ struct RemoteBundleTests {
         try FileManager.default.createDirectory(atPath: folder.path + "/www", withIntermediateDirectories: true)
         try Self.writeRelease(to: folder.path + "/www/release.zip")
         let server = try await RealServer.start("nginx", root: folder.path + "/www", state: folder.path + "/state")
-        let bundle = try await MountedBundle.mount(url: server.base + "/release.zip", remote: try Self.remote(cache: nil, timeout: .seconds(2), retries: 1))
+        let bundle = try await MountedBundle.mount(.remote(server.base + "/release.zip", try Self.remote(cache: nil, timeout: .seconds(2), retries: 1)))
         let held = try #require(bundle.entry(forKey: "https://docs.example/p1.html"))
         let before = try bundle.body(of: held)
         server.stop()
@@ -464,13 +464,13 @@ struct RemoteBundleTests {
         trusted.transport = try HTTPClientRemoteTransport(caFile: folder.path + "/ca.pem")
         var bundle: MountedBundle?
         for _ in 0..<50 where bundle == nil {
-            bundle = try? await MountedBundle.mount(url: url, remote: trusted)
+            bundle = try? await MountedBundle.mount(.remote(url, trusted))
             if bundle == nil { try await Task.sleep(for: .milliseconds(100)) }
         }
         let mounted = try #require(bundle)
         let local = try MountedBundle(path: folder.path + "/www/release.zip")
         try await offPool { try Self.expectSameBodies(mounted, local) }
-        let error = await #expect(throws: BundleError.self) { _ = try await MountedBundle.mount(url: url, remote: try Self.remote(cache: nil, retries: 0)) }
+        let error = await #expect(throws: BundleError.self) { _ = try await MountedBundle.mount(.remote(url, try Self.remote(cache: nil, retries: 0))) }
         #expect(error?.code == .remote && error?.message.contains(url) == true, "\(String(describing: error))")
     }
 
@@ -497,14 +497,14 @@ struct RemoteBundleTests {
         try #require(result.status == 0, "\(result.output)")
         let presigned = try #require(result.output.split(separator: "\n").last.map(String.init))
         #expect(presigned.contains("Signature=") || presigned.contains("X-Amz-Signature="))
-        let bundle = try await MountedBundle.mount(url: presigned, remote: try Self.remote(cache: folder.path + "/cache"))
+        let bundle = try await MountedBundle.mount(.remote(presigned, try Self.remote(cache: folder.path + "/cache")))
         #expect((1...2).contains(bundle.remoteTraffic?.requests ?? 0), "its metadata may fit in the first request's 64 KiB")
         #expect(bundle.remoteURL == server.base + "/releases/docs/release.zip", "the query (the signature) is never shown")
         let local = try MountedBundle(path: folder.path + "/release.zip")
         try await offPool { try Self.expectSameBodies(bundle, local) }
         // Without the signature the bucket refuses, and the error says so.
         let error = await #expect(throws: BundleError.self) {
-            _ = try await MountedBundle.mount(url: server.base + "/releases/docs/release.zip", remote: try Self.remote(cache: nil))
+            _ = try await MountedBundle.mount(.remote(server.base + "/releases/docs/release.zip", try Self.remote(cache: nil)))
         }
         #expect(error?.code == .remote && error?.message.contains("403") == true, "\(String(describing: error))")
     }
@@ -585,8 +585,7 @@ struct RemoteBundleFaultTests {
         -> MountedBundle
     {
         try await MountedBundle.mount(
-            url: origin.base + "/release.zip?X-Signature=secret",
-            remote: try RemoteBundleTests.remote(cache: nil, timeout: timeout, retries: retries, whole: whole))
+            .remote(origin.base + "/release.zip?X-Signature=secret", try RemoteBundleTests.remote(cache: nil, timeout: timeout, retries: retries, whole: whole)))
     }
 
     func mountError(_ origin: Origin, whole: RemoteOptions.WholeObjectAnswer = .download, timeout: Duration = .seconds(30), retries: Int = 1) async
@@ -630,7 +629,7 @@ struct RemoteBundleFaultTests {
             // A cache too small to keep it whole: refused, rather than every read downloading the whole object again.
             let small = RemoteOptions(
                 transport: try HTTPClientRemoteTransport(connectTimeout: .seconds(5)), cacheBytes: UInt64(bytes.count / 2), retries: 0, wholeObject: .download)
-            let tooSmall = await #expect(throws: BundleError.self) { try await MountedBundle.mount(url: origin.base + "/release.zip", remote: small) }
+            let tooSmall = await #expect(throws: BundleError.self) { try await MountedBundle.mount(.remote(origin.base + "/release.zip", small)) }
             #expect(tooSmall?.message.contains("the cache cannot keep the object") == true, "\(String(describing: tooSmall))")
             let bundle = try await mount(origin)
             #expect(bundle.remoteTraffic?.requests == 1)
@@ -647,7 +646,7 @@ struct RemoteBundleFaultTests {
         // last that long. (The bound is loose: a loaded full run has taken 17 s to get a refusal through.)
         let remote = RemoteOptions(transport: try HTTPClientRemoteTransport(connectTimeout: .seconds(60)), retries: 0)
         let started = ContinuousClock.now
-        let error = await #expect(throws: BundleError.self) { try await MountedBundle.mount(url: url, remote: remote) }
+        let error = await #expect(throws: BundleError.self) { try await MountedBundle.mount(.remote(url, remote)) }
         #expect(error?.message == "cannot read \(url): connection failed: Connection refused (1 attempt)", "\(String(describing: error))")
         #expect(ContinuousClock.now - started < .seconds(40))
     }
@@ -725,7 +724,7 @@ struct RemoteBundleFaultTests {
                     return $0
                 } == 1 ? Origin.Resource(status: 503) : server.answer(request)
             }
-            let bundle = try await MountedBundle.mount(url: origin.base + "/release.zip?X-Signature=secret", remote: options)
+            let bundle = try await MountedBundle.mount(.remote(origin.base + "/release.zip?X-Signature=secret", options))
             func spans(_ name: String) -> [FinishedInMemorySpan] { tracer.finishedSpans.filter { $0.operationName == name } }
             func text(_ span: FinishedInMemorySpan, _ name: String) -> String? {
                 switch span.attributes[name]?.toSpanAttribute() {
@@ -903,13 +902,13 @@ extension RemoteBundleFaultTests {
             origin.route("/genuine.zip") { good.answer($0) }
             origin.route("/evil.zip") { evil.answer($0) }
             let remote = try RemoteBundleTests.remote(cache: cache.path, retries: 0)
-            let hostile = try await MountedBundle.mount(url: origin.base + "/evil.zip", remote: remote)
+            let hostile = try await MountedBundle.mount(.remote(origin.base + "/evil.zip", remote))
             let entry = try #require(hostile.entry(forKey: key))
             let error = await #expect(throws: BundleError.self) { try await offPool { try hostile.body(of: entry) } }
             #expect(error?.code == .corruptBody && error?.message.contains("do not match the index") == true, "\(String(describing: error))")
             #expect(!hostile.bodyIsLocal(try #require(entry.body).index), "the forged body was kept in the cache")
             // The genuine URL, mounted later on the same cache folder, fetches the body and serves it right.
-            let bundle = try await MountedBundle.mount(url: origin.base + "/genuine.zip", remote: try RemoteBundleTests.remote(cache: cache.path))
+            let bundle = try await MountedBundle.mount(.remote(origin.base + "/genuine.zip", try RemoteBundleTests.remote(cache: cache.path)))
             let read = try await offPool { try bundle.body(of: try #require(bundle.entry(forKey: key))) }
             let local = try TemporaryFolder()
             try Data(genuine).write(to: URL(fileURLWithPath: local.path + "/r.zip"))
@@ -961,7 +960,7 @@ extension RemoteBundleFaultTests {
                     transport: try HTTPClientRemoteTransport(connectTimeout: .seconds(5)), cacheBytes: cacheBytes, timeout: .seconds(10), retries: 0,
                     wholeObject: whole)
                 let started = ContinuousClock.now
-                let error = await #expect(throws: BundleError.self) { try await MountedBundle.mount(url: origin.base + "/release.zip", remote: remote) }
+                let error = await #expect(throws: BundleError.self) { try await MountedBundle.mount(.remote(origin.base + "/release.zip", remote)) }
                 #expect(error?.message.contains(words) == true, "\(String(describing: error))")
                 #expect(ContinuousClock.now - started < .seconds(10), "\(ContinuousClock.now - started)")
             }
@@ -1021,7 +1020,7 @@ extension RemoteBundleFaultTests {
                     }
                     let watch = try MemoryWatch()
                     let remote = RemoteOptions(transport: watch, cacheDirectory: cache, timeout: .seconds(10), retries: 0)
-                    let bundle = try await MountedBundle.mount(url: origin.base + "/release.zip", remote: remote)
+                    let bundle = try await MountedBundle.mount(.remote(origin.base + "/release.zip", remote))
                     try await offPool { try RemoteBundleTests.expectSameBodies(bundle, local) }
                     // The replies held in memory are the ranges asked for (the tail, the index); never the whole object.
                     let index = try #require(local.metadata["index.bin"]).compressedSize
@@ -1080,7 +1079,7 @@ extension RemoteBundleFaultTests {
             try FileManager.default.createSymbolicLink(atPath: base + ".data", withDestinationPath: victim)
             let remote = try RemoteBundleTests.remote(cache: cache, retries: 0)
             let url = origin.base.replacingOccurrences(of: "http://", with: "http://alice:PASSWORD-SECRET@") + "/release.zip?X-Signature=secret"
-            let refused = await #expect(throws: BundleError.self) { try await MountedBundle.mount(url: url, remote: remote) }
+            let refused = await #expect(throws: BundleError.self) { try await MountedBundle.mount(.remote(url, remote)) }
             #expect(refused?.message.contains("symbolic link") == true, "\(String(describing: refused))")
             #expect(refused?.message.contains("PASSWORD-SECRET") == false && refused?.message.contains("secret") == false)
             #expect(try Data(contentsOf: URL(fileURLWithPath: victim)) == Data("IMPORTANT CONFIG\n".utf8), "the link was followed")
@@ -1089,21 +1088,21 @@ extension RemoteBundleFaultTests {
             #expect(FileManager.default.createFile(atPath: base + ".data", contents: nil, attributes: [.posixPermissions: 0o600]))
             #expect(truncate(base + ".data", off_t(bytes.count)) == 0)
             try FileManager.default.createSymbolicLink(atPath: base + ".ranges", withDestinationPath: victim)
-            let log = await #expect(throws: BundleError.self) { try await MountedBundle.mount(url: url, remote: remote) }
+            let log = await #expect(throws: BundleError.self) { try await MountedBundle.mount(.remote(url, remote)) }
             #expect(log?.message.contains("symbolic link") == true, "\(String(describing: log))")
             #expect(try Data(contentsOf: URL(fileURLWithPath: victim)) == Data("IMPORTANT CONFIG\n".utf8), "the link was followed")
             try FileManager.default.removeItem(atPath: base + ".ranges")
             try FileManager.default.removeItem(atPath: base + ".data")
             // A link where the list of the bundle's bodies goes (what the next release borrows by): not written through.
             try FileManager.default.createSymbolicLink(atPath: base + ".bodies", withDestinationPath: victim)
-            let listed = try await MountedBundle.mount(url: url, remote: remote)
+            let listed = try await MountedBundle.mount(.remote(url, remote))
             #expect(listed.entryCount == local.entryCount)
             #expect(try Data(contentsOf: URL(fileURLWithPath: victim)) == Data("IMPORTANT CONFIG\n".utf8), "the link was followed")
             try FileManager.default.removeItem(atPath: base + ".bodies")
 
             // A folder the mount makes: 0700; what it writes there: 0600; the pin holds the URL without its secrets.
             let fresh = folder.path + "/fresh/remote"
-            let bundle = try await MountedBundle.mount(url: url, remote: try RemoteBundleTests.remote(cache: fresh, retries: 0))
+            let bundle = try await MountedBundle.mount(.remote(url, try RemoteBundleTests.remote(cache: fresh, retries: 0)))
             #expect(bundle.entryCount == local.entryCount)
             #expect(Self.mode(fresh) == 0o700)
             let names = try FileManager.default.contentsOfDirectory(atPath: fresh)
@@ -1122,7 +1121,7 @@ extension RemoteBundleFaultTests {
             try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o777])
             chmod(shared, 0o777)
             let error = await #expect(throws: BundleError.self) {
-                try await MountedBundle.mount(url: origin.base + "/release.zip", remote: try RemoteBundleTests.remote(cache: shared, retries: 0))
+                try await MountedBundle.mount(.remote(origin.base + "/release.zip", try RemoteBundleTests.remote(cache: shared, retries: 0)))
             }
             #expect(error?.message.contains("may be written by other users") == true, "\(String(describing: error))")
             #expect(try FileManager.default.contentsOfDirectory(atPath: shared).isEmpty, "files were made in it")
@@ -1132,7 +1131,7 @@ extension RemoteBundleFaultTests {
             try FileManager.default.createDirectory(atPath: theirs, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
             #expect(chown(theirs, 65534, 65534) == 0)
             let owned = await #expect(throws: BundleError.self) {
-                try await MountedBundle.mount(url: origin.base + "/release.zip", remote: try RemoteBundleTests.remote(cache: theirs, retries: 0))
+                try await MountedBundle.mount(.remote(origin.base + "/release.zip", try RemoteBundleTests.remote(cache: theirs, retries: 0)))
             }
             #expect(owned?.message.contains("belongs to another user") == true, "\(String(describing: owned))")
         }

@@ -131,6 +131,59 @@ struct DeltaTests {
     }
 
     @Test(
+        "one way to mount: a file, a delta over a file, over a bundle held, a chain of two, each answering as its release; a signature required of the delta; a delta given as a base or as a delta's delta refused; a URL without remote options refused"
+    )
+    func oneMountEntryPoint() async throws {
+        let folder = try TemporaryFolder()
+        let key = Curve25519.Signing.PrivateKey()
+        let publicKey = Array(key.publicKey.rawRepresentation)
+        var third = Self.nextPages
+        third["/p/5.html"] = "<p>third</p>"
+        try Self.release(Self.pages, to: folder.path + "/r1.zip", key: key)
+        try Self.release(Self.nextPages, to: folder.path + "/r2.zip", key: key)
+        try Self.release(third, to: folder.path + "/r3.zip", key: key)
+        _ = try DeltaBundles.make(old: folder.path + "/r1.zip", new: folder.path + "/r2.zip", to: folder.path + "/d2.zip")
+        _ = try DeltaBundles.make(old: folder.path + "/r2.zip", new: folder.path + "/r3.zip", to: folder.path + "/d3.zip")
+        let signed = MountedBundle.Options(requiredPublicKey: publicKey)
+
+        let r1 = try await MountedBundle.mount(.file(folder.path + "/r1.zip"), options: signed)
+        let r2 = try await MountedBundle.mount(.file(folder.path + "/r2.zip"))
+        let r3 = try await MountedBundle.mount(.file(folder.path + "/r3.zip"))
+        let overFile = try await MountedBundle.mount(.delta(.file(folder.path + "/d2.zip"), over: .file(folder.path + "/r1.zip")), options: signed)
+        let overHeld = try await MountedBundle.mount(.delta(.file(folder.path + "/d2.zip"), over: .mounted(r1)))
+        let chain = try await MountedBundle.mount(
+            .delta(.file(folder.path + "/d3.zip"), over: .delta(.file(folder.path + "/d2.zip"), over: .file(folder.path + "/r1.zip"))), options: signed)
+        #expect(overFile.digest == r2.digest && overHeld.digest == r2.digest && overFile.deltaDepth == 1)
+        #expect(chain.digest == r3.digest && chain.deltaDepth == 2)
+        // The bundle held is the base itself, not mounted again.
+        #expect(overHeld.base === r1)
+        for (mounted, release) in [(overFile, r2), (overHeld, r2), (chain, r3)] {
+            for entry in release.entries {
+                let problem = try Self.sameAnswer(OfflineLoader(bundles: [release]), OfflineLoader(bundles: [mounted]), BundleRequest(url: entry.key))
+                #expect(problem == nil, "\(problem ?? "")")
+            }
+        }
+        #expect(try chain.entry(for: Self.origin + "/p/5.html").map { try chain.body(of: $0) } == Data("<p>third</p>".utf8))
+
+        // Refusals, each with its code: a delta is no base of its own, a delta's delta part must be a file or URL,
+        // the wrong key fails the delta's signature, a URL needs remote options.
+        await #expect(throws: BundleError.self) { _ = try await MountedBundle.mount(.file(folder.path + "/d2.zip")) }
+        let wrongKey = MountedBundle.Options(requiredPublicKey: Array(Curve25519.Signing.PrivateKey().publicKey.rawRepresentation))
+        await #expect { _ = try await MountedBundle.mount(.delta(.file(folder.path + "/d2.zip"), over: .mounted(r1)), options: wrongKey) } throws: {
+            ($0 as? BundleError)?.code == .signature
+        }
+        await #expect { _ = try await MountedBundle.mount(.delta(.mounted(r2), over: .mounted(r1))) } throws: {
+            ($0 as? BundleError)?.code == .invalidArgument
+        }
+        #expect { _ = try BundleLocation("https://cdn.example.com/r.zip") } throws: { ($0 as? BundleError)?.code == .invalidArgument }
+        guard case .file(let path) = try BundleLocation(folder.path + "/r1.zip") else {
+            Issue.record("a path is a file location")
+            return
+        }
+        #expect(path == folder.path + "/r1.zip")
+    }
+
+    @Test(
         "a version-3 target's index.bin, deflated: held as a patch and rebuilt at its level (libdeflate's, or zlib's as the first version-3 bundles were); deflated by another encoder, carried whole; stored, held as a patch and rebuilt stored"
     )
     func deflatedIndexes() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 
 /// One request key of a mounted bundle and the response recorded for it.
 ///
@@ -44,8 +45,16 @@ public struct BundleEntry: Sendable {
     /// The canonical request key.
     public var key: String { bundle.key(ofEntryAt: position) }
 
+    /// The response's header fields, in recorded order; a synthesized ETag comes last. A stored name that is not a
+    /// valid field name (only a hand-made bundle holds one) is left out.
+    public var fields: HTTPFields {
+        var fields = HTTPFields()
+        for (name, value) in headers { fields = fields.adding(name, value) }
+        return fields
+    }
+
     /// The response headers, names lowercased, in recorded order; a synthesized ETag comes last.
-    public var headers: [(name: String, value: String)] {
+    package var headers: [(name: String, value: String)] {
         var headers = bundle.headers(ofEntryAt: position)
         if let etag = synthesizedETag {
             // The flag wins over a stored ETag a hand-made bundle might also carry: one validator, never two.

@@ -111,7 +111,7 @@ extension MountedBundle {
     ///
     /// - Throws: ``BundleError`` for a bundle that does not mount, a delta with no path after it, or one whose base
     ///   is another bundle (`.wrongBase`); `.invalidArgument` for a URL without `remote`.
-    public static func mount(paths: [String], options: Options = Options(), remote: RemoteOptions? = nil) throws -> [MountedBundle] {
+    package static func mount(paths: [String], options: Options = Options(), remote: RemoteOptions? = nil) throws -> [MountedBundle] {
         var mounted: [MountedBundle] = []
         var rest = paths[...]
         func next(_ options: Options) throws -> MountedBundle {
@@ -191,7 +191,7 @@ extension MountedBundle {
     ///   `.unsupported` past ``BundleFormat/maxDeltaDepth`` deltas, `.corruptIndex`, `.truncated` or `.hostile` when
     ///   the delta is damaged (a base whose digest matched lacks a body or key the delta names: only a damaged or
     ///   forged delta names one).
-    public convenience init(deltaPath: String, base: MountedBundle, options: Options = Options()) throws {
+    package convenience init(deltaPath: String, base: MountedBundle, options: Options = Options()) throws {
         let file = try BundleFile(path: deltaPath)
         let directory = try ZipDirectory.locate(in: file)
         let comment = String(decoding: directory.comment, as: UTF8.self)

@@ -30,7 +30,7 @@ extension MountedBundle {
     /// low-priority thread after each mount.
     ///
     /// Blocks on file reads for as long as reading the whole bundle takes: call it off Swift's cooperative pool.
-    /// A bundle read from a server (``MountedBundle/init(url:remote:options:)``) is not scrubbed: it would fetch every
+    /// A bundle read from a server (``BundleLocation/remote(_:_:)``) is not scrubbed: it would fetch every
     /// body; its bodies are checked against their SHA-256 when fetched. `shouldStop` is asked before each body.
     public func scrub(shouldStop: () -> Bool = { false }) -> ScrubReport {
         var report = ScrubReport()

@@ -10,7 +10,7 @@ import Synchronization
 /// between any number of tasks and threads.
 ///
 /// ```swift
-/// let bundle = try MountedBundle(path: "site.bundle.zip")
+/// let bundle = try await MountedBundle.mount(.file("site.bundle.zip"))
 /// if let entry = bundle.entry(for: "https://example.com/docs/") {
 ///     let html = try bundle.body(of: entry)
 /// }
@@ -87,7 +87,7 @@ public final class MountedBundle: Sendable {
     /// - Throws: ``BundleError`` when the file cannot be read, is not a bundle,
     ///   is truncated, damaged or hostile, or lacks a valid signature by
     ///   `options.requiredPublicKey`.
-    public convenience init(path: String, options: Options = Options()) throws {
+    package convenience init(path: String, options: Options = Options()) throws {
         let file = try BundleFile(path: path)
         let directory = try ZipDirectory.locate(in: file)
         // The archive comment says the version, and so how body entries are named (§2.5).
@@ -97,7 +97,7 @@ public final class MountedBundle: Sendable {
             let base = comment.range(of: " base:").map { "the bundle sha256:" + comment[$0.upperBound...].prefix(16) + "…" } ?? "another bundle"
             throw BundleError(
                 .unsupported,
-                "\(path) is a delta: it holds only what changed since \(base), and mounts over that bundle: give it after the delta (packager serve DELTA BASE, packager check DELTA BASE; packager apply BASE DELTA -o FILE rebuilds the whole bundle; in Swift, MountedBundle(deltaPath:base:))"
+                "\(path) is a delta: it holds only what changed since \(base), and mounts over that bundle: give it after the delta (packager serve DELTA BASE, packager check DELTA BASE; packager apply BASE DELTA -o FILE rebuilds the whole bundle; in Swift, MountedBundle.mount(.delta(.file(DELTA), over: .file(BASE))))"
             )
         } else if let known = BundleFormat.version(ofComment: comment) {
             version = known

@@ -20,12 +20,12 @@ extension MountedBundle {
     /// the same (`HEAD` with `If-None-Match`) and reads the rest from the cache; when the server cannot be reached it
     /// mounts from the cache alone (``RemoteOptions/offlineFromCache``), with a warning.
     ///
-    /// Blocks while it fetches: call it off Swift's cooperative pool, or use ``mount(url:remote:options:)``.
+    /// Blocks while it fetches: call it off Swift's cooperative pool, or use ``mount(_:options:)``.
     ///
     /// - Throws: ``BundleError``: `.remote` (naming the URL) when the server cannot be reached or answers an error, or
     ///   does not serve ranges and `remote` refuses whole objects; `.changed` when the object was replaced twice while
     ///   mounting; and what mounting a file throws for a bundle that is damaged, hostile or unsigned.
-    public convenience init(url: String, remote: RemoteOptions, options: Options = Options()) throws {
+    package convenience init(url: String, remote: RemoteOptions, options: Options = Options()) throws {
         let parts = try RemoteMount(url: url, remote: remote, options: options).run()
         self.init(
             file: parts.file, directory: parts.directory, metadata: parts.metadata, index: parts.index, digest: parts.digest, signed: parts.signed,
@@ -36,7 +36,7 @@ extension MountedBundle {
     /// at that path.
     ///
     /// - Throws: ``BundleError`` as each mount does; `.invalidArgument` for a URL without `remote`.
-    public convenience init(location: String, options: Options = Options(), remote: RemoteOptions?) throws {
+    package convenience init(location: String, options: Options = Options(), remote: RemoteOptions?) throws {
         if RemoteOptions.isRemote(location) {
             guard let remote else {
                 throw BundleError(.invalidArgument, "\(RemoteObject.shown(location)) is a URL: mounting it needs RemoteOptions")
@@ -50,13 +50,6 @@ extension MountedBundle {
     /// Fetches what the cache lacks of the whole object, in requests of at most 64 MiB, each body checked against its
     /// SHA-256 as it comes (what reads every body, as `packager check` does, asks first); a no-op for a file.
     public func fetchWhole() throws { try file.remote?.prefetchAll() }
-
-    /// ``init(url:remote:options:)`` on a dispatch thread, awaited.
-    public static func mount(url: String, remote: RemoteOptions, options: Options = Options()) async throws -> MountedBundle {
-        try await withCheckedThrowingContinuation { done in
-            DispatchQueue.global().async { done.resume(with: Result { try MountedBundle(url: url, remote: remote, options: options) }) }
-        }
-    }
 
     /// The URL (without its query) a remote bundle was mounted from; nil for a file.
     public var remoteURL: String? { file.remote?.shownURL }

@@ -217,7 +217,7 @@ public final class ReleaseChannel: Sendable {
     ///
     /// - Throws: ``BundleError``: `.wrongBase` naming both digests when the object is another bundle; what mounting
     ///   a remote bundle throws.
-    public func mountRelease(options: MountedBundle.Options = MountedBundle.Options()) throws -> MountedBundle {
+    package func mountRelease(options: MountedBundle.Options = MountedBundle.Options()) throws -> MountedBundle {
         guard let document, let url = releaseURL else { throw BundleError(.invalidArgument, "\(shownURL): no channel document is held") }
         let current = state.withLock { $0.mounted }
         // The release mounted last, named again (a new document for the same release): nothing to fetch.

@@ -23,7 +23,7 @@ extension MountedBundle {
     ///   `base` and its index the target's, and a signature is checked when `options` requires one.
     /// - Throws: ``BundleError``: `.remote` naming the URL when it cannot be fetched (or is larger than the cache may
     ///   hold), `.corruptBody` when it does not hash to `sha256`, and what ``init(deltaPath:base:options:)`` throws.
-    public convenience init(
+    package convenience init(
         deltaURL url: String, base: MountedBundle, remote: RemoteOptions, sha256: String? = nil, size: UInt64? = nil, options: Options = Options()
     ) throws {
         let shownURL = RemoteObject.shown(url)

@@ -156,7 +156,7 @@ public final class BundleReloader: Service, Sendable {
     }
 
     /// Follows `channel` for a loader mounted already from its release, mounting with `mount` (which reads
-    /// ``ReleaseChannel/document``, through ``ReleaseChannel/mountRelease(options:)``): for a service that builds its
+    /// ``ReleaseChannel/document``, through `MountedBundle.mount(.channel(channel))`): for a service that builds its
     /// loader itself (rules, a startup set fetched before it answers).
     public convenience init(
         channel: ReleaseChannel, handle: LoaderHandle, interval: Double = 2, signals: [UnixSignal] = [.sighup],

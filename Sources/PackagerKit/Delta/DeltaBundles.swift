@@ -7,7 +7,7 @@ import OfflineBundle
 ///
 /// A delta holds the bodies of the new release that the old one lacks (or stores otherwise), edited pages as patches
 /// of their old bodies, the new `index.bin` and `manifest.json` whole or as an edit or patch of the old ones, the new
-/// `signature.json`, and `delta.json`. Mounted over the old release (`MountedBundle(deltaPath:base:)`) it answers as
+/// `signature.json`, and `delta.json`. Mounted over the old release (`MountedBundle.mount(.delta(.file(DELTA), over: .file(BASE)))`) it answers as
 /// the new one does; applied to it, it gives the new file back, so the new release's signature holds.
 public enum DeltaBundles {
     /// What a delta holds, against the bundle it stands for.
@@ -163,7 +163,7 @@ public enum DeltaBundles {
     }
 
     /// Writes to `output` the bundle the delta chain `paths` stands for (the newest delta first, the bundle the oldest
-    /// delta was made over last, as `MountedBundle.mount(paths:)` takes them); it is the new bundle byte for byte.
+    /// delta was made over last, as `packager serve` takes them); it is the new bundle byte for byte.
     ///
     /// - Throws: ``BundleError`` when the chain does not mount (`.wrongBase` names a wrong base; a damaged delta or
     ///   base is named by its code); ``PackagerError`` (`.invalidInput`) when a path after the first is not a delta,

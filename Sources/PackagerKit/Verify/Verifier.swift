@@ -105,7 +105,7 @@ public struct Verifier: Sendable {
         guard RemoteOptions.isRemote(path), let remote else {
             return try await verify(try MountedBundle(location: path, remote: remote), path: path, progress: progress)
         }
-        return try await verify(try await MountedBundle.mount(url: path, remote: remote), path: RemoteObject.shown(path), progress: progress)
+        return try await verify(try await MountedBundle.mount(.remote(path, remote)), path: RemoteObject.shown(path), progress: progress)
     }
 
     /// Verifies a bundle already mounted (refresh mounts once, for its verify and its writing).

@@ -2,6 +2,7 @@ import CMalloc
 import Crypto
 import Dispatch
 import Foundation
+import HTTPTypes
 import OfflineBundle
 
 /// Writes a bundle: bodies stored once each by SHA-256, compressed by media type, reproducibly.
@@ -31,7 +32,16 @@ public struct BundleWriter: Sendable {
         /// How the entry came to be.
         public var kind: EntryKind
         /// Response headers as received; hop-by-hop and credential headers are dropped on write.
-        public var headers: [(name: String, value: String)]
+        package var headers: [(name: String, value: String)]
+        /// ``headers`` as HTTP fields (names lowercased when written).
+        public var fields: HTTPFields {
+            get {
+                var fields = HTTPFields()
+                for (name, value) in headers { if let name = HTTPField.Name(name) { fields.append(HTTPField(name: name, value: value)) } }
+                return fields
+            }
+            set { headers = newValue.map { (name: $0.name.canonicalName, value: $0.value) } }
+        }
         /// The body, or nil for none.
         public var body: BodySource?
         /// When the response was fetched.
@@ -59,7 +69,18 @@ public struct BundleWriter: Sendable {
 
         /// Creates an entry.
         public init(
-            url: String, status: Int = 200, kind: EntryKind = .recorded, headers: [(name: String, value: String)] = [], body: BodySource? = nil,
+            url: String, status: Int = 200, kind: EntryKind = .recorded, fields: HTTPFields = [:], body: BodySource? = nil,
+            fetchedAt: Date? = nil, originDate: Date? = nil, source: String? = nil, synthesizeETag: Bool = false, lastModifiedSynthesized: Bool = false
+        ) {
+            self.init(
+                url: url, status: status, kind: kind, headers: fields.map { (name: $0.name.canonicalName, value: $0.value) }, body: body,
+                fetchedAt: fetchedAt, originDate: originDate, source: source, synthesizeETag: synthesizeETag,
+                lastModifiedSynthesized: lastModifiedSynthesized)
+        }
+
+        /// An entry with headers as name and value pairs, as the recording steps hold them.
+        package init(
+            url: String, status: Int = 200, kind: EntryKind = .recorded, headers: [(name: String, value: String)], body: BodySource? = nil,
             fetchedAt: Date? = nil, originDate: Date? = nil, source: String? = nil, synthesizeETag: Bool = false, lastModifiedSynthesized: Bool = false
         ) {
             self.synthesizeETag = synthesizeETag

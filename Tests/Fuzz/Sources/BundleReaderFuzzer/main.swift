@@ -34,7 +34,7 @@ let scratchPath = "/dev/shm/packager-fuzz-\(getpid()).zip"
 let deltaBase: MountedBundle? = {
     let vectors = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("docs/vectors/v3-pack.zip").path
-    return try? MountedBundle(path: vectors)
+    return try? MountedBundle.mountBlocking(.file(vectors))
 }()
 
 /// libFuzzer's entry for programs that keep their own `main` (SwiftPM names the executable's main itself).
@@ -80,8 +80,8 @@ func fuzzBundleReader(_ input: UnsafePointer<UInt8>?, _ inputSize: Int) -> CInt 
     let options = MountedBundle.Options(verification: .sha256, maxBodySize: 16 << 20)
     // A delta (docs/FORMAT.md §12) is mounted over the vector it was made for, when the fuzzer made one of a seed.
     guard
-        let bundle = (try? MountedBundle(path: scratchPath, options: options))
-            ?? deltaBase.flatMap({ try? MountedBundle(deltaPath: scratchPath, base: $0, options: options) })
+        let bundle = (try? MountedBundle.mountBlocking(.file(scratchPath), options: options))
+            ?? deltaBase.flatMap({ try? MountedBundle.mountBlocking(.delta(.file(scratchPath), over: .mounted($0)), options: options) })
     else { return 0 }
     // The HTTP side too: conditional, range, HEAD and gzip requests answered from what the file holds.
     let responder = BundleResponder(bundle: bundle)
@@ -104,7 +104,7 @@ func fuzzBundleReader(_ input: UnsafePointer<UInt8>?, _ inputSize: Int) -> CInt 
         let key = entry.key
         _ = bundle.entry(forKey: key)
         _ = bundle.entry(for: key)
-        _ = entry.headers
+        _ = entry.fields
         _ = entry.header("content-type")
         _ = try? bundle.body(of: entry)
         _ = try? bundle.deflatedBody(of: entry)
