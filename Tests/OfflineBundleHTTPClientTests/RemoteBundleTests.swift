@@ -585,7 +585,8 @@ struct RemoteBundleFaultTests {
         -> MountedBundle
     {
         try await MountedBundle.mount(
-            .remote(origin.base + "/release.zip?X-Signature=secret", try RemoteBundleTests.remote(cache: nil, timeout: timeout, retries: retries, whole: whole)))
+            .remote(origin.base + "/release.zip?X-Signature=secret", try RemoteBundleTests.remote(cache: nil, timeout: timeout, retries: retries, whole: whole))
+        )
     }
 
     func mountError(_ origin: Origin, whole: RemoteOptions.WholeObjectAnswer = .download, timeout: Duration = .seconds(30), retries: Int = 1) async
