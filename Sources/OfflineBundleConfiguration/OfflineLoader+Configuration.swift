@@ -188,7 +188,7 @@ extension BundleReloader {
     /// - Throws: ``BundleError`` naming the key when a value is missing or wrong, and as mounting throws otherwise.
     public convenience init(configuration: ConfigReader, remote: RemoteOptions? = nil) throws {
         let settings = try OfflineBundleSettings(configuration)
-        let interval = settings.reloadInterval ?? 2
+        let interval = Duration.seconds(settings.reloadInterval ?? 2)
         switch settings.location {
         case .path(let path):
             try self.init(

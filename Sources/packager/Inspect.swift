@@ -131,7 +131,7 @@ extension Packager {
                 guard let lifetime = entry.freshnessLifetime, let age = entry.age(at: now), age > lifetime else { continue }
                 rows.append(
                     ExpiredRow(
-                        key: entry.key, lifetimeSeconds: Int(min(lifetime, 1e15)), ageSeconds: Int(min(age, 1e15)),
+                        key: entry.key, lifetimeSeconds: Int(lifetime.components.seconds), ageSeconds: Int(age.components.seconds),
                         fetchedAt: entry.fetchedAt.map(HTTPDates.format)))
             }
             if json {

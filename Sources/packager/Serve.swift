@@ -222,7 +222,7 @@ extension Packager {
                 if channel != nil, key == nil {
                     throw PackagerError(.invalidInput, "--channel needs --public-key: the key the channel's documents are signed with")
                 }
-                let reloadCheck = self.reloadCheck ?? settings?.reloadInterval ?? 2
+                let reloadCheck = Duration.seconds(self.reloadCheck ?? settings?.reloadInterval ?? 2)
                 if let settings {
                     for name in settings.loaderOnlyKeys {
                         events.warning(

@@ -235,7 +235,7 @@ struct FleetTests {
             .channel(try ReleaseChannel(url: site.channelURL, publicKey: site.publicKey, remote: try RemoteBundleTests.remote(cache: nil))))
         #expect(viaChannel.digest == local[0].digest && viaChannel.remoteURL != nil)
         let events = Events()
-        let reloader = try BundleReloader(channel: channel, interval: 0.2, signals: [], report: events.add)
+        let reloader = try BundleReloader(channel: channel, interval: .seconds(0.2), signals: [], report: events.add)
         let watching = Task { try await reloader.run() }
         @Sendable func stopWatching() async {
             watching.cancel()

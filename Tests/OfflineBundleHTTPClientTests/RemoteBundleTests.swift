@@ -277,7 +277,7 @@ struct RemoteBundleTests {
         defer { server.stop() }
         let url = server.base + "/release.zip"
         let remote = try Self.remote(cache: folder.path + "/cache")
-        let reloader = try BundleReloader(paths: [url], interval: 0, signals: [], remote: remote)
+        let reloader = try BundleReloader(paths: [url], interval: .zero, signals: [], remote: remote)
         let first = try #require(reloader.loader.bundles.first)
         let version = try #require(first.entry(forKey: "https://docs.example/version.txt"))
         #expect(try first.body(of: version) == Data("v1".utf8))
@@ -303,7 +303,7 @@ struct RemoteBundleTests {
     func reloadAfterAFailedReplacement() async throws {
         let (folder, server) = try await Self.servedRelease()
         defer { server.stop() }
-        let reloader = try BundleReloader(paths: [server.base + "/release.zip"], interval: 0.1, signals: [], remote: try Self.remote(cache: nil))
+        let reloader = try BundleReloader(paths: [server.base + "/release.zip"], interval: .seconds(0.1), signals: [], remote: try Self.remote(cache: nil))
         let first = try #require(reloader.loader.bundles.first)
         let running = Task { try await reloader.run() }
         defer { running.cancel() }
@@ -349,7 +349,7 @@ struct RemoteBundleTests {
         try FileManager.default.copyItem(atPath: folder.path + "/a.zip", toPath: folder.path + "/www/release.zip")
         let server = try await RealServer.start("nginx", root: folder.path + "/www", state: folder.path + "/state")
         defer { server.stop() }
-        let reloader = try BundleReloader(paths: [server.base + "/release.zip"], interval: 0, signals: [], remote: try Self.remote(cache: nil))
+        let reloader = try BundleReloader(paths: [server.base + "/release.zip"], interval: .zero, signals: [], remote: try Self.remote(cache: nil))
         let serving = try await OfflineBundleChannelServer.start(
             handle: reloader.handle, routes: [BundleRoute(origin: "https://docs.example")], responseCacheSize: 0)
         let base = "http://127.0.0.1:\(serving.port)"

@@ -40,7 +40,7 @@ struct ReloaderTests {
         let served = folder.path + "/served.zip"
         try release("one", at: served)
         let events = Mutex<[String]>([])
-        let reloader = try BundleReloader(paths: [served], interval: 0.05, signals: [], logger: Self.quiet) { event in events.withLock { $0.append("\(event)") }
+        let reloader = try BundleReloader(paths: [served], interval: .seconds(0.05), signals: [], logger: Self.quiet) { event in events.withLock { $0.append("\(event)") }
         }
         #expect(try page(reloader) == "one")
         let running = Task { try await reloader.run() }
@@ -94,7 +94,7 @@ struct ReloaderTests {
         try release("one", at: served)
         // Until the reloader's signal source is up, SIGHUP must not end the test process.
         signal(SIGHUP, SIG_IGN)
-        let reloader = try BundleReloader(paths: [served], interval: 0, signals: [.sighup], logger: Self.quiet)
+        let reloader = try BundleReloader(paths: [served], interval: .zero, signals: [.sighup], logger: Self.quiet)
         let running = Task { try await reloader.run() }
         defer { running.cancel() }
         try release("two", at: folder.path + "/next.zip")
@@ -117,7 +117,7 @@ struct ReloaderTests {
         let served = folder.path + "/served.zip"
         let big = noise(2 << 20, seed: 51)
         try writeBundle(["https://docs.example.com/big.bin": big], to: served)
-        let reloader = try BundleReloader(paths: [served], interval: 0, signals: [], logger: Self.quiet)
+        let reloader = try BundleReloader(paths: [served], interval: .zero, signals: [], logger: Self.quiet)
         let old = try #require(reloader.loader.response(for: BundleRequest(url: "https://docs.example.com/big.bin")))
         let reader = try #require(try old.bodyReader(chunkSize: 64 << 10))
         var read = Data(try #require(try reader.next()))

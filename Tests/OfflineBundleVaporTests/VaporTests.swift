@@ -278,7 +278,7 @@ struct VaporTests {
         let events = ServedEvents()
         var quiet = Logger(label: "reloader")
         quiet.logLevel = .critical
-        let reloader = try BundleReloader(paths: [served], interval: 0, signals: [], logger: quiet) { events.add($0) }
+        let reloader = try BundleReloader(paths: [served], interval: .zero, signals: [], logger: quiet) { events.add($0) }
         let counts = try await withVaporApp(
             { app in
                 app.middleware.use(try OfflineBundleMiddleware(handle: reloader.handle))
@@ -363,7 +363,7 @@ extension VaporTests {
         try release("unsigned", signed: false, to: served)
         #expect(throws: BundleError.self) { _ = try BundleReloader(paths: [served], mountOptions: trusted, signals: [], logger: quiet) }
         try release("one", signed: true, to: served)
-        let reloader = try BundleReloader(paths: [served], mountOptions: trusted, interval: 0.1, signals: [], logger: quiet)
+        let reloader = try BundleReloader(paths: [served], mountOptions: trusted, interval: .seconds(0.1), signals: [], logger: quiet)
         let reloading = Task { try await reloader.run() }
         defer { reloading.cancel() }
         try await withVaporApp(

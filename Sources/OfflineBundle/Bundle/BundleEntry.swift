@@ -78,9 +78,15 @@ public struct BundleEntry: Sendable {
 }
 
 extension BundleEntry {
-    /// How long the origin said the response stays fresh (RFC 9111 §4.2.1), in seconds: `Cache-Control: max-age`
-    /// (0 for `no-cache` or `no-store`), else `Expires` minus `Date`; nil when it said neither.
-    public var freshnessLifetime: TimeInterval? {
+    /// How long the origin said the response stays fresh (RFC 9111 §4.2.1): `Cache-Control: max-age` (zero for
+    /// `no-cache` or `no-store`), else `Expires` minus `Date`; nil when it said neither. At most 10^15 seconds.
+    public var freshnessLifetime: Duration? { lifetimeSeconds.map(Self.duration) }
+
+    /// A time in seconds as a Duration, within 0 and 10^15 seconds (a `max-age` of 10^300 is a very long time, not a
+    /// trap).
+    private static func duration(_ seconds: Double) -> Duration { .seconds(min(max(seconds, 0), 1e15)) }
+
+    private var lifetimeSeconds: Double? {
         let directives = (header("cache-control") ?? "").lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         if directives.contains("no-cache") || directives.contains("no-store") { return 0 }
         if let maxAge = directives.first(where: { $0.hasPrefix("max-age=") }),
@@ -95,10 +101,10 @@ extension BundleEntry {
         return date.map { max(0, expires.timeIntervalSince($0)) }
     }
 
-    /// The response's age at `now` in seconds (RFC 9111 §4.2.3): the age it had when fetched (its `Age`, or how far
-    /// its `Date` lagged the fetch) plus the time since; nil when the fetch time was not recorded.
-    public func age(at now: Date) -> TimeInterval? {
-        Self.age(fetchedAt: fetchedAt, originDate: originDate, recordedAge: header("age"), now: now)
+    /// The response's age at `now` (RFC 9111 §4.2.3): the age it had when fetched (its `Age`, or how far its `Date`
+    /// lagged the fetch) plus the time since; nil when the fetch time was not recorded. At most 10^15 seconds.
+    public func age(at now: Date) -> Duration? {
+        Self.age(fetchedAt: fetchedAt, originDate: originDate, recordedAge: header("age"), now: now).map(Self.duration)
     }
 
     /// The age of a response fetched at `fetchedAt`, sent with `originDate` and an `Age` of `recordedAge`.

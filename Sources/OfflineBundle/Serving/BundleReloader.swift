@@ -56,10 +56,10 @@ public final class BundleReloader: Service, Sendable {
     public let handle: LoaderHandle
     /// Seconds between checks of the files (and of remote bundles, by a conditional `HEAD`) while ``run()`` runs; 0
     /// checks none.
-    public let interval: Double
+    public let interval: Duration
     /// The signals that ask for a reload while ``run()`` runs (SIGHUP unless told otherwise).
     public let signals: [UnixSignal]
-    /// The release channel followed, when the reloader was made with one: polled every ``interval`` seconds instead of
+    /// The release channel followed, when the reloader was made with one: polled every ``interval`` instead of
     /// watching files and objects (a channel's release objects never change).
     public let channel: ReleaseChannel?
     private let mount: @Sendable () throws -> OfflineLoader
@@ -92,13 +92,13 @@ public final class BundleReloader: Service, Sendable {
     /// - Parameters:
     ///   - paths: the bundle files watched.
     ///   - handle: the handle whose loader a reload replaces.
-    ///   - interval: seconds between checks of the files; 0 checks none.
+    ///   - interval: the time between checks of the files; `.zero` checks none.
     ///   - signals: the signals that ask for a reload; none leaves signals alone.
     ///   - logger: where reloads and failures are logged.
     ///   - mount: mounts the bundles (and rules) again.
     ///   - report: told of every reload and every failed one.
     public convenience init(
-        paths: [String], handle: LoaderHandle, interval: Double = 2, signals: [UnixSignal] = [.sighup],
+        paths: [String], handle: LoaderHandle, interval: Duration = .seconds(2), signals: [UnixSignal] = [.sighup],
         logger: Logger = Logger(label: "offline-bundle.reloader"), mount: @escaping @Sendable () throws -> OfflineLoader,
         report: @escaping @Sendable (Event) -> Void = { _ in }
     ) {
@@ -114,7 +114,7 @@ public final class BundleReloader: Service, Sendable {
     ///   the rules file is not valid.
     public convenience init(
         paths: [String], mountOptions: MountedBundle.Options = MountedBundle.Options(), policy: OfflinePolicy = .bundleOnly,
-        overrides: [PolicyOverride] = [], options: LoaderOptions = LoaderOptions(), rulesFile: String? = nil, interval: Double = 2,
+        overrides: [PolicyOverride] = [], options: LoaderOptions = LoaderOptions(), rulesFile: String? = nil, interval: Duration = .seconds(2),
         signals: [UnixSignal] = [.sighup], logger: Logger = Logger(label: "offline-bundle.reloader"), remote: RemoteOptions? = nil,
         report: @escaping @Sendable (Event) -> Void = { _ in }
     ) throws {
@@ -133,7 +133,7 @@ public final class BundleReloader: Service, Sendable {
     }
 
     /// Follows `channel`: mounts the release its document names now, and each release a newer document names, polling
-    /// the channel every `interval` seconds (a conditional `GET`). A document the channel refuses (another key, a lower
+    /// the channel every `interval` (a conditional `GET`). A document the channel refuses (another key, a lower
     /// version, an expired one) is reported as a failed reload; the release held keeps answering.
     ///
     /// ```swift
@@ -145,7 +145,7 @@ public final class BundleReloader: Service, Sendable {
     /// - Throws: ``BundleError`` when the release named now does not mount (or is not the one named).
     public convenience init(
         channel: ReleaseChannel, mountOptions: MountedBundle.Options = MountedBundle.Options(), policy: OfflinePolicy = .bundleOnly,
-        overrides: [PolicyOverride] = [], options: LoaderOptions = LoaderOptions(), interval: Double = 2, signals: [UnixSignal] = [.sighup],
+        overrides: [PolicyOverride] = [], options: LoaderOptions = LoaderOptions(), interval: Duration = .seconds(2), signals: [UnixSignal] = [.sighup],
         logger: Logger = Logger(label: "offline-bundle.reloader"), report: @escaping @Sendable (Event) -> Void = { _ in }
     ) throws {
         @Sendable func mount() throws -> OfflineLoader {
@@ -159,7 +159,7 @@ public final class BundleReloader: Service, Sendable {
     /// ``ReleaseChannel/document``, through `MountedBundle.mount(.channel(channel))`): for a service that builds its
     /// loader itself (rules, a startup set fetched before it answers).
     public convenience init(
-        channel: ReleaseChannel, handle: LoaderHandle, interval: Double = 2, signals: [UnixSignal] = [.sighup],
+        channel: ReleaseChannel, handle: LoaderHandle, interval: Duration = .seconds(2), signals: [UnixSignal] = [.sighup],
         logger: Logger = Logger(label: "offline-bundle.reloader"), mount: @escaping @Sendable () throws -> OfflineLoader,
         report: @escaping @Sendable (Event) -> Void = { _ in }
     ) {
@@ -170,7 +170,7 @@ public final class BundleReloader: Service, Sendable {
     }
 
     private init(
-        paths: [String], identities: [String: BundleFile.Identity?], handle: LoaderHandle, interval: Double, signals: [UnixSignal], logger: Logger,
+        paths: [String], identities: [String: BundleFile.Identity?], handle: LoaderHandle, interval: Duration, signals: [UnixSignal], logger: Logger,
         mount: @escaping @Sendable () throws -> OfflineLoader, report: @escaping @Sendable (Event) -> Void, channel: ReleaseChannel? = nil
     ) {
         self.channel = channel
@@ -240,11 +240,11 @@ public final class BundleReloader: Service, Sendable {
         return event
     }
 
-    /// Until cancelled or a graceful shutdown: checks the files every ``interval`` seconds, reloading when one changed,
+    /// Until cancelled or a graceful shutdown: checks the files every ``interval``, reloading when one changed,
     /// and reloads on each of ``signals``. Mounting happens on a thread of its own, never on the cooperative pool.
     public func run() async throws {
         // A file replaced between the first mount and now (while the server started) is not missed.
-        if interval > 0 && changed { await reloadOffPool(because: "a bundle file changed") }
+        if interval > .zero && changed { await reloadOffPool(because: "a bundle file changed") }
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 if !self.signals.isEmpty {
@@ -254,10 +254,10 @@ public final class BundleReloader: Service, Sendable {
                         }
                     }
                 }
-                if self.interval > 0 {
+                if self.interval > .zero {
                     group.addTask {
                         while !Task.isCancelled {
-                            try? await Task.sleep(for: .seconds(self.interval))
+                            try? await Task.sleep(for: self.interval)
                             if let channel = self.channel {
                                 if !Task.isCancelled { await self.pollOffPool(channel) }
                                 continue
