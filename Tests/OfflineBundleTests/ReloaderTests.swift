@@ -40,7 +40,8 @@ struct ReloaderTests {
         let served = folder.path + "/served.zip"
         try release("one", at: served)
         let events = Mutex<[String]>([])
-        let reloader = try BundleReloader(paths: [served], interval: .seconds(0.05), signals: [], logger: Self.quiet) { event in events.withLock { $0.append("\(event)") }
+        let reloader = try BundleReloader(paths: [served], interval: .seconds(0.05), signals: [], logger: Self.quiet) { event in
+            events.withLock { $0.append("\(event)") }
         }
         #expect(try page(reloader) == "one")
         let running = Task { try await reloader.run() }
