@@ -273,6 +273,21 @@ struct WACZKeyTests {
         #expect(WACZExporter.surt("https://docs.example:443") == "example,docs)/")
     }
 
+    @Test("an index line's JSON is what JSONSerialization writes with sorted keys: quotes, backslashes, control characters, slashes and non-ASCII alike")
+    func jsonLineAsFoundationWritesIt() throws {
+        let values = [
+            "https://docs.example/a/b?q=1&r=\"x\"", "back\\slash", "tab\tnew\nline\rcr", "\u{1}\u{8}\u{C}\u{1F}", "héllo wörld ✓ 𝄞", "", "</script>",
+        ]
+        for (number, value) in values.enumerated() {
+            let object = ["url": value, "mime": "text/html", "status": "200", "key \(number)": value, "Z": "last", "a": "first"]
+            let expected = String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]), as: UTF8.self)
+            #expect(WACZExporter.jsonLine(object) == expected)
+            // And it reads back as the same object.
+            let read = try JSONSerialization.jsonObject(with: Data(WACZExporter.jsonLine(object).utf8)) as? [String: String]
+            #expect(read == object)
+        }
+    }
+
     @Test("a request body as pywb's query: a form decoded, JSON leaves (repeated names numbered), other bytes in base64")
     func bodyQuery() {
         #expect(WACZExporter.bodyQuery(Data("q=a+b&n=%C3%A9".utf8), contentType: "application/x-www-form-urlencoded") == "q=a b&n=é")
