@@ -12,8 +12,10 @@ final class WARCRecordStream: Sendable {
     private let queue = Mutex(Queue())
     /// Counts the records (or the end, or a failure) waiting to be taken.
     private let ready = DispatchSemaphore(value: 0)
-    /// Counts the places free for the reader.
-    private let room = DispatchSemaphore(value: WARCRecordStream.ahead)
+    /// Counts the places free for the reader. Made at 0 and raised to ``ahead`` in `init`: libdispatch traps when a
+    /// semaphore is freed below the value it was made with, as this one is when the importer stops early (a damaged
+    /// record) with records read ahead.
+    private let room = DispatchSemaphore(value: 0)
 
     private struct Queue {
         var items: [Result<WARCReader.Record?, any Error>] = []
@@ -23,6 +25,7 @@ final class WARCRecordStream: Sendable {
 
     /// Starts reading the WARC at `path`.
     init(path: String) {
+        for _ in 0..<Self.ahead { room.signal() }
         let thread = Thread { [self] in
             do {
                 var reader = try WARCReader(path: path)
