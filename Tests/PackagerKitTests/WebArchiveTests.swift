@@ -113,6 +113,51 @@ struct WARCExportTests {
         #expect(members.status == 0 && members.output.trimmingCharacters(in: .whitespacesAndNewlines) == "15", "\(members.output)")
     }
 
+    @Test(
+        "members compressed on the writer's thread come out in the order given: a streamed member waits for the queued ones, each index record names its own member, and the file's digest is its bytes'"
+    )
+    func pipelineKeepsOrder() async throws {
+        let folder = try TemporaryFolder()
+        let output = try AtomicOutput(destination: folder.path + "/m.gz")
+        let pipeline = MemberPipeline(members: GzipMembers(output: output))
+        var expected = Data()
+        func record(_ number: Int) -> WARCExporter.IndexedRecord {
+            .init(
+                url: "member \(number)", date: Date(), status: 200, mediaType: "", payloadDigest: "", revisit: false, method: "GET", requestBody: nil,
+                requestContentType: nil, offset: 0, length: 0)
+        }
+        // Rounds of queued members (256 KiB of noise each: the queue is full while they are compressed), then one streamed.
+        for round in 0..<3 {
+            for number in 0..<MemberPipeline.ahead {
+                let bytes = Array(noise(256 << 10, seed: UInt64(round * 100 + number)))
+                expected.append(contentsOf: bytes)
+                try pipeline.submit(bytes, indexed: record(round * 100 + number))
+            }
+            let streamed = Data("streamed after round \(round)\n".utf8)
+            expected.append(streamed)
+            try pipeline.exclusive(indexed: record(round * 100 + 99)) { members in
+                try members.begin()
+                try members.feed(streamed)
+                try members.finish()
+            }
+        }
+        let (records, members) = try pipeline.finish()
+        try output.commit()
+        let file = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/m.gz"))
+        #expect(members.sha256 == hexString(Array(SHA256Digest.of(file))) && members.offset == UInt64(file.count))
+        let inflated = try await run("sh", ["-c", "gzip -dc '\(folder.path)/m.gz' | sha256sum"])
+        #expect(inflated.output.hasPrefix(hexString(Array(SHA256Digest.of(expected)))), "the members, in order")
+        // Every index record names its own member, one after another.
+        #expect(
+            records.map(\.url) == (0..<3).flatMap { round in (0..<MemberPipeline.ahead).map { "member \(round * 100 + $0)" } + ["member \(round * 100 + 99)"] })
+        var next: UInt64 = 0
+        for record in records {
+            #expect(record.offset == next && record.length > 0, "\(record.url)")
+            next = record.offset + record.length
+        }
+        #expect(next == UInt64(file.count))
+    }
+
     @Test("a damaged body is refused, naming it, and no WARC is left at the output")
     func damagedBodyRefused() async throws {
         let folder = try TemporaryFolder()

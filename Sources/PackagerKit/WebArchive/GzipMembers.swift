@@ -1,6 +1,8 @@
 internal import CLibDeflate
 internal import CZlib
+import Crypto
 import Foundation
+import OfflineBundle
 
 /// Writes gzip members (RFC 1952) one after another into an ``AtomicOutput``: a WARC.gz file holds one member per record,
 /// so a reader can seek to any record's offset and inflate it alone. A member held whole is compressed by libdeflate, a
@@ -13,6 +15,11 @@ final class GzipMembers {
     private var scratch = [UInt8](repeating: 0, count: 256 << 10)
     /// Bytes written to the output so far: where the next member starts.
     private(set) var offset: UInt64 = 0
+    /// The SHA-256 of the bytes written so far (a WACZ lists its WARC's).
+    private var digest = SHA256()
+
+    /// The SHA-256 (hex) of what was written.
+    var sha256: String { hexString(Array(digest.finalize())) }
 
     init(output: AtomicOutput) {
         self.output = output
@@ -42,8 +49,7 @@ final class GzipMembers {
             wholeScratch.withUnsafeMutableBytes { libdeflate_gzip_compress(compressor, input.baseAddress, input.count, $0.baseAddress, bound) }
         }
         guard written > 0 else { throw PackagerError(.internal, "libdeflate could not write a gzip member of \(bytes.count) bytes") }
-        try wholeScratch.withUnsafeBytes { try output.write(UnsafeRawBufferPointer(rebasing: $0[0..<written])) }
-        offset += UInt64(written)
+        try wholeScratch.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<written])) }
         // A large record's scratch is not kept for the small ones that follow.
         if wholeScratch.count > 8 << 20 { wholeScratch = [] }
         return UInt64(written)
@@ -75,6 +81,13 @@ final class GzipMembers {
         return offset - start
     }
 
+    /// Writes compressed bytes to the output, counted and digested.
+    private func emit(_ bytes: UnsafeRawBufferPointer) throws {
+        try output.write(bytes)
+        digest.update(bufferPointer: bytes)
+        offset += UInt64(bytes.count)
+    }
+
     private func run(_ input: UnsafeRawBufferPointer, flush: Int32) throws {
         stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress?.assumingMemoryBound(to: Bytef.self))
         stream.avail_in = UInt32(input.count)
@@ -87,10 +100,7 @@ final class GzipMembers {
                     throw PackagerError(.io, "zlib failed writing a gzip member (\(status))")
                 }
                 let produced = out.count - Int(stream.avail_out)
-                if produced > 0 {
-                    try output.write(UnsafeRawBufferPointer(rebasing: out[0..<produced]))
-                    offset += UInt64(produced)
-                }
+                if produced > 0 { try emit(UnsafeRawBufferPointer(rebasing: out[0..<produced])) }
                 if flush == Z_FINISH ? status == Z_STREAM_END : (stream.avail_in == 0 && stream.avail_out > 0) { break }
             }
         }

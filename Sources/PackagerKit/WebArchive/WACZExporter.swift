@@ -37,7 +37,7 @@ public enum WACZExporter {
         var index: [String] = []
         var pages: [String] = [#"{"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}"#]
         var mainPage: (url: String, date: Date)?
-        var summary = try WARCExporter.write(bundle, to: warc, filename: "data.warc.gz") { record in
+        let written = try WARCExporter.write(bundle, to: warc, filename: "data.warc.gz") { record in
             index.append(cdxjLine(record))
             if record.status == 200, record.method == "GET", MediaTypes.essence(of: record.mediaType) == "text/html" {
                 pages.append(jsonLine(["id": String(recordKey(record.url).prefix(32)), "url": record.url, "ts": isoDate(record.date)]))
@@ -48,7 +48,8 @@ public enum WACZExporter {
         index.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         let indexBytes = Array(index.map { $0 + "\n" }.joined().utf8)
         let pagesBytes = Array(pages.map { $0 + "\n" }.joined().utf8)
-        let (warcSize, warcDigest) = try digest(ofFile: warcPath)
+        var summary = written.summary
+        let (warcSize, warcDigest) = (Int(written.size), written.sha256)
 
         var resources: [[String: Any]] = [
             ["name": "data.warc.gz", "path": "archive/data.warc.gz", "hash": "sha256:" + warcDigest, "bytes": warcSize],
@@ -278,17 +279,4 @@ public enum WACZExporter {
     }
 
     static func recordKey(_ url: String) -> String { hexString(Array(SHA256.hash(data: Data(url.utf8)))) }
-
-    /// The size and SHA-256 (hex) of the file at `path`, read in chunks.
-    static func digest(ofFile path: String) throws -> (Int, String) {
-        guard let handle = FileHandle(forReadingAtPath: path) else { throw PackagerError(.io, "cannot read \(path)", subject: path) }
-        defer { try? handle.close() }
-        var hash = SHA256()
-        var size = 0
-        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
-            hash.update(data: chunk)
-            size += chunk.count
-        }
-        return (size, hexString(Array(hash.finalize())))
-    }
 }

@@ -14,8 +14,9 @@ import OfflineBundle
 ///
 /// Digests are SHA-256 in hex (`WARC-Payload-Digest` of the body, `WARC-Block-Digest` of the record's block). Record
 /// IDs and dates come from the bundle (its digest and each entry's key; the time each entry was fetched), so the same
-/// bundle always gives the same bytes. Memory is a record of at most 4 MiB, or a chunk of a larger body (read twice, to
-/// digest the block and to write it, never held whole).
+/// bundle always gives the same bytes. Records are compressed on a thread of their own while the next are read and
+/// digested. Memory is a record of at most 4 MiB, or a chunk of a larger body (read twice, to digest the block and to
+/// write it, never held whole), and at most 8 MiB of records waiting to be compressed.
 public enum WARCExporter {
     /// What an export wrote.
     public struct Summary: Sendable, Equatable {
@@ -38,7 +39,7 @@ public enum WARCExporter {
     public static func export(bundle bundlePath: String, to output: String) throws -> Summary {
         let bundle = try MountedBundle(path: bundlePath, options: .init(verification: .sha256))
         let atomic = try AtomicOutput(destination: output)
-        let summary = try write(bundle, to: atomic, filename: (output as NSString).lastPathComponent) { _ in }
+        let summary = try write(bundle, to: atomic, filename: (output as NSString).lastPathComponent) { _ in }.summary
         try atomic.commit()
         return summary
     }
@@ -60,10 +61,15 @@ public enum WARCExporter {
         var length: UInt64
     }
 
-    /// Writes `bundle`'s records into `output`, telling `indexed` of each response and revisit record.
-    static func write(_ bundle: MountedBundle, to output: AtomicOutput, filename: String, indexed: (IndexedRecord) throws -> Void) throws -> Summary {
+    /// Writes `bundle`'s records into `output`, then tells `indexed` of each response and revisit record, in order; the
+    /// SHA-256 (hex) and size of what it wrote. Members are compressed and written on a thread of their own
+    /// (``MemberPipeline``) while the next records are read.
+    static func write(
+        _ bundle: MountedBundle, to output: AtomicOutput, filename: String, indexed: (IndexedRecord) throws -> Void
+    ) throws -> (summary: Summary, sha256: String, size: UInt64) {
         let manifest = (try? bundle.manifest().entries).map { Dictionary($0.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a }) } ?? [:]
-        let members = GzipMembers(output: output)
+        let members = MemberPipeline(members: GzipMembers(output: output))
+        defer { members.stop() }
         let created = bundle.createdAt ?? Date(timeIntervalSince1970: 0)
         var summary = Summary(records: 0, entries: 0, blocked: 0)
 
@@ -101,34 +107,29 @@ public enum WARCExporter {
             let head = Array(responseHead(entry).utf8)
             let payloadDigest = "sha256:" + (entry.body?.sha256 ?? hexString(Array(SHA256.hash(data: Data()))))
             var fields: [(String, String)] = [("WARC-Target-URI", url), ("WARC-Date", date), ("WARC-Payload-Digest", payloadDigest)]
-            let start = members.offset
-            let revisit: Bool
+            let sentBody = recorded?.bodySecret == true ? nil : recorded?.bodyData
+            let revisit = entry.body.map { $0.size > 0 && firstOfBody[$0.index] != nil } ?? false
+            let record = IndexedRecord(
+                url: url, date: fetched, status: entry.status, mediaType: entry.headers.first { $0.name == "content-type" }?.value ?? "",
+                payloadDigest: payloadDigest, revisit: revisit, method: method, requestBody: sentBody,
+                requestContentType: recorded?.headers.first { $0.first?.lowercased() == "content-type" }?.last, offset: 0, length: 0)
             if let body = entry.body, body.size > 0, let first = firstOfBody[body.index] {
-                revisit = true
                 fields =
                     [("WARC-Type", "revisit"), ("WARC-Record-ID", responseID)] + fields + [
                         ("WARC-Profile", identicalPayloadProfile), ("WARC-Refers-To", first.id), ("WARC-Refers-To-Target-URI", first.uri),
                         ("WARC-Refers-To-Date", first.date), ("Content-Type", "application/http;msgtype=response"),
                     ]
-                try writeRecord(members, fields: fields, head: head, body: nil)
+                try writeRecord(members, fields: fields, head: head, body: nil, indexed: record)
             } else {
-                revisit = false
                 fields = [("WARC-Type", "response"), ("WARC-Record-ID", responseID)] + fields + [("Content-Type", "application/http;msgtype=response")]
                 do {
-                    try writeRecord(members, fields: fields, head: head, body: (bundle, entry))
+                    try writeRecord(members, fields: fields, head: head, body: (bundle, entry), indexed: record)
                 } catch let error as BundleError {
                     // Nothing is written at the output: the temporary file goes with the error.
                     throw PackagerError(.integrity, "cannot export \(url): \(error.message)", subject: url)
                 }
                 if let body = entry.body, body.size > 0 { firstOfBody[body.index] = (responseID, url, date) }
             }
-            let sentBody = recorded?.bodySecret == true ? nil : recorded?.bodyData
-            try indexed(
-                IndexedRecord(
-                    url: url, date: fetched, status: entry.status, mediaType: entry.headers.first { $0.name == "content-type" }?.value ?? "",
-                    payloadDigest: payloadDigest, revisit: revisit, method: method, requestBody: sentBody,
-                    requestContentType: recorded?.headers.first { $0.first?.lowercased() == "content-type" }?.last, offset: start,
-                    length: members.offset - start))
             // The request, as it was sent (a secret's value, and a body that held one, left out).
             var requestHead = "\(method) \(requestTarget(url)) HTTP/1.1\r\n"
             if let host = hostField(url) { requestHead += "Host: \(host)\r\n" }
@@ -158,13 +159,17 @@ public enum WARCExporter {
             summary.records += 2
             summary.entries += 1
         }
-        return summary
+        let (records, written) = try members.finish()
+        for record in records { try indexed(record) }
+        return (summary, written.sha256, written.offset)
     }
 
     /// One record: its header fields, then `WARC-Block-Digest` and `Content-Length` of the block (`head`, then the
-    /// entry's body when given), the block, and the two CRLFs that end it; one gzip member.
+    /// entry's body when given), the block, and the two CRLFs that end it; one gzip member, whose offset and length
+    /// `indexed` is given.
     static func writeRecord(
-        _ members: GzipMembers, fields: [(String, String)], head: [UInt8], body: (bundle: MountedBundle, entry: BundleEntry)?
+        _ members: MemberPipeline, fields: [(String, String)], head: [UInt8], body: (bundle: MountedBundle, entry: BundleEntry)?,
+        indexed: IndexedRecord? = nil
     ) throws {
         // A record of at most 4 MiB is read once and compressed whole; a larger one is read twice (digest, then
         // write), never held.
@@ -175,7 +180,7 @@ public enum WARCExporter {
             record.reserveCapacity(record.count + block.count + 4)
             record += block
             record += Array("\r\n\r\n".utf8)
-            try members.write(member: record)
+            try members.submit(record, indexed: indexed)
             return
         }
         var digest = SHA256()
@@ -187,21 +192,24 @@ public enum WARCExporter {
                 length += UInt64(chunk.count)
             }
         }
-        try members.begin()
-        try members.feed(Array(header(fields, block: digest.finalize(), length: length).utf8))
-        try members.feed(head)
-        if let (bundle, entry) = body {
-            var written = UInt64(head.count)
-            try bundle.forEachBodyChunk(of: entry) { chunk in
-                written += UInt64(chunk.count)
-                try members.feed(chunk)
+        let recordHeader = Array(header(fields, block: digest.finalize(), length: length).utf8)
+        try members.exclusive(indexed: indexed) { members in
+            try members.begin()
+            try members.feed(recordHeader)
+            try members.feed(head)
+            if let (bundle, entry) = body {
+                var written = UInt64(head.count)
+                try bundle.forEachBodyChunk(of: entry) { chunk in
+                    written += UInt64(chunk.count)
+                    try members.feed(chunk)
+                }
+                // The body read for the digest and the one written are the bundle's, both checked: they cannot differ
+                // in length unless the file changed between the two reads.
+                guard written == length else { throw PackagerError(.io, "\(entry.key)'s body changed while it was exported") }
             }
-            // The body read for the digest and the one written are the bundle's, both checked: they cannot differ in
-            // length unless the file changed between the two reads.
-            guard written == length else { throw PackagerError(.io, "\(entry.key)'s body changed while it was exported") }
+            try members.feed(Array("\r\n\r\n".utf8))
+            try members.finish()
         }
-        try members.feed(Array("\r\n\r\n".utf8))
-        try members.finish()
     }
 
     /// Records whose body is at most this are compressed whole.
