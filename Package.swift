@@ -130,6 +130,7 @@ let package = Package(
             name: "HTTPFieldsNIO",
             dependencies: [
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),

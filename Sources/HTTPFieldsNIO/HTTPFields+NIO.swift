@@ -1,4 +1,5 @@
 import HTTPTypes
+import NIOCore
 import NIOHTTP1
 
 // The one place where NIO's `HTTPHeaders` and swift-http-types' `HTTPFields` meet: the runtime speaks `HTTPFields`, and
@@ -22,5 +23,15 @@ extension HTTPHeaders {
         self.init()
         reserveCapacity(fields.count)
         for field in fields { add(name: field.name.canonicalName, value: field.value) }
+    }
+}
+
+extension TimeAmount {
+    /// `duration` as NIO's time, saturating: a Duration of centuries (meant as "no limit") does not overflow its
+    /// nanoseconds.
+    package init(saturating duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        let nanoseconds = seconds >= Int64.max / 1_000_000_000 ? Int64.max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        self = .nanoseconds(max(0, nanoseconds))
     }
 }

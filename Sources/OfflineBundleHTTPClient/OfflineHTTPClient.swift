@@ -52,14 +52,7 @@ public struct OfflineHTTPClient: Sendable {
             var fields = HTTPFields()
             OfflineLoader.injectTraceContext(into: &fields, tracer: tracer)
             for field in fields { request.headers.replaceOrAdd(name: field.name.canonicalName, value: field.value) }
-            var networkTimeout = timeout
-            if let limit {
-                // Saturating: a Duration of centuries (meant as "no limit") must not overflow TimeAmount's nanoseconds.
-                let (seconds, attoseconds) = limit.components
-                let nanoseconds = seconds >= Int64.max / 1_000_000_000 ? Int64.max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-                networkTimeout = min(timeout, .nanoseconds(max(0, nanoseconds)))
-            }
-            return try await client.execute(request, timeout: networkTimeout)
+            return try await client.execute(request, timeout: limit.map { min(timeout, TimeAmount(saturating: $0)) } ?? timeout)
         } status: {
             Int($0.status.code)
         }
@@ -71,15 +64,11 @@ public struct OfflineHTTPClient: Sendable {
             response = answer
         }
         // A response the client reached by following redirects answers another URL: it is not kept for this one.
-        guard response.status.code == 200, response.history.count <= 1, loader.mayRemember(bundleRequest), let lastSeen = loader.options.lastSeen else {
-            return response
-        }
-        let headers = HTTPFields(response.headers)
+        guard response.history.count <= 1,
+            let recording = LastSeenRecording(loader: loader, request: bundleRequest, status: Int(response.status.code), headers: HTTPFields(response.headers))
+        else { return response }
         var remembering = response
-        remembering.body = .stream(
-            RememberingBody(
-                body: response.body, limit: Int(min(lastSeen.maxEntryBytes, UInt64(Int.max))), loader: loader, request: bundleRequest,
-                headers: headers))
+        remembering.body = .stream(RememberingBody(body: response.body, recording: recording))
         return remembering
     }
 
@@ -109,96 +98,39 @@ public struct OfflineHTTPClient: Sendable {
         BundleRequest(method: request.method.rawValue, url: request.url, headers: HTTPFields(request.headers) { $0.lowercased() == "accept-encoding" })
     }
 
-    /// `answer` as AsyncHTTPClient's response.
+    /// `answer` as AsyncHTTPClient's response: the first chunk (for most pages, the whole body) read and checked here,
+    /// a larger body streamed (its last chunk held back until its check passes), file reads on NIO's thread pool.
     private func respond(_ answer: BundleResponse, url: String) async throws -> HTTPClientResponse {
-        // The first chunk (for most pages, the whole body) is read and checked here; a larger body streams the rest,
-        // its last chunk held back until its check passes (see BodyReader). File reads block, so they happen on NIO's
-        // thread pool, never on Swift's cooperative pool; a body in memory is read where it stands.
-        let opened: OpenedBody?
-        do {
-            if answer.bodyPlace == .memory, let inMemory = try answer.openBodyIfInMemory() {
-                opened = inMemory
-            } else {
-                opened = try await NIOThreadPool.singleton.runIfActive { try answer.openBody() }
-            }
-        } catch {
-            loader.recordError(error, url: url)
-            throw error
+        let body = try await loader.clientBody(of: answer, url: url, hop: BlockingHop { try await NIOThreadPool.singleton.runIfActive($0) })
+        let (status, fields) = (HTTPResponseStatus(statusCode: answer.status), HTTPHeaders(answer.headers))
+        switch body {
+        case .empty: return HTTPClientResponse(status: status, headers: fields, body: .bytes(ByteBuffer()))
+        case .bytes(let data): return HTTPClientResponse(status: status, headers: fields, body: .bytes(ByteBuffer(bytes: data)))
+        case .stream(let chunks): return HTTPClientResponse(status: status, headers: fields, body: .stream(chunks.map { ByteBuffer(bytes: $0) }))
         }
-        let fields = HTTPHeaders(answer.headers)
-        let status = HTTPResponseStatus(statusCode: answer.status)
-        guard let opened, opened.second != nil else {
-            return HTTPClientResponse(status: status, headers: fields, body: .bytes(ByteBuffer(bytes: opened?.first ?? Data())))
-        }
-        let rest = BundleBodyChunks(reader: opened.reader, first: opened.chunks, loader: loader, url: url)
-        return HTTPClientResponse(status: status, headers: fields, body: .stream(rest))
     }
 }
 
-/// A network response's body passed through as it is read, and kept in the loader's last-seen cache once read to
-/// the end (unless it grew past `limit`, when it is passed through and not kept).
+/// A network response's body passed through as it is read, and kept in the loader's last-seen cache once read to the
+/// end (``OfflineBundle/LastSeenRecording``).
 struct RememberingBody: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
     let body: HTTPClientResponse.Body
-    let limit: Int
-    let loader: OfflineLoader
-    let request: BundleRequest
-    let headers: HTTPFields
+    let recording: LastSeenRecording
 
     struct AsyncIterator: AsyncIteratorProtocol {
         var upstream: HTTPClientResponse.Body.AsyncIterator
-        let owner: RememberingBody
-        var collected: Data? = Data()
+        var recording: LastSeenRecording
 
         mutating func next() async throws -> ByteBuffer? {
             guard let chunk = try await upstream.next() else {
-                if let collected {
-                    owner.loader.remember(owner.request, status: 200, headers: owner.headers, body: collected)
-                    self.collected = nil
-                }
+                recording.finish()
                 return nil
             }
-            if collected != nil {
-                if collected!.count + chunk.readableBytes > owner.limit {
-                    collected = nil
-                } else {
-                    collected!.append(contentsOf: chunk.readableBytesView)
-                }
-            }
+            recording.add(chunk.readableBytesView)
             return chunk
         }
     }
 
-    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(upstream: body.makeAsyncIterator(), owner: self) }
-}
-
-/// The chunks of a body too large for one read: the two already read, then the rest from the bundle, each read on
-/// NIO's thread pool. A chunk that fails its check ends the sequence with the error, recorded by the loader.
-struct BundleBodyChunks: AsyncSequence, Sendable {
-    typealias Element = ByteBuffer
-    let reader: BodyReader
-    let first: [Data]
-    let loader: OfflineLoader
-    let url: String
-
-    struct AsyncIterator: AsyncIteratorProtocol {
-        let chunks: BundleBodyChunks
-        var index = 0
-
-        mutating func next() async throws -> ByteBuffer? {
-            if index < chunks.first.count {
-                index += 1
-                return ByteBuffer(bytes: chunks.first[index - 1])
-            }
-            let reader = chunks.reader
-            do {
-                return try await NIOThreadPool.singleton.runIfActive { try reader.next() }.map { ByteBuffer(bytes: $0) }
-            } catch {
-                chunks.loader.recordError(error, url: chunks.url)
-                throw error
-            }
-        }
-    }
-
-    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(chunks: self) }
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(upstream: body.makeAsyncIterator(), recording: recording) }
 }

@@ -121,15 +121,7 @@ public struct OfflineBundleTransport: ClientTransport {
 
     /// `answer` as the runtime's response, its body read whole (and checked) off the cooperative pool.
     static func respond(_ answer: BundleResponse, url: String, loader: OfflineLoader) async throws -> (HTTPResponse, HTTPBody?) {
-        let bytes: Data
-        do {
-            bytes = try await withCheckedThrowingContinuation { done in
-                DispatchQueue.global().async { done.resume(with: Result { try answer.bodyData() }) }
-            }
-        } catch {
-            loader.recordError(error, url: url)
-            throw error
-        }
+        let bytes = try await loader.clientBody(of: answer, url: url, hop: .dispatch).collected()
         let response = HTTPResponse(status: .init(code: answer.status), headerFields: answer.headers)
         return (response, answer.status == 204 || answer.status == 304 ? nil : HTTPBody(bytes))
     }

@@ -113,13 +113,7 @@ public struct OfflineBundleClient: Client {
         let (http, logger, tracer, maxResponseBodySize, requested) = (self.http, self.logger, self.tracer, self.maxResponseBodySize, request.timeout)
         // The loader's step: the policy, the fallbacks, a span; the network call applies the policy's timeout itself.
         let loaded = try await loader.load(bundleRequest, followingRedirects: 10, tracer: tracer) { limit -> NetworkOutcome in
-            var timeout = requested
-            if let limit {
-                // Saturating: a Duration of centuries (meant as "no limit") must not overflow TimeAmount's nanoseconds.
-                let (seconds, attoseconds) = limit.components
-                let nanoseconds = seconds >= Int64.max / 1_000_000_000 ? Int64.max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-                timeout = min(timeout ?? .nanoseconds(Int64.max), .nanoseconds(max(0, nanoseconds)))
-            }
+            let timeout = limit.map { min(requested ?? .nanoseconds(Int64.max), TimeAmount(saturating: $0)) } ?? requested
             var traced = outgoing
             var fields = HTTPFields()
             OfflineLoader.injectTraceContext(into: &fields, tracer: tracer)
@@ -178,17 +172,8 @@ public struct OfflineBundleClient: Client {
 
     /// `answer` as Vapor's response, its body read whole (and checked) on the thread pool unless it is in memory.
     private func respond(_ answer: BundleResponse, url: String, loader: OfflineLoader) async throws -> ClientResponse {
-        let body: Data
-        do {
-            if answer.bodyPlace == .memory, let inMemory = try answer.openBodyIfInMemory(), inMemory.second == nil {
-                body = inMemory.first
-            } else {
-                body = try await threadPool.runIfActive { try answer.bodyData() }
-            }
-        } catch {
-            loader.recordError(error, url: url)
-            throw error
-        }
+        let pool = threadPool
+        let body = try await loader.clientBody(of: answer, url: url, hop: BlockingHop { try await pool.runIfActive($0) }).collected()
         var buffer = byteBufferAllocator.buffer(capacity: body.count)
         buffer.writeBytes(body)
         let hasBody = !(answer.status == 204 || answer.status == 304) || !body.isEmpty

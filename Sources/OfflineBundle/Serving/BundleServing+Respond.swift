@@ -66,7 +66,9 @@ public struct ServeBodyChunks: AsyncSequence, Sendable {
     let opened: OpenedBody
     let second: Data
     let hop: BlockingHop
-    let answer: ServeAnswer
+    /// Counts a chunk that fails its checks against the URL it answered.
+    let loader: OfflineLoader
+    let url: String
 
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(chunks: self) }
 
@@ -82,7 +84,7 @@ public struct ServeBodyChunks: AsyncSequence, Sendable {
             do {
                 return try await chunks.hop.run { try reader.next() }
             } catch let error as BundleError {
-                chunks.answer.recordError(error)
+                chunks.loader.recordError(error, url: chunks.url)
                 throw error
             }
         }
@@ -148,7 +150,9 @@ extension BundleServing {
         }
         let served: ServeBody
         if let opened {
-            served = opened.second.map { .stream(ServeBodyChunks(opened: opened, second: $0, hop: hop, answer: answer)) } ?? .bytes(opened.first)
+            served =
+                opened.second.map { .stream(ServeBodyChunks(opened: opened, second: $0, hop: hop, loader: answer.loader, url: answer.url)) }
+                ?? .bytes(opened.first)
         } else {
             served = .empty
         }

@@ -1,0 +1,92 @@
+import Foundation
+import HTTPTypes
+
+/// What every HTTP client integration does with an answer, so that each only converts: the bundle's body read and
+/// checked (``OfflineLoader/clientBody(of:url:hop:)``), and a network body kept for the last-seen cache as it passes
+/// (``LastSeenRecording``).
+extension OfflineLoader {
+    /// The body of `answer` (this loader's answer for `url`) as a client hands it over: nothing; the whole of it when one
+    /// chunk holds it (most pages); else checked chunks (``ServeBodyChunks``), each later one read through `hop` when the
+    /// client asks for it. The first chunks are read and checked before this returns, through `hop` unless the body is
+    /// in memory now: a body that fails its checks is counted against `url` and thrown, never handed over.
+    public func clientBody(of answer: BundleResponse, url: String, hop: BlockingHop) async throws -> ServeBody {
+        let opened: OpenedBody?
+        do {
+            if answer.bodyPlace == .memory, let inMemory = try answer.openBodyIfInMemory() {
+                opened = inMemory
+            } else {
+                opened = try await hop.run { try answer.openBody() }
+            }
+        } catch {
+            recordError(error, url: url)
+            throw error
+        }
+        guard let opened else { return .empty }
+        guard let second = opened.second else { return .bytes(opened.first) }
+        return .stream(ServeBodyChunks(opened: opened, second: second, hop: hop, loader: self, url: url))
+    }
+}
+
+extension ServeBody {
+    /// The whole body, its chunks read (and checked) and joined: for a client that hands bodies over whole.
+    public func collected() async throws -> Data {
+        switch self {
+        case .empty: return Data()
+        case .bytes(let data): return data
+        case .stream(let chunks):
+            var data = Data()
+            for try await chunk in chunks { data.append(chunk) }
+            return data
+        }
+    }
+}
+
+extension BlockingHop {
+    /// A Dispatch global thread: for a client with no thread pool of its own.
+    public static let dispatch = BlockingHop { work in
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                work()
+                done.resume()
+            }
+        }
+    }
+}
+
+/// A network answer's body kept in a loader's last-seen cache (``LoaderOptions/lastSeen``) as a client passes it on:
+/// each chunk added as it goes by, the whole kept once the body has been read to the end; a body that grows past the
+/// cache's entry limit is passed on and not kept.
+public struct LastSeenRecording: Sendable {
+    private let loader: OfflineLoader
+    private let request: BundleRequest
+    private let headers: HTTPFields
+    private let limit: Int
+    private var collected: Data? = Data()
+
+    /// A recording of the 200 the network answered to `request` with `headers`; nil when the cache would not keep it
+    /// (another status, a request the loader does not remember, or no last-seen cache).
+    public init?(loader: OfflineLoader, request: BundleRequest, status: Int, headers: HTTPFields) {
+        guard status == 200, loader.mayRemember(request), let lastSeen = loader.options.lastSeen else { return nil }
+        self.loader = loader
+        self.request = request
+        self.headers = headers
+        limit = Int(min(lastSeen.maxEntryBytes, UInt64(Int.max)))
+    }
+
+    /// Adds a chunk of the body as it passes.
+    public mutating func add(_ chunk: some Collection<UInt8>) {
+        guard collected != nil else { return }
+        if collected!.count + chunk.count > limit {
+            collected = nil
+        } else {
+            collected!.append(contentsOf: chunk)
+        }
+    }
+
+    /// The body was read to the end: keeps it (once).
+    public mutating func finish() {
+        guard let body = collected else { return }
+        collected = nil
+        loader.remember(request, status: 200, headers: headers, body: body)
+    }
+}
