@@ -54,6 +54,65 @@ struct BundleChannelHandlerTests {
     }
 }
 
+@Suite("the HTTP/1.1 front on an embedded channel: which requests it answers itself")
+struct CachedAnswerFrontEmbeddedTests {
+    @Test(
+        "a plain GET whose answer the cache keeps is answered by the front, the decoder never seeing it (with Connection: keep-alive as browsers send it, or none); a first request and a conditional one go on to the decoder"
+    )
+    func frontAnswersKeptAnswers() throws {
+        let folder = try TemporaryFolder()
+        let page = Data(repeating: UInt8(ascii: "p"), count: 3000)
+        try writeBundle(["https://docs.example.com/a.txt": page], to: folder.path + "/b.zip")
+        let handle = LoaderHandle(try OfflineLoader(path: folder.path + "/b.zip"))
+        let serving = BundleServing(handle: handle, routes: [.init(origin: "https://docs.example.com")], policy: ServerPolicy())
+        var settings = BundleChannelHandler.Settings(serving: serving, serverName: nil, idleTimeout: .seconds(60))
+        settings.sendfile = false
+        let channel = EmbeddedChannel()
+        let answers = BundleChannelHandler(settings, cache: ResponseCache(budget: 16 << 20))
+        let passed = CountingReads()
+        try channel.pipeline.syncOperations.addHandler(CachedAnswerFront(answers: answers, cache: answers.cache!, handle: handle))
+        try channel.pipeline.syncOperations.addHandler(passed)
+        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(HTTPRequestDecoder()))
+        try channel.pipeline.syncOperations.addHandler(answers)
+
+        /// Sends `request`; the answer's text and the bytes the front passed on to the decoder.
+        func ask(_ request: String) throws -> (answer: String, passedOn: Int) {
+            let before = passed.bytes
+            try channel.writeInbound(ByteBuffer(string: request))
+            channel.embeddedEventLoop.run()
+            var out: [UInt8] = []
+            while case .byteBuffer(let buffer)? = try channel.readOutbound(as: IOData.self) { out += buffer.readableBytesView }
+            return (String(decoding: out, as: UTF8.self), passed.bytes - before)
+        }
+        let get = "GET /a.txt HTTP/1.1\r\nHost: docs.example.com\r\n\r\n"
+        // The first asks the bundle, through the decoder, and keeps the answer.
+        let first = try ask(get)
+        #expect(first.answer.hasPrefix("HTTP/1.1 200 OK") && first.answer.hasSuffix(String(decoding: page, as: UTF8.self)) && first.passedOn == get.utf8.count)
+        // Then the front answers, the same answer, and passes nothing on.
+        for request in [get, "GET /a.txt HTTP/1.1\r\nHost: docs.example.com\r\nConnection: keep-alive\r\nAccept: */*\r\n\r\n"] {
+            let again = try ask(request)
+            #expect(again.passedOn == 0, "answered by the front: \(request)")
+            #expect(again.answer.hasPrefix("HTTP/1.1 200 OK") && again.answer.hasSuffix(String(decoding: page, as: UTF8.self)), "\(again.answer.prefix(200))")
+        }
+        // A conditional request is the handler's (it may answer 304).
+        let conditional = "GET /a.txt HTTP/1.1\r\nHost: docs.example.com\r\nIf-None-Match: \"x\"\r\n\r\n"
+        #expect(try ask(conditional).passedOn == conditional.utf8.count)
+        _ = try channel.finish()
+    }
+}
+
+/// Counts the bytes that pass on to the next handler.
+private final class CountingReads: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    var bytes = 0
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        bytes += unwrapInboundIn(data).readableBytes
+        context.fireChannelRead(data)
+    }
+}
+
 /// Reports the channel writable from inside the next write it passes on, once armed: as a handler that flushes on its
 /// own within a write would (NIO tells the pipeline of writability changes synchronously).
 private final class WritableInsideWrite: ChannelOutboundHandler {
