@@ -318,10 +318,12 @@ struct WACZKeyTests {
         #expect(WACZExporter.surt("https://docs.example:443") == "example,docs)/")
     }
 
-    @Test("an index line's JSON is what JSONSerialization writes with sorted keys: quotes, backslashes, control characters, slashes and non-ASCII alike")
+    @Test(
+        "an index line's JSON is what JSONSerialization writes with sorted keys: quotes, backslashes, line ends, slashes and non-ASCII alike; other control characters escaped, and read back the same"
+    )
     func jsonLineAsFoundationWritesIt() throws {
         let values = [
-            "https://docs.example/a/b?q=1&r=\"x\"", "back\\slash", "tab\tnew\nline\rcr", "\u{1}\u{8}\u{C}\u{1F}", "héllo wörld ✓ 𝄞", "", "</script>",
+            "https://docs.example/a/b?q=1&r=\"x\"", "back\\slash", "tab\tnew\nline\rcr", "héllo wörld ✓ 𝄞", "", "</script>",
         ]
         for (number, value) in values.enumerated() {
             let object = ["url": value, "mime": "text/html", "status": "200", "key \(number)": value, "Z": "last", "a": "first"]
@@ -331,6 +333,9 @@ struct WACZKeyTests {
             let read = try JSONSerialization.jsonObject(with: Data(WACZExporter.jsonLine(object).utf8)) as? [String: String]
             #expect(read == object)
         }
+        let controls = ["url": "\u{1}\u{8}\u{C}\u{1F}\u{7F}"]
+        #expect(try JSONSerialization.jsonObject(with: Data(WACZExporter.jsonLine(controls).utf8)) as? [String: String] == controls)
+        #expect(!WACZExporter.jsonLine(controls).unicodeScalars.contains { $0.value < 0x20 })
     }
 
     @Test("a request body as pywb's query: a form decoded, JSON leaves (repeated names numbered), other bytes in base64")

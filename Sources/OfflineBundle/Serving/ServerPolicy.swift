@@ -107,6 +107,10 @@ public struct ServedRequest: Sendable {
 
     /// `text` as a JSON string, quotes included: quotes, backslashes and control characters escaped.
     package static func jsonString(_ text: String) -> String {
+        // Most text needs no escaping: no copy scalar by scalar for it.
+        guard text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+            return "\"" + text + "\""
+        }
         var out = "\""
         for c in text.unicodeScalars {
             switch c {

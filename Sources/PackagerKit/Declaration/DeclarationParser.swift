@@ -337,13 +337,7 @@ struct DeclarationReader {
                 output += "$"
                 rest = after.dropFirst()
             } else if after.hasPrefix("{"), let close = after.firstIndex(of: "}") {
-                let name = String(after[after.index(after: after.startIndex)..<close])
-                guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
-                    throw fail(node, "'${\(name)}' is not a valid environment variable reference")
-                }
-                guard let value = environment[name] else {
-                    throw fail(node, "environment variable \(name) is not set (it is used in a header)")
-                }
+                let value = try variable(after, closedAt: close, at: node, inBody: false)
                 output += value
                 parts.append(value)
                 rest = after[after.index(after: close)...]
@@ -353,6 +347,22 @@ struct DeclarationReader {
         }
         output += rest
         return (output, parts)
+    }
+
+    /// The environment's value for the `{NAME}` that `after` begins with (its `}` at `close`), in a header or a body.
+    private func variable(_ after: Substring, closedAt close: Substring.Index, at node: Node, inBody: Bool) throws -> String {
+        let name = String(after[after.index(after: after.startIndex)..<close])
+        guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+            throw fail(
+                node,
+                inBody
+                    ? "'${\(name)}' in the body is not a valid environment variable reference (write $${ for a literal ${)"
+                    : "'${\(name)}' is not a valid environment variable reference")
+        }
+        guard let value = environment[name] else {
+            throw fail(node, "environment variable \(name) is not set (it is used in \(inBody ? "a request body" : "a header"))")
+        }
+        return value
     }
 
     /// Replaces `${NAME}` in a request body from the environment; `$${` is a literal `${`, and any other `$` is
@@ -370,13 +380,7 @@ struct DeclarationReader {
                 rest = after.dropFirst(2)
             } else if after.hasPrefix("{") {
                 guard let close = after.firstIndex(of: "}") else { throw fail(node, "'${' in the body is not closed by '}' (write $${ for a literal ${)") }
-                let name = String(after[after.index(after: after.startIndex)..<close])
-                guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
-                    throw fail(node, "'${\(name)}' in the body is not a valid environment variable reference (write $${ for a literal ${)")
-                }
-                guard let value = environment[name] else {
-                    throw fail(node, "environment variable \(name) is not set (it is used in a request body)")
-                }
+                let value = try variable(after, closedAt: close, at: node, inBody: true)
                 output += value
                 parts.append(value)
                 rest = after[after.index(after: close)...]

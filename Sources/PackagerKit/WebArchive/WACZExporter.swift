@@ -237,45 +237,20 @@ public enum WACZExporter {
 
     /// One line of JSON with sorted keys.
     static func jsonLine(_ object: [String: String]) -> String {
-        // Written by hand, as JSONSerialization writes it with sorted keys and slashes as they are: through
-        // JSONSerialization, the index's lines were a tenth of a WACZ export's time. Its key order is case-insensitive,
-        // then by code unit (it also orders runs of digits by their number; no key written here has digits).
+        // Written by hand: through JSONSerialization, the index's lines were a tenth of a WACZ export's time. Keys in
+        // JSONSerialization's order (case-insensitive, then by code unit), slashes as they are.
         func precedes(_ a: String, _ b: String) -> Bool {
             let (x, y) = (a.lowercased(), b.lowercased())
             return x == y ? a.utf8.lexicographicallyPrecedes(b.utf8) : x.utf8.lexicographicallyPrecedes(y.utf8)
         }
         var line = "{"
-        for (number, key) in object.keys.sorted(by: precedes).enumerated() {
-            if number > 0 { line += "," }
-            appendJSONString(key, to: &line)
+        for key in object.keys.sorted(by: precedes) {
+            if line.count > 1 { line += "," }
+            line += ServedRequest.jsonString(key)
             line += ":"
-            appendJSONString(object[key]!, to: &line)
+            line += ServedRequest.jsonString(object[key] ?? "")
         }
         return line + "}"
-    }
-
-    /// `text` as a JSON string: quotes and backslashes escaped, control characters as `\n`, `\t`… or `\u00XX`.
-    static func appendJSONString(_ text: String, to line: inout String) {
-        line += "\""
-        guard text.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) else {
-            line += text
-            line += "\""
-            return
-        }
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": line += "\\\""
-            case "\\": line += "\\\\"
-            case "\n": line += "\\n"
-            case "\r": line += "\\r"
-            case "\t": line += "\\t"
-            case "\u{8}": line += "\\b"
-            case "\u{C}": line += "\\f"
-            case _ where scalar.value < 0x20: line += String(format: "\\u%04x", scalar.value)
-            default: line.unicodeScalars.append(scalar)
-            }
-        }
-        line += "\""
     }
 
     static func recordKey(_ url: String) -> String { hexString(Array(SHA256.hash(data: Data(url.utf8)))) }
