@@ -234,6 +234,9 @@ struct FleetTests {
         let viaChannel = try await MountedBundle.mount(
             .channel(try ReleaseChannel(url: site.channelURL, publicKey: site.publicKey, remote: try RemoteBundleTests.remote(cache: nil))))
         #expect(viaChannel.digest == local[0].digest && viaChannel.remoteURL != nil)
+        // A reloader follows a channel by BundleReloader(channel:), not as one of a configuration's bundles.
+        let fromConfiguration = #expect(throws: BundleError.self) { try BundleReloader(OfflineLoader.Configuration([.channel(channel)])) }
+        #expect(fromConfiguration?.code == .invalidArgument)
         let events = Events()
         let reloader = try BundleReloader(channel: channel, interval: .seconds(0.2), signals: [], report: events.add)
         let watching = Task { try await reloader.run() }

@@ -34,6 +34,44 @@ struct ReloaderTests {
         for _ in 0..<200 where try !done() { try await Task.sleep(for: .milliseconds(50)) }
     }
 
+    @Test(
+        "one configuration value: two bundles in order and a rules file make the loader, mounted off the pool; its reloader watches every file it reads and takes a replaced one; a missing file is named"
+    )
+    func configuration() async throws {
+        let folder = try TemporaryFolder()
+        try writeBundle(
+            ["https://docs.example.com/page.txt": Data("hotfix".utf8), "https://docs.example.com/blocked.txt": Data("x".utf8)], to: folder.path + "/hotfix.zip")
+        try writeBundle(
+            ["https://docs.example.com/page.txt": Data("release".utf8), "https://docs.example.com/other.txt": Data("other".utf8)],
+            to: folder.path + "/release.zip")
+        try folder.file("rules.yml", "block: [\"*/blocked.txt\"]\n")
+        let configuration = OfflineLoader.Configuration(
+            [.file(folder.path + "/hotfix.zip"), .file(folder.path + "/release.zip")], rulesFile: folder.path + "/rules.yml")
+        #expect(configuration.sources == [folder.path + "/hotfix.zip", folder.path + "/release.zip"])
+        let loader = try await OfflineLoader.mount(configuration)
+        func text(_ loader: OfflineLoader, _ path: String) throws -> String? {
+            try loader.response(for: BundleRequest(url: "https://docs.example.com" + path)).map { String(decoding: try $0.bodyData(), as: UTF8.self) }
+        }
+        #expect(try text(loader, "/page.txt") == "hotfix" && text(loader, "/other.txt") == "other")
+        #expect(loader.response(for: BundleRequest(url: "https://docs.example.com/blocked.txt"))?.source == .rule)
+
+        // The reloader mounts the same and takes the second file replaced.
+        let reloader = try BundleReloader(configuration, interval: .seconds(0.05), signals: [], logger: Self.quiet)
+        #expect(try text(reloader.loader, "/other.txt") == "other")
+        let running = Task { try await reloader.run() }
+        try writeBundle(["https://docs.example.com/other.txt": Data("next".utf8)], to: folder.path + "/next.zip")
+        #expect(rename(folder.path + "/next.zip", folder.path + "/release.zip") == 0)
+        try await waitFor { try text(reloader.loader, "/other.txt") == "next" }
+        running.cancel()
+        _ = try? await running.value
+        #expect(try text(reloader.loader, "/other.txt") == "next" && text(reloader.loader, "/page.txt") == "hotfix")
+        #expect(reloader.loader.response(for: BundleRequest(url: "https://docs.example.com/blocked.txt"))?.source == .rule)
+
+        // A missing file fails the mount, naming it.
+        let missing = OfflineLoader.Configuration([.file(folder.path + "/absent.zip")])
+        await #expect { _ = try await OfflineLoader.mount(missing) } throws: { "\($0)".contains("absent.zip") }
+    }
+
     @Test("while it runs: a release renamed over the file is mounted; a broken one is refused, said why, kept out, and not retried until it changes")
     func watchesFiles() async throws {
         let folder = try TemporaryFolder()

@@ -132,6 +132,25 @@ public final class BundleReloader: Service, Sendable {
             mount: mount, report: report)
     }
 
+    /// Mounts `configuration` now, and again on each reload: when a file it reads changes (checked every `interval`), a
+    /// remote bundle is replaced, or one of `signals` asks. Its rules file is read again with each reload.
+    ///
+    /// - Throws: ``BundleError`` when a bundle does not mount now or the rules file is not valid; `.invalidArgument` for
+    ///   a channel among the bundles (a reloader follows a channel by ``init(channel:mountOptions:policy:overrides:options:interval:signals:logger:report:)``).
+    public convenience init(
+        _ configuration: OfflineLoader.Configuration, interval: Duration = .seconds(2), signals: [UnixSignal] = [.sighup],
+        logger: Logger = Logger(label: "offline-bundle.reloader"), report: @escaping @Sendable (Event) -> Void = { _ in }
+    ) throws {
+        if let channel = configuration.bundles.first(where: { if case .channel = $0 { true } else { false } }) {
+            throw BundleError(.invalidArgument, "\(channel.shown) is a channel: follow it with BundleReloader(channel:)")
+        }
+        let paths = configuration.sources
+        let identities = Self.identities(of: paths)
+        self.init(
+            paths: paths, identities: identities, handle: LoaderHandle(try configuration.mountBlocking()), interval: interval, signals: signals,
+            logger: logger, mount: configuration.mountBlocking, report: report)
+    }
+
     /// Follows `channel`: mounts the release its document names now, and each release a newer document names, polling
     /// the channel every `interval` (a conditional `GET`). A document the channel refuses (another key, a lower
     /// version, an expired one) is reported as a failed reload; the release held keeps answering.
