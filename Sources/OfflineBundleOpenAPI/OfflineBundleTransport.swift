@@ -121,7 +121,7 @@ public struct OfflineBundleTransport: ClientTransport {
 
     /// `answer` as the runtime's response, its body read whole (and checked) off the cooperative pool.
     static func respond(_ answer: BundleResponse, url: String, loader: OfflineLoader) async throws -> (HTTPResponse, HTTPBody?) {
-        let bytes = try await loader.clientBody(of: answer, url: url, hop: .dispatch).collected()
+        let bytes = try await loader.clientBody(of: answer, url: url, hop: .dispatch, chunkSize: answer.wholeChunkSize).collected()
         let response = HTTPResponse(status: .init(code: answer.status), headerFields: answer.headers)
         return (response, answer.status == 204 || answer.status == 304 ? nil : HTTPBody(bytes))
     }

@@ -173,7 +173,9 @@ public struct OfflineBundleClient: Client {
     /// `answer` as Vapor's response, its body read whole (and checked) on the thread pool unless it is in memory.
     private func respond(_ answer: BundleResponse, url: String, loader: OfflineLoader) async throws -> ClientResponse {
         let pool = threadPool
-        let body = try await loader.clientBody(of: answer, url: url, hop: BlockingHop { try await pool.runIfActive($0) }).collected()
+        let body = try await loader.clientBody(
+            of: answer, url: url, hop: BlockingHop { try await pool.runIfActive($0) }, chunkSize: answer.wholeChunkSize
+        ).collected()
         var buffer = byteBufferAllocator.buffer(capacity: body.count)
         buffer.writeBytes(body)
         let hasBody = !(answer.status == 204 || answer.status == 304) || !body.isEmpty

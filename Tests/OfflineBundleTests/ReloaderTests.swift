@@ -35,7 +35,7 @@ struct ReloaderTests {
     }
 
     @Test(
-        "one configuration value: two bundles in order and a rules file make the loader, mounted off the pool; its reloader watches every file it reads and takes a replaced one; a missing file is named"
+        "one configuration value: two bundles in order and a rules file make the loader, mounted off the pool; its reloader watches every file it reads and takes a replaced one; a bundle mounted already is refused; a missing file is named"
     )
     func configuration() async throws {
         let folder = try TemporaryFolder()
@@ -67,6 +67,9 @@ struct ReloaderTests {
         #expect(try text(reloader.loader, "/other.txt") == "next" && text(reloader.loader, "/page.txt") == "hotfix")
         #expect(reloader.loader.response(for: BundleRequest(url: "https://docs.example.com/blocked.txt"))?.source == .rule)
 
+        // A bundle mounted already cannot be mounted again by a reload: refused, not reloaded as it is forever.
+        let held = try await MountedBundle.mount(.file(folder.path + "/hotfix.zip"))
+        #expect { _ = try BundleReloader(OfflineLoader.Configuration([.mounted(held)])) } throws: { ($0 as? BundleError)?.code == .invalidArgument }
         // A missing file fails the mount, naming it.
         let missing = OfflineLoader.Configuration([.file(folder.path + "/absent.zip")])
         await #expect { _ = try await OfflineLoader.mount(missing) } throws: { "\($0)".contains("absent.zip") }

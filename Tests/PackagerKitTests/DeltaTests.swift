@@ -131,7 +131,7 @@ struct DeltaTests {
     }
 
     @Test(
-        "one way to mount: a file, a delta over a file, over a bundle held, a chain of two, each answering as its release; a signature required of the delta; a delta given as a base or as a delta's delta refused; a URL without remote options refused"
+        "one way to mount: a file, a delta over a file, over a bundle held, a chain of two, each answering as its release; a signature required of the delta; a delta given as a base or as a delta's delta refused before its base is read; a damaged base in a chain named; a URL without remote options refused"
     )
     func oneMountEntryPoint() async throws {
         let folder = try TemporaryFolder()
@@ -176,6 +176,18 @@ struct DeltaTests {
             ($0 as? BundleError)?.code == .invalidArgument
         }
         #expect { _ = try BundleLocation("https://cdn.example.com/r.zip") } throws: { ($0 as? BundleError)?.code == .invalidArgument }
+        // What stands as the delta is refused before its base is read (here, a base that does not exist).
+        await #expect { _ = try await MountedBundle.mount(.delta(.mounted(r2), over: .file(folder.path + "/absent.zip"))) } throws: {
+            ($0 as? BundleError)?.code == .invalidArgument
+        }
+        // A damaged base in a chain is named: its index's bytes changed, the error says which file.
+        var damaged = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/r1.zip"))
+        let index = try #require(damaged.range(of: Data("index.bin".utf8)))
+        damaged[index.upperBound + 40] ^= 0xFF
+        try damaged.write(to: URL(fileURLWithPath: folder.path + "/damaged-r1.zip"))
+        await #expect { _ = try await MountedBundle.mount(.delta(.file(folder.path + "/d2.zip"), over: .file(folder.path + "/damaged-r1.zip"))) } throws: {
+            "\($0)".contains("damaged-r1.zip")
+        }
         guard case .file(let path) = try BundleLocation(folder.path + "/r1.zip") else {
             Issue.record("a path is a file location")
             return

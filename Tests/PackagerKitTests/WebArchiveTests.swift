@@ -121,6 +121,7 @@ struct WARCExportTests {
         let output = try AtomicOutput(destination: folder.path + "/m.gz")
         let pipeline = MemberPipeline(members: GzipMembers(output: output))
         var expected = Data()
+        var records: [WARCExporter.IndexedRecord] = []
         func record(_ number: Int) -> WARCExporter.IndexedRecord {
             .init(
                 url: "member \(number)", date: Date(), status: 200, mediaType: "", payloadDigest: "", revisit: false, method: "GET", requestBody: nil,
@@ -140,8 +141,13 @@ struct WARCExportTests {
                 try members.feed(streamed)
                 try members.finish()
             }
+            // What was written so far is handed over as it goes (a streamed member waits for the queue: all of it).
+            let taken = pipeline.takeWritten()
+            #expect(taken.count == MemberPipeline.ahead + 1, "round \(round)")
+            records += taken
         }
-        let (records, members) = try pipeline.finish()
+        let (rest, members) = try pipeline.finish()
+        records += rest
         try output.commit()
         let file = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/m.gz"))
         #expect(members.sha256 == hexString(Array(SHA256Digest.of(file))) && members.offset == UInt64(file.count))

@@ -83,21 +83,35 @@ extension MountedBundle {
     public static func mountBlocking(_ location: BundleLocation, options: Options = Options()) throws -> MountedBundle {
         switch location {
         case .file(let path):
-            return try MountedBundle(path: path, options: options)
+            return try naming(location) { try MountedBundle(path: path, options: options) }
         case .remote(let url, let remote):
-            return try MountedBundle(url: url, remote: remote, options: options)
+            return try naming(location) { try MountedBundle(url: url, remote: remote, options: options) }
         case .channel(let channel):
-            return try channel.mountRelease(options: options)
+            return try naming(location) { try channel.mountRelease(options: options) }
         case .mounted(let bundle):
             return bundle
         case .delta(let delta, let over):
-            let base = try mountBlocking(over, options: baseOptions(options))
-            switch delta {
-            case .file(let path): return try MountedBundle(deltaPath: path, base: base, options: options)
-            case .remote(let url, let remote): return try MountedBundle(deltaURL: url, base: base, remote: remote, options: options)
-            case .delta, .channel, .mounted:
+            // What stands as the delta is checked before its base is mounted (or fetched).
+            if case .file(let path) = delta {
+                let base = try mountBlocking(over, options: baseOptions(options))
+                return try naming(delta) { try MountedBundle(deltaPath: path, base: base, options: options) }
+            }
+            guard case .remote(let url, let remote) = delta else {
                 throw BundleError(.invalidArgument, "\(delta.shown) stands as a delta: give a delta's file or URL, mounted over another location")
             }
+            let base = try mountBlocking(over, options: baseOptions(options))
+            return try naming(delta) { try MountedBundle(deltaURL: url, base: base, remote: remote, options: options) }
+        }
+    }
+
+    /// `step`'s bundle; an error it throws names `location` when it does not already (a damaged index says
+    /// "index.bin: …", not which of a chain's files it is in).
+    private static func naming(_ location: BundleLocation, _ step: () throws -> MountedBundle) throws -> MountedBundle {
+        do {
+            return try step()
+        } catch var error as BundleError where !error.message.contains(location.shown) {
+            error.message = "\(location.shown): " + error.message
+            throw error
         }
     }
 }

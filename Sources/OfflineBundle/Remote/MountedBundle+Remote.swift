@@ -348,7 +348,10 @@ struct RemoteMount {
         }
         let comment = String(decoding: tail[(end + ZipConstants.endSize)...], as: UTF8.self)
         if comment.hasPrefix("packager-delta/") {
-            throw BundleError(.unsupported, "\(shownURL) \(deltaRefusal): give the bundle it was made over after it (packager serve DELTA_URL BASE)")
+            throw BundleError(
+                .unsupported,
+                "\(shownURL) \(deltaRefusal): give the bundle it was made over after it (packager serve DELTA_URL BASE; in Swift, MountedBundle.mount(.delta(.remote(DELTA_URL, options), over: BASE)))"
+            )
         }
         let version = BundleFormat.version(ofComment: comment)
         let prefix = BundleFormat.commentPrefix(version: version ?? BundleFormat.version) + "sha256:"

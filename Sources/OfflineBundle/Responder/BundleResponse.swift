@@ -165,8 +165,7 @@ public struct BundleResponse: Sendable {
     public func bodyData() throws -> Data {
         // The same reader a server streams with: one place decides the checks.
         // No buffer larger than the body (a small one is one chunk of its own size), and none over 1 MiB.
-        let size = entry?.body?.size ?? (1 << 20)
-        return try bodyReader(chunkSize: Int(min(size, 1 << 20)))?.readAll() ?? Data()
+        try bodyReader(chunkSize: wholeChunkSize)?.readAll() ?? Data()
     }
 
     /// A reader of the body in chunks of about `chunkSize` bytes, straight from the bundle file (see ``BodyReader``):

@@ -37,7 +37,8 @@ extension OfflineLoader {
             self.rulesFile = rulesFile
         }
 
-        /// The files and URLs the bundles are read from, a delta's and its base's alike: what a reloader watches.
+        /// The files and URLs the bundles are read from, a delta's and its base's alike: the files are what a reloader
+        /// watches.
         public var sources: [String] {
             func sources(of location: BundleLocation) -> [String] {
                 switch location {

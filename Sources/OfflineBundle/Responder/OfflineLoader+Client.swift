@@ -2,20 +2,23 @@ import Foundation
 import HTTPTypes
 
 /// What every HTTP client integration does with an answer, so that each only converts: the bundle's body read and
-/// checked (``OfflineLoader/clientBody(of:url:hop:)``), and a network body kept for the last-seen cache as it passes
-/// (``LastSeenRecording``).
+/// checked (``OfflineLoader/clientBody(of:url:hop:chunkSize:)``), and a network body kept for the last-seen cache as it
+/// passes (``LastSeenRecording``, for a client that streams it; one that reads it whole calls
+/// ``OfflineLoader/remember(_:status:headers:body:)``).
 extension OfflineLoader {
     /// The body of `answer` (this loader's answer for `url`) as a client hands it over: nothing; the whole of it when one
     /// chunk holds it (most pages); else checked chunks (``ServeBodyChunks``), each later one read through `hop` when the
     /// client asks for it. The first chunks are read and checked before this returns, through `hop` unless the body is
     /// in memory now: a body that fails its checks is counted against `url` and thrown, never handed over.
-    public func clientBody(of answer: BundleResponse, url: String, hop: BlockingHop) async throws -> ServeBody {
+    ///
+    /// A client that reads the body whole passes ``BundleResponse/wholeChunkSize``: one read, one hop.
+    public func clientBody(of answer: BundleResponse, url: String, hop: BlockingHop, chunkSize: Int = 64 << 10) async throws -> ServeBody {
         let opened: OpenedBody?
         do {
-            if answer.bodyPlace == .memory, let inMemory = try answer.openBodyIfInMemory() {
+            if answer.bodyPlace == .memory, let inMemory = try answer.openBodyIfInMemory(chunkSize: chunkSize) {
                 opened = inMemory
             } else {
-                opened = try await hop.run { try answer.openBody() }
+                opened = try await hop.run { try answer.openBody(chunkSize: chunkSize) }
             }
         } catch {
             recordError(error, url: url)
@@ -25,6 +28,11 @@ extension OfflineLoader {
         guard let second = opened.second else { return .bytes(opened.first) }
         return .stream(ServeBodyChunks(opened: opened, second: second, hop: hop, loader: self, url: url))
     }
+}
+
+extension BundleResponse {
+    /// A chunk size that reads the body in one chunk, up to 1 MiB (no buffer larger than the body).
+    public var wholeChunkSize: Int { Int(min(entry?.body?.size ?? (1 << 20), 1 << 20)) }
 }
 
 extension ServeBody {

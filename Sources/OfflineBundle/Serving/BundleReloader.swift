@@ -13,7 +13,7 @@ import UnixSignals
 ///
 /// A remote bundle (a path that is an `http(s)` URL, mounted through ``RemoteOptions``) is taken as replaced when a
 /// read sees another ETag or size, or a `412` (it is then mounted again at once), or when the check every ``interval``
-/// seconds (a `HEAD` conditional on the pinned ETag) says so.
+/// (a `HEAD` conditional on the pinned ETag) says so.
 ///
 /// A file is taken as changed when its device, inode, size, modification time or status-change time differ from when
 /// it was last mounted: a release written beside the old one and renamed over it changes the inode, and a file
@@ -54,8 +54,8 @@ public final class BundleReloader: Service, Sendable {
     public let paths: [String]
     /// The handle whose loader a reload replaces: give it to the middleware, the client or the server.
     public let handle: LoaderHandle
-    /// Seconds between checks of the files (and of remote bundles, by a conditional `HEAD`) while ``run()`` runs; 0
-    /// checks none.
+    /// The time between checks of the files (and of remote bundles, by a conditional `HEAD`) while ``run()`` runs;
+    /// `.zero` checks none.
     public let interval: Duration
     /// The signals that ask for a reload while ``run()`` runs (SIGHUP unless told otherwise).
     public let signals: [UnixSignal]
@@ -135,15 +135,26 @@ public final class BundleReloader: Service, Sendable {
     /// Mounts `configuration` now, and again on each reload: when a file it reads changes (checked every `interval`), a
     /// remote bundle is replaced, or one of `signals` asks. Its rules file is read again with each reload.
     ///
+    /// The files among the bundles are watched (a delta's and its base's alike); a remote bundle among them is mounted
+    /// again when its object is replaced.
+    ///
     /// - Throws: ``BundleError`` when a bundle does not mount now or the rules file is not valid; `.invalidArgument` for
-    ///   a channel among the bundles (a reloader follows a channel by ``init(channel:mountOptions:policy:overrides:options:interval:signals:logger:report:)``).
+    ///   a channel among the bundles (a reloader follows a channel by
+    ///   ``init(channel:mountOptions:policy:overrides:options:interval:signals:logger:report:)``), or a bundle mounted
+    ///   already (`.mounted`: a reload would only take it again as it is).
     public convenience init(
         _ configuration: OfflineLoader.Configuration, interval: Duration = .seconds(2), signals: [UnixSignal] = [.sighup],
         logger: Logger = Logger(label: "offline-bundle.reloader"), report: @escaping @Sendable (Event) -> Void = { _ in }
     ) throws {
-        if let channel = configuration.bundles.first(where: { if case .channel = $0 { true } else { false } }) {
-            throw BundleError(.invalidArgument, "\(channel.shown) is a channel: follow it with BundleReloader(channel:)")
+        func refused(_ location: BundleLocation) -> String? {
+            switch location {
+            case .file, .remote: nil
+            case .delta(let delta, let base): refused(delta) ?? refused(base)
+            case .channel(let channel): "\(channel.shownURL) is a channel: follow it with BundleReloader(channel:)"
+            case .mounted(let bundle): "\(bundle.remoteURL ?? bundle.path) is mounted already: a reload would take it again as it is"
+            }
         }
+        if let reason = configuration.bundles.lazy.compactMap(refused).first { throw BundleError(.invalidArgument, reason) }
         let paths = configuration.sources
         let identities = Self.identities(of: paths)
         self.init(

@@ -6,7 +6,8 @@ import Foundation
 ///
 /// A record held whole is queued (``submit(_:indexed:)``); at most ``ahead`` wait, within ``aheadBytes``. A record
 /// too large to hold is streamed by the caller (``exclusive(indexed:_:)``), once the queue is written. An index record
-/// given with a member gets that member's offset and length; ``finish()`` returns them, in order.
+/// given with a member gets that member's offset and length; ``takeWritten()`` hands over those written so far, in
+/// order (and ``finish()`` the rest), so the caller holds them no longer than the queue does.
 final class MemberPipeline: @unchecked Sendable {
     // Unchecked: `members` is used by the worker while members are queued, and by the caller only in `exclusive`, which
     // first waits until the queue is written and the worker waits; everything else is behind `condition`.
@@ -70,7 +71,17 @@ final class MemberPipeline: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Writes what is queued, stops the thread, and returns the index records in the order of their members.
+    /// The index records of the members written since the last call, in order.
+    func takeWritten() -> [WARCExporter.IndexedRecord] {
+        condition.lock()
+        defer { condition.unlock() }
+        let records = written
+        written.removeAll(keepingCapacity: true)
+        return records
+    }
+
+    /// Writes what is queued, stops the thread, and returns the index records not yet taken, in the order of their
+    /// members.
     ///
     /// - Throws: what writing a member threw.
     func finish() throws -> (records: [WARCExporter.IndexedRecord], members: GzipMembers) {

@@ -61,8 +61,8 @@ public enum WARCExporter {
         var length: UInt64
     }
 
-    /// Writes `bundle`'s records into `output`, then tells `indexed` of each response and revisit record, in order; the
-    /// SHA-256 (hex) and size of what it wrote. Members are compressed and written on a thread of their own
+    /// Writes `bundle`'s records into `output`, telling `indexed` of each response and revisit record once its member is
+    /// written, in order; the SHA-256 (hex) and size of what it wrote. Members are compressed and written on a thread of their own
     /// (``MemberPipeline``) while the next records are read.
     static func write(
         _ bundle: MountedBundle, to output: AtomicOutput, filename: String, indexed: (IndexedRecord) throws -> Void
@@ -158,6 +158,7 @@ public enum WARCExporter {
                 ], head: Array(requestHead.utf8) + Array(requestBody), body: nil)
             summary.records += 2
             summary.entries += 1
+            for record in members.takeWritten() { try indexed(record) }
         }
         let (records, written) = try members.finish()
         for record in records { try indexed(record) }
