@@ -22,26 +22,39 @@ import Tracing
 /// origin would. With a last-seen cache (``LoaderOptions/lastSeen``), a network response that may be kept is kept
 /// once its body has been read to the end.
 public struct OfflineHTTPClient: Sendable {
-    public let loader: OfflineLoader
+    /// Where the loader comes from; a ``OfflineBundle/BundleReloader`` may replace it (each request is answered by the
+    /// loader it holds when the request starts).
+    public let handle: LoaderHandle
     public let client: HTTPClient
     /// Where each request's span goes (`OfflineLoader.load`'s); nil: `InstrumentationSystem.tracer`.
     public let tracer: (any Tracer)?
 
-    /// Wraps `client`; the loader's policy (and overrides) decide per URL. Each request is a span of `tracer` (the
-    /// bootstrapped one unless given), and a request sent to the network carries its trace in its headers.
-    public init(loader: OfflineLoader, client: HTTPClient = .shared, tracer: (any Tracer)? = nil) {
-        self.loader = loader
+    /// Wraps `client`, answering from the loader `handle` holds: a reloader's (`reloader.handle`) follows each release.
+    /// The loader's policy (and overrides) decide per URL. Each request is a span of `tracer` (the bootstrapped one
+    /// unless given), and a request sent to the network carries its trace in its headers.
+    public init(handle: LoaderHandle, client: HTTPClient = .shared, tracer: (any Tracer)? = nil) {
+        self.handle = handle
         self.client = client
         self.tracer = tracer
     }
 
+    /// Wraps `client`, answering from `loader`.
+    public init(loader: OfflineLoader, client: HTTPClient = .shared, tracer: (any Tracer)? = nil) {
+        self.init(handle: LoaderHandle(loader), client: client, tracer: tracer)
+    }
+
+    /// The loader answering now.
+    public var loader: OfflineLoader { handle.loader }
+
     /// Executes `request` from the loader or the network, as the policy for its URL says.
     public func execute(_ request: HTTPClientRequest, timeout: TimeAmount) async throws -> HTTPClientResponse {
+        // One loader for the whole request: a reload meanwhile does not change what answers it.
+        let loader = handle.loader
         var request = request
         var bundleRequest = Self.bundleRequest(request)
         // A body is read only where a bundle recorded an answer to one at this URL and method; it then goes to the
         // network (when it does) as the bytes read.
-        if let collected = try await collectedBody(of: request) {
+        if let collected = try await collectedBody(of: request, loader: loader) {
             bundleRequest.body = Data(collected.readableBytesView)
             request.body = .bytes(collected)
         }
@@ -59,7 +72,7 @@ public struct OfflineHTTPClient: Sendable {
         let response: HTTPClientResponse
         switch loaded {
         case .bundle(let answer, let url, _):
-            return try await respond(answer, url: url)
+            return try await respond(answer, url: url, loader: loader)
         case .network(let answer):
             response = answer
         }
@@ -78,15 +91,16 @@ public struct OfflineHTTPClient: Sendable {
     /// a redirect whose target the bundle lacks is returned as recorded. Accept-Encoding is left out, so bodies
     /// come back as identity (AsyncHTTPClient's decompression never sees these responses).
     public func fromBundle(_ request: HTTPClientRequest) async throws -> HTTPClientResponse? {
+        let loader = handle.loader
         var bundleRequest = Self.bundleRequest(request)
-        if let collected = try await collectedBody(of: request) { bundleRequest.body = Data(collected.readableBytesView) }
+        if let collected = try await collectedBody(of: request, loader: loader) { bundleRequest.body = Data(collected.readableBytesView) }
         guard let (answer, url) = loader.response(for: bundleRequest, followingRedirects: 10) else { return nil }
-        return try await respond(answer, url: url)
+        return try await respond(answer, url: url, loader: loader)
     }
 
     /// The request's body, read whole, where a bundle recorded an answer to a body at its URL and method; nil elsewhere
     /// (the body is then not touched).
-    private func collectedBody(of request: HTTPClientRequest) async throws -> ByteBuffer? {
+    private func collectedBody(of request: HTTPClientRequest, loader: OfflineLoader) async throws -> ByteBuffer? {
         guard let body = request.body, loader.matchesBody(method: request.method.rawValue, url: request.url) else { return nil }
         var collected = ByteBuffer()
         for try await chunk in body { collected.writeImmutableBuffer(chunk) }
@@ -100,7 +114,7 @@ public struct OfflineHTTPClient: Sendable {
 
     /// `answer` as AsyncHTTPClient's response: the first chunk (for most pages, the whole body) read and checked here,
     /// a larger body streamed (its last chunk held back until its check passes), file reads on NIO's thread pool.
-    private func respond(_ answer: BundleResponse, url: String) async throws -> HTTPClientResponse {
+    private func respond(_ answer: BundleResponse, url: String, loader: OfflineLoader) async throws -> HTTPClientResponse {
         let body = try await loader.clientBody(of: answer, url: url, hop: BlockingHop { try await NIOThreadPool.singleton.runIfActive($0) })
         let (status, fields) = (HTTPResponseStatus(statusCode: answer.status), HTTPHeaders(answer.headers))
         switch body {

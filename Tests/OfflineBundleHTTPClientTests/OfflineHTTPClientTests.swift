@@ -42,6 +42,22 @@ struct OfflineHTTPClientTests {
         }
     }
 
+    @Test("made with a loader handle, the client answers from the loader the handle holds when each request starts: a release swapped in answers the next request")
+    func followsTheHandle() async throws {
+        let folder = try TemporaryFolder()
+        try writeBundle(["https://docs.example.com/page.txt": Data("one".utf8)], to: folder.path + "/one.zip")
+        try writeBundle(["https://docs.example.com/page.txt": Data("two".utf8)], to: folder.path + "/two.zip")
+        let handle = LoaderHandle(try OfflineLoader(path: folder.path + "/one.zip", policy: .bundleOnly))
+        let client = OfflineHTTPClient(handle: handle)
+        func page() async throws -> String {
+            let response = try await client.execute(HTTPClientRequest(url: "https://docs.example.com/page.txt"), timeout: .seconds(30))
+            return String(buffer: try await response.body.collect(upTo: 1 << 20))
+        }
+        #expect(try await page() == "one")
+        handle.replace(with: try OfflineLoader(path: folder.path + "/two.zip", policy: .bundleOnly))
+        #expect(try await page() == "two" && client.loader === handle.loader)
+    }
+
     @Test("bundle only, bundle first and network first, up and down, with overrides")
     func policies() async throws {
         try await withLiveSiteAndBundle { (live, bundle) async throws -> Void in
