@@ -42,7 +42,9 @@ struct OfflineHTTPClientTests {
         }
     }
 
-    @Test("made with a loader handle, the client answers from the loader the handle holds when each request starts: a release swapped in answers the next request")
+    @Test(
+        "made with a loader handle, the client answers from the loader the handle holds when each request starts: a release swapped in answers the next request"
+    )
     func followsTheHandle() async throws {
         let folder = try TemporaryFolder()
         try writeBundle(["https://docs.example.com/page.txt": Data("one".utf8)], to: folder.path + "/one.zip")
