@@ -155,6 +155,7 @@ let package = Package(
             name: "OfflineBundleVapor",
             dependencies: [
                 "OfflineBundle",
+                "OfflineBundleHTTPClient",
                 "HTTPFieldsNIO",
                 .product(name: "Vapor", package: "vapor"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -172,6 +173,7 @@ let package = Package(
                 "OfflineBundle",
                 "HTTPFieldsNIO",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),

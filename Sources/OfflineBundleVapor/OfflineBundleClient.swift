@@ -1,11 +1,10 @@
 import AsyncHTTPClient
 import Foundation
-import HTTPFieldsNIO
-import HTTPTypes
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 import OfflineBundle
+import OfflineBundleHTTPClient
 import Tracing
 import Vapor
 
@@ -96,92 +95,17 @@ public struct OfflineBundleClient: Client {
 
     /// The answer to `request`: from the loader, or from the network, as the policy for its URL says.
     public func execute(_ request: ClientRequest) async throws -> ClientResponse {
-        // One loader for the whole request: a reload meanwhile does not change what answers it.
-        let loader = handle.loader
-        let url = request.url.string
-        let fields = HTTPFields(request.headers) { $0.lowercased() == "accept-encoding" }
-        var bundleRequest = BundleRequest(method: request.method.rawValue, url: url, headers: fields)
-        // The body is in memory already; the bundles look at it only where they recorded answers chosen by one.
-        if let body = request.body, loader.matchesBody(method: request.method.rawValue, url: url) {
-            bundleRequest.body = Data(body.readableBytesView)
-        }
-        var building = HTTPClientRequest(url: url)
-        building.method = request.method
-        building.headers = request.headers
-        building.body = request.body.map { .bytes($0) }
-        let outgoing = building
-        let (http, logger, tracer, maxResponseBodySize, requested) = (self.http, self.logger, self.tracer, self.maxResponseBodySize, request.timeout)
-        // The loader's step: the policy, the fallbacks, a span; the network call applies the policy's timeout itself.
-        let loaded = try await loader.load(bundleRequest, followingRedirects: 10, tracer: tracer) { limit -> NetworkOutcome in
-            let timeout = limit.map { min(requested ?? .nanoseconds(Int64.max), TimeAmount(saturating: $0)) } ?? requested
-            var traced = outgoing
-            var fields = HTTPFields()
-            OfflineLoader.injectTraceContext(into: &fields, tracer: tracer)
-            for field in fields { traced.headers.replaceOrAdd(name: field.name.canonicalName, value: field.value) }
-            let sent = traced
-            do {
-                // The timeout covers the whole answer, body included: AsyncHTTPClient's deadline ends with the head.
-                return try await Self.within(timeout) { [timeout] () -> NetworkOutcome in
-                    let deadline = timeout.map { NIODeadline.now() + $0 } ?? .distantFuture
-                    let response = try await http.execute(sent, deadline: deadline, logger: logger)
-                    return .answered(response, try await response.body.collect(upTo: maxResponseBodySize))
-                }
-            } catch let error as NIOTooManyBytesError {
-                // The network answered, past what is held: not a failure the bundle stands in for.
-                return .tooLarge(error)
-            }
-        } status: { (outcome: NetworkOutcome) -> Int in
-            if case .answered(let response, _) = outcome { return Int(response.status.code) }
-            return 200
-        }
-        switch loaded {
-        case .bundle(let answer, let url, _):
-            return try await respond(answer, url: url, loader: loader)
-        case .network(.tooLarge(let error)):
-            throw error
-        case .network(.answered(let response, let body)):
-            // A response reached by following redirects answers another URL: it is not kept for this one.
-            if response.status.code == 200, response.history.count <= 1, loader.mayRemember(bundleRequest) {
-                loader.remember(bundleRequest, status: 200, headers: HTTPFields(response.headers), body: Data(body.readableBytesView))
-            }
-            return ClientResponse(status: response.status, headers: response.headers, body: body, byteBufferAllocator: byteBufferAllocator)
-        }
-    }
-
-    /// What the network gave: a response and its body, or a body past ``maxResponseBodySize`` (thrown, never answered
-    /// by the bundle instead).
-    enum NetworkOutcome: Sendable {
-        case answered(HTTPClientResponse, ByteBuffer)
-        case tooLarge(NIOTooManyBytesError)
-    }
-
-    /// What `work` returns, or a timeout error once `timeout` has passed (the work is then cancelled).
-    private static func within<T: Sendable>(_ timeout: TimeAmount?, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
-        guard let timeout else { return try await work() }
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await work() }
-            group.addTask {
-                try await Task.sleep(nanoseconds: UInt64(max(0, timeout.nanoseconds)))
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let value = first else { throw HTTPClientError.deadlineExceeded }
-            return value
-        }
-    }
-
-    /// `answer` as Vapor's response, its body read whole (and checked) on the thread pool unless it is in memory.
-    private func respond(_ answer: BundleResponse, url: String, loader: OfflineLoader) async throws -> ClientResponse {
+        // One loader for the whole request (the wrapper takes the handle's once): a reload meanwhile does not change it.
+        var outgoing = HTTPClientRequest(url: request.url.string)
+        outgoing.method = request.method
+        outgoing.headers = request.headers
+        outgoing.body = request.body.map { .bytes($0) }
+        // AsyncHTTPClient's wrapper, with the whole body read within the policy's timeout, bounded, and bundle reads on
+        // the application's thread pool.
         let pool = threadPool
-        let body = try await loader.clientBody(
-            of: answer, url: url, hop: BlockingHop { try await pool.runIfActive($0) }, chunkSize: answer.wholeChunkSize
-        ).collected()
-        var buffer = byteBufferAllocator.buffer(capacity: body.count)
-        buffer.writeBytes(body)
-        let hasBody = !(answer.status == 204 || answer.status == 304) || !body.isEmpty
-        return ClientResponse(
-            status: HTTPResponseStatus(statusCode: answer.status), headers: HTTPHeaders(answer.headers), body: hasBody ? buffer : nil,
-            byteBufferAllocator: byteBufferAllocator)
+        let answer = try await OfflineHTTPClient(handle: handle, client: http, tracer: tracer).executeWhole(
+            outgoing, timeout: request.timeout, maxBodySize: maxResponseBodySize, hop: BlockingHop { try await pool.runIfActive($0) }, logger: logger)
+        return ClientResponse(status: answer.status, headers: answer.headers, body: answer.body, byteBufferAllocator: byteBufferAllocator)
     }
 }
 
