@@ -231,7 +231,10 @@ struct ServeCommandTests {
 
         // A second signal does not wait for the download.
         let (again, againBase) = try await startServe(arguments: [folder.path + "/b.zip"])
-        let slow = try launch("/usr/bin/curl", ["-s", "--limit-rate", "1M", "-o", folder.path + "/slow.bin", againBase + "/big.bin"], output: Pipe())
+        // 100 KB/s, so that it lasts minutes: curl's limit is an average that lets it take about 10 MB in its first second,
+        // and at 1 MB/s the 24 MiB took 22 s, which the test's waits have come near under the full suite's load (the
+        // whole test took 80 s there against 5 s alone), serve then exiting 0 after the download, as it should.
+        let slow = try launch("/usr/bin/curl", ["-s", "--limit-rate", "100K", "-o", folder.path + "/slow.bin", againBase + "/big.bin"], output: Pipe())
         // In flight before the signal: under the full suite's load the download once had not begun a second later, and
         // serve, with nothing to wait for, exited 0 at the first signal.
         func received() -> Int { (try? FileManager.default.attributesOfItem(atPath: folder.path + "/slow.bin")[.size] as? NSNumber)?.intValue ?? 0 }
