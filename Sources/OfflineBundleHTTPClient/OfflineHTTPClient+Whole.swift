@@ -25,20 +25,11 @@ extension OfflineHTTPClient {
         _ request: HTTPClientRequest, timeout requested: TimeAmount?, maxBodySize: Int, hop: BlockingHop, logger: Logger?
     ) async throws -> WholeResponse {
         let loader = handle.loader
-        var bundleRequest = Self.bundleRequest(request)
-        if case .some = request.body, loader.matchesBody(method: request.method.rawValue, url: request.url) {
-            var collected = ByteBuffer()
-            for try await chunk in request.body! { collected.writeImmutableBuffer(chunk) }
-            bundleRequest.body = Data(collected.readableBytesView)
-        }
-        let (http, tracer, outgoing) = (client, tracer, request)
+        let (outgoing, bundleRequest) = try await prepared(request, loader: loader)
+        let (http, tracer) = (client, tracer)
         let loaded = try await loader.load(bundleRequest, followingRedirects: 10, tracer: tracer) { limit -> NetworkOutcome in
             let timeout = limit.map { min(requested ?? .nanoseconds(Int64.max), TimeAmount(saturating: $0)) } ?? requested
-            var traced = outgoing
-            var fields = HTTPFields()
-            OfflineLoader.injectTraceContext(into: &fields, tracer: tracer)
-            for field in fields { traced.headers.replaceOrAdd(name: field.name.canonicalName, value: field.value) }
-            let sent = traced
+            let sent = Self.traced(outgoing, tracer: tracer)
             do {
                 return try await Self.within(timeout) { [timeout] () -> NetworkOutcome in
                     let deadline = timeout.map { NIODeadline.now() + $0 } ?? .distantFuture

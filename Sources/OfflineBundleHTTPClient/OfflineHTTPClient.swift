@@ -50,22 +50,11 @@ public struct OfflineHTTPClient: Sendable {
     public func execute(_ request: HTTPClientRequest, timeout: TimeAmount) async throws -> HTTPClientResponse {
         // One loader for the whole request: a reload meanwhile does not change what answers it.
         let loader = handle.loader
-        var request = request
-        var bundleRequest = Self.bundleRequest(request)
-        // A body is read only where a bundle recorded an answer to one at this URL and method; it then goes to the
-        // network (when it does) as the bytes read.
-        if let collected = try await collectedBody(of: request, loader: loader) {
-            bundleRequest.body = Data(collected.readableBytesView)
-            request.body = .bytes(collected)
-        }
+        let (sent, bundleRequest) = try await prepared(request, loader: loader)
         // The loader's step: the policy, its timeout (the network's call is cancelled past it), the fallbacks, a span.
-        let (client, tracer, sent) = (self.client, self.tracer, request)
+        let (client, tracer) = (self.client, self.tracer)
         let loaded = try await loader.load(bundleRequest, followingRedirects: 10, tracer: tracer) { limit in
-            var request = sent
-            var fields = HTTPFields()
-            OfflineLoader.injectTraceContext(into: &fields, tracer: tracer)
-            for field in fields { request.headers.replaceOrAdd(name: field.name.canonicalName, value: field.value) }
-            return try await client.execute(request, timeout: limit.map { min(timeout, TimeAmount(saturating: $0)) } ?? timeout)
+            try await client.execute(Self.traced(sent, tracer: tracer), timeout: limit.map { min(timeout, TimeAmount(saturating: $0)) } ?? timeout)
         } status: {
             Int($0.status.code)
         }
@@ -92,19 +81,32 @@ public struct OfflineHTTPClient: Sendable {
     /// come back as identity (AsyncHTTPClient's decompression never sees these responses).
     public func fromBundle(_ request: HTTPClientRequest) async throws -> HTTPClientResponse? {
         let loader = handle.loader
-        var bundleRequest = Self.bundleRequest(request)
-        if let collected = try await collectedBody(of: request, loader: loader) { bundleRequest.body = Data(collected.readableBytesView) }
+        let bundleRequest = try await prepared(request, loader: loader).bundleRequest
         guard let (answer, url) = loader.response(for: bundleRequest, followingRedirects: 10) else { return nil }
         return try await respond(answer, url: url, loader: loader)
     }
 
-    /// The request's body, read whole, where a bundle recorded an answer to a body at its URL and method; nil elsewhere
-    /// (the body is then not touched).
-    private func collectedBody(of request: HTTPClientRequest, loader: OfflineLoader) async throws -> ByteBuffer? {
-        guard let body = request.body, loader.matchesBody(method: request.method.rawValue, url: request.url) else { return nil }
+    /// `request` as the loader sees it, and as it goes to the network. Its body is read whole only where a bundle
+    /// recorded an answer to a body at its URL and method; it then goes to the network as the bytes read (a stream is
+    /// read once). Elsewhere the body is not touched.
+    func prepared(_ request: HTTPClientRequest, loader: OfflineLoader) async throws -> (request: HTTPClientRequest, bundleRequest: BundleRequest) {
+        var request = request
+        var bundleRequest = Self.bundleRequest(request)
+        guard let body = request.body, loader.matchesBody(method: request.method.rawValue, url: request.url) else { return (request, bundleRequest) }
         var collected = ByteBuffer()
         for try await chunk in body { collected.writeImmutableBuffer(chunk) }
-        return collected
+        bundleRequest.body = Data(collected.readableBytesView)
+        request.body = .bytes(collected)
+        return (request, bundleRequest)
+    }
+
+    /// `request` carrying the current trace context (the load span's) in its headers.
+    static func traced(_ request: HTTPClientRequest, tracer: (any Tracer)?) -> HTTPClientRequest {
+        var request = request
+        var fields = HTTPFields()
+        OfflineLoader.injectTraceContext(into: &fields, tracer: tracer)
+        for field in fields { request.headers.replaceOrAdd(name: field.name.canonicalName, value: field.value) }
+        return request
     }
 
     /// AsyncHTTPClient speaks NIO's HTTPHeaders; the loader speaks HTTPFields. Accept-Encoding is left out.

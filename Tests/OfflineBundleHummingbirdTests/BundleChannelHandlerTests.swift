@@ -18,11 +18,7 @@ struct BundleChannelHandlerTests {
         let first = Data(repeating: UInt8(ascii: "a"), count: 3000)
         let second = Data(repeating: UInt8(ascii: "b"), count: 2000)
         try writeBundle(["https://docs.example.com/a.txt": first, "https://docs.example.com/b.txt": second], to: folder.path + "/b.zip")
-        let serving = BundleServing(
-            handle: LoaderHandle(try OfflineLoader(path: folder.path + "/b.zip")), routes: [.init(origin: "https://docs.example.com")],
-            policy: ServerPolicy())
-        var settings = BundleChannelHandler.Settings(serving: serving, serverName: nil, idleTimeout: .seconds(60))
-        settings.sendfile = false
+        let settings = embeddedSettings(LoaderHandle(try OfflineLoader(path: folder.path + "/b.zip")))
         let channel = EmbeddedChannel()
         let inFront = WritableInsideWrite()
         try channel.pipeline.syncOperations.addHandler(inFront)
@@ -64,9 +60,7 @@ struct CachedAnswerFrontEmbeddedTests {
         let page = Data(repeating: UInt8(ascii: "p"), count: 3000)
         try writeBundle(["https://docs.example.com/a.txt": page], to: folder.path + "/b.zip")
         let handle = LoaderHandle(try OfflineLoader(path: folder.path + "/b.zip"))
-        let serving = BundleServing(handle: handle, routes: [.init(origin: "https://docs.example.com")], policy: ServerPolicy())
-        var settings = BundleChannelHandler.Settings(serving: serving, serverName: nil, idleTimeout: .seconds(60))
-        settings.sendfile = false
+        let settings = embeddedSettings(handle)
         let channel = EmbeddedChannel()
         let answers = BundleChannelHandler(settings, cache: ResponseCache(budget: 16 << 20))
         let passed = CountingReads()
@@ -99,6 +93,16 @@ struct CachedAnswerFrontEmbeddedTests {
         #expect(try ask(conditional).passedOn == conditional.utf8.count)
         _ = try channel.finish()
     }
+}
+
+/// A handler's settings for an embedded channel: the bundle `handle` holds under docs.example.com, no sendfile (an
+/// embedded channel takes bytes only).
+private func embeddedSettings(_ handle: LoaderHandle) -> BundleChannelHandler.Settings {
+    var settings = BundleChannelHandler.Settings(
+        serving: BundleServing(handle: handle, routes: [.init(origin: "https://docs.example.com")], policy: ServerPolicy()), serverName: nil,
+        idleTimeout: .seconds(60))
+    settings.sendfile = false
+    return settings
 }
 
 /// Counts the bytes that pass on to the next handler.

@@ -31,6 +31,10 @@ struct ResponderTests {
         #expect(page.status == 200)
         #expect(page.header("etag") == "\"page-v1\"" && page.header("cache-control") == "max-age=300")
         #expect(page.header("last-modified") == "Sat, 21 Nov 2026 10:00:00 GMT")
+        // The entry's public fields are its recorded headers, in order.
+        let entry = try #require(page.entry)
+        #expect(entry.fields.map { "\($0.name.canonicalName): \($0.value)" } == entry.headers.map { "\($0.name): \($0.value)" })
+        #expect(entry.fields[.eTag] == "\"page-v1\"" && entry.fields.count > 2)
         #expect(page.header("content-length") == String(samplePage.utf8.count))
         #expect(try page.bodyData() == Data(samplePage.utf8))
         let head = try #require(ask(loader, "/", method: "HEAD"))

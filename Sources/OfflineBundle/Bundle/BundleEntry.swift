@@ -47,11 +47,7 @@ public struct BundleEntry: Sendable {
 
     /// The response's header fields, in recorded order; a synthesized ETag comes last. A stored name that is not a
     /// valid field name (only a hand-made bundle holds one) is left out.
-    public var fields: HTTPFields {
-        var fields = HTTPFields()
-        for (name, value) in headers { fields = fields.adding(name, value) }
-        return fields
-    }
+    public var fields: HTTPFields { HTTPFields(pairs: headers) }
 
     /// The response headers, names lowercased, in recorded order; a synthesized ETag comes last.
     package var headers: [(name: String, value: String)] {

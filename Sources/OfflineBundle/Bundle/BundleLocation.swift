@@ -13,8 +13,8 @@ public indirect enum BundleLocation: Sendable {
     /// A bundle on an HTTP server (`https://…` or `http://…`), read by range requests through these options, without
     /// downloading it; see ``RemoteOptions``.
     case remote(String, RemoteOptions)
-    /// A delta (``file(_:)`` or ``remote(_:_:)``) mounted over the bundle it was made over, itself any location but a
-    /// channel: `.delta(.file("r3.delta"), over: .delta(.file("r2.delta"), over: .file("r1.bundle.zip")))`.
+    /// A delta (``file(_:)`` or ``remote(_:_:)``) mounted over the bundle it was made over, itself any location:
+    /// `.delta(.file("r3.delta"), over: .delta(.file("r2.delta"), over: .file("r1.bundle.zip")))`.
     case delta(BundleLocation, over: BundleLocation)
     /// The release a signed channel names now, by the delta from the release it mounted last where the channel lists
     /// one (``ReleaseChannel/poll()`` reads a newer document).

@@ -118,8 +118,7 @@ extension MountedBundle {
             guard let path = rest.popFirst() else {
                 throw BundleError(.invalidArgument, "a delta bundle needs the bundle it was made over after it")
             }
-            if RemoteOptions.isRemote(path) {
-                guard let remote else { throw BundleError(.invalidArgument, "\(RemoteObject.shown(path)) is a URL: mounting it needs RemoteOptions") }
+            if case .remote(_, let remote) = try BundleLocation(path, remote: remote) {
                 do {
                     return try naming(path) { try MountedBundle(url: path, remote: remote, options: options) }
                 } catch let error as BundleError where error.code == .unsupported && error.message.contains(RemoteMount.deltaRefusal) && !rest.isEmpty {

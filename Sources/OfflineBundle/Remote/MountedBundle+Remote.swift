@@ -37,11 +37,8 @@ extension MountedBundle {
     ///
     /// - Throws: ``BundleError`` as each mount does; `.invalidArgument` for a URL without `remote`.
     package convenience init(location: String, options: Options = Options(), remote: RemoteOptions?) throws {
-        if RemoteOptions.isRemote(location) {
-            guard let remote else {
-                throw BundleError(.invalidArgument, "\(RemoteObject.shown(location)) is a URL: mounting it needs RemoteOptions")
-            }
-            try self.init(url: location, remote: remote, options: options)
+        if case .remote(let url, let remote) = try BundleLocation(location, remote: remote) {
+            try self.init(url: url, remote: remote, options: options)
         } else {
             try self.init(path: location, options: options)
         }

@@ -118,6 +118,14 @@ extension RemoteTransport {
 }
 
 extension HTTPFields {
+    /// Name and value pairs as fields, in order; a name that is not a valid field name is left out.
+    package init(pairs: some Sequence<(name: String, value: String)>) {
+        self.init()
+        for (name, value) in pairs {
+            if let name = HTTPField.Name(name) { append(HTTPField(name: name, value: value)) }
+        }
+    }
+
     /// These fields and one more, `name: value` (a name that is not a valid field name adds nothing).
     package func adding(_ name: String, _ value: String) -> HTTPFields {
         var fields = self

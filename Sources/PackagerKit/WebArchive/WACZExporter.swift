@@ -239,18 +239,11 @@ public enum WACZExporter {
     static func jsonLine(_ object: [String: String]) -> String {
         // Written by hand: through JSONSerialization, the index's lines were a tenth of a WACZ export's time. Keys in
         // JSONSerialization's order (case-insensitive, then by code unit), slashes as they are.
-        func precedes(_ a: String, _ b: String) -> Bool {
-            let (x, y) = (a.lowercased(), b.lowercased())
-            return x == y ? a.utf8.lexicographicallyPrecedes(b.utf8) : x.utf8.lexicographicallyPrecedes(y.utf8)
+        let keys: [(folded: String, key: String)] = object.keys.map { ($0.lowercased(), $0) }.sorted { a, b in
+            a.folded == b.folded ? a.key.utf8.lexicographicallyPrecedes(b.key.utf8) : a.folded.utf8.lexicographicallyPrecedes(b.folded.utf8)
         }
-        var line = "{"
-        for key in object.keys.sorted(by: precedes) {
-            if line.count > 1 { line += "," }
-            line += ServedRequest.jsonString(key)
-            line += ":"
-            line += ServedRequest.jsonString(object[key] ?? "")
-        }
-        return line + "}"
+        let fields: [String] = keys.map { ServedRequest.jsonString($0.key) + ":" + ServedRequest.jsonString(object[$0.key] ?? "") }
+        return "{" + fields.joined(separator: ",") + "}"
     }
 
     static func recordKey(_ url: String) -> String { hexString(Array(SHA256.hash(data: Data(url.utf8)))) }

@@ -35,11 +35,7 @@ public struct BundleWriter: Sendable {
         package var headers: [(name: String, value: String)]
         /// ``headers`` as HTTP fields (names lowercased when written).
         public var fields: HTTPFields {
-            get {
-                var fields = HTTPFields()
-                for (name, value) in headers { if let name = HTTPField.Name(name) { fields.append(HTTPField(name: name, value: value)) } }
-                return fields
-            }
+            get { HTTPFields(pairs: headers) }
             set { headers = newValue.map { (name: $0.name.canonicalName, value: $0.value) } }
         }
         /// The body, or nil for none.
