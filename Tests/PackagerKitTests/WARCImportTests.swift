@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import OfflineBundle
 import TestSupport
@@ -171,6 +172,59 @@ struct WARCImportTests {
             let search = try #require(loader.response(for: BundleRequest(method: "POST", url: origin.base + "/search", body: Data(#"{ "q": "a" }"#.utf8))))
             #expect(try search.bodyData() == Data(#"["apple"]"#.utf8))
         }
+    }
+
+    /// A WARC record of `type` whose block is `block`, with `fields` (a `WARC-Record-ID` made of `id`).
+    static func record(_ type: String, id: String, uri: String, _ fields: [String: String] = [:], block: String) -> String {
+        var head = "WARC/1.1\r\nWARC-Type: \(type)\r\nWARC-Record-ID: <urn:uuid:\(id)>\r\nWARC-Target-URI: \(uri)\r\n"
+        head += "WARC-Date: 2026-11-29T12:00:00Z\r\n"
+        for (name, value) in fields.sorted(by: { $0.key < $1.key }) { head += "\(name): \(value)\r\n" }
+        return head + "Content-Length: \(block.utf8.count)\r\n\r\n" + block + "\r\n\r\n"
+    }
+
+    @Test(
+        "a revisit takes its payload from the response's record, read again: in a plain WARC, from a gzip member of several records, from another WARC"
+    )
+    func revisitsReadTheirRecordAgain() async throws {
+        let folder = try TemporaryFolder()
+        func digest(_ text: String) -> String { "sha256:" + SHA256.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined() }
+        let alpha = "<p>alpha</p>"
+        let bravo = "{\"bravo\": true}"
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n"
+        let revisitProfile = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+        let a = Self.record("response", id: "a", uri: "https://r.test/a", ["WARC-Payload-Digest": digest(alpha)], block: head + alpha)
+        let b = Self.record("response", id: "b", uri: "https://r.test/b", ["WARC-Payload-Digest": digest(bravo)], block: head + bravo)
+        // By its record ID, and by its payload digest alone.
+        let c = Self.record(
+            "revisit", id: "c", uri: "https://r.test/c",
+            ["WARC-Refers-To": "<urn:uuid:b>", "WARC-Profile": revisitProfile, "WARC-Payload-Digest": digest(bravo)], block: head)
+        let d = Self.record("revisit", id: "d", uri: "https://r.test/d", ["WARC-Profile": revisitProfile, "WARC-Payload-Digest": digest(alpha)], block: head)
+        func gzip(_ text: String, _ name: String) async throws -> Data {
+            try folder.file(name, text)
+            #expect(try await run("gzip", ["-n", "-f", folder.path + "/" + name]).status == 0)
+            return try Data(contentsOf: URL(fileURLWithPath: folder.path + "/" + name + ".gz"))
+        }
+        // Plain; a and b in one gzip member, c and d in the next; a in one WARC, the revisits in another.
+        try folder.file("plain.warc", a + b + c + d)
+        let members = try await gzip(a + b, "m1.warc") + (try await gzip(c + d, "m2.warc"))
+        try members.write(to: URL(fileURLWithPath: folder.path + "/members.warc.gz"))
+        try folder.file("first.warc", a + b)
+        try folder.file("second.warc", c + d)
+        for sources in [["plain.warc"], ["members.warc.gz"], ["first.warc", "second.warc"]] {
+            let output = folder.path + "/\(sources[0]).zip"
+            let packed = try await run(
+                packagerExecutable, ["pack"] + sources.flatMap { ["--from-warc", folder.path + "/" + $0] } + ["-o", output])
+            #expect(packed.status == 0 && packed.output.contains("packed 4 recorded exchanges"), "\(sources): \(packed.output)")
+            let bundle = try MountedBundle(path: output)
+            for (path, body) in [("a", alpha), ("b", bravo), ("c", bravo), ("d", alpha)] {
+                let entry = try #require(bundle.entry(forKey: "https://r.test/" + path), "\(sources): \(path)")
+                #expect(try bundle.body(of: entry) == Data(body.utf8), "\(sources): \(path)")
+            }
+        }
+        // Returned in memory (``WARCImporter/read(_:rules:)``), the revisit takes the body kept.
+        let imported = try WARCImporter.read([folder.path + "/members.warc.gz"], rules: BundleRules())
+        defer { imported.removeSpool() }
+        #expect(imported.entries.first { $0.url == "https://r.test/c" }.flatMap { if case .data(let data) = $0.body { data } else { nil } } == Data(bravo.utf8))
     }
 
     @Test("a chunked body is joined; a chunk size that is not hexadecimal, or a body cut short, is unreadable")

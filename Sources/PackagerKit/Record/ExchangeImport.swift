@@ -19,6 +19,8 @@ struct RecordedExchange {
     var body: Data?
     /// A file that holds the answer's body, decoded, instead of ``body`` (a large body spooled while a recording is read).
     var bodyFile: String?
+    /// The SHA-256 of ``body`` (or of ``bodyFile``'s bytes), when the reader computed it from those very bytes.
+    var bodySHA256: BodyDigest?
     /// When the recording says the request was sent.
     var started: Date?
 
@@ -155,6 +157,7 @@ struct ExchangeImport {
             url: url, status: status, headers: headers, body: source,
             fetchedAt: exchange.started, originDate: answered.first { $0.name == "date" }.flatMap { HTTPDates.parse($0.value) })
         written.request = recorded
+        written.bodySHA256 = exchange.bodySHA256
         // The same request twice in one recording (a page polled, reloaded): the later answer is kept.
         let digest = KeyDigest(key)
         let earlier = byKey[digest]

@@ -67,7 +67,7 @@ public enum WARCImporter {
             for path in paths {
                 if path.lowercased().hasSuffix(".wacz") {
                     let scratch = try ScratchFolder(in: NSTemporaryDirectory())
-                    defer { scratch.remove() }
+                    spool.keep(unpacked: scratch)
                     let package = try unpackWACZ(path, into: scratch.path, publicKey: publicKey)
                     if let signer = package.signer { signers.append(signer) }
                     for warc in package.warcs {
@@ -83,9 +83,10 @@ public enum WARCImporter {
                 }
             }
         } catch {
-            spool.folder.remove()
+            spool.remove(spooled: true)
             throw error
         }
+        spool.remove(spooled: false)
         let count = exchanges.count
         let done = exchanges.finished()
         return Imported(
@@ -126,25 +127,35 @@ public enum WARCImporter {
         var body: Data
     }
 
-    /// Where one import keeps what it read: the bodies spooled to files, the payloads revisits may refer to.
+    /// Where one import keeps what it read: the bodies spooled to files, and where the payloads revisits may refer to are.
     final class Spool {
         let folder: ScratchFolder
         private var files = 0
-        /// Bodies of responses by record ID and by payload digest (each name as the first 16 bytes of its SHA-256: the
-        /// names themselves cost a hundred bytes and more for every response), for the revisits that refer to them.
-        private var payloads: [ExchangeImport.KeyDigest: BodyPlace] = [:]
-        /// Whether small bodies stay in memory (the entries are returned); else they are appended to one file, read
-        /// back only for a revisit: the payloads a revisit may name are every response's, and memory would hold them all.
+        /// What a revisit may refer to, by record ID and by payload digest (each name as the first 16 bytes of its
+        /// SHA-256: the names themselves cost a hundred bytes and more for every response).
+        private var payloads: [ExchangeImport.KeyDigest: Payload] = [:]
+        /// Whether the entries are returned (small bodies stay in memory) rather than sent to a store.
         private let inMemory: Bool
-        private var payloadFile: FileHandle?
-        private var payloadBuffer = Data()
-        private var payloadOffset: UInt64 = 0
+        /// The WARC files read, by number, and a reader of each opened for a revisit (kept: a reader's buffers cost more
+        /// to make than a record to read).
+        private var warcs: [(path: String, shown: String)] = []
+        private var readers: [Int: WARCReader] = [:]
+        /// WACZ packages unpacked: their WARCs stay until the import ends, for revisits across them.
+        private var unpacked: [ScratchFolder] = []
 
         enum BodyPlace {
             case memory(Data)
             case file(String)
-            /// Bytes of the payload file.
-            case range(UInt64, Int)
+        }
+
+        /// Where a response's payload is found again: its body kept (in memory, or a file of its own), or its record in
+        /// the WARC, read again when a revisit names it. Writing every response's body aside for a revisit that may
+        /// never come cost a tenth of an import.
+        private enum Payload {
+            case kept(BodyPlace)
+            /// `id`: the first 8 bytes of the SHA-256 of its record ID (0 for none), which tells it from the other
+            /// records of its gzip member.
+            case record(warc: Int32, offset: Int, id: UInt64)
         }
 
         /// A body at least this large goes to a file of its own, not into memory, until the bundle is written: 16 KiB
@@ -156,6 +167,24 @@ public enum WARCImporter {
             folder = try ScratchFolder(in: parent)
             self.inMemory = inMemory
             spoolAt = inMemory ? 16 << 10 : 1 << 20
+        }
+
+        /// The number the records of the WARC at `path` (`shown` so) are remembered by, for a WARC about to be read.
+        func warc(_ path: String, shownAs shown: String) -> Int {
+            warcs.append((path, shown))
+            return warcs.count - 1
+        }
+
+        /// Keeps `folder` (a WACZ unpacked) until ``remove()``.
+        func keep(unpacked folder: ScratchFolder) { unpacked.append(folder) }
+
+        /// Removes the unpacked packages (the import is over) and, when `spooled`, the spooled bodies (the bundle will
+        /// not be written).
+        func remove(spooled: Bool) {
+            readers = [:]
+            for folder in unpacked { folder.remove() }
+            unpacked = []
+            if spooled { folder.remove() }
         }
 
         /// Where `body` is kept until the bundle is written.
@@ -171,49 +200,43 @@ public enum WARCImporter {
             return .file(path)
         }
 
-        /// Keeps `body` for revisits under `names` (its record ID, its payload digest).
-        func remember(_ body: BodyPlace, as names: [String]) throws {
-            guard !names.isEmpty else { return }
-            var place = body
-            if !inMemory, case .memory(let data) = body {
-                if payloadFile == nil {
-                    let path = folder.path + "/payloads"
-                    guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forUpdatingAtPath: path) else {
-                        throw PackagerError(.io, "cannot write \(path)")
-                    }
-                    payloadFile = handle
-                }
-                place = .range(payloadOffset + UInt64(payloadBuffer.count), data.count)
-                payloadBuffer.append(data)
-                if payloadBuffer.count >= 1 << 20 { try flushPayloads() }
+        /// Keeps where the body of `record` (of the WARC numbered `warc`) is, for revisits naming its record ID or its
+        /// payload digest.
+        func remember(_ body: BodyPlace, of record: WARCReader.Record, in warc: Int) {
+            let id = record.fields["warc-record-id"].map { ExchangeImport.KeyDigest($0) }
+            let digest = record.fields["warc-payload-digest"].map { ExchangeImport.KeyDigest($0) }
+            guard id != nil || digest != nil else { return }
+            let place: Payload
+            if case .memory = body, !inMemory {
+                place = .record(warc: Int32(warc), offset: record.offset, id: id?.high ?? 0)
+            } else {
+                place = .kept(body)
             }
-            for name in names { payloads[ExchangeImport.KeyDigest(name)] = place }
+            if let id { payloads[id] = place }
+            if let digest { payloads[digest] = place }
         }
 
-        private func flushPayloads() throws {
-            guard let payloadFile, !payloadBuffer.isEmpty else { return }
-            do {
-                try payloadFile.seekToEnd()
-                try payloadFile.write(contentsOf: payloadBuffer)
-            } catch {
-                throw PackagerError(.io, "cannot write the revisits' payloads to \(folder.path)", cause: error)
-            }
-            payloadOffset += UInt64(payloadBuffer.count)
-            payloadBuffer.removeAll(keepingCapacity: true)
-        }
-
-        /// The payload a revisit names, as a body of its own.
+        /// The payload a revisit names, as a body of its own; nil when no response of the archive had it.
         func payload(_ name: String) throws -> BodyPlace? {
             guard let place = payloads[ExchangeImport.KeyDigest(name)] else { return nil }
-            guard case .range(let offset, let count) = place else { return place }
-            try flushPayloads()
-            guard let payloadFile else { return nil }
-            do {
-                try payloadFile.seek(toOffset: offset)
-                return .memory(try payloadFile.read(upToCount: count) ?? Data())
-            } catch {
-                throw PackagerError(.io, "cannot read the revisits' payloads back from \(folder.path)", cause: error)
+            guard case .record(let number, let offset, let id) = place else {
+                if case .kept(let body) = place { return body }
+                return nil
             }
+            let warc = Int(number)
+            var reader = try readers[warc] ?? WARCReader(path: warcs[warc].path)
+            defer { readers[warc] = reader }
+            // The record is at `offset`, or after it in the same gzip member (whose records share its offset).
+            reader.seek(to: offset)
+            while let record = try reader.next(), record.offset == offset {
+                guard (record.fields["warc-record-id"].map { ExchangeImport.KeyDigest($0).high } ?? 0) == id else { continue }
+                do {
+                    return .memory(try WARCImporter.decoded(try WARCImporter.http(record.block)))
+                } catch let problem as Unreadable {
+                    throw PackagerError(.invalidInput, "\(warcs[warc].shown): the record at offset \(offset) no longer reads as it did: \(problem.reason)")
+                }
+            }
+            throw PackagerError(.invalidInput, "\(warcs[warc].shown): the record at offset \(offset), which a revisit refers to, is no longer there")
         }
     }
 
@@ -223,6 +246,7 @@ public enum WARCImporter {
     static func read(_ path: String, shownAs shown: String, into exchanges: inout ExchangeImport, box: PlaceList, spool: Spool) throws -> Int {
         let reader = WARCRecordStream(path: path)
         defer { reader.stop() }
+        let warc = spool.warc(path, shownAs: shown)
         // Requests read before their response, by their ID (and by the response they name); responses read before their
         // request, by theirs (and by the request they name).
         var requests: [String: WARCReader.Record] = [:]
@@ -232,7 +256,7 @@ public enum WARCImporter {
         var waitingOrder: [String] = []
         var count = 0
         func take(_ record: WARCReader.Record, request: WARCReader.Record?) throws {
-            try response(record, request: request, shown: shown, into: &exchanges, box: box, spool: spool)
+            try response(record, request: request, shown: shown, warc: warc, into: &exchanges, box: box, spool: spool)
         }
         while let record = try reader.next() {
             count += 1
@@ -277,7 +301,8 @@ public enum WARCImporter {
 
     /// One response or revisit record, with the request record that went with it, into `exchanges`.
     static func response(
-        _ record: WARCReader.Record, request: WARCReader.Record?, shown: String, into exchanges: inout ExchangeImport, box: PlaceList, spool: Spool
+        _ record: WARCReader.Record, request: WARCReader.Record?, shown: String, warc: Int, into exchanges: inout ExchangeImport, box: PlaceList,
+        spool: Spool
     ) throws {
         let number = box.add(offset: record.offset, of: shown)
         let url = Self.targetURI(record.fields["warc-target-uri"] ?? "")
@@ -291,6 +316,7 @@ public enum WARCImporter {
             return exchanges.skip(number, url, "its block is not an HTTP response (\(message.startLine.prefix(3).joined(separator: " ").prefix(40)))")
         }
         let body: Spool.BodyPlace
+        var bodySHA256: BodyDigest?
         if record.type == "revisit" {
             let profile = record.fields["warc-profile"] ?? ""
             guard profile.hasSuffix("/identical-payload-digest") else {
@@ -309,11 +335,13 @@ public enum WARCImporter {
                     .invalidInput, "\(shown): the record at offset \(record.offset) does not match its WARC-Payload-Digest (\(digest)): its payload is damaged")
             }
             do {
-                body = try spool.keep(try decoded(message))
+                let (payload, asStored) = try decodedTelling(message)
+                body = try spool.keep(payload)
+                if asStored { bodySHA256 = record.payloadSHA256 }
             } catch let problem as Unreadable {
                 return exchanges.skip(number, url, problem.reason)
             }
-            try spool.remember(body, as: [record.fields["warc-record-id"], record.fields["warc-payload-digest"]].compactMap { $0 })
+            spool.remember(body, of: record, in: warc)
         }
         var method = "GET"
         var requestHeaders: [(name: String, value: String)] = []
@@ -328,17 +356,23 @@ public enum WARCImporter {
             number: number, method: method, url: url, requestHeaders: requestHeaders, requestBody: requestBody, status: status,
             responseHeaders: message.headers.filter { $0.name != "transfer-encoding" && $0.name != "content-length" }, body: nil,
             started: record.fields["warc-date"].flatMap { HTTPDates.parseRFC3339($0) })
+        exchange.bodySHA256 = bodySHA256
         switch body {
         case .memory(let data): exchange.body = data
         case .file(let file): exchange.bodyFile = file
-        case .range: return exchanges.skip(number, url, "its payload could not be read back")
         }
         exchanges.add(exchange)
     }
 
     /// Whether `message`'s payload, as stored or dechunked, is the one `digest` names; nil for a digest not known here.
     static func payload(of message: HTTPMessage, matches digest: String) -> Bool? {
-        let stored = WARCReader.digest(digest, matches: message.body)
+        var sha256: BodyDigest?
+        return payload(of: message, matches: digest, sha256: &sha256)
+    }
+
+    /// ``payload(of:matches:)``, and the payload's SHA-256 as stored in `sha256` when `digest` is a SHA-256 that matches it.
+    static func payload(of message: HTTPMessage, matches digest: String, sha256: inout BodyDigest?) -> Bool? {
+        let stored = WARCReader.digest(digest, matches: message.body, sha256: &sha256)
         guard stored == false else { return stored }
         return WARCReader.digest(digest, matches: (try? dechunked(message.body)) ?? Data()) == true
     }
@@ -365,13 +399,18 @@ public enum WARCImporter {
     }
 
     /// The body as the server meant it: chunks joined, and inflated when it was sent gzip or deflate.
-    static func decoded(_ message: HTTPMessage) throws -> Data {
+    static func decoded(_ message: HTTPMessage) throws -> Data { try decodedTelling(message).body }
+
+    /// ``decoded(_:)``, and whether that is the body as stored (neither dechunked nor inflated).
+    static func decodedTelling(_ message: HTTPMessage) throws -> (body: Data, asStored: Bool) {
         var body = message.body
+        var asStored = true
         if message.headers.contains(where: { $0.name == "transfer-encoding" && $0.value.lowercased().contains("chunked") }) {
             body = try dechunked(body)
+            asStored = false
         }
         guard let coding = message.headers.first(where: { $0.name == "content-encoding" })?.value.lowercased(), coding != "identity", !body.isEmpty else {
-            return body
+            return (body, asStored)
         }
         guard ["gzip", "x-gzip", "deflate"].contains(coding) else {
             throw Unreadable(reason: "its body is sent with Content-Encoding '\(coding)', which is not inflated here (gzip and deflate are)")
@@ -379,7 +418,7 @@ public enum WARCImporter {
         guard let inflated = ContentDecoding.decode(Array(body), encoding: coding, limit: Int(UInt32.max)) else {
             throw Unreadable(reason: "its body does not inflate as its Content-Encoding '\(coding)' says")
         }
-        return Data(inflated)
+        return (Data(inflated), false)
     }
 
     /// A chunked body's chunks joined (RFC 9112 §7.1); trailers are dropped.

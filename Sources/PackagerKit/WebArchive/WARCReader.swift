@@ -21,6 +21,9 @@ struct WARCReader {
         var message: Result<WARCImporter.HTTPMessage, WARCImporter.Unreadable>?
         /// Whether a response's payload is the one its `WARC-Payload-Digest` names, checked ahead; nil when not checked.
         var payloadMatches: Bool?
+        /// The SHA-256 of the response's payload as stored (not dechunked), when its payload digest is a `sha256:` one
+        /// that matched: the bundle's digest of the body when it is stored as it is.
+        var payloadSHA256: BodyDigest?
 
         /// Parses the block's HTTP message and checks the payload digest, on the reader's thread: the importer's thread
         /// is the busier one.
@@ -30,7 +33,11 @@ struct WARCReader {
             do {
                 let parsed = try WARCImporter.http(block)
                 message = .success(parsed)
-                if type == "response", let digest = fields["warc-payload-digest"] { payloadMatches = WARCImporter.payload(of: parsed, matches: digest) }
+                if type == "response", let digest = fields["warc-payload-digest"] {
+                    var sha256: BodyDigest?
+                    payloadMatches = WARCImporter.payload(of: parsed, matches: digest, sha256: &sha256)
+                    payloadSHA256 = sha256
+                }
             } catch let problem as WARCImporter.Unreadable {
                 message = .failure(problem)
             } catch {
@@ -98,6 +105,19 @@ struct WARCReader {
     private func offset(at index: Int) -> Int {
         guard gzip else { return index }
         return members.last { $0.at <= index }?.offset ?? position
+    }
+
+    /// Reads on from `offset`, a record's (``Record/offset``): its gzip member's, or its own in a plain file.
+    mutating func seek(to offset: Int) {
+        let target = max(0, min(offset, data.count))
+        if gzip {
+            position = target
+            pending = Data()
+            pendingStart = 0
+            members = []
+        } else {
+            pendingStart = target
+        }
     }
 
     /// The next record, checked; nil at the end of the file.
@@ -272,6 +292,12 @@ struct WARCReader {
     /// Whether `value` (`sha1:BASE32`, `sha256:HEX`, …) is the digest of `bytes`; nil for an algorithm or an encoding
     /// not known here (not checked, then).
     static func digest(_ value: String, matches bytes: Data) -> Bool? {
+        var sha256: BodyDigest?
+        return digest(value, matches: bytes, sha256: &sha256)
+    }
+
+    /// ``digest(_:matches:)``, and `bytes`' SHA-256 in `sha256` when `value` is a SHA-256 that matches them.
+    static func digest(_ value: String, matches bytes: Data, sha256: inout BodyDigest?) -> Bool? {
         guard let colon = value.firstIndex(of: ":") else { return nil }
         // On bytes: Foundation's replacing and trimming cost more than the SHA-1 itself.
         let algorithm = String(decoding: value[..<colon].utf8.filter { $0 != 0x2D }, as: UTF8.self).lowercased()
@@ -289,7 +315,9 @@ struct WARCReader {
         default: return nil
         }
         guard let expected = decodeDigest(encoded, count: computed.count) else { return nil }
-        return expected == computed
+        guard expected == computed else { return false }
+        if algorithm == "sha256" { sha256 = BodyDigest(bytes: computed) }
+        return true
     }
 
     /// A digest's bytes from hex, base32 or base64, told apart by length.

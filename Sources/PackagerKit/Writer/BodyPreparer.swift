@@ -119,7 +119,7 @@ struct BodyPreparer {
         }
         let contents = try BodyContents(source)
         return try contents.withUnsafeBytes { raw -> PreparedBody in
-            let digest = BodyDigest(SHA256.hash(data: raw))
+            let digest = entry.bodySHA256 ?? BodyDigest(SHA256.hash(data: raw))
             let crc = FastCRC32.checksum(raw)
             if compressible, raw.count > 0, let deflated = deflaters.deflate(raw) {
                 let storage: PreparedBody.Storage =

@@ -28,12 +28,19 @@ final class EntryStore: Sendable {
         var prepared = PreparedBodies()
         /// Why the file could not be written; reading any entry then fails with it.
         var failure: String?
+        /// The stretch of the file read last, from `windowStart`, and the entry read last: entries read in order (the
+        /// writer's passes) cost a read per ``windowSize``, not one per entry (a tenth of an import's writing).
+        var window: [UInt8] = []
+        var windowStart: UInt64 = 0
+        var lastRead = -2
     }
 
     private let path: String
     private let state = NIOLockedValueBox(State())
     /// Records are gathered to this size before they are written.
     static let flushSize = 64 << 10
+    /// How much of the file is read at once for entries read in order.
+    static let windowSize = 256 << 10
 
     init(path: String) { self.path = path }
 
@@ -86,24 +93,37 @@ final class EntryStore: Sendable {
 
     /// The entry at `index`, read back.
     func entry(at index: Int) throws -> BundleWriter.Entry {
-        let (fd, offset, length, pendingRecord, body, prepared) = try state.withLockedValue {
+        let (fd, offset, length, heldRecord, body, prepared) = try state.withLockedValue {
             state -> (Int32, UInt64, Int, [UInt8]?, BundleWriter.BodySource?, PreparedBody?) in
             if let failure = state.failure { throw PackagerError(.io, "the crawl's entries could not be kept: \(failure)", subject: path) }
             let start = state.offsets[index]
             let end = index + 1 < state.offsets.count ? state.offsets[index + 1] : state.written + UInt64(state.pending.count)
+            let length = Int(end - start)
+            let (body, prepared) = (state.bodies[index], Self.prepared(index, in: state))
             if start >= state.written {
                 // Still in memory: copied out under the lock.
                 let from = Int(start - state.written)
-                return (
-                    -1, start, Int(end - start), Array(state.pending[from..<(from + Int(end - start))]), state.bodies[index],
-                    Self.prepared(index, in: state)
-                )
+                return (-1, start, length, Array(state.pending[from..<(from + length)]), body, prepared)
             }
             if end > state.written { try flush(&state) }
-            return (state.fd, start, Int(end - start), nil, state.bodies[index], Self.prepared(index, in: state))
+            defer { state.lastRead = index }
+            if start < state.windowStart || end > state.windowStart + UInt64(state.window.count) {
+                // Out of the window: read on from here when the entries are read in order; else this one alone.
+                guard index == state.lastRead + 1 else { return (state.fd, start, length, nil, body, prepared) }
+                let size = Int(min(UInt64(max(Self.windowSize, length)), state.written - start))
+                state.window = [UInt8](repeating: 0, count: size)
+                state.windowStart = start
+                let fd = state.fd
+                guard state.window.withUnsafeMutableBytes({ FileIO.read(fd, into: $0, at: start) }) == .done(size) else {
+                    state.window = []
+                    throw PackagerError(.io, "cannot read back the crawl's entries from \(path)")
+                }
+            }
+            let from = Int(start - state.windowStart)
+            return (-1, start, length, Array(state.window[from..<(from + length)]), body, prepared)
         }
-        var record = pendingRecord ?? []
-        if pendingRecord == nil {
+        var record = heldRecord ?? []
+        if heldRecord == nil {
             record = [UInt8](repeating: 0, count: length)
             let result = record.withUnsafeMutableBytes { FileIO.read(fd, into: $0, at: offset) }
             guard result == .done(length) else { throw PackagerError(.io, "cannot read back the crawl's entries from \(path)") }
