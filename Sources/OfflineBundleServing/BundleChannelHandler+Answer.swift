@@ -2,6 +2,7 @@ import Foundation
 import HTTPFieldsNIO
 import HTTPTypes
 import NIOCore
+import NIOHPACK
 import NIOHTTP1
 import NIOPosix
 import OfflineBundle
@@ -23,7 +24,7 @@ extension BundleChannelHandler {
         // functions of them), so whole answers are kept and found by them before the answer step runs.
         let key = asked.key(for: request.uri)
         let cacheable = cache != nil && asked.plain && request.method == .GET
-        if cacheable, let answer = cache?.answer(for: key, generation: generation), answer.body.stillThere {
+        if cacheable, let answer = cache?.answer(for: key, generation: generation), answer.body.stillThere, !onHTTP2 || answer.http2Fields != nil {
             if let gate, !gate.mayWriteKept(Self.keptBytesSent(answer)) { return waitForKeptRoom(pending, gate: gate, context: context) }
             return answerFromCache(
                 answer, method: request.method.rawValue, target: request.uri, http10: request.isHTTP10, keepAlive: keepAlive, context: context)
@@ -52,10 +53,10 @@ extension BundleChannelHandler {
         case .answer(let found): answer = found
         }
         let status = answer.status
-        let fixed = ResponseHead.fixed(status: status, fields: answer.headers, serverName: settings.serverName, allocator: context.channel.allocator)
+        let encoded = encodedHead(status: status, fields: answer.headers, context: context)
         let age = answer.headers[.age].flatMap { Int($0) }
         let response = Response(
-            head: fixed, age: age, record: answer.served(method: request.method.rawValue, target: request.uri), keepAlive: keepAlive,
+            head: encoded, age: age, record: answer.served(method: request.method.rawValue, target: request.uri), keepAlive: keepAlive,
             http10: request.isHTTP10)
         let place = answer.bodyPlace
         if place == .none {
@@ -73,9 +74,9 @@ extension BundleChannelHandler {
             length <= ResponseCache.maxBody
         {
             filling = Filling(
-                key: key, generation: generation, response: answer.response, length: length,
+                key: key, generation: generation, response: answer.response, length: length, fields: answer.headers, head: encoded,
                 answer: .init(
-                    status: status, head: fixed, body: .bytes(ByteBuffer()), age: age.map { ($0, time(nil)) },
+                    status: status, head: ByteBuffer(), body: .bytes(ByteBuffer()), age: age.map { ($0, time(nil)) },
                     contentLength: response.record.contentLength, source: answer.source),
                 bytes: context.channel.allocator.buffer(capacity: length))
         }
@@ -230,7 +231,7 @@ extension BundleChannelHandler {
 
     /// A response on its way: its head so far, and what the per-request lines and the access log need.
     struct Response {
-        var head: ByteBuffer
+        var head: Head
         var age: Int?
         var record: ServedRequest
         var keepAlive: Bool
@@ -245,15 +246,24 @@ extension BundleChannelHandler {
         let response: BundleResponse
         /// The body's length, from the head.
         let length: Int
+        /// The answer's fields, and its head as this connection wrote it: the kept answer's head for the other protocol
+        /// is made of them.
+        let fields: HTTPFields
+        let head: Head
         let answer: ResponseCache.Answer
         /// The body as sent so far.
         var bytes: ByteBuffer
 
-        init(key: ResponseCache.Key, generation: UInt64, response: BundleResponse, length: Int, answer: ResponseCache.Answer, bytes: ByteBuffer) {
+        init(
+            key: ResponseCache.Key, generation: UInt64, response: BundleResponse, length: Int, fields: HTTPFields, head: Head, answer: ResponseCache.Answer,
+            bytes: ByteBuffer
+        ) {
             self.key = key
             self.generation = generation
             self.response = response
             self.length = length
+            self.fields = fields
+            self.head = head
             self.answer = answer
             self.bytes = bytes
         }
@@ -330,10 +340,19 @@ extension BundleChannelHandler {
     func answerFromCache(
         _ answer: ResponseCache.Answer, method: String, target: String, http10: Bool, keepAlive: Bool, context: ChannelHandlerContext
     ) {
-        var buffer = context.channel.allocator.buffer(capacity: answer.head.readableBytes + 96 + min(answer.body.memory, ResponseCache.wireBody))
-        buffer.writeImmutableBuffer(answer.head)
-        let age = answer.age(at: time(nil))
-        endHead(&buffer, age: age, keepAlive: keepAlive, http10: http10)
+        let now = time(nil)
+        let age = answer.age(at: now)
+        var buffer: ByteBuffer
+        if onHTTP2, var fields = answer.http2Fields {
+            // The body goes on alone, after the head's frame.
+            HTTP2Head.end(&fields, date: date.value(at: now), age: age)
+            writeHTTP2Head(fields, status: answer.status, contentLength: answer.contentLength.flatMap { Int($0) } ?? 0, context: context)
+            buffer = context.channel.allocator.buffer(capacity: min(answer.body.memory, ResponseCache.wireBody))
+        } else {
+            buffer = context.channel.allocator.buffer(capacity: answer.head.readableBytes + 96 + min(answer.body.memory, ResponseCache.wireBody))
+            buffer.writeImmutableBuffer(answer.head)
+            endHead(&buffer, age: age, keepAlive: keepAlive, http10: http10)
+        }
         if settings.serving.policy.accessLog != nil {
             var served = ServedRequest(
                 client: nil, method: method, target: target, status: answer.status, contentLength: answer.contentLength, source: answer.source)
@@ -345,10 +364,10 @@ extension BundleChannelHandler {
             buffer.writeImmutableBuffer(body)
             send(buffer, context: context)
         case .bytes(let body):
-            send(buffer, context: context)
+            if buffer.readableBytes > 0 { send(buffer, context: context) }
             if let gate {
                 // Sent without a copy: counted on the connection until the socket took it (``BodyGate/keptLimit``).
-                gate.writeKept(wrapOutboundOut(.byteBuffer(body)), bytes: body.readableBytes, context: context)
+                gate.writeKept(out(.byteBuffer(body)), bytes: body.readableBytes, context: context)
                 unflushed = true
             } else {
                 send(body, context: context)
@@ -406,7 +425,7 @@ extension BundleChannelHandler {
         busy = true
         unflushed = false
         pump(
-            opened.reader, after: context.writeAndFlush(wrapOutboundOut(.byteBuffer(ByteBuffer()))), keepAlive: response.keepAlive, filling: filling,
+            opened.reader, after: context.writeAndFlush(out(.byteBuffer(ByteBuffer()))), keepAlive: response.keepAlive, filling: filling,
             fail: answer.recordError, context: context)
     }
 
@@ -428,7 +447,7 @@ extension BundleChannelHandler {
                 handler.progress &+= 1
                 handler.sendChunk(chunk, filling: filling, context: context)
                 handler.unflushed = false
-                let next = context.writeAndFlush(handler.wrapOutboundOut(.byteBuffer(ByteBuffer())))
+                let next = context.writeAndFlush(handler.out(.byteBuffer(ByteBuffer())))
                 handler.pump(reader, after: next, keepAlive: keepAlive, filling: filling, fail: fail, context: context)
             case .success(nil):
                 handler.progress &+= 1
@@ -459,6 +478,15 @@ extension BundleChannelHandler {
         guard let filling, let cache, filling.bytes.readableBytes == filling.length else { return }
         var answer = filling.answer
         answer.body = .bytes(filling.bytes)
+        // Both heads, made of the typed one: over TLS, HTTP/2 answers from the cache too (on the connection, or on a stream).
+        switch filling.head {
+        case .http1(let bytes):
+            answer.head = bytes
+            if !settings.sendfile { answer.http2Fields = HTTP2Head.fields(status: answer.status, fields: filling.fields, serverName: settings.serverName) }
+        case .http2(let fields, _, _):
+            answer.head = ResponseHead.fixed(status: answer.status, fields: filling.fields, serverName: settings.serverName, allocator: ByteBufferAllocator())
+            answer.http2Fields = fields
+        }
         if settings.sendfile, let span = filling.response.fileSpan(), span.descriptor >= 0 {
             if span.count >= ResponseCache.minFileSpan {
                 answer.body = .file(
@@ -467,8 +495,6 @@ extension BundleChannelHandler {
                 closeDescriptor(span.descriptor)
             }
         }
-        // Over TLS, HTTP/2 answers from the cache on the connection, with the fields read here once.
-        if !settings.sendfile { answer.http2Fields = HTTP2ResponseHead.parse(answer.head)?.0 }
         cache.keep(answer, for: filling.key, generation: filling.generation)
     }
 
@@ -489,7 +515,7 @@ extension BundleChannelHandler {
         fields[.contentLength] = "0"
         if let retryAfter { fields[.retryAfter] = String(retryAfter) }
         if let missHeader, let name = HTTPField.Name("x-offline-miss") { fields[name] = missHeader }
-        let head = ResponseHead.fixed(status: status, fields: fields, serverName: settings.serverName, allocator: context.channel.allocator)
+        let head = encodedHead(status: status, fields: fields, context: context)
         sendHead(Response(head: head, age: nil, record: record, keepAlive: keepAlive, http10: http10), context: context)
         end(keepAlive: keepAlive, context: context)
     }

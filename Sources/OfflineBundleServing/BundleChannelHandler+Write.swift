@@ -2,18 +2,53 @@ import Foundation
 import HTTPFieldsNIO
 import HTTPTypes
 import NIOCore
+import NIOHPACK
 import NIOHTTP1
 import NIOPosix
 import OfflineBundle
 
 // Writing an answer: its head ended with this request's lines, bodies and file spans (sendfile), cork and flush.
 extension BundleChannelHandler {
+    /// A response head as this connection writes it: HTTP/1.1's status line and fixed lines, or HTTP/2's fields for
+    /// ``HTTP2StreamCodec`` (made of the same status and fields, never read back from bytes).
+    enum Head {
+        case http1(ByteBuffer)
+        case http2(HPACKHeaders, status: Int, contentLength: Int)
+    }
+
+    /// Whether this request came on an HTTP/2 stream (``HTTP2StreamCodec``): its answer is written as typed parts.
+    var onHTTP2: Bool { version.major == 2 }
+
+    /// The head of an answer with `status` and `fields` (the fixed part: this request's lines are added when it is sent).
+    func encodedHead(status: Int, fields: HTTPFields, context: ChannelHandlerContext) -> Head {
+        guard onHTTP2 else {
+            return .http1(ResponseHead.fixed(status: status, fields: fields, serverName: settings.serverName, allocator: context.channel.allocator))
+        }
+        return .http2(
+            HTTP2Head.fields(status: status, fields: fields, serverName: settings.serverName), status: status,
+            contentLength: fields[.contentLength].flatMap { Int($0) } ?? 0)
+    }
+
+    /// Bytes as this connection writes them: as they are over HTTP/1, as a body part over HTTP/2.
+    func out(_ data: IOData) -> NIOAny { onHTTP2 ? NIOAny(HTTP2StreamCodec.Part.body(data)) : wrapOutboundOut(data) }
+
     /// The head, ended with the lines of this request (Date, Age, Connection), after the access log heard of it.
     func sendHead(_ response: Response, context: ChannelHandlerContext) {
         logServed(response.record, context: context)
-        var head = response.head
-        endHead(&head, age: response.age, keepAlive: response.keepAlive, http10: response.http10)
-        send(head, context: context)
+        switch response.head {
+        case .http1(var head):
+            endHead(&head, age: response.age, keepAlive: response.keepAlive, http10: response.http10)
+            send(head, context: context)
+        case .http2(var fields, let status, let length):
+            HTTP2Head.end(&fields, date: date.value(at: time(nil)), age: response.age)
+            writeHTTP2Head(fields, status: status, contentLength: length, context: context)
+        }
+    }
+
+    /// An HTTP/2 head, to ``HTTP2StreamCodec``.
+    func writeHTTP2Head(_ fields: HPACKHeaders, status: Int, contentLength: Int, context: ChannelHandlerContext) {
+        context.write(NIOAny(HTTP2StreamCodec.Part.head(fields, status: status, contentLength: contentLength)), promise: nil)
+        unflushed = true
     }
 
     /// Tells the access log, when there is one, with the client's address (only then looked up).
@@ -51,7 +86,7 @@ extension BundleChannelHandler {
             let stop = min(end, start + Self.fileRegionSize)
             let last = stop == end
             let region = FileRegion(fileHandle: handle, readerIndex: start, endIndex: stop)
-            context.write(wrapOutboundOut(.fileRegion(region))).whenComplete { result in
+            context.write(out(.fileRegion(region))).whenComplete { result in
                 bound.value.progress &+= 1
                 if last {
                     _ = try? handle.takeDescriptorOwnership()
@@ -70,7 +105,7 @@ extension BundleChannelHandler {
     static let fileRegionSize = 256 << 10
 
     func send(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
-        context.write(wrapOutboundOut(.byteBuffer(buffer)), promise: nil)
+        context.write(out(.byteBuffer(buffer)), promise: nil)
         unflushed = true
     }
 

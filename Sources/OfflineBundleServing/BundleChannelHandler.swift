@@ -5,6 +5,7 @@ import Foundation
 import HTTPFieldsNIO
 import HTTPTypes
 import NIOCore
+import NIOHPACK
 import NIOHTTP1
 import NIOPosix
 import OfflineBundle
@@ -220,7 +221,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             if body != nil, head.headers.first(name: "expect")?.lowercased() == "100-continue", gate == nil, head.version.minor >= 1, !busy,
                 !writing, waiting.isEmpty
             {
-                context.writeAndFlush(wrapOutboundOut(.byteBuffer(ByteBuffer(staticString: "HTTP/1.1 100 Continue\r\n\r\n"))), promise: nil)
+                context.writeAndFlush(out(.byteBuffer(ByteBuffer(staticString: "HTTP/1.1 100 Continue\r\n\r\n"))), promise: nil)
             }
         case .body(var part):
             guard !skippingBody else { return }
@@ -392,6 +393,12 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         waiting.removeAll()
         waitingBodyBytes = 0
         logServed(ServedRequest(client: nil, method: method, target: target, status: 400, contentLength: "0", source: nil), context: context)
+        if onHTTP2 {
+            var fields = HTTP2Head.fields(status: 400, fields: [.contentLength: "0"], serverName: nil)
+            HTTP2Head.end(&fields, date: date.value(at: time(nil)), age: nil)
+            writeHTTP2Head(fields, status: 400, contentLength: 0, context: context)
+            return closeOnceWritten(context: context)
+        }
         var buffer = context.channel.allocator.buffer(capacity: 96)
         buffer.writeStaticString("HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
         closeOnceWritten(after: buffer, context: context)
@@ -402,7 +409,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         closing = true
         unflushed = false
         let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(.byteBuffer(last))).whenComplete { _ in channel.close(promise: nil) }
+        context.writeAndFlush(out(.byteBuffer(last))).whenComplete { _ in channel.close(promise: nil) }
     }
 
     /// After an answer that went off the event loop, or once the channel is writable again: the requests that waited,

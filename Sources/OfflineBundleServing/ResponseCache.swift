@@ -287,11 +287,13 @@ enum ResponseHead {
     static func line(_ buffer: inout ByteBuffer, _ name: String, _ value: String) {
         buffer.writeString(name)
         buffer.writeStaticString(": ")
-        if value.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x7F || $0 == 0x09 }) {
-            buffer.writeString(value)
-        } else {
-            for byte in value.utf8 { buffer.writeInteger(byte >= 0x20 && byte != 0x7F || byte == 0x09 ? byte : 0x20) }
-        }
+        buffer.writeString(safe(value))
         buffer.writeStaticString("\r\n")
+    }
+
+    /// `value`, with any control byte but a tab written as a space.
+    static func safe(_ value: String) -> String {
+        if value.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x7F || $0 == 0x09 }) { return value }
+        return String(decoding: value.utf8.map { $0 >= 0x20 && $0 != 0x7F || $0 == 0x09 ? $0 : 0x20 }, as: UTF8.self)
     }
 }

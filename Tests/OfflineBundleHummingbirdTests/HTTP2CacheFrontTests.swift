@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import NIOCore
 import NIOEmbedded
 import NIOHPACK
@@ -24,7 +25,8 @@ struct HTTP2CacheFrontTests {
         var answer = ResponseCache.Answer(
             status: 200, head: ByteBuffer(string: "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: \(body.count)\r\n"),
             body: .bytes(ByteBuffer(bytes: body)), age: nil, contentLength: String(body.count), source: .bundle("b.zip"))
-        answer.http2Fields = HTTP2ResponseHead.parse(answer.head)?.0
+        answer.http2Fields = HTTP2Head.fields(
+            status: 200, fields: [.contentType: "text/html", .contentLength: String(body.count)], serverName: nil)
         cache.keep(answer, for: .init(host: "docs.example.com", target: "/page.html", acceptEncoding: nil), generation: serving.handle.snapshot.generation)
         let settings = BundleChannelHandler.Settings(serving: serving, serverName: nil, idleTimeout: .seconds(60))
         let channel = EmbeddedChannel()

@@ -4,29 +4,33 @@ import NIOHPACK
 import NIOHTTP1
 import NIOHTTP2
 
-/// An HTTP/2 stream's frames as the request parts ``BundleChannelHandler`` reads, and the HTTP/1.1 response bytes it
-/// writes (a head as bytes, then the body's buffers) as frames: a HEADERS frame of the head's status and fields (less
-/// those HTTP/2 forbids: Connection, Keep-Alive, Transfer-Encoding, Upgrade), then DATA frames, the last of them (or the
-/// HEADERS frame, for HEAD, 1xx, 204, 304 and empty bodies) ending the stream once Content-Length bytes went. One
-/// stream carries one request.
+/// An HTTP/2 stream's frames as the request parts ``BundleChannelHandler`` reads, and the typed response it writes (a
+/// head of HPACK fields, ``HTTP2Head``, then the body's buffers) as frames: a HEADERS frame, then DATA frames, the last
+/// of them (or the HEADERS frame, for HEAD, 1xx, 204, 304 and empty bodies) ending the stream once Content-Length bytes
+/// went. One stream carries one request.
 ///
 /// One handler in place of NIO's HTTP/2-to-HTTP/1 codec and a second one turning bytes into its parts: a request costs
-/// one hop less each way, no `HTTPResponseHead` between the bytes and the HPACK fields, and no empty DATA frame to end
-/// the stream. Fields whose values change from answer to answer (`etag`, `content-length`, …) are sent without
-/// indexing, so the connection's HPACK table keeps the ones that repeat (`content-type`, `server`, `vary`, and `date`,
-/// the same for a second).
+/// one hop less each way, and no empty DATA frame ends the stream. Fields whose values change from answer to answer
+/// (`etag`, `content-length`, …) are sent without indexing, so the connection's HPACK table keeps the ones that repeat
+/// (`content-type`, `server`, `vary`, and `date`, the same for a second).
 final class HTTP2StreamCodec: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTP2Frame.FramePayload
     typealias InboundOut = HTTPServerRequestPart
-    typealias OutboundIn = IOData
+    typealias OutboundIn = Part
     typealias OutboundOut = HTTP2Frame.FramePayload
+
+    /// What the handler writes on a stream.
+    enum Part {
+        /// The head: `:status` and the fields, the status, and the Content-Length (0 when none).
+        case head(HPACKHeaders, status: Int, contentLength: Int)
+        /// Body bytes (an empty buffer: done when what was written before is).
+        case body(IOData)
+    }
 
     /// The request's head went up; a further HEADERS frame is its trailers.
     private var requested = false
     /// The request asked for the head only.
     private var head = false
-    /// The head's bytes until its blank line came.
-    private var pendingHead: ByteBuffer?
     /// Body bytes still to go; nil until the head went, and after the end.
     private var remaining: Int?
     private var ended = false
@@ -66,48 +70,36 @@ final class HTTP2StreamCodec: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        // The handler sends no span of a file over TLS (``BundleChannelHandler/Settings/sendfile``): bytes only.
-        guard case .byteBuffer(var bytes) = unwrapOutboundIn(data) else {
-            promise?.fail(Unexpected(what: "a span of a file to send through TLS"))
-            return context.close(promise: nil)
-        }
-        if ended || (bytes.readableBytes == 0 && pendingHead == nil) {
-            // Nothing to send: done when what was written before is.
-            if let lastWrite { lastWrite.cascade(to: promise) } else { promise?.succeed() }
-            return
-        }
-        if remaining == nil {
-            if var pending = pendingHead {
-                pending.writeBuffer(&bytes)
-                bytes = pending
-            }
-            guard let end = HTTP2ResponseHead.endOfHead(bytes) else {
-                pendingHead = bytes
-                promise?.succeed()
-                return
-            }
-            pendingHead = nil
-            guard let (fields, status, length) = HTTP2ResponseHead.parse(bytes.readSlice(length: end)!) else {
-                promise?.fail(Unexpected(what: "a response head without a status"))
+        switch unwrapOutboundIn(data) {
+        case .head(let fields, let status, let length):
+            guard remaining == nil, !ended else {
+                promise?.fail(Unexpected(what: "a second response head"))
                 return context.close(promise: nil)
             }
             let bodyless = head || status < 200 || status == 204 || status == 304
             remaining = bodyless ? 0 : length
-            if remaining == 0 {
-                ended = true
-                return send(.headers(.init(headers: fields, endStream: true)), promise: promise, context: context)
+            ended = remaining == 0
+            send(.headers(.init(headers: fields, endStream: ended)), promise: promise, context: context)
+        case .body(let data):
+            // The handler sends no span of a file over TLS (``BundleChannelHandler/Settings/sendfile``): bytes only.
+            guard case .byteBuffer(var bytes) = data else {
+                promise?.fail(Unexpected(what: "a span of a file to send through TLS"))
+                return context.close(promise: nil)
             }
-            if bytes.readableBytes == 0 { return send(.headers(.init(headers: fields)), promise: promise, context: context) }
-            context.write(wrapOutboundOut(.headers(.init(headers: fields))), promise: nil)
+            if ended || bytes.readableBytes == 0 {
+                // Nothing to send: done when what was written before is.
+                if let lastWrite { lastWrite.cascade(to: promise) } else { promise?.succeed() }
+                return
+            }
+            guard let left = remaining else {
+                promise?.fail(Unexpected(what: "a body before its head"))
+                return context.close(promise: nil)
+            }
+            let body = bytes.readSlice(length: min(bytes.readableBytes, left))!
+            remaining = left - body.readableBytes
+            if remaining == 0 { ended = true }
+            send(.data(.init(data: .byteBuffer(body), endStream: ended)), promise: promise, context: context)
         }
-        guard let left = remaining else {
-            promise?.succeed()
-            return
-        }
-        let body = bytes.readSlice(length: min(bytes.readableBytes, left))!
-        remaining = left - body.readableBytes
-        if remaining == 0 { ended = true }
-        send(.data(.init(data: .byteBuffer(body), endStream: ended)), promise: promise, context: context)
     }
 
     /// What the handler never writes on a stream: the stream is then reset.
