@@ -24,14 +24,16 @@ package enum IndexEdit {
         // Bodies, in digest order: a run of the base's (skipped, then taken), or a new record.
         out.varint(UInt64(target.bodyCount))
         var j = 0
-        var pending = (skip: 0, take: 0)
-        func flushBodies() {
-            guard pending.take > 0 || pending.skip > 0 else { return }
+        // A run of the base's records: so many skipped, then so many taken (op 0); written once a new record or the
+        // next skip breaks it.
+        func flush(_ run: inout (skip: Int, take: Int)) {
+            guard run.take > 0 || run.skip > 0 else { return }
             out.byte(0)
-            out.varint(UInt64(pending.skip))
-            out.varint(UInt64(pending.take))
-            pending = (0, 0)
+            out.varint(UInt64(run.skip))
+            out.varint(UInt64(run.take))
+            run = (0, 0)
         }
+        var pending = (skip: 0, take: 0)
         for i in 0..<target.bodyCount {
             let record = target.body(at: i)
             var skipped = 0
@@ -39,14 +41,14 @@ package enum IndexEdit {
                 j += 1
                 skipped += 1
             }
-            if pending.take > 0 && skipped > 0 { flushBodies() }
+            if pending.take > 0 && skipped > 0 { flush(&pending) }
             pending.skip += skipped
             if j < base.bodyCount, base.body(at: j).isStoredAlike(record) {
                 pending.take += 1
                 j += 1
                 continue
             }
-            flushBodies()
+            flush(&pending)
             out.byte(1)
             out.bytes(record.sha256)
             out.varint(record.storedSize)
@@ -55,18 +57,11 @@ package enum IndexEdit {
             out.u32(record.storedCRC32)
             out.byte(UInt8(record.compression.rawValue))
         }
-        if pending.take > 0 { flushBodies() }
+        if pending.take > 0 { flush(&pending) }
         // Entries, in key order: a run of the base's kept as they are, or a new entry.
         out.varint(UInt64(target.entryCount))
         var k = 0
-        var entries = (skip: 0, keep: 0)
-        func flushEntries() {
-            guard entries.keep > 0 || entries.skip > 0 else { return }
-            out.byte(0)
-            out.varint(UInt64(entries.skip))
-            out.varint(UInt64(entries.keep))
-            entries = (0, 0)
-        }
+        var entries = (skip: 0, take: 0)
         for i in 0..<target.entryCount {
             let key = target.entryKey(i)
             var skipped = 0
@@ -74,14 +69,14 @@ package enum IndexEdit {
                 k += 1
                 skipped += 1
             }
-            if entries.keep > 0 && skipped > 0 { flushEntries() }
+            if entries.take > 0 && skipped > 0 { flush(&entries) }
             entries.skip += skipped
             if k < base.entryCount, base.entryKey(k) == key, sameEntry(base, k, target, i) {
-                entries.keep += 1
+                entries.take += 1
                 k += 1
                 continue
             }
-            flushEntries()
+            flush(&entries)
             let fields = target.entryFields(i)
             out.byte(1)
             out.string(key)
@@ -98,7 +93,7 @@ package enum IndexEdit {
             out.time(fields.fetchedAt)
             out.time(fields.originDate)
         }
-        if entries.keep > 0 { flushEntries() }
+        if entries.take > 0 { flush(&entries) }
         out.bytes(target.manifestSHA256)
         out.time(target.createdAt)
         out.byte((target.hasRequestQualifiers ? 1 : 0) | (target.readsQueriesAsForms ? 2 : 0))

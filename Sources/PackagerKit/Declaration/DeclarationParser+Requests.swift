@@ -41,7 +41,7 @@ extension DeclarationReader {
         }
         if values["body"] != nil && values["body-file"] != nil { throw fail(node, "a request has a body or a body-file, not both") }
         if let bodyNode = values["body"] {
-            let (expanded, parts) = try expandBody(try string(bodyNode, "a request's body"), at: bodyNode)
+            let (expanded, parts) = try expand(try string(bodyNode, "a request's body"), at: bodyNode, inBody: true)
             request.body = Data(expanded.utf8)
             request.bodySecretParts = parts
             request.bodySecret = !parts.isEmpty

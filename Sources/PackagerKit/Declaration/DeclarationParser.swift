@@ -324,25 +324,32 @@ struct DeclarationReader {
         }
     }
 
-    /// Replaces `${NAME}` from the environment; `$$` is a literal dollar sign. Also returns the values put in.
-    func expand(_ text: String, at node: Node) throws -> (String, parts: [String]) {
-        guard text.contains("$") else { return (text, []) }
+    /// Replaces `${NAME}` from the environment, and returns the values put in. In a header, `$$` is a literal dollar sign
+    /// and any other `$` an error; in a request body (`inBody`), `$${` is a literal `${` and any other `$` is itself
+    /// (bodies hold `$` often: GraphQL variables, prices).
+    func expand(_ text: String, at node: Node, inBody: Bool = false) throws -> (String, parts: [String]) {
+        guard text.contains(inBody ? "${" : "$") else { return (text, []) }
+        let literal = inBody ? "${" : "$"
         var output = ""
         var parts: [String] = []
         var rest = Substring(text)
         while let dollar = rest.firstIndex(of: "$") {
             output += rest[..<dollar]
             let after = rest[rest.index(after: dollar)...]
-            if after.hasPrefix("$") {
-                output += "$"
-                rest = after.dropFirst()
+            if after.hasPrefix(literal) {
+                output += literal
+                rest = after.dropFirst(literal.count)
             } else if after.hasPrefix("{"), let close = after.firstIndex(of: "}") {
-                let value = try variable(after, closedAt: close, at: node, inBody: false)
+                let value = try variable(after, closedAt: close, at: node, inBody: inBody)
                 output += value
                 parts.append(value)
                 rest = after[after.index(after: close)...]
+            } else if inBody && !after.hasPrefix("{") {
+                output += "$"
+                rest = after
             } else {
-                throw fail(node, "a '$' must start '${NAME}' or be doubled as '$$'")
+                throw fail(
+                    node, inBody ? "'${' in the body is not closed by '}' (write $${ for a literal ${)" : "a '$' must start '${NAME}' or be doubled as '$$'")
             }
         }
         output += rest
@@ -363,34 +370,6 @@ struct DeclarationReader {
             throw fail(node, "environment variable \(name) is not set (it is used in \(inBody ? "a request body" : "a header"))")
         }
         return value
-    }
-
-    /// Replaces `${NAME}` in a request body from the environment; `$${` is a literal `${`, and any other `$` is
-    /// itself (bodies hold `$` often: GraphQL variables, prices). Also returns the values put in.
-    func expandBody(_ text: String, at node: Node) throws -> (String, parts: [String]) {
-        guard text.contains("${") else { return (text, []) }
-        var output = ""
-        var parts: [String] = []
-        var rest = Substring(text)
-        while let dollar = rest.firstIndex(of: "$") {
-            output += rest[..<dollar]
-            let after = rest[rest.index(after: dollar)...]
-            if after.hasPrefix("${") {
-                output += "${"
-                rest = after.dropFirst(2)
-            } else if after.hasPrefix("{") {
-                guard let close = after.firstIndex(of: "}") else { throw fail(node, "'${' in the body is not closed by '}' (write $${ for a literal ${)") }
-                let value = try variable(after, closedAt: close, at: node, inBody: true)
-                output += value
-                parts.append(value)
-                rest = after[after.index(after: close)...]
-            } else {
-                output += "$"
-                rest = after
-            }
-        }
-        output += rest
-        return (output, parts)
     }
 
     /// `tls: {ca-file: PATH or [PATHS], insecure: false, client-cert: PATH, client-key: PATH, client-cert-origins: […]}`;
