@@ -211,7 +211,7 @@ struct PageVisit: Sendable {
         _ url: String, in browser: DevTools, timeout: Double, behaviours: Behaviours = Behaviours(), probe: String? = nil,
         decide: @escaping @Sendable (Request) async -> Decision
     ) async -> Result {
-        let recorder = Recorder(page: url)
+        let recorder = VisitLog(page: url)
         let target: String
         let session: String
         do {
@@ -306,7 +306,7 @@ extension PageVisit {
 }
 
 /// The state of one visit, shared by the event handler (on the browser's reading thread) and the visit.
-private final class Recorder: Sendable {
+private final class VisitLog: Sendable {
     private struct State {
         var requests: [(request: PageVisit.Request, decision: PageVisit.Outcome)] = []
         /// The browser's network id of each request, whose initiator is looked up when the visit ends (the event that

@@ -97,10 +97,8 @@ extension Crawler {
                 return
             }
             let bytes = Data(response.bodyBytes())
-            var entry = BundleWriter.Entry(
-                url: key, status: response.status, headers: storedHeaders(response.headers), body: Self.source(response.body),
-                fetchedAt: response.fetchedAt, originDate: Self.originDate(response.headers))
-            switch Self.recorded(
+            var entry = recordedEntry(key, response)
+            switch Recorder.request(
                 method: method, body: body, sent: sentHeaders, vary: declared.vary, responseHeaders: response.headers,
                 secret: { name in (declared.headers + declaration.headers).contains { $0.name.lowercased() == name && $0.secret } }, scan: secretScan)
             {
@@ -153,7 +151,7 @@ extension Crawler {
                 fail("HTTP \(response.status)", status: response.status, attempts: response.attempts, recorded: true)
                 return
             }
-            guard (200...299).contains(response.status), let next = Self.nextPage(of: response.headers, body: bytes, pagination: declared.paginate) else {
+            guard (200...299).contains(response.status), let next = Recorder.nextPage(of: response.headers, body: bytes, pagination: declared.paginate) else {
                 return
             }
             guard let target = URLReference.resolve(next, against: url) else {
@@ -167,104 +165,5 @@ extension Crawler {
             url = target
             page += 1
         }
-    }
-
-    /// The request as recorded: method, headers (a secret's value left out), body, and the headers that choose the
-    /// answer: the declared `vary`, the response's `Vary` (but `Accept-Encoding`, which every reader answers itself,
-    /// `User-Agent`, which every client sends its own, and names that are not tokens), and a credential sent, by its
-    /// scheme. Several fields of one name are one value, joined with `, ` (as readers join them).
-    ///
-    /// - Returns: the request, or why it cannot be kept: an answer that varies on a secret header (its value would
-    ///   be the key).
-    static func recorded(
-        method: String, body: Data?, sent: [(name: String, value: String)], vary: [String], responseHeaders: [(name: String, value: String)],
-        secret: (String) -> Bool, scan: SecretScan
-    ) -> Swift.Result<RecordedRequest, KeyProblem> {
-        func isSecret(_ name: String, _ value: String) -> Bool { secret(name) || scan.found(in: value) }
-        let headers = sent.map { header -> RecordedRequest.Header in
-            let name = header.name.lowercased()
-            return .init(name: name, value: isSecret(name, header.value) ? "" : header.value)
-        }
-        var chosenBy = vary
-        for field in responseHeaders where field.name == "vary" {
-            for name in field.value.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces).lowercased() })
-            where RequestQualifiers.isKeyHeaderName(name) && name != "accept-encoding" && name != "user-agent" && !chosenBy.contains(name) {
-                chosenBy.append(name)
-            }
-        }
-        // A credential sent chooses the answer by its scheme; a cookie only where the answer says it varies on it (a
-        // browser's recording sends cookies everywhere).
-        for name in ["authorization", "proxy-authorization"] where sent.contains(where: { $0.name.lowercased() == name }) && !chosenBy.contains(name) {
-            chosenBy.append(name)
-        }
-        var keyHeaders: [RecordedRequest.Header] = []
-        for name in chosenBy.sorted() {
-            let values = sent.filter { $0.name.lowercased() == name }.map(\.value)
-            let value = values.isEmpty ? nil : values.joined(separator: ", ")
-            // A secret never enters a key: a credential by its scheme (or its presence), a cookie by its presence; the
-            // answer to another secret header cannot be told apart without its value.
-            if let value, !RequestQualifiers.credentialHeaders.contains(name), isSecret(name, value) {
-                return .failure(KeyProblem(message: "its answer varies on header '\(name)', which holds a secret: the key would hold it"))
-            }
-            keyHeaders.append(.init(name: name, value: value.map { RequestQualifiers.keyValue(name: name, value: $0) }))
-        }
-        return .success(RecordedRequest(method: method, headers: headers, body: body, keyHeaders: keyHeaders))
-    }
-
-    /// Why a request's answer cannot be kept under a key.
-    struct KeyProblem: Error {
-        var message: String
-    }
-
-    /// The next page's URL, as the pagination says, or nil on the last page.
-    static func nextPage(of headers: [(name: String, value: String)], body: Data, pagination: Declaration.Pagination) -> String? {
-        switch pagination {
-        case .none:
-            return nil
-        case .link:
-            for field in headers where field.name == "link" {
-                if let next = LinkHeader.target(of: field.value, rel: "next") { return next }
-            }
-            return nil
-        case .header(let name):
-            return headers.first { $0.name == name }.map { $0.value.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
-        case .json(let text):
-            guard let pointer = JSONPointer(text), let value = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]) else {
-                return nil
-            }
-            return (pointer.resolve(in: value) as? String).flatMap { $0.isEmpty ? nil : $0 }
-        }
-    }
-}
-
-/// `Link` header values (RFC 8288): `<uri>; rel="next", <uri>; rel="prev"`.
-enum LinkHeader {
-    /// The target of the first link whose `rel` holds `relation` (a space-separated list, no case).
-    static func target(of value: String, rel relation: String) -> String? {
-        var rest = Substring(value)
-        while let open = rest.firstIndex(of: "<") {
-            guard let close = rest[open...].firstIndex(of: ">") else { return nil }
-            let target = String(rest[rest.index(after: open)..<close])
-            var params = rest[rest.index(after: close)...]
-            // The parameters run to the next link (a comma outside quotes) or the end.
-            var end = params.endIndex
-            var quoted = false
-            for i in params.indices {
-                if params[i] == "\"" { quoted.toggle() }
-                if params[i] == "," && !quoted {
-                    end = i
-                    break
-                }
-            }
-            rest = end < params.endIndex ? params[params.index(after: end)...] : ""
-            params = params[..<end]
-            for param in params.split(separator: ";") {
-                let parts = param.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-                guard parts.count == 2, parts[0].lowercased() == "rel" else { continue }
-                let rels = parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")).lowercased().split(separator: " ")
-                if rels.contains(Substring(relation.lowercased())) { return target }
-            }
-        }
-        return nil
     }
 }

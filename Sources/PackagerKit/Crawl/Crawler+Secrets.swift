@@ -32,12 +32,12 @@ extension Crawler {
     /// (`Authorization`, `Proxy-Authorization`, `Cookie`): the answer is then keyed as a declared request's is (H19),
     /// by the credential's scheme (a cookie by its presence, whether or not the answer says it varies on it), so a
     /// request without one never gets it. nil when no credential went with it.
-    func credentialed(_ url: String, responseHeaders: [(name: String, value: String)]) -> Swift.Result<RecordedRequest, KeyProblem>? {
+    func credentialed(_ url: String, responseHeaders: [(name: String, value: String)]) -> Swift.Result<RecordedRequest, Recorder.KeyProblem>? {
         let sent = fetcher.settings.headerRules.headers(forURL: url)
         let credentials = sent.map { $0.name.lowercased() }.filter { RequestQualifiers.credentialHeaders.contains($0) }
         guard !credentials.isEmpty else { return nil }
         let declaredHeaders = declaration.headers
-        return Self.recorded(
+        return Recorder.request(
             method: "GET", body: nil, sent: sent.map { (name: $0.name, value: $0.value) }, vary: Array(Set(credentials)).sorted(),
             responseHeaders: responseHeaders, secret: { name in declaredHeaders.contains { $0.name.lowercased() == name && $0.secret } }, scan: secretScan)
     }

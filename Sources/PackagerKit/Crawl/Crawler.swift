@@ -392,10 +392,7 @@ final class Crawler: Sendable {
                     declared: job.declared, referrer: job.referrer))
         case .success(let response):
             state.commitBytes(response.bodySize)
-            let headers = storedHeaders(response.headers)
-            var entry = BundleWriter.Entry(
-                url: job.key, status: response.status, headers: headers, body: Self.source(response.body), fetchedAt: response.fetchedAt,
-                originDate: Self.originDate(response.headers))
+            var entry = recordedEntry(job.key, response)
             // A page that echoes the token or the cookie it was fetched with is not stored (the secret would be in the
             // bundle); its links are still followed, each judged as any link is.
             let carriesSecret = !secretScan.isEmpty && Self.bodyCarriesSecret(response.body, scan: secretScan)
@@ -537,34 +534,13 @@ final class Crawler: Sendable {
     /// Headers worth keeping: what a client needs to use the response and what verify compares. Credentials, cookies and
     /// anything carrying a secret from the environment are never kept.
     func storedHeaders(_ headers: [(name: String, value: String)]) -> [(name: String, value: String)] {
-        Self.storedHeaders(headers, policy: declaration.contentEncoding, secrets: secretScan)
+        Recorder.storedHeaders(headers, policy: declaration.contentEncoding, secrets: secretScan)
     }
 
-    static func storedHeaders(
-        _ headers: [(name: String, value: String)], policy: Declaration.ContentEncodingPolicy, secrets: SecretScan
-    ) -> [(name: String, value: String)] {
-        headers.filter { header in
-            guard HeaderPolicy.recorded.contains(header.name) else { return false }
-            // AsyncHTTPClient decodes gzip and deflate (not x-gzip); any other coding is kept, since the bytes still carry it.
-            if header.name == "content-encoding" && policy == .decoded && ["gzip", "deflate"].contains(header.value.lowercased()) {
-                return false
-            }
-            return !secrets.found(in: header.value)
-        }
-    }
-
-    /// The `Date` a response carries, when it carries a valid one.
-    static func originDate(_ headers: [(name: String, value: String)]) -> Date? {
-        headers.first { $0.name == "date" }.flatMap { HTTPDates.parse($0.value) }
-    }
-
-    /// A received body as the writer takes it.
-    static func source(_ body: Fetcher.Body) -> BundleWriter.BodySource? {
-        switch body {
-        case .none: return nil
-        case .memory(let data): return .data(data)
-        case .file(let path): return .file(path)
-        }
+    /// A fetched response as the bundle records it (``Recorder/entry(url:response:policy:secrets:)``), by the
+    /// declaration's content-encoding policy and secrets.
+    func recordedEntry(_ url: String, _ response: Fetcher.Response) -> BundleWriter.Entry {
+        Recorder.entry(url: url, response: response, policy: declaration.contentEncoding, secrets: secretScan)
     }
 
     /// The path and query robots.txt rules are matched against.

@@ -111,7 +111,7 @@ struct ExchangeImport {
             return skip(number, url, "a redirect (\(status)) without a Location header: it leads nowhere")
         }
         var recorded: RecordedRequest
-        switch Crawler.recorded(
+        switch Recorder.request(
             method: method, body: exchange.requestBody, sent: sent, vary: [], responseHeaders: answered, secret: HARImporter.looksSecret,
             scan: SecretScan([]))
         {
@@ -135,7 +135,7 @@ struct ExchangeImport {
         // The body is decoded: no Content-Encoding describes it any more. A stored URL that carries a token (a Link to
         // the next page with its token) is left out.
         var headers = [(name: String, value: String)]()
-        for header in Crawler.storedHeaders(answered, policy: .decoded, secrets: SecretScan([])) where header.name != "content-encoding" {
+        for header in Recorder.storedHeaders(answered, policy: .decoded, secrets: SecretScan([])) where header.name != "content-encoding" {
             if let parameter = HARImporter.secretParameter(inText: header.value) {
                 note(number, url, "its '\(header.name)' header carries a credential ('\(parameter)'): not stored")
             } else {

@@ -39,8 +39,8 @@ extension Probe {
             let pagination = Declaration.Pagination(word: word), !word.hasPrefix("json:")
         else { return }
         let live = answer.headers.map { (name: $0.name.canonicalName, value: $0.value) }
-        let was = Crawler.nextPage(of: recorded.headers, body: Data(), pagination: pagination).map { Self.absolute($0, base: recorded.url) }
-        let now = Crawler.nextPage(of: live, body: Data(), pagination: pagination).map { Self.absolute($0, base: recorded.url) }
+        let was = Recorder.nextPage(of: recorded.headers, body: Data(), pagination: pagination).map { Self.absolute($0, base: recorded.url) }
+        let now = Recorder.nextPage(of: live, body: Data(), pagination: pagination).map { Self.absolute($0, base: recorded.url) }
         guard (was == nil) != (now == nil) else { return }
         result.verdict = .stale
         result.changes = [Change("next page", recorded: was, live: now)]

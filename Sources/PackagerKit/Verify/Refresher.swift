@@ -117,10 +117,7 @@ public struct Refresher: Sendable {
                 withinBudget: { $0 <= Int64(clamping: limit) }, limitName: "the --max-body limit of \(limit) bytes")
             {
             case .success(let response):
-                let stored = Crawler.storedHeaders(response.headers, policy: .decoded, secrets: secrets)
-                var entry = BundleWriter.Entry(
-                    url: url, status: response.status, headers: stored, body: Crawler.source(response.body), fetchedAt: response.fetchedAt,
-                    originDate: Crawler.originDate(response.headers))
+                var entry = Recorder.entry(url: url, response: response, policy: .decoded, secrets: secrets)
                 entry.request = request
                 if !volatile.isEmpty {
                     entry.volatile = volatile
@@ -155,7 +152,7 @@ public struct Refresher: Sendable {
             var seen: Set<String> = [key]
             var current = url
             while seen.count <= 1_000,
-                let next = Crawler.nextPage(of: response.headers, body: Data(response.bodyBytes()), pagination: pagination),
+                let next = Recorder.nextPage(of: response.headers, body: Data(response.bodyBytes()), pagination: pagination),
                 let target = URLReference.resolve(next, against: current), let pageKey = page.key(for: target, canonicalizer: canonicalizer)
             {
                 guard seen.insert(pageKey).inserted else {
