@@ -148,7 +148,7 @@ extension BundleChannelHandler {
         gate.enter {
             let (handler, context, _) = bound.value
             guard !handler.removed else { return gate.leave() }
-            handler.gateHeld = true
+            handler.turn.entered(progress: handler.progress)
             handler.scheduleStallCheck(context: context)
             readOffLoop()
         }
@@ -158,39 +158,27 @@ extension BundleChannelHandler {
     func releaseGate() {
         stallCheck?.cancel()
         stallCheck = nil
-        if gateHeld {
-            gateHeld = false
-            gate?.leave()
-        }
-        if stalledHeld {
-            stalledHeld = false
-            gate?.unstall()
+        switch turn.release() {
+        case .turn: gate?.leave()
+        case .stalledPlace: gate?.unstall()
+        case .nothing: break
         }
     }
 
-    /// Once a ``BodyGate/stallPeriod`` while a turn is held: an answer that made no progress meanwhile while its
-    /// connection still took bytes (a client that stopped reading this stream, as a browser does with a video once its
-    /// buffer is full) gives its turn to the next stream, while fewer than ``BodyGate/stalledLimit`` of the
-    /// connection's streams are stalled.
+    /// Once a ``BodyGate/stallPeriod`` while a turn is held: the turn's check (``StreamTurn/check(progress:reading:connectionTakesBytes:stall:)``),
+    /// then another a period later unless the turn went to the next stream.
     func scheduleStallCheck(context: ChannelHandlerContext) {
         guard let gate else { return }
-        progressAtStallCheck = progress
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         stallCheck = context.eventLoop.scheduleTask(in: gate.stallPeriod) {
             let (handler, context) = bound.value
-            guard handler.gateHeld else { return }
-            // Stalled by its own flow-control window while the connection takes bytes (its channel writable): the
-            // client reads the connection but not this stream. A client that reads nothing at all leaves the
-            // connection unwritable, and its streams keep their turns.
-            let connectionTakesBytes = context.channel.parent?.isWritable ?? true
-            if handler.progress == handler.progressAtStallCheck && !handler.readingOffLoop && !handler.readingNextChunk && connectionTakesBytes
-                && gate.stall()
-            {
-                handler.gateHeld = false
-                handler.stalledHeld = true
-                handler.stallCheck = nil
-            } else {
-                handler.scheduleStallCheck(context: context)
+            let action = handler.turn.check(
+                progress: handler.progress, reading: handler.readingOffLoop || handler.readingNextChunk,
+                connectionTakesBytes: context.channel.parent?.isWritable ?? true, stall: { gate.stall() })
+            switch action {
+            case .checkAgain: handler.scheduleStallCheck(context: context)
+            case .stalled: handler.stallCheck = nil
+            case .none: break
             }
         }
     }

@@ -131,14 +131,10 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// An HTTP/2 connection's turns for large bodies, which its streams (a handler each) share; nil over HTTP/1.1, where
     /// a connection answers one request at a time.
     let gate: BodyGate?
-    /// This handler holds one of the gate's turns.
-    var gateHeld = false
-    /// This handler gave its turn back because its answer made no progress (a client that stopped reading this stream),
-    /// and counts among the gate's stalled streams until its answer ends.
-    var stalledHeld = false
+    /// This handler's turn of the gate: none, held, or given back as stalled.
+    var turn = StreamTurn()
     /// Checks, while a turn is held, that the answer makes progress.
     var stallCheck: Scheduled<Void>?
-    var progressAtStallCheck = 0
     /// The first chunks are being read off the event loop: a turn held is given back when they come, not before.
     var readingOffLoop = false
     /// The next chunk of a body is being read off the event loop: an answer waiting for its own read (a thread pool
