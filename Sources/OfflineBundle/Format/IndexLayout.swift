@@ -375,7 +375,7 @@ package struct IndexAccumulator {
 
     /// The whole file, as pieces to write in order: the header, the body records, the entry records, the slots with
     /// the block offsets, the keys, the header blocks, the rules.
-    package func finish(manifestSHA256: [UInt8], rules: BundleRules, createdAt: Int64?) throws -> [[UInt8]] {
+    package consuming func finish(manifestSHA256: [UInt8], rules: BundleRules, createdAt: Int64?) throws -> [[UInt8]] {
         guard added == entryCount, bodiesAdded == bodyCount else {
             throw BundleError(.invalidArgument, "index entries or bodies differ from those announced")
         }

@@ -247,13 +247,13 @@ public struct BundleWriter: Sendable {
         let sink = ManifestSink(level: options.compressionLevel, spool: spool)
         let totals = try metadata(keys, bodies: bodies, index: &index, manifest: sink)
         let manifest = try sink.finish()
-        // index.bin in pieces, written one after the other: never joined in memory.
-        let indexPieces = try index.finish(
+        // index.bin in pieces, the accumulator let go (its arrays are the pieces); joined only to be deflated.
+        let indexPieces = try (consume index).finish(
             manifestSHA256: manifest.sha256, rules: options.rules, createdAt: clamped(options.createdAt).map(Self.seconds))
         var hasher = SHA256()
         for piece in indexPieces { hasher.update(data: piece) }
         let digest = hexString(Array(hasher.finalize()))
-        try writeMetadata(index: indexPieces, manifest: manifest, digest: digest, to: zip, output: output, spool: spool)
+        try writeMetadata(index: consume indexPieces, manifest: manifest, digest: digest, to: zip, output: output, spool: spool)
         try zip.finish(comment: Array((BundleFormat.commentPrefix + "sha256:" + digest).utf8))
         let fileSize = output.offset
         try output.commit()
@@ -530,7 +530,8 @@ public struct BundleWriter: Sendable {
 
     /// `index.bin` and `manifest.json` (each deflated when that is smaller) and, when signing, `signature.json`.
     private func writeMetadata(
-        index pieces: [[UInt8]], manifest: ManifestSink.Finished, digest: String, to zip: ZipWriter, output: AtomicOutput, spool: OverflowFile
+        index pieces: consuming [[UInt8]], manifest: ManifestSink.Finished, digest: String, to zip: ZipWriter, output: AtomicOutput,
+        spool: OverflowFile
     ) throws {
         let crc = pieces.reduce(UInt32(0)) { crc, piece in piece.withUnsafeBytes { FastCRC32.checksum($0, continuing: crc) } }
         let size = UInt64(pieces.reduce(0) { $0 + $1.count })
@@ -538,11 +539,19 @@ public struct BundleWriter: Sendable {
         // Not past the 64 to 1 a reader takes (keys that repeat could deflate further): stored then.
         var deflated: [UInt8]?
         if !options.storesIndex {
+            // Each piece let go once copied: the index is held once, not twice (23 MB for 100,000 entries).
             var joined: [UInt8] = []
             joined.reserveCapacity(Int(size))
-            for piece in pieces { joined += piece }
+            for i in pieces.indices {
+                joined += pieces[i]
+                let large = pieces[i].count >= 1 << 20
+                pieces[i] = []
+                // A large piece's pages go back now (glibc keeps freed memory of the heap), not after the peak.
+                if large { packager_release_free_memory() }
+            }
             // nil when not smaller.
             deflated = try joined.withUnsafeBytes { try RawDeflate.deflate($0, level: Int32(Self.indexLevel)) }
+            pieces = [joined]
         }
         if let deflated, UInt64(deflated.count) < size, size <= UInt64(deflated.count) * BundleFormat.indexMaxRatio {
             try zip.addEntry(name: BundleFormat.indexEntryName, method: 8, crc32: crc, size: size, data: deflated)

@@ -24,7 +24,10 @@ final class Deflater {
     deinit { libdeflate_free_compressor(compressor) }
 
     /// Deflates `input`. Returns nil when the result would not be smaller than the input (the body is then stored).
-    func deflate(_ input: UnsafeRawBufferPointer) -> [UInt8]? {
+    ///
+    /// - Parameter once: the deflater deflates nothing after this: the stream is its buffer, not a copy of it (a large
+    ///   index's deflated bytes are then held once).
+    func deflate(_ input: UnsafeRawBufferPointer, once: Bool = false) -> [UInt8]? {
         guard input.count > 1, let base = input.baseAddress else { return nil }
         // An output buffer one byte short of the input: libdeflate answers 0 when the stream does not fit. It also gives
         // up on a stream that would end within its slack at the buffer's end, so a stream smaller by a few bytes may be
@@ -39,6 +42,13 @@ final class Deflater {
         let compressor = self.compressor
         let written = scratch.withUnsafeMutableBytes { libdeflate_deflate_compress(compressor, base, input.count, $0.baseAddress, capacity) }
         guard written > 0 else { return nil }
+        if once {
+            // Pages past the stream were never written, so never mapped: the buffer costs what the stream takes.
+            var output: [UInt8] = []
+            swap(&output, &scratch)
+            output.removeSubrange(written...)
+            return output
+        }
         let output = Array(scratch[0..<written])
         // A large body's scratch is not kept for the small ones that follow.
         if scratch.count > 4 << 20 { scratch = [] }
@@ -50,7 +60,7 @@ final class Deflater {
 enum RawDeflate {
     /// Deflates `input` at `level`. Returns nil when the result would not be smaller than the input.
     static func deflate(_ input: UnsafeRawBufferPointer, level: Int32 = Int32(BundleWriter.defaultCompressionLevel)) throws -> [UInt8]? {
-        try Deflater(level: Int(level)).deflate(input)
+        try Deflater(level: Int(level)).deflate(input, once: true)
     }
 }
 
