@@ -70,7 +70,7 @@ public struct OfflineHTTPClient: Sendable {
             let recording = LastSeenRecording(loader: loader, request: bundleRequest, status: Int(response.status.code), headers: HTTPFields(response.headers))
         else { return response }
         var remembering = response
-        remembering.body = .stream(RememberingBody(body: response.body, recording: recording))
+        remembering.body = .stream(RecordedBody(response.body, recording: recording) { $1.add($0.readableBytesView) })
         return remembering
     }
 
@@ -125,28 +125,4 @@ public struct OfflineHTTPClient: Sendable {
         case .stream(let chunks): return HTTPClientResponse(status: status, headers: fields, body: .stream(chunks.map { ByteBuffer(bytes: $0) }))
         }
     }
-}
-
-/// A network response's body passed through as it is read, and kept in the loader's last-seen cache once read to the
-/// end (``OfflineBundle/LastSeenRecording``).
-struct RememberingBody: AsyncSequence, Sendable {
-    typealias Element = ByteBuffer
-    let body: HTTPClientResponse.Body
-    let recording: LastSeenRecording
-
-    struct AsyncIterator: AsyncIteratorProtocol {
-        var upstream: HTTPClientResponse.Body.AsyncIterator
-        var recording: LastSeenRecording
-
-        mutating func next() async throws -> ByteBuffer? {
-            guard let chunk = try await upstream.next() else {
-                recording.finish()
-                return nil
-            }
-            recording.add(chunk.readableBytesView)
-            return chunk
-        }
-    }
-
-    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(upstream: body.makeAsyncIterator(), recording: recording) }
 }

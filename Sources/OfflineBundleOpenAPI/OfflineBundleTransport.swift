@@ -19,9 +19,9 @@ import Tracing
 /// matched as the bundle's `match` rules say (canonical JSON or GraphQL, say). Answers from a bundle carry the recorded
 /// status and headers, follow recorded redirects (10 hops), and come back as identity (`Accept-Encoding` is left out);
 /// their body is read whole and checked, off Swift's cooperative pool, before the response is returned: a damaged one
-/// fails the call. With a last-seen cache (`LoaderOptions.lastSeen`), a 200 the network answers may be kept. Each call
-/// is a span (`OfflineLoader.load`: where the answer came from, and why), and the trace context goes on to the inner
-/// transport's request headers.
+/// fails the call. With a last-seen cache (`LoaderOptions.lastSeen`), a 200 the network answers is kept (where the cache
+/// may keep it) once the generated client has read its body to the end. Each call is a span (`OfflineLoader.load`:
+/// where the answer came from, and why), and the trace context goes on to the inner transport's request headers.
 ///
 /// ```swift
 /// let loader = try OfflineLoader(path: "api.bundle.zip", policy: .bundleFirst)
@@ -91,17 +91,12 @@ public struct OfflineBundleTransport: ClientTransport {
         case .bundle(let answer, let answered, _):
             return try await Self.respond(answer, url: answered, loader: loader)
         case .network(let answer):
-            var responseBody = answer.body
-            // Kept for next time where the last-seen cache may: a body of known length within its entry limit is read
-            // whole, then handed on (one of unknown length streams through, not kept).
-            if answer.head.status.code == 200, loader.mayRemember(bundleRequest), let streamed = responseBody, let lastSeen = loader.options.lastSeen,
-                case .known(let length) = streamed.length, length <= lastSeen.maxEntryBytes
-            {
-                let bytes = try await Data(collecting: streamed, upTo: Int(length))
-                loader.remember(bundleRequest, status: 200, headers: answer.head.headerFields, body: bytes)
-                responseBody = HTTPBody(bytes)
-            }
-            return (answer.head, responseBody)
+            // Kept for next time where the last-seen cache may, as its body passes (``OfflineBundle/RecordedBody``).
+            let head = answer.head
+            guard let body = answer.body,
+                let recording = LastSeenRecording(loader: loader, request: bundleRequest, status: head.status.code, headers: head.headerFields)
+            else { return (head, answer.body) }
+            return (head, HTTPBody(RecordedBody(body, recording: recording), length: body.length, iterationBehavior: body.iterationBehavior))
         }
     }
 

@@ -107,6 +107,43 @@ struct OfflineBundleTransportTests {
         }
     }
 
+    @Test("the last-seen cache: a 200 from the inner transport is kept once its body was read, and answers after a restart offline")
+    func lastSeen() async throws {
+        let folder = try TemporaryFolder()
+        let (path, base) = try await withOrigin { origin in
+            let path = try await Self.build(origin, in: folder)
+            origin.set("/v1/live", .text("only on the network", type: "text/plain"))
+            origin.set("/v1/unread", .text("never read", type: "text/plain"))
+            let transport = OfflineBundleTransport(
+                loader: try OfflineLoader(
+                    path: path, policy: .networkFirst(timeout: .seconds(10)),
+                    options: LoaderOptions(lastSeen: try LastSeenCache(directory: folder.path + "/seen", maxBytes: 1 << 20))),
+                upstream: URLSessionTransport())
+            let server = try #require(URL(string: origin.base + "/v1"))
+            let (live, liveBody) = try await transport.send(
+                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/live"), body: nil, baseURL: server, operationID: "live")
+            let liveText = try await Self.text(liveBody)
+            #expect(live.status == .ok && liveText == "only on the network")
+            // A body never read to its end is not kept.
+            let unread = HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/unread")
+            _ = try await transport.send(unread, body: nil, baseURL: server, operationID: "unread")
+            return (path, origin.base)
+        }
+        // The origin gone, a new loader over the same folder: the body read is answered, the other is not.
+        let restarted = OfflineBundleTransport(
+            loader: try OfflineLoader(
+                path: path, policy: .bundleOnly, options: LoaderOptions(lastSeen: try LastSeenCache(directory: folder.path + "/seen", maxBytes: 1 << 20))))
+        let server = try #require(URL(string: base + "/v1"))
+        let (again, againBody) = try await restarted.send(
+            HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/live"), body: nil, baseURL: server, operationID: "live")
+        let againText = try await Self.text(againBody)
+        #expect(again.status == .ok && againText == "only on the network")
+        await #expect(throws: BundleError.self) {
+            _ = try await restarted.send(
+                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/unread"), body: nil, baseURL: server, operationID: "unread")
+        }
+    }
+
     @Test(
         "each call is a span saying where its answer came from and why (hit, network, fallback, miss), and the trace goes on to the origin in the request's headers"
     )

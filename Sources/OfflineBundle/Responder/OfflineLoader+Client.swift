@@ -98,3 +98,44 @@ public struct LastSeenRecording: Sendable {
         loader.remember(request, status: 200, headers: headers, body: body)
     }
 }
+
+/// A network response's body passed through as a client reads it, and kept in the loader's last-seen cache once read
+/// to the end (``LastSeenRecording``): what each client wraps its network body in, whatever its chunks' type.
+public struct RecordedBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element: Sendable {
+    public typealias Element = Base.Element
+    let base: Base
+    let recording: LastSeenRecording
+    let bytes: @Sendable (Base.Element, inout LastSeenRecording) -> Void
+
+    /// `base` recorded by `recording`; `bytes` adds a chunk's bytes to it (`{ $1.add($0) }` for chunks that are
+    /// collections of bytes).
+    public init(_ base: Base, recording: LastSeenRecording, bytes: @escaping @Sendable (Base.Element, inout LastSeenRecording) -> Void) {
+        self.base = base
+        self.recording = recording
+        self.bytes = bytes
+    }
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var upstream: Base.AsyncIterator
+        var recording: LastSeenRecording
+        let bytes: @Sendable (Base.Element, inout LastSeenRecording) -> Void
+
+        public mutating func next() async throws -> Base.Element? {
+            guard let chunk = try await upstream.next() else {
+                recording.finish()
+                return nil
+            }
+            bytes(chunk, &recording)
+            return chunk
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(upstream: base.makeAsyncIterator(), recording: recording, bytes: bytes) }
+}
+
+extension RecordedBody where Base.Element: Collection<UInt8> {
+    /// `base`, whose chunks are collections of bytes, recorded by `recording`.
+    public init(_ base: Base, recording: LastSeenRecording) {
+        self.init(base, recording: recording) { $1.add($0) }
+    }
+}
