@@ -34,8 +34,7 @@ extension BundleChannelHandler {
         let body = pending.body.map { Data($0.readableBytesView) }
         if pending.again == 0, let held = pending.body?.readableBytes, held > 0 {
             // Copied out: the connection holds it no longer.
-            settings.bodyBudget.release(held, client: client)
-            budgeted -= held
+            share.answered(held)
         }
         if pending.tooLarge { return empty(413, record, request: request, keepAlive: keepAlive, context: context) }
         if pending.refused { return empty(503, record, request: request, keepAlive: keepAlive, context: context) }

@@ -64,12 +64,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     var bodyTooLarge = false
     /// The server's budget for request bodies had no room for this one: 503, not a wrong answer.
     var bodyRefused = false
-    /// Body bytes this connection holds against the server's budget (the body being read, and those waiting).
-    var budgeted = 0
-    /// Bytes of the current request's body reserved ahead, from its Content-Length, and not yet received.
-    var reservedAhead = 0
-    /// The client's address, whose share of the body budget this connection's bodies count against.
-    var client: String?
+    /// What this connection holds of the server's budget for request bodies.
+    var share: BodyShare
     /// The rest of the current request's body is not read: it was answered before it (413, 503) and the connection
     /// closes after that answer.
     var skippingBody = false
@@ -147,6 +143,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         self.settings = settings
         self.cache = cache
         self.gate = gate
+        share = BodyShare(budget: settings.bodyBudget)
     }
 
     /// This handler's context while it is in its pipeline, for the answers ``CachedAnswerFront`` gives through it.
@@ -163,9 +160,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         if !readingOffLoop { releaseGate() }
         idleCheck?.cancel()
         bodyCheck?.cancel()
-        settings.bodyBudget.release(budgeted + reservedAhead, client: client)
-        budgeted = 0
-        reservedAhead = 0
+        share.releaseAll()
     }
 
     /// Twice a period: a connection that sent nothing and whose answers made no progress (none going out, or one stuck
@@ -196,7 +191,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             skippingBody = false
             droppedBodyBytes = 0
             // Known once the channel is active (not yet when the handler is added); nothing is reserved before a head.
-            if client == nil { client = context.channel.remoteAddress?.ipAddress.map(BodyBudget.clientKey) }
+            if share.client == nil { share.client = context.channel.remoteAddress?.ipAddress.map(BodyBudget.clientKey) }
             let length = head.headers.first(name: "content-length").flatMap { Int($0) }
             // A body past what any reader matches on is a 413 from its Content-Length, before a byte of it is read.
             if let length, length > BundleRequest.maxBodySize { return answerBeforeBody(head, tooLarge: true, context: context) }
@@ -204,10 +199,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             // server's budget for all connections and the client's share of it: elsewhere it is read and dropped.
             if head.method != .HEAD, settings.serving.matchesBody(method: head.method.rawValue, target: head.uri, host: head.headers.first(name: "host")) {
                 // Reserved whole from its Content-Length: no room is a 503 now, not after the client sent it all.
-                if let length, length > 0 {
-                    guard settings.bodyBudget.reserve(length, client: client) else { return answerBeforeBody(head, tooLarge: false, context: context) }
-                    reservedAhead = length
-                }
+                if let length, length > 0, !share.reserveAhead(length) { return answerBeforeBody(head, tooLarge: false, context: context) }
                 body = context.channel.allocator.buffer(capacity: 0)
                 startBodyCheck(context: context)
             }
@@ -235,7 +227,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
                 releaseBody()
                 body = ByteBuffer()
                 if let head { answerBeforeBody(head, tooLarge: true, context: context) }
-            } else if takeFromBudget(part.readableBytes) {
+            } else if share.take(part.readableBytes) {
                 body!.writeBuffer(&part)
             } else {
                 bodyRefused = true
@@ -249,8 +241,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             guard let head, !closing else { return }
             self.head = nil
             // What was reserved ahead and not sent (a shorter body cannot be: NIO reads Content-Length bytes) is given back.
-            settings.bodyBudget.release(reservedAhead, client: client)
-            reservedAhead = 0
+            share.bodyEnded()
             let pending = Pending(head: head, body: body, tooLarge: bodyTooLarge, refused: bodyRefused)
             body = nil
             enqueue(pending, context: context)
@@ -269,26 +260,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         }
     }
 
-    /// Moves `bytes` of the body being read onto what this connection holds: from what its Content-Length reserved
-    /// ahead, else from the budget. False when the budget has no room.
-    func takeFromBudget(_ bytes: Int) -> Bool {
-        if reservedAhead >= bytes {
-            reservedAhead -= bytes
-        } else {
-            guard settings.bodyBudget.reserve(bytes - reservedAhead, client: client) else { return false }
-            reservedAhead = 0
-        }
-        budgeted += bytes
-        return true
-    }
-
     /// Gives back the body being read (and what was reserved ahead for it).
-    func releaseBody() {
-        let held = body?.readableBytes ?? 0
-        settings.bodyBudget.release(held + reservedAhead, client: client)
-        budgeted -= held
-        reservedAhead = 0
-    }
+    func releaseBody() { share.dropBody(of: body?.readableBytes ?? 0) }
 
     /// A 413 (too large) or 503 (no room in the budget) for `head` before its body is read: the rest of the body is not
     /// read, and the connection closes after the answer (nginx answers `client_max_body_size` the same way).

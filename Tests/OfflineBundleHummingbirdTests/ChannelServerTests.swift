@@ -415,6 +415,29 @@ struct RequestBodyFairnessTests {
             import select
             answered, _, _ = select.select(held, [], [], 60)
             print(head_of(answered[0]) if answered else 'none answered', post('127.0.0.2'))
+        elif case == 'answered':
+            # Four bodies of 900,000 bytes one after the other on one connection, each answered before the next: each is
+            # given back once answered, so the client's share (2 MiB) never fills.
+            s = connect(); heads = []
+            body = b'{"q":"a","pad":"' + b'x' * 899984 + b'"}'
+            for i in range(4):
+                try:
+                    s.sendall(b'POST /api/search HTTP/1.1\\r\\nHost: docs.example.com\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\n\\r\\n' % len(body) + body)
+                    data = b''
+                    while b'\\r\\n\\r\\n' not in data:
+                        data += s.recv(65536) or b'\\r\\n\\r\\nclosed'
+                    if data.endswith(b'closed'): raise OSError('closed')
+                    head, rest = data.split(b'\\r\\n\\r\\n', 1)
+                    length = int([l.split(b':')[1] for l in head.split(b'\\r\\n') if l.lower().startswith(b'content-length:')][0])
+                    while len(rest) < length:
+                        more = s.recv(65536)
+                        if not more: raise OSError('closed')
+                        rest += more
+                    heads.append(head.split(b'\\r\\n')[0].decode().split(' ')[1])
+                except OSError:
+                    heads.append('closed')
+                    break
+            print(' '.join(heads))
         elif case == 'deadline':
             # A body that stops: the connection is closed after the body timeout (1 s here), and its room given back.
             s = connect(); start = time.time()
@@ -460,6 +483,17 @@ struct RequestBodyFairnessTests {
         let lines = try await talk(folder, port: server.port, "share")
         await server.stop()
         #expect(lines == ["HTTP/1.1 503 Service Unavailable HTTP/1.1 200 OK"], "\(lines)")
+    }
+
+    @Test("bodies answered one after the other give their room back: a client's share never fills on one connection")
+    func answeredBodiesGiveBack() async throws {
+        let folder = try TemporaryFolder()
+        let server = try await start(folder, budget: 16 << 20, bodyTimeout: .seconds(60))
+        let lines = try await talk(folder, port: server.port, "answered")
+        await server.stop()
+        try #require(lines.count == 1, "\(lines)")
+        let statuses = lines[0].split(separator: " ")
+        #expect(statuses.count == 4 && !statuses.contains("503"), "\(lines)")
     }
 
     @Test("a body that stops making progress is closed after the body timeout, and its room goes back")
