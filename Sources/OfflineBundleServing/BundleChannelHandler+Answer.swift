@@ -320,7 +320,7 @@ extension BundleChannelHandler {
     /// Whether a request read now would be answered now: nothing is being answered, waits or is refused, the
     /// connection goes on, and the channel takes more.
     func answersNext(on channel: any Channel) -> Bool {
-        !busy && !writing && waiting.isEmpty && !closing && head == nil && refusedAfterWaiting == nil && !inputClosed && !skippingBody
+        !busy && !writing && queue.isEmpty && !closing && head == nil && queue.refused == nil && !inputClosed && !skippingBody
             && ownContext != nil && channel.isWritable
     }
 

@@ -76,9 +76,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     var bodyBytesReceived = 0
     var bodyWatch = QuietWatch()
     var bodyCheck: Scheduled<Void>?
-    var waiting = CircularBuffer<Pending>()
-    /// The bytes of the bodies kept by waiting requests: past ``BundleRequest/maxBodySize``, the connection is not read.
-    var waitingBodyBytes = 0
+    /// The requests read and waiting their turn; reading held back past 16 of them or 1 MiB of their bodies.
+    var queue = RequestQueue<Pending>(maxWaiting: BundleChannelHandler.maxWaiting, maxBodyBytes: BundleRequest.maxBodySize)
 
     /// A request read whole, waiting its turn.
     struct Pending {
@@ -103,11 +102,6 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     var resumeAfterWriting = false
     /// A response ended the connection: later requests are not answered.
     var closing = false
-    /// A read the channel asked for while too many requests waited.
-    var readPending = false
-    /// A request NIO could not parse, behind requests still waiting or answering: its 400 goes out after their answers,
-    /// and nothing more is read.
-    var refusedAfterWaiting: (method: String, target: String)?
     /// The client half-closed: once the requests it sent are answered, the connection closes.
     var inputClosed = false
     var unflushed = false
@@ -181,7 +175,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         reads &+= 1
-        guard refusedAfterWaiting == nil else { return }
+        guard queue.refused == nil else { return }
         switch unwrapInboundIn(data) {
         case .head(let head):
             self.head = head
@@ -207,7 +201,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             // that would be dropped is not asked for: the client sends it after its own wait, or not at all), and only
             // where no other answer is going out on this connection (over HTTP/1.1), so the 100 cannot fall inside another.
             if body != nil, head.headers.first(name: "expect")?.lowercased() == "100-continue", gate == nil, head.version.minor >= 1, !busy,
-                !writing, waiting.isEmpty
+                !writing, queue.isEmpty
             {
                 context.writeAndFlush(out(.byteBuffer(ByteBuffer(staticString: "HTTP/1.1 100 Continue\r\n\r\n"))), promise: nil)
             }
@@ -250,9 +244,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// Answers or queues a request read whole (or answered before its body).
     func enqueue(_ pending: Pending, context: ChannelHandlerContext) {
-        if busy || writing || !waiting.isEmpty || !context.channel.isWritable {
-            waitingBodyBytes += pending.body?.readableBytes ?? 0
-            waiting.append(pending)
+        if busy || writing || !queue.isEmpty || !context.channel.isWritable {
+            queue.append(pending, bodyBytes: pending.body?.readableBytes ?? 0)
             // Read while an answer was written (a handler in front that reads on its own): taken once it is.
             if writing { resumeAfterWriting = true }
         } else {
@@ -304,11 +297,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     func channelReadComplete(context: ChannelHandlerContext) { flushIfNeeded(context: context) }
 
     func read(context: ChannelHandlerContext) {
-        if waiting.count >= Self.maxWaiting || waitingBodyBytes >= BundleRequest.maxBodySize || !context.channel.isWritable || refusedAfterWaiting != nil {
-            readPending = true
-        } else {
-            context.read()
-        }
+        if queue.mayRead(writable: context.channel.isWritable) { context.read() }
     }
 
     /// The client sent its last request and half-closed (`shutdown(SHUT_WR)`): its answers still go out.
@@ -327,7 +316,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// After a half-close, closes once nothing waits, answers or is refused.
     func closeIfAnswered(context: ChannelHandlerContext) {
-        guard inputClosed, !busy, waiting.isEmpty, refusedAfterWaiting == nil, !closing else { return }
+        guard inputClosed, !busy, queue.isEmpty, queue.refused == nil, !closing else { return }
         closeOnceWritten(context: context)
     }
 
@@ -346,21 +335,15 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             context.close(promise: nil)
             return
         }
-        guard refusedAfterWaiting == nil else { return }
-        let refused = (method: head?.method.rawValue ?? "-", target: head?.uri ?? "-")
-        if busy || !waiting.isEmpty {
-            // The requests before it are answered first, in order; then the 400 ends the connection.
-            refusedAfterWaiting = refused
-            return
-        }
-        badRequest(method: refused.method, target: refused.target, context: context)
+        let (method, target) = (head?.method.rawValue ?? "-", head?.uri ?? "-")
+        // Behind requests waiting or being answered, those are answered first, in order; then the 400 ends the connection.
+        if queue.refuse(method: method, target: target, busy: busy) == .now { badRequest(method: method, target: target, context: context) }
     }
 
     /// A 400 that ends the connection, logged like any answer.
     func badRequest(method: String, target: String, context: ChannelHandlerContext) {
         closing = true
-        waiting.removeAll()
-        waitingBodyBytes = 0
+        queue.clear()
         logServed(ServedRequest(client: nil, method: method, target: target, status: 400, contentLength: "0", source: nil), context: context)
         if onHTTP2 {
             var fields = HTTP2Head.fields(status: 400, fields: [.contentLength: "0"], serverName: nil)
@@ -388,20 +371,11 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             resumeAfterWriting = true
             return
         }
-        while !busy, !closing, context.channel.isWritable, let next = waiting.popFirst() {
-            waitingBodyBytes -= next.body?.readableBytes ?? 0
+        while !closing, let next = queue.next(busy: busy, writable: context.channel.isWritable, bodyBytes: { $0.body?.readableBytes ?? 0 }) {
             respond(to: next, context: context)
         }
-        if let refused = refusedAfterWaiting, waiting.isEmpty, !busy, !closing {
-            refusedAfterWaiting = nil
-            return badRequest(method: refused.method, target: refused.target, context: context)
-        }
-        if readPending && waiting.count < Self.maxWaiting && waitingBodyBytes < BundleRequest.maxBodySize && context.channel.isWritable
-            && refusedAfterWaiting == nil
-        {
-            readPending = false
-            context.read()
-        }
+        if !closing, let refused = queue.refusalDue(busy: busy) { return badRequest(method: refused.method, target: refused.target, context: context) }
+        if queue.resumesRead(writable: context.channel.isWritable) { context.read() }
         flushIfNeeded(context: context)
         closeIfAnswered(context: context)
     }
