@@ -156,9 +156,9 @@ public enum WARCImporter {
         /// never come cost a tenth of an import.
         private enum Payload {
             case kept(BodyPlace)
-            /// `id`: the first 8 bytes of the SHA-256 of its record ID (0 for none), which tells it from the other
-            /// records of its gzip member.
-            case record(warc: Int32, offset: Int, id: UInt64)
+            /// `offset` and `within`: where the record starts (``WARCReader/Record``); `id`: the first 8 bytes of the
+            /// SHA-256 of its record ID (0 for none), checked when it is read again.
+            case record(warc: Int32, offset: Int, within: Int, id: UInt64)
         }
 
         /// A body at least this large goes to a file of its own, not into memory, until the bundle is written: 16 KiB
@@ -178,7 +178,7 @@ public enum WARCImporter {
             return warcs.count - 1
         }
 
-        /// Keeps `folder` (a WACZ unpacked) until ``remove()``.
+        /// Keeps `folder` (a WACZ unpacked) until ``remove(spooled:)``.
         func keep(unpacked folder: ScratchFolder) { unpacked.append(folder) }
 
         /// Removes the unpacked packages (the import is over) and, when `spooled`, the spooled bodies (the bundle will
@@ -190,9 +190,9 @@ public enum WARCImporter {
             if spooled { folder.remove() }
         }
 
-        /// Where `body` is kept until the bundle is written.
-        func keep(_ body: Data) throws -> BodyPlace {
-            guard body.count >= spoolAt else { return .memory(body) }
+        /// Where `body` is kept until the bundle is written; `inFile`: in a file of its own, whatever its size.
+        func keep(_ body: Data, inFile: Bool = false) throws -> BodyPlace {
+            guard body.count >= spoolAt || inFile else { return .memory(body) }
             files += 1
             let path = folder.newFile(files)
             do {
@@ -205,12 +205,18 @@ public enum WARCImporter {
 
         /// Keeps where the body of `record` (of the WARC numbered `warc`) is, for revisits naming its record ID or its
         /// payload digest.
-        func remember(_ body: BodyPlace, of record: WARCReader.Record, in warc: Int) {
+        ///
+        /// A record in a gzip member too large to inflate whole (a whole file gzipped as one) is not read again: each
+        /// revisit would inflate the member from its start. Its body is kept in a file of its own instead.
+        func remember(_ body: BodyPlace, of record: WARCReader.Record, in warc: Int) throws {
             let id = record.fields["warc-record-id"].map { ExchangeImport.KeyDigest($0) }
             let digest = record.fields["warc-payload-digest"].map { ExchangeImport.KeyDigest($0) }
             guard id != nil || digest != nil, places.count < Int(UInt32.max) else { return }
-            if case .memory = body, !inMemory {
-                places.append(.record(warc: Int32(warc), offset: record.offset, id: id?.high ?? 0))
+            if case .memory(let data) = body, !inMemory {
+                places.append(
+                    record.inLargeMember
+                        ? .kept(try keep(data, inFile: true))
+                        : .record(warc: Int32(warc), offset: record.offset, within: record.within, id: id?.high ?? 0))
             } else {
                 places.append(.kept(body))
             }
@@ -223,24 +229,25 @@ public enum WARCImporter {
         func payload(_ name: String) throws -> BodyPlace? {
             guard let index = payloads[ExchangeImport.KeyDigest(name)] else { return nil }
             let place = places[Int(index)]
-            guard case .record(let number, let offset, let id) = place else {
+            guard case .record(let number, let offset, let within, let id) = place else {
                 if case .kept(let body) = place { return body }
                 return nil
             }
             let warc = Int(number)
-            var reader = try readers[warc] ?? WARCReader(path: warcs[warc].path)
+            // Taken out while it reads, not copied: a copy of a reader copies its buffers on its first write.
+            var reader = try readers.removeValue(forKey: warc) ?? WARCReader(path: warcs[warc].path)
             defer { readers[warc] = reader }
-            // The record is at `offset`, or after it in the same gzip member (whose records share its offset).
-            reader.seek(to: offset)
-            while let record = try reader.next(), record.offset == offset {
-                guard (record.fields["warc-record-id"].map { ExchangeImport.KeyDigest($0).high } ?? 0) == id else { continue }
-                do {
-                    return .memory(try WARCImporter.decoded(try WARCImporter.http(record.block)))
-                } catch let problem as Unreadable {
-                    throw PackagerError(.invalidInput, "\(warcs[warc].shown): the record at offset \(offset) no longer reads as it did: \(problem.reason)")
-                }
+            reader.seek(to: offset, within: within)
+            guard let record = try reader.next(), record.type == "response",
+                (record.fields["warc-record-id"].map { ExchangeImport.KeyDigest($0).high } ?? 0) == id
+            else {
+                throw PackagerError(.invalidInput, "\(warcs[warc].shown): the record at offset \(offset), which a revisit refers to, is no longer there")
             }
-            throw PackagerError(.invalidInput, "\(warcs[warc].shown): the record at offset \(offset), which a revisit refers to, is no longer there")
+            do {
+                return .memory(try WARCImporter.decoded(try WARCImporter.http(record.block)))
+            } catch let problem as Unreadable {
+                throw PackagerError(.invalidInput, "\(warcs[warc].shown): the record at offset \(offset) no longer reads as it did: \(problem.reason)")
+            }
         }
     }
 
@@ -345,7 +352,7 @@ public enum WARCImporter {
             } catch let problem as Unreadable {
                 return exchanges.skip(number, url, problem.reason)
             }
-            spool.remember(body, of: record, in: warc)
+            try spool.remember(body, of: record, in: warc)
         }
         var method = "GET"
         var requestHeaders: [(name: String, value: String)] = []

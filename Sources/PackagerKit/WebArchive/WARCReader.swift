@@ -24,6 +24,12 @@ struct WARCReader {
         /// The SHA-256 of the response's payload as stored (not dechunked), when its payload digest is a `sha256:` one
         /// that matched: the bundle's digest of the body when it is stored as it is.
         var payloadSHA256: BodyDigest?
+        /// Where the record starts among its gzip member's inflated bytes (0 in a plain file): a record may begin inside
+        /// a member that another record ends in, and is found again by both (``WARCReader/seek(to:within:)``).
+        var within = 0
+        /// Whether its gzip member was too large to inflate whole (``WARCReader/wholeLimit``): one member for many
+        /// records, as `gzip` makes of a whole file, which reading again from its start would inflate again.
+        var inLargeMember = false
 
         /// Parses the block's HTTP message and checks the payload digest, on the reader's thread: the importer's thread
         /// is the busier one.
@@ -51,6 +57,10 @@ struct WARCReader {
     private let gzip: Bool
     /// Where the next gzip member starts in the file.
     private var position = 0
+    /// Inflated bytes of the member sought (``seek(to:within:)``) to pass over before its record.
+    private var skip = 0
+    /// Whether the last member was inflated whole.
+    private var lastMemberWhole = true
     /// Bytes read (inflated) and not yet taken by a record.
     private var pending = Data()
     private var pendingStart = 0
@@ -107,14 +117,16 @@ struct WARCReader {
         return members.last { $0.at <= index }?.offset ?? position
     }
 
-    /// Reads on from `offset`, a record's (``Record/offset``): its gzip member's, or its own in a plain file.
-    mutating func seek(to offset: Int) {
+    /// Reads on from a record's place (``Record/offset`` and ``Record/within``): its gzip member, and its start among
+    /// that member's inflated bytes; or its own offset in a plain file.
+    mutating func seek(to offset: Int, within: Int = 0) {
         let target = max(0, min(offset, data.count))
         if gzip {
             position = target
             pending = Data()
             pendingStart = 0
             members = []
+            skip = max(0, within)
         } else {
             pendingStart = target
         }
@@ -123,6 +135,16 @@ struct WARCReader {
     /// The next record, checked; nil at the end of the file.
     mutating func next() throws -> Record? {
         while true {
+            // After a seek into a member: its bytes before the record are not a record's start.
+            if skip > 0 {
+                if pending.count >= skip {
+                    pendingStart = skip
+                    skip = 0
+                } else {
+                    guard try inflateMember() else { throw fail(position, "is not where it was: the file ends before it") }
+                    continue
+                }
+            }
             // Line ends between records (some writers leave more than the two that end a record).
             while pendingStart < pending.count, pending[pending.startIndex + pendingStart] == 0x0D || pending[pending.startIndex + pendingStart] == 0x0A {
                 pendingStart += 1
@@ -187,7 +209,12 @@ struct WARCReader {
         }
         pendingStart = blockStart + length + 4 - base
         if !gzip { release(upTo: pendingStart) }
-        return Record(offset: at, fields: fields, block: block)
+        var record = Record(offset: at, fields: fields, block: block)
+        if gzip {
+            record.within = (start - base) - (members.last { $0.at <= start - base }?.at ?? 0)
+            record.inLargeMember = !lastMemberWhole
+        }
+        return record
     }
 
     /// Inflates the gzip member at `position` onto `pending`; false at the end of the file.
@@ -207,11 +234,13 @@ struct WARCReader {
         }
         if pending.isEmpty { members.removeAll() }
         members.append((pending.count, memberOffset))
+        lastMemberWhole = true
         if let consumed = inflateWhole() {
             position += consumed
             release(upTo: position)
             return true
         }
+        lastMemberWhole = false
         var stream = z_stream()
         guard czlib_inflate_init_auto(&stream) == Z_OK else { throw PackagerError(.internal, "zlib could not start inflating") }
         defer { inflateEnd(&stream) }

@@ -13,8 +13,8 @@ final class WARCRecordStream: Sendable {
     static let aheadBatches = 4
     /// A batch is handed over once it holds this many records…
     static let batchRecords = 32
-    /// …or this many bytes of blocks, whichever comes first: 4 batches of 1 MiB wait at most (plus one record larger
-    /// than that, alone in its batch).
+    /// …or this many bytes of blocks, whichever comes first: 4 batches wait (and the one being taken), each of at most
+    /// 1 MiB and one record more (a large record ends the batch it is added to).
     static let batchBytes = 1 << 20
 
     private typealias Item = Result<WARCReader.Record?, any Error>

@@ -54,7 +54,8 @@ public struct BundleWriter: Sendable {
         /// The body already hashed and compressed (by a crawl's ``BodyPipeline``); ``body`` is then nil.
         var prepared: PreparedBody?
         /// The SHA-256 of ``body``'s bytes, when the step that made the entry computed it from those very bytes (a WARC
-        /// import, checking a record's `sha256:` payload digest): the writer does not hash them again.
+        /// import, checking a record's `sha256:` payload digest): the writer does not hash them again when it hashes a
+        /// body in memory (a large file is hashed as it is streamed, and an entry read back from a store has none).
         var bodySHA256: BodyDigest?
         /// The declared request the response answers, when it is more than a plain GET of ``url``: its key then carries
         /// the request's qualifiers (docs/FORMAT.md §5.4), and the manifest records the request.
