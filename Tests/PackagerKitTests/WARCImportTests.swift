@@ -211,15 +211,18 @@ struct WARCImportTests {
         try folder.file("first.warc", a + b)
         try folder.file("second.warc", c + d)
         // A response without a record ID that starts inside the member the one before it ends in, after a request
-        // without one either; its revisit names its digest.
+        // without one either; its revisit names its digest. The record before it spans two members.
         let echo = "echo"
         let e = Self.record("response", id: nil, uri: "https://r.test/e", ["WARC-Payload-Digest": digest(echo)], block: head + echo)
         let q = Self.record("request", id: nil, uri: "https://r.test/e", block: "GET /e HTTP/1.1\r\nHost: r.test\r\n\r\n")
         let r = Self.record("revisit", id: "r", uri: "https://r.test/r", ["WARC-Profile": revisitProfile, "WARC-Payload-Digest": digest(echo)], block: head)
+        // And a revisit of b, which starts after a in the first member and ends in the second.
+        let t = Self.record(
+            "revisit", id: "t", uri: "https://r.test/t", ["WARC-Refers-To": "<urn:uuid:b>", "WARC-Profile": revisitProfile], block: head)
         let half = b.utf8.count / 2
         let split =
             try await gzip(a + String(decoding: Array(b.utf8)[..<half], as: UTF8.self), "s1.warc")
-            + (try await gzip(String(decoding: Array(b.utf8)[half...], as: UTF8.self) + q + e, "s2.warc")) + (try await gzip(r, "s3.warc"))
+            + (try await gzip(String(decoding: Array(b.utf8)[half...], as: UTF8.self) + q + e, "s2.warc")) + (try await gzip(r + t, "s3.warc"))
         try split.write(to: URL(fileURLWithPath: folder.path + "/split.warc.gz"))
         // One member for every record, past what is inflated whole (16 MiB): its bodies are kept aside, not read again.
         let padding = String(repeating: "padding line\n", count: 1_400_000)
@@ -229,7 +232,7 @@ struct WARCImportTests {
             (["plain.warc"], [("a", alpha), ("b", bravo), ("c", bravo), ("d", alpha)]),
             (["members.warc.gz"], [("a", alpha), ("b", bravo), ("c", bravo), ("d", alpha)]),
             (["first.warc", "second.warc"], [("a", alpha), ("b", bravo), ("c", bravo), ("d", alpha)]),
-            (["split.warc.gz"], [("a", alpha), ("b", bravo), ("e", echo), ("r", echo)]),
+            (["split.warc.gz"], [("a", alpha), ("b", bravo), ("e", echo), ("r", echo), ("t", bravo)]),
             (["whole.warc.gz"], [("a", alpha), ("b", bravo), ("c", bravo), ("d", alpha), ("p", padding)]),
         ]
         for (sources, answers) in cases {

@@ -64,8 +64,9 @@ struct WARCReader {
     /// Bytes read (inflated) and not yet taken by a record.
     private var pending = Data()
     private var pendingStart = 0
-    /// Where in `pending` each member's bytes begin, and the member's offset in the file.
-    private var members: [(at: Int, offset: Int)] = []
+    /// Where in `pending` each member's bytes begin, the member's offset in the file, and how many of its inflated bytes
+    /// were let go before `at` (taken by records, once the next member was needed).
+    private var members: [(at: Int, offset: Int, skipped: Int)] = []
     /// Where a member is inflated to, a piece at a time (made once: zeroing it per member cost as much as inflating).
     private var chunk = [UInt8](repeating: 0, count: 256 << 10)
     /// How much of the mapped file was given back to the system: read once, its pages need not stay resident.
@@ -88,7 +89,7 @@ struct WARCReader {
         gzip = data.count >= 2 && data[data.startIndex] == 0x1f && data[data.startIndex + 1] == 0x8b
         if !gzip {
             pending = data
-            members = [(0, 0)]
+            members = [(0, 0, 0)]
         }
     }
 
@@ -211,7 +212,8 @@ struct WARCReader {
         if !gzip { release(upTo: pendingStart) }
         var record = Record(offset: at, fields: fields, block: block)
         if gzip {
-            record.within = (start - base) - (members.last { $0.at <= start - base }?.at ?? 0)
+            let member = members.last { $0.at <= start - base }
+            record.within = (start - base) - (member?.at ?? 0) + (member?.skipped ?? 0)
             record.inLargeMember = !lastMemberWhole
         }
         return record
@@ -227,13 +229,15 @@ struct WARCReader {
         // What records took is let go of; a record begun in an earlier member keeps that member's offset.
         if pendingStart > 0 {
             let taken = pendingStart
-            let kept = offset(at: taken)
+            let containing = members.last { $0.at <= taken }
             pending.removeSubrange(pending.startIndex..<(pending.startIndex + taken))
-            members = [(0, kept)] + members.filter { $0.at > taken }.map { ($0.at - taken, $0.offset) }
+            members =
+                [(0, containing?.offset ?? position, (containing?.skipped ?? 0) + taken - (containing?.at ?? 0))]
+                + members.filter { $0.at > taken }.map { ($0.at - taken, $0.offset, $0.skipped) }
             pendingStart = 0
         }
         if pending.isEmpty { members.removeAll() }
-        members.append((pending.count, memberOffset))
+        members.append((pending.count, memberOffset, 0))
         lastMemberWhole = true
         if let consumed = inflateWhole() {
             position += consumed
