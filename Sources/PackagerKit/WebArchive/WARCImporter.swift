@@ -145,6 +145,11 @@ public enum WARCImporter {
         private var readers: [Int: WARCReader] = [:]
         /// WACZ packages unpacked: their WARCs stay until the import ends, for revisits across them.
         private var unpacked: [ScratchFolder] = []
+        /// Bodies kept aside for revisits (``remember(_:of:in:)``), one after the other in one file, written a megabyte
+        /// at a time.
+        private var aside: FileHandle?
+        private var asideBuffer = Data()
+        private var asideWritten: UInt64 = 0
 
         enum BodyPlace {
             case memory(Data)
@@ -156,6 +161,8 @@ public enum WARCImporter {
         /// never come cost a tenth of an import.
         private enum Payload {
             case kept(BodyPlace)
+            /// Bytes of the file of bodies kept aside.
+            case aside(offset: UInt64, count: Int)
             /// `offset` and `within`: where the record starts (``WARCReader/Record``); `id`: the first 8 bytes of the
             /// SHA-256 of its record ID (0 for none), checked when it is read again.
             case record(warc: Int32, offset: Int, within: Int, id: UInt64)
@@ -184,15 +191,17 @@ public enum WARCImporter {
         /// Removes the unpacked packages (the import is over) and, when `spooled`, the spooled bodies (the bundle will
         /// not be written).
         func remove(spooled: Bool) {
+            try? aside?.close()
+            aside = nil
             readers = [:]
             for folder in unpacked { folder.remove() }
             unpacked = []
             if spooled { folder.remove() }
         }
 
-        /// Where `body` is kept until the bundle is written; `inFile`: in a file of its own, whatever its size.
-        func keep(_ body: Data, inFile: Bool = false) throws -> BodyPlace {
-            guard body.count >= spoolAt || inFile else { return .memory(body) }
+        /// Where `body` is kept until the bundle is written.
+        func keep(_ body: Data) throws -> BodyPlace {
+            guard body.count >= spoolAt else { return .memory(body) }
             files += 1
             let path = folder.newFile(files)
             do {
@@ -207,7 +216,7 @@ public enum WARCImporter {
         /// payload digest.
         ///
         /// A record in a gzip member too large to inflate whole (a whole file gzipped as one) is not read again: each
-        /// revisit would inflate the member from its start. Its body is kept in a file of its own instead.
+        /// revisit would inflate the member from its start. Its body is kept aside in one file instead.
         func remember(_ body: BodyPlace, of record: WARCReader.Record, in warc: Int) throws {
             let id = record.fields["warc-record-id"].map { ExchangeImport.KeyDigest($0) }
             let digest = record.fields["warc-payload-digest"].map { ExchangeImport.KeyDigest($0) }
@@ -215,7 +224,7 @@ public enum WARCImporter {
             if case .memory(let data) = body, !inMemory {
                 places.append(
                     record.inLargeMember
-                        ? .kept(try keep(data, inFile: true))
+                        ? try keepAside(data)
                         : .record(warc: Int32(warc), offset: record.offset, within: record.within, id: id?.high ?? 0))
             } else {
                 places.append(.kept(body))
@@ -225,10 +234,49 @@ public enum WARCImporter {
             if let digest { payloads[digest] = place }
         }
 
+        /// `body` appended to the file of bodies kept aside.
+        private func keepAside(_ body: Data) throws -> Payload {
+            if aside == nil {
+                let path = folder.path + "/aside"
+                guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forUpdatingAtPath: path) else {
+                    throw PackagerError(.io, "cannot write \(path)")
+                }
+                aside = handle
+            }
+            let place = Payload.aside(offset: asideWritten + UInt64(asideBuffer.count), count: body.count)
+            asideBuffer.append(body)
+            if asideBuffer.count >= 1 << 20 { try flushAside() }
+            return place
+        }
+
+        private func flushAside() throws {
+            guard let aside, !asideBuffer.isEmpty else { return }
+            do {
+                try aside.seekToEnd()
+                try aside.write(contentsOf: asideBuffer)
+            } catch {
+                throw PackagerError(.io, "cannot write the bodies kept for revisits to \(folder.path)", cause: error)
+            }
+            asideWritten += UInt64(asideBuffer.count)
+            asideBuffer.removeAll(keepingCapacity: true)
+        }
+
+        private func readAside(offset: UInt64, count: Int) throws -> BodyPlace {
+            try flushAside()
+            guard let aside else { return .memory(Data()) }
+            do {
+                try aside.seek(toOffset: offset)
+                return .memory(try aside.read(upToCount: count) ?? Data())
+            } catch {
+                throw PackagerError(.io, "cannot read back the bodies kept for revisits from \(folder.path)", cause: error)
+            }
+        }
+
         /// The payload a revisit names, as a body of its own; nil when no response of the archive had it.
         func payload(_ name: String) throws -> BodyPlace? {
             guard let index = payloads[ExchangeImport.KeyDigest(name)] else { return nil }
             let place = places[Int(index)]
+            if case .aside(let offset, let count) = place { return try readAside(offset: offset, count: count) }
             guard case .record(let number, let offset, let within, let id) = place else {
                 if case .kept(let body) = place { return body }
                 return nil

@@ -61,6 +61,8 @@ struct WARCReader {
     private var skip = 0
     /// Whether the last member was inflated whole.
     private var lastMemberWhole = true
+    /// The member being inflated a piece at a time, if one is (a copy of the reader shares it: one copy reads).
+    private var streaming: MemberStream?
     /// Bytes read (inflated) and not yet taken by a record.
     private var pending = Data()
     private var pendingStart = 0
@@ -127,6 +129,7 @@ struct WARCReader {
             pending = Data()
             pendingStart = 0
             members = []
+            streaming = nil
             skip = max(0, within)
         } else {
             pendingStart = target
@@ -219,66 +222,100 @@ struct WARCReader {
         return record
     }
 
-    /// Inflates the gzip member at `position` onto `pending`; false at the end of the file.
+    /// Inflates the gzip member at `position` onto `pending` (a piece of it, for a member too large to inflate whole);
+    /// false at the end of the file.
     private mutating func inflateMember() throws -> Bool {
         guard position < data.count else { return false }
-        let memberOffset = position
-        guard data.count - position >= 2, data[data.startIndex + position] == 0x1f, data[data.startIndex + position + 1] == 0x8b else {
-            throw fail(memberOffset, "is not a gzip member (a gzipped WARC is a series of them)")
+        letGoOfTaken()
+        if streaming == nil {
+            let memberOffset = position
+            guard data.count - position >= 2, data[data.startIndex + position] == 0x1f, data[data.startIndex + position + 1] == 0x8b else {
+                throw fail(memberOffset, "is not a gzip member (a gzipped WARC is a series of them)")
+            }
+            if pending.isEmpty { members.removeAll() }
+            members.append((pending.count, memberOffset, 0))
+            lastMemberWhole = true
+            if let consumed = inflateWhole() {
+                position += consumed
+                release(upTo: position)
+                return true
+            }
+            lastMemberWhole = false
+            guard let started = MemberStream(start: memberOffset) else { throw PackagerError(.internal, "zlib could not start inflating") }
+            streaming = started
         }
-        // What records took is let go of; a record begun in an earlier member keeps that member's offset.
-        if pendingStart > 0 {
-            let taken = pendingStart
-            let containing = members.last { $0.at <= taken }
-            pending.removeSubrange(pending.startIndex..<(pending.startIndex + taken))
-            members =
-                [(0, containing?.offset ?? position, (containing?.skipped ?? 0) + taken - (containing?.at ?? 0))]
-                + members.filter { $0.at > taken }.map { ($0.at - taken, $0.offset, $0.skipped) }
-            pendingStart = 0
-        }
-        if pending.isEmpty { members.removeAll() }
-        members.append((pending.count, memberOffset, 0))
-        lastMemberWhole = true
-        if let consumed = inflateWhole() {
-            position += consumed
-            release(upTo: position)
-            return true
-        }
-        lastMemberWhole = false
-        var stream = z_stream()
-        guard czlib_inflate_init_auto(&stream) == Z_OK else { throw PackagerError(.internal, "zlib could not start inflating") }
-        defer { inflateEnd(&stream) }
-        let consumed = try data.withUnsafeBytes { raw -> Int in
-            let source = raw.bindMemory(to: Bytef.self).baseAddress! + position
-            let available = data.count - position
-            var offered = 0
-            while true {
-                if stream.avail_in == 0 && offered < available {
-                    let next = min(available - offered, Int(UInt32.max))
-                    stream.next_in = UnsafeMutablePointer(mutating: source + offered)
-                    stream.avail_in = uInt(next)
-                    offered += next
-                }
-                let status = chunk.withUnsafeMutableBytes { buffer -> Int32 in
-                    stream.next_out = buffer.bindMemory(to: Bytef.self).baseAddress
-                    stream.avail_out = uInt(buffer.count)
-                    return inflate(&stream, Z_NO_FLUSH)
-                }
-                let produced = chunk.count - Int(stream.avail_out)
-                pending.append(contentsOf: chunk[0..<produced])
-                switch status {
-                case Z_STREAM_END: return offered - Int(stream.avail_in)
-                case Z_OK: continue
-                case Z_BUF_ERROR where stream.avail_in == 0 && offered >= available:
-                    throw fail(memberOffset, "is in a gzip member that is cut short: the file ends inside it")
-                case Z_BUF_ERROR: continue
-                default:
-                    throw fail(memberOffset, "is in a damaged gzip member (\(stream.msg.map { String(cString: $0) } ?? "zlib error \(status)"))")
-                }
+        return try inflatePiece()
+    }
+
+    /// What records took is let go of; a record begun in an earlier member keeps that member's offset.
+    private mutating func letGoOfTaken() {
+        guard pendingStart > 0 else { return }
+        let taken = pendingStart
+        let containing = members.last { $0.at <= taken }
+        pending.removeSubrange(pending.startIndex..<(pending.startIndex + taken))
+        members =
+            [(0, containing?.offset ?? position, (containing?.skipped ?? 0) + taken - (containing?.at ?? 0))]
+            + members.filter { $0.at > taken }.map { ($0.at - taken, $0.offset, $0.skipped) }
+        pendingStart = 0
+    }
+
+    /// zlib inflating a member too large to inflate whole, kept from one call to the next: such a member (a whole
+    /// file gzipped as one) is inflated a piece at a time as the records need it, never into memory at once. The
+    /// stream lives on the heap, where zlib's state can point back to it.
+    final class MemberStream {
+        let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
+        /// The member's offset in the file.
+        let start: Int
+
+        init?(start: Int) {
+            self.start = start
+            stream.initialize(to: z_stream())
+            guard czlib_inflate_init_auto(stream) == Z_OK else {
+                stream.deinitialize(count: 1)
+                stream.deallocate()
+                return nil
             }
         }
-        position += consumed
-        release(upTo: position)
+
+        deinit {
+            inflateEnd(stream)
+            stream.deinitialize(count: 1)
+            stream.deallocate()
+        }
+    }
+
+    /// The next piece (at most ``chunk``'s size) of the member ``streaming`` inflates, onto `pending`.
+    private mutating func inflatePiece() throws -> Bool {
+        guard let member = streaming else { return false }
+        let stream = member.stream
+        let taken = Int(stream.pointee.total_in)
+        let available = data.count - member.start - taken
+        let status = data.withUnsafeBytes { raw -> Int32 in
+            // Given again on each call from what zlib took so far: no pointer into the file outlives this closure.
+            stream.pointee.next_in = UnsafeMutablePointer(mutating: raw.bindMemory(to: Bytef.self).baseAddress! + member.start + taken)
+            stream.pointee.avail_in = uInt(min(available, Int(UInt32.max)))
+            return chunk.withUnsafeMutableBytes { buffer -> Int32 in
+                stream.pointee.next_out = buffer.bindMemory(to: Bytef.self).baseAddress
+                stream.pointee.avail_out = uInt(buffer.count)
+                return inflate(stream, Z_NO_FLUSH)
+            }
+        }
+        let produced = chunk.count - Int(stream.pointee.avail_out)
+        pending.append(contentsOf: chunk[0..<produced])
+        let consumedNow = Int(stream.pointee.total_in)
+        switch status {
+        case Z_STREAM_END:
+            position = member.start + consumedNow
+            streaming = nil
+            release(upTo: position)
+        case Z_OK where produced > 0 || consumedNow > taken:
+            release(upTo: member.start + consumedNow)
+        case Z_OK, Z_BUF_ERROR:
+            guard available > 0 else { throw fail(member.start, "is in a gzip member that is cut short: the file ends inside it") }
+            throw fail(member.start, "is in a damaged gzip member (zlib makes no progress)")
+        default:
+            throw fail(member.start, "is in a damaged gzip member (\(stream.pointee.msg.map { String(cString: $0) } ?? "zlib error \(status)"))")
+        }
         return true
     }
 
@@ -300,7 +337,11 @@ struct WARCReader {
                 pending.append(contentsOf: whole[0..<produced])
                 return taken
             }
-            guard result == LIBDEFLATE_INSUFFICIENT_SPACE, whole.count < Self.wholeLimit else { return nil }
+            guard result == LIBDEFLATE_INSUFFICIENT_SPACE, whole.count < Self.wholeLimit else {
+                // Not kept at its largest for a member that zlib now inflates a piece at a time (16 MiB of the peak).
+                if whole.count > 1 << 20 { whole = [UInt8](repeating: 0, count: 1 << 20) }
+                return nil
+            }
             whole = [UInt8](repeating: 0, count: min(whole.count * 4, Self.wholeLimit))
         }
     }
