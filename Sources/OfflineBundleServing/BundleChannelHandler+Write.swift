@@ -16,8 +16,10 @@ extension BundleChannelHandler {
         case http2(HPACKHeaders, status: Int, contentLength: Int)
     }
 
-    /// Whether this request came on an HTTP/2 stream (``HTTP2StreamCodec``): its answer is written as typed parts.
-    var onHTTP2: Bool { version.major == 2 }
+    /// Whether this handler answers on an HTTP/2 stream (``HTTP2StreamCodec``): its answers are written as typed parts.
+    /// Known from its making (a stream's handler is given its connection's gate; an HTTP/1.1 one has none), not from a
+    /// request: a 400 before any request was answered goes out typed too.
+    var onHTTP2: Bool { gate != nil }
 
     /// The head of an answer with `status` and `fields` (the fixed part: this request's lines are added when it is sent).
     func encodedHead(status: Int, fields: HTTPFields, context: ChannelHandlerContext) -> Head {
