@@ -56,7 +56,8 @@ public func startServe(_ bundle: String, _ extra: [String] = []) async throws ->
 public func startServe(arguments: [String]) async throws -> (Process, String) {
     let pipe = Pipe()
     let process = try launch(packagerExecutable, ["serve"] + arguments + ["--port", "0"], output: pipe)
-    let line = try await firstLine(of: pipe)
+    // Its "serving" line: other lines (the admin endpoints' "… on URL") may come before it or with it.
+    let line = try await firstLine(of: pipe) { $0.contains("serving ") && !$0.contains("admin endpoints") }
     // "serving BUNDLES (N entries) on URL/": the URL after " on " (a bundle may be a URL too).
     let after = line.range(of: " on ", options: .backwards).map { line[$0.upperBound...] } ?? line[...]
     guard let start = after.range(of: "https://") ?? after.range(of: "http://") else {
@@ -289,6 +290,24 @@ public func afterwards<T>(_ cleanup: () async -> Void, _ body: () async throws -
     } catch {
         await cleanup()
         throw error
+    }
+}
+
+/// The first whole line of `pipe` that `matches`, the lines before it skipped; what was read, when the pipe ends
+/// without one.
+public func firstLine(of pipe: Pipe, where matches: @escaping @Sendable (Substring) -> Bool) async throws -> String {
+    let reader = pipe.fileHandleForReading
+    return try await offPool { () -> String in
+        var read = Data()
+        while true {
+            let text = String(decoding: read, as: UTF8.self)
+            let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+            // The last piece is a line not yet ended.
+            if let line = lines.dropLast().first(where: matches) { return String(line) }
+            let chunk = reader.availableData
+            if chunk.isEmpty { return text }
+            read += chunk
+        }
     }
 }
 
