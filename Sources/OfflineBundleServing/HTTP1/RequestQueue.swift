@@ -26,7 +26,6 @@ struct RequestQueue<Request> {
     }
 
     var isEmpty: Bool { waiting.isEmpty }
-    var count: Int { waiting.count }
 
     /// A request read whole, which waits its turn; `bodyBytes`: the body it keeps.
     mutating func append(_ request: Request, bodyBytes: Int) {
