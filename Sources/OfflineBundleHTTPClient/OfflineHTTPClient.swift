@@ -58,16 +58,17 @@ public struct OfflineHTTPClient: Sendable {
         } status: {
             Int($0.status.code)
         }
-        let response: HTTPClientResponse
         switch loaded {
-        case .bundle(let answer, let url, _):
-            return try await respond(answer, url: url, loader: loader)
-        case .network(let answer):
-            response = answer
+        case .bundle(let answer, let url, _): return try await respond(answer, url: url, loader: loader)
+        case .network(let response): return Self.remembering(response, of: bundleRequest, loader: loader)
         }
-        // A response the client reached by following redirects answers another URL: it is not kept for this one.
+    }
+
+    /// The network's `response`, its body kept in the last-seen cache once read to the end. A response the client
+    /// reached by following redirects answers another URL: it is not kept for this one.
+    static func remembering(_ response: HTTPClientResponse, of request: BundleRequest, loader: OfflineLoader) -> HTTPClientResponse {
         guard response.history.count <= 1,
-            let recording = LastSeenRecording(loader: loader, request: bundleRequest, status: Int(response.status.code), headers: HTTPFields(response.headers))
+            let recording = LastSeenRecording(loader: loader, request: request, status: Int(response.status.code), headers: HTTPFields(response.headers))
         else { return response }
         var remembering = response
         remembering.body = .stream(RecordedBody(response.body, recording: recording) { $1.add($0.readableBytesView) })

@@ -18,6 +18,7 @@ struct URLSessionTests {
         try await withLiveSiteAndBundle { (live, bundle) async throws -> Void in
 
             var lastError: URLError.Code?
+            var lastMessage = ""
             /// The status and body, or nil with the URLError code in `lastError` when the request failed.
             func get(_ path: String, _ policy: OfflinePolicy) async throws -> (Int, String)? {
                 let configuration = URLSessionConfiguration.ephemeral
@@ -30,6 +31,7 @@ struct URLSessionTests {
                     return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
                 } catch let error as URLError {
                     lastError = error.code
+                    lastMessage = error.userInfo[NSLocalizedDescriptionKey] as? String ?? ""
                     return nil
                 }
             }
@@ -40,6 +42,8 @@ struct URLSessionTests {
             #expect(try await get("/old", .bundleOnly)?.1 == samplePage)
             #expect(try await get("/only-live.txt", .bundleOnly) == nil)
             #expect(lastError == .resourceUnavailable)
+            // Said as every client says a bundle-only miss.
+            #expect(lastMessage.contains("has no answer for GET \(live.base)/only-live.txt (policy: bundle only)"), "\(lastMessage)")
             #expect(try await get("/", .bundleFirst)?.1 == samplePage)
             #expect(try await get("/only-live.txt", .bundleFirst)?.1 == "only on the network")
             #expect(try await get("/", .networkFirst(timeout: .seconds(30)))?.1 == "live page")

@@ -44,42 +44,105 @@ extension OfflineLoader {
         _ request: BundleRequest, followingRedirects maxRedirects: Int = 10, tracer: (any Tracer)? = nil,
         network: @escaping @Sendable (_ timeout: Duration?) async throws -> Answer, status: @escaping @Sendable (Answer) -> Int
     ) async throws -> Loaded<Answer> {
-        let tracer = tracer ?? InstrumentationSystem.tracer
-        return try await tracer.withSpan(Self.loadSpanName, ofKind: .client) { span in
-            trace(request, on: span)
-            func answered(_ response: BundleResponse, _ url: String, fallback: Bool) -> Loaded<Answer> {
-                Self.trace(response, fallback: fallback, on: span)
-                return .bundle(response, url: url, fallback: fallback)
+        switch try begin(request, followingRedirects: maxRedirects, tracer: tracer) {
+        case .bundle(let response, let url):
+            return .bundle(response, url: url, fallback: false)
+        case .network(let pending):
+            let outcome: Result<Answer, any Error>
+            do {
+                outcome = .success(try await ServiceContext.withValue(pending.context) { try await network(pending.timeout) })
+            } catch {
+                outcome = .failure(error)
             }
-            let (plan, url) = plan(for: request, followingRedirects: maxRedirects)
-            switch plan {
-            case .answer(let response):
-                return answered(response, url, fallback: false)
-            case .miss:
-                span.attributes["offline_bundle.outcome"] = "miss"
-                let why = explainMiss(request).map { ": \($0)" } ?? ""
-                // Thrown out of the span, which records it.
-                throw BundleError(.notFound, "the bundle has no answer for \(request.method) \(request.url) (policy: bundle only)\(why)")
-            case .network(let timeout):
-                let answer: Answer
-                do {
-                    answer = try await network(timeout)
-                } catch is CancellationError {
-                    throw CancellationError()
-                } catch {
-                    if let (response, url) = fallback(for: request, networkAnswered: false, followingRedirects: maxRedirects) {
-                        return answered(response, url, fallback: true)
-                    }
-                    span.attributes["offline_bundle.outcome"] = "network-error"
-                    throw error
+            return try pending.settle(outcome, status: status)
+        }
+    }
+
+    /// How a request's step begins (``begin(_:followingRedirects:tracer:)``): answered here, or sent to the network.
+    public enum LoadStart: Sendable {
+        /// The bundles, a runtime rule or the last-seen cache answer; `url` is the one answered. The span has ended.
+        case bundle(BundleResponse, url: String)
+        /// The policy sends the request to the network: the client asks it, then hands what came back to
+        /// ``PendingLoad/settle(_:status:)``.
+        case network(PendingLoad)
+    }
+
+    /// A request the policy sent to the network, its span still open: what the client needs to ask the network, and
+    /// the step's end once it has.
+    public struct PendingLoad: Sendable {
+        /// The policy's timeout for the network's answer (network-first), nil for none.
+        public let timeout: Duration?
+        /// The load span's context: a client injects it into the request it sends (`Tracer.inject`).
+        public let context: ServiceContext
+        let loader: OfflineLoader
+        let request: BundleRequest
+        let maxRedirects: Int
+        let span: any Span
+
+        /// The step's end: the network's answer, unless it failed or answered a status that falls back and the bundles
+        /// answer instead. Ends the span before it returns or throws.
+        ///
+        /// - Throws: the network's error when no fallback answers (`CancellationError` as it is).
+        public func settle<Answer: Sendable>(_ outcome: Result<Answer, any Error>, status: (Answer) -> Int) throws -> Loaded<Answer> {
+            defer { span.end() }
+            func answered(_ response: BundleResponse, _ url: String) -> Loaded<Answer> {
+                OfflineLoader.trace(response, fallback: true, on: span)
+                return .bundle(response, url: url, fallback: true)
+            }
+            switch outcome {
+            case .failure(let error):
+                if !(error is CancellationError),
+                    let (response, url) = loader.fallback(for: request, networkAnswered: false, followingRedirects: maxRedirects)
+                {
+                    return answered(response, url)
                 }
+                span.attributes["offline_bundle.outcome"] = "network-error"
+                span.recordError(error)
+                throw error
+            case .success(let answer):
                 let code = status(answer)
-                if fallsBack(onStatus: code), let (response, url) = fallback(for: request, networkAnswered: true, followingRedirects: maxRedirects) {
-                    return answered(response, url, fallback: true)
+                if loader.fallsBack(onStatus: code),
+                    let (response, url) = loader.fallback(for: request, networkAnswered: true, followingRedirects: maxRedirects)
+                {
+                    return answered(response, url)
                 }
-                Self.trace(networkStatus: code, on: span)
+                OfflineLoader.trace(networkStatus: code, on: span)
                 return .network(answer)
             }
+        }
+
+        /// The step's end when the request was cancelled before the network answered: the span records it and ends.
+        public func cancel() {
+            span.attributes["offline_bundle.outcome"] = "network-error"
+            span.recordError(CancellationError())
+            span.end()
+        }
+    }
+
+    /// The step of ``load(_:followingRedirects:tracer:network:status:)`` up to the network, for a client that cannot
+    /// await (a callback API such as `URLProtocol`): the span begun in the current context, the plan for the request,
+    /// and the bundles' answer, or what the client needs to ask the network and end the step.
+    ///
+    /// - Throws: ``BundleError`` (`.notFound`) for a bundle-only miss, said with the nearest recorded request.
+    public func begin(_ request: BundleRequest, followingRedirects maxRedirects: Int = 10, tracer: (any Tracer)? = nil) throws -> LoadStart {
+        let tracer = tracer ?? InstrumentationSystem.tracer
+        let span = tracer.startSpan(Self.loadSpanName, context: ServiceContext.current ?? .topLevel, ofKind: .client)
+        trace(request, on: span)
+        let (plan, url) = plan(for: request, followingRedirects: maxRedirects)
+        switch plan {
+        case .answer(let response):
+            Self.trace(response, fallback: false, on: span)
+            span.end()
+            return .bundle(response, url: url)
+        case .miss:
+            span.attributes["offline_bundle.outcome"] = "miss"
+            let why = explainMiss(request).map { ": \($0)" } ?? ""
+            let error = BundleError(.notFound, "the bundle has no answer for \(request.method) \(request.url) (policy: bundle only)\(why)")
+            span.recordError(error)
+            span.end()
+            throw error
+        case .network(let timeout):
+            return .network(PendingLoad(timeout: timeout, context: span.context, loader: self, request: request, maxRedirects: maxRedirects, span: span))
         }
     }
 
