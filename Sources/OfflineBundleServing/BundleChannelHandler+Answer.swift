@@ -107,14 +107,14 @@ extension BundleChannelHandler {
         // The first chunks are read (and checked) on NIO's thread pool before the head goes out; requests behind this
         // one wait. On an HTTP/2 connection, streams take turns (``BodyGate``), so a client that opens many streams for
         // large bodies and reads none holds a few bodies' chunks, not one per stream.
-        busy = true
+        connection.answerStarted()
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context, filling), eventLoop: loop)
         @Sendable func readOffLoop() {
             bound.value.0.readingOffLoop = true
             NIOThreadPool.singleton.runIfActive(eventLoop: loop) { try answer.openBody() }.whenComplete { result in
                 let (handler, context, filling) = bound.value
-                handler.busy = false
+                handler.connection.answerEnded()
                 handler.readingOffLoop = false
                 // A stream reset while its first chunks were read: its turn goes back now, not while they were read.
                 guard !handler.removed else { return handler.releaseGate() }
@@ -190,7 +190,7 @@ extension BundleChannelHandler {
     /// (``unavailable(_:request:context:)``); requests behind it wait. A remote bundle's replacement is seen by a read
     /// (412, another ETag), which tells the reloader at once.
     func answerAgain(_ pending: Pending, after generation: UInt64, context: ChannelHandlerContext) {
-        busy = true
+        connection.answerStarted()
         var retried = pending
         retried.again += 1
         let again = retried
@@ -204,7 +204,7 @@ extension BundleChannelHandler {
             if NIODeadline.now() > deadline || handle.replacementFailed(for: generation) {
                 // No newer bundle was mounted (the replacement failed to mount, or none came in time): asking the
                 // same one again would fail alike.
-                handler.busy = false
+                handler.connection.answerEnded()
                 let request = again.head
                 handler.whileWriting(context: context) {
                     handler.unavailable(ServedRequest(method: request.method.rawValue, target: request.uri, status: 503), request: request, context: context)
@@ -259,7 +259,7 @@ extension BundleChannelHandler {
     /// Past the HTTP/2 connection's bound on kept bytes in flight (``BodyGate/keptLimit``): the request is answered
     /// again once the socket took some of them; requests behind it wait.
     func waitForKeptRoom(_ pending: Pending, gate: BodyGate, context: ChannelHandlerContext) {
-        busy = true
+        connection.answerStarted()
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         gate.whenKeptFits {
             let (handler, context) = bound.value
@@ -268,9 +268,9 @@ extension BundleChannelHandler {
         }
     }
 
-    /// Answers `pending`, which waited (``busy``), then the requests behind it.
+    /// Answers `pending`, which waited (an answer under way, ``ConnectionState``), then the requests behind it.
     func answerNow(_ pending: Pending, context: ChannelHandlerContext) {
-        busy = false
+        connection.answerEnded()
         respond(to: pending, context: context)
         resume(context: context)
     }
@@ -320,8 +320,7 @@ extension BundleChannelHandler {
     /// Whether a request read now would be answered now: nothing is being answered, waits or is refused, the
     /// connection goes on, and the channel takes more.
     func answersNext(on channel: any Channel) -> Bool {
-        !busy && !writing && queue.isEmpty && !closing && head == nil && queue.refused == nil && !inputClosed && !skippingBody
-            && ownContext != nil && channel.isWritable
+        connection.isQuiet && queue.isEmpty && head == nil && queue.refused == nil && !skippingBody && ownContext != nil && channel.isWritable
     }
 
     func answerFromCache(
@@ -409,7 +408,7 @@ extension BundleChannelHandler {
             return end(keepAlive: response.keepAlive, context: context)
         }
         sendChunk(second, filling: filling, context: context)
-        busy = true
+        connection.answerStarted()
         unflushed = false
         pump(
             opened.reader, after: context.writeAndFlush(out(.byteBuffer(ByteBuffer()))), keepAlive: response.keepAlive, filling: filling,
@@ -441,14 +440,14 @@ extension BundleChannelHandler {
                 handler.releaseGate()
                 handler.keep(filling)
                 handler.end(keepAlive: keepAlive, context: context)
-                handler.busy = false
+                handler.connection.answerEnded()
                 handler.resume(context: context)
             case .failure(let error):
                 // Mid-stream: the head has gone out; closing short of the Content-Length tells the client it failed.
                 if error is BundleError { fail(error) }
                 handler.releaseGate()
-                handler.closing = true
-                handler.busy = false
+                handler.connection.ending()
+                handler.connection.answerEnded()
                 context.close(promise: nil)
             }
         }

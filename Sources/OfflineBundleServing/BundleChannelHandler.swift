@@ -92,18 +92,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
         /// did not mount, a 503); its body's budget was given back the first time.
         var again = 0
     }
-    /// An answer is being read off the event loop or streamed: later requests wait, and the connection is not idle.
-    var busy = false
-    /// An answer's parts are being written. A handler in front may report the channel writable from inside one of
-    /// those writes (one that flushes on its own, as a TLS coalescer past its buffer does): the requests that wait are
-    /// then answered once this answer's writes are done, never between them.
-    var writing = false
-    /// The channel became writable while an answer was written: the waiting requests are resumed after it.
-    var resumeAfterWriting = false
-    /// A response ended the connection: later requests are not answered.
-    var closing = false
-    /// The client half-closed: once the requests it sent are answered, the connection closes.
-    var inputClosed = false
+    /// Whether an answer is under way or being written, and whether the connection goes on.
+    var connection = ConnectionState()
     var unflushed = false
     var idleCheck: Scheduled<Void>?
     /// Request parts received.
@@ -200,8 +190,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             // RFC 9110 §10.1.1: the client waits for a 100 before it sends the body. Only for a body that will be kept (one
             // that would be dropped is not asked for: the client sends it after its own wait, or not at all), and only
             // where no other answer is going out on this connection (over HTTP/1.1), so the 100 cannot fall inside another.
-            if body != nil, head.headers.first(name: "expect")?.lowercased() == "100-continue", gate == nil, head.version.minor >= 1, !busy,
-                !writing, queue.isEmpty
+            if body != nil, head.headers.first(name: "expect")?.lowercased() == "100-continue", gate == nil, head.version.minor >= 1,
+                connection.answersAtOnce, queue.isEmpty
             {
                 context.writeAndFlush(out(.byteBuffer(ByteBuffer(staticString: "HTTP/1.1 100 Continue\r\n\r\n"))), promise: nil)
             }
@@ -232,7 +222,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
             bodyCheck?.cancel()
             bodyCheck = nil
             guard !skippingBody else { return }
-            guard let head, !closing else { return }
+            guard let head, !connection.isClosing else { return }
             self.head = nil
             // What was reserved ahead and not sent (a shorter body cannot be: NIO reads Content-Length bytes) is given back.
             share.bodyEnded()
@@ -244,12 +234,9 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// Answers or queues a request read whole (or answered before its body).
     func enqueue(_ pending: Pending, context: ChannelHandlerContext) {
-        if busy || writing || !queue.isEmpty || !context.channel.isWritable {
-            queue.append(pending, bodyBytes: pending.body?.readableBytes ?? 0)
-            // Read while an answer was written (a handler in front that reads on its own): taken once it is.
-            if writing { resumeAfterWriting = true }
-        } else {
-            respond(to: pending, context: context)
+        switch connection.arrival(othersWaiting: !queue.isEmpty, writable: context.channel.isWritable) {
+        case .wait: queue.append(pending, bodyBytes: pending.body?.readableBytes ?? 0)
+        case .answer: respond(to: pending, context: context)
         }
     }
 
@@ -259,7 +246,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// A 413 (too large) or 503 (no room in the budget) for `head` before its body is read: the rest of the body is not
     /// read, and the connection closes after the answer (nginx answers `client_max_body_size` the same way).
     func answerBeforeBody(_ head: HTTPRequestHead, tooLarge: Bool, context: ChannelHandlerContext) {
-        guard !skippingBody, !closing else { return }
+        guard !skippingBody, !connection.isClosing else { return }
         releaseBody()
         body = nil
         bodyCheck?.cancel()
@@ -304,11 +291,8 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// A graceful shutdown (`ChannelShouldQuiesceEvent`): the same, the answers in flight and the requests received
     /// go out, then the connection closes (at once when idle).
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let event = event as? ChannelEvent, event == .inputClosed {
-            inputClosed = true
-            closeIfAnswered(context: context)
-        } else if event is ChannelShouldQuiesceEvent {
-            inputClosed = true
+        if (event as? ChannelEvent) == .inputClosed || event is ChannelShouldQuiesceEvent {
+            connection.inputEnded()
             closeIfAnswered(context: context)
         }
         context.fireUserInboundEventTriggered(event)
@@ -316,7 +300,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// After a half-close, closes once nothing waits, answers or is refused.
     func closeIfAnswered(context: ChannelHandlerContext) {
-        guard inputClosed, !busy, queue.isEmpty, queue.refused == nil, !closing else { return }
+        guard connection.closesAfterInput(nothingWaits: queue.isEmpty && queue.refused == nil) else { return }
         closeOnceWritten(context: context)
     }
 
@@ -331,18 +315,18 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// A request NIO could not parse is a 400, and the end of the connection (RFC 9112 §2.2); other errors close it.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard error is HTTPParserError, !closing else {
+        guard error is HTTPParserError, !connection.isClosing else {
             context.close(promise: nil)
             return
         }
         let (method, target) = (head?.method.rawValue ?? "-", head?.uri ?? "-")
         // Behind requests waiting or being answered, those are answered first, in order; then the 400 ends the connection.
-        if queue.refuse(method: method, target: target, busy: busy) == .now { badRequest(method: method, target: target, context: context) }
+        if queue.refuse(method: method, target: target, busy: connection.answering) == .now { badRequest(method: method, target: target, context: context) }
     }
 
     /// A 400 that ends the connection, logged like any answer.
     func badRequest(method: String, target: String, context: ChannelHandlerContext) {
-        closing = true
+        connection.ending()
         queue.clear()
         logServed(ServedRequest(client: nil, method: method, target: target, status: 400, contentLength: "0", source: nil), context: context)
         if onHTTP2 {
@@ -358,7 +342,7 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// Ends the connection once what was written (and `last`) has gone out; later requests are not answered.
     func closeOnceWritten(after last: ByteBuffer = ByteBuffer(), context: ChannelHandlerContext) {
-        closing = true
+        connection.ending()
         unflushed = false
         let channel = context.channel
         context.writeAndFlush(out(.byteBuffer(last))).whenComplete { _ in channel.close(promise: nil) }
@@ -367,14 +351,11 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// After an answer that went off the event loop, or once the channel is writable again: the requests that waited,
     /// in order, while the channel takes more.
     func resume(context: ChannelHandlerContext) {
-        if writing {
-            resumeAfterWriting = true
-            return
-        }
-        while !closing, let next = queue.next(busy: busy, writable: context.channel.isWritable, bodyBytes: { $0.body?.readableBytes ?? 0 }) {
+        guard connection.mayResume() else { return }
+        while !connection.isClosing, let next = queue.next(busy: connection.answering, writable: context.channel.isWritable, bodyBytes: { $0.body?.readableBytes ?? 0 }) {
             respond(to: next, context: context)
         }
-        if !closing, let refused = queue.refusalDue(busy: busy) { return badRequest(method: refused.method, target: refused.target, context: context) }
+        if !connection.isClosing, let refused = queue.refusalDue(busy: connection.answering) { return badRequest(method: refused.method, target: refused.target, context: context) }
         if queue.resumesRead(writable: context.channel.isWritable) { context.read() }
         flushIfNeeded(context: context)
         closeIfAnswered(context: context)
@@ -386,14 +367,9 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// Runs `write`, which writes an answer's parts, so that a resume asked for meanwhile waits until it returns.
     func whileWriting(context: ChannelHandlerContext, _ write: () -> Void) {
-        let outer = writing
-        writing = true
+        let outermost = connection.writesBegin()
         write()
-        writing = outer
-        if !outer && resumeAfterWriting {
-            resumeAfterWriting = false
-            resume(context: context)
-        }
+        if connection.writesEnd(outermost: outermost) { resume(context: context) }
     }
 
     /// Whether the socket holds partial segments back (TCP_CORK) until the flush: set while a head, a file's span and a

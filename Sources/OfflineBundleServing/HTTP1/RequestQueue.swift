@@ -2,7 +2,7 @@ import NIOCore
 
 /// The requests a connection read and has not yet answered, in order, as a state machine: what may be read next, which
 /// request is answered next, and when a request that could not be parsed gets its 400. The handler tells it what
-/// happened and does what it returns; whether an answer is under way (`busy`) and whether the channel takes more
+/// happened and does what it returns; whether an answer is under way (`busy`, ``ConnectionState``) and whether the channel takes more
 /// (`writable`) come with each question.
 ///
 /// Reading stops past ``maxWaiting`` requests or ``maxBodyBytes`` of their bodies (a client that pipelines without
