@@ -352,10 +352,14 @@ final class BundleChannelHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// in order, while the channel takes more.
     func resume(context: ChannelHandlerContext) {
         guard connection.mayResume() else { return }
-        while !connection.isClosing, let next = queue.next(busy: connection.answering, writable: context.channel.isWritable, bodyBytes: { $0.body?.readableBytes ?? 0 }) {
+        while !connection.isClosing,
+            let next = queue.next(busy: connection.answering, writable: context.channel.isWritable, bodyBytes: { $0.body?.readableBytes ?? 0 })
+        {
             respond(to: next, context: context)
         }
-        if !connection.isClosing, let refused = queue.refusalDue(busy: connection.answering) { return badRequest(method: refused.method, target: refused.target, context: context) }
+        if !connection.isClosing, let refused = queue.refusalDue(busy: connection.answering) {
+            return badRequest(method: refused.method, target: refused.target, context: context)
+        }
         if queue.resumesRead(writable: context.channel.isWritable) { context.read() }
         flushIfNeeded(context: context)
         closeIfAnswered(context: context)
