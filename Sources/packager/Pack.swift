@@ -158,7 +158,7 @@ extension Packager {
         /// Writes a recording's entries (HAR, WARC) and says what was kept with less and what was skipped, each by its
         /// place in the recording (`entry 3`, `the record at offset 1024 of crawl.warc.gz`).
         func writeRecorded(
-            _ entries: [BundleWriter.Entry], options: BundleWriter.Options, headline: String, notes: [(place: String, url: String, text: String)],
+            _ entries: [RecordedExchange], options: BundleWriter.Options, headline: String, notes: [(place: String, url: String, text: String)],
             skipped: [(place: String, url: String, text: String)]
         ) throws {
             var writer = BundleWriter(options: options)

@@ -17,7 +17,7 @@ struct ServingRespondTests {
     static func write(in folder: TemporaryFolder) throws -> String {
         var writer = BundleWriter()
         for (query, hit) in [("a", "apple"), ("b", "banana")] {
-            var entry = BundleWriter.Entry(url: origin + "/search", headers: [("content-type", "application/json")], body: .data(Data("[\"\(hit)\"]".utf8)))
+            var entry = RecordedExchange(url: origin + "/search", headers: [("content-type", "application/json")], body: .data(Data("[\"\(hit)\"]".utf8)))
             entry.request = RecordedRequest(method: "POST", body: Data("{\"q\":\"\(query)\"}".utf8))
             writer.add(entry)
         }

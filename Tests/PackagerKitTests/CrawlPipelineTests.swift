@@ -38,7 +38,7 @@ struct CrawlPipelineTests {
         return declaration
     }
 
-    static func write(_ entries: [BundleWriter.Entry], session: BuildSession, to path: String) throws -> Data {
+    static func write(_ entries: [RecordedExchange], session: BuildSession, to path: String) throws -> Data {
         var writer = BundleWriter(options: .init(createdAt: nil, timeClamp: Date(timeIntervalSince1970: 1_000_000_000)), session: session)
         for entry in entries { writer.add(entry) }
         try writer.write(to: path)
@@ -179,9 +179,9 @@ struct EntryStoreTests {
     func roundTrip() throws {
         let folder = try TemporaryFolder()
         let store = EntryStore(path: folder.path + "/entries")
-        var written: [BundleWriter.Entry] = []
+        var written: [RecordedExchange] = []
         for i in 0..<2000 {
-            let entry = BundleWriter.Entry(
+            let entry = RecordedExchange(
                 url: "https://docs.example/päge-\(i).html?q=\(i)", status: [200, 301, 404, 204][i % 4],
                 kind: [EntryKind.recorded, .substituted, .blocked][i % 3],
                 headers: (0..<(i % 5)).map { ("x-header-\($0)", "välue \(i) \($0) " + String(repeating: "é", count: i % 40)) },

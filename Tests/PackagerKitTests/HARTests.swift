@@ -259,7 +259,7 @@ struct HARReviewTests {
         let folder = try TemporaryFolder()
         let body = Data([0xFF, 0x00, 0x80, 0x41])
         var writer = BundleWriter()
-        var entry = BundleWriter.Entry(url: "https://api.example/upload", headers: [("content-type", "text/plain")], body: .data(Data("ok".utf8)))
+        var entry = RecordedExchange(url: "https://api.example/upload", headers: [("content-type", "text/plain")], body: .data(Data("ok".utf8)))
         entry.request = RecordedRequest(method: "POST", headers: [.init(name: "content-type", value: "application/octet-stream")], body: body)
         writer.add(entry)
         try writer.write(to: folder.path + "/b.zip")

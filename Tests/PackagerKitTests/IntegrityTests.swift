@@ -138,7 +138,7 @@ struct IntegrityTests {
 @Suite("hostile bundles: lying sizes, overlaps, bombs")
 struct HostileTests {
     /// Writes a bundle whose index was altered by `transform`, with CRCs fixed so only the lie remains.
-    func forged(_ folder: TemporaryFolder, entries: [BundleWriter.Entry]? = nil, transform: (inout [UInt8], BundleIndex) -> Void) throws -> String {
+    func forged(_ folder: TemporaryFolder, entries: [RecordedExchange]? = nil, transform: (inout [UInt8], BundleIndex) -> Void) throws -> String {
         var writer = BundleWriter()
         let entries =
             entries ?? [
@@ -324,7 +324,7 @@ struct HostileTests {
     @Test("a real deflate bomb (64 MiB of zeros in 64 KiB) is refused by the size limit, and by its recorded size when the index lies, before it is inflated")
     func realDeflateBomb() throws {
         let folder = try TemporaryFolder()
-        let bomb = BundleWriter.Entry(url: "https://example.com/bomb.txt", headers: [("content-type", "text/plain")], body: .data(Data(count: 64 << 20)))
+        let bomb = RecordedExchange(url: "https://example.com/bomb.txt", headers: [("content-type", "text/plain")], body: .data(Data(count: 64 << 20)))
         // Honest sizes: a service that caps bodies at 16 MiB refuses it before inflating a byte.
         var writer = BundleWriter()
         writer.add(bomb)

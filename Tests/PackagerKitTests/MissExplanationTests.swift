@@ -15,7 +15,7 @@ struct MissExplanationTests {
     static func bundle(_ folder: TemporaryFolder) throws -> String {
         var writer = BundleWriter()
         func add(_ path: String, type: String = "application/json", body: String, request: RecordedRequest? = nil) {
-            var entry = BundleWriter.Entry(url: api + path, headers: [("content-type", type)], body: .data(Data(body.utf8)))
+            var entry = RecordedExchange(url: api + path, headers: [("content-type", type)], body: .data(Data(body.utf8)))
             entry.request = request
             writer.add(entry)
         }
@@ -79,7 +79,7 @@ struct MissExplanationTests {
         let folder = try TemporaryFolder()
         var writer = BundleWriter()
         writer.add(.init(url: Self.api + "/q", headers: [("content-type", "text/plain")], body: .data(Data("plain".utf8))))
-        var post = BundleWriter.Entry(url: Self.api + "/q", headers: [("content-type", "text/plain")], body: .data(Data("posted".utf8)))
+        var post = RecordedExchange(url: Self.api + "/q", headers: [("content-type", "text/plain")], body: .data(Data("posted".utf8)))
         post.request = RecordedRequest(method: "POST", body: Data("a".utf8))
         writer.add(post)
         try writer.write(to: folder.path + "/q.zip")

@@ -93,7 +93,7 @@ struct VectorTests {
         func add(
             _ path: String, status: Int = 200, type: String, body: String, headers: [(String, String)] = [], request: RecordedRequest? = nil
         ) {
-            var entry = BundleWriter.Entry(
+            var entry = RecordedExchange(
                 url: api + path, status: status, headers: [("content-type", type)] + headers, body: .data(Data(body.utf8)), fetchedAt: fetched)
             entry.request = request
             writer.add(entry)
@@ -199,13 +199,13 @@ struct VectorTests {
             BundleRules.formBodyRule(pattern: api + "login", ignoring: ["csrf_token"]),
         ])
         var writer = BundleWriter(options: .init(rules: rules, createdAt: fetched, compressionLevel: level, timeClamp: nil))
-        var entry = BundleWriter.Entry(
+        var entry = RecordedExchange(
             url: api + "find", headers: [("content-type", "application/json")], body: .data(Data("{\"hits\": [\"apple\"]}".utf8)), fetchedAt: fetched)
         entry.request = RecordedRequest(
             method: "POST", headers: [.init(name: "content-type", value: "application/json")],
             body: Data("{\"q\": \"a\", \"page\": {\"size\": 10, \"from\": 0}, \"requestId\": \"r-1\"}".utf8))
         writer.add(entry)
-        var login = BundleWriter.Entry(
+        var login = RecordedExchange(
             url: api + "login", headers: [("content-type", "text/plain")], body: .data(Data("welcome, ann".utf8)), fetchedAt: fetched)
         login.request = RecordedRequest(
             method: "POST", headers: [.init(name: "content-type", value: "application/x-www-form-urlencoded")],
@@ -223,7 +223,7 @@ struct VectorTests {
             BundleRules.ignoreParamsRule(pattern: api + "static/*", names: ["t", "_"]),
         ])
         var writer = BundleWriter(options: .init(rules: rules, createdAt: fetched, compressionLevel: level, timeClamp: nil))
-        var entry = BundleWriter.Entry(
+        var entry = RecordedExchange(
             url: api + "graphql", headers: [("content-type", "application/json")],
             body: .data(Data("{\"data\": {\"s\": {\"name\": \"Paris\", \"type\": \"Metropolitan department\"}}}".utf8)), fetchedAt: fetched)
         entry.request = RecordedRequest(
@@ -233,7 +233,7 @@ struct VectorTests {
                     .utf8))
         writer.add(entry)
         writer.add(
-            BundleWriter.Entry(
+            RecordedExchange(
                 url: api + "static/app.js?v=2&t=1733000001", headers: [("content-type", "text/javascript")], body: .data(Data("console.log(2)\n".utf8)),
                 fetchedAt: fetched))
         try writer.write(to: path)

@@ -18,7 +18,7 @@ struct WARCExportTests {
         var writer = BundleWriter(options: .init(rules: BundleRules(block: ["*/ads/*"]), createdAt: Date(timeIntervalSince1970: 1_767_225_600)))
         var bodies: [String: Data] = [:]
         func add(_ url: String, _ type: String, _ body: Data, status: Int = 200, request: RecordedRequest? = nil, headers: [(String, String)] = []) {
-            var entry = BundleWriter.Entry(
+            var entry = RecordedExchange(
                 url: url, status: status, headers: [("content-type", type)] + headers, body: .data(body),
                 fetchedAt: Date(timeIntervalSince1970: 1_767_225_000))
             entry.request = request

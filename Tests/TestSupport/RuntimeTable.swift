@@ -58,16 +58,16 @@ public func runtimeLoader(
     // An API's declared requests (docs/FORMAT.md §5.4): answers chosen by method and body, by Accept, by a credential.
     var api = BundleWriter()
     for (query, hit) in [("a", "apple"), ("b", "banana")] {
-        var entry = BundleWriter.Entry(url: origin + "/api/search", headers: [("content-type", "application/json")], body: .data(Data("[\"\(hit)\"]".utf8)))
+        var entry = RecordedExchange(url: origin + "/api/search", headers: [("content-type", "application/json")], body: .data(Data("[\"\(hit)\"]".utf8)))
         entry.request = RecordedRequest(method: "POST", body: Data("{\"q\":\"\(query)\"}".utf8))
         api.add(entry)
     }
     for (type, text) in [("application/json", "[1]"), ("text/csv", "id\n1\n")] {
-        var entry = BundleWriter.Entry(url: origin + "/api/items", headers: [("content-type", type), ("vary", "Accept")], body: .data(Data(text.utf8)))
+        var entry = RecordedExchange(url: origin + "/api/items", headers: [("content-type", type), ("vary", "Accept")], body: .data(Data(text.utf8)))
         entry.request = RecordedRequest(headers: [.init(name: "accept", value: type)], keyHeaders: [.init(name: "accept", value: type)])
         api.add(entry)
     }
-    var bearer = BundleWriter.Entry(
+    var bearer = RecordedExchange(
         url: origin + "/api/private", headers: [("content-type", "application/json")], body: .data(Data("{\"for\":\"bearers\"}".utf8)))
     bearer.request = RecordedRequest(keyHeaders: [.init(name: "authorization", value: "bearer")])
     api.add(bearer)
@@ -138,11 +138,11 @@ public func mismatch(_ wanted: RuntimeCase, status: Int, header: (String) -> Str
 /// `Accept: text/csv` (`a,b\n1,2\n`). A request with a query reaches them through the query-less fallback.
 public func writeQuerylessVariantBundle(origin: String, to path: String) throws {
     var writer = BundleWriter(options: .init(rules: BundleRules(ignoreQuery: [origin + "/*"])))
-    var bearer = BundleWriter.Entry(url: origin + "/private", headers: [("content-type", "application/json")], body: .data(Data("{\"owner\":\"alice\"}".utf8)))
+    var bearer = RecordedExchange(url: origin + "/private", headers: [("content-type", "application/json")], body: .data(Data("{\"owner\":\"alice\"}".utf8)))
     bearer.request = RecordedRequest(keyHeaders: [.init(name: "authorization", value: "bearer")])
     writer.add(bearer)
     writer.add(.init(url: origin + "/items", headers: [("content-type", "application/json")], body: .data(Data("[1]".utf8))))
-    var csv = BundleWriter.Entry(url: origin + "/items", headers: [("content-type", "text/csv"), ("vary", "Accept")], body: .data(Data("a,b\n1,2\n".utf8)))
+    var csv = RecordedExchange(url: origin + "/items", headers: [("content-type", "text/csv"), ("vary", "Accept")], body: .data(Data("a,b\n1,2\n".utf8)))
     csv.request = RecordedRequest(headers: [.init(name: "accept", value: "text/csv")], keyHeaders: [.init(name: "accept", value: "text/csv")])
     writer.add(csv)
     try writer.write(to: path)

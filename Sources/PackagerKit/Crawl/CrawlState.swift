@@ -59,7 +59,7 @@ final class CrawlState: Sendable {
 
     /// Records an entry; returns its index among the entries.
     @discardableResult
-    func add(_ entry: BundleWriter.Entry, kind: EntryKind, httpVersion: String? = nil) -> Int {
+    func add(_ entry: RecordedExchange, kind: EntryKind, httpVersion: String? = nil) -> Int {
         let index = entries.append(entry)
         state.withLockedValue { state in
             if let httpVersion { state.counts.protocols[httpVersion, default: 0] += 1 }

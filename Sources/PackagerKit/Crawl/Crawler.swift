@@ -27,7 +27,7 @@ final class Crawler: Sendable {
         var ignoreQuery: [String] = []
 
         /// Every entry, read back (for tests; the writer reads them one at a time).
-        func entries() throws -> [BundleWriter.Entry] { try (0..<store.count).map { try store.entry(at: $0) } }
+        func entries() throws -> [RecordedExchange] { try (0..<store.count).map { try store.entry(at: $0) } }
     }
 
     let declaration: Declaration
@@ -251,7 +251,7 @@ final class Crawler: Sendable {
         guard await frontier.claim(key) else { return }
         switch decision {
         case .block:
-            state.add(BundleWriter.Entry(url: key, status: 204, kind: .blocked), kind: .blocked)
+            state.add(RecordedExchange(url: key, status: 204, kind: .blocked), kind: .blocked)
         case .substitute(let file, let declaredFile):
             await substitute(key: key, file: file, declared: declaredFile, role: role, depth: depth, referrer: referrer, frontier: frontier)
         case .outOfScope, .fetch:
@@ -316,7 +316,7 @@ final class Crawler: Sendable {
             return
         }
         let contentType = SubstitutionPath.contentType(forPath: file)
-        let entry = BundleWriter.Entry(
+        let entry = RecordedExchange(
             url: key, status: 200, kind: .substituted, headers: [("content-type", contentType)], body: .file(file), source: declared,
             synthesizeETag: true)
         let index = state.add(entry, kind: .substituted)
@@ -539,7 +539,7 @@ final class Crawler: Sendable {
 
     /// A fetched response as the bundle records it (``Recorder/entry(url:response:policy:secrets:)``), by the
     /// declaration's content-encoding policy and secrets.
-    func recordedEntry(_ url: String, _ response: Fetcher.Response) -> BundleWriter.Entry {
+    func recordedEntry(_ url: String, _ response: Fetcher.Response) -> RecordedExchange {
         Recorder.entry(url: url, response: response, policy: declaration.contentEncoding, secrets: secretScan)
     }
 

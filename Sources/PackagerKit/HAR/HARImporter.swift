@@ -25,7 +25,7 @@ import OfflineBundle
 public enum HARImporter {
     /// What a HAR file gave.
     public struct Imported: Sendable {
-        public var entries: [BundleWriter.Entry]
+        public var entries: [RecordedExchange]
         /// Entries left out: their number in `log.entries` (from 1), URL (a token in its query shown `[secret]`) and why.
         public var skipped: [(entry: Int, url: String, reason: String)]
         /// Entries kept with less than the HAR holds (a request body kept as its digest, a header not stored): their
@@ -215,7 +215,7 @@ public enum HARImporter {
                 continue
             }
             exchanges.add(
-                RecordedExchange(
+                ArchivedExchange(
                     number: number, method: method, url: url, requestHeaders: pairs(request.headers), requestBody: requestBody, status: status,
                     responseHeaders: answered, body: body, started: entry.startedDateTime.flatMap { HTTPDates.parseRFC3339($0) ?? dates.date(from: $0) }))
         }

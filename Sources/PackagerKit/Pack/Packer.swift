@@ -96,13 +96,13 @@ public struct Packer: Sendable {
     }
 
     /// The files of `folder` as writer entries.
-    public func entries(forFolder folder: String) throws -> (entries: [BundleWriter.Entry], skipped: [String]) {
+    public func entries(forFolder folder: String) throws -> (entries: [RecordedExchange], skipped: [String]) {
         guard HTTPRules.isFetchableURL(options.baseURL), var base = URL(string: options.baseURL) else {
             throw PackagerError(.invalidInput, "the base URL \(options.baseURL) is not an absolute http or https URL")
         }
         if !base.absoluteString.hasSuffix("/") { base = URL(string: base.absoluteString + "/")! }
         let root = URL(fileURLWithPath: folder).standardizedFileURL.resolvingSymlinksInPath().path
-        var entries = [BundleWriter.Entry]()
+        var entries = [RecordedExchange]()
         var skipped = [String]()
         // Walk in a fixed order (bytes of the relative path), so that which index file answers for a folder never depends on the file system.
         var found = [FolderWalker.Item]()
@@ -134,16 +134,16 @@ public struct Packer: Sendable {
             // A name that is not UTF-8 is keyed by its U+FFFD spelling and read by its own bytes, into memory (a String
             // path cannot name it).
             let body: BundleWriter.BodySource = try item.rawRelative.map { .data(try Self.readFile(root: root, raw: $0)) } ?? .file(path)
-            entries.append(BundleWriter.Entry(url: url, headers: headers, body: body, synthesizeETag: true))
+            entries.append(RecordedExchange(url: url, headers: headers, body: body, synthesizeETag: true))
             keys.insert(url)
             if claimant[relative.dropLast(name.count)] == name {
                 let folderURL = String(url.dropLast(Self.encodeSegment(name).count))
                 if keys.insert(folderURL).inserted {
-                    entries.append(BundleWriter.Entry(url: folderURL, headers: headers, body: body, synthesizeETag: true))
+                    entries.append(RecordedExchange(url: folderURL, headers: headers, body: body, synthesizeETag: true))
                     if folderURL != base.absoluteString {
                         // The Location is the folder's canonical key, so every writer spells it the same way (docs/FORMAT.md §5.3).
                         let location = RequestKeyCanonicalizer(dropQueryParameters: options.writer.dropQueryParameters).canonicalize(folderURL) ?? folderURL
-                        entries.append(BundleWriter.Entry(url: String(folderURL.dropLast()), status: 301, headers: [(name: "location", value: location)]))
+                        entries.append(RecordedExchange(url: String(folderURL.dropLast()), status: 301, headers: [(name: "location", value: location)]))
                     }
                 }
             }

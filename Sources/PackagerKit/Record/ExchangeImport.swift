@@ -4,7 +4,7 @@ import OfflineBundle
 
 /// One exchange a recording holds (a HAR entry; a WARC response record with its request record), as the recording's
 /// reader found it: the request as sent and the answer with its body decoded (no Content-Encoding left on it).
-struct RecordedExchange {
+struct ArchivedExchange {
     /// Where it stands in the recording, as reports name it: a HAR entry's number (from 1), a WARC record's offset.
     var number: Int
     var method: String
@@ -59,7 +59,7 @@ struct ExchangeImport {
     /// How many entries were taken (a request taken twice counts once).
     var count: Int { byKey.count }
 
-    /// How a report names an exchange by its ``RecordedExchange/number``: `entry 3`, `the record at offset 1024`.
+    /// How a report names an exchange by its ``ArchivedExchange/number``: `entry 3`, `the record at offset 1024`.
     let place: @Sendable (Int) -> String
     /// What recorded it, as the 304's reason says: `the HAR`, `the WARC`.
     let recording: String
@@ -80,7 +80,7 @@ struct ExchangeImport {
     mutating func note(_ number: Int, _ url: String, _ text: String) { imported.notes.append((number, Self.shown(url), text)) }
 
     /// Takes `exchange` as an entry, or skips it saying why.
-    mutating func add(_ exchange: RecordedExchange) {
+    mutating func add(_ exchange: ArchivedExchange) {
         let (number, url, method, status) = (exchange.number, exchange.url, exchange.method, exchange.status)
         guard HTTPRules.isFetchableURL(url) else { return skip(number, url, "not an http or https URL") }
         if status == 101 { return skip(number, url, "a WebSocket session, which a bundle cannot hold") }
@@ -153,7 +153,7 @@ struct ExchangeImport {
         }
         let body = exchange.body ?? Data()
         let source: BundleWriter.BodySource? = exchange.bodyFile.map { .file($0) } ?? ((status == 204 || body.isEmpty && status != 200) ? nil : .data(body))
-        var written = BundleWriter.Entry(
+        var written = RecordedExchange(
             url: url, status: status, headers: headers, body: source,
             fetchedAt: exchange.started, originDate: answered.first { $0.name == "date" }.flatMap { HTTPDates.parse($0.value) })
         written.request = recorded

@@ -46,7 +46,7 @@ package final class RecordedEntries: Sendable {
     /// Takes `entry`; its index. `ownsFile`: its body is a file of this import's own, deleted once compressed.
     ///
     /// The reader goes no faster than the compression: memory does not fill with a recording read ahead of it.
-    func add(_ entry: BundleWriter.Entry, ownsFile: Bool) -> Int {
+    func add(_ entry: RecordedExchange, ownsFile: Bool) -> Int {
         let index = store.append(entry)
         guard let pipeline, entry.body != nil else { return index }
         // A body that failed to compress is not delivered: the wait is bounded, not a count that must come back to 0.

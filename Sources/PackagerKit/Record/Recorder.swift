@@ -8,8 +8,8 @@ import OfflineBundle
 enum Recorder {
     /// A fetched response as the bundle records it: its stored headers (``storedHeaders(_:policy:secrets:)``), its
     /// body, and when it was fetched and sent.
-    static func entry(url: String, response: Fetcher.Response, policy: Declaration.ContentEncodingPolicy, secrets: SecretScan) -> BundleWriter.Entry {
-        BundleWriter.Entry(
+    static func entry(url: String, response: Fetcher.Response, policy: Declaration.ContentEncodingPolicy, secrets: SecretScan) -> RecordedExchange {
+        RecordedExchange(
             url: url, status: response.status, headers: storedHeaders(response.headers, policy: policy, secrets: secrets), body: source(response.body),
             fetchedAt: response.fetchedAt, originDate: originDate(response.headers))
     }

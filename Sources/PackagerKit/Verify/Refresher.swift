@@ -90,14 +90,14 @@ public struct Refresher: Sendable {
         let addresses = options.addressPolicy()
         var refreshed: [(String, Int)] = []
         var failed: [(String, String)] = []
-        var fresh: [String: BundleWriter.Entry] = [:]
+        var fresh: [String: RecordedExchange] = [:]
         /// Keys of pages the bundle did not hold, which a paged answer now names.
         var added: [String] = []
         var n = 0
         let limit = options.maxBodyBytes
         let canonicalizer = RequestKeyCanonicalizer(rules: bundle.rules, formQuery: bundle.readsQueriesAsForms)
         /// Fetches one key's request again: the entry to write, and the response (its spool file still there).
-        func fetch(key: String, url: String, request: RecordedRequest?, volatile: [String]) async -> (BundleWriter.Entry, Fetcher.Response)? {
+        func fetch(key: String, url: String, request: RecordedRequest?, volatile: [String]) async -> (RecordedExchange, Fetcher.Response)? {
             n += 1
             // The crawl's address policy: a hostile bundle's internal keys are neither asked nor stored.
             if let refusal = addresses.refusal(forURL: url) {
@@ -195,7 +195,7 @@ public struct Refresher: Sendable {
             let split = RequestQualifiers.split(key: entry.key)
             // Carried over as recorded: the stored headers, and a synthesized ETag stays a synthesized one; a declared
             // request's entry keeps its key, its request and its volatile fields.
-            var carried = BundleWriter.Entry(
+            var carried = RecordedExchange(
                 url: String(split.url), status: entry.status, kind: entry.kind, headers: bundle.headers(ofEntryAt: entry.position),
                 body: entry.body == nil ? nil : .bundle(bundle, entry),
                 fetchedAt: entry.fetchedAt ?? record?.fetchedAt.flatMap { formatter.date(from: $0) }, originDate: entry.originDate,

@@ -23,7 +23,7 @@ public enum WARCImporter {
     /// (`the record at offset 1024 of crawl.warc.gz`).
     public struct Imported: Sendable {
         /// The entries, when read into memory (``read(_:rules:)``); empty when they went to a bundle's scratch store.
-        public var entries: [BundleWriter.Entry]
+        public var entries: [RecordedExchange]
         /// How many entries were taken (a request recorded twice counts once).
         public var count: Int
         public var skipped: [(place: String, url: String, reason: String)]
@@ -411,7 +411,7 @@ public enum WARCImporter {
             let sentBody = (try? decoded(sent)) ?? sent.body
             requestBody = sentBody.isEmpty && !["POST", "PUT", "PATCH"].contains(method) ? nil : sentBody
         }
-        var exchange = RecordedExchange(
+        var exchange = ArchivedExchange(
             number: number, method: method, url: url, requestHeaders: requestHeaders, requestBody: requestBody, status: status,
             responseHeaders: message.headers.filter { $0.name != "transfer-encoding" && $0.name != "content-length" }, body: nil,
             started: record.fields["warc-date"].flatMap { HTTPDates.parseRFC3339($0) })

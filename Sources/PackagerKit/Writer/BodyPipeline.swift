@@ -20,7 +20,7 @@ final class BodyPipeline: Sendable {
     /// One body to prepare: the entry at `index` among the crawl's entries.
     struct Job: Sendable {
         var index: Int
-        var entry: BundleWriter.Entry
+        var entry: RecordedExchange
         /// The body is a spool file of this run (deleted once compressed), not a file the declaration names.
         var ownsFile: Bool
         /// The body's bytes were taken from the run's memory budget when it was received.

@@ -48,7 +48,7 @@ struct BodyPreparer {
 
     /// One result for each entry that `entry` gives (from any thread), in order: the one in `ready`, or the entry's
     /// body prepared; nil for entries without a body. Entries with a ready result are not read.
-    func prepare(_ ready: consuming PreparedBodies, entry read: @Sendable (Int) throws -> BundleWriter.Entry) throws -> PreparedBodies {
+    func prepare(_ ready: consuming PreparedBodies, entry read: @Sendable (Int) throws -> RecordedExchange) throws -> PreparedBodies {
         let count = ready.count
         let missing = (0..<count).filter { ready[$0] == nil }
         let results = ResultSlots(consume ready)
@@ -70,7 +70,7 @@ struct BodyPreparer {
                 return n
             }), n < missing.count, !results.failed {
                 let i = missing[n]
-                let entry: BundleWriter.Entry
+                let entry: RecordedExchange
                 do {
                     entry = try read(i)
                 } catch {
@@ -98,7 +98,7 @@ struct BodyPreparer {
     ///   budget), so the bytes written are the bytes hashed and the file is not read twice. A crawl's pipeline
     ///   leaves them in their spool files instead: it holds bodies for the whole crawl.
     static func prepare(
-        _ source: BundleWriter.BodySource, entry: BundleWriter.Entry, deflaters: Deflaters, spool: OverflowFile, memory: MemoryBudget,
+        _ source: BundleWriter.BodySource, entry: RecordedExchange, deflaters: Deflaters, spool: OverflowFile, memory: MemoryBudget,
         copiesStoredFiles: Bool = true
     ) throws
         -> PreparedBody

@@ -23,79 +23,6 @@ public struct BundleWriter: Sendable {
         indirect case bundle(MountedBundle, BundleEntry)
     }
 
-    /// One request key and its response.
-    public struct Entry: Sendable {
-        /// The request URL; it is canonicalized into the key.
-        public var url: String
-        /// The HTTP status.
-        public var status: Int
-        /// How the entry came to be.
-        public var kind: EntryKind
-        /// Response headers as received; hop-by-hop and credential headers are dropped on write.
-        package var headers: [(name: String, value: String)]
-        /// ``headers`` as HTTP fields (names lowercased when written).
-        public var fields: HTTPFields {
-            get { HTTPFields(pairs: headers) }
-            set { headers = newValue.map { (name: $0.name.canonicalName, value: $0.value) } }
-        }
-        /// The body, or nil for none.
-        public var body: BodySource?
-        /// When the response was fetched.
-        public var fetchedAt: Date?
-        /// The `Date` the origin sent with the response.
-        public var originDate: Date?
-        /// Whether a `last-modified` header among ``headers`` was made up by the caller rather than sent by an origin.
-        public var lastModifiedSynthesized: Bool
-        /// For substituted entries: the local file that answered, as the declaration names it.
-        public var source: String?
-        /// Whether the entry answers with a strong ETag derived from the body's SHA-256 when the headers have none. The
-        /// bundle records it as synthesized (a flag, derived when answering), never as the origin's.
-        public var synthesizeETag: Bool
-        /// The body already hashed and compressed (by a crawl's ``BodyPipeline``); ``body`` is then nil.
-        var prepared: PreparedBody?
-        /// The SHA-256 of ``body``'s bytes, when the step that made the entry computed it from those very bytes (a WARC
-        /// import, checking a record's `sha256:` payload digest): the writer does not hash them again when it hashes a
-        /// body in memory (a large file is hashed as it is streamed, and an entry read back from a store has none).
-        var bodySHA256: BodyDigest?
-        /// The declared request the response answers, when it is more than a plain GET of ``url``: its key then carries
-        /// the request's qualifiers (docs/FORMAT.md §5.4), and the manifest records the request.
-        public var request: RecordedRequest?
-        /// JSON pointers of the body's volatile fields (`browser`… `requests[].volatile`), and the SHA-256 of the body's
-        /// JSON without them, which verify, refresh and diff compare instead of the body's.
-        public var volatile: [String] = []
-        public var stableSHA256: String?
-        /// The key's qualifiers as another bundle recorded them (refresh carries an entry over under its very key).
-        var carriedKeySuffix: String?
-
-        /// Creates an entry.
-        public init(
-            url: String, status: Int = 200, kind: EntryKind = .recorded, fields: HTTPFields = [:], body: BodySource? = nil,
-            fetchedAt: Date? = nil, originDate: Date? = nil, source: String? = nil, synthesizeETag: Bool = false, lastModifiedSynthesized: Bool = false
-        ) {
-            self.init(
-                url: url, status: status, kind: kind, headers: fields.map { (name: $0.name.canonicalName, value: $0.value) }, body: body,
-                fetchedAt: fetchedAt, originDate: originDate, source: source, synthesizeETag: synthesizeETag,
-                lastModifiedSynthesized: lastModifiedSynthesized)
-        }
-
-        /// An entry with headers as name and value pairs, as the recording steps hold them.
-        package init(
-            url: String, status: Int = 200, kind: EntryKind = .recorded, headers: [(name: String, value: String)], body: BodySource? = nil,
-            fetchedAt: Date? = nil, originDate: Date? = nil, source: String? = nil, synthesizeETag: Bool = false, lastModifiedSynthesized: Bool = false
-        ) {
-            self.synthesizeETag = synthesizeETag
-            self.originDate = originDate
-            self.lastModifiedSynthesized = lastModifiedSynthesized
-            self.url = url
-            self.status = status
-            self.kind = kind
-            self.headers = headers
-            self.body = body
-            self.fetchedAt = fetchedAt
-            self.source = source
-        }
-    }
-
     /// Settings for a write.
     public struct Options: Sendable {
         /// The declaration's rules, recorded in the bundle for the loader: dropped query parameters, block patterns,
@@ -177,7 +104,7 @@ public struct BundleWriter: Sendable {
     public static var droppedHeaders: Set<String> { HeaderPolicy.neverStored }
 
     public var options: Options
-    public private(set) var entries: [Entry] = []
+    public private(set) var entries: [RecordedExchange] = []
     /// The build this writer is part of (its scratch folder, overflow file and memory budget), when it is one; a writer
     /// on its own makes a scratch folder beside its output and a budget of ``Options/memoryBudget``.
     let session: BuildSession?
@@ -199,7 +126,7 @@ public struct BundleWriter: Sendable {
     }
 
     /// Adds an entry.
-    public mutating func add(_ entry: Entry) { entries.append(entry) }
+    public mutating func add(_ entry: RecordedExchange) { entries.append(entry) }
 
     /// A crawl's entries, read back one at a time as the bundle is written; they come after ``entries``. A writer with a
     /// store writes once: the store hands its prepared bodies over.
@@ -213,7 +140,7 @@ public struct BundleWriter: Sendable {
     private var entryCount: Int { entries.count + (store?.count ?? 0) }
 
     /// The entry at `index` among ``entries`` and then the store's.
-    private func entry(at index: Int) throws -> Entry {
+    private func entry(at index: Int) throws -> RecordedExchange {
         if index < entries.count { return entries[index] }
         guard let store else { preconditionFailure("entry \(index) of \(entryCount)") }
         return try store.entry(at: index - entries.count)
@@ -500,7 +427,7 @@ public struct BundleWriter: Sendable {
     }
 
     private static func manifestEntry(
-        _ key: String, _ entry: Entry, headers: [(name: String, value: String)], body: ManifestBody?, flags: UInt8, fetchedAt: Date?,
+        _ key: String, _ entry: RecordedExchange, headers: [(name: String, value: String)], body: ManifestBody?, flags: UInt8, fetchedAt: Date?,
         originDate: Date?, formatter: ISO8601DateFormatter
     ) -> ManifestEntry {
         func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }

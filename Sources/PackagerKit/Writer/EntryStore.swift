@@ -56,7 +56,7 @@ final class EntryStore: Sendable {
     var count: Int { state.withLockedValue { $0.offsets.count } }
 
     /// Records an entry; returns its index. A failure to write the file is reported when entries are read back.
-    func append(_ entry: BundleWriter.Entry) -> Int {
+    func append(_ entry: RecordedExchange) -> Int {
         let record = Self.encode(entry)
         return state.withLockedValue { state in
             let index = state.offsets.count
@@ -92,7 +92,7 @@ final class EntryStore: Sendable {
     }
 
     /// The entry at `index`, read back.
-    func entry(at index: Int) throws -> BundleWriter.Entry {
+    func entry(at index: Int) throws -> RecordedExchange {
         let (fd, offset, length, heldRecord, body, prepared) = try state.withLockedValue {
             state -> (Int32, UInt64, Int, [UInt8]?, BundleWriter.BodySource?, PreparedBody?) in
             if let failure = state.failure { throw PackagerError(.io, "the crawl's entries could not be kept: \(failure)", subject: path) }
@@ -157,7 +157,7 @@ final class EntryStore: Sendable {
 
     /// An entry without its body: the URL, status, kind, flags, times, source and headers, each string as a 32-bit
     /// length and its UTF-8 bytes, times as the bits of their seconds since 1970 (exactly as recorded).
-    static func encode(_ entry: BundleWriter.Entry) -> [UInt8] {
+    static func encode(_ entry: RecordedExchange) -> [UInt8] {
         var out = ScratchRecordWriter(
             capacity: 64 + entry.url.utf8.count + entry.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 8 })
         func time(_ date: Date?) {
@@ -208,7 +208,7 @@ final class EntryStore: Sendable {
         return out.bytes
     }
 
-    static func decode(_ record: [UInt8]) -> BundleWriter.Entry? {
+    static func decode(_ record: [UInt8]) -> RecordedExchange? {
         var reader = ScratchRecordReader(record)
         func time() -> Date?? {
             guard let present = reader.integer(UInt8.self), let bits = reader.integer(UInt64.self) else { return nil }
@@ -230,7 +230,7 @@ final class EntryStore: Sendable {
             guard let name = reader.string(), let value = reader.string() else { return nil }
             headers.append((name, value))
         }
-        var entry = BundleWriter.Entry(
+        var entry = RecordedExchange(
             url: url, status: Int(status), kind: kind, headers: headers, body: nil, fetchedAt: fetchedAt, originDate: originDate, source: source,
             synthesizeETag: flags & 2 != 0, lastModifiedSynthesized: flags & 1 != 0)
         if flags & 8 != 0 {
