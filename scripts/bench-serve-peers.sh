@@ -14,6 +14,7 @@ if [ "$quick" = "--quick" ]; then duration=2; runs=1; fi
 docs=/usr/share/doc/python3.11/html
 [ -f "$docs/library/functions.html" ] || { echo "bench-serve-peers: python3.11-doc is not installed" >&2; exit 1; }
 command -v h2o >/dev/null || { echo "bench-serve-peers: h2o is not installed (apt-get install h2o)" >&2; exit 1; }
+[ -x "$bin/packager-bench-fileserver" ] || { echo "bench-serve-peers: $bin/packager-bench-fileserver is not built (PACKAGER_BENCHMARKS=1 swift build -c release --product packager-bench-fileserver)" >&2; exit 1; }
 rm -rf "$work" && mkdir -p "$work/tls"
 work=$(cd "$work" && pwd)
 tls=$work/tls
@@ -100,6 +101,8 @@ row() { # LABEL KIND(h1|h2) SCHEME PORTBASE ARGS...
         r=$("$kind" "$scheme://127.0.0.1:$((base + 3))" "$@"); best_packager=$(python3 -c "print(max($best_packager, ${r:-0}))")
     done
     rows+=("| $label | $best_packager | $best_h2o | $best_nginx | $(python3 -c "print(f'{$best_packager / $best_h2o:.2f}')")x | $(python3 -c "print(f'{$best_packager / $best_nginx:.2f}')")x |")
+    # Each row as it is measured, so that a run stopped later keeps what it measured.
+    echo "${rows[-1]}" >&2
 }
 gz="Accept-Encoding: gzip"
 for scheme in http https; do

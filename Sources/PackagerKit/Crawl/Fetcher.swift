@@ -125,20 +125,9 @@ final class Fetcher: Sendable {
         _ url: String, origin: HTTPOrigin?, method: HTTPMethod, headers extra: [(name: String, value: String)], body: Data?, spoolPath: String,
         memory: MemoryBudget?, withinBudget: WithinLimit, limitName: String
     ) async -> Result<Response, FetchError> {
-        var request = HTTPClientRequest(url: url)
-        request.method = method
-        if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
-        // A client certificate goes only to the origins it is declared for.
-        request.tlsConfiguration = settings.tls.requestConfiguration(forURL: url)
-        request.headers.add(name: "User-Agent", value: settings.userAgent)
-        request.headers.add(name: "Accept", value: "*/*")
-        request.headers.add(name: "Accept-Encoding", value: "gzip, deflate")
-        // Only the headers declared for this origin.
-        for header in origin.map(settings.headerRules.headers(for:)) ?? [] {
-            request.headers.replaceOrAdd(name: header.name, value: header.value)
-        }
-        // A declared request's own headers, over those.
-        for header in extra { request.headers.replaceOrAdd(name: header.name, value: header.value) }
+        let request = HTTPTransport.request(
+            url, method: method, body: body, tls: settings.tls, userAgent: settings.userAgent, accept: "*/*",
+            declared: origin.map(settings.headerRules.headers(for:)) ?? [], extra: extra)
         let started = Date()
         let deadline = NIODeadline.now() + .milliseconds(Int64(settings.timeouts.request * 1000))
         let sink = BodySink(spoolPath: spoolPath, memory: memory)

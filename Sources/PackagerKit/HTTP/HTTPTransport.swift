@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import OfflineBundle
@@ -25,6 +26,26 @@ enum HTTPTransport {
         // No tracing: with the default (no-op) tracer, every request still builds a span and parses its URL again.
         configuration.tracing.tracer = nil
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    /// A request as crawl, verify and refresh send it: its body, the TLS configuration for its origin (a client
+    /// certificate goes only to the origins it is declared for), `User-Agent`, the codings the crawl accepts (so that a
+    /// server that compresses selects the representation whose validators the bundle recorded; the client decodes
+    /// them), then the headers declared for its origin, and `extra` (a declared request's own) over those.
+    static func request(
+        _ url: String, method: HTTPMethod, body: Data?, tls: TLSSettings, userAgent: String, accept: String? = nil, declared: [Declaration.Header],
+        extra: [(name: String, value: String)]
+    ) -> HTTPClientRequest {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        request.tlsConfiguration = tls.requestConfiguration(forURL: url)
+        request.headers.add(name: "User-Agent", value: userAgent)
+        if let accept { request.headers.add(name: "Accept", value: accept) }
+        request.headers.add(name: "Accept-Encoding", value: "gzip, deflate")
+        for header in declared { request.headers.replaceOrAdd(name: header.name, value: header.value) }
+        for header in extra { request.headers.replaceOrAdd(name: header.name, value: header.value) }
+        return request
     }
 
     /// The errno values that mean no connection could be made at all.

@@ -235,18 +235,9 @@ struct Probe: Sendable {
     private func sendOnce(
         _ url: String, method: HTTPMethod, headers extra: [(String, String)], body: BodyHandling, requestBody: Data?
     ) async throws -> Answer {
-        var request = HTTPClientRequest(url: url)
-        request.method = method
-        if let requestBody { request.body = .bytes(ByteBuffer(bytes: requestBody)) }
-        request.tlsConfiguration = options.tls.requestConfiguration(forURL: url)
-        request.headers.add(name: "User-Agent", value: options.userAgent)
-        // The codings the crawl accepts, so the server selects the representation whose validators the bundle recorded
-        // (a server that compresses answers a gzip request with other validators than an identity one). The client
-        // decodes what it is sent; digests compare decoded bytes with the stored (decoded) body.
-        request.headers.add(name: "Accept-Encoding", value: "gzip, deflate")
-        // Only the headers declared for this origin.
-        for header in options.headerRules.headers(forURL: url) { request.headers.replaceOrAdd(name: header.name, value: header.value) }
-        for (name, value) in extra { request.headers.replaceOrAdd(name: name, value: value) }
+        let request = HTTPTransport.request(
+            url, method: method, body: requestBody, tls: options.tls, userAgent: options.userAgent, declared: options.headerRules.headers(forURL: url),
+            extra: extra.map { (name: $0.0, value: $0.1) })
         let response = try await client.execute(request, timeout: .milliseconds(Int64(options.timeouts.request * 1000)))
         var answer = Answer(status: Int(response.status.code), headers: HTTPFields(response.headers), sha256: nil, attempts: 1)
         let reading: (limit: UInt64, keep: Bool)? =

@@ -72,102 +72,55 @@ enum ManifestWriter {
 
     /// One entry as a single-line object, fields in byte order of their names.
     private static func write(_ entry: ManifestEntry, to out: inout JSONBytes) {
-        var first = true
-        func field(_ name: StaticString) {
-            out.raw(first ? "{\"" : ", \"")
-            first = false
-            out.raw(name)
-            out.raw("\": ")
-        }
-        func optional(_ name: StaticString, _ value: String?) {
-            guard let value else { return }
-            field(name)
-            out.string(value)
-        }
+        var object = JSONBytes.Object()
+        out.raw("{")
         if let body = entry.body {
-            field("body")
+            out.field("body", in: &object)
             out.object([
                 ("compression", .string(body.compression.description)), ("size", .integer(body.size)), ("storedSize", .integer(body.storedSize)),
             ])
         }
-        optional("cacheControl", entry.cacheControl)
-        optional("charset", entry.charset)
-        optional("contentEncoding", entry.contentEncoding)
-        optional("date", entry.date)
-        optional("etag", entry.etag)
-        optional("expires", entry.expires)
-        optional("fetchedAt", entry.fetchedAt)
-        field("headers")
-        out.raw("[")
-        for (i, pair) in entry.headers.enumerated() {
-            if i > 0 { out.raw(", ") }
-            out.stringArray(pair)
-        }
-        out.raw("]")
-        optional("key", entry.key)
-        optional("kind", entry.kind.description)
-        optional("lastModified", entry.lastModified)
-        optional("mediaType", entry.mediaType)
-        optional("method", entry.method)
-        optional("redirectTo", entry.redirectTo)
+        out.field("cacheControl", entry.cacheControl, in: &object)
+        out.field("charset", entry.charset, in: &object)
+        out.field("contentEncoding", entry.contentEncoding, in: &object)
+        out.field("date", entry.date, in: &object)
+        out.field("etag", entry.etag, in: &object)
+        out.field("expires", entry.expires, in: &object)
+        out.field("fetchedAt", entry.fetchedAt, in: &object)
+        out.field("headers", pairs: entry.headers, in: &object)
+        out.field("key", entry.key, in: &object)
+        out.field("kind", entry.kind.description, in: &object)
+        out.field("lastModified", entry.lastModified, in: &object)
+        out.field("mediaType", entry.mediaType, in: &object)
+        out.field("method", entry.method, in: &object)
+        out.field("redirectTo", entry.redirectTo, in: &object)
         if let request = entry.request {
-            field("request")
+            out.field("request", in: &object)
             write(request, to: &out)
         }
-        optional("source", entry.source)
-        optional("stableSha256", entry.stableSha256)
-        field("status")
+        out.field("source", entry.source, in: &object)
+        out.field("stableSha256", entry.stableSha256, in: &object)
+        out.field("status", in: &object)
         out.integer(entry.status)
-        if let synthesized = entry.synthesized {
-            field("synthesized")
-            out.stringArray(synthesized)
-        }
-        if let volatile = entry.volatile {
-            field("volatile")
-            out.stringArray(volatile)
-        }
+        out.field("synthesized", entry.synthesized, in: &object)
+        out.field("volatile", entry.volatile, in: &object)
         out.raw("}")
     }
 
     /// A declared request, fields in byte order of their names.
     private static func write(_ request: ManifestRequest, to out: inout JSONBytes) {
+        var object = JSONBytes.Object()
         out.raw("{")
-        var first = true
-        func field(_ name: StaticString) {
-            out.raw(first ? "\"" : ", \"")
-            first = false
-            out.raw(name)
-            out.raw("\": ")
-        }
-        if let body = request.body {
-            field("body")
-            out.string(body)
-        }
-        if let body = request.bodyBase64 {
-            field("bodyBase64")
-            out.string(body)
-        }
+        out.field("body", request.body, in: &object)
+        out.field("bodyBase64", request.bodyBase64, in: &object)
         if request.bodySecret == true {
-            field("bodySecret")
+            out.field("bodySecret", in: &object)
             out.raw("true")
         }
-        field("headers")
-        out.raw("[")
-        for (i, pair) in request.headers.enumerated() {
-            if i > 0 { out.raw(", ") }
-            out.stringArray(pair)
-        }
-        out.raw("]")
-        field("method")
-        out.string(request.method)
-        if let paginate = request.paginate {
-            field("paginate")
-            out.string(paginate)
-        }
-        if let vary = request.vary {
-            field("vary")
-            out.stringArray(vary)
-        }
+        out.field("headers", pairs: request.headers, in: &object)
+        out.field("method", request.method, in: &object)
+        out.field("paginate", request.paginate, in: &object)
+        out.field("vary", request.vary, in: &object)
         out.raw("}")
     }
 }
@@ -206,6 +159,44 @@ struct JSONBytes {
             }
         }
         raw("}")
+    }
+
+    /// Where a one-line object being written is: whether a field was written yet.
+    struct Object {
+        var empty = true
+    }
+
+    /// A field's name in `object` (after a comma unless it is the first); its value comes next.
+    mutating func field(_ name: StaticString, in object: inout Object) {
+        raw(object.empty ? "\"" : ", \"")
+        object.empty = false
+        raw(name)
+        raw("\": ")
+    }
+
+    /// A string field, left out when nil.
+    mutating func field(_ name: StaticString, _ value: String?, in object: inout Object) {
+        guard let value else { return }
+        field(name, in: &object)
+        string(value)
+    }
+
+    /// An array of strings, left out when nil.
+    mutating func field(_ name: StaticString, _ values: [String]?, in object: inout Object) {
+        guard let values else { return }
+        field(name, in: &object)
+        stringArray(values)
+    }
+
+    /// An array of pairs (header fields), each an array of two strings.
+    mutating func field(_ name: StaticString, pairs: [[String]], in object: inout Object) {
+        field(name, in: &object)
+        raw("[")
+        for (i, pair) in pairs.enumerated() {
+            if i > 0 { raw(", ") }
+            stringArray(pair)
+        }
+        raw("]")
     }
 
     mutating func stringArray(_ values: [String]) {
