@@ -148,8 +148,8 @@ struct NetworkAnswer {
 /// A value carried to another thread (a session to the thread that sends on it, a request, the network's answer,
 /// the protocol instance to its task's queue).
 // Unchecked: it carries only these. URLSession is thread-safe and URLRequest, URLResponse and Data are not changed once
-// carried, none marked Sendable by corelibs-foundation; the protocol instance's mutable state (`networkTask`,
-// `stopped`) is behind its lock, and its client is only called on the task's queue, where the carried instance is used.
+// carried, none marked Sendable by corelibs-foundation; the protocol instance's mutable state is its NetworkCall's,
+// behind that one's lock, and its client is only called on the task's queue, where the carried instance is used.
 struct Carried<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }

@@ -110,7 +110,7 @@ public final class OfflineURLProtocol: URLProtocol {
             let (chunks, rest) = try Self.body(of: answer)
             try hand(response, chunks: chunks, rest: rest, to: client)
         } catch {
-            loader.recordError(error, url: url.absoluteString)
+            loader.recordError(error, url: finalURL)
             client.urlProtocol(self, didFailWithError: URLError(.cannotDecodeContentData, userInfo: [NSLocalizedDescriptionKey: "\(error)"]))
         }
     }

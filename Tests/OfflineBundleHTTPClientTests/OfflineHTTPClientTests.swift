@@ -42,6 +42,34 @@ struct OfflineHTTPClientTests {
         }
     }
 
+    @Test("a miss, a network error and a cancellation end their spans as errors (outcome, the error recorded, the status); a hit does not")
+    func failedSpans() async throws {
+        try await withLiveSiteAndBundle { (live, bundle) async throws -> Void in
+            let tracer = InMemoryTracer()
+            let only = OfflineHTTPClient(loader: OfflineLoader(bundles: [bundle], policy: .bundleOnly), tracer: tracer)
+            _ = try await only.execute(HTTPClientRequest(url: live.base + "/"), timeout: .seconds(30))
+            await #expect(throws: BundleError.self) { try await only.execute(HTTPClientRequest(url: live.base + "/absent"), timeout: .seconds(30)) }
+            // The loader's step itself, with a network that fails and one that is cancelled while it is asked.
+            let first = OfflineLoader(bundles: [bundle], policy: .bundleFirst)
+            await #expect(throws: URLError.self) {
+                _ = try await first.load(BundleRequest(url: live.base + "/absent"), tracer: tracer, network: { _ -> Int in throw URLError(.cannotConnectToHost) }) { $0 }
+            }
+            let asked = Task {
+                try await first.load(BundleRequest(url: live.base + "/absent"), tracer: tracer, network: { _ -> Int in try await Task.sleep(for: .seconds(60)); return 200 }) { $0 }
+            }
+            asked.cancel()
+            await #expect(throws: CancellationError.self) { _ = try await asked.value }
+            let spans = tracer.finishedSpans
+            let outcomes = spans.map { span -> String in
+                if case .string(let text) = span.attributes["offline_bundle.outcome"]?.toSpanAttribute() { return text }
+                return "-"
+            }
+            #expect(outcomes == ["hit", "miss", "network-error", "cancelled"], "\(outcomes)")
+            #expect(spans.map { $0.status?.code } == [nil, .error, .error, .error])
+            #expect(spans.map(\.errors.count) == [0, 1, 1, 1])
+        }
+    }
+
     @Test(
         "made with a loader handle, the client answers from the loader the handle holds when each request starts: a release swapped in answers the next request"
     )

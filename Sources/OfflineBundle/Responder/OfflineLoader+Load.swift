@@ -30,7 +30,8 @@ extension OfflineLoader {
     /// Each call is one span, `offline-bundle.load` (a client span, through `tracer`; `InstrumentationSystem.tracer`
     /// unless given), with the attributes `http.request.method`, `offline_bundle.url` (without its query, which may
     /// hold a token), `offline_bundle.policy` (`bundle-only`, `bundle-first`, `network-first`),
-    /// `offline_bundle.outcome` (`hit`, `blocked`, `miss`, `network`, `fallback`, `network-error`),
+    /// `offline_bundle.outcome` (`hit`, `blocked`, `miss`, `network`, `fallback`, `network-error`, `cancelled`; a miss,
+    /// a network error and a cancellation record the error and set the span's status to error),
     /// `offline_bundle.source` (the bundle's label, `rules`, `last-seen` or `network`) and
     /// `http.response.status_code`. `network` runs in the span's context: a client that injects it into its request
     /// (``injectTraceContext(into:tracer:)``) carries the trace to the origin (W3C `traceparent` with swift-otel).
@@ -85,19 +86,23 @@ extension OfflineLoader {
         /// - Throws: the network's error when no fallback answers (`CancellationError` as it is).
         public func settle<Answer: Sendable>(_ outcome: Result<Answer, any Error>, status: (Answer) -> Int) throws -> Loaded<Answer> {
             defer { span.end() }
+            return try ServiceContext.withValue(span.context) { try settled(outcome, status: status) }
+        }
+
+        private func settled<Answer: Sendable>(_ outcome: Result<Answer, any Error>, status: (Answer) -> Int) throws -> Loaded<Answer> {
             func answered(_ response: BundleResponse, _ url: String) -> Loaded<Answer> {
                 OfflineLoader.trace(response, fallback: true, on: span)
                 return .bundle(response, url: url, fallback: true)
             }
             switch outcome {
+            case .failure(let error as CancellationError):
+                OfflineLoader.failed(span, error, outcome: "cancelled")
+                throw error
             case .failure(let error):
-                if !(error is CancellationError),
-                    let (response, url) = loader.fallback(for: request, networkAnswered: false, followingRedirects: maxRedirects)
-                {
+                if let (response, url) = loader.fallback(for: request, networkAnswered: false, followingRedirects: maxRedirects) {
                     return answered(response, url)
                 }
-                span.attributes["offline_bundle.outcome"] = "network-error"
-                span.recordError(error)
+                OfflineLoader.failed(span, error, outcome: "network-error")
                 throw error
             case .success(let answer):
                 let code = status(answer)
@@ -111,10 +116,10 @@ extension OfflineLoader {
             }
         }
 
-        /// The step's end when the request was cancelled before the network answered: the span records it and ends.
+        /// The step's end when the request was cancelled before the network answered: the span records it (outcome
+        /// `cancelled`) and ends.
         public func cancel() {
-            span.attributes["offline_bundle.outcome"] = "network-error"
-            span.recordError(CancellationError())
+            OfflineLoader.failed(span, CancellationError(), outcome: "cancelled")
             span.end()
         }
     }
@@ -128,22 +133,30 @@ extension OfflineLoader {
         let tracer = tracer ?? InstrumentationSystem.tracer
         let span = tracer.startSpan(Self.loadSpanName, context: ServiceContext.current ?? .topLevel, ofKind: .client)
         trace(request, on: span)
-        let (plan, url) = plan(for: request, followingRedirects: maxRedirects)
-        switch plan {
+        // The bundles' lookups run in the span's context, as the network call does.
+        let (planned, url) = ServiceContext.withValue(span.context) { self.plan(for: request, followingRedirects: maxRedirects) }
+        switch planned {
         case .answer(let response):
             Self.trace(response, fallback: false, on: span)
             span.end()
             return .bundle(response, url: url)
         case .miss:
-            span.attributes["offline_bundle.outcome"] = "miss"
-            let why = explainMiss(request).map { ": \($0)" } ?? ""
+            let why = ServiceContext.withValue(span.context) { self.explainMiss(request) }.map { ": \($0)" } ?? ""
             let error = BundleError(.notFound, "the bundle has no answer for \(request.method) \(request.url) (policy: bundle only)\(why)")
-            span.recordError(error)
+            Self.failed(span, error, outcome: "miss")
             span.end()
             throw error
         case .network(let timeout):
             return .network(PendingLoad(timeout: timeout, context: span.context, loader: self, request: request, maxRedirects: maxRedirects, span: span))
         }
+    }
+
+    /// A load span's end in error: its outcome, the error recorded, and the error status (what tracing backends count
+    /// failures by).
+    static func failed(_ span: any Span, _ error: any Error, outcome: String) {
+        span.attributes["offline_bundle.outcome"] = outcome
+        span.recordError(error)
+        span.setStatus(SpanStatus(code: .error))
     }
 
     /// The load span's attributes for `request`: its method, its URL without the query, the policy for it.

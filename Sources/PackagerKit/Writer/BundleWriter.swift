@@ -23,6 +23,10 @@ public struct BundleWriter: Sendable {
         indirect case bundle(MountedBundle, BundleEntry)
     }
 
+    /// The name ``RecordedExchange`` had before it was a type of its own.
+    @available(*, deprecated, renamed: "RecordedExchange")
+    public typealias Entry = RecordedExchange
+
     /// Settings for a write.
     public struct Options: Sendable {
         /// The declaration's rules, recorded in the bundle for the loader: dropped query parameters, block patterns,
