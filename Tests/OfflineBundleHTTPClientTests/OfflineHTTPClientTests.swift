@@ -52,10 +52,18 @@ struct OfflineHTTPClientTests {
             // The loader's step itself, with a network that fails and one that is cancelled while it is asked.
             let first = OfflineLoader(bundles: [bundle], policy: .bundleFirst)
             await #expect(throws: URLError.self) {
-                _ = try await first.load(BundleRequest(url: live.base + "/absent"), tracer: tracer, network: { _ -> Int in throw URLError(.cannotConnectToHost) }) { $0 }
+                _ = try await first.load(
+                    BundleRequest(url: live.base + "/absent"), tracer: tracer, network: { _ -> Int in throw URLError(.cannotConnectToHost) }
+                ) { $0 }
             }
             let asked = Task {
-                try await first.load(BundleRequest(url: live.base + "/absent"), tracer: tracer, network: { _ -> Int in try await Task.sleep(for: .seconds(60)); return 200 }) { $0 }
+                try await first.load(
+                    BundleRequest(url: live.base + "/absent"), tracer: tracer,
+                    network: { _ -> Int in
+                        try await Task.sleep(for: .seconds(60))
+                        return 200
+                    }
+                ) { $0 }
             }
             asked.cancel()
             await #expect(throws: CancellationError.self) { _ = try await asked.value }
