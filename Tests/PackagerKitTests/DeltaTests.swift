@@ -11,8 +11,10 @@ struct DeltaTests {
     static let origin = "https://docs.example.com"
 
     /// Writes a release: `pages` by path (HTML), a shared image, a redirect and a blocked script, signed by `key`.
-    static func release(_ pages: [String: String], to path: String, key: Curve25519.Signing.PrivateKey? = nil) throws {
-        var writer = BundleWriter(options: .init(signingKey: key))
+    static func release(_ pages: [String: String], to path: String, key: Curve25519.Signing.PrivateKey? = nil, indexStreamSize: Int? = nil) throws {
+        var options = BundleWriter.Options(signingKey: key)
+        if let indexStreamSize { options.indexStreamSize = indexStreamSize }
+        var writer = BundleWriter(options: options)
         for (page, text) in pages.sorted(by: { $0.key < $1.key }) {
             writer.add(
                 .init(
@@ -226,12 +228,20 @@ struct DeltaTests {
         let input = folder.path + "/index.bin"
         try Data(inflated).write(to: URL(fileURLWithPath: input))
         /// index.bin deflated again by Python's zlib with `memoryLevel`.
-        func redeflate(memoryLevel: Int) throws {
+        /// With `check`: only compares the stream in the bundle with Python's, changing nothing.
+        func redeflate(memoryLevel: Int, check: Bool = false) throws {
             let script =
                 "import sys, zlib; d = sys.stdin.buffer.read(); c = zlib.compressobj(6, zlib.DEFLATED, -15, \(memoryLevel)); sys.stdout.buffer.write(c.compress(d) + c.flush())"
             let other = try run("sh", ["-c", "python3 -c '\(script)' < \(input) > \(input).deflated"])
             #expect(other.status == 0, "\(other.output)")
             let stream = [UInt8](try Data(contentsOf: URL(fileURLWithPath: input + ".deflated")))
+            if check {
+                let bundle = try MountedBundle(path: new)
+                let entry = try index(of: new)
+                let offset = try MountedBundle.metadataDataOffset(entry, in: bundle.file, bodyArea: bundle.directory.centralDirectoryOffset)
+                #expect(try bundle.file.read(at: offset, count: Int(entry.compressedSize), what: "index.bin") == stream, "the streamed index differs")
+                return
+            }
             try replaceMetadataEntry(BundleFormat.indexEntryName, in: new, data: stream, method: 8, crc32: CRC32.checksum(inflated), size: inflated.count)
             // The digest is the inflated index's: the same bundle, whichever stream holds it.
             #expect(try MountedBundle(path: new).digest == digest)
@@ -244,6 +254,15 @@ struct DeltaTests {
         try redeflate(memoryLevel: 9)
         let (foreign, foreignNames) = try roundTrip("foreign")
         #expect(foreign.target.indexLevel == nil && foreignNames.contains(BundleFormat.indexEntryName), "\(foreignNames)")
+        // A large index, deflated by zlib as a stream piece by piece (the threshold lowered to 1 byte here): the same
+        // stream as zlib's in one call, so level byte 0x86 rebuilds it; standard tools read it.
+        try Self.release(Self.nextPages, to: new, indexStreamSize: 1)
+        #expect(try index(of: new).method == 8 && (try MountedBundle(path: new).index.bytes) == inflated)
+        try redeflate(memoryLevel: 8, check: true)
+        try Self.release(Self.nextPages, to: new, indexStreamSize: 1)
+        let (streamed, streamedNames) = try roundTrip("streamed")
+        #expect(streamed.target.indexLevel == 0x86 && !streamedNames.contains(BundleFormat.indexEntryName), "\(streamedNames)")
+        #expect(try run("unzip", ["-tq", new]).status == 0)
         // Stored, as version 3 also allows: level 0, said by no field, and rebuilt stored.
         try replaceMetadataEntry(BundleFormat.indexEntryName, in: new, storing: inflated)
         #expect(try index(of: new).method == 0)

@@ -1,4 +1,3 @@
-internal import CZlib
 import Crypto
 import OfflineBundle
 
@@ -34,10 +33,7 @@ final class ManifestSink {
     private var hasher = SHA256()
     private var crc: UInt32 = 0
     private var size: UInt64 = 0
-    private var stream: UnsafeMutablePointer<z_stream>?
-    private var spoolStart: UInt64?
-    private var deflatedSize: UInt64 = 0
-    private var output = [UInt8](repeating: 0, count: ManifestSink.chunk)
+    private var deflater: SpoolDeflater?
     private let level: Int
     private let spool: OverflowFile
 
@@ -46,24 +42,11 @@ final class ManifestSink {
         self.spool = spool
     }
 
-    deinit {
-        if let stream {
-            deflateEnd(stream)
-            stream.deallocate()
-        }
-    }
-
     /// Streams what the buffer holds once it is large enough (or, with `force`, whatever it holds while streaming).
     func flush(force: Bool = false) throws {
-        if stream == nil {
+        if deflater == nil {
             guard buffer.bytes.count >= Self.memoryLimit else { return }
-            let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
-            stream.initialize(to: z_stream())
-            guard czlib_deflate_init_raw(stream, Int32(min(level, 9))) == Z_OK else {
-                stream.deallocate()
-                throw PackagerError(.io, "cannot start deflating the manifest")
-            }
-            self.stream = stream
+            deflater = try SpoolDeflater(level: level, spool: spool, what: "the manifest")
         } else if !force && buffer.bytes.count < Self.chunk {
             return
         }
@@ -72,44 +55,21 @@ final class ManifestSink {
 
     /// Hashes the buffer, feeds it to the stream and writes what the stream gives out.
     private func feed(finish: Bool) throws {
-        guard let stream else { return }
+        guard let deflater else { return }
         let bytes = buffer.bytes
         hasher.update(data: bytes)
         crc = bytes.withUnsafeBytes { FastCRC32.checksum($0, continuing: crc) }
         size += UInt64(bytes.count)
-        try bytes.withUnsafeBufferPointer { input in
-            stream.pointee.next_in = UnsafeMutablePointer(mutating: input.baseAddress)
-            stream.pointee.avail_in = UInt32(input.count)
-            while true {
-                let (status, produced) = output.withUnsafeMutableBufferPointer { out -> (Int32, Int) in
-                    stream.pointee.next_out = out.baseAddress
-                    stream.pointee.avail_out = UInt32(out.count)
-                    let status = deflate(stream, finish ? Z_FINISH : Z_NO_FLUSH)
-                    return (status, out.count - Int(stream.pointee.avail_out))
-                }
-                guard status == Z_OK || status == Z_STREAM_END || status == Z_BUF_ERROR else {
-                    throw PackagerError(.io, "deflating the manifest failed (zlib \(status))")
-                }
-                if produced > 0 {
-                    let offset = try spool.append(Array(output[0..<produced]))
-                    if spoolStart == nil { spoolStart = offset }
-                    // Nothing else appends while the manifest is written: its pieces follow each other.
-                    guard offset == spoolStart! + deflatedSize else { throw PackagerError(.io, "the manifest's deflate stream was interleaved") }
-                    deflatedSize += UInt64(produced)
-                }
-                if finish ? status == Z_STREAM_END : (stream.pointee.avail_in == 0 && produced < output.count) { break }
-            }
-        }
-        stream.pointee.next_in = nil
+        try bytes.withUnsafeBytes { try deflater.feed($0, finish: finish) }
         buffer.removeAll()
     }
 
     /// Ends the manifest: its digest, CRC, size, and where it is.
     func finish() throws -> Finished {
-        if stream != nil {
+        if let deflater {
             try feed(finish: true)
             return Finished(
-                sha256: Array(hasher.finalize()), crc32: crc, size: size, stored: .spool(offset: spoolStart ?? 0, deflatedSize: deflatedSize))
+                sha256: Array(hasher.finalize()), crc32: crc, size: size, stored: .spool(offset: deflater.start ?? 0, deflatedSize: deflater.size))
         }
         let json = buffer.bytes
         let deflated = try json.withUnsafeBytes { try RawDeflate.deflate($0, level: Int32(level)) }
