@@ -231,7 +231,7 @@ package enum IndexEdit {
         } catch {
             throw Reader.fail("its rules are not JSON")
         }
-        return try accumulator.finish(manifestSHA256: manifest, rules: rules, createdAt: createdAt).flatMap { $0 }
+        return try accumulator.finish(manifestSHA256: manifest, rules: rules, createdAt: createdAt).joinedBytes()
     }
 
     // MARK: Encoding

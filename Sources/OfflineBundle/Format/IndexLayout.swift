@@ -185,7 +185,7 @@ package enum IndexBuilder {
         var accumulator = IndexAccumulator(entryCount: entries.count, bodyCount: bodies.count)
         for body in bodies { try accumulator.addBody(body) }
         for entry in entries { try accumulator.add(entry) }
-        return Array(try accumulator.finish(manifestSHA256: manifestSHA256, rules: rules, createdAt: createdAt).joined())
+        return try accumulator.finish(manifestSHA256: manifestSHA256, rules: rules, createdAt: createdAt).joinedBytes()
     }
 }
 
@@ -198,10 +198,11 @@ package struct IndexAccumulator {
     private let entryCount: Int
     private let bodyCount: Int
     /// The keys' bytes, one after the other: the start of the strings section.
-    private var keys = [UInt8]()
-    private var lastKey = 0..<0
+    private let keys: SpilledBytes
+    /// The last key added, to check the order.
+    private var lastKey: [UInt8] = []
     /// The distinct header blocks, one after the other, and where each starts among them.
-    private var blocks = [UInt8]()
+    private let blocks: SpilledBytes
     private var blockStarts = [UInt32]()
     /// The newest block with each FNV-1a hash of their bytes; `sameHash` chains to the older ones (the bytes are compared
     /// in `blocks`, not kept twice).
@@ -209,12 +210,16 @@ package struct IndexAccumulator {
     /// For each block, the block before it with the same hash, or `UInt32.max`: a chain instead of an array per hash
     /// (a real site's entries mostly have header lines of their own).
     private var sameHash = [UInt32]()
-    private var records = [UInt8]()
+    private let records: SpilledBytes
     private var slots: [UInt64]
     private var added = 0
     /// The body records so far, in digest order.
-    private var bodyRecords = [UInt8]()
+    private let bodyRecords: SpilledBytes
+    private var lastDigest: [UInt8] = []
     private var bodiesAdded = 0
+    /// The sums of the bodies' sizes and stored sizes so far.
+    package private(set) var bodyBytes: UInt64 = 0
+    package private(set) var storedBytes: UInt64 = 0
     /// Whether a key carries request qualifiers (sets header flag 0x1).
     private var qualified = false
     /// Whether the keys were canonicalized reading queries as forms, and need it to be found (header flag 0x2).
@@ -223,13 +228,17 @@ package struct IndexAccumulator {
     /// again (a delta that stands for a version-2 bundle, §12.4). The layout is the same.
     package var version = BundleFormat.version
 
-    /// For `entryCount` entries (exactly that many are added) referring to `bodyCount` bodies.
-    package init(entryCount: Int, bodyCount: Int) {
+    /// For `entryCount` entries (exactly that many are added) referring to `bodyCount` bodies. With `spillFolder`, the
+    /// parts that grow with the entries (keys, header blocks, entry and body records) go to temporary files there
+    /// once each passes `memoryLimit` bytes.
+    package init(entryCount: Int, bodyCount: Int, spillFolder: String? = nil, memoryLimit: Int = 4 << 20) {
         self.entryCount = entryCount
         self.bodyCount = bodyCount
         slots = [UInt64](repeating: 0, count: IndexLayout.slotCount(forEntries: entryCount))
-        records.reserveCapacity(entryCount * IndexLayout.entryRecordSize)
-        bodyRecords.reserveCapacity(bodyCount * IndexLayout.bodyRecordSize)
+        keys = SpilledBytes(folder: spillFolder, memoryLimit: memoryLimit)
+        blocks = SpilledBytes(folder: spillFolder, memoryLimit: memoryLimit)
+        records = SpilledBytes(folder: spillFolder, memoryLimit: memoryLimit)
+        bodyRecords = SpilledBytes(folder: spillFolder, memoryLimit: memoryLimit)
     }
 
     /// Adds the next body; digests must come in increasing byte order.
@@ -247,8 +256,7 @@ package struct IndexAccumulator {
         guard bodiesAdded < bodyCount else { throw BundleError(.invalidArgument, "more index bodies than announced") }
         guard sha256.count == 32 else { throw BundleError(.invalidArgument, "body digest must be 32 bytes") }
         if bodiesAdded > 0 {
-            let last = bodyRecords.count - IndexLayout.bodyRecordSize
-            guard bodyRecords[last..<(last + 32)].lexicographicallyPrecedes(sha256) else {
+            guard lastDigest.lexicographicallyPrecedes(sha256) else {
                 throw BundleError(.invalidArgument, "index bodies must be sorted by digest and unique")
             }
         }
@@ -256,25 +264,30 @@ package struct IndexAccumulator {
         guard dataOffset >= localHeaderOffset, headerLength <= 0xFFFF else {
             throw BundleError(.invalidArgument, "a body's local header is longer than 65535 bytes")
         }
-        bodyRecords.append(contentsOf: sha256)
-        bodyRecords.appendLE(localHeaderOffset)
-        bodyRecords.appendLE(storedSize)
-        bodyRecords.appendLE(size)
-        bodyRecords.appendLE(crc32)
-        bodyRecords.appendLE(storedCRC32)
-        bodyRecords.appendLE(UInt16(headerLength))
-        bodyRecords.append(UInt8(truncatingIfNeeded: compression.rawValue))
-        bodyRecords.append(0)
+        var record = [UInt8]()
+        record.reserveCapacity(IndexLayout.bodyRecordSize)
+        record.append(contentsOf: sha256)
+        record.appendLE(localHeaderOffset)
+        record.appendLE(storedSize)
+        record.appendLE(size)
+        record.appendLE(crc32)
+        record.appendLE(storedCRC32)
+        record.appendLE(UInt16(headerLength))
+        record.append(UInt8(truncatingIfNeeded: compression.rawValue))
+        record.append(0)
+        try bodyRecords.append(record)
+        lastDigest = sha256
+        bodyBytes &+= size
+        storedBytes &+= storedSize
         bodiesAdded += 1
     }
 
     /// What the record of the body at `i` (one added already) holds for a manifest: its digest, sizes and compression.
-    package func body(at i: Int) -> (sha256: ArraySlice<UInt8>, size: UInt64, storedSize: UInt64, compression: BodyCompression) {
+    package func body(at i: Int) throws -> (sha256: ArraySlice<UInt8>, size: UInt64, storedSize: UInt64, compression: BodyCompression) {
         precondition(i >= 0 && i < bodiesAdded, "body \(i) of \(bodiesAdded)")
         let r = i * IndexLayout.bodyRecordSize
-        return (
-            bodyRecords[r..<(r + 32)], bodyRecords.u64(r + 48), bodyRecords.u64(r + 40), BodyCompression(rawValue: UInt16(bodyRecords[r + 66])) ?? .stored
-        )
+        let record = try bodyRecords.bytes(in: r..<(r + IndexLayout.bodyRecordSize))
+        return (record[0..<32], record.u64(48), record.u64(40), BodyCompression(rawValue: UInt16(record[66])) ?? .stored)
     }
 
     /// Adds the next entry; keys must come in increasing byte order.
@@ -292,13 +305,14 @@ package struct IndexAccumulator {
         guard added < entryCount else { throw BundleError(.invalidArgument, "more index entries than announced", entry: key) }
         guard !key.isEmpty else { throw BundleError(.invalidArgument, "an index key is empty") }
         let keyStart = keys.count
-        keys.append(contentsOf: key.utf8)
-        let thisKey = keyStart..<keys.count
+        let keyBytes = Array(key.utf8)
         if added > 0 {
-            let ordered = keys.withUnsafeBufferPointer { $0[lastKey].lexicographicallyPrecedes($0[thisKey]) }
-            guard ordered else { throw BundleError(.invalidArgument, "index entries must be sorted by key and unique", entry: key) }
+            guard lastKey.lexicographicallyPrecedes(keyBytes) else {
+                throw BundleError(.invalidArgument, "index entries must be sorted by key and unique", entry: key)
+            }
         }
-        lastKey = thisKey
+        try keys.append(keyBytes)
+        lastKey = keyBytes
         if key.utf8.contains(0x20) {
             // A space starts a key's request qualifiers (§5.4): their shape is checked here as a reader checks it.
             let split = RequestQualifiers.split(key: key)
@@ -329,24 +343,27 @@ package struct IndexAccumulator {
         let blockIndex = try intern(block)
 
         guard flags & ~IndexLayout.knownEntryFlags == 0 else { throw BundleError(.invalidArgument, "unknown entry flags", entry: key) }
-        records.appendLE(UInt32(keyStart))
-        records.appendLE(blockIndex)
+        var record = [UInt8]()
+        record.reserveCapacity(IndexLayout.entryRecordSize)
+        record.appendLE(UInt32(keyStart))
+        record.appendLE(blockIndex)
         if let body {
             guard body >= 0, body < bodyCount else { throw BundleError(.invalidArgument, "body reference out of range", entry: key) }
-            records.appendLE(UInt32(body))
+            record.appendLE(UInt32(body))
         } else {
             guard flags & IndexLayout.flagETagSynthesized == 0 else {
                 throw BundleError(.invalidArgument, "an entry without a body cannot have a synthesized ETag", entry: key)
             }
-            records.appendLE(IndexLayout.noBody)
+            record.appendLE(IndexLayout.noBody)
         }
-        records.appendLE(status)
-        records.append(kind.rawValue)
-        records.append(flags)
-        records.appendLE(UInt64(bitPattern: fetchedAt ?? IndexLayout.noTime))
-        records.appendLE(UInt64(bitPattern: originDate ?? IndexLayout.noTime))
+        record.appendLE(status)
+        record.append(kind.rawValue)
+        record.append(flags)
+        record.appendLE(UInt64(bitPattern: fetchedAt ?? IndexLayout.noTime))
+        record.appendLE(UInt64(bitPattern: originDate ?? IndexLayout.noTime))
+        try records.append(record)
 
-        let h = keys.withUnsafeBytes { IndexLayout.hash(UnsafeRawBufferPointer(rebasing: $0[thisKey])) }
+        let h = keyBytes.withUnsafeBytes { IndexLayout.hash($0) }
         let mask = slots.count - 1
         var slot = Int(truncatingIfNeeded: h) & mask
         while slots[slot] != 0 { slot = (slot + 1) & mask }
@@ -361,12 +378,12 @@ package struct IndexAccumulator {
         while candidate != UInt32.max {
             let start = Int(blockStarts[Int(candidate)])
             let end = Int(candidate) + 1 < blockStarts.count ? Int(blockStarts[Int(candidate) + 1]) : blocks.count
-            if end - start == block.count && blocks[start..<end].elementsEqual(block) { return candidate }
+            if try blocks.equals(start..<end, block) { return candidate }
             candidate = sameHash[Int(candidate)]
         }
         let index = UInt32(blockStarts.count)
         blockStarts.append(UInt32(truncatingIfNeeded: blocks.count))
-        blocks.append(contentsOf: block)
+        try blocks.append(block)
         guard keys.count + blocks.count <= Int(UInt32.max) else { throw BundleError(.invalidArgument, "index strings exceed 4 GiB") }
         sameHash.append(blocksByHash[h] ?? UInt32.max)
         blocksByHash[h] = index
@@ -375,7 +392,7 @@ package struct IndexAccumulator {
 
     /// The whole file, as pieces to write in order: the header, the body records, the entry records, the slots with
     /// the block offsets, the keys, the header blocks, the rules.
-    package consuming func finish(manifestSHA256: [UInt8], rules: BundleRules, createdAt: Int64?) throws -> [[UInt8]] {
+    package consuming func finish(manifestSHA256: [UInt8], rules: BundleRules, createdAt: Int64?) throws -> [IndexPiece] {
         guard added == entryCount, bodiesAdded == bodyCount else {
             throw BundleError(.invalidArgument, "index entries or bodies differ from those announced")
         }
@@ -427,7 +444,9 @@ package struct IndexAccumulator {
         table.appendLE(UInt32(rulesOffset))
         table.append(contentsOf: repeatElement(0, count: stringsOffset - slotsOffset - table.count))
         let bodyPadding = [UInt8](repeating: 0, count: entriesOffset - bodiesOffset - bodyRecords.count)
-        return [head, bodyRecords, bodyPadding, records, table, keys, blocks, encodedRules]
+        return [
+            .bytes(head), .spilled(bodyRecords), .bytes(bodyPadding), .spilled(records), .bytes(table), .spilled(keys), .spilled(blocks), .bytes(encodedRules),
+        ]
     }
 
     private static func align8(_ n: Int) -> Int { (n + 7) & ~7 }

@@ -42,11 +42,16 @@ struct ExchangeImport {
     private(set) var imported = HARImporter.Imported(entries: [], skipped: [])
     /// Each request key taken, by the first 16 bytes of its SHA-256 (a key held as text cost a hundred bytes and more
     /// for every exchange of a large recording): the exchange's number and its entry's index.
-    private var byKey: [KeyDigest: (entry: Int, index: Int)] = [:]
+    private var byKey = DigestTable<(entry: Int, index: Int)>(filler: (0, 0))
 
     struct KeyDigest: Hashable {
         var high: UInt64
         var low: UInt64
+
+        init(high: UInt64, low: UInt64) {
+            self.high = high
+            self.low = low
+        }
 
         init(_ key: String) {
             let digest = Array(SHA256.hash(data: Data(key.utf8)))

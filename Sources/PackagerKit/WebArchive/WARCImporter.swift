@@ -135,7 +135,7 @@ public enum WARCImporter {
         /// SHA-256: the names themselves cost a hundred bytes and more for every response), as an index into
         /// ``places``: two names a response, and a place each, took 37 MB at 200,000 names and twice that while the
         /// table grew, where this takes 14.
-        private var payloads: [ExchangeImport.KeyDigest: UInt32] = [:]
+        private var payloads = DigestTable<UInt32>(filler: 0)
         private var places: [Payload] = []
         /// Whether the entries are returned (small bodies stay in memory) rather than sent to a store.
         private let inMemory: Bool

@@ -171,7 +171,8 @@ public struct BundleWriter: Sendable {
         let prepared = try prepareBodies(spool: spool, memory: memory)
         let bodies = DistinctBodies(prepared, keys: keys)
         let deduplicated = prepared.withBody - bodies.count
-        var index = IndexAccumulator(entryCount: keys.count, bodyCount: bodies.count)
+        // The index's parts that grow with the entries go to the scratch folder past 4 MiB each (about 30,000 entries).
+        var index = IndexAccumulator(entryCount: keys.count, bodyCount: bodies.count, spillFolder: (session?.scratch ?? ownScratch)?.path)
         index.formQuery = keys.formQuery
         // The prepared bodies go with the writing: from here on what the manifest needs of a body is its record in the index.
         try Self.writeBodies(bodies, of: consume prepared, to: zip, output: output, spool: spool, index: &index)
@@ -189,7 +190,7 @@ public struct BundleWriter: Sendable {
         let indexPieces = try (consume index).finish(
             manifestSHA256: manifest.sha256, rules: options.rules, createdAt: clamped(options.createdAt).map(Self.seconds))
         var hasher = SHA256()
-        for piece in indexPieces { hasher.update(data: piece) }
+        for piece in indexPieces { try piece.forEachPart { hasher.update(bufferPointer: $0) } }
         let digest = hexString(Array(hasher.finalize()))
         try writeMetadata(index: consume indexPieces, manifest: manifest, digest: digest, to: zip, output: output, spool: spool)
         try zip.finish(comment: Array((BundleFormat.commentPrefix + "sha256:" + digest).utf8))
@@ -344,11 +345,11 @@ public struct BundleWriter: Sendable {
     private func metadata(
         _ keys: KeyTable, bodies: DistinctBodies, index: inout IndexAccumulator, manifest sink: ManifestSink
     ) throws -> ManifestTotals {
-        func stored(_ u: Int) -> (sha256: ArraySlice<UInt8>, size: UInt64, storedSize: UInt64, compression: BodyCompression) { index.body(at: u) }
+        func stored(_ u: Int) throws -> (sha256: ArraySlice<UInt8>, size: UInt64, storedSize: UInt64, compression: BodyCompression) {
+            try index.body(at: u)
+        }
         let formatter = ISO8601DateFormatter()
-        let totals = ManifestTotals(
-            entries: keys.count, bodies: bodies.count, bodyBytes: (0..<bodies.count).reduce(0) { $0 + stored($1).size },
-            storedBytes: (0..<bodies.count).reduce(0) { $0 + stored($1).storedSize })
+        let totals = ManifestTotals(entries: keys.count, bodies: bodies.count, bodyBytes: index.bodyBytes, storedBytes: index.storedBytes)
         let manifest = Manifest(
             generator: Self.generator, createdAt: clamped(options.createdAt).map { Self.iso8601($0, formatter) }, rules: options.rules,
             entries: [], totals: totals)
@@ -371,7 +372,7 @@ public struct BundleWriter: Sendable {
             let originDate = clamped(entry.originDate)
             if let sent = entry.originDate, let originDate, sent != originDate { Self.moveExpires(in: &headers, by: originDate.timeIntervalSince(sent)) }
             // Describe the copy actually stored: identical bytes under two media types are stored once, one way.
-            let body = bodyIndex.map(stored).map {
+            let body = try bodyIndex.map(stored).map {
                 ManifestBody(size: $0.size, storedSize: $0.storedSize, compression: $0.compression)
             }
             ManifestWriter.line(
@@ -475,33 +476,36 @@ public struct BundleWriter: Sendable {
 
     /// `index.bin` and `manifest.json` (each deflated when that is smaller) and, when signing, `signature.json`.
     private func writeMetadata(
-        index pieces: consuming [[UInt8]], manifest: ManifestSink.Finished, digest: String, to zip: ZipWriter, output: AtomicOutput,
+        index pieces: consuming [IndexPiece], manifest: ManifestSink.Finished, digest: String, to zip: ZipWriter, output: AtomicOutput,
         spool: OverflowFile
     ) throws {
-        let crc = pieces.reduce(UInt32(0)) { crc, piece in piece.withUnsafeBytes { FastCRC32.checksum($0, continuing: crc) } }
-        let size = UInt64(pieces.reduce(0) { $0 + $1.count })
+        var crc: UInt32 = 0
+        for i in pieces.indices { try pieces[i].forEachPart { crc = FastCRC32.checksum($0, continuing: crc) } }
+        let size = UInt64(pieces.indices.reduce(0) { $0 + pieces[$1].count })
         // Deflated, as version 3 allows, when that is smaller: 100,000 small files' index takes 6.6 MB instead of 15.8.
         // Not past the 64 to 1 a reader takes (keys that repeat could deflate further): stored then.
         func deflates(to deflatedSize: UInt64) -> Bool { deflatedSize < size && size <= deflatedSize * BundleFormat.indexMaxRatio }
+        var written = false
         if !options.storesIndex, size >= UInt64(options.indexStreamSize) {
             // A large index is deflated as a stream, piece by piece, into the overflow file: neither joined nor held
             // deflated (for 100,000 entries, 23 MB and 7 MB less at the peak of the write).
             let stream = try SpoolDeflater(level: Int(Self.largeIndexLevel & 0x7F), spool: spool, what: "the index")
-            for i in pieces.indices { try pieces[i].withUnsafeBytes { try stream.feed($0, finish: i == pieces.count - 1) } }
+            for i in pieces.indices { try pieces[i].forEachPart { try stream.feed($0, finish: false) } }
+            try stream.feed(UnsafeRawBufferPointer(start: nil, count: 0), finish: true)
             if deflates(to: stream.size), let start = stream.start {
                 _ = try zip.beginEntry(name: BundleFormat.indexEntryName, method: 8, crc32: crc, compressedSize: stream.size, size: size)
                 var buffer = [UInt8](repeating: 0, count: 1 << 20)
                 try PreparedBody.Storage.spool(offset: start).copy(to: output, storedSize: stream.size, expectedCRC: nil, spool: spool, buffer: &buffer)
-                pieces = []
+                written = true
             }
         } else if !options.storesIndex {
             // Each piece let go once copied: the index is held once, not twice.
             var joined: [UInt8] = []
             joined.reserveCapacity(Int(size))
             for i in pieces.indices {
-                joined += pieces[i]
+                try pieces[i].forEachPart { joined.append(contentsOf: $0) }
                 let large = pieces[i].count >= 1 << 20
-                pieces[i] = []
+                pieces[i] = .bytes([])
                 // A large piece's pages go back now (glibc keeps freed memory of the heap), not after the peak.
                 if large { packager_release_free_memory() }
             }
@@ -510,14 +514,14 @@ public struct BundleWriter: Sendable {
                 deflates(to: UInt64(deflated.count))
             {
                 try zip.addEntry(name: BundleFormat.indexEntryName, method: 8, crc32: crc, size: size, data: deflated)
-                joined = []
+                written = true
             }
-            pieces = joined.isEmpty ? [] : [joined]
+            pieces = [.bytes(joined)]
         }
         // Stored: as it is, or when deflating did not make it smaller.
-        if !pieces.isEmpty {
+        if !written {
             _ = try zip.beginEntry(name: BundleFormat.indexEntryName, method: 0, crc32: crc, compressedSize: size, size: size)
-            for piece in pieces { try output.write(piece) }
+            for i in pieces.indices { try pieces[i].forEachPart { try output.write($0) } }
         }
         switch manifest.stored {
         case .memory(_, let deflated?):
