@@ -1,7 +1,8 @@
 /// A table from digests (the first 16 bytes of a SHA-256: ``ExchangeImport/KeyDigest``) to small values, for the
 /// tables an import keeps one entry in per exchange: open addressing in two flat arrays, filled to 7/8 before it
-/// doubles. A `Dictionary` fills to 3/4 and keeps more beside each entry: for 200,000 names of 16 bytes and a 4-byte
-/// value it took 10.5 MB, and 15.7 MB while it grew (the peak of a 100,000-record WARC import); this takes 5.2 and 7.9.
+/// doubles. A `Dictionary` fills to 3/4: for 200,000 names of 16 bytes and a 4-byte value it needs 524,288 buckets
+/// (10.5 MB of keys and values) and held half as many again while it doubled, at the peak of a 100,000-record WARC
+/// import; this needs 262,144 slots (5.2 MB).
 struct DigestTable<Value> {
     typealias Key = ExchangeImport.KeyDigest
 
