@@ -193,8 +193,9 @@ package enum IndexBuilder {
 /// record (with its header lines) until the end: each body leaves its 68-byte record, and each entry its key, its
 /// 32-byte record, its hash slot and, when no entry before it had the same header lines, its header block.
 /// ``finish(manifestSHA256:rules:createdAt:)`` returns the file as pieces, to be written one after the other without
-/// joining them.
-package struct IndexAccumulator {
+/// joining them. Not copyable: its growing parts are shared storage (``SpilledBytes``), which two copies would both
+/// append to.
+package struct IndexAccumulator: ~Copyable {
     private let entryCount: Int
     private let bodyCount: Int
     /// The keys' bytes, one after the other: the start of the strings section.

@@ -94,6 +94,8 @@ package final class SpilledBytes {
         let made = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard made >= 0 else { throw BundleError(.io, "cannot make a temporary file in \(folder) for the index", underlying: SystemCallError(errno)) }
         template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        // Close-on-exec: a child started later (the browser of a build) does not inherit it.
+        _ = fcntl(made, F_SETFD, FD_CLOEXEC)
         fd = made
         try flush()
     }

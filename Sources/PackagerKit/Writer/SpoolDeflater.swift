@@ -19,12 +19,15 @@ final class SpoolDeflater {
     init(level: Int, spool: OverflowFile, what: String) throws {
         self.what = what
         self.spool = spool
-        stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
+        // zlib's stream is made before it is stored: an init that throws leaves the object unfinished, so `deinit`
+        // does not end a stream that never started.
+        let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
         stream.initialize(to: z_stream())
-        guard czlib_deflate_init_raw(stream, Int32(min(max(level, 1), 9))) == Z_OK else {
+        guard czlib_deflate_init_raw(stream, Int32(min(level, 9))) == Z_OK else {
             stream.deallocate()
             throw PackagerError(.io, "cannot start deflating \(what)")
         }
+        self.stream = stream
     }
 
     deinit {
