@@ -202,6 +202,9 @@ package struct IndexAccumulator: ~Copyable {
     private let keys: SpilledBytes
     /// The last key added, to check the order.
     private var lastKey: [UInt8] = []
+    /// The key being added, and the record being made: buffers kept from one entry to the next, not made for each.
+    private var nextKey: [UInt8] = []
+    private var record: [UInt8] = []
     /// The distinct header blocks, one after the other, and where each starts among them.
     private let blocks: SpilledBytes
     private var blockStarts = [UInt32]()
@@ -265,8 +268,7 @@ package struct IndexAccumulator: ~Copyable {
         guard dataOffset >= localHeaderOffset, headerLength <= 0xFFFF else {
             throw BundleError(.invalidArgument, "a body's local header is longer than 65535 bytes")
         }
-        var record = [UInt8]()
-        record.reserveCapacity(IndexLayout.bodyRecordSize)
+        record.removeAll(keepingCapacity: true)
         record.append(contentsOf: sha256)
         record.appendLE(localHeaderOffset)
         record.appendLE(storedSize)
@@ -306,14 +308,14 @@ package struct IndexAccumulator: ~Copyable {
         guard added < entryCount else { throw BundleError(.invalidArgument, "more index entries than announced", entry: key) }
         guard !key.isEmpty else { throw BundleError(.invalidArgument, "an index key is empty") }
         let keyStart = keys.count
-        let keyBytes = Array(key.utf8)
+        nextKey.removeAll(keepingCapacity: true)
+        nextKey.append(contentsOf: key.utf8)
         if added > 0 {
-            guard lastKey.lexicographicallyPrecedes(keyBytes) else {
+            guard lastKey.lexicographicallyPrecedes(nextKey) else {
                 throw BundleError(.invalidArgument, "index entries must be sorted by key and unique", entry: key)
             }
         }
-        try keys.append(keyBytes)
-        lastKey = keyBytes
+        try keys.append(nextKey)
         if key.utf8.contains(0x20) {
             // A space starts a key's request qualifiers (§5.4): their shape is checked here as a reader checks it.
             let split = RequestQualifiers.split(key: key)
@@ -344,8 +346,7 @@ package struct IndexAccumulator: ~Copyable {
         let blockIndex = try intern(block)
 
         guard flags & ~IndexLayout.knownEntryFlags == 0 else { throw BundleError(.invalidArgument, "unknown entry flags", entry: key) }
-        var record = [UInt8]()
-        record.reserveCapacity(IndexLayout.entryRecordSize)
+        record.removeAll(keepingCapacity: true)
         record.appendLE(UInt32(keyStart))
         record.appendLE(blockIndex)
         if let body {
@@ -364,12 +365,13 @@ package struct IndexAccumulator: ~Copyable {
         record.appendLE(UInt64(bitPattern: originDate ?? IndexLayout.noTime))
         try records.append(record)
 
-        let h = keyBytes.withUnsafeBytes { IndexLayout.hash($0) }
+        let h = nextKey.withUnsafeBytes { IndexLayout.hash($0) }
         let mask = slots.count - 1
         var slot = Int(truncatingIfNeeded: h) & mask
         while slots[slot] != 0 { slot = (slot + 1) & mask }
         slots[slot] = (h >> 32) | (UInt64(added + 1) << 32)
         added += 1
+        swap(&lastKey, &nextKey)
     }
 
     /// The index of `block` among the distinct blocks, adding it when it is new.

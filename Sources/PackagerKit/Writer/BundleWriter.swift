@@ -515,8 +515,9 @@ public struct BundleWriter: Sendable {
             {
                 try zip.addEntry(name: BundleFormat.indexEntryName, method: 8, crc32: crc, size: size, data: deflated)
                 written = true
+            } else {
+                pieces = [.bytes(joined)]
             }
-            pieces = [.bytes(joined)]
         }
         // Stored: as it is, or when deflating did not make it smaller.
         if !written {
