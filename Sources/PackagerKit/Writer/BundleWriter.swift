@@ -461,10 +461,11 @@ public struct BundleWriter: Sendable {
             request: entry.request?.manifest, volatile: entry.volatile.isEmpty ? nil : entry.volatile, stableSha256: entry.stableSHA256)
     }
 
-    /// How `index.bin` is deflated, as a level byte (docs/FORMAT.md §12.1): libdeflate's raw deflate at level 6. On
-    /// 100,000 small files' 15.6 MB index it takes 0.10 s where zlib's level 6 took 0.29 s (a tenth of the pack), for
-    /// 1.5 % less; level 7 takes 70 % longer for 0.2 % less. libdeflate deflates one buffer, so the index's pieces are
-    /// joined for it. (Bundles written before used zlib's level 6, `0x86`; deltas rebuild either.)
+    /// How an `index.bin` under ``indexStreamSize`` is deflated, as a level byte (docs/FORMAT.md §12.1): libdeflate's
+    /// raw deflate at level 6, which on a 15.6 MB index took 0.10 s where zlib's level 6 took 0.29 s, for 1.5 % less;
+    /// level 7 takes 70 % longer for 0.2 % less. libdeflate deflates one buffer, so the index's pieces are joined for
+    /// it; a larger index is streamed through zlib instead (``largeIndexLevel``), 0.2 s slower on 100,000 entries, so
+    /// that it is never held twice. Deltas rebuild either.
     package static let indexLevel: UInt8 = 6
 
     /// From this size on, `index.bin` is deflated as a stream by zlib at level 6 (level byte ``largeIndexLevel``) rather
