@@ -94,6 +94,52 @@ struct WriterMemoryTests {
         #expect(Checker.check(path: path).issues.isEmpty)
     }
 
+    @Test(
+        "tables in scratch files: the keys sorted in runs, the bodies by digest, the prepared bodies, the index's parts: the same bundle, byte for byte, as one written in memory; a key answered twice is still refused"
+    )
+    func tablesInScratchFiles() throws {
+        let folder = try TemporaryFolder()
+        // Keys that share long prefixes and differ in length (a shorter one before its extension), bodies shared,
+        // entries without a body, a key with request qualifiers; added out of key order.
+        func writer(limit: Int?) -> BundleWriter {
+            var options = BundleWriter.Options(createdAt: Date(timeIntervalSince1970: 1_767_323_045), memoryBudget: 16 << 10, timeClamp: nil)
+            if let limit { options.tableMemoryLimit = limit }
+            var writer = BundleWriter(options: options)
+            for i in (0..<6_000).reversed() {
+                let url =
+                    "https://docs.example/" + (i % 4 == 0 ? "a/\(i)" : "a/\(i)/" + String(repeating: "deep/", count: i % 9)) + (i % 11 == 0 ? "?q=\(i)" : "")
+                let body: BundleWriter.BodySource? = i % 13 == 0 ? nil : .data(Data((i % 5 == 0 ? "shared \(i % 3)" : "<p>page \(i)</p>").utf8))
+                var entry = RecordedExchange(
+                    url: url, status: body == nil ? 204 : 200, headers: [("content-type", "text/html"), ("x-n", "\(i % 40)")], body: body)
+                if i % 17 == 0 {
+                    entry.request = try? Recorder.request(
+                        method: "POST", body: Data("{\"n\":\(i)}".utf8), sent: [("content-type", "application/json")], vary: [], responseHeaders: [],
+                        secret: { _ in false }, scan: SecretScan([])
+                    ).get()
+                }
+                writer.add(entry)
+            }
+            return writer
+        }
+        let inMemory = try writer(limit: nil).write(to: folder.path + "/memory.zip")
+        // 512 bytes: every table goes to a file, the keys in about 700 runs.
+        let spilled = try writer(limit: 512).write(to: folder.path + "/spilled.zip")
+        #expect(inMemory == spilled)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: folder.path + "/memory.zip")) == Data(contentsOf: URL(fileURLWithPath: folder.path + "/spilled.zip")))
+        #expect(spilled.deduplicated > 0 && spilled.entries == 6_000)
+        #expect(try run("unzip", ["-tq", folder.path + "/spilled.zip"]).status == 0)
+        #expect(Checker.check(path: folder.path + "/spilled.zip").issues.isEmpty)
+
+        var twice = writer(limit: 512)
+        twice.add(.init(url: "https://docs.example/a/2000", body: .data(Data("again".utf8))))
+        #expect {
+            try twice.write(to: folder.path + "/twice.zip")
+        } throws: { error in
+            "\(error)".contains("two entries answer the same request key https://docs.example/a/2000")
+        }
+        #expect(!FileManager.default.fileExists(atPath: folder.path + "/twice.zip"))
+    }
+
     @Test("an entry whose status allows no body, given one, is refused by its key")
     func bodyWhereNoneIsAllowed() throws {
         let folder = try TemporaryFolder()

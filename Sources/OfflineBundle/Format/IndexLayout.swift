@@ -235,7 +235,7 @@ package struct IndexAccumulator: ~Copyable {
     /// For `entryCount` entries (exactly that many are added) referring to `bodyCount` bodies. With `spillFolder`, the
     /// parts that grow with the entries (keys, header blocks, entry and body records) go to temporary files there
     /// once each passes `memoryLimit` bytes.
-    package init(entryCount: Int, bodyCount: Int, spillFolder: String? = nil, memoryLimit: Int = 4 << 20) {
+    package init(entryCount: Int, bodyCount: Int, spillFolder: String? = nil, memoryLimit: Int = 1 << 20) {
         self.entryCount = entryCount
         self.bodyCount = bodyCount
         slots = [UInt64](repeating: 0, count: IndexLayout.slotCount(forEntries: entryCount))

@@ -214,7 +214,7 @@ public enum HARImporter {
                 skip("the HAR holds no body for it (content.size \(size)): the recording left it out")
                 continue
             }
-            exchanges.add(
+            try exchanges.add(
                 ArchivedExchange(
                     number: number, method: method, url: url, requestHeaders: pairs(request.headers), requestBody: requestBody, status: status,
                     responseHeaders: answered, body: body, started: entry.startedDateTime.flatMap { HTTPDates.parseRFC3339($0) ?? dates.date(from: $0) }))

@@ -41,8 +41,15 @@ struct ExchangeImport {
     let canonicalizer: RequestKeyCanonicalizer
     private(set) var imported = HARImporter.Imported(entries: [], skipped: [])
     /// Each request key taken, by the first 16 bytes of its SHA-256 (a key held as text cost a hundred bytes and more
-    /// for every exchange of a large recording): the exchange's number and its entry's index.
-    private var byKey = DigestTable<(entry: Int, index: Int)>(filler: (0, 0))
+    /// for every exchange of a large recording): the exchange's number and its entry's index. Beside the store's
+    /// entries past 4 MiB (about 114,000 keys), when there is a store.
+    private var byKey: DigestTable<Taken>
+
+    /// Where a request key was taken: the exchange's number, and its entry's index.
+    struct Taken {
+        var entry: Int
+        var index: Int
+    }
 
     struct KeyDigest: Hashable {
         var high: UInt64
@@ -75,6 +82,7 @@ struct ExchangeImport {
         self.recording = recording
         self.place = place
         canonicalizer = RequestKeyCanonicalizer(rules: rules, formQuery: true)
+        byKey = DigestTable(folder: sink?.session.scratch.path)
     }
 
     /// The URL as reports show it: a token in its query as `[secret]`.
@@ -85,7 +93,9 @@ struct ExchangeImport {
     mutating func note(_ number: Int, _ url: String, _ text: String) { imported.notes.append((number, Self.shown(url), text)) }
 
     /// Takes `exchange` as an entry, or skips it saying why.
-    mutating func add(_ exchange: ArchivedExchange) {
+    ///
+    /// - Throws: ``PackagerError`` when the table of request keys cannot be kept in its scratch file.
+    mutating func add(_ exchange: ArchivedExchange) throws {
         let (number, url, method, status) = (exchange.number, exchange.url, exchange.method, exchange.status)
         guard HTTPRules.isFetchableURL(url) else { return skip(number, url, "not an http or https URL") }
         if status == 101 { return skip(number, url, "a WebSocket session, which a bundle cannot hold") }
@@ -165,22 +175,33 @@ struct ExchangeImport {
         written.bodySHA256 = exchange.bodySHA256
         // The same request twice in one recording (a page polled, reloaded): the later answer is kept.
         let digest = KeyDigest(key)
-        let earlier = byKey[digest]
+        let earlier: Taken?
+        do {
+            earlier = try byKey.value(for: digest)
+        } catch {
+            throw PackagerError(.io, "cannot keep the recording's request keys", cause: error)
+        }
         if let earlier {
             let earlierURL = Self.shown(sink?.url(of: earlier.index) ?? imported.entries[earlier.index].url)
             imported.skipped.append((earlier.entry, earlierURL, "the same request as \(place(number)), whose answer is kept"))
             imported.notes.removeAll { $0.entry == earlier.entry }
         }
+        let taken: Taken
         if let sink {
             // Into the store, where an entry is not replaced: the earlier one is left out of the bundle instead.
             if let earlier { sink.supersede(earlier.index) }
-            byKey[digest] = (number, sink.add(written, ownsFile: false))
+            taken = Taken(entry: number, index: sink.add(written, ownsFile: false))
         } else if let earlier {
             imported.entries[earlier.index] = written
-            byKey[digest] = (number, earlier.index)
+            taken = Taken(entry: number, index: earlier.index)
         } else {
-            byKey[digest] = (number, imported.entries.count)
+            taken = Taken(entry: number, index: imported.entries.count)
             imported.entries.append(written)
+        }
+        do {
+            try byKey.set(taken, for: digest)
+        } catch {
+            throw PackagerError(.io, "cannot keep the recording's request keys", cause: error)
         }
     }
 

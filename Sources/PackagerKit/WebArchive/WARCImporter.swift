@@ -57,12 +57,12 @@ public enum WARCImporter {
     /// - Parameter publicKey: the Ed25519 key every archive must be signed by: each must be a WACZ whose
     ///   `datapackage-digest.json` that key signed (``WACZExporter/signatureField``).
     package static func read(_ paths: [String], rules: BundleRules, into entries: RecordedEntries?, publicKey: [UInt8]? = nil) throws -> Imported {
-        let box = PlaceList()
+        // Beside the output, with the store, when there is one: the larger bodies wait on the file system the bundle goes to.
+        let spool = try Spool(inMemory: entries == nil, in: entries?.session.scratch.path ?? NSTemporaryDirectory())
+        let box = PlaceList(folder: spool.folder.path)
         var exchanges = ExchangeImport(rules: rules, recording: "the WARC", place: { box.place($0) }, sink: entries)
         var records = 0
         var signers: [String] = []
-        // Beside the output, with the store, when there is one: the larger bodies wait on the file system the bundle goes to.
-        let spool = try Spool(inMemory: entries == nil, in: entries?.session.scratch.path ?? NSTemporaryDirectory())
         do {
             for path in paths {
                 if path.lowercased().hasSuffix(".wacz") {
@@ -95,26 +95,34 @@ public enum WARCImporter {
     }
 
     /// The places exchanges are named by, numbered from 1 (the numbers the shared import step reports): a record's offset
-    /// and its file, 16 bytes each (a sentence each held a hundred, for every record of the archive).
+    /// and its file, 16 bytes each (a sentence each held a hundred, for every record of the archive), in a file of
+    /// `folder` past 1 MiB (65,536 records).
     final class PlaceList: Sendable {
-        private struct List {
-            var files: [String] = []
-            var places: [(file: Int32, offset: Int)] = []
+        private struct Place {
+            var file: Int32
+            var offset: Int
         }
-        private let list = Mutex(List())
+        private struct List: ~Copyable {
+            var files: [String] = []
+            var places: ScratchArray<Place>
+        }
+        private let list: Mutex<List>
 
-        func add(offset: Int, of file: String) -> Int {
-            list.withLock { list in
+        init(folder: String) {
+            list = Mutex(List(places: ScratchArray(folder: folder, memoryLimit: 1 << 20, pageBytes: 16 << 10)))
+        }
+
+        func add(offset: Int, of file: String) throws -> Int {
+            try list.withLock { list in
                 if list.files.last != file { list.files.append(file) }
-                list.places.append((Int32(list.files.count - 1), offset))
+                try list.places.append(Place(file: Int32(list.files.count - 1), offset: offset))
                 return list.places.count
             }
         }
 
         func place(_ number: Int) -> String {
             list.withLock { list in
-                guard number >= 1 && number <= list.places.count else { return "record \(number)" }
-                let place = list.places[number - 1]
+                guard number >= 1 && number <= list.places.count, let place = try? list.places.value(at: number - 1) else { return "record \(number)" }
                 return "the record at offset \(place.offset) of \(list.files[Int(place.file)])"
             }
         }
@@ -135,8 +143,11 @@ public enum WARCImporter {
         /// SHA-256: the names themselves cost a hundred bytes and more for every response), as an index into
         /// ``places``: two names a response, and a place each, took 37 MB at 200,000 names and twice that while the
         /// table grew, in a Dictionary of names; a ``DigestTable`` of 16-byte names takes about 9.
-        private var payloads = DigestTable<UInt32>(filler: 0)
-        private var places: [Payload] = []
+        private var payloads: DigestTable<UInt32>
+        /// A place for each response remembered, in a file of ``folder`` past 2 MiB (65,536 responses).
+        private let places: ScratchArray<Payload>
+        /// The bodies of ``Payload/kept(_:)`` places.
+        private var kept: [BodyPlace] = []
         /// Whether the entries are returned (small bodies stay in memory) rather than sent to a store.
         private let inMemory: Bool
         /// The WARC files read, by number, and a reader of each opened for a revisit (kept: a reader's buffers cost more
@@ -158,14 +169,40 @@ public enum WARCImporter {
 
         /// Where a response's payload is found again: its body kept (in memory, or a file of its own), or its record in
         /// the WARC, read again when a revisit names it. Writing every response's body aside for a revisit that may
-        /// never come cost a tenth of an import.
-        private enum Payload {
-            case kept(BodyPlace)
-            /// Bytes of the file of bodies kept aside.
-            case aside(offset: UInt64, count: Int)
-            /// `offset` and `within`: where the record starts (``WARCReader/Record``); `id`: the first 8 bytes of the
-            /// SHA-256 of its record ID (0 for none), checked when it is read again.
-            case record(warc: Int32, offset: Int, within: Int, id: UInt64)
+        /// never come cost a tenth of an import. 32 bytes, whatever the kind.
+        private struct Payload {
+            private var kind: Int32
+            private var warc: Int32
+            private var offset: Int
+            private var within: Int
+            private var id: UInt64
+
+            enum Kind {
+                /// The body at this position of ``Spool/kept``.
+                case kept(Int)
+                /// Bytes of the file of bodies kept aside.
+                case aside(offset: UInt64, count: Int)
+                /// `offset` and `within`: where the record starts (``WARCReader/Record``); `id`: the first 8 bytes of the
+                /// SHA-256 of its record ID (0 for none), checked when it is read again.
+                case record(warc: Int32, offset: Int, within: Int, id: UInt64)
+            }
+
+            init(_ kind: Kind) {
+                switch kind {
+                case .kept(let index): (self.kind, warc, offset, within, id) = (0, 0, index, 0, 0)
+                case .aside(let offset, let count): (self.kind, warc, self.offset, within, id) = (1, 0, Int(offset), count, 0)
+                case .record(let warc, let offset, let within, let id):
+                    (self.kind, self.warc, self.offset, self.within, self.id) = (2, warc, offset, within, id)
+                }
+            }
+
+            var place: Kind {
+                switch kind {
+                case 0: .kept(offset)
+                case 1: .aside(offset: UInt64(offset), count: within)
+                default: .record(warc: warc, offset: offset, within: within, id: id)
+                }
+            }
         }
 
         /// A body at least this large goes to a file of its own, not into memory, until the bundle is written: 16 KiB
@@ -175,6 +212,8 @@ public enum WARCImporter {
 
         init(inMemory: Bool, in parent: String) throws {
             folder = try ScratchFolder(in: parent)
+            payloads = DigestTable(folder: folder.path)
+            places = ScratchArray(folder: folder.path, memoryLimit: 2 << 20, pageBytes: 16 << 10)
             self.inMemory = inMemory
             spoolAt = inMemory ? 16 << 10 : 1 << 20
         }
@@ -221,21 +260,27 @@ public enum WARCImporter {
             let id = record.fields["warc-record-id"].map { ExchangeImport.KeyDigest($0) }
             let digest = record.fields["warc-payload-digest"].map { ExchangeImport.KeyDigest($0) }
             guard id != nil || digest != nil, places.count < Int(UInt32.max) else { return }
-            if case .memory(let data) = body, !inMemory {
-                places.append(
-                    record.inLargeMember
-                        ? try keepAside(data)
-                        : .record(warc: Int32(warc), offset: record.offset, within: record.within, id: id?.high ?? 0))
-            } else {
-                places.append(.kept(body))
+            do {
+                if case .memory(let data) = body, !inMemory {
+                    try places.append(
+                        Payload(
+                            record.inLargeMember
+                                ? try keepAside(data)
+                                : .record(warc: Int32(warc), offset: record.offset, within: record.within, id: id?.high ?? 0)))
+                } else {
+                    kept.append(body)
+                    try places.append(Payload(.kept(kept.count - 1)))
+                }
+                let place = UInt32(places.count - 1)
+                if let id { try payloads.set(place, for: id) }
+                if let digest { try payloads.set(place, for: digest) }
+            } catch let error as BundleError {
+                throw PackagerError(.io, "cannot keep where the archive's payloads are in \(folder.path)", cause: error)
             }
-            let place = UInt32(places.count - 1)
-            if let id { payloads[id] = place }
-            if let digest { payloads[digest] = place }
         }
 
         /// `body` appended to the file of bodies kept aside.
-        private func keepAside(_ body: Data) throws -> Payload {
+        private func keepAside(_ body: Data) throws -> Payload.Kind {
             if aside == nil {
                 let path = folder.path + "/aside"
                 guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forUpdatingAtPath: path) else {
@@ -243,7 +288,7 @@ public enum WARCImporter {
                 }
                 aside = handle
             }
-            let place = Payload.aside(offset: asideWritten + UInt64(asideBuffer.count), count: body.count)
+            let place = Payload.Kind.aside(offset: asideWritten + UInt64(asideBuffer.count), count: body.count)
             asideBuffer.append(body)
             if asideBuffer.count >= 1 << 20 { try flushAside() }
             return place
@@ -274,11 +319,16 @@ public enum WARCImporter {
 
         /// The payload a revisit names, as a body of its own; nil when no response of the archive had it.
         func payload(_ name: String) throws -> BodyPlace? {
-            guard let index = payloads[ExchangeImport.KeyDigest(name)] else { return nil }
-            let place = places[Int(index)]
+            let place: Payload.Kind
+            do {
+                guard let index = try payloads.value(for: ExchangeImport.KeyDigest(name)) else { return nil }
+                place = try places.value(at: Int(index)).place
+            } catch let error as BundleError {
+                throw PackagerError(.io, "cannot read back where the archive's payloads are in \(folder.path)", cause: error)
+            }
             if case .aside(let offset, let count) = place { return try readAside(offset: offset, count: count) }
             guard case .record(let number, let offset, let within, let id) = place else {
-                if case .kept(let body) = place { return body }
+                if case .kept(let index) = place { return kept[index] }
                 return nil
             }
             let warc = Int(number)
@@ -349,7 +399,7 @@ public enum WARCImporter {
             case "warcinfo", "metadata":
                 continue
             default:
-                let number = box.add(offset: record.offset, of: shown)
+                let number = try box.add(offset: record.offset, of: shown)
                 exchanges.skip(number, record.fields["warc-target-uri"] ?? "-", "a '\(record.type)' record holds no HTTP exchange a bundle can answer with")
             }
         }
@@ -363,7 +413,7 @@ public enum WARCImporter {
         _ record: WARCReader.Record, request: WARCReader.Record?, shown: String, warc: Int, into exchanges: inout ExchangeImport, box: PlaceList,
         spool: Spool
     ) throws {
-        let number = box.add(offset: record.offset, of: shown)
+        let number = try box.add(offset: record.offset, of: shown)
         let url = Self.targetURI(record.fields["warc-target-uri"] ?? "")
         guard !url.isEmpty else { return exchanges.skip(number, "-", "it names no WARC-Target-URI") }
         let message: HTTPMessage
@@ -420,7 +470,7 @@ public enum WARCImporter {
         case .memory(let data): exchange.body = data
         case .file(let file): exchange.bodyFile = file
         }
-        exchanges.add(exchange)
+        try exchanges.add(exchange)
     }
 
     /// Whether `message`'s payload, as stored or dechunked, is the one `digest` names; nil for a digest not known here.

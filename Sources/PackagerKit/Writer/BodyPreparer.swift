@@ -48,10 +48,10 @@ struct BodyPreparer {
 
     /// One result for each entry that `entry` gives (from any thread), in order: the one in `ready`, or the entry's
     /// body prepared; nil for entries without a body. Entries with a ready result are not read.
-    func prepare(_ ready: consuming PreparedBodies, entry read: @Sendable (Int) throws -> RecordedExchange) throws -> PreparedBodies {
+    func prepare(_ ready: PreparedBodies, entry read: @Sendable (Int) throws -> RecordedExchange) throws -> PreparedBodies {
         let count = ready.count
-        let missing = (0..<count).filter { ready[$0] == nil }
-        let results = ResultSlots(consume ready)
+        let missing = try (0..<count).filter { try ready.digest(at: $0) == nil }
+        let results = ResultSlots(ready)
         let memory = self.memory
         let level = options.compressionLevel
         _ = try Deflater(level: level)  // a level out of range fails here, once, not in every worker
@@ -86,9 +86,8 @@ struct BodyPreparer {
             }
         }
         if let error = results.error { throw error }
-        let values = results.take()
-        precondition(values.count == count)
-        return values
+        precondition(ready.count == count)
+        return ready
     }
 
     /// Hashes one body and compresses it when its media type is worth it; the result is in memory within the

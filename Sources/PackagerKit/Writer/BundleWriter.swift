@@ -59,6 +59,10 @@ public struct BundleWriter: Sendable {
         public var storesIndex = false
         /// The size from which `index.bin` is deflated as a stream (``BundleWriter/indexStreamSize``); lowered by tests.
         package var indexStreamSize = BundleWriter.indexStreamSize
+        /// How many bytes each of the writer's tables that grow with the entries (the keys, being sorted; the bodies by
+        /// digest; the prepared bodies' records; the index's parts) holds in memory before it goes to the scratch
+        /// folder; lowered by tests.
+        package var tableMemoryLimit = 2 << 20
 
         /// Creates options.
         public init(
@@ -159,20 +163,22 @@ public struct BundleWriter: Sendable {
     ///   nothing is left at `path` (a bundle already there is kept).
     @discardableResult
     public func write(to path: String) throws -> Summary {
-        let keys = try keyedEntries()
         let output = try AtomicOutput(destination: path)
         let ownScratch = session == nil ? try ScratchFolder(besideOutput: path) : nil
         defer { ownScratch?.remove() }
+        let scratch = (session?.scratch ?? ownScratch)?.path
+        let keys = try keyedEntries(scratch: scratch)
         let spool = session?.overflow ?? OverflowFile(in: ownScratch!)
         let memory = session?.received ?? MemoryBudget(total: options.memoryBudget, perBody: .max)
         let zip = ZipWriter(output: output, spill: spool)
         // The bodies, prepared in the entries' own order, each distinct one written once in digest order; their bytes
         // are let go as they are written, and what the manifest and the index need of them is kept.
-        let prepared = try prepareBodies(spool: spool, memory: memory)
-        let bodies = DistinctBodies(prepared, keys: keys)
-        let deduplicated = prepared.withBody - bodies.count
-        // The index's parts that grow with the entries go to the scratch folder past 4 MiB each (about 30,000 entries).
-        var index = IndexAccumulator(entryCount: keys.count, bodyCount: bodies.count, spillFolder: (session?.scratch ?? ownScratch)?.path)
+        let prepared = try prepareBodies(spool: spool, memory: memory, scratch: scratch)
+        let bodies = try DistinctBodies(prepared, keys: keys, scratch: scratch, memoryLimit: options.tableMemoryLimit)
+        let deduplicated = bodies.duplicates
+        // The index's parts that grow with the entries go to the scratch folder past 1 MiB each (``Options/tableMemoryLimit``).
+        var index = IndexAccumulator(
+            entryCount: keys.count, bodyCount: bodies.count, spillFolder: scratch, memoryLimit: options.tableMemoryLimit / 2)
         index.formQuery = keys.formQuery
         // The prepared bodies go with the writing: from here on what the manifest needs of a body is its record in the index.
         try Self.writeBodies(bodies, of: consume prepared, to: zip, output: output, spool: spool, index: &index)
@@ -181,7 +187,7 @@ public struct BundleWriter: Sendable {
         packager_release_free_memory()
         let sink = ManifestSink(level: options.compressionLevel, spool: spool)
         let totals = try metadata(keys, bodies: bodies, index: &index, manifest: sink)
-        // The keys and the bodies' order are let go before the index is finished: 8 MB of the peak for 100,000 entries.
+        // The keys and the bodies' order are let go before the index is finished.
         let (keyCount, bodyCount) = (keys.count, bodies.count)
         _ = consume keys
         _ = consume bodies
@@ -202,27 +208,38 @@ public struct BundleWriter: Sendable {
             signed: options.signingKey != nil)
     }
 
-    /// The entries' canonical keys in key order: their bytes one after the other, and for each key where its bytes lie
-    /// and which entry it keys (12 bytes a key besides its own, where an array of `String` held about a hundred).
+    /// The entries' canonical keys in key order, each record the entry's index (32 bits) and the key's bytes: sorted
+    /// in memory up to 2 MiB of them, in runs in the scratch folder past it (``ExternalSorter``), so that the writer's
+    /// memory does not grow with the entries (an array of them held about 75 bytes an entry).
     struct KeyTable {
-        var bytes: [UInt8] = []
+        let sorter: ExternalSorter
         /// Whether a key needs queries read as forms to be found (header flag bit 1).
         var formQuery = false
-        var keys: [(start: UInt32, length: UInt32, entry: UInt32)] = []
 
-        var count: Int { keys.count }
-        func key(_ i: Int) -> String { String(decoding: bytes[Self.range(keys[i])], as: UTF8.self) }
-        func entry(_ i: Int) -> Int { Int(keys[i].entry) }
-        static func range(_ key: (start: UInt32, length: UInt32, entry: UInt32)) -> Range<Int> { Int(key.start)..<Int(key.start + key.length) }
+        var count: Int { sorter.count }
+
+        /// Calls `body` with each key's position in key order, its entry's index and the key's bytes.
+        func forEachKey(_ body: (_ position: Int, _ entry: Int, _ key: UnsafeRawBufferPointer) throws -> Void) throws {
+            let records = try sorter.sorted()
+            var position = 0
+            while try records.next({ record in
+                try body(position, Int(record.loadUnaligned(as: UInt32.self).littleEndian), UnsafeRawBufferPointer(rebasing: record[4...]))
+            }) != nil {
+                position += 1
+            }
+        }
     }
 
     /// The entries' canonical keys, in key order, each checked: an http(s) key, a final status, no body where HTTP allows
     /// none, no key answered twice.
-    private func keyedEntries() throws -> KeyTable {
+    private func keyedEntries(scratch: String?) throws -> KeyTable {
         // Queries are read as forms; the bundle says so (header flag bit 1) only where a key needs it.
         let canonicalizer = RequestKeyCanonicalizer(rules: options.rules, formQuery: options.readsQueriesAsForms)
-        var table = KeyTable()
-        table.keys.reserveCapacity(entryCount)
+        var table = KeyTable(
+            sorter: ExternalSorter(folder: scratch, memoryLimit: options.tableMemoryLimit) { a, b in
+                UnsafeRawBufferPointer(rebasing: a[4...]).lexicographicallyPrecedes(UnsafeRawBufferPointer(rebasing: b[4...]))
+            })
+        var record = [UInt8]()
         for index in 0..<entryCount where !superseded.contains(index) {
             let entry = try entry(at: index)
             guard let url = canonicalizer.canonicalize(entry.url), isWellFormedKey(url) else {
@@ -236,72 +253,106 @@ public struct BundleWriter: Sendable {
             if entry.body != nil || entry.prepared != nil, entry.status == 204 || entry.status == 304 {
                 throw PackagerError(.invalidInput, "an entry with status \(entry.status) cannot have a body (RFC 9110 §6.4.1)", subject: key)
             }
-            let start = table.bytes.count
-            table.bytes.append(contentsOf: key.utf8)
-            guard table.bytes.count <= Int(UInt32.max), index <= Int(UInt32.max) else {
-                throw PackagerError(.invalidInput, "the entries' keys exceed 4 GiB", subject: key)
+            guard index <= Int(UInt32.max) else { throw PackagerError(.invalidInput, "more than 4,294,967,295 entries", subject: key) }
+            record.removeAll(keepingCapacity: true)
+            withUnsafeBytes(of: UInt32(index).littleEndian) { record.append(contentsOf: $0) }
+            record.append(contentsOf: key.utf8)
+            try table.sorter.append(record)
+        }
+        var last: (key: [UInt8], entry: Int)?
+        try table.forEachKey { _, entry, key in
+            if let last, key.elementsEqual(last.key) {
+                let shown = String(decoding: key, as: UTF8.self)
+                throw PackagerError(
+                    .duplicate,
+                    "two entries answer the same request key \(shown) (from \(try self.entry(at: min(last.entry, entry)).url) and \(try self.entry(at: max(last.entry, entry)).url))",
+                    subject: shown)
             }
-            table.keys.append((UInt32(start), UInt32(table.bytes.count - start), UInt32(index)))
-        }
-        table.bytes.withUnsafeBufferPointer { bytes in
-            table.keys.sort { bytes[KeyTable.range($0)].lexicographicallyPrecedes(bytes[KeyTable.range($1)]) }
-        }
-        for i in table.keys.indices.dropFirst() {
-            guard table.bytes[KeyTable.range(table.keys[i - 1])].elementsEqual(table.bytes[KeyTable.range(table.keys[i])]) else { continue }
-            throw PackagerError(
-                .duplicate,
-                "two entries answer the same request key \(table.key(i)) (from \(try entry(at: table.entry(i - 1)).url) and \(try entry(at: table.entry(i)).url))",
-                subject: table.key(i))
+            if last == nil { last = ([], 0) }
+            last!.key.removeAll(keepingCapacity: true)
+            last!.key.append(contentsOf: key)
+            last!.entry = entry
         }
         return table
     }
 
     /// Each entry's body hashed and compressed (nil for none), in the entries' own order. A crawl's were prepared while
     /// it went on: they are taken from its store, not copied.
-    private func prepareBodies(spool: OverflowFile, memory: MemoryBudget) throws -> PreparedBodies {
-        var ready = PreparedBodies(entries.map(\.prepared))
-        if let store { ready.append(contentsOf: store.takePrepared()) }
+    private func prepareBodies(spool: OverflowFile, memory: MemoryBudget, scratch: String?) throws -> PreparedBodies {
+        let ready: PreparedBodies
+        if entries.isEmpty, let store {
+            ready = store.takePrepared()
+        } else {
+            ready = try PreparedBodies(entries.map(\.prepared), folder: scratch, memoryLimit: options.tableMemoryLimit)
+            if let store {
+                let taken = store.takePrepared()
+                for i in 0..<taken.count { try ready.append(taken.body(at: i)) }
+            }
+        }
         // A crawl's store gives its prepared bodies (and has let the received ones go) to one write only.
         guard ready.count == entryCount else {
             throw PackagerError(.invalidInput, "a crawl's entries can be written to one bundle only; this writer's store was written already")
         }
-        return try BodyPreparer(options: options, spool: spool, memory: memory).prepare(consume ready) { try entry(at: $0) }
+        return try BodyPreparer(options: options, spool: spool, memory: memory).prepare(ready) { try entry(at: $0) }
     }
 
     /// The distinct bodies, in digest order, each as the entry that has it first in key order (identical bytes under
-    /// two media types are stored once, one way), and for each key the position of its body in that order.
+    /// two media types are stored once, one way), and for each key the position of its body in that order. Sorted by
+    /// digest, and then by key, in bounded memory (``ExternalSorter``); the bodies' entries in a ``ScratchArray``.
     struct DistinctBodies {
         /// For each distinct body, the entry whose prepared body it is.
-        var entries: [Int32] = []
-        /// For each key in key order, its body's position among the distinct ones, or -1.
-        var position: [Int32]
-        /// The entries whose body is the same as one stored for another.
-        var duplicates: [Int32] = []
+        let entries: ScratchArray<Int32>
+        /// For each key with a body, in key order: the key's position (32 bits, big-endian) and its body's position
+        /// among the distinct ones (32 bits).
+        let positions: ExternalSorter
+        /// How many entries have a body that is the same as one stored for another.
+        private(set) var duplicates = 0
 
         var count: Int { entries.count }
-        func body(ofKey i: Int) -> Int? { position[i] < 0 ? nil : Int(position[i]) }
 
-        init(_ prepared: PreparedBodies, keys: KeyTable) {
-            position = [Int32](repeating: -1, count: keys.count)
-            // Keys with a body, by digest, then by key order: the first of each digest is the one stored.
-            var order = [Int32]()
-            order.reserveCapacity(keys.count)
-            for i in 0..<keys.count where prepared[keys.entry(i)] != nil { order.append(Int32(i)) }
-            order.sort { a, b in
-                let (x, y) = (prepared[keys.entry(Int(a))]!.digest, prepared[keys.entry(Int(b))]!.digest)
-                return x < y || (x == y && a < b)
+        /// Takes what `prepared` holds of the keys' bodies; the prepared bodies of duplicates are let go.
+        init(_ prepared: PreparedBodies, keys: KeyTable, scratch: String?, memoryLimit: Int) throws {
+            entries = ScratchArray(folder: scratch, memoryLimit: memoryLimit / 2, pageBytes: 16 << 10)
+            // Records of the digest (32 bytes), the key's position (big-endian) and the entry: their bytes' order is the
+            // digest's, then the key's.
+            let byDigest = ExternalSorter(folder: scratch, memoryLimit: memoryLimit) { a, b in a.lexicographicallyPrecedes(b) }
+            positions = ExternalSorter(folder: scratch, memoryLimit: memoryLimit / 2) { a, b in
+                a.loadUnaligned(as: UInt32.self).bigEndian < b.loadUnaligned(as: UInt32.self).bigEndian
             }
-            var last: BodyDigest?
-            for key in order {
-                let entry = keys.entry(Int(key))
-                let digest = prepared[entry]!.digest
-                if digest != last {
-                    entries.append(Int32(entry))
-                    last = digest
-                } else {
-                    duplicates.append(Int32(entry))
+            var record = [UInt8]()
+            try keys.forEachKey { position, entry, _ in
+                guard let digest = try prepared.digest(at: entry) else { return }
+                record.removeAll(keepingCapacity: true)
+                record.append(contentsOf: digest.bytes)
+                withUnsafeBytes(of: UInt32(position).bigEndian) { record.append(contentsOf: $0) }
+                withUnsafeBytes(of: UInt32(entry).littleEndian) { record.append(contentsOf: $0) }
+                try byDigest.append(record)
+            }
+            let sorted = try byDigest.sorted()
+            var last = [UInt8]()
+            var pair = [UInt8](repeating: 0, count: 8)
+            while let (position, entry, new) = try sorted.next({ record -> (UInt32, Int, Bool) in
+                let new = !record[0..<32].elementsEqual(last)
+                if new {
+                    last.removeAll(keepingCapacity: true)
+                    last.append(contentsOf: record[0..<32])
                 }
-                position[Int(key)] = Int32(entries.count - 1)
+                return (
+                    record.loadUnaligned(fromByteOffset: 32, as: UInt32.self), Int(record.loadUnaligned(fromByteOffset: 36, as: UInt32.self).littleEndian), new
+                )
+            }) {
+                if new {
+                    try entries.append(Int32(entry))
+                } else {
+                    // The same bytes prepared for another entry: not written, and not needed.
+                    try prepared.setWritten(entry)
+                    duplicates += 1
+                }
+                pair.withUnsafeMutableBytes {
+                    $0.storeBytes(of: position, as: UInt32.self)
+                    $0.storeBytes(of: UInt32(entries.count - 1).littleEndian, toByteOffset: 4, as: UInt32.self)
+                }
+                try positions.append(pair)
             }
         }
     }
@@ -313,21 +364,20 @@ public struct BundleWriter: Sendable {
         index: inout IndexAccumulator
     ) throws {
         var copyBuffer = [UInt8](repeating: 0, count: 1 << 20)
-        // The same bytes prepared for other entries are not written, and not needed.
-        for i in bodies.duplicates { prepared[Int(i)]?.storage = .written }
-        func digest(_ u: Int) -> [UInt8]? { bodies.entries.indices.contains(u) ? prepared[Int(bodies.entries[u])]!.digest.bytes : nil }
-        var (previous, this, next) = ([UInt8]?.none, digest(0), digest(1))
+        func digest(_ u: Int) throws -> [UInt8]? { u < bodies.count ? try prepared.digest(at: Int(bodies.entries.value(at: u)))?.bytes : nil }
+        var (previous, this, next) = ([UInt8]?.none, try digest(0), try digest(1))
         for u in 0..<bodies.count {
-            guard let sha256 = this, let body = prepared[Int(bodies.entries[u])] else { preconditionFailure("distinct body \(u)") }
+            let entry = Int(try bodies.entries.value(at: u))
+            guard let sha256 = this, let body = try prepared.body(at: entry) else { preconditionFailure("distinct body \(u)") }
             let name = BundleFormat.bodyEntryName(sha256: sha256, digits: bodyNameDigits(sha256, previous: previous, next: next))
             let offsets = try zip.beginEntry(name: name, method: body.compression.rawValue, crc32: body.crc32, compressedSize: body.storedSize, size: body.size)
             try body.storage.copy(
                 to: output, storedSize: body.storedSize, expectedCRC: body.compression == .stored ? body.crc32 : nil, spool: spool, buffer: &copyBuffer)
-            prepared[Int(bodies.entries[u])]?.storage = .written
+            try prepared.setWritten(entry)
             try index.addBody(
                 sha256: sha256, localHeaderOffset: offsets.localHeaderOffset, dataOffset: offsets.dataOffset, storedSize: body.storedSize, size: body.size,
                 crc32: body.crc32, storedCRC32: body.storedCRC32, compression: body.compression)
-            (previous, this, next) = (this, next, digest(u + 2))
+            (previous, this, next) = (this, next, try digest(u + 2))
         }
     }
 
@@ -354,16 +404,28 @@ public struct BundleWriter: Sendable {
             generator: Self.generator, createdAt: clamped(options.createdAt).map { Self.iso8601($0, formatter) }, rules: options.rules,
             entries: [], totals: totals)
         ManifestWriter.head(createdAt: manifest.createdAt, to: &sink.buffer)
-        for i in 0..<keys.count {
-            let key = keys.key(i)
-            let entry = try entry(at: keys.entry(i))
+        // Each key's body position, in key order, read beside the keys.
+        let positions = try bodies.positions.sorted()
+        func nextPosition() throws -> (key: Int, body: Int)? {
+            try positions.next {
+                (Int($0.loadUnaligned(as: UInt32.self).bigEndian), Int($0.loadUnaligned(fromByteOffset: 4, as: UInt32.self).littleEndian))
+            }
+        }
+        var position = try nextPosition()
+        try keys.forEachKey { i, entryIndex, keyBytes in
+            let key = String(decoding: keyBytes, as: UTF8.self)
+            let entry = try entry(at: entryIndex)
             var headers = entry.headers
                 .map { (name: $0.name.lowercased(), value: String(Substring($0.value).trimmingWhitespace())) }
                 .filter { !HeaderPolicy.neverStored.contains($0.name) }
             // A synthesized ETag is a flag, derived from the digest when answering: it is never stored as a header, so
             // it cannot pass for the origin's, and header blocks stay shareable.
             var flags: UInt8 = 0
-            let bodyIndex = bodies.body(ofKey: i)
+            var bodyIndex: Int?
+            if let at = position, at.key == i {
+                bodyIndex = at.body
+                position = try nextPosition()
+            }
             if entry.synthesizeETag, bodyIndex != nil, !headers.contains(where: { $0.name == "etag" }) { flags |= IndexLayout.flagETagSynthesized }
             if entry.lastModifiedSynthesized, headers.contains(where: { $0.name == "last-modified" }) {
                 flags |= IndexLayout.flagLastModifiedSynthesized

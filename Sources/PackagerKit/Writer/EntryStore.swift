@@ -1,6 +1,6 @@
 import Foundation
-import NIOConcurrencyHelpers
 import OfflineBundle
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -13,19 +13,21 @@ import OfflineBundle
 /// A crawl's entries, each encoded into a scratch file as it is recorded and read back one at a time when the bundle
 /// is written.
 ///
-/// What stays in memory per entry is where its record lies, its body while it waits to be prepared, and the prepared
-/// body (digest, sizes, where the stream is): a crawl of 50,000 pages held 20 MB of entries and their headers in
-/// memory before, and their count is what grows with the site.
+/// What is kept per entry besides its record is where the record lies and the prepared body (digest, sizes, where the
+/// stream is), both in memory up to a megabyte or two and in files of the scratch folder past it (``ScratchArray``),
+/// and its body while it waits to be prepared: a crawl of 50,000 pages held 20 MB of entries and their headers in
+/// memory before, and an import of any size now holds the same memory for them.
 final class EntryStore: Sendable {
     private struct State {
         var fd: Int32 = -1
         /// Records not yet written to the file.
         var pending: [UInt8] = []
         var written: UInt64 = 0
-        var offsets: [UInt64] = []
+        /// Where each entry's record starts.
+        var offsets: ScratchArray<UInt64>
         /// Bodies not yet prepared, by entry.
         var bodies: [Int: BundleWriter.BodySource] = [:]
-        var prepared = PreparedBodies()
+        var prepared: PreparedBodies
         /// Why the file could not be written; reading any entry then fails with it.
         var failure: String?
         /// The stretch of the file read last, from `windowStart`, and the entry read last: entries read in order (the
@@ -36,16 +38,20 @@ final class EntryStore: Sendable {
     }
 
     private let path: String
-    private let state = NIOLockedValueBox(State())
+    private let state: Mutex<State>
     /// Records are gathered to this size before they are written.
     static let flushSize = 64 << 10
     /// How much of the file is read at once for entries read in order.
     static let windowSize = 256 << 10
 
-    init(path: String) { self.path = path }
+    init(path: String) {
+        self.path = path
+        let folder = (path as NSString).deletingLastPathComponent
+        state = Mutex(State(offsets: ScratchArray(folder: folder, memoryLimit: 1 << 20, pageBytes: 16 << 10), prepared: PreparedBodies(folder: folder)))
+    }
 
     deinit {
-        state.withLockedValue { state in
+        state.withLock { state in
             if state.fd >= 0 {
                 close(state.fd)
                 unlink(path)
@@ -53,30 +59,36 @@ final class EntryStore: Sendable {
         }
     }
 
-    var count: Int { state.withLockedValue { $0.offsets.count } }
+    var count: Int { state.withLock { $0.offsets.count } }
 
     /// Records an entry; returns its index. A failure to write the file is reported when entries are read back.
     func append(_ entry: RecordedExchange) -> Int {
         let record = Self.encode(entry)
-        return state.withLockedValue { state in
+        return state.withLock { state in
             let index = state.offsets.count
-            state.offsets.append(state.written + UInt64(state.pending.count))
+            do {
+                try state.offsets.append(state.written + UInt64(state.pending.count))
+                try state.prepared.append(entry.prepared)
+            } catch {
+                // Counted all the same, so that indexes stay as given; reading back any entry fails.
+                if state.failure == nil { state.failure = "\(error)" }
+                return index
+            }
             state.pending += record
             if let body = entry.body { state.bodies[index] = body }
-            state.prepared.append(entry.prepared)
             if state.pending.count >= Self.flushSize, state.failure == nil {
                 do { try flush(&state) } catch { state.failure = "\(error)" }
             }
-            return state.offsets.count - 1
+            return index
         }
     }
 
     /// The body of the entry at `index` was hashed and compressed: the store keeps that, and lets the received body go.
     func setPrepared(_ index: Int, _ prepared: PreparedBody) {
-        state.withLockedValue { state in
+        state.withLock { state in
             // After the writer took the prepared bodies, nothing is kept here.
             guard index < state.prepared.count else { return }
-            state.prepared[index] = prepared
+            do { try state.prepared.set(prepared, at: index) } catch { if state.failure == nil { state.failure = "\(error)" } }
             state.bodies[index] = nil
         }
     }
@@ -84,22 +96,31 @@ final class EntryStore: Sendable {
     /// The prepared bodies, in the entries' order (nil where none is), handed over to the writer: the store no longer
     /// gives them with its entries.
     func takePrepared() -> PreparedBodies {
-        state.withLockedValue { state in
-            var taken = PreparedBodies()
-            swap(&taken, &state.prepared)
+        state.withLock { state in
+            let taken = state.prepared
+            state.prepared = PreparedBodies(folder: nil)
             return taken
         }
     }
 
     /// The entry at `index`, read back.
     func entry(at index: Int) throws -> RecordedExchange {
-        let (fd, offset, length, heldRecord, body, prepared) = try state.withLockedValue {
+        let (fd, offset, length, heldRecord, body, prepared) = try state.withLock {
             state -> (Int32, UInt64, Int, [UInt8]?, BundleWriter.BodySource?, PreparedBody?) in
             if let failure = state.failure { throw PackagerError(.io, "the crawl's entries could not be kept: \(failure)", subject: path) }
-            let start = state.offsets[index]
-            let end = index + 1 < state.offsets.count ? state.offsets[index + 1] : state.written + UInt64(state.pending.count)
+            let start: UInt64
+            let end: UInt64
+            let prepared: PreparedBody?
+            do {
+                start = try state.offsets.value(at: index)
+                end = index + 1 < state.offsets.count ? try state.offsets.value(at: index + 1) : state.written + UInt64(state.pending.count)
+                // Unless the writer took them.
+                prepared = index < state.prepared.count ? try state.prepared.body(at: index) : nil
+            } catch {
+                throw PackagerError(.io, "cannot read back where the crawl's entries are", subject: path, cause: error)
+            }
             let length = Int(end - start)
-            let (body, prepared) = (state.bodies[index], Self.prepared(index, in: state))
+            let body = state.bodies[index]
             if start >= state.written {
                 // Still in memory: copied out under the lock.
                 let from = Int(start - state.written)
@@ -132,11 +153,6 @@ final class EntryStore: Sendable {
         entry.body = body
         entry.prepared = prepared
         return entry
-    }
-
-    /// The prepared body of the entry at `index`, unless the writer took them.
-    private static func prepared(_ index: Int, in state: State) -> PreparedBody? {
-        index < state.prepared.count ? state.prepared[index] : nil
     }
 
     private func flush(_ state: inout State) throws {

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import OfflineBundle
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -40,6 +41,9 @@ struct BodyDigest: Hashable, Comparable, Sendable {
     }
 
     static func < (a: Self, b: Self) -> Bool { (a.w0, a.w1, a.w2, a.w3) < (b.w0, b.w1, b.w2, b.w3) }
+
+    /// Thirty-two zero bytes: a placeholder, never a body's.
+    static let zero = BodyDigest(bytes: repeatElement(0, count: 32))
 }
 
 /// A body hashed and compressed, waiting to be written.
@@ -116,42 +120,127 @@ extension PreparedBody.Storage {
     }
 }
 
-/// Prepared bodies by entry (nil for an entry without one), in chunks of 4,096: a growing array holds up to twice its
-/// size while it grows, and an array made of a crawl's would hold them twice while it is made.
-struct PreparedBodies: Sendable {
-    private var chunks: [[PreparedBody?]] = []
-    private(set) var count = 0
-    static let chunkSize = 4096
+/// Prepared bodies by entry (nil for an entry without one).
+///
+/// What each body is (digest, CRC-32s, sizes, compression, where its stream lies in the overflow file) is a 72-byte
+/// record in a ``ScratchArray``: in memory up to 2 MiB (about 29,000 entries), in a file of the scratch folder past
+/// it, so that an import of any size holds the same memory for them (an array of `PreparedBody?` held 90 bytes an
+/// entry). A body held in memory, or read again from its source when written, is kept beside the records by entry:
+/// those in memory are within the writer's budget, and sources are files of a megabyte and more.
+///
+/// Shared by reference, behind its own lock: the preparing threads set bodies, one owner at a time.
+final class PreparedBodies: Sendable {
+    private struct Record {
+        var digest: BodyDigest
+        var size: UInt64
+        var storedSize: UInt64
+        /// Where the stored bytes start in the overflow file, for a body kept there.
+        var spoolOffset: UInt64
+        var crc32: UInt32
+        var storedCRC32: UInt32
+        var compression: UInt16
+        /// ``noBody``, ``inSpool``, ``written``, or ``held``: the storage is in ``State/held``.
+        var storage: UInt8
 
-    init() {}
+        /// An entry without a body.
+        static let none = Record(digest: .zero, size: 0, storedSize: 0, spoolOffset: 0, crc32: 0, storedCRC32: 0, compression: 0, storage: noBody)
+    }
+    private static let (noBody, inSpool, written, held): (UInt8, UInt8, UInt8, UInt8) = (0, 1, 2, 3)
 
-    init(_ bodies: [PreparedBody?]) {
-        for body in bodies { append(body) }
+    private struct State: ~Copyable {
+        var records: ScratchArray<Record>
+        var held: [Int: PreparedBody.Storage] = [:]
+        var withBody = 0
+    }
+    private let state: Mutex<State>
+
+    /// None yet; their records go to a file in `folder` past `memoryLimit` bytes (nil: in memory whatever their count).
+    init(folder: String?, memoryLimit: Int = 2 << 20) {
+        // Pages of 4 KiB: the writer reads the records in key order and in digest order, not the entries' own.
+        state = Mutex(State(records: ScratchArray(folder: folder, memoryLimit: memoryLimit, pageBytes: 4096)))
     }
 
-    mutating func append(_ body: PreparedBody?) {
-        if count % Self.chunkSize == 0 {
-            chunks.append([])
-            chunks[chunks.count - 1].reserveCapacity(Self.chunkSize)
-        }
-        chunks[chunks.count - 1].append(body)
-        count += 1
-    }
-
-    /// Appends `other`'s bodies; when this is empty, takes its chunks as they are.
-    mutating func append(contentsOf other: consuming PreparedBodies) {
-        if count == 0 {
-            self = other
-            return
-        }
-        for i in 0..<other.count { append(other[i]) }
-    }
-
-    subscript(i: Int) -> PreparedBody? {
-        get { chunks[i / Self.chunkSize][i % Self.chunkSize] }
-        set { chunks[i / Self.chunkSize][i % Self.chunkSize] = newValue }
-    }
+    var count: Int { state.withLock { $0.records.count } }
 
     /// How many entries have a body.
-    var withBody: Int { chunks.reduce(0) { $0 + $1.count { $0 != nil } } }
+    var withBody: Int { state.withLock { $0.withBody } }
+
+    /// Adds the next entry's body.
+    func append(_ body: PreparedBody?) throws {
+        try state.withLock { state in
+            try state.records.append(Record.none)
+            try Self.set(body, at: state.records.count - 1, in: &state)
+        }
+    }
+
+    /// The body of the entry at `index`.
+    func body(at index: Int) throws -> PreparedBody? {
+        try state.withLock { state in
+            let record = try state.records.value(at: index)
+            let storage: PreparedBody.Storage
+            switch record.storage {
+            case Self.noBody: return nil
+            case Self.inSpool: storage = .spool(offset: record.spoolOffset)
+            case Self.written: storage = .written
+            default:
+                guard let held = state.held[index] else { preconditionFailure("entry \(index)'s body is held") }
+                storage = held
+            }
+            return PreparedBody(
+                digest: record.digest, crc32: record.crc32, storedCRC32: record.storedCRC32, size: record.size, storedSize: record.storedSize,
+                compression: BodyCompression(rawValue: record.compression) ?? .stored, storage: storage)
+        }
+    }
+
+    /// The digest of the entry at `index`'s body, or nil.
+    func digest(at index: Int) throws -> BodyDigest? {
+        try state.withLock { state in
+            let record = try state.records.value(at: index)
+            return record.storage == Self.noBody ? nil : record.digest
+        }
+    }
+
+    /// Sets the body of the entry at `index`.
+    func set(_ body: PreparedBody?, at index: Int) throws {
+        try state.withLock { try Self.set(body, at: index, in: &$0) }
+    }
+
+    /// The body of the entry at `index` is written: its bytes are let go.
+    func setWritten(_ index: Int) throws {
+        try state.withLock { state in
+            // Only a body held here has bytes to let go; one in the overflow file is not read again.
+            guard state.held[index] != nil else { return }
+            var record = try state.records.value(at: index)
+            guard record.storage != Self.noBody else { return }
+            record.storage = Self.written
+            state.held[index] = nil
+            try state.records.set(record, at: index)
+        }
+    }
+
+    private static func set(_ body: PreparedBody?, at index: Int, in state: inout State) throws {
+        let had = try state.records.value(at: index).storage != noBody
+        state.held[index] = nil
+        var record = Record.none
+        if let body {
+            record = Record(
+                digest: body.digest, size: body.size, storedSize: body.storedSize, spoolOffset: 0, crc32: body.crc32, storedCRC32: body.storedCRC32,
+                compression: body.compression.rawValue, storage: held)
+            switch body.storage {
+            case .spool(let offset): (record.storage, record.spoolOffset) = (inSpool, offset)
+            case .written: record.storage = written
+            case .memory, .source: state.held[index] = body.storage
+            }
+        }
+        state.withBody += (body != nil ? 1 : 0) - (had ? 1 : 0)
+        try state.records.set(record, at: index)
+    }
+}
+
+extension PreparedBodies {
+    /// The bodies of `entries` (nil where none is), in a new table.
+    convenience init(_ entries: [PreparedBody?], folder: String?, memoryLimit: Int = 2 << 20) throws {
+        self.init(folder: folder, memoryLimit: memoryLimit)
+        for body in entries { try append(body) }
+    }
 }
