@@ -23,7 +23,7 @@ struct IndexAccumulatorTests {
         arguments: [false, true])
     func readsBack(spilled: Bool) throws {
         let folder = try TemporaryFolder()
-        var index = IndexAccumulator(entryCount: 3, bodyCount: 2, spillFolder: spilled ? folder.path : nil, memoryLimit: 0)
+        var index = try IndexAccumulator(entryCount: 3, bodyCount: 2, spillFolder: spilled ? folder.path : nil, memoryLimit: 0)
         try Self.addBody(&index, 1, at: 0)
         try Self.addBody(&index, 2, at: 100)
         let (sha256, size, storedSize, compression) = try index.body(at: 1)
@@ -44,7 +44,7 @@ struct IndexAccumulatorTests {
     func spilledIsTheSame() throws {
         let folder = try TemporaryFolder()
         func build(_ spillFolder: String?) throws -> [UInt8] {
-            var index = IndexAccumulator(entryCount: 3000, bodyCount: 200, spillFolder: spillFolder, memoryLimit: 10_000)
+            var index = try IndexAccumulator(entryCount: 3000, bodyCount: 200, spillFolder: spillFolder, memoryLimit: 10_000)
             for b in 0..<200 {
                 var digest = [UInt8](repeating: 0, count: 32)
                 digest[0] = UInt8(b / 256)
@@ -75,8 +75,8 @@ struct IndexAccumulatorTests {
 
     @Test("more or fewer entries or bodies than announced, bodies out of digest order, keys out of order: each refused")
     func refusals() throws {
-        func refused(_ build: (inout IndexAccumulator) throws -> Void, _ text: String) {
-            var index = IndexAccumulator(entryCount: 1, bodyCount: 1)
+        func refused(_ build: (inout IndexAccumulator) throws -> Void, _ text: String) throws {
+            var index = try IndexAccumulator(entryCount: 1, bodyCount: 1)
             #expect {
                 try build(&index)
             } throws: { error in
@@ -87,19 +87,19 @@ struct IndexAccumulatorTests {
         func entry(_ index: inout IndexAccumulator, _ key: String) throws {
             try index.add(key: key, status: 200, kind: .recorded, flags: 0, headers: [], body: 0, fetchedAt: nil, originDate: nil)
         }
-        refused(
+        try refused(
             {
                 try entry(&$0, key)
                 try entry(&$0, key + "b")
             }, "more index entries than announced")
-        refused(
+        try refused(
             {
                 try Self.addBody(&$0, 1, at: 0)
                 try Self.addBody(&$0, 2, at: 100)
             }, "more index bodies than announced")
         // Finished short of what it announced (the accumulator is consumed by finishing, so not through `refused`).
         for short in [true, false] {
-            var index = IndexAccumulator(entryCount: 1, bodyCount: 1)
+            var index = try IndexAccumulator(entryCount: 1, bodyCount: 1)
             if short { try Self.addBody(&index, 1, at: 0) } else { try entry(&index, key) }
             do {
                 _ = try index.finish(manifestSHA256: Self.digest(0), rules: BundleRules(), createdAt: nil)
@@ -108,16 +108,16 @@ struct IndexAccumulatorTests {
                 #expect("\(error)".contains("differ from those announced"))
             }
         }
-        var twoBodies = IndexAccumulator(entryCount: 2, bodyCount: 2)
+        var twoBodies = try IndexAccumulator(entryCount: 2, bodyCount: 2)
         try Self.addBody(&twoBodies, 2, at: 0)
         #expect(throws: BundleError.self) { try Self.addBody(&twoBodies, 1, at: 100) }
-        var twoEntries = IndexAccumulator(entryCount: 2, bodyCount: 0)
+        var twoEntries = try IndexAccumulator(entryCount: 2, bodyCount: 0)
         try twoEntries.add(key: key + "b", status: 200, kind: .recorded, flags: 0, headers: [], body: nil, fetchedAt: nil, originDate: nil)
         #expect(throws: BundleError.self) {
             try twoEntries.add(key: key + "a", status: 200, kind: .recorded, flags: 0, headers: [], body: nil, fetchedAt: nil, originDate: nil)
         }
         // A body reference beyond the announced bodies.
-        var outOfRange = IndexAccumulator(entryCount: 1, bodyCount: 1)
+        var outOfRange = try IndexAccumulator(entryCount: 1, bodyCount: 1)
         #expect(throws: BundleError.self) {
             try outOfRange.add(key: key, status: 200, kind: .recorded, flags: 0, headers: [], body: 1, fetchedAt: nil, originDate: nil)
         }

@@ -16,8 +16,8 @@ struct DigestTableTests {
         defer { scratch.remove() }
         var generator = SystemRandomNumberGenerator()
         // 16 KiB: the slots (24 bytes) go to a file once the table passes 1,024 of them.
-        var table = spilled ? DigestTable<UInt32>(folder: scratch.path, memoryLimit: 16 << 10) : DigestTable<UInt32>()
-        var model: [ExchangeImport.KeyDigest: UInt32] = [:]
+        var table = spilled ? DigestTable(folder: scratch.path, memoryLimit: 16 << 10) : DigestTable()
+        var model: [ExchangeImport.KeyDigest: UInt64] = [:]
         var keys: [ExchangeImport.KeyDigest] = [ExchangeImport.KeyDigest(high: 0, low: 0)]
         // Keys that share their low half (the slot) with others, and random ones.
         for i in 0..<20_000 {
@@ -25,12 +25,12 @@ struct DigestTableTests {
             keys.append(ExchangeImport.KeyDigest(high: generator.next(), low: low))
         }
         for (i, key) in keys.enumerated() {
-            try table.set(UInt32(i), for: key)
-            model[key] = UInt32(i)
+            try table.set(UInt64(i), for: key)
+            model[key] = UInt64(i)
             if i % 3 == 0 {
                 // Replaced: the count stays.
-                try table.set(UInt32(i) + 1, for: key)
-                model[key] = UInt32(i) + 1
+                try table.set(UInt64(i) + 1, for: key)
+                model[key] = UInt64(i) + 1
             }
         }
         #expect(table.spilled == spilled)

@@ -176,7 +176,7 @@ package enum IndexEdit {
         }
         let entryCount = try reader.count(limit: base.entryCount + edit.count / 9)
         // The entries are read first, the accumulator made after: the target's counts are known by then.
-        var accumulator = IndexAccumulator(entryCount: entryCount, bodyCount: bodyCount)
+        var accumulator = try IndexAccumulator(entryCount: entryCount, bodyCount: bodyCount)
         accumulator.version = version
         for body in bodies { try accumulator.addBody(body) }
         var added = 0

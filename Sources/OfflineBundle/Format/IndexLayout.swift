@@ -182,7 +182,7 @@ package enum IndexBuilder {
         rules: BundleRules,
         createdAt: Int64?
     ) throws -> [UInt8] {
-        var accumulator = IndexAccumulator(entryCount: entries.count, bodyCount: bodies.count)
+        var accumulator = try IndexAccumulator(entryCount: entries.count, bodyCount: bodies.count)
         for body in bodies { try accumulator.addBody(body) }
         for entry in entries { try accumulator.add(entry) }
         return try accumulator.finish(manifestSHA256: manifestSHA256, rules: rules, createdAt: createdAt).joinedBytes()
@@ -207,15 +207,19 @@ package struct IndexAccumulator: ~Copyable {
     private var record: [UInt8] = []
     /// The distinct header blocks, one after the other, and where each starts among them.
     private let blocks: SpilledBytes
-    private var blockStarts = [UInt32]()
-    /// The newest block with each FNV-1a hash of their bytes; `sameHash` chains to the older ones (the bytes are compared
-    /// in `blocks`, not kept twice).
-    private var blocksByHash = [UInt64: UInt32]()
-    /// For each block, the block before it with the same hash, or `UInt32.max`: a chain instead of an array per hash
-    /// (a real site's entries mostly have header lines of their own).
-    private var sameHash = [UInt32]()
+    private let blockStarts: ScratchArray<UInt32>
+    /// Each distinct block by the first 16 bytes of its SHA-256 (``DigestTable``): its index. The bytes are compared in
+    /// `blocks` when a digest is found, not kept twice.
+    private var blocksByDigest: DigestTable
     private let records: SpilledBytes
-    private var slots: [UInt64]
+    /// The hash table (``IndexLayout/slotSize`` bytes a slot), and which of its slots are taken: slots are written at
+    /// the places their keys' hashes choose, one at a time once they are in a file.
+    private let slots: ScratchArray<UInt64>
+    private var taken: [UInt64]
+    private let slotCount: Int
+    /// What the index's parts hold in memory before they go to the spill folder.
+    private let spillFolder: String?
+    private let memoryLimit: Int
     private var added = 0
     /// The body records so far, in digest order.
     private let bodyRecords: SpilledBytes
@@ -235,10 +239,16 @@ package struct IndexAccumulator: ~Copyable {
     /// For `entryCount` entries (exactly that many are added) referring to `bodyCount` bodies. With `spillFolder`, the
     /// parts that grow with the entries (keys, header blocks, entry and body records) go to temporary files there
     /// once each passes `memoryLimit` bytes.
-    package init(entryCount: Int, bodyCount: Int, spillFolder: String? = nil, memoryLimit: Int = 1 << 20) {
+    package init(entryCount: Int, bodyCount: Int, spillFolder: String? = nil, memoryLimit: Int = 1 << 20) throws {
         self.entryCount = entryCount
         self.bodyCount = bodyCount
-        slots = [UInt64](repeating: 0, count: IndexLayout.slotCount(forEntries: entryCount))
+        self.spillFolder = spillFolder
+        self.memoryLimit = memoryLimit
+        slotCount = IndexLayout.slotCount(forEntries: entryCount)
+        slots = try ScratchArray(zeros: slotCount, folder: spillFolder, memoryLimit: memoryLimit, pageBytes: 0)
+        taken = [UInt64](repeating: 0, count: (slotCount + 63) / 64)
+        blockStarts = ScratchArray(folder: spillFolder, memoryLimit: memoryLimit / 4, pageBytes: 16 << 10)
+        blocksByDigest = DigestTable(folder: spillFolder, memoryLimit: memoryLimit)
         keys = SpilledBytes(folder: spillFolder, memoryLimit: memoryLimit)
         blocks = SpilledBytes(folder: spillFolder, memoryLimit: memoryLimit)
         records = SpilledBytes(folder: spillFolder, memoryLimit: memoryLimit)
@@ -366,30 +376,31 @@ package struct IndexAccumulator: ~Copyable {
         try records.append(record)
 
         let h = nextKey.withUnsafeBytes { IndexLayout.hash($0) }
-        let mask = slots.count - 1
+        let mask = slotCount - 1
         var slot = Int(truncatingIfNeeded: h) & mask
-        while slots[slot] != 0 { slot = (slot + 1) & mask }
-        slots[slot] = (h >> 32) | (UInt64(added + 1) << 32)
+        while taken[slot >> 6] & (1 << (slot & 63)) != 0 { slot = (slot + 1) & mask }
+        taken[slot >> 6] |= 1 << (slot & 63)
+        try slots.set((h >> 32) | (UInt64(added + 1) << 32), at: slot)
         added += 1
         swap(&lastKey, &nextKey)
     }
 
     /// The index of `block` among the distinct blocks, adding it when it is new.
     private mutating func intern(_ block: [UInt8]) throws -> UInt32 {
-        let h = block.withUnsafeBytes { IndexLayout.hash($0) }
-        var candidate = blocksByHash[h] ?? UInt32.max
-        while candidate != UInt32.max {
-            let start = Int(blockStarts[Int(candidate)])
-            let end = Int(candidate) + 1 < blockStarts.count ? Int(blockStarts[Int(candidate) + 1]) : blocks.count
-            if try blocks.equals(start..<end, block) { return candidate }
-            candidate = sameHash[Int(candidate)]
+        let digest = TableKey(sha256Of: block)
+        let known = try blocksByDigest.value(for: digest)
+        if let known {
+            let i = Int(known)
+            let start = Int(try blockStarts.value(at: i))
+            let end = i + 1 < blockStarts.count ? Int(try blockStarts.value(at: i + 1)) : blocks.count
+            if try blocks.equals(start..<end, block) { return UInt32(i) }
         }
         let index = UInt32(blockStarts.count)
-        blockStarts.append(UInt32(truncatingIfNeeded: blocks.count))
+        try blockStarts.append(UInt32(truncatingIfNeeded: blocks.count))
         try blocks.append(block)
         guard keys.count + blocks.count <= Int(UInt32.max) else { throw BundleError(.invalidArgument, "index strings exceed 4 GiB") }
-        sameHash.append(blocksByHash[h] ?? UInt32.max)
-        blocksByHash[h] = index
+        // Two different blocks with one digest (never seen): the table keeps the first.
+        if known == nil { try blocksByDigest.set(UInt64(index), for: digest) }
         return index
     }
 
@@ -407,7 +418,6 @@ package struct IndexAccumulator: ~Copyable {
         guard stringsLength <= Int(UInt32.max) else { throw BundleError(.invalidArgument, "index strings exceed 4 GiB") }
 
         let blockCount = blockStarts.count
-        let slotCount = slots.count
         let bodiesOffset = IndexLayout.headerSize
         let entriesOffset = Self.align8(bodiesOffset + bodyCount * IndexLayout.bodyRecordSize)
         let slotsOffset = entriesOffset + entryCount * IndexLayout.entryRecordSize
@@ -437,18 +447,31 @@ package struct IndexAccumulator: ~Copyable {
         head.appendLE(UInt32(encodedRules.count))
         head.append(contentsOf: repeatElement(0, count: IndexLayout.headerSize - head.count))
 
-        var table = [UInt8]()
-        table.reserveCapacity(stringsOffset - slotsOffset)
-        for slot in slots {
-            table.appendLE(UInt32(truncatingIfNeeded: slot))
-            table.appendLE(UInt32(truncatingIfNeeded: slot >> 32))
+        // The slots and the block table, made a run of values at a time, and kept as the other parts are.
+        let table = SpilledBytes(folder: spillFolder, memoryLimit: memoryLimit)
+        var run = [UInt8]()
+        run.reserveCapacity(4096 * 8)
+        for start in stride(from: 0, to: slotCount, by: 4096) {
+            run.removeAll(keepingCapacity: true)
+            for slot in try slots.values(in: start..<min(slotCount, start + 4096)) {
+                run.appendLE(UInt32(truncatingIfNeeded: slot))
+                run.appendLE(UInt32(truncatingIfNeeded: slot >> 32))
+            }
+            try table.append(run)
         }
-        for start in blockStarts { table.appendLE(UInt32(keysEnd) + start) }
-        table.appendLE(UInt32(rulesOffset))
-        table.append(contentsOf: repeatElement(0, count: stringsOffset - slotsOffset - table.count))
+        for start in stride(from: 0, to: blockCount, by: 4096) {
+            run.removeAll(keepingCapacity: true)
+            for blockStart in try blockStarts.values(in: start..<min(blockCount, start + 4096)) { run.appendLE(UInt32(keysEnd) + blockStart) }
+            try table.append(run)
+        }
+        run.removeAll(keepingCapacity: true)
+        run.appendLE(UInt32(rulesOffset))
+        run.append(contentsOf: repeatElement(0, count: stringsOffset - slotsOffset - table.count - run.count))
+        try table.append(run)
         let bodyPadding = [UInt8](repeating: 0, count: entriesOffset - bodiesOffset - bodyRecords.count)
         return [
-            .bytes(head), .spilled(bodyRecords), .bytes(bodyPadding), .spilled(records), .bytes(table), .spilled(keys), .spilled(blocks), .bytes(encodedRules),
+            .bytes(head), .spilled(bodyRecords), .bytes(bodyPadding), .spilled(records), .spilled(table), .spilled(keys), .spilled(blocks),
+            .bytes(encodedRules),
         ]
     }
 

@@ -43,29 +43,25 @@ struct ExchangeImport {
     /// Each request key taken, by the first 16 bytes of its SHA-256 (a key held as text cost a hundred bytes and more
     /// for every exchange of a large recording): the exchange's number and its entry's index. Beside the store's
     /// entries past 4 MiB (about 114,000 keys), when there is a store.
-    private var byKey: DigestTable<Taken>
+    private var byKey: DigestTable
 
-    /// Where a request key was taken: the exchange's number, and its entry's index.
+    /// Where a request key was taken: the exchange's number, and its entry's index (32 bits each in the table).
     struct Taken {
         var entry: Int
         var index: Int
-    }
 
-    struct KeyDigest: Hashable {
-        var high: UInt64
-        var low: UInt64
-
-        init(high: UInt64, low: UInt64) {
-            self.high = high
-            self.low = low
+        init(entry: Int, index: Int) {
+            (self.entry, self.index) = (entry, index)
         }
 
-        init(_ key: String) {
-            let digest = Array(SHA256.hash(data: Data(key.utf8)))
-            high = digest[0..<8].reduce(0) { $0 << 8 | UInt64($1) }
-            low = digest[8..<16].reduce(0) { $0 << 8 | UInt64($1) }
-        }
+        init(_ packed: UInt64) { (entry, index) = (Int(packed >> 32), Int(packed & 0xFFFF_FFFF)) }
+
+        var packed: UInt64 { UInt64(entry) << 32 | UInt64(index) }
     }
+
+    /// A request key or a payload's name, as the first 16 bytes of its SHA-256.
+    typealias KeyDigest = TableKey
+
     /// Where the entries go, when not into ``imported``'s array: a bundle's scratch store, bodies compressed as they come.
     let sink: RecordedEntries?
     /// How many entries were taken (a request taken twice counts once).
@@ -177,7 +173,7 @@ struct ExchangeImport {
         let digest = KeyDigest(key)
         let earlier: Taken?
         do {
-            earlier = try byKey.value(for: digest)
+            earlier = try byKey.value(for: digest).map(Taken.init)
         } catch {
             throw PackagerError(.io, "cannot keep the recording's request keys", cause: error)
         }
@@ -199,7 +195,10 @@ struct ExchangeImport {
             imported.entries.append(written)
         }
         do {
-            try byKey.set(taken, for: digest)
+            guard taken.entry <= Int(UInt32.max), taken.index <= Int(UInt32.max) else {
+                throw PackagerError(.invalidInput, "a recording of more than 4,294,967,295 exchanges")
+            }
+            try byKey.set(taken.packed, for: digest)
         } catch {
             throw PackagerError(.io, "cannot keep the recording's request keys", cause: error)
         }
@@ -212,4 +211,9 @@ struct ExchangeImport {
         result.notes.sort { $0.entry < $1.entry }
         return result
     }
+}
+
+extension TableKey {
+    /// The first 16 bytes of the SHA-256 of `key`'s UTF-8.
+    init(_ key: String) { self.init(sha256Of: Array(key.utf8)) }
 }

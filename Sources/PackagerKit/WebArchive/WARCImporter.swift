@@ -143,7 +143,7 @@ public enum WARCImporter {
         /// SHA-256: the names themselves cost a hundred bytes and more for every response), as an index into
         /// ``places``: two names a response, and a place each, took 37 MB at 200,000 names and twice that while the
         /// table grew, in a Dictionary of names; a ``DigestTable`` of 16-byte names takes about 9.
-        private var payloads: DigestTable<UInt32>
+        private var payloads: DigestTable
         /// A place for each response remembered, in a file of ``folder`` past 2 MiB (65,536 responses).
         private let places: ScratchArray<Payload>
         /// The bodies of ``Payload/kept(_:)`` places.
@@ -272,8 +272,8 @@ public enum WARCImporter {
                     try places.append(Payload(.kept(kept.count - 1)))
                 }
                 let place = UInt32(places.count - 1)
-                if let id { try payloads.set(place, for: id) }
-                if let digest { try payloads.set(place, for: digest) }
+                if let id { try payloads.set(UInt64(place), for: id) }
+                if let digest { try payloads.set(UInt64(place), for: digest) }
             } catch let error as BundleError {
                 throw PackagerError(.io, "cannot keep where the archive's payloads are in \(folder.path)", cause: error)
             }

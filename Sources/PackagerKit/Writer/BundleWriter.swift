@@ -177,7 +177,7 @@ public struct BundleWriter: Sendable {
         let bodies = try DistinctBodies(prepared, keys: keys, scratch: scratch, memoryLimit: options.tableMemoryLimit)
         let deduplicated = bodies.duplicates
         // The index's parts that grow with the entries go to the scratch folder past 1 MiB each (``Options/tableMemoryLimit``).
-        var index = IndexAccumulator(
+        var index = try IndexAccumulator(
             entryCount: keys.count, bodyCount: bodies.count, spillFolder: scratch, memoryLimit: options.tableMemoryLimit / 2)
         index.formQuery = keys.formQuery
         // The prepared bodies go with the writing: from here on what the manifest needs of a body is its record in the index.

@@ -1,37 +1,65 @@
-import OfflineBundle
+import Crypto
 
-/// A table from digests (the first 16 bytes of a SHA-256: ``ExchangeImport/KeyDigest``) to small values, for the
-/// tables an import keeps one entry in per exchange: open addressing in one array of slots, filled to 7/8 before it
-/// doubles. A `Dictionary` fills to 3/4: for 200,000 names of 16 bytes and a 4-byte value it needs 524,288 buckets
-/// (10.5 MB of keys and values) and held half as many again while it doubled, at the peak of a 100,000-record WARC
-/// import; this needs 262,144 slots (6.3 MB).
+/// Sixteen bytes of a SHA-256: how an import names a request key or a payload, and the index writer a header block,
+/// in the tables they keep one entry in per exchange (``DigestTable``).
+package struct TableKey: Hashable, Sendable, BitwiseCopyable {
+    package var high: UInt64
+    package var low: UInt64
+
+    package init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    /// The first 16 bytes of the SHA-256 of `bytes`.
+    package init(sha256Of bytes: some Collection<UInt8>) {
+        var hasher = SHA256()
+        if let done = bytes.withContiguousStorageIfAvailable({ hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }) {
+            _ = done
+        } else {
+            hasher.update(data: Array(bytes))
+        }
+        self.init(digest: hasher.finalize())
+    }
+
+    private init(digest: SHA256.Digest) {
+        (high, low) = digest.withUnsafeBytes { raw in
+            (UInt64(bigEndian: raw.loadUnaligned(as: UInt64.self)), UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+        }
+    }
+}
+
+/// A table from ``TableKey``s to 64-bit values, for the tables an import or a writer keeps one entry in per exchange:
+/// open addressing in one array of slots, filled to 7/8 before it doubles. A `Dictionary` fills to 3/4: for 200,000
+/// names of 16 bytes and a 4-byte value it needs 524,288 buckets (10.5 MB of keys and values) and held half as many
+/// again while it doubled, at the peak of a 100,000-record WARC import; this needs 262,144 slots (6.3 MB).
 ///
 /// With a scratch folder, a table that would pass `memoryLimit` bytes keeps its slots in a file there
 /// (``ScratchArray``), each read and written on its own, and holds one byte a slot in memory: 0 for an empty slot,
-/// else a byte of the key's digest. A name looked up and not there (most of them: a request key is new, a payload is
+/// else a byte of the key. A name looked up and not there (most of them: a request key is new, a payload is
 /// remembered once) costs no read, a name added one write of its slot, so an archive of any size is read in about the
-/// same memory, for a system call or two a name.
-struct DigestTable<Value: BitwiseCopyable> {
-    typealias Key = ExchangeImport.KeyDigest
+/// same memory (a byte and a bit a name), for a system call or two a name.
+package struct DigestTable {
+    package typealias Key = TableKey
 
     /// A slot: an empty one holds the all-zero key, whose own value (a digest of zeros) is kept apart.
     private struct Slot {
         var key: Key
-        var value: Value
+        var value: UInt64
     }
 
     private var slots: ScratchArray<Slot>
     /// Once the slots are in a file: each slot's byte (0: empty).
     private var tags: [UInt8] = []
-    private var zeroKeyValue: Value?
+    private var zeroKeyValue: UInt64?
     private let folder: String?
     private let memoryLimit: Int
-    private(set) var count = 0
+    package private(set) var count = 0
 
     private static var empty: Key { Key(high: 0, low: 0) }
 
     /// An empty table, its slots in a file in `folder` past `memoryLimit` bytes (nil: in memory whatever their size).
-    init(folder: String? = nil, memoryLimit: Int = 4 << 20) {
+    package init(folder: String? = nil, memoryLimit: Int = 4 << 20) {
         self.folder = folder
         self.memoryLimit = memoryLimit
         // 1,024 slots of zeros in memory: making them cannot fail.
@@ -39,20 +67,20 @@ struct DigestTable<Value: BitwiseCopyable> {
     }
 
     /// Whether the slots went to a file.
-    var spilled: Bool { slots.spilled }
+    package var spilled: Bool { slots.spilled }
 
     /// The byte a key's slot holds in ``tags``: from the half of the digest that does not choose the slot, never 0.
     private static func tag(_ key: Key) -> UInt8 { UInt8(truncatingIfNeeded: key.high >> 56) | 1 }
 
     /// The value for `key`, or nil.
-    func value(for key: Key) throws -> Value? {
+    package func value(for key: Key) throws -> UInt64? {
         if key == Self.empty { return zeroKeyValue }
         let (index, found) = try Self.find(key, in: slots, tags: tags)
         return found ? try slots.value(at: index).value : nil
     }
 
-    /// Sets the value for `key`, adding it or replacing its value (an import never removes a name).
-    mutating func set(_ value: Value, for key: Key) throws {
+    /// Sets the value for `key`, adding it or replacing its value (no name is ever removed).
+    package mutating func set(_ value: UInt64, for key: Key) throws {
         if key == Self.empty {
             if zeroKeyValue == nil { count += 1 }
             zeroKeyValue = value
