@@ -41,3 +41,39 @@ struct ManifestStreamTests {
         #expect(try run("bsdtar", ["-tf", path]).output.contains("manifest.json"))
     }
 }
+
+/// Tools that go through a large bundle read its manifest an entry at a time.
+@Suite("manifest.json read as a stream")
+struct ManifestEntriesTests {
+    @Test("entry by entry, the manifest's entries are those decoded whole: values with braces, brackets, quotes and escapes, requests with bodies")
+    func sameAsWhole() throws {
+        let folder = try TemporaryFolder()
+        var writer = BundleWriter(options: .init(createdAt: Date(timeIntervalSince1970: 1_767_323_045), timeClamp: nil))
+        for i in 0..<3000 {
+            var entry = RecordedExchange(
+                url: "https://docs.example/p/\(i)?q=%7B\(i)%5D", status: i % 50 == 0 ? 204 : 200,
+                headers: [("content-type", "text/html"), ("x-odd", #"}]{["\" \\ "entries": [ \#(i)"#)],
+                body: i % 50 == 0 ? nil : .data(Data("<p>{\(i)}</p>".utf8)))
+            if i % 7 == 0 {
+                entry.request = try Recorder.request(
+                    method: "POST", body: Data(#"{"n": [\#(i)], "s": "]}"}"#.utf8), sent: [("content-type", "application/json")], vary: [],
+                    responseHeaders: [], secret: { _ in false }, scan: SecretScan([])
+                ).get()
+            }
+            writer.add(entry)
+        }
+        let path = folder.path + "/odd.zip"
+        try writer.write(to: path)
+        let bundle = try MountedBundle(path: path)
+        let whole = try bundle.manifest().entries
+        let stream = try bundle.manifestEntries()
+        var streamed: [ManifestEntry] = []
+        while let entry = try stream.next() { streamed.append(entry) }
+        #expect(streamed.count == 3000)
+        #expect(streamed.map(\.key) == whole.map(\.key))
+        // Every field, through their encoding: the same entries.
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        #expect(try encoder.encode(streamed) == encoder.encode(whole))
+    }
+}

@@ -58,7 +58,7 @@ extension MountedBundle {
     }
 
     /// Inflates a deflated `manifest.json` 64 KiB at a time into SHA-256 and compares it with the index's digest.
-    private func checkDeflatedManifestDigest(_ entry: ZipCentralEntry, limit: UInt64) throws {
+    func checkDeflatedManifestDigest(_ entry: ZipCentralEntry, limit: UInt64) throws {
         let name = BundleFormat.manifestEntryName
         guard entry.uncompressedSize <= limit, entry.compressedSize <= limit else {
             throw BundleError(.hostile, "\(name) claims \(entry.uncompressedSize) bytes, over the limit of \(limit) for \(entryCount) entries", entry: name)

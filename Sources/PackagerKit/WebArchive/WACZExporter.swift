@@ -34,30 +34,40 @@ public enum WACZExporter {
         // copied into the WACZ, then dropped).
         let warc = try AtomicOutput(destination: output + ".warc.gz")
         let warcPath = warc.temporaryPath
-        var index: [String] = []
-        var pages: [String] = [#"{"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}"#]
+        // The index's lines sorted in bounded memory (runs beside the output past 2 MiB), and the pages written as they
+        // come, each to a temporary file beside the output, hashed as it is written.
+        let folder = (warcPath as NSString).deletingLastPathComponent
+        let index = ExternalSorter(folder: folder, memoryLimit: 2 << 20) { $0.lexicographicallyPrecedes($1) }
+        let pages = try HashedFile(destination: output + ".pages")
+        try pages.write(#"{"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}"# + "\n")
         var mainPage: (url: String, date: Date)?
         let written = try WARCExporter.write(bundle, to: warc, filename: "data.warc.gz") { record in
-            index.append(cdxjLine(record))
+            try index.append(Array(cdxjLine(record).utf8))
             if record.status == 200, record.method == "GET", MediaTypes.essence(of: record.mediaType) == "text/html" {
-                pages.append(jsonLine(["id": String(recordKey(record.url).prefix(32)), "url": record.url, "ts": isoDate(record.date)]))
+                try pages.write(jsonLine(["id": String(recordKey(record.url).prefix(32)), "url": record.url, "ts": isoDate(record.date)]) + "\n")
                 if mainPage == nil { mainPage = (record.url, record.date) }
             }
         }
         try warc.flush()
-        index.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-        let indexBytes = Array(index.map { $0 + "\n" }.joined().utf8)
-        let pagesBytes = Array(pages.map { $0 + "\n" }.joined().utf8)
+        let indexFile = try HashedFile(destination: output + ".cdx")
+        let sorted = try index.sorted()
+        var line = [UInt8]()
+        while try sorted.next({ (record: UnsafeRawBufferPointer) -> Void in
+            line.removeAll(keepingCapacity: true)
+            line.append(contentsOf: record)
+            line.append(0x0A)
+        }) != nil {
+            try indexFile.write(line)
+        }
+        try indexFile.flush()
+        try pages.flush()
         var summary = written.summary
         let (warcSize, warcDigest) = (Int(written.size), written.sha256)
 
         var resources: [[String: Any]] = [
             ["name": "data.warc.gz", "path": "archive/data.warc.gz", "hash": "sha256:" + warcDigest, "bytes": warcSize],
-            ["name": "index.cdx", "path": "indexes/index.cdx", "hash": "sha256:" + hexString(Array(SHA256.hash(data: indexBytes))), "bytes": indexBytes.count],
-            [
-                "name": "pages.jsonl", "path": "pages/pages.jsonl", "hash": "sha256:" + hexString(Array(SHA256.hash(data: pagesBytes))),
-                "bytes": pagesBytes.count,
-            ],
+            ["name": "index.cdx", "path": "indexes/index.cdx", "hash": "sha256:" + indexFile.sha256, "bytes": indexFile.size],
+            ["name": "pages.jsonl", "path": "pages/pages.jsonl", "hash": "sha256:" + pages.sha256, "bytes": pages.size],
         ]
         resources.sort { ($0["path"] as? String ?? "") < ($1["path"] as? String ?? "") }
         var package: [String: Any] = [
@@ -85,20 +95,41 @@ public enum WACZExporter {
         try withExtendedLifetime(atomic) {
             let writer = try LibArchive.ArchiveWriter(descriptor: atomic.descriptor, format: .wacz)
             try writer.addFile(path: "archive/data.warc.gz", contentsOf: warcPath)
-            for (path, bytes) in [
-                ("datapackage-digest.json", digestBytes), ("datapackage.json", packageBytes), ("indexes/index.cdx", indexBytes),
-                ("pages/pages.jsonl", pagesBytes),
-            ] {
+            for (path, bytes) in [("datapackage-digest.json", digestBytes), ("datapackage.json", packageBytes)] {
                 try bytes.withUnsafeBytes { try writer.addFile(path: path, bytes: $0) }
             }
+            try writer.addFile(path: "indexes/index.cdx", contentsOf: indexFile.path)
+            try writer.addFile(path: "pages/pages.jsonl", contentsOf: pages.path)
             try writer.close()
         }
         try atomic.commit()
-        withExtendedLifetime(warc) {}
+        withExtendedLifetime((warc, indexFile, pages)) {}
         return summary
     }
 
     /// The record's CDXJ line: its SURT key and 14-digit time, then its fields as JSON.
+    /// A temporary file beside the output (removed with it, never renamed), written in order and hashed as it is.
+    final class HashedFile {
+        private let output: AtomicOutput
+        private var hasher = SHA256()
+        private(set) var size = 0
+
+        init(destination: String) throws { output = try AtomicOutput(destination: destination) }
+
+        var path: String { output.temporaryPath }
+        var sha256: String { hexString(Array(hasher.finalize())) }
+
+        func write(_ text: String) throws { try write(Array(text.utf8)) }
+
+        func write(_ bytes: [UInt8]) throws {
+            hasher.update(data: bytes)
+            size += bytes.count
+            try output.write(bytes)
+        }
+
+        func flush() throws { try output.flush() }
+    }
+
     static func cdxjLine(_ record: WARCExporter.IndexedRecord) -> String {
         var url = record.url
         var fields: [String: String] = [

@@ -67,7 +67,13 @@ public enum WARCExporter {
     static func write(
         _ bundle: MountedBundle, to output: AtomicOutput, filename: String, indexed: (IndexedRecord) throws -> Void
     ) throws -> (summary: Summary, sha256: String, size: UInt64) {
-        let manifest = (try? bundle.manifest().entries).map { Dictionary($0.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a }) } ?? [:]
+        // The manifest's entries one at a time beside the index's, both in key order: what was sent for each request.
+        let manifest = try? bundle.manifestEntries()
+        var described = try manifest?.next()
+        func recorded(_ key: String) throws -> ManifestEntry? {
+            while let entry = described, entry.key.utf8.lexicographicallyPrecedes(key.utf8) { described = try manifest?.next() }
+            return described?.key == key ? described : nil
+        }
         let members = MemberPipeline(members: GzipMembers(output: output))
         defer { members.stop() }
         let created = bundle.createdAt ?? Date(timeIntervalSince1970: 0)
@@ -90,16 +96,25 @@ public enum WARCExporter {
             ], head: info, body: nil)
         summary.records += 1
 
-        // The first response record of each body: what a later entry with the same body revisits.
-        var firstOfBody: [Int: (id: String, uri: String, date: String)] = [:]
-        for entry in bundle.entries {
+        // The first entry whose response record holds each body (its position + 1; 0 for none yet): what a later entry
+        // with the same body revisits. In the scratch folder beside the output past 1 MiB.
+        let firstOfBody = try ScratchArray<UInt32>(
+            zeros: bundle.bodyCount, folder: (output.temporaryPath as NSString).deletingLastPathComponent, memoryLimit: 1 << 20, pageBytes: 0)
+        func firstRecord(_ body: Int) throws -> (id: String, uri: String, date: String)? {
+            let position = Int(try firstOfBody.value(at: body))
+            guard position > 0 else { return nil }
+            let first = bundle.entry(at: position - 1)
+            return (recordID(bundle.digest, "response " + first.key), String(RequestQualifiers.split(key: first.key).url), warcDate(first.fetchedAt ?? created))
+        }
+        for position in 0..<bundle.entryCount {
+            let entry = bundle.entry(at: position)
             if entry.kind == .blocked {
                 summary.blocked += 1
                 continue
             }
             let split = RequestQualifiers.split(key: entry.key)
             let url = String(split.url)
-            let recorded = manifest[entry.key]?.request
+            let recorded = try recorded(entry.key)?.request
             let method = recorded?.method ?? split.qualifiers?.method ?? "GET"
             let fetched = entry.fetchedAt ?? created
             let date = warcDate(fetched)
@@ -108,12 +123,13 @@ public enum WARCExporter {
             let payloadDigest = "sha256:" + (entry.body?.sha256 ?? hexString(Array(SHA256.hash(data: Data()))))
             var fields: [(String, String)] = [("WARC-Target-URI", url), ("WARC-Date", date), ("WARC-Payload-Digest", payloadDigest)]
             let sentBody = recorded?.bodySecret == true ? nil : recorded?.bodyData
-            let revisit = entry.body.map { $0.size > 0 && firstOfBody[$0.index] != nil } ?? false
+            let first = try entry.body.flatMap { $0.size > 0 ? try firstRecord($0.index) : nil }
+            let revisit = first != nil
             let record = IndexedRecord(
                 url: url, date: fetched, status: entry.status, mediaType: entry.headers.first { $0.name == "content-type" }?.value ?? "",
                 payloadDigest: payloadDigest, revisit: revisit, method: method, requestBody: sentBody,
                 requestContentType: recorded?.headers.first { $0.first?.lowercased() == "content-type" }?.last, offset: 0, length: 0)
-            if let body = entry.body, body.size > 0, let first = firstOfBody[body.index] {
+            if let first {
                 fields =
                     [("WARC-Type", "revisit"), ("WARC-Record-ID", responseID)] + fields + [
                         ("WARC-Profile", identicalPayloadProfile), ("WARC-Refers-To", first.id), ("WARC-Refers-To-Target-URI", first.uri),
@@ -128,7 +144,7 @@ public enum WARCExporter {
                     // Nothing is written at the output: the temporary file goes with the error.
                     throw PackagerError(.integrity, "cannot export \(url): \(error.message)", subject: url)
                 }
-                if let body = entry.body, body.size > 0 { firstOfBody[body.index] = (responseID, url, date) }
+                if let body = entry.body, body.size > 0 { try firstOfBody.set(UInt32(position + 1), at: body.index) }
             }
             // The request, as it was sent (a secret's value, and a body that held one, left out).
             var requestHead = "\(method) \(requestTarget(url)) HTTP/1.1\r\n"

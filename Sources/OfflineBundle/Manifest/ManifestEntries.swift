@@ -1,0 +1,192 @@
+import Foundation
+
+extension MountedBundle {
+    /// The entries of `manifest.json` one at a time, in the manifest's order (the writer's is key order), so that a tool
+    /// that goes through a large bundle (an export) holds one entry's description, not the whole manifest decoded (a
+    /// manifest of 100,000 entries took 290 MB as one ``Manifest``).
+    ///
+    /// The manifest is checked against the SHA-256 `index.bin` records for it before any entry is given (a deflated
+    /// one is inflated twice: once into the digest alone, then into entries).
+    ///
+    /// - Throws: ``BundleError`` with code `.corruptIndex` when the bundle has no manifest, it does not match the
+    ///   index's digest of it, or an entry cannot be decoded.
+    package func manifestEntries() throws -> ManifestEntries {
+        // A delta's manifest is rebuilt whole from its base's and its patch: it is decoded whole.
+        if manifestPatch != nil || base != nil { return ManifestEntries(whole: try manifest().entries) }
+        guard let entry = metadata[BundleFormat.manifestEntryName] else {
+            throw BundleError(.corruptIndex, "the bundle has no manifest.json", entry: BundleFormat.manifestEntryName)
+        }
+        guard entry.method == 8 else { return ManifestEntries(whole: try manifest().entries) }
+        // Checked first, inflated into SHA-256 alone (``manifestBytes()`` does the same before it inflates).
+        let limit = manifestLimitForEntries
+        try checkDeflatedManifestDigest(entry, limit: limit)
+        let dataOffset = try Self.metadataDataOffset(entry, in: file, bodyArea: directory.centralDirectoryOffset)
+        return ManifestEntries(
+            stream: try InflateStream(entry: entry.name), file: file, dataOffset: dataOffset, compressedSize: entry.compressedSize,
+            size: entry.uncompressedSize)
+    }
+}
+
+/// The entries of a bundle's `manifest.json`, decoded one at a time as the manifest is inflated
+/// (``MountedBundle/manifestEntries()``): a scan of the JSON finds the top-level `entries` array and each of its
+/// elements, which is decoded on its own.
+package final class ManifestEntries {
+    private let whole: [ManifestEntry]?
+    private var wholeNext = 0
+    private let stream: InflateStream?
+    private let file: BundleFile?
+    private let dataOffset: UInt64
+    private let compressedSize: UInt64
+    private let size: UInt64
+    private var fed: UInt64 = 0
+    /// Inflated bytes not scanned yet.
+    private var pending: [UInt8] = []
+    private var position = 0
+    private var scanner = Scanner()
+    private let decoder = JSONDecoder()
+
+    /// An element of `entries` may be no longer than this: an entry's headers are bounded (128 KiB a block) and its
+    /// request body (64 KiB), so a larger one is hostile.
+    static let elementLimit = 16 << 20
+
+    fileprivate init(whole: [ManifestEntry]) {
+        self.whole = whole
+        (stream, file, dataOffset, compressedSize, size) = (nil, nil, 0, 0, 0)
+    }
+
+    fileprivate init(stream: InflateStream, file: BundleFile, dataOffset: UInt64, compressedSize: UInt64, size: UInt64) {
+        whole = nil
+        (self.stream, self.file, self.dataOffset, self.compressedSize, self.size) = (stream, file, dataOffset, compressedSize, size)
+    }
+
+    /// The next entry, or nil after the last.
+    package func next() throws -> ManifestEntry? {
+        if let whole {
+            guard wholeNext < whole.count else { return nil }
+            defer { wholeNext += 1 }
+            return whole[wholeNext]
+        }
+        guard let stream, let file else { return nil }
+        let name = BundleFormat.manifestEntryName
+        while true {
+            while position < pending.count {
+                let byte = pending[position]
+                position += 1
+                switch scanner.take(byte) {
+                case .more: continue
+                case .tooLong: throw BundleError(.hostile, "an entry of manifest.json is longer than \(Self.elementLimit) bytes", entry: name)
+                case .malformed: throw BundleError(.corruptIndex, "manifest.json is not the JSON of a manifest", entry: name)
+                case .element:
+                    let element = scanner.takeElement()
+                    do {
+                        return try decoder.decode(ManifestEntry.self, from: Data(element))
+                    } catch {
+                        throw BundleError(.corruptIndex, "an entry of manifest.json cannot be decoded: \(error)", entry: name)
+                    }
+                }
+            }
+            if stream.ended {
+                guard scanner.finished else { throw BundleError(.corruptIndex, "manifest.json ends before its entries do", entry: name) }
+                return nil
+            }
+            if stream.needsInput && fed < compressedSize {
+                let count = Int(min(64 << 10, compressedSize - fed))
+                try stream.feed(try file.read(at: dataOffset + fed, count: count, what: name))
+                fed += UInt64(count)
+            }
+            pending = try stream.pull(max: 64 << 10, limit: size)
+            position = 0
+            // Every byte fed, and nothing more comes out: the stream stops short of its end.
+            if pending.isEmpty && stream.needsInput && fed >= compressedSize && !stream.ended {
+                throw BundleError(.corruptIndex, "manifest.json's deflate stream ends early", entry: name)
+            }
+        }
+    }
+
+    /// A scan of a manifest's JSON a byte at a time: where the top-level `entries` array is, and each of its elements.
+    private struct Scanner {
+        enum Step { case more, element, tooLong, malformed }
+
+        /// Nesting: 1 inside the top-level object, 2 inside an array or object at its top level.
+        private var depth = 0
+        private var inString = false
+        private var escaped = false
+        /// The last string read at depth 1 (a key, when a colon follows), and whether one is being read.
+        private var key: [UInt8] = []
+        private var readingKey = false
+        private var lastKey: [UInt8] = []
+        /// Inside the entries array (at depth 2), and the element being gathered (from its first byte).
+        private var inEntries = false
+        private var element: [UInt8] = []
+        private var elementDepth = 0
+        private(set) var finished = false
+
+        private static let entriesKey = Array("entries".utf8)
+
+        mutating func takeElement() -> [UInt8] {
+            defer { element.removeAll(keepingCapacity: true) }
+            return element
+        }
+
+        mutating func take(_ byte: UInt8) -> Step {
+            if inEntries && (elementDepth > 0 || (byte != 0x2C && byte != 0x5D && !Self.isSpace(byte))) {
+                element.append(byte)
+                if element.count > ManifestEntries.elementLimit { return .tooLong }
+            }
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if byte == 0x5C {
+                    escaped = true
+                } else if byte == 0x22 {
+                    inString = false
+                    if readingKey {
+                        readingKey = false
+                        lastKey = key
+                    }
+                    if inEntries && elementDepth == 0 { return .malformed }
+                } else if readingKey {
+                    key.append(byte)
+                    if key.count > 64 { readingKey = false }
+                }
+                return .more
+            }
+            switch byte {
+            case 0x22:
+                inString = true
+                if depth == 1 && !inEntries {
+                    readingKey = true
+                    key.removeAll(keepingCapacity: true)
+                    lastKey.removeAll(keepingCapacity: true)
+                }
+            case 0x7B, 0x5B:
+                if inEntries {
+                    elementDepth += 1
+                    return .more
+                }
+                if depth == 1 && byte == 0x5B && lastKey == Self.entriesKey { inEntries = true }
+                depth += 1
+            case 0x7D, 0x5D:
+                if inEntries {
+                    if elementDepth > 0 {
+                        elementDepth -= 1
+                        if elementDepth == 0 { return .element }
+                        return .more
+                    }
+                    guard byte == 0x5D else { return .malformed }
+                    inEntries = false
+                    depth -= 1
+                    return .more
+                }
+                guard depth > 0 else { return .malformed }
+                depth -= 1
+                if depth == 0 { finished = true }
+            default:
+                if inEntries && elementDepth == 0 && byte != 0x2C && !Self.isSpace(byte) { return .malformed }
+            }
+            return .more
+        }
+
+        private static func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 }
+    }
+}
