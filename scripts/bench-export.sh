@@ -85,4 +85,31 @@ read -r warci_s warci_k < <(import_measure --from-warc "$work/site.warc.gz")
     echo "| pack --from-har (peer) | ${har_s} s | $((har_k / 1024)) MiB | 1.00x | - |"
     echo "| pack --from-warc | ${warci_s} s | $((warci_k / 1024)) MiB | $(r "$warci_s" "$har_s")x | <= 1.0x, <= 64 MiB |"
 } >>"$out"
+
+# Scale: memory against the number of records. WARCs of 100,000 and 1,000,000 exchanges (scripts/make-warc.py: a page
+# of about 500 bytes each, a gzip member per record), each imported once, and the bundle of the first exported to WACZ.
+scale="100000 1000000"
+[ "$quick" = "--quick" ] && scale="20000"
+rows=""
+for n in $scale; do
+    python3 "$(dirname "$0")/make-warc.py" "$n" "$work/scale.warc.gz"
+    rm -f "$work/scale.zip"
+    /usr/bin/time -f "%e %M" -o "$work/time" "$packager" pack --from-warc "$work/scale.warc.gz" -o "$work/scale.zip" >/dev/null
+    read -r seconds kib <"$work/time"
+    rows+="| $n | $(numfmt --to=iec "$(stat -c %s "$work/scale.warc.gz")") | pack --from-warc | ${seconds} s | $((kib / 1024)) MiB |"$'\n'
+    if [ "$n" = "${scale%% *}" ]; then
+        /usr/bin/time -f "%e %M" -o "$work/time" "$packager" export "$work/scale.zip" --format wacz -o "$work/scale.wacz" >/dev/null
+        read -r seconds kib <"$work/time"
+        rows+="| $n | $(numfmt --to=iec "$(stat -c %s "$work/scale.zip")") (bundle) | export --format wacz | ${seconds} s | $((kib / 1024)) MiB |"$'\n'
+    fi
+    rm -f "$work/scale.warc.gz" "$work/scale.wacz"
+done
+{
+    echo
+    echo "Scale, one run each: WARCs written by scripts/make-warc.py (a page of about 500 bytes an exchange, a request and a response record each, a gzip member per record), imported; the bundle of the first exported to WACZ. Peak resident memory."
+    echo
+    echo "| exchanges | input | step | time | peak memory |"
+    echo "|---|---|---|---|---|"
+    printf '%s' "$rows"
+} >>"$out"
 cat "$out"
