@@ -252,6 +252,32 @@ struct WARCImportTests {
         #expect(imported.entries.first { $0.url == "https://r.test/c" }.flatMap { if case .data(let data) = $0.body { data } else { nil } } == Data(bravo.utf8))
     }
 
+    @Test(
+        "requests that never get a response and responses without a request, past the pairing window of 256: the responses are taken as GETs, a POST and its response still pair, across them"
+    )
+    func pairingWindow() throws {
+        let folder = try TemporaryFolder()
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n"
+        var text = ""
+        // 600 requests whose responses never come (failed fetches).
+        for i in 0..<600 {
+            text += Self.record("request", id: "q\(i)", uri: "https://p.test/lost/\(i)", block: "GET /lost/\(i) HTTP/1.1\r\nHost: p.test\r\n\r\n")
+        }
+        // A POST's request, then its response, naming each other.
+        text += Self.record(
+            "request", id: "post-q", uri: "https://p.test/search", ["WARC-Concurrent-To": "<urn:uuid:post-r>"],
+            block: "POST /search HTTP/1.1\r\nHost: p.test\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n{\"q\": 1}")
+        text += Self.record("response", id: "post-r", uri: "https://p.test/search", block: head + "found")
+        // 600 responses whose requests are not in the archive.
+        for i in 0..<600 { text += Self.record("response", id: "r\(i)", uri: "https://p.test/page/\(i)", block: head + "page \(i)") }
+        try Data(text.utf8).write(to: URL(fileURLWithPath: folder.path + "/window.warc"))
+        let imported = try WARCImporter.read([folder.path + "/window.warc"], rules: BundleRules())
+        #expect(imported.entries.count == 601)
+        let post = try #require(imported.entries.first { $0.url == "https://p.test/search" })
+        #expect(post.request?.method == "POST")
+        #expect(imported.entries.filter { $0.url.contains("/page/") && ($0.request?.method ?? "GET") == "GET" }.count == 600)
+    }
+
     @Test("a chunked body is joined; a chunk size that is not hexadecimal, or a body cut short, is unreadable")
     func chunks() throws {
         #expect(try WARCImporter.dechunked(Data("5\r\nhello\r\n6;x=1\r\n world\r\n0\r\n\r\n".utf8)) == Data("hello world".utf8))

@@ -94,6 +94,10 @@ public enum WARCImporter {
             notes: done.notes.map { (box.place($0.entry), $0.url, $0.note) }, records: records, signers: signers, spool: spool.folder)
     }
 
+    /// How many responses wait for their request record, and requests for their response, before the oldest is taken
+    /// alone (a response as a GET) or let go (a request).
+    static let pairingWindow = 256
+
     /// The places exchanges are named by, numbered from 1 (the numbers the shared import step reports): a record's offset
     /// and its file, 16 bytes each (a sentence each held a hundred, for every record of the archive), in a file of
     /// `folder` past 1 MiB (65,536 records).
@@ -358,14 +362,28 @@ public enum WARCImporter {
         let warc = spool.warc(path, shownAs: shown)
         // Requests read before their response, by their ID (and by the response they name); responses read before their
         // request, by theirs (and by the request they name).
-        var requests: [String: WARCReader.Record] = [:]
+        // Records waiting for the other half of their exchange, by record ID, each with the ID it names in
+        // WARC-Concurrent-To; and the IDs the other half will name. Both are bounded: an archive whose requests never
+        // get a response (failed fetches), or whose responses have no request, holds a window of them, not all.
+        var requests: [String: (record: WARCReader.Record, other: String?)] = [:]
+        var requestOrder: [String] = []
         var requestFor: [String: String] = [:]
-        var waiting: [String: WARCReader.Record] = [:]
+        var waiting: [String: (record: WARCReader.Record, other: String?)] = [:]
         var waitingFor: [String: String] = [:]
         var waitingOrder: [String] = []
         var count = 0
         func take(_ record: WARCReader.Record, request: WARCReader.Record?) throws {
             try response(record, request: request, shown: shown, warc: warc, into: &exchanges, box: box, spool: spool)
+        }
+        func takeRequest(_ id: String) -> WARCReader.Record? {
+            guard let held = requests.removeValue(forKey: id) else { return nil }
+            if let other = held.other { requestFor[other] = nil }
+            return held.record
+        }
+        func takeWaiting(_ id: String) -> WARCReader.Record? {
+            guard let held = waiting.removeValue(forKey: id) else { return nil }
+            if let other = held.other { waitingFor[other] = nil }
+            return held.record
         }
         while let record = try reader.next() {
             count += 1
@@ -373,28 +391,35 @@ public enum WARCImporter {
             let other = record.fields["warc-concurrent-to"]
             switch record.type {
             case "response", "revisit":
-                if let requestID = requestFor[id] ?? other.flatMap({ requests[$0] != nil ? $0 : nil }), let request = requests.removeValue(forKey: requestID) {
-                    requestFor[id] = nil
+                if let requestID = requestFor[id] ?? other.flatMap({ requests[$0] != nil ? $0 : nil }), let request = takeRequest(requestID) {
                     try take(record, request: request)
                 } else {
-                    waiting[id] = record
+                    waiting[id] = (record, other)
                     waitingOrder.append(id)
                     if let other { waitingFor[other] = id }
                     // An archive without request records (some crawlers write none) would hold every response here:
                     // past 256 waiting, the oldest is taken as a GET (its request, if any, is not its neighbour).
-                    if waiting.count > 256, let oldest = waitingOrder.first {
+                    if waiting.count > Self.pairingWindow, let oldest = waitingOrder.first {
                         waitingOrder.removeFirst()
-                        if let alone = waiting.removeValue(forKey: oldest) { try take(alone, request: nil) }
+                        if let alone = takeWaiting(oldest) { try take(alone, request: nil) }
                     }
                 }
             case "request":
-                if let responseID = other.flatMap({ waiting[$0] != nil ? $0 : nil }) ?? waitingFor[id], let response = waiting.removeValue(forKey: responseID) {
-                    waitingFor[id] = nil
+                if let responseID = other.flatMap({ waiting[$0] != nil ? $0 : nil }) ?? waitingFor[id], let response = takeWaiting(responseID) {
                     waitingOrder.removeAll { $0 == responseID }
                     try take(response, request: record)
                 } else {
-                    requests[id] = record
+                    requests[id] = (record, other)
+                    requestOrder.append(id)
                     if let other { requestFor[other] = id }
+                    // A request whose response never comes (a failed fetch) is let go past 256 waiting: a response that
+                    // comes after that many others is taken as a GET.
+                    if requests.count > Self.pairingWindow {
+                        while let oldest = requestOrder.first, takeRequest(oldest) == nil { requestOrder.removeFirst() }
+                        if !requestOrder.isEmpty { requestOrder.removeFirst() }
+                    }
+                    // The IDs of requests already paired are dropped from the order now and then, not one by one.
+                    if requestOrder.count > 4 * Self.pairingWindow { requestOrder.removeAll { requests[$0] == nil } }
                 }
             case "warcinfo", "metadata":
                 continue
@@ -404,7 +429,7 @@ public enum WARCImporter {
             }
         }
         // Responses whose request the archive does not hold: GETs.
-        for id in waitingOrder { if let alone = waiting.removeValue(forKey: id) { try take(alone, request: nil) } }
+        for id in waitingOrder { if let alone = takeWaiting(id) { try take(alone, request: nil) } }
         return count
     }
 
