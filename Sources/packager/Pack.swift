@@ -128,7 +128,8 @@ extension Packager {
                     let w = try entries.write(to: output, options: writerOptions)
                     report(
                         w, taken: imported.count, headline: "recorded exchanges (of \(imported.records) records)",
-                        notes: imported.notes.map { ($0.place, $0.url, $0.note) }, skipped: imported.skipped.map { ($0.place, $0.url, $0.reason) })
+                        notes: imported.notes.map { ($0.place, $0.url, $0.note) }, skipped: imported.skipped.map { ($0.place, $0.url, $0.reason) },
+                        more: (imported.moreNotes, imported.moreSkipped))
                     for signer in Set(imported.signers).sorted() { print("  the WACZ's signature checked: signed by \(signer)") }
                     return
                 }
@@ -138,7 +139,7 @@ extension Packager {
                     return try writeRecorded(
                         imported.entries, options: writerOptions, headline: "recorded requests",
                         notes: imported.notes.map { ("entry \($0.entry)", $0.url, $0.note) },
-                        skipped: imported.skipped.map { ("entry \($0.entry)", $0.url, $0.reason) })
+                        skipped: imported.skipped.map { ("entry \($0.entry)", $0.url, $0.reason) }, more: (imported.moreNotes, imported.moreSkipped))
                 }
                 guard let source, let baseURL else { return }
                 let packer = Packer(
@@ -159,23 +160,25 @@ extension Packager {
         /// place in the recording (`entry 3`, `the record at offset 1024 of crawl.warc.gz`).
         func writeRecorded(
             _ entries: [RecordedExchange], options: BundleWriter.Options, headline: String, notes: [(place: String, url: String, text: String)],
-            skipped: [(place: String, url: String, text: String)]
+            skipped: [(place: String, url: String, text: String)], more: (notes: Int, skipped: Int)
         ) throws {
             var writer = BundleWriter(options: options)
             for entry in entries { writer.add(entry) }
-            report(try writer.write(to: output), taken: entries.count, headline: headline, notes: notes, skipped: skipped)
+            report(try writer.write(to: output), taken: entries.count, headline: headline, notes: notes, skipped: skipped, more: more)
         }
 
         /// Says what a recording's bundle holds, what was kept with less and what was skipped.
         func report(
             _ w: BundleWriter.Summary, taken: Int, headline: String, notes: [(place: String, url: String, text: String)],
-            skipped: [(place: String, url: String, text: String)]
+            skipped: [(place: String, url: String, text: String)], more: (notes: Int, skipped: Int)
         ) {
             print("packed \(taken) \(headline) into \(output)")
             print("  \(w.entries) request keys, \(w.bodies) bodies; bundle \(formatBytes(w.fileSize))")
             print("  digest sha256:\(w.digest)")
             for kept in notes { print(terminalSafe("  kept \(kept.place) (\(kept.url)): \(kept.text)")) }
+            if more.notes > 0 { print("  kept \(more.notes) more with less, not listed (the first \(notes.count) are)") }
             for left in skipped { print(terminalSafe("  skipped \(left.place) (\(left.url)): \(left.text)")) }
+            if more.skipped > 0 { print("  skipped \(more.skipped) more, not listed (the first \(skipped.count) are)") }
         }
     }
 }

@@ -278,6 +278,22 @@ struct WARCImportTests {
         #expect(imported.entries.filter { $0.url.contains("/page/") && ($0.request?.method ?? "GET") == "GET" }.count == 600)
     }
 
+    @Test("1,500 records the import cannot take: the first 1,000 listed with their place and reason, the rest counted, as pack says")
+    func skippedAreCountedPastAThousand() async throws {
+        let folder = try TemporaryFolder()
+        var text = Self.record("response", id: "page", uri: "https://s.test/", block: "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<p>page</p>")
+        for i in 0..<1_500 { text += Self.record("resource", id: "shot\(i)", uri: "urn:pageinfo:https://s.test/\(i)", block: "{}") }
+        try Data(text.utf8).write(to: URL(fileURLWithPath: folder.path + "/many.warc"))
+        let imported = try WARCImporter.read([folder.path + "/many.warc"], rules: BundleRules())
+        #expect(imported.entries.count == 1)
+        #expect(imported.skipped.count == 1_000 && imported.moreSkipped == 500)
+        #expect(imported.skipped.last?.reason.contains("'resource' record") == true)
+        let packed = try await run(packagerExecutable, ["pack", "--from-warc", folder.path + "/many.warc", "-o", folder.path + "/many.zip"])
+        #expect(packed.status == 0, "\(packed.output)")
+        #expect(packed.output.contains("skipped 500 more, not listed (the first 1000 are)"), "\(packed.output.suffix(300))")
+        #expect(packed.output.components(separatedBy: "\n  skipped the record at offset").count - 1 == 1_000)
+    }
+
     @Test("a chunked body is joined; a chunk size that is not hexadecimal, or a body cut short, is unreadable")
     func chunks() throws {
         #expect(try WARCImporter.dechunked(Data("5\r\nhello\r\n6;x=1\r\n world\r\n0\r\n\r\n".utf8)) == Data("hello world".utf8))

@@ -31,6 +31,10 @@ public enum HARImporter {
         /// Entries kept with less than the HAR holds (a request body kept as its digest, a header not stored): their
         /// number, URL and what was left out.
         public var notes: [(entry: Int, url: String, note: String)] = []
+        /// Entries left out, and kept with less, past the first 1,000 of each that ``skipped`` and ``notes`` list: a
+        /// recording of a million entries the import cannot take is counted, not held line by line.
+        public var moreSkipped = 0
+        public var moreNotes = 0
     }
 
     /// Reads the HAR file at `path`.

@@ -84,9 +84,24 @@ struct ExchangeImport {
     /// The URL as reports show it: a token in its query as `[secret]`.
     static func shown(_ url: String) -> String { HARImporter.redactingSecretParameters(url) }
 
-    mutating func skip(_ number: Int, _ url: String, _ reason: String) { imported.skipped.append((number, Self.shown(url), reason)) }
+    /// How many skipped exchanges, and how many notes, are listed; past it they are counted.
+    static let listLimit = 1_000
 
-    mutating func note(_ number: Int, _ url: String, _ text: String) { imported.notes.append((number, Self.shown(url), text)) }
+    mutating func skip(_ number: Int, _ url: String, _ reason: String) {
+        guard imported.skipped.count < Self.listLimit else {
+            imported.moreSkipped += 1
+            return
+        }
+        imported.skipped.append((number, Self.shown(url), reason))
+    }
+
+    mutating func note(_ number: Int, _ url: String, _ text: String) {
+        guard imported.notes.count < Self.listLimit else {
+            imported.moreNotes += 1
+            return
+        }
+        imported.notes.append((number, Self.shown(url), text))
+    }
 
     /// Takes `exchange` as an entry, or skips it saying why.
     ///
@@ -179,7 +194,7 @@ struct ExchangeImport {
         }
         if let earlier {
             let earlierURL = Self.shown(sink?.url(of: earlier.index) ?? imported.entries[earlier.index].url)
-            imported.skipped.append((earlier.entry, earlierURL, "the same request as \(place(number)), whose answer is kept"))
+            skip(earlier.entry, earlierURL, "the same request as \(place(number)), whose answer is kept")
             imported.notes.removeAll { $0.entry == earlier.entry }
         }
         let taken: Taken

@@ -28,6 +28,10 @@ public enum WARCImporter {
         public var count: Int
         public var skipped: [(place: String, url: String, reason: String)]
         public var notes: [(place: String, url: String, note: String)]
+        /// Records left out, and kept with less, past the first 1,000 of each that ``skipped`` and ``notes`` list (an
+        /// archive of a million resource records is counted, not held line by line).
+        public var moreSkipped = 0
+        public var moreNotes = 0
         /// Records read, of every type.
         public var records: Int
         /// The fingerprints of the keys that signed the WACZ packages read (``WACZExporter`` signatures, each checked).
@@ -91,7 +95,8 @@ public enum WARCImporter {
         let done = exchanges.finished()
         return Imported(
             entries: done.entries, count: count, skipped: done.skipped.map { (box.place($0.entry), $0.url, $0.reason) },
-            notes: done.notes.map { (box.place($0.entry), $0.url, $0.note) }, records: records, signers: signers, spool: spool.folder)
+            notes: done.notes.map { (box.place($0.entry), $0.url, $0.note) }, moreSkipped: done.moreSkipped, moreNotes: done.moreNotes, records: records,
+            signers: signers, spool: spool.folder)
     }
 
     /// How many responses wait for their request record, and requests for their response, before the oldest is taken
