@@ -123,7 +123,8 @@ extension Packager {
                         for skipped in imported.skipped.prefix(20) { print(terminalSafe("  skipped \(skipped.place) (\(skipped.url)): \(skipped.reason)")) }
                         throw PackagerError(
                             .invalidInput,
-                            "\(fromWARC.joined(separator: ", ")): none of its \(imported.records) records can be packed (\(imported.skipped.count) skipped)")
+                            "\(fromWARC.joined(separator: ", ")): none of its \(imported.records) records can be packed (\(imported.skipped.count + imported.moreSkipped) skipped)"
+                        )
                     }
                     let w = try entries.write(to: output, options: writerOptions)
                     report(

@@ -132,7 +132,9 @@ struct DigestTableTests {
 /// The writer's sort in bounded memory, against the standard library's.
 @Suite("the external sorter")
 struct ExternalSorterTests {
-    @Test("records of 0 bytes to 100 KiB, sorted in memory and in runs of a few kilobytes merged, come out as sorted() orders them", arguments: [false, true])
+    @Test(
+        "records of 0 bytes to 100 KiB, sorted in memory and in over 100 runs of a kilobyte merged in two passes, come out as sorted() orders them",
+        arguments: [false, true])
     func likeSorted(spilled: Bool) throws {
         let scratch = try ScratchFolder(in: NSTemporaryDirectory())
         defer { scratch.remove() }
@@ -143,9 +145,11 @@ struct ExternalSorterTests {
             let length = i % 997 == 0 ? 100_000 + i : Int.random(in: 0...12, using: &generator)
             records.append((0..<length).map { _ in UInt8.random(in: 97...100, using: &generator) })
         }
-        let sorter = ExternalSorter(folder: spilled ? scratch.path : nil, memoryLimit: 4096) { $0.lexicographicallyPrecedes($1) }
+        // Runs of about 1 KiB (a record and its 16-byte span each): over 100 of them, merged in two passes (64 at a time).
+        let sorter = ExternalSorter(folder: spilled ? scratch.path : nil, memoryLimit: 1024) { $0.lexicographicallyPrecedes($1) }
         for record in records { try sorter.append(record) }
         #expect(sorter.spilled == spilled)
+        if spilled { #expect(sorter.runCount > ExternalSorter.fanIn) }
         for _ in 0..<2 {
             // Read twice: a second pass merges the runs again.
             let sorted = try sorter.sorted()

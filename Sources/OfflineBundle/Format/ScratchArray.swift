@@ -48,7 +48,18 @@ package struct ScratchArray<Element: BitwiseCopyable> {
     /// Sets the value at `index`.
     @inlinable
     package func set(_ value: Element, at index: Int) throws {
-        try withUnsafeBytes(of: value) { try records.write(index, from: $0.baseAddress!) }
+        try Self.withStride(value) { try records.write(index, from: $0) }
+    }
+
+    /// Calls `body` with `value` in memory of its stride (what a record holds), the padding past its size zero: the
+    /// value's own bytes are only its size.
+    @inlinable
+    static func withStride<T>(_ value: Element, _ body: (UnsafeRawPointer) throws -> T) rethrows -> T {
+        try withUnsafeTemporaryAllocation(byteCount: MemoryLayout<Element>.stride, alignment: MemoryLayout<Element>.alignment) { raw in
+            raw.initializeMemory(as: UInt8.self, repeating: 0)
+            raw.storeBytes(of: value, as: Element.self)
+            return try body(UnsafeRawPointer(raw.baseAddress!))
+        }
     }
 
     /// The values in `range`, read at once.
@@ -63,7 +74,7 @@ package struct ScratchArray<Element: BitwiseCopyable> {
     /// Adds `value` after the others.
     @inlinable
     package func append(_ value: Element) throws {
-        try withUnsafeBytes(of: value) { try records.append(from: $0.baseAddress!) }
+        try Self.withStride(value) { try records.append(from: $0) }
     }
 }
 
@@ -234,12 +245,8 @@ package final class ScratchRecords {
 
     /// Makes the temporary file, unlinked at once, and moves the records held in memory into it.
     private func spill(in folder: String) throws {
-        var template = Array((folder + "/table-XXXXXX").utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        let made = FileIO.unlinkedFile(in: folder, prefix: "table")
         guard made >= 0 else { throw Self.failure(errno) }
-        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
-        // Close-on-exec: a child started later (the browser of a build) does not inherit it.
-        _ = fcntl(made, F_SETFD, FD_CLOEXEC)
         if let failure = memory.withUnsafeBytes({ FileIO.write(made, $0, at: 0) }) {
             close(made)
             throw Self.failure(failure)

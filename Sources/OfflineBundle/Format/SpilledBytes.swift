@@ -90,12 +90,8 @@ package final class SpilledBytes {
 
     /// Makes the temporary file, unlinked at once, and writes what the buffer holds into it.
     private func open(in folder: String) throws {
-        var template = Array((folder + "/index-part-XXXXXX").utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        let made = FileIO.unlinkedFile(in: folder, prefix: "index-part")
         guard made >= 0 else { throw BundleError(.io, "cannot make a temporary file in \(folder) for the index", underlying: SystemCallError(errno)) }
-        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
-        // Close-on-exec: a child started later (the browser of a build) does not inherit it.
-        _ = fcntl(made, F_SETFD, FD_CLOEXEC)
         fd = made
         try flush()
     }

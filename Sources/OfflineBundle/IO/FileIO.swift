@@ -11,6 +11,22 @@
 /// Every function returns the bytes done (which is short only at the end of the file, for reads) or the `errno` of
 /// the failure; callers turn that into their own error type.
 package enum FileIO {
+    /// A new file in `folder` for the process alone: made with a name of `prefix` and random letters, close-on-exec
+    /// from the start (a child started meanwhile does not inherit it), and unlinked at once; its descriptor, or -1
+    /// with errno set.
+    package static func unlinkedFile(in folder: String, prefix: String) -> Int32 {
+        for _ in 0..<16 {
+            let path = folder + "/" + prefix + "-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+            let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            if fd >= 0 {
+                unlink(path)
+                return fd
+            }
+            if errno != EEXIST { return -1 }
+        }
+        return -1
+    }
+
     package enum Outcome: Equatable {
         case done(Int)
         case failed(Int32)

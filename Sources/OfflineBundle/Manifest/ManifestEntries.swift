@@ -94,7 +94,12 @@ package final class ManifestEntries {
                 try stream.feed(try file.read(at: dataOffset + fed, count: count, what: name))
                 fed += UInt64(count)
             }
-            pending = try stream.pull(max: 64 << 10, limit: size)
+            do {
+                pending = try stream.pull(max: 64 << 10, limit: size)
+            } catch let error as BundleError where error.code == .corruptBody {
+                // A damaged metadata stream is a damaged manifest, not a body.
+                throw BundleError(.corruptIndex, "\(name): \(error.message)", entry: name)
+            }
             position = 0
             // Every byte fed, and nothing more comes out: the stream stops short of its end.
             if pending.isEmpty && stream.needsInput && fed >= compressedSize && !stream.ended {

@@ -47,6 +47,9 @@ final class ExternalSorter {
     /// Whether records went to a file.
     var spilled: Bool { fd >= 0 }
 
+    /// How many runs were written (merged ones not counted off).
+    private(set) var runCount = 0
+
     /// Adds a record.
     func append(_ record: UnsafeRawBufferPointer) throws {
         precondition(!sealed, "a record added after the sort")
@@ -60,6 +63,9 @@ final class ExternalSorter {
     /// Adds a record.
     func append(_ record: [UInt8]) throws { try record.withUnsafeBytes { try append($0) } }
 
+    /// How many runs one merge reads at once (a 32 KiB buffer each): past it, runs are merged into longer ones first.
+    static let fanIn = 64
+
     /// The records in order (records equal in the order come in no given order). No record may be added after.
     func sorted() throws -> SortedRecords {
         if !sealed {
@@ -69,8 +75,25 @@ final class ExternalSorter {
             } else if !spans.isEmpty {
                 try writeRun()
             }
+            // Runs merged a group at a time into one after the others, until one merge can read them all: the merge's
+            // buffers stay within 64 of them, whatever the records' count.
+            while runs.count > Self.fanIn {
+                let group = try SortedRecords(runs: Array(runs.prefix(Self.fanIn)), fd: fd, order: order, owner: self)
+                let start = written
+                var out = [UInt8]()
+                out.reserveCapacity(1 << 20)
+                while try group.next({ (record: UnsafeRawBufferPointer) -> Void in
+                    withUnsafeBytes(of: UInt32(record.count).littleEndian) { out.append(contentsOf: $0) }
+                    out.append(contentsOf: record)
+                }) != nil {
+                    if out.count >= 1 << 20 { try write(&out) }
+                }
+                try write(&out)
+                runs.removeFirst(Self.fanIn)
+                runs.append(start..<written)
+            }
         }
-        return runs.isEmpty ? SortedRecords(memory: self) : try SortedRecords(runs: runs, fd: fd, order: order)
+        return runs.isEmpty ? SortedRecords(memory: self) : try SortedRecords(runs: runs, fd: fd, order: order, owner: self)
     }
 
     /// Calls `body` with the `i`th record of the run in memory, in sorted order.
@@ -80,6 +103,15 @@ final class ExternalSorter {
     }
 
     fileprivate var recordsInMemory: Int { spans.count }
+
+    /// Appends `out` to the file, and empties it.
+    private func write(_ out: inout [UInt8]) throws {
+        if let failure = out.withUnsafeBytes({ FileIO.write(fd, $0, at: written) }) {
+            throw PackagerError(.io, "cannot write the records being sorted to a temporary file", cause: SystemCallError(failure))
+        }
+        written += UInt64(out.count)
+        out.removeAll(keepingCapacity: true)
+    }
 
     private func sortRun() {
         let order = self.order
@@ -95,39 +127,32 @@ final class ExternalSorter {
     private func writeRun() throws {
         sortRun()
         if fd < 0, let folder {
-            var template = Array((folder + "/sort-XXXXXX").utf8CString)
-            let made = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+            let made = FileIO.unlinkedFile(in: folder, prefix: "sort")
             guard made >= 0 else { throw PackagerError(.io, "cannot make a temporary file in \(folder) to sort in", cause: SystemCallError(errno)) }
-            template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
-            _ = fcntl(made, F_SETFD, FD_CLOEXEC)
             fd = made
         }
         let start = written
         var out = [UInt8]()
         out.reserveCapacity(1 << 20)
-        func flush() throws {
-            if let failure = out.withUnsafeBytes({ FileIO.write(fd, $0, at: written) }) {
-                throw PackagerError(.io, "cannot write the records being sorted to a temporary file", cause: SystemCallError(failure))
-            }
-            written += UInt64(out.count)
-            out.removeAll(keepingCapacity: true)
-        }
         for span in spans {
             withUnsafeBytes(of: UInt32(span.count).littleEndian) { out.append(contentsOf: $0) }
             out.append(contentsOf: bytes[span.start..<(span.start + span.count)])
-            if out.count >= 1 << 20 { try flush() }
+            if out.count >= 1 << 20 { try write(&out) }
         }
-        try flush()
+        try write(&out)
         runs.append(start..<written)
+        runCount += 1
         bytes.removeAll(keepingCapacity: true)
         spans.removeAll(keepingCapacity: true)
     }
 }
 
 /// The records of an ``ExternalSorter`` in order, one at a time: from the run in memory, or merged from the runs in
-/// its file, each read 64 KiB at a time.
+/// its file (at most ``ExternalSorter/fanIn`` of them), each read 32 KiB at a time.
 final class SortedRecords {
     private let memory: ExternalSorter?
+    /// The sorter whose file the runs are in: kept while they are read (its deinit closes the file).
+    private let owner: ExternalSorter?
     private var next = 0
     private var cursors: [RunCursor] = []
     /// The cursors not at their end, as a heap: the one whose record comes first on top.
@@ -136,11 +161,13 @@ final class SortedRecords {
 
     fileprivate init(memory sorter: ExternalSorter) {
         memory = sorter
+        owner = sorter
         order = nil
     }
 
-    fileprivate init(runs: [Range<UInt64>], fd: Int32, order: @escaping ExternalSorter.Order) throws {
+    fileprivate init(runs: [Range<UInt64>], fd: Int32, order: @escaping ExternalSorter.Order, owner: ExternalSorter) throws {
         memory = nil
+        self.owner = owner
         self.order = order
         for run in runs {
             let cursor = RunCursor(fd: fd, run: run)
@@ -201,7 +228,7 @@ final class SortedRecords {
 private final class RunCursor {
     private let fd: Int32
     private let run: Range<UInt64>
-    private var buffer = [UInt8](repeating: 0, count: 64 << 10)
+    private var buffer = [UInt8](repeating: 0, count: 32 << 10)
     /// Where the buffer's bytes start in the file, and how many it holds.
     private var bufferStart: UInt64
     private var filled = 0
