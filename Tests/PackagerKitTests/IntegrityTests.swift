@@ -379,6 +379,42 @@ struct HostileTests {
         #expect(issues.contains { $0.description.contains("https://example.com/") && $0.description.contains("name different bodies") }, "\(issues)")
     }
 
+    @Test(
+        "a manifest that differs from the index in its count, a key or an entry's headers fails check, naming what differs",
+        arguments: [
+            ("drop", "lists 1 entries; index.bin has 2"), ("key", "disagree on the key at position 0"),
+            ("header", "the manifest and the index store different headers"),
+        ])
+    func manifestDiffersFromTheIndex(change: String, expected: String) throws {
+        let folder = try TemporaryFolder()
+        let path = try forged(folder) { _, _ in }
+        // Rewrite manifest.json, keeping the ZIP consistent: the last entry dropped, the first key changed, or a header
+        // value of the first entry changed.
+        let python = """
+            import json, sys, zipfile
+            src, dst, change = sys.argv[1], sys.argv[2], sys.argv[3]
+            with zipfile.ZipFile(src) as z, zipfile.ZipFile(dst, "w") as out:
+                for info in z.infolist():
+                    data = z.read(info)
+                    if info.filename == "manifest.json":
+                        doc = json.loads(data)
+                        if change == "drop":
+                            doc["entries"].pop()
+                        elif change == "key":
+                            doc["entries"][0]["key"] = "https://example.com/0.txt"
+                        else:
+                            doc["entries"][0]["headers"] = [["content-type", "text/html"]]
+                        data = json.dumps(doc).encode()
+                    out.writestr(info, data)
+                out.comment = z.comment
+            """
+        let damaged = folder.path + "/differs.zip"
+        #expect(try run("python3", ["-c", python, path, damaged, change]).status == 0)
+        let issues = Checker.check(path: damaged).issues
+        #expect(issues.contains { $0.description.contains("manifest.json") && $0.description.contains("SHA-256 differs") }, "\(issues)")
+        #expect(issues.contains { $0.description.contains(expected) }, "\(issues)")
+    }
+
     @Test("overlapping bodies are refused at mount")
     func overlap() throws {
         let folder = try TemporaryFolder()
