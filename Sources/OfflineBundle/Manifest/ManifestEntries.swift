@@ -10,16 +10,25 @@ extension MountedBundle {
     ///
     /// - Throws: ``BundleError`` with code `.corruptIndex` when the bundle has no manifest, it does not match the
     ///   index's digest of it, or an entry cannot be decoded.
-    package func manifestEntries() throws -> ManifestEntries {
+    /// - Parameter checkingDigest: false for a tool that compares a manifest whose digest differs anyway (`check`,
+    ///   to name what differs); it must say that the digest differs itself (``deflatedManifestMatchesDigest(_:limit:)``).
+    package func manifestEntries(checkingDigest: Bool = true) throws -> ManifestEntries {
         // A delta's manifest is rebuilt whole from its base's and its patch: it is decoded whole.
-        if manifestPatch != nil || base != nil { return ManifestEntries(whole: try manifest().entries) }
+        if manifestPatch != nil || base != nil { return ManifestEntries(whole: try manifest()) }
         guard let entry = metadata[BundleFormat.manifestEntryName] else {
             throw BundleError(.corruptIndex, "the bundle has no manifest.json", entry: BundleFormat.manifestEntryName)
         }
-        guard entry.method == 8 else { return ManifestEntries(whole: try manifest().entries) }
+        guard entry.method == 8 else { return ManifestEntries(whole: try manifest()) }
         // Checked first, inflated into SHA-256 alone (``manifestBytes()`` does the same before it inflates).
         let limit = manifestLimitForEntries
-        try checkDeflatedManifestDigest(entry, limit: limit)
+        if checkingDigest {
+            try checkDeflatedManifestDigest(entry, limit: limit)
+        } else {
+            guard entry.uncompressedSize <= limit, entry.compressedSize <= limit else {
+                throw BundleError(
+                    .hostile, "\(entry.name) claims \(entry.uncompressedSize) bytes, over the limit of \(limit) for \(entryCount) entries", entry: entry.name)
+            }
+        }
         let dataOffset = try Self.metadataDataOffset(entry, in: file, bodyArea: directory.centralDirectoryOffset)
         return ManifestEntries(
             stream: try InflateStream(entry: entry.name), file: file, dataOffset: dataOffset, compressedSize: entry.compressedSize,
@@ -49,8 +58,25 @@ package final class ManifestEntries {
     /// request body (64 KiB), so a larger one is hostile.
     static let elementLimit = 16 << 20
 
-    fileprivate init(whole: [ManifestEntry]) {
-        self.whole = whole
+    /// The whole manifest's fields but its entries (format, version, generator, rules, totals), once ``next()`` has
+    /// given nil.
+    package func remainder() throws -> Manifest {
+        if let manifest = wholeManifest { return manifest }
+        guard scanner.finished else { throw BundleError(.invalidArgument, "the manifest's entries are not all read") }
+        do {
+            return try decoder.decode(Manifest.self, from: Data(scanner.rest))
+        } catch {
+            throw BundleError(.corruptIndex, "manifest.json cannot be decoded: \(error)", entry: BundleFormat.manifestEntryName)
+        }
+    }
+
+    private var wholeManifest: Manifest?
+
+    fileprivate init(whole manifest: Manifest) {
+        whole = manifest.entries
+        var rest = manifest
+        rest.entries = []
+        wholeManifest = rest
         (stream, file, dataOffset, compressedSize, size) = (nil, nil, 0, 0, 0)
     }
 
@@ -125,6 +151,8 @@ package final class ManifestEntries {
         private var element: [UInt8] = []
         private var elementDepth = 0
         private(set) var finished = false
+        /// Everything but the entries' elements (`"entries": []`): the manifest's other fields.
+        private(set) var rest: [UInt8] = []
 
         private static let entriesKey = Array("entries".utf8)
 
@@ -137,6 +165,10 @@ package final class ManifestEntries {
             if inEntries && (elementDepth > 0 || (byte != 0x2C && byte != 0x5D && !Self.isSpace(byte))) {
                 element.append(byte)
                 if element.count > ManifestEntries.elementLimit { return .tooLong }
+            } else if !inEntries || (byte == 0x5D && elementDepth == 0) {
+                // Out of the entries, and the bracket that closes them.
+                rest.append(byte)
+                if rest.count > ManifestEntries.elementLimit { return .tooLong }
             }
             if inString {
                 if escaped {

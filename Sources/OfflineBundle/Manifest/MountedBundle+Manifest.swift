@@ -59,6 +59,15 @@ extension MountedBundle {
 
     /// Inflates a deflated `manifest.json` 64 KiB at a time into SHA-256 and compares it with the index's digest.
     func checkDeflatedManifestDigest(_ entry: ZipCentralEntry, limit: UInt64) throws {
+        guard try deflatedManifestMatchesDigest(entry, limit: limit) else {
+            throw BundleError(
+                .corruptIndex, "manifest.json does not match the SHA-256 index.bin records for it: it was altered", entry: BundleFormat.manifestEntryName)
+        }
+    }
+
+    /// Whether a deflated `manifest.json`, inflated 64 KiB at a time into SHA-256 alone, is the one the index's digest
+    /// names.
+    package func deflatedManifestMatchesDigest(_ entry: ZipCentralEntry, limit: UInt64) throws -> Bool {
         let name = BundleFormat.manifestEntryName
         guard entry.uncompressedSize <= limit, entry.compressedSize <= limit else {
             throw BundleError(.hostile, "\(name) claims \(entry.uncompressedSize) bytes, over the limit of \(limit) for \(entryCount) entries", entry: name)
@@ -84,8 +93,6 @@ extension MountedBundle {
             // A damaged metadata stream is a damaged manifest, not a body (docs/FORMAT.md §8.1).
             throw BundleError(.corruptIndex, "\(name): \(error.message)", entry: name)
         }
-        guard Array(digest.finalize()) == index.manifestSHA256 else {
-            throw BundleError(.corruptIndex, "manifest.json does not match the SHA-256 index.bin records for it: it was altered", entry: name)
-        }
+        return Array(digest.finalize()) == index.manifestSHA256
     }
 }

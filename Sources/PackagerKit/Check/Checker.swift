@@ -334,30 +334,63 @@ public enum Checker {
 
     }
 
-    /// The manifest against the index.
+    /// The manifest against the index. A deflated one (what the writer makes) is read an entry at a time, so a check
+    /// of a bundle of a million entries does not hold its manifest decoded.
     private static func checkManifest(_ bundle: MountedBundle, into report: inout Report) {
         func issue(_ entry: String?, _ message: String) { report.issue(entry, message) }
+        let name = BundleFormat.manifestEntryName
         do {
+            if bundle.base == nil, let manifestEntry = bundle.metadata[name], manifestEntry.method == 8 {
+                // Bounded by what the entries can need, so a swapped-in bomb is refused before it is inflated; a
+                // manifest within it that differs is still compared, to name what differs.
+                if try !bundle.deflatedManifestMatchesDigest(manifestEntry, limit: bundle.manifestLimitForEntries) {
+                    issue(name, "its SHA-256 differs from the one index.bin records")
+                }
+                let stream = try bundle.manifestEntries(checkingDigest: false)
+                // What differs entry by entry is said once the count is known to agree (else every later position
+                // would differ): the first 1,000, then how many more.
+                var held: [(entry: String?, message: String)] = []
+                var more = 0
+                var position = 0
+                while let item = try stream.next() {
+                    if position < bundle.entryCount {
+                        compare(item, at: position, with: bundle) { entry, message in
+                            if held.count < 1_000 { held.append((entry, message)) } else { more += 1 }
+                        }
+                    }
+                    position += 1
+                }
+                compareFormat(try stream.remainder(), with: bundle, issue: issue)
+                guard position == bundle.entryCount else {
+                    return issue(name, "lists \(position) entries; index.bin has \(bundle.entryCount)")
+                }
+                for (entry, message) in held { issue(entry, message) }
+                if more > 0 { issue(name, "\(more) more entries differ from the index") }
+                return
+            }
             let bytes: [UInt8]
             if bundle.base != nil {
                 // A delta carries its manifest whole or as a patch of its base's: rebuilt and held to the index's digest.
                 bytes = try bundle.manifestBytes()
             } else {
-                guard let manifestEntry = bundle.metadata[BundleFormat.manifestEntryName] else {
-                    issue(BundleFormat.manifestEntryName, "missing")
+                guard let manifestEntry = bundle.metadata[name] else {
+                    issue(name, "missing")
                     return
                 }
-                // Bounded by what the entries can need, so a swapped-in bomb is refused before it is inflated; a
-                // manifest within it that differs is still compared, to name what differs.
                 bytes = try MountedBundle.readMetadataEntry(
                     manifestEntry, from: bundle.file, limit: bundle.manifestLimitForEntries, bodyArea: bundle.directory.centralDirectoryOffset)
                 if Array(SHA256.hash(data: bytes)) != bundle.index.manifestSHA256 {
-                    issue(BundleFormat.manifestEntryName, "its SHA-256 differs from the one index.bin records")
+                    issue(name, "its SHA-256 differs from the one index.bin records")
                 }
             }
-            compare(try JSONDecoder().decode(Manifest.self, from: Data(bytes)), with: bundle, issue: issue)
+            let manifest = try JSONDecoder().decode(Manifest.self, from: Data(bytes))
+            compareFormat(manifest, with: bundle, issue: issue)
+            guard manifest.entries.count == bundle.entryCount else {
+                return issue(name, "lists \(manifest.entries.count) entries; index.bin has \(bundle.entryCount)")
+            }
+            for (position, item) in manifest.entries.enumerated() { compare(item, at: position, with: bundle, issue: issue) }
         } catch let error as DecodingError {
-            issue(BundleFormat.manifestEntryName, "is not a valid manifest: \(DecodingProblem.describe(error))")
+            issue(name, "is not a valid manifest: \(DecodingProblem.describe(error))")
         } catch {
             report.record(error)
         }
@@ -397,36 +430,33 @@ public enum Checker {
         }
     }
 
-    private static func compare(_ manifest: Manifest, with bundle: MountedBundle, issue: (String?, String) -> Void) {
+    private static func compareFormat(_ manifest: Manifest, with bundle: MountedBundle, issue: (String?, String) -> Void) {
         if manifest.format != "packager-bundle" || manifest.formatVersion != bundle.formatVersion {
             issue(BundleFormat.manifestEntryName, "has format \(manifest.format) version \(manifest.formatVersion)")
         }
-        if manifest.entries.count != bundle.entryCount {
-            issue(BundleFormat.manifestEntryName, "lists \(manifest.entries.count) entries; index.bin has \(bundle.entryCount)")
+    }
+
+    /// The manifest's entry at `position` against the index's.
+    private static func compare(_ item: ManifestEntry, at position: Int, with bundle: MountedBundle, issue: (String?, String) -> Void) {
+        let entry = bundle.entry(at: position)
+        if item.key != entry.key {
+            issue(item.key, "the manifest and the index disagree on the key at position \(position)")
             return
         }
-        let entries = bundle.entries
-        for (position, item) in manifest.entries.enumerated() {
-            let entry = entries[position]
-            if item.key != entry.key {
-                issue(item.key, "the manifest and the index disagree on the key at position \(position)")
-                continue
-            }
-            if item.status != entry.status || item.kind != entry.kind { issue(item.key, "the manifest and the index disagree on status or kind") }
-            // Version 3 leaves a body's digest to the index: its manifest gives the sizes and compression, which must agree.
-            // (The index's own record: a delta's body rebuilt from a patch is stored otherwise than its bundle stores it.)
-            let record = entry.body.map { bundle.index.body(at: $0.index) }
-            if item.body?.size != record?.size || item.body?.storedSize != record?.storedSize || item.body?.compression != record?.compression
-                || (item.body?.sha256).map({ $0 != entry.body?.sha256 }) ?? false
-            {
-                issue(item.key, "the manifest and the index name different bodies")
-            }
-            if item.headers != bundle.headers(ofEntryAt: position).map({ [$0.name, $0.value] }) {
-                issue(item.key, "the manifest and the index store different headers")
-            }
-            if bundle.formatVersion >= 2, (item.synthesized ?? []).contains("etag") != entry.etagSynthesized {
-                issue(item.key, "the manifest and the index disagree on whether the ETag is synthesized")
-            }
+        if item.status != entry.status || item.kind != entry.kind { issue(item.key, "the manifest and the index disagree on status or kind") }
+        // Version 3 leaves a body's digest to the index: its manifest gives the sizes and compression, which must agree.
+        // (The index's own record: a delta's body rebuilt from a patch is stored otherwise than its bundle stores it.)
+        let record = entry.body.map { bundle.index.body(at: $0.index) }
+        if item.body?.size != record?.size || item.body?.storedSize != record?.storedSize || item.body?.compression != record?.compression
+            || (item.body?.sha256).map({ $0 != entry.body?.sha256 }) ?? false
+        {
+            issue(item.key, "the manifest and the index name different bodies")
+        }
+        if item.headers != bundle.headers(ofEntryAt: position).map({ [$0.name, $0.value] }) {
+            issue(item.key, "the manifest and the index store different headers")
+        }
+        if bundle.formatVersion >= 2, (item.synthesized ?? []).contains("etag") != entry.etagSynthesized {
+            issue(item.key, "the manifest and the index disagree on whether the ETag is synthesized")
         }
     }
 }
