@@ -41,6 +41,8 @@ extension MountedBundle {
 /// elements, which is decoded on its own.
 package final class ManifestEntries {
     private let whole: [ManifestEntry]?
+    /// A manifest decoded whole: its fields but the entries.
+    private var wholeManifest: Manifest?
     private var wholeNext = 0
     private let stream: InflateStream?
     private let file: BundleFile?
@@ -69,8 +71,6 @@ package final class ManifestEntries {
             throw BundleError(.corruptIndex, "manifest.json cannot be decoded: \(error)", entry: BundleFormat.manifestEntryName)
         }
     }
-
-    private var wholeManifest: Manifest?
 
     fileprivate init(whole manifest: Manifest) {
         whole = manifest.entries

@@ -50,12 +50,6 @@ struct ExchangeImport {
         var entry: Int
         var index: Int
 
-        init(entry: Int, index: Int) {
-            (self.entry, self.index) = (entry, index)
-        }
-
-        init(_ packed: UInt64) { (entry, index) = (Int(packed >> 32), Int(packed & 0xFFFF_FFFF)) }
-
         var packed: UInt64 { UInt64(entry) << 32 | UInt64(index) }
     }
 
@@ -226,6 +220,10 @@ struct ExchangeImport {
         result.notes.sort { $0.entry < $1.entry }
         return result
     }
+}
+
+extension ExchangeImport.Taken {
+    init(_ packed: UInt64) { self.init(entry: Int(packed >> 32), index: Int(packed & 0xFFFF_FFFF)) }
 }
 
 extension TableKey {

@@ -68,10 +68,12 @@ public enum WARCExporter {
         _ bundle: MountedBundle, to output: AtomicOutput, filename: String, indexed: (IndexedRecord) throws -> Void
     ) throws -> (summary: Summary, sha256: String, size: UInt64) {
         // The manifest's entries one at a time beside the index's, both in key order: what was sent for each request.
-        let manifest = try? bundle.manifestEntries()
-        var described = try manifest?.next()
+        // A manifest that does not match the index, or that cannot be read, is refused: the export would drop what was
+        // sent for each request without saying so.
+        let manifest = try bundle.manifestEntries()
+        var described = try manifest.next()
         func recorded(_ key: String) throws -> ManifestEntry? {
-            while let entry = described, entry.key.utf8.lexicographicallyPrecedes(key.utf8) { described = try manifest?.next() }
+            while let entry = described, entry.key.utf8.lexicographicallyPrecedes(key.utf8) { described = try manifest.next() }
             return described?.key == key ? described : nil
         }
         let members = MemberPipeline(members: GzipMembers(output: output))

@@ -150,7 +150,6 @@ final class PreparedBodies: Sendable {
     private struct State: ~Copyable {
         var records: ScratchArray<Record>
         var held: [Int: PreparedBody.Storage] = [:]
-        var withBody = 0
     }
     private let state: Mutex<State>
 
@@ -161,9 +160,6 @@ final class PreparedBodies: Sendable {
     }
 
     var count: Int { state.withLock { $0.records.count } }
-
-    /// How many entries have a body.
-    var withBody: Int { state.withLock { $0.withBody } }
 
     /// Adds the next entry's body.
     func append(_ body: PreparedBody?) throws {
@@ -219,7 +215,6 @@ final class PreparedBodies: Sendable {
     }
 
     private static func set(_ body: PreparedBody?, at index: Int, in state: inout State) throws {
-        let had = try state.records.value(at: index).storage != noBody
         state.held[index] = nil
         var record = Record.none
         if let body {
@@ -232,7 +227,6 @@ final class PreparedBodies: Sendable {
             case .memory, .source: state.held[index] = body.storage
             }
         }
-        state.withBody += (body != nil ? 1 : 0) - (had ? 1 : 0)
         try state.records.set(record, at: index)
     }
 }
