@@ -27,11 +27,11 @@ extension BundleWriter {
 
     /// The entries' canonical keys, in key order, each checked: an http(s) key, a final status, no body where HTTP allows
     /// none, no key answered twice.
-    func keyedEntries(scratch: String?) throws -> KeyTable {
+    func keyedEntries(scratch: String?, memoryLimit: Int) throws -> KeyTable {
         // Queries are read as forms; the bundle says so (header flag bit 1) only where a key needs it.
         let canonicalizer = RequestKeyCanonicalizer(rules: options.rules, formQuery: options.readsQueriesAsForms)
         var table = KeyTable(
-            sorter: ExternalSorter(folder: scratch, memoryLimit: options.tableMemoryLimit) { a, b in
+            sorter: ExternalSorter(folder: scratch, memoryLimit: memoryLimit) { a, b in
                 UnsafeRawBufferPointer(rebasing: a[4...]).lexicographicallyPrecedes(UnsafeRawBufferPointer(rebasing: b[4...]))
             })
         var record = [UInt8]()

@@ -61,8 +61,10 @@ public struct BundleWriter: Sendable {
         package var indexStreamSize = BundleWriter.indexStreamSize
         /// How many bytes each of the writer's tables that grow with the entries (the keys, being sorted; the bodies by
         /// digest; the prepared bodies' records; the index's parts) holds in memory before it goes to the scratch
-        /// folder; lowered by tests.
-        package var tableMemoryLimit = 2 << 20
+        /// folder; lowered by tests. nil: 2 MiB when the entries come from a store (an import, a crawl), and no limit
+        /// when they are in memory (``add(_:)``), where the tables are a small part of what the entries hold and a
+        /// spill only costs time (a fifth of packing 100,000 files); the index's parts then go past 4 MiB each.
+        package var tableMemoryLimit: Int?
 
         /// Creates options.
         public init(
@@ -167,18 +169,22 @@ public struct BundleWriter: Sendable {
         let ownScratch = session == nil ? try ScratchFolder(besideOutput: path) : nil
         defer { ownScratch?.remove() }
         let scratch = (session?.scratch ?? ownScratch)?.path
-        let keys = try keyedEntries(scratch: scratch)
+        let tableLimit = options.tableMemoryLimit ?? (store == nil ? nil : 2 << 20)
+        // The tables' folder: none when they stay in memory.
+        let tables = tableLimit == nil ? nil : scratch
+        let keys = try keyedEntries(scratch: tables, memoryLimit: tableLimit ?? .max)
         let spool = session?.overflow ?? OverflowFile(in: ownScratch!)
         let memory = session?.received ?? MemoryBudget(total: options.memoryBudget, perBody: .max)
         let zip = ZipWriter(output: output, spill: spool)
         // The bodies, prepared in the entries' own order, each distinct one written once in digest order; their bytes
         // are let go as they are written, and what the manifest and the index need of them is kept.
-        let prepared = try prepareBodies(spool: spool, memory: memory, scratch: scratch)
-        let bodies = try DistinctBodies(prepared, keys: keys, scratch: scratch, memoryLimit: options.tableMemoryLimit)
+        let prepared = try prepareBodies(spool: spool, memory: memory, scratch: tables, memoryLimit: tableLimit ?? .max)
+        let bodies = try DistinctBodies(prepared, keys: keys, scratch: tables, memoryLimit: tableLimit ?? .max)
         let deduplicated = bodies.duplicates
-        // The index's parts that grow with the entries go to the scratch folder past 1 MiB each (``Options/tableMemoryLimit``).
+        // The index's parts that grow with the entries go to the scratch folder past half the tables' limit (1 MiB), or
+        // 4 MiB when the tables stay in memory (``Options/tableMemoryLimit``).
         var index = try IndexAccumulator(
-            entryCount: keys.count, bodyCount: bodies.count, spillFolder: scratch, memoryLimit: options.tableMemoryLimit / 2)
+            entryCount: keys.count, bodyCount: bodies.count, spillFolder: scratch, memoryLimit: tableLimit.map { $0 / 2 } ?? 4 << 20)
         index.formQuery = keys.formQuery
         // The prepared bodies go with the writing: from here on what the manifest needs of a body is its record in the index.
         try Self.writeBodies(bodies, of: consume prepared, to: zip, output: output, spool: spool, index: &index)
@@ -210,12 +216,12 @@ public struct BundleWriter: Sendable {
 
     /// Each entry's body hashed and compressed (nil for none), in the entries' own order. A crawl's were prepared while
     /// it went on: they are taken from its store, not copied.
-    private func prepareBodies(spool: OverflowFile, memory: MemoryBudget, scratch: String?) throws -> PreparedBodies {
+    private func prepareBodies(spool: OverflowFile, memory: MemoryBudget, scratch: String?, memoryLimit: Int) throws -> PreparedBodies {
         let ready: PreparedBodies
         if entries.isEmpty, let store {
             ready = store.takePrepared()
         } else {
-            ready = try PreparedBodies(entries.map(\.prepared), folder: scratch, memoryLimit: options.tableMemoryLimit)
+            ready = try PreparedBodies(entries.map(\.prepared), folder: scratch, memoryLimit: memoryLimit)
             if let store {
                 let taken = store.takePrepared()
                 for i in 0..<taken.count { try ready.append(taken.body(at: i)) }
