@@ -7,13 +7,29 @@
 #endif
 
 /// A validated `index.bin`, held in memory in the version-2 layout (version 3's too), with lookups that allocate only
-/// the key.
+/// the key; or, for a tool's pass over a whole bundle, in a mapped scratch file (``MappedIndex``).
 ///
 /// A version-1 index is converted to the version-2 layout when it is mounted (docs/FORMAT.md §10.3); ``formatVersion``
 /// says which version the bundle holds.
 package struct BundleIndex: Sendable {
-    /// The index bytes in the version-2 layout (for a version-1 bundle, the converted bytes, not the file's).
-    package let bytes: [UInt8]
+    /// The index bytes in memory, in the version-2 layout (for a version-1 bundle, the converted bytes, not the
+    /// file's); empty when ``mapped``.
+    private let memory: [UInt8]
+    /// The index bytes in a mapped scratch file, when the mount asked for it.
+    package let mapped: MappedIndex?
+
+    /// The index's bytes (in the version-2 layout).
+    @inline(__always)
+    package func withBytes<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+        if let mapped { return try mapped.withBytes(body) }
+        return try memory.withUnsafeBytes(body)
+    }
+
+    /// The index's length in bytes.
+    package var byteCount: Int { mapped?.count ?? memory.count }
+
+    /// A copy of the index's bytes when mapped (for the delta and edit paths, which mount in memory), else the bytes.
+    package var bytes: [UInt8] { mapped.map { $0.withBytes { Array($0) } } ?? memory }
     /// The format version of the bundle's own index.
     package let formatVersion: UInt32
     /// Whether keys may carry request qualifiers (header flag 0x1, docs/FORMAT.md §5.4).
@@ -52,15 +68,42 @@ package struct BundleIndex: Sendable {
         switch bytes.u32(IndexLayout.versionOffset) {
         case let version where version == 2 || version == 3:
             // Version 3 keeps version 2's layout; it may store index.bin deflated, and its manifest changed (§10.2).
-            try self.init(version2: bytes, bodyArea: bodyArea, maxRatio: maxRatio, formatVersion: version)
+            self = try bytes.withUnsafeBytes {
+                try Self(version2: $0, memory: bytes, mapped: nil, bodyArea: bodyArea, maxRatio: maxRatio, formatVersion: version)
+            }
         case 1:
-            try self.init(version2: try IndexV1.convert(bytes), bodyArea: bodyArea, maxRatio: maxRatio, formatVersion: 1)
+            let converted = try IndexV1.convert(bytes)
+            self = try converted.withUnsafeBytes {
+                try Self(version2: $0, memory: converted, mapped: nil, bodyArea: bodyArea, maxRatio: maxRatio, formatVersion: 1)
+            }
         case let version:
             throw BundleError(.unsupported, "the bundle uses format version \(version); this reader knows versions 1 to 3")
         }
     }
 
-    private init(version2 bytes: [UInt8], bodyArea: UInt64, maxRatio: UInt64, formatVersion: UInt32) throws {
+    /// Parses and validates an index of version 2 or 3 held in a mapped scratch file (a version-1 index is converted in
+    /// memory: mount it with ``init(bytes:bodyArea:maxRatio:)``).
+    package init(mapped: MappedIndex, bodyArea: UInt64, maxRatio: UInt64) throws {
+        let version = try mapped.withBytes { raw -> UInt32 in
+            guard raw.count >= 12, raw[0..<8].elementsEqual(IndexLayout.magic) else {
+                throw BundleError(.corruptIndex, "index.bin: the index does not start with its magic number")
+            }
+            return raw.u32(IndexLayout.versionOffset)
+        }
+        guard version == 2 || version == 3 else {
+            throw BundleError(.unsupported, "the bundle uses format version \(version); a mapped index holds versions 2 and 3")
+        }
+        self = try mapped.withBytes {
+            try Self(version2: $0, memory: [], mapped: mapped, bodyArea: bodyArea, maxRatio: maxRatio, formatVersion: version)
+        }
+    }
+
+    /// Reads and checks the header and every record of `bytes`, which are `memory`'s or `mapped`'s.
+    private init(
+        version2 bytes: UnsafeRawBufferPointer, memory: [UInt8], mapped: MappedIndex?, bodyArea: UInt64, maxRatio: UInt64, formatVersion: UInt32
+    ) throws {
+        self.memory = memory
+        self.mapped = mapped
         func fail(_ message: String) -> BundleError { BundleError(.corruptIndex, "index.bin: \(message)") }
         guard bytes.count >= IndexLayout.headerSize else { throw fail("the index is shorter than its header") }
         let headerFlags = bytes.u32(IndexLayout.flagsOffset)
@@ -69,7 +112,6 @@ package struct BundleIndex: Sendable {
         }
         hasRequestQualifiers = headerFlags & IndexLayout.headerFlagRequestQualifiers != 0
         readsQueriesAsForms = headerFlags & IndexLayout.headerFlagFormQuery != 0
-        self.bytes = bytes
         self.formatVersion = formatVersion
         entryCount = Int(bytes.u32(IndexLayout.entryCountOffset))
         bodyCount = Int(bytes.u32(IndexLayout.bodyCountOffset))
@@ -107,16 +149,21 @@ package struct BundleIndex: Sendable {
             throw fail("the keys and the rules do not lie where the strings section says")
         }
         rules = try BundleRules(decoding: bytes[(stringsOffset + rulesOffset)..<(stringsOffset + stringsLength)])
+        // A mapped index lets go of the pages its checks read as they go (they read every byte once).
+        let trim: () -> Void = { mapped?.release() }
         try Self.checkBlocks(bytes, at: blocksOffset, count: blockCount, from: keysEnd, to: rulesOffset)
+        trim()
         try Self.checkEntries(
             bytes, strings: stringsOffset, keysEnd: keysEnd, entries: (entriesOffset, entryCount), bodyCount: bodyCount, blockCount: blockCount,
-            qualified: hasRequestQualifiers)
-        try Self.checkBodies(bytes, at: bodiesOffset, count: bodyCount, bodyArea: bodyArea, maxRatio: maxRatio)
+            qualified: hasRequestQualifiers, trim: trim)
+        trim()
+        try Self.checkBodies(bytes, at: bodiesOffset, count: bodyCount, bodyArea: bodyArea, maxRatio: maxRatio, trim: trim)
+        trim()
     }
 
     /// The header block table: `blockCount + 1` offsets, non-decreasing, from the end of the keys to the rules.
-    private static func checkBlocks(_ bytes: [UInt8], at offset: Int, count: Int, from keysEnd: Int, to rulesOffset: Int) throws {
-        try bytes.withUnsafeBytes { raw in
+    private static func checkBlocks(_ raw: UnsafeRawBufferPointer, at offset: Int, count: Int, from keysEnd: Int, to rulesOffset: Int) throws {
+        do {
             var previous = keysEnd
             for j in 0...count {
                 let value = Int(raw.u32(offset + 4 * j))
@@ -136,15 +183,16 @@ package struct BundleIndex: Sendable {
 
     /// Every entry's references, flags, key shape, status and order, checked once so lookups need not check again.
     private static func checkEntries(
-        _ bytes: [UInt8], strings sOff: Int, keysEnd: Int, entries: (offset: Int, count: Int), bodyCount bCount: Int, blockCount: Int,
-        qualified: Bool
+        _ raw: UnsafeRawBufferPointer, strings sOff: Int, keysEnd: Int, entries: (offset: Int, count: Int), bodyCount bCount: Int,
+        blockCount: Int, qualified: Bool, trim: () -> Void
     ) throws {
         func fail(_ message: String) -> BundleError { BundleError(.corruptIndex, "index.bin: \(message)") }
         let (eOff, entryCount) = entries
-        try bytes.withUnsafeBytes { raw in
+        do {
             var previousStart = 0
             var previousLength = 0
             for i in 0..<entryCount {
+                if i & 0x3FFF == 0x3FFF { trim() }
                 let r = eOff + i * IndexLayout.entryRecordSize
                 let keyOffset = Int(raw.u32(r))
                 let keyEnd = i + 1 < entryCount ? Int(raw.u32(r + IndexLayout.entryRecordSize)) : keysEnd
@@ -198,11 +246,14 @@ package struct BundleIndex: Sendable {
     }
 
     /// Bodies: sorted by digest, laid out in order, inside the body area, not overlapping, with believable sizes.
-    private static func checkBodies(_ bytes: [UInt8], at bodiesOffset: Int, count bCount: Int, bodyArea: UInt64, maxRatio: UInt64) throws {
+    private static func checkBodies(
+        _ raw: UnsafeRawBufferPointer, at bodiesOffset: Int, count bCount: Int, bodyArea: UInt64, maxRatio: UInt64, trim: () -> Void
+    ) throws {
         let bOff = bodiesOffset
-        try bytes.withUnsafeBytes { raw in
+        do {
             var previousEnd: UInt64 = 0
             for i in 0..<bCount {
+                if i & 0x3FFF == 0x3FFF { trim() }
                 let r = bOff + i * IndexLayout.bodyRecordSize
                 var name: String { "sha256:" + hexString(UnsafeRawBufferPointer(rebasing: raw[r..<(r + 32)])) }
                 if i > 0 {
@@ -247,7 +298,7 @@ package struct BundleIndex: Sendable {
     // MARK: Records
 
     package func body(at i: Int) -> IndexBodyRecord {
-        bytes.withUnsafeBytes { raw in
+        withBytes { raw in
             let r = bodiesOffset + i * IndexLayout.bodyRecordSize
             let lho = raw.u64(r + 32)
             return IndexBodyRecord(
@@ -271,14 +322,14 @@ package struct BundleIndex: Sendable {
     }
 
     package func entryKey(_ i: Int) -> String {
-        bytes.withUnsafeBytes { raw in
+        withBytes { raw in
             String(decoding: UnsafeRawBufferPointer(rebasing: raw[keyRange(raw, i)]), as: UTF8.self)
         }
     }
 
     /// The header block entry `i` uses, and where it lies in ``bytes``.
     package func headerBlock(ofEntry i: Int) -> (block: Int, range: Range<Int>) {
-        bytes.withUnsafeBytes { raw in
+        withBytes { raw in
             let block = Int(raw.u32(entriesOffset + i * IndexLayout.entryRecordSize + 4))
             let start = stringsOffset + Int(raw.u32(blocksOffset + 4 * block))
             let end = stringsOffset + Int(raw.u32(blocksOffset + 4 * block + 4))
@@ -288,7 +339,7 @@ package struct BundleIndex: Sendable {
 
     package func entryHeaders(_ i: Int) -> [(name: String, value: String)] {
         let (_, range) = headerBlock(ofEntry: i)
-        return bytes.withUnsafeBytes { raw in
+        return withBytes { raw in
             let (start, end) = (range.lowerBound, range.upperBound)
             // Lines `name: value\n` (§4.5), split on bytes: no line, no name, no value is copied twice.
             var headers = [(name: String, value: String)]()
@@ -326,7 +377,7 @@ package struct BundleIndex: Sendable {
     }
 
     package func entryFields(_ i: Int) -> EntryFields {
-        bytes.withUnsafeBytes { raw in
+        withBytes { raw in
             let r = entriesOffset + i * IndexLayout.entryRecordSize
             let body = raw.u32(r + 8)
             func time(_ at: Int) -> Int64? {
@@ -341,9 +392,10 @@ package struct BundleIndex: Sendable {
 
     /// The entries whose keys carry request qualifiers (a space after their URL), with where their URL ends.
     package func qualifiedKeys() -> [(entry: Int, urlLength: Int)] {
-        bytes.withUnsafeBytes { raw in
+        withBytes { raw in
             var found: [(Int, Int)] = []
             for i in 0..<entryCount {
+                if i & 0x3FFF == 0x3FFF { mapped?.release() }
                 let range = keyRange(raw, i)
                 if let space = UnsafeRawBufferPointer(rebasing: raw[range]).firstIndex(of: 0x20) { found.append((i, space)) }
             }
@@ -353,7 +405,7 @@ package struct BundleIndex: Sendable {
 
     /// The bytes of entry `i`'s key, to `body`.
     package func withKeyBytes<T>(_ i: Int, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
-        try bytes.withUnsafeBytes { raw in try body(UnsafeRawBufferPointer(rebasing: raw[keyRange(raw, i)])) }
+        try withBytes { raw in try body(UnsafeRawBufferPointer(rebasing: raw[keyRange(raw, i)])) }
     }
 
     /// The entry whose canonical key is `key`, by the index's hash table.
@@ -363,7 +415,7 @@ package struct BundleIndex: Sendable {
     package func find(canonicalKey key: UnsafeRawBufferPointer, hash h: UInt64) -> Int? {
         let tag = UInt32(truncatingIfNeeded: h >> 32)
         let mask = slotCount - 1
-        return bytes.withUnsafeBytes { raw -> Int? in
+        return withBytes { raw -> Int? in
             var slot = Int(truncatingIfNeeded: h) & mask
             for _ in 0..<slotCount {
                 let s = slotsOffset + slot * IndexLayout.slotSize

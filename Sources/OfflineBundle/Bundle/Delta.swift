@@ -281,7 +281,7 @@ extension MountedBundle {
     /// The most bytes an `index.edit` or `index.patch` may inflate to, and (with 64 bytes a patch byte) what a byte patch
     /// of the index may make: eight times the base's index, at least 64 MiB. Read before the signature is checked, so
     /// bounded by what the reader already holds. `packager delta` carries `index.bin` whole past it.
-    package static func indexLimit(_ base: MountedBundle) -> UInt64 { UInt64(max(64 << 20, 8 * base.index.bytes.count)) }
+    package static func indexLimit(_ base: MountedBundle) -> UInt64 { UInt64(max(64 << 20, 8 * base.index.byteCount)) }
 
     /// The most bytes the bodies a delta rebuilds from patches may hold in memory together.
     package static let maxRebuiltBytes: UInt64 = 512 << 20

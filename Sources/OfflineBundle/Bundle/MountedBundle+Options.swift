@@ -31,6 +31,10 @@ extension MountedBundle {
         /// ones are checked as they stream and cut when they fail (``scrub(shouldStop:)`` checks them ahead). A body
         /// is checked once a mount either way, while the file is the one mounted. Default 16 MiB.
         public var checkBeforeSend: UInt64
+        /// Where a tool that goes through a whole bundle keeps an `index.bin` that inflates past `above` bytes: in a
+        /// mapped scratch file in `folder`, its pages let go as they are read (``MappedIndex``), so the pass's memory
+        /// does not grow with the entries. Nil (the default, and what a service wants) keeps every index in memory.
+        package var indexScratch: (folder: String, above: Int)?
 
         /// Creates options.
         public init(
@@ -44,6 +48,14 @@ extension MountedBundle {
             self.maxBodySize = maxBodySize
             self.maxCompressionRatio = maxCompressionRatio
             self.inflatedCacheBytes = inflatedCacheBytes
+        }
+
+        /// Options for a tool's pass over a whole bundle (exports, check): bodies checked by SHA-256, and an `index.bin`
+        /// past 8 MiB inflated into a mapped scratch file in `folder` (``Options/indexScratch``).
+        package static func wholeBundlePass(scratchIn folder: String) -> Options {
+            var options = Options(verification: .sha256)
+            options.indexScratch = (folder.isEmpty ? "." : folder, 8 << 20)
+            return options
         }
     }
 }

@@ -134,8 +134,18 @@ public final class MountedBundle: Sendable {
         }
         let recordedDigest = String(comment.dropFirst(BundleFormat.commentPrefix(version: version).count + 7).prefix(64))
 
-        let indexBytes = try Self.readIndex(indexEntry, version: version, from: file, bodyArea: directory.centralDirectoryOffset)
-        let index = try BundleIndex(bytes: indexBytes, bodyArea: firstMetadataOffset, maxRatio: options.maxCompressionRatio)
+        let index: BundleIndex
+        // The bundle digest is the SHA-256 of the file's index (a version-1 index is held converted).
+        let indexSHA256: () -> [UInt8]
+        if let scratch = options.indexScratch, version >= 2, indexEntry.uncompressedSize > UInt64(scratch.above) {
+            let mapped = try Self.readIndex(indexEntry, version: version, from: file, bodyArea: directory.centralDirectoryOffset, folder: scratch.folder)
+            index = try BundleIndex(mapped: mapped, bodyArea: firstMetadataOffset, maxRatio: options.maxCompressionRatio)
+            indexSHA256 = { mapped.withBytes { Array(SHA256.hash(data: $0)) } }
+        } else {
+            let indexBytes = try Self.readIndex(indexEntry, version: version, from: file, bodyArea: directory.centralDirectoryOffset)
+            index = try BundleIndex(bytes: indexBytes, bodyArea: firstMetadataOffset, maxRatio: options.maxCompressionRatio)
+            indexSHA256 = { Array(SHA256.hash(data: indexBytes)) }
+        }
         guard index.formatVersion == version else {
             throw BundleError(.corruptIndex, "the archive comment says format version \(version) but index.bin is version \(index.formatVersion)")
         }
@@ -144,7 +154,7 @@ public final class MountedBundle: Sendable {
         }
 
         let signed = try Self.checkSignature(
-            metadata[BundleFormat.signatureEntryName], file: file, indexBytes: indexBytes, recordedDigest: recordedDigest, options: options,
+            metadata[BundleFormat.signatureEntryName], file: file, indexSHA256: indexSHA256, recordedDigest: recordedDigest, options: options,
             bodyArea: directory.centralDirectoryOffset)
         self.init(
             file: file, directory: directory, metadata: metadata, index: index, digest: recordedDigest, signed: signed, options: options, stores: [file],
@@ -153,7 +163,7 @@ public final class MountedBundle: Sendable {
 
     /// Checks the signature block `entry` when `options` require a key (§7); says whether the bundle is signed.
     package static func checkSignature(
-        _ entry: ZipCentralEntry?, file: BundleFile, indexBytes: [UInt8], recordedDigest: String, options: Options, bodyArea: UInt64
+        _ entry: ZipCentralEntry?, file: BundleFile, indexSHA256: () -> [UInt8], recordedDigest: String, options: Options, bodyArea: UInt64
     ) throws -> Bool {
         guard let entry else {
             if options.requiredPublicKey != nil {
@@ -163,7 +173,7 @@ public final class MountedBundle: Sendable {
         }
         if let key = options.requiredPublicKey {
             let signature = try readMetadataEntry(entry, from: file, limit: 1 << 16, bodyArea: bodyArea)
-            let actual = hexString(Array(SHA256.hash(data: indexBytes)))
+            let actual = hexString(indexSHA256())
             guard actual == recordedDigest else {
                 throw BundleError(.signature, "the bundle digest in the ZIP comment does not match index.bin: the bundle was altered")
             }
@@ -484,6 +494,33 @@ public final class MountedBundle: Sendable {
     /// A deflated index may claim at most ``BundleFormat/indexMaxRatio`` bytes per stored byte: it is read before any
     /// signature is checked, so it is refused past that before anything is inflated.
     package static func readIndex(_ entry: ZipCentralEntry, version: UInt32, from file: BundleFile, bodyArea: UInt64) throws -> [UInt8] {
+        try checkIndexEntry(entry, version: version)
+        guard entry.method != 0 else { return try readMetadataEntry(entry, from: file, limit: 1 << 32, bodyArea: bodyArea) }
+        guard entry.uncompressedSize <= 1 << 32 else {
+            throw BundleError(.hostile, "\(entry.name) claims \(entry.uncompressedSize) bytes, over the limit of \(1 << 32)", entry: entry.name)
+        }
+        // Inflated a piece at a time: the stored stream is never held beside the index (a third of its size again).
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(Int(entry.uncompressedSize))
+        try forEachPiece(of: entry, from: file, limit: 1 << 32, bodyArea: bodyArea) { bytes.append(contentsOf: $0) }
+        return bytes
+    }
+
+    /// Reads `index.bin` as ``readIndex(_:version:from:bodyArea:)`` does, into a mapped scratch file in `folder`.
+    package static func readIndex(
+        _ entry: ZipCentralEntry, version: UInt32, from file: BundleFile, bodyArea: UInt64, folder: String
+    ) throws -> MappedIndex {
+        try checkIndexEntry(entry, version: version)
+        guard entry.uncompressedSize <= 1 << 32 else {
+            throw BundleError(.hostile, "\(entry.name) claims \(entry.uncompressedSize) bytes, over the limit of \(1 << 32)", entry: entry.name)
+        }
+        return try MappedIndex(count: Int(entry.uncompressedSize), folder: folder) { write in
+            try forEachPiece(of: entry, from: file, limit: 1 << 32, bodyArea: bodyArea, write)
+        }
+    }
+
+    /// The checks an `index.bin` entry passes before a byte of it is read.
+    private static func checkIndexEntry(_ entry: ZipCentralEntry, version: UInt32) throws {
         guard entry.method == 0 || version >= 3 else {
             throw BundleError(
                 .hostile,
@@ -497,17 +534,81 @@ public final class MountedBundle: Sendable {
                 "\(entry.name) claims \(entry.uncompressedSize) bytes from \(entry.compressedSize) deflated, more than \(BundleFormat.indexMaxRatio) to 1: it is refused unread",
                 entry: entry.name)
         }
-        return try readMetadataEntry(entry, from: file, limit: 1 << 32, bodyArea: bodyArea)
+    }
+
+    /// A metadata entry's bytes, inflated, a piece of at most 1 MiB at a time to `body`; its size and CRC-32 checked
+    /// at the end (a piece given before a failure is not yet checked).
+    package static func forEachPiece(
+        of entry: ZipCentralEntry, from file: BundleFile, limit: UInt64, bodyArea: UInt64, _ body: (UnsafeRawBufferPointer) throws -> Void
+    ) throws {
+        guard entry.uncompressedSize <= limit, entry.compressedSize <= limit else {
+            throw BundleError(.hostile, "\(entry.name) claims \(entry.uncompressedSize) bytes, over the limit of \(limit)", entry: entry.name)
+        }
+        guard entry.method == 0 || entry.method == 8 else {
+            throw BundleError(.unsupported, "\(entry.name) uses compression method \(entry.method)", entry: entry.name)
+        }
+        guard entry.method == 8 || entry.compressedSize == entry.uncompressedSize else {
+            throw BundleError(.corruptDirectory, "\(entry.name) is stored but its sizes differ", entry: entry.name)
+        }
+        guard entry.uncompressedSize <= max(entry.compressedSize, 1) * 1100 else {
+            throw BundleError(.hostile, "\(entry.name) claims an absurd compression ratio", entry: entry.name)
+        }
+        let dataOffset = try metadataDataOffset(entry, in: file, bodyArea: bodyArea)
+        try file.prefetch(dataOffset..<(dataOffset + entry.compressedSize), whole: true)
+        let stream = entry.method == 8 ? try InflateStream(entry: entry.name) : nil
+        var crc: UInt32 = 0
+        var produced: UInt64 = 0
+        var offset: UInt64 = 0
+        func give(_ piece: [UInt8]) throws {
+            crc = piece.withUnsafeBytes { CRC32.checksum($0, continuing: crc) }
+            produced += UInt64(piece.count)
+            try piece.withUnsafeBytes(body)
+        }
+        func read() throws -> [UInt8] {
+            let count = Int(min(1 << 20, entry.compressedSize - offset))
+            defer { offset += UInt64(count) }
+            return try file.read(at: dataOffset + offset, count: count, what: entry.name)
+        }
+        do {
+            if let stream {
+                while !stream.ended {
+                    if stream.needsInput, offset < entry.compressedSize { try stream.feed(try read()) }
+                    let piece = try stream.pull(max: 1 << 20, limit: .max)
+                    guard UInt64(piece.count) <= entry.uncompressedSize - produced else {
+                        throw BundleError(.corruptBody, "the stream inflates past its recorded size of \(entry.uncompressedSize) bytes", entry: entry.name)
+                    }
+                    // zlib may hold output after its last input: only an empty pull with nothing left to feed is an end.
+                    if piece.isEmpty, stream.needsInput, offset >= entry.compressedSize, !stream.ended {
+                        throw BundleError(.corruptBody, "the deflate stream ends early", entry: entry.name)
+                    }
+                    try give(piece)
+                }
+                guard offset == entry.compressedSize else {
+                    throw BundleError(.corruptBody, "the deflate stream ends before its recorded compressed size", entry: entry.name)
+                }
+            } else {
+                while offset < entry.compressedSize { try give(try read()) }
+            }
+        } catch let error as BundleError where error.code == .corruptBody {
+            // A damaged metadata stream is a damaged index or manifest, not a body.
+            throw BundleError(.corruptIndex, "\(entry.name): \(error.message)", entry: entry.name)
+        }
+        guard produced == entry.uncompressedSize else {
+            throw BundleError(.corruptIndex, "\(entry.name) inflates to \(produced) bytes, not the \(entry.uncompressedSize) recorded", entry: entry.name)
+        }
+        guard crc == entry.crc32 else {
+            throw BundleError(.corruptIndex, "\(entry.name) fails its CRC-32 check: it is damaged", entry: entry.name)
+        }
     }
 
     /// `index.bin` as the bundle's file holds it, inflated (its SHA-256 is the bundle digest): the bytes mounted, or for a
     /// version-1 bundle, whose index is held converted, read again.
-    package func indexFileBytes() throws -> [UInt8] {
-        guard index.formatVersion == 1 else { return index.bytes }
+    package func withIndexFileBytes<T>(_ body: (UnsafeRawBufferPointer) throws -> T) throws -> T {
+        guard index.formatVersion == 1 else { return try index.withBytes(body) }
         guard let entry = metadata[BundleFormat.indexEntryName] else {
             throw BundleError(.notABundle, "\(label) holds no \(BundleFormat.indexEntryName)")
         }
-        return try Self.readIndex(entry, version: 1, from: file, bodyArea: directory.centralDirectoryOffset)
+        return try Self.readIndex(entry, version: 1, from: file, bodyArea: directory.centralDirectoryOffset).withUnsafeBytes(body)
     }
 
     /// Reads a metadata entry (index, manifest, signature, a delta's entries) in full and checks its CRC-32.

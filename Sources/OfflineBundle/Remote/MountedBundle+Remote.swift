@@ -423,7 +423,7 @@ struct RemoteMount {
         // From here on every body fetched is checked against the SHA-256 this index names before it is kept or read.
         object.install(RemoteBodyCheck(index: index, bodyAreaEnd: indexEntry.localHeaderOffset, maxBodySize: options.maxBodySize))
         let signed = try MountedBundle.checkSignature(
-            signatureEntry, file: file, indexBytes: indexBytes, recordedDigest: digest, options: options, bodyArea: cdOffset)
+            signatureEntry, file: file, indexSHA256: { Array(SHA256.hash(data: indexBytes)) }, recordedDigest: digest, options: options, bodyArea: cdOffset)
         return Parts(file: file, directory: directory, metadata: metadata, index: index, digest: digest, signed: signed)
     }
 }

@@ -54,7 +54,7 @@ public enum Exporter {
                 count += 1
             }
             // index.bin as mounted (not read and inflated again), the others from the file.
-            try bundle.indexFileBytes().withUnsafeBytes { try writer.addFile(path: BundleFormat.indexEntryName, bytes: $0) }
+            try bundle.withIndexFileBytes { try writer.addFile(path: BundleFormat.indexEntryName, bytes: $0) }
             count += 1
             for name in [BundleFormat.manifestEntryName, BundleFormat.signatureEntryName] {
                 guard let entry = bundle.metadata[name] else { continue }

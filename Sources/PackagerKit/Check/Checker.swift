@@ -91,7 +91,7 @@ public enum Checker {
         let bundle: MountedBundle
         do {
             if bases.isEmpty {
-                bundle = try MountedBundle(location: path, options: .init(verification: .sha256), remote: remote)
+                bundle = try MountedBundle(location: path, options: .wholeBundlePass(scratchIn: NSTemporaryDirectory()), remote: remote)
                 try bundle.fetchWhole()
             } else {
                 let mounted = try MountedBundle.mount(paths: [path] + bases, options: .init(verification: .sha256), remote: remote)
@@ -136,11 +136,14 @@ public enum Checker {
     /// conforming writer).
     private static func checkHeaderBlocks(_ bundle: MountedBundle, into report: inout Report) {
         let index = bundle.index
-        var seen = Set<Int>()
+        // One bit a block: blocks are shared, and each is read once.
+        var seen = [UInt64](repeating: 0, count: (index.blockCount + 63) / 64)
         for i in 0..<index.entryCount {
             let (block, range) = index.headerBlock(ofEntry: i)
-            guard seen.insert(block).inserted else { continue }
-            for problem in headerBlockProblems(index.bytes[range]) { report.issue(index.entryKey(i), problem) }
+            let bit: UInt64 = 1 << (block % 64)
+            guard seen[block / 64] & bit == 0 else { continue }
+            seen[block / 64] |= bit
+            for problem in headerBlockProblems(index.withBytes { ArraySlice($0[range]) }) { report.issue(index.entryKey(i), problem) }
         }
     }
 
@@ -402,8 +405,7 @@ public enum Checker {
         func issue(_ error: any Error) { report.record(error) }
         do {
             // Mounting already read and CRC-checked index.bin: those bytes, not read again (but for version 1's).
-            let indexBytes = try bundle.indexFileBytes()
-            let actual = hexString(Array(SHA256.hash(data: indexBytes)))
+            let actual = hexString(Array(try bundle.withIndexFileBytes { SHA256.hash(data: $0) }))
             if actual != bundle.digest {
                 issue(BundleFormat.indexEntryName, "the bundle digest in the ZIP comment (\(bundle.digest)) is not the SHA-256 of index.bin (\(actual))")
             }

@@ -28,7 +28,8 @@ public enum WACZExporter {
     public static func export(
         bundle bundlePath: String, to output: String, signingKey: Curve25519.Signing.PrivateKey? = nil
     ) throws -> WARCExporter.Summary {
-        let bundle = try MountedBundle(path: bundlePath, options: .init(verification: .sha256))
+        let bundle = try MountedBundle(
+            path: bundlePath, options: .wholeBundlePass(scratchIn: (output as NSString).deletingLastPathComponent))
         let created = bundle.createdAt ?? Date(timeIntervalSince1970: 0)
         // The WARC, in a temporary file beside the output, removed with its writer (never synced or renamed: it is
         // copied into the WACZ, then dropped).

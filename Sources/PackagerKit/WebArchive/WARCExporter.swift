@@ -37,7 +37,8 @@ public enum WARCExporter {
     /// Writes the bundle at `bundlePath` to `output` as WARC 1.1, gzipped a record per member.
     @discardableResult
     public static func export(bundle bundlePath: String, to output: String) throws -> Summary {
-        let bundle = try MountedBundle(path: bundlePath, options: .init(verification: .sha256))
+        let bundle = try MountedBundle(
+            path: bundlePath, options: .wholeBundlePass(scratchIn: (output as NSString).deletingLastPathComponent))
         let atomic = try AtomicOutput(destination: output)
         let summary = try write(bundle, to: atomic, filename: (output as NSString).lastPathComponent) { _ in }.summary
         try atomic.commit()
