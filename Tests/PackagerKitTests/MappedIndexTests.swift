@@ -70,6 +70,8 @@ struct MappedIndexTests {
         #expect(Array("https://docs.example/absent".utf8).withUnsafeBytes { b.find(canonicalKey: $0) } == nil)
         // The bundle digest is the SHA-256 of the mapped bytes, and a body read through it checks out.
         #expect(hexString(Array(try mapped.withIndexFileBytes { SHA256.hash(data: $0) })) == mapped.digest)
+        #expect(try hexString(mapped.indexSHA256()) == mapped.digest)
+        #expect(try hexString(memory.indexSHA256()) == memory.digest)
         for j in stride(from: 0, to: a.bodyCount, by: 97) {
             #expect(try mapped.bodyBytes(at: j, verification: .sha256) == memory.bodyBytes(at: j, verification: .sha256))
         }

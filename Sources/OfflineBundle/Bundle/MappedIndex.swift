@@ -1,3 +1,4 @@
+import Crypto
 import Synchronization
 
 #if canImport(Glibc)
@@ -64,6 +65,19 @@ package final class MappedIndex: Sendable {
     package func withBytes<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
         if reads.add(1, ordering: .relaxed).newValue % Self.readsPerRelease == 0 { release() }
         return try body(UnsafeRawBufferPointer(start: address, count: count))
+    }
+
+    /// The SHA-256 of the index (the bundle digest), read 4 MiB at a time, each let go once hashed.
+    package func sha256() -> [UInt8] {
+        var hash = SHA256()
+        var at = 0
+        while at < count {
+            let piece = min(4 << 20, count - at)
+            hash.update(bufferPointer: UnsafeRawBufferPointer(start: address + at, count: piece))
+            release()
+            at += piece
+        }
+        return Array(hash.finalize())
     }
 
     /// Lets go of every page read so far: the next read of one maps it again from the file (the page cache, as a

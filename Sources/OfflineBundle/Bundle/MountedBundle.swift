@@ -140,7 +140,7 @@ public final class MountedBundle: Sendable {
         if let scratch = options.indexScratch, version >= 2, indexEntry.uncompressedSize > UInt64(scratch.above) {
             let mapped = try Self.readIndex(indexEntry, version: version, from: file, bodyArea: directory.centralDirectoryOffset, folder: scratch.folder)
             index = try BundleIndex(mapped: mapped, bodyArea: firstMetadataOffset, maxRatio: options.maxCompressionRatio)
-            indexSHA256 = { mapped.withBytes { Array(SHA256.hash(data: $0)) } }
+            indexSHA256 = { mapped.sha256() }
         } else {
             let indexBytes = try Self.readIndex(indexEntry, version: version, from: file, bodyArea: directory.centralDirectoryOffset)
             index = try BundleIndex(bytes: indexBytes, bodyArea: firstMetadataOffset, maxRatio: options.maxCompressionRatio)
@@ -599,6 +599,13 @@ public final class MountedBundle: Sendable {
         guard crc == entry.crc32 else {
             throw BundleError(.corruptIndex, "\(entry.name) fails its CRC-32 check: it is damaged", entry: entry.name)
         }
+    }
+
+    /// The SHA-256 of `index.bin` as the bundle's file holds it (the bundle digest); a mapped index is read 4 MiB at a
+    /// time, each piece let go once hashed.
+    package func indexSHA256() throws -> [UInt8] {
+        if let mapped = index.mapped { return mapped.sha256() }
+        return try withIndexFileBytes { Array(SHA256.hash(data: $0)) }
     }
 
     /// `index.bin` as the bundle's file holds it, inflated (its SHA-256 is the bundle digest): the bytes mounted, or for a

@@ -84,6 +84,12 @@ public enum Checker {
     ///   requests of at most 64 MiB, each body checked by its SHA-256 as it comes. The cache folder is neither read
     ///   nor written (bytes it holds were fetched earlier, maybe from another URL, and prove nothing of this one).
     public static func check(path: String, bases: [String] = [], publicKey: [UInt8]? = nil, remote: RemoteOptions? = nil) -> Report {
+        check(path: path, bases: bases, publicKey: publicKey, remote: remote, tableMemoryLimit: 2 << 20)
+    }
+
+    /// ``check(path:bases:publicKey:remote:)`` with the container pass's tables held in memory up to
+    /// `tableMemoryLimit` bytes each (tests lower it to make them spill).
+    static func check(path: String, bases: [String], publicKey: [UInt8]?, remote: RemoteOptions?, tableMemoryLimit: Int) -> Report {
         var remote = remote
         remote?.cacheDirectory = nil
         // A URL as it may be printed (text and JSON): no credentials, no query (a presigned URL's signature).
@@ -120,7 +126,7 @@ public enum Checker {
         report.digest = bundle.digest
         // A delta's container holds what changed (bodies, patches): checked as a container; the bundle it stands for
         // is checked through it.
-        let cdBodies = checkContainer(bundle, into: &report)
+        let cdBodies = checkContainer(bundle, tableMemoryLimit: tableMemoryLimit, into: &report)
         if bundle.base == nil { checkBodyRecords(bundle, centralDirectory: cdBodies, into: &report) }
         checkBodies(bundle, into: &report)
         checkHashTable(bundle, into: &report)
@@ -179,10 +185,9 @@ public enum Checker {
     }
 
     /// The container: every record, its local header, no overlaps, nothing unexpected. Returns the body records.
-    private static func checkContainer(_ bundle: MountedBundle, into report: inout Report) -> [UInt64: ZipCentralEntry] {
+    private static func checkContainer(_ bundle: MountedBundle, tableMemoryLimit: Int, into report: inout Report) -> SortedRecords? {
         func issue(_ entry: String?, _ message: String) { report.issue(entry, message) }
         func issue(_ error: any Error) { report.record(error) }
-        var cdBodies = [UInt64: ZipCentralEntry]()
         // Version 2 names a body `b/` + 16 to 64 hex digits, and a delta a patch `p/` + as many; version 1 `bodies/` + 64.
         let isDelta = bundle.base != nil
         let (prefixes, digits) =
@@ -192,18 +197,24 @@ public enum Checker {
         if isDelta {
             known += [BundleFormat.deltaEntryName, MountedBundle.indexEditName, MountedBundle.indexPatchName, MountedBundle.manifestPatchName]
         }
+        // A table entry for every ZIP entry, in bounded memory whatever their number: the names seen (by the first
+        // 16 bytes of their SHA-256), the bodies' central records and every entry's extent, each sorted by offset in
+        // runs past `tableMemoryLimit` (2 MiB; ``ExternalSorter``).
+        let folder = NSTemporaryDirectory()
+        var seen = DigestTable(folder: folder, memoryLimit: tableMemoryLimit)
+        let bodies = ExternalSorter(folder: folder, memoryLimit: tableMemoryLimit) { $0.lexicographicallyPrecedes($1) }
+        let extents = ExternalSorter(folder: folder, memoryLimit: tableMemoryLimit) { $0.lexicographicallyPrecedes($1) }
         do {
-            var extents = [(start: UInt64, end: UInt64, name: String)]()
-            var seen = Set<String>()
             try bundle.directory.forEachEntry(from: bundle.file) { entry in
-                if !seen.insert(entry.name).inserted { issue(entry.name, "listed twice in the central directory") }
+                let nameKey = TableKey(sha256Of: entry.nameBytes)
+                if try seen.value(for: nameKey) != nil { issue(entry.name, "listed twice in the central directory") } else { try seen.set(1, for: nameKey) }
                 let isBody = prefixes.contains { prefix in
                     let hex = entry.name.dropFirst(prefix.count)
                     return entry.name.hasPrefix(prefix) && digits.contains(hex.utf8.count)
                         && hex.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
                 }
                 if isBody {
-                    cdBodies[entry.localHeaderOffset] = entry
+                    try bodies.append(CentralBody(entry).record)
                 } else if !known.contains(entry.name) {
                     issue(entry.name, isDelta ? "unexpected entry in a delta bundle" : "unexpected entry in a bundle")
                 }
@@ -220,57 +231,104 @@ public enum Checker {
                     if header.u32(14) != entry.crc32 { issue(entry.name, "local and central CRC-32 differ") }
                     let end = entry.localHeaderOffset &+ 30 &+ UInt64(nameLength) &+ UInt64(header.u16(28)) &+ entry.compressedSize
                     if end < entry.localHeaderOffset { issue(entry.name, "its sizes overflow the file's address space") }
-                    extents.append((entry.localHeaderOffset, end, entry.name))
+                    try extents.append(bigEndian(entry.localHeaderOffset) + bigEndian(end) + entry.nameBytes)
+                } catch let error as PackagerError {
+                    throw error
                 } catch {
                     issue(error)
                 }
                 return true
             }
-            extents.sort { $0.start < $1.start }
-            for (a, b) in zip(extents, extents.dropFirst()) where a.end > b.start {
-                issue(b.name, "overlaps \(a.name)")
+            // By start: each extent against the one before it.
+            let sorted = try extents.sorted()
+            var previous: (end: UInt64, name: String)?
+            while let (start, end, name) = try sorted.next({ ($0.bigEndianU64(0), $0.bigEndianU64(8), String(decoding: $0.dropFirst(16), as: UTF8.self)) }) {
+                if let previous, previous.end > start { issue(name, "overlaps \(previous.name)") }
+                previous = (end, name)
             }
-            if let last = extents.last, last.end > bundle.directory.centralDirectoryOffset {
-                issue(last.name, "runs into the central directory")
+            if let previous, previous.end > bundle.directory.centralDirectoryOffset {
+                issue(previous.name, "runs into the central directory")
             }
+            return try bodies.sorted()
         } catch {
             issue(error)
+            return nil
         }
-
-        return cdBodies
     }
 
-    /// The index's body records against the container's: each listed in both, alike, named by its digest.
-    private static func checkBodyRecords(_ bundle: MountedBundle, centralDirectory: [UInt64: ZipCentralEntry], into report: inout Report) {
-        var cdBodies = centralDirectory
-        for b in 0..<bundle.bodyCount {
-            let record = bundle.index.body(at: b)
-            let name = bundle.bodyName(record)
-            guard let entry = cdBodies.removeValue(forKey: record.localHeaderOffset) else {
-                report.issue(name, "the index lists this body but the central directory does not")
-                continue
-            }
-            let hex = hexString(record.sha256)
-            if !hex.hasPrefix(entry.name.dropFirst(bundle.formatVersion == 1 ? BundleFormat.v1BodyPrefix.count : BundleFormat.bodyPrefix.count)) {
-                report.issue(entry.name, "the central directory names this body \(entry.name), which is not its digest (sha256:\(hex))")
-            }
-            if entry.compressedSize != record.storedSize
-                || entry.uncompressedSize != record.size || entry.crc32 != record.crc32 || entry.method != record.compression.rawValue
-            {
-                report.issue(name, "the index and the central directory disagree about this body")
-            }
+    /// A body's central record, by its local header's offset (big-endian first, so that records sort by it).
+    struct CentralBody {
+        var offset: UInt64
+        var compressedSize: UInt64
+        var size: UInt64
+        var crc32: UInt32
+        var method: UInt16
+        var name: String
+
+        init(_ entry: ZipCentralEntry) {
+            (offset, compressedSize, size, crc32, method, name) =
+                (entry.localHeaderOffset, entry.compressedSize, entry.uncompressedSize, entry.crc32, entry.method, entry.name)
         }
-        for offset in cdBodies.keys.sorted() { report.issue(cdBodies[offset]!.name, "stored in the ZIP but not listed in the index") }
+
+        init(_ record: UnsafeRawBufferPointer) {
+            offset = record.bigEndianU64(0)
+            compressedSize = record.bigEndianU64(8)
+            size = record.bigEndianU64(16)
+            crc32 = UInt32(truncatingIfNeeded: record.bigEndianU64(24) >> 32)
+            method = UInt16(truncatingIfNeeded: record.bigEndianU64(24) >> 16)
+            name = String(decoding: record.dropFirst(32), as: UTF8.self)
+        }
+
+        var record: [UInt8] {
+            bigEndian(offset) + bigEndian(compressedSize) + bigEndian(size) + bigEndian(UInt64(crc32) << 32 | UInt64(method) << 16) + Array(name.utf8)
+        }
+    }
+
+    /// The index's body records against the container's: each listed in both, alike, named by its digest. Both are in
+    /// order of offset (the index's bodies lie in the order of their records, which the mount checked).
+    private static func checkBodyRecords(_ bundle: MountedBundle, centralDirectory: SortedRecords?, into report: inout Report) {
+        do {
+            var next = try centralDirectory?.next(CentralBody.init)
+            for b in 0..<bundle.bodyCount {
+                let record = bundle.index.body(at: b)
+                while let entry = next, entry.offset < record.localHeaderOffset {
+                    report.issue(entry.name, "stored in the ZIP but not listed in the index")
+                    next = try centralDirectory?.next(CentralBody.init)
+                }
+                let name = bundle.bodyName(record)
+                guard let entry = next, entry.offset == record.localHeaderOffset else {
+                    report.issue(name, "the index lists this body but the central directory does not")
+                    continue
+                }
+                next = try centralDirectory?.next(CentralBody.init)
+                let hex = hexString(record.sha256)
+                if !hex.hasPrefix(entry.name.dropFirst(bundle.formatVersion == 1 ? BundleFormat.v1BodyPrefix.count : BundleFormat.bodyPrefix.count)) {
+                    report.issue(entry.name, "the central directory names this body \(entry.name), which is not its digest (sha256:\(hex))")
+                }
+                if entry.compressedSize != record.storedSize
+                    || entry.size != record.size || entry.crc32 != record.crc32 || entry.method != record.compression.rawValue
+                {
+                    report.issue(name, "the index and the central directory disagree about this body")
+                }
+            }
+            while let entry = next {
+                report.issue(entry.name, "stored in the ZIP but not listed in the index")
+                next = try centralDirectory?.next(CentralBody.init)
+            }
+        } catch {
+            report.record(error)
+        }
     }
 
     /// Every body read back and held to its digest (a delta's through its patches or from its base), and used by an entry.
     private static func checkBodies(_ bundle: MountedBundle, into report: inout Report) {
-        var referenced = Set<Int>()
+        // One bit a body.
+        var referenced = [UInt64](repeating: 0, count: (bundle.bodyCount + 63) / 64)
         for position in 0..<bundle.entryCount {
-            if let b = bundle.index.entryFields(position).body { referenced.insert(b) }
+            if let b = bundle.index.entryFields(position).body { referenced[b / 64] |= 1 << (b % 64) }
         }
         for b in 0..<bundle.bodyCount {
-            if !referenced.contains(b) { report.issue(bundle.bodyName(bundle.index.body(at: b)), "no entry uses this body") }
+            if referenced[b / 64] & (1 << (b % 64)) == 0 { report.issue(bundle.bodyName(bundle.index.body(at: b)), "no entry uses this body") }
             do {
                 let bytes = try bundle.bodyBytes(at: b, verification: .sha256)
                 report.bytesVerified += UInt64(bytes.count)
@@ -405,7 +463,7 @@ public enum Checker {
         func issue(_ error: any Error) { report.record(error) }
         do {
             // Mounting already read and CRC-checked index.bin: those bytes, not read again (but for version 1's).
-            let actual = hexString(Array(try bundle.withIndexFileBytes { SHA256.hash(data: $0) }))
+            let actual = hexString(try bundle.indexSHA256())
             if actual != bundle.digest {
                 issue(BundleFormat.indexEntryName, "the bundle digest in the ZIP comment (\(bundle.digest)) is not the SHA-256 of index.bin (\(actual))")
             }
@@ -461,4 +519,12 @@ public enum Checker {
             issue(item.key, "the manifest and the index disagree on whether the ETag is synthesized")
         }
     }
+}
+
+/// `value`'s eight bytes, most significant first: records that start with it sort by it.
+private func bigEndian(_ value: UInt64) -> [UInt8] { withUnsafeBytes(of: value.bigEndian, Array.init) }
+
+extension UnsafeRawBufferPointer {
+    /// The eight bytes at `offset`, most significant first.
+    fileprivate func bigEndianU64(_ offset: Int) -> UInt64 { UInt64(bigEndian: loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
 }
