@@ -112,7 +112,7 @@ for n in $scale; do
 done
 {
     echo
-    echo "Scale, one run each: WARCs written by scripts/make-warc.py (a page of about 500 bytes an exchange, a request and a response record each, a gzip member per record), imported; each bundle exported to WACZ and to WARC, and checked (check is not held to the 64 MiB: its container pass keeps a table entry for every ZIP entry). Peak resident memory."
+    echo "Scale, one run each: WARCs written by scripts/make-warc.py (a page of about 500 bytes an exchange, a request and a response record each, a gzip member per record), imported; each bundle exported to WACZ and to WARC, and checked. Peak resident memory."
     echo
     echo "| exchanges | input | step | time | peak memory |"
     echo "|---|---|---|---|---|"

@@ -90,4 +90,25 @@ struct CheckContainerTests {
         #expect(issues.filter { $0.hasSuffix("the index lists this body but the central directory does not") }.count == 1, "\(issues)")
         #expect(issues.filter { $0.hasSuffix("stored in the ZIP but not listed in the index") }.count == 1, "\(issues)")
     }
+
+    @Test(
+        "a scratch folder that cannot be written: the index is held in memory and the bundle checked; a container pass that cannot spill says NOT CHECKED, not 3,000 false issues"
+    )
+    func scratchFails() throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path + "/b.zip"
+        let (file, _) = try Self.bundle(path, count: 3000)
+        let missing = folder.path + "/missing"
+        // Every index goes to the scratch folder, and no table spills: the mount falls back to memory, check passes.
+        let mounted = Checker.check(
+            path: path, bases: [], publicKey: nil, remote: nil, tableMemoryLimit: 2 << 20, scratchFolder: missing, indexScratchAbove: 0)
+        #expect(mounted.issues.isEmpty && !mounted.refusedInput, "\(mounted.issues)")
+        #expect(mounted.entries == 3000)
+        // The container's tables spill past 512 bytes into a folder that is not there.
+        let spilled = Checker.check(path: path, bases: [], publicKey: nil, remote: nil, tableMemoryLimit: 512, scratchFolder: missing)
+        #expect(spilled.refusedInput)
+        #expect(spilled.issues.count == 1, "\(spilled.issues.prefix(3))")
+        #expect(spilled.issues.first?.message.contains(missing) == true, "\(spilled.issues.prefix(3))")
+        _ = file
+    }
 }

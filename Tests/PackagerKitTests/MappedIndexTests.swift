@@ -115,11 +115,17 @@ struct MappedIndexTests {
         let damaged = folder.path + "/damaged.zip"
         file[dataStart + Int(entry.compressedSize) / 2] ^= 0x5A
         try file.write(to: URL(fileURLWithPath: damaged))
+        // (This flip makes the stream longer than recorded: hostile, as any such stream; a shorter one is corrupt.)
+        var codes: [BundleError.Code?] = []
         for options in [Self.mappedOptions(scratch), MountedBundle.Options()] {
             #expect {
                 _ = try MountedBundle(path: damaged, options: options)
-            } throws: { ($0 as? BundleError)?.code == .corruptIndex }
+            } throws: { error in
+                codes.append((error as? BundleError)?.code)
+                return [.corruptIndex, .hostile].contains((error as? BundleError)?.code)
+            }
         }
+        #expect(codes.count == 2 && codes[0] == codes[1])
         #expect(try FileManager.default.contentsOfDirectory(atPath: scratch).isEmpty)
 
         // Stored (as the format allows), then a record's key offset broken: the checks of the mapped bytes refuse it.
@@ -147,5 +153,52 @@ struct MappedIndexTests {
             guard let error = error as? BundleError else { return false }
             return error.code == .io && error.message.contains(folder.path + "/missing")
         }
+    }
+
+    @Test("an index.bin stream that inflates past its recorded size is hostile, mapped or in memory")
+    func overlong() throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path + "/b.zip"
+        try Self.writeBundle(path, count: 300)
+        let bundle = try MountedBundle(path: path)
+        let index = bundle.index.bytes
+        // The stream holds the index and 1 MiB more; the entry records the index's size and CRC-32.
+        let stream = try ZlibDeflate.deflate(pieces: [index, [UInt8](repeating: 0x41, count: 1 << 20)], level: 6)
+        try replaceMetadataEntry(BundleFormat.indexEntryName, in: path, data: stream, method: 8, crc32: CRC32.checksum(index), size: index.count)
+        for options in [Self.mappedOptions(folder.path), MountedBundle.Options()] {
+            #expect {
+                _ = try MountedBundle(path: path, options: options)
+            } throws: { ($0 as? BundleError)?.code == .hostile }
+        }
+    }
+
+    @Test("a version-1 index under a later version's comment is refused alike, mapped or in memory; a version-1 bundle keeps its index in memory")
+    func versionOne() throws {
+        let vectors = VectorTests.folder + "/v1-unsigned.zip"
+        guard FileManager.default.fileExists(atPath: vectors) else {
+            Issue.record("no version-1 vector at \(vectors)")
+            return
+        }
+        let scratch = try TemporaryFolder()
+        let v1 = try MountedBundle(path: vectors)
+        let whole = try MountedBundle(path: vectors, options: Self.mappedOptions(scratch.path))
+        #expect(v1.formatVersion == 1 && whole.formatVersion == 1 && whole.index.mapped == nil && whole.index.bytes == v1.index.bytes)
+
+        // index.bin of that bundle in a version-3 bundle: both mounts refuse it with the same code.
+        let path = scratch.path + "/b.zip"
+        try Self.writeBundle(path, count: 20)
+        let v1Index = try MountedBundle.readMetadataEntry(
+            try #require(v1.metadata[BundleFormat.indexEntryName]), from: v1.file, limit: 1 << 32, bodyArea: v1.directory.centralDirectoryOffset)
+        try replaceMetadataEntry(BundleFormat.indexEntryName, in: path, storing: v1Index)
+        var codes: [BundleError.Code?] = []
+        for options in [Self.mappedOptions(scratch.path), MountedBundle.Options()] {
+            do {
+                _ = try MountedBundle(path: path, options: options)
+                codes.append(nil)
+            } catch {
+                codes.append((error as? BundleError)?.code)
+            }
+        }
+        #expect(codes[0] != nil && codes[0] == codes[1], "\(codes)")
     }
 }

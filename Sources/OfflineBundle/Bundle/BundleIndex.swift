@@ -91,7 +91,10 @@ package struct BundleIndex: Sendable {
             return raw.u32(IndexLayout.versionOffset)
         }
         guard version == 2 || version == 3 else {
-            throw BundleError(.unsupported, "the bundle uses format version \(version); a mapped index holds versions 2 and 3")
+            // A version-1 index is converted in memory, and any other refused, as a mount in memory does (the mount
+            // then compares the version with the archive comment's).
+            self = try mapped.withBytes { try BundleIndex(bytes: Array($0), bodyArea: bodyArea, maxRatio: maxRatio) }
+            return
         }
         self = try mapped.withBytes {
             try Self(version2: $0, memory: [], mapped: mapped, bodyArea: bodyArea, maxRatio: maxRatio, formatVersion: version)

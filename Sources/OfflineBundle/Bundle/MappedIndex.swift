@@ -15,7 +15,9 @@ import Synchronization
 ///
 /// The file is made with `O_EXCL`, unlinked at once and closed once mapped: no other process can change the bytes
 /// the mount checked, which every later read trusts. A service keeps its index in memory (``BundleIndex`` with no
-/// mapping): its lookups then never wait on a page read.
+/// mapping): its lookups then never wait on a page read, and a page that cannot be read back (an I/O error) would stop
+/// the process. In a folder on tmpfs the file itself is held in memory (the system's, shared, not the process's):
+/// the bound is then on the process alone.
 package final class MappedIndex: Sendable {
     /// Reads between two releases of the pages read: each read touches a page or two, so at most a few MiB are held.
     static let readsPerRelease = 512
@@ -34,25 +36,29 @@ package final class MappedIndex: Sendable {
     package init(count: Int, folder: String, fill: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void) throws {
         let fd = FileIO.unlinkedFile(in: folder, prefix: "index")
         guard fd >= 0 else {
-            throw BundleError(.io, "cannot make a scratch file for index.bin in \(folder): \(String(cString: strerror(errno)))")
+            let error = SystemCallError(errno)
+            throw BundleError(.io, "cannot make a scratch file for index.bin in \(folder)", underlying: error)
         }
         defer { close(fd) }
         var written = 0
         try fill { piece in
-            guard piece.count <= count - written else { throw BundleError(.corruptIndex, "index.bin inflates past its recorded size") }
+            guard piece.count <= count - written else { throw BundleError(.hostile, "index.bin inflates past its recorded size of \(count) bytes") }
             if piece.isEmpty { return }
             if let failure = FileIO.write(fd, piece) {
-                throw BundleError(.io, "cannot write index.bin's scratch copy in \(folder): \(String(cString: strerror(failure)))")
+                throw BundleError(
+                    .io, "cannot write index.bin's scratch copy in \(folder)", underlying: SystemCallError(failure))
             }
             written += piece.count
         }
         guard written == count else { throw BundleError(.corruptIndex, "index.bin inflates to \(written) bytes, not the \(count) recorded") }
         mappedLength = max(count, 1)
         if count == 0, ftruncate(fd, 1) != 0 {
-            throw BundleError(.io, "cannot size index.bin's scratch copy: \(String(cString: strerror(errno)))")
+            let error = SystemCallError(errno)
+            throw BundleError(.io, "cannot size index.bin's scratch copy", underlying: error)
         }
         guard let mapped = mmap(nil, mappedLength, PROT_READ, MAP_PRIVATE, fd, 0), mapped != MAP_FAILED else {
-            throw BundleError(.io, "cannot map index.bin's scratch copy: \(String(cString: strerror(errno)))")
+            let error = SystemCallError(errno)
+            throw BundleError(.io, "cannot map index.bin's scratch copy", underlying: error)
         }
         address = mapped
         self.count = count

@@ -500,8 +500,10 @@ public final class MountedBundle: Sendable {
             throw BundleError(.hostile, "\(entry.name) claims \(entry.uncompressedSize) bytes, over the limit of \(1 << 32)", entry: entry.name)
         }
         // Inflated a piece at a time: the stored stream is never held beside the index (a third of its size again).
+        // Room for what the stream can likely give (deflate rarely beats 8 to 1 on an index), not what the entry claims:
+        // a claim is not checked until the stream is inflated.
         var bytes = [UInt8]()
-        bytes.reserveCapacity(Int(entry.uncompressedSize))
+        bytes.reserveCapacity(Int(min(entry.uncompressedSize, max(64 << 10, entry.compressedSize * 8))))
         try forEachPiece(of: entry, from: file, limit: 1 << 32, bodyArea: bodyArea) { bytes.append(contentsOf: $0) }
         return bytes
     }
@@ -575,7 +577,9 @@ public final class MountedBundle: Sendable {
                     if stream.needsInput, offset < entry.compressedSize { try stream.feed(try read()) }
                     let piece = try stream.pull(max: 1 << 20, limit: .max)
                     guard UInt64(piece.count) <= entry.uncompressedSize - produced else {
-                        throw BundleError(.corruptBody, "the stream inflates past its recorded size of \(entry.uncompressedSize) bytes", entry: entry.name)
+                        // More than the entry says is hostile (FORMAT.md §8.1), as a body's is.
+                        throw BundleError(
+                            .hostile, "\(entry.name) inflates past its recorded size of \(entry.uncompressedSize) bytes", entry: entry.name)
                     }
                     // zlib may hold output after its last input: only an empty pull with nothing left to feed is an end.
                     if piece.isEmpty, stream.needsInput, offset >= entry.compressedSize, !stream.ended {

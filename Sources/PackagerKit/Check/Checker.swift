@@ -88,8 +88,12 @@ public enum Checker {
     }
 
     /// ``check(path:bases:publicKey:remote:)`` with the container pass's tables held in memory up to
-    /// `tableMemoryLimit` bytes each (tests lower it to make them spill).
-    static func check(path: String, bases: [String], publicKey: [UInt8]?, remote: RemoteOptions?, tableMemoryLimit: Int) -> Report {
+    /// `tableMemoryLimit` bytes each, and the scratch files (theirs, and an index past `indexScratchAbove` bytes) in
+    /// `scratchFolder`: tests lower the limits to make them spill, and name a folder that fails.
+    static func check(
+        path: String, bases: [String], publicKey: [UInt8]?, remote: RemoteOptions?, tableMemoryLimit: Int,
+        scratchFolder: String = NSTemporaryDirectory(), indexScratchAbove: Int = 8 << 20
+    ) -> Report {
         var remote = remote
         remote?.cacheDirectory = nil
         // A URL as it may be printed (text and JSON): no credentials, no query (a presigned URL's signature).
@@ -97,7 +101,15 @@ public enum Checker {
         let bundle: MountedBundle
         do {
             if bases.isEmpty {
-                bundle = try MountedBundle(location: path, options: .wholeBundlePass(scratchIn: NSTemporaryDirectory()), remote: remote)
+                do {
+                    var options = MountedBundle.Options.wholeBundlePass(scratchIn: scratchFolder)
+                    options.indexScratch?.above = indexScratchAbove
+                    bundle = try MountedBundle(location: path, options: options, remote: remote)
+                } catch let error as BundleError where error.code == .io && !RemoteOptions.isRemote(path) {
+                    // The scratch folder may be what failed (missing, full, read-only): the index is then held in
+                    // memory, as a service holds it; a bundle that cannot be read fails again, and is reported.
+                    bundle = try MountedBundle(location: path, options: .init(verification: .sha256), remote: remote)
+                }
                 try bundle.fetchWhole()
             } else {
                 let mounted = try MountedBundle.mount(paths: [path] + bases, options: .init(verification: .sha256), remote: remote)
@@ -126,8 +138,8 @@ public enum Checker {
         report.digest = bundle.digest
         // A delta's container holds what changed (bodies, patches): checked as a container; the bundle it stands for
         // is checked through it.
-        let cdBodies = checkContainer(bundle, tableMemoryLimit: tableMemoryLimit, into: &report)
-        if bundle.base == nil { checkBodyRecords(bundle, centralDirectory: cdBodies, into: &report) }
+        let cdBodies = checkContainer(bundle, folder: scratchFolder, tableMemoryLimit: tableMemoryLimit, into: &report)
+        if bundle.base == nil, let cdBodies { checkBodyRecords(bundle, centralDirectory: cdBodies, into: &report) }
         checkBodies(bundle, into: &report)
         checkHashTable(bundle, into: &report)
         checkHeaderBlocks(bundle, into: &report)
@@ -185,7 +197,7 @@ public enum Checker {
     }
 
     /// The container: every record, its local header, no overlaps, nothing unexpected. Returns the body records.
-    private static func checkContainer(_ bundle: MountedBundle, tableMemoryLimit: Int, into report: inout Report) -> SortedRecords? {
+    private static func checkContainer(_ bundle: MountedBundle, folder: String, tableMemoryLimit: Int, into report: inout Report) -> SortedRecords? {
         func issue(_ entry: String?, _ message: String) { report.issue(entry, message) }
         func issue(_ error: any Error) { report.record(error) }
         // Version 2 names a body `b/` + 16 to 64 hex digits, and a delta a patch `p/` + as many; version 1 `bodies/` + 64.
@@ -197,24 +209,31 @@ public enum Checker {
         if isDelta {
             known += [BundleFormat.deltaEntryName, MountedBundle.indexEditName, MountedBundle.indexPatchName, MountedBundle.manifestPatchName]
         }
-        // A table entry for every ZIP entry, in bounded memory whatever their number: the names seen (by the first
-        // 16 bytes of their SHA-256), the bodies' central records and every entry's extent, each sorted by offset in
-        // runs past `tableMemoryLimit` (2 MiB; ``ExternalSorter``).
-        let folder = NSTemporaryDirectory()
+        // A table entry for every ZIP entry, in bounded memory whatever their number: the names seen, in a hash table
+        // by the first 16 bytes of their SHA-256 (``DigestTable``), and the bodies' central records and every entry's
+        // extent, each sorted by offset in runs (``ExternalSorter``); each table in files past `tableMemoryLimit`
+        // (2 MiB). Their files' failures (a full or unwritable temporary folder) say nothing of the bundle.
+        func scratch<T>(_ body: () throws -> T) throws -> T {
+            do { return try body() } catch { throw ScratchFailure(error: error) }
+        }
         var seen = DigestTable(folder: folder, memoryLimit: tableMemoryLimit)
         let bodies = ExternalSorter(folder: folder, memoryLimit: tableMemoryLimit) { $0.lexicographicallyPrecedes($1) }
         let extents = ExternalSorter(folder: folder, memoryLimit: tableMemoryLimit) { $0.lexicographicallyPrecedes($1) }
         do {
             try bundle.directory.forEachEntry(from: bundle.file) { entry in
                 let nameKey = TableKey(sha256Of: entry.nameBytes)
-                if try seen.value(for: nameKey) != nil { issue(entry.name, "listed twice in the central directory") } else { try seen.set(1, for: nameKey) }
+                if try scratch({ try seen.value(for: nameKey) }) != nil {
+                    issue(entry.name, "listed twice in the central directory")
+                } else {
+                    try scratch { try seen.set(1, for: nameKey) }
+                }
                 let isBody = prefixes.contains { prefix in
                     let hex = entry.name.dropFirst(prefix.count)
                     return entry.name.hasPrefix(prefix) && digits.contains(hex.utf8.count)
                         && hex.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
                 }
                 if isBody {
-                    try bodies.append(CentralBody(entry).record)
+                    try scratch { try bodies.append(CentralBody(entry).record) }
                 } else if !known.contains(entry.name) {
                     issue(entry.name, isDelta ? "unexpected entry in a delta bundle" : "unexpected entry in a bundle")
                 }
@@ -231,29 +250,41 @@ public enum Checker {
                     if header.u32(14) != entry.crc32 { issue(entry.name, "local and central CRC-32 differ") }
                     let end = entry.localHeaderOffset &+ 30 &+ UInt64(nameLength) &+ UInt64(header.u16(28)) &+ entry.compressedSize
                     if end < entry.localHeaderOffset { issue(entry.name, "its sizes overflow the file's address space") }
-                    try extents.append(bigEndian(entry.localHeaderOffset) + bigEndian(end) + entry.nameBytes)
-                } catch let error as PackagerError {
-                    throw error
+                    try scratch { try extents.append(bigEndian(entry.localHeaderOffset) + bigEndian(end) + entry.nameBytes) }
+                } catch let failure as ScratchFailure {
+                    throw failure
                 } catch {
                     issue(error)
                 }
                 return true
             }
             // By start: each extent against the one before it.
-            let sorted = try extents.sorted()
+            let sorted = try scratch { try extents.sorted() }
             var previous: (end: UInt64, name: String)?
-            while let (start, end, name) = try sorted.next({ ($0.bigEndianU64(0), $0.bigEndianU64(8), String(decoding: $0.dropFirst(16), as: UTF8.self)) }) {
+            while let (start, end, name) = try scratch({
+                try sorted.next({ ($0.bigEndianU64(0), $0.bigEndianU64(8), String(decoding: $0.dropFirst(16), as: UTF8.self)) })
+            }) {
                 if let previous, previous.end > start { issue(name, "overlaps \(previous.name)") }
                 previous = (end, name)
             }
             if let previous, previous.end > bundle.directory.centralDirectoryOffset {
                 issue(previous.name, "runs into the central directory")
             }
-            return try bodies.sorted()
+            return try scratch { try bodies.sorted() }
+        } catch let failure as ScratchFailure {
+            // Not checked, rather than found damaged.
+            report.record(failure.error)
+            report.refusedInput = true
+            return nil
         } catch {
             issue(error)
             return nil
         }
+    }
+
+    /// A failure of the container pass's own scratch files.
+    private struct ScratchFailure: Error {
+        var error: any Error
     }
 
     /// A body's central record, by its local header's offset (big-endian first, so that records sort by it).
@@ -286,21 +317,21 @@ public enum Checker {
 
     /// The index's body records against the container's: each listed in both, alike, named by its digest. Both are in
     /// order of offset (the index's bodies lie in the order of their records, which the mount checked).
-    private static func checkBodyRecords(_ bundle: MountedBundle, centralDirectory: SortedRecords?, into report: inout Report) {
+    private static func checkBodyRecords(_ bundle: MountedBundle, centralDirectory: SortedRecords, into report: inout Report) {
         do {
-            var next = try centralDirectory?.next(CentralBody.init)
+            var next = try centralDirectory.next(CentralBody.init)
             for b in 0..<bundle.bodyCount {
                 let record = bundle.index.body(at: b)
                 while let entry = next, entry.offset < record.localHeaderOffset {
                     report.issue(entry.name, "stored in the ZIP but not listed in the index")
-                    next = try centralDirectory?.next(CentralBody.init)
+                    next = try centralDirectory.next(CentralBody.init)
                 }
                 let name = bundle.bodyName(record)
                 guard let entry = next, entry.offset == record.localHeaderOffset else {
                     report.issue(name, "the index lists this body but the central directory does not")
                     continue
                 }
-                next = try centralDirectory?.next(CentralBody.init)
+                next = try centralDirectory.next(CentralBody.init)
                 let hex = hexString(record.sha256)
                 if !hex.hasPrefix(entry.name.dropFirst(bundle.formatVersion == 1 ? BundleFormat.v1BodyPrefix.count : BundleFormat.bodyPrefix.count)) {
                     report.issue(entry.name, "the central directory names this body \(entry.name), which is not its digest (sha256:\(hex))")
@@ -313,7 +344,7 @@ public enum Checker {
             }
             while let entry = next {
                 report.issue(entry.name, "stored in the ZIP but not listed in the index")
-                next = try centralDirectory?.next(CentralBody.init)
+                next = try centralDirectory.next(CentralBody.init)
             }
         } catch {
             report.record(error)
