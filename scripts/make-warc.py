@@ -2,7 +2,9 @@
 """Writes a WARC of N exchanges for the web-archive scale benchmark (scripts/bench-export.sh): a warcinfo record, then
 for each exchange a response record (a page of about 500 bytes of text, its own ETag, a SHA-1 payload digest as crawlers
 write it) and its request record (WARC-Concurrent-To), each in a gzip member of its own, as crawlers write them.
-The same N gives the same file. Usage: make-warc.py N OUTPUT.warc.gz"""
+With BODY_BYTES, each page is that many bytes instead (a random block, the same for every page but for its number at
+the start, stored in its gzip member at level 0: the large-archive run of docs/BENCHMARKS.md).
+The same arguments give the same file. Usage: make-warc.py N OUTPUT.warc.gz [BODY_BYTES]"""
 import base64
 import gzip
 import hashlib
@@ -11,13 +13,15 @@ import sys
 import uuid
 
 count, output = int(sys.argv[1]), sys.argv[2]
+body_bytes = int(sys.argv[3]) if len(sys.argv) > 3 else None
 rng = random.Random(5)
+block = random.Random(7).randbytes(body_bytes) if body_bytes else b""
 words = "offline bundle archive record response request header payload digest revisit".split()
 
 
-def member(fields, block):
-    head = "WARC/1.1\r\n" + "".join(f"{name}: {value}\r\n" for name, value in fields) + f"Content-Length: {len(block)}\r\n\r\n"
-    return gzip.compress(head.encode() + block + b"\r\n\r\n", compresslevel=1, mtime=0)
+def member(fields, content):
+    head = "WARC/1.1\r\n" + "".join(f"{name}: {value}\r\n" for name, value in fields) + f"Content-Length: {len(content)}\r\n\r\n"
+    return gzip.compress(head.encode() + content + b"\r\n\r\n", compresslevel=0 if body_bytes else 1, mtime=0)
 
 
 def record_id():
@@ -30,7 +34,11 @@ with open(output, "wb") as out:
                       ("Content-Type", "application/warc-fields")], b"software: scripts/make-warc.py\r\n"))
     for i in range(count):
         url = f"https://archive.example/{i % 1000}/{i}.html"
-        body = ("<p>" + " ".join(rng.choice(words) for _ in range(60)) + f" {i}</p>").encode()
+        if body_bytes:
+            number = f"{i:016d}".encode()
+            body = number + block[len(number):]
+        else:
+            body = ("<p>" + " ".join(rng.choice(words) for _ in range(60)) + f" {i}</p>").encode()
         http = (f"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {len(body)}\r\n"
                 f"Date: Mon, 30 Nov 2026 00:00:00 GMT\r\nETag: \"{i:x}\"\r\n\r\n").encode() + body
         digest = "sha1:" + base64.b32encode(hashlib.sha1(body).digest()).decode()

@@ -85,16 +85,18 @@ struct DigestTableTests {
         #expect(try inMemory.value(at: 99).a == 99)
     }
 
-    @Test("prepared bodies in a file: each entry's body read back as set (spool offset, bytes held, written, none), the count of bodies kept")
+    @Test("prepared bodies in a file: each entry's body read back as set (spool offset, bytes held, a file's path, written, none), the count of bodies kept")
     func preparedBodiesInAFile() throws {
         let scratch = try ScratchFolder(in: NSTemporaryDirectory())
         defer { scratch.remove() }
         // 72-byte records: 64 KiB is about 900 of them.
         let bodies = PreparedBodies(folder: scratch.path, memoryLimit: 64 << 10)
+        // Paths of 60 bytes and more: about 120 KB of them, past the 32 KiB they are kept in memory up to.
+        func path(_ i: Int) -> String { "/scratch/bodies/\(i)-" + String(repeating: "x", count: 40 + i % 13) }
         func body(_ i: Int) -> PreparedBody? {
             guard i % 5 != 0 else { return nil }
             let digest = BodyDigest(bytes: (0..<32).map { UInt8(truncatingIfNeeded: i &* 31 &+ $0) })
-            let storage: PreparedBody.Storage = i % 5 == 1 ? .memory([UInt8(i & 0xFF)]) : i % 5 == 2 ? .source(.file("/b/\(i)")) : .spool(offset: UInt64(i) * 7)
+            let storage: PreparedBody.Storage = i % 5 == 1 ? .memory([UInt8(i & 0xFF)]) : i % 5 == 2 ? .source(.file(path(i))) : .spool(offset: UInt64(i) * 7)
             return PreparedBody(
                 digest: digest, crc32: UInt32(i), storedCRC32: UInt32(i) + 1, size: UInt64(i) * 3, storedSize: UInt64(i) * 2,
                 compression: i % 2 == 0 ? .deflate : .stored, storage: storage)
@@ -104,6 +106,8 @@ struct DigestTableTests {
         for i in stride(from: 0, to: count, by: 7) { try bodies.set(body(i), at: i) }
         try bodies.setWritten(1)
         try bodies.setWritten(3)
+        // A body read from its own file has nothing held to let go: it is read from its path still.
+        try bodies.setWritten(2)
         #expect(bodies.count == count)
         #expect(try (0..<count).count { try bodies.digest(at: $0) != nil } == count - count / 5)
         var wrong = 0

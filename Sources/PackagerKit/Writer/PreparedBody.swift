@@ -125,8 +125,9 @@ extension PreparedBody.Storage {
 /// What each body is (digest, CRC-32s, sizes, compression, where its stream lies in the overflow file) is a 72-byte
 /// record in a ``ScratchArray``: in memory up to 2 MiB (about 29,000 entries), in a file of the scratch folder past
 /// it, so that an import of any size holds the same memory for them (an array of `PreparedBody?` held 90 bytes an
-/// entry). A body held in memory, or read again from its source when written, is kept beside the records by entry:
-/// those in memory are within the writer's budget, and sources are files of a megabyte and more.
+/// entry). A body read again from its file when written (a large one that deflate does not shrink) has its file's path
+/// kept in a ``SpilledBytes`` beside the records (in a file too past half their limit), not in a Dictionary entry of
+/// its own; one held in memory (within the writer's budget) or read from another source is kept beside them by entry.
 ///
 /// Shared by reference, behind its own lock: the preparing threads set bodies, one owner at a time.
 final class PreparedBodies: Sendable {
@@ -139,24 +140,31 @@ final class PreparedBodies: Sendable {
         var crc32: UInt32
         var storedCRC32: UInt32
         var compression: UInt16
-        /// ``noBody``, ``inSpool``, ``written``, or ``held``: the storage is in ``State/held``.
+        /// ``noBody``, ``inSpool``, ``written``, ``inFile`` (its path at `spoolOffset` in ``State/paths``, of
+        /// `pathLength` bytes) or ``held``: the storage is in ``State/held``.
         var storage: UInt8
+        var pathLength: UInt32 = 0
 
         /// An entry without a body.
         static let none = Record(digest: .zero, size: 0, storedSize: 0, spoolOffset: 0, crc32: 0, storedCRC32: 0, compression: 0, storage: noBody)
     }
-    private static let (noBody, inSpool, written, held): (UInt8, UInt8, UInt8, UInt8) = (0, 1, 2, 3)
+    private static let (noBody, inSpool, written, held, inFile): (UInt8, UInt8, UInt8, UInt8, UInt8) = (0, 1, 2, 3, 4)
 
     private struct State: ~Copyable {
         var records: ScratchArray<Record>
         var held: [Int: PreparedBody.Storage] = [:]
+        /// The paths of bodies read again from their files, one after the other.
+        var paths: SpilledBytes
     }
     private let state: Mutex<State>
 
     /// None yet; their records go to a file in `folder` past `memoryLimit` bytes (nil: in memory whatever their count).
     init(folder: String?, memoryLimit: Int = 2 << 20) {
         // Pages of 4 KiB: the writer reads the records in key order and in digest order, not the entries' own.
-        state = Mutex(State(records: ScratchArray(folder: folder, memoryLimit: memoryLimit, pageBytes: 4096)))
+        state = Mutex(
+            State(
+                records: ScratchArray(folder: folder, memoryLimit: memoryLimit, pageBytes: 4096),
+                paths: SpilledBytes(folder: folder, memoryLimit: memoryLimit / 2)))
     }
 
     var count: Int { state.withLock { $0.records.count } }
@@ -178,6 +186,10 @@ final class PreparedBodies: Sendable {
             case Self.noBody: return nil
             case Self.inSpool: storage = .spool(offset: record.spoolOffset)
             case Self.written: storage = .written
+            case Self.inFile:
+                let start = Int(record.spoolOffset)
+                let path = try state.paths.bytes(in: start..<(start + Int(record.pathLength)))
+                storage = .source(.file(String(decoding: path, as: UTF8.self)))
             default:
                 guard let held = state.held[index] else { preconditionFailure("entry \(index)'s body is held") }
                 storage = held
@@ -204,7 +216,8 @@ final class PreparedBodies: Sendable {
     /// The body of the entry at `index` is written: its bytes are let go.
     func setWritten(_ index: Int) throws {
         try state.withLock { state in
-            // Only a body held here has bytes to let go; one in the overflow file is not read again.
+            // Only a body held here has bytes to let go; one in the overflow file or read from its own is not read
+            // again.
             guard state.held[index] != nil else { return }
             var record = try state.records.value(at: index)
             guard record.storage != Self.noBody else { return }
@@ -224,6 +237,9 @@ final class PreparedBodies: Sendable {
             switch body.storage {
             case .spool(let offset): (record.storage, record.spoolOffset) = (inSpool, offset)
             case .written: record.storage = written
+            case .source(.file(let path)) where path.utf8.count <= Int(UInt32.max):
+                (record.storage, record.spoolOffset, record.pathLength) = (inFile, UInt64(state.paths.count), UInt32(path.utf8.count))
+                try state.paths.append(path.utf8)
             case .memory, .source: state.held[index] = body.storage
             }
         }
