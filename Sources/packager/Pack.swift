@@ -1,4 +1,5 @@
 import ArgumentParser
+import CMalloc
 import Foundation
 import OfflineBundle
 import PackagerKit
@@ -114,6 +115,9 @@ extension Packager {
                 writerOptions.storesIndex = storedIndex
                 writerOptions.rules.match = match
                 if !fromWARC.isEmpty {
+                    // Bodies read and compressed on several threads, as a crawl's (CMalloc/shim.h): freed ones of a MiB
+                    // and more are given back rather than kept in each thread's arena (docs/BENCHMARKS.md, a 10 GiB WARC).
+                    packager_tune_allocator_for_bodies()
                     // The entries go to a scratch store beside the output, their bodies compressed while the archives are read.
                     let entries = try RecordedEntries(beside: output, compressionLevel: compressionLevel)
                     defer { entries.remove() }
