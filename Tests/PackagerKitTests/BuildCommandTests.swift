@@ -762,6 +762,8 @@ struct RefusedOutputTests {
         for arguments in [
             ["verify", bundle, "-o", folder.path + "/no/such/report.xml"], ["apply", bundle, bundle, "-o", folder.path + "/no/such/x.zip"],
             ["export", bundle, "-o", folder.path + "/no/such/x.har", "--format", "har"], ["export", bundle, "-o", folder.path, "--format", "har"],
+            ["export", bundle, "-o", folder.path + "/no/such/x.warc.gz", "--format", "warc"],
+            ["export", bundle, "-o", folder.path + "/no/such/x.wacz", "--format", "wacz"],
         ] {
             let result = try await run(packagerExecutable, arguments)
             #expect(result.status == 2 && (result.output.contains("/no/such") || result.output.contains("is a folder")), "\(arguments): \(result.output)")

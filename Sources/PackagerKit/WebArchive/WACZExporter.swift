@@ -28,6 +28,8 @@ public enum WACZExporter {
     public static func export(
         bundle bundlePath: String, to output: String, signingKey: Curve25519.Signing.PrivateKey? = nil
     ) throws -> WARCExporter.Summary {
+        // The output's folder first: a large bundle's index goes to a scratch file there.
+        if let problem = OutputFile.problem(with: output) { throw problem }
         let bundle = try MountedBundle(
             path: bundlePath, options: .wholeBundlePass(scratchIn: (output as NSString).deletingLastPathComponent))
         let created = bundle.createdAt ?? Date(timeIntervalSince1970: 0)

@@ -37,6 +37,8 @@ public enum WARCExporter {
     /// Writes the bundle at `bundlePath` to `output` as WARC 1.1, gzipped a record per member.
     @discardableResult
     public static func export(bundle bundlePath: String, to output: String) throws -> Summary {
+        // The output's folder first: a large bundle's index goes to a scratch file there.
+        if let problem = OutputFile.problem(with: output) { throw problem }
         let bundle = try MountedBundle(
             path: bundlePath, options: .wholeBundlePass(scratchIn: (output as NSString).deletingLastPathComponent))
         let atomic = try AtomicOutput(destination: output)
