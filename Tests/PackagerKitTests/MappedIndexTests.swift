@@ -30,6 +30,16 @@ struct MappedIndexTests {
         try writer.write(to: path)
     }
 
+    /// A folder holding `b.zip` (``writeBundle(_:count:)``) and an empty `scratch` folder beside it.
+    static func bundleWithScratch(count: Int) throws -> (folder: TemporaryFolder, scratch: String, path: String) {
+        let folder = try TemporaryFolder()
+        let scratch = folder.path + "/scratch"
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        let path = folder.path + "/b.zip"
+        try writeBundle(path, count: count)
+        return (folder, scratch, path)
+    }
+
     static func mappedOptions(_ folder: String) -> MountedBundle.Options {
         var options = MountedBundle.Options(verification: .sha256)
         options.indexScratch = (folder, 0)
@@ -38,11 +48,8 @@ struct MappedIndexTests {
 
     @Test("every key, header, field, body record and lookup of a mapped index is the one in memory; the scratch file is unlinked at once")
     func sameAnswers() throws {
-        let folder = try TemporaryFolder()
-        let scratch = folder.path + "/scratch"
-        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
-        let path = folder.path + "/b.zip"
-        try Self.writeBundle(path, count: 4000)
+        let (folder, scratch, path) = try Self.bundleWithScratch(count: 4000)
+        defer { withExtendedLifetime(folder) {} }
         let memory = try MountedBundle(path: path)
         let mapped = try MountedBundle(path: path, options: Self.mappedOptions(scratch))
         #expect(memory.index.mapped == nil)
@@ -101,11 +108,7 @@ struct MappedIndexTests {
 
     @Test("a damaged index.bin is refused as damaged through a mapped index, deflated or stored, and leaves nothing in the folder")
     func damaged() throws {
-        let folder = try TemporaryFolder()
-        let scratch = folder.path + "/scratch"
-        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
-        let path = folder.path + "/b.zip"
-        try Self.writeBundle(path, count: 800)
+        let (folder, scratch, path) = try Self.bundleWithScratch(count: 800)
         let entry = try #require(try MountedBundle(path: path).metadata[BundleFormat.indexEntryName])
         #expect(entry.method == 8)
         // A byte of the deflated stream flipped (its CRC-32 left as it was): a damaged stream or a CRC that fails.
