@@ -119,7 +119,7 @@ struct EventLog: Sendable {
     /// Text: `message` as it is (a warning after `packager: `), with a newline.
     func line(_ level: String, _ event: String, _ message: String, _ fields: [(String, String)]) -> String {
         guard json else { return (level == "warning" ? "packager: " : "") + message + (message.hasSuffix("\n") ? "" : "\n") }
-        let time = ISO8601DateFormatter().string(from: Date())
+        let time = HTTPDates.iso8601(Date())
         let all = [("time", time), ("level", level), ("event", event), ("message", message.trimmingCharacters(in: .newlines))] + fields
         return "{" + all.map { "\(ServedRequest.jsonString($0.0)):\(ServedRequest.jsonString($0.1))" }.joined(separator: ",") + "}\n"
     }

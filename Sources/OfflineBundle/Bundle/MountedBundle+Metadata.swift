@@ -108,7 +108,9 @@ extension MountedBundle {
             if let stream {
                 while !stream.ended {
                     if stream.needsInput, offset < entry.compressedSize { try stream.feed(try read()) }
-                    let piece = try stream.pull(max: 1 << 20, limit: .max)
+                    // A MiB at most, and one byte past what is left: a small index does not zero a MiB it never fills,
+                    // and a stream with more than its entry says still shows it.
+                    let piece = try stream.pull(max: Int(min(1 << 20, entry.uncompressedSize - produced + 1)), limit: .max)
                     guard UInt64(piece.count) <= entry.uncompressedSize - produced else {
                         // More than the entry says is hostile (FORMAT.md §8.1), as a body's is.
                         throw BundleError(

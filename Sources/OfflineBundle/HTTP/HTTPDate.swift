@@ -106,7 +106,32 @@ package enum HTTPDates {
         return (year, month, day, secondOfDay / 3600, secondOfDay / 60 % 60, secondOfDay % 60, ((days % 7) + 7) % 7)
     }
 
-    /// Days since 1970-01-01 of a proleptic Gregorian date.
+    /// A time as Foundation's `ISO8601DateFormatter` writes it by default (`2026-11-23T22:57:16Z`: UTC, the fraction of
+    /// a second dropped), made by hand for the years 1583 to 9999; outside them (where the formatter counts days in the
+    /// Julian calendar, or years in more digits) the formatter writes it. Making the formatter costs about a millisecond
+    /// of ICU set-up, a twentieth of a small `packager verify`, and formatting took a sixth of the bundle writer's time.
+    package static func iso8601(_ date: Date) -> String {
+        let t = date.timeIntervalSince1970.rounded(.down)
+        guard t >= -12_000_000_000, t <= 254_000_000_000, case let c = civil(Int(t)), (1583...9999).contains(c.year) else {
+            return ISO8601DateFormatter().string(from: date)
+        }
+        var out = [UInt8]()
+        out.reserveCapacity(20)
+        // Each field, then the character that follows it.
+        for (value, width, then) in [(c.year, 4, "-"), (c.month, 2, "-"), (c.day, 2, "T"), (c.hour, 2, ":"), (c.minute, 2, ":"), (c.second, 2, "Z")]
+            as [(Int, Int, Unicode.Scalar)]
+        {
+            var divisor = 1
+            for _ in 1..<width { divisor *= 10 }
+            while divisor > 0 {
+                out.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+                divisor /= 10
+            }
+            out.append(UInt8(ascii: then))
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
     /// An RFC 3339 time (`2026-01-02T03:04:05.123Z`, `…+02:00`), as HAR and manifests write them, read by hand (ICU's
     /// formatter took a third of the time of packing a recording); fractions of a second are dropped. Nil for
     /// anything else.

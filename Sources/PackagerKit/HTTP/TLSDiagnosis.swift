@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
+import OfflineBundle
 
 /// Why an HTTPS server's certificate was refused, read from the certificate itself.
 ///
@@ -26,12 +27,11 @@ actor TLSDiagnosis {
     static func explain(_ certificate: NIOSSLCertificate, host: String, now: Date) -> String {
         let notAfter = Date(timeIntervalSince1970: TimeInterval(certificate.notValidAfter))
         let notBefore = Date(timeIntervalSince1970: TimeInterval(certificate.notValidBefore))
-        let formatter = ISO8601DateFormatter()
         if notAfter < now {
-            return "TLS: the certificate for \(host) expired on \(formatter.string(from: notAfter)) (the server must renew it)"
+            return "TLS: the certificate for \(host) expired on \(HTTPDates.iso8601(notAfter)) (the server must renew it)"
         }
         if notBefore > now {
-            return "TLS: the certificate for \(host) is not valid until \(formatter.string(from: notBefore)) (is this machine's clock right?)"
+            return "TLS: the certificate for \(host) is not valid until \(HTTPDates.iso8601(notBefore)) (is this machine's clock right?)"
         }
         func name(_ parts: [SSLCertificateName]) -> String {
             let common = parts.first { $0.type == .commonName }?.value

@@ -179,7 +179,6 @@ public struct Refresher: Sendable {
         }
         await fetcher.shutdown()
 
-        let formatter = ISO8601DateFormatter()
         var writerOptions = BundleWriter.Options(rules: bundle.rules, createdAt: Date(), signingKey: signingKey)
         // The keys as the bundle wrote them: a bundle of classic queries stays one (its carried keys are not read again).
         writerOptions.readsQueriesAsForms = bundle.readsQueriesAsForms
@@ -198,7 +197,7 @@ public struct Refresher: Sendable {
             var carried = RecordedExchange(
                 url: String(split.url), status: entry.status, kind: entry.kind, headers: bundle.headers(ofEntryAt: entry.position),
                 body: entry.body == nil ? nil : .bundle(bundle, entry),
-                fetchedAt: entry.fetchedAt ?? record?.fetchedAt.flatMap { formatter.date(from: $0) }, originDate: entry.originDate,
+                fetchedAt: entry.fetchedAt ?? record?.fetchedAt.flatMap(HTTPDates.parseRFC3339), originDate: entry.originDate,
                 source: record?.source, synthesizeETag: entry.etagSynthesized, lastModifiedSynthesized: entry.lastModifiedSynthesized)
             carried.carriedKeySuffix = String(entry.key[split.url.endIndex...])
             carried.request = record?.request.map { RecordedRequest($0, keyQualifiers: split.qualifiers) }

@@ -112,8 +112,7 @@ public struct VerifyReport: Codable, Sendable {
 
     public init(bundle: String, checkedAt: Date, seconds: Double, entries: [EntryVerification], failOn: Set<Verdict>) {
         self.bundle = bundle
-        let formatter = ISO8601DateFormatter()
-        self.checkedAt = formatter.string(from: checkedAt)
+        self.checkedAt = HTTPDates.iso8601(checkedAt)
         self.seconds = seconds
         self.entries = entries.sorted { $0.url < $1.url }
         var counts: [String: Int] = [:]

@@ -275,10 +275,9 @@ public struct BundleWriter: Sendable {
         func stored(_ u: Int) throws -> (sha256: ArraySlice<UInt8>, size: UInt64, storedSize: UInt64, compression: BodyCompression) {
             try index.body(at: u)
         }
-        let formatter = ISO8601DateFormatter()
         let totals = ManifestTotals(entries: keys.count, bodies: bodies.count, bodyBytes: index.bodyBytes, storedBytes: index.storedBytes)
         let manifest = Manifest(
-            generator: Self.generator, createdAt: clamped(options.createdAt).map { Self.iso8601($0, formatter) }, rules: options.rules,
+            generator: Self.generator, createdAt: clamped(options.createdAt).map(HTTPDates.iso8601), rules: options.rules,
             entries: [], totals: totals)
         ManifestWriter.head(createdAt: manifest.createdAt, to: &sink.buffer)
         // Each key's body position, in key order, read beside the keys.
@@ -316,7 +315,7 @@ public struct BundleWriter: Sendable {
             }
             ManifestWriter.line(
                 Self.manifestEntry(
-                    key, entry, headers: headers, body: body, flags: flags, fetchedAt: fetchedAt, originDate: originDate, formatter: formatter),
+                    key, entry, headers: headers, body: body, flags: flags, fetchedAt: fetchedAt, originDate: originDate),
                 first: i == 0, to: &sink.buffer)
             try sink.flush()
             try index.add(
@@ -325,35 +324,6 @@ public struct BundleWriter: Sendable {
         }
         ManifestWriter.tail(manifest, hasEntries: keys.count > 0, to: &sink.buffer)
         return totals
-    }
-
-    /// A whole-second time as `formatter` writes it (`2026-11-23T22:57:16Z`), made by hand for the years 1583 to 9999 (the
-    /// formatter counts earlier days in the Julian calendar, and later years in more digits): the
-    /// formatter took a sixth of the writer's time, twice for each entry.
-    static func iso8601(_ date: Date, _ formatter: ISO8601DateFormatter) -> String {
-        let t = HTTPDates.civil(Int(seconds(date)))
-        guard (1583...9999).contains(t.year), date.timeIntervalSince1970.rounded(.down) == date.timeIntervalSince1970 else {
-            return formatter.string(from: date)
-        }
-        var out = [UInt8]()
-        out.reserveCapacity(20)
-        func digits(_ n: Int, _ count: Int) {
-            var divisor = 1
-            for _ in 1..<count { divisor *= 10 }
-            while divisor > 0 {
-                out.append(UInt8(ascii: "0") + UInt8(n / divisor % 10))
-                divisor /= 10
-            }
-        }
-        // Each field, then the character that follows it.
-        let fields: [(value: Int, width: Int, then: Unicode.Scalar)] = [
-            (t.year, 4, "-"), (t.month, 2, "-"), (t.day, 2, "T"), (t.hour, 2, ":"), (t.minute, 2, ":"), (t.second, 2, "Z"),
-        ]
-        for field in fields {
-            digits(field.value, field.width)
-            out.append(UInt8(ascii: field.then))
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// A time as the bundle records it: whole seconds, no later than ``Options/timeClamp``.
@@ -378,7 +348,7 @@ public struct BundleWriter: Sendable {
 
     private static func manifestEntry(
         _ key: String, _ entry: RecordedExchange, headers: [(name: String, value: String)], body: ManifestBody?, flags: UInt8, fetchedAt: Date?,
-        originDate: Date?, formatter: ISO8601DateFormatter
+        originDate: Date?
     ) -> ManifestEntry {
         func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
         let contentType = header("content-type")
@@ -394,7 +364,7 @@ public struct BundleWriter: Sendable {
             mediaType: mediaType, charset: contentType.flatMap(MediaTypes.charset(of:)), body: body,
             etag: header("etag"), lastModified: header("last-modified"),
             cacheControl: header("cache-control"), expires: header("expires"),
-            fetchedAt: fetchedAt.map { iso8601($0, formatter) }, date: originDate.map { iso8601($0, formatter) },
+            fetchedAt: fetchedAt.map(HTTPDates.iso8601), date: originDate.map(HTTPDates.iso8601),
             redirectTo: (300...399).contains(entry.status) ? redirectTo : nil, source: entry.source,
             contentEncoding: body == nil ? nil : (header("content-encoding") ?? "identity"), synthesized: synthesized.isEmpty ? nil : synthesized,
             request: entry.request?.manifest, volatile: entry.volatile.isEmpty ? nil : entry.volatile, stableSha256: entry.stableSHA256)
