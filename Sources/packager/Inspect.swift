@@ -33,17 +33,9 @@ extension Packager {
                     try printExpired()
                     return
                 }
-                let listing = try Inspector.inspect(path: path, remote: try remote.options(for: [path]))
-                if json {
-                    switch listing {
-                    case .bundle(let b): try printJSON(b)
-                    case .archive(let a): try printJSON(a)
-                    }
-                    return
-                }
-                switch listing {
-                case .bundle(let b): printBundle(b)
-                case .archive(let a): printArchive(a)
+                switch try Inspector.open(path: path, remote: try remote.options(for: [path])) {
+                case .bundle(let view): json ? try printBundleJSON(view) : printBundle(view)
+                case .archive(let a): json ? try printJSON(a) : printArchive(a)
                 }
             }
         }
@@ -79,7 +71,9 @@ extension Packager {
             if delta.added + delta.changed > 0 { print("  (packager diff BASE \(path) names every key added, changed and removed)") }
         }
 
-        private func printBundle(_ b: Inspector.BundleListing) {
+        /// The table of a bundle's rows, a row at a time: one pass for the columns' widths, one to print.
+        private func printBundle(_ view: Inspector.BundleView) {
+            let b = view.summary
             print(
                 "bundle \(b.path)  (\(formatBytes(b.fileSize)), \(b.signed ? "signed, not verified here: packager check --public-key" : "unsigned"), \(terminalSafe(b.generator)))"
             )
@@ -91,23 +85,61 @@ extension Packager {
             ]
             for (label, values) in rules where !values.isEmpty { print("\(label): \(terminalSafe(values.joined(separator: ", ")))") }
             print("")
-            let header = ["STATUS", "KIND", "TYPE", "SIZE", "STORED", "CODING", "KEY"]
-            var rows = [header]
-            for e in b.entries {
+            func cells(_ position: Int) -> [String] {
+                let e = view.row(position)
                 var key = e.key
                 if let target = e.redirectTo { key += " -> " + target }
-                rows.append([
+                return [
                     String(e.status), e.kind.description, e.mediaType ?? "-", e.size.map(String.init) ?? "-",
                     e.storedSize.map(String.init) ?? "-", e.compression?.description ?? "-", key,
-                ])
+                ]
             }
-            printTable(rows)
+            var table = StreamedTable(header: ["STATUS", "KIND", "TYPE", "SIZE", "STORED", "CODING", "KEY"])
+            for i in 0..<view.count { table.measure(cells(i)) }
+            table.printHeader()
+            for i in 0..<view.count { table.print(cells(i)) }
+            table.finish()
             let t = b.totals
             let ratio = t.bodyBytes == 0 ? 100 : Double(t.storedBytes) * 100 / Double(t.bodyBytes)
             print("")
             print(
                 "\(t.entries) entries, \(t.bodies) distinct bodies, \(formatBytes(t.bodyBytes)) stored as \(formatBytes(t.storedBytes)) (\(String(format: "%.0f", ratio))%)"
             )
+        }
+
+        /// The JSON of ``Inspector/BundleListing``, as ``printJSON(_:)`` writes it, with its rows encoded a few hundred at
+        /// a time rather than all held.
+        private func printBundleJSON(_ view: Inspector.BundleView) throws {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            let empty = view.listing(withRows: false)
+            let whole = Array(try encoder.encode(empty))
+            // The empty array's brackets: the rows go between them.
+            let marker = Array("\"entries\" : [".utf8)
+            guard view.count > 0, let at = whole.firstRange(of: marker)?.upperBound, let close = whole[at...].firstIndex(of: UInt8(ascii: "]")) else {
+                try printJSON(empty)
+                return
+            }
+            var out = StandardOutput()
+            out.append(whole[..<at])
+            var position = 0
+            while position < view.count {
+                let batch = (position..<min(position + 256, view.count)).map(view.row)
+                // `[\n  {…},\n  {…}\n]`: the elements, each line two spaces deeper, as they stand inside the listing.
+                let encoded = Array(try encoder.encode(batch))
+                out.append(Array(position == 0 ? "\n".utf8 : ",\n".utf8))
+                var lineStart = true
+                for byte in encoded.dropFirst(2).dropLast(2) {
+                    if lineStart { out.append(Array("  ".utf8)) }
+                    out.append(byte)
+                    lineStart = byte == UInt8(ascii: "\n")
+                }
+                position += batch.count
+            }
+            out.append(Array("\n  ".utf8))
+            out.append(whole[close...])
+            out.append(UInt8(ascii: "\n"))
+            out.flush()
         }
 
         /// An entry past its lifetime: how long it was fresh for, and its age now.
@@ -127,7 +159,8 @@ extension Packager {
             }
             let now = Date()
             var rows: [ExpiredRow] = []
-            for entry in bundle.entries {
+            for position in 0..<bundle.entryCount {
+                let entry = bundle.entry(at: position)
                 guard let lifetime = entry.freshnessLifetime, let age = entry.age(at: now), age > lifetime else { continue }
                 rows.append(
                     ExpiredRow(
@@ -166,16 +199,12 @@ extension Packager {
     }
 }
 
+/// Prints `rows` as a table, the first being its header (``StreamedTable``).
 func printTable(_ rows: [[String]]) {
-    let rows = rows.map { $0.map(terminalSafe) }
-    guard let columns = rows.first?.count else { return }
-    var widths = [Int](repeating: 0, count: columns)
-    for row in rows { for (i, cell) in row.enumerated() where i < columns - 1 { widths[i] = max(widths[i], cell.count) } }
-    for row in rows {
-        var line = ""
-        for (i, cell) in row.enumerated() {
-            line += i == columns - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) + "  "
-        }
-        print(line)
-    }
+    guard let header = rows.first else { return }
+    var table = StreamedTable(header: header)
+    for row in rows.dropFirst() { table.measure(row) }
+    table.printHeader()
+    for row in rows.dropFirst() { table.print(row) }
+    table.finish()
 }

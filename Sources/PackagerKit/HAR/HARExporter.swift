@@ -14,9 +14,18 @@ public enum HARExporter {
     /// Writes the bundle at `bundlePath` to `output` as HAR; returns the number of entries written.
     @discardableResult
     public static func export(bundle bundlePath: String, to output: String) throws -> Int {
-        // A bundle that does not mount fails as for the other formats (exit 1; a delta is refused before, exit 2).
-        let bundle = try MountedBundle(path: bundlePath, options: .init(verification: .sha256))
-        let requests = (try? bundle.manifest().entries).map { Dictionary($0.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a }) } ?? [:]
+        // A bundle that does not mount fails as for the other formats (exit 1; a delta is refused before, exit 2). The
+        // output's folder first: a large bundle's index goes to a scratch file there.
+        if let problem = OutputFile.problem(with: output) { throw problem }
+        let bundle = try MountedBundle(path: bundlePath, options: .wholeBundlePass(scratchIn: (output as NSString).deletingLastPathComponent))
+        // The manifest's entries one at a time beside the index's, both in key order: what was sent for each request
+        // (a manifest that cannot be read leaves the requests as their keys say, as it did when decoded whole).
+        let manifest = try? bundle.manifestEntries()
+        var described = try? manifest?.next()
+        func recorded(_ key: String) -> ManifestEntry? {
+            while let entry = described, entry.key.utf8.lexicographicallyPrecedes(key.utf8) { described = try? manifest?.next() }
+            return described?.key == key ? described : nil
+        }
         let atomic = try AtomicOutput(destination: output)
         let dates = ISO8601DateFormatter()
         dates.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
@@ -26,8 +35,9 @@ public enum HARExporter {
                 "{\"log\": {\"version\": \"1.2\", \"creator\": {\"name\": \"packager\", \"version\": \"\(PackagerVersion.string)\"}, \"entries\": [\n"
                     .utf8))
         var count = 0
-        for entry in bundle.entries {
-            let object = try harEntry(entry, in: bundle, manifest: requests[entry.key], started: dates.string(from: entry.fetchedAt ?? created))
+        for position in 0..<bundle.entryCount {
+            let entry = bundle.entry(at: position)
+            let object = try harEntry(entry, in: bundle, manifest: recorded(entry.key), started: dates.string(from: entry.fetchedAt ?? created))
             let json = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
             try atomic.write(Array((count == 0 ? "" : ",\n").utf8) + Array(json))
             count += 1

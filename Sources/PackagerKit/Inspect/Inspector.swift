@@ -55,18 +55,34 @@ public enum Inspector {
         case archive(ArchiveListing)
     }
 
-    /// Lists the bundle or archive at `path`.
+    /// Lists the bundle or archive at `path`, every row in memory (``open(path:remote:)`` gives a bundle's rows one
+    /// at a time).
+    public static func inspect(path: String, remote: RemoteOptions? = nil) throws -> Listing {
+        switch try open(path: path, remote: remote) {
+        case .bundle(let view): return .bundle(view.listing())
+        case .archive(let archive):
+            return .archive(archive)
+        }
+    }
+
+    /// What ``open(path:remote:)`` found: a bundle to list a row at a time, or a plain archive's listing.
+    public enum Source: Sendable {
+        case bundle(BundleView)
+        case archive(ArchiveListing)
+    }
+
+    /// Opens the bundle or archive at `path` for listing.
     ///
-    /// A packager bundle is listed by request key from its manifest; any other
+    /// A packager bundle is listed by request key from its index; any other
     /// archive is listed by entry through libarchive. A ZIP without its end
     /// records that holds a bundle's entries (`index.bin`, `b/…`) is a bundle cut
     /// short, refused as such.
     ///
     /// A URL is a remote bundle, read through `remote` (its index and manifest only).
-    public static func inspect(path: String, remote: RemoteOptions? = nil) throws -> Listing {
-        if RemoteOptions.isRemote(path) { return .bundle(try inspectBundle(path: path, remote: remote)) }
+    public static func open(path: String, remote: RemoteOptions? = nil) throws -> Source {
+        if RemoteOptions.isRemote(path) { return .bundle(try BundleView(path: path, remote: remote)) }
         do {
-            return .bundle(try inspectBundle(path: path))
+            return .bundle(try BundleView(path: path))
         } catch let error as BundleError where error.code == .notABundle {
             let archive = try inspectArchive(path: path)
             // A bundle cut short (its end records gone) still reads as a stream of ZIP entries: listing its `b/…` files
@@ -89,23 +105,81 @@ public enum Inspector {
         name == BundleFormat.indexEntryName || BundleFormat.isBodyName(name)
     }
 
-    /// Lists a bundle.
+    /// Lists a bundle, every row in memory (``BundleView`` gives them one at a time).
     public static func inspectBundle(path: String, remote: RemoteOptions? = nil) throws -> BundleListing {
-        let bundle = try MountedBundle(location: path, remote: remote)
-        let manifest = try bundle.manifest()
-        // The digest from the index: a version-3 manifest leaves it out.
-        let entries = bundle.entries
-        let rows = manifest.entries.enumerated().map { position, item in
-            Row(
-                key: item.key, status: item.status, kind: item.kind, mediaType: item.mediaType, size: item.body?.size, storedSize: item.body?.storedSize,
-                compression: item.body?.compression,
-                sha256: item.body?.sha256 ?? (position < entries.count && entries[position].key == item.key ? entries[position].body?.sha256 : nil),
-                redirectTo: item.redirectTo)
+        try BundleView(path: path, remote: remote).listing()
+    }
+
+    /// A bundle's listing but its rows: what `packager inspect` prints around them.
+    public struct BundleSummary: Sendable {
+        public var path: String
+        public var fileSize: UInt64
+        public var digest: String
+        public var signed: Bool
+        public var generator: String
+        public var createdAt: String?
+        public var formatVersion: Int
+        public var rules: BundleRules
+        public var totals: ManifestTotals
+    }
+
+    /// A mounted bundle listed a row at a time, in key order: the rows are read off its index (what it serves), so a
+    /// listing of any size holds one row, and the manifest is only scanned for its summary (a bundle of 1,000,000
+    /// entries listed whole took 2.9 GB, its manifest decoded and every row and table cell kept).
+    public struct BundleView: Sendable {
+        public let summary: BundleSummary
+        /// The number of rows.
+        public var count: Int { bundle.entryCount }
+        private let bundle: MountedBundle
+
+        /// Mounts the bundle at `path` (a URL is a remote bundle, read through `remote`). A large local index is
+        /// inflated into a mapped scratch file in the temporary folder (``MountedBundle/Options/indexScratch``), and into
+        /// memory when that folder cannot hold it.
+        public init(path: String, remote: RemoteOptions? = nil) throws {
+            let bundle: MountedBundle
+            if RemoteOptions.isRemote(path) {
+                bundle = try MountedBundle(location: path, remote: remote)
+            } else {
+                var options = MountedBundle.Options()
+                options.indexScratch = (NSTemporaryDirectory(), 8 << 20)
+                do {
+                    bundle = try MountedBundle(location: path, options: options, remote: remote)
+                } catch let error as BundleError where error.code == .io {
+                    bundle = try MountedBundle(location: path, remote: remote)
+                }
+            }
+            let manifest = try bundle.manifestEntries().remainderSkippingEntries()
+            self.bundle = bundle
+            // A URL as it may be printed: no credentials, no query (a presigned URL's signature).
+            summary = BundleSummary(
+                path: RemoteObject.shown(path), fileSize: bundle.file.size, digest: bundle.digest, signed: bundle.isSigned, generator: manifest.generator,
+                createdAt: manifest.createdAt, formatVersion: bundle.formatVersion, rules: bundle.rules, totals: manifest.totals)
         }
-        // A URL as it may be printed: no credentials, no query (a presigned URL's signature).
-        return BundleListing(
-            path: RemoteObject.shown(path), fileSize: bundle.file.size, digest: bundle.digest, signed: bundle.isSigned, generator: manifest.generator,
-            createdAt: manifest.createdAt, formatVersion: bundle.formatVersion, rules: bundle.rules, entries: rows, totals: manifest.totals)
+
+        /// The summary and every row, in memory (or none, for a listing whose rows go out one at a time).
+        public func listing(withRows: Bool = true) -> BundleListing {
+            let s = summary
+            return BundleListing(
+                path: s.path, fileSize: s.fileSize, digest: s.digest, signed: s.signed, generator: s.generator, createdAt: s.createdAt,
+                formatVersion: s.formatVersion, rules: s.rules, entries: withRows ? (0..<count).map(row) : [], totals: s.totals)
+        }
+
+        /// The row at `position` (0 up to ``count``): its media type and redirect target as the manifest writes them,
+        /// from the entry's Content-Type and, for a 3xx, its Location resolved against the key.
+        public func row(_ position: Int) -> Row {
+            let entry = bundle.entry(at: position)
+            let key = bundle.key(ofEntryAt: position)
+            var contentType: String?
+            var location: String?
+            for (name, value) in bundle.headers(ofEntryAt: position) {
+                if name == "content-type" && contentType == nil { contentType = value }
+                if name == "location" && location == nil { location = value }
+            }
+            return Row(
+                key: key, status: entry.status, kind: entry.kind, mediaType: contentType.map(MediaTypes.essence(of:)), size: entry.body?.size,
+                storedSize: entry.body?.storedSize, compression: entry.body?.compression, sha256: entry.body?.sha256,
+                redirectTo: (300...399).contains(entry.status) ? location.flatMap { URLReference.resolve($0, against: key) } : nil)
+        }
     }
 
     /// Lists any archive libarchive reads.

@@ -1,6 +1,9 @@
 /// `text` with control characters (escape sequences a hostile bundle or archive could carry into a terminal)
 /// shown as `\u{..}` instead of sent raw.
 public func terminalSafe(_ text: String) -> String {
+    // Printable ASCII, most of what is printed, has no control or format character: no scalar's properties to look up
+    // (the lookups were two fifths of listing a large bundle).
+    if text.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return text }
     guard text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0.properties.generalCategory == .format }) else {
         return text
     }
