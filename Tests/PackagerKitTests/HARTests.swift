@@ -427,3 +427,50 @@ struct HARSecretTests {
         #expect(try loader.response(for: BundleRequest(url: "https://app.example/p1"))?.bodyData() == Data("x".utf8))
     }
 }
+
+@Suite("HAR export's JSON, written by hand as Foundation writes it")
+struct HARJSONTests {
+    @Test("entries of every shape a HAR export writes give JSONSerialization's bytes (.sortedKeys, .withoutEscapingSlashes): escapes, keys, numbers")
+    func sameAsFoundation() throws {
+        var every = ""
+        for byte in 0..<0x80 { every.unicodeScalars.append(Unicode.Scalar(UInt8(byte))) }
+        every += "é€😀\u{2028}\u{FEFF}/\\\"</script>"
+        let keys = [
+            "startedDateTime", "time", "request", "response", "cache", "timings", "method", "url", "httpVersion", "headers", "cookies", "headersSize",
+            "queryString", "bodySize", "_bodySecret", "comment", "postData", "mimeType", "text", "encoding", "status", "statusText", "content",
+            "redirectURL", "size", "name", "value", "send", "wait", "receive", "ab", "Ab", "aB", "B", "a", "_",
+        ]
+        var generator = SystemRandomNumberGenerator()
+        func value(_ depth: Int) -> JSONValue {
+            switch Int.random(in: 0..<(depth > 3 ? 4 : 6), using: &generator) {
+            case 0: return .string(String(every.shuffled(using: &generator).prefix(Int.random(in: 0..<40, using: &generator))))
+            case 1: return .number(Double(Int.random(in: -5_000_000_000...5_000_000_000, using: &generator)))
+            case 2: return .bool(Bool.random(using: &generator))
+            case 3: return .number(0)
+            case 4: return .array((0..<Int.random(in: 0..<4, using: &generator)).map { _ in value(depth + 1) })
+            default:
+                return .object(
+                    Dictionary(
+                        (0..<Int.random(in: 0..<8, using: &generator)).map { _ in (keys.randomElement(using: &generator)!, value(depth + 1)) },
+                        uniquingKeysWith: { a, _ in a }))
+            }
+        }
+        // What the export gave JSONSerialization before: numbers as Int.
+        func foundationValue(_ value: JSONValue) -> Any {
+            switch value {
+            case .number(let number): Int(number)
+            case .array(let values): values.map(foundationValue)
+            case .object(let members): members.mapValues(foundationValue)
+            default: value.any
+            }
+        }
+        for _ in 0..<2_000 {
+            let object = value(0)
+            var mine: [UInt8] = []
+            object.writeSortingKeys(to: &mine)
+            let foundation = try JSONSerialization.data(
+                withJSONObject: foundationValue(object), options: [.sortedKeys, .withoutEscapingSlashes, .fragmentsAllowed])
+            #expect(mine == Array(foundation), "\(String(decoding: mine, as: UTF8.self))\n\(String(decoding: foundation, as: UTF8.self))")
+        }
+    }
+}

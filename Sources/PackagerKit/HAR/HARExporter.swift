@@ -38,8 +38,9 @@ public enum HARExporter {
         for position in 0..<bundle.entryCount {
             let entry = bundle.entry(at: position)
             let object = try harEntry(entry, in: bundle, manifest: recorded(entry.key), started: dates.string(from: entry.fetchedAt ?? created))
-            let json = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
-            try atomic.write(Array((count == 0 ? "" : ",\n").utf8) + Array(json))
+            var json = Array((count == 0 ? "" : ",\n").utf8)
+            object.writeSortingKeys(to: &json)
+            try atomic.write(json)
             count += 1
         }
         try atomic.write(Array("\n]}}\n".utf8))
@@ -53,22 +54,25 @@ public enum HARExporter {
         scheme.isEmpty ? "[redacted]" : scheme.prefix(1).uppercased() + scheme.dropFirst() + " [redacted]"
     }
 
-    static func harEntry(_ entry: BundleEntry, in bundle: MountedBundle, manifest: ManifestEntry?, started: String) throws -> [String: Any] {
+    static func harEntry(_ entry: BundleEntry, in bundle: MountedBundle, manifest: ManifestEntry?, started: String) throws -> JSONValue {
         let split = RequestQualifiers.split(key: entry.key)
         let url = String(split.url)
         let request = manifest?.request
         let method = request?.method ?? split.qualifiers?.method ?? "GET"
         // The request headers as recorded, a secret's (left empty) left out.
-        var sentHeaders = (request?.headers ?? []).filter { $0.count == 2 && !$0[1].isEmpty }.map { ["name": $0[0], "value": $0[1]] }
+        var sentHeaders: [JSONValue] = (request?.headers ?? []).filter { $0.count == 2 && !$0[1].isEmpty }.map {
+            ["name": .string($0[0]), "value": .string($0[1])]
+        }
         // A credential the key names is exported as a placeholder of its scheme: without it, a tool replaying the HAR
         // (or packing it again) would take the answer for an anonymous one.
         for qualifier in split.qualifiers?.headers ?? [] where RequestQualifiers.credentialHeaders.contains(qualifier.name) {
-            guard let scheme = qualifier.value, !sentHeaders.contains(where: { $0["name"] == qualifier.name }) else { continue }
-            sentHeaders.append(["name": qualifier.name, "value": credentialPlaceholder(scheme)])
+            guard let scheme = qualifier.value, !sentHeaders.contains(where: { $0["name"].string == qualifier.name }) else { continue }
+            sentHeaders.append(["name": .string(qualifier.name), "value": .string(credentialPlaceholder(scheme))])
         }
-        var harRequest: [String: Any] = [
-            "method": method, "url": url, "httpVersion": "HTTP/1.1", "headers": sentHeaders, "cookies": [], "headersSize": -1,
-            "queryString": queryString(of: url), "bodySize": request?.bodyData?.count ?? 0,
+        var harRequest: [String: JSONValue] = [
+            "method": .string(method), "url": .string(url), "httpVersion": "HTTP/1.1", "headers": .array(sentHeaders), "cookies": [], "headersSize": -1,
+            "queryString": .array(queryString(of: url).map { ["name": .string($0.name), "value": .string($0.value)] }),
+            "bodySize": .number(Double(request?.bodyData?.count ?? 0)),
         ]
         if request?.bodySecret == true {
             // The bundle kept only the body's digest: a tool replaying the HAR cannot send it, and packager, reading
@@ -81,39 +85,40 @@ public enum HARExporter {
             // A body that is not UTF-8 goes in base64, said by `encoding` as response content says it (HAR 1.2 has no
             // field for it in postData; packager reads it back).
             if let text = String(validating: body, as: UTF8.self) {
-                harRequest["postData"] = ["mimeType": type, "text": text]
+                harRequest["postData"] = ["mimeType": .string(type), "text": .string(text)]
             } else {
-                harRequest["postData"] = ["mimeType": type, "text": body.base64EncodedString(), "encoding": "base64"]
+                harRequest["postData"] = ["mimeType": .string(type), "text": .string(body.base64EncodedString()), "encoding": "base64"]
             }
         }
         let headers = entry.headers
         let type = headers.first { $0.name == "content-type" }?.value ?? ""
         let body = try bundle.body(of: entry)
-        var content: [String: Any] = ["size": body.count, "mimeType": type]
+        var content: [String: JSONValue] = ["size": .number(Double(body.count)), "mimeType": .string(type)]
         if !body.isEmpty {
             if MediaTypes.isCompressible(type), let text = String(data: body, encoding: .utf8) {
-                content["text"] = text
+                content["text"] = .string(text)
             } else {
-                content["text"] = body.base64EncodedString()
+                content["text"] = .string(body.base64EncodedString())
                 content["encoding"] = "base64"
             }
         }
         let location = headers.first { $0.name == "location" }.flatMap { URLReference.resolve($0.value, against: url) } ?? ""
-        let response: [String: Any] = [
-            "status": entry.status, "statusText": reason(entry.status), "httpVersion": "HTTP/1.1",
-            "headers": headers.map { ["name": $0.name, "value": $0.value] } + [["name": "content-length", "value": String(body.count)]],
-            "cookies": [], "content": content, "redirectURL": location, "headersSize": -1, "bodySize": body.count,
+        let response: JSONValue = [
+            "status": .number(Double(entry.status)), "statusText": .string(reason(entry.status)), "httpVersion": "HTTP/1.1",
+            "headers": .array(
+                headers.map { ["name": .string($0.name), "value": .string($0.value)] } + [["name": "content-length", "value": .string(String(body.count))]]),
+            "cookies": [], "content": .object(content), "redirectURL": .string(location), "headersSize": -1, "bodySize": .number(Double(body.count)),
         ]
         return [
-            "startedDateTime": started, "time": 0, "request": harRequest, "response": response, "cache": [:] as [String: Any],
+            "startedDateTime": .string(started), "time": 0, "request": .object(harRequest), "response": response, "cache": [:],
             "timings": ["send": 0, "wait": 0, "receive": 0],
         ]
     }
 
     /// The URL's query as HAR lists it: each parameter's name and value, decoded.
-    static func queryString(of url: String) -> [[String: String]] {
+    static func queryString(of url: String) -> [(name: String, value: String)] {
         guard let components = URLComponents(string: url), let items = components.queryItems else { return [] }
-        return items.map { ["name": $0.name, "value": $0.value ?? ""] }
+        return items.map { ($0.name, $0.value ?? "") }
     }
 
     static func reason(_ status: Int) -> String {
