@@ -87,8 +87,8 @@ read -r warci_s warci_k < <(import_measure --from-warc "$work/site.warc.gz")
 } >>"$out"
 
 # Scale: memory against the number of records. WARCs of 100,000 and 1,000,000 exchanges (scripts/make-warc.py: a page
-# of about 500 bytes each, a gzip member per record), each imported once, its bundle exported to WACZ and to WARC, and
-# checked.
+# of about 500 bytes each, a gzip member per record), each imported once, its bundle exported to WACZ, WARC and HAR,
+# checked, and listed.
 scale="100000 1000000"
 [ "$quick" = "--quick" ] && scale="20000"
 rows=""
@@ -99,7 +99,7 @@ for n in $scale; do
     read -r seconds kib <"$work/time"
     rows+="| $n | $(numfmt --to=iec "$(stat -c %s "$work/scale.warc.gz")") | pack --from-warc | ${seconds} s | $((kib / 1024)) MiB |"$'\n'
     rm -f "$work/scale.warc.gz"
-    for format in wacz warc; do
+    for format in wacz warc har; do
         /usr/bin/time -f "%e %M" -o "$work/time" "$packager" export "$work/scale.zip" --format $format -o "$work/scale.$format" >/dev/null
         read -r seconds kib <"$work/time"
         rows+="| $n | $(numfmt --to=iec "$(stat -c %s "$work/scale.zip")") (bundle) | export --format $format | ${seconds} s | $((kib / 1024)) MiB |"$'\n'
@@ -108,11 +108,18 @@ for n in $scale; do
     /usr/bin/time -f "%e %M" -o "$work/time" "$packager" check "$work/scale.zip" >/dev/null
     read -r seconds kib <"$work/time"
     rows+="| $n | (bundle) | check | ${seconds} s | $((kib / 1024)) MiB |"$'\n'
+    # The listing, as a table and as JSON, written to nowhere: its memory, not the terminal's.
+    for listing in "inspect" "inspect --json"; do
+        # shellcheck disable=SC2086 # the listing's words are its command and flag
+        /usr/bin/time -f "%e %M" -o "$work/time" "$packager" $listing "$work/scale.zip" >/dev/null
+        read -r seconds kib <"$work/time"
+        rows+="| $n | (bundle) | $listing | ${seconds} s | $((kib / 1024)) MiB |"$'\n'
+    done
 
 done
 {
     echo
-    echo "Scale, one run each: WARCs written by scripts/make-warc.py (a page of about 500 bytes an exchange, a request and a response record each, a gzip member per record), imported; each bundle exported to WACZ and to WARC, and checked. Peak resident memory."
+    echo "Scale, one run each: WARCs written by scripts/make-warc.py (a page of about 500 bytes an exchange, a request and a response record each, a gzip member per record), imported; each bundle exported to WACZ, WARC and HAR, checked, and listed by inspect (as a table and as JSON, to /dev/null). Peak resident memory."
     echo
     echo "| exchanges | input | step | time | peak memory |"
     echo "|---|---|---|---|---|"
