@@ -117,7 +117,7 @@ extension Packager {
             // The empty array's brackets: the rows go between them.
             let marker = Array("\"entries\" : [".utf8)
             guard view.count > 0, let at = whole.firstRange(of: marker)?.upperBound, let close = whole[at...].firstIndex(of: UInt8(ascii: "]")) else {
-                try printJSON(empty)
+                try printJSON(view.listing())
                 return
             }
             var out = StandardOutput()

@@ -1,8 +1,9 @@
 import Foundation
 import PackagerKit
 
-/// Standard output written 64 KiB at a time through `print` (so that it keeps its order with other prints): a listing
-/// of a million lines is not a million calls.
+/// Standard output written about 64 KiB at a time through `print` (so that it keeps its order with other prints): a
+/// listing of a million lines is not a million calls. What is written goes up to a line's end, so that no character's
+/// UTF-8 bytes are cut in two (a part of one would print as U+FFFD).
 struct StandardOutput {
     private var buffer: [UInt8] = []
 
@@ -12,14 +13,18 @@ struct StandardOutput {
 
     mutating func append(_ byte: UInt8) {
         buffer.append(byte)
-        if buffer.count >= Self.chunk { flush() }
+        if byte == UInt8(ascii: "\n"), buffer.count >= Self.chunk { flush() }
     }
 
     mutating func append<Bytes: Collection<UInt8>>(_ bytes: Bytes) {
         buffer.append(contentsOf: bytes)
-        if buffer.count >= Self.chunk { flush() }
+        if buffer.count >= Self.chunk, let end = buffer.lastIndex(of: UInt8(ascii: "\n")) {
+            Swift.print(String(decoding: buffer[...end], as: UTF8.self), terminator: "")
+            buffer.removeSubrange(...end)
+        }
     }
 
+    /// Writes everything appended: at the end, when every character is whole.
     mutating func flush() {
         guard !buffer.isEmpty else { return }
         Swift.print(String(decoding: buffer, as: UTF8.self), terminator: "")

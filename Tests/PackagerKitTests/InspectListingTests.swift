@@ -10,13 +10,18 @@ import Testing
 @Suite("inspect: rows from the index, streamed")
 struct InspectListingTests {
     /// The WARC test's bundle (pages, a relative redirect, a POST, a credential's answer, a blocked URL), with a
-    /// substituted entry, a page whose key is not ASCII, and 600 more pages: past the 256 rows the JSON is written by.
+    /// substituted entry, a page whose key is not ASCII, and 600 more pages: past the 256 rows the JSON is written by,
+    /// and over many 64 KiB writes, one in five with a media type of two-byte characters (a write that cut one in two
+    /// would print U+FFFD).
     static func bundle(at path: String) throws {
         var writer = BundleWriter(options: .init(rules: BundleRules(block: ["*/ads/*"]), createdAt: Date(timeIntervalSince1970: 1_767_225_600)))
         for i in 0..<600 {
             writer.add(
                 .init(
-                    url: "https://docs.example/p/\(i).html", headers: [("content-type", i % 3 == 0 ? "text/html; charset=utf-8" : "text/css")],
+                    url: "https://docs.example/p/\(i).html",
+                    headers: [
+                        ("content-type", i % 5 == 4 ? "text/x-" + String(repeating: "ü", count: 300) : i % 3 == 0 ? "text/html; charset=utf-8" : "text/css")
+                    ],
                     body: .data(Data("<p>page \(i % 7)</p>".utf8))))
         }
         writer.add(.init(url: "https://docs.example/caf%C3%A9/", headers: [("content-type", "text/html")], body: .data(Data("é".utf8))))

@@ -14,8 +14,8 @@ public enum HARExporter {
     /// Writes the bundle at `bundlePath` to `output` as HAR; returns the number of entries written.
     @discardableResult
     public static func export(bundle bundlePath: String, to output: String) throws -> Int {
-        // A bundle that does not mount fails as for the other formats (exit 1; a delta is refused before, exit 2). The
-        // output's folder first: a large bundle's index goes to a scratch file there.
+        // The output's folder first (a large bundle's index goes to a scratch file there), then the bundle: one that
+        // does not mount fails as for the other formats (exit 1; a delta is refused before, exit 2).
         if let problem = OutputFile.problem(with: output) { throw problem }
         let bundle = try MountedBundle(path: bundlePath, options: .wholeBundlePass(scratchIn: (output as NSString).deletingLastPathComponent))
         // The manifest's entries one at a time beside the index's, both in key order: what was sent for each request
