@@ -75,5 +75,20 @@ struct ManifestEntriesTests {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         #expect(try encoder.encode(streamed) == encoder.encode(whole))
+
+        // What the exports read: each key's request, asked in the index's order, with keys the manifest lacks between;
+        // the elements without a request are not decoded whole.
+        let requests = try bundle.manifestEntries()
+        var asked = 0
+        for position in 0..<bundle.entryCount {
+            let key = bundle.key(ofEntryAt: position)
+            let request = try requests.request(forKey: key)
+            let expected = try #require(whole.first { $0.key == key })
+            #expect(try encoder.encode(request) == encoder.encode(expected.request), "\(key)")
+            if request != nil { asked += 1 }
+            // A key between this one and the next, which the manifest does not hold.
+            if position % 100 == 0 { #expect(try requests.request(forKey: key + "!absent") == nil) }
+        }
+        #expect(asked == 3000 / 7 + 1)
     }
 }

@@ -89,13 +89,5 @@ package struct SecretScan: Sendable {
         bytes.withUnsafeBytes { percentDecodedLowercased($0) }
     }
 
-    private static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
-        guard needle.count <= haystack.count, let first = needle.first else { return needle.isEmpty }
-        var i = 0
-        while i + needle.count <= haystack.count {
-            if haystack[i] == first && haystack[i..<(i + needle.count)].elementsEqual(needle) { return true }
-            i += 1
-        }
-        return false
-    }
+    private static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool { haystack.containsBytes(needle) }
 }

@@ -20,11 +20,15 @@ public enum HARExporter {
         let bundle = try MountedBundle(path: bundlePath, options: .wholeBundlePass(scratchIn: (output as NSString).deletingLastPathComponent))
         // The manifest's entries one at a time beside the index's, both in key order: what was sent for each request
         // (a manifest that cannot be read leaves the requests as their keys say, as it did when decoded whole).
-        let manifest = try? bundle.manifestEntries()
-        var described = try? manifest?.next()
-        func recorded(_ key: String) -> ManifestEntry? {
-            while let entry = described, entry.key.utf8.lexicographicallyPrecedes(key.utf8) { described = try? manifest?.next() }
-            return described?.key == key ? described : nil
+        var manifest = try? bundle.manifestEntries()
+        func recorded(_ key: String) -> ManifestRequest? {
+            do {
+                return try manifest?.request(forKey: key)
+            } catch {
+                // The entries after one that cannot be read go as their keys say.
+                manifest = nil
+                return nil
+            }
         }
         let atomic = try AtomicOutput(destination: output)
         let dates = ISO8601DateFormatter()
@@ -37,7 +41,7 @@ public enum HARExporter {
         var count = 0
         for position in 0..<bundle.entryCount {
             let entry = bundle.entry(at: position)
-            let object = try harEntry(entry, in: bundle, manifest: recorded(entry.key), started: dates.string(from: entry.fetchedAt ?? created))
+            let object = try harEntry(entry, in: bundle, request: recorded(entry.key), started: dates.string(from: entry.fetchedAt ?? created))
             var json = Array((count == 0 ? "" : ",\n").utf8)
             object.writeSortingKeys(to: &json)
             try atomic.write(json)
@@ -54,10 +58,9 @@ public enum HARExporter {
         scheme.isEmpty ? "[redacted]" : scheme.prefix(1).uppercased() + scheme.dropFirst() + " [redacted]"
     }
 
-    static func harEntry(_ entry: BundleEntry, in bundle: MountedBundle, manifest: ManifestEntry?, started: String) throws -> JSONValue {
+    static func harEntry(_ entry: BundleEntry, in bundle: MountedBundle, request: ManifestRequest?, started: String) throws -> JSONValue {
         let split = RequestQualifiers.split(key: entry.key)
         let url = String(split.url)
-        let request = manifest?.request
         let method = request?.method ?? split.qualifiers?.method ?? "GET"
         // The request headers as recorded, a secret's (left empty) left out.
         var sentHeaders: [JSONValue] = (request?.headers ?? []).filter { $0.count == 2 && !$0[1].isEmpty }.map {

@@ -189,24 +189,8 @@ public struct Verifier: Sendable {
 }
 
 extension Verifier {
-    /// Whether `needle` occurs in `haystack`, by memchr on its first byte (Foundation's generic `firstRange(of:)` took
-    /// more than half of a 10,000-entry verify).
-    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
-        guard let first = needle.first, needle.count <= haystack.count else { return needle.isEmpty }
-        return haystack.withUnsafeBufferPointer { h in
-            needle.withUnsafeBufferPointer { n in
-                var at = 0
-                let last = h.count - n.count
-                while at <= last {
-                    guard let found = memchr(h.baseAddress! + at, Int32(first), last - at + 1) else { return false }
-                    let i = h.baseAddress!.distance(to: found.assumingMemoryBound(to: UInt8.self))
-                    if memcmp(h.baseAddress! + i, n.baseAddress!, n.count) == 0 { return true }
-                    at = i + 1
-                }
-                return false
-            }
-        }
-    }
+    /// Whether `needle` occurs in `haystack` (``Swift/Array/containsBytes(_:)``).
+    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool { haystack.containsBytes(needle) }
 
     /// The manifest entries of declared requests and volatile bodies, by key: read only when the manifest names one (a
     /// crawled site's manifest is not decoded for nothing).

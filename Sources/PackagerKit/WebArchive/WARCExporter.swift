@@ -74,11 +74,6 @@ public enum WARCExporter {
         // A manifest that does not match the index, or that cannot be read, is refused: the export would drop what was
         // sent for each request without saying so.
         let manifest = try bundle.manifestEntries()
-        var described = try manifest.next()
-        func recorded(_ key: String) throws -> ManifestEntry? {
-            while let entry = described, entry.key.utf8.lexicographicallyPrecedes(key.utf8) { described = try manifest.next() }
-            return described?.key == key ? described : nil
-        }
         let members = MemberPipeline(members: GzipMembers(output: output))
         defer { members.stop() }
         let created = bundle.createdAt ?? Date(timeIntervalSince1970: 0)
@@ -119,7 +114,7 @@ public enum WARCExporter {
             }
             let split = RequestQualifiers.split(key: entry.key)
             let url = String(split.url)
-            let recorded = try recorded(entry.key)?.request
+            let recorded = try manifest.request(forKey: entry.key)
             let method = recorded?.method ?? split.qualifiers?.method ?? "GET"
             let fetched = entry.fetchedAt ?? created
             let date = warcDate(fetched)
