@@ -102,9 +102,9 @@ package final class ManifestEntries {
 
     /// What was sent for `key`: its entry's `request`, nil when it has none or the manifest has no entry for the key.
     /// Keys must be asked for in increasing order of their UTF-8 bytes, the order of the index and of the manifest the
-    /// writer writes; the entries before `key` are passed over. An element is decoded whole only when it may hold a
-    /// request (its bytes hold `"request"`, or a `\u` escape); of the others, the key alone is read. What the
-    /// exports read of the manifest: decoding every entry whole was two fifths of a WARC export's reading thread.
+    /// writer writes; the entries before `key` are passed over. Of an element, only the key is decoded, and its request
+    /// too when it may hold one (its bytes hold `"request"`, or a `\u` escape): what the exports read of the manifest
+    /// (decoding every entry whole was two fifths of a WARC export's reading thread).
     package func request(forKey key: String) throws -> ManifestRequest? {
         if !keyedStarted {
             keyedStarted = true
@@ -118,8 +118,13 @@ package final class ManifestEntries {
     private var keyed: (key: String, request: ManifestRequest?)?
     private var keyedStarted = false
 
-    /// An element's key alone.
+    /// An element's key alone, and with its request: the fields the exports read (their values are decoded as a
+    /// whole entry's are, the others not made into values at all).
     private struct KeyOnly: Decodable { var key: String }
+    private struct KeyAndRequest: Decodable {
+        var key: String
+        var request: ManifestRequest?
+    }
 
     private static let requestMark = Array("\"request\"".utf8)
     private static let unicodeEscape = Array("\\u".utf8)
@@ -132,7 +137,7 @@ package final class ManifestEntries {
         let mayHoldRequest = element.containsBytes(Self.requestMark) || element.containsBytes(Self.unicodeEscape)
         do {
             if mayHoldRequest {
-                let entry = try decoder.decode(ManifestEntry.self, from: Data(element))
+                let entry = try decoder.decode(KeyAndRequest.self, from: Data(element))
                 return (entry.key, entry.request)
             }
             return (try decoder.decode(KeyOnly.self, from: Data(element)).key, nil)
