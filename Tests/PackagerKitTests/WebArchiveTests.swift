@@ -339,9 +339,25 @@ struct WACZKeyTests {
             let read = try JSONSerialization.jsonObject(with: Data(WACZExporter.jsonLine(object).utf8)) as? [String: String]
             #expect(read == object)
         }
-        let controls = ["url": "\u{1}\u{8}\u{C}\u{1F}\u{7F}"]
+        let controls = ["url": "\u{1}\u{8}\u{C}\u{1F}\u{7F}", "Ab": "tie", "ab": "tie"]
+        let foundation = try JSONSerialization.data(withJSONObject: controls, options: [.sortedKeys, .withoutEscapingSlashes])
+        #expect(WACZExporter.jsonLine(controls) == String(decoding: foundation, as: UTF8.self))
         #expect(try JSONSerialization.jsonObject(with: Data(WACZExporter.jsonLine(controls).utf8)) as? [String: String] == controls)
         #expect(!WACZExporter.jsonLine(controls).unicodeScalars.contains { $0.value < 0x20 })
+    }
+
+    @Test("WARC dates and CDX timestamps are String(format:)'s, written by hand; a form's bytes escaped as quote_plus escapes them")
+    func datesAsFormatted() {
+        var generator = SystemRandomNumberGenerator()
+        var seconds: [Double] = [0, -1, 86_399.5, 951_782_400, 253_402_300_799, -62_135_596_800, -62_167_219_200, 253_402_300_800, 400_000_000_000]
+        for _ in 0..<5_000 { seconds.append(Double(Int64.random(in: -70_000_000_000...300_000_000_000, using: &generator)) + 0.25) }
+        for second in seconds {
+            let date = Date(timeIntervalSince1970: second)
+            let (y, mo, d, h, mi, s) = WARCExporter.utcFields(date)
+            #expect(WARCExporter.warcDate(date) == String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", y, mo, d, h, mi, s), "\(second)")
+            #expect(WACZExporter.timestamp(date) == String(format: "%04d%02d%02d%02d%02d%02d", y, mo, d, h, mi, s), "\(second)")
+        }
+        #expect(WACZExporter.formEncoded("a b/é\u{0}~") == "a+b%2F%C3%A9%00~")
     }
 
     @Test("a request body as pywb's query: a form decoded, JSON leaves (repeated names numbered), other bytes in base64")

@@ -218,7 +218,8 @@ public enum WACZExporter {
             case UInt8(ascii: " "):
                 out += "+"
             default:
-                out += String(format: "%%%02X", byte)
+                let hex = Array("0123456789ABCDEF".unicodeScalars)
+                out.unicodeScalars.append(contentsOf: ["%", hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]])
             }
         }
         return out
@@ -263,21 +264,19 @@ public enum WACZExporter {
 
     /// The 14-digit UTC time of a CDX line.
     static func timestamp(_ date: Date) -> String {
-        let (y, mo, d, h, mi, s) = WARCExporter.utcFields(date)
-        return String(format: "%04d%02d%02d%02d%02d%02d", y, mo, d, h, mi, s)
+        WARCExporter.utcText(date, after: [nil, nil, nil, nil, nil, nil]) {
+            String(format: "%04d%02d%02d%02d%02d%02d", $0.0, $0.1, $0.2, $0.3, $0.4, $0.5)
+        }
     }
 
     static func isoDate(_ date: Date) -> String { WARCExporter.warcDate(date) }
 
-    /// One line of JSON with sorted keys.
+    /// One line of JSON with sorted keys, as JSONSerialization writes it (``JSONValue/writeSortingKeys(to:)``: through
+    /// JSONSerialization, the index's lines were a tenth of a WACZ export's time).
     static func jsonLine(_ object: [String: String]) -> String {
-        // Written by hand: through JSONSerialization, the index's lines were a tenth of a WACZ export's time. Keys in
-        // JSONSerialization's order (case-insensitive, then by code unit), slashes as they are.
-        let keys: [(folded: String, key: String)] = object.keys.map { ($0.lowercased(), $0) }.sorted { a, b in
-            a.folded == b.folded ? a.key.utf8.lexicographicallyPrecedes(b.key.utf8) : a.folded.utf8.lexicographicallyPrecedes(b.folded.utf8)
-        }
-        let fields: [String] = keys.map { ServedRequest.jsonString($0.key) + ":" + ServedRequest.jsonString(object[$0.key] ?? "") }
-        return "{" + fields.joined(separator: ",") + "}"
+        var out: [UInt8] = []
+        JSONValue.object(object.mapValues(JSONValue.string)).writeSortingKeys(to: &out)
+        return String(decoding: out, as: UTF8.self)
     }
 
     static func recordKey(_ url: String) -> String { hexString(Array(SHA256.hash(data: Data(url.utf8)))) }

@@ -270,8 +270,30 @@ public enum WARCExporter {
     /// A WARC date: UTC, to the second (WARC 1.1, 5.4). Formatted by hand: a date formatter per record cost more than
     /// the record's SHA-256.
     static func warcDate(_ date: Date) -> String {
-        let (y, mo, d, h, mi, s) = utcFields(date)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", y, mo, d, h, mi, s)
+        utcText(date, after: ["-", "-", "T", ":", ":", "Z"]) {
+            String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", $0.0, $0.1, $0.2, $0.3, $0.4, $0.5)
+        }
+    }
+
+    /// `date`'s UTC year, month, day, hour, minute and second, zero-padded (the year to 4 digits), each followed by its
+    /// character in `after` (none for nil): written by hand, as `String(format:)` with the same widths writes them
+    /// (which took a twelfth of a WACZ export); `formatted` writes a year outside 0 to 9999.
+    static func utcText(
+        _ date: Date, after: [Unicode.Scalar?], formatted: ((Int, Int, Int, Int, Int, Int)) -> String
+    ) -> String {
+        let fields = utcFields(date)
+        guard (0...9999).contains(fields.0) else { return formatted(fields) }
+        var out = [UInt8]()
+        out.reserveCapacity(20)
+        for (i, value) in [fields.0, fields.1, fields.2, fields.3, fields.4, fields.5].enumerated() {
+            var divisor = i == 0 ? 1000 : 10
+            while divisor > 0 {
+                out.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+                divisor /= 10
+            }
+            if let next = after[i] { out.append(UInt8(ascii: next)) }
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// Year, month, day, hour, minute and second of `date` in UTC.

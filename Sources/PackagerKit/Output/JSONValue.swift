@@ -1,6 +1,7 @@
 import Foundation
 
-/// A JSON value, Sendable, for the DevTools protocol's messages.
+/// A JSON value, Sendable: the DevTools protocol's messages, and what the HAR and WACZ exports write
+/// (``writeSortingKeys(to:)``).
 enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
