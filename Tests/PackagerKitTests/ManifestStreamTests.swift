@@ -91,4 +91,39 @@ struct ManifestEntriesTests {
         }
         #expect(asked == 3000 / 7 + 1)
     }
+
+    @Test("verify's declared entries: each entry with a request or volatile fields, with them, and no other")
+    func declaredEntries() throws {
+        let folder = try TemporaryFolder()
+        var writer = BundleWriter(options: .init(createdAt: Date(timeIntervalSince1970: 1_767_323_045), timeClamp: nil))
+        var expected: [String: (method: String?, volatile: [String]?, stable: String?)] = [:]
+        for i in 0..<500 {
+            let url = "https://api.example/v/\(i)"
+            var entry = RecordedExchange(
+                url: url, headers: [("content-type", "application/json"), ("x-note", #"\"request\": \"volatile\""#)],
+                body: .data(Data("{\"n\": \(i)}".utf8)))
+            switch i % 4 {
+            case 0:
+                entry.request = RecordedRequest(method: "POST", headers: [.init(name: "content-type", value: "application/json")], body: Data("{}".utf8))
+                expected[url] = ("POST", nil, nil)
+            case 1:
+                entry.volatile = ["/query_ms"]
+                entry.stableSHA256 = String(repeating: "ab", count: 32)
+                expected[url] = (nil, ["/query_ms"], String(repeating: "ab", count: 32))
+            default: break
+            }
+            writer.add(entry)
+        }
+        try writer.write(to: folder.path + "/declared.zip")
+        // By URL: a POST's key also names its method and body.
+        let declared = Dictionary(
+            uniqueKeysWithValues: Verifier.declaredEntries(of: try MountedBundle(path: folder.path + "/declared.zip")).map {
+                (String(RequestQualifiers.split(key: $0.key).url), $0.value)
+            })
+        #expect(Set(declared.keys) == Set(expected.keys))
+        for (key, want) in expected {
+            #expect(declared[key]?.request?.method == want.method, "\(key)")
+            #expect(declared[key]?.volatile == want.volatile && declared[key]?.stableSha256 == want.stable, "\(key)")
+        }
+    }
 }

@@ -32,15 +32,15 @@ struct Recorded: Sendable {
     /// The bundle's rules: its `match` rules say how the key's body digest was taken (docs/FORMAT.md §5.5).
     var rules = BundleRules()
 
-    init(entry: BundleEntry, manifest: ManifestEntry? = nil, rules: BundleRules = BundleRules()) {
+    init(entry: BundleEntry, declared: Verifier.Declared? = nil, rules: BundleRules = BundleRules()) {
         self.rules = rules
         key = entry.key
         let split = RequestQualifiers.split(key: entry.key)
         url = String(split.url)
         keyQualifiers = split.qualifiers
-        if let request = manifest?.request { self.request = RecordedRequest(request, keyQualifiers: split.qualifiers) }
-        volatile = manifest?.volatile ?? []
-        stableSHA256 = manifest?.stableSha256
+        if let request = declared?.request { self.request = RecordedRequest(request, keyQualifiers: split.qualifiers) }
+        volatile = declared?.volatile ?? []
+        stableSHA256 = declared?.stableSha256
         kind = entry.kind
         status = entry.status
         // One decode of the headers, not one per field.

@@ -137,7 +137,7 @@ public struct Verifier: Sendable {
                         return $0
                     }) - 1, n < order.count {
                         let entry = entries[order[n]]
-                        var record = Recorded(entry: entry, manifest: declared[entry.key], rules: rules)
+                        var record = Recorded(entry: entry, declared: declared[entry.key], rules: rules)
                         record.request = record.request?.restoringBody(url: record.url, declared: declaredRequests, rules: rules)
                         // Scheme and authority: http://a and https://a are different servers. Mounting checked the
                         // shape of every key; one without an origin all the same is not probed.
@@ -192,14 +192,24 @@ extension Verifier {
     /// Whether `needle` occurs in `haystack` (``Swift/Array/containsBytes(_:)``).
     static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool { haystack.containsBytes(needle) }
 
-    /// The manifest entries of declared requests and volatile bodies, by key: read only when the manifest names one (a
-    /// crawled site's manifest is not decoded for nothing).
-    static func declaredEntries(of bundle: MountedBundle) -> [String: ManifestEntry] {
-        guard let bytes = try? bundle.manifestBytes() else { return [:] }
-        let marks = ["\"request\": ", "\"volatile\": "].map { Array($0.utf8) }
-        guard marks.contains(where: { contains(bytes, $0) }), let manifest = try? bundle.manifest() else { return [:] }
-        var found: [String: ManifestEntry] = [:]
-        for entry in manifest.entries where entry.request != nil || entry.volatile != nil { found[entry.key] = entry }
+    /// What an entry's manifest description says beyond its index record: its declared request, and the fields of its
+    /// JSON body that change on every answer (with the digest of the body without them).
+    struct Declared: Sendable {
+        var request: ManifestRequest?
+        var volatile: [String]?
+        var stableSha256: String?
+    }
+
+    /// The declared requests and volatile bodies, by key: only the manifest's entries that have some are decoded (a
+    /// crawled site's manifest is scanned, not decoded), and only those fields kept.
+    static func declaredEntries(of bundle: MountedBundle) -> [String: Declared] {
+        guard let entries = try? bundle.manifestEntries() else { return [:] }
+        var found: [String: Declared] = [:]
+        while let entry = try? entries.nextDeclaring() {
+            if entry.request != nil || entry.volatile != nil {
+                found[entry.key] = Declared(request: entry.request, volatile: entry.volatile, stableSha256: entry.stableSha256)
+            }
+        }
         return found
     }
 
