@@ -90,6 +90,15 @@ struct ManifestEntriesTests {
             if position % 100 == 0 { #expect(try requests.request(forKey: key + "!absent") == nil) }
         }
         #expect(asked == 3000 / 7 + 1)
+
+        // What a refresh reads: each entry it carries over, every other key, absent keys between.
+        let carried = try bundle.manifestEntries()
+        for position in stride(from: 0, to: bundle.entryCount, by: 2) {
+            let key = bundle.key(ofEntryAt: position)
+            let entry = try #require(try carried.entry(forKey: key))
+            #expect(try encoder.encode(entry) == encoder.encode(whole.first { $0.key == key }!), "\(key)")
+            #expect(try carried.entry(forKey: key + "!absent") == nil)
+        }
     }
 
     @Test("verify's declared entries: each entry with a request or volatile fields, with them, and no other")

@@ -114,6 +114,38 @@ package final class ManifestEntries {
         return keyed?.key == key ? keyed?.request : nil
     }
 
+    /// The entry for `key`, nil when the manifest has none. Keys must be asked for in increasing order of their UTF-8
+    /// bytes, as for ``request(forKey:)`` (use one of the two on a reader); of the entries passed over, only the key is
+    /// decoded. What a refresh reads of the entries it carries over and fetches again, without the manifest decoded whole.
+    package func entry(forKey key: String) throws -> ManifestEntry? {
+        if !elementStarted {
+            elementStarted = true
+            keyedElement = try nextKeyedElement()
+        }
+        while let current = keyedElement, current.key.utf8.lexicographicallyPrecedes(key.utf8) { keyedElement = try nextKeyedElement() }
+        guard let current = keyedElement, current.key == key else { return nil }
+        if let entry = current.entry { return entry }
+        do {
+            return try decoder.decode(ManifestEntry.self, from: Data(current.element))
+        } catch {
+            throw BundleError(.corruptIndex, "an entry of manifest.json cannot be decoded: \(error)", entry: BundleFormat.manifestEntryName)
+        }
+    }
+
+    /// The element ``entry(forKey:)`` stands at (or, for a manifest decoded whole, the entry itself).
+    private var keyedElement: (key: String, element: [UInt8], entry: ManifestEntry?)?
+    private var elementStarted = false
+
+    private func nextKeyedElement() throws -> (key: String, element: [UInt8], entry: ManifestEntry?)? {
+        if whole != nil { return try next().map { ($0.key, [], $0) } }
+        guard let element = try nextElement() else { return nil }
+        do {
+            return (try decoder.decode(KeyOnly.self, from: Data(element)).key, element, nil)
+        } catch {
+            throw BundleError(.corruptIndex, "an entry of manifest.json cannot be decoded: \(error)", entry: BundleFormat.manifestEntryName)
+        }
+    }
+
     /// The entry ``request(forKey:)`` stands at, and whether it read one yet.
     private var keyed: (key: String, request: ManifestRequest?)?
     private var keyedStarted = false

@@ -76,8 +76,9 @@ public struct Refresher: Sendable {
             if output != path { try Self.copy(path, to: output) }
             return Summary(verify: report, refreshed: [], failed: [], unchecked: unchecked, linksNew: [], write: nil)
         }
-        let manifest = try bundle.manifest()
-        let records = Dictionary(manifest.entries.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
+        // The manifest's entries are read beside the keys, in key order, twice (for the keys fetched again, then for
+        // every key carried over): not decoded whole and kept by key, which took hundreds of MB for a large bundle.
+        let targetRecords = try bundle.manifestEntries()
 
         let folder = (output as NSString).deletingLastPathComponent
         let spool = try ScratchFolder(in: folder.isEmpty ? "." : folder)
@@ -130,8 +131,8 @@ public struct Refresher: Sendable {
                 return nil
             }
         }
-        for key in targets.sorted() {
-            let record = records[key]
+        for key in targets.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+            let record = try targetRecords.entry(forKey: key)
             let split = RequestQualifiers.split(key: key)
             let url = String(split.url)
             let request = record?.request.map {
@@ -185,12 +186,14 @@ public struct Refresher: Sendable {
         // A version-3 bundle written with its index stored (--stored-index) stays so; older ones get version 3's default.
         writerOptions.storesIndex = bundle.formatVersion >= 3 && bundle.metadata[BundleFormat.indexEntryName]?.method == 0
         var writer = BundleWriter(options: writerOptions)
-        for entry in bundle.entries {
+        let carriedRecords = try bundle.manifestEntries()
+        for position in 0..<bundle.entryCount {
+            let entry = bundle.entry(at: position)
             if let replacement = fresh[entry.key] {
                 writer.add(replacement)
                 continue
             }
-            let record = records[entry.key]
+            let record = try carriedRecords.entry(forKey: entry.key)
             let split = RequestQualifiers.split(key: entry.key)
             // Carried over as recorded: the stored headers, and a synthesized ETag stays a synthesized one; a declared
             // request's entry keeps its key, its request and its volatile fields.
