@@ -111,7 +111,8 @@ public struct Verifier: Sendable {
     /// Verifies a bundle already mounted (refresh mounts once, for its verify and its writing).
     func verify(_ bundle: MountedBundle, path: String, progress: (@Sendable (Int, Int) -> Void)? = nil) async throws -> VerifyReport {
         let started = Date()
-        let entries = bundle.entries
+        // Entries are read from the index by position as the workers take them, not all made at once.
+        let count = bundle.entryCount
         // Bodies are asked for with the crawl's codings and decoded, so digests compare with the stored (decoded) bodies.
         let client = HTTPTransport.makeClient(timeouts: options.timeouts, perHost: options.perHost, decompress: true, tls: options.tls)
         // A fixed set of workers pulls entries in order: no task per entry. The per-host limiter is consulted only
@@ -124,19 +125,19 @@ public struct Verifier: Sendable {
         let probe = Probe(
             options: options, client: client, pacer: pacer, retryLoop: RetryLoop(retries: options.retries, downHosts: downHosts, timeoutsBeforeDown: 3),
             bundle: bundle, addresses: options.addressPolicy())
-        let order = limiter == nil ? Array(entries.indices) : Self.interleavedByHost(entries)
+        let order = limiter == nil ? Array(0..<count) : Self.interleavedByHost((0..<count).map(bundle.key(ofEntryAt:)))
         let declared = Self.declaredEntries(of: bundle)
         let declaredRequests = options.declaredRequests
         let rules = bundle.rules
         let results = await withTaskGroup(of: [EntryVerification].self) { group in
-            for _ in 0..<max(1, min(options.concurrency, entries.count)) {
+            for _ in 0..<max(1, min(options.concurrency, count)) {
                 group.addTask {
                     var mine: [EntryVerification] = []
                     while case let n = dispenser.withLockedValue({
                         $0 += 1
                         return $0
                     }) - 1, n < order.count {
-                        let entry = entries[order[n]]
+                        let entry = bundle.entry(at: order[n])
                         var record = Recorded(entry: entry, declared: declared[entry.key], rules: rules)
                         record.request = record.request?.restoringBody(url: record.url, declared: declaredRequests, rules: rules)
                         // Scheme and authority: http://a and https://a are different servers. Mounting checked the
@@ -150,7 +151,7 @@ public struct Verifier: Sendable {
                                 done.withLockedValue {
                                     $0 += 1
                                     return $0
-                                }, entries.count)
+                                }, count)
                             continue
                         }
                         let host = origin.description
@@ -173,13 +174,13 @@ public struct Verifier: Sendable {
                             done.withLockedValue {
                                 $0 += 1
                                 return $0
-                            }, entries.count)
+                            }, count)
                     }
                     return mine
                 }
             }
             var collected: [EntryVerification] = []
-            collected.reserveCapacity(entries.count)
+            collected.reserveCapacity(count)
             for await part in group { collected += part }
             return collected
         }
@@ -214,18 +215,18 @@ extension Verifier {
     }
 
     /// Entry positions taking each host in turn, so that workers waiting on one host's limit do not hold back the others.
-    static func interleavedByHost(_ entries: [BundleEntry]) -> [Int] {
+    static func interleavedByHost(_ keys: [String]) -> [Int] {
         var buckets: [String: [Int]] = [:]
         var hosts: [String] = []
-        for (i, entry) in entries.enumerated() {
-            let host = keyOrigin(entry.key).map { String($0.origin) } ?? entry.key
+        for (i, key) in keys.enumerated() {
+            let host = keyOrigin(key).map { String($0.origin) } ?? key
             if buckets[host] == nil { hosts.append(host) }
             buckets[host, default: []].append(i)
         }
         var order: [Int] = []
-        order.reserveCapacity(entries.count)
+        order.reserveCapacity(keys.count)
         var round = 0
-        while order.count < entries.count {
+        while order.count < keys.count {
             for host in hosts where round < buckets[host]!.count { order.append(buckets[host]![round]) }
             round += 1
         }
