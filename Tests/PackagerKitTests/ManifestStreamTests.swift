@@ -99,6 +99,9 @@ struct ManifestEntriesTests {
             #expect(try encoder.encode(entry) == encoder.encode(whole.first { $0.key == key }!), "\(key)")
             #expect(try carried.entry(forKey: key + "!absent") == nil)
         }
+        // Refused, not answered nil: a key asked after a greater one, and the other keyed reader on the same stream.
+        #expect(throws: BundleError.self) { try carried.entry(forKey: bundle.key(ofEntryAt: 0)) }
+        #expect(throws: BundleError.self) { try carried.request(forKey: bundle.key(ofEntryAt: bundle.entryCount - 1)) }
     }
 
     @Test("verify's declared entries: each entry with a request or volatile fields, with them, and no other")

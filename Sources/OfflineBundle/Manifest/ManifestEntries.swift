@@ -106,6 +106,7 @@ package final class ManifestEntries {
     /// too when it may hold one (its bytes hold `"request"`, or a `\u` escape): what the exports read of the manifest
     /// (decoding every entry whole was two fifths of a WARC export's reading thread).
     package func request(forKey key: String) throws -> ManifestRequest? {
+        try ask(key, by: "request(forKey:)")
         if !keyedStarted {
             keyedStarted = true
             keyed = try nextKeyed()
@@ -118,6 +119,7 @@ package final class ManifestEntries {
     /// bytes, as for ``request(forKey:)`` (use one of the two on a reader); of the entries passed over, only the key is
     /// decoded. What a refresh reads of the entries it carries over and fetches again, without the manifest decoded whole.
     package func entry(forKey key: String) throws -> ManifestEntry? {
+        try ask(key, by: "entry(forKey:)")
         if !elementStarted {
             elementStarted = true
             keyedElement = try nextKeyedElement()
@@ -130,6 +132,23 @@ package final class ManifestEntries {
         } catch {
             throw BundleError(.corruptIndex, "an entry of manifest.json cannot be decoded: \(error)", entry: BundleFormat.manifestEntryName)
         }
+    }
+
+    /// The keyed reader this one serves, and the last key it was asked for: each keyed reader keeps its own place in
+    /// the stream, so two on one reader, or a key asked after a greater one, would pass entries over unseen. Both are
+    /// refused rather than answered nil.
+    private var keyedReader: String?
+    private var lastAsked: String?
+
+    private func ask(_ key: String, by reader: String) throws {
+        if let keyedReader, keyedReader != reader {
+            throw BundleError(.invalidArgument, "a manifest reader that served \(keyedReader) cannot serve \(reader)")
+        }
+        if let lastAsked, key.utf8.lexicographicallyPrecedes(lastAsked.utf8) {
+            throw BundleError(.invalidArgument, "manifest entries asked out of key order: \(key) after \(lastAsked)")
+        }
+        keyedReader = reader
+        lastAsked = key
     }
 
     /// The element ``entry(forKey:)`` stands at (or, for a manifest decoded whole, the entry itself).
