@@ -110,10 +110,8 @@ extension Packager {
         /// The JSON of ``Inspector/BundleListing``, as ``printJSON(_:)`` writes it, with its rows encoded a few hundred at
         /// a time rather than all held.
         private func printBundleJSON(_ view: Inspector.BundleView) throws {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            let empty = view.listing(withRows: false)
-            let whole = Array(try encoder.encode(empty))
+            let encoder = outputEncoder()
+            let whole = Array(try encoder.encode(view.summary))
             // The empty array's brackets: the rows go between them.
             let marker = Array("\"entries\" : [".utf8)
             guard view.count > 0, let at = whole.firstRange(of: marker)?.upperBound, let close = whole[at...].firstIndex(of: UInt8(ascii: "]")) else {

@@ -114,9 +114,14 @@ func refuseURLs(_ paths: [String], command: String) throws {
 
 /// Prints a value as the JSON every `--json` flag gives: indented, keys sorted.
 func printJSON<Value: Encodable>(_ value: Value) throws {
+    print(String(decoding: try outputEncoder().encode(value), as: UTF8.self))
+}
+
+/// The encoder of every JSON the commands print: indented, keys sorted, slashes as they are.
+func outputEncoder() -> JSONEncoder {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-    print(String(decoding: try encoder.encode(value), as: UTF8.self))
+    return encoder
 }
 
 /// Removes temporary files when the process is interrupted, so no partial bundle or spool file is left.

@@ -93,81 +93,51 @@ package final class ManifestEntries {
             return whole[wholeNext]
         }
         guard let element = try nextElement() else { return nil }
-        do {
-            return try decoder.decode(ManifestEntry.self, from: Data(element))
-        } catch {
-            throw BundleError(.corruptIndex, "an entry of manifest.json cannot be decoded: \(error)", entry: BundleFormat.manifestEntryName)
-        }
+        return try decode(ManifestEntry.self, element)
     }
 
-    /// What was sent for `key`: its entry's `request`, nil when it has none or the manifest has no entry for the key.
-    /// Keys must be asked for in increasing order of their UTF-8 bytes, the order of the index and of the manifest the
-    /// writer writes; the entries before `key` are passed over. Of an element, only the key is decoded, and its request
-    /// too when it may hold one (its bytes hold `"request"`, or a `\u` escape): what the exports read of the manifest
-    /// (decoding every entry whole was two fifths of a WARC export's reading thread).
-    package func request(forKey key: String) throws -> ManifestRequest? {
-        try ask(key, by: "request(forKey:)")
+    /// What was sent for `key`: its entry's `request`, nil when it has none or the manifest has no entry for the key
+    /// (``seek(_:)``: keys in increasing order). What the exports read of the manifest: decoding every entry whole
+    /// was two fifths of a WARC export's reading thread.
+    package func request(forKey key: String) throws -> ManifestRequest? { try seek(key)?.request }
+
+    /// The entry for `key`, nil when the manifest has none (``seek(_:)``: keys in increasing order), decoded whole.
+    /// What a refresh reads of the entries it carries over and fetches again, without the manifest decoded whole.
+    package func entry(forKey key: String) throws -> ManifestEntry? {
+        guard let found = try seek(key) else { return nil }
+        return try found.entry ?? decode(ManifestEntry.self, found.element)
+    }
+
+    /// An element as ``seek(_:)`` reads it: its key, its request when its bytes may hold one (`"request"`, or a `\u`
+    /// escape, which could spell a key), its bytes for a whole decode later, and, from a manifest decoded whole, the
+    /// entry itself.
+    private struct Keyed {
+        var key: String
+        var request: ManifestRequest?
+        var element: [UInt8]
+        var entry: ManifestEntry?
+    }
+
+    /// Where ``seek(_:)`` stands, whether it started, and the last key asked for.
+    private var keyed: Keyed?
+    private var keyedStarted = false
+    private var lastAsked: String?
+
+    /// The element for `key`, or nil. Keys must be asked for in increasing order of their UTF-8 bytes, the order of the
+    /// index and of the manifest the writer writes: the entries before `key` are passed over, having had only their key
+    /// (and request) decoded, and a key asked after a greater one is refused rather than answered nil.
+    private func seek(_ key: String) throws -> Keyed? {
+        if let lastAsked, key.utf8.lexicographicallyPrecedes(lastAsked.utf8) {
+            throw BundleError(.invalidArgument, "manifest entries asked out of key order: \(key) after \(lastAsked)")
+        }
+        lastAsked = key
         if !keyedStarted {
             keyedStarted = true
             keyed = try nextKeyed()
         }
-        while let entry = keyed, entry.key.utf8.lexicographicallyPrecedes(key.utf8) { keyed = try nextKeyed() }
-        return keyed?.key == key ? keyed?.request : nil
+        while let current = keyed, current.key.utf8.lexicographicallyPrecedes(key.utf8) { keyed = try nextKeyed() }
+        return keyed?.key == key ? keyed : nil
     }
-
-    /// The entry for `key`, nil when the manifest has none. Keys must be asked for in increasing order of their UTF-8
-    /// bytes, as for ``request(forKey:)`` (use one of the two on a reader); of the entries passed over, only the key is
-    /// decoded. What a refresh reads of the entries it carries over and fetches again, without the manifest decoded whole.
-    package func entry(forKey key: String) throws -> ManifestEntry? {
-        try ask(key, by: "entry(forKey:)")
-        if !elementStarted {
-            elementStarted = true
-            keyedElement = try nextKeyedElement()
-        }
-        while let current = keyedElement, current.key.utf8.lexicographicallyPrecedes(key.utf8) { keyedElement = try nextKeyedElement() }
-        guard let current = keyedElement, current.key == key else { return nil }
-        if let entry = current.entry { return entry }
-        do {
-            return try decoder.decode(ManifestEntry.self, from: Data(current.element))
-        } catch {
-            throw BundleError(.corruptIndex, "an entry of manifest.json cannot be decoded: \(error)", entry: BundleFormat.manifestEntryName)
-        }
-    }
-
-    /// The keyed reader this one serves, and the last key it was asked for: each keyed reader keeps its own place in
-    /// the stream, so two on one reader, or a key asked after a greater one, would pass entries over unseen. Both are
-    /// refused rather than answered nil.
-    private var keyedReader: String?
-    private var lastAsked: String?
-
-    private func ask(_ key: String, by reader: String) throws {
-        if let keyedReader, keyedReader != reader {
-            throw BundleError(.invalidArgument, "a manifest reader that served \(keyedReader) cannot serve \(reader)")
-        }
-        if let lastAsked, key.utf8.lexicographicallyPrecedes(lastAsked.utf8) {
-            throw BundleError(.invalidArgument, "manifest entries asked out of key order: \(key) after \(lastAsked)")
-        }
-        keyedReader = reader
-        lastAsked = key
-    }
-
-    /// The element ``entry(forKey:)`` stands at (or, for a manifest decoded whole, the entry itself).
-    private var keyedElement: (key: String, element: [UInt8], entry: ManifestEntry?)?
-    private var elementStarted = false
-
-    private func nextKeyedElement() throws -> (key: String, element: [UInt8], entry: ManifestEntry?)? {
-        if whole != nil { return try next().map { ($0.key, [], $0) } }
-        guard let element = try nextElement() else { return nil }
-        do {
-            return (try decoder.decode(KeyOnly.self, from: Data(element)).key, element, nil)
-        } catch {
-            throw BundleError(.corruptIndex, "an entry of manifest.json cannot be decoded: \(error)", entry: BundleFormat.manifestEntryName)
-        }
-    }
-
-    /// The entry ``request(forKey:)`` stands at, and whether it read one yet.
-    private var keyed: (key: String, request: ManifestRequest?)?
-    private var keyedStarted = false
 
     /// An element's key alone, and with its request: the fields the exports read (their values are decoded as a
     /// whole entry's are, the others not made into values at all).
@@ -181,18 +151,20 @@ package final class ManifestEntries {
     private static let unicodeEscape = Array("\\u".utf8)
     private static let volatileMark = Array("\"volatile\"".utf8)
 
-    /// The next entry's key and request, or nil after the last.
-    private func nextKeyed() throws -> (key: String, request: ManifestRequest?)? {
-        if whole != nil { return try next().map { ($0.key, $0.request) } }
+    private func nextKeyed() throws -> Keyed? {
+        if whole != nil { return try next().map { Keyed(key: $0.key, request: $0.request, element: [], entry: $0) } }
         guard let element = try nextElement() else { return nil }
-        // A key may be spelled with `\u` escapes: such an element is decoded whole too.
-        let mayHoldRequest = element.containsBytes(Self.requestMark) || element.containsBytes(Self.unicodeEscape)
+        if element.containsBytes(Self.requestMark) || element.containsBytes(Self.unicodeEscape) {
+            let found = try decode(KeyAndRequest.self, element)
+            return Keyed(key: found.key, request: found.request, element: element)
+        }
+        return Keyed(key: try decode(KeyOnly.self, element).key, element: element)
+    }
+
+    /// An element of `entries` decoded as `type`; one that does not decode is a damaged index.
+    private func decode<T: Decodable>(_ type: T.Type, _ element: [UInt8]) throws -> T {
         do {
-            if mayHoldRequest {
-                let entry = try decoder.decode(KeyAndRequest.self, from: Data(element))
-                return (entry.key, entry.request)
-            }
-            return (try decoder.decode(KeyOnly.self, from: Data(element)).key, nil)
+            return try decoder.decode(type, from: Data(element))
         } catch {
             throw BundleError(.corruptIndex, "an entry of manifest.json cannot be decoded: \(error)", entry: BundleFormat.manifestEntryName)
         }
@@ -212,11 +184,7 @@ package final class ManifestEntries {
         while let element = try nextElement() {
             guard element.containsBytes(Self.requestMark) || element.containsBytes(Self.volatileMark) || element.containsBytes(Self.unicodeEscape)
             else { continue }
-            do {
-                return try decoder.decode(ManifestEntry.self, from: Data(element))
-            } catch {
-                throw BundleError(.corruptIndex, "an entry of manifest.json cannot be decoded: \(error)", entry: BundleFormat.manifestEntryName)
-            }
+            return try decode(ManifestEntry.self, element)
         }
         return nil
     }

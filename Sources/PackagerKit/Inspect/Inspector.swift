@@ -110,24 +110,12 @@ public enum Inspector {
         try BundleView(path: path, remote: remote).listing()
     }
 
-    /// A bundle's listing but its rows: what `packager inspect` prints around them.
-    public struct BundleSummary: Sendable {
-        public var path: String
-        public var fileSize: UInt64
-        public var digest: String
-        public var signed: Bool
-        public var generator: String
-        public var createdAt: String?
-        public var formatVersion: Int
-        public var rules: BundleRules
-        public var totals: ManifestTotals
-    }
-
     /// A mounted bundle listed a row at a time, in key order: the rows are read off its index (what it serves), so a
     /// listing of any size holds one row, and the manifest is only scanned for its summary (a bundle of 1,000,000
     /// entries listed whole took 2.9 GB, its manifest decoded and every row and table cell kept).
     public struct BundleView: Sendable {
-        public let summary: BundleSummary
+        /// The listing without its rows (`entries` empty): what `packager inspect` prints around them.
+        public let summary: BundleListing
         /// The number of rows.
         public var count: Int { bundle.entryCount }
         private let bundle: MountedBundle
@@ -151,17 +139,16 @@ public enum Inspector {
             let manifest = try bundle.manifestEntries().remainderSkippingEntries()
             self.bundle = bundle
             // A URL as it may be printed: no credentials, no query (a presigned URL's signature).
-            summary = BundleSummary(
+            summary = BundleListing(
                 path: RemoteObject.shown(path), fileSize: bundle.file.size, digest: bundle.digest, signed: bundle.isSigned, generator: manifest.generator,
-                createdAt: manifest.createdAt, formatVersion: bundle.formatVersion, rules: bundle.rules, totals: manifest.totals)
+                createdAt: manifest.createdAt, formatVersion: bundle.formatVersion, rules: bundle.rules, entries: [], totals: manifest.totals)
         }
 
-        /// The summary and every row, in memory (or none, for a listing whose rows go out one at a time).
-        public func listing(withRows: Bool = true) -> BundleListing {
-            let s = summary
-            return BundleListing(
-                path: s.path, fileSize: s.fileSize, digest: s.digest, signed: s.signed, generator: s.generator, createdAt: s.createdAt,
-                formatVersion: s.formatVersion, rules: s.rules, entries: withRows ? (0..<count).map(row) : [], totals: s.totals)
+        /// The listing with every row, in memory.
+        public func listing() -> BundleListing {
+            var whole = summary
+            whole.entries = (0..<count).map(row)
+            return whole
         }
 
         /// The row at `position` (0 up to ``count``): its media type and redirect target as the manifest writes them,
