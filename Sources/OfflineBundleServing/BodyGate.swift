@@ -89,7 +89,7 @@ final class BodyGate: Sendable {
     }
 
     /// Counts `bytes` of a kept body as in flight until `written` completes; then the answers that waited try again.
-    private func holdKept(_ bytes: Int, until written: EventLoopFuture<Void>) {
+    func holdKept(_ bytes: Int, until written: EventLoopFuture<Void>) {
         state.value.keptInFlight += bytes
         written.whenComplete { _ in
             self.state.value.keptInFlight -= bytes

@@ -58,19 +58,11 @@ enum SecureServing {
                         try sync.addHandler(BundleChannelHandler(streamSettings, cache: cache, gate: gate))
                     }
                 }
-                guard let cache else {
-                    // No cache of whole answers: every request on a stream channel, by the multiplexer inside
-                    // NIOHTTP2Handler (fewer hops per frame than the separate one).
-                    return channel.configureHTTP2Pipeline(
-                        mode: .server, connectionConfiguration: .init(), streamConfiguration: .init(), inboundStreamInitializer: streams
-                    ).map { _ in }
-                }
-                // With one, the requests it answers are answered on the connection (``HTTP2CacheFront``); the others go
-                // on to stream channels made by the separate multiplexer behind it.
+                // The connection's frames are read and written by ``HTTP2Connection``, which answers what the cache holds
+                // itself; the other requests go on to stream channels made by NIO's multiplexer behind it.
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()))
-                    try sync.addHandler(HTTP2CacheFront(settings: settings, cache: cache, gate: gate))
+                    try sync.addHandler(HTTP2Connection(settings: settings, cache: cache, gate: gate))
                     try sync.addHandler(HTTP2StreamMultiplexer(mode: .server, channel: channel, inboundStreamInitializer: streams))
                 }
             },

@@ -1,0 +1,793 @@
+import Foundation
+import NIOCore
+import NIOHPACK
+import NIOHTTP1
+import NIOHTTP2
+import OfflineBundle
+
+/// An HTTP/2 connection of the channel server over TLS, in place of NIO's `NIOHTTP2Handler`: it reads the frames off
+/// the bytes, decodes header blocks (NIOHPACK's decoder), keeps the streams' states and both sides' flow-control windows,
+/// and answers on the connection itself what the response cache holds (as ``HTTP2CacheFront`` does behind NIO's
+/// handler): a HEADERS frame whose block an encoder without a dynamic table wrote (``HPACKLiterals``), and DATA frames
+/// as the client's windows take them. Every other request goes on, as `HTTP2Frame`s with the events NIO's handler sends,
+/// to NIO's `HTTP2StreamMultiplexer` behind it, whose stream channels run ``BundleChannelHandler``; what those write comes
+/// back here as frames to encode.
+///
+/// What a client sends wrong is answered as RFC 9113 says: a stream error (RST_STREAM) or a connection error (GOAWAY,
+/// then the connection closes). What a client may send to make a server work for nothing is bounded as NIO's handler
+/// bounds it by default: streams reset by the client (``Limits/resets`` in ``Limits/resetWindow``), stream errors in all
+/// (``Limits/glitches``), CONTINUATION frames in a row, empty DATA frames in a row, and control frames answered while the
+/// client reads nothing.
+final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = HTTP2Frame
+    typealias OutboundIn = HTTP2Frame
+    typealias OutboundOut = IOData
+
+    /// What a client may do before the connection is closed.
+    struct Limits {
+        /// Streams open at once (SETTINGS_MAX_CONCURRENT_STREAMS, as NIO's default settings).
+        var maxConcurrentStreams = 100
+        /// A request's decoded fields, in HPACK's count (SETTINGS_MAX_HEADER_LIST_SIZE).
+        var maxHeaderListSize = HPACKDecoder.defaultMaxHeaderListSize
+        /// CONTINUATION frames after one HEADERS frame.
+        var maxContinuations = 5
+        /// Empty DATA frames in a row that do not end their stream.
+        var maxEmptyDataFrames = 1
+        /// Streams the client resets within `resetWindow`.
+        var resets = 200
+        var resetWindow = TimeAmount.seconds(30)
+        /// Stream errors the client causes over the connection's life.
+        var glitches = 200
+        /// Control frames answered (PING, SETTINGS) while the connection is not writable.
+        var bufferedControlFrames = 10_000
+    }
+
+    private struct Stream {
+        /// The client ended its side (END_STREAM received).
+        var requestEnded: Bool
+        /// END_STREAM went out.
+        var responseEnded = false
+        /// On a stream channel of the multiplexer (else answered here).
+        var onChannel: Bool
+        var sendWindow: Int
+        var receiveWindow: Int
+        /// What waits for the client's windows, in order.
+        var pending = CircularBuffer<Pending>()
+        /// The request's Content-Length, and the DATA bytes received.
+        var expectedLength: Int?
+        var received = 0
+    }
+
+    private enum Pending {
+        case data(ByteBuffer, endStream: Bool, promise: EventLoopPromise<Void>?)
+        case headers(HPACKHeaders, endStream: Bool, promise: EventLoopPromise<Void>?)
+    }
+
+    /// A header block begun and not yet ended (a HEADERS frame without END_HEADERS).
+    private struct OpenBlock {
+        var stream: UInt32
+        var endStream: Bool
+        var fragment: ByteBuffer
+        var continuations = 0
+        var dependsOnItself: Bool
+    }
+
+    /// A connection error (RFC 9113 §5.4.1).
+    private struct ConnectionError: Error {
+        var code: HTTP2ErrorCodeValue
+    }
+
+    private let settings: BundleChannelHandler.Settings
+    private let cache: ResponseCache?
+    private let gate: BodyGate
+    private let limits: Limits
+
+    private var decoder: HPACKDecoder
+    private var inbound: ByteBuffer?
+    private var prefaceRead = false
+    private var settingsRead = false
+    private var block: OpenBlock?
+    private var streams: [UInt32: Stream] = [:]
+    /// Streams with DATA waiting for the connection's window, in the order they began to wait.
+    private var blocked: [UInt32] = []
+    /// The highest stream the client opened.
+    private var lastStream: UInt32 = 0
+    /// The highest stream the GOAWAY sent lets through; nil until one went.
+    private var goAwayStream: UInt32?
+    private var peerGoingAway = false
+    private var closing = false
+
+    private var connectionSendWindow = HTTP2Wire.defaultWindow
+    private var connectionReceiveWindow = HTTP2Wire.defaultWindow
+    /// Bytes received on the connection and not yet given back by a WINDOW_UPDATE.
+    private var connectionConsumed = 0
+    private var peerInitialWindow = HTTP2Wire.defaultWindow
+    private var peerMaxFrameSize = HTTP2Wire.defaultMaxFrameSize
+    /// The next header block sent starts with a dynamic table size update to 0.
+    private var tableSizeUpdate = true
+
+    /// The last streams this side reset: frames the client sent on them before it knew are ignored (RFC 9113 §5.4.2).
+    private var recentlyReset = CircularBuffer<UInt32>(initialCapacity: 32)
+    private var emptyDataFrames = 0
+    private var resetCount = 0
+    private var resetWindowStart = NIODeadline.now()
+    private var glitches = 0
+    private var controlWhileUnwritable = 0
+
+    private var unflushed = false
+    private var date = DateField()
+    /// Events for the multiplexer, fired in order once the frame that caused them went on (as NIO's handler orders
+    /// them: a stream's HEADERS, then its creation, then its close).
+    private var events = CircularBuffer<any Sendable>()
+
+    init(settings: BundleChannelHandler.Settings, cache: ResponseCache?, gate: BodyGate, limits: Limits = Limits()) {
+        self.settings = settings
+        self.cache = cache
+        self.gate = gate
+        self.limits = limits
+        decoder = HPACKDecoder(
+            allocator: ByteBufferAllocator(), maxDynamicTableSize: HPACKDecoder.maxDynamicTableSize, maxHeaderListSize: limits.maxHeaderListSize)
+    }
+
+    // MARK: The connection's start and end
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { sendSettings(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        sendSettings(context: context)
+        context.fireChannelActive()
+    }
+
+    private var settingsSent = false
+
+    private func sendSettings(context: ChannelHandlerContext) {
+        guard !settingsSent else { return }
+        settingsSent = true
+        var out = context.channel.allocator.buffer(capacity: 32)
+        HTTP2Wire.writeSettings(
+            [
+                (HTTP2Wire.Setting.maxConcurrentStreams, UInt32(limits.maxConcurrentStreams)),
+                (HTTP2Wire.Setting.maxHeaderListSize, UInt32(limits.maxHeaderListSize)),
+            ],
+            into: &out)
+        context.writeAndFlush(wrapOutboundOut(.byteBuffer(out)), promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        dropStreams()
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) { dropStreams() }
+
+    /// The connection ended: what waits to be sent never will be.
+    private func dropStreams() {
+        closing = true
+        for (_, stream) in streams { fail(stream.pending) }
+        streams.removeAll()
+        blocked.removeAll()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent, goAwayStream == nil, !closing {
+            // A graceful end: the streams open go on, no new one is read, and the connection closes once they end.
+            goAwayStream = lastStream
+            var out = context.channel.allocator.buffer(capacity: 17)
+            HTTP2Wire.writeGoAway(lastStream: lastStream, code: .noError, into: &out)
+            context.writeAndFlush(wrapOutboundOut(.byteBuffer(out)), promise: nil)
+            closeIfDone(context: context)
+        }
+        drainEvents(context: context)
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            controlWhileUnwritable = 0
+            // What waited for the socket to take bytes goes on.
+            let waiting = blocked
+            blocked.removeAll()
+            for id in waiting { sendPending(id, context: context) }
+            drainEvents(context: context)
+            if unflushed { flush(context: context) }
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    private func fire(_ event: any Sendable) { events.append(event) }
+
+    private func drainEvents(context: ChannelHandlerContext) {
+        while let event = events.popFirst() { context.fireUserInboundEventTriggered(event) }
+    }
+
+    // MARK: Reading frames
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !closing else { return }
+        var bytes = unwrapInboundIn(data)
+        if var held = inbound {
+            inbound = nil
+            held.writeBuffer(&bytes)
+            bytes = held
+        }
+        do {
+            try read(&bytes, context: context)
+        } catch let error as ConnectionError {
+            return fail(error.code, context: context)
+        } catch {
+            return fail(.internalError, context: context)
+        }
+        if bytes.readableBytes > 0, !closing {
+            // Only the start of a frame is held, not the bytes before it.
+            bytes.discardReadBytes()
+            inbound = bytes
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if unflushed {
+            unflushed = false
+            context.flush()
+        }
+        context.fireChannelReadComplete()
+    }
+
+    private func read(_ bytes: inout ByteBuffer, context: ChannelHandlerContext) throws {
+        if !prefaceRead {
+            guard bytes.readableBytes >= HTTP2Wire.preface.count else {
+                if !HTTP2Wire.preface.starts(with: bytes.readableBytesView) { throw ConnectionError(code: .protocolError) }
+                return
+            }
+            guard bytes.readBytes(length: HTTP2Wire.preface.count) == HTTP2Wire.preface else { throw ConnectionError(code: .protocolError) }
+            prefaceRead = true
+        }
+        while !closing, let header = HTTP2Wire.header(at: bytes) {
+            // We never raise SETTINGS_MAX_FRAME_SIZE above its default (RFC 9113 §4.2).
+            guard header.length <= HTTP2Wire.defaultMaxFrameSize else { throw ConnectionError(code: .frameSizeError) }
+            guard bytes.readableBytes >= 9 + header.length else { return }
+            bytes.moveReaderIndex(forwardBy: 9)
+            let payload = bytes.readSlice(length: header.length)!
+            // The first frame is SETTINGS (RFC 9113 §3.4).
+            if !settingsRead {
+                guard header.type == HTTP2Wire.FrameType.settings, !header.has(HTTP2Wire.Flag.ack) else { throw ConnectionError(code: .protocolError) }
+                settingsRead = true
+            }
+            if let open = block, header.type != HTTP2Wire.FrameType.continuation || header.stream != open.stream {
+                throw ConnectionError(code: .protocolError)
+            }
+            try frame(header, payload, context: context)
+            drainEvents(context: context)
+        }
+    }
+
+    private func frame(_ header: HTTP2Wire.FrameHeader, _ payload: ByteBuffer, context: ChannelHandlerContext) throws {
+        var payload = payload
+        switch header.type {
+        case HTTP2Wire.FrameType.data: try data(header, payload, context: context)
+        case HTTP2Wire.FrameType.headers:
+            guard header.stream != 0, header.stream & 1 == 1 else { throw ConnectionError(code: .protocolError) }
+            try unpad(header, &payload)
+            var dependsOnItself = false
+            if header.has(HTTP2Wire.Flag.priority) {
+                guard let dependency = payload.readInteger(as: UInt32.self), payload.readInteger(as: UInt8.self) != nil else {
+                    throw ConnectionError(code: .frameSizeError)
+                }
+                dependsOnItself = dependency & 0x7fff_ffff == header.stream
+            }
+            let open = OpenBlock(stream: header.stream, endStream: header.has(HTTP2Wire.Flag.endStream), fragment: payload, dependsOnItself: dependsOnItself)
+            if header.has(HTTP2Wire.Flag.endHeaders) {
+                try headers(open, context: context)
+            } else {
+                block = open
+            }
+        case HTTP2Wire.FrameType.continuation:
+            guard var open = block else { throw ConnectionError(code: .protocolError) }
+            open.continuations += 1
+            // A block no decoded list could fit, or a flood of tiny frames (CVE-2024-27316's kind).
+            guard open.continuations <= limits.maxContinuations, open.fragment.readableBytes + payload.readableBytes <= 2 * limits.maxHeaderListSize
+            else { throw ConnectionError(code: .enhanceYourCalm) }
+            open.fragment.writeImmutableBuffer(payload)
+            if header.has(HTTP2Wire.Flag.endHeaders) {
+                block = nil
+                try headers(open, context: context)
+            } else {
+                block = open
+            }
+        case HTTP2Wire.FrameType.priority:
+            guard header.stream != 0 else { throw ConnectionError(code: .protocolError) }
+            // A stream error on a stream that was opened; on one that never was, RST_STREAM may not go (§6.4).
+            let idle = header.stream > lastStream
+            guard header.length == 5 else {
+                if idle { throw ConnectionError(code: .frameSizeError) }
+                return streamError(header.stream, .frameSizeError, context: context)
+            }
+            if payload.getInteger(at: payload.readerIndex, as: UInt32.self)! & 0x7fff_ffff == header.stream {
+                if idle { throw ConnectionError(code: .protocolError) }
+                streamError(header.stream, .protocolError, context: context)
+            }
+        case HTTP2Wire.FrameType.rstStream:
+            guard header.stream != 0, header.stream <= lastStream else { throw ConnectionError(code: .protocolError) }
+            guard header.length == 4 else { throw ConnectionError(code: .frameSizeError) }
+            try countReset()
+            let code = payload.readInteger(as: UInt32.self)!
+            if let stream = streams.removeValue(forKey: header.stream) {
+                fail(stream.pending)
+                if stream.onChannel {
+                    fire(StreamClosedEvent(streamID: HTTP2StreamID(Int(header.stream)), reason: HTTP2ErrorCode(networkCode: Int(code))))
+                }
+            }
+            closeIfDone(context: context)
+        case HTTP2Wire.FrameType.settings: try settingsFrame(header, payload, context: context)
+        case HTTP2Wire.FrameType.pushPromise: throw ConnectionError(code: .protocolError)
+        case HTTP2Wire.FrameType.ping:
+            guard header.stream == 0 else { throw ConnectionError(code: .protocolError) }
+            guard header.length == 8 else { throw ConnectionError(code: .frameSizeError) }
+            guard !header.has(HTTP2Wire.Flag.ack) else { return }
+            var out = context.channel.allocator.buffer(capacity: 17)
+            HTTP2Wire.writePingAck(payload.readInteger(as: UInt64.self)!, into: &out)
+            try writeControl(out, context: context)
+        case HTTP2Wire.FrameType.goAway:
+            guard header.stream == 0 else { throw ConnectionError(code: .protocolError) }
+            guard header.length >= 8 else { throw ConnectionError(code: .frameSizeError) }
+            peerGoingAway = true
+            closeIfDone(context: context)
+        case HTTP2Wire.FrameType.windowUpdate: try windowUpdate(header, payload, context: context)
+        default:
+            // Unknown frame types are ignored (RFC 9113 §4.1, §5.5).
+            break
+        }
+    }
+
+    /// Strips a PADDED frame's padding (RFC 9113 §6.1, §6.2).
+    private func unpad(_ header: HTTP2Wire.FrameHeader, _ payload: inout ByteBuffer) throws {
+        guard header.has(HTTP2Wire.Flag.padded) else { return }
+        guard let padding = payload.readInteger(as: UInt8.self), Int(padding) <= payload.readableBytes else {
+            throw ConnectionError(code: .protocolError)
+        }
+        payload = payload.readSlice(length: payload.readableBytes - Int(padding))!
+    }
+
+    private func headers(_ open: OpenBlock, context: ChannelHandlerContext) throws {
+        var fragment = open.fragment
+        // Every block is decoded, whatever becomes of its stream: the client's encoder and this decoder share a table.
+        let fields: HPACKHeaders
+        do {
+            fields = try decoder.decodeHeaders(from: &fragment)
+        } catch {
+            throw ConnectionError(code: .compressionError)
+        }
+        let id = open.stream
+        if id > lastStream {
+            lastStream = id
+            // After a GOAWAY, streams it did not let through are not read (RFC 9113 §6.8).
+            if let goAwayStream, id > goAwayStream { return }
+            if peerGoingAway { return }
+            if open.dependsOnItself { return streamError(id, .protocolError, context: context) }
+            guard case .wellFormed(let contentLength) = HTTP2RequestCheck.request(fields), !open.endStream || (contentLength ?? 0) == 0 else {
+                return streamError(id, .protocolError, context: context)
+            }
+            guard streams.count < limits.maxConcurrentStreams else { return refuse(id, context: context) }
+            if open.endStream, answer(id, fields, context: context) { return }
+            streams[id] = Stream(
+                requestEnded: open.endStream, onChannel: true, sendWindow: peerInitialWindow, receiveWindow: HTTP2Wire.defaultWindow,
+                expectedLength: contentLength)
+            let stream = HTTP2StreamID(Int(id))
+            fire(
+                NIOHTTP2StreamCreatedEvent(
+                    streamID: stream, localInitialWindowSize: UInt32(HTTP2Wire.defaultWindow), remoteInitialWindowSize: UInt32(peerInitialWindow)))
+            context.fireChannelRead(wrapInboundOut(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: fields, endStream: open.endStream)))))
+            return
+        }
+        guard var stream = streams[id], stream.onChannel else {
+            // A stream that ended: frames the client sent before it knew of a reset are ignored, others are an error.
+            if recentlyReset.contains(id) { return }
+            return streamError(id, .streamClosed, context: context)
+        }
+        // Trailers: they end the request, and hold no pseudo-field.
+        guard !stream.requestEnded else { return streamError(id, .streamClosed, context: context) }
+        guard open.endStream, HTTP2RequestCheck.trailers(fields), stream.expectedLength.map({ $0 == stream.received }) ?? true else {
+            return streamError(id, .protocolError, context: context)
+        }
+        stream.requestEnded = true
+        streams[id] = stream
+        context.fireChannelRead(wrapInboundOut(HTTP2Frame(streamID: HTTP2StreamID(Int(id)), payload: .headers(.init(headers: fields, endStream: true)))))
+        closeIfEnded(id, context: context)
+    }
+
+    private func data(_ header: HTTP2Wire.FrameHeader, _ payload: ByteBuffer, context: ChannelHandlerContext) throws {
+        guard header.stream != 0, header.stream <= lastStream else { throw ConnectionError(code: .protocolError) }
+        // The connection's window counts the whole payload, padding too, whatever becomes of the stream (§6.9.1).
+        connectionReceiveWindow -= header.length
+        guard connectionReceiveWindow >= 0 else { throw ConnectionError(code: .flowControlError) }
+        connectionConsumed += header.length
+        if connectionConsumed >= HTTP2Wire.defaultWindow / 2 {
+            var out = context.channel.allocator.buffer(capacity: 13)
+            HTTP2Wire.writeWindowUpdate(0, increment: connectionConsumed, into: &out)
+            connectionReceiveWindow += connectionConsumed
+            connectionConsumed = 0
+            write(out, context: context)
+        }
+        var payload = payload
+        try unpad(header, &payload)
+        let end = header.has(HTTP2Wire.Flag.endStream)
+        if payload.readableBytes == 0 && !end {
+            emptyDataFrames += 1
+            guard emptyDataFrames <= limits.maxEmptyDataFrames else { throw ConnectionError(code: .enhanceYourCalm) }
+        } else {
+            emptyDataFrames = 0
+        }
+        if let goAwayStream, header.stream > goAwayStream { return }
+        guard var stream = streams[header.stream], stream.onChannel, !stream.requestEnded else {
+            if streams[header.stream] == nil, recentlyReset.contains(header.stream) { return }
+            return streamError(header.stream, .streamClosed, context: context)
+        }
+        stream.receiveWindow -= header.length
+        guard stream.receiveWindow >= 0 else { return streamError(header.stream, .flowControlError, context: context) }
+        stream.received += payload.readableBytes
+        if let expected = stream.expectedLength, stream.received > expected || (end && stream.received != expected) {
+            return streamError(header.stream, .protocolError, context: context)
+        }
+        stream.requestEnded = end
+        streams[header.stream] = stream
+        let id = HTTP2StreamID(Int(header.stream))
+        context.fireChannelRead(wrapInboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(payload), endStream: end)))))
+        // The stream channel gives the window back as it reads (toward the multiplexer's target, this initial window).
+        if !end { fire(NIOHTTP2WindowUpdatedEvent(streamID: id, inboundWindowSize: stream.receiveWindow, outboundWindowSize: nil)) }
+        if end { closeIfEnded(header.stream, context: context) }
+    }
+
+    private func settingsFrame(_ header: HTTP2Wire.FrameHeader, _ payload: ByteBuffer, context: ChannelHandlerContext) throws {
+        guard header.stream == 0 else { throw ConnectionError(code: .protocolError) }
+        if header.has(HTTP2Wire.Flag.ack) {
+            guard header.length == 0 else { throw ConnectionError(code: .frameSizeError) }
+            return
+        }
+        guard header.length % 6 == 0 else { throw ConnectionError(code: .frameSizeError) }
+        var payload = payload
+        var windowDelta = 0
+        while let id = payload.readInteger(as: UInt16.self), let value = payload.readInteger(as: UInt32.self) {
+            switch id {
+            case HTTP2Wire.Setting.headerTableSize: tableSizeUpdate = true
+            case HTTP2Wire.Setting.enablePush: guard value <= 1 else { throw ConnectionError(code: .protocolError) }
+            case HTTP2Wire.Setting.initialWindowSize:
+                guard value <= UInt32(HTTP2Wire.maxWindow) else { throw ConnectionError(code: .flowControlError) }
+                windowDelta += Int(value) - peerInitialWindow
+                peerInitialWindow = Int(value)
+            case HTTP2Wire.Setting.maxFrameSize:
+                guard value >= UInt32(HTTP2Wire.defaultMaxFrameSize), value <= 0xff_ffff else { throw ConnectionError(code: .protocolError) }
+                peerMaxFrameSize = Int(value)
+            default: continue
+            }
+        }
+        var out = context.channel.allocator.buffer(capacity: 9)
+        HTTP2Wire.writeSettingsAck(into: &out)
+        try writeControl(out, context: context)
+        guard windowDelta != 0 else { return }
+        // A new initial window moves every stream's window by the difference (RFC 9113 §6.9.2); one may go below zero.
+        for id in Array(streams.keys) {
+            streams[id]!.sendWindow += windowDelta
+            guard streams[id]!.sendWindow <= HTTP2Wire.maxWindow else { throw ConnectionError(code: .flowControlError) }
+        }
+        if windowDelta > 0 { for id in Array(streams.keys) { sendPending(id, context: context) } }
+    }
+
+    private func windowUpdate(_ header: HTTP2Wire.FrameHeader, _ payload: ByteBuffer, context: ChannelHandlerContext) throws {
+        guard header.length == 4 else { throw ConnectionError(code: .frameSizeError) }
+        let increment = Int(payload.getInteger(at: payload.readerIndex, as: UInt32.self)! & 0x7fff_ffff)
+        if header.stream == 0 {
+            guard increment > 0 else { throw ConnectionError(code: .protocolError) }
+            connectionSendWindow += increment
+            guard connectionSendWindow <= HTTP2Wire.maxWindow else { throw ConnectionError(code: .flowControlError) }
+            let waiting = blocked
+            blocked.removeAll()
+            for id in waiting { sendPending(id, context: context) }
+            return
+        }
+        guard header.stream <= lastStream else { throw ConnectionError(code: .protocolError) }
+        guard var stream = streams[header.stream] else { return }
+        guard increment > 0 else { return streamError(header.stream, .protocolError, context: context) }
+        stream.sendWindow += increment
+        guard stream.sendWindow <= HTTP2Wire.maxWindow else { return streamError(header.stream, .flowControlError, context: context) }
+        streams[header.stream] = stream
+        sendPending(header.stream, context: context)
+    }
+
+    /// One more stream reset by the client; too many in the window is a connection error (Rapid Reset, CVE-2023-44487).
+    private func countReset() throws {
+        let now = NIODeadline.now()
+        if now - resetWindowStart > limits.resetWindow {
+            resetWindowStart = now
+            resetCount = 0
+        }
+        resetCount += 1
+        guard resetCount <= limits.resets else { throw ConnectionError(code: .enhanceYourCalm) }
+    }
+
+    // MARK: Answers from the cache
+
+    /// Answers the request from the cache when it holds the answer; false, having sent nothing, when it does not. The
+    /// same rules as ``HTTP2CacheFront``'s.
+    private func answer(_ id: UInt32, _ fields: HPACKHeaders, context: ChannelHandlerContext) -> Bool {
+        guard let cache, context.channel.isWritable else { return false }
+        var method: String?
+        var path: String?
+        var authority: String?
+        var asked = BundleChannelHandler.Asked()
+        for (name, value, _) in fields {
+            switch name {
+            case ":method": method = value
+            case ":path": path = value
+            case ":authority": authority = value
+            case ":scheme": continue
+            default: asked.read(name, value)
+            }
+        }
+        if asked.hosts == 0, let authority { asked.read("host", authority) }
+        guard method == "GET", let path, asked.hosts == 1, asked.plain else { return false }
+        let generation = settings.serving.handle.snapshot.generation
+        guard let kept = cache.answer(for: asked.key(for: path), generation: generation), case .bytes(let body) = kept.body,
+            let headers = kept.http2Fields, gate.mayWriteKept(body.readableBytes)
+        else { return false }
+        let now = time(nil)
+        if let served = settings.serving.policy.accessLog {
+            var record = ServedRequest(
+                client: context.channel.remoteAddress?.ipAddress, method: "GET", target: path, status: kept.status, contentLength: kept.contentLength,
+                source: kept.source)
+            record.version = HTTPVersion.http2.description
+            served(record)
+        }
+        var block = context.channel.allocator.buffer(capacity: 512)
+        HPACKLiterals.write(headers, tableSizeUpdate: tableSizeUpdate, into: &block)
+        tableSizeUpdate = false
+        HPACKLiterals.write(name: "date", value: date.value(at: now), into: &block)
+        if let age = kept.age(at: now) { HPACKLiterals.write(name: "age", value: String(age), into: &block) }
+        let empty = body.readableBytes == 0
+        var out = context.channel.allocator.buffer(capacity: block.readableBytes + 32)
+        writeHeaderBlock(id, block, endStream: empty, into: &out)
+        let fits = body.readableBytes <= min(peerInitialWindow, connectionSendWindow, peerMaxFrameSize)
+        if fits, !empty {
+            // The whole body in one DATA frame: its header with the HEADERS frame, the body as the cache keeps it.
+            HTTP2Wire.writeHeader(length: body.readableBytes, type: HTTP2Wire.FrameType.data, flags: HTTP2Wire.Flag.endStream, stream: id, into: &out)
+            connectionSendWindow -= body.readableBytes
+        }
+        write(out, context: context)
+        guard !empty else { return true }
+        let written = context.eventLoop.makePromise(of: Void.self)
+        gate.holdKept(body.readableBytes, until: written.futureResult)
+        if fits {
+            context.write(wrapOutboundOut(.byteBuffer(body)), promise: written)
+        } else {
+            // As the client's windows take it.
+            var stream = Stream(requestEnded: true, onChannel: false, sendWindow: peerInitialWindow, receiveWindow: 0)
+            stream.pending.append(.data(body, endStream: true, promise: written))
+            streams[id] = stream
+            sendPending(id, context: context)
+        }
+        unflushed = true
+        return true
+    }
+
+    // MARK: Writing
+
+    /// A header block as a HEADERS frame and CONTINUATION frames, each within the client's frame size.
+    private func writeHeaderBlock(_ id: UInt32, _ block: ByteBuffer, endStream: Bool, into out: inout ByteBuffer) {
+        var block = block
+        var first = true
+        repeat {
+            let piece = block.readSlice(length: min(block.readableBytes, peerMaxFrameSize))!
+            let last = block.readableBytes == 0
+            var flags: UInt8 = last ? HTTP2Wire.Flag.endHeaders : 0
+            if first && endStream { flags |= HTTP2Wire.Flag.endStream }
+            HTTP2Wire.writeHeader(
+                length: piece.readableBytes, type: first ? HTTP2Wire.FrameType.headers : HTTP2Wire.FrameType.continuation, flags: flags, stream: id,
+                into: &out)
+            out.writeImmutableBuffer(piece)
+            first = false
+        } while block.readableBytes > 0
+    }
+
+    /// What a stream channel writes.
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let frame = unwrapOutboundIn(data)
+        let id = UInt32(Int32(frame.streamID))
+        switch frame.payload {
+        case .headers(let headers):
+            guard var stream = streams[id], !stream.responseEnded else { return promise?.fail(NIOHTTP2Errors.noSuchStream(streamID: frame.streamID)) ?? () }
+            if !stream.pending.isEmpty {
+                stream.pending.append(.headers(headers.headers, endStream: headers.endStream, promise: promise))
+                streams[id] = stream
+                return
+            }
+            sendHeaders(id, headers.headers, endStream: headers.endStream, promise: promise, context: context)
+        case .data(let data):
+            guard var stream = streams[id], !stream.responseEnded, case .byteBuffer(let bytes) = data.data else {
+                return promise?.fail(NIOHTTP2Errors.noSuchStream(streamID: frame.streamID)) ?? ()
+            }
+            stream.pending.append(.data(bytes, endStream: data.endStream, promise: promise))
+            streams[id] = stream
+            sendPending(id, context: context)
+        case .rstStream(let code):
+            var out = context.channel.allocator.buffer(capacity: 13)
+            HTTP2Wire.writeRstStream(id, code: HTTP2ErrorCodeValue(rawValue: UInt32(code.networkCode)), into: &out)
+            context.write(wrapOutboundOut(.byteBuffer(out)), promise: promise)
+            noteReset(id)
+            if let stream = streams.removeValue(forKey: id) {
+                fail(stream.pending)
+                if stream.onChannel { fire(StreamClosedEvent(streamID: frame.streamID, reason: code)) }
+            }
+            closeIfDone(context: context)
+        case .windowUpdate(let increment):
+            if id == 0 {
+                connectionReceiveWindow += increment
+            } else if var stream = streams[id], !stream.requestEnded, stream.receiveWindow + increment <= HTTP2Wire.maxWindow {
+                stream.receiveWindow += increment
+                streams[id] = stream
+                fire(NIOHTTP2WindowUpdatedEvent(streamID: frame.streamID, inboundWindowSize: stream.receiveWindow, outboundWindowSize: nil))
+            } else {
+                promise?.succeed()
+                return
+            }
+            var out = context.channel.allocator.buffer(capacity: 13)
+            HTTP2Wire.writeWindowUpdate(id, increment: increment, into: &out)
+            context.write(wrapOutboundOut(.byteBuffer(out)), promise: promise)
+        default:
+            // PRIORITY and the rest: nothing a server's stream needs to send.
+            promise?.succeed()
+        }
+        drainEvents(context: context)
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        unflushed = false
+        context.flush()
+    }
+
+    private func sendHeaders(_ id: UInt32, _ headers: HPACKHeaders, endStream: Bool, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
+        var block = context.channel.allocator.buffer(capacity: 256)
+        HPACKLiterals.write(headers, tableSizeUpdate: tableSizeUpdate, into: &block)
+        tableSizeUpdate = false
+        var out = context.channel.allocator.buffer(capacity: block.readableBytes + 16)
+        writeHeaderBlock(id, block, endStream: endStream, into: &out)
+        context.write(wrapOutboundOut(.byteBuffer(out)), promise: promise)
+        if endStream {
+            streams[id]?.responseEnded = true
+            closeIfEnded(id, context: context)
+        }
+    }
+
+    /// Sends what waits on a stream as far as the windows let it.
+    private func sendPending(_ id: UInt32, context: ChannelHandlerContext) {
+        guard var stream = streams[id] else { return }
+        while let next = stream.pending.first {
+            switch next {
+            case .headers(let headers, let endStream, let promise):
+                stream.pending.removeFirst()
+                streams[id] = stream
+                sendHeaders(id, headers, endStream: endStream, promise: promise, context: context)
+                guard let after = streams[id] else { return }
+                stream = after
+            case .data(var bytes, let endStream, let promise):
+                // Not while the socket takes nothing (NIO's handler holds DATA so too): on when it is writable again.
+                guard context.channel.isWritable else {
+                    if !blocked.contains(id) { blocked.append(id) }
+                    streams[id] = stream
+                    return
+                }
+                let room = min(stream.sendWindow, connectionSendWindow, peerMaxFrameSize)
+                if bytes.readableBytes > 0 && room <= 0 {
+                    if connectionSendWindow <= 0, !blocked.contains(id) { blocked.append(id) }
+                    streams[id] = stream
+                    return
+                }
+                let piece = bytes.readSlice(length: min(room, bytes.readableBytes))!
+                let done = bytes.readableBytes == 0
+                stream.sendWindow -= piece.readableBytes
+                connectionSendWindow -= piece.readableBytes
+                var head = context.channel.allocator.buffer(capacity: 9)
+                HTTP2Wire.writeHeader(
+                    length: piece.readableBytes, type: HTTP2Wire.FrameType.data, flags: done && endStream ? HTTP2Wire.Flag.endStream : 0, stream: id,
+                    into: &head)
+                write(head, context: context)
+                if done {
+                    stream.pending.removeFirst()
+                    context.write(wrapOutboundOut(.byteBuffer(piece)), promise: promise)
+                    if endStream {
+                        stream.responseEnded = true
+                        streams[id] = stream
+                        closeIfEnded(id, context: context)
+                        return
+                    }
+                } else {
+                    stream.pending[stream.pending.startIndex] = .data(bytes, endStream: endStream, promise: promise)
+                    context.write(wrapOutboundOut(.byteBuffer(piece)), promise: nil)
+                }
+                unflushed = true
+            }
+        }
+        streams[id] = stream
+    }
+
+    private func write(_ bytes: ByteBuffer, context: ChannelHandlerContext) {
+        context.write(wrapOutboundOut(.byteBuffer(bytes)), promise: nil)
+        unflushed = true
+    }
+
+    /// A frame the client's own frame asks for (PING and SETTINGS acknowledgements). A client that sends them and reads
+    /// nothing makes them pile up: past the limit, the connection is closed.
+    private func writeControl(_ bytes: ByteBuffer, context: ChannelHandlerContext) throws {
+        if !context.channel.isWritable {
+            controlWhileUnwritable += 1
+            guard controlWhileUnwritable <= limits.bufferedControlFrames else { throw ConnectionError(code: .enhanceYourCalm) }
+        }
+        write(bytes, context: context)
+    }
+
+    // MARK: Streams' ends and errors
+
+    /// A stream whose two sides ended is closed, and its channel told.
+    private func closeIfEnded(_ id: UInt32, context: ChannelHandlerContext) {
+        guard let stream = streams[id], stream.requestEnded, stream.responseEnded, stream.pending.isEmpty else { return }
+        streams[id] = nil
+        if stream.onChannel {
+            fire(StreamClosedEvent(streamID: HTTP2StreamID(Int(id)), reason: nil))
+        }
+        closeIfDone(context: context)
+    }
+
+    /// After a GOAWAY either way, the connection closes once its last stream ended.
+    private func closeIfDone(context: ChannelHandlerContext) {
+        guard goAwayStream != nil || peerGoingAway, streams.isEmpty, !closing else { return }
+        closing = true
+        context.writeAndFlush(wrapOutboundOut(.byteBuffer(ByteBuffer())), promise: nil)
+        context.close(promise: nil)
+    }
+
+    /// A stream error (RFC 9113 §5.4.2): RST_STREAM, the stream closed; one more glitch of the client's.
+    private func streamError(_ id: UInt32, _ code: HTTP2ErrorCodeValue, context: ChannelHandlerContext) {
+        glitches += 1
+        guard glitches <= limits.glitches else { return fail(.enhanceYourCalm, context: context) }
+        refuse(id, code: code, context: context)
+    }
+
+    /// RST_STREAM for a stream, which closes.
+    private func refuse(_ id: UInt32, code: HTTP2ErrorCodeValue = .refusedStream, context: ChannelHandlerContext) {
+        var out = context.channel.allocator.buffer(capacity: 13)
+        HTTP2Wire.writeRstStream(id, code: code, into: &out)
+        write(out, context: context)
+        noteReset(id)
+        if let stream = streams.removeValue(forKey: id) {
+            fail(stream.pending)
+            if stream.onChannel {
+                fire(StreamClosedEvent(streamID: HTTP2StreamID(Int(id)), reason: HTTP2ErrorCode(networkCode: Int(code.rawValue))))
+            }
+        }
+        closeIfDone(context: context)
+    }
+
+    /// A connection error: GOAWAY with the last stream read, and the connection closes.
+    private func fail(_ code: HTTP2ErrorCodeValue, context: ChannelHandlerContext) {
+        guard !closing else { return }
+        closing = true
+        inbound = nil
+        var out = context.channel.allocator.buffer(capacity: 17)
+        HTTP2Wire.writeGoAway(lastStream: lastStream, code: code, into: &out)
+        context.writeAndFlush(wrapOutboundOut(.byteBuffer(out)), promise: nil)
+        context.close(promise: nil)
+    }
+
+    private func noteReset(_ id: UInt32) {
+        if recentlyReset.count == 32 { recentlyReset.removeFirst() }
+        recentlyReset.append(id)
+    }
+
+    private func fail(_ pending: CircularBuffer<Pending>) {
+        for item in pending {
+            switch item {
+            case .data(_, _, let promise), .headers(_, _, let promise): promise?.fail(ChannelError.ioOnClosedChannel)
+            }
+        }
+    }
+}
