@@ -52,7 +52,7 @@ final class ResponseCache: Sendable {
         var contentLength: String?
         var source: BundleResponse.Source
         /// The head's fields as HTTP/2 sends them, read once when kept by a server over TLS (where HTTP/2 answers
-        /// from here without a stream, ``HTTP2CacheFront``); nil otherwise.
+        /// from here without a stream, ``HTTP2Connection``); nil otherwise.
         var http2Fields: HPACKHeaders?
         var cost: Int { head.readableBytes * (http2Fields == nil ? 1 : 3) + body.memory + 256 + wireCopy }
 

@@ -2,7 +2,7 @@ import NIOHTTP1
 
 extension BundleChannelHandler {
     /// What of a request's header fields decides its answer, and so the key its whole answer is kept under; read from
-    /// HTTP/1 heads here and from HTTP/2 header blocks by ``HTTP2CacheFront``, so both find the same answers.
+    /// HTTP/1 heads here and from HTTP/2 header blocks by ``HTTP2Connection``, so both find the same answers.
     struct Asked {
         var host: String?
         /// How many Host fields the request has (RFC 9112 §3.2: one, in HTTP/1.1).

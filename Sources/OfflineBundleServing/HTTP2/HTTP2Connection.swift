@@ -6,18 +6,23 @@ import NIOHTTP2
 import OfflineBundle
 
 /// An HTTP/2 connection of the channel server over TLS, in place of NIO's `NIOHTTP2Handler`: it reads the frames off
-/// the bytes, decodes header blocks (NIOHPACK's decoder), keeps the streams' states and both sides' flow-control windows,
-/// and answers on the connection itself what the response cache holds (as ``HTTP2CacheFront`` does behind NIO's
-/// handler): a HEADERS frame whose block an encoder without a dynamic table wrote (``HPACKLiterals``), and DATA frames
-/// as the client's windows take them. Every other request goes on, as `HTTP2Frame`s with the events NIO's handler sends,
-/// to NIO's `HTTP2StreamMultiplexer` behind it, whose stream channels run ``BundleChannelHandler``; what those write comes
-/// back here as frames to encode.
+/// the bytes, decodes header blocks (NIOHPACK's decoder), keeps the streams' states and both sides' flow-control
+/// windows, and answers on the connection itself, without a stream channel, what the response cache holds: a GET whose
+/// HEADERS frame ends its stream, with one Host (or `:authority`), no Range or conditional field and one
+/// Accept-Encoding at most, found under the key ``BundleChannelHandler`` keeps it by and the loader generation it was
+/// filled from. Such an answer is a HEADERS frame whose block an encoder without a dynamic table wrote
+/// (``HPACKLiterals``: the kept fields, Date and Age), DATA frames of the kept bytes as the client's windows take them,
+/// and an access-log line as the handler writes one. Every other request goes on, as `HTTP2Frame`s with the events
+/// NIO's handler sends (a stream's HEADERS, then its creation; its DATA, then its window; its close once both sides
+/// ended or either reset it), to NIO's `HTTP2StreamMultiplexer` behind it, whose stream channels run
+/// ``BundleChannelHandler``; what those write comes back here as frames to encode, DATA held until the windows take it.
 ///
 /// What a client sends wrong is answered as RFC 9113 says: a stream error (RST_STREAM) or a connection error (GOAWAY,
 /// then the connection closes). What a client may send to make a server work for nothing is bounded as NIO's handler
-/// bounds it by default: streams reset by the client (``Limits/resets`` in ``Limits/resetWindow``), stream errors in all
-/// (``Limits/glitches``), CONTINUATION frames in a row, empty DATA frames in a row, and control frames answered while the
-/// client reads nothing.
+/// bounds it by default (``Limits``): streams reset by the client and PING, SETTINGS and PRIORITY frames, each per
+/// window of time; stream errors over the connection's life; CONTINUATION frames after one HEADERS and the bytes of
+/// one header block; empty DATA frames in a row; control frames answered while the client reads nothing. Past a
+/// bound the connection ends with ENHANCE_YOUR_CALM.
 final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = HTTP2Frame
@@ -34,9 +39,10 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         var maxContinuations = 5
         /// Empty DATA frames in a row that do not end their stream.
         var maxEmptyDataFrames = 1
-        /// Streams the client resets within `resetWindow`.
+        /// Streams the client resets, and PING, SETTINGS and PRIORITY frames it sends, each within `rateWindow`.
         var resets = 200
-        var resetWindow = TimeAmount.seconds(30)
+        var controlFrames = 200
+        var rateWindow = TimeAmount.seconds(30)
         /// Stream errors the client causes over the connection's life.
         var glitches = 200
         /// Control frames answered (PING, SETTINGS) while the connection is not writable.
@@ -110,8 +116,8 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     /// The last streams this side reset: frames the client sent on them before it knew are ignored (RFC 9113 §5.4.2).
     private var recentlyReset = CircularBuffer<UInt32>(initialCapacity: 32)
     private var emptyDataFrames = 0
-    private var resetCount = 0
-    private var resetWindowStart = NIODeadline.now()
+    private var resets = RateCount()
+    private var controlFrames = RateCount()
     private var glitches = 0
     private var controlWhileUnwritable = 0
 
@@ -287,7 +293,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
             guard var open = block else { throw ConnectionError(code: .protocolError) }
             open.continuations += 1
             // A block no decoded list could fit, or a flood of tiny frames (CVE-2024-27316's kind).
-            guard open.continuations <= limits.maxContinuations, open.fragment.readableBytes + payload.readableBytes <= 2 * limits.maxHeaderListSize
+            guard open.continuations <= limits.maxContinuations, open.fragment.readableBytes + payload.readableBytes <= limits.maxHeaderListSize
             else { throw ConnectionError(code: .enhanceYourCalm) }
             open.fragment.writeImmutableBuffer(payload)
             if header.has(HTTP2Wire.Flag.endHeaders) {
@@ -298,6 +304,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
             }
         case HTTP2Wire.FrameType.priority:
             guard header.stream != 0 else { throw ConnectionError(code: .protocolError) }
+            try countControlFrame()
             // A stream error on a stream that was opened; on one that never was, RST_STREAM may not go (§6.4).
             let idle = header.stream > lastStream
             guard header.length == 5 else {
@@ -325,6 +332,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         case HTTP2Wire.FrameType.ping:
             guard header.stream == 0 else { throw ConnectionError(code: .protocolError) }
             guard header.length == 8 else { throw ConnectionError(code: .frameSizeError) }
+            try countControlFrame()
             guard !header.has(HTTP2Wire.Flag.ack) else { return }
             var out = context.channel.allocator.buffer(capacity: 17)
             HTTP2Wire.writePingAck(payload.readInteger(as: UInt64.self)!, into: &out)
@@ -441,6 +449,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func settingsFrame(_ header: HTTP2Wire.FrameHeader, _ payload: ByteBuffer, context: ChannelHandlerContext) throws {
         guard header.stream == 0 else { throw ConnectionError(code: .protocolError) }
+        try countControlFrame()
         if header.has(HTTP2Wire.Flag.ack) {
             guard header.length == 0 else { throw ConnectionError(code: .frameSizeError) }
             return
@@ -495,21 +504,35 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         sendPending(header.stream, context: context)
     }
 
+    /// Events counted in windows of a fixed length.
+    private struct RateCount {
+        var count = 0
+        var start = NIODeadline.now()
+
+        /// One more; false past `limit` in the window.
+        mutating func add(limit: Int, window: TimeAmount) -> Bool {
+            let now = NIODeadline.now()
+            if now - start > window { (count, start) = (0, now) }
+            count += 1
+            return count <= limit
+        }
+    }
+
     /// One more stream reset by the client; too many in the window is a connection error (Rapid Reset, CVE-2023-44487).
     private func countReset() throws {
-        let now = NIODeadline.now()
-        if now - resetWindowStart > limits.resetWindow {
-            resetWindowStart = now
-            resetCount = 0
-        }
-        resetCount += 1
-        guard resetCount <= limits.resets else { throw ConnectionError(code: .enhanceYourCalm) }
+        guard resets.add(limit: limits.resets, window: limits.rateWindow) else { throw ConnectionError(code: .enhanceYourCalm) }
+    }
+
+    /// One more PING, SETTINGS or PRIORITY frame: each costs an answer or work for nothing (CVE-2019-9512, -9515, -9513).
+    private func countControlFrame() throws {
+        guard controlFrames.add(limit: limits.controlFrames, window: limits.rateWindow) else { throw ConnectionError(code: .enhanceYourCalm) }
     }
 
     // MARK: Answers from the cache
 
-    /// Answers the request from the cache when it holds the answer; false, having sent nothing, when it does not. The
-    /// same rules as ``HTTP2CacheFront``'s.
+    /// Answers the request from the cache when it holds the answer; false, having sent nothing, when it does not. Not
+    /// while the connection is not writable (a client that does not read): those requests go on to stream channels,
+    /// which wait until it is; nor past the connection's bound on kept bytes in flight (``BodyGate/keptLimit``).
     private func answer(_ id: UInt32, _ fields: HPACKHeaders, context: ChannelHandlerContext) -> Bool {
         guard let cache, context.channel.isWritable else { return false }
         var method: String?

@@ -11,9 +11,9 @@ import OfflineBundle
 /// Over HTTP/1.1 the pipeline is the plain one behind `NIOSSLServerHandler`; the handler then sends no span of the
 /// bundle file with `sendfile` (which cannot go through TLS), but reads bodies in chunks. Over HTTP/2 each stream runs the
 /// same handler behind ``HTTP2StreamCodec``, which turns the stream's frames into request parts and its response bytes
-/// into frames, so both protocols answer from one answer step, one response cache and one set of checks; what that cache
-/// holds, ``HTTP2CacheFront`` answers on the connection without a stream. Both protocols write through
-/// ``TLSWriteCoalescer``.
+/// into frames, so both protocols answer from one answer step, one response cache and one set of checks. The
+/// connection's frames are read and written by ``HTTP2Connection``, which answers what that cache holds without a
+/// stream. Both protocols write through ``TLSWriteCoalescer``.
 enum SecureServing {
     /// How many streams of one HTTP/2 connection read and send a large body at once (``BodyGate``).
     static let largeBodiesPerConnection = 2
