@@ -54,7 +54,10 @@ final class ResponseCache: Sendable {
         /// The head's fields as HTTP/2 sends them, read once when kept by a server over TLS (where HTTP/2 answers
         /// from here without a stream, ``HTTP2Connection``); nil otherwise.
         var http2Fields: HPACKHeaders?
-        var cost: Int { head.readableBytes * (http2Fields == nil ? 1 : 3) + body.memory + 256 + wireCopy }
+        /// Those fields as a header block of ``HPACKLiterals`` (which depends on nothing sent before it), written once
+        /// when the answer is kept.
+        var http2Block: ByteBuffer?
+        var cost: Int { head.readableBytes * (http2Fields == nil ? 1 : 4) + body.memory + 256 + wireCopy }
 
         /// The bytes an HTTP/1.1 answer's wire bytes (``ResponseCache/http1Wire(for:generation:now:)``) hold beyond the
         /// head and body: a copy of both when the body is small enough to go out in the head's buffer.
@@ -254,6 +257,12 @@ final class ResponseCache: Sendable {
     /// Keeps `answer` for `key`, when it fits, letting answers go past the budget.
     func keep(_ answer: Answer, for key: Key, generation: UInt64) {
         guard answer.body.memory <= Self.maxBody, answer.cost <= budget else { return }
+        var answer = answer
+        if let fields = answer.http2Fields, answer.http2Block == nil {
+            var block = ByteBuffer()
+            HPACKLiterals.write(fields, tableSizeUpdate: false, into: &block)
+            answer.http2Block = block
+        }
         state.withLockedValue { state in
             guard generation == state.generation, state.answers[key] == nil else { return }
             while state.used + answer.cost > budget && !state.keys.isEmpty { state.evictOne() }

@@ -92,10 +92,12 @@ enum HTTP2RequestCheck {
 
     /// No NUL, CR or LF, and no space or tab at either end (RFC 9113 §8.2.1).
     static func validValue(_ value: String) -> Bool {
-        let bytes = value.utf8
-        if let first = bytes.first, first == 0x20 || first == 0x09 { return false }
-        if let last = bytes.last, last == 0x20 || last == 0x09 { return false }
-        for byte in bytes where byte == 0 || byte == 0x0a || byte == 0x0d { return false }
-        return true
+        var value = value
+        return value.withUTF8 { bytes in
+            guard let first = bytes.first, let last = bytes.last else { return true }
+            if first == 0x20 || first == 0x09 || last == 0x20 || last == 0x09 { return false }
+            for byte in bytes where byte <= 0x0d && (byte == 0 || byte == 0x0a || byte == 0x0d) { return false }
+            return true
+        }
     }
 }

@@ -71,11 +71,11 @@ enum HTTP2Wire {
 
     /// Writes a frame header.
     static func writeHeader(length: Int, type: UInt8, flags: UInt8, stream: UInt32, into buffer: inout ByteBuffer) {
-        buffer.writeInteger(UInt16(truncatingIfNeeded: length >> 8))
-        buffer.writeInteger(UInt8(truncatingIfNeeded: length))
-        buffer.writeInteger(type)
-        buffer.writeInteger(flags)
-        buffer.writeInteger(stream & 0x7fff_ffff)
+        // The length's 24 bits and the type in one integer; the flags and the stream in the first five bytes of another,
+        // whose last three are taken back.
+        buffer.writeInteger(UInt32(truncatingIfNeeded: length) << 8 | UInt32(type))
+        buffer.writeInteger(UInt64(flags) << 56 | UInt64(stream & 0x7fff_ffff) << 24)
+        buffer.moveWriterIndex(to: buffer.writerIndex - 3)
     }
 
     /// Sets the length of the frame whose header starts at `start`, its payload being what follows to the writer index.
@@ -145,6 +145,16 @@ enum HPACKLiterals {
     static func write(_ headers: HPACKHeaders, tableSizeUpdate: Bool, into buffer: inout ByteBuffer) {
         if tableSizeUpdate { buffer.writeInteger(UInt8(0x20)) }
         for (name, value, indexing) in headers { write(name: name, value: value, neverIndexed: indexing == .neverIndexed, into: &buffer) }
+    }
+
+    /// The static table's index of `date` and of `age`.
+    static let dateIndex = 33
+    static let ageIndex = 21
+
+    /// Writes a field whose name is the static table's `index`, as a literal without indexing.
+    static func write(nameIndex index: Int, value: String, into buffer: inout ByteBuffer) {
+        writeInteger(index, prefixBits: 4, flags: 0, into: &buffer)
+        writeString(value, into: &buffer)
     }
 
     /// Writes one field.
