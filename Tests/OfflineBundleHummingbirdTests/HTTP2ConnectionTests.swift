@@ -107,7 +107,7 @@ struct HTTP2ConnectionTests {
     /// A connection over a cache that holds `GET /page.html` for Host `docs.example.com` (no Accept-Encoding), what it
     /// logged, and what it passed on (frames and events, in order).
     func connection(
-        in folder: TemporaryFolder, body: Data = Data("hello".utf8), limits: HTTP2Connection.Limits = .init(), held: HeldBytes? = nil
+        in folder: TemporaryFolder, body: Data = Data("hello".utf8), limits: HTTP2Connection.Limits = .init(), held: (any ChannelHandler & Sendable)? = nil
     ) throws -> (EmbeddedChannel, ServedLog, LoaderHandle, PassedOn) {
         try writeBundle(["https://docs.example.com/page.html": body], to: folder.path + "/b.zip")
         let served = ServedLog()
@@ -309,11 +309,17 @@ struct HTTP2ConnectionTests {
             [H2Peer.frame(0x1, flags: 0x1, stream: 1, try peer.block(H2Peer.request())), H2Peer.frame(0x6, ByteBuffer(repeating: 0, count: 8))], .protocolError,
             "a PING inside a header block")
         try expectConnectionError([H2Peer.frame(0x0, stream: 0, ByteBuffer(string: "x"))], .protocolError, "DATA on stream 0")
+        try expectConnectionError(
+            [try peer.headers(3, H2Peer.request(method: "POST"), endStream: false), H2Peer.frame(0x0, stream: 2, ByteBuffer(string: "x"))], .protocolError,
+            "DATA on a server's stream")
         try expectConnectionError([H2Peer.frame(0x3, stream: 5, ByteBuffer(repeating: 0, count: 4))], .protocolError, "RST_STREAM on a stream never opened")
 
         try expectStreamError([try peer.headers(1, H2Peer.request([("Upper-Case", "x")]))], .protocolError, "an uppercase field name")
         try expectStreamError([try peer.headers(1, H2Peer.request([("connection", "close")]))], .protocolError, "a connection field")
         try expectStreamError([try peer.headers(1, H2Peer.request([("te", "gzip")]))], .protocolError, "TE other than trailers")
+        try expectStreamError([try peer.headers(1, H2Peer.request([("host", "other.example.com")]))], .protocolError, "a Host not :authority")
+        try expectStreamError([try peer.headers(1, H2Peer.request(path: "/a b"))], .protocolError, "a space in :path")
+        try expectStreamError([try peer.headers(1, H2Peer.request(path: "/a\u{1b}[2J"))], .protocolError, "an escape in :path")
         try expectStreamError([try peer.headers(1, HPACKHeaders([(":method", "GET"), (":scheme", "https")]))], .protocolError, "no :path")
         try expectStreamError(
             [try peer.headers(1, HPACKHeaders([("x-a", "1"), (":method", "GET"), (":scheme", "https"), (":path", "/")]))], .protocolError,
@@ -393,6 +399,93 @@ struct HTTP2ConnectionTests {
         _ = try channel.finish()
     }
 
+    @Test("nothing more is read while the connection is not writable (a client that sends and does not read); it is read again once writable")
+    func readsNothingWhileUnwritable() throws {
+        let folder = try TemporaryFolder()
+        let reads = ReadCount()
+        let (channel, _, _, _) = try connection(in: folder, held: reads)
+        channel.isWritable = false
+        channel.read()
+        #expect(reads.count == 0)
+        channel.isWritable = true
+        channel.pipeline.fireChannelWritabilityChanged()
+        #expect(reads.count == 1)
+        channel.read()
+        #expect(reads.count == 2)
+        _ = try channel.finish()
+    }
+
+    @Test(
+        "a stream's frame written while the connection writes one of its own (a promise completed inside a write, whose callback resets a stream) goes after that frame, not between its header and its payload"
+    )
+    func writesInsideWritesWait() throws {
+        let folder = try TemporaryFolder()
+        let taker = TakesOnNextWrite()
+        let (channel, _, _, passed) = try connection(in: folder, held: taker)
+        var peer = H2Peer()
+        try start(channel, &peer)
+        try channel.writeInbound(try peer.headers(1, H2Peer.request(method: "POST"), endStream: false))
+        try channel.writeInbound(try peer.headers(3, H2Peer.request(path: "/missing.html")))
+        #expect(passed.log.contains("created 1") && passed.log.contains("created 3"))
+        // Stream 3's head; once the socket took it (at the next write, its DATA frame's header), stream 1 is reset.
+        let headWritten = channel.eventLoop.makePromise(of: Void.self)
+        channel.write(HTTP2Frame(streamID: 3, payload: .headers(.init(headers: [":status": "404", "content-length": "5"]))), promise: headWritten)
+        headWritten.futureResult.whenSuccess { channel.write(HTTP2Frame(streamID: 1, payload: .rstStream(.cancel)), promise: nil) }
+        channel.write(HTTP2Frame(streamID: 3, payload: .data(.init(data: .byteBuffer(ByteBuffer(string: "gone!")), endStream: true))), promise: nil)
+        channel.flush()
+        let frames = try peer.frames(from: channel)
+        #expect(frames.map(\.type) == [0x1, 0x0, 0x3] && frames.map(\.stream) == [3, 3, 1])
+        #expect(frames.count == 3 && String(buffer: frames[1].payload) == "gone!" && frames[1].endStream)
+        #expect(passed.log.suffix(2) == ["closed 3 -", "closed 1 8"])
+        _ = try channel.finish()
+    }
+
+    @Test("streams refused past the concurrent limit count among the client's errors: past their limit, the connection ends")
+    func refusalsCount() throws {
+        let folder = try TemporaryFolder()
+        var limits = HTTP2Connection.Limits()
+        limits.maxConcurrentStreams = 1
+        limits.glitches = 3
+        let (channel, _, _, _) = try connection(in: folder, limits: limits)
+        var peer = H2Peer()
+        try start(channel, &peer)
+        try channel.writeInbound(try peer.headers(1, H2Peer.request(method: "POST"), endStream: false))
+        for stream: UInt32 in [3, 5, 7] {
+            try channel.writeInbound(try peer.headers(stream, H2Peer.request()))
+            let frames = try peer.frames(from: channel)
+            #expect(frames.map(\.type) == [0x3] && frames.first?.errorCode == HTTP2ErrorCodeValue.refusedStream.rawValue)
+        }
+        try channel.writeInbound(try peer.headers(9, H2Peer.request()))
+        let frames = try peer.frames(from: channel)
+        #expect(frames.map(\.type) == [0x7] && frames.first?.errorCode == HTTP2ErrorCodeValue.enhanceYourCalm.rawValue)
+        #expect(!channel.isActive)
+    }
+
+    @Test(
+        "a graceful end with no stream open closes once the GOAWAY went out, not before; a later GOAWAY never names a higher stream than the first"
+    )
+    func gracefulEndWaitsForItsBytes() throws {
+        let folder = try TemporaryFolder()
+        let held = HeldBytes()
+        let (channel, _, _, _) = try connection(in: folder, held: held)
+        channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+        #expect(channel.isActive, "closed before its GOAWAY was written")
+        held.release()
+        #expect(!channel.isActive)
+
+        let (second, _, _, _) = try connection(in: folder)
+        var peer = H2Peer()
+        try start(second, &peer)
+        try second.writeInbound(try peer.headers(1, H2Peer.request(method: "POST"), endStream: false))
+        second.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+        try second.writeInbound(try peer.headers(3, H2Peer.request()))
+        // A PING on a stream: a connection error, whose GOAWAY names stream 1 still.
+        try second.writeInbound(H2Peer.frame(0x6, stream: 1, ByteBuffer(repeating: 0, count: 8)))
+        let goAways = try peer.frames(from: second).filter { $0.type == 0x7 }
+        #expect(goAways.map { $0.payload.getInteger(at: $0.payload.readerIndex, as: UInt32.self) } == [1, 1])
+        #expect(goAways.last?.errorCode == HTTP2ErrorCodeValue.protocolError.rawValue && !second.isActive)
+    }
+
     @Test("HPACKLiterals' blocks decode to the fields written: static names and whole fields, new names, long values, never-indexed ones")
     func literalsDecode() throws {
         var fields = HPACKHeaders()
@@ -432,6 +525,31 @@ final class PassedOn: ChannelInboundHandler, @unchecked Sendable {
         case let window as NIOHTTP2WindowUpdatedEvent: log.append("window \(Int(window.streamID)) \(window.inboundWindowSize ?? -1)")
         default: break
         }
+    }
+}
+
+/// Counts the reads that reach the socket.
+final class ReadCount: ChannelOutboundHandler, @unchecked Sendable {
+    typealias OutboundIn = IOData
+    private(set) var count = 0
+
+    func read(context: ChannelHandlerContext) {
+        count += 1
+        context.read()
+    }
+}
+
+/// Stands for a socket that takes a write when the next one comes: the earlier writes' promises complete inside the
+/// later write (as a flush inside a write completes them).
+final class TakesOnNextWrite: ChannelOutboundHandler, @unchecked Sendable {
+    typealias OutboundIn = IOData
+    private var held: [EventLoopPromise<Void>] = []
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let earlier = held
+        held = promise.map { [$0] } ?? []
+        context.write(data, promise: nil)
+        for promise in earlier { promise.succeed() }
     }
 }
 

@@ -63,6 +63,10 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         /// The request's Content-Length, and the DATA bytes received.
         var expectedLength: Int?
         var received = 0
+        /// A frame ending the answer was written or waits: nothing more may come after it.
+        var endQueued = false
+        /// In `blocked`.
+        var isBlocked = false
     }
 
     private enum Pending {
@@ -122,6 +126,14 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     private var controlWhileUnwritable = 0
 
     private var unflushed = false
+    /// How deep the handler is in its own work: frames the stream channels write meanwhile (a write's promise completed
+    /// inside a write below, whose callback closes a stream) wait in `deferred`, so that nothing comes between the two
+    /// writes of one frame, nor changes a stream the work holds a copy of.
+    private var depth = 0
+    private var deferred = CircularBuffer<(HTTP2Frame, EventLoopPromise<Void>?)>()
+    private var flushDeferred = false
+    /// The channel asked for a read while it was not writable: it is read once it is.
+    private var readHeld = false
     private var date = DateField()
     /// Events for the multiplexer, fired in order once the frame that caused them went on (as NIO's handler orders
     /// them: a stream's HEADERS, then its creation, then its close).
@@ -145,6 +157,25 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     func channelActive(context: ChannelHandlerContext) {
         sendSettings(context: context)
         context.fireChannelActive()
+    }
+
+    /// The start of the handler's own work (see `depth`).
+    private func enter() { depth += 1 }
+
+    /// Its end: the outermost one writes what the stream channels wrote meanwhile, in order, and flushes if one asked.
+    private func leave(context: ChannelHandlerContext) {
+        guard depth == 1 else {
+            depth -= 1
+            return
+        }
+        while let (frame, promise) = deferred.popFirst() { handle(frame, promise: promise, context: context) }
+        drainEvents(context: context)
+        depth = 0
+        if flushDeferred {
+            flushDeferred = false
+            unflushed = false
+            context.flush()
+        }
     }
 
     private var settingsSent = false
@@ -178,6 +209,8 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        enter()
+        defer { leave(context: context) }
         if event is ChannelShouldQuiesceEvent, goAwayStream == nil, !closing {
             // A graceful end: the streams open go on, no new one is read, and the connection closes once they end.
             goAwayStream = lastStream
@@ -192,15 +225,46 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable {
+            enter()
             controlWhileUnwritable = 0
             // What waited for the socket to take bytes goes on.
-            let waiting = blocked
-            blocked.removeAll()
-            for id in waiting { sendPending(id, context: context) }
-            drainEvents(context: context)
-            if unflushed { flush(context: context) }
+            unblock(context: context)
+            if unflushed { flushDeferred = true }
+            leave(context: context)
+            if readHeld {
+                readHeld = false
+                context.read()
+            }
         }
         context.fireChannelWritabilityChanged()
+    }
+
+    /// Nothing more is read while the channel is not writable (a client that sends and does not read): what it sent is
+    /// answered once the socket takes bytes again.
+    func read(context: ChannelHandlerContext) {
+        guard context.channel.isWritable else {
+            readHeld = true
+            return
+        }
+        context.read()
+    }
+
+    /// Sends what waited on the streams in `blocked`, as far as the windows let it.
+    private func unblock(context: ChannelHandlerContext) {
+        let waiting = blocked
+        blocked.removeAll()
+        for id in waiting {
+            streams[id]?.isBlocked = false
+            sendPending(id, context: context)
+        }
+    }
+
+    /// Removes a stream, and its place among the blocked ones.
+    @discardableResult
+    private func remove(_ id: UInt32) -> Stream? {
+        guard let stream = streams.removeValue(forKey: id) else { return nil }
+        if stream.isBlocked { blocked.removeAll { $0 == id } }
+        return stream
     }
 
     private func fire(_ event: any Sendable) { events.append(event) }
@@ -213,6 +277,8 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !closing else { return }
+        enter()
+        defer { leave(context: context) }
         var bytes = unwrapInboundIn(data)
         if var held = inbound {
             inbound = nil
@@ -320,7 +386,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
             guard header.length == 4 else { throw ConnectionError(code: .frameSizeError) }
             try countReset()
             let code = payload.readInteger(as: UInt32.self)!
-            if let stream = streams.removeValue(forKey: header.stream) {
+            if let stream = remove(header.stream) {
                 fail(stream.pending)
                 if stream.onChannel {
                     fire(StreamClosedEvent(streamID: HTTP2StreamID(Int(header.stream)), reason: HTTP2ErrorCode(networkCode: Int(code))))
@@ -359,6 +425,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func headers(_ open: OpenBlock, context: ChannelHandlerContext) throws {
+        emptyDataFrames = 0
         var fragment = open.fragment
         // Every block is decoded, whatever becomes of its stream: the client's encoder and this decoder share a table.
         let fields: HPACKHeaders
@@ -372,12 +439,12 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
             lastStream = id
             // After a GOAWAY, streams it did not let through are not read (RFC 9113 §6.8).
             if let goAwayStream, id > goAwayStream { return }
-            if peerGoingAway { return }
+            if peerGoingAway { return refuse(id, context: context) }
             if open.dependsOnItself { return streamError(id, .protocolError, context: context) }
             guard case .wellFormed(let contentLength) = HTTP2RequestCheck.request(fields), !open.endStream || (contentLength ?? 0) == 0 else {
                 return streamError(id, .protocolError, context: context)
             }
-            guard streams.count < limits.maxConcurrentStreams else { return refuse(id, context: context) }
+            guard streams.count < limits.maxConcurrentStreams else { return streamError(id, .refusedStream, context: context) }
             if open.endStream, answer(id, fields, context: context) { return }
             streams[id] = Stream(
                 requestEnded: open.endStream, onChannel: true, sendWindow: peerInitialWindow, receiveWindow: HTTP2Wire.defaultWindow,
@@ -406,7 +473,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func data(_ header: HTTP2Wire.FrameHeader, _ payload: ByteBuffer, context: ChannelHandlerContext) throws {
-        guard header.stream != 0, header.stream <= lastStream else { throw ConnectionError(code: .protocolError) }
+        guard header.stream & 1 == 1, header.stream <= lastStream else { throw ConnectionError(code: .protocolError) }
         // The connection's window counts the whole payload, padding too, whatever becomes of the stream (§6.9.1).
         connectionReceiveWindow -= header.length
         guard connectionReceiveWindow >= 0 else { throw ConnectionError(code: .flowControlError) }
@@ -490,9 +557,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
             guard increment > 0 else { throw ConnectionError(code: .protocolError) }
             connectionSendWindow += increment
             guard connectionSendWindow <= HTTP2Wire.maxWindow else { throw ConnectionError(code: .flowControlError) }
-            let waiting = blocked
-            blocked.removeAll()
-            for id in waiting { sendPending(id, context: context) }
+            unblock(context: context)
             return
         }
         guard header.stream <= lastStream else { throw ConnectionError(code: .protocolError) }
@@ -631,24 +696,34 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         } while block.readableBytes > 0
     }
 
-    /// What a stream channel writes.
+    /// What a stream channel writes: at once, or after the handler's own work when it comes in the middle of it.
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let frame = unwrapOutboundIn(data)
+        guard depth == 0 else { return deferred.append((frame, promise)) }
+        enter()
+        handle(frame, promise: promise, context: context)
+        leave(context: context)
+    }
+
+    private func handle(_ frame: HTTP2Frame, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
         let id = UInt32(Int32(frame.streamID))
         switch frame.payload {
         case .headers(let headers):
-            guard var stream = streams[id], !stream.responseEnded else { return promise?.fail(NIOHTTP2Errors.noSuchStream(streamID: frame.streamID)) ?? () }
+            guard var stream = streams[id], !stream.endQueued else { return promise?.fail(NIOHTTP2Errors.noSuchStream(streamID: frame.streamID)) ?? () }
+            if headers.endStream { stream.endQueued = true }
             if !stream.pending.isEmpty {
                 stream.pending.append(.headers(headers.headers, endStream: headers.endStream, promise: promise))
                 streams[id] = stream
                 return
             }
+            streams[id] = stream
             sendHeaders(id, headers.headers, endStream: headers.endStream, promise: promise, context: context)
         case .data(let data):
-            guard var stream = streams[id], !stream.responseEnded, case .byteBuffer(let bytes) = data.data else {
+            guard var stream = streams[id], !stream.endQueued, case .byteBuffer(let bytes) = data.data else {
                 return promise?.fail(NIOHTTP2Errors.noSuchStream(streamID: frame.streamID)) ?? ()
             }
             stream.pending.append(.data(bytes, endStream: data.endStream, promise: promise))
+            if data.endStream { stream.endQueued = true }
             streams[id] = stream
             sendPending(id, context: context)
         case .rstStream(let code):
@@ -656,7 +731,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
             HTTP2Wire.writeRstStream(id, code: HTTP2ErrorCodeValue(rawValue: UInt32(code.networkCode)), into: &out)
             context.write(wrapOutboundOut(.byteBuffer(out)), promise: promise)
             noteReset(id)
-            if let stream = streams.removeValue(forKey: id) {
+            if let stream = remove(id) {
                 fail(stream.pending)
                 if stream.onChannel { fire(StreamClosedEvent(streamID: frame.streamID, reason: code)) }
             }
@@ -679,10 +754,13 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
             // PRIORITY and the rest: nothing a server's stream needs to send.
             promise?.succeed()
         }
-        drainEvents(context: context)
     }
 
     func flush(context: ChannelHandlerContext) {
+        guard depth == 0 else {
+            flushDeferred = true
+            return
+        }
         unflushed = false
         context.flush()
     }
@@ -714,17 +792,20 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
             case .data(var bytes, let endStream, let promise):
                 // Not while the socket takes nothing (NIO's handler holds DATA so too): on when it is writable again.
                 guard context.channel.isWritable else {
-                    if !blocked.contains(id) { blocked.append(id) }
-                    streams[id] = stream
+                    block(id, &stream)
                     return
                 }
                 let room = min(stream.sendWindow, connectionSendWindow, peerMaxFrameSize)
                 if bytes.readableBytes > 0 && room <= 0 {
-                    if connectionSendWindow <= 0, !blocked.contains(id) { blocked.append(id) }
-                    streams[id] = stream
+                    // The connection's window opens for all (`blocked`), a stream's for itself (its WINDOW_UPDATE).
+                    if connectionSendWindow <= 0 {
+                        block(id, &stream)
+                    } else {
+                        streams[id] = stream
+                    }
                     return
                 }
-                let piece = bytes.readSlice(length: min(room, bytes.readableBytes))!
+                let piece = bytes.readSlice(length: max(0, min(room, bytes.readableBytes)))!
                 let done = bytes.readableBytes == 0
                 stream.sendWindow -= piece.readableBytes
                 connectionSendWindow -= piece.readableBytes
@@ -752,6 +833,15 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         streams[id] = stream
     }
 
+    /// Keeps `stream` waiting among the blocked ones.
+    private func block(_ id: UInt32, _ stream: inout Stream) {
+        if !stream.isBlocked {
+            stream.isBlocked = true
+            blocked.append(id)
+        }
+        streams[id] = stream
+    }
+
     private func write(_ bytes: ByteBuffer, context: ChannelHandlerContext) {
         context.write(wrapOutboundOut(.byteBuffer(bytes)), promise: nil)
         unflushed = true
@@ -772,7 +862,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     /// A stream whose two sides ended is closed, and its channel told.
     private func closeIfEnded(_ id: UInt32, context: ChannelHandlerContext) {
         guard let stream = streams[id], stream.requestEnded, stream.responseEnded, stream.pending.isEmpty else { return }
-        streams[id] = nil
+        remove(id)
         if stream.onChannel {
             fire(StreamClosedEvent(streamID: HTTP2StreamID(Int(id)), reason: nil))
         }
@@ -783,8 +873,9 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     private func closeIfDone(context: ChannelHandlerContext) {
         guard goAwayStream != nil || peerGoingAway, streams.isEmpty, !closing else { return }
         closing = true
-        context.writeAndFlush(wrapOutboundOut(.byteBuffer(ByteBuffer())), promise: nil)
-        context.close(promise: nil)
+        // Once what was written went out (writes complete in order): the last answer is not cut.
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.writeAndFlush(wrapOutboundOut(.byteBuffer(ByteBuffer()))).whenComplete { _ in bound.value.close(promise: nil) }
     }
 
     /// A stream error (RFC 9113 §5.4.2): RST_STREAM, the stream closed; one more glitch of the client's.
@@ -800,7 +891,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         HTTP2Wire.writeRstStream(id, code: code, into: &out)
         write(out, context: context)
         noteReset(id)
-        if let stream = streams.removeValue(forKey: id) {
+        if let stream = remove(id) {
             fail(stream.pending)
             if stream.onChannel {
                 fire(StreamClosedEvent(streamID: HTTP2StreamID(Int(id)), reason: HTTP2ErrorCode(networkCode: Int(code.rawValue))))
@@ -815,7 +906,8 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         closing = true
         inbound = nil
         var out = context.channel.allocator.buffer(capacity: 17)
-        HTTP2Wire.writeGoAway(lastStream: lastStream, code: code, into: &out)
+        // Never above a GOAWAY sent before (RFC 9113 §6.8).
+        HTTP2Wire.writeGoAway(lastStream: min(lastStream, goAwayStream ?? lastStream), code: code, into: &out)
         context.writeAndFlush(wrapOutboundOut(.byteBuffer(out)), promise: nil)
         context.close(promise: nil)
     }

@@ -3,7 +3,9 @@ import NIOHPACK
 /// Whether a request's header block is well formed (RFC 9113 §8.1–§8.3): what a stream error of type PROTOCOL_ERROR
 /// answers when it is not. Names lowercase tokens; the request's pseudo-fields (`:method`, `:scheme`, `:path`,
 /// `:authority`) once each and before the others, `:path` not empty; no field of HTTP/1.1's connection (§8.2.2), TE
-/// only `trailers`; values without NUL, CR or LF, nor space or tab at either end. A trailer block has no pseudo-field.
+/// only `trailers`; values without NUL, CR or LF, nor space or tab at either end, and the pseudo-fields' without any
+/// control character or space; a Host field, when there is one beside `:authority`, the same as it (§8.3.1). A trailer
+/// block has no pseudo-field.
 /// A CONNECT request (with `:authority`, without `:scheme` and `:path`) is well formed; the bundle answers it as any
 /// method it has no answer for.
 enum HTTP2RequestCheck {
@@ -17,14 +19,15 @@ enum HTTP2RequestCheck {
         var method: String?
         var scheme = false
         var path = false
-        var authority = false
+        var authority: String?
+        var host: String?
         var regular = false
         var contentLength: Int?
         for (name, value, _) in fields {
             guard validValue(value) else { return .malformed }
             if name.utf8.first == UInt8(ascii: ":") {
-                // Pseudo-fields come first, once each (§8.3).
-                guard !regular else { return .malformed }
+                // Pseudo-fields come first, once each (§8.3), their values visible characters.
+                guard !regular, visible(value) else { return .malformed }
                 switch name {
                 case ":method":
                     guard method == nil, !value.isEmpty else { return .malformed }
@@ -36,8 +39,8 @@ enum HTTP2RequestCheck {
                     guard !path, !value.isEmpty else { return .malformed }
                     path = true
                 case ":authority":
-                    guard !authority else { return .malformed }
-                    authority = true
+                    guard authority == nil else { return .malformed }
+                    authority = value
                 default: return .malformed
                 }
                 continue
@@ -47,6 +50,9 @@ enum HTTP2RequestCheck {
             switch name {
             case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade": return .malformed
             case "te": guard value == "trailers" else { return .malformed }
+            case "host":
+                guard host == nil || host == value else { return .malformed }
+                host = value
             case "content-length":
                 guard let length = Int(value), length >= 0, contentLength == nil || contentLength == length else { return .malformed }
                 contentLength = length
@@ -54,8 +60,9 @@ enum HTTP2RequestCheck {
             }
         }
         guard let method else { return .malformed }
+        if let authority, let host, authority != host { return .malformed }
         if method == "CONNECT" {
-            guard authority, !scheme, !path else { return .malformed }
+            guard authority != nil, !scheme, !path else { return .malformed }
         } else {
             guard scheme, path else { return .malformed }
         }
@@ -88,6 +95,12 @@ enum HTTP2RequestCheck {
             }
         }
         return true
+    }
+
+    /// No control character, space or DEL: what a method, scheme, path or authority may hold (RFC 9110 §5.6.2, RFC 3986).
+    static func visible(_ value: String) -> Bool {
+        var value = value
+        return value.withUTF8 { bytes in !bytes.contains { $0 <= 0x20 || $0 == 0x7f } }
     }
 
     /// No NUL, CR or LF, and no space or tab at either end (RFC 9113 §8.2.1).
