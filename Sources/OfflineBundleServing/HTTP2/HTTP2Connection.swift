@@ -615,7 +615,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         }
         if asked.hosts == 0, let authority { asked.read("host", authority) }
         guard method == "GET", let path, asked.hosts == 1, asked.plain else { return false }
-        let generation = settings.serving.handle.snapshot.generation
+        let generation = settings.serving.handle.generation
         guard let kept = cache.answer(for: asked.key(for: path), generation: generation), case .bytes(let body) = kept.body,
             let headers = kept.http2Fields
         else { return false }
