@@ -501,6 +501,70 @@ struct SecureServingTests {
         }
     }
 
+    @Test(
+        "over TLS, a client that floods HTTP/2 (PING frames, streams opened and reset at once, CONTINUATION frames without end) is sent GOAWAY ENHANCE_YOUR_CALM and closed; the server answers the next client"
+    )
+    func http2FloodsAreEnded() async throws {
+        let folder = try TemporaryFolder()
+        try writeSampleBundle(origin: Self.origin, to: folder.path + "/b.zip")
+        let server = try await start(folder.path + "/b.zip", folder: folder)
+        try await afterwards(server.stop) {
+            try writeRawHTTP2Client(in: folder)
+            try folder.file(
+                "flood.py",
+                #"""
+                import sys
+                from h2raw import *
+                port, ca, kind = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+                s = connect(port, ca)
+                out = preface()
+                if kind == "ping":
+                    out += b"".join(bytes([0, 0, 8, 6, 0, 0, 0, 0, 0]) + i.to_bytes(8, "big") for i in range(300))
+                elif kind == "reset":
+                    out += b"".join(get(n, "/missing") + bytes([0, 0, 4, 3, 0]) + n.to_bytes(4, "big") + bytes([0, 0, 0, 8]) for n in range(1, 601, 2))
+                else:
+                    block = get(1, "/")[9:]
+                    out += len(block[:1]).to_bytes(3, "big") + bytes([1, 1, 0, 0, 0, 1]) + block[:1]
+                    out += b"".join(bytes([0, 0, 1, 9, 0, 0, 0, 0, 1]) + block[i:i + 1] for i in range(1, 8))
+                try:
+                    s.sendall(out)
+                except OSError:
+                    pass
+                code = None
+                try:
+                    for frame_type, flags, stream, payload in frames_with_payload(s):
+                        if frame_type == 7: code = int.from_bytes(payload[4:8], "big")
+                except OSError:
+                    pass
+                print(code)
+                """#)
+            try folder.file(
+                "h2raw.py",
+                try String(contentsOfFile: folder.path + "/h2raw.py", encoding: .utf8) + #"""
+
+                    def frames_with_payload(s):
+                        """(type, flags, stream, payload) of each frame received, until the connection ends."""
+                        buffer = b""
+                        while True:
+                            chunk = s.recv(1 << 16)
+                            if not chunk: return
+                            buffer += chunk
+                            while len(buffer) >= 9:
+                                length = int.from_bytes(buffer[0:3], "big")
+                                if len(buffer) < 9 + length: break
+                                yield buffer[3], buffer[4], int.from_bytes(buffer[5:9], "big") & 0x7FFFFFFF, buffer[9:9 + length]
+                                buffer = buffer[9 + length:]
+                    """#)
+            for kind in ["ping", "reset", "continuation"] {
+                let result = try await run("python3", [folder.path + "/flood.py", String(server.port), folder.path + "/ca.pem", kind])
+                #expect(result.status == 0 && result.output.trimmingCharacters(in: .whitespacesAndNewlines) == "11", "\(kind): \(result.output)")
+            }
+            let after = try await curlExchange(
+                "https://127.0.0.1:\(server.port)/", in: folder, curlOptions: ["--cacert", folder.path + "/ca.pem", "--http2"])
+            #expect(after.status == 200)
+        }
+    }
+
     @Test("a connection that never ends its TLS handshake is closed after the idle timeout, and so is an HTTP/2 connection that goes quiet")
     func quietConnectionsAreClosed() async throws {
         let folder = try TemporaryFolder()
