@@ -39,11 +39,12 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         var maxContinuations = 5
         /// Empty DATA frames in a row that do not end their stream.
         var maxEmptyDataFrames = 1
-        /// Streams the client resets, and PING, SETTINGS and PRIORITY frames it sends, each within `rateWindow`.
+        /// Streams the client resets, and PING, SETTINGS and PRIORITY frames it sends, each counted in windows of
+        /// `rateWindow` (fixed windows: twice the count may pass across the end of one).
         var resets = 200
         var controlFrames = 200
         var rateWindow = TimeAmount.seconds(30)
-        /// Stream errors the client causes over the connection's life.
+        /// Stream errors the client causes over the connection's life, refusals past `maxConcurrentStreams` among them.
         var glitches = 200
         /// Control frames answered (PING, SETTINGS) while the connection is not writable.
         var bufferedControlFrames = 10_000
