@@ -1,3 +1,6 @@
+// The connection's state and its reading of frames: the preface and settings, streams opened, their DATA and windows,
+// resets, the limits on what a client sends, the ends. Answers from the cache are in HTTP2Connection+Answer.swift,
+// writing in HTTP2Connection+Write.swift.
 import Foundation
 import NIOCore
 import NIOHPACK
@@ -50,7 +53,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         var bufferedControlFrames = 10_000
     }
 
-    private struct Stream {
+    struct Stream {
         /// The client ended its side (END_STREAM received).
         var requestEnded: Bool
         /// END_STREAM went out.
@@ -70,13 +73,13 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         var isBlocked = false
     }
 
-    private enum Pending {
+    enum Pending {
         case data(ByteBuffer, endStream: Bool, promise: EventLoopPromise<Void>?)
         case headers(HPACKHeaders, endStream: Bool, promise: EventLoopPromise<Void>?)
     }
 
     /// A header block begun and not yet ended (a HEADERS frame without END_HEADERS).
-    private struct OpenBlock {
+    struct OpenBlock {
         var stream: UInt32
         var endStream: Bool
         var fragment: ByteBuffer
@@ -85,60 +88,60 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// A connection error (RFC 9113 §5.4.1).
-    private struct ConnectionError: Error {
+    struct ConnectionError: Error {
         var code: HTTP2ErrorCodeValue
     }
 
-    private let settings: BundleChannelHandler.Settings
-    private let cache: ResponseCache?
-    private let gate: BodyGate
-    private let limits: Limits
+    let settings: BundleChannelHandler.Settings
+    let cache: ResponseCache?
+    let gate: BodyGate
+    let limits: Limits
 
-    private var decoder: HPACKDecoder
-    private var inbound: ByteBuffer?
-    private var prefaceRead = false
-    private var settingsRead = false
-    private var block: OpenBlock?
-    private var streams: [UInt32: Stream] = [:]
+    var decoder: HPACKDecoder
+    var inbound: ByteBuffer?
+    var prefaceRead = false
+    var settingsRead = false
+    var block: OpenBlock?
+    var streams: [UInt32: Stream] = [:]
     /// Streams with DATA waiting for the connection's window, in the order they began to wait.
-    private var blocked: [UInt32] = []
+    var blocked: [UInt32] = []
     /// The highest stream the client opened.
-    private var lastStream: UInt32 = 0
+    var lastStream: UInt32 = 0
     /// The highest stream the GOAWAY sent lets through; nil until one went.
-    private var goAwayStream: UInt32?
-    private var peerGoingAway = false
-    private var closing = false
+    var goAwayStream: UInt32?
+    var peerGoingAway = false
+    var closing = false
 
-    private var connectionSendWindow = HTTP2Wire.defaultWindow
-    private var connectionReceiveWindow = HTTP2Wire.defaultWindow
+    var connectionSendWindow = HTTP2Wire.defaultWindow
+    var connectionReceiveWindow = HTTP2Wire.defaultWindow
     /// Bytes received on the connection and not yet given back by a WINDOW_UPDATE.
-    private var connectionConsumed = 0
-    private var peerInitialWindow = HTTP2Wire.defaultWindow
-    private var peerMaxFrameSize = HTTP2Wire.defaultMaxFrameSize
+    var connectionConsumed = 0
+    var peerInitialWindow = HTTP2Wire.defaultWindow
+    var peerMaxFrameSize = HTTP2Wire.defaultMaxFrameSize
     /// The next header block sent starts with a dynamic table size update to 0.
-    private var tableSizeUpdate = true
+    var tableSizeUpdate = true
 
     /// The last streams this side reset: frames the client sent on them before it knew are ignored (RFC 9113 §5.4.2).
-    private var recentlyReset = CircularBuffer<UInt32>(initialCapacity: 32)
-    private var emptyDataFrames = 0
-    private var resets = RateCount()
-    private var controlFrames = RateCount()
-    private var glitches = 0
-    private var controlWhileUnwritable = 0
+    var recentlyReset = CircularBuffer<UInt32>(initialCapacity: 32)
+    var emptyDataFrames = 0
+    var resets = RateCount()
+    var controlFrames = RateCount()
+    var glitches = 0
+    var controlWhileUnwritable = 0
 
-    private var unflushed = false
+    var unflushed = false
     /// How deep the handler is in its own work: frames the stream channels write meanwhile (a write's promise completed
     /// inside a write below, whose callback closes a stream) wait in `deferred`, so that nothing comes between the two
     /// writes of one frame, nor changes a stream the work holds a copy of.
-    private var depth = 0
-    private var deferred = CircularBuffer<(HTTP2Frame, EventLoopPromise<Void>?)>()
-    private var flushDeferred = false
+    var depth = 0
+    var deferred = CircularBuffer<(HTTP2Frame, EventLoopPromise<Void>?)>()
+    var flushDeferred = false
     /// The channel asked for a read while it was not writable: it is read once it is.
-    private var readHeld = false
-    private var date = DateField()
+    var readHeld = false
+    var date = DateField()
     /// Events for the multiplexer, fired in order once the frame that caused them went on (as NIO's handler orders
     /// them: a stream's HEADERS, then its creation, then its close).
-    private var events = CircularBuffer<any Sendable>()
+    var events = CircularBuffer<any Sendable>()
 
     init(settings: BundleChannelHandler.Settings, cache: ResponseCache?, gate: BodyGate, limits: Limits = Limits()) {
         self.settings = settings
@@ -161,10 +164,10 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// The start of the handler's own work (see `depth`).
-    private func enter() { depth += 1 }
+    func enter() { depth += 1 }
 
     /// Its end: the outermost one writes what the stream channels wrote meanwhile, in order, and flushes if one asked.
-    private func leave(context: ChannelHandlerContext) {
+    func leave(context: ChannelHandlerContext) {
         guard depth == 1 else {
             depth -= 1
             return
@@ -179,9 +182,9 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    private var settingsSent = false
+    var settingsSent = false
 
-    private func sendSettings(context: ChannelHandlerContext) {
+    func sendSettings(context: ChannelHandlerContext) {
         guard !settingsSent else { return }
         settingsSent = true
         var out = context.channel.allocator.buffer(capacity: 32)
@@ -202,7 +205,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     func handlerRemoved(context: ChannelHandlerContext) { dropStreams() }
 
     /// The connection ended: what waits to be sent never will be.
-    private func dropStreams() {
+    func dropStreams() {
         closing = true
         for (_, stream) in streams { fail(stream.pending) }
         streams.removeAll()
@@ -251,7 +254,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Sends what waited on the streams in `blocked`, as far as the windows let it.
-    private func unblock(context: ChannelHandlerContext) {
+    func unblock(context: ChannelHandlerContext) {
         let waiting = blocked
         blocked.removeAll()
         for id in waiting {
@@ -262,15 +265,15 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Removes a stream, and its place among the blocked ones.
     @discardableResult
-    private func remove(_ id: UInt32) -> Stream? {
+    func remove(_ id: UInt32) -> Stream? {
         guard let stream = streams.removeValue(forKey: id) else { return nil }
         if stream.isBlocked { blocked.removeAll { $0 == id } }
         return stream
     }
 
-    private func fire(_ event: any Sendable) { events.append(event) }
+    func fire(_ event: any Sendable) { events.append(event) }
 
-    private func drainEvents(context: ChannelHandlerContext) {
+    func drainEvents(context: ChannelHandlerContext) {
         while let event = events.popFirst() { context.fireUserInboundEventTriggered(event) }
     }
 
@@ -308,7 +311,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelReadComplete()
     }
 
-    private func read(_ bytes: inout ByteBuffer, context: ChannelHandlerContext) throws {
+    func read(_ bytes: inout ByteBuffer, context: ChannelHandlerContext) throws {
         if !prefaceRead {
             guard bytes.readableBytes >= HTTP2Wire.preface.count else {
                 if !HTTP2Wire.preface.starts(with: bytes.readableBytesView) { throw ConnectionError(code: .protocolError) }
@@ -336,7 +339,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    private func frame(_ header: HTTP2Wire.FrameHeader, _ payload: ByteBuffer, context: ChannelHandlerContext) throws {
+    func frame(_ header: HTTP2Wire.FrameHeader, _ payload: ByteBuffer, context: ChannelHandlerContext) throws {
         var payload = payload
         switch header.type {
         case HTTP2Wire.FrameType.data: try data(header, payload, context: context)
@@ -417,7 +420,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Strips a PADDED frame's padding (RFC 9113 §6.1, §6.2).
-    private func unpad(_ header: HTTP2Wire.FrameHeader, _ payload: inout ByteBuffer) throws {
+    func unpad(_ header: HTTP2Wire.FrameHeader, _ payload: inout ByteBuffer) throws {
         guard header.has(HTTP2Wire.Flag.padded) else { return }
         guard let padding = payload.readInteger(as: UInt8.self), Int(padding) <= payload.readableBytes else {
             throw ConnectionError(code: .protocolError)
@@ -425,7 +428,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         payload = payload.readSlice(length: payload.readableBytes - Int(padding))!
     }
 
-    private func headers(_ open: OpenBlock, context: ChannelHandlerContext) throws {
+    func headers(_ open: OpenBlock, context: ChannelHandlerContext) throws {
         emptyDataFrames = 0
         var fragment = open.fragment
         // Every block is decoded, whatever becomes of its stream: the client's encoder and this decoder share a table.
@@ -473,7 +476,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         closeIfEnded(id, context: context)
     }
 
-    private func data(_ header: HTTP2Wire.FrameHeader, _ payload: ByteBuffer, context: ChannelHandlerContext) throws {
+    func data(_ header: HTTP2Wire.FrameHeader, _ payload: ByteBuffer, context: ChannelHandlerContext) throws {
         guard header.stream & 1 == 1, header.stream <= lastStream else { throw ConnectionError(code: .protocolError) }
         // The connection's window counts the whole payload, padding too, whatever becomes of the stream (§6.9.1).
         connectionReceiveWindow -= header.length
@@ -515,7 +518,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         if end { closeIfEnded(header.stream, context: context) }
     }
 
-    private func settingsFrame(_ header: HTTP2Wire.FrameHeader, _ payload: ByteBuffer, context: ChannelHandlerContext) throws {
+    func settingsFrame(_ header: HTTP2Wire.FrameHeader, _ payload: ByteBuffer, context: ChannelHandlerContext) throws {
         guard header.stream == 0 else { throw ConnectionError(code: .protocolError) }
         try countControlFrame()
         if header.has(HTTP2Wire.Flag.ack) {
@@ -551,7 +554,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         if windowDelta > 0 { for id in Array(streams.keys) { sendPending(id, context: context) } }
     }
 
-    private func windowUpdate(_ header: HTTP2Wire.FrameHeader, _ payload: ByteBuffer, context: ChannelHandlerContext) throws {
+    func windowUpdate(_ header: HTTP2Wire.FrameHeader, _ payload: ByteBuffer, context: ChannelHandlerContext) throws {
         guard header.length == 4 else { throw ConnectionError(code: .frameSizeError) }
         let increment = Int(payload.getInteger(at: payload.readerIndex, as: UInt32.self)! & 0x7fff_ffff)
         if header.stream == 0 {
@@ -571,7 +574,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Events counted in windows of a fixed length.
-    private struct RateCount {
+    struct RateCount {
         var count = 0
         var start = NIODeadline.now()
 
@@ -585,283 +588,19 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// One more stream reset by the client; too many in the window is a connection error (Rapid Reset, CVE-2023-44487).
-    private func countReset() throws {
+    func countReset() throws {
         guard resets.add(limit: limits.resets, window: limits.rateWindow) else { throw ConnectionError(code: .enhanceYourCalm) }
     }
 
     /// One more PING, SETTINGS or PRIORITY frame: each costs an answer or work for nothing (CVE-2019-9512, -9515, -9513).
-    private func countControlFrame() throws {
+    func countControlFrame() throws {
         guard controlFrames.add(limit: limits.controlFrames, window: limits.rateWindow) else { throw ConnectionError(code: .enhanceYourCalm) }
-    }
-
-    // MARK: Answers from the cache
-
-    /// Answers the request from the cache when it holds the answer; false, having sent nothing, when it does not. Not
-    /// while the connection is not writable (a client that does not read): those requests go on to stream channels,
-    /// which wait until it is; nor past the connection's bound on kept bytes in flight (``BodyGate/keptLimit``).
-    private func answer(_ id: UInt32, _ fields: HPACKHeaders, context: ChannelHandlerContext) -> Bool {
-        guard let cache, context.channel.isWritable else { return false }
-        var method: String?
-        var path: String?
-        var authority: String?
-        var asked = BundleChannelHandler.Asked()
-        for (name, value, _) in fields {
-            switch name {
-            case ":method": method = value
-            case ":path": path = value
-            case ":authority": authority = value
-            case ":scheme": continue
-            default: asked.read(name, value)
-            }
-        }
-        if asked.hosts == 0, let authority { asked.read("host", authority) }
-        guard method == "GET", let path, asked.hosts == 1, asked.plain else { return false }
-        let generation = settings.serving.handle.generation
-        guard let kept = cache.answer(for: asked.key(for: path), generation: generation), case .bytes(let body) = kept.body,
-            let headers = kept.http2Fields
-        else { return false }
-        let empty = body.readableBytes == 0
-        let fits = body.readableBytes <= min(peerInitialWindow, connectionSendWindow, peerMaxFrameSize)
-        // A body written at once and smaller than a TLS record is copied on its way (``TLSWriteCoalescer``): it holds none
-        // of the cache's buffers, and is not counted among the kept bytes in flight. Any other is.
-        let counted = !empty && (!fits || body.readableBytes >= TLSWriteCoalescer.recordSize)
-        guard !counted || gate.mayWriteKept(body.readableBytes) else { return false }
-        let now = time(nil)
-        if let served = settings.serving.policy.accessLog {
-            var record = ServedRequest(
-                client: context.channel.remoteAddress?.ipAddress, method: "GET", target: path, status: kept.status, contentLength: kept.contentLength,
-                source: kept.source)
-            record.version = HTTPVersion.http2.description
-            served(record)
-        }
-        // The HEADERS frame (the kept block, then this second's Date and the Age) and, when the body fits in one frame,
-        // the DATA frame's header: one buffer, the body after it as the cache keeps it.
-        var out = context.channel.allocator.buffer(capacity: (kept.http2Block?.readableBytes ?? 512) + 96)
-        HTTP2Wire.writeHeader(
-            length: 0, type: HTTP2Wire.FrameType.headers, flags: HTTP2Wire.Flag.endHeaders | (empty ? HTTP2Wire.Flag.endStream : 0), stream: id, into: &out)
-        if tableSizeUpdate {
-            out.writeInteger(UInt8(0x20))
-            tableSizeUpdate = false
-        }
-        if let block = kept.http2Block { out.writeImmutableBuffer(block) } else { HPACKLiterals.write(headers, tableSizeUpdate: false, into: &out) }
-        HPACKLiterals.write(nameIndex: HPACKLiterals.dateIndex, value: date.value(at: now), into: &out)
-        if let age = kept.age(at: now) { HPACKLiterals.write(nameIndex: HPACKLiterals.ageIndex, value: String(age), into: &out) }
-        if out.readableBytes - 9 > peerMaxFrameSize {
-            // A block larger than a frame (a kept head of many fields): HEADERS and CONTINUATION frames.
-            let block = out.getSlice(at: out.readerIndex + 9, length: out.readableBytes - 9)!
-            out = context.channel.allocator.buffer(capacity: block.readableBytes + 64)
-            writeHeaderBlock(id, block, endStream: empty, into: &out)
-        } else {
-            HTTP2Wire.setLength(ofFrameAt: out.readerIndex, in: &out)
-        }
-        if fits, !empty {
-            HTTP2Wire.writeHeader(length: body.readableBytes, type: HTTP2Wire.FrameType.data, flags: HTTP2Wire.Flag.endStream, stream: id, into: &out)
-            connectionSendWindow -= body.readableBytes
-        }
-        write(out, context: context)
-        guard !empty else { return true }
-        var written: EventLoopPromise<Void>?
-        if counted {
-            written = context.eventLoop.makePromise(of: Void.self)
-            gate.holdKept(body.readableBytes, until: written!.futureResult)
-        }
-        if fits {
-            context.write(wrapOutboundOut(.byteBuffer(body)), promise: written)
-        } else {
-            // As the client's windows take it.
-            var stream = Stream(requestEnded: true, onChannel: false, sendWindow: peerInitialWindow, receiveWindow: 0)
-            stream.pending.append(.data(body, endStream: true, promise: written))
-            streams[id] = stream
-            sendPending(id, context: context)
-        }
-        unflushed = true
-        return true
-    }
-
-    // MARK: Writing
-
-    /// A header block as a HEADERS frame and CONTINUATION frames, each within the client's frame size.
-    private func writeHeaderBlock(_ id: UInt32, _ block: ByteBuffer, endStream: Bool, into out: inout ByteBuffer) {
-        var block = block
-        var first = true
-        repeat {
-            let piece = block.readSlice(length: min(block.readableBytes, peerMaxFrameSize))!
-            let last = block.readableBytes == 0
-            var flags: UInt8 = last ? HTTP2Wire.Flag.endHeaders : 0
-            if first && endStream { flags |= HTTP2Wire.Flag.endStream }
-            HTTP2Wire.writeHeader(
-                length: piece.readableBytes, type: first ? HTTP2Wire.FrameType.headers : HTTP2Wire.FrameType.continuation, flags: flags, stream: id,
-                into: &out)
-            out.writeImmutableBuffer(piece)
-            first = false
-        } while block.readableBytes > 0
-    }
-
-    /// What a stream channel writes: at once, or after the handler's own work when it comes in the middle of it.
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        let frame = unwrapOutboundIn(data)
-        guard depth == 0 else { return deferred.append((frame, promise)) }
-        enter()
-        handle(frame, promise: promise, context: context)
-        leave(context: context)
-    }
-
-    private func handle(_ frame: HTTP2Frame, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
-        let id = UInt32(Int32(frame.streamID))
-        switch frame.payload {
-        case .headers(let headers):
-            guard var stream = streams[id], !stream.endQueued else { return promise?.fail(NIOHTTP2Errors.noSuchStream(streamID: frame.streamID)) ?? () }
-            if headers.endStream { stream.endQueued = true }
-            if !stream.pending.isEmpty {
-                stream.pending.append(.headers(headers.headers, endStream: headers.endStream, promise: promise))
-                streams[id] = stream
-                return
-            }
-            streams[id] = stream
-            sendHeaders(id, headers.headers, endStream: headers.endStream, promise: promise, context: context)
-        case .data(let data):
-            guard var stream = streams[id], !stream.endQueued, case .byteBuffer(let bytes) = data.data else {
-                return promise?.fail(NIOHTTP2Errors.noSuchStream(streamID: frame.streamID)) ?? ()
-            }
-            stream.pending.append(.data(bytes, endStream: data.endStream, promise: promise))
-            if data.endStream { stream.endQueued = true }
-            streams[id] = stream
-            sendPending(id, context: context)
-        case .rstStream(let code):
-            var out = context.channel.allocator.buffer(capacity: 13)
-            HTTP2Wire.writeRstStream(id, code: HTTP2ErrorCodeValue(rawValue: UInt32(code.networkCode)), into: &out)
-            context.write(wrapOutboundOut(.byteBuffer(out)), promise: promise)
-            noteReset(id)
-            if let stream = remove(id) {
-                fail(stream.pending)
-                if stream.onChannel { fire(StreamClosedEvent(streamID: frame.streamID, reason: code)) }
-            }
-            closeIfDone(context: context)
-        case .windowUpdate(let increment):
-            if id == 0 {
-                connectionReceiveWindow += increment
-            } else if var stream = streams[id], !stream.requestEnded, stream.receiveWindow + increment <= HTTP2Wire.maxWindow {
-                stream.receiveWindow += increment
-                streams[id] = stream
-                fire(NIOHTTP2WindowUpdatedEvent(streamID: frame.streamID, inboundWindowSize: stream.receiveWindow, outboundWindowSize: nil))
-            } else {
-                promise?.succeed()
-                return
-            }
-            var out = context.channel.allocator.buffer(capacity: 13)
-            HTTP2Wire.writeWindowUpdate(id, increment: increment, into: &out)
-            context.write(wrapOutboundOut(.byteBuffer(out)), promise: promise)
-        default:
-            // PRIORITY and the rest: nothing a server's stream needs to send.
-            promise?.succeed()
-        }
-    }
-
-    func flush(context: ChannelHandlerContext) {
-        guard depth == 0 else {
-            flushDeferred = true
-            return
-        }
-        unflushed = false
-        context.flush()
-    }
-
-    private func sendHeaders(_ id: UInt32, _ headers: HPACKHeaders, endStream: Bool, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
-        var block = context.channel.allocator.buffer(capacity: 256)
-        HPACKLiterals.write(headers, tableSizeUpdate: tableSizeUpdate, into: &block)
-        tableSizeUpdate = false
-        var out = context.channel.allocator.buffer(capacity: block.readableBytes + 16)
-        writeHeaderBlock(id, block, endStream: endStream, into: &out)
-        context.write(wrapOutboundOut(.byteBuffer(out)), promise: promise)
-        if endStream {
-            streams[id]?.responseEnded = true
-            closeIfEnded(id, context: context)
-        }
-    }
-
-    /// Sends what waits on a stream as far as the windows let it.
-    private func sendPending(_ id: UInt32, context: ChannelHandlerContext) {
-        guard var stream = streams[id] else { return }
-        while let next = stream.pending.first {
-            switch next {
-            case .headers(let headers, let endStream, let promise):
-                stream.pending.removeFirst()
-                streams[id] = stream
-                sendHeaders(id, headers, endStream: endStream, promise: promise, context: context)
-                guard let after = streams[id] else { return }
-                stream = after
-            case .data(var bytes, let endStream, let promise):
-                // Not while the socket takes nothing (NIO's handler holds DATA so too): on when it is writable again.
-                guard context.channel.isWritable else {
-                    block(id, &stream)
-                    return
-                }
-                let room = min(stream.sendWindow, connectionSendWindow, peerMaxFrameSize)
-                if bytes.readableBytes > 0 && room <= 0 {
-                    // The connection's window opens for all (`blocked`), a stream's for itself (its WINDOW_UPDATE).
-                    if connectionSendWindow <= 0 {
-                        block(id, &stream)
-                    } else {
-                        streams[id] = stream
-                    }
-                    return
-                }
-                let piece = bytes.readSlice(length: max(0, min(room, bytes.readableBytes)))!
-                let done = bytes.readableBytes == 0
-                stream.sendWindow -= piece.readableBytes
-                connectionSendWindow -= piece.readableBytes
-                var head = context.channel.allocator.buffer(capacity: 9)
-                HTTP2Wire.writeHeader(
-                    length: piece.readableBytes, type: HTTP2Wire.FrameType.data, flags: done && endStream ? HTTP2Wire.Flag.endStream : 0, stream: id,
-                    into: &head)
-                write(head, context: context)
-                if done {
-                    stream.pending.removeFirst()
-                    context.write(wrapOutboundOut(.byteBuffer(piece)), promise: promise)
-                    if endStream {
-                        stream.responseEnded = true
-                        streams[id] = stream
-                        closeIfEnded(id, context: context)
-                        return
-                    }
-                } else {
-                    stream.pending[stream.pending.startIndex] = .data(bytes, endStream: endStream, promise: promise)
-                    context.write(wrapOutboundOut(.byteBuffer(piece)), promise: nil)
-                }
-                unflushed = true
-            }
-        }
-        streams[id] = stream
-    }
-
-    /// Keeps `stream` waiting among the blocked ones.
-    private func block(_ id: UInt32, _ stream: inout Stream) {
-        if !stream.isBlocked {
-            stream.isBlocked = true
-            blocked.append(id)
-        }
-        streams[id] = stream
-    }
-
-    private func write(_ bytes: ByteBuffer, context: ChannelHandlerContext) {
-        context.write(wrapOutboundOut(.byteBuffer(bytes)), promise: nil)
-        unflushed = true
-    }
-
-    /// A frame the client's own frame asks for (PING and SETTINGS acknowledgements). A client that sends them and reads
-    /// nothing makes them pile up: past the limit, the connection is closed.
-    private func writeControl(_ bytes: ByteBuffer, context: ChannelHandlerContext) throws {
-        if !context.channel.isWritable {
-            controlWhileUnwritable += 1
-            guard controlWhileUnwritable <= limits.bufferedControlFrames else { throw ConnectionError(code: .enhanceYourCalm) }
-        }
-        write(bytes, context: context)
     }
 
     // MARK: Streams' ends and errors
 
     /// A stream whose two sides ended is closed, and its channel told.
-    private func closeIfEnded(_ id: UInt32, context: ChannelHandlerContext) {
+    func closeIfEnded(_ id: UInt32, context: ChannelHandlerContext) {
         guard let stream = streams[id], stream.requestEnded, stream.responseEnded, stream.pending.isEmpty else { return }
         remove(id)
         if stream.onChannel {
@@ -871,7 +610,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// After a GOAWAY either way, the connection closes once its last stream ended.
-    private func closeIfDone(context: ChannelHandlerContext) {
+    func closeIfDone(context: ChannelHandlerContext) {
         guard goAwayStream != nil || peerGoingAway, streams.isEmpty, !closing else { return }
         closing = true
         // Once what was written went out (writes complete in order): the last answer is not cut.
@@ -880,14 +619,14 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// A stream error (RFC 9113 §5.4.2): RST_STREAM, the stream closed; one more glitch of the client's.
-    private func streamError(_ id: UInt32, _ code: HTTP2ErrorCodeValue, context: ChannelHandlerContext) {
+    func streamError(_ id: UInt32, _ code: HTTP2ErrorCodeValue, context: ChannelHandlerContext) {
         glitches += 1
         guard glitches <= limits.glitches else { return fail(.enhanceYourCalm, context: context) }
         refuse(id, code: code, context: context)
     }
 
     /// RST_STREAM for a stream, which closes.
-    private func refuse(_ id: UInt32, code: HTTP2ErrorCodeValue = .refusedStream, context: ChannelHandlerContext) {
+    func refuse(_ id: UInt32, code: HTTP2ErrorCodeValue = .refusedStream, context: ChannelHandlerContext) {
         var out = context.channel.allocator.buffer(capacity: 13)
         HTTP2Wire.writeRstStream(id, code: code, into: &out)
         write(out, context: context)
@@ -902,7 +641,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// A connection error: GOAWAY with the last stream read, and the connection closes.
-    private func fail(_ code: HTTP2ErrorCodeValue, context: ChannelHandlerContext) {
+    func fail(_ code: HTTP2ErrorCodeValue, context: ChannelHandlerContext) {
         guard !closing else { return }
         closing = true
         inbound = nil
@@ -913,12 +652,12 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         context.close(promise: nil)
     }
 
-    private func noteReset(_ id: UInt32) {
+    func noteReset(_ id: UInt32) {
         if recentlyReset.count == 32 { recentlyReset.removeFirst() }
         recentlyReset.append(id)
     }
 
-    private func fail(_ pending: CircularBuffer<Pending>) {
+    func fail(_ pending: CircularBuffer<Pending>) {
         for item in pending {
             switch item {
             case .data(_, _, let promise), .headers(_, _, let promise): promise?.fail(ChannelError.ioOnClosedChannel)
