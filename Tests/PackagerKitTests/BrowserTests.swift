@@ -301,7 +301,11 @@ struct BrowserTests {
             // once took past the timeout under the browser pass's load.)
             let problems = Dictionary(report.browserProblems.map { ($0.page, $0.reason) }, uniquingKeysWith: { a, _ in a })
             #expect(problems[origin.base + "/slow.html"]?.contains("did not finish loading in 5 s") == true, "\(report.browserProblems)")
-            let behaviour = problems.filter { !$0.value.contains("no answer from the browser in") }
+            // So is a page that navigates away and did not finish loading in the 5 s (once, in a full run of the suite on
+            // 2026-11-30, with the other browser tests' Chromiums: its target is still crawled, checked below).
+            let behaviour = problems.filter {
+                !$0.value.contains("no answer from the browser in") && !($0.key == origin.base + "/away.html" && $0.value.contains("did not finish loading"))
+            }
             #expect(Set(behaviour.keys).isSubset(of: [origin.base + "/slow.html", origin.base + "/frames.html"]), "\(report.browserProblems)")
             let bundle = try MountedBundle(path: folder.path + "/b.zip")
             for path in ["/after-dialogs.json", "/elsewhere.html", "/frame.html", "/inscope.json"] {
