@@ -313,6 +313,9 @@ struct HTTP2ConnectionTests {
             [try peer.headers(3, H2Peer.request(method: "POST"), endStream: false), H2Peer.frame(0x0, stream: 2, ByteBuffer(string: "x"))], .protocolError,
             "DATA on a server's stream")
         try expectConnectionError([H2Peer.frame(0x3, stream: 5, ByteBuffer(repeating: 0, count: 4))], .protocolError, "RST_STREAM on a stream never opened")
+        try expectConnectionError(
+            [try peer.headers(3, H2Peer.request(path: "/missing.html")), try peer.headers(1, H2Peer.request(path: "/missing.html"))], .protocolError,
+            "HEADERS on a lower stream, never opened")
 
         try expectStreamError([try peer.headers(1, H2Peer.request([("Upper-Case", "x")]))], .protocolError, "an uppercase field name")
         try expectStreamError([try peer.headers(1, H2Peer.request([("connection", "close")]))], .protocolError, "a connection field")

@@ -461,8 +461,11 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         guard var stream = streams[id], stream.onChannel else {
-            // A stream that ended: frames the client sent before it knew of a reset are ignored, others are an error.
+            // A block the client sent before it knew of a reset is ignored. One on a stream whose request ended and whose
+            // answer goes out is a stream error (half-closed, RFC 9113 §5.1); on any other lower stream (closed, or
+            // never opened: a client's streams open in increasing order, §5.1.1), a connection error.
             if recentlyReset.contains(id) { return }
+            guard streams[id] != nil else { throw ConnectionError(code: .protocolError) }
             return streamError(id, .streamClosed, context: context)
         }
         // Trailers: they end the request, and hold no pseudo-field.
