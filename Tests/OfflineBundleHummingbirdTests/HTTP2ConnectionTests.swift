@@ -481,12 +481,32 @@ struct HTTP2ConnectionTests {
         try start(second, &peer)
         try second.writeInbound(try peer.headers(1, H2Peer.request(method: "POST"), endStream: false))
         second.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
-        try second.writeInbound(try peer.headers(3, H2Peer.request()))
+        // A request crossing the GOAWAY, with a body and trailers: not read, and the connection goes on.
+        try second.writeInbound(try peer.headers(3, H2Peer.request(method: "POST"), endStream: false))
+        try second.writeInbound(H2Peer.frame(0x0, stream: 3, ByteBuffer(string: "abc")))
+        try second.writeInbound(try peer.headers(3, HPACKHeaders([("x-checksum", "1")])))
+        var sent = try peer.frames(from: second)
+        #expect(second.isActive && sent.map(\.type) == [0x7])
         // A PING on a stream: a connection error, whose GOAWAY names stream 1 still.
         try second.writeInbound(H2Peer.frame(0x6, stream: 1, ByteBuffer(repeating: 0, count: 8)))
-        let goAways = try peer.frames(from: second).filter { $0.type == 0x7 }
+        sent += try peer.frames(from: second)
+        let goAways = sent.filter { $0.type == 0x7 }
         #expect(goAways.map { $0.payload.getInteger(at: $0.payload.readerIndex, as: UInt32.self) } == [1, 1])
         #expect(goAways.last?.errorCode == HTTP2ErrorCodeValue.protocolError.rawValue && !second.isActive)
+    }
+
+    @Test("a Host the same as :authority but for its case or the scheme's default port is well formed; another host is not")
+    func hostAndAuthority() {
+        func verdict(_ host: String, scheme: String = "https") -> HTTP2RequestCheck.Verdict {
+            HTTP2RequestCheck.request(
+                HPACKHeaders([(":method", "GET"), (":scheme", scheme), (":path", "/"), (":authority", "docs.example.com"), ("host", host)]))
+        }
+        #expect(verdict("docs.example.com") == .wellFormed(contentLength: nil))
+        #expect(verdict("DOCS.Example.com") == .wellFormed(contentLength: nil))
+        #expect(verdict("docs.example.com:443") == .wellFormed(contentLength: nil))
+        #expect(verdict("docs.example.com:80", scheme: "http") == .wellFormed(contentLength: nil))
+        #expect(verdict("docs.example.com:80") == .malformed)
+        #expect(verdict("other.example.com") == .malformed)
     }
 
     @Test("HPACKLiterals' blocks decode to the fields written: static names and whole fields, new names, long values, never-indexed ones")

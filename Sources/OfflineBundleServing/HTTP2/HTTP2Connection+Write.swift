@@ -25,7 +25,14 @@ extension HTTP2Connection {
     /// What a stream channel writes: at once, or after the handler's own work when it comes in the middle of it.
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let frame = unwrapOutboundIn(data)
-        guard depth == 0 else { return deferred.append((frame, promise)) }
+        guard depth == 0 else {
+            if case .windowUpdate(let increment) = frame.payload {
+                if let bytes = windowUpdate(frame.streamID, increment) { deferred.append(.bytes(bytes, promise)) } else { promise?.succeed() }
+            } else {
+                deferred.append(.frame(frame, promise))
+            }
+            return
+        }
         enter()
         handle(frame, promise: promise, context: context)
         leave(context: context)
@@ -63,23 +70,33 @@ extension HTTP2Connection {
             }
             closeIfDone(context: context)
         case .windowUpdate(let increment):
-            if id == 0 {
-                connectionReceiveWindow += increment
-            } else if var stream = streams[id], !stream.requestEnded, stream.receiveWindow + increment <= HTTP2Wire.maxWindow {
-                stream.receiveWindow += increment
-                streams[id] = stream
-                fire(NIOHTTP2WindowUpdatedEvent(streamID: frame.streamID, inboundWindowSize: stream.receiveWindow, outboundWindowSize: nil))
-            } else {
+            guard let bytes = windowUpdate(frame.streamID, increment) else {
                 promise?.succeed()
                 return
             }
-            var out = context.channel.allocator.buffer(capacity: 13)
-            HTTP2Wire.writeWindowUpdate(id, increment: increment, into: &out)
-            context.write(wrapOutboundOut(.byteBuffer(out)), promise: promise)
+            context.write(wrapOutboundOut(.byteBuffer(bytes)), promise: promise)
         default:
             // PRIORITY and the rest: nothing a server's stream needs to send.
             promise?.succeed()
         }
+    }
+
+    /// Counts a WINDOW_UPDATE a stream channel (or the multiplexer, for the connection) gives, and tells the stream its
+    /// window; its bytes, or nil when there is nothing to give (a stream gone or ended, a window past the largest).
+    func windowUpdate(_ stream: HTTP2StreamID, _ increment: Int) -> ByteBuffer? {
+        let id = UInt32(Int32(stream))
+        if id == 0 {
+            connectionReceiveWindow += increment
+        } else if var open = streams[id], !open.requestEnded, open.receiveWindow + increment <= HTTP2Wire.maxWindow {
+            open.receiveWindow += increment
+            streams[id] = open
+            fire(NIOHTTP2WindowUpdatedEvent(streamID: stream, inboundWindowSize: open.receiveWindow, outboundWindowSize: nil))
+        } else {
+            return nil
+        }
+        var out = ByteBuffer()
+        HTTP2Wire.writeWindowUpdate(id, increment: increment, into: &out)
+        return out
     }
 
     func flush(context: ChannelHandlerContext) {

@@ -87,6 +87,13 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         var dependsOnItself: Bool
     }
 
+    /// A stream channel's write made during the handler's own work: a frame to handle after it, or (a WINDOW_UPDATE,
+    /// whose window is counted at once so that the next window told to the stream is right) the bytes to write.
+    enum Deferred {
+        case frame(HTTP2Frame, EventLoopPromise<Void>?)
+        case bytes(ByteBuffer, EventLoopPromise<Void>?)
+    }
+
     /// A connection error (RFC 9113 §5.4.1).
     struct ConnectionError: Error {
         var code: HTTP2ErrorCodeValue
@@ -134,7 +141,7 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     /// inside a write below, whose callback closes a stream) wait in `deferred`, so that nothing comes between the two
     /// writes of one frame, nor changes a stream the work holds a copy of.
     var depth = 0
-    var deferred = CircularBuffer<(HTTP2Frame, EventLoopPromise<Void>?)>()
+    var deferred = CircularBuffer<Deferred>()
     var flushDeferred = false
     /// The channel asked for a read while it was not writable: it is read once it is.
     var readHeld = false
@@ -172,8 +179,16 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
             depth -= 1
             return
         }
-        while let (frame, promise) = deferred.popFirst() { handle(frame, promise: promise, context: context) }
-        drainEvents(context: context)
+        // Events fired here may make the streams write more: until nothing is left.
+        repeat {
+            while let next = deferred.popFirst() {
+                switch next {
+                case .frame(let frame, let promise): handle(frame, promise: promise, context: context)
+                case .bytes(let bytes, let promise): context.write(wrapOutboundOut(.byteBuffer(bytes)), promise: promise)
+                }
+            }
+            drainEvents(context: context)
+        } while !deferred.isEmpty
         depth = 0
         if flushDeferred {
             flushDeferred = false
@@ -209,6 +224,11 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
         closing = true
         for (_, stream) in streams { fail(stream.pending) }
         streams.removeAll()
+        while let next = deferred.popFirst() {
+            switch next {
+            case .frame(_, let promise), .bytes(_, let promise): promise?.fail(ChannelError.ioOnClosedChannel)
+            }
+        }
         blocked.removeAll()
     }
 
@@ -461,10 +481,12 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         guard var stream = streams[id], stream.onChannel else {
-            // A block the client sent before it knew of a reset is ignored. One on a stream whose request ended and whose
+            // A block on a stream a GOAWAY sent did not let through is ignored, as is one the client sent before it
+            // knew of a reset. One on a stream whose request ended and whose
             // answer goes out is a stream error (half-closed, RFC 9113 §5.1); on any other lower stream (closed, or
             // never opened: a client's streams open in increasing order, §5.1.1), a connection error.
             if recentlyReset.contains(id) { return }
+            if let goAwayStream, id > goAwayStream { return }
             guard streams[id] != nil else { throw ConnectionError(code: .protocolError) }
             return streamError(id, .streamClosed, context: context)
         }
@@ -616,9 +638,11 @@ final class HTTP2Connection: ChannelDuplexHandler, RemovableChannelHandler {
     func closeIfDone(context: ChannelHandlerContext) {
         guard goAwayStream != nil || peerGoingAway, streams.isEmpty, !closing else { return }
         closing = true
-        // Once what was written went out (writes complete in order): the last answer is not cut.
-        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        context.writeAndFlush(wrapOutboundOut(.byteBuffer(ByteBuffer()))).whenComplete { _ in bound.value.close(promise: nil) }
+        // Once what was written went out (writes complete in order): the last answer is not cut. A client that takes
+        // nothing more is closed after the idle period all the same.
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.byteBuffer(ByteBuffer()))).whenComplete { _ in channel.close(promise: nil) }
+        context.eventLoop.scheduleTask(in: settings.idleTimeout) { channel.close(promise: nil) }
     }
 
     /// A stream error (RFC 9113 §5.4.2): RST_STREAM, the stream closed; one more glitch of the client's.

@@ -18,6 +18,7 @@ enum HTTP2RequestCheck {
     static func request(_ fields: HPACKHeaders) -> Verdict {
         var method: String?
         var scheme = false
+        var schemeValue = ""
         var path = false
         var authority: String?
         var host: String?
@@ -35,6 +36,7 @@ enum HTTP2RequestCheck {
                 case ":scheme":
                     guard !scheme, !value.isEmpty else { return .malformed }
                     scheme = true
+                    schemeValue = value
                 case ":path":
                     guard !path, !value.isEmpty else { return .malformed }
                     path = true
@@ -60,7 +62,7 @@ enum HTTP2RequestCheck {
             }
         }
         guard let method else { return .malformed }
-        if let authority, let host, authority != host { return .malformed }
+        if let authority, let host, !sameAuthority(authority, host, scheme: schemeValue) { return .malformed }
         if method == "CONNECT" {
             guard authority != nil, !scheme, !path else { return .malformed }
         } else {
@@ -95,6 +97,18 @@ enum HTTP2RequestCheck {
             }
         }
         return true
+    }
+
+    /// Whether two authorities name the same host and port: in any case, a port the scheme takes by default the same as
+    /// none (RFC 3986 §6.2.2.1, §6.2.3).
+    static func sameAuthority(_ a: String, _ b: String, scheme: String) -> Bool {
+        func normal(_ authority: String) -> String {
+            let lower = authority.lowercased()
+            let port = scheme == "https" ? ":443" : scheme == "http" ? ":80" : nil
+            if let port, lower.hasSuffix(port) { return String(lower.dropLast(port.count)) }
+            return lower
+        }
+        return normal(a) == normal(b)
     }
 
     /// No control character, space or DEL: what a method, scheme, path or authority may hold (RFC 9110 §5.6.2, RFC 3986).
