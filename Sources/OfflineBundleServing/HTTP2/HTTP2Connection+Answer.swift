@@ -27,8 +27,9 @@ extension HTTP2Connection {
         if asked.hosts == 0, let authority { asked.read("host", authority) }
         guard method == "GET", let path, asked.hosts == 1, asked.plain else { return false }
         let generation = settings.serving.handle.generation
+        // Every answer kept over TLS has its block (``ResponseCache/keep(_:for:generation:)`` writes it).
         guard let kept = cache.answer(for: asked.key(for: path), generation: generation), case .bytes(let body) = kept.body,
-            let headers = kept.http2Fields
+            let block = kept.http2Block
         else { return false }
         let empty = body.readableBytes == 0
         let fits = body.readableBytes <= min(peerInitialWindow, connectionSendWindow, peerMaxFrameSize)
@@ -46,23 +47,12 @@ extension HTTP2Connection {
         }
         // The HEADERS frame (the kept block, then this second's Date and the Age) and, when the body fits in one frame,
         // the DATA frame's header: one buffer, the body after it as the cache keeps it.
-        var out = context.channel.allocator.buffer(capacity: (kept.http2Block?.readableBytes ?? 512) + 96)
-        HTTP2Wire.writeHeader(
-            length: 0, type: HTTP2Wire.FrameType.headers, flags: HTTP2Wire.Flag.endHeaders | (empty ? HTTP2Wire.Flag.endStream : 0), stream: id, into: &out)
-        if tableSizeUpdate {
-            out.writeInteger(UInt8(0x20))
-            tableSizeUpdate = false
-        }
-        if let block = kept.http2Block { out.writeImmutableBuffer(block) } else { HPACKLiterals.write(headers, tableSizeUpdate: false, into: &out) }
-        HPACKLiterals.write(nameIndex: HPACKLiterals.dateIndex, value: date.value(at: now), into: &out)
-        if let age = kept.age(at: now) { HPACKLiterals.write(nameIndex: HPACKLiterals.ageIndex, value: String(age), into: &out) }
-        if out.readableBytes - 9 > peerMaxFrameSize {
-            // A block larger than a frame (a kept head of many fields): HEADERS and CONTINUATION frames.
-            let block = out.getSlice(at: out.readerIndex + 9, length: out.readableBytes - 9)!
-            out = context.channel.allocator.buffer(capacity: block.readableBytes + 64)
-            writeHeaderBlock(id, block, endStream: empty, into: &out)
-        } else {
-            HTTP2Wire.setLength(ofFrameAt: out.readerIndex, in: &out)
+        var out = context.channel.allocator.buffer(capacity: block.readableBytes + 96)
+        let dateValue = self.date.value(at: now)
+        writeHeaders(id, endStream: empty, into: &out) { out in
+            out.writeImmutableBuffer(block)
+            HPACKLiterals.write(nameIndex: HPACKLiterals.dateIndex, value: dateValue, into: &out)
+            if let age = kept.age(at: now) { HPACKLiterals.write(nameIndex: HPACKLiterals.ageIndex, value: String(age), into: &out) }
         }
         if fits, !empty {
             HTTP2Wire.writeHeader(length: body.readableBytes, type: HTTP2Wire.FrameType.data, flags: HTTP2Wire.Flag.endStream, stream: id, into: &out)

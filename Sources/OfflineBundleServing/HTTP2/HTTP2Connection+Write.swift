@@ -5,15 +5,25 @@ import NIOHPACK
 import NIOHTTP2
 
 extension HTTP2Connection {
-    /// A header block as a HEADERS frame and CONTINUATION frames, each within the client's frame size.
-    func writeHeaderBlock(_ id: UInt32, _ block: ByteBuffer, endStream: Bool, into out: inout ByteBuffer) {
-        var block = block
+    /// A HEADERS frame of the block `fill` writes, after the table size update owed (if any): one frame, or, past the
+    /// client's frame size, HEADERS and CONTINUATION frames.
+    func writeHeaders(_ id: UInt32, endStream: Bool, into out: inout ByteBuffer, _ fill: (inout ByteBuffer) -> Void) {
+        let start = out.writerIndex
+        let endFlag = endStream ? HTTP2Wire.Flag.endStream : 0
+        HTTP2Wire.writeHeader(length: 0, type: HTTP2Wire.FrameType.headers, flags: HTTP2Wire.Flag.endHeaders | endFlag, stream: id, into: &out)
+        if tableSizeUpdate {
+            out.writeInteger(HPACKLiterals.tableSizeUpdateToZero)
+            tableSizeUpdate = false
+        }
+        fill(&out)
+        guard out.writerIndex - start - 9 > peerMaxFrameSize else { return HTTP2Wire.setLength(ofFrameAt: start, in: &out) }
+        // A block larger than a frame (a head of many fields): written again as pieces.
+        var block = out.getSlice(at: start + 9, length: out.writerIndex - start - 9)!
+        out.moveWriterIndex(to: start)
         var first = true
         repeat {
             let piece = block.readSlice(length: min(block.readableBytes, peerMaxFrameSize))!
-            let last = block.readableBytes == 0
-            var flags: UInt8 = last ? HTTP2Wire.Flag.endHeaders : 0
-            if first && endStream { flags |= HTTP2Wire.Flag.endStream }
+            let flags = (block.readableBytes == 0 ? HTTP2Wire.Flag.endHeaders : 0) | (first ? endFlag : 0)
             HTTP2Wire.writeHeader(
                 length: piece.readableBytes, type: first ? HTTP2Wire.FrameType.headers : HTTP2Wire.FrameType.continuation, flags: flags, stream: id,
                 into: &out)
@@ -42,7 +52,10 @@ extension HTTP2Connection {
         let id = UInt32(Int32(frame.streamID))
         switch frame.payload {
         case .headers(let headers):
-            guard var stream = streams[id], !stream.endQueued else { return promise?.fail(NIOHTTP2Errors.noSuchStream(streamID: frame.streamID)) ?? () }
+            guard var stream = streams[id], !stream.endQueued else {
+                promise?.fail(NIOHTTP2Errors.noSuchStream(streamID: frame.streamID))
+                return
+            }
             if headers.endStream { stream.endQueued = true }
             if !stream.pending.isEmpty {
                 stream.pending.append(.headers(headers.headers, endStream: headers.endStream, promise: promise))
@@ -53,7 +66,8 @@ extension HTTP2Connection {
             sendHeaders(id, headers.headers, endStream: headers.endStream, promise: promise, context: context)
         case .data(let data):
             guard var stream = streams[id], !stream.endQueued, case .byteBuffer(let bytes) = data.data else {
-                return promise?.fail(NIOHTTP2Errors.noSuchStream(streamID: frame.streamID)) ?? ()
+                promise?.fail(NIOHTTP2Errors.noSuchStream(streamID: frame.streamID))
+                return
             }
             stream.pending.append(.data(bytes, endStream: data.endStream, promise: promise))
             if data.endStream { stream.endQueued = true }
@@ -81,19 +95,15 @@ extension HTTP2Connection {
         }
     }
 
-    /// Counts a WINDOW_UPDATE a stream channel (or the multiplexer, for the connection) gives, and tells the stream its
-    /// window; its bytes, or nil when there is nothing to give (a stream gone or ended, a window past the largest).
+    /// Counts a WINDOW_UPDATE a stream channel gives, and tells the stream its window; its bytes, or nil when there is
+    /// nothing to give (a stream gone or ended, a window past the largest). The connection's window is this handler's
+    /// to give (as DATA comes): the multiplexer, never told it, writes none.
     func windowUpdate(_ stream: HTTP2StreamID, _ increment: Int) -> ByteBuffer? {
         let id = UInt32(Int32(stream))
-        if id == 0 {
-            connectionReceiveWindow += increment
-        } else if var open = streams[id], !open.requestEnded, open.receiveWindow + increment <= HTTP2Wire.maxWindow {
-            open.receiveWindow += increment
-            streams[id] = open
-            fire(NIOHTTP2WindowUpdatedEvent(streamID: stream, inboundWindowSize: open.receiveWindow, outboundWindowSize: nil))
-        } else {
-            return nil
-        }
+        guard id != 0, var open = streams[id], !open.requestEnded, open.receiveWindow + increment <= HTTP2Wire.maxWindow else { return nil }
+        open.receiveWindow += increment
+        streams[id] = open
+        fire(NIOHTTP2WindowUpdatedEvent(streamID: stream, inboundWindowSize: open.receiveWindow, outboundWindowSize: nil))
         var out = ByteBuffer()
         HTTP2Wire.writeWindowUpdate(id, increment: increment, into: &out)
         return out
@@ -109,11 +119,8 @@ extension HTTP2Connection {
     }
 
     func sendHeaders(_ id: UInt32, _ headers: HPACKHeaders, endStream: Bool, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
-        var block = context.channel.allocator.buffer(capacity: 256)
-        HPACKLiterals.write(headers, tableSizeUpdate: tableSizeUpdate, into: &block)
-        tableSizeUpdate = false
-        var out = context.channel.allocator.buffer(capacity: block.readableBytes + 16)
-        writeHeaderBlock(id, block, endStream: endStream, into: &out)
+        var out = context.channel.allocator.buffer(capacity: 256)
+        writeHeaders(id, endStream: endStream, into: &out) { HPACKLiterals.write(headers, tableSizeUpdate: false, into: &$0) }
         context.write(wrapOutboundOut(.byteBuffer(out)), promise: promise)
         if endStream {
             streams[id]?.responseEnded = true

@@ -8,7 +8,7 @@ enum HTTP2Head {
     /// push the repeating ones out of the connection's HPACK table. (`date` is indexed: it is the same for a second.)
     private static let volatile: Set<String> = ["etag", "content-length", "last-modified", "age", "expires", "content-range", "location"]
     /// HTTP/1.1's connection fields, which HTTP/2 forbids (RFC 9113 §8.2.2).
-    private static let connectionFields: Set<String> = ["connection", "keep-alive", "transfer-encoding", "upgrade", "proxy-connection"]
+    static let connectionFields: Set<String> = ["connection", "keep-alive", "transfer-encoding", "upgrade", "proxy-connection"]
 
     /// `:status`, the fields but Age (added per request, as HTTP/1.1's head adds it) and those HTTP/2 forbids, names
     /// lowercase (RFC 9113 §8.2.1), and `server` when given; values as ``ResponseHead/line(_:_:_:)`` writes them.

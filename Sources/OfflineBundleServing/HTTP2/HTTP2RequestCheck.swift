@@ -49,8 +49,8 @@ enum HTTP2RequestCheck {
             }
             regular = true
             guard validName(name) else { return .malformed }
+            if HTTP2Head.connectionFields.contains(name) { return .malformed }
             switch name {
-            case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade": return .malformed
             case "te": guard value == "trailers" else { return .malformed }
             case "host":
                 guard host == nil || host == value else { return .malformed }
@@ -74,11 +74,7 @@ enum HTTP2RequestCheck {
     /// Whether a trailer block is well formed: no pseudo-field, and the rest as in a request.
     static func trailers(_ fields: HPACKHeaders) -> Bool {
         for (name, value, _) in fields {
-            guard validName(name), validValue(value) else { return false }
-            switch name {
-            case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade": return false
-            default: continue
-            }
+            guard validName(name), validValue(value), !HTTP2Head.connectionFields.contains(name) else { return false }
         }
         return true
     }

@@ -141,9 +141,12 @@ struct HTTP2ErrorCodeValue: Equatable, Sendable {
 /// and a kept answer's block is the same bytes on every connection; the connection's first block, and the first after
 /// the client changes its table's size, starts with a size update to 0 (§6.3), so the client's table stays empty.
 enum HPACKLiterals {
+    /// The dynamic table size update to 0 (RFC 7541 §6.3).
+    static let tableSizeUpdateToZero: UInt8 = 0x20
+
     /// Writes `headers` as a header block.
     static func write(_ headers: HPACKHeaders, tableSizeUpdate: Bool, into buffer: inout ByteBuffer) {
-        if tableSizeUpdate { buffer.writeInteger(UInt8(0x20)) }
+        if tableSizeUpdate { buffer.writeInteger(tableSizeUpdateToZero) }
         for (name, value, indexing) in headers { write(name: name, value: value, neverIndexed: indexing == .neverIndexed, into: &buffer) }
     }
 
