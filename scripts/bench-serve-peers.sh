@@ -15,10 +15,14 @@ docs=/usr/share/doc/python3.11/html
 [ -f "$docs/library/functions.html" ] || { echo "bench-serve-peers: python3.11-doc is not installed" >&2; exit 1; }
 command -v h2o >/dev/null || { echo "bench-serve-peers: h2o is not installed (apt-get install h2o)" >&2; exit 1; }
 [ -x "$bin/packager-bench-fileserver" ] || { echo "bench-serve-peers: $bin/packager-bench-fileserver is not built (PACKAGER_BENCHMARKS=1 swift build -c release --product packager-bench-fileserver)" >&2; exit 1; }
+command -v cc >/dev/null || { echo "bench-serve-peers: no C compiler for the ceiling server (apt-get install gcc)" >&2; exit 1; }
 rm -rf "$work" && mkdir -p "$work/tls"
 work=$(cd "$work" && pwd)
 tls=$work/tls
 make_test_ca "$tls"
+# The ceiling of the plain HTTP/1.1 rows of one page: a C server that answers every request with the same bytes by
+# one writev (scripts/bench-ceiling.c); what the client and the loopback allow on this machine.
+cc -O2 -o "$work/bench-ceiling" "$(dirname "$0")/bench-ceiling.c"
 
 # The site: python3.11-doc as Debian ships it, and one page of 6 KiB beside it (the site's smallest page is 8.8 KB).
 cp -rL "$docs" "$work/py"
@@ -35,8 +39,9 @@ find "$work/py" -name '*.html' -exec gzip -k -6 {} +
 pages_mix_lua "$work/py" "$work"
 
 pids=()
+ceiling=""
 cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}" $ceiling; do kill "$p" 2>/dev/null || true; done
     stop_nginx "$work"
     for port in 18201 18211; do stop_h2o "$work" "$port"; done
 }
@@ -89,18 +94,37 @@ for url in http://127.0.0.1:18201 http://127.0.0.1:18202 http://127.0.0.1:18203 
     wrk -t1 -c8 -d1s -s "$work/py-mix.lua" -H "Accept-Encoding: gzip" "$url/" >/dev/null
 done
 
-# A row: the three servers measured in turn, `runs` times, each keeping its best.
+# A row: the three servers (and the ceiling, on the plain rows of one page) measured in turn, `runs` times, each
+# keeping its best.
 rows=()
 row() { # LABEL KIND(h1|h2) SCHEME PORTBASE ARGS...
     local label=$1 kind=$2 scheme=$3 base=$4
     shift 4
-    local best_h2o=0 best_nginx=0 best_packager=0 r
+    local best_h2o=0 best_nginx=0 best_packager=0 best_ceiling=0 r
+    ceiling=""
+    if [ "$kind" = h1 ] && [ "$scheme" = http ] && [ "$1" != mix ]; then
+        # The same bytes as the others send: the page, or its .gz for a request that accepts gzip.
+        if [ -n "${2:-}" ]; then
+            "$work/bench-ceiling" 18204 "$work/py$1.gz" gzip & ceiling=$!
+        else
+            "$work/bench-ceiling" 18204 "$work/py$1" & ceiling=$!
+        fi
+        wait_for "http://127.0.0.1:18204/"
+    fi
     for _ in $(seq "$runs"); do
         r=$("$kind" "$scheme://127.0.0.1:$((base + 1))" "$@"); best_h2o=$(python3 -c "print(max($best_h2o, ${r:-0}))")
         r=$("$kind" "$scheme://127.0.0.1:$((base + 2))" "$@"); best_nginx=$(python3 -c "print(max($best_nginx, ${r:-0}))")
         r=$("$kind" "$scheme://127.0.0.1:$((base + 3))" "$@"); best_packager=$(python3 -c "print(max($best_packager, ${r:-0}))")
+        if [ -n "$ceiling" ]; then r=$("$kind" "http://127.0.0.1:18204" "$@"); best_ceiling=$(python3 -c "print(max($best_ceiling, ${r:-0}))"); fi
     done
-    rows+=("| $label | $best_packager | $best_h2o | $best_nginx | $(python3 -c "print(f'{$best_packager / $best_h2o:.2f}')")x | $(python3 -c "print(f'{$best_packager / $best_nginx:.2f}')")x |")
+    local of_ceiling="—"
+    if [ -n "$ceiling" ]; then
+        kill "$ceiling"
+        wait "$ceiling" 2>/dev/null || true
+        ceiling=""
+        of_ceiling="$best_ceiling ($(python3 -c "print(f'{$best_packager / $best_ceiling:.2f}')")x)"
+    fi
+    rows+=("| $label | $best_packager | $best_h2o | $best_nginx | $(python3 -c "print(f'{$best_packager / $best_h2o:.2f}')")x | $(python3 -c "print(f'{$best_packager / $best_nginx:.2f}')")x | $of_ceiling |")
     # Each row as it is measured, so that a run stopped later keeps what it measured.
     echo "${rows[-1]}" >&2
 }
@@ -163,9 +187,10 @@ read -r r_u r_s < <(cpu "$raw_pid" "http://127.0.0.1:18209/")
     echo "Each server on one thread: \`packager serve --threads 1\` (its default cache, 64 MiB); h2o \`num-threads: 1\`, \`file.send-compressed: ON\`, no access log; nginx \`worker_processes 1\`, \`sendfile on\`, \`gzip_static on\`, no access log (the configurations: scripts/bench-lib.sh, start_h2o and start_nginx)."
     echo "HTTP/1.1: wrk -t1 -c32 -d${duration}s; HTTP/2: h2load -t1 -D${duration} (ALPN h2). HTTPS: one RSA-2048 certificate for all three, TLS 1.3 as the clients choose it."
     echo "The three servers are measured in turn, $runs rounds, each keeping its best; the client and the server share the machine's $(nproc) cores."
+    echo "The ceiling, on the plain rows of one page: scripts/bench-ceiling.c, a C server of one thread that answers every request with the same head and the page's bytes (its .gz for gzip) by one writev, without reading what was asked; measured in the same rounds. Its rate is what wrk and the loopback allow here: a server near it has nothing left to gain on that row, and the ratio of two servers near it is this host's noise."
     echo
-    echo "| request | packager serve | h2o | nginx | vs h2o | vs nginx |"
-    echo "|---|---|---|---|---|---|"
+    echo "| request | packager serve | h2o | nginx | vs h2o | vs nginx | ceiling (packager's share) |"
+    echo "|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
     echo
     echo "CPU per request (microseconds of the server's user + system time, from /proc, over a wrk run of each; the rate of h2o's CPU time to packager's in the last column: above 1.0x, packager spends less). The floor of SwiftNIO, a channel handler on the bytes that answers every request with the same 6 KiB and no HTTP decoder (packager-bench-fileserver --raw-hello), spends $r_u + $r_s."
