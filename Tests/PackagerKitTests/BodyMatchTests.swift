@@ -162,6 +162,20 @@ struct BodyMatchTests {
         #expect(recorded.headersToSend(url: "https://api.example/items", declared: [other, mine]).map(\.1) == ["other"])
     }
 
+    @Test("what the client writes itself (Host, Content-Length, the connection's fields) is never sent from a recording, nor missed as a secret")
+    func senderFieldsAreNotSent() {
+        // As imports before this kept them: Host by its name alone (a secret's form), Content-Length with its value.
+        let recorded = RecordedRequest(
+            method: "POST",
+            headers: [
+                .init(name: "host", value: ""), .init(name: "Content-Length", value: "9"), .init(name: "connection", value: "keep-alive"),
+                .init(name: "content-type", value: "application/json"), .init(name: "x-api-key", value: nil),
+            ])
+        let sending = recorded.sending(url: "https://api.example/items", declared: [])
+        #expect(sending.headers.map(\.0) == ["content-type"])
+        #expect(sending.missing == ["x-api-key"], "a real secret is still missed")
+    }
+
     @Test("a form body's canonical form: decoded, ignored names left out, sorted by name with one name's values in order, encoded one way")
     func canonicalFormBody() {
         func form(_ text: String, ignoring: [String] = []) -> String? {

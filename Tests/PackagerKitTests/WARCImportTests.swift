@@ -125,6 +125,15 @@ struct WARCImportTests {
             let post = try #require(loader.response(for: BundleRequest(method: "POST", url: base + "/search", body: Data("{ \"q\": \"a\" }".utf8))))
             #expect(try post.bodyData() == Data("[\"apple\"]".utf8), "the POST answered by its body (canonical JSON)")
             #expect(loader.response(for: BundleRequest(method: "POST", url: base + "/search", body: Data("{\"q\":\"b\"}".utf8))) == nil)
+            // What the client wrote itself (Host, Content-Length) is not kept with the requests, and verify asks the
+            // origin again: every entry fresh, none left unverifiable for a Host it would count a secret.
+            let manifest = try MountedBundle(path: folder.path + "/b.zip").manifest()
+            let sentNames = Set(manifest.entries.flatMap { $0.request?.headers.map { $0[0] } ?? [] })
+            #expect(sentNames.isDisjoint(with: ["host", "content-length"]) && sentNames.contains("content-type"), "\(sentNames)")
+            let verified = try await run(
+                packagerExecutable, ["verify", folder.path + "/b.zip", "--resend-unsafe", "--json", "--allow-private-addresses", "-o", folder.path + "/v.json"])
+            let report = try JSONDecoder().decode(VerifyReport.self, from: Data(contentsOf: URL(fileURLWithPath: folder.path + "/v.json")))
+            #expect(verified.status == 0 && report.entries.count == 3 && report.entries.allSatisfy { $0.verdict == .fresh }, "\(verified.output)")
             // And back out: the bundle's WARC holds every payload as the origin meant it (the gzip page inflated), which
             // warcio reads and checks.
             let again = try await run(packagerExecutable, ["export", folder.path + "/b.zip", "--format", "warc", "-o", folder.path + "/again.warc.gz"])

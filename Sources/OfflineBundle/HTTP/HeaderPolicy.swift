@@ -25,6 +25,13 @@ package enum HeaderPolicy {
         "content-length",
     ]
 
+    /// Request fields the sending client writes itself, from the URL (Host), the body (Content-Length, Expect) and its
+    /// connection (the hop-by-hop fields): an imported recording's are not kept with its request, and a bundle's that
+    /// holds them is sent again without them (verify, refresh), whatever value it recorded.
+    package static let writtenBySender: Set<String> = [
+        "host", "content-length", "expect", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection",
+    ]
+
     /// Stored fields an answer never carries (a bundle written by another tool may hold them): framing, cookies,
     /// and state a browser keeps for the serving origin (transport security, reporting endpoints, client hints, a
     /// service worker's scope), which a recorded answer must not set for this server.

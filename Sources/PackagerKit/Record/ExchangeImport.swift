@@ -122,7 +122,10 @@ struct ExchangeImport {
             let flags = names.map { "--drop-query \($0)" }.joined(separator: " ")
             return skip(number, url, "its query carries a credential (\(listed)), which its key would hold (pass \(flags) to keep it without)")
         }
-        let sent = exchange.requestHeaders.filter { !$0.name.hasPrefix(":") }
+        // HTTP/2's pseudo-fields and what the client writes itself (Host, Content-Length, the connection's fields) are
+        // not the request's to keep: recorded, Host would be a secret by name alone (``HARImporter/looksSecret(_:)``)
+        // and leave every entry unverifiable.
+        let sent = exchange.requestHeaders.filter { !$0.name.hasPrefix(":") && !HeaderPolicy.writtenBySender.contains($0.name.lowercased()) }
         let answered = exchange.responseHeaders.filter { !$0.name.hasPrefix(":") }
         if let body = exchange.requestBody, body.count > BundleRequest.maxBodySize {
             return skip(number, url, "the request body is \(body.count) bytes, over the \(BundleRequest.maxBodySize) bytes a bundle's readers match on")

@@ -102,6 +102,8 @@ public struct RecordedRequest: Sendable, Equatable {
         let origin = HTTPOrigin(key: url)
         var missing: [String] = []
         let sent = headers.compactMap { header -> (String, String)? in
+            // What the client writes itself (older imports kept Host by its name alone, as a secret).
+            if HeaderPolicy.writtenBySender.contains(header.name.lowercased()) { return nil }
             if let value = header.value, !value.isEmpty { return (header.name, value) }
             let named = { (request: Declaration.Request) in request.headers.first { $0.name.lowercased() == header.name } }
             let found = source.flatMap(named) ?? declared.lazy.filter { HTTPOrigin(url: $0.url) == origin }.compactMap(named).first
