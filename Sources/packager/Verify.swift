@@ -189,15 +189,15 @@ extension Packager {
                 if live { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
                 let kind: ReportFormatter.Format = json ? .json : ReportFormatter.Format(rawValue: format) ?? .text
                 let color = output == nil && kind == .text && TerminalStyle(fd: STDOUT_FILENO).enabled
-                let text = try ReportFormatter.render(report, as: kind, color: color, all: level.verbose)
                 if let output {
-                    try OutputFile.write(text, to: output)
+                    // Written as it is made (JSON, JUnit), not held whole: a report of a million entries.
+                    try ReportFormatter.write(report, as: kind, to: output, color: color, all: level.verbose)
                     print(ReportFormatter.summaryLine(report))
                     if !level.quiet { print("report (\(kind.rawValue)) written to \(output)") }
                 } else if level.quiet && kind == .text {
                     print(ReportFormatter.summaryLine(report))
                 } else {
-                    print(text)
+                    print(try ReportFormatter.render(report, as: kind, color: color, all: level.verbose))
                 }
                 code = report.exitCode
             }

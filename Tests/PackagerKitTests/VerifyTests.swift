@@ -267,6 +267,44 @@ struct VerifyTests {
         #expect(both.status == 2 && both.output.contains("--quiet and --verbose cannot both be given"), "\(both.output)")
     }
 
+    @Test("the JSON report written by hand is what JSONEncoder made of it, key for key; JSON and JUnit files are the rendered bytes")
+    func handWrittenJSONReport() throws {
+        var rng = SystemRandomNumberGenerator()
+        let odd = ["plain", "quote \" and \\ back", "slash / and tab \t", "control \u{01}\u{1F}", "é ü 漢字 🙂", "", "line\nbreak\r"]
+        func text() -> String { odd.randomElement(using: &rng)! + String(Int.random(in: 0..<1000, using: &rng)) }
+        var entries: [EntryVerification] = []
+        for i in 0..<500 {
+            let changes = (0..<Int.random(in: 0...2, using: &rng)).map { _ in
+                Change(text(), recorded: Bool.random(using: &rng) ? text() : nil, live: Bool.random(using: &rng) ? text() : nil)
+            }
+            var entry = EntryVerification(
+                url: "https://h\(i % 7).example/\(text())", verdict: Verdict.allCases.randomElement(using: &rng)!, recordedStatus: 200,
+                liveStatus: Bool.random(using: &rng) ? Int.random(in: 100...599, using: &rng) : nil, method: text(), changes: changes,
+                error: Bool.random(using: &rng) ? text() : nil, attempts: Int.random(in: 0...4, using: &rng))
+            entry.notes = i % 3 == 0 ? [Change("new resources", recorded: nil, live: text())] : []
+            entry.advice = i % 2 == 0 ? text() : nil
+            entries.append(entry)
+        }
+        let folder = try TemporaryFolder()
+        for report in [
+            VerifyReport(bundle: "b \"1\".zip", checkedAt: Date(), seconds: 12.345678, entries: entries, failOn: Verdict.failingByDefault),
+            VerifyReport(bundle: "empty.zip", checkedAt: Date(), seconds: 0, entries: [], failOn: []),
+        ] {
+            let written = try ReportFormatter.render(report, as: .json)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            let mine = try JSONSerialization.jsonObject(with: Data(written.utf8)) as? NSDictionary
+            let theirs = try JSONSerialization.jsonObject(with: encoder.encode(report)) as? NSDictionary
+            #expect(mine != nil && mine == theirs)
+            let back = try JSONDecoder().decode(VerifyReport.self, from: Data(written.utf8))
+            #expect(back.entries == report.entries && back.counts == report.counts && back.failOn == report.failOn && back.bundle == report.bundle)
+            for format in [ReportFormatter.Format.json, .junit] {
+                try ReportFormatter.write(report, as: format, to: folder.path + "/r")
+                #expect(try String(contentsOfFile: folder.path + "/r", encoding: .utf8) == ReportFormatter.render(report, as: format))
+            }
+        }
+    }
+
     @Test("the text report shows control bytes from a stored or live value, never sends them to the terminal")
     func textReportIsTerminalSafe() throws {
         let entry = EntryVerification(

@@ -103,7 +103,8 @@ extension JSONValue {
         return b.utf8.lexicographicallyPrecedes(a.utf8)
     }
 
-    private static func writeString(_ text: String, to out: inout [UInt8]) {
+    /// `text` as a JSON string: `"`, `\` and the bytes below 0x20 escaped, everything else raw.
+    static func writeString(_ text: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         for byte in text.utf8 {
             switch byte {

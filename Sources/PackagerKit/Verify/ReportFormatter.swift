@@ -77,12 +77,122 @@ public enum ReportFormatter {
         return "\(report.entries.count) entries: " + parts.joined(separator: ", ") + String(format: " (in %.1f s)", report.seconds)
     }
 
+    /// Writes `report` as `format` to `path`, atomically as every output is (a temporary file renamed when whole). JSON
+    /// and JUnit go out as they are made, a MiB at a time: a report of 1,000,000 entries, encoded whole by
+    /// `JSONEncoder` (its tree of values, then its bytes, then a String and its copy), took 2.4 GB.
+    public static func write(_ report: VerifyReport, as format: Format, to path: String, color: Bool = false, all: Bool = false) throws {
+        switch format {
+        case .json, .junit:
+            let sink = ReportSink(output: try AtomicOutput(destination: path))
+            if format == .json { try json(report, into: sink) } else { try junit(report, into: sink) }
+            try sink.finish()
+        case .text, .markdown, .html: try OutputFile.write(try render(report, as: format, color: color, all: all), to: path)
+        }
+    }
+
+    /// Where a report's bytes go: a file they are written to as they are made, or memory (``render(_:as:color:all:)``).
+    final class ReportSink {
+        var bytes: [UInt8] = []
+        private let output: AtomicOutput?
+
+        init(output: AtomicOutput? = nil) {
+            self.output = output
+            bytes.reserveCapacity(output == nil ? 1 << 16 : (1 << 20) + 4096)
+        }
+
+        func append(_ text: String) { bytes += text.utf8 }
+        func string(_ text: String) { JSONValue.writeString(text, to: &bytes) }
+
+        /// Writes what was made to the file once it holds a MiB.
+        func flushIfFull() throws {
+            guard let output, bytes.count >= 1 << 20 else { return }
+            try output.write(bytes)
+            bytes.removeAll(keepingCapacity: true)
+        }
+
+        /// Writes the rest and renames the file into place.
+        func finish() throws {
+            guard let output else { return }
+            try output.write(bytes)
+            try output.commit()
+        }
+    }
+
     // MARK: - JSON
 
     static func json(_ report: VerifyReport) throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        return String(decoding: try encoder.encode(report), as: UTF8.self)
+        let sink = ReportSink()
+        try json(report, into: sink)
+        return String(decoding: sink.bytes, as: UTF8.self)
+    }
+
+    /// The report as JSON, written by hand: `VerifyReport`'s Codable form (its keys sorted, an absent optional left
+    /// out, two spaces of indent), without `JSONEncoder`'s tree of the whole report. A test decodes it back.
+    static func json(_ report: VerifyReport, into out: ReportSink) throws {
+        func changes(_ list: [Change], _ indent: String) {
+            guard !list.isEmpty else { return out.append("[]") }
+            out.append("[")
+            for (i, change) in list.enumerated() {
+                out.append(i == 0 ? "\n\(indent)  {\n" : ",\n\(indent)  {\n")
+                out.append("\(indent)    \"field\" : ")
+                out.string(change.field)
+                if let live = change.live {
+                    out.append(",\n\(indent)    \"live\" : ")
+                    out.string(live)
+                }
+                if let recorded = change.recorded {
+                    out.append(",\n\(indent)    \"recorded\" : ")
+                    out.string(recorded)
+                }
+                out.append("\n\(indent)  }")
+            }
+            out.append("\n\(indent)]")
+        }
+        out.append("{\n  \"bundle\" : ")
+        out.string(report.bundle)
+        out.append(",\n  \"checkedAt\" : ")
+        out.string(report.checkedAt)
+        out.append(",\n  \"counts\" : {")
+        for (i, (verdict, count)) in report.counts.sorted(by: { $0.key < $1.key }).enumerated() {
+            out.append(i == 0 ? "\n    " : ",\n    ")
+            out.string(verdict)
+            out.append(" : \(count)")
+        }
+        out.append(report.counts.isEmpty ? "}" : "\n  }")
+        out.append(",\n  \"entries\" : [")
+        for (i, entry) in report.entries.enumerated() {
+            out.append(i == 0 ? "\n    {" : ",\n    {")
+            if let advice = entry.advice {
+                out.append("\n      \"advice\" : ")
+                out.string(advice)
+                out.append(",")
+            }
+            out.append("\n      \"attempts\" : \(entry.attempts),\n      \"changes\" : ")
+            changes(entry.changes, "      ")
+            if let error = entry.error {
+                out.append(",\n      \"error\" : ")
+                out.string(error)
+            }
+            if let live = entry.liveStatus { out.append(",\n      \"liveStatus\" : \(live)") }
+            out.append(",\n      \"method\" : ")
+            out.string(entry.method)
+            out.append(",\n      \"notes\" : ")
+            changes(entry.notes, "      ")
+            out.append(",\n      \"recordedStatus\" : \(entry.recordedStatus),\n      \"url\" : ")
+            out.string(entry.url)
+            out.append(",\n      \"verdict\" : ")
+            out.string(entry.verdict.rawValue)
+            out.append("\n    }")
+            try out.flushIfFull()
+        }
+        out.append(report.entries.isEmpty ? "]" : "\n  ]")
+        out.append(",\n  \"failOn\" : [")
+        for (i, verdict) in report.failOn.enumerated() {
+            out.append(i == 0 ? "\n    " : ",\n    ")
+            out.string(verdict.rawValue)
+        }
+        out.append(report.failOn.isEmpty ? "]" : "\n  ]")
+        out.append(",\n  \"seconds\" : \(report.seconds)\n}")
     }
 
     // MARK: - JUnit
@@ -90,34 +200,41 @@ public enum ReportFormatter {
     /// One test suite per host, one test case per entry; failing verdicts are failures, substituted,
     /// blocked and unverifiable entries are skipped. Jenkins and GitLab read this form.
     static func junit(_ report: VerifyReport) -> String {
+        let sink = ReportSink()
+        // In memory, nothing is written that could fail.
+        try? junit(report, into: sink)
+        return String(decoding: sink.bytes, as: UTF8.self)
+    }
+
+    static func junit(_ report: VerifyReport, into out: ReportSink) throws {
         let failOn = Set(report.failOn)
         let hosts = Dictionary(grouping: report.entries, by: \.host).sorted { $0.key < $1.key }
         let failures = report.failures.count
-        var xml = ["<?xml version=\"1.0\" encoding=\"UTF-8\"?>"]
-        xml.append(
-            "<testsuites name=\"packager verify\" tests=\"\(report.entries.count)\" failures=\"\(failures)\" errors=\"0\" time=\"\(String(format: "%.3f", report.seconds))\">"
+        out.append("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n")
+        out.append(
+            "<testsuites name=\"packager verify\" tests=\"\(report.entries.count)\" failures=\"\(failures)\" errors=\"0\" time=\"\(String(format: "%.3f", report.seconds))\">\n"
         )
         for (host, entries) in hosts {
             let hostFailures = entries.filter { failOn.contains($0.verdict) }.count
             let skipped = entries.filter { !failOn.contains($0.verdict) && $0.verdict != .fresh }.count
-            xml.append(
-                "  <testsuite name=\"\(escape(host))\" tests=\"\(entries.count)\" failures=\"\(hostFailures)\" errors=\"0\" skipped=\"\(skipped)\" timestamp=\"\(report.checkedAt)\">"
+            out.append(
+                "  <testsuite name=\"\(escape(host))\" tests=\"\(entries.count)\" failures=\"\(hostFailures)\" errors=\"0\" skipped=\"\(skipped)\" timestamp=\"\(report.checkedAt)\">\n"
             )
             for entry in entries {
-                xml.append("    <testcase classname=\"\(escape(host))\" name=\"\(escape(entry.url))\">")
+                out.append("    <testcase classname=\"\(escape(host))\" name=\"\(escape(entry.url))\">\n")
                 if failOn.contains(entry.verdict) {
                     let advice = entry.advice.map { " (" + $0 + ")" } ?? ""
-                    xml.append(
-                        "      <failure type=\"\(entry.verdict.rawValue)\" message=\"\(escape(entry.verdict.rawValue + ": " + entry.summary + advice))\"/>")
+                    out.append(
+                        "      <failure type=\"\(entry.verdict.rawValue)\" message=\"\(escape(entry.verdict.rawValue + ": " + entry.summary + advice))\"/>\n")
                 } else if entry.verdict != .fresh {
-                    xml.append("      <skipped message=\"\(escape(entry.verdict.rawValue + ": " + entry.summary))\"/>")
+                    out.append("      <skipped message=\"\(escape(entry.verdict.rawValue + ": " + entry.summary))\"/>\n")
                 }
-                xml.append("    </testcase>")
+                out.append("    </testcase>\n")
+                try out.flushIfFull()
             }
-            xml.append("  </testsuite>")
+            out.append("  </testsuite>\n")
         }
-        xml.append("</testsuites>")
-        return xml.joined(separator: "\n") + "\n"
+        out.append("</testsuites>\n")
     }
 
     static func escape(_ s: String) -> String {
