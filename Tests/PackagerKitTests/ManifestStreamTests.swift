@@ -132,10 +132,9 @@ struct ManifestEntriesTests {
         try writer.write(to: folder.path + "/declared.zip")
         // By URL (a POST's key also names its method and body), from the position each is kept under.
         let bundle = try MountedBundle(path: folder.path + "/declared.zip")
+        let table = Verifier.declaredEntries(of: bundle)
         let declared = Dictionary(
-            uniqueKeysWithValues: Verifier.declaredEntries(of: bundle).map {
-                (String(RequestQualifiers.split(key: bundle.key(ofEntryAt: $0.key)).url), $0.value)
-            })
+            uniqueKeysWithValues: table.positions.map { (String(RequestQualifiers.split(key: bundle.key(ofEntryAt: $0)).url), table[$0]!) })
         #expect(Set(declared.keys) == Set(expected.keys))
         for (key, want) in expected {
             #expect(declared[key]?.request?.method == want.method, "\(key)")

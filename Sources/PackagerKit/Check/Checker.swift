@@ -101,15 +101,8 @@ public enum Checker {
         let bundle: MountedBundle
         do {
             if bases.isEmpty {
-                do {
-                    var options = MountedBundle.Options.wholeBundlePass(scratchIn: scratchFolder)
-                    options.indexScratch?.above = indexScratchAbove
-                    bundle = try MountedBundle(location: path, options: options, remote: remote)
-                } catch let error as BundleError where error.code == .io && !RemoteOptions.isRemote(path) {
-                    // The scratch folder may be what failed (missing, full, read-only): the index is then held in
-                    // memory, as a service holds it; a bundle that cannot be read fails again, and is reported.
-                    bundle = try MountedBundle(location: path, options: .init(verification: .sha256), remote: remote)
-                }
+                bundle = try MountedBundle.mountedWithIndexAside(
+                    path, options: .init(verification: .sha256), scratchIn: scratchFolder, above: indexScratchAbove, remote: remote)
                 try bundle.fetchWhole()
             } else {
                 let mounted = try MountedBundle.mount(paths: [path] + bases, options: .init(verification: .sha256), remote: remote)

@@ -124,18 +124,10 @@ public enum Inspector {
         /// inflated into a mapped scratch file in the temporary folder (``MountedBundle/Options/indexScratch``), and into
         /// memory when that folder cannot hold it.
         public init(path: String, remote: RemoteOptions? = nil) throws {
-            let bundle: MountedBundle
-            if RemoteOptions.isRemote(path) {
-                bundle = try MountedBundle(location: path, remote: remote)
-            } else {
-                var options = MountedBundle.Options()
-                options.indexScratch = (NSTemporaryDirectory(), 8 << 20)
-                do {
-                    bundle = try MountedBundle(location: path, options: options, remote: remote)
-                } catch let error as BundleError where error.code == .io {
-                    bundle = try MountedBundle(location: path, remote: remote)
-                }
-            }
+            let bundle =
+                RemoteOptions.isRemote(path)
+                ? try MountedBundle(location: path, remote: remote)
+                : try MountedBundle.mountedWithIndexAside(path, options: .init(), scratchIn: NSTemporaryDirectory(), remote: remote)
             let manifest = try bundle.manifestEntries().remainderSkippingEntries()
             self.bundle = bundle
             // A URL as it may be printed: no credentials, no query (a presigned URL's signature).

@@ -103,7 +103,9 @@ public struct Verifier: Sendable {
     /// A URL is a remote bundle, read through `remote` (its index; verify reads no body).
     public func verify(bundleAt path: String, remote: RemoteOptions? = nil, progress: (@Sendable (Int, Int) -> Void)? = nil) async throws -> VerifyReport {
         guard RemoteOptions.isRemote(path), let remote else {
-            return try await verify(try MountedBundle(location: path, remote: remote), path: path, progress: progress)
+            // Its index aside, as check and inspect read a bundle whole.
+            let bundle = try MountedBundle.mountedWithIndexAside(path, options: .init(), scratchIn: NSTemporaryDirectory(), remote: remote)
+            return try await verify(bundle, path: path, progress: progress)
         }
         return try await verify(try await MountedBundle.mount(.remote(path, remote)), path: RemoteObject.shown(path), progress: progress)
     }
@@ -129,11 +131,10 @@ public struct Verifier: Sendable {
         let declared = Self.declaredEntries(of: bundle)
         let declaredRequests = options.declaredRequests
         let rules = bundle.rules
-        let shared = SharedTexts()
-        let results = await withTaskGroup(of: [EntryVerification].self) { group in
+        let verdicts = Verdicts(count: count)
+        await withTaskGroup(of: Void.self) { group in
             for _ in 0..<max(1, min(options.concurrency, count)) {
                 group.addTask {
-                    var mine: [EntryVerification] = []
                     while case let n = dispenser.withLockedValue({
                         $0 += 1
                         return $0
@@ -144,7 +145,7 @@ public struct Verifier: Sendable {
                         // Scheme and authority: http://a and https://a are different servers. Mounting checked the
                         // shape of every key; one without an origin all the same is not probed.
                         guard let origin = HTTPOrigin(key: record.url) else {
-                            mine.append(
+                            verdicts.add(
                                 EntryVerification(
                                     url: record.key, verdict: .unreachable, recordedStatus: record.status, liveStatus: nil, method: EntryVerification.notProbed,
                                     changes: [], error: "not an http or https URL with a host and port", attempts: 0))
@@ -165,10 +166,9 @@ public struct Verifier: Sendable {
                                 changes: [], error: EntryVerification.notTriedPrefix + down, attempts: 0)
                             // The advice the entries that found the origin down carry (run verify again once it answers).
                             entry.advice = probe.advice(for: entry, record, failure: .notTried)
-                            mine.append(shared.sharing(entry))
+                            verdicts.add(entry)
                         } else {
-                            let probed = await probe.verify(record)
-                            mine.append(shared.sharing(probed))
+                            verdicts.add(await probe.verify(record))
                         }
                         if let limiter, down == nil { await limiter.release(host) }
                         progress?(
@@ -177,39 +177,54 @@ public struct Verifier: Sendable {
                                 return $0
                             }, count)
                     }
-                    return mine
                 }
             }
-            var collected: [EntryVerification] = []
-            collected.reserveCapacity(count)
-            for await part in group { collected += part }
-            return collected
         }
+        let results = verdicts.taken()
         try? await client.shutdown()
         return VerifyReport(bundle: path, checkedAt: started, seconds: Date().timeIntervalSince(started), entries: results, failOn: options.failOn)
     }
 }
 
-/// One copy of each error and advice text the entries of a run carry: an origin that is down gives each of its entries
-/// the same two (about 370 bytes an entry, 370 MB for a million entries, held until the report is written).
-final class SharedTexts: Sendable {
-    private let texts = NIOLockedValueBox(Set<String>())
+/// The entries' verdicts as the workers give them, in one array of the bundle's size (not one a worker, joined after),
+/// with one copy of each error and advice text: an origin that is down gives each of its entries the same two (about
+/// 370 bytes an entry, 370 MB for a million entries, held until the report is written).
+final class Verdicts: Sendable {
+    private struct State {
+        var entries: [EntryVerification] = []
+        var texts = Set<String>()
+    }
+    private let state: NIOLockedValueBox<State>
 
-    /// `entry` with its error and advice the copies kept here, when the same texts came before.
-    func sharing(_ entry: EntryVerification) -> EntryVerification {
-        guard entry.error != nil || entry.advice != nil else { return entry }
-        var entry = entry
-        texts.withLockedValue { texts in
+    init(count: Int) {
+        var state = State()
+        state.entries.reserveCapacity(count)
+        self.state = NIOLockedValueBox(state)
+    }
+
+    func add(_ entry: EntryVerification) {
+        state.withLockedValue { state in
+            guard entry.error != nil || entry.advice != nil else { return state.entries.append(entry) }
             func shared(_ text: String?) -> String? {
                 guard let text else { return nil }
-                if let index = texts.firstIndex(of: text) { return texts[index] }
-                texts.insert(text)
+                if let index = state.texts.firstIndex(of: text) { return state.texts[index] }
+                state.texts.insert(text)
                 return text
             }
+            var entry = entry
             entry.error = shared(entry.error)
             entry.advice = shared(entry.advice)
+            state.entries.append(entry)
         }
-        return entry
+    }
+
+    /// The entries given, taken out (not copied).
+    func taken() -> [EntryVerification] {
+        state.withLockedValue { state in
+            var entries: [EntryVerification] = []
+            swap(&entries, &state.entries)
+            return entries
+        }
     }
 }
 
@@ -225,19 +240,39 @@ extension Verifier {
         var stableSha256: String?
     }
 
-    /// The declared requests and volatile bodies, by the entry's position in the index: only the manifest's entries
-    /// that have some are decoded (a crawled site's manifest is scanned, not decoded), and only those fields kept.
-    /// Entries recorded alike (an imported archive's GETs, each with the same headers) share one copy; by position, not
-    /// by key, no key is held twice (about 210 bytes an entry of an archive of 1,000,000 records before, 40 now).
-    static func declaredEntries(of bundle: MountedBundle) -> [Int: Declared] {
-        guard let entries = try? bundle.manifestEntries() else { return [:] }
-        var found: [Int: Declared] = [:]
-        var alike = Set<Declared>()
+    /// The declared requests and volatile bodies of a bundle's entries, by their position in the index.
+    struct DeclaredTable: Sendable {
+        /// For each position, where its fields stand in `values`: entries recorded alike (an imported archive's GETs,
+        /// each with the same headers) share one.
+        fileprivate var slots: [Int: Int32] = [:]
+        fileprivate var values: [Declared] = []
+
+        subscript(position: Int) -> Declared? { slots[position].map { values[Int($0)] } }
+
+        /// The positions that have some.
+        var positions: Dictionary<Int, Int32>.Keys { slots.keys }
+    }
+
+    /// The declared requests and volatile bodies: only the manifest's entries that have some are decoded (a crawled
+    /// site's manifest is scanned, not decoded), and only those fields kept, once for the entries recorded alike. By
+    /// position, no key is held twice: about 200 bytes an entry of an archive of 1,000,000 records before, 20 now.
+    static func declaredEntries(of bundle: MountedBundle) -> DeclaredTable {
+        var table = DeclaredTable()
+        guard let entries = try? bundle.manifestEntries() else { return table }
+        var alike: [Declared: Int32] = [:]
         while let entry = try? entries.nextDeclaring() {
             guard entry.request != nil || entry.volatile != nil, let position = bundle.entry(forKey: entry.key)?.position else { continue }
-            found[position] = alike.insert(Declared(request: entry.request, volatile: entry.volatile, stableSha256: entry.stableSha256)).memberAfterInsert
+            let declared = Declared(request: entry.request, volatile: entry.volatile, stableSha256: entry.stableSha256)
+            if let slot = alike[declared] {
+                table.slots[position] = slot
+            } else {
+                let slot = Int32(table.values.count)
+                table.values.append(declared)
+                alike[declared] = slot
+                table.slots[position] = slot
+            }
         }
-        return found
+        return table
     }
 
     /// Entry positions taking each host in turn, so that workers waiting on one host's limit do not hold back the others.
