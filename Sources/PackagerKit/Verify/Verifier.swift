@@ -260,8 +260,20 @@ extension Verifier {
         var table = DeclaredTable()
         guard let entries = try? bundle.manifestEntries() else { return table }
         var alike: [Declared: Int32] = [:]
+        // The manifest lists the entries in the index's order (by their keys' bytes): each is found by walking on from
+        // the last, not by a lookup, which reads the index at random (a page fault each, the index being mapped aside).
+        var cursor = 0
+        func position(of key: String) -> Int? {
+            while cursor < bundle.entryCount {
+                let here = bundle.key(ofEntryAt: cursor)
+                if here.utf8.elementsEqual(key.utf8) { return cursor }
+                if key.utf8.lexicographicallyPrecedes(here.utf8) { break }
+                cursor += 1
+            }
+            return bundle.entry(forKey: key)?.position
+        }
         while let entry = try? entries.nextDeclaring() {
-            guard entry.request != nil || entry.volatile != nil, let position = bundle.entry(forKey: entry.key)?.position else { continue }
+            guard entry.request != nil || entry.volatile != nil, let position = position(of: entry.key) else { continue }
             let declared = Declared(request: entry.request, volatile: entry.volatile, stableSha256: entry.stableSha256)
             if let slot = alike[declared] {
                 table.slots[position] = slot
