@@ -118,7 +118,8 @@ for n in $scale; do
     # verify of every entry, its origin (archive.example) unreachable: what a run holds and writes for each entry (its
     # verdict, the JSON report), not the network. It exits 2 (unreachable entries fail the check).
     /usr/bin/time -f "%e %M" -o "$work/time" "$packager" verify "$work/scale.zip" --retries 0 --format json -o "$work/scale.verify.json" >/dev/null || true
-    read -r seconds kib <"$work/time"
+    # time's last line (before it, "Command exited with non-zero status 2").
+    read -r seconds kib < <(tail -1 "$work/time")
     rows+="| $n | (bundle) | verify --format json, origin unreachable | ${seconds} s | $((kib / 1024)) MiB |"$'\n'
     rm -f "$work/scale.verify.json"
 
