@@ -32,6 +32,11 @@ struct StandardOutput {
     }
 }
 
+/// Standard output as a reference, for a closure that is given the pieces of a report.
+final class PrintedPieces {
+    var output = StandardOutput()
+}
+
 /// A table printed a row at a time: every row is measured first (``measure(_:)``), then printed (``print(_:)``), so
 /// that a table of a million rows holds its columns' widths, not its cells. Cells are made terminal-safe, and every
 /// column but the last is padded to its width in characters, two spaces apart.

@@ -197,7 +197,11 @@ extension Packager {
                 } else if level.quiet && kind == .text {
                     print(ReportFormatter.summaryLine(report))
                 } else {
-                    print(try ReportFormatter.render(report, as: kind, color: color, all: level.verbose))
+                    // A piece at a time, ended with a newline as print ends it.
+                    let printed = PrintedPieces()
+                    try ReportFormatter.write(report, as: kind, color: color, all: level.verbose) { printed.output.append($0) }
+                    printed.output.append("\n".utf8)
+                    printed.output.flush()
                 }
                 code = report.exitCode
             }

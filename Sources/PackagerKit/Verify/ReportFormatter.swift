@@ -81,40 +81,50 @@ public enum ReportFormatter {
     /// and JUnit go out as they are made, a MiB at a time: a report of 1,000,000 entries, encoded whole by
     /// `JSONEncoder` (its tree of values, then its bytes, then a String and its copy), took 2.4 GB.
     public static func write(_ report: VerifyReport, as format: Format, to path: String, color: Bool = false, all: Bool = false) throws {
+        let output = try AtomicOutput(destination: path)
+        try write(report, as: format, color: color, all: all) { try output.write($0) }
+        try output.commit()
+    }
+
+    /// Gives `report` as `format` to `send` in pieces: JSON and JUnit as they are made, about a MiB at a time, each
+    /// piece ending after a whole entry (standard output, a pipe); the other forms whole.
+    public static func write(
+        _ report: VerifyReport, as format: Format, color: Bool = false, all: Bool = false, into send: @escaping ([UInt8]) throws -> Void
+    ) throws {
         switch format {
         case .json, .junit:
-            let sink = ReportSink(output: try AtomicOutput(destination: path))
+            let sink = ReportSink(send: send)
             if format == .json { try json(report, into: sink) } else { try junit(report, into: sink) }
             try sink.finish()
-        case .text, .markdown, .html: try OutputFile.write(try render(report, as: format, color: color, all: all), to: path)
+        case .text, .markdown, .html: try send(Array(try render(report, as: format, color: color, all: all).utf8))
         }
     }
 
-    /// Where a report's bytes go: a file they are written to as they are made, or memory (``render(_:as:color:all:)``).
+    /// Where a report's bytes go: given to `send` as they are made, or kept (``render(_:as:color:all:)``).
     final class ReportSink {
         var bytes: [UInt8] = []
-        private let output: AtomicOutput?
+        private let send: (([UInt8]) throws -> Void)?
 
-        init(output: AtomicOutput? = nil) {
-            self.output = output
-            bytes.reserveCapacity(output == nil ? 1 << 16 : (1 << 20) + 4096)
+        init(send: (([UInt8]) throws -> Void)? = nil) {
+            self.send = send
+            bytes.reserveCapacity(send == nil ? 1 << 16 : (1 << 20) + 4096)
         }
 
         func append(_ text: String) { bytes += text.utf8 }
         func string(_ text: String) { JSONValue.writeString(text, to: &bytes) }
 
-        /// Writes what was made to the file once it holds a MiB.
+        /// Gives what was made to `send` once it holds a MiB.
         func flushIfFull() throws {
-            guard let output, bytes.count >= 1 << 20 else { return }
-            try output.write(bytes)
+            guard let send, bytes.count >= 1 << 20 else { return }
+            try send(bytes)
             bytes.removeAll(keepingCapacity: true)
         }
 
-        /// Writes the rest and renames the file into place.
+        /// Gives the rest.
         func finish() throws {
-            guard let output else { return }
-            try output.write(bytes)
-            try output.commit()
+            guard let send, !bytes.isEmpty else { return }
+            try send(bytes)
+            bytes.removeAll()
         }
     }
 
