@@ -162,18 +162,21 @@ struct BodyMatchTests {
         #expect(recorded.headersToSend(url: "https://api.example/items", declared: [other, mine]).map(\.1) == ["other"])
     }
 
-    @Test("what the client writes itself (Host, Content-Length, the connection's fields) is never sent from a recording, nor missed as a secret")
+    @Test("what the client writes itself (Host, Content-Length, the connection's fields), recorded by its name alone, is not missed as a secret")
     func senderFieldsAreNotSent() {
-        // As imports before this kept them: Host by its name alone (a secret's form), Content-Length with its value.
+        // As imports before this kept them: by their names alone, a secret's form.
         let recorded = RecordedRequest(
             method: "POST",
             headers: [
-                .init(name: "host", value: ""), .init(name: "Content-Length", value: "9"), .init(name: "connection", value: "keep-alive"),
+                .init(name: "host", value: ""), .init(name: "Content-Length", value: ""), .init(name: "connection", value: nil),
                 .init(name: "content-type", value: "application/json"), .init(name: "x-api-key", value: nil),
             ])
         let sending = recorded.sending(url: "https://api.example/items", declared: [])
         #expect(sending.headers.map(\.0) == ["content-type"])
         #expect(sending.missing == ["x-api-key"], "a real secret is still missed")
+        // A Host a declaration gave a value (a virtual host on an address) is sent as given.
+        let virtual = RecordedRequest(method: "GET", headers: [.init(name: "host", value: "api.internal")])
+        #expect(virtual.sending(url: "http://10.0.0.5/api", declared: []).headers.map(\.1) == ["api.internal"])
     }
 
     @Test("a form body's canonical form: decoded, ignored names left out, sorted by name with one name's values in order, encoded one way")

@@ -26,8 +26,9 @@ package enum HeaderPolicy {
     ]
 
     /// Request fields the sending client writes itself, from the URL (Host), the body (Content-Length, Expect) and its
-    /// connection (the hop-by-hop fields): an imported recording's are not kept with its request, and a bundle's that
-    /// holds them is sent again without them (verify, refresh), whatever value it recorded.
+    /// connection (the hop-by-hop fields): an imported recording's are not kept with its request, and one a bundle
+    /// recorded by its name alone (older imports) is not a secret verify and refresh miss; one recorded with a value (a
+    /// declaration's Host for a virtual host) is sent as recorded.
     package static let writtenBySender: Set<String> = [
         "host", "content-length", "expect", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection",
     ]

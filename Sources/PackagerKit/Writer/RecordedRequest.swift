@@ -102,9 +102,10 @@ public struct RecordedRequest: Sendable, Equatable {
         let origin = HTTPOrigin(key: url)
         var missing: [String] = []
         let sent = headers.compactMap { header -> (String, String)? in
-            // What the client writes itself (older imports kept Host by its name alone, as a secret).
-            if HeaderPolicy.writtenBySender.contains(header.name.lowercased()) { return nil }
             if let value = header.value, !value.isEmpty { return (header.name, value) }
+            // What the client writes itself, recorded by its name alone (as older imports kept Host, like a secret):
+            // no value to miss. (One a declaration gives a value, a Host for a virtual host, is sent as given.)
+            if HeaderPolicy.writtenBySender.contains(header.name.lowercased()) { return nil }
             let named = { (request: Declaration.Request) in request.headers.first { $0.name.lowercased() == header.name } }
             let found = source.flatMap(named) ?? declared.lazy.filter { HTTPOrigin(url: $0.url) == origin }.compactMap(named).first
             if found == nil { missing.append(header.name) }
