@@ -191,7 +191,7 @@ extension Packager {
                 let color = output == nil && kind == .text && TerminalStyle(fd: STDOUT_FILENO).enabled
                 if let output {
                     // Written as it is made (JSON, JUnit), not held whole: a report of a million entries.
-                    try ReportFormatter.write(report, as: kind, to: output, color: color, all: level.verbose)
+                    try ReportFormatter.write(report, as: kind, color: color, all: level.verbose, to: output)
                     print(ReportFormatter.summaryLine(report))
                     if !level.quiet { print("report (\(kind.rawValue)) written to \(output)") }
                 } else if level.quiet && kind == .text {

@@ -80,7 +80,7 @@ public enum ReportFormatter {
     /// Writes `report` as `format` to `path`, atomically as every output is (a temporary file renamed when whole). JSON
     /// and JUnit go out as they are made, a MiB at a time: a report of 1,000,000 entries, encoded whole by
     /// `JSONEncoder` (its tree of values, then its bytes, then a String and its copy), took 2.4 GB.
-    public static func write(_ report: VerifyReport, as format: Format, to path: String, color: Bool = false, all: Bool = false) throws {
+    public static func write(_ report: VerifyReport, as format: Format, color: Bool = false, all: Bool = false, to path: String) throws {
         let output = try AtomicOutput(destination: path)
         try write(report, as: format, color: color, all: all) { try output.write($0) }
         try output.commit()

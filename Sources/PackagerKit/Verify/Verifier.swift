@@ -205,15 +205,9 @@ final class Verdicts: Sendable {
     func add(_ entry: EntryVerification) {
         state.withLockedValue { state in
             guard entry.error != nil || entry.advice != nil else { return state.entries.append(entry) }
-            func shared(_ text: String?) -> String? {
-                guard let text else { return nil }
-                if let index = state.texts.firstIndex(of: text) { return state.texts[index] }
-                state.texts.insert(text)
-                return text
-            }
             var entry = entry
-            entry.error = shared(entry.error)
-            entry.advice = shared(entry.advice)
+            entry.error = entry.error.map { state.texts.insert($0).memberAfterInsert }
+            entry.advice = entry.advice.map { state.texts.insert($0).memberAfterInsert }
             state.entries.append(entry)
         }
     }
